@@ -1,0 +1,219 @@
+/*
+ * The test runner: forks each registered test into its own process group,
+ * bounds it with a timeout, prints TAP and ends with "N passed, N failed, N
+ * skipped". Arguments are substrings; only tests whose name contains one run.
+ * A test's output is kept in a file and shown only when it fails.
+ */
+#include "test.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <stdarg.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#define SKIP_EXIT_CODE 77
+
+static test_case *registered_tests;
+static char current_tmpdir[PATH_MAX];
+
+void test__register(test_case *tc)
+{
+    /* Constructors run file by file; keep registration order within a file. */
+    test_case **tail = &registered_tests;
+    while (*tail != NULL) tail = &(*tail)->next;
+    *tail = tc;
+}
+
+void test__fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list args;
+    fprintf(stderr, "%s:%d: ", file, line);
+    va_start(args, fmt);
+    vfprintf(stderr, fmt, args);
+    va_end(args);
+    fputc('\n', stderr);
+    fflush(NULL);
+    _exit(1);
+}
+
+void test__skip(const char *reason)
+{
+    fprintf(stderr, "SKIP: %s\n", reason);
+    fflush(NULL);
+    _exit(SKIP_EXIT_CODE);
+}
+
+const char *test_tmpdir(void) { return current_tmpdir; }
+
+static const char *path_in(const char *env_name, const char *name)
+{
+    static _Thread_local char path[PATH_MAX];
+    const char *dir = getenv(env_name);
+    if (dir == NULL) test__fail(__FILE__, __LINE__, "%s is not set (run the tests with make test)", env_name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return path;
+}
+
+const char *test_bin_path(const char *name) { return path_in("ELASTIC_BIN_DIR", name); }
+const char *test_helper_path(const char *name) { return path_in("ELASTIC_HELPER_DIR", name); }
+const char *test_example_path(const char *name) { return path_in("ELASTIC_EXAMPLE_DIR", name); }
+
+const char *test_source_dir(void)
+{
+    const char *dir = getenv("ELASTIC_SOURCE_DIR");
+    return dir != NULL ? dir : ".";
+}
+
+static int timeout_scale(void)
+{
+    const char *value = getenv("ELASTIC_TEST_TIMEOUT_SCALE");
+    int scale = value != NULL ? atoi(value) : 1;
+    return scale >= 1 && scale <= 100 ? scale : 1;
+}
+
+int test_scaled_ms(int ms) { return ms * timeout_scale(); }
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static bool name_selected(const char *name, int argc, char **argv)
+{
+    if (argc <= 1) return true;
+    for (int i = 1; i < argc; i++)
+        if (strstr(name, argv[i]) != NULL) return true;
+    return false;
+}
+
+/* Waits for the child up to timeout_ms; true if it exited (status filled). */
+static bool wait_child(pid_t pid, int timeout_ms, int *status)
+{
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd >= 0) {
+        struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+        int ready;
+        do ready = poll(&pfd, 1, timeout_ms);
+        while (ready < 0 && errno == EINTR);
+        close(pidfd);
+        if (ready == 0) return false;
+        return waitpid(pid, status, 0) == pid;
+    }
+    /* Kernels without pidfd: a coarse wait loop is good enough for a runner. */
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        if (waitpid(pid, status, WNOHANG) == pid) return true;
+        struct timespec ten_ms = {0, 10 * 1000 * 1000};
+        nanosleep(&ten_ms, NULL);
+    }
+    return false;
+}
+
+static void show_output(const char *log_path, const char *prefix)
+{
+    FILE *log = fopen(log_path, "r");
+    if (log == NULL) return;
+    char line[2048];
+    while (fgets(line, sizeof line, log) != NULL) printf("%s%s", prefix, line);
+    fclose(log);
+}
+
+static void skip_reason(const char *log_path, char *reason, size_t size)
+{
+    snprintf(reason, size, "skipped");
+    FILE *log = fopen(log_path, "r");
+    if (log == NULL) return;
+    char line[1024];
+    while (fgets(line, sizeof line, log) != NULL)
+        if (strncmp(line, "SKIP: ", 6) == 0) {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(reason, size, "%s", line + 6);
+        }
+    fclose(log);
+}
+
+enum outcome { PASSED, FAILED, SKIPPED };
+
+static enum outcome run_one(test_case *tc, int number, const char *root)
+{
+    snprintf(current_tmpdir, sizeof current_tmpdir, "%s/%s", root, tc->name);
+    mkdir(current_tmpdir, 0700);
+    char log_path[PATH_MAX + 16];
+    snprintf(log_path, sizeof log_path, "%s.log", current_tmpdir);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        int log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(log_fd, STDOUT_FILENO);
+        dup2(log_fd, STDERR_FILENO);
+        close(log_fd);
+        tc->fn();
+        fflush(NULL);
+        exit(0);
+    }
+    setpgid(pid, pid);
+    int status = 0;
+    int timeout_ms = tc->timeout_s * 1000 * timeout_scale();
+    bool exited = wait_child(pid, timeout_ms, &status);
+    kill(-pid, SIGKILL); /* whatever the test started in its group goes too */
+    if (!exited) waitpid(pid, &status, 0);
+
+    enum outcome result;
+    if (!exited) {
+        printf("not ok %d - %s # timed out after %d s\n", number, tc->name, timeout_ms / 1000);
+        show_output(log_path, "#   ");
+        result = FAILED;
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        printf("ok %d - %s\n", number, tc->name);
+        result = PASSED;
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == SKIP_EXIT_CODE) {
+        char reason[1024];
+        skip_reason(log_path, reason, sizeof reason);
+        printf("ok %d - %s # SKIP %s\n", number, tc->name, reason);
+        result = SKIPPED;
+    } else {
+        if (WIFSIGNALED(status))
+            printf("not ok %d - %s # killed by signal %d\n", number, tc->name, WTERMSIG(status));
+        else
+            printf("not ok %d - %s # exit code %d\n", number, tc->name, WEXITSTATUS(status));
+        show_output(log_path, "#   ");
+        result = FAILED;
+    }
+    nftw(current_tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove(log_path);
+    fflush(stdout);
+    return result;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    char root_template[] = "/tmp/elastic-test-XXXXXX";
+    const char *root = mkdtemp(root_template);
+    if (root == NULL) {
+        perror("mkdtemp");
+        return 2;
+    }
+    int selected = 0;
+    for (test_case *tc = registered_tests; tc != NULL; tc = tc->next)
+        if (name_selected(tc->name, argc, argv)) selected++;
+    printf("1..%d\n", selected);
+
+    int counts[3] = {0, 0, 0}, number = 0;
+    for (test_case *tc = registered_tests; tc != NULL; tc = tc->next)
+        if (name_selected(tc->name, argc, argv)) counts[run_one(tc, ++number, root)]++;
+    nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+
+    printf("%d passed, %d failed, %d skipped\n", counts[PASSED], counts[FAILED], counts[SKIPPED]);
+    return counts[FAILED] == 0 ? 0 : 1;
+}
