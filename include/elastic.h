@@ -123,5 +123,6 @@ ELASTIC_EXTERN void elastic_set_log_level(int level);
 
 /* The modules. Each header declares only elastic_<module>_* names. */
 #include "elastic/store.h"
+#include "elastic/rdzv.h"
 
 #endif /* ELASTIC_H */

@@ -1,0 +1,117 @@
+/*
+ * Rendezvous: nodes of a job agree, again after every failure or membership
+ * change, on the members and ranks of the next generation. Runs over the job's
+ * store (compare-and-set, add, get, watch, leases).
+ * Included by <elastic.h>; do not include directly.
+ */
+#ifndef ELASTIC_RDZV_H
+#define ELASTIC_RDZV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct elastic_rdzv elastic_rdzv;
+
+typedef struct elastic_rdzv_opts {
+    size_t struct_size;              /* sizeof(elastic_rdzv_opts) */
+    const char *run_id;              /* required: names the job; keys live under "rdzv/<run_id>/" */
+    const char *endpoint;            /* store "host:port", used when `store` is NULL */
+    elastic_store *store;            /* an open handle to use instead (not owned, outlives the rdzv) */
+    const char *token;               /* store token when connecting by endpoint (NULL: environment) */
+    int min_nodes;                   /* default 1 */
+    int max_nodes;                   /* default 1; >= min_nodes */
+    int join_timeout_ms;             /* below min_nodes this long -> ELASTIC_ENOTENOUGH; default 600000 */
+    int last_call_timeout_ms;        /* once min_nodes are in, wait this long for more; default 30000 */
+    int keepalive_interval_ms;       /* heartbeat period; default 500, at least 100 */
+    int keepalive_timeout_ms;        /* silent this long -> evicted; default 2000, at least 100 */
+    int max_restarts;                /* job-wide failure budget; default 0 */
+    const char *node_addr;           /* address other nodes and workers reach this node at; default: hostname */
+    int local_world_size;            /* workers on this node; default 1 */
+    const char *node_id;             /* unique per node; default "<hostname>-<pid>-<random>" */
+} elastic_rdzv_opts;
+
+ELASTIC_EXTERN void elastic_rdzv_opts_init(elastic_rdzv_opts *opts);
+
+/* The membership of one generation as this node sees it. */
+typedef struct elastic_rdzv_result {
+    uint64_t generation;             /* grows by at least 1 per generation, never reused */
+    int group_rank;                  /* this node's rank among nodes, 0..group_world_size-1 */
+    int group_world_size;            /* nodes in the generation */
+    int rank_base;                   /* global rank of this node's local rank 0 */
+    int local_world_size;            /* workers on this node */
+    int world_size;                  /* workers in the generation (sum over nodes) */
+    int restart_count;               /* failures the job has consumed so far */
+    int max_restarts;                /* the job's budget */
+    char master_addr[256];           /* group rank 0's node_addr */
+    int master_port;                 /* a free port on group rank 0's node, new each generation */
+} elastic_rdzv_result;
+
+/* Why a generation ended. */
+typedef enum elastic_rdzv_cause_kind {
+    ELASTIC_RDZV_FAILURE = 1,        /* a worker or probe failed: consumes the restart budget */
+    ELASTIC_RDZV_NODE_LOST = 2,      /* a member's heartbeat lapsed or its connection closed */
+    ELASTIC_RDZV_NODES_WAITING = 3,  /* a node is waiting to join and there is room */
+    ELASTIC_RDZV_NODE_LEFT = 4,      /* a member left on purpose (scale-down) */
+    ELASTIC_RDZV_JOB_CLOSED = 5      /* the job is done or was stopped */
+} elastic_rdzv_cause_kind;
+
+typedef struct elastic_rdzv_cause {
+    int kind;                        /* elastic_rdzv_cause_kind */
+    uint64_t generation;             /* the generation that ended */
+    char node_id[128];               /* node that reported or was lost */
+    int rank;                        /* failed worker's global rank, -1 if none */
+    int exit_code;                   /* worker's exit code, -1 if none */
+    int signal;                      /* signal that killed it, 0 if none */
+    char reason[256];                /* probe name or a short sentence */
+    uint64_t time_ms;                /* wall clock (ms since the epoch) when it happened */
+} elastic_rdzv_cause;
+
+/* Connects (or adopts the store), starts this node's heartbeat on the
+ * library's own thread. Does not join yet. */
+ELASTIC_EXTERN int elastic_rdzv_open(const elastic_rdzv_opts *opts, elastic_rdzv **rdzv);
+
+/* Blocks until the next generation forms with this node in it, and fills
+ * *result. A node arriving while a full generation runs waits as a spare.
+ * ELASTIC_ENOTENOUGH: fewer than min_nodes before join_timeout;
+ * ELASTIC_EBUDGET: the job's restart budget is exhausted;
+ * ELASTIC_ECLOSED: the job was closed. */
+ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *rdzv, elastic_rdzv_result *result);
+
+/* Ends the current generation for every member, recording the cause (a
+ * FAILURE cause consumes one restart from the job-wide budget). Idempotent:
+ * when the generation already ended, the first cause wins. */
+ELASTIC_EXTERN int elastic_rdzv_end_generation(elastic_rdzv *rdzv, const elastic_rdzv_cause *cause);
+
+/* Blocks until the current generation must end (a member ended it, a member
+ * was lost, nodes are waiting, the job closed) and fills *cause; or
+ * ELASTIC_ETIMEDOUT after timeout_ms (< 0: no limit). */
+ELASTIC_EXTERN int elastic_rdzv_watch(elastic_rdzv *rdzv, int timeout_ms, elastic_rdzv_cause *cause);
+
+/* The same news as a callback, run on the library's thread once per
+ * generation as soon as it must end. NULL unregisters. */
+typedef void (*elastic_rdzv_change_fn)(void *user, const elastic_rdzv_cause *cause);
+ELASTIC_EXTERN int elastic_rdzv_on_change(elastic_rdzv *rdzv, elastic_rdzv_change_fn fn, void *user);
+
+/* The first failure the job recorded (for a root-cause summary), or
+ * ELASTIC_ENOTFOUND when there was none. */
+ELASTIC_EXTERN int elastic_rdzv_first_failure(elastic_rdzv *rdzv, elastic_rdzv_cause *cause);
+
+/* This node's workers all succeeded in the current generation: it may go
+ * away now without ending the generation for the others (no exit barrier). */
+ELASTIC_EXTERN int elastic_rdzv_finish(elastic_rdzv *rdzv);
+/* This node leaves on purpose; the others re-form without consuming budget. */
+ELASTIC_EXTERN int elastic_rdzv_leave(elastic_rdzv *rdzv);
+/* Closes the job: every node's next call returns ELASTIC_ECLOSED. */
+ELASTIC_EXTERN int elastic_rdzv_close(elastic_rdzv *rdzv);
+/* Stops the heartbeat (without leaving: the lease ends) and frees. NULL is a no-op. */
+ELASTIC_EXTERN void elastic_rdzv_free(elastic_rdzv *rdzv);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ELASTIC_RDZV_H */
