@@ -124,5 +124,7 @@ ELASTIC_EXTERN void elastic_set_log_level(int level);
 /* The modules. Each header declares only elastic_<module>_* names. */
 #include "elastic/store.h"
 #include "elastic/rdzv.h"
+#include "elastic/ckpt.h"
+#include "elastic/worker.h"
 
 #endif /* ELASTIC_H */

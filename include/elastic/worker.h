@@ -1,0 +1,19 @@
+/*
+ * The worker module's public API (filled in by its issue).
+ * Included by <elastic.h>; do not include directly.
+ */
+#ifndef ELASTIC_WORKER_H
+#define ELASTIC_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ELASTIC_WORKER_H */
