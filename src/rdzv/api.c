@@ -64,9 +64,7 @@ static int fill_identity(elastic_rdzv *r, const elastic_rdzv_opts *o)
     }
     uint32_t nonce = 0;
     if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) nonce = (uint32_t)elastic__now_ns();
-    char short_host[64];
-    snprintf(short_host, sizeof short_host, "%s", host);
-    snprintf(r->node_id, sizeof r->node_id, "%s-%d-%08x", short_host, (int)getpid(), nonce);
+    snprintf(r->node_id, sizeof r->node_id, "%.64s-%d-%08x", host, (int)getpid(), nonce);
     return 0;
 }
 
