@@ -55,7 +55,7 @@ static inline void rdzv_test_opts(elastic_rdzv_opts *o, const rdzv_env *env, con
     o->min_nodes = min_nodes;
     o->max_nodes = max_nodes;
     o->join_timeout_ms = test_scaled_ms(20000);
-    o->last_call_timeout_ms = 200;
+    o->last_call_timeout_ms = 60000; /* groups below max_nodes form only where a test asks */
     o->keepalive_interval_ms = 100;
     o->keepalive_timeout_ms = test_scaled_ms(1000);
     o->node_addr = "127.0.0.1";

