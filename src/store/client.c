@@ -398,8 +398,7 @@ int store__call_run(elastic_store *s, uint16_t op, store__buf *request, const st
         free(call.body);
         status = attempt(s, request, co->deadline_ms, &call, &sent);
     }
-    if (status != 0 && status != ELASTIC_ENOTFOUND) status = fail_from_call(status, op, &call, session);
-    else if (status == ELASTIC_ENOTFOUND) elastic__fail(status, "store %s: not found", store__op_name(op));
+    if (status != 0) status = fail_from_call(status, op, &call, session);
     if (status == 0) {
         *body = call.body;
         *len = call.body_len;
