@@ -41,6 +41,7 @@ struct elastic_ckpt_txn {
     bool created_dir;
     uint64_t offset, writeback_done;  /* bytes in the file; bytes handed to writeback */
     int error;                        /* sticky: the first failure */
+    char why[512];                    /* and its detail */
     ckpt_manifest m;
     chunk_slot slots[WINDOW_MAX];
     size_t window, head, count;       /* ring of submitted-but-unwritten slots */
@@ -90,12 +91,16 @@ static int txn_fail(elastic_ckpt_txn *t, int rc)
 {
     if (t->error == 0) {
         t->error = rc;
+        snprintf(t->why, sizeof t->why, "%s", elastic_last_error());
         drop_files(t);
         ELASTIC_LOG_W("ckpt", "step %llu: %s (%s)", (unsigned long long)t->step, elastic_strerror(rc),
                       elastic_last_error());
     }
     return t->error;
 }
+
+/* The first failure again, with its detail, for calls after it. */
+static int txn_error(const elastic_ckpt_txn *t) { return elastic__fail(t->error, "%s", t->why); }
 
 /* Waits until no worker uses the transaction's buffers. */
 static void wait_workers(elastic_ckpt_txn *t)
@@ -365,7 +370,7 @@ ELASTIC_EXTERN int elastic_ckpt_writer_open(elastic_ckpt_txn *t, const char *nam
 {
     elastic__clear_error();
     if (t == NULL || writer == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt writer: NULL argument");
-    if (t->error) return elastic__fail(t->error, "the transaction already failed");
+    if (t->error) return txn_error(t);
     if (t->writer) return elastic__fail(ELASTIC_ESTATE, "another blob writer is open");
     if (flags & ~ELASTIC_CKPT_REPLICATED) return elastic__fail(ELASTIC_EINVAL, "unknown blob flags 0x%x", flags);
     int rc = check_name(&t->m, name);
@@ -403,10 +408,10 @@ ELASTIC_EXTERN int elastic_ckpt_writer_write(elastic_ckpt_writer *w, const void 
 {
     elastic__clear_error();
     if (w == NULL || (data == NULL && len > 0)) return elastic__fail(ELASTIC_EINVAL, "ckpt write: NULL argument");
-    if (w->txn->error) return elastic__fail(w->txn->error, "the transaction already failed");
+    if (w->txn->error) return txn_error(w->txn);
     if (w->skip || len == 0) return 0;
     w->txn->m.blobs[w->blob].raw_len += len;
-    return writer_feed(w, data, len);
+    return writer_feed(w, data, len) ? txn_error(w->txn) : 0;
 }
 
 ELASTIC_EXTERN int elastic_ckpt_writer_close(elastic_ckpt_writer *w)
@@ -425,7 +430,7 @@ ELASTIC_EXTERN int elastic_ckpt_writer_close(elastic_ckpt_writer *w)
     }
     t->writer = NULL;
     free(w);
-    return t->error ? elastic__fail(t->error, "the transaction failed") : 0;
+    return t->error ? txn_error(t) : 0;
 }
 
 ELASTIC_EXTERN int elastic_ckpt_put_flags(elastic_ckpt_txn *t, const char *name, const void *data, size_t len,
@@ -476,23 +481,23 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
     if (t == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt commit: NULL");
     int rc = t->writer ? elastic__fail(ELASTIC_ESTATE, "a blob writer is still open") : t->error;
     if (rc != 0) {
-        if (t->error) rc = elastic__fail(t->error, "the transaction failed earlier");
+        if (t->error) rc = txn_error(t);
         drop_files(t);
         txn_free(t);
         return rc;
     }
     ckpt_shard_digest digest;
     rc = finish_shard(t, &digest);
-    if (rc == 0) {
-        rc = ckpt__global_commit(t->c, t->step, &digest);
-        if (rc != 0) {
-            ELASTIC_LOG_W("ckpt", "step %llu: global commit failed: %s", (unsigned long long)t->step,
-                          elastic_last_error());
-            /* With one rank nothing of a failed commit stays. With several, the
-             * shard stays: the last rank may still commit the step with it. */
-            if (t->c->opts.world == 1) unlink(t->final_path);
-            drop_files(t);
-        }
+    if (rc != 0) {
+        unlink(t->final_path); /* renamed, then its directory fsync failed */
+        drop_files(t);
+    } else if ((rc = ckpt__global_commit(t->c, t->step, &digest)) != 0) {
+        ELASTIC_LOG_W("ckpt", "step %llu: global commit failed: %s", (unsigned long long)t->step, elastic_last_error());
+        /* With one rank nothing of a failed commit stays (the record may be
+         * renamed into place with its directory fsync failed). With several
+         * the shard stays: another rank may still commit the step with it. */
+        if (t->c->opts.world == 1) ckpt__remove_step_dir(t->step_dir);
+        else drop_files(t);
     }
     txn_free(t);
     return rc;
