@@ -18,6 +18,7 @@ struct ckpt_async {
     pthread_mutex_t lock;
     pthread_cond_t changed;    /* a save was staged or finished, or stopping */
     bool busy, stop;
+    bool held;                 /* tests: a staged save waits until released */
     uint64_t step;             /* of the staged / running save */
     int result;                /* of the last finished save */
     uint64_t result_step;
@@ -95,12 +96,12 @@ static void *async_main(void *arg)
     ckpt_async *a = c->async;
     pthread_mutex_lock(&a->lock);
     for (;;) {
-        while (!a->busy && !a->stop) {
+        while ((!a->busy || a->held) && !a->stop) {
             /* Idle until a save is staged; the deadline only bounds each sleep. */
             struct timespec at = elastic__timespec_at(elastic__deadline_ms(60000));
             pthread_cond_timedwait(&a->changed, &a->lock, &at);
         }
-        if (!a->busy) break;
+        if (a->stop) break; /* a staged save is dropped: close() cancels it */
         pthread_mutex_unlock(&a->lock);
         run_save(c, a);
         pthread_mutex_lock(&a->lock);
@@ -206,6 +207,19 @@ static int stage_blobs(elastic_ckpt *c, ckpt_async *a, const elastic_ckpt_blob *
         a->blobs[i] = (elastic_ckpt_blob){.name = name, .data = data, .len = blobs[i].len, .flags = blobs[i].flags};
     }
     a->n_blobs = n;
+    return 0;
+}
+
+int ckpt__async_hold(elastic_ckpt *c, bool hold)
+{
+    if (c->async == NULL) {
+        int rc = async_start(c);
+        if (rc) return rc;
+    }
+    pthread_mutex_lock(&c->async->lock);
+    c->async->held = hold;
+    pthread_cond_broadcast(&c->async->changed);
+    pthread_mutex_unlock(&c->async->lock);
     return 0;
 }
 

@@ -130,6 +130,8 @@ bool ckpt__parse_step_dir(const char *name, uint64_t *step);
 
 /* Maps errno to an ELASTIC_E* code and records "what path: why". */
 int ckpt__fail_errno(int err, const char *what, const char *path);
+/* Prefixes the current error detail with the path (unless it names it already). */
+int ckpt__fail_in(int rc, const char *path);
 int ckpt__write_all(int fd, const void *data, size_t len, const char *path);
 int ckpt__pread_all(int fd, void *buf, size_t len, uint64_t offset, const char *path);
 int ckpt__fsync_fd(int fd, const char *path);
@@ -227,5 +229,7 @@ void ckpt__apply_retention(elastic_ckpt *c);
 /* ---- async (async.c) ---------------------------------------------------------------- */
 
 void ckpt__async_stop(elastic_ckpt *c);
+/* Tests: while held, a staged asynchronous save does not start. */
+int ckpt__async_hold(elastic_ckpt *c, bool hold);
 
 #endif /* ELASTIC_CKPT_INTERNAL_H */

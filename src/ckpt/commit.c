@@ -28,7 +28,7 @@ int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer
     close(fd);
     ckpt_trailer t;
     if (rc == 0 && (rc = ckpt__trailer_decode(raw, sizeof raw, &t)) != 0)
-        rc = elastic__fail(rc, "%s: %s", path, elastic_last_error());
+        rc = ckpt__fail_in(rc, path);
     if (rc) return rc;
     digest->file_size = (uint64_t)st.st_size;
     digest->manifest_hash = t.manifest_hash;

@@ -67,6 +67,15 @@ int ckpt__fail_errno(int err, const char *what, const char *path)
     return elastic__fail(elastic__from_errno(err), "%s %s: %s", what, path, strerror(err));
 }
 
+int ckpt__fail_in(int rc, const char *path)
+{
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", elastic_last_error()); /* the detail buffer is rewritten below */
+    if (strstr(detail, path) != NULL)
+        return elastic__fail(rc, "%s", detail);
+    return elastic__fail(rc, "%s: %s", path, detail);
+}
+
 int ckpt__write_all(int fd, const void *data, size_t len, const char *path)
 {
     const uint8_t *p = data;

@@ -47,7 +47,7 @@ static int load_commit_record(elastic_ckpt *c, ckpt_step_view *v)
     int rc = ckpt__read_small_file(path, MAX_COMMIT_RECORD, &data, &len);
     if (rc == 0) rc = ckpt__commit_decode(data, len, &v->record);
     free(data);
-    if (rc == ELASTIC_ECORRUPT) return elastic__fail(rc, "%s: %s", path, elastic_last_error());
+    if (rc == ELASTIC_ECORRUPT) return ckpt__fail_in(rc, path);
     if (rc == 0 && v->record.step != v->step) {
         ckpt__commit_free(&v->record);
         return elastic__fail(ELASTIC_ECORRUPT, "%s: records step %" PRIu64, path, v->record.step);
@@ -74,7 +74,7 @@ static int load_shard(ckpt_step_view *v, uint32_t rank, ckpt_shard_view *s, cons
     if (rc == 0) rc = ckpt__header_decode(header, sizeof header, &h);
     if (rc == 0) rc = ckpt__pread_all(s->fd, trailer, sizeof trailer, want->file_size - sizeof trailer, path);
     if (rc == 0) rc = ckpt__trailer_decode(trailer, sizeof trailer, &t);
-    if (rc) return elastic__fail(rc, "%s: %s", path, elastic_last_error());
+    if (rc) return ckpt__fail_in(rc, path);
     if (h.step != v->step || h.generation != v->record.generation || h.rank != rank || h.world != v->record.world ||
         t.step != v->step)
         return elastic__fail(ELASTIC_ECORRUPT, "%s: header does not match the commit record", path);
@@ -90,7 +90,7 @@ static int load_shard(ckpt_step_view *v, uint32_t rank, ckpt_shard_view *s, cons
         rc = elastic__fail(ELASTIC_ECORRUPT, "manifest checksum mismatch");
     if (rc == 0) rc = ckpt__manifest_decode(raw, t.manifest_len, CKPT_HEADER_BYTES, t.manifest_offset, &s->m);
     free(raw);
-    if (rc) return elastic__fail(rc, "%s: %s", path, elastic_last_error());
+    if (rc) return ckpt__fail_in(rc, path);
     if (s->m.step != h.step || s->m.generation != h.generation || s->m.rank != h.rank || s->m.world != h.world ||
         s->m.chunk_size != h.chunk_size)
         return elastic__fail(ELASTIC_ECORRUPT, "%s: manifest does not match the header", path);
