@@ -100,8 +100,26 @@ static void pause_after_error(elastic_rdzv *r)
     pthread_mutex_unlock(&r->lock);
 }
 
+/* Deletes this node's keys of its previous generation: its record (which
+ * kept it counted as alive there), its assignment and its end mark. */
+static void clean_previous(elastic_rdzv *r)
+{
+    pthread_mutex_lock(&r->lock);
+    uint64_t generation = r->stale_generation;
+    int slot = r->stale_slot;
+    r->stale_generation = 0;
+    pthread_mutex_unlock(&r->lock);
+    static const char *const names[] = {"rec", "a", "e"};
+    char key[64];
+    for (size_t i = 0; generation > 0 && i < ELASTIC__ARRAY_LEN(names); i++) {
+        rdzv__key_slot(key, sizeof key, generation, slot, names[i]);
+        (void)r->backend->ops->del(r->backend, key);
+    }
+}
+
 static void follow_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id)
 {
+    clean_previous(r);
     uint64_t revision = 0;
     bool reported = false;
     char prefix[64];
