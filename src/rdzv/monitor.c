@@ -100,8 +100,7 @@ static void pause_after_error(elastic_rdzv *r)
     pthread_mutex_unlock(&r->lock);
 }
 
-/* Deletes this node's keys of its previous generation: its record (which
- * kept it counted as alive there), its assignment and its end mark. */
+/* Deletes this node's keys of its previous generation, if still pending. */
 static void clean_previous(elastic_rdzv *r)
 {
     pthread_mutex_lock(&r->lock);
@@ -109,24 +108,25 @@ static void clean_previous(elastic_rdzv *r)
     int slot = r->stale_slot;
     r->stale_generation = 0;
     pthread_mutex_unlock(&r->lock);
-    static const char *const names[] = {"rec", "a", "e"};
-    char key[64];
-    for (size_t i = 0; generation > 0 && i < ELASTIC__ARRAY_LEN(names); i++) {
-        rdzv__key_slot(key, sizeof key, generation, slot, names[i]);
-        (void)r->backend->ops->del(r->backend, key);
-    }
+    if (generation > 0) rdzv__forget_slot(r, generation, slot);
 }
 
-static void follow_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id)
+static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id)
 {
-    clean_previous(r);
     uint64_t revision = 0;
-    bool reported = false;
+    bool reported = false, cleaned = false;
     char prefix[64];
     while (still_wanted(r, generation, slot)) {
         rdzv__key_slot(prefix, sizeof prefix, generation, slot, "");
-        int rc = r->backend->ops->watch(r->backend, prefix, revision, RDZV__WATCH_SLICE_MS, &revision);
-        if (rc == ELASTIC_ETIMEDOUT) continue;
+        /* Cleanup waits for the first quiet second, away from the rush of a
+         * re-formation. */
+        int slice = cleaned ? RDZV__WATCH_SLICE_MS : 1000;
+        int rc = r->backend->ops->watch(r->backend, prefix, revision, slice, &revision);
+        if (rc == ELASTIC_ETIMEDOUT) {
+            if (!cleaned) clean_previous(r);
+            cleaned = true;
+            continue;
+        }
         /* Most wake-ups are the end broadcast: look for the end first. */
         elastic_rdzv_cause cause;
         if (rc == 0) rc = rdzv__read_end(r, generation, &cause);
@@ -151,6 +151,14 @@ static void follow_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int s
             report_lost(r, generation, node_id);
         }
     }
+}
+
+static void follow_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id)
+{
+    watch_ring(r, generation, my_slot, slot, node_id);
+    /* A generation too short for a quiet second still cleans up after
+     * itself (a no-op when done already). */
+    clean_previous(r);
 }
 
 static void *monitor_main(void *arg)

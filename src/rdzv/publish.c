@@ -221,3 +221,13 @@ void rdzv__forget_round(elastic_rdzv *r, uint64_t round)
         (void)r->backend->ops->del(r->backend, key);
     }
 }
+
+void rdzv__forget_slot(elastic_rdzv *r, uint64_t round, int slot)
+{
+    static const char *const names[] = {"rec", "a", "e"};
+    char key[64];
+    for (size_t i = 0; i < ELASTIC__ARRAY_LEN(names); i++) {
+        rdzv__key_slot(key, sizeof key, round, slot, names[i]);
+        (void)r->backend->ops->del(r->backend, key);
+    }
+}

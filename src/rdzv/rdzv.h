@@ -192,6 +192,9 @@ int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__
 int rdzv__seal(elastic_rdzv *r, const rdzv__round_ptr *ptr, bool prev_formed);
 /* Deletes the shared keys of a round nobody reads any more. */
 void rdzv__forget_round(elastic_rdzv *r, uint64_t round);
+/* Deletes one node's keys of a round it has left behind: its record (which
+ * kept it counted as alive there), assignment and end mark. */
+void rdzv__forget_slot(elastic_rdzv *r, uint64_t round, int slot);
 /* Publishes "void" for a round whose sealer vanished before committing it. */
 int rdzv__void_orphan(elastic_rdzv *r, uint64_t round);
 
