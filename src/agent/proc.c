@@ -1,5 +1,5 @@
 /*
- * Worker processes: fork + exec with the parent-death signal set in between
+ * Worker processes: clone + exec with the parent-death signal set in between
  * (uv_spawn cannot run code there), each worker leading its own process
  * group, and stopping a whole group with one signal.
  */
@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -41,29 +43,64 @@ int agent__resolve_program(const char *name, char *path, size_t path_size)
     return elastic__fail(ELASTIC_ENOTFOUND, "%s: not found on PATH", name);
 }
 
-/* Runs in the child between fork and exec: async-signal-safe calls only. */
-static _Noreturn void exec_child(const agent_spawn *spec, pid_t agent_pid, int out_fd, int err_fd)
+typedef struct child_context {
+    const agent_spawn *spec;
+    pid_t agent_pid;
+    int out_fd, err_fd;
+} child_context;
+
+/* Runs in the child between clone and exec, on its own stack but in the
+ * agent's memory (CLONE_VM): raw system calls only, nothing that allocates,
+ * locks or touches shared state. */
+static int exec_child(void *arg)
 {
-    sigset_t all;
-    sigemptyset(&all);
-    sigprocmask(SIG_SETMASK, &all, NULL);
+    const child_context *child = arg;
+    /* Handlers of the agent (libuv's SIGCHLD) must not run in here: reset
+     * them before unblocking; ignored signals stay ignored, as exec keeps them. */
+    for (int signum = 1; signum < NSIG; signum++) {
+        struct sigaction current;
+        if (signum == SIGKILL || signum == SIGSTOP || sigaction(signum, NULL, &current) != 0) continue;
+        if (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN) signal(signum, SIG_DFL);
+    }
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
     setpgid(0, 0);
     /* The worker dies with the agent even when the agent is SIGKILLed. The
-     * signal follows the forking thread: agents fork from their loop thread,
-     * which lives as long as the agent. */
+     * signal follows the creating thread: agents spawn from their loop
+     * thread, which lives as long as the agent. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != agent_pid) _exit(127); /* the agent already died */
-    signal(SIGPIPE, SIG_DFL);
-    if (out_fd >= 0 && dup2(out_fd, STDOUT_FILENO) < 0) _exit(127);
-    if (err_fd >= 0 && dup2(err_fd, STDERR_FILENO) < 0) _exit(127);
+    if (getppid() != child->agent_pid) _exit(127); /* the agent already died */
+    if (child->out_fd >= 0 && dup2(child->out_fd, STDOUT_FILENO) < 0) _exit(127);
+    if (child->err_fd >= 0 && dup2(child->err_fd, STDERR_FILENO) < 0) _exit(127);
     /* Nothing else of the agent's (store sockets, log files) leaks into workers. */
     syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
-    if (spec->cwd != NULL && chdir(spec->cwd) != 0) _exit(127);
-    execve(spec->path, (char *const *)spec->argv, (char *const *)spec->envp);
+    if (child->spec->cwd != NULL && chdir(child->spec->cwd) != 0) _exit(127);
+    execve(child->spec->path, (char *const *)child->spec->argv, (char *const *)child->spec->envp);
     static const char message[] = "elasticrun: exec of the worker failed\n";
     ssize_t ignored = write(STDERR_FILENO, message, sizeof message - 1);
     (void)ignored;
     _exit(127);
+}
+
+#define CHILD_STACK_BYTES (64 * 1024)
+
+/* clone(CLONE_VM | CLONE_VFORK) as posix_spawn does: no page tables to copy,
+ * no atfork handlers, and the agent resumes once the worker has exec'd. */
+static pid_t clone_and_exec(child_context *child)
+{
+    char *stack = malloc(CHILD_STACK_BYTES);
+    if (stack == NULL) return -1;
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    pid_t pid = clone(exec_child, stack + CHILD_STACK_BYTES, CLONE_VM | CLONE_VFORK | SIGCHLD, child);
+    int saved_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    free(stack);
+    errno = saved_errno;
+    return pid;
 }
 
 int agent__proc_spawn(const agent_spawn *spec, pid_t *pid, int *out_read, int *err_read)
@@ -74,19 +111,18 @@ int agent__proc_spawn(const agent_spawn *spec, pid_t *pid, int *out_read, int *e
         if (out_pipe[0] >= 0) close(out_pipe[0]), close(out_pipe[1]);
         return elastic__fail(ELASTIC_ESYS, "pipe: %s", strerror(saved));
     }
-    pid_t agent_pid = getpid();
-    pid_t child = fork();
-    if (child == 0) exec_child(spec, agent_pid, out_pipe[1], err_pipe[1]);
+    child_context child = {.spec = spec, .agent_pid = getpid(), .out_fd = out_pipe[1], .err_fd = err_pipe[1]};
+    pid_t created = clone_and_exec(&child);
     int saved = errno;
     if (out_pipe[1] >= 0) close(out_pipe[1]);
     if (err_pipe[1] >= 0) close(err_pipe[1]);
-    if (child < 0) {
+    if (created < 0) {
         if (out_pipe[0] >= 0) close(out_pipe[0]);
         if (err_pipe[0] >= 0) close(err_pipe[0]);
-        return elastic__fail(ELASTIC_ESYS, "fork: %s", strerror(saved));
+        return elastic__fail(ELASTIC_ESYS, "clone: %s", strerror(saved));
     }
-    setpgid(child, child); /* also here, so a signal sent right away reaches the group */
-    *pid = child;
+    setpgid(created, created); /* harmless if the child did it already; EACCES after exec is fine */
+    *pid = created;
     if (out_read != NULL) *out_read = out_pipe[0];
     if (err_read != NULL) *err_read = err_pipe[0];
     return 0;
