@@ -31,6 +31,7 @@ typedef struct elastic_store_server_opts {
     size_t max_total_bytes;          /* keys + values held; default 1 GiB; sets beyond it fail with ELASTIC_ELIMIT */
     int handshake_timeout_ms;        /* a connection must finish the handshake in this; default 5000 */
     int idle_timeout_ms;             /* a connection with no request and no pending wait is closed; default 0 = never */
+    size_t max_pending_waits;        /* get/wait/watch calls parked per connection; default 1024; more fail with ELASTIC_ELIMIT */
 } elastic_store_server_opts;
 
 ELASTIC_EXTERN void elastic_store_server_opts_init(elastic_store_server_opts *opts);

@@ -1,0 +1,86 @@
+/*
+ * The store client's internal structures. A session is one connection
+ * shared by a handle and its clones: callers write whole frames under a
+ * write lock, one reader thread per connection matches responses to calls
+ * by id and sends lease keep-alives, so slow calls never block fast ones.
+ */
+#ifndef ELASTIC_STORE_CLIENT_H
+#define ELASTIC_STORE_CLIENT_H
+
+#include "common/clock.h"
+#include "store/store.h"
+
+#include <pthread.h>
+
+#define STORE__KEEPALIVE_ID UINT32_MAX /* responses to keep-alives are not awaited */
+
+typedef struct store__call {
+    struct store__call *prev, *next;
+    uint32_t id;
+    elastic_store *owner;
+    pthread_cond_t cond;
+    bool done;
+    int status;
+    uint8_t *body; /* the response body (or error text), malloc'd */
+    size_t body_len;
+} store__call;
+
+typedef struct store__keepalive {
+    struct store__keepalive *next;
+    uint64_t lease;
+    int interval_ms;
+    uint64_t due_ms;
+    elastic_store *owner;
+} store__keepalive;
+
+typedef struct store__session {
+    pthread_mutex_t lock;       /* everything below except the socket writes */
+    pthread_mutex_t write_lock; /* one frame at a time on the socket */
+    int refs;
+    char host[256];
+    int port;
+    char *token;
+    int connect_timeout_ms;
+    int fd;                     /* -1 when not connected */
+    int wake_fd;                /* eventfd: tells the reader to re-plan or stop */
+    bool broken;                /* the reader saw the connection end */
+    bool stopping;
+    bool reader_started;
+    pthread_t reader;
+    uint64_t epoch;             /* bumped by every new connection */
+    uint32_t next_id;
+    store__call *calls;
+    store__keepalive *keepalives;
+    char broken_reason[160];
+} store__session;
+
+struct elastic_store {
+    store__session *session;
+    char *prefix;
+    size_t prefix_len;
+    int timeout_ms;
+    int active_calls;
+    bool closing;
+    pthread_cond_t idle;
+};
+
+/* What a call needs beyond its frame. */
+typedef struct store__call_opts {
+    bool idempotent;      /* may be sent again over a new connection */
+    uint64_t deadline_ms; /* when the caller gives up */
+} store__call_opts;
+
+/* client.c */
+int store__session_open(const char *endpoint, const elastic_store_opts *opts, store__session **out);
+void store__session_release(store__session *session);
+/* Sends the frame in `request` (its id is filled in) and waits for the
+ * response. On success *body and *len hold the response body (free it). */
+int store__call_run(elastic_store *s, uint16_t op, store__buf *request, const store__call_opts *co,
+                    uint8_t **body, size_t *len);
+void store__session_wake(store__session *session);
+
+/* client_conn.c: connecting, the handshake, raw socket writes. */
+int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms, int *fd_out);
+int store__send_all(int fd, const void *data, size_t len);
+
+#endif /* ELASTIC_STORE_CLIENT_H */

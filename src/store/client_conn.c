@@ -1,0 +1,150 @@
+/*
+ * The client side of a store connection: resolving and connecting with a
+ * deadline, the handshake (version check, mutual HMAC proof), and writing
+ * whole frames to the blocking socket.
+ */
+#include "store/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Waits for fd to be ready for `events` until the deadline. */
+static int wait_ready(int fd, short events, uint64_t deadline_ms)
+{
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int ready = poll(&pfd, 1, elastic__ms_left(deadline_ms));
+        if (ready > 0) return 0;
+        if (ready == 0) return ELASTIC_ETIMEDOUT;
+        if (errno != EINTR) return elastic__from_errno(errno);
+    }
+}
+
+static int recv_exact(int fd, void *data, size_t len, uint64_t deadline_ms)
+{
+    uint8_t *p = data;
+    while (len > 0) {
+        int err = wait_ready(fd, POLLIN, deadline_ms);
+        if (err != 0) return elastic__fail(err, "store handshake: no answer from the server in time");
+        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+        if (n == 0) return elastic__fail(ELASTIC_ECONNECT, "store handshake: the server closed the connection");
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+            return elastic__fail(ELASTIC_ECONNECT, "store handshake: %s", strerror(errno));
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int store__send_all(int fd, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return elastic__fail(ELASTIC_ECONNECT, "store send: %s",
+                                 errno == EAGAIN ? "the server does not read (send timeout)" : strerror(errno));
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Checks the welcome and answers with our proof. */
+static int handshake(int fd, const char *token, uint64_t deadline_ms)
+{
+    uint8_t hello[STORE__HELLO_BYTES] = {0};
+    memcpy(hello, STORE__MAGIC, 4);
+    store__put_le16(hello + 4, STORE__VERSION);
+    int err = store__random_bytes(hello + 8, STORE__NONCE_BYTES);
+    if (err == 0) err = store__send_all(fd, hello, sizeof hello);
+    uint8_t welcome[STORE__WELCOME_BYTES];
+    if (err == 0) err = recv_exact(fd, welcome, sizeof welcome, deadline_ms);
+    if (err != 0) return err;
+    if (memcmp(welcome, STORE__MAGIC, 4) != 0)
+        return elastic__fail(ELASTIC_EPROTO, "the peer is not a libelastic store (wrong magic)");
+    if (store__le16(welcome + 4) != STORE__VERSION)
+        return elastic__fail(ELASTIC_EPROTO, "the store speaks protocol version %u, this client %u",
+                             store__le16(welcome + 4), STORE__VERSION);
+    bool server_auth = store__le16(welcome + 6) & STORE__WELCOME_AUTH;
+    const uint8_t *server_nonce = welcome + 8, *server_proof = welcome + 8 + STORE__NONCE_BYTES;
+    if (server_auth && token == NULL)
+        return elastic__fail(ELASTIC_EAUTH, "the store requires a token (ELASTIC_STORE_TOKEN or opts.token)");
+    if (!server_auth && token != NULL)
+        return elastic__fail(ELASTIC_EAUTH, "the store does not prove it knows the token (started without one?)");
+    uint8_t proof[STORE__PROOF_BYTES] = {0};
+    if (token != NULL) {
+        store__proof(token, true, hello + 8, server_nonce, proof);
+        if (!store__proof_matches(proof, server_proof))
+            return elastic__fail(ELASTIC_EAUTH, "the store's proof is wrong (a different token?)");
+        store__proof(token, false, hello + 8, server_nonce, proof);
+    }
+    err = store__send_all(fd, proof, sizeof proof);
+    uint8_t ready[STORE__READY_BYTES];
+    if (err == 0) err = recv_exact(fd, ready, sizeof ready, deadline_ms);
+    if (err != 0) return err;
+    int status = (int)(int32_t)store__le32(ready);
+    if (status == ELASTIC_EAUTH) return elastic__fail(ELASTIC_EAUTH, "the store refused our token");
+    if (status != 0) return elastic__fail(ELASTIC_EPROTO, "the store refused the handshake (%d)", status);
+    return 0;
+}
+
+static int connect_one(const struct addrinfo *ai, uint64_t deadline_ms, int *fd_out)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) return elastic__fail(ELASTIC_ESYS, "socket: %s", strerror(errno));
+    int err = 0;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        if (errno != EINPROGRESS) err = ELASTIC_ECONNECT;
+        else err = wait_ready(fd, POLLOUT, deadline_ms);
+        int so_error = errno;
+        socklen_t len = sizeof so_error;
+        if (err == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 && so_error != 0)
+            err = ELASTIC_ECONNECT;
+        if (err != 0) {
+            close(fd);
+            return elastic__fail(err == ELASTIC_ETIMEDOUT ? ELASTIC_ETIMEDOUT : ELASTIC_ECONNECT, "connect: %s",
+                                 err == ELASTIC_ETIMEDOUT ? "timed out" : strerror(so_error));
+        }
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms, int *fd_out)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    char port_text[16];
+    snprintf(port_text, sizeof port_text, "%d", port);
+    struct addrinfo *found = NULL;
+    int rc = getaddrinfo(host, port_text, &hints, &found);
+    if (rc != 0) return elastic__fail(ELASTIC_ECONNECT, "store host \"%s\": %s", host, gai_strerror(rc));
+    int err = ELASTIC_ECONNECT, fd = -1;
+    for (struct addrinfo *ai = found; ai != NULL && err != 0; ai = ai->ai_next) err = connect_one(ai, deadline_ms, &fd);
+    freeaddrinfo(found);
+    if (err != 0) return elastic__fail(err, "connect to store %s:%d: %s", host, port, elastic_last_error());
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    err = handshake(fd, token, deadline_ms);
+    if (err != 0) {
+        close(fd);
+        return err;
+    }
+    /* Blocking from here on; a send stuck on a server that stops reading
+     * gives up after a while instead of forever. */
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    struct timeval send_timeout = {.tv_sec = 30};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
+    *fd_out = fd;
+    return 0;
+}

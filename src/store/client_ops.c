@@ -1,0 +1,461 @@
+/*
+ * The store's public operations on the client side: each builds one
+ * request frame (keys get the handle's prefix), runs it with a deadline,
+ * and decodes the response into the caller's outputs.
+ */
+#include "store/client.h"
+
+#include <stdlib.h>
+
+#define WAIT_GRACE_MS 1000 /* the server answers a timed-out wait; this covers the trip */
+
+static int resolve_timeout(const elastic_store *s, int timeout_ms) { return timeout_ms < 0 ? s->timeout_ms : timeout_ms; }
+
+static store__call_opts plain_call(const elastic_store *s, bool idempotent)
+{
+    store__call_opts co = {idempotent, elastic__deadline_ms(s->timeout_ms)};
+    return co;
+}
+
+static store__call_opts waiting_call(int timeout_ms)
+{
+    store__call_opts co = {true, elastic__now_ms() + (uint64_t)timeout_ms + WAIT_GRACE_MS};
+    return co;
+}
+
+static void put_key(const elastic_store *s, store__buf *b, const char *key)
+{
+    size_t len = strlen(key);
+    store__buf_u32(b, (uint32_t)(s->prefix_len + len));
+    store__buf_put(b, s->prefix, s->prefix_len);
+    store__buf_put(b, key, len);
+}
+
+/* Runs the frame in b (then freed) and keeps the response body. */
+static int run(elastic_store *s, uint16_t op, store__buf *b, size_t frame_start, const store__call_opts *co,
+               uint8_t **body, size_t *len)
+{
+    store__frame_end(b, frame_start);
+    int err = store__call_run(s, op, b, co, body, len);
+    store__buf_free(b);
+    return err;
+}
+
+static int run_simple(elastic_store *s, uint16_t op, store__buf *b, size_t frame_start, const store__call_opts *co)
+{
+    uint8_t *body = NULL;
+    size_t len = 0;
+    int err = run(s, op, b, frame_start, co, &body, &len);
+    free(body);
+    return err;
+}
+
+static int malformed(uint16_t op) { return elastic__fail(ELASTIC_EPROTO, "store %s: malformed response", store__op_name(op)); }
+
+/* A NUL-terminated copy of bytes (the convenience the header promises). */
+static int copy_value(const uint8_t *data, uint32_t len, void **value, size_t *value_len)
+{
+    char *copy = malloc((size_t)len + 1);
+    if (copy == NULL) return ELASTIC_ENOMEM;
+    if (len) memcpy(copy, data, len);
+    copy[len] = '\0';
+    *value = copy;
+    if (value_len != NULL) *value_len = len;
+    return 0;
+}
+
+static bool valid_keys(const char *const *keys, size_t n)
+{
+    if (keys == NULL || n == 0 || n > STORE__MAX_LIST) return false;
+    for (size_t i = 0; i < n; i++)
+        if (keys[i] == NULL) return false;
+    return true;
+}
+
+#define CHECK(cond, what)                                                                          \
+    do {                                                                                           \
+        elastic__clear_error();                                                                    \
+        if (!(cond)) return elastic__fail(ELASTIC_EINVAL, "%s", what);                             \
+    } while (0)
+
+/* ---- writes -------------------------------------------------------------- */
+
+static int write_value(elastic_store *s, uint16_t op, const char *key, const void *value, size_t len,
+                       const uint64_t *lease)
+{
+    CHECK(s != NULL && key != NULL && (value != NULL || len == 0), "store: NULL handle, key or value");
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, op, 0);
+    put_key(s, &b, key);
+    store__buf_bytes(&b, value, len);
+    if (lease != NULL) store__buf_u64(&b, *lease);
+    store__call_opts co = plain_call(s, op != STORE__OP_APPEND);
+    return run_simple(s, op, &b, start, &co);
+}
+
+ELASTIC_EXTERN int elastic_store_set(elastic_store *s, const char *key, const void *value, size_t len)
+{
+    return write_value(s, STORE__OP_SET, key, value, len, NULL);
+}
+
+ELASTIC_EXTERN int elastic_store_append(elastic_store *s, const char *key, const void *value, size_t len)
+{
+    return write_value(s, STORE__OP_APPEND, key, value, len, NULL);
+}
+
+ELASTIC_EXTERN int elastic_store_set_leased(elastic_store *s, const char *key, const void *value, size_t len,
+                                            uint64_t lease)
+{
+    return write_value(s, STORE__OP_SET_LEASED, key, value, len, &lease);
+}
+
+ELASTIC_EXTERN int elastic_store_add(elastic_store *s, const char *key, int64_t delta, int64_t *result)
+{
+    CHECK(s != NULL && key != NULL, "store add: NULL handle or key");
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, STORE__OP_ADD, 0);
+    put_key(s, &b, key);
+    store__buf_u64(&b, (uint64_t)delta);
+    store__call_opts co = plain_call(s, false);
+    uint8_t *body;
+    size_t len;
+    int err = run(s, STORE__OP_ADD, &b, start, &co, &body, &len);
+    if (err != 0) return err;
+    store__reader r = store__reader_of(body, len);
+    int64_t value = (int64_t)store__read_u64(&r);
+    free(body);
+    if (r.bad) return malformed(STORE__OP_ADD);
+    if (result != NULL) *result = value;
+    return 0;
+}
+
+ELASTIC_EXTERN int elastic_store_compare_set(elastic_store *s, const char *key, const void *expected, size_t elen,
+                                             const void *desired, size_t dlen, void **current, size_t *clen)
+{
+    CHECK(s != NULL && key != NULL && (desired != NULL || dlen == 0), "store compare_set: NULL handle, key or value");
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, STORE__OP_CAS, 0);
+    put_key(s, &b, key);
+    store__buf_u8(&b, expected != NULL);
+    store__buf_bytes(&b, expected, expected ? elen : 0);
+    store__buf_bytes(&b, desired, dlen);
+    store__call_opts co = plain_call(s, false);
+    uint8_t *body;
+    size_t len;
+    int err = run(s, STORE__OP_CAS, &b, start, &co, &body, &len);
+    if (err != 0) return err;
+    store__reader r = store__reader_of(body, len);
+    bool present = store__read_u8(&r) != 0;
+    uint32_t value_len;
+    const uint8_t *value = store__read_bytes(&r, UINT32_MAX, &value_len);
+    if (r.bad) err = malformed(STORE__OP_CAS);
+    else if (current != NULL && present) err = copy_value(value, value_len, current, clen);
+    else if (current != NULL) {
+        *current = NULL;
+        if (clen != NULL) *clen = 0;
+    }
+    free(body);
+    return err;
+}
+
+ELASTIC_EXTERN int elastic_store_delete(elastic_store *s, const char *key)
+{
+    CHECK(s != NULL && key != NULL, "store delete: NULL handle or key");
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, STORE__OP_DELETE, 0);
+    put_key(s, &b, key);
+    store__call_opts co = plain_call(s, true);
+    return run_simple(s, STORE__OP_DELETE, &b, start, &co);
+}
+
+ELASTIC_EXTERN int elastic_store_multi_set(elastic_store *s, const char *const *keys, const void *const *values,
+                                           const size_t *lens, size_t n)
+{
+    CHECK(s != NULL && valid_keys(keys, n) && values != NULL && lens != NULL, "store multi_set: bad arguments");
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, STORE__OP_MULTI_SET, 0);
+    store__buf_u32(&b, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        if (values[i] == NULL && lens[i] != 0) {
+            store__buf_free(&b);
+            return elastic__fail(ELASTIC_EINVAL, "store multi_set: value %zu is NULL", i);
+        }
+        put_key(s, &b, keys[i]);
+        store__buf_bytes(&b, values[i], lens[i]);
+    }
+    store__call_opts co = plain_call(s, true);
+    return run_simple(s, STORE__OP_MULTI_SET, &b, start, &co);
+}
+
+/* ---- reads and waits ----------------------------------------------------- */
+
+/* GET: waits when timeout_ms >= 0, else answers ENOTFOUND at once. */
+static int get_one(elastic_store *s, const char *key, int timeout_ms, void **value, size_t *len, uint64_t *revision)
+{
+    store__buf b = {0};
+    bool wait = timeout_ms >= 0;
+    size_t start = store__frame_begin(&b, 0, STORE__OP_GET, wait ? 0 : STORE__FLAG_NOWAIT);
+    put_key(s, &b, key);
+    store__buf_u32(&b, wait ? (uint32_t)timeout_ms : 0);
+    store__call_opts co = wait ? waiting_call(timeout_ms) : plain_call(s, true);
+    uint8_t *body;
+    size_t body_len;
+    int err = run(s, STORE__OP_GET, &b, start, &co, &body, &body_len);
+    if (err != 0) return err;
+    store__reader r = store__reader_of(body, body_len);
+    uint64_t rev = store__read_u64(&r);
+    uint32_t value_len;
+    const uint8_t *data = store__read_bytes(&r, UINT32_MAX, &value_len);
+    if (r.bad) err = malformed(STORE__OP_GET);
+    else if (value != NULL) err = copy_value(data, value_len, value, len);
+    else if (len != NULL) *len = value_len;
+    if (err == 0 && revision != NULL) *revision = rev;
+    free(body);
+    return err;
+}
+
+ELASTIC_EXTERN int elastic_store_get(elastic_store *s, const char *key, int timeout_ms, void **value, size_t *len)
+{
+    CHECK(s != NULL && key != NULL && value != NULL, "store get: NULL handle, key or value pointer");
+    return get_one(s, key, resolve_timeout(s, timeout_ms), value, len, NULL);
+}
+
+ELASTIC_EXTERN int elastic_store_try_get(elastic_store *s, const char *key, void **value, size_t *len)
+{
+    CHECK(s != NULL && key != NULL && value != NULL, "store try_get: NULL handle, key or value pointer");
+    return get_one(s, key, -1, value, len, NULL);
+}
+
+ELASTIC_EXTERN int elastic_store_get_revision(elastic_store *s, const char *key, void **value, size_t *len,
+                                              uint64_t *revision)
+{
+    CHECK(s != NULL && key != NULL && revision != NULL, "store get_revision: NULL handle, key or revision");
+    *revision = 0;
+    if (value != NULL) *value = NULL;
+    return get_one(s, key, -1, value, len, revision);
+}
+
+/* WAIT and MULTI_GET share their request: n keys and a timeout. */
+static int keys_request(elastic_store *s, uint16_t op, const char *const *keys, size_t n, int timeout_ms,
+                        uint8_t **body, size_t *len)
+{
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, op, 0);
+    store__buf_u32(&b, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) put_key(s, &b, keys[i]);
+    store__buf_u32(&b, (uint32_t)timeout_ms);
+    store__call_opts co = waiting_call(timeout_ms);
+    return run(s, op, &b, start, &co, body, len);
+}
+
+ELASTIC_EXTERN int elastic_store_wait(elastic_store *s, const char *const *keys, size_t n, int timeout_ms)
+{
+    CHECK(s != NULL && valid_keys(keys, n), "store wait: NULL handle or bad keys");
+    uint8_t *body;
+    size_t len;
+    int err = keys_request(s, STORE__OP_WAIT, keys, n, resolve_timeout(s, timeout_ms), &body, &len);
+    if (err == 0) free(body);
+    return err;
+}
+
+ELASTIC_EXTERN int elastic_store_multi_get(elastic_store *s, const char *const *keys, size_t n, int timeout_ms,
+                                           void **values, size_t *lens)
+{
+    CHECK(s != NULL && valid_keys(keys, n) && values != NULL, "store multi_get: bad arguments");
+    uint8_t *body;
+    size_t len;
+    int err = keys_request(s, STORE__OP_MULTI_GET, keys, n, resolve_timeout(s, timeout_ms), &body, &len);
+    if (err != 0) return err;
+    store__reader r = store__reader_of(body, len);
+    if (store__read_u32(&r) != n) r.bad = true;
+    size_t filled = 0;
+    for (; filled < n && !r.bad && err == 0; filled++) {
+        uint32_t value_len;
+        const uint8_t *data = store__read_bytes(&r, UINT32_MAX, &value_len);
+        if (r.bad) break;
+        err = copy_value(data, value_len, &values[filled], lens ? &lens[filled] : NULL);
+    }
+    if (err == 0 && (r.bad || filled != n)) err = malformed(STORE__OP_MULTI_GET);
+    if (err != 0)
+        for (size_t i = 0; i < filled; i++) {
+            free(values[i]);
+            values[i] = NULL;
+        }
+    free(body);
+    return err;
+}
+
+static int count_request(elastic_store *s, uint16_t op, const char *prefix, uint32_t max, uint8_t **body, size_t *len)
+{
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, op, 0);
+    put_key(s, &b, prefix);
+    if (op == STORE__OP_KEYS) store__buf_u32(&b, max);
+    store__call_opts co = plain_call(s, true);
+    return run(s, op, &b, start, &co, body, len);
+}
+
+ELASTIC_EXTERN int elastic_store_num_keys(elastic_store *s, int64_t *count)
+{
+    CHECK(s != NULL && count != NULL, "store num_keys: NULL handle or count");
+    uint8_t *body;
+    size_t len;
+    int err = count_request(s, STORE__OP_COUNT, "", 0, &body, &len);
+    if (err != 0) return err;
+    store__reader r = store__reader_of(body, len);
+    uint64_t n = store__read_u64(&r);
+    free(body);
+    if (r.bad || n > INT64_MAX) return malformed(STORE__OP_COUNT);
+    *count = (int64_t)n;
+    return 0;
+}
+
+/* One allocation: n+1 pointers (NULL-terminated), then the strings. */
+static int build_key_list(const elastic_store *s, store__reader *r, uint32_t n, char ***keys)
+{
+    store__reader scan = *r;
+    size_t bytes = ((size_t)n + 1) * sizeof(char *);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t len;
+        store__read_bytes(&scan, UINT32_MAX, &len);
+        if (scan.bad || len < s->prefix_len) return ELASTIC_EPROTO;
+        bytes += len - s->prefix_len + 1;
+    }
+    char **list = malloc(bytes);
+    if (list == NULL) return ELASTIC_ENOMEM;
+    char *text = (char *)(list + n + 1);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t len;
+        const uint8_t *key = store__read_bytes(r, UINT32_MAX, &len);
+        list[i] = text;
+        memcpy(text, key + s->prefix_len, len - s->prefix_len);
+        text[len - s->prefix_len] = '\0';
+        text += len - s->prefix_len + 1;
+    }
+    list[n] = NULL;
+    *keys = list;
+    return 0;
+}
+
+ELASTIC_EXTERN int elastic_store_keys(elastic_store *s, const char *prefix, size_t max, char ***keys, size_t *n)
+{
+    CHECK(s != NULL && keys != NULL && n != NULL, "store keys: NULL handle or outputs");
+    *keys = NULL;
+    *n = 0;
+    uint8_t *body;
+    size_t len;
+    int err = count_request(s, STORE__OP_KEYS, prefix ? prefix : "", max > UINT32_MAX ? UINT32_MAX : (uint32_t)max,
+                            &body, &len);
+    if (err != 0) return err;
+    store__reader r = store__reader_of(body, len);
+    uint32_t count = store__read_u32(&r);
+    err = r.bad || count > max ? ELASTIC_EPROTO : build_key_list(s, &r, count, keys);
+    free(body);
+    if (err == ELASTIC_EPROTO) return malformed(STORE__OP_KEYS);
+    if (err == 0) *n = count;
+    return err;
+}
+
+ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uint64_t after_revision, int timeout_ms,
+                                       uint64_t *revision)
+{
+    CHECK(s != NULL && prefix != NULL && revision != NULL, "store watch: NULL handle, prefix or revision");
+    timeout_ms = resolve_timeout(s, timeout_ms);
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, STORE__OP_WATCH, 0);
+    put_key(s, &b, prefix);
+    store__buf_u64(&b, after_revision);
+    store__buf_u32(&b, (uint32_t)timeout_ms);
+    store__call_opts co = waiting_call(timeout_ms);
+    uint8_t *body;
+    size_t len;
+    int err = run(s, STORE__OP_WATCH, &b, start, &co, &body, &len);
+    if (err != 0) return err;
+    store__reader r = store__reader_of(body, len);
+    uint64_t rev = store__read_u64(&r);
+    free(body);
+    if (r.bad) return malformed(STORE__OP_WATCH);
+    *revision = rev;
+    return 0;
+}
+
+/* ---- leases -------------------------------------------------------------- */
+
+static int lease_call(elastic_store *s, uint16_t op, uint64_t lease)
+{
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, op, 0);
+    store__buf_u64(&b, lease);
+    store__call_opts co = plain_call(s, false);
+    return run_simple(s, op, &b, start, &co);
+}
+
+/* Keep-alives ride on the reader thread, so a blocked caller keeps its lease. */
+static int add_keepalive(elastic_store *s, uint64_t lease, int interval_ms)
+{
+    store__keepalive *k = calloc(1, sizeof *k);
+    if (k == NULL) return ELASTIC_ENOMEM;
+    k->lease = lease;
+    k->interval_ms = interval_ms;
+    k->due_ms = elastic__now_ms() + (uint64_t)interval_ms;
+    k->owner = s;
+    store__session *session = s->session;
+    pthread_mutex_lock(&session->lock);
+    k->next = session->keepalives;
+    session->keepalives = k;
+    pthread_mutex_unlock(&session->lock);
+    store__session_wake(session);
+    return 0;
+}
+
+static void drop_keepalive(elastic_store *s, uint64_t lease)
+{
+    store__session *session = s->session;
+    pthread_mutex_lock(&session->lock);
+    for (store__keepalive **slot = &session->keepalives; *slot != NULL; slot = &(*slot)->next) {
+        if ((*slot)->lease != lease) continue;
+        store__keepalive *k = *slot;
+        *slot = k->next;
+        free(k);
+        break;
+    }
+    pthread_mutex_unlock(&session->lock);
+}
+
+ELASTIC_EXTERN int elastic_store_lease_grant(elastic_store *s, int ttl_ms, int keepalive_interval_ms, uint64_t *lease)
+{
+    CHECK(s != NULL && lease != NULL && ttl_ms > 0 && (uint32_t)ttl_ms <= STORE__MAX_WAIT_MS &&
+              keepalive_interval_ms >= 0,
+          "store lease_grant: bad handle, lease pointer, ttl (1 ms .. 1 day) or interval");
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, STORE__OP_LEASE_GRANT, 0);
+    store__buf_u32(&b, (uint32_t)ttl_ms);
+    store__call_opts co = plain_call(s, false);
+    uint8_t *body;
+    size_t len;
+    int err = run(s, STORE__OP_LEASE_GRANT, &b, start, &co, &body, &len);
+    if (err != 0) return err;
+    store__reader r = store__reader_of(body, len);
+    uint64_t id = store__read_u64(&r);
+    free(body);
+    if (r.bad) return malformed(STORE__OP_LEASE_GRANT);
+    if (keepalive_interval_ms > 0 && (err = add_keepalive(s, id, keepalive_interval_ms)) != 0) {
+        lease_call(s, STORE__OP_LEASE_REVOKE, id);
+        return err;
+    }
+    *lease = id;
+    return 0;
+}
+
+ELASTIC_EXTERN int elastic_store_lease_keepalive(elastic_store *s, uint64_t lease)
+{
+    CHECK(s != NULL, "store lease_keepalive: NULL handle");
+    return lease_call(s, STORE__OP_LEASE_KEEPALIVE, lease);
+}
+
+ELASTIC_EXTERN int elastic_store_lease_revoke(elastic_store *s, uint64_t lease)
+{
+    CHECK(s != NULL, "store lease_revoke: NULL handle");
+    drop_keepalive(s, lease);
+    return lease_call(s, STORE__OP_LEASE_REVOKE, lease);
+}

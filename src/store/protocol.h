@@ -1,0 +1,173 @@
+/*
+ * The store's wire protocol, shared by the server, the client and the fuzz
+ * target: constants, little-endian encoding into growable buffers, and the
+ * bounded parser that turns a request frame into a validated request.
+ * docs/PROTOCOL.md is the prose version of this file.
+ */
+#ifndef ELASTIC_STORE_PROTOCOL_H
+#define ELASTIC_STORE_PROTOCOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE__MAGIC "ELST"
+#define STORE__VERSION 1
+#define STORE__NONCE_BYTES 32
+#define STORE__PROOF_BYTES 32
+#define STORE__HELLO_BYTES (4 + 2 + 2 + STORE__NONCE_BYTES)
+#define STORE__WELCOME_BYTES (4 + 2 + 2 + STORE__NONCE_BYTES + STORE__PROOF_BYTES)
+#define STORE__READY_BYTES 4
+#define STORE__WELCOME_AUTH 0x1u /* welcome flags: the server requires a proof */
+
+#define STORE__HEADER_BYTES 12
+#define STORE__FLAG_NOWAIT 0x1u    /* get: answer ENOTFOUND at once instead of waiting */
+#define STORE__MAX_LIST 65536u     /* keys in one wait/multi_get/multi_set */
+#define STORE__MAX_WAIT_MS 86400000u /* a server-side wait lasts at most a day */
+#define STORE__MAX_ERROR_TEXT 256u
+
+enum store__op {
+    STORE__OP_SET = 1,
+    STORE__OP_GET = 2,
+    STORE__OP_ADD = 3,
+    STORE__OP_CAS = 4,
+    STORE__OP_WAIT = 5,
+    STORE__OP_DELETE = 6,
+    STORE__OP_COUNT = 7,
+    STORE__OP_APPEND = 8,
+    STORE__OP_MULTI_GET = 9,
+    STORE__OP_MULTI_SET = 10,
+    STORE__OP_KEYS = 11,
+    STORE__OP_WATCH = 12,
+    STORE__OP_LEASE_GRANT = 13,
+    STORE__OP_LEASE_KEEPALIVE = 14,
+    STORE__OP_LEASE_REVOKE = 15,
+    STORE__OP_SET_LEASED = 16,
+    STORE__OP_PING = 17,
+    STORE__OP_END_
+};
+
+/* ---- growable byte buffer ----------------------------------------------- */
+
+typedef struct store__buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+    bool failed; /* an allocation failed: the content is incomplete */
+} store__buf;
+
+void store__buf_free(store__buf *b);
+bool store__buf_reserve(store__buf *b, size_t extra);
+void store__buf_put(store__buf *b, const void *data, size_t len);
+void store__buf_u8(store__buf *b, uint8_t v);
+void store__buf_u16(store__buf *b, uint16_t v);
+void store__buf_u32(store__buf *b, uint32_t v);
+void store__buf_u64(store__buf *b, uint64_t v);
+/* A length-prefixed byte string (u32 length, then the bytes). */
+void store__buf_bytes(store__buf *b, const void *data, size_t len);
+/* Drops the first n bytes (consumed input). */
+void store__buf_consume(store__buf *b, size_t n);
+
+/* ---- fixed-width little-endian access ----------------------------------- */
+
+static inline uint16_t store__le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t store__le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t store__le64(const uint8_t *p)
+{
+    return (uint64_t)store__le32(p) | (uint64_t)store__le32(p + 4) << 32;
+}
+static inline void store__put_le16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static inline void store__put_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void store__put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* ---- frames -------------------------------------------------------------- */
+
+/* Every frame after the handshake: body_len, id, op (request) or status
+ * (response, a negative ELASTIC_E* or 0), flags; then body_len bytes. */
+typedef struct store__header {
+    uint32_t body_len;
+    uint32_t id;
+    int32_t op_or_status; /* u16 op on requests, i16 status on responses */
+    uint16_t flags;
+} store__header;
+
+void store__header_decode(const uint8_t *p, bool response, store__header *h);
+/* Starts a frame in b; store__frame_end() patches its body length. */
+size_t store__frame_begin(store__buf *b, uint32_t id, int op_or_status, uint16_t flags);
+void store__frame_end(store__buf *b, size_t frame_start);
+
+/* ---- parsing ------------------------------------------------------------- */
+
+/* A bounds-checked cursor over a received body. */
+typedef struct store__reader {
+    const uint8_t *p;
+    size_t left;
+    bool bad; /* a read ran past the end: every later read yields zeros */
+} store__reader;
+
+static inline store__reader store__reader_of(const void *data, size_t len)
+{
+    store__reader r = {(const uint8_t *)data, len, false};
+    return r;
+}
+uint8_t store__read_u8(store__reader *r);
+uint32_t store__read_u32(store__reader *r);
+uint64_t store__read_u64(store__reader *r);
+/* A length-prefixed byte string; *len > max or past the end sets bad. */
+const uint8_t *store__read_bytes(store__reader *r, size_t max, uint32_t *len);
+
+typedef struct store__limits {
+    size_t max_key_bytes;
+    size_t max_value_bytes;
+} store__limits;
+
+typedef struct store__slice {
+    const uint8_t *ptr;
+    uint32_t len;
+} store__slice;
+
+/* A request after validation: every key is 1..max_key_bytes without NUL
+ * bytes (a prefix may be empty), every value within max_value_bytes. */
+typedef struct store__request {
+    uint32_t id;
+    uint16_t op;
+    uint16_t flags;
+    store__slice key; /* the key, or the prefix of count/keys/watch */
+    store__slice value;
+    store__slice expected;
+    bool has_expected;
+    int64_t delta;
+    uint64_t number; /* lease id, watch revision */
+    uint32_t timeout_ms;
+    uint32_t ttl_ms;
+    uint32_t max;
+    uint32_t n;              /* entries in list */
+    const uint8_t *list;     /* n keys, or n (key, value) pairs for multi_set */
+    size_t list_len;
+} store__request;
+
+/* Parses a request body. On failure returns ELASTIC_EPROTO (malformed),
+ * ELASTIC_EINVAL (a bad key) or ELASTIC_ELIMIT (a size limit) and points
+ * *why at a static sentence. */
+int store__parse_request(const store__header *h, const uint8_t *body, const store__limits *limits,
+                         store__request *req, const char **why);
+/* Walks the validated list of a request: the next key (and value for
+ * multi_set). */
+void store__list_next(store__reader *r, bool with_values, store__slice *key, store__slice *value);
+
+const char *store__op_name(int op);
+
+#endif /* ELASTIC_STORE_PROTOCOL_H */

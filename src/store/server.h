@@ -1,0 +1,111 @@
+/*
+ * The store server's internal structures: the server (one libuv loop on its
+ * own thread), its connections, and the parked calls (get/wait/watch) that
+ * changes to the table wake. Everything here runs on the loop thread.
+ */
+#ifndef ELASTIC_STORE_SERVER_H
+#define ELASTIC_STORE_SERVER_H
+
+#include "store/kv.h"
+#include "store/store.h"
+
+#include <pthread.h>
+#include <uv.h>
+
+#define STORE__WAIT_BUCKETS 1024       /* parked key waits, hashed by the key they wait for */
+#define STORE__DELETE_LOG 1024         /* recent deletions remembered for watches */
+#define STORE__MAX_LEASES_PER_CONN 1024
+
+typedef struct store__conn store__conn;
+typedef struct store__waiter store__waiter;
+
+typedef struct store__deletion {
+    char *key;
+    size_t key_len;
+    uint64_t revision;
+} store__deletion;
+
+struct elastic_store_server {
+    elastic_store_server_opts opts;
+    char *token;
+    store__limits limits;
+    size_t max_frame_body;
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    uv_async_t stop_async;
+    pthread_t thread;
+    int port;
+    store__kv kv;
+    store__conn *conns;
+    size_t conn_count;
+    store__conn *dirty; /* connections with responses to flush */
+    store__waiter *wait_buckets[STORE__WAIT_BUCKETS];
+    store__waiter *watchers;
+    store__deletion deletions[STORE__DELETE_LOG];
+    size_t deletion_next;
+    uint64_t deletion_horizon; /* deletions at or below this revision are forgotten */
+};
+
+enum store__conn_state { CONN_HELLO, CONN_PROOF, CONN_READY, CONN_CLOSING, CONN_CLOSED };
+
+struct store__conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer; /* handshake deadline, then idle timeout */
+    elastic_store_server *server;
+    store__conn *prev, *next;
+    store__conn *dirty_next;
+    bool dirty;
+    enum store__conn_state state;
+    int open_handles; /* freed when both handles have closed */
+    uint8_t client_nonce[STORE__NONCE_BYTES];
+    uint8_t server_nonce[STORE__NONCE_BYTES];
+    store__buf in;
+    store__buf out;
+    size_t bytes_in_flight; /* handed to uv_write, not yet written */
+    size_t waiter_count;
+    store__waiter *waiters;
+    store__lease *leases;
+    size_t lease_count;
+    char peer[64];
+};
+
+struct store__waiter {
+    uv_timer_t timer;
+    store__conn *conn;
+    uint32_t id;
+    uint16_t op;
+    store__waiter *conn_prev, *conn_next;
+    store__waiter **list;           /* the bucket or watcher list it is parked on */
+    store__waiter *list_prev, *list_next;
+    uint32_t key_count;
+    uint32_t missing;               /* keys[0..missing) existed when last checked */
+    uint64_t after_revision;        /* watch */
+    store__slice *keys;             /* point into storage */
+    uint8_t storage[];
+};
+
+/* server_conn.c */
+void store__conn_accept(elastic_store_server *server);
+void store__conn_close(store__conn *conn, const char *why);
+/* Queues bytes already framed in conn->out for sending (flushed after the
+ * current callback by store__server_flush). */
+void store__conn_mark_dirty(store__conn *conn);
+void store__server_flush(elastic_store_server *server);
+/* A frame with only a status and an optional message. */
+void store__reply_status(store__conn *conn, uint32_t id, int status, const char *message);
+
+/* server_ops.c */
+void store__execute(store__conn *conn, const store__request *req);
+void store__conn_end_leases(store__conn *conn);
+
+/* server_wait.c */
+/* Answers a get/wait/multi_get/watch at once when it can, else parks it
+ * until a change satisfies it or its timeout passes. */
+void store__wait_park(store__conn *conn, const store__request *req);
+void store__wait_cancel_all(store__conn *conn);
+void store__wait_on_change(void *server, const char *key, size_t key_len, uint64_t revision, bool deleted);
+void store__wait_free_log(elastic_store_server *server);
+/* Writes a get/multi_get response for keys that all exist. */
+void store__reply_values(store__conn *conn, uint32_t id, uint16_t op, const store__slice *keys, uint32_t n);
+
+#endif /* ELASTIC_STORE_SERVER_H */

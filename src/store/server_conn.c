@@ -1,0 +1,372 @@
+/*
+ * One store connection on the server's loop: the handshake (magic, version,
+ * mutual HMAC proof), framing of requests, batched writes of responses, the
+ * handshake and idle deadlines, and the limits that keep a hostile or broken
+ * peer from costing more than its share.
+ */
+#include "store/server.h"
+
+#include <stdlib.h>
+
+#define READ_CHUNK 4096
+
+static void on_handle_closed(uv_handle_t *handle)
+{
+    store__conn *conn = handle->data;
+    if (--conn->open_handles > 0) return;
+    store__buf_free(&conn->in);
+    store__buf_free(&conn->out);
+    free(conn);
+}
+
+static void unlink_conn(store__conn *conn)
+{
+    elastic_store_server *server = conn->server;
+    if (conn->prev != NULL) conn->prev->next = conn->next;
+    else server->conns = conn->next;
+    if (conn->next != NULL) conn->next->prev = conn->prev;
+    conn->prev = conn->next = NULL;
+    server->conn_count--;
+    if (conn->dirty) {
+        store__conn **slot = &server->dirty;
+        while (*slot != conn) slot = &(*slot)->dirty_next;
+        *slot = conn->dirty_next;
+        conn->dirty = false;
+    }
+}
+
+void store__conn_close(store__conn *conn, const char *why)
+{
+    if (conn->state == CONN_CLOSED) return;
+    ELASTIC_LOG_D("store", "closing connection from %s: %s", conn->peer, why);
+    conn->state = CONN_CLOSED;
+    unlink_conn(conn);
+    store__wait_cancel_all(conn);
+    store__conn_end_leases(conn); /* wakes other connections' watchers */
+    uv_close((uv_handle_t *)&conn->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&conn->tcp, on_handle_closed);
+}
+
+void store__conn_mark_dirty(store__conn *conn)
+{
+    if (conn->dirty || conn->state == CONN_CLOSED) return;
+    conn->dirty = true;
+    conn->dirty_next = conn->server->dirty;
+    conn->server->dirty = conn;
+}
+
+void store__reply_status(store__conn *conn, uint32_t id, int status, const char *message)
+{
+    size_t start = store__frame_begin(&conn->out, id, status, 0);
+    if (message != NULL) {
+        size_t len = strlen(message);
+        store__buf_put(&conn->out, message, len < STORE__MAX_ERROR_TEXT ? len : STORE__MAX_ERROR_TEXT);
+    }
+    store__frame_end(&conn->out, start);
+    store__conn_mark_dirty(conn);
+}
+
+static void on_timer(uv_timer_t *timer);
+
+/* Answers a protocol violation and drops the connection once it is sent. */
+static void fail_connection(store__conn *conn, int status, const char *why)
+{
+    ELASTIC_LOG_I("store", "connection from %s: %s", conn->peer, why);
+    if (conn->state == CONN_READY) store__reply_status(conn, 0, status, why);
+    conn->state = CONN_CLOSING;
+    uv_read_stop((uv_stream_t *)&conn->tcp);
+    /* A peer that does not read the last words is cut off anyway. */
+    uv_timer_start(&conn->timer, on_timer, 1000, 0);
+    store__conn_mark_dirty(conn);
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+typedef struct write_req {
+    uv_write_t req;
+    store__conn *conn;
+    size_t len;
+    uint8_t *data;
+} write_req;
+
+static void on_written(uv_write_t *req, int status)
+{
+    write_req *w = (write_req *)req;
+    store__conn *conn = w->conn;
+    conn->bytes_in_flight -= w->len;
+    free(w->data);
+    free(w);
+    if (conn->state == CONN_CLOSED) return;
+    if (status < 0) store__conn_close(conn, uv_strerror(status));
+    else if (conn->state == CONN_CLOSING && conn->bytes_in_flight == 0) store__conn_close(conn, "closing");
+}
+
+/* Writes conn->out: directly when the socket takes it all, else queued. */
+static void flush_conn(store__conn *conn)
+{
+    store__buf *out = &conn->out;
+    if (out->failed) {
+        store__conn_close(conn, "out of memory for responses");
+        return;
+    }
+    size_t done = 0;
+    if (out->len > 0 && conn->bytes_in_flight == 0) {
+        uv_buf_t buf = uv_buf_init((char *)out->data, (unsigned)out->len);
+        int n = uv_try_write((uv_stream_t *)&conn->tcp, &buf, 1);
+        if (n > 0) done = (size_t)n;
+        else if (n < 0 && n != UV_EAGAIN) {
+            store__conn_close(conn, uv_strerror(n));
+            return;
+        }
+    }
+    if (done < out->len) {
+        write_req *w = malloc(sizeof *w);
+        uint8_t *data = malloc(out->len - done);
+        if (w == NULL || data == NULL) {
+            free(w);
+            free(data);
+            store__conn_close(conn, "out of memory for responses");
+            return;
+        }
+        w->conn = conn;
+        w->len = out->len - done;
+        w->data = data;
+        memcpy(data, out->data + done, w->len);
+        uv_buf_t buf = uv_buf_init((char *)data, (unsigned)w->len);
+        conn->bytes_in_flight += w->len;
+        uv_write(&w->req, (uv_stream_t *)&conn->tcp, &buf, 1, on_written);
+    }
+    out->len = 0;
+    if (out->cap > (64u << 10)) store__buf_free(out); /* do not keep a large burst's buffer */
+    if (conn->state == CONN_CLOSING && conn->bytes_in_flight == 0) store__conn_close(conn, "closing");
+    else if (conn->bytes_in_flight + conn->in.len > conn->server->opts.max_connection_buffer)
+        store__conn_close(conn, "peer does not read its responses (max_connection_buffer)");
+}
+
+void store__server_flush(elastic_store_server *server)
+{
+    while (server->dirty != NULL) {
+        store__conn *conn = server->dirty;
+        server->dirty = conn->dirty_next;
+        conn->dirty = false;
+        flush_conn(conn);
+    }
+}
+
+/* ---- timers -------------------------------------------------------------- */
+
+static void on_timer(uv_timer_t *timer)
+{
+    store__conn *conn = timer->data;
+    if (conn->state == CONN_CLOSING) {
+        store__conn_close(conn, "peer did not take the final response");
+    } else if (conn->state != CONN_READY) {
+        store__conn_close(conn, "handshake not finished in handshake_timeout_ms");
+    } else if (conn->waiter_count > 0) {
+        uv_timer_again(timer); /* a parked call is activity */
+        return;
+    } else {
+        store__conn_close(conn, "idle for idle_timeout_ms");
+    }
+    store__server_flush(conn->server);
+}
+
+static void restart_idle_timer(store__conn *conn)
+{
+    int idle = conn->server->opts.idle_timeout_ms;
+    if (idle > 0) uv_timer_start(&conn->timer, on_timer, (uint64_t)idle, (uint64_t)idle);
+    else uv_timer_stop(&conn->timer);
+}
+
+/* ---- handshake ----------------------------------------------------------- */
+
+static void send_welcome(store__conn *conn, uint16_t version)
+{
+    uint8_t welcome[STORE__WELCOME_BYTES] = {0};
+    memcpy(welcome, STORE__MAGIC, 4);
+    store__put_le16(welcome + 4, STORE__VERSION);
+    store__put_le16(welcome + 6, conn->server->token ? STORE__WELCOME_AUTH : 0);
+    memcpy(welcome + 8, conn->server_nonce, STORE__NONCE_BYTES);
+    if (conn->server->token != NULL)
+        store__proof(conn->server->token, true, conn->client_nonce, conn->server_nonce,
+                     welcome + 8 + STORE__NONCE_BYTES);
+    store__buf_put(&conn->out, welcome, sizeof welcome);
+    store__conn_mark_dirty(conn);
+    (void)version;
+}
+
+/* Consumes the hello; false when the connection is being dropped. */
+static bool handle_hello(store__conn *conn)
+{
+    const uint8_t *p = conn->in.data;
+    if (memcmp(p, STORE__MAGIC, 4) != 0) {
+        fail_connection(conn, ELASTIC_EPROTO, "wrong magic (not a libelastic store client)");
+        return false;
+    }
+    uint16_t version = store__le16(p + 4);
+    memcpy(conn->client_nonce, p + 8, STORE__NONCE_BYTES);
+    store__buf_consume(&conn->in, STORE__HELLO_BYTES);
+    if (store__random_bytes(conn->server_nonce, STORE__NONCE_BYTES) != 0) {
+        fail_connection(conn, ELASTIC_ESYS, "no random bytes for the challenge");
+        return false;
+    }
+    send_welcome(conn, version);
+    if (version != STORE__VERSION) {
+        /* The client sees our version in the welcome and reports the mismatch. */
+        fail_connection(conn, ELASTIC_EPROTO, "unsupported protocol version");
+        return false;
+    }
+    conn->state = CONN_PROOF;
+    return true;
+}
+
+static bool handle_proof(store__conn *conn)
+{
+    const char *token = conn->server->token;
+    bool accepted = true;
+    if (token != NULL) {
+        uint8_t expected[STORE__PROOF_BYTES];
+        store__proof(token, false, conn->client_nonce, conn->server_nonce, expected);
+        accepted = store__proof_matches(expected, conn->in.data);
+    }
+    store__buf_consume(&conn->in, STORE__PROOF_BYTES);
+    uint8_t ready[STORE__READY_BYTES];
+    store__put_le32(ready, (uint32_t)(accepted ? 0 : ELASTIC_EAUTH));
+    store__buf_put(&conn->out, ready, sizeof ready);
+    store__conn_mark_dirty(conn);
+    if (!accepted) {
+        ELASTIC_LOG_W("store", "connection from %s: wrong or missing token", conn->peer);
+        fail_connection(conn, ELASTIC_EAUTH, "authentication failed");
+        return false;
+    }
+    conn->state = CONN_READY;
+    restart_idle_timer(conn);
+    return true;
+}
+
+/* ---- frames -------------------------------------------------------------- */
+
+/* Executes one complete frame at the head of conn->in; false to stop. */
+static bool handle_frame(store__conn *conn, const store__header *h)
+{
+    const uint8_t *body = conn->in.data + STORE__HEADER_BYTES;
+    store__request req;
+    const char *why = NULL;
+    int err = store__parse_request(h, body, &conn->server->limits, &req, &why);
+    if (err == ELASTIC_EPROTO && (h->op_or_status <= 0 || h->op_or_status >= STORE__OP_END_)) {
+        fail_connection(conn, ELASTIC_EPROTO, why);
+        return false;
+    }
+    if (err != 0) store__reply_status(conn, h->id, err, why);
+    else store__execute(conn, &req);
+    store__buf_consume(&conn->in, STORE__HEADER_BYTES + (size_t)h->body_len);
+    return conn->state == CONN_READY;
+}
+
+/* Handles every complete message in conn->in. */
+static void process_input(store__conn *conn)
+{
+    for (;;) {
+        size_t have = conn->in.len;
+        if (conn->state == CONN_HELLO) {
+            if (have >= 4 && memcmp(conn->in.data, STORE__MAGIC, 4) != 0) {
+                fail_connection(conn, ELASTIC_EPROTO, "wrong magic (not a libelastic store client)");
+                return;
+            }
+            if (have < STORE__HELLO_BYTES || !handle_hello(conn)) return;
+        } else if (conn->state == CONN_PROOF) {
+            if (have < STORE__PROOF_BYTES || !handle_proof(conn)) return;
+        } else if (conn->state == CONN_READY) {
+            if (have < STORE__HEADER_BYTES) return;
+            store__header h;
+            store__header_decode(conn->in.data, false, &h);
+            if (h.body_len > conn->server->max_frame_body) {
+                fail_connection(conn, ELASTIC_ELIMIT, "frame longer than the connection's limit");
+                return;
+            }
+            size_t total = STORE__HEADER_BYTES + (size_t)h.body_len;
+            if (have < total) {
+                store__buf_reserve(&conn->in, total - have); /* read the rest in place */
+                return;
+            }
+            if (!handle_frame(conn, &h)) return;
+            restart_idle_timer(conn);
+        } else {
+            return;
+        }
+    }
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+    store__conn *conn = handle->data;
+    (void)suggested;
+    size_t want = conn->in.cap - conn->in.len >= READ_CHUNK ? 0 : READ_CHUNK;
+    if (want > 0 && !store__buf_reserve(&conn->in, want)) {
+        *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+        return;
+    }
+    *buf = uv_buf_init((char *)conn->in.data + conn->in.len, (unsigned)(conn->in.cap - conn->in.len));
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    store__conn *conn = stream->data;
+    (void)buf;
+    if (nread < 0) {
+        store__conn_close(conn, nread == UV_EOF ? "peer closed" : uv_strerror((int)nread));
+    } else if (nread > 0 && conn->state != CONN_CLOSED) {
+        conn->in.len += (size_t)nread;
+        process_input(conn);
+        if (conn->in.len == 0 && conn->in.cap > (64u << 10)) store__buf_free(&conn->in);
+    }
+    store__server_flush(conn->server);
+}
+
+/* ---- accepting ----------------------------------------------------------- */
+
+static void describe_peer(store__conn *conn)
+{
+    struct sockaddr_storage addr;
+    int len = sizeof addr;
+    char host[48] = "?";
+    int port = 0;
+    if (uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&addr, &len) == 0) {
+        if (addr.ss_family == AF_INET6) {
+            uv_ip6_name((struct sockaddr_in6 *)&addr, host, sizeof host);
+            port = ntohs(((struct sockaddr_in6 *)&addr)->sin6_port);
+        } else {
+            uv_ip4_name((struct sockaddr_in *)&addr, host, sizeof host);
+            port = ntohs(((struct sockaddr_in *)&addr)->sin_port);
+        }
+    }
+    snprintf(conn->peer, sizeof conn->peer, "%s:%d", host, port);
+}
+
+void store__conn_accept(elastic_store_server *server)
+{
+    store__conn *conn = calloc(1, sizeof *conn);
+    if (conn == NULL) return; /* the pending connection waits in the backlog */
+    conn->server = server;
+    uv_tcp_init(&server->loop, &conn->tcp);
+    uv_timer_init(&server->loop, &conn->timer);
+    conn->tcp.data = conn->timer.data = conn;
+    conn->open_handles = 2;
+    conn->next = server->conns;
+    if (server->conns != NULL) server->conns->prev = conn;
+    server->conns = conn;
+    server->conn_count++;
+    if (uv_accept((uv_stream_t *)&server->listener, (uv_stream_t *)&conn->tcp) != 0) {
+        store__conn_close(conn, "accept failed");
+        return;
+    }
+    describe_peer(conn);
+    if (server->conn_count > server->opts.max_connections) {
+        ELASTIC_LOG_W("store", "refusing %s: max_connections (%zu) reached", conn->peer, server->opts.max_connections);
+        store__conn_close(conn, "max_connections reached");
+        return;
+    }
+    uv_tcp_nodelay(&conn->tcp, 1);
+    uv_timer_start(&conn->timer, on_timer, (uint64_t)server->opts.handshake_timeout_ms, 0);
+    uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+}

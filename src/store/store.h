@@ -1,0 +1,33 @@
+/*
+ * Internal interface of the store module shared by its server and client
+ * halves: authentication helpers and endpoint parsing. The server's and the
+ * client's own structures live in server.h and client.h.
+ */
+#ifndef ELASTIC_STORE_INTERNAL_H
+#define ELASTIC_STORE_INTERNAL_H
+
+#include "common/common.h"
+#include "store/protocol.h"
+
+#include <stdio.h>
+
+/* ---- authentication (auth.c) --------------------------------------------- */
+
+int store__random_bytes(void *buf, size_t len);
+/* HMAC-SHA256(token, label || client_nonce || server_nonce); the label
+ * differs between the server's and the client's proof. */
+void store__proof(const char *token, bool from_server, const uint8_t *client_nonce, const uint8_t *server_nonce,
+                  uint8_t *proof);
+/* Constant-time comparison of two proofs. */
+bool store__proof_matches(const uint8_t *expected, const uint8_t *received);
+/* The option, else ELASTIC_STORE_TOKEN, else none (*token NULL). */
+int store__token_resolve(const char *option, char **token);
+/* Wipes and frees a token. */
+void store__token_free(char *token);
+
+/* ---- endpoints (endpoint.c) ---------------------------------------------- */
+
+/* Splits "host:port" or "[v6]:port" into host (without brackets) and port. */
+int store__parse_endpoint(const char *endpoint, char *host, size_t host_size, int *port);
+
+#endif /* ELASTIC_STORE_INTERNAL_H */

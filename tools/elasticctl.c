@@ -1,0 +1,296 @@
+/*
+ * elasticctl: the operator's tool. Thin: parse flags, call the library,
+ * print. `elasticctl store serve` runs a standalone store; `elasticctl store
+ * get|set|add|del|keys` inspect a job's store. New commands go in `commands`.
+ * Bad usage prints one line and exits 2; a failed operation exits 1.
+ */
+#include "elastic.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_POSITIONAL 4
+#define TOKEN_FILE_MAX 4096
+
+/* ---- flags --------------------------------------------------------------- */
+
+typedef struct flag_spec {
+    const char *name; /* without the leading "--" */
+    const char **value;
+} flag_spec;
+
+typedef struct parsed_args {
+    const char *positional[MAX_POSITIONAL];
+    int count;
+} parsed_args;
+
+static int usage_error(const char *command, const char *fmt, const char *detail)
+{
+    fprintf(stderr, "elasticctl %s: ", command);
+    fprintf(stderr, fmt, detail);
+    fprintf(stderr, " (see elasticctl --help)\n");
+    return 2;
+}
+
+/* Flags (--name value or --name=value) anywhere; the rest is positional. */
+static int parse_args(const char *command, int argc, char **argv, flag_spec *flags, parsed_args *out)
+{
+    out->count = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+            if (out->count == MAX_POSITIONAL) return usage_error(command, "unexpected argument \"%s\"", arg);
+            out->positional[out->count++] = arg;
+            continue;
+        }
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
+        flag_spec *spec = NULL;
+        for (flag_spec *f = flags; f->name != NULL; f++)
+            if (strlen(f->name) == name_len && strncmp(f->name, name, name_len) == 0) spec = f;
+        if (spec == NULL) return usage_error(command, "unknown flag \"%s\"", arg);
+        if (eq != NULL) *spec->value = eq + 1;
+        else if (i + 1 < argc) *spec->value = argv[++i];
+        else return usage_error(command, "flag \"%s\" needs a value", arg);
+    }
+    return 0;
+}
+
+static bool parse_int(const char *text, long long min, long long max, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long value = strtoll(text, &end, 10);
+    if (text[0] == '\0' || *end != '\0' || errno != 0 || value < min || value > max) return false;
+    *out = value;
+    return true;
+}
+
+/* Reads a token file (first line, at most 4 KiB) into buf. */
+static int read_token_file(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        fprintf(stderr, "elasticctl: cannot read token file %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    size_t n = fread(buf, 1, size - 1, f);
+    bool more = fgetc(f) != EOF;
+    fclose(f);
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    if (more || buf[0] == '\0') {
+        fprintf(stderr, "elasticctl: token file %s is empty or longer than %d bytes\n", path, TOKEN_FILE_MAX);
+        return 1;
+    }
+    return 0;
+}
+
+static int fail(const char *what, int rc)
+{
+    fprintf(stderr, "elasticctl: %s: %s (%s)\n", what, elastic_strerror(rc), elastic_last_error());
+    return 1;
+}
+
+/* ---- store serve ----------------------------------------------------------- */
+
+static int store_serve(int argc, char **argv)
+{
+    const char *host = "127.0.0.1", *port_text = "0", *token_file = NULL;
+    flag_spec flags[] = {{"host", &host}, {"port", &port_text}, {"token-file", &token_file}, {NULL, NULL}};
+    parsed_args args;
+    int rc = parse_args("store serve", argc, argv, flags, &args);
+    if (rc != 0) return rc;
+    long long port;
+    if (args.count > 0) return usage_error("store serve", "unexpected argument \"%s\"", args.positional[0]);
+    if (!parse_int(port_text, 0, 65535, &port)) return usage_error("store serve", "--port \"%s\" is not 0..65535", port_text);
+    char token[TOKEN_FILE_MAX + 1];
+    if (token_file != NULL && read_token_file(token_file, token, sizeof token) != 0) return 1;
+
+    /* Block the signals before the server thread starts so only sigwait sees them. */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+
+    elastic_store_server_opts opts;
+    elastic_store_server_opts_init(&opts);
+    opts.host = host;
+    opts.port = (int)port;
+    if (token_file != NULL) opts.token = token;
+    elastic_store_server *server = NULL;
+    rc = elastic_store_server_start(&opts, &server);
+    if (rc != 0) return fail("store serve", rc);
+    bool v6 = strchr(host, ':') != NULL;
+    printf("listening on %s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "", elastic_store_server_port(server));
+    fflush(stdout);
+    int signal_number = 0;
+    sigwait(&stop_signals, &signal_number);
+    elastic_store_server_stop(server);
+    return 0;
+}
+
+/* ---- store client commands ---------------------------------------------- */
+
+typedef int (*store_op_fn)(elastic_store *store, const parsed_args *args, int timeout_ms);
+
+static int op_get(elastic_store *store, const parsed_args *args, int timeout_ms)
+{
+    void *value = NULL;
+    size_t len = 0;
+    int rc = timeout_ms > 0 ? elastic_store_get(store, args->positional[0], timeout_ms, &value, &len)
+                            : elastic_store_try_get(store, args->positional[0], &value, &len);
+    if (rc != 0) return fail("get", rc);
+    fwrite(value, 1, len, stdout);
+    putchar('\n');
+    elastic_free(value);
+    return 0;
+}
+
+static int op_set(elastic_store *store, const parsed_args *args, int timeout_ms)
+{
+    int rc = elastic_store_set(store, args->positional[0], args->positional[1], strlen(args->positional[1]));
+    return rc != 0 ? fail("set", rc) : 0;
+}
+
+static int op_add(elastic_store *store, const parsed_args *args, int timeout_ms)
+{
+    long long delta;
+    if (!parse_int(args->positional[1], INT64_MIN, INT64_MAX, &delta))
+        return usage_error("store add", "delta \"%s\" is not an integer", args->positional[1]);
+    int64_t result = 0;
+    int rc = elastic_store_add(store, args->positional[0], (int64_t)delta, &result);
+    if (rc != 0) return fail("add", rc);
+    printf("%" PRId64 "\n", result);
+    return 0;
+}
+
+static int op_del(elastic_store *store, const parsed_args *args, int timeout_ms)
+{
+    int rc = elastic_store_delete(store, args->positional[0]);
+    return rc != 0 ? fail("del", rc) : 0;
+}
+
+static int op_keys(elastic_store *store, const parsed_args *args, int timeout_ms)
+{
+    char **keys = NULL;
+    size_t n = 0;
+    int rc = elastic_store_keys(store, args->count > 0 ? args->positional[0] : "", 1000000, &keys, &n);
+    if (rc != 0) return fail("keys", rc);
+    for (size_t i = 0; i < n; i++) printf("%s\n", keys[i]);
+    elastic_free(keys);
+    return 0;
+}
+
+typedef struct store_command {
+    const char *name;
+    int min_args, max_args;
+    const char *usage;
+    store_op_fn fn;
+} store_command;
+
+static const store_command store_commands[] = {
+    {"get", 1, 1, "KEY [--timeout MS]", op_get},
+    {"set", 2, 2, "KEY VALUE", op_set},
+    {"add", 2, 2, "KEY DELTA", op_add},
+    {"del", 1, 1, "KEY", op_del},
+    {"keys", 0, 1, "[PREFIX]", op_keys},
+};
+
+static int store_client(const store_command *cmd, int argc, char **argv)
+{
+    char name[32];
+    snprintf(name, sizeof name, "store %s", cmd->name);
+    const char *endpoint = NULL, *token_file = NULL, *timeout_text = "0";
+    flag_spec flags[] = {{"endpoint", &endpoint}, {"token-file", &token_file}, {"timeout", &timeout_text}, {NULL, NULL}};
+    parsed_args args;
+    int rc = parse_args(name, argc, argv, flags, &args);
+    if (rc != 0) return rc;
+    if (endpoint == NULL) return usage_error(name, "%s", "needs --endpoint HOST:PORT");
+    if (args.count < cmd->min_args || args.count > cmd->max_args)
+        return usage_error(name, "usage: elasticctl store %s --endpoint HOST:PORT", cmd->usage);
+    long long timeout_ms;
+    if (!parse_int(timeout_text, 0, 86400000, &timeout_ms))
+        return usage_error(name, "--timeout \"%s\" is not 0..86400000 ms", timeout_text);
+    char token[TOKEN_FILE_MAX + 1];
+    elastic_store_opts opts;
+    elastic_store_opts_init(&opts);
+    opts.connect_timeout_ms = 5000;
+    if (token_file != NULL) {
+        if (read_token_file(token_file, token, sizeof token) != 0) return 1;
+        opts.token = token;
+    }
+    elastic_store *store = NULL;
+    rc = elastic_store_connect(endpoint, &opts, &store);
+    if (rc != 0) return fail(endpoint, rc);
+    rc = cmd->fn(store, &args, (int)timeout_ms);
+    fflush(stdout);
+    elastic_store_close(store);
+    return rc;
+}
+
+static int cmd_store(int argc, char **argv)
+{
+    if (argc < 1) return usage_error("store", "%s", "needs a subcommand: serve, get, set, add, del, keys");
+    if (strcmp(argv[0], "serve") == 0) return store_serve(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof store_commands / sizeof store_commands[0]; i++)
+        if (strcmp(argv[0], store_commands[i].name) == 0) return store_client(&store_commands[i], argc - 1, argv + 1);
+    return usage_error("store", "unknown subcommand \"%s\"", argv[0]);
+}
+
+/* ---- top level ----------------------------------------------------------- */
+
+static int cmd_version(int argc, char **argv)
+{
+    printf("elasticctl %s\n", elastic_version_string());
+    return 0;
+}
+
+static const char usage_text[] =
+    "usage: elasticctl COMMAND ...\n"
+    "  store serve [--host H] [--port P] [--token-file F]   run a store; prints \"listening on H:P\"\n"
+    "  store get KEY [--timeout MS] --endpoint H:P [--token-file F]\n"
+    "  store set KEY VALUE --endpoint H:P [--token-file F]\n"
+    "  store add KEY DELTA --endpoint H:P [--token-file F]\n"
+    "  store del KEY --endpoint H:P [--token-file F]\n"
+    "  store keys [PREFIX] --endpoint H:P [--token-file F]\n"
+    "  version\n"
+    "Without --token-file the token comes from ELASTIC_STORE_TOKEN, if set.\n";
+
+static int cmd_help(int argc, char **argv)
+{
+    fputs(usage_text, stdout);
+    return 0;
+}
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+} command;
+
+static const command commands[] = {
+    {"store", cmd_store},
+    {"version", cmd_version},
+    {"--version", cmd_version},
+    {"help", cmd_help},
+    {"--help", cmd_help},
+    {"-h", cmd_help},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 2, argv + 2);
+    fprintf(stderr, "elasticctl: unknown command \"%s\" (see elasticctl --help)\n", argv[1]);
+    return 2;
+}
