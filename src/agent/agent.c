@@ -110,10 +110,69 @@ static int setup_store(elastic_agent *agent)
 
 static int setup_membership(elastic_agent *agent)
 {
+    const elastic_agent_opts *o = &agent->opts;
     if (local_only(agent))
-        return agent__membership_local(agent->opts.nproc_per_node, agent->opts.max_restarts, node_address(agent),
-                                       &agent->membership);
-    return elastic__fail(ELASTIC_EUNSUPPORTED, "--nnodes above 1 needs the rendezvous module, which this build lacks");
+        return agent__membership_local(o->nproc_per_node, o->max_restarts, node_address(agent), &agent->membership);
+    elastic_rdzv_opts rdzv_opts;
+    elastic_rdzv_opts_init(&rdzv_opts);
+    rdzv_opts.run_id = agent->run_id;
+    rdzv_opts.store = agent->store;
+    rdzv_opts.min_nodes = o->min_nodes;
+    rdzv_opts.max_nodes = o->max_nodes;
+    rdzv_opts.max_restarts = o->max_restarts;
+    rdzv_opts.local_world_size = o->nproc_per_node;
+    rdzv_opts.node_addr = o->local_addr; /* NULL: the host name */
+    rdzv_opts.node_id = agent->node_id;
+    const agent_rdzv_conf *conf = &agent->conf;
+    if (conf->join_timeout_ms > 0) rdzv_opts.join_timeout_ms = conf->join_timeout_ms;
+    if (conf->last_call_timeout_ms >= 0) rdzv_opts.last_call_timeout_ms = conf->last_call_timeout_ms;
+    if (conf->keep_alive_interval_ms > 0) rdzv_opts.keepalive_interval_ms = conf->keep_alive_interval_ms;
+    if (rdzv_opts.keepalive_interval_ms < 100) rdzv_opts.keepalive_interval_ms = 100;
+    int attempts = conf->keep_alive_max_attempt > 0 ? conf->keep_alive_max_attempt : 4;
+    if (conf->keep_alive_interval_ms > 0 || conf->keep_alive_max_attempt > 0)
+        rdzv_opts.keepalive_timeout_ms = rdzv_opts.keepalive_interval_ms * attempts;
+    return agent__membership_rdzv(&rdzv_opts, agent__group_on_change, &agent->group, &agent->membership);
+}
+
+/* ---- a store host outlives its own workers ---------------------------------------- */
+
+typedef struct closed_watch {
+    elastic_store *store;
+    char key[200];
+    int stop;                        /* atomic */
+    int done;                        /* atomic */
+    uv_async_t *wake;
+} closed_watch;
+
+/* The rendezvous marks a job that ended (every node finished, or its budget
+ * ran out) with rdzv/<run_id>/closed. */
+static void closed_watch_main(void *arg)
+{
+    closed_watch *watch = arg;
+    while (!__atomic_load_n(&watch->stop, __ATOMIC_ACQUIRE)) {
+        void *value = NULL;
+        size_t len = 0;
+        int rc = elastic_store_get(watch->store, watch->key, 1000, &value, &len);
+        elastic_free(value);
+        if (rc != ELASTIC_ETIMEDOUT) break;
+    }
+    __atomic_store_n(&watch->done, 1, __ATOMIC_RELEASE);
+    uv_async_send(watch->wake);
+}
+
+/* This node's workers all succeeded, but it hosts the store the other nodes
+ * still use: serve until the job closes or we are told to stop. */
+static void serve_until_closed(elastic_agent *agent)
+{
+    closed_watch watch = {.store = agent->store, .wake = &agent->group.wake};
+    snprintf(watch.key, sizeof watch.key, "rdzv/%s/closed", agent->run_id);
+    uv_thread_t thread;
+    if (uv_thread_create(&thread, closed_watch_main, &watch) != 0) return;
+    ELASTIC_LOG_I("agent", "workers done; serving the job's store until every node has finished");
+    while (!__atomic_load_n(&watch.done, __ATOMIC_ACQUIRE) && agent->group.stop_signal == 0)
+        uv_run(&agent->loop, UV_RUN_ONCE);
+    __atomic_store_n(&watch.stop, 1, __ATOMIC_RELEASE);
+    uv_thread_join(&thread);
 }
 
 /* ---- log directories ------------------------------------------------------------- */
@@ -240,6 +299,7 @@ ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result 
     agent->ran = true;
     agent__group_start(&agent->group);
     while (agent->group.state != AGENT_DONE) uv_run(&agent->loop, UV_RUN_ONCE);
+    if (agent->group.exit_code == 0 && agent->server != NULL && !local_only(agent)) serve_until_closed(agent);
     result->exit_code = agent->group.exit_code;
     result->generations = agent->group.generations;
     result->restarts = agent->group.current.restart_count;
@@ -265,7 +325,10 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     __atomic_store_n(&agent->accepting_stop, 0, __ATOMIC_RELEASE);
     if (agent->group_ready) {
         agent__workers_signal(&agent->group, SIGKILL); /* only if the run ended abnormally */
-        agent__group_close(&agent->group);
+        if (!agent__group_close(&agent->group)) {
+            ELASTIC_LOG_W("agent", "leaving with a rendezvous in flight; the process should exit now");
+            return; /* its thread still uses the agent: keep everything allocated */
+        }
     }
     if (agent->loop_ready) {
         uv_walk(&agent->loop, close_any, NULL);

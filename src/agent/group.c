@@ -198,6 +198,7 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
 
 static void rendezvous_finished(agent_group *group, int rc, const elastic_rdzv_result *result, const char *error)
 {
+    if (group->state == AGENT_DONE) return; /* stopped while next() blocked */
     if (group->stop_signal != 0) { /* SIGTERM arrived while we waited */
         if (rc == 0) group->current = *result;
         finish_shutdown(group);
@@ -264,13 +265,18 @@ static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
 
 static void handle_stop_request(agent_group *group, int signum)
 {
-    if (group->stop_signal != 0 || group->state == AGENT_DONE) return;
+    if (group->stop_signal != 0) return;
     group->stop_signal = signum > 0 ? signum : SIGTERM;
     ELASTIC_LOG_I("agent", "stop requested (signal %d)", group->stop_signal);
     if (group->state == AGENT_RUNNING) begin_stopping(group, AGENT_STOP_FOR_SHUTDOWN);
     else if (group->state == AGENT_STOPPING) group->stop_reason = AGENT_STOP_FOR_SHUTDOWN;
     else if (group->state == AGENT_IDLE) finish_shutdown(group);
-    /* RENDEZVOUS: rendezvous_finished() sees stop_signal when next() returns. */
+    else if (group->state == AGENT_RENDEZVOUS) { /* next() blocks on its thread: no workers to stop */
+        set_done(group, 128 + group->stop_signal);
+        snprintf(group->summary, sizeof group->summary, "stopped by signal %d during the rendezvous", group->stop_signal);
+        emit_job_end(group, "stopped");
+    }
+    /* DONE: stop_signal tells a store host to stop serving. */
 }
 
 static void on_wake(uv_async_t *handle)
@@ -335,18 +341,17 @@ void agent__group_start(agent_group *group)
     begin_rendezvous(group);
 }
 
-void agent__group_close(agent_group *group)
+bool agent__group_close(agent_group *group)
 {
-    if (group->rendezvous_thread_live) {
-        /* The agent ends while next() still blocks (stopped during a rendezvous
-         * that cannot be interrupted): leaving makes it return. */
-        group->membership->ops->leave(group->membership);
-        uv_thread_join(&group->rendezvous_thread);
-        group->rendezvous_thread_live = false;
-    }
     uv_close((uv_handle_t *)&group->sigchld, NULL);
     uv_close((uv_handle_t *)&group->grace_timer, NULL);
     uv_close((uv_handle_t *)&group->wake, NULL);
+    if (!group->rendezvous_thread_live) return true;
+    /* A rendezvous cannot be interrupted: its thread keeps using the group
+     * until next() returns. The process is about to exit; our lease ends
+     * with it, so the other nodes re-form without us. */
+    pthread_detach(group->rendezvous_thread);
+    return false;
 }
 
 void agent__group_destroy(agent_group *group)

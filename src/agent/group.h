@@ -102,6 +102,11 @@ struct agent_membership {
  * failure are kept in memory. */
 int agent__membership_local(int nproc, int max_restarts, const char *master_addr, agent_membership **m);
 
+/* Several nodes: elastic_rdzv_* over the job's store; on_change runs on the
+ * rendezvous' thread when the current generation must end. */
+int agent__membership_rdzv(const elastic_rdzv_opts *opts, agent_change_fn on_change, void *user,
+                           agent_membership **m);
+
 /* ---- event log (events.c) -------------------------------------------------- */
 
 typedef struct agent_events agent_events;
@@ -221,7 +226,9 @@ void agent__group_request_stop(agent_group *group, int signum);
 /* Membership news (any thread). */
 void agent__group_on_change(void *group, const elastic_rdzv_cause *cause);
 /* Closes the group's handles (the loop must then run until they closed). */
-void agent__group_close(agent_group *group);
+/* false when a rendezvous is still blocked in next() (stopped meanwhile): the
+ * group's memory must then stay allocated until the process exits. */
+bool agent__group_close(agent_group *group);
 void agent__group_destroy(agent_group *group);
 
 /* workers.c: start and reap this generation's workers. */

@@ -5,7 +5,7 @@
  *
  *   agent_worker --report FILE [--env-dir DIR] [--fail-rank R --fail-code C]
  *                [--fail-until-restart N] [--exit-after-restart N] [--sleep-ms MS]
- *                [--grandchild] [--error-file-text TEXT] [--tag TEXT]
+ *                [--grandchild] [--error-file-text TEXT] [--tag TEXT] [--exit-when-world N]
  *
  * Without --sleep-ms the worker exits 0 at once when --exit-after-restart is
  * reached, and otherwise waits to be killed.
@@ -30,6 +30,7 @@ typedef struct worker_args {
     int grandchild;
     const char *error_file_text;
     const char *tag;             /* echoed in the start line (checks argument substitution) */
+    int exit_when_world;         /* exit 0 at once when WORLD_SIZE is this */
 } worker_args;
 
 static int env_int(const char *name, int fallback)
@@ -73,6 +74,7 @@ static void parse(int argc, char **argv, worker_args *args)
         else if (strcmp(argv[i - 1], "--sleep-ms") == 0) args->sleep_ms = atoi(value);
         else if (strcmp(argv[i - 1], "--error-file-text") == 0) args->error_file_text = value;
         else if (strcmp(argv[i - 1], "--tag") == 0) args->tag = value;
+        else if (strcmp(argv[i - 1], "--exit-when-world") == 0) args->exit_when_world = atoi(value);
     }
 }
 
@@ -100,7 +102,8 @@ int main(int argc, char **argv)
         if (args.error_file_text != NULL && error_file != NULL) append_line(error_file, args.error_file_text);
         return args.fail_code;
     }
-    if (args.exit_after_restart >= 0 && restart >= args.exit_after_restart) {
+    if ((args.exit_after_restart >= 0 && restart >= args.exit_after_restart) ||
+        (args.exit_when_world > 0 && env_int("WORLD_SIZE", -1) == args.exit_when_world)) {
         if (args.sleep_ms > 0) usleep((useconds_t)args.sleep_ms * 1000);
         printf("rank %d done\n", rank);
         return 0;

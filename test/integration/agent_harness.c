@@ -19,20 +19,20 @@
 
 extern char **environ;
 
-const char *harness_path(char *out, size_t size, const char *name)
+const char *agent_harness_path(char *out, size_t size, const char *name)
 {
     snprintf(out, size, "%s/%s", test_tmpdir(), name);
     return out;
 }
 
-const char *harness_elasticrun(void)
+const char *agent_harness_elasticrun(void)
 {
     static char path[1024];
     snprintf(path, sizeof path, "%s", test_bin_path("elasticrun"));
     return path;
 }
 
-const char *harness_worker(void)
+const char *agent_harness_worker(void)
 {
     static char path[1024];
     snprintf(path, sizeof path, "%s", test_helper_path("agent_worker"));
@@ -52,7 +52,7 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-pid_t harness_spawn(const char *program, const char *const *argv, const char *const *extra_env, const char *name)
+pid_t agent_harness_spawn(const char *program, const char *const *argv, const char *const *extra_env, const char *name)
 {
     char out_path[512], err_path[512];
     snprintf(out_path, sizeof out_path, "%s/%s.out", test_tmpdir(), name);
@@ -71,7 +71,7 @@ pid_t harness_spawn(const char *program, const char *const *argv, const char *co
     _exit(127);
 }
 
-bool harness_wait_exit(pid_t pid, int timeout_ms, int *status)
+bool agent_harness_wait_exit(pid_t pid, int timeout_ms, int *status)
 {
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (pidfd < 0) return false;
@@ -83,7 +83,7 @@ bool harness_wait_exit(pid_t pid, int timeout_ms, int *status)
     return ready > 0 && waitpid(pid, status, 0) == pid;
 }
 
-char *harness_read_file(const char *path)
+char *agent_harness_read_file(const char *path)
 {
     FILE *file = fopen(path, "r");
     if (file == NULL) return NULL;
@@ -106,9 +106,9 @@ static bool line_matches(const char *line, const char *const *needles)
     return true;
 }
 
-bool harness_nth_line(const char *path, const char *const *needles, int n, char *out, size_t size)
+bool agent_harness_nth_line(const char *path, const char *const *needles, int n, char *out, size_t size)
 {
-    char *data = harness_read_file(path);
+    char *data = agent_harness_read_file(path);
     if (data == NULL) return false;
     int seen = 0;
     bool found = false;
@@ -124,7 +124,7 @@ bool harness_nth_line(const char *path, const char *const *needles, int n, char 
 
 static int count_lines(const char *path, const char *const *needles)
 {
-    char *data = harness_read_file(path);
+    char *data = agent_harness_read_file(path);
     if (data == NULL) return 0;
     int count = 0;
     for (char *save = NULL, *line = strtok_r(data, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save))
@@ -135,7 +135,7 @@ static int count_lines(const char *path, const char *const *needles)
 
 /* The report file changes when a worker starts; a short poll with a
  * deadline is the simplest portable wait for that. */
-int harness_wait_lines(const char *path, const char *const *needles, int count, int timeout_ms)
+int agent_harness_wait_lines(const char *path, const char *const *needles, int count, int timeout_ms)
 {
     long long deadline = now_ms() + test_scaled_ms(timeout_ms);
     int found = count_lines(path, needles);
@@ -146,7 +146,7 @@ int harness_wait_lines(const char *path, const char *const *needles, int count, 
     return found;
 }
 
-long harness_line_field(const char *line, const char *key)
+long agent_harness_line_field(const char *line, const char *key)
 {
     char pattern[64];
     snprintf(pattern, sizeof pattern, " %s=", key);
@@ -155,7 +155,7 @@ long harness_line_field(const char *line, const char *key)
     return at != NULL ? strtol(at + strlen(pattern), NULL, 10) : -1;
 }
 
-bool harness_process_alive(pid_t pid)
+bool agent_harness_process_alive(pid_t pid)
 {
     char path[64], stat[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -168,10 +168,10 @@ bool harness_process_alive(pid_t pid)
     return close != NULL && close[1] == ' ' && close[2] != 'Z' && close[2] != 'X';
 }
 
-bool harness_wait_gone(pid_t pid, int timeout_ms)
+bool agent_harness_wait_gone(pid_t pid, int timeout_ms)
 {
     long long deadline = now_ms() + test_scaled_ms(timeout_ms);
-    while (harness_process_alive(pid)) {
+    while (agent_harness_process_alive(pid)) {
         if (now_ms() >= deadline) return false;
         sleep_ms(5);
     }

@@ -33,9 +33,9 @@ static const char *env_value(const char *dump, const char *name, char *out, size
 
 static void run_to_success(const char *const *argv, const char *const *env)
 {
-    pid_t agent = harness_spawn(harness_elasticrun(), argv, env, "agent");
+    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
     int status = 0;
-    if (!harness_wait_exit(agent, 30000, &status)) {
+    if (!agent_harness_wait_exit(agent, 30000, &status)) {
         kill(agent, SIGKILL);
         FAIL("elasticrun did not finish");
     }
@@ -46,12 +46,12 @@ static void run_to_success(const char *const *argv, const char *const *env)
 TEST_TIMEOUT(agent_sets_the_torchrun_environment, 60)
 {
     char report[512], env_dir[512], log_dir[512], path[700];
-    harness_path(report, sizeof report, "report");
-    harness_path(env_dir, sizeof env_dir, "env");
-    harness_path(log_dir, sizeof log_dir, "logs");
+    agent_harness_path(report, sizeof report, "report");
+    agent_harness_path(env_dir, sizeof env_dir, "env");
+    agent_harness_path(log_dir, sizeof log_dir, "logs");
     mkdir(env_dir, 0755);
     const char *argv[] = {"elasticrun", "--nnodes=1", "--nproc_per_node=2", "--max-restarts", "3", "--role", "trainer",
-                          "--rdzv-id", "envjob", "--log-dir", log_dir, "--no-python", harness_worker(),
+                          "--rdzv-id", "envjob", "--log-dir", log_dir, "--no-python", agent_harness_worker(),
                           "--report", report, "--env-dir", env_dir, "--exit-after-restart", "0", NULL};
     const char *env[] = {"NCCL_ASYNC_ERROR_HANDLING=0", "RANK=99", NULL}; /* RANK is ours to set */
     unsetenv("OMP_NUM_THREADS");
@@ -59,7 +59,7 @@ TEST_TIMEOUT(agent_sets_the_torchrun_environment, 60)
     run_to_success(argv, env);
     for (int rank = 0; rank < 2; rank++) {
         snprintf(path, sizeof path, "%s/restart0_rank%d.env", env_dir, rank);
-        char *dump = harness_read_file(path);
+        char *dump = agent_harness_read_file(path);
         if (dump == NULL) FAIL("rank %d wrote no environment", rank);
         char expected[700];
         snprintf(expected, sizeof expected, "%d", rank);
@@ -91,7 +91,7 @@ TEST_TIMEOUT(agent_sets_the_torchrun_environment, 60)
         ASSERT(env_value(dump, "ELASTIC_STORE_TOKEN", value, sizeof value) != NULL && strlen(value) >= 16);
         free(dump);
         snprintf(path, sizeof path, "%s/envjob/gen_1/rank_%d/stdout.log", log_dir, rank);
-        char *log = harness_read_file(path);
+        char *log = agent_harness_read_file(path);
         if (log == NULL) FAIL("no %s", path);
         snprintf(expected, sizeof expected, "rank %d done\n", rank);
         ASSERT_STR_EQ(log, expected);
@@ -102,16 +102,16 @@ TEST_TIMEOUT(agent_sets_the_torchrun_environment, 60)
 TEST_TIMEOUT(agent_substitutes_local_rank_and_keeps_user_variables, 60)
 {
     char report[512], env_dir[512], path[700];
-    harness_path(report, sizeof report, "report");
-    harness_path(env_dir, sizeof env_dir, "env");
+    agent_harness_path(report, sizeof report, "report");
+    agent_harness_path(env_dir, sizeof env_dir, "env");
     mkdir(env_dir, 0755);
-    const char *argv[] = {"elasticrun", "--nproc-per-node", "1", "--no-python", harness_worker(),
+    const char *argv[] = {"elasticrun", "--nproc-per-node", "1", "--no-python", agent_harness_worker(),
                           "--report", report, "--env-dir", env_dir, "--exit-after-restart", "0", "--tag",
                           "lr${local_rank}", NULL};
     const char *env[] = {"MY_SETTING=kept", "OMP_NUM_THREADS=7", NULL};
     run_to_success(argv, env);
     snprintf(path, sizeof path, "%s/restart0_rank0.env", env_dir);
-    char *dump = harness_read_file(path);
+    char *dump = agent_harness_read_file(path);
     ASSERT(dump != NULL);
     ASSERT_ENV(dump, "MY_SETTING", "kept");
     ASSERT_ENV(dump, "OMP_NUM_THREADS", "7");
@@ -119,5 +119,5 @@ TEST_TIMEOUT(agent_substitutes_local_rank_and_keeps_user_variables, 60)
     ASSERT_ENV(dump, "TORCHELASTIC_RUN_ID", "none");
     free(dump);
     const char *tagged[] = {"start ", "tag=lr0", NULL};
-    ASSERT_EQ(harness_wait_lines(report, tagged, 1, 1000), 1);
+    ASSERT_EQ(agent_harness_wait_lines(report, tagged, 1, 1000), 1);
 }
