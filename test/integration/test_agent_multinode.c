@@ -69,7 +69,7 @@ TEST_TIMEOUT(agent_survivors_reform_smaller_after_an_agent_is_killed, 180)
     job_start_store(&j, "shrink");
     const char *worker[] = {"--exit-when-world", "4", NULL};
     pid_t agents[3];
-    char names[3][16];
+    char names[3][32];
     for (int i = 0; i < 3; i++) {
         snprintf(names[i], sizeof names[i], "agent%d", i);
         agents[i] = job_agent(&j, names[i], "2:3", "0", worker);
@@ -93,7 +93,7 @@ TEST_TIMEOUT(agent_late_agent_joins_the_next_generation, 180)
     job_start_store(&j, "grow");
     const char *worker[] = {"--exit-when-world", "8", NULL};
     pid_t agents[4];
-    char names[4][16];
+    char names[4][32];
     for (int i = 0; i < 3; i++) {
         snprintf(names[i], sizeof names[i], "agent%d", i);
         agents[i] = job_agent(&j, names[i], "3:4", "0", worker);
