@@ -168,36 +168,44 @@ static int join_deadline(elastic_rdzv *r, uint64_t round, int slot, uint64_t *de
                          r->run_id, count, round, r->min_nodes, r->join_timeout_ms);
 }
 
+/* Waits for r/<round>/n/<slot>/a with one parked read per check period
+ * (the store answers the moment the sealer or a closer writes it). */
 static int await_assignment(elastic_rdzv *r, uint64_t round, int slot, uint64_t joined_at, uint64_t *deadline,
                             rdzv__assignment *a)
 {
-    char area[64];
-    uint64_t revision = 0, check_at = next_check(r, slot, joined_at, joined_at), orphan_since = 0;
-    rdzv__key_slot(area, sizeof area, round, slot, "");
+    char key[64];
+    uint64_t check_at = next_check(r, slot, joined_at, joined_at), orphan_since = 0;
+    rdzv__key_slot(key, sizeof key, round, slot, "a");
     for (;;) {
-        int rc = read_assignment(r, round, slot, a);
-        if (rc != ELASTIC_ENOTFOUND) return rc;
         uint64_t now = elastic__now_ms();
         if (now >= *deadline) {
-            rc = join_deadline(r, round, slot, deadline);
+            int rc = join_deadline(r, round, slot, deadline);
             if (rc != 0) return rc;
         }
         if (now >= check_at) {
-            rc = rdzv__maybe_seal(r, round, slot, -1, true, joined_at);
+            rdzv__seal_hint hint = {.round = round, .slot = slot, .prev_size = -1, .back = -1,
+                                    .timer_fired = true, .joined_at_ms = joined_at};
             rdzv__round_ptr ptr;
-            if (rc == 0) rc = rdzv__read_round(r, &ptr);
+            int rc = rdzv__read_round(r, &ptr);
+            if (rc == 0) rc = rdzv__maybe_seal(r, &ptr, &hint);
             if (rc != 0) return rc;
             if (ptr.open_round > round && orphan_since == 0) orphan_since = now;
-            if (orphan_since != 0 && now - orphan_since >= 3u * (uint64_t)r->keepalive_timeout_ms)
-                return assignment_from_info(r, round, slot, a);
+            if (orphan_since != 0 && now - orphan_since >= 3u * (uint64_t)r->keepalive_timeout_ms) {
+                rc = read_assignment(r, round, slot, a);
+                return rc == ELASTIC_ENOTFOUND ? assignment_from_info(r, round, slot, a) : rc;
+            }
             check_at = next_check(r, slot, joined_at, now);
             if (orphan_since != 0 && orphan_since + 3u * (uint64_t)r->keepalive_timeout_ms < check_at)
                 check_at = orphan_since + 3u * (uint64_t)r->keepalive_timeout_ms;
         }
         uint64_t until = check_at < *deadline ? check_at : *deadline;
-        int wait_ms = until > now ? (int)(until - now < INT32_MAX ? until - now : INT32_MAX) : 0;
-        rc = r->backend->ops->watch(r->backend, area, revision, wait_ms, &revision);
-        if (rc != 0 && rc != ELASTIC_ETIMEDOUT) return rc;
+        int wait_ms = until > now ? (int)(until - now < INT32_MAX ? until - now : INT32_MAX) : 1;
+        void *value = NULL;
+        size_t len = 0;
+        int rc = rdzv__wait_value(r, key, wait_ms, &value, &len);
+        if (rc == 0) rc = rdzv__assignment_decode(value, len, a);
+        elastic_free(value);
+        if (rc != ELASTIC_ETIMEDOUT) return rc;
     }
 }
 
@@ -215,6 +223,7 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
     if (rc != 0) return rc;
     pthread_mutex_lock(&r->lock);
     bool survivor = round > 1 && r->generation == round - 1;
+    int prev_size = survivor ? r->group_world_size : -1;
     pthread_mutex_unlock(&r->lock);
     if (survivor) {
         rdzv__key_round(key, sizeof key, round, "back");
@@ -237,7 +246,9 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
         rc = end_if_room(r, round - 1);
         if (rc != 0) return rc;
     }
-    rc = rdzv__maybe_seal(r, round, (int)slot, back, false, joined_at);
+    rdzv__seal_hint hint = {.round = round, .slot = (int)slot, .prev_size = prev_size, .back = back,
+                            .joined_at_ms = joined_at};
+    rc = rdzv__maybe_seal(r, &ptr, &hint);
     if (rc == 0) rc = await_assignment(r, round, (int)slot, joined_at, deadline, a);
     /* Not admitted: our record there must not count us as alive later. */
     if (rc == 0 && a->outcome != RDZV__ASSIGNED) delete_record(r, round, (int)slot);
@@ -308,13 +319,17 @@ ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *resul
     if (r == NULL || result == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_next: NULL argument");
     int rc = check_phase(r);
     if (rc != 0) return rc;
-    rc = rdzv__check_closed(r);
-    if (rc == ELASTIC_ECLOSED || rc == ELASTIC_EBUDGET) return shut(r, rc);
-    if (rc != 0) return rc;
     uint64_t deadline = elastic__deadline_ms(r->join_timeout_ms);
     rdzv__round_ptr ptr;
-    rc = rdzv__read_round(r, &ptr);
-    uint64_t round = ptr.open_round;
+    /* A member whose generation just ended guesses the next round; a wrong
+     * guess costs one exclusion (the round was sealed without it). */
+    pthread_mutex_lock(&r->lock);
+    uint64_t round = r->phase == RDZV__ENDED ? r->generation + 1 : 0;
+    pthread_mutex_unlock(&r->lock);
+    if (round == 0) {
+        rc = rdzv__read_round(r, &ptr);
+        round = ptr.open_round;
+    }
     while (rc == 0) {
         rdzv__assignment a;
         int slot = 0;

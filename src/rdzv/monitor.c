@@ -14,7 +14,7 @@
 
 /* What is in a watched area right now (one listing). */
 typedef struct area_state {
-    bool ended, alive, done;
+    bool alive, done;
 } area_state;
 
 static int read_area(elastic_rdzv *r, uint64_t generation, int slot, area_state *state)
@@ -29,8 +29,7 @@ static int read_area(elastic_rdzv *r, uint64_t generation, int slot, area_state 
     memset(state, 0, sizeof *state);
     for (size_t i = 0; i < n; i++) {
         const char *name = strncmp(names[i], prefix, plen) == 0 ? names[i] + plen : names[i];
-        if (strcmp(name, "e") == 0) state->ended = true;
-        else if (strcmp(name, "rec") == 0) state->alive = true;
+        if (strcmp(name, "rec") == 0) state->alive = true;
         else if (strcmp(name, "done") == 0) state->done = true;
     }
     elastic_free(names);
@@ -110,20 +109,20 @@ static void follow_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int s
         rdzv__key_slot(prefix, sizeof prefix, generation, slot, "");
         int rc = r->backend->ops->watch(r->backend, prefix, revision, RDZV__WATCH_SLICE_MS, &revision);
         if (rc == ELASTIC_ETIMEDOUT) continue;
+        /* Most wake-ups are the end broadcast: look for the end first. */
+        elastic_rdzv_cause cause;
+        if (rc == 0) rc = rdzv__read_end(r, generation, &cause);
+        if (rc == 0) {
+            rdzv__note_end(r, generation, &cause);
+            notify(r, generation, &cause);
+            return;
+        }
         area_state area;
-        if (rc == 0) rc = read_area(r, generation, slot, &area);
+        if (rc == ELASTIC_ENOTFOUND) rc = read_area(r, generation, slot, &area);
         if (rc != 0) {
             ELASTIC_LOG_D("rdzv", "run %s: watch: %s", r->run_id, elastic_last_error());
             pause_after_error(r);
             continue;
-        }
-        if (area.ended) {
-            elastic_rdzv_cause cause;
-            if (rdzv__read_end(r, generation, &cause) == 0) {
-                rdzv__note_end(r, generation, &cause);
-                notify(r, generation, &cause);
-                return;
-            }
         }
         if (slot == my_slot || area.alive) continue;
         if (area.done) {
@@ -141,6 +140,11 @@ static void *monitor_main(void *arg)
     elastic_rdzv *r = arg;
     pthread_mutex_lock(&r->lock);
     while (!r->stopping) {
+        if (r->watch_stop && r->watch_generation != 0) {
+            /* Asked to stop before we started following: acknowledge. */
+            r->watch_generation = 0;
+            pthread_cond_broadcast(&r->changed);
+        }
         if (r->watch_generation == 0 || r->watch_stop) {
             struct timespec at = elastic__timespec_at(UINT64_MAX);
             pthread_cond_timedwait(&r->changed, &r->lock, &at);

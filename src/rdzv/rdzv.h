@@ -169,9 +169,19 @@ int rdzv__check_closed(elastic_rdzv *r);
 
 /* ---- seal.c ---- */
 
-/* Decides whether round `round` is complete and, if so, seals and publishes it. */
-int rdzv__maybe_seal(elastic_rdzv *r, uint64_t round, int slot, int64_t back, bool timer_fired,
-                     uint64_t joined_at_ms);
+/* What the node asking already knows about a round. */
+typedef struct rdzv__seal_hint {
+    uint64_t round;
+    int slot;                            /* its slot (the count is at least this) */
+    int prev_size;                       /* size of the previous generation when the caller was in
+                                          * it (it has ended); -1: read it from the store */
+    int64_t back;                        /* its "back" count as a survivor; -1: read it */
+    bool timer_fired;                    /* a re-check, not the join itself */
+    uint64_t joined_at_ms;
+} rdzv__seal_hint;
+/* Decides whether the round is complete and, if so, seals and publishes it.
+ * `known`: the round pointer just read, or NULL to read it. */
+int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__seal_hint *hint);
 /* Seals round `round` with one compare-and-set on the round pointer; the
  * winner reads the join records and publishes the generation. */
 int rdzv__seal(elastic_rdzv *r, const rdzv__round_ptr *ptr, bool prev_formed);

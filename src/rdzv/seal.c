@@ -55,39 +55,55 @@ static int survivors_ready(elastic_rdzv *r, uint64_t round, int prev_size, int64
     return 0;
 }
 
-int rdzv__maybe_seal(elastic_rdzv *r, uint64_t round, int slot, int64_t back, bool timer_fired,
-                     uint64_t joined_at_ms)
+/* The previous round: *size of the generation it formed (0: none) and
+ * whether that generation has ended. */
+static int previous_round(elastic_rdzv *r, uint64_t round, int *size, bool *ended)
+{
+    *size = 0;
+    *ended = true;
+    if (round <= 1) return 0;
+    int rc = rdzv__read_formed(r, round - 1, 0, size);
+    if (rc != 0 || *size == 0) return rc; /* ENOTFOUND: its sealer is still publishing */
+    elastic_rdzv_cause cause;
+    rc = rdzv__read_end(r, round - 1, &cause);
+    *ended = rc == 0;
+    return rc == ELASTIC_ENOTFOUND ? 0 : rc;
+}
+
+int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__seal_hint *hint)
 {
     rdzv__round_ptr ptr;
-    int rc = rdzv__read_round(r, &ptr);
-    if (rc != 0 || ptr.open_round != round) return rc;
-    int prev_size = 0;
-    if (round > 1) {
-        rc = rdzv__read_formed(r, round - 1, 0, &prev_size);
-        if (rc == ELASTIC_ENOTFOUND) return 0; /* its sealer is still publishing */
+    int rc = 0;
+    if (known != NULL) ptr = *known;
+    else rc = rdzv__read_round(r, &ptr);
+    if (rc != 0 || ptr.open_round != hint->round) return rc;
+    int prev_size = hint->prev_size;
+    bool prev_ended = true;
+    if (prev_size < 0) {
+        rc = previous_round(r, hint->round, &prev_size, &prev_ended);
+        if (rc == ELASTIC_ENOTFOUND) return 0;
         if (rc != 0) return rc;
-        elastic_rdzv_cause cause;
-        if (prev_size > 0) {
-            rc = rdzv__read_end(r, round - 1, &cause);
-            if (rc == ELASTIC_ENOTFOUND) return 0; /* spares wait while it runs */
-            if (rc != 0) return rc;
-        }
+        if (!prev_ended) return 0; /* spares wait while it runs */
     }
-    char key[64];
-    int64_t count = 0;
-    rdzv__key_round(key, sizeof key, round, "count");
-    rc = rdzv__read_int(r, key, 0, &count);
-    if (rc != 0 || count < r->min_nodes) return rc;
+    /* count >= slot: read it only when the slot does not settle the question. */
+    int64_t count = hint->slot;
+    if (prev_size == 0 && !hint->timer_fired && count < r->max_nodes) return 0;
+    if (hint->timer_fired || count < r->min_nodes) {
+        char key[64];
+        rdzv__key_round(key, sizeof key, hint->round, "count");
+        rc = rdzv__read_int(r, key, 0, &count);
+        if (rc != 0 || count < r->min_nodes) return rc;
+    }
     bool ready;
     if (prev_size > 0) {
-        rc = survivors_ready(r, round, prev_size, back, timer_fired, joined_at_ms, &ready);
+        rc = survivors_ready(r, hint->round, prev_size, hint->back, hint->timer_fired, hint->joined_at_ms, &ready);
         if (rc != 0) return rc;
     } else {
         /* First formation: at once at max_nodes, else the last call runs from
          * the arrival of node min_nodes (slots after it time out later). */
         ready = count >= r->max_nodes ||
-                (timer_fired && slot >= r->min_nodes &&
-                 elastic__now_ms() >= joined_at_ms + (uint64_t)r->last_call_timeout_ms);
+                (hint->timer_fired && hint->slot >= r->min_nodes &&
+                 elastic__now_ms() >= hint->joined_at_ms + (uint64_t)r->last_call_timeout_ms);
     }
     return ready ? rdzv__seal(r, &ptr, prev_size > 0) : 0;
 }

@@ -434,3 +434,40 @@ TEST(rdzv_next_while_the_generation_runs_is_a_state_error)
     rdzv_node_close(&node);
     rdzv_env_stop(&env);
 }
+
+static volatile int spin_stop;
+
+static void *spin(void *arg)
+{
+    volatile uint64_t counter = 0;
+    while (!__atomic_load_n(&spin_stop, __ATOMIC_RELAXED)) counter++;
+    return NULL;
+}
+
+TEST(rdzv_busy_cpus_do_not_evict_a_live_node)
+{
+    rdzv_env env;
+    rdzv_env_start(&env);
+    elastic_rdzv_opts o;
+    rdzv_node nodes[2];
+    for (int i = 0; i < 2; i++) {
+        rdzv_test_opts(&o, &env, "job", 2, 2);
+        o.keepalive_interval_ms = 100;
+        o.keepalive_timeout_ms = test_scaled_ms(1500);
+        rdzv_node_open(&nodes[i], &o);
+    }
+    rdzv_nodes_form(nodes, 2, 15000);
+    /* Saturate every CPU from this process (the callers' threads), while the
+     * keep-alives ride on the store client's own thread. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int spinners = cpus > 0 && cpus < 16 ? (int)cpus * 2 : 8;
+    pthread_t threads[32];
+    for (int i = 0; i < spinners; i++) ASSERT_EQ(pthread_create(&threads[i], NULL, spin, NULL), 0);
+    elastic_rdzv_cause cause;
+    int rc = elastic_rdzv_watch(nodes[0].rdzv, test_scaled_ms(4000), &cause);
+    __atomic_store_n(&spin_stop, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < spinners; i++) pthread_join(threads[i], NULL);
+    if (rc != ELASTIC_ETIMEDOUT) FAIL("generation ended under load: kind %d, %s", cause.kind, cause.reason);
+    for (int i = 0; i < 2; i++) rdzv_node_close(&nodes[i]);
+    rdzv_env_stop(&env);
+}
