@@ -43,7 +43,6 @@ static int check_opts(elastic_ckpt_opts *o)
     if (o->world == 0 || o->world > CKPT_MAX_WORLD || o->rank >= o->world)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: rank %u / world %u out of range", o->rank, o->world);
     if (o->commit_timeout_ms < 0) return elastic__fail(ELASTIC_EINVAL, "ckpt: commit_timeout_ms must be >= 0");
-    if (o->store != NULL) return elastic__fail(ELASTIC_EUNSUPPORTED, "ckpt: the store commit is not built yet");
     if (o->shared_storage < 0) o->shared_storage = o->store == NULL;
     if (o->world > 1 && o->store == NULL && !o->shared_storage)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: several ranks without a store need shared storage");

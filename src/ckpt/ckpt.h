@@ -212,6 +212,10 @@ int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest 
 int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer);
 /* Writes the step's COMMIT file atomically. */
 int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r);
+/* Store mode (commit_store.c): the global commit, and recovering a commit
+ * record this rank did not get to write locally. */
+int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest);
+int ckpt__store_recover_commit(elastic_ckpt *c, uint64_t step);
 
 /* ---- reader (reader.c) ----------------------------------------------------------- */
 

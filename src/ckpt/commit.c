@@ -84,5 +84,6 @@ static int shared_dir_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_di
 
 int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest)
 {
+    if (c->opts.store != NULL) return ckpt__store_commit(c, step, digest);
     return shared_dir_commit(c, step, digest);
 }

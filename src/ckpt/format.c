@@ -231,6 +231,7 @@ int ckpt__manifest_decode(const uint8_t *in, size_t len, uint64_t data_start, ui
     m->rank = get_u32(in + 32);
     m->world = get_u32(in + 36);
     uint32_t blob_count = get_u32(in + 40);
+    if (get_u32(in + 44) != 0) return corrupt("manifest: reserved field set");
     if (m->chunk_size < CKPT_MIN_CHUNK || m->chunk_size > CKPT_MAX_CHUNK) return corrupt("manifest: bad chunk size");
     if (m->world == 0 || m->world > CKPT_MAX_WORLD || m->rank >= m->world)
         return corrupt("manifest: rank/world out of range");

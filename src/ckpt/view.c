@@ -36,6 +36,8 @@ static int load_commit_record(elastic_ckpt *c, ckpt_step_view *v)
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, v->step_dir);
     struct stat st;
+    if (stat(path, &st) != 0 && errno == ENOENT && c->opts.store != NULL && ckpt__store_recover_commit(c, v->step) != 0)
+        return ELASTIC_ENOTFOUND;
     if (stat(path, &st) != 0) {
         if (errno == ENOENT) return elastic__fail(ELASTIC_ENOTFOUND, "step %" PRIu64 " is not committed", v->step);
         return ckpt__fail_errno(errno, "stat", path);

@@ -9,8 +9,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-static pid_t start_rank(uint32_t rank, uint32_t world, uint64_t generation, uint64_t first, uint64_t last,
-                        uint64_t die_at)
+static pid_t start_rank_in(const char *dir, const char *endpoint, uint32_t rank, uint32_t world,
+                           uint64_t generation, uint64_t first, uint64_t last, uint64_t die_at)
 {
     char args[6][32];
     snprintf(args[0], 32, "%u", rank);
@@ -22,11 +22,17 @@ static pid_t start_rank(uint32_t rank, uint32_t world, uint64_t generation, uint
     pid_t pid = fork();
     ASSERT(pid >= 0);
     if (pid == 0) {
-        execl(test_helper_path("ckpt_rank_writer"), "ckpt_rank_writer", test_tmpdir(), args[0], args[1], args[2],
-              args[3], args[4], args[5], (char *)NULL);
+        execl(test_helper_path("ckpt_rank_writer"), "ckpt_rank_writer", dir, args[0], args[1], args[2], args[3],
+              args[4], args[5], endpoint, (char *)NULL);
         _exit(127);
     }
     return pid;
+}
+
+static pid_t start_rank(uint32_t rank, uint32_t world, uint64_t generation, uint64_t first, uint64_t last,
+                        uint64_t die_at)
+{
+    return start_rank_in(test_tmpdir(), NULL, rank, world, generation, first, last, die_at);
 }
 
 /* Blocks until the rank exits (the runner's timeout bounds the test). */
@@ -133,4 +139,62 @@ TEST(ckpt_rank_missing_leaves_step_uncommitted_in_process)
     elastic_ckpt_close(r0);
     elastic_ckpt_close(r1);
     elastic_ckpt_close(r2);
+}
+
+/* Store mode: each rank has its own directory; the commit record goes
+ * through the store and every rank keeps a copy. */
+static elastic_ckpt *open_private(const char *dir, elastic_store *store, uint32_t rank)
+{
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o);
+    o.rank = rank;
+    o.world = 3;
+    o.store = store;
+    elastic_ckpt *c;
+    ASSERT_OK(elastic_ckpt_open(dir, &o, &c));
+    return c;
+}
+
+TEST_TIMEOUT(ckpt_store_commit_needs_every_rank_and_recovers_lost_records, 90)
+{
+    elastic_store_server *server;
+    ASSERT_OK(elastic_store_server_start(NULL, &server));
+    char endpoint[64], dirs[3][4096];
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    pid_t pids[3];
+    for (uint32_t r = 0; r < 3; r++) {
+        snprintf(dirs[r], sizeof dirs[r], "%s/rank-%u", test_tmpdir(), r);
+        pids[r] = start_rank_in(dirs[r], endpoint, r, 3, 0, 1, 4, r == 2 ? 3 : 0);
+    }
+    /* Ranks 0 and 1 wait for rank 2 at step 3 and time out (status 3). */
+    ASSERT_EQ(WEXITSTATUS(wait_rank(pids[0])), 3);
+    ASSERT_EQ(WEXITSTATUS(wait_rank(pids[1])), 3);
+    int status = wait_rank(pids[2]);
+    ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+    elastic_store *store;
+    ASSERT_OK(elastic_store_connect(endpoint, NULL, &store));
+    char why[256];
+    for (uint32_t r = 0; r < 3; r++) {
+        elastic_ckpt *c = open_private(dirs[r], store, r);
+        uint64_t latest;
+        ASSERT_OK(elastic_ckpt_latest(c, &latest));
+        ASSERT_EQ(latest, 2);
+        if (ckpt_test_check(c, 2, r, why, sizeof why) != 0) FAIL("rank %u: %s", r, why);
+        expect_config(c, 2);
+        elastic_ckpt_close(c);
+    }
+    /* A rank that lost its copy of the record (killed right after the
+     * global commit) gets it back from the store. */
+    char commit[4200];
+    snprintf(commit, sizeof commit, "%s/step-%020d/COMMIT", dirs[1], 2);
+    ASSERT_OK(unlink(commit));
+    elastic_ckpt *c = open_private(dirs[1], store, 1);
+    uint64_t latest;
+    ASSERT_OK(elastic_ckpt_latest(c, &latest));
+    ASSERT_EQ(latest, 2);
+    ASSERT_EQ(access(commit, F_OK), 0);
+    elastic_ckpt_close(c);
+    elastic_store_close(store);
+    elastic_store_server_stop(server);
 }
