@@ -47,5 +47,6 @@ END {
     }
     printf "\nkill: libelastic drops a node (its lease ends with its connection); torch stops its heartbeats (5 s x 3 default)\n"
     printf "frozen node (SIGSTOP, connection open, default 500 ms keep-alive / 2000 ms eviction), N=%d: next generation after %.0f ms\n", freeze_n, freeze
+    printf "- : not run, or torch did not finish within the cap (RDZV_TORCH_CAP)\n"
     printf "targets: 1024 nodes form < 1000 ms; O(1) messages per node per round; kill -> next generation < 2500 ms\n"
 }' "$out/elastic" "$out/torch" "$out/freeze"

@@ -38,15 +38,9 @@ void rdzv__note_end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cau
  * ring neighbour's area, so every monitor wakes exactly once. */
 static int wake_members(elastic_rdzv *r, uint64_t generation)
 {
-    char key[64];
-    void *blob = NULL;
-    size_t len = 0;
     rdzv__info info;
     rdzv__record *members = NULL;
-    rdzv__key_round(key, sizeof key, generation, "info");
-    int rc = rdzv__wait_value(r, key, r->keepalive_timeout_ms, &blob, &len);
-    if (rc == 0) rc = rdzv__info_decode(blob, len, &info, &members);
-    elastic_free(blob);
+    int rc = rdzv__read_info(r, generation, r->keepalive_timeout_ms, &info, &members);
     if (rc != 0) return rc;
     size_t n = (size_t)info.group_world_size;
     char (*keys)[64] = calloc(n > 0 ? n : 1, sizeof *keys);

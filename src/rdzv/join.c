@@ -107,19 +107,13 @@ static uint64_t next_check(elastic_rdzv *r, int slot, uint64_t joined_at, uint64
  * sealer died between the two writes): compute it from the record. */
 static int assignment_from_info(elastic_rdzv *r, uint64_t round, int slot, rdzv__assignment *a)
 {
-    char key[64];
-    void *blob = NULL;
-    size_t len = 0;
     rdzv__info info;
     rdzv__record *members = NULL;
-    rdzv__key_round(key, sizeof key, round, "info");
-    int rc = r->backend->ops->get(r->backend, key, &blob, &len);
+    int rc = rdzv__read_info(r, round, 0, &info, &members);
     if (rc == ELASTIC_ENOTFOUND) {
         rc = rdzv__void_orphan(r, round);
-        if (rc == 0) rc = r->backend->ops->get(r->backend, key, &blob, &len);
+        if (rc == 0) rc = rdzv__read_info(r, round, 0, &info, &members);
     }
-    if (rc == 0) rc = rdzv__info_decode(blob, len, &info, &members);
-    elastic_free(blob);
     if (rc != 0) return rc;
     size_t n = (size_t)info.group_world_size;
     rdzv__assignment *all = calloc(n > 0 ? n : 1, sizeof *all);

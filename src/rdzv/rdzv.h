@@ -162,6 +162,9 @@ int rdzv__wait_value(elastic_rdzv *r, const char *key, int timeout_ms, void **va
 /* Reads the "formed" summary of a round: *group_world_size 0 for a void
  * round; ELASTIC_ENOTFOUND when not yet published. */
 int rdzv__read_formed(elastic_rdzv *r, uint64_t round, int timeout_ms, int *group_world_size);
+/* Reads and decodes r/<round>/info (waiting up to timeout_ms when > 0);
+ * *members (rank order) is freed by the caller. */
+int rdzv__read_info(elastic_rdzv *r, uint64_t round, int timeout_ms, rdzv__info *info, rdzv__record **members);
 /* 0 and fills *cause when the round has an end record; ELASTIC_ENOTFOUND when not. */
 int rdzv__read_end(elastic_rdzv *r, uint64_t round, elastic_rdzv_cause *cause);
 /* ELASTIC_ECLOSED / ELASTIC_EBUDGET when the job is shut, else 0. */

@@ -102,3 +102,16 @@ int rdzv__check_closed(elastic_rdzv *r)
                              r->run_id, r->max_restarts);
     return elastic__fail(ELASTIC_ECLOSED, "rdzv: run %s was closed", r->run_id);
 }
+
+int rdzv__read_info(elastic_rdzv *r, uint64_t round, int timeout_ms, rdzv__info *info, rdzv__record **members)
+{
+    char key[64];
+    void *blob = NULL;
+    size_t len = 0;
+    rdzv__key_round(key, sizeof key, round, "info");
+    int rc = timeout_ms > 0 ? rdzv__wait_value(r, key, timeout_ms, &blob, &len)
+                            : r->backend->ops->get(r->backend, key, &blob, &len);
+    if (rc == 0) rc = rdzv__info_decode(blob, len, info, members);
+    elastic_free(blob);
+    return rc;
+}

@@ -127,6 +127,18 @@ static inline void rdzv_node_close(rdzv_node *node)
     pthread_cond_destroy(&node->done);
 }
 
+/* Opens n nodes with the same options. */
+static inline void rdzv_nodes_open(rdzv_node *nodes, int n, const elastic_rdzv_opts *o)
+{
+    for (int i = 0; i < n; i++) rdzv_node_open(&nodes[i], o);
+}
+
+static inline void rdzv_nodes_close(rdzv_node *nodes, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (nodes[i].rdzv != NULL) rdzv_node_close(&nodes[i]);
+}
+
 /* Starts n joins and waits for all of them to succeed. */
 static inline void rdzv_nodes_form(rdzv_node *nodes, int n, int timeout_ms)
 {

@@ -30,7 +30,7 @@ TEST(rdzv_forms_at_max_nodes_without_waiting_for_last_call)
         ASSERT(res->master_port > 0);
         ASSERT_STR_EQ(res->master_addr, "127.0.0.1");
     }
-    for (int i = 0; i < 3; i++) rdzv_node_close(&nodes[i]);
+    rdzv_nodes_close(nodes, 3);
     rdzv_env_stop(&env);
 }
 
@@ -40,18 +40,16 @@ TEST(rdzv_forms_after_last_call_once_min_nodes_are_in)
     rdzv_env_start(&env);
     elastic_rdzv_opts o;
     rdzv_node nodes[2];
-    for (int i = 0; i < 2; i++) {
-        rdzv_test_opts(&o, &env, "job", 2, 4);
-        o.last_call_timeout_ms = 1500;
-        rdzv_node_open(&nodes[i], &o);
-    }
+    rdzv_test_opts(&o, &env, "job", 2, 4);
+    o.last_call_timeout_ms = 1500;
+    rdzv_nodes_open(nodes, 2, &o);
     uint64_t start = rdzv_test_now_ms();
     rdzv_nodes_form(nodes, 2, 20000);
     uint64_t took = rdzv_test_now_ms() - start;
     rdzv_expect_group(nodes, 2);
     /* Not before the last call ran out: nobody reached max_nodes. */
     if (took < 1400) FAIL("formed after %llu ms, before the 1500 ms last call", (unsigned long long)took);
-    for (int i = 0; i < 2; i++) rdzv_node_close(&nodes[i]);
+    rdzv_nodes_close(nodes, 2);
     rdzv_env_stop(&env);
 }
 
@@ -61,11 +59,9 @@ TEST(rdzv_late_node_waits_then_joins_the_next_generation)
     rdzv_env_start(&env);
     elastic_rdzv_opts o;
     rdzv_node nodes[3];
-    for (int i = 0; i < 3; i++) {
-        rdzv_test_opts(&o, &env, "job", 2, 3);
-        o.last_call_timeout_ms = 200;
-        rdzv_node_open(&nodes[i], &o);
-    }
+    rdzv_test_opts(&o, &env, "job", 2, 3);
+    o.last_call_timeout_ms = 200;
+    rdzv_nodes_open(nodes, 3, &o);
     rdzv_nodes_form(nodes, 2, 15000);
     rdzv_expect_group(nodes, 2);
     uint64_t first = nodes[0].result.generation;
@@ -87,7 +83,7 @@ TEST(rdzv_late_node_waits_then_joins_the_next_generation)
     ASSERT_EQ(nodes[0].result.group_rank, old_rank[0]);
     ASSERT_EQ(nodes[1].result.group_rank, old_rank[1]);
     ASSERT_EQ(nodes[2].result.group_rank, 2);
-    for (int i = 0; i < 3; i++) rdzv_node_close(&nodes[i]);
+    rdzv_nodes_close(nodes, 3);
     rdzv_env_stop(&env);
 }
 
@@ -139,10 +135,8 @@ TEST(rdzv_spare_is_promoted_when_a_member_is_lost)
     rdzv_env_start(&env);
     elastic_rdzv_opts o;
     rdzv_node nodes[3];
-    for (int i = 0; i < 3; i++) {
-        rdzv_test_opts(&o, &env, "job", 1, 2);
-        rdzv_node_open(&nodes[i], &o);
-    }
+    rdzv_test_opts(&o, &env, "job", 1, 2);
+    rdzv_nodes_open(nodes, 3, &o);
     rdzv_nodes_form(nodes, 2, 15000);
     uint64_t first = nodes[0].result.generation;
     rdzv_node_join(&nodes[2]); /* the job is full: a spare */
@@ -181,11 +175,9 @@ TEST(rdzv_restart_budget_is_shared_by_the_whole_job)
     rdzv_env_start(&env);
     elastic_rdzv_opts o;
     rdzv_node nodes[2];
-    for (int i = 0; i < 2; i++) {
-        rdzv_test_opts(&o, &env, "job", 2, 2);
-        o.max_restarts = 1;
-        rdzv_node_open(&nodes[i], &o);
-    }
+    rdzv_test_opts(&o, &env, "job", 2, 2);
+    o.max_restarts = 1;
+    rdzv_nodes_open(nodes, 2, &o);
     rdzv_nodes_form(nodes, 2, 15000);
     fail_generation(&nodes[0], 3, 7);
     elastic_rdzv_cause cause;
@@ -206,7 +198,7 @@ TEST(rdzv_restart_budget_is_shared_by_the_whole_job)
     ASSERT_EQ(cause.rank, 3);
     ASSERT_EQ(cause.exit_code, 7);
     ASSERT_STR_EQ(cause.reason, "worker 3 exited with 7");
-    for (int i = 0; i < 2; i++) rdzv_node_close(&nodes[i]);
+    rdzv_nodes_close(nodes, 2);
     rdzv_env_stop(&env);
 }
 
@@ -216,11 +208,9 @@ TEST(rdzv_membership_changes_do_not_consume_the_budget)
     rdzv_env_start(&env);
     elastic_rdzv_opts o;
     rdzv_node nodes[3];
-    for (int i = 0; i < 3; i++) {
-        rdzv_test_opts(&o, &env, "job", 2, 3);
-        o.last_call_timeout_ms = 200;
-        rdzv_node_open(&nodes[i], &o); /* max_restarts 0 */
-    }
+    rdzv_test_opts(&o, &env, "job", 2, 3); /* max_restarts 0 */
+    o.last_call_timeout_ms = 200;
+    rdzv_nodes_open(nodes, 3, &o);
     rdzv_nodes_form(nodes, 2, 15000);
     rdzv_node_join(&nodes[2]); /* nodes waiting: ends generation 1 */
     elastic_rdzv_cause cause;
@@ -231,7 +221,7 @@ TEST(rdzv_membership_changes_do_not_consume_the_budget)
     for (int i = 0; i < 3; i++) rdzv_node_expect_joined(&nodes[i], 15000);
     ASSERT_EQ(nodes[2].result.restart_count, 0);
     ASSERT_ERR(elastic_rdzv_first_failure(nodes[0].rdzv, &cause), ELASTIC_ENOTFOUND);
-    for (int i = 0; i < 3; i++) rdzv_node_close(&nodes[i]);
+    rdzv_nodes_close(nodes, 3);
     rdzv_env_stop(&env);
 }
 
@@ -257,10 +247,8 @@ TEST(rdzv_closed_job_answers_closed_to_every_node)
     rdzv_env_start(&env);
     elastic_rdzv_opts o;
     rdzv_node nodes[3];
-    for (int i = 0; i < 3; i++) {
-        rdzv_test_opts(&o, &env, "job", 1, 2);
-        rdzv_node_open(&nodes[i], &o);
-    }
+    rdzv_test_opts(&o, &env, "job", 1, 2);
+    rdzv_nodes_open(nodes, 3, &o);
     rdzv_nodes_form(nodes, 2, 15000);
     rdzv_node_join(&nodes[2]); /* a spare, waiting */
     ASSERT_OK(elastic_rdzv_close(nodes[0].rdzv));
@@ -278,7 +266,7 @@ TEST(rdzv_closed_job_answers_closed_to_every_node)
     rdzv_node_join(&late);
     ASSERT_EQ(rdzv_node_wait(&late, 15000), ELASTIC_ECLOSED);
     rdzv_node_close(&late);
-    for (int i = 0; i < 3; i++) rdzv_node_close(&nodes[i]);
+    rdzv_nodes_close(nodes, 3);
     rdzv_env_stop(&env);
 }
 
@@ -324,10 +312,8 @@ TEST(rdzv_finished_node_leaves_without_reforming_the_others)
     rdzv_env_start(&env);
     elastic_rdzv_opts o;
     rdzv_node nodes[3];
-    for (int i = 0; i < 3; i++) {
-        rdzv_test_opts(&o, &env, "job", 1, 2);
-        rdzv_node_open(&nodes[i], &o);
-    }
+    rdzv_test_opts(&o, &env, "job", 1, 2);
+    rdzv_nodes_open(nodes, 3, &o);
     rdzv_nodes_form(nodes, 2, 15000);
     rdzv_node_join(&nodes[2]); /* a spare */
     ASSERT_OK(elastic_rdzv_finish(nodes[0].rdzv));
@@ -348,10 +334,8 @@ TEST(rdzv_leaving_node_makes_the_others_reform)
     rdzv_env_start(&env);
     elastic_rdzv_opts o;
     rdzv_node nodes[3];
-    for (int i = 0; i < 3; i++) {
-        rdzv_test_opts(&o, &env, "job", 1, 3);
-        rdzv_node_open(&nodes[i], &o);
-    }
+    rdzv_test_opts(&o, &env, "job", 1, 3);
+    rdzv_nodes_open(nodes, 3, &o);
     rdzv_nodes_form(nodes, 3, 15000);
     ASSERT_OK(elastic_rdzv_leave(nodes[2].rdzv));
     elastic_rdzv_cause cause;
@@ -364,7 +348,7 @@ TEST(rdzv_leaving_node_makes_the_others_reform)
     ASSERT_EQ(nodes[0].result.restart_count, 0);
     elastic_rdzv_result ignored;
     ASSERT_ERR(elastic_rdzv_next(nodes[2].rdzv, &ignored), ELASTIC_ESTATE);
-    for (int i = 0; i < 3; i++) rdzv_node_close(&nodes[i]);
+    rdzv_nodes_close(nodes, 3);
     rdzv_env_stop(&env);
 }
 
@@ -394,11 +378,9 @@ TEST(rdzv_change_callback_runs_once_per_generation_on_the_library_thread)
     elastic_rdzv_opts o;
     rdzv_node nodes[2];
     change_seen seen = {.lock = PTHREAD_MUTEX_INITIALIZER, .called = PTHREAD_COND_INITIALIZER};
-    for (int i = 0; i < 2; i++) {
-        rdzv_test_opts(&o, &env, "job", 2, 2);
-        o.max_restarts = 5;
-        rdzv_node_open(&nodes[i], &o);
-    }
+    rdzv_test_opts(&o, &env, "job", 2, 2);
+    o.max_restarts = 5;
+    rdzv_nodes_open(nodes, 2, &o);
     ASSERT_OK(elastic_rdzv_on_change(nodes[1].rdzv, on_change, &seen));
     rdzv_nodes_form(nodes, 2, 15000);
     fail_generation(&nodes[0], 0, 1);
@@ -416,7 +398,7 @@ TEST(rdzv_change_callback_runs_once_per_generation_on_the_library_thread)
     ASSERT_EQ(calls, 1);
     ASSERT_EQ(seen.kind, ELASTIC_RDZV_FAILURE);
     ASSERT(!pthread_equal(seen.thread, pthread_self()));
-    for (int i = 0; i < 2; i++) rdzv_node_close(&nodes[i]);
+    rdzv_nodes_close(nodes, 2);
     rdzv_env_stop(&env);
 }
 
@@ -450,12 +432,10 @@ TEST(rdzv_busy_cpus_do_not_evict_a_live_node)
     rdzv_env_start(&env);
     elastic_rdzv_opts o;
     rdzv_node nodes[2];
-    for (int i = 0; i < 2; i++) {
-        rdzv_test_opts(&o, &env, "job", 2, 2);
-        o.keepalive_interval_ms = 100;
-        o.keepalive_timeout_ms = test_scaled_ms(1500);
-        rdzv_node_open(&nodes[i], &o);
-    }
+    rdzv_test_opts(&o, &env, "job", 2, 2);
+    o.keepalive_interval_ms = 100;
+    o.keepalive_timeout_ms = test_scaled_ms(1500);
+    rdzv_nodes_open(nodes, 2, &o);
     rdzv_nodes_form(nodes, 2, 15000);
     /* Saturate every CPU from this process (the callers' threads), while the
      * keep-alives ride on the store client's own thread. */
@@ -468,6 +448,6 @@ TEST(rdzv_busy_cpus_do_not_evict_a_live_node)
     __atomic_store_n(&spin_stop, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < spinners; i++) pthread_join(threads[i], NULL);
     if (rc != ELASTIC_ETIMEDOUT) FAIL("generation ended under load: kind %d, %s", cause.kind, cause.reason);
-    for (int i = 0; i < 2; i++) rdzv_node_close(&nodes[i]);
+    rdzv_nodes_close(nodes, 2);
     rdzv_env_stop(&env);
 }
