@@ -7,6 +7,7 @@
 #   make valgrind   the suite under valgrind memcheck
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS seconds (clang)
 #   make bench      the benchmarks (prints tables against the peers)
+#   make soak       long fault runs (the checkpoint crash test with SOAK_KILLS SIGKILLs)
 #   make demo       the elastic demo: a worker is killed and the job survives
 #   make install    PREFIX, LIBDIR, INCLUDEDIR, DESTDIR honoured
 #
@@ -86,7 +87,7 @@ FUZZ_SECONDS ?= 20
 DEB_PACKAGES := libuv1-dev libzstd-dev libssl-dev libxxhash-dev pkg-config
 PKG_MODULES := libuv libzstd libcrypto libxxhash
 
-.PHONY: all deps test check tsan valgrind fuzz bench demo install uninstall clean header-check
+.PHONY: all deps test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
 
 all: deps $(SHARED_LIB) $(STATIC_LIB) $(TOOLS) $(EXAMPLES)
 
@@ -181,6 +182,12 @@ fuzz: deps $(FUZZERS)
 	@for f in $(FUZZERS); do echo "fuzz: $$f for $(FUZZ_SECONDS)s"; \
 	  mkdir -p build/fuzz/corpus/$$(basename $$f); \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build/fuzz/corpus/$$(basename $$f) || exit 1; done
+
+# ---- soak -----------------------------------------------------------------
+
+SOAK_KILLS ?= 3000
+soak:
+	ELASTIC_CKPT_KILLS=$(SOAK_KILLS) ELASTIC_TEST_TIMEOUT_SCALE=50 $(MAKE) test TEST_FILTER=ckpt_survives_sigkill
 
 # ---- benchmarks -----------------------------------------------------------
 

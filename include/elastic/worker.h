@@ -1,5 +1,8 @@
 /*
- * The worker module's public API (filled in by its issue).
+ * The in-trainer API: a worker attaches to the agent that started it (from the
+ * environment the agent set), reports progress with cheap heartbeats, and
+ * learns when its group changes so it can abort collectives and reconfigure
+ * in the same process. Outside an agent it works as a group of one.
  * Included by <elastic.h>; do not include directly.
  */
 #ifndef ELASTIC_WORKER_H
@@ -11,6 +14,91 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef struct elastic_worker elastic_worker;
+
+typedef struct elastic_worker_opts {
+    size_t struct_size;              /* sizeof(elastic_worker_opts) */
+    int store_connect_timeout_ms;    /* connecting to the job's store; default 10000 */
+    int store_timeout_ms;            /* per-call store deadline; default 30000 */
+    int reconfigure_timeout_ms;      /* poll() waits this long for the next generation after an abort; default 600000 */
+    int stack_dump_signal;           /* signal on which the library writes the trainer thread's backtrace to stderr
+                                        when the agent's hang probe asks (only installed under an agent and only if
+                                        the signal still has its default action); default SIGUSR2 (12); 0: never */
+} elastic_worker_opts;
+
+ELASTIC_EXTERN void elastic_worker_opts_init(elastic_worker_opts *opts);
+
+/* Who this worker is in the current generation. */
+typedef struct elastic_worker_info {
+    int rank;                        /* global rank, 0..world_size-1 */
+    int local_rank;                  /* rank on this node, 0..local_world_size-1 */
+    int world_size;                  /* workers in the generation */
+    int local_world_size;            /* workers on this node */
+    int group_rank;                  /* this node's rank among the nodes */
+    int restart_count;               /* failures the job has consumed so far */
+    uint64_t generation;             /* grows with every failure or membership change */
+    int master_port;                 /* 0 when not set */
+    int attached;                    /* 1 under an agent (heartbeats and control channel), 0 alone */
+    char run_id[128];                /* the job's name ("" alone without TORCHELASTIC_RUN_ID) */
+    char master_addr[256];           /* "" when not set */
+} elastic_worker_info;
+
+/* Attaches from the environment the agent set (RANK, LOCAL_RANK, WORLD_SIZE,
+ * LOCAL_WORLD_SIZE, GROUP_RANK, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_RUN_ID,
+ * MASTER_ADDR/PORT, ELASTIC_*). Every value is validated: a malformed or
+ * inconsistent one fails with ELASTIC_EINVAL naming the variable. With none of
+ * them set the worker is a group of one (rank 0, world size 1) with a private
+ * in-process store, so the same trainer runs alone. Under plain torchrun (no
+ * ELASTIC_* variables) ranks come from the environment and there is no store. */
+ELASTIC_EXTERN int elastic_worker_init(const elastic_worker_opts *opts, elastic_worker **worker);
+
+ELASTIC_EXTERN int elastic_worker_get_info(elastic_worker *w, elastic_worker_info *info);
+
+/* The job's store scoped to the current generation's key space (owned by the
+ * worker; valid until the next reconfigure or close), or NULL when the worker
+ * has none (plain torchrun). */
+ELASTIC_EXTERN elastic_store *elastic_worker_store(elastic_worker *w);
+
+/* Progress report, cheap enough for every step: a few stores to shared memory
+ * and a vDSO clock read, no system call. `step` should grow. Alone it only
+ * updates local counters. Thread-safe with respect to the library, but call it
+ * from one trainer thread. */
+ELASTIC_EXTERN int elastic_worker_heartbeat(elastic_worker *w, uint64_t step);
+
+/* Optional: the compute part of the last step in nanoseconds (without time
+ * blocked in collectives). In synchronous training every rank's step takes as
+ * long as the slowest, so the straggler probe scores ranks by this when it is
+ * reported and by the interval between heartbeats when it is not. */
+ELASTIC_EXTERN int elastic_worker_report_step_time(elastic_worker *w, uint64_t compute_ns);
+
+/* Runs on the library's thread as soon as the agent ends the generation, so
+ * the trainer can abort a blocked collective (ncclCommAbort). `reason` says
+ * why. Must not call back into this worker except elastic_worker_get_info.
+ * NULL unregisters. */
+typedef void (*elastic_worker_abort_fn)(void *user, uint64_t generation, const char *reason);
+ELASTIC_EXTERN int elastic_worker_on_abort(elastic_worker *w, elastic_worker_abort_fn fn, void *user);
+
+/* Runs on the trainer's thread inside elastic_worker_poll() with the new
+ * generation's info, after the store has been re-scoped to it. NULL unregisters. */
+typedef void (*elastic_worker_reconfigure_fn)(void *user, const elastic_worker_info *info);
+ELASTIC_EXTERN int elastic_worker_on_reconfigure(elastic_worker *w, elastic_worker_reconfigure_fn fn, void *user);
+
+/* Call once per step. 0 while the group is unchanged (one atomic load). When
+ * the generation ended (in-process recovery), waits up to
+ * opts.reconfigure_timeout_ms for the next one, runs the reconfigure callback
+ * and returns ELASTIC_ERECONFIGURE: re-create communicators, reload state,
+ * go on. ELASTIC_ECLOSED when the agent went away or told the worker to stop;
+ * ELASTIC_ETIMEDOUT when no new generation came in time. */
+ELASTIC_EXTERN int elastic_worker_poll(elastic_worker *w);
+
+/* Waits until every worker of the generation has entered the same barrier
+ * (counted through the store). ELASTIC_ERECONFIGURE if the generation ends
+ * meanwhile; ELASTIC_ETIMEDOUT after timeout_ms (< 0: the store's timeout). */
+ELASTIC_EXTERN int elastic_worker_barrier(elastic_worker *w, int timeout_ms);
+
+/* Detaches (the agent sees a clean goodbye) and frees. NULL is a no-op. */
+ELASTIC_EXTERN void elastic_worker_close(elastic_worker *w);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,282 @@
+/*
+ * Rendezvous benchmark: N simulated nodes (threads, one store connection
+ * each, store on loopback) form a generation; then one node is dropped and
+ * the survivors form the next. Reports the median time of several runs and
+ * the backend messages/bytes per node, counted at each node's client. With
+ * --freeze, one node is a child process frozen with SIGSTOP (its connection
+ * stays open, only its keep-alives stop), at the default 500/2000 ms lease.
+ *
+ *   rdzv_bench [--runs R] N...        one line per N: "N form_ms msgs bytes kill_ms kill_msgs"
+ *   rdzv_bench --freeze N             one line: "freeze N ms"
+ */
+#include "rdzv/rdzv.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct node {
+    elastic_rdzv *rdzv;
+    pthread_t thread;
+    bool rejoin;                         /* second phase: watch for the end, then next() */
+    int rc;
+    uint64_t done_ms;
+    elastic_rdzv_result result;
+} node;
+
+static pthread_barrier_t start_line;
+static uint64_t bench_epoch_ms;
+
+/* RDZV_BENCH_TRACE=1: library log lines with milliseconds since the start. */
+static void trace_log(void *user, int level, const char *module, const char *message)
+{
+    fprintf(stderr, "%6llu %s: %s\n", (unsigned long long)(elastic__now_ms() - bench_epoch_ms), module, message);
+}
+
+static void *node_main(void *arg)
+{
+    node *n = arg;
+    if (n->rejoin) {
+        elastic_rdzv_cause cause;
+        n->rc = elastic_rdzv_watch(n->rdzv, 120000, &cause);
+        if (n->rc != 0) return NULL;
+    } else {
+        pthread_barrier_wait(&start_line);
+    }
+    n->rc = elastic_rdzv_next(n->rdzv, &n->result);
+    if (n->rc != 0) fprintf(stderr, "next: %s (%s)\n", elastic_err_name(n->rc), elastic_last_error());
+    n->done_ms = elastic__now_ms();
+    return NULL;
+}
+
+static void start_thread(node *n)
+{
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    if (pthread_create(&n->thread, &attr, node_main, n) != 0) {
+        fprintf(stderr, "pthread_create failed\n");
+        exit(1);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+static void node_opts(elastic_rdzv_opts *o, const char *endpoint, const char *run_id, int n)
+{
+    elastic_rdzv_opts_init(o);
+    o->endpoint = endpoint;
+    o->run_id = run_id;
+    o->min_nodes = n > 1 ? n - 1 : 1;
+    o->max_nodes = n;
+    o->node_addr = "127.0.0.1";
+    o->join_timeout_ms = 120000;
+}
+
+static rdzv__traffic total_traffic(node *nodes, int n, int skip)
+{
+    rdzv__traffic t = {0, 0, 0};
+    for (int i = 0; i < n; i++) {
+        if (i == skip || nodes[i].rdzv == NULL) continue;
+        rdzv__traffic *x = &nodes[i].rdzv->backend->traffic;
+        t.messages += __atomic_load_n(&x->messages, __ATOMIC_RELAXED);
+        t.bytes_sent += __atomic_load_n(&x->bytes_sent, __ATOMIC_RELAXED);
+        t.bytes_received += __atomic_load_n(&x->bytes_received, __ATOMIC_RELAXED);
+    }
+    return t;
+}
+
+typedef struct run_result {
+    double form_ms, msgs, bytes, kill_ms, kill_msgs, kill_bytes;
+} run_result;
+
+static int one_run(int n, int run, run_result *out)
+{
+    elastic_store_server_opts so;
+    elastic_store_server_opts_init(&so);
+    so.max_connections = (size_t)n + 64;
+    elastic_store_server *server = NULL;
+    if (elastic_store_server_start(&so, &server) != 0) return -1;
+    char endpoint[64], run_id[64];
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    snprintf(run_id, sizeof run_id, "bench-%d-%d", n, run);
+    node *nodes = calloc((size_t)n, sizeof *nodes);
+    elastic_rdzv_opts o;
+    for (int i = 0; i < n; i++) {
+        node_opts(&o, endpoint, run_id, n);
+        if (elastic_rdzv_open(&o, &nodes[i].rdzv) != 0) {
+            fprintf(stderr, "open: %s\n", elastic_last_error());
+            return -1;
+        }
+    }
+    rdzv__traffic before = total_traffic(nodes, n, -1);
+    pthread_barrier_init(&start_line, NULL, (unsigned)n + 1);
+    for (int i = 0; i < n; i++) start_thread(&nodes[i]);
+    pthread_barrier_wait(&start_line);
+    uint64_t start = elastic__now_ms(), last = start;
+    if (getenv("RDZV_BENCH_TRACE") != NULL) fprintf(stderr, "%6llu start\n", (unsigned long long)(start - bench_epoch_ms));
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(nodes[i].thread, NULL);
+        failed |= nodes[i].rc != 0;
+        if (nodes[i].done_ms > last) last = nodes[i].done_ms;
+    }
+    pthread_barrier_destroy(&start_line);
+    rdzv__traffic formed = total_traffic(nodes, n, -1);
+    out->form_ms = (double)(last - start);
+    out->msgs = (double)(formed.messages - before.messages) / n;
+    out->bytes = (double)(formed.bytes_sent + formed.bytes_received - before.bytes_sent - before.bytes_received) / n;
+    out->kill_ms = out->kill_msgs = out->kill_bytes = 0;
+    if (!failed && n > 1) {
+        /* Drop the middle-ranked node; the others watch, then re-join. */
+        int victim = 0;
+        while (nodes[victim].result.group_rank != n / 2) victim++;
+        for (int i = 0; i < n; i++) {
+            nodes[i].rejoin = true;
+            if (i != victim) start_thread(&nodes[i]);
+        }
+        rdzv__traffic pre = total_traffic(nodes, n, victim);
+        uint64_t killed = elastic__now_ms();
+        elastic_rdzv_free(nodes[victim].rdzv);
+        nodes[victim].rdzv = NULL;
+        last = killed;
+        for (int i = 0; i < n; i++) {
+            if (i == victim) continue;
+            pthread_join(nodes[i].thread, NULL);
+            failed |= nodes[i].rc != 0 || nodes[i].result.group_world_size != n - 1;
+            if (nodes[i].done_ms > last) last = nodes[i].done_ms;
+        }
+        rdzv__traffic post = total_traffic(nodes, n, victim);
+        out->kill_ms = (double)(last - killed);
+        out->kill_msgs = (double)(post.messages - pre.messages) / (n - 1);
+        out->kill_bytes = (double)(post.bytes_sent + post.bytes_received - pre.bytes_sent - pre.bytes_received) / (n - 1);
+    }
+    for (int i = 0; i < n; i++) elastic_rdzv_free(nodes[i].rdzv);
+    free(nodes);
+    elastic_store_server_stop(server);
+    return failed ? -1 : 0;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, compare_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int bench_n(int n, int runs)
+{
+    double form[16], msgs[16], bytes[16], kill[16], kill_msgs[16], kill_bytes[16];
+    for (int r = 0; r < runs; r++) {
+        run_result res;
+        if (one_run(n, r, &res) != 0) {
+            fprintf(stderr, "run %d with %d nodes failed\n", r, n);
+            return 1;
+        }
+        form[r] = res.form_ms;
+        msgs[r] = res.msgs;
+        bytes[r] = res.bytes;
+        kill[r] = res.kill_ms;
+        kill_msgs[r] = res.kill_msgs;
+        kill_bytes[r] = res.kill_bytes;
+    }
+    printf("%d %.1f %.1f %.0f %.1f %.1f %.0f\n", n, median(form, runs), median(msgs, runs), median(bytes, runs),
+           median(kill, runs), median(kill_msgs, runs), median(kill_bytes, runs));
+    fflush(stdout);
+    return 0;
+}
+
+/* --node endpoint run_id n: one node as a process (frozen by the parent). */
+static int child_node(const char *endpoint, const char *run_id, int n)
+{
+    elastic_rdzv_opts o;
+    node_opts(&o, endpoint, run_id, n);
+    elastic_rdzv *rdzv = NULL;
+    elastic_rdzv_result result;
+    if (elastic_rdzv_open(&o, &rdzv) != 0 || elastic_rdzv_next(rdzv, &result) != 0) return 1;
+    printf("formed\n");
+    fflush(stdout);
+    elastic_rdzv_cause cause;
+    (void)elastic_rdzv_watch(rdzv, 120000, &cause);
+    elastic_rdzv_free(rdzv);
+    return 0;
+}
+
+static int bench_freeze(int n)
+{
+    elastic_store_server *server = NULL;
+    if (elastic_store_server_start(NULL, &server) != 0) return 1;
+    char endpoint[64], count[16];
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    snprintf(count, sizeof count, "%d", n);
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        execl("/proc/self/exe", "rdzv_bench", "--node", endpoint, "freeze", count, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    node *nodes = calloc((size_t)n, sizeof *nodes);
+    elastic_rdzv_opts o;
+    for (int i = 0; i < n - 1; i++) {
+        node_opts(&o, endpoint, "freeze", n);
+        if (elastic_rdzv_open(&o, &nodes[i].rdzv) != 0) return 1;
+    }
+    pthread_barrier_init(&start_line, NULL, (unsigned)n);
+    for (int i = 0; i < n - 1; i++) start_thread(&nodes[i]);
+    pthread_barrier_wait(&start_line);
+    int failed = 0;
+    for (int i = 0; i < n - 1; i++) {
+        pthread_join(nodes[i].thread, NULL);
+        failed |= nodes[i].rc != 0;
+    }
+    char line[32] = "";
+    if (read(fds[0], line, sizeof line - 1) <= 0 || failed) return 1;
+    for (int i = 0; i < n - 1; i++) {
+        nodes[i].rejoin = true;
+        start_thread(&nodes[i]);
+    }
+    uint64_t frozen = elastic__now_ms(), last = frozen;
+    kill(pid, SIGSTOP);
+    for (int i = 0; i < n - 1; i++) {
+        pthread_join(nodes[i].thread, NULL);
+        failed |= nodes[i].rc != 0;
+        if (nodes[i].done_ms > last) last = nodes[i].done_ms;
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    printf("freeze %d %.1f\n", n, (double)(last - frozen));
+    for (int i = 0; i < n - 1; i++) elastic_rdzv_free(nodes[i].rdzv);
+    free(nodes);
+    elastic_store_server_stop(server);
+    return failed;
+}
+
+int main(int argc, char **argv)
+{
+    bench_epoch_ms = elastic__now_ms();
+    if (getenv("RDZV_BENCH_TRACE") != NULL) {
+        elastic_set_log_callback(trace_log, NULL);
+        elastic_set_log_level(ELASTIC_LOG_INFO);
+    }
+    if (argc == 5 && strcmp(argv[1], "--node") == 0) return child_node(argv[2], argv[3], atoi(argv[4]));
+    if (argc == 3 && strcmp(argv[1], "--freeze") == 0) return bench_freeze(atoi(argv[2]));
+    int runs = 3, first = 1;
+    if (argc > 2 && strcmp(argv[1], "--runs") == 0) {
+        runs = atoi(argv[2]);
+        first = 3;
+    }
+    if (runs < 1 || runs > 16) runs = 3;
+    for (int i = first; i < argc; i++)
+        if (bench_n(atoi(argv[i]), runs) != 0) return 1;
+    return 0;
+}

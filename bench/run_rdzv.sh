@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Rendezvous benchmark: libelastic (bench/rdzv_bench.c) against torch's
+# DynamicRendezvousHandler with the c10d backend (bench/rdzv_torch.py), same
+# machine, same run, N simulated nodes as threads with the store on loopback.
+#   RDZV_NODES        node counts for libelastic   (default "2 16 128 1024")
+#   RDZV_TORCH_NODES  node counts for torch        (default "2 16 128"; 1024 takes minutes)
+#   RDZV_RUNS         libelastic runs per N, median (default 3)
+#   RDZV_TORCH_CAP    seconds torch may take per phase before it counts as not done (default 120)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bench_dir=${ELASTIC_BENCH_DIR:-$here/../build/release/bench}
+nodes=${RDZV_NODES:-"2 16 128 1024"}
+torch_nodes=${RDZV_TORCH_NODES:-"2 16 128"}
+runs=${RDZV_RUNS:-3}
+cap=${RDZV_TORCH_CAP:-120}
+python=/usr/bin/python3
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+"$bench_dir/rdzv_bench" --runs "$runs" $nodes > "$out/elastic"
+"$bench_dir/rdzv_bench" --freeze 16 > "$out/freeze"
+if "$python" -c "import torch.distributed.elastic" 2>/dev/null; then
+    "$python" "$here/rdzv_torch.py" "$cap" $torch_nodes > "$out/torch" 2>"$out/torch.err" || true
+else
+    : > "$out/torch"
+fi
+
+awk -v runs="$runs" '
+function cell(v, fmt) { return v == "" || v < 0 ? "-" : sprintf(fmt, v) }
+function ratio(a, b) { return a == "" || b == "" || a <= 0 || b <= 0 ? "-" : sprintf("%.0fx", b / a) }
+FILENAME ~ /elastic$/ { n[$1] = 1; ef[$1] = $2; em[$1] = $3; eb[$1] = $4; ek[$1] = $5; ekm[$1] = $6; ekb[$1] = $7 }
+FILENAME ~ /torch$/   { n[$1] = 1; tf[$1] = $2; tm[$1] = $3; tb[$1] = $4; tk[$1] = $5; tkm[$1] = $6; tkb[$1] = $7 }
+FILENAME ~ /freeze$/  { freeze = $3; freeze_n = $2 }
+END {
+    printf "rendezvous: N nodes as threads, store on loopback; libelastic median of %d runs, torch 1 run (c10d backend)\n", runs
+    printf "per node = backend requests and payload bytes of one node in that phase (e = libelastic, t = torch)\n\n"
+    printf "%5s | %9s %9s %6s | %6s %6s | %8s %9s | %11s %11s %6s | %6s %6s | %8s %9s\n", "N", "form e ms", "t ms", "speed",
+           "msg e", "msg t", "bytes e", "bytes t", "kill->g+1 e", "t ms", "speed", "msg e", "msg t", "bytes e", "bytes t"
+    for (k in n) order[++count] = k + 0
+    for (i = 1; i <= count; i++) for (j = i + 1; j <= count; j++) if (order[j] < order[i]) { t = order[i]; order[i] = order[j]; order[j] = t }
+    for (i = 1; i <= count; i++) {
+        k = order[i]
+        printf "%5d | %9s %9s %6s | %6s %6s | %8s %9s | %11s %11s %6s | %6s %6s | %8s %9s\n", k,
+               cell(ef[k], "%.0f"), cell(tf[k], "%.0f"), ratio(ef[k], tf[k]), cell(em[k], "%.1f"), cell(tm[k], "%.1f"),
+               cell(eb[k], "%.0f"), cell(tb[k], "%.0f"), cell(ek[k], "%.0f"), cell(tk[k], "%.0f"), ratio(ek[k], tk[k]),
+               cell(ekm[k], "%.1f"), cell(tkm[k], "%.1f"), cell(ekb[k], "%.0f"), cell(tkb[k], "%.0f")
+    }
+    printf "\nkill: libelastic drops a node (its lease ends with its connection); torch stops its heartbeats (5 s x 3 default)\n"
+    printf "frozen node (SIGSTOP, connection open, default 500 ms keep-alive / 2000 ms eviction), N=%d: next generation after %.0f ms\n", freeze_n, freeze
+    printf "- : not run, or torch did not finish within the cap (RDZV_TORCH_CAP)\n"
+    printf "targets: 1024 nodes form < 1000 ms; O(1) messages per node per round; kill -> next generation < 2500 ms\n"
+}' "$out/elastic" "$out/torch" "$out/freeze"

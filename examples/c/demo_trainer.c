@@ -1,0 +1,206 @@
+/*
+ * A small deterministic data-parallel trainer for the elastic demo: linear
+ * regression on synthetic data. Each rank computes the gradient of its share
+ * of every step's global batch; the ranks average them through the job's
+ * store (ELASTIC_STORE_ENDPOINT / ELASTIC_STORE_PREFIX, summed in rank
+ * order, so the result is bitwise reproducible). Rank 0 saves the state
+ * atomically every few steps; after a restart every rank resumes from it.
+ *
+ *   demo_trainer --ckpt-dir DIR [--steps 300] [--ckpt-every 10] [--step-ms 10] [--result FILE]
+ */
+#include <elastic.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DIM 8
+#define GLOBAL_BATCH 64
+#define LEARNING_RATE 0.05
+#define REDUCE_TIMEOUT_MS 60000
+
+typedef struct trainer_args {
+    const char *ckpt_dir;
+    const char *result;
+    int steps, ckpt_every, step_ms;
+} trainer_args;
+
+typedef struct state {
+    uint64_t step;                   /* steps done */
+    double weights[DIM];
+} state;
+
+/* splitmix64: the data of step s, sample i is a pure function of (s, i). */
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static double uniform(uint64_t seed) { return (double)(mix(seed) >> 11) / 9007199254740992.0 * 2.0 - 1.0; }
+
+static void sample(uint64_t step, int index, double x[DIM], double *y)
+{
+    static const double truth[DIM] = {0.5, -1.25, 2.0, 0.75, -0.5, 1.5, -2.0, 0.25};
+    *y = 0.1;
+    for (int d = 0; d < DIM; d++) {
+        x[d] = uniform(step * 1000003u + (uint64_t)index * 131u + (uint64_t)d);
+        *y += truth[d] * x[d];
+    }
+}
+
+/* This rank's share of the step's batch: samples index % world == rank. The
+ * last slot carries the summed squared error for the loss. */
+static void partial_gradient(const state *s, int rank, int world, double out[DIM + 1])
+{
+    memset(out, 0, sizeof(double) * (DIM + 1));
+    for (int i = rank; i < GLOBAL_BATCH; i += world) {
+        double x[DIM], y, prediction = 0;
+        sample(s->step, i, x, &y);
+        for (int d = 0; d < DIM; d++) prediction += s->weights[d] * x[d];
+        double error = prediction - y;
+        for (int d = 0; d < DIM; d++) out[d] += 2.0 * error * x[d];
+        out[DIM] += error * error;
+    }
+}
+
+static int all_reduce(elastic_store *store, uint64_t step, int rank, int world, double grad[DIM + 1])
+{
+    char key[64];
+    snprintf(key, sizeof key, "step/%" PRIu64 "/grad/%d", step, rank);
+    int rc = elastic_store_set(store, key, grad, sizeof(double) * (DIM + 1));
+    if (rc != 0) return rc;
+    double total[DIM + 1] = {0};
+    for (int peer = 0; peer < world; peer++) { /* in rank order: the same sums on every rank */
+        void *value = NULL;
+        size_t len = 0;
+        snprintf(key, sizeof key, "step/%" PRIu64 "/grad/%d", step, peer);
+        rc = elastic_store_get(store, key, REDUCE_TIMEOUT_MS, &value, &len);
+        if (rc != 0) return rc;
+        if (len != sizeof total) {
+            elastic_free(value);
+            return ELASTIC_EPROTO;
+        }
+        const double *theirs = value;
+        for (int d = 0; d <= DIM; d++) total[d] += theirs[d];
+        elastic_free(value);
+    }
+    for (int d = 0; d <= DIM; d++) grad[d] = total[d] / GLOBAL_BATCH;
+    return 0;
+}
+
+/* ---- checkpoint: temp file + fsync + rename + fsync of the directory ------ */
+
+static int save_state(const char *dir, const state *s)
+{
+    char tmp[1024], final[1024];
+    snprintf(tmp, sizeof tmp, "%s/state.tmp", dir);
+    snprintf(final, sizeof final, "%s/state.bin", dir);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    int ok = write(fd, s, sizeof *s) == (ssize_t)sizeof *s && fsync(fd) == 0;
+    close(fd);
+    if (!ok || rename(tmp, final) != 0) return -1;
+    int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd >= 0) fsync(dir_fd), close(dir_fd);
+    return 0;
+}
+
+static void load_state(const char *dir, state *s)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/state.bin", dir);
+    memset(s, 0, sizeof *s);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    if (read(fd, s, sizeof *s) != (ssize_t)sizeof *s) memset(s, 0, sizeof *s);
+    close(fd);
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static int env_int(const char *name)
+{
+    const char *value = getenv(name);
+    return value != NULL ? atoi(value) : -1;
+}
+
+static void parse_args(int argc, char **argv, trainer_args *args)
+{
+    *args = (trainer_args){.steps = 300, .ckpt_every = 10, .step_ms = 10};
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--ckpt-dir") == 0) args->ckpt_dir = argv[i + 1];
+        else if (strcmp(argv[i], "--result") == 0) args->result = argv[i + 1];
+        else if (strcmp(argv[i], "--steps") == 0) args->steps = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--ckpt-every") == 0) args->ckpt_every = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--step-ms") == 0) args->step_ms = atoi(argv[i + 1]);
+    }
+}
+
+static void write_result(const char *path, const state *s, double loss)
+{
+    uint64_t digest = 0;
+    for (int d = 0; d < DIM; d++) {
+        uint64_t bits;
+        memcpy(&bits, &s->weights[d], sizeof bits);
+        digest = mix(digest ^ bits);
+    }
+    char line[256];
+    snprintf(line, sizeof line, "steps=%" PRIu64 " loss=%.12g weights=%016" PRIx64 "\n", s->step, loss, digest);
+    fputs(line, stdout);
+    FILE *file = path != NULL ? fopen(path, "w") : NULL;
+    if (file != NULL) fputs(line, file), fclose(file);
+}
+
+int main(int argc, char **argv)
+{
+    trainer_args args;
+    parse_args(argc, argv, &args);
+    int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
+    const char *endpoint = getenv("ELASTIC_STORE_ENDPOINT"), *prefix = getenv("ELASTIC_STORE_PREFIX");
+    if (args.ckpt_dir == NULL || rank < 0 || world < 1 || endpoint == NULL || prefix == NULL) {
+        fprintf(stderr, "demo_trainer: run me under elasticrun with --ckpt-dir DIR\n");
+        return 2;
+    }
+    elastic_store_opts opts;
+    elastic_store_opts_init(&opts);
+    opts.prefix = prefix; /* this generation's key space: a restarted group starts clean */
+    elastic_store *store;
+    if (elastic_store_connect(endpoint, &opts, &store) != 0) {
+        fprintf(stderr, "demo_trainer: store %s: %s\n", endpoint, elastic_last_error());
+        return 1;
+    }
+    state s;
+    load_state(args.ckpt_dir, &s);
+    if (rank == 0) printf("%s at step %" PRIu64 "\n", s.step > 0 ? "resumed" : "started", s.step);
+    fflush(stdout);
+    double loss = 0;
+    while (s.step < (uint64_t)args.steps) {
+        double grad[DIM + 1];
+        partial_gradient(&s, rank, world, grad);
+        int rc = all_reduce(store, s.step, rank, world, grad);
+        if (rc != 0) {
+            fprintf(stderr, "demo_trainer: rank %d step %" PRIu64 ": %s\n", rank, s.step, elastic_strerror(rc));
+            return 1;
+        }
+        for (int d = 0; d < DIM; d++) s.weights[d] -= LEARNING_RATE * grad[d];
+        loss = grad[DIM];
+        s.step++;
+        if (rank == 0 && s.step % (uint64_t)args.ckpt_every == 0) {
+            if (save_state(args.ckpt_dir, &s) != 0) fprintf(stderr, "demo_trainer: checkpoint: %s\n", strerror(errno));
+            printf("step %" PRIu64 " loss %.6f (checkpoint)\n", s.step, loss);
+            fflush(stdout);
+        }
+        if (args.step_ms > 0) nanosleep(&(struct timespec){0, (long)args.step_ms * 1000000L}, NULL);
+    }
+    if (rank == 0) write_result(args.result, &s, loss);
+    elastic_store_close(store);
+    return 0;
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The elastic demo (make demo): 4 workers of a deterministic data-parallel
+# trainer under `elasticrun --standalone`; one worker is SIGKILLed midway, the
+# group restarts from the last checkpoint and finishes. A second run without
+# the failure must end with exactly the same weights.
+set -euo pipefail
+
+bin_dir=${ELASTIC_BIN_DIR:-$(dirname "$0")/../bin}
+example_dir=${ELASTIC_EXAMPLE_DIR:-$(dirname "$0")/../build/release/examples}
+steps=${DEMO_STEPS:-300}
+kill_at=$((steps / 2))
+work=$(mktemp -d "${TMPDIR:-/tmp}/elastic-demo-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# A field of the first event line matching a pattern: field EVENTS PATTERN KEY
+field() {
+    grep -m1 -- "$2" "$1" | sed -n "s/.*\"$3\":\"\{0,1\}\([^,\"}]*\).*/\1/p"
+}
+
+# Waits (up to 60 s) until a file matching a glob contains a line matching a pattern.
+wait_for_line() {
+    local glob=$1 pattern=$2
+    for _ in $(seq 1 6000); do
+        # shellcheck disable=SC2086
+        if grep -qs -- "$pattern" $glob; then return 0; fi
+        sleep 0.01
+    done
+    echo "demo: timed out waiting for '$pattern' in $glob" >&2
+    return 1
+}
+
+run_job() { # run_job NAME KILL(0|1)
+    local dir=$work/$1
+    mkdir -p "$dir/ckpt"
+    "$bin_dir/elasticrun" --standalone --nproc-per-node=4 --max-restarts=3 \
+        --log-dir "$dir/logs" --event-log "$dir/events.jsonl" --no-python \
+        "$example_dir/demo_trainer" --ckpt-dir "$dir/ckpt" --steps "$steps" --result "$dir/result.txt" \
+        >"$dir/console.txt" 2>&1 &
+    local agent=$!
+    if [ "$2" = 1 ]; then
+        wait_for_line "$dir/logs/*/gen_1/rank_0/stdout.log" "^step $kill_at "
+        local victim
+        victim=$(grep '"event":"worker_started"' "$dir/events.jsonl" | grep '"generation":1,' | grep '"rank":2,' |
+                 sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
+        echo "  killing rank 2 (pid $victim) with SIGKILL after step $kill_at"
+        kill -9 "$victim"
+    fi
+    if ! wait "$agent"; then
+        echo "demo: elasticrun failed:" >&2
+        cat "$dir/console.txt" >&2
+        exit 1
+    fi
+}
+
+seconds_since_start() { # seconds_since_start EVENTS TS_MS
+    local start
+    start=$(field "$1" '"event":"agent_started"' ts_ms)
+    awk -v a="$start" -v b="$2" 'BEGIN { printf "%6.3f s", (b - a) / 1000 }'
+}
+
+echo "elastic demo: 4 workers, $steps steps, a checkpoint every 10 steps"
+echo
+echo "run 1: a worker is killed midway"
+run_job faulty 1
+events=$work/faulty/events.jsonl
+failure_ts=$(field "$events" '"event":"failure"' ts_ms)
+restart_ts=$(field "$events" '"event":"restarted"' ts_ms)
+recovery_ms=$(field "$events" '"event":"restarted"' recovery_ms)
+end_ts=$(field "$events" '"event":"job_end"' ts_ms)
+resumed=$(grep -h -m1 '^resumed at step' "$work"/faulty/logs/*/gen_2/rank_0/stdout.log | awk '{print $4}')
+echo "  $(seconds_since_start "$events" "$failure_ts")  failure detected: rank $(field "$events" '"event":"failure"' rank), $(field "$events" '"event":"failure"' reason)"
+echo "  $(seconds_since_start "$events" "$restart_ts")  group restarted: generation 2, all 4 workers running ${recovery_ms} ms after the failure"
+echo "  $(seconds_since_start "$events" "$restart_ts")  resumed at step $resumed (the last checkpoint)"
+echo "  $(seconds_since_start "$events" "$end_ts")  finished: $(cat "$work/faulty/result.txt")"
+echo
+echo "run 2: the same job without the failure"
+run_job clean 0
+echo "  finished: $(cat "$work/clean/result.txt")"
+echo
+if cmp -s "$work/faulty/result.txt" "$work/clean/result.txt"; then
+    echo "same final result with and without the failure: yes"
+else
+    echo "same final result with and without the failure: NO" >&2
+    exit 1
+fi

@@ -1,0 +1,98 @@
+/*
+ * The agent: one per node. It rendezvouses with the other nodes, starts the
+ * local workers with torchrun's environment, watches them, and brings the
+ * group back after every failure. bin/elasticrun is a thin shell around it.
+ * Included by <elastic.h>; do not include directly.
+ */
+#ifndef ELASTIC_AGENT_H
+#define ELASTIC_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct elastic_agent elastic_agent;
+
+/* Everything elasticrun's command line can say. Strings are borrowed: they
+ * must outlive the agent (elastic_agent_parse_args points them into argv and
+ * the environment). */
+typedef struct elastic_agent_opts {
+    size_t struct_size;              /* sizeof(elastic_agent_opts) */
+    /* membership (torchrun's --nnodes, --rdzv-*, --standalone, ...) */
+    int min_nodes;                   /* default 1 */
+    int max_nodes;                   /* default 1 */
+    int nproc_per_node;              /* workers on this node; default 1 */
+    const char *rdzv_backend;        /* "c10d" or "static"; default "static" (as torchrun) */
+    const char *rdzv_endpoint;       /* "host[:port]"; default "" */
+    const char *run_id;              /* default "none" */
+    const char *rdzv_conf;           /* "key=value,..."; default "" (see docs/OPERATIONS.md) */
+    int standalone;                  /* 1: single node, own store on a free port, random run_id */
+    int max_restarts;                /* job-wide failure budget; default 0 */
+    int monitor_interval_ms;         /* bounds polling probes only; exits are events; default 5000 */
+    const char *role;                /* default "default" */
+    const char *local_addr;          /* this node's address for the others; default: hostname */
+    int node_rank;                   /* static backend: this node's rank; default 0 */
+    const char *master_addr;         /* static backend: the store host; default "127.0.0.1" */
+    int master_port;                 /* static backend: the store port; default 29500 */
+    /* workers' output */
+    const char *log_dir;             /* NULL: a temporary directory (removed at the end) */
+    const char *redirects;           /* torchrun's Std: "0".."3" or "local_rank:std,..."; default "0" */
+    const char *tee;                 /* same form; tee'd lines are prefixed "[rank]:"; default "0" */
+    /* the program */
+    int no_python;                   /* run argv[0] as the executable */
+    int module;                      /* python -m argv[0] */
+    int run_path;                    /* accepted for torchrun compatibility: same as the default */
+    const char *python;              /* interpreter; default $PYTHON_EXEC, else "python3" on PATH */
+    int argc;                        /* the program and its arguments */
+    const char *const *argv;
+    /* ours */
+    int grace_period_ms;             /* SIGTERM -> SIGKILL delay when stopping workers; default 5000 */
+    int hang_timeout_ms;             /* a worker silent this long is hung (probes); 0 = off (default) */
+    const char *event_log;           /* JSONL event log path; NULL: none */
+    const char *error_file;          /* root-cause JSON path; NULL: $TORCHELASTIC_ERROR_FILE if set */
+    int help;                        /* set by elastic_agent_parse_args for -h/--help */
+    int version;                     /* set by elastic_agent_parse_args for --version */
+} elastic_agent_opts;
+
+ELASTIC_EXTERN void elastic_agent_opts_init(elastic_agent_opts *opts);
+
+/* Parses a torchrun command line (argv[0] is the program name and skipped):
+ * flags with dashes or underscores, "--flag value" or "--flag=value",
+ * PET_<FLAG> environment fallbacks (from envp; NULL = this process's
+ * environment), then the program and its arguments. On ELASTIC_EINVAL,
+ * elastic_last_error() holds one line naming the flag and the problem.
+ * `opts` must have been filled by elastic_agent_opts_init(). */
+ELASTIC_EXTERN int elastic_agent_parse_args(int argc, const char *const *argv, const char *const *envp,
+                                            elastic_agent_opts *opts);
+
+/* The usage text of elasticrun (static storage). */
+ELASTIC_EXTERN const char *elastic_agent_usage(void);
+
+/* How a run ended. */
+typedef struct elastic_agent_result {
+    size_t struct_size;              /* sizeof(elastic_agent_result) */
+    int exit_code;                   /* what elasticrun should exit with: 0 when every worker succeeded */
+    uint64_t generations;            /* generations this node took part in */
+    int restarts;                    /* failures the job consumed */
+    char summary[4096];              /* "" on success; else the root cause in a few lines */
+} elastic_agent_result;
+
+ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **agent);
+/* Runs the job on the calling thread until it ends. The returned code is an
+ * error of the agent itself (bad configuration, the store unreachable);
+ * failures of the job are reported through *result. */
+ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result *result);
+/* Asks a running agent to stop its workers gracefully, leave the rendezvous
+ * and return from elastic_agent_run. Async-signal-safe: call it from the
+ * host's SIGTERM/SIGINT handler, passing the signal (or 0). */
+ELASTIC_EXTERN void elastic_agent_request_stop(elastic_agent *agent, int signum);
+ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ELASTIC_AGENT_H */

@@ -1,0 +1,345 @@
+/*
+ * The agent's public face: from options to a running job. Sets up the job's
+ * store (hosting it when this node should), the membership, the event log
+ * and the log directories, then runs the group's state machine on a loop.
+ */
+#include "agent/group.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define AGENT_C10D_DEFAULT_PORT 29400
+
+struct elastic_agent {
+    elastic_agent_opts opts;
+    agent_rdzv_conf conf;
+    uv_loop_t loop;
+    bool loop_ready;
+    agent_group group;
+    bool group_ready;
+    bool ran;
+    int accepting_stop;              /* atomic: request_stop may touch the loop */
+    elastic_store_server *server;    /* when this node hosts the job's store */
+    elastic_store *store;
+    agent_events *events;
+    agent_membership *membership;
+    char run_id[160];
+    char node_id[200];
+    char store_endpoint[300];
+    char token[80];
+    char log_root[700];
+    bool log_root_is_temporary;
+};
+
+static void random_hex(char *out, size_t bytes)
+{
+    unsigned char raw[32];
+    if (bytes > sizeof raw) bytes = sizeof raw;
+    if (getrandom(raw, bytes, 0) != (ssize_t)bytes) {
+        uint64_t mix = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
+        for (size_t i = 0; i < bytes; i++) raw[i] = (unsigned char)(mix >> (8 * (i % 8))) ^ (unsigned char)i;
+    }
+    for (size_t i = 0; i < bytes; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
+static bool local_only(const elastic_agent *agent) { return agent->opts.max_nodes == 1; }
+
+static const char *node_address(const elastic_agent *agent)
+{
+    return agent->opts.local_addr != NULL ? agent->opts.local_addr : "127.0.0.1";
+}
+
+/* ---- the job's store ---------------------------------------------------------- */
+
+static int host_store(elastic_agent *agent, const char *bind_host, int port)
+{
+    elastic_store_server_opts server_opts;
+    elastic_store_server_opts_init(&server_opts);
+    server_opts.host = bind_host;
+    server_opts.port = port;
+    server_opts.token = agent->token[0] != '\0' ? agent->token : NULL;
+    return elastic_store_server_start(&server_opts, &agent->server);
+}
+
+/* Which store, and whether we host it: one node hosts its own on a free
+ * port; c10d hosts at the endpoint when it names this machine (or is_host=1),
+ * falling back to a client when another local agent got the port first;
+ * static hosts at master_addr:master_port on node rank 0. */
+static int setup_store(elastic_agent *agent)
+{
+    const elastic_agent_opts *o = &agent->opts;
+    const char *env_token = getenv("ELASTIC_STORE_TOKEN");
+    char host[256];
+    int port, rc;
+    if (env_token != NULL && *env_token != '\0') snprintf(agent->token, sizeof agent->token, "%.79s", env_token);
+    if (local_only(agent)) {
+        if (agent->token[0] == '\0') random_hex(agent->token, 16); /* only our workers need it */
+        snprintf(host, sizeof host, "%s", node_address(agent));
+        if ((rc = host_store(agent, host, 0)) != 0) return rc;
+        port = elastic_store_server_port(agent->server);
+    } else {
+        bool is_static = strcmp(o->rdzv_backend, "static") == 0;
+        if (is_static) snprintf(host, sizeof host, "%s", o->master_addr), port = o->master_port;
+        else if ((rc = agent__endpoint_parse(o->rdzv_endpoint, AGENT_C10D_DEFAULT_PORT, host, sizeof host, &port)) != 0)
+            return rc;
+        bool should_host = is_static ? o->node_rank == 0
+                                     : agent->conf.is_host >= 0 ? agent->conf.is_host == 1 : agent__address_is_local(host);
+        if (should_host) {
+            rc = host_store(agent, "0.0.0.0", port);
+            bool explicit_host = is_static || agent->conf.is_host == 1;
+            if (rc != 0 && explicit_host) return rc;
+            if (rc != 0) ELASTIC_LOG_I("agent", "store port %d taken (%s): joining as a client", port, elastic_last_error());
+        }
+    }
+    snprintf(agent->store_endpoint, sizeof agent->store_endpoint, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+    elastic_store_opts client_opts;
+    elastic_store_opts_init(&client_opts);
+    client_opts.token = agent->token[0] != '\0' ? agent->token : NULL;
+    if (agent->conf.read_timeout_ms > 0) client_opts.timeout_ms = agent->conf.read_timeout_ms;
+    return elastic_store_connect(agent->store_endpoint, &client_opts, &agent->store);
+}
+
+/* ---- membership ------------------------------------------------------------------ */
+
+static int setup_membership(elastic_agent *agent)
+{
+    const elastic_agent_opts *o = &agent->opts;
+    if (local_only(agent))
+        return agent__membership_local(o->nproc_per_node, o->max_restarts, node_address(agent), &agent->membership);
+    elastic_rdzv_opts rdzv_opts;
+    elastic_rdzv_opts_init(&rdzv_opts);
+    rdzv_opts.run_id = agent->run_id;
+    rdzv_opts.store = agent->store;
+    rdzv_opts.min_nodes = o->min_nodes;
+    rdzv_opts.max_nodes = o->max_nodes;
+    rdzv_opts.max_restarts = o->max_restarts;
+    rdzv_opts.local_world_size = o->nproc_per_node;
+    rdzv_opts.node_addr = o->local_addr; /* NULL: the host name */
+    rdzv_opts.node_id = agent->node_id;
+    const agent_rdzv_conf *conf = &agent->conf;
+    if (conf->join_timeout_ms > 0) rdzv_opts.join_timeout_ms = conf->join_timeout_ms;
+    if (conf->last_call_timeout_ms >= 0) rdzv_opts.last_call_timeout_ms = conf->last_call_timeout_ms;
+    if (conf->keep_alive_interval_ms > 0) rdzv_opts.keepalive_interval_ms = conf->keep_alive_interval_ms;
+    if (rdzv_opts.keepalive_interval_ms < 100) rdzv_opts.keepalive_interval_ms = 100;
+    int attempts = conf->keep_alive_max_attempt > 0 ? conf->keep_alive_max_attempt : 4;
+    if (conf->keep_alive_interval_ms > 0 || conf->keep_alive_max_attempt > 0)
+        rdzv_opts.keepalive_timeout_ms = rdzv_opts.keepalive_interval_ms * attempts;
+    return agent__membership_rdzv(&rdzv_opts, agent__group_on_change, &agent->group, &agent->membership);
+}
+
+/* ---- a store host outlives its own workers ---------------------------------------- */
+
+typedef struct closed_watch {
+    elastic_store *store;
+    char key[200];
+    int stop;                        /* atomic */
+    int done;                        /* atomic */
+    uv_async_t *wake;
+} closed_watch;
+
+/* The rendezvous marks a job that ended (every node finished, or its budget
+ * ran out) with rdzv/<run_id>/closed. */
+static void closed_watch_main(void *arg)
+{
+    closed_watch *watch = arg;
+    while (!__atomic_load_n(&watch->stop, __ATOMIC_ACQUIRE)) {
+        void *value = NULL;
+        size_t len = 0;
+        int rc = elastic_store_get(watch->store, watch->key, 1000, &value, &len);
+        elastic_free(value);
+        if (rc != ELASTIC_ETIMEDOUT) break;
+    }
+    __atomic_store_n(&watch->done, 1, __ATOMIC_RELEASE);
+    uv_async_send(watch->wake);
+}
+
+/* This node's workers all succeeded, but it hosts the store the other nodes
+ * still use: serve until the job closes or we are told to stop. */
+static void serve_until_closed(elastic_agent *agent)
+{
+    closed_watch watch = {.store = agent->store, .wake = &agent->group.wake};
+    snprintf(watch.key, sizeof watch.key, "rdzv/%s/closed", agent->run_id);
+    uv_thread_t thread;
+    if (uv_thread_create(&thread, closed_watch_main, &watch) != 0) return;
+    ELASTIC_LOG_I("agent", "workers done; serving the job's store until every node has finished");
+    while (!__atomic_load_n(&watch.done, __ATOMIC_ACQUIRE) && agent->group.stop_signal == 0)
+        uv_run(&agent->loop, UV_RUN_ONCE);
+    __atomic_store_n(&watch.stop, 1, __ATOMIC_RELEASE);
+    uv_thread_join(&thread);
+}
+
+/* ---- log directories ------------------------------------------------------------- */
+
+static int setup_log_root(elastic_agent *agent)
+{
+    if (agent->opts.log_dir != NULL) {
+        snprintf(agent->log_root, sizeof agent->log_root, "%s/%s", agent->opts.log_dir, agent->run_id);
+        agent->group.write_logs = true;
+        return 0;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(agent->log_root, sizeof agent->log_root, "%s/elasticrun-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", agent->run_id);
+    if (mkdtemp(agent->log_root) == NULL)
+        return elastic__fail(elastic__from_errno(errno), "mkdtemp %s: %s", agent->log_root, strerror(errno));
+    int redirects = 0, tee = 0;
+    agent__std_parse(agent->opts.redirects, 0, &redirects);
+    agent__std_parse(agent->opts.tee, 0, &tee);
+    /* Without --log-dir only error files land here, and go with the agent;
+     * redirected output is kept for the user to read. */
+    agent->log_root_is_temporary = strchr(agent->opts.redirects, ':') == NULL && strchr(agent->opts.tee, ':') == NULL &&
+                                   redirects == 0 && tee == 0;
+    if (!agent->log_root_is_temporary) ELASTIC_LOG_W("agent", "worker logs in %s", agent->log_root);
+    return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st, (void)type, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* ---- public API -------------------------------------------------------------------- */
+
+static int validate(const elastic_agent_opts *o)
+{
+    if (o->argc < 1 || o->argv == NULL) return elastic__fail(ELASTIC_EINVAL, "no training program given");
+    if (o->nproc_per_node < 1 || o->min_nodes < 1 || o->max_nodes < o->min_nodes || o->max_restarts < 0 ||
+        o->grace_period_ms < 0 || o->role == NULL || o->run_id == NULL || o->redirects == NULL || o->tee == NULL ||
+        o->rdzv_backend == NULL || o->rdzv_endpoint == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "invalid agent options");
+    int mask;
+    if (agent__std_parse(o->redirects, 0, &mask) != 0 || agent__std_parse(o->tee, 0, &mask) != 0)
+        return elastic__fail(ELASTIC_EINVAL, "invalid --redirects/--tee: %s", elastic_last_error());
+    return 0;
+}
+
+static int setup(elastic_agent *agent)
+{
+    int rc = agent__rdzv_conf_parse(agent->opts.rdzv_conf, &agent->conf);
+    if (rc != 0) {
+        char detail[256];
+        snprintf(detail, sizeof detail, "%s", elastic_last_error());
+        return elastic__fail(rc, "--rdzv-conf: %s", detail);
+    }
+    if (agent->opts.standalone) {
+        char hex[33];
+        random_hex(hex, 16);
+        snprintf(agent->run_id, sizeof agent->run_id, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
+    } else {
+        snprintf(agent->run_id, sizeof agent->run_id, "%s", agent->opts.run_id);
+    }
+    char hostname[128] = "node";
+    gethostname(hostname, sizeof hostname - 1);
+    snprintf(agent->node_id, sizeof agent->node_id, "%s-%d", hostname, (int)getpid());
+    if ((rc = uv_loop_init(&agent->loop)) != 0) return elastic__fail(ELASTIC_ESYS, "uv_loop_init: %s", uv_strerror(rc));
+    agent->loop_ready = true;
+    if ((rc = agent__group_init(&agent->group, &agent->loop)) != 0) return rc;
+    agent->group_ready = true;
+    if ((rc = setup_log_root(agent)) != 0 || (rc = setup_store(agent)) != 0 || (rc = setup_membership(agent)) != 0 ||
+        (rc = agent__events_open(agent->opts.event_log, agent->run_id, agent->node_id, &agent->events)) != 0)
+        return rc;
+    agent_group *group = &agent->group;
+    group->opts = &agent->opts;
+    group->membership = agent->membership;
+    group->events = agent->events;
+    group->store = local_only(agent) ? NULL : agent->store; /* failure details are shared only between nodes */
+    group->run_id = agent->run_id;
+    group->node_id = agent->node_id;
+    group->store_endpoint = agent->store_endpoint;
+    group->store_token = agent->token[0] != '\0' ? agent->token : NULL;
+    group->log_root = agent->log_root;
+    return 0;
+}
+
+ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **out)
+{
+    elastic__clear_error();
+    if (out == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_agent_create: agent is NULL");
+    *out = NULL;
+    elastic_agent *agent = calloc(1, sizeof *agent);
+    if (agent == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+    elastic_agent_opts_init(&agent->opts);
+    int rc = ELASTIC__OPTS_COPY(&agent->opts, opts);
+    if (rc == 0) rc = validate(&agent->opts);
+    if (rc == 0) rc = setup(agent);
+    if (rc != 0) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", elastic_last_error());
+        elastic_agent_free(agent);
+        return elastic__fail(rc, "%s", detail);
+    }
+    agent_event event;
+    agent__event_begin(&event, agent->events, "agent_started");
+    agent__event_int(&event, "nproc_per_node", agent->opts.nproc_per_node);
+    agent__event_int(&event, "min_nodes", agent->opts.min_nodes);
+    agent__event_int(&event, "max_nodes", agent->opts.max_nodes);
+    agent__event_int(&event, "max_restarts", agent->opts.max_restarts);
+    agent__event_str(&event, "store", agent->store_endpoint);
+    agent__event_int(&event, "hosts_store", agent->server != NULL);
+    agent__event_emit(agent->events, &event);
+    __atomic_store_n(&agent->accepting_stop, 1, __ATOMIC_RELEASE);
+    *out = agent;
+    return 0;
+}
+
+ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result *result)
+{
+    elastic__clear_error();
+    if (agent == NULL || result == NULL || result->struct_size < sizeof *result)
+        return elastic__fail(ELASTIC_EINVAL, "elastic_agent_run: bad arguments");
+    if (agent->ran) return elastic__fail(ELASTIC_ESTATE, "elastic_agent_run: an agent runs once");
+    agent->ran = true;
+    agent__group_start(&agent->group);
+    while (agent->group.state != AGENT_DONE) uv_run(&agent->loop, UV_RUN_ONCE);
+    if (agent->group.exit_code == 0 && agent->server != NULL && !local_only(agent)) serve_until_closed(agent);
+    result->exit_code = agent->group.exit_code;
+    result->generations = agent->group.generations;
+    result->restarts = agent->group.current.restart_count;
+    snprintf(result->summary, sizeof result->summary, "%s", agent->group.summary);
+    return 0;
+}
+
+ELASTIC_EXTERN void elastic_agent_request_stop(elastic_agent *agent, int signum)
+{
+    if (agent != NULL && __atomic_load_n(&agent->accepting_stop, __ATOMIC_ACQUIRE))
+        agent__group_request_stop(&agent->group, signum);
+}
+
+static void close_any(uv_handle_t *handle, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(handle)) uv_close(handle, NULL);
+}
+
+ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
+{
+    if (agent == NULL) return;
+    __atomic_store_n(&agent->accepting_stop, 0, __ATOMIC_RELEASE);
+    if (agent->group_ready) {
+        agent__workers_signal(&agent->group, SIGKILL); /* only if the run ended abnormally */
+        if (!agent__group_close(&agent->group)) {
+            ELASTIC_LOG_W("agent", "leaving with a rendezvous in flight; the process should exit now");
+            return; /* its thread still uses the agent: keep everything allocated */
+        }
+    }
+    if (agent->loop_ready) {
+        uv_walk(&agent->loop, close_any, NULL);
+        uv_run(&agent->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&agent->loop);
+    }
+    if (agent->group_ready) agent__group_destroy(&agent->group);
+    if (agent->membership != NULL) agent->membership->ops->destroy(agent->membership);
+    elastic_store_close(agent->store);
+    elastic_store_server_stop(agent->server);
+    agent__events_close(agent->events);
+    if (agent->log_root_is_temporary) nftw(agent->log_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(agent);
+}

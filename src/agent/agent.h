@@ -1,0 +1,53 @@
+/*
+ * Internal interface of the agent module: the parsers behind the command
+ * line, the worker processes, their output, the event log and the group's
+ * state machine. Only src/agent/ and the tests include this.
+ */
+#ifndef ELASTIC_AGENT_INTERNAL_H
+#define ELASTIC_AGENT_INTERNAL_H
+
+#include "common/common.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- --rdzv-conf (conf.c) ------------------------------------------------ */
+
+/* The keys of --rdzv-conf that change what we do; -1 / 0 means "not given". */
+typedef struct agent_rdzv_conf {
+    int join_timeout_ms;          /* join_timeout (s) */
+    int last_call_timeout_ms;     /* last_call_timeout (s) */
+    int close_timeout_ms;         /* close_timeout (s): how long a finished host keeps serving */
+    int read_timeout_ms;          /* read_timeout (s): store calls */
+    int keep_alive_interval_ms;   /* keep_alive_interval (s) */
+    int keep_alive_max_attempt;   /* keep_alive_max_attempt */
+    int is_host;                  /* is_host: -1 unset, 0, 1 */
+} agent_rdzv_conf;
+
+/* Parses "key=value,..." as torchrun does (keys and values trimmed; empty
+ * string = no keys). Unknown keys are accepted (torchrun passes them to its
+ * backends) and logged. ELASTIC_EINVAL with a one-line detail otherwise. */
+int agent__rdzv_conf_parse(const char *text, agent_rdzv_conf *conf);
+
+/* torchrun's Std for --redirects/--tee: "0".."3" for every local rank, or
+ * "local_rank:std,..." per rank. Bit 1 = stdout, bit 2 = stderr. */
+#define AGENT_STD_OUT 1
+#define AGENT_STD_ERR 2
+int agent__std_parse(const char *text, int local_rank, int *mask);
+
+/* Integers and seconds read from flags, environment or conf values: strict
+ * decimal, bounded; seconds may have a fraction and become milliseconds. */
+int agent__parse_int(const char *text, long min, long max, long *value);
+int agent__parse_seconds_ms(const char *text, double max_seconds, int *ms);
+/* torch's bool spelling: 1/0, true/false, t/f, yes/no, y/n (any case). */
+int agent__parse_bool(const char *text, int *value);
+
+/* ---- endpoints (host.c) ----------------------------------------------------- */
+
+/* "host", "host:port", "[v6]:port" -> host and port (default_port if none). */
+int agent__endpoint_parse(const char *endpoint, int default_port, char *host, size_t host_size, int *port);
+/* Whether `host` names this machine (localhost, its hostname, a loopback or
+ * interface address). */
+bool agent__address_is_local(const char *host);
+
+#endif /* ELASTIC_AGENT_INTERNAL_H */

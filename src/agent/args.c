@@ -1,0 +1,382 @@
+/*
+ * elasticrun's command line, read the way torchrun reads it: dashes or
+ * underscores, "--flag value" or "--flag=value", unique prefixes (argparse's
+ * abbreviations), PET_<FLAG> environment fallbacks, then the program.
+ */
+#include "agent/agent.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define ARGS_MAX_NODES 100000
+#define ARGS_MAX_NPROC 4096
+#define ARGS_MAX_RESTARTS 1000000
+#define ARGS_MAX_SECONDS (86400.0 * 30)
+#define ARGS_MAX_STRING 4096
+
+typedef int (*flag_apply_fn)(elastic_agent_opts *opts, const char *value);
+
+typedef struct flag_spec {
+    const char *name;          /* canonical spelling, underscores */
+    char short_name;           /* 'r' for -r, or 0 */
+    bool is_switch;            /* takes no value (store_true) */
+    bool from_env;             /* PET_<NAME> is a fallback */
+    flag_apply_fn apply;       /* switches get "1" or "0" */
+} flag_spec;
+
+ELASTIC_EXTERN void elastic_agent_opts_init(elastic_agent_opts *opts)
+{
+    if (opts == NULL) return;
+    *opts = (elastic_agent_opts){
+        .struct_size = sizeof *opts, .min_nodes = 1, .max_nodes = 1, .nproc_per_node = 1,
+        .rdzv_backend = "static", .rdzv_endpoint = "", .run_id = "none", .rdzv_conf = "",
+        .max_restarts = 0, .monitor_interval_ms = 5000, .role = "default", .node_rank = 0,
+        .master_addr = "127.0.0.1", .master_port = 29500, .redirects = "0", .tee = "0",
+        .grace_period_ms = 5000,
+    };
+}
+
+/* ---- one function per flag ------------------------------------------------ */
+
+static int bounded_string(const char *value, const char **out)
+{
+    if (strlen(value) >= ARGS_MAX_STRING) return elastic__fail(ELASTIC_EINVAL, "longer than %d bytes", ARGS_MAX_STRING - 1);
+    *out = value;
+    return 0;
+}
+
+static int set_nnodes(elastic_agent_opts *o, const char *value)
+{
+    long min, max;
+    char first[32];
+    const char *colon = strchr(value, ':');
+    size_t first_len = colon ? (size_t)(colon - value) : strlen(value);
+    if (first_len >= sizeof first) return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not N or MIN:MAX", value);
+    memcpy(first, value, first_len);
+    first[first_len] = '\0';
+    if (agent__parse_int(first, 1, ARGS_MAX_NODES, &min) != 0) goto bad;
+    max = min;
+    if (colon != NULL && agent__parse_int(colon + 1, 1, ARGS_MAX_NODES, &max) != 0) goto bad;
+    if (min > max) return elastic__fail(ELASTIC_EINVAL, "\"%s\": MIN is greater than MAX", value);
+    o->min_nodes = (int)min;
+    o->max_nodes = (int)max;
+    return 0;
+bad:
+    return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not N or MIN:MAX with 1 <= MIN <= MAX <= %d", value, ARGS_MAX_NODES);
+}
+
+/* GPUs as the NVIDIA driver shows them (/dev/nvidia0, /dev/nvidia1, ...). */
+static int count_gpus(void)
+{
+    DIR *dev = opendir("/dev");
+    if (dev == NULL) return 0;
+    int gpus = 0;
+    for (struct dirent *entry; (entry = readdir(dev)) != NULL;) {
+        const char *suffix = entry->d_name + strlen("nvidia");
+        if (strncmp(entry->d_name, "nvidia", 6) == 0 && *suffix != '\0' && strspn(suffix, "0123456789") == strlen(suffix))
+            gpus++;
+    }
+    closedir(dev);
+    return gpus;
+}
+
+static int set_nproc(elastic_agent_opts *o, const char *value)
+{
+    long nproc;
+    int gpus = -1;
+    if (strcmp(value, "gpu") == 0 || strcmp(value, "auto") == 0) gpus = count_gpus();
+    if (strcmp(value, "cpu") == 0 || (strcmp(value, "auto") == 0 && gpus == 0)) {
+        nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    } else if (strcmp(value, "gpu") == 0 || strcmp(value, "auto") == 0) {
+        if (gpus == 0) return elastic__fail(ELASTIC_EINVAL, "\"gpu\": no GPU found");
+        nproc = gpus;
+    } else if (agent__parse_int(value, 1, ARGS_MAX_NPROC, &nproc) != 0) {
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not an integer in 1..%d, auto, cpu or gpu", value, ARGS_MAX_NPROC);
+    }
+    o->nproc_per_node = nproc < 1 ? 1 : nproc > ARGS_MAX_NPROC ? ARGS_MAX_NPROC : (int)nproc;
+    return 0;
+}
+
+static int set_backend(elastic_agent_opts *o, const char *value)
+{
+    if (strcmp(value, "c10d") != 0 && strcmp(value, "static") != 0)
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not supported (c10d or static)", value);
+    o->rdzv_backend = value;
+    return 0;
+}
+
+static int set_endpoint(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->rdzv_endpoint); }
+static int set_role(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->role); }
+static int set_log_dir(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->log_dir); }
+static int set_local_addr(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->local_addr); }
+static int set_master_addr(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->master_addr); }
+static int set_event_log(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->event_log); }
+static int set_error_file(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->error_file); }
+
+static int set_run_id(elastic_agent_opts *o, const char *value)
+{
+    /* The run id names store keys and log directories: keep it to a safe alphabet. */
+    size_t len = strlen(value);
+    if (len == 0 || len > 128 || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != len)
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" must be 1-128 characters of [A-Za-z0-9._-]", value);
+    o->run_id = value;
+    return 0;
+}
+
+static int set_rdzv_conf(elastic_agent_opts *o, const char *value)
+{
+    agent_rdzv_conf conf;
+    int rc = agent__rdzv_conf_parse(value, &conf);
+    if (rc == 0) o->rdzv_conf = value;
+    return rc;
+}
+
+static int set_int_field(int *field, const char *value, long min, long max)
+{
+    long parsed;
+    if (agent__parse_int(value, min, max, &parsed) != 0)
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not an integer in %ld..%ld", value, min, max);
+    *field = (int)parsed;
+    return 0;
+}
+
+static int set_max_restarts(elastic_agent_opts *o, const char *v) { return set_int_field(&o->max_restarts, v, 0, ARGS_MAX_RESTARTS); }
+static int set_node_rank(elastic_agent_opts *o, const char *v) { return set_int_field(&o->node_rank, v, 0, ARGS_MAX_NODES - 1); }
+static int set_master_port(elastic_agent_opts *o, const char *v) { return set_int_field(&o->master_port, v, 0, 65535); }
+
+static int set_seconds_field(int *field, const char *value, bool zero_ok)
+{
+    int ms;
+    if (agent__parse_seconds_ms(value, ARGS_MAX_SECONDS, &ms) != 0 || (!zero_ok && ms == 0))
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not a number of seconds%s", value, zero_ok ? "" : " above 0");
+    *field = ms;
+    return 0;
+}
+
+static int set_monitor(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->monitor_interval_ms, v, false); }
+static int set_grace(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->grace_period_ms, v, true); }
+static int set_hang(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->hang_timeout_ms, v, true); }
+
+static int set_start_method(elastic_agent_opts *o, const char *value)
+{
+    /* Accepted for compatibility: every worker is a fresh exec'd process. */
+    if (strcmp(value, "spawn") != 0 && strcmp(value, "fork") != 0 && strcmp(value, "forkserver") != 0)
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not spawn, fork or forkserver", value);
+    return 0;
+}
+
+static int set_std(const char **field, const char *value)
+{
+    int mask;
+    int rc = agent__std_parse(value, 0, &mask);
+    if (rc == 0) *field = value;
+    return rc;
+}
+
+static int set_redirects(elastic_agent_opts *o, const char *v) { return set_std(&o->redirects, v); }
+static int set_tee(elastic_agent_opts *o, const char *v) { return set_std(&o->tee, v); }
+
+static int switch_value(const char *value, int *field)
+{
+    long parsed; /* PET_<SWITCH> is read as bool(int(value)), like torch's check_env */
+    if (agent__parse_int(value, -1000000, 1000000, &parsed) != 0)
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not an integer", value);
+    *field = parsed != 0;
+    return 0;
+}
+
+static int set_standalone(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->standalone); }
+static int set_module(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->module); }
+static int set_no_python(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->no_python); }
+static int set_run_path(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->run_path); }
+static int set_help(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->help); }
+static int set_version(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->version); }
+
+static const flag_spec flags[] = {
+    {"nnodes", 0, false, true, set_nnodes},
+    {"nproc_per_node", 0, false, true, set_nproc},
+    {"rdzv_backend", 0, false, true, set_backend},
+    {"rdzv_endpoint", 0, false, true, set_endpoint},
+    {"rdzv_id", 0, false, true, set_run_id},
+    {"rdzv_conf", 0, false, true, set_rdzv_conf},
+    {"standalone", 0, true, true, set_standalone},
+    {"max_restarts", 0, false, true, set_max_restarts},
+    {"monitor_interval", 0, false, true, set_monitor},
+    {"start_method", 0, false, true, set_start_method},
+    {"role", 0, false, true, set_role},
+    {"module", 'm', true, true, set_module},
+    {"no_python", 0, true, true, set_no_python},
+    {"run_path", 0, true, true, set_run_path},
+    {"log_dir", 0, false, true, set_log_dir},
+    {"redirects", 'r', false, true, set_redirects},
+    {"tee", 't', false, true, set_tee},
+    {"local_addr", 0, false, true, set_local_addr},
+    {"node_rank", 0, false, true, set_node_rank},
+    {"master_addr", 0, false, true, set_master_addr},
+    {"master_port", 0, false, true, set_master_port},
+    {"grace_period", 0, false, true, set_grace},
+    {"hang_timeout", 0, false, true, set_hang},
+    {"event_log", 0, false, true, set_event_log},
+    {"error_file", 0, false, true, set_error_file},
+    {"help", 'h', true, false, set_help},
+    {"version", 0, true, false, set_version},
+};
+
+/* ---- lookup --------------------------------------------------------------- */
+
+/* "--nproc-per" -> "nproc_per": dashes and underscores are the same. */
+static void normalize(const char *name, size_t len, char *out, size_t out_size)
+{
+    size_t i = 0;
+    for (; i < len && i + 1 < out_size; i++) out[i] = name[i] == '-' ? '_' : name[i];
+    out[i] = '\0';
+}
+
+/* Exact name, else the one flag the text is a prefix of (argparse's rule). */
+static const flag_spec *find_long(const char *name)
+{
+    const flag_spec *match = NULL;
+    size_t len = strlen(name);
+    for (size_t i = 0; i < ELASTIC__ARRAY_LEN(flags); i++) {
+        if (strcmp(flags[i].name, name) == 0) return &flags[i];
+        if (len > 0 && strncmp(flags[i].name, name, len) == 0) {
+            if (match != NULL) return NULL;
+            match = &flags[i];
+        }
+    }
+    return match;
+}
+
+static const flag_spec *find_short(char letter)
+{
+    for (size_t i = 0; i < ELASTIC__ARRAY_LEN(flags); i++)
+        if (flags[i].short_name == letter) return &flags[i];
+    return NULL;
+}
+
+static void dashed(const char *name, char *out, size_t out_size)
+{
+    size_t i = 0;
+    for (; name[i] != '\0' && i + 1 < out_size; i++) out[i] = name[i] == '_' ? '-' : name[i];
+    out[i] = '\0';
+}
+
+/* Applies one value, prefixing a failure with where it came from. */
+static int apply_flag(elastic_agent_opts *opts, const flag_spec *flag, const char *value, const char *where)
+{
+    int rc = flag->apply(opts, value);
+    if (rc == 0) return 0;
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", elastic_last_error());
+    return elastic__fail(ELASTIC_EINVAL, "%s: %s", where, detail);
+}
+
+static const char *env_lookup(const char *const *envp, const char *name)
+{
+    size_t len = strlen(name);
+    for (; envp != NULL && *envp != NULL; envp++)
+        if (strncmp(*envp, name, len) == 0 && (*envp)[len] == '=') return *envp + len + 1;
+    return NULL;
+}
+
+static int apply_environment(elastic_agent_opts *opts, const char *const *envp)
+{
+    for (size_t i = 0; i < ELASTIC__ARRAY_LEN(flags); i++) {
+        if (!flags[i].from_env) continue;
+        char env_name[64] = "PET_";
+        for (size_t c = 0; flags[i].name[c] != '\0' && c + 5 < sizeof env_name; c++)
+            env_name[4 + c] = (char)(flags[i].name[c] >= 'a' && flags[i].name[c] <= 'z' ? flags[i].name[c] - 32 : flags[i].name[c]);
+        const char *value = env_lookup(envp, env_name);
+        if (value == NULL) continue;
+        int rc = apply_flag(opts, &flags[i], value, env_name);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
+/* "--name", "--name=value" or "--name value"; returns how many argv it used. */
+static int parse_long(elastic_agent_opts *opts, int argc, const char *const *argv, int at)
+{
+    const char *text = argv[at] + 2;
+    const char *equals = strchr(text, '=');
+    char name[64];
+    size_t name_len = equals ? (size_t)(equals - text) : strlen(text);
+    if (name_len >= sizeof name) return elastic__fail(ELASTIC_EINVAL, "unknown flag %.80s", argv[at]);
+    normalize(text, name_len, name, sizeof name);
+    const flag_spec *flag = find_long(name);
+    if (flag == NULL) return elastic__fail(ELASTIC_EINVAL, "unknown or ambiguous flag %.80s (see --help)", argv[at]);
+    char where[80] = "--";
+    dashed(flag->name, where + 2, sizeof where - 2);
+    if (flag->is_switch) {
+        if (equals != NULL) return elastic__fail(ELASTIC_EINVAL, "%s takes no value", where);
+        return apply_flag(opts, flag, "1", where) == 0 ? 1 : ELASTIC_EINVAL;
+    }
+    if (equals != NULL) return apply_flag(opts, flag, equals + 1, where) == 0 ? 1 : ELASTIC_EINVAL;
+    if (at + 1 >= argc) return elastic__fail(ELASTIC_EINVAL, "%s needs a value", where);
+    return apply_flag(opts, flag, argv[at + 1], where) == 0 ? 2 : ELASTIC_EINVAL;
+}
+
+/* "-m", "-r3" or "-r 3". */
+static int parse_short(elastic_agent_opts *opts, int argc, const char *const *argv, int at)
+{
+    const flag_spec *flag = find_short(argv[at][1]);
+    if (flag == NULL) return elastic__fail(ELASTIC_EINVAL, "unknown flag %.80s (see --help)", argv[at]);
+    char where[4] = {'-', flag->short_name, '\0', '\0'};
+    const char *attached = argv[at] + 2;
+    if (flag->is_switch) {
+        if (*attached != '\0') return elastic__fail(ELASTIC_EINVAL, "unknown flag %.80s (see --help)", argv[at]);
+        return apply_flag(opts, flag, "1", where) == 0 ? 1 : ELASTIC_EINVAL;
+    }
+    if (*attached != '\0') return apply_flag(opts, flag, attached[0] == '=' ? attached + 1 : attached, where) == 0 ? 1 : ELASTIC_EINVAL;
+    if (at + 1 >= argc) return elastic__fail(ELASTIC_EINVAL, "%s needs a value", where);
+    return apply_flag(opts, flag, argv[at + 1], where) == 0 ? 2 : ELASTIC_EINVAL;
+}
+
+static int check_combination(const elastic_agent_opts *opts)
+{
+    if (opts->help || opts->version) return 0;
+    if (opts->argc == 0) return elastic__fail(ELASTIC_EINVAL, "no training program given (see --help)");
+    if (opts->module && opts->no_python)
+        return elastic__fail(ELASTIC_EINVAL, "--module and --no-python cannot be used together");
+    if (opts->standalone && opts->max_nodes > 1)
+        return elastic__fail(ELASTIC_EINVAL, "--standalone runs one node, but --nnodes allows %d", opts->max_nodes);
+    if (strcmp(opts->rdzv_backend, "static") == 0 && opts->min_nodes != opts->max_nodes && !opts->standalone)
+        return elastic__fail(ELASTIC_EINVAL, "--rdzv-backend static needs a fixed --nnodes, not %d:%d",
+                             opts->min_nodes, opts->max_nodes);
+    if (strlen(opts->rdzv_endpoint) == 0 && strcmp(opts->rdzv_backend, "c10d") == 0 && !opts->standalone && opts->max_nodes > 1)
+        return elastic__fail(ELASTIC_EINVAL, "--rdzv-backend c10d needs --rdzv-endpoint host[:port]");
+    return 0;
+}
+
+extern char **environ;
+
+ELASTIC_EXTERN int elastic_agent_parse_args(int argc, const char *const *argv, const char *const *envp,
+                                            elastic_agent_opts *opts)
+{
+    elastic__clear_error();
+    if (opts == NULL || argc < 0 || (argc > 0 && argv == NULL) || opts->struct_size < sizeof *opts)
+        return elastic__fail(ELASTIC_EINVAL, "elastic_agent_parse_args: bad arguments");
+    int rc = apply_environment(opts, envp != NULL ? envp : (const char *const *)environ);
+    if (rc != 0) return rc;
+    int at = 1;
+    while (at < argc) {
+        const char *arg = argv[at];
+        if (arg == NULL) return elastic__fail(ELASTIC_EINVAL, "argv[%d] is NULL", at);
+        if (strcmp(arg, "--") == 0) {
+            at++;
+            break;
+        }
+        if (arg[0] != '-' || arg[1] == '\0') break; /* the training program */
+        int used = arg[1] == '-' ? parse_long(opts, argc, argv, at) : parse_short(opts, argc, argv, at);
+        if (used < 0) return used;
+        at += used;
+    }
+    opts->argc = argc - at;
+    opts->argv = opts->argc > 0 ? argv + at : NULL;
+    for (int i = 0; i < opts->argc; i++)
+        if (opts->argv[i] == NULL || strlen(opts->argv[i]) >= 65536)
+            return elastic__fail(ELASTIC_EINVAL, "program argument %d is missing or longer than 64 KiB", i);
+    return check_combination(opts);
+}

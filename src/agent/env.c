@@ -1,0 +1,162 @@
+/*
+ * What a worker is started with: torchrun's environment (the variables of
+ * torch 1.13's LocalElasticAgent and start_processes) plus ours, and its
+ * command line (python3 -u script, python3 -u -m module, or the program).
+ */
+#include "agent/group.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+extern char **environ;
+
+typedef struct strv {
+    char **items;
+    size_t len, cap;
+    int rc;
+} strv;
+
+static void strv_push(strv *v, char *item)
+{
+    if (v->rc != 0 || item == NULL) {
+        free(item);
+        v->rc = ELASTIC_ENOMEM;
+        return;
+    }
+    if (v->len + 2 > v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 64;
+        char **grown = realloc(v->items, cap * sizeof *grown);
+        if (grown == NULL) {
+            free(item);
+            v->rc = ELASTIC_ENOMEM;
+            return;
+        }
+        v->items = grown;
+        v->cap = cap;
+    }
+    v->items[v->len++] = item;
+    v->items[v->len] = NULL;
+}
+
+static void strv_pushf(strv *v, const char *fmt, ...) ELASTIC__PRINTF(2, 3);
+static void strv_pushf(strv *v, const char *fmt, ...)
+{
+    char *item = NULL;
+    va_list args;
+    va_start(args, fmt);
+    if (vasprintf(&item, fmt, args) < 0) item = NULL;
+    va_end(args);
+    strv_push(v, item);
+}
+
+static int strv_done(strv *v, char ***out)
+{
+    if (v->rc != 0) {
+        agent__strv_free(v->items);
+        return elastic__fail(ELASTIC_ENOMEM, "out of memory building a worker's environment");
+    }
+    *out = v->items;
+    return 0;
+}
+
+void agent__strv_free(char **items)
+{
+    for (size_t i = 0; items != NULL && items[i] != NULL; i++) free(items[i]);
+    free(items);
+}
+
+/* The variables we set replace inherited ones of the same name. */
+static const char *const owned_names[] = {
+    "LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
+    "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "OMP_NUM_THREADS", "ELASTIC_STORE_ENDPOINT", "ELASTIC_STORE_PREFIX", "ELASTIC_GENERATION",
+    "ELASTIC_RUN_ID", "ELASTIC_STORE_TOKEN",
+};
+
+static bool is_owned(const char *entry)
+{
+    for (size_t i = 0; i < ELASTIC__ARRAY_LEN(owned_names); i++) {
+        size_t len = strlen(owned_names[i]);
+        if (strncmp(entry, owned_names[i], len) == 0 && entry[len] == '=') return true;
+    }
+    return false;
+}
+
+static void push_inherited_or(strv *v, const char *name, const char *fallback)
+{
+    const char *value = getenv(name);
+    if (value != NULL) strv_pushf(v, "%s=%s", name, value);
+    else if (fallback != NULL) strv_pushf(v, "%s=%s", name, fallback);
+}
+
+int agent__env_build(const agent_worker_env *spec, char ***envp)
+{
+    strv v = {0};
+    const elastic_rdzv_result *g = spec->generation;
+    const elastic_agent_opts *o = spec->opts;
+    for (char **entry = environ; entry != NULL && *entry != NULL; entry++)
+        if (!is_owned(*entry)) strv_push(&v, elastic__strdup(*entry));
+    int rank = g->rank_base + spec->local_rank;
+    strv_pushf(&v, "LOCAL_RANK=%d", spec->local_rank);
+    strv_pushf(&v, "RANK=%d", rank);
+    strv_pushf(&v, "GROUP_RANK=%d", g->group_rank);
+    strv_pushf(&v, "ROLE_RANK=%d", rank); /* one role per job: role ranks are the global ranks */
+    strv_pushf(&v, "ROLE_NAME=%s", o->role);
+    strv_pushf(&v, "LOCAL_WORLD_SIZE=%d", g->local_world_size);
+    strv_pushf(&v, "WORLD_SIZE=%d", g->world_size);
+    strv_pushf(&v, "GROUP_WORLD_SIZE=%d", g->group_world_size);
+    strv_pushf(&v, "ROLE_WORLD_SIZE=%d", g->world_size);
+    strv_pushf(&v, "MASTER_ADDR=%s", g->master_addr);
+    strv_pushf(&v, "MASTER_PORT=%d", g->master_port);
+    strv_pushf(&v, "TORCHELASTIC_RESTART_COUNT=%d", g->restart_count);
+    strv_pushf(&v, "TORCHELASTIC_MAX_RESTARTS=%d", g->max_restarts);
+    strv_pushf(&v, "TORCHELASTIC_RUN_ID=%s", spec->run_id);
+    strv_pushf(&v, "TORCHELASTIC_USE_AGENT_STORE=False"); /* our store does not speak TCPStore */
+    strv_pushf(&v, "TORCHELASTIC_ERROR_FILE=%s", spec->error_file);
+    push_inherited_or(&v, "NCCL_ASYNC_ERROR_HANDLING", "1");
+    push_inherited_or(&v, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+    push_inherited_or(&v, "OMP_NUM_THREADS", o->nproc_per_node > 1 ? "1" : NULL);
+    strv_pushf(&v, "ELASTIC_STORE_ENDPOINT=%s", spec->store_endpoint);
+    strv_pushf(&v, "ELASTIC_STORE_PREFIX=%s", spec->store_prefix);
+    strv_pushf(&v, "ELASTIC_GENERATION=%llu", (unsigned long long)g->generation);
+    strv_pushf(&v, "ELASTIC_RUN_ID=%s", spec->run_id);
+    if (spec->store_token != NULL && spec->store_token[0] != '\0')
+        strv_pushf(&v, "ELASTIC_STORE_TOKEN=%s", spec->store_token);
+    return strv_done(&v, envp);
+}
+
+/* torchrun's macro: "${local_rank}" in an argument becomes the local rank. */
+static char *substitute_local_rank(const char *arg, int local_rank)
+{
+    static const char macro[] = "${local_rank}";
+    const char *at = strstr(arg, macro);
+    if (at == NULL) return elastic__strdup(arg);
+    char *out = NULL;
+    char *rest = substitute_local_rank(at + strlen(macro), local_rank);
+    if (rest == NULL || asprintf(&out, "%.*s%d%s", (int)(at - arg), arg, local_rank, rest) < 0) out = NULL;
+    free(rest);
+    return out;
+}
+
+static const char *python_interpreter(const elastic_agent_opts *o)
+{
+    if (o->python != NULL) return o->python;
+    const char *exec = getenv("PYTHON_EXEC");
+    return exec != NULL && *exec != '\0' ? exec : "python3";
+}
+
+int agent__command_build(const elastic_agent_opts *o, int local_rank, char ***argv)
+{
+    strv v = {0};
+    if (o->argc < 1) return elastic__fail(ELASTIC_EINVAL, "no program to run");
+    if (!o->no_python) {
+        strv_push(&v, elastic__strdup(python_interpreter(o)));
+        strv_push(&v, elastic__strdup("-u"));
+        if (o->module) strv_push(&v, elastic__strdup("-m"));
+    }
+    for (int i = 0; i < o->argc; i++) strv_push(&v, substitute_local_rank(o->argv[i], local_rank));
+    return strv_done(&v, argv);
+}

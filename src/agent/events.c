@@ -1,0 +1,115 @@
+/*
+ * The JSONL event log: one object per line, written with one write() so
+ * lines of concurrent agents appending to one file do not interleave.
+ * Schema: docs/OPERATIONS.md.
+ */
+#include "agent/group.h"
+
+#include "common/clock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct agent_events {
+    int fd;                          /* -1: no file */
+    char run_id[160];
+    char node_id[160];
+};
+
+int agent__events_open(const char *path, const char *run_id, const char *node_id, agent_events **out)
+{
+    agent_events *events = calloc(1, sizeof *events);
+    if (events == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+    events->fd = -1;
+    agent__json_escape(run_id, events->run_id, sizeof events->run_id);
+    agent__json_escape(node_id, events->node_id, sizeof events->node_id);
+    if (path != NULL && *path != '\0') {
+        events->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (events->fd < 0) {
+            int saved = errno;
+            free(events);
+            return elastic__fail(elastic__from_errno(saved), "--event-log %s: %s", path, strerror(saved));
+        }
+    }
+    *out = events;
+    return 0;
+}
+
+void agent__events_close(agent_events *events)
+{
+    if (events == NULL) return;
+    if (events->fd >= 0) close(events->fd);
+    free(events);
+}
+
+void agent__json_escape(const char *text, char *out, size_t size)
+{
+    size_t at = 0;
+    if (size == 0) return;
+    for (; text != NULL && *text != '\0'; text++) {
+        unsigned char c = (unsigned char)*text;
+        char escaped[8];
+        if (c == '"' || c == '\\') snprintf(escaped, sizeof escaped, "\\%c", c);
+        else if (c == '\n') snprintf(escaped, sizeof escaped, "\\n");
+        else if (c == '\t') snprintf(escaped, sizeof escaped, "\\t");
+        else if (c < 0x20 || c == 0x7f) snprintf(escaped, sizeof escaped, "\\u%04x", c);
+        else escaped[0] = (char)c, escaped[1] = '\0';
+        size_t len = strlen(escaped);
+        if (at + len + 1 > size) break;
+        memcpy(out + at, escaped, len);
+        at += len;
+    }
+    out[at] = '\0';
+}
+
+static void append(agent_event *event, const char *fmt, ...) ELASTIC__PRINTF(2, 3);
+static void append(agent_event *event, const char *fmt, ...)
+{
+    if (event->overflow) return;
+    va_list args;
+    va_start(args, fmt);
+    int written = vsnprintf(event->text + event->len, sizeof event->text - event->len, fmt, args);
+    va_end(args);
+    if (written < 0 || (size_t)written >= sizeof event->text - event->len - 2) {
+        event->overflow = true; /* the line is cut at the last whole field */
+        event->text[event->len] = '\0';
+        return;
+    }
+    event->len += (size_t)written;
+}
+
+void agent__event_begin(agent_event *event, const agent_events *events, const char *name)
+{
+    event->len = 0;
+    event->overflow = false;
+    append(event, "{\"ts_ms\":%llu,\"event\":\"%s\",\"run_id\":\"%s\",\"node\":\"%s\"",
+           (unsigned long long)elastic__wall_ms(), name, events->run_id, events->node_id);
+}
+
+void agent__event_int(agent_event *event, const char *key, int64_t value)
+{
+    append(event, ",\"%s\":%lld", key, (long long)value);
+}
+
+void agent__event_str(agent_event *event, const char *key, const char *value)
+{
+    char escaped[2048];
+    agent__json_escape(value, escaped, sizeof escaped);
+    append(event, ",\"%s\":\"%s\"", key, escaped);
+}
+
+void agent__event_emit(agent_events *events, agent_event *event)
+{
+    event->text[event->len++] = '}';
+    event->text[event->len++] = '\n';
+    event->text[event->len] = '\0';
+    ELASTIC_LOG_D("agent", "event %.*s", (int)event->len - 1, event->text);
+    if (events->fd < 0) return;
+    ssize_t written;
+    do written = write(events->fd, event->text, event->len);
+    while (written < 0 && errno == EINTR);
+    if (written != (ssize_t)event->len) ELASTIC_LOG_W("agent", "event log: short write");
+}

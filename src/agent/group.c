@@ -1,0 +1,362 @@
+/*
+ * The worker group's state machine, driven by libuv events on the agent's
+ * loop thread (worker exits arrive through SIGCHLD, never by polling):
+ *
+ *   IDLE --start--> RENDEZVOUS --formed--> RUNNING --every worker exited 0--> DONE (0)
+ *                     ^    |                  |
+ *                     |    |                  | a local worker unhealthy (agent__group_worker_unhealthy),
+ *                     |    |                  | the generation ended elsewhere, or SIGTERM/SIGINT
+ *                     |    |                  v
+ *                     +----|-- restart --- STOPPING (SIGTERM to every worker's process group,
+ *                          |                  |       SIGKILL after the grace period)
+ *                          |                  | shutdown: leave the rendezvous
+ *                          v                  v
+ *                        DONE <---------------+   (budget exhausted, job closed, too few nodes)
+ *
+ * Every transition happens on the loop thread; other threads (the blocking
+ * rendezvous, membership news, signal handlers) only post to `wake`.
+ */
+#include "agent/group.h"
+
+#include "common/clock.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+static void begin_rendezvous(agent_group *group);
+static void maybe_stopped(agent_group *group);
+
+static void set_done(agent_group *group, int exit_code)
+{
+    group->state = AGENT_DONE;
+    group->exit_code = exit_code;
+    uv_timer_stop(&group->grace_timer);
+}
+
+static void emit_job_end(agent_group *group, const char *status)
+{
+    agent_event event;
+    agent__event_begin(&event, group->events, "job_end");
+    agent__event_str(&event, "status", status);
+    agent__event_int(&event, "exit_code", group->exit_code);
+    agent__event_int(&event, "generations", (int64_t)group->generations);
+    agent__event_int(&event, "duration_ms", (int64_t)(elastic__now_ms() - group->started_ms));
+    agent__event_emit(group->events, &event);
+}
+
+/* ---- stopping --------------------------------------------------------------- */
+
+static void on_grace_expired(uv_timer_t *timer)
+{
+    agent_group *group = timer->data;
+    ELASTIC_LOG_W("agent", "workers still alive %d ms after SIGTERM: SIGKILL", group->opts->grace_period_ms);
+    agent__workers_signal(group, SIGKILL);
+}
+
+static void begin_stopping(agent_group *group, agent_stop_reason reason)
+{
+    group->state = AGENT_STOPPING;
+    group->stop_reason = reason;
+    group->stop_started_ms = elastic__now_ms();
+    agent__workers_signal(group, SIGTERM);
+    if (group->running > 0) uv_timer_start(&group->grace_timer, on_grace_expired, (uint64_t)group->opts->grace_period_ms, 0);
+    maybe_stopped(group);
+}
+
+static void finish_shutdown(agent_group *group)
+{
+    int rc = group->membership->ops->leave(group->membership);
+    if (rc != 0) ELASTIC_LOG_W("agent", "leaving the rendezvous: %s (%s)", elastic_err_name(rc), elastic_last_error());
+    set_done(group, 128 + group->stop_signal);
+    snprintf(group->summary, sizeof group->summary, "stopped by signal %d (%s)", group->stop_signal,
+             group->stop_signal > 0 ? strsignal(group->stop_signal) : "request");
+    emit_job_end(group, "stopped");
+}
+
+/* Every worker is reaped and its output drained: the generation is over here. */
+static void maybe_stopped(agent_group *group)
+{
+    if (group->state != AGENT_STOPPING || group->running > 0 || group->closing_streams > 0) return;
+    uv_timer_stop(&group->grace_timer);
+    agent__workers_signal(group, SIGKILL); /* grandchildren left in the workers' process groups */
+    agent_event event;
+    agent__event_begin(&event, group->events, "generation_stopped");
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_int(&event, "stop_ms", (int64_t)(elastic__now_ms() - group->stop_started_ms));
+    agent__event_emit(group->events, &event);
+    if (group->stop_reason == AGENT_STOP_FOR_SHUTDOWN) {
+        finish_shutdown(group);
+        return;
+    }
+    begin_rendezvous(group);
+}
+
+void agent__group_stream_closed(agent_group *group)
+{
+    group->closing_streams--;
+    maybe_stopped(group);
+}
+
+/* ---- the single place a local worker is declared unhealthy ------------------ */
+
+void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, const char *reason,
+                                   int exit_code, int term_signal)
+{
+    if (group->state != AGENT_RUNNING) return; /* already stopping: the first cause wins */
+    group->failure_ms = elastic__now_ms();
+    elastic_rdzv_cause cause = {.kind = ELASTIC_RDZV_FAILURE, .generation = group->current.generation,
+                                .rank = worker->rank, .exit_code = exit_code, .signal = term_signal,
+                                .time_ms = elastic__wall_ms()};
+    snprintf(cause.node_id, sizeof cause.node_id, "%s", group->node_id);
+    snprintf(cause.reason, sizeof cause.reason, "%s", reason);
+    /* Workers first: every millisecond here is a millisecond of recovery. */
+    begin_stopping(group, AGENT_STOP_FOR_RESTART);
+    agent__failure_record(group, worker, &cause);
+    agent_event event;
+    agent__event_begin(&event, group->events, "failure");
+    agent__event_int(&event, "generation", (int64_t)cause.generation);
+    agent__event_int(&event, "rank", worker->rank);
+    agent__event_int(&event, "local_rank", worker->local_rank);
+    agent__event_int(&event, "exit_code", exit_code);
+    agent__event_int(&event, "signal", term_signal);
+    agent__event_str(&event, "reason", reason);
+    agent__event_emit(group->events, &event);
+    int rc = group->membership->ops->end_generation(group->membership, &cause);
+    if (rc != 0) ELASTIC_LOG_W("agent", "ending generation %llu: %s (%s)", (unsigned long long)cause.generation,
+                               elastic_err_name(rc), elastic_last_error());
+}
+
+/* ---- worker exits ------------------------------------------------------------ */
+
+static void on_worker_exit(agent_group *group, agent_worker *worker)
+{
+    agent_event event;
+    agent__event_begin(&event, group->events, "worker_exited");
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_int(&event, "rank", worker->rank);
+    agent__event_int(&event, "local_rank", worker->local_rank);
+    agent__event_int(&event, "pid", worker->pid);
+    agent__event_int(&event, "exit_code", worker->exit_code);
+    agent__event_int(&event, "signal", worker->term_signal);
+    agent__event_int(&event, "runtime_ms", (int64_t)(elastic__now_ms() - worker->started_ms));
+    agent__event_emit(group->events, &event);
+    if (group->state != AGENT_RUNNING) return;
+    if (worker->exit_code == 0) {
+        if (++group->succeeded < group->nworkers) return;
+        int rc = group->membership->ops->finish(group->membership);
+        if (rc != 0) ELASTIC_LOG_W("agent", "finishing: %s (%s)", elastic_err_name(rc), elastic_last_error());
+        set_done(group, 0);
+        emit_job_end(group, "succeeded");
+        return;
+    }
+    char reason[128];
+    if (worker->term_signal != 0)
+        snprintf(reason, sizeof reason, "killed by signal %d (%s)", worker->term_signal, strsignal(worker->term_signal));
+    else
+        snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
+    agent__group_worker_unhealthy(group, worker, reason, worker->exit_code, worker->term_signal);
+}
+
+static void on_sigchld(uv_signal_t *handle, int signum)
+{
+    agent_group *group = handle->data;
+    (void)signum;
+    agent__workers_reap(group, on_worker_exit);
+    maybe_stopped(group);
+}
+
+/* ---- rendezvous ---------------------------------------------------------------- */
+
+static void generation_formed(agent_group *group, const elastic_rdzv_result *result)
+{
+    group->current = *result;
+    group->generations++;
+    agent_event event;
+    agent__event_begin(&event, group->events, "generation_formed");
+    agent__event_int(&event, "generation", (int64_t)result->generation);
+    agent__event_int(&event, "group_rank", result->group_rank);
+    agent__event_int(&event, "group_world_size", result->group_world_size);
+    agent__event_int(&event, "rank_base", result->rank_base);
+    agent__event_int(&event, "local_world_size", result->local_world_size);
+    agent__event_int(&event, "world_size", result->world_size);
+    agent__event_int(&event, "restart_count", result->restart_count);
+    agent__event_int(&event, "rendezvous_ms", (int64_t)(elastic__now_ms() - group->rendezvous_started_ms));
+    agent__event_emit(group->events, &event);
+    group->state = AGENT_RUNNING;
+    group->succeeded = 0;
+    if (agent__workers_start(group) != 0) return; /* a worker that could not start is a failure already handled */
+    if (group->failure_ms != 0) {
+        agent__event_begin(&event, group->events, "restarted");
+        agent__event_int(&event, "generation", (int64_t)result->generation);
+        agent__event_int(&event, "recovery_ms", (int64_t)(elastic__now_ms() - group->failure_ms));
+        agent__event_emit(group->events, &event);
+        group->failure_ms = 0;
+    }
+}
+
+static void rendezvous_finished(agent_group *group, int rc, const elastic_rdzv_result *result, const char *error)
+{
+    if (group->state == AGENT_DONE) return; /* stopped while next() blocked */
+    if (group->stop_signal != 0) { /* SIGTERM arrived while we waited */
+        if (rc == 0) group->current = *result;
+        finish_shutdown(group);
+        return;
+    }
+    if (rc == 0) {
+        generation_formed(group, result);
+        return;
+    }
+    set_done(group, 1);
+    agent__summary_write(group, rc, error);
+    emit_job_end(group, "failed");
+}
+
+static void rendezvous_thread_main(void *arg)
+{
+    agent_group *group = arg;
+    elastic_rdzv_result result;
+    int rc = group->membership->ops->next(group->membership, &result);
+    pthread_mutex_lock(&group->lock);
+    group->rendezvous_rc = rc;
+    group->rendezvous_result = result;
+    snprintf(group->rendezvous_error, sizeof group->rendezvous_error, "%s", rc != 0 ? elastic_last_error() : "");
+    group->rendezvous_done = true;
+    pthread_mutex_unlock(&group->lock);
+    uv_async_send(&group->wake);
+}
+
+static void begin_rendezvous(agent_group *group)
+{
+    group->state = AGENT_RENDEZVOUS;
+    group->rendezvous_started_ms = elastic__now_ms();
+    if (!group->membership->ops->next_blocks) {
+        elastic_rdzv_result result;
+        int rc = group->membership->ops->next(group->membership, &result);
+        rendezvous_finished(group, rc, &result, rc != 0 ? elastic_last_error() : "");
+        return;
+    }
+    group->rendezvous_done = false;
+    int rc = uv_thread_create(&group->rendezvous_thread, rendezvous_thread_main, group);
+    if (rc != 0) {
+        rendezvous_finished(group, ELASTIC_ESYS, NULL, uv_strerror(rc));
+        return;
+    }
+    group->rendezvous_thread_live = true;
+}
+
+/* ---- news from other threads ------------------------------------------------------ */
+
+static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
+{
+    if (group->state != AGENT_RUNNING || cause->generation != group->current.generation) return;
+    agent_event event;
+    agent__event_begin(&event, group->events, "generation_ended");
+    agent__event_int(&event, "generation", (int64_t)cause->generation);
+    agent__event_int(&event, "cause", cause->kind);
+    agent__event_str(&event, "by_node", cause->node_id);
+    agent__event_int(&event, "rank", cause->rank);
+    agent__event_str(&event, "reason", cause->reason);
+    agent__event_emit(group->events, &event);
+    group->failure_ms = elastic__now_ms();
+    begin_stopping(group, AGENT_STOP_FOR_RESTART);
+}
+
+static void handle_stop_request(agent_group *group, int signum)
+{
+    if (group->stop_signal != 0) return;
+    group->stop_signal = signum > 0 ? signum : SIGTERM;
+    ELASTIC_LOG_I("agent", "stop requested (signal %d)", group->stop_signal);
+    if (group->state == AGENT_RUNNING) begin_stopping(group, AGENT_STOP_FOR_SHUTDOWN);
+    else if (group->state == AGENT_STOPPING) group->stop_reason = AGENT_STOP_FOR_SHUTDOWN;
+    else if (group->state == AGENT_IDLE) finish_shutdown(group);
+    else if (group->state == AGENT_RENDEZVOUS) { /* next() blocks on its thread: no workers to stop */
+        set_done(group, 128 + group->stop_signal);
+        snprintf(group->summary, sizeof group->summary, "stopped by signal %d during the rendezvous", group->stop_signal);
+        emit_job_end(group, "stopped");
+    }
+    /* DONE: stop_signal tells a store host to stop serving. */
+}
+
+static void on_wake(uv_async_t *handle)
+{
+    agent_group *group = handle->data;
+    int signum = __atomic_exchange_n(&group->pending_stop_signal, -1, __ATOMIC_ACQ_REL);
+    if (signum >= 0) handle_stop_request(group, signum);
+    pthread_mutex_lock(&group->lock);
+    bool done = group->rendezvous_done, changed = group->change_pending;
+    elastic_rdzv_cause cause = group->change;
+    elastic_rdzv_result result = group->rendezvous_result;
+    int rc = group->rendezvous_rc;
+    char error[256];
+    snprintf(error, sizeof error, "%s", group->rendezvous_error);
+    group->rendezvous_done = group->change_pending = false;
+    pthread_mutex_unlock(&group->lock);
+    if (done) {
+        uv_thread_join(&group->rendezvous_thread);
+        group->rendezvous_thread_live = false;
+        rendezvous_finished(group, rc, &result, error);
+    }
+    if (changed) handle_change(group, &cause);
+}
+
+void agent__group_on_change(void *user, const elastic_rdzv_cause *cause)
+{
+    agent_group *group = user;
+    pthread_mutex_lock(&group->lock);
+    group->change = *cause;
+    group->change_pending = true;
+    pthread_mutex_unlock(&group->lock);
+    uv_async_send(&group->wake);
+}
+
+void agent__group_request_stop(agent_group *group, int signum)
+{
+    __atomic_store_n(&group->pending_stop_signal, signum > 0 ? signum : 0, __ATOMIC_RELEASE);
+    uv_async_send(&group->wake);
+}
+
+/* ---- life cycle ----------------------------------------------------------------------- */
+
+int agent__group_init(agent_group *group, uv_loop_t *loop)
+{
+    group->loop = loop;
+    group->pending_stop_signal = -1;
+    group->state = AGENT_IDLE;
+    int rc = pthread_mutex_init(&group->lock, NULL);
+    if (rc != 0) return elastic__fail(ELASTIC_ESYS, "mutex: %s", strerror(rc));
+    if ((rc = uv_signal_init(loop, &group->sigchld)) != 0 || (rc = uv_timer_init(loop, &group->grace_timer)) != 0 ||
+        (rc = uv_async_init(loop, &group->wake, on_wake)) != 0)
+        return elastic__fail(ELASTIC_ESYS, "agent loop: %s", uv_strerror(rc));
+    group->sigchld.data = group->grace_timer.data = group->wake.data = group;
+    rc = uv_signal_start(&group->sigchld, on_sigchld, SIGCHLD);
+    if (rc != 0) return elastic__fail(ELASTIC_ESYS, "SIGCHLD handler: %s", uv_strerror(rc));
+    return 0;
+}
+
+void agent__group_start(agent_group *group)
+{
+    group->started_ms = elastic__now_ms();
+    begin_rendezvous(group);
+}
+
+bool agent__group_close(agent_group *group)
+{
+    uv_close((uv_handle_t *)&group->sigchld, NULL);
+    uv_close((uv_handle_t *)&group->grace_timer, NULL);
+    uv_close((uv_handle_t *)&group->wake, NULL);
+    if (!group->rendezvous_thread_live) return true;
+    /* A rendezvous cannot be interrupted: its thread keeps using the group
+     * until next() returns. The process is about to exit; our lease ends
+     * with it, so the other nodes re-form without us. */
+    pthread_detach(group->rendezvous_thread);
+    return false;
+}
+
+void agent__group_destroy(agent_group *group)
+{
+    free(group->workers);
+    group->workers = NULL;
+    pthread_mutex_destroy(&group->lock);
+}

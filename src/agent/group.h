@@ -1,0 +1,243 @@
+/*
+ * The agent's runtime pieces on its libuv loop: worker processes and their
+ * output, the membership (local or rendezvous), the event log, and the
+ * worker group's state machine (group.c) that ties them together.
+ */
+#ifndef ELASTIC_AGENT_GROUP_H
+#define ELASTIC_AGENT_GROUP_H
+
+#include "agent/agent.h"
+
+#include <pthread.h>
+#include <sys/types.h>
+#include <uv.h>
+
+/* ---- processes (proc.c) ---------------------------------------------------- */
+
+typedef struct agent_spawn {
+    const char *path;                /* resolved executable */
+    const char *const *argv;
+    const char *const *envp;
+    const char *cwd;                 /* NULL: the agent's */
+} agent_spawn;
+
+/* Finds `name` on PATH (or checks a path with a slash) before forking. */
+int agent__resolve_program(const char *name, char *path, size_t path_size);
+/* Starts a worker as the leader of a new process group that dies with the
+ * agent. out_read/err_read (NULL: inherit) receive the read ends of pipes
+ * connected to its stdout/stderr. */
+int agent__proc_spawn(const agent_spawn *spec, pid_t *pid, int *out_read, int *err_read);
+/* Signals every process in a worker's process group (ESRCH is fine). */
+void agent__proc_signal_group(pid_t pgid, int signum);
+
+/* ---- worker output (output.c) ---------------------------------------------- */
+
+#define AGENT_TAIL_BYTES 2048
+
+typedef struct agent_stream {
+    uv_pipe_t pipe;
+    bool open;                       /* the pipe handle is live (closing counts as live) */
+    int console_fd;                  /* where the console copy goes; -1: none */
+    int file_fd;                     /* the log file; -1: none */
+    char prefix[24];                 /* "[3]:" when tee'd; "" otherwise */
+    char line[1024];                 /* partial line waiting for its prefix */
+    size_t line_len;
+    bool keep_tail;                  /* remember the last bytes (stderr) for the summary */
+    char tail[2 * AGENT_TAIL_BYTES];
+    size_t tail_len;
+    void (*on_closed)(void *owner);  /* after the handle closed */
+    void *owner;
+} agent_stream;
+
+/* Starts relaying `fd` (owned from now on) on the loop. */
+int agent__stream_open(uv_loop_t *loop, agent_stream *stream, int fd);
+/* Reads what the exited worker left in the pipe, flushes, closes the file
+ * and the handle (asynchronously: *closing_handles drops when done). */
+void agent__stream_finish(agent_stream *stream);
+/* The last bytes seen, at most size-1, NUL-terminated. */
+size_t agent__stream_tail(const agent_stream *stream, char *out, size_t size);
+
+/* ---- worker environment and command (env.c) -------------------------------- */
+
+typedef struct agent_worker_env {
+    const elastic_agent_opts *opts;
+    const elastic_rdzv_result *generation;
+    const char *run_id;
+    const char *store_endpoint;
+    const char *store_prefix;
+    const char *store_token;         /* NULL: none */
+    const char *error_file;
+    int local_rank;
+} agent_worker_env;
+
+/* A NULL-terminated environment: the agent's own minus what torchrun sets,
+ * plus torchrun's variables and ours. Free with agent__strv_free(). */
+int agent__env_build(const agent_worker_env *spec, char ***envp);
+/* The worker's argv (python3 -u script args / the program itself) with
+ * ${local_rank} substituted. Free with agent__strv_free(). */
+int agent__command_build(const elastic_agent_opts *opts, int local_rank, char ***argv);
+void agent__strv_free(char **strv);
+
+/* ---- membership (membership_local.c, membership_rdzv.c) -------------------- */
+
+typedef struct agent_membership agent_membership;
+/* News that the current generation must end; runs on any thread. */
+typedef void (*agent_change_fn)(void *user, const elastic_rdzv_cause *cause);
+
+typedef struct agent_membership_ops {
+    bool next_blocks;                /* run next() on a helper thread */
+    int (*next)(agent_membership *m, elastic_rdzv_result *result);
+    int (*end_generation)(agent_membership *m, const elastic_rdzv_cause *cause);
+    int (*finish)(agent_membership *m);
+    int (*leave)(agent_membership *m);
+    int (*first_failure)(agent_membership *m, elastic_rdzv_cause *cause);
+    void (*destroy)(agent_membership *m);
+} agent_membership_ops;
+
+struct agent_membership {
+    const agent_membership_ops *ops;
+};
+
+/* One node that needs no one's agreement: generations, budget and the first
+ * failure are kept in memory. */
+int agent__membership_local(int nproc, int max_restarts, const char *master_addr, agent_membership **m);
+
+/* Several nodes: elastic_rdzv_* over the job's store; on_change runs on the
+ * rendezvous' thread when the current generation must end. */
+int agent__membership_rdzv(const elastic_rdzv_opts *opts, agent_change_fn on_change, void *user,
+                           agent_membership **m);
+
+/* ---- event log (events.c) -------------------------------------------------- */
+
+typedef struct agent_events agent_events;
+typedef struct agent_event {
+    char text[4096];
+    size_t len;
+    bool overflow;
+} agent_event;
+
+/* path NULL: events are only logged at debug level. */
+int agent__events_open(const char *path, const char *run_id, const char *node_id, agent_events **events);
+void agent__events_close(agent_events *events);
+void agent__event_begin(agent_event *event, const agent_events *events, const char *name);
+void agent__event_int(agent_event *event, const char *key, int64_t value);
+void agent__event_str(agent_event *event, const char *key, const char *value);
+void agent__event_emit(agent_events *events, agent_event *event);
+/* JSON string escaping (into out, NUL-terminated, truncated to size). */
+void agent__json_escape(const char *text, char *out, size_t size);
+
+
+/* ---- the worker group (group.c, workers.c, summary.c) ----------------------- */
+
+typedef enum agent_state {
+    AGENT_IDLE,                      /* created, not started */
+    AGENT_RENDEZVOUS,                /* waiting for the next generation to form */
+    AGENT_RUNNING,                   /* this generation's workers run */
+    AGENT_STOPPING,                  /* workers got SIGTERM (SIGKILL after the grace period) */
+    AGENT_DONE                       /* the job ended for this node: see exit_code */
+} agent_state;
+
+typedef enum agent_stop_reason {
+    AGENT_STOP_NONE,
+    AGENT_STOP_FOR_RESTART,          /* the generation ended: rendezvous again */
+    AGENT_STOP_FOR_SHUTDOWN          /* SIGTERM/SIGINT to the agent: leave and exit */
+} agent_stop_reason;
+
+typedef struct agent_worker {
+    int local_rank;
+    int rank;
+    pid_t pid;                       /* leader of its own process group; 0: never started */
+    bool running;                    /* started and not yet reaped */
+    int exit_code;                   /* -1 when killed by a signal */
+    int term_signal;                 /* 0 when it exited */
+    uint64_t started_ms;             /* monotonic */
+    agent_stream out, err;
+    char dir[768];                   /* gen_<G>/rank_<R> under the log root */
+    char error_file[800];            /* its TORCHELASTIC_ERROR_FILE */
+} agent_worker;
+
+/* A failure this node saw first-hand, for the root-cause summary. */
+typedef struct agent_failure {
+    bool valid;
+    elastic_rdzv_cause cause;
+    int local_rank;
+    char detail[AGENT_TAIL_BYTES + 1];   /* its error file, else the tail of its stderr */
+    bool detail_is_error_file;
+} agent_failure;
+
+typedef struct agent_group {
+    uv_loop_t *loop;
+    const elastic_agent_opts *opts;
+    agent_membership *membership;
+    agent_events *events;
+    elastic_store *store;            /* job store (NULL when none): failure details are shared there */
+    const char *run_id;
+    const char *node_id;
+    const char *store_endpoint;
+    const char *store_token;
+    const char *log_root;            /* per-generation directories go here */
+    bool write_logs;                 /* stdout.log / stderr.log files */
+
+    agent_state state;
+    agent_stop_reason stop_reason;
+    elastic_rdzv_result current;
+    uint64_t generations;
+    agent_worker *workers;
+    int nworkers;
+    int running;                     /* workers not yet reaped */
+    int succeeded;                   /* workers of this generation that exited 0 */
+    int closing_streams;
+
+    uv_signal_t sigchld;
+    uv_timer_t grace_timer;
+    uv_async_t wake;                 /* stop requests and membership news from other threads */
+
+    /* from other threads (guarded by lock) and from signal handlers (atomic) */
+    pthread_mutex_t lock;
+    int pending_stop_signal;         /* atomic; -1: none */
+    bool change_pending;
+    elastic_rdzv_cause change;
+    bool rendezvous_thread_live;
+    uv_thread_t rendezvous_thread;
+    bool rendezvous_done;
+    int rendezvous_rc;
+    char rendezvous_error[256];
+    elastic_rdzv_result rendezvous_result;
+
+    uint64_t started_ms, rendezvous_started_ms, stop_started_ms, failure_ms;
+    int stop_signal;
+    agent_failure local_failure;
+    int exit_code;
+    char summary[4096];
+} agent_group;
+
+int agent__group_init(agent_group *group, uv_loop_t *loop);
+/* Starts the first rendezvous; the loop does the rest until state is DONE. */
+void agent__group_start(agent_group *group);
+/* THE place where a local worker is declared unhealthy (it failed, or a probe
+ * says it hangs): stops the local workers and ends the generation for every
+ * node with this cause (a failure: it consumes the restart budget). */
+void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, const char *reason,
+                                   int exit_code, int term_signal);
+/* A worker's output stream finished closing. */
+void agent__group_stream_closed(agent_group *group);
+/* Async-signal-safe: stop gracefully, leave, finish. */
+void agent__group_request_stop(agent_group *group, int signum);
+/* Membership news (any thread). */
+void agent__group_on_change(void *group, const elastic_rdzv_cause *cause);
+/* Closes the group's handles (the loop must then run until they closed). */
+/* false when a rendezvous is still blocked in next() (stopped meanwhile): the
+ * group's memory must then stay allocated until the process exits. */
+bool agent__group_close(agent_group *group);
+void agent__group_destroy(agent_group *group);
+
+/* workers.c: start and reap this generation's workers. */
+int agent__workers_start(agent_group *group);
+void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agent_worker *));
+void agent__workers_signal(agent_group *group, int signum);
+
+/* summary.c: root cause, error file and the failure's details in the store. */
+void agent__failure_record(agent_group *group, agent_worker *worker, const elastic_rdzv_cause *cause);
+void agent__summary_write(agent_group *group, int rc, const char *why);
+
+#endif /* ELASTIC_AGENT_GROUP_H */

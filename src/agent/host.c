@@ -1,0 +1,81 @@
+/*
+ * Where the job's store lives: parsing "host[:port]" endpoints and deciding
+ * whether an endpoint names this machine (then this agent hosts the store,
+ * as torchrun's c10d backend does).
+ */
+#include "agent/agent.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int agent__endpoint_parse(const char *endpoint, int default_port, char *host, size_t host_size, int *port)
+{
+    const char *port_text = NULL;
+    size_t host_len;
+    if (endpoint == NULL || *endpoint == '\0') return elastic__fail(ELASTIC_EINVAL, "empty endpoint");
+    if (endpoint[0] == '[') { /* [v6]:port */
+        const char *close = strchr(endpoint, ']');
+        if (close == NULL) return elastic__fail(ELASTIC_EINVAL, "\"%s\": missing ]", endpoint);
+        host_len = (size_t)(close - endpoint - 1);
+        endpoint++;
+        if (close[1] == ':') port_text = close + 2;
+        else if (close[1] != '\0') return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not [host]:port", endpoint - 1);
+    } else {
+        const char *colon = strrchr(endpoint, ':');
+        if (colon != NULL && strchr(endpoint, ':') != colon) colon = NULL; /* a bare IPv6 address */
+        host_len = colon ? (size_t)(colon - endpoint) : strlen(endpoint);
+        port_text = colon ? colon + 1 : NULL;
+    }
+    if (host_len == 0 || host_len >= host_size) return elastic__fail(ELASTIC_EINVAL, "\"%s\": bad host", endpoint);
+    memcpy(host, endpoint, host_len);
+    host[host_len] = '\0';
+    long value = default_port;
+    if (port_text != NULL && agent__parse_int(port_text, 0, 65535, &value) != 0)
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\": port is not in 0..65535", port_text);
+    *port = (int)value;
+    return 0;
+}
+
+static bool same_address(const struct sockaddr *a, const struct sockaddr *b)
+{
+    if (a == NULL || b == NULL || a->sa_family != b->sa_family) return false;
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->sa_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
+                      sizeof(struct in6_addr)) == 0;
+    return false;
+}
+
+static bool is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+    return false;
+}
+
+bool agent__address_is_local(const char *host)
+{
+    char hostname[256];
+    if (strcmp(host, "localhost") == 0) return true;
+    if (gethostname(hostname, sizeof hostname) == 0 && strcmp(host, hostname) == 0) return true;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found = NULL;
+    if (getaddrinfo(host, NULL, &hints, &found) != 0) return false;
+    struct ifaddrs *interfaces = NULL;
+    bool local = false;
+    getifaddrs(&interfaces);
+    for (struct addrinfo *ai = found; ai != NULL && !local; ai = ai->ai_next) {
+        if (is_loopback(ai->ai_addr)) local = true;
+        for (struct ifaddrs *ifa = interfaces; ifa != NULL && !local; ifa = ifa->ifa_next)
+            local = same_address(ai->ai_addr, ifa->ifa_addr);
+    }
+    freeifaddrs(interfaces);
+    freeaddrinfo(found);
+    return local;
+}

@@ -1,0 +1,140 @@
+/*
+ * The root cause of a failed job: the first failure's node, rank, exit code
+ * or signal, time, and its error file or stderr tail. Each agent records its
+ * own first failure (and shares the detail through the store); the summary
+ * is written when the job fails, and copied into our error file like torchrun.
+ */
+#include "agent/group.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Reads at most size-1 bytes of a small file; 0 bytes when absent. */
+static size_t read_small_file(const char *path, char *out, size_t size)
+{
+    out[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    size_t len = 0;
+    while (len + 1 < size) {
+        ssize_t got = read(fd, out + len, size - 1 - len);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        len += (size_t)got;
+    }
+    close(fd);
+    out[len] = '\0';
+    return len;
+}
+
+static void failure_key(const agent_group *group, uint64_t generation, const char *node_id, char *key, size_t size)
+{
+    snprintf(key, size, "agent/%s/failure/%llu/%s", group->run_id, (unsigned long long)generation, node_id);
+}
+
+void agent__failure_record(agent_group *group, agent_worker *worker, const elastic_rdzv_cause *cause)
+{
+    agent_failure *failure = &group->local_failure;
+    if (failure->valid) return; /* the summary names the first failure */
+    failure->valid = true;
+    failure->cause = *cause;
+    failure->local_rank = worker->local_rank;
+    failure->detail_is_error_file = read_small_file(worker->error_file, failure->detail, sizeof failure->detail) > 0;
+    if (!failure->detail_is_error_file) agent__stream_tail(&worker->err, failure->detail, sizeof failure->detail);
+    if (group->store == NULL) return;
+    char key[512];
+    failure_key(group, cause->generation, group->node_id, key, sizeof key);
+    int rc = elastic_store_set(group->store, key, failure->detail, strlen(failure->detail));
+    if (rc != 0) ELASTIC_LOG_W("agent", "sharing the failure's detail: %s", elastic_err_name(rc));
+}
+
+static void format_time(uint64_t wall_ms, char *out, size_t size)
+{
+    time_t seconds = (time_t)(wall_ms / 1000);
+    struct tm tm;
+    gmtime_r(&seconds, &tm);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, size, "%s.%03uZ", date, (unsigned)(wall_ms % 1000));
+}
+
+/* The first failure's detail: ours, or the failing node's from the store. */
+static bool failure_detail(agent_group *group, const elastic_rdzv_cause *cause, char *out, size_t size, bool *is_error_file)
+{
+    const agent_failure *local = &group->local_failure;
+    *is_error_file = false;
+    if (local->valid && local->cause.generation == cause->generation && local->cause.rank == cause->rank &&
+        strcmp(local->cause.node_id, cause->node_id) == 0) {
+        snprintf(out, size, "%s", local->detail);
+        *is_error_file = local->detail_is_error_file;
+        return true;
+    }
+    if (group->store == NULL) return false;
+    char key[512];
+    void *value = NULL;
+    size_t len = 0;
+    failure_key(group, cause->generation, cause->node_id, key, sizeof key);
+    if (elastic_store_try_get(group->store, key, &value, &len) != 0) return false;
+    snprintf(out, size, "%.*s", (int)len, (const char *)value);
+    elastic_free(value);
+    *is_error_file = out[0] == '{';
+    return true;
+}
+
+static void write_error_file(const agent_group *group, const char *detail, bool detail_is_error_file)
+{
+    const char *path = group->opts->error_file != NULL ? group->opts->error_file : getenv("TORCHELASTIC_ERROR_FILE");
+    if (path == NULL || *path == '\0') return;
+    char escaped[2 * sizeof group->summary];
+    char json[sizeof escaped + 128];
+    const char *content = detail;
+    if (!detail_is_error_file) {
+        agent__json_escape(group->summary, escaped, sizeof escaped);
+        snprintf(json, sizeof json, "{\"message\": {\"message\": \"%s\", \"extraInfo\": {\"timestamp\": \"%llu\"}}}\n",
+                 escaped, (unsigned long long)time(NULL));
+        content = json;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, content, strlen(content)) != (ssize_t)strlen(content))
+        ELASTIC_LOG_W("agent", "error file %s: %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
+}
+
+static void describe_failure(agent_group *group, const elastic_rdzv_cause *cause, char *detail, size_t detail_size,
+                             bool *is_error_file)
+{
+    char when[40], how[96];
+    format_time(cause->time_ms, when, sizeof when);
+    if (cause->signal != 0) snprintf(how, sizeof how, "killed by signal %d (%s)", cause->signal, strsignal(cause->signal));
+    else snprintf(how, sizeof how, "exit code %d", cause->exit_code);
+    size_t used = strlen(group->summary);
+    used += (size_t)snprintf(group->summary + used, sizeof group->summary - used,
+                             "first failure: rank %d on node %s, generation %llu, %s, at %s (%s)\n", cause->rank,
+                             cause->node_id, (unsigned long long)cause->generation, how, when, cause->reason);
+    if (used >= sizeof group->summary || !failure_detail(group, cause, detail, detail_size, is_error_file) || detail[0] == '\0')
+        return;
+    snprintf(group->summary + used, sizeof group->summary - used, "%s of rank %d:\n%s%s",
+             *is_error_file ? "error file" : "last lines of stderr", cause->rank, detail,
+             detail[strlen(detail) - 1] == '\n' ? "" : "\n");
+}
+
+void agent__summary_write(agent_group *group, int rc, const char *why)
+{
+    char detail[AGENT_TAIL_BYTES + 1] = "";
+    bool is_error_file = false;
+    elastic_rdzv_cause cause;
+    if (rc == ELASTIC_EBUDGET) {
+        snprintf(group->summary, sizeof group->summary, "the job failed: restart budget exhausted (--max-restarts %d)\n",
+                 group->opts->max_restarts);
+        if (group->membership->ops->first_failure(group->membership, &cause) == 0)
+            describe_failure(group, &cause, detail, sizeof detail, &is_error_file);
+    } else {
+        snprintf(group->summary, sizeof group->summary, "the job failed: rendezvous: %s%s%s\n", elastic_strerror(rc),
+                 why != NULL && *why ? ": " : "", why != NULL ? why : "");
+    }
+    write_error_file(group, detail, is_error_file);
+}

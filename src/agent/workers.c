@@ -1,0 +1,169 @@
+/*
+ * One generation's local workers: their directories and log files, their
+ * environment and command, starting them, reaping them on SIGCHLD and
+ * signalling their process groups.
+ */
+#include "agent/group.h"
+
+#include "common/clock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int make_dirs(char *path)
+{
+    for (char *slash = strchr(path + 1, '/');; slash = strchr(slash + 1, '/')) {
+        if (slash != NULL) *slash = '\0';
+        int rc = mkdir(path, 0755);
+        int saved = errno;
+        if (slash != NULL) *slash = '/';
+        if (rc != 0 && saved != EEXIST) return elastic__fail(elastic__from_errno(saved), "mkdir %s: %s", path, strerror(saved));
+        if (slash == NULL) return 0;
+    }
+}
+
+static int open_log(const agent_worker *worker, const char *name)
+{
+    char path[900];
+    snprintf(path, sizeof path, "%s/%s", worker->dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) ELASTIC_LOG_W("agent", "log file %s: %s", path, strerror(errno));
+    return fd;
+}
+
+static void on_stream_closed(void *owner) { agent__group_stream_closed(owner); }
+
+/* Where a stream goes: redirected = file only; tee'd = file and console with
+ * a "[rank]:" prefix; neither = console as is (and the file with --log-dir). */
+static void setup_stream(agent_group *group, agent_worker *worker, agent_stream *stream, int bit, int console_fd)
+{
+    int redirect_mask = 0, tee_mask = 0;
+    agent__std_parse(group->opts->redirects, worker->local_rank, &redirect_mask);
+    agent__std_parse(group->opts->tee, worker->local_rank, &tee_mask);
+    memset(stream, 0, sizeof *stream);
+    stream->file_fd = -1;
+    stream->console_fd = console_fd;
+    stream->owner = group;
+    stream->on_closed = on_stream_closed;
+    stream->keep_tail = bit == AGENT_STD_ERR;
+    if (tee_mask & bit) snprintf(stream->prefix, sizeof stream->prefix, "[%d]:", worker->rank);
+    else if (redirect_mask & bit) stream->console_fd = -1;
+    if (group->write_logs || ((redirect_mask | tee_mask) & bit))
+        stream->file_fd = open_log(worker, bit == AGENT_STD_OUT ? "stdout.log" : "stderr.log");
+}
+
+static int prepare_worker(agent_group *group, agent_worker *worker, int local_rank)
+{
+    memset(worker, 0, sizeof *worker);
+    worker->local_rank = local_rank;
+    worker->rank = group->current.rank_base + local_rank;
+    snprintf(worker->dir, sizeof worker->dir, "%s/gen_%llu/rank_%d", group->log_root,
+             (unsigned long long)group->current.generation, worker->rank);
+    snprintf(worker->error_file, sizeof worker->error_file, "%s/error.json", worker->dir);
+    int rc = make_dirs(worker->dir);
+    if (rc != 0) return rc;
+    unlink(worker->error_file); /* a stale file must not be taken for this run's error */
+    setup_stream(group, worker, &worker->out, AGENT_STD_OUT, STDOUT_FILENO);
+    setup_stream(group, worker, &worker->err, AGENT_STD_ERR, STDERR_FILENO);
+    return 0;
+}
+
+static int spawn_worker(agent_group *group, agent_worker *worker, const char *path, char **argv)
+{
+    char prefix[400];
+    snprintf(prefix, sizeof prefix, "job/%s/gen/%llu/", group->run_id, (unsigned long long)group->current.generation);
+    agent_worker_env spec = {.opts = group->opts, .generation = &group->current, .run_id = group->run_id,
+                             .store_endpoint = group->store_endpoint, .store_prefix = prefix,
+                             .store_token = group->store_token, .error_file = worker->error_file,
+                             .local_rank = worker->local_rank};
+    char **envp = NULL;
+    int rc = agent__env_build(&spec, &envp);
+    if (rc != 0) return rc;
+    int out_fd = -1, err_fd = -1;
+    agent_spawn spawn = {.path = path, .argv = (const char *const *)argv, .envp = (const char *const *)envp};
+    rc = agent__proc_spawn(&spawn, &worker->pid, &out_fd, &err_fd);
+    agent__strv_free(envp);
+    if (rc != 0) return rc;
+    worker->running = true;
+    worker->started_ms = elastic__now_ms();
+    group->running++;
+    if (agent__stream_open(group->loop, &worker->out, out_fd) != 0 ||
+        agent__stream_open(group->loop, &worker->err, err_fd) != 0)
+        ELASTIC_LOG_W("agent", "rank %d: output not relayed: %s", worker->rank, elastic_last_error());
+    return 0;
+}
+
+static void emit_started(agent_group *group, const agent_worker *worker)
+{
+    agent_event event;
+    agent__event_begin(&event, group->events, "worker_started");
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_int(&event, "rank", worker->rank);
+    agent__event_int(&event, "local_rank", worker->local_rank);
+    agent__event_int(&event, "pid", worker->pid);
+    agent__event_emit(group->events, &event);
+}
+
+int agent__workers_start(agent_group *group)
+{
+    int nworkers = group->current.local_world_size;
+    if (group->workers == NULL || group->nworkers != nworkers) {
+        free(group->workers);
+        group->nworkers = 0;
+        group->workers = calloc((size_t)nworkers, sizeof *group->workers);
+        if (group->workers == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+    }
+    /* The last generation's workers are reaped and their streams closed
+     * (STOPPING waited for both): forget their pids before anything can fail. */
+    memset(group->workers, 0, (size_t)nworkers * sizeof *group->workers);
+    group->nworkers = nworkers;
+    for (int local_rank = 0; local_rank < nworkers; local_rank++) {
+        agent_worker *worker = &group->workers[local_rank];
+        char path[4096];
+        char **argv = NULL;
+        int rc = prepare_worker(group, worker, local_rank);
+        if (rc == 0) rc = agent__command_build(group->opts, local_rank, &argv);
+        if (rc == 0) rc = agent__resolve_program(argv[0], path, sizeof path);
+        if (rc == 0) rc = spawn_worker(group, worker, path, argv);
+        agent__strv_free(argv);
+        if (rc != 0) {
+            char reason[256];
+            snprintf(reason, sizeof reason, "could not start: %s", elastic_last_error());
+            ELASTIC_LOG_E("agent", "rank %d %s", worker->rank, reason);
+            agent__group_worker_unhealthy(group, worker, reason, 127, 0);
+            return rc;
+        }
+        emit_started(group, worker);
+    }
+    return 0;
+}
+
+void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agent_worker *))
+{
+    for (int i = 0; i < group->nworkers; i++) {
+        agent_worker *worker = &group->workers[i];
+        int status;
+        if (!worker->running) continue;
+        pid_t got = waitpid(worker->pid, &status, WNOHANG);
+        if (got != worker->pid) continue;
+        worker->running = false;
+        group->running--;
+        worker->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        worker->term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        group->closing_streams += (int)worker->out.open + (int)worker->err.open;
+        agent__stream_finish(&worker->out);
+        agent__stream_finish(&worker->err);
+        on_exit(group, worker);
+    }
+}
+
+void agent__workers_signal(agent_group *group, int signum)
+{
+    for (int i = 0; i < group->nworkers; i++)
+        if (group->workers[i].pid > 0) agent__proc_signal_group(group->workers[i].pid, signum);
+}

@@ -1,0 +1,98 @@
+/*
+ * The checkpoint handle: options and their bounds, opening a directory
+ * (with cleanup of what crashed writers left) and closing.
+ */
+#include "ckpt/ckpt.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+ELASTIC_EXTERN void elastic_ckpt_opts_init(elastic_ckpt_opts *opts)
+{
+    if (opts == NULL) return;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    *opts = (elastic_ckpt_opts){
+        .struct_size = sizeof *opts,
+        .compression = ELASTIC_CKPT_ZSTD,
+        .zstd_level = 1,
+        .threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus,
+        .chunk_bytes = 4u << 20,
+        .fsync = ELASTIC_CKPT_FSYNC_FULL,
+        .verify = ELASTIC_CKPT_VERIFY_FULL,
+        .world = 1,
+        .shared_storage = -1,
+        .commit_timeout_ms = 600000,
+        .max_blob_bytes = 1ull << 40,
+    };
+}
+
+static int check_opts(elastic_ckpt_opts *o)
+{
+    if (o->compression != ELASTIC_CKPT_NONE && o->compression != ELASTIC_CKPT_ZSTD)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: compression must be ELASTIC_CKPT_NONE or _ZSTD");
+    if (o->zstd_level < -100 || o->zstd_level > 22) return elastic__fail(ELASTIC_EINVAL, "ckpt: zstd_level out of range");
+    if (o->threads < 0 || o->threads > 256) return elastic__fail(ELASTIC_EINVAL, "ckpt: threads out of range");
+    if (o->chunk_bytes < CKPT_MIN_CHUNK || o->chunk_bytes > CKPT_MAX_CHUNK)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: chunk_bytes must be %u..%u", CKPT_MIN_CHUNK, CKPT_MAX_CHUNK);
+    if (o->fsync != ELASTIC_CKPT_FSYNC_FULL && o->fsync != ELASTIC_CKPT_FSYNC_NONE)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: unknown fsync policy");
+    if (o->verify != ELASTIC_CKPT_VERIFY_FULL && o->verify != ELASTIC_CKPT_VERIFY_MANIFEST)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: unknown verify level");
+    if (o->world == 0 || o->world > CKPT_MAX_WORLD || o->rank >= o->world)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: rank %u / world %u out of range", o->rank, o->world);
+    if (o->commit_timeout_ms < 0) return elastic__fail(ELASTIC_EINVAL, "ckpt: commit_timeout_ms must be >= 0");
+    if (o->shared_storage < 0) o->shared_storage = o->store == NULL;
+    if (o->world > 1 && o->store == NULL && !o->shared_storage)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: several ranks without a store need shared storage");
+    return 0;
+}
+
+static void free_handle(elastic_ckpt *c)
+{
+    ckpt__pool_stop(c->pool);
+    ckpt__ctx_free(c->ctx);
+    ckpt__view_free(c->view);
+    pthread_mutex_destroy(&c->lock);
+    free(c->dir);
+    free(c);
+}
+
+ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *opts, elastic_ckpt **out)
+{
+    elastic__clear_error();
+    if (dir == NULL || *dir == '\0' || out == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt open: NULL argument");
+    if (strlen(dir) > 3900) return elastic__fail(ELASTIC_EINVAL, "ckpt open: directory path too long");
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o);
+    int rc = ELASTIC__OPTS_COPY(&o, opts);
+    if (rc == 0) rc = check_opts(&o);
+    if (rc) return rc;
+    struct stat st;
+    if (stat(dir, &st) != 0 && (errno != ENOENT || mkdir(dir, 0755) != 0 || stat(dir, &st) != 0))
+        return ckpt__fail_errno(errno, "create", dir);
+    if (!S_ISDIR(st.st_mode)) return elastic__fail(ELASTIC_EINVAL, "%s is not a directory", dir);
+    elastic_ckpt *c = calloc(1, sizeof *c);
+    if (c == NULL) return elastic__fail(ELASTIC_ENOMEM, "ckpt handle");
+    pthread_mutex_init(&c->lock, NULL);
+    c->opts = o;
+    c->dir = elastic__strdup(dir);
+    c->ctx = ckpt__ctx_new();
+    rc = c->dir && c->ctx ? 0 : elastic__fail(ELASTIC_ENOMEM, "ckpt handle");
+    if (rc == 0 && o.threads > 1) rc = ckpt__pool_start(o.threads, &c->pool);
+    if (rc) {
+        free_handle(c);
+        return rc;
+    }
+    ckpt__cleanup_on_open(c);
+    *out = c;
+    return 0;
+}
+
+ELASTIC_EXTERN void elastic_ckpt_close(elastic_ckpt *c)
+{
+    if (c == NULL) return;
+    ckpt__async_stop(c);
+    free_handle(c);
+}

@@ -1,0 +1,239 @@
+/*
+ * Internals of the checkpoint store shared by its files: the on-disk format
+ * (format.c), file-system helpers (io.c), the worker pool (pool.c), the shard
+ * writer (writer.c), the commit protocol (commit.c), readers (reader.c),
+ * retention and cleanup (retention.c) and the asynchronous saver (async.c).
+ */
+#ifndef ELASTIC_CKPT_INTERNAL_H
+#define ELASTIC_CKPT_INTERNAL_H
+
+#include "common/common.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- format (docs/CHECKPOINT.md) ----------------------------------------- */
+
+#define CKPT_VERSION 1u
+#define CKPT_HEADER_BYTES 4096u     /* the shard header, padded so data starts page-aligned */
+#define CKPT_TRAILER_BYTES 48u
+#define CKPT_MAX_NAME 1024u
+#define CKPT_MAX_BLOBS (1u << 20)
+#define CKPT_MAX_MANIFEST (256u << 20)
+#define CKPT_MAX_WORLD (1u << 20)
+#define CKPT_MIN_CHUNK (64u << 10)
+#define CKPT_MAX_CHUNK (64u << 20)
+#define CKPT_CODEC_RAW 0u
+#define CKPT_CODEC_ZSTD 1u
+
+typedef struct ckpt_chunk {
+    uint64_t offset;     /* in the shard file (derived, not stored) */
+    uint32_t raw_len;
+    uint32_t stored_len;
+    uint32_t codec;
+    uint64_t hash;       /* XXH3-64 of the stored bytes */
+} ckpt_chunk;
+
+typedef struct ckpt_blob {
+    const char *name;    /* points into the manifest's name storage */
+    uint32_t flags;
+    uint64_t raw_len;
+    uint64_t data_offset;
+    uint64_t stored_len;
+    size_t first_chunk;
+    size_t chunk_count;
+} ckpt_blob;
+
+typedef struct ckpt_manifest {
+    uint64_t step;
+    uint64_t generation;
+    uint32_t rank;
+    uint32_t world;
+    uint32_t chunk_size;
+    ckpt_blob *blobs;
+    size_t blob_count, blob_cap;
+    ckpt_chunk *chunks;
+    size_t chunk_count, chunk_cap;
+    char *names;         /* decoded manifests: one allocation holding every name */
+} ckpt_manifest;
+
+/* Identity fields of a shard header. */
+typedef struct ckpt_header {
+    uint64_t step;
+    uint64_t generation;
+    uint32_t rank;
+    uint32_t world;
+    uint32_t chunk_size;
+} ckpt_header;
+
+typedef struct ckpt_trailer {
+    uint64_t manifest_offset;
+    uint64_t manifest_len;
+    uint64_t manifest_hash;
+    uint64_t step;
+} ckpt_trailer;
+
+/* What the commit record holds for each rank's shard. */
+typedef struct ckpt_shard_digest {
+    uint64_t file_size;
+    uint64_t manifest_hash;
+} ckpt_shard_digest;
+
+typedef struct ckpt_commit_record {
+    uint64_t step;
+    uint64_t generation;
+    uint32_t world;
+    ckpt_shard_digest *shards; /* world entries */
+} ckpt_commit_record;
+
+/* A growable byte buffer for encoders. */
+typedef struct ckpt_buf {
+    uint8_t *data;
+    size_t len, cap;
+    bool oom;
+} ckpt_buf;
+
+void ckpt__buf_put(ckpt_buf *b, const void *data, size_t len);
+void ckpt__buf_u16(ckpt_buf *b, uint16_t v);
+void ckpt__buf_u32(ckpt_buf *b, uint32_t v);
+void ckpt__buf_u64(ckpt_buf *b, uint64_t v);
+
+uint64_t ckpt__hash(const void *data, size_t len); /* XXH3-64 */
+
+void ckpt__header_encode(const ckpt_header *h, uint8_t out[CKPT_HEADER_BYTES]);
+int ckpt__header_decode(const uint8_t *in, size_t len, ckpt_header *h);
+void ckpt__trailer_encode(const ckpt_trailer *t, uint8_t out[CKPT_TRAILER_BYTES]);
+int ckpt__trailer_decode(const uint8_t *in, size_t len, ckpt_trailer *t);
+int ckpt__manifest_encode(const ckpt_manifest *m, ckpt_buf *out);
+/* Decodes and checks every bound and the chunk layout (chunks follow each
+ * other from `data_start` to `data_end`). */
+int ckpt__manifest_decode(const uint8_t *in, size_t len, uint64_t data_start, uint64_t data_end,
+                          ckpt_manifest *m);
+void ckpt__manifest_free(ckpt_manifest *m);
+const ckpt_blob *ckpt__manifest_find(const ckpt_manifest *m, const char *name);
+int ckpt__commit_encode(const ckpt_commit_record *r, ckpt_buf *out);
+int ckpt__commit_decode(const uint8_t *in, size_t len, ckpt_commit_record *r);
+void ckpt__commit_free(ckpt_commit_record *r);
+
+/* ---- file system ---------------------------------------------------------- */
+
+#define CKPT_COMMIT_NAME "COMMIT"
+#define CKPT_TMP_PREFIX ".tmp-"
+
+/* "<dir>/step-<20 digits>" */
+void ckpt__step_dir(const char *dir, uint64_t step, char *out, size_t cap);
+/* "shard-<rank>-g<generation>.elck" */
+void ckpt__shard_name(uint32_t rank, uint64_t generation, char *out, size_t cap);
+bool ckpt__parse_step_dir(const char *name, uint64_t *step);
+
+/* Maps errno to an ELASTIC_E* code and records "what path: why". */
+int ckpt__fail_errno(int err, const char *what, const char *path);
+/* Prefixes the current error detail with the path (unless it names it already). */
+int ckpt__fail_in(int rc, const char *path);
+int ckpt__write_all(int fd, const void *data, size_t len, const char *path);
+int ckpt__pread_all(int fd, void *buf, size_t len, uint64_t offset, const char *path);
+int ckpt__fsync_fd(int fd, const char *path);
+int ckpt__fsync_dir(const char *path);
+/* Writes a small file atomically: temp in the same directory, fsync (when
+ * `durable`), rename, fsync the directory. */
+int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag, const void *data,
+                            size_t len, bool durable);
+/* Reads a whole small file (at most max bytes). */
+int ckpt__read_small_file(const char *path, size_t max, uint8_t **data, size_t *len);
+/* Removes a directory tree of depth one (a step directory). */
+int ckpt__remove_step_dir(const char *path);
+
+/* Fault injection for tests: the next `countdown`-th write (1 = the next)
+ * or fsync fails with errno `err`. 0 disarms. Process-wide. */
+typedef enum { CKPT_FAULT_WRITE = 0, CKPT_FAULT_FSYNC = 1 } ckpt_fault_op;
+void ckpt__inject_fault(ckpt_fault_op op, int countdown, int err);
+
+/* ---- worker pool ------------------------------------------------------------ */
+
+typedef struct ckpt_pool ckpt_pool;
+typedef struct ckpt_worker_ctx ckpt_worker_ctx; /* per-thread zstd contexts */
+
+typedef struct ckpt_task {
+    void (*run)(struct ckpt_task *task, ckpt_worker_ctx *ctx);
+    int done;            /* guarded by the pool's lock */
+    struct ckpt_task *next;
+} ckpt_task;
+
+int ckpt__pool_start(int threads, ckpt_pool **pool);
+void ckpt__pool_stop(ckpt_pool *pool);
+/* Runs the task on a pool thread (or inline when the pool is NULL). */
+void ckpt__pool_submit(ckpt_pool *pool, ckpt_worker_ctx *inline_ctx, ckpt_task *task);
+void ckpt__pool_wait(ckpt_pool *pool, ckpt_task *task);
+
+ckpt_worker_ctx *ckpt__ctx_new(void);
+void ckpt__ctx_free(ckpt_worker_ctx *ctx);
+/* Compresses src into dst (capacity dst_cap) at level; 0 with *out_len set
+ * when it shrank the data enough to be worth it, else ELASTIC_ELIMIT. */
+int ckpt__ctx_compress(ckpt_worker_ctx *ctx, int level, const void *src, size_t len, void *dst, size_t dst_cap,
+                       size_t *out_len);
+int ckpt__ctx_decompress(ckpt_worker_ctx *ctx, const void *src, size_t len, void *dst, size_t raw_len);
+/* A scratch buffer of at least len bytes owned by the context. */
+void *ckpt__ctx_scratch(ckpt_worker_ctx *ctx, size_t len);
+size_t ckpt__compress_bound(size_t len);
+
+/* ---- the handle --------------------------------------------------------------- */
+
+typedef struct ckpt_async ckpt_async;
+typedef struct ckpt_step_view ckpt_step_view;
+
+struct elastic_ckpt {
+    char *dir;
+    elastic_ckpt_opts opts;
+    ckpt_pool *pool;          /* NULL when opts.threads <= 1 */
+    ckpt_worker_ctx *ctx;     /* the caller thread's contexts */
+    bool txn_open;            /* a transaction (sync or async) is open */
+    pthread_mutex_t lock;     /* guards txn_open against the async thread */
+    ckpt_async *async;
+    ckpt_step_view *view;     /* the last step opened for reading */
+    unsigned tmp_counter;
+};
+
+/* ---- writer (writer.c) --------------------------------------------------------- */
+
+/* begin without the one-transaction check (the async thread holds it);
+ * `ctx` serves chunks run on the calling thread. Releases the claim when it fails. */
+int ckpt__txn_begin(elastic_ckpt *c, uint64_t step, ckpt_worker_ctx *ctx, elastic_ckpt_txn **txn);
+bool ckpt__txn_try_claim(elastic_ckpt *c);
+void ckpt__txn_release(elastic_ckpt *c);
+
+/* ---- commit (commit.c) ----------------------------------------------------------- */
+
+/* The rank-local commit is done (the shard renamed into place); now the
+ * global one. `digest` is this shard's. */
+int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest);
+/* Size and manifest hash of a shard file from its trailer (trailer may be NULL). */
+int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer);
+/* Writes the step's COMMIT file atomically. */
+int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r);
+/* Store mode (commit_store.c): the global commit, and recovering a commit
+ * record this rank did not get to write locally. */
+int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest);
+int ckpt__store_recover_commit(elastic_ckpt *c, uint64_t step);
+
+/* ---- reader (reader.c) ----------------------------------------------------------- */
+
+/* Committed steps, newest first, that verify at `verify` level. */
+int ckpt__valid_steps(elastic_ckpt *c, int verify, size_t max, uint64_t **steps, size_t *n);
+/* Every step directory present, ascending. */
+int ckpt__scan_steps(const char *dir, uint64_t **steps, size_t *n);
+void ckpt__view_free(ckpt_step_view *v);
+
+/* ---- retention (retention.c) ------------------------------------------------------ */
+
+void ckpt__cleanup_on_open(elastic_ckpt *c);
+void ckpt__apply_retention(elastic_ckpt *c);
+
+/* ---- async (async.c) ---------------------------------------------------------------- */
+
+void ckpt__async_stop(elastic_ckpt *c);
+/* Tests: while held, a staged asynchronous save does not start. */
+int ckpt__async_hold(elastic_ckpt *c, bool hold);
+
+#endif /* ELASTIC_CKPT_INTERNAL_H */

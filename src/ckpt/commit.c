@@ -1,0 +1,89 @@
+/*
+ * The global commit: a step becomes the latest only when every rank of the
+ * generation committed its shard. With shared storage the rank that finds
+ * every shard in place (the last to rename its own) writes the step's commit
+ * record; with a store the record goes through the store (commit_store.c).
+ */
+#include "ckpt/ckpt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ckpt__fail_errno(errno, "open", path);
+    struct stat st;
+    uint8_t raw[CKPT_TRAILER_BYTES];
+    int rc = fstat(fd, &st) == 0 ? 0 : ckpt__fail_errno(errno, "stat", path);
+    if (rc == 0 && (uint64_t)st.st_size < CKPT_HEADER_BYTES + CKPT_TRAILER_BYTES)
+        rc = elastic__fail(ELASTIC_ECORRUPT, "%s: truncated (%lld bytes)", path, (long long)st.st_size);
+    if (rc == 0) rc = ckpt__pread_all(fd, raw, sizeof raw, (uint64_t)st.st_size - sizeof raw, path);
+    close(fd);
+    ckpt_trailer t;
+    if (rc == 0 && (rc = ckpt__trailer_decode(raw, sizeof raw, &t)) != 0)
+        rc = ckpt__fail_in(rc, path);
+    if (rc) return rc;
+    digest->file_size = (uint64_t)st.st_size;
+    digest->manifest_hash = t.manifest_hash;
+    if (trailer) *trailer = t;
+    return 0;
+}
+
+int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r)
+{
+    ckpt_buf buf = {0};
+    int rc = ckpt__commit_encode(r, &buf);
+    char step_dir[PATH_MAX], tag[32];
+    ckpt__step_dir(c->dir, r->step, step_dir, sizeof step_dir);
+    snprintf(tag, sizeof tag, "r%" PRIu32, c->opts.rank);
+    if (rc == 0)
+        rc = ckpt__write_file_atomic(step_dir, CKPT_COMMIT_NAME, tag, buf.data, buf.len,
+                                     c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL);
+    free(buf.data);
+    return rc;
+}
+
+/* Shared storage: when every rank's shard of this generation is in place,
+ * write the record. Not finding them all is not an error: a later rank will. */
+static int shared_dir_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *own)
+{
+    const elastic_ckpt_opts *o = &c->opts;
+    ckpt_commit_record r = {.step = step, .generation = o->generation, .world = o->world};
+    r.shards = calloc(o->world, sizeof *r.shards);
+    if (r.shards == NULL) return elastic__fail(ELASTIC_ENOMEM, "commit record");
+    char step_dir[PATH_MAX], path[PATH_MAX + 128], shard[96];
+    ckpt__step_dir(c->dir, step, step_dir, sizeof step_dir);
+    bool all_there = true;
+    for (uint32_t rank = 0; rank < o->world && all_there; rank++) {
+        if (rank == o->rank) {
+            r.shards[rank] = *own;
+            continue;
+        }
+        ckpt__shard_name(rank, o->generation, shard, sizeof shard);
+        snprintf(path, sizeof path, "%s/%s", step_dir, shard);
+        int rc = ckpt__shard_digest(path, &r.shards[rank], NULL);
+        if (rc == ELASTIC_ECORRUPT) ELASTIC_LOG_W("ckpt", "step %" PRIu64 ": not committing: %s", step, elastic_last_error());
+        all_there = rc == 0;
+    }
+    int rc = 0;
+    if (all_there) {
+        rc = ckpt__write_commit_record(c, &r);
+        if (rc == 0) ELASTIC_LOG_D("ckpt", "step %" PRIu64 " committed by rank %" PRIu32, step, o->rank);
+    }
+    ckpt__commit_free(&r);
+    if (rc == 0 && all_there) ckpt__apply_retention(c);
+    return rc;
+}
+
+int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest)
+{
+    if (c->opts.store != NULL) return ckpt__store_commit(c, step, digest);
+    return shared_dir_commit(c, step, digest);
+}

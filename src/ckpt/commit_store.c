@@ -1,0 +1,144 @@
+/*
+ * The global commit through the job's store, for ranks that do not share
+ * storage: every rank publishes its shard's digest and counts itself in; the
+ * rank that completes the count writes the commit record to the store; every
+ * rank waits for that record (commit_timeout_ms) and keeps a copy as its
+ * local COMMIT file. A rank killed before writing its copy recovers it from
+ * the store in elastic_ckpt_latest(). Keys, under the store handle's prefix:
+ *   ckpt/<step>/g<generation>/shard/<rank>   16 bytes: file size, manifest hash
+ *   ckpt/<step>/g<generation>/done           how many ranks committed
+ *   ckpt/<step>/g<generation>/commit         the commit record
+ */
+#include "ckpt/ckpt.h"
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static void step_key(char *out, size_t cap, uint64_t step, uint64_t generation, const char *what)
+{
+    snprintf(out, cap, "ckpt/%" PRIu64 "/g%" PRIu64 "/%s", step, generation, what);
+}
+
+static void put_u64_le(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64_le(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* The rank that completes the count: gathers every digest into the record. */
+static int publish_record(elastic_ckpt *c, uint64_t step)
+{
+    const elastic_ckpt_opts *o = &c->opts;
+    uint32_t world = o->world;
+    char (*keys)[64] = calloc(world, sizeof *keys);
+    const char **key_ptrs = calloc(world, sizeof *key_ptrs);
+    void **values = calloc(world, sizeof *values);
+    size_t *lens = calloc(world, sizeof *lens);
+    ckpt_commit_record r = {.step = step, .generation = o->generation, .world = world,
+                            .shards = calloc(world, sizeof *r.shards)};
+    int rc = keys && key_ptrs && values && lens && r.shards ? 0 : elastic__fail(ELASTIC_ENOMEM, "commit record");
+    for (uint32_t i = 0; rc == 0 && i < world; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "shard/%" PRIu32, i);
+        step_key(keys[i], sizeof keys[i], step, o->generation, what);
+        key_ptrs[i] = keys[i];
+    }
+    if (rc == 0) rc = elastic_store_multi_get(o->store, key_ptrs, world, o->commit_timeout_ms, values, lens);
+    for (uint32_t i = 0; rc == 0 && i < world; i++) {
+        if (lens[i] != 16) rc = elastic__fail(ELASTIC_ECORRUPT, "store key %s: %zu bytes, expected 16", keys[i], lens[i]);
+        else r.shards[i] = (ckpt_shard_digest){get_u64_le(values[i]), get_u64_le((uint8_t *)values[i] + 8)};
+    }
+    ckpt_buf buf = {0};
+    if (rc == 0) rc = ckpt__commit_encode(&r, &buf);
+    char commit_key[64];
+    step_key(commit_key, sizeof commit_key, step, o->generation, "commit");
+    if (rc == 0) rc = elastic_store_set(o->store, commit_key, buf.data, buf.len);
+    for (uint32_t i = 0; values && i < world; i++) elastic_free(values[i]);
+    free(buf.data);
+    free(keys);
+    free(key_ptrs);
+    free(values);
+    free(lens);
+    ckpt__commit_free(&r);
+    return rc;
+}
+
+/* Checks a record from the store against this rank's shard and keeps it as
+ * the step's local COMMIT file. */
+static int adopt_record(elastic_ckpt *c, uint64_t step, uint64_t generation, const void *data, size_t len,
+                        const ckpt_shard_digest *own)
+{
+    ckpt_commit_record r;
+    int rc = ckpt__commit_decode(data, len, &r);
+    if (rc) return ckpt__fail_in(rc, "the store's commit record");
+    if (r.step != step || r.generation != generation || c->opts.rank >= r.world ||
+        r.shards[c->opts.rank].file_size != own->file_size || r.shards[c->opts.rank].manifest_hash != own->manifest_hash)
+        rc = elastic__fail(ELASTIC_ECORRUPT, "the store's commit record of step %" PRIu64 " does not list this shard", step);
+    if (rc == 0) rc = ckpt__write_commit_record(c, &r);
+    ckpt__commit_free(&r);
+    return rc;
+}
+
+int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest)
+{
+    const elastic_ckpt_opts *o = &c->opts;
+    char key[64], what[32];
+    uint8_t value[16];
+    put_u64_le(value, digest->file_size);
+    put_u64_le(value + 8, digest->manifest_hash);
+    snprintf(what, sizeof what, "shard/%" PRIu32, o->rank);
+    step_key(key, sizeof key, step, o->generation, what);
+    int rc = elastic_store_set(o->store, key, value, sizeof value);
+    int64_t committed = 0;
+    step_key(key, sizeof key, step, o->generation, "done");
+    if (rc == 0) rc = elastic_store_add(o->store, key, 1, &committed);
+    if (rc == 0 && committed == (int64_t)o->world) rc = publish_record(c, step);
+    void *record = NULL;
+    size_t len = 0;
+    step_key(key, sizeof key, step, o->generation, "commit");
+    if (rc == 0) rc = elastic_store_get(o->store, key, o->commit_timeout_ms, &record, &len);
+    if (rc == ELASTIC_ETIMEDOUT)
+        rc = elastic__fail(rc, "step %" PRIu64 ": not every rank committed within %d ms", step, o->commit_timeout_ms);
+    if (rc == 0) rc = adopt_record(c, step, o->generation, record, len, digest);
+    elastic_free(record);
+    if (rc == 0 && (!o->shared_storage || o->rank == 0)) ckpt__apply_retention(c);
+    return rc;
+}
+
+/* elastic_ckpt_latest() found a step with this rank's shard but no COMMIT:
+ * if the store holds the step's record, write it locally now. */
+int ckpt__store_recover_commit(elastic_ckpt *c, uint64_t step)
+{
+    char step_dir[PATH_MAX], prefix[32];
+    ckpt__step_dir(c->dir, step, step_dir, sizeof step_dir);
+    snprintf(prefix, sizeof prefix, "shard-%05" PRIu32 "-g", c->opts.rank);
+    DIR *d = opendir(step_dir);
+    if (d == NULL) return elastic__fail(ELASTIC_ENOTFOUND, "step %" PRIu64 " is not committed", step);
+    int rc = ELASTIC_ENOTFOUND;
+    struct dirent *e;
+    while (rc != 0 && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+        uint64_t generation = strtoull(e->d_name + strlen(prefix), NULL, 10);
+        char path[PATH_MAX + 300], key[64];
+        snprintf(path, sizeof path, "%s/%s", step_dir, e->d_name);
+        ckpt_shard_digest own;
+        void *record = NULL;
+        size_t len = 0;
+        step_key(key, sizeof key, step, generation, "commit");
+        if (ckpt__shard_digest(path, &own, NULL) == 0 && elastic_store_try_get(c->opts.store, key, &record, &len) == 0)
+            rc = adopt_record(c, step, generation, record, len, &own);
+        elastic_free(record);
+    }
+    closedir(d);
+    if (rc == 0) ELASTIC_LOG_I("ckpt", "step %" PRIu64 ": commit record recovered from the store", step);
+    return rc ? elastic__fail(ELASTIC_ENOTFOUND, "step %" PRIu64 " is not committed", step) : 0;
+}

@@ -1,0 +1,525 @@
+/*
+ * Writing one rank's shard: blobs are cut into chunks that the worker pool
+ * compresses (or stores raw when they do not shrink) and checksums while the
+ * caller's thread appends finished chunks to a temporary file in order. The
+ * commit writes the manifest and trailer, fsyncs, renames the shard into place
+ * and hands over to the global commit (commit.c).
+ */
+#include "ckpt/ckpt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WINDOW_MAX 16                 /* chunks in flight per transaction */
+#define SMALL_WRITE_BUF (1u << 20)    /* small stored chunks are coalesced into writes of this size */
+#define WRITEBACK_STEP (64ull << 20)  /* start kernel writeback every this many bytes */
+
+typedef struct chunk_slot {
+    ckpt_task task;                   /* first: the pool hands back &task */
+    int compression, level;
+    const uint8_t *src;               /* the caller's memory (borrowed) or in_buf */
+    size_t raw_len;
+    bool borrowed;
+    uint8_t *in_buf, *out_buf;        /* chunk_size / compress bound, allocated on first use */
+    const uint8_t *stored;            /* results */
+    size_t stored_len;
+    uint32_t codec;
+    uint64_t hash;
+} chunk_slot;
+
+struct elastic_ckpt_txn {
+    elastic_ckpt *c;
+    ckpt_worker_ctx *ctx;             /* for chunks run on this thread (no pool) */
+    uint64_t step;
+    char step_dir[PATH_MAX], tmp_path[PATH_MAX + 256], final_path[PATH_MAX + 256];
+    int fd;
+    bool created_dir;
+    uint64_t offset, writeback_done;  /* bytes in the file; bytes handed to writeback */
+    int error;                        /* sticky: the first failure */
+    char why[512];                    /* and its detail */
+    ckpt_manifest m;
+    chunk_slot slots[WINDOW_MAX];
+    size_t window, head, count;       /* ring of submitted-but-unwritten slots */
+    uint8_t *small_buf;
+    size_t small_len;
+    elastic_ckpt_writer *writer;
+};
+
+struct elastic_ckpt_writer {
+    elastic_ckpt_txn *txn;
+    size_t blob;                      /* index in txn->m.blobs */
+    size_t fill_len;                  /* bytes copied into the next slot's in_buf */
+    bool skip;                        /* a replicated blob another rank writes */
+};
+
+/* ---- one transaction at a time ----------------------------------------------- */
+
+bool ckpt__txn_try_claim(elastic_ckpt *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool claimed = !c->txn_open;
+    c->txn_open = true;
+    pthread_mutex_unlock(&c->lock);
+    return claimed;
+}
+
+void ckpt__txn_release(elastic_ckpt *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->txn_open = false;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- failure and cleanup -------------------------------------------------------- */
+
+static void drop_files(elastic_ckpt_txn *t)
+{
+    if (t->fd >= 0) close(t->fd);
+    t->fd = -1;
+    unlink(t->tmp_path);
+    if (t->created_dir) rmdir(t->step_dir); /* only if empty: other ranks may share it */
+}
+
+/* Records the first failure and removes the temporary file at once, so no
+ * temp file outlives an error even if the caller never aborts. */
+static int txn_fail(elastic_ckpt_txn *t, int rc)
+{
+    if (t->error == 0) {
+        t->error = rc;
+        snprintf(t->why, sizeof t->why, "%s", elastic_last_error());
+        drop_files(t);
+        ELASTIC_LOG_W("ckpt", "step %llu: %s (%s)", (unsigned long long)t->step, elastic_strerror(rc),
+                      elastic_last_error());
+    }
+    return t->error;
+}
+
+/* The first failure again, with its detail, for calls after it. */
+static int txn_error(const elastic_ckpt_txn *t) { return elastic__fail(t->error, "%s", t->why); }
+
+/* Waits until no worker uses the transaction's buffers. */
+static void wait_workers(elastic_ckpt_txn *t)
+{
+    for (; t->count > 0; t->count--, t->head = (t->head + 1) % t->window)
+        ckpt__pool_wait(t->c->pool, &t->slots[t->head].task);
+}
+
+static void txn_free(elastic_ckpt_txn *t)
+{
+    wait_workers(t);
+    for (size_t i = 0; i < WINDOW_MAX; i++) {
+        free(t->slots[i].in_buf);
+        free(t->slots[i].out_buf);
+    }
+    for (size_t i = 0; i < t->m.blob_count; i++) free((char *)t->m.blobs[i].name);
+    free(t->m.blobs);
+    free(t->m.chunks);
+    free(t->small_buf);
+    free(t->writer);
+    ckpt__txn_release(t->c);
+    free(t);
+}
+
+/* ---- appending to the file ------------------------------------------------------ */
+
+static int flush_small(elastic_ckpt_txn *t)
+{
+    int rc = ckpt__write_all(t->fd, t->small_buf, t->small_len, t->tmp_path);
+    t->small_len = 0;
+    return rc;
+}
+
+/* Kicks off writeback of what was written so far so the final fsync has
+ * little left to do (the disk works while we compress). */
+static void start_writeback(elastic_ckpt_txn *t)
+{
+    if (t->c->opts.fsync != ELASTIC_CKPT_FSYNC_FULL || t->offset - t->writeback_done < WRITEBACK_STEP) return;
+    sync_file_range(t->fd, (off_t)t->writeback_done, (off_t)(t->offset - t->writeback_done), SYNC_FILE_RANGE_WRITE);
+    t->writeback_done = t->offset;
+}
+
+static int append(elastic_ckpt_txn *t, const void *data, size_t len)
+{
+    int rc = 0;
+    if (len >= SMALL_WRITE_BUF / 2) {
+        if (t->small_len > 0) rc = flush_small(t);
+        if (rc == 0) rc = ckpt__write_all(t->fd, data, len, t->tmp_path);
+    } else {
+        if (t->small_len + len > SMALL_WRITE_BUF) rc = flush_small(t);
+        if (rc == 0) {
+            memcpy(t->small_buf + t->small_len, data, len);
+            t->small_len += len;
+        }
+    }
+    if (rc != 0) return txn_fail(t, rc);
+    t->offset += len;
+    start_writeback(t);
+    return 0;
+}
+
+static int push_chunk(elastic_ckpt_txn *t, const chunk_slot *s)
+{
+    if (t->m.chunk_count == t->m.chunk_cap) {
+        size_t cap = t->m.chunk_cap ? t->m.chunk_cap * 2 : 64;
+        ckpt_chunk *grown = realloc(t->m.chunks, cap * sizeof *grown);
+        if (grown == NULL) return txn_fail(t, elastic__fail(ELASTIC_ENOMEM, "chunk table"));
+        t->m.chunks = grown;
+        t->m.chunk_cap = cap;
+    }
+    t->m.chunks[t->m.chunk_count++] = (ckpt_chunk){.offset = t->offset, .raw_len = (uint32_t)s->raw_len,
+                                                   .stored_len = (uint32_t)s->stored_len, .codec = s->codec,
+                                                   .hash = s->hash};
+    return 0;
+}
+
+/* ---- the chunk pipeline ------------------------------------------------------------ */
+
+static void run_chunk(ckpt_task *task, ckpt_worker_ctx *ctx)
+{
+    chunk_slot *s = (chunk_slot *)task;
+    size_t packed = 0;
+    if (s->compression == ELASTIC_CKPT_ZSTD &&
+        ckpt__ctx_compress(ctx, s->level, s->src, s->raw_len, s->out_buf, ckpt__compress_bound(s->raw_len),
+                           &packed) == 0) {
+        s->stored = s->out_buf;
+        s->stored_len = packed;
+        s->codec = CKPT_CODEC_ZSTD;
+    } else {
+        s->stored = s->src;
+        s->stored_len = s->raw_len;
+        s->codec = CKPT_CODEC_RAW;
+    }
+    s->hash = ckpt__hash(s->stored, s->stored_len);
+}
+
+/* Waits for the oldest submitted chunk and appends it to the file. */
+static int write_oldest(elastic_ckpt_txn *t)
+{
+    chunk_slot *s = &t->slots[t->head];
+    ckpt__pool_wait(t->c->pool, &s->task);
+    t->head = (t->head + 1) % t->window;
+    t->count--;
+    if (t->error) return t->error;
+    int rc = push_chunk(t, s);
+    return rc ? rc : append(t, s->stored, s->stored_len);
+}
+
+/* Writes every submitted chunk; afterwards no slot borrows caller memory. */
+static int write_all_submitted(elastic_ckpt_txn *t)
+{
+    int rc = 0;
+    while (t->count > 0) {
+        int one = write_oldest(t);
+        if (rc == 0) rc = one;
+    }
+    return rc;
+}
+
+/* The slot the next chunk goes into, writing the oldest when all are busy. */
+static chunk_slot *free_slot(elastic_ckpt_txn *t)
+{
+    while (t->count == t->window) write_oldest(t);
+    return &t->slots[(t->head + t->count) % t->window];
+}
+
+static int prepare_slot(elastic_ckpt_txn *t, chunk_slot *s, bool need_in_buf)
+{
+    size_t chunk = t->m.chunk_size;
+    if (need_in_buf && s->in_buf == NULL && (s->in_buf = malloc(chunk)) == NULL)
+        return txn_fail(t, elastic__fail(ELASTIC_ENOMEM, "chunk buffer"));
+    if (t->c->opts.compression == ELASTIC_CKPT_ZSTD && s->out_buf == NULL &&
+        (s->out_buf = malloc(ckpt__compress_bound(chunk))) == NULL)
+        return txn_fail(t, elastic__fail(ELASTIC_ENOMEM, "chunk buffer"));
+    return 0;
+}
+
+static void submit(elastic_ckpt_txn *t, chunk_slot *s, const uint8_t *src, size_t len, bool borrowed)
+{
+    s->task.run = run_chunk;
+    s->compression = t->c->opts.compression;
+    s->level = t->c->opts.zstd_level;
+    s->src = src;
+    s->raw_len = len;
+    s->borrowed = borrowed;
+    t->count++;
+    ckpt__pool_submit(t->c->pool, t->ctx, &s->task);
+}
+
+/* Writes whole chunks straight from the caller's memory and copies a tail
+ * into the next slot; returns once no slot borrows `data` any more. */
+static int writer_feed(elastic_ckpt_writer *w, const uint8_t *data, size_t len)
+{
+    elastic_ckpt_txn *t = w->txn;
+    size_t chunk = t->m.chunk_size;
+    bool borrowed_any = false;
+    while (len > 0 && t->error == 0) {
+        chunk_slot *s = free_slot(t);
+        if (t->error) break;
+        if (w->fill_len == 0 && len >= chunk) {
+            if (prepare_slot(t, s, false) != 0) break;
+            submit(t, s, data, chunk, true);
+            borrowed_any = true;
+            data += chunk;
+            len -= chunk;
+            continue;
+        }
+        if (prepare_slot(t, s, true) != 0) break;
+        size_t n = chunk - w->fill_len < len ? chunk - w->fill_len : len;
+        memcpy(s->in_buf + w->fill_len, data, n);
+        w->fill_len += n;
+        data += n;
+        len -= n;
+        if (w->fill_len == chunk) {
+            submit(t, s, s->in_buf, chunk, false);
+            w->fill_len = 0;
+        }
+    }
+    if (borrowed_any) write_all_submitted(t);
+    return t->error;
+}
+
+/* ---- public: begin, put, writer, commit, abort ------------------------------------------ */
+
+static int open_step_dir(elastic_ckpt_txn *t)
+{
+    ckpt__step_dir(t->c->dir, t->step, t->step_dir, sizeof t->step_dir);
+    if (mkdir(t->step_dir, 0755) == 0) {
+        t->created_dir = true;
+        if (t->c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL) return ckpt__fsync_dir(t->c->dir);
+        return 0;
+    }
+    if (errno != EEXIST) return ckpt__fail_errno(errno, "create", t->step_dir);
+    char commit_path[PATH_MAX + 16];
+    snprintf(commit_path, sizeof commit_path, "%s/" CKPT_COMMIT_NAME, t->step_dir);
+    if (access(commit_path, F_OK) == 0)
+        return elastic__fail(ELASTIC_EEXIST, "step %llu is already committed", (unsigned long long)t->step);
+    return 0;
+}
+
+static int open_temp_shard(elastic_ckpt_txn *t)
+{
+    const elastic_ckpt_opts *o = &t->c->opts;
+    char shard[96];
+    ckpt__shard_name(o->rank, o->generation, shard, sizeof shard);
+    snprintf(t->final_path, sizeof t->final_path, "%s/%s", t->step_dir, shard);
+    snprintf(t->tmp_path, sizeof t->tmp_path, "%s/" CKPT_TMP_PREFIX "%s.%ld.%u", t->step_dir, shard,
+             (long)getpid(), t->c->tmp_counter++);
+    t->fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (t->fd < 0) return ckpt__fail_errno(errno, "create", t->tmp_path);
+    ckpt_header h = {.step = t->step, .generation = o->generation, .rank = o->rank, .world = o->world,
+                     .chunk_size = t->m.chunk_size};
+    ckpt__header_encode(&h, t->small_buf);
+    t->small_len = CKPT_HEADER_BYTES;
+    t->offset = CKPT_HEADER_BYTES;
+    return 0;
+}
+
+int ckpt__txn_begin(elastic_ckpt *c, uint64_t step, ckpt_worker_ctx *ctx, elastic_ckpt_txn **out)
+{
+    elastic_ckpt_txn *t = calloc(1, sizeof *t);
+    if (t == NULL || (t->small_buf = malloc(SMALL_WRITE_BUF)) == NULL) {
+        free(t);
+        ckpt__txn_release(c);
+        return elastic__fail(ELASTIC_ENOMEM, "checkpoint transaction");
+    }
+    t->c = c;
+    t->ctx = ctx;
+    t->step = step;
+    t->fd = -1;
+    t->m = (ckpt_manifest){.step = step, .generation = c->opts.generation, .rank = c->opts.rank,
+                           .world = c->opts.world, .chunk_size = (uint32_t)c->opts.chunk_bytes};
+    int threads = c->opts.threads > 1 ? c->opts.threads : 1;
+    t->window = c->pool ? (size_t)(2 * threads + 2 < WINDOW_MAX ? 2 * threads + 2 : WINDOW_MAX) : 1;
+    int rc = open_step_dir(t);
+    if (rc == 0) rc = open_temp_shard(t);
+    if (rc != 0) {
+        drop_files(t);
+        t->fd = -1;
+        txn_free(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_begin(elastic_ckpt *c, uint64_t step, elastic_ckpt_txn **txn)
+{
+    elastic__clear_error();
+    if (c == NULL || txn == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt begin: NULL argument");
+    if (!ckpt__txn_try_claim(c)) return elastic__fail(ELASTIC_EBUSY, "a checkpoint transaction or save is in progress");
+    return ckpt__txn_begin(c, step, c->ctx, txn);
+}
+
+static int check_name(const ckpt_manifest *m, const char *name)
+{
+    size_t len = name ? strnlen(name, CKPT_MAX_NAME + 1) : 0;
+    if (len == 0 || len > CKPT_MAX_NAME) return elastic__fail(ELASTIC_EINVAL, "blob name must be 1..%u bytes", CKPT_MAX_NAME);
+    if (m->blob_count >= CKPT_MAX_BLOBS) return elastic__fail(ELASTIC_ELIMIT, "more than %u blobs", CKPT_MAX_BLOBS);
+    for (size_t i = 0; i < m->blob_count; i++)
+        if (strcmp(m->blobs[i].name, name) == 0) return elastic__fail(ELASTIC_EEXIST, "blob \"%s\" already put", name);
+    return 0;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_writer_open(elastic_ckpt_txn *t, const char *name, unsigned flags,
+                                            elastic_ckpt_writer **writer)
+{
+    elastic__clear_error();
+    if (t == NULL || writer == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt writer: NULL argument");
+    if (t->error) return txn_error(t);
+    if (t->writer) return elastic__fail(ELASTIC_ESTATE, "another blob writer is open");
+    if (flags & ~ELASTIC_CKPT_REPLICATED) return elastic__fail(ELASTIC_EINVAL, "unknown blob flags 0x%x", flags);
+    int rc = check_name(&t->m, name);
+    if (rc) return rc;
+    elastic_ckpt_writer *w = calloc(1, sizeof *w);
+    if (w == NULL) return elastic__fail(ELASTIC_ENOMEM, "blob writer");
+    w->txn = t;
+    const elastic_ckpt_opts *o = &t->c->opts;
+    w->skip = (flags & ELASTIC_CKPT_REPLICATED) && o->shared_storage && o->rank != 0;
+    if (!w->skip) {
+        if (t->m.blob_count == t->m.blob_cap) {
+            size_t cap = t->m.blob_cap ? t->m.blob_cap * 2 : 16;
+            ckpt_blob *grown = realloc(t->m.blobs, cap * sizeof *grown);
+            if (grown == NULL) {
+                free(w);
+                return elastic__fail(ELASTIC_ENOMEM, "blob table");
+            }
+            t->m.blobs = grown;
+            t->m.blob_cap = cap;
+        }
+        char *copy = elastic__strdup(name);
+        if (copy == NULL) {
+            free(w);
+            return elastic__fail(ELASTIC_ENOMEM, "blob name");
+        }
+        w->blob = t->m.blob_count++;
+        t->m.blobs[w->blob] = (ckpt_blob){.name = copy, .flags = flags, .first_chunk = t->m.chunk_count};
+    }
+    t->writer = w;
+    *writer = w;
+    return 0;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_writer_write(elastic_ckpt_writer *w, const void *data, size_t len)
+{
+    elastic__clear_error();
+    if (w == NULL || (data == NULL && len > 0)) return elastic__fail(ELASTIC_EINVAL, "ckpt write: NULL argument");
+    if (w->txn->error) return txn_error(w->txn);
+    if (w->skip || len == 0) return 0;
+    w->txn->m.blobs[w->blob].raw_len += len;
+    return writer_feed(w, data, len) ? txn_error(w->txn) : 0;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_writer_close(elastic_ckpt_writer *w)
+{
+    elastic__clear_error();
+    if (w == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt writer close: NULL");
+    elastic_ckpt_txn *t = w->txn;
+    if (!w->skip && t->error == 0) {
+        if (w->fill_len > 0) {
+            chunk_slot *s = free_slot(t);
+            if (t->error == 0) submit(t, s, s->in_buf, w->fill_len, false);
+        }
+        write_all_submitted(t);
+        ckpt_blob *b = &t->m.blobs[w->blob];
+        b->chunk_count = t->m.chunk_count - b->first_chunk;
+    }
+    t->writer = NULL;
+    free(w);
+    return t->error ? txn_error(t) : 0;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_put_flags(elastic_ckpt_txn *t, const char *name, const void *data, size_t len,
+                                          unsigned flags)
+{
+    elastic_ckpt_writer *w;
+    int rc = elastic_ckpt_writer_open(t, name, flags, &w);
+    if (rc) return rc;
+    rc = elastic_ckpt_writer_write(w, data, len);
+    int close_rc = elastic_ckpt_writer_close(w);
+    return rc ? rc : close_rc;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_put(elastic_ckpt_txn *t, const char *name, const void *data, size_t len)
+{
+    return elastic_ckpt_put_flags(t, name, data, len, 0);
+}
+
+/* Manifest, trailer, fsync, close, rename: the rank-local commit. */
+static int finish_shard(elastic_ckpt_txn *t, ckpt_shard_digest *digest)
+{
+    ckpt_buf manifest = {0};
+    int rc = ckpt__manifest_encode(&t->m, &manifest);
+    ckpt_trailer tr = {.manifest_offset = t->offset, .manifest_len = manifest.len,
+                       .manifest_hash = rc ? 0 : ckpt__hash(manifest.data, manifest.len), .step = t->step};
+    uint8_t trailer[CKPT_TRAILER_BYTES];
+    ckpt__trailer_encode(&tr, trailer);
+    if (rc == 0) rc = append(t, manifest.data, manifest.len);
+    free(manifest.data);
+    if (rc == 0) rc = append(t, trailer, sizeof trailer);
+    if (rc == 0 && t->small_len > 0 && (rc = flush_small(t)) != 0) txn_fail(t, rc);
+    if (rc == 0 && t->c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL && (rc = ckpt__fsync_fd(t->fd, t->tmp_path)) != 0)
+        txn_fail(t, rc);
+    if (rc == 0 && close(t->fd) != 0) rc = txn_fail(t, ckpt__fail_errno(errno, "close", t->tmp_path));
+    t->fd = -1;
+    if (rc == 0 && rename(t->tmp_path, t->final_path) != 0)
+        rc = txn_fail(t, ckpt__fail_errno(errno, "rename", t->tmp_path));
+    if (rc == 0 && t->c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL && (rc = ckpt__fsync_dir(t->step_dir)) != 0)
+        txn_fail(t, rc);
+    digest->file_size = t->offset;
+    digest->manifest_hash = tr.manifest_hash;
+    return rc ? t->error : 0;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
+{
+    elastic__clear_error();
+    if (t == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt commit: NULL");
+    int rc = t->writer ? elastic__fail(ELASTIC_ESTATE, "a blob writer is still open") : t->error;
+    if (rc != 0) {
+        if (t->error) rc = txn_error(t);
+        drop_files(t);
+        txn_free(t);
+        return rc;
+    }
+    ckpt_shard_digest digest;
+    rc = finish_shard(t, &digest);
+    if (rc != 0) {
+        unlink(t->final_path); /* renamed, then its directory fsync failed */
+        drop_files(t);
+    } else if ((rc = ckpt__global_commit(t->c, t->step, &digest)) != 0) {
+        ELASTIC_LOG_W("ckpt", "step %llu: global commit failed: %s", (unsigned long long)t->step, elastic_last_error());
+        /* With one rank nothing of a failed commit stays (the record may be
+         * renamed into place with its directory fsync failed). With several
+         * the shard stays: another rank may still commit the step with it. */
+        if (t->c->opts.world == 1) ckpt__remove_step_dir(t->step_dir);
+        else drop_files(t);
+    }
+    txn_free(t);
+    return rc;
+}
+
+ELASTIC_EXTERN void elastic_ckpt_abort(elastic_ckpt_txn *t)
+{
+    if (t == NULL) return;
+    drop_files(t);
+    txn_free(t);
+}
+
+ELASTIC_EXTERN int elastic_ckpt_save(elastic_ckpt *c, uint64_t step, const elastic_ckpt_blob *blobs, size_t n)
+{
+    if (blobs == NULL && n > 0) return elastic__fail(ELASTIC_EINVAL, "ckpt save: NULL blobs");
+    elastic_ckpt_txn *t = NULL;
+    int rc = elastic_ckpt_begin(c, step, &t);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = elastic_ckpt_put_flags(t, blobs[i].name, blobs[i].data, blobs[i].len, blobs[i].flags);
+    if (rc != 0) {
+        elastic_ckpt_abort(t);
+        return rc;
+    }
+    return elastic_ckpt_commit(t);
+}

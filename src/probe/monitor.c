@@ -1,0 +1,155 @@
+/*
+ * The monitor: everything an agent needs to watch its workers' health, on the
+ * agent's libuv loop. It owns the heartbeat file and the control socket, runs
+ * the hang and straggler probes on one timer, dumps a hung worker's stacks
+ * before reporting it, runs the user probe, and serves the metrics endpoint.
+ */
+#include "common/clock.h"
+#include "probe/monitor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+void probe__monitor_opts_init(probe__monitor_opts *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    opts->interval_ms = 1000;
+    opts->stack_dump_timeout_ms = 15000;
+    opts->straggler_threshold = 0.7;
+    opts->user_probe_interval_ms = 10000;
+    opts->user_probe_timeout_ms = 5000;
+    opts->metrics_port = -1;
+}
+
+int monitor__check_opts(const probe__monitor_opts *o)
+{
+    if (o->loop == NULL || o->run_dir == NULL || o->on_failure == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "monitor: loop, run_dir and on_failure are required");
+    if (o->local_world_size == 0 || o->local_world_size > PROBE__HB_MAX_SLOTS)
+        return elastic__fail(ELASTIC_EINVAL, "monitor: %u local workers", o->local_world_size);
+    if (o->interval_ms <= 0 || o->hang_timeout_ms < 0 || o->startup_timeout_ms < 0 || o->stack_dump_timeout_ms <= 0)
+        return elastic__fail(ELASTIC_EINVAL, "monitor: a timeout or interval is negative");
+    if (o->straggler_window > 1024 || !(o->straggler_threshold > 0 && o->straggler_threshold <= 1))
+        return elastic__fail(ELASTIC_EINVAL, "monitor: straggler window above 1024 or threshold outside (0, 1]");
+    if (o->user_probe_command != NULL && o->user_probe_fn != NULL)
+        return elastic__fail(ELASTIC_EINVAL, "monitor: a user probe is a command or a callback, not both");
+    return 0;
+}
+
+/* ---- per-worker probing ---------------------------------------------------- */
+
+static probe__failure make_failure(const monitored_worker *mw, int local_rank, const char *probe)
+{
+    probe__failure f = {.probe = probe, .local_rank = local_rank, .rank = mw->rank, .last_step = mw->last.step};
+    return f;
+}
+
+void monitor__report(probe__monitor *m, const probe__failure *f)
+{
+    monitor__count(m, f->probe);
+    ELASTIC_LOG_W("probe", "%s", f->reason);
+    m->healthy = false;
+    snprintf(m->unhealthy_reason, sizeof m->unhealthy_reason, "%s", f->reason);
+    m->opts.on_failure(m->opts.user, f);
+}
+
+/* After the worker's own handler wrote its backtrace (or the wait ran out). */
+static void on_backtrace_wait(uv_timer_t *timer)
+{
+    monitored_worker *mw = timer->data;
+    probe__monitor *m = mw->monitor;
+    probe__hb_snapshot now;
+    probe__hb_read(m->region, mw->slot, &now);
+    bool written = now.stack_dumps > mw->dumps_before;
+    bool out_of_time = elastic__now_ms() >= mw->dump_deadline_ms;
+    if (!written && !out_of_time && mw->waiting_for_dump) return;
+    uv_timer_stop(timer);
+    if (!mw->waiting_for_dump) return;
+    mw->waiting_for_dump = false;
+    if (!written) ELASTIC_LOG_W("probe", "rank %d wrote no backtrace in time", mw->rank);
+    monitor__report(m, &mw->pending);
+}
+
+static void on_stacks_done(void *user, const char *how, bool ok)
+{
+    monitored_worker *mw = user;
+    probe__monitor *m = mw->monitor;
+    mw->dump = NULL;
+    ELASTIC_LOG_I("probe", "stacks of rank %d: %s%s", mw->rank, how, ok ? "" : " (nothing written)");
+    if (ok && strcmp(how, "signal") == 0) {
+        /* The backtrace is written by the worker itself: give it a moment. */
+        mw->waiting_for_dump = true;
+        mw->dump_deadline_ms = elastic__now_ms() + 2000;
+        uv_timer_start(&mw->dump_timer, on_backtrace_wait, 20, 20);
+        return;
+    }
+    monitor__report(m, &mw->pending);
+}
+
+static void declare_hung(probe__monitor *m, monitored_worker *mw, int local_rank, bool started, uint64_t silent_ns)
+{
+    mw->failed = true;
+    mw->pending = make_failure(mw, local_rank, started ? "hang" : "startup");
+    mw->pending.silent_ms = silent_ns / 1000000;
+    if (started)
+        snprintf(mw->pending.reason, sizeof mw->pending.reason,
+                 "hang: rank %d (local rank %d, pid %d) sent no heartbeat for %llu ms; last step %llu", mw->rank,
+                 local_rank, mw->pid, (unsigned long long)(silent_ns / 1000000), (unsigned long long)mw->last.step);
+    else
+        snprintf(mw->pending.reason, sizeof mw->pending.reason,
+                 "startup: rank %d (local rank %d, pid %d) sent no first heartbeat in %llu ms", mw->rank, local_rank,
+                 mw->pid, (unsigned long long)(silent_ns / 1000000));
+    ELASTIC_LOG_W("probe", "%s; writing its stacks to its log", mw->pending.reason);
+    mw->dumps_before = mw->last.stack_dumps;
+    int rc = probe__stack_dump_start(m->opts.loop, mw->pid, mw->log_fd, mw->last.stack_signal,
+                                     m->opts.stack_dump_timeout_ms, on_stacks_done, mw, &mw->dump);
+    if (rc != 0) monitor__report(m, &mw->pending);
+}
+
+static void probe_worker(probe__monitor *m, int local_rank, uint64_t now_ns)
+{
+    monitored_worker *mw = &m->workers[local_rank];
+    if (!mw->running) return;
+    probe__hb_snapshot previous = mw->last;
+    probe__hb_read(m->region, mw->slot, &mw->last);
+    if (mw->last.beats > 0 && previous.beats > 0 && now_ns > mw->rate_since_ns && mw->last.step >= previous.step) {
+        mw->steps_per_second = (double)(mw->last.step - previous.step) * 1e9 / (double)(now_ns - mw->rate_since_ns);
+    }
+    mw->rate_since_ns = now_ns;
+    if (m->straggler != NULL) {
+        bool compute = mw->last.compute_count > 0;
+        probe__straggler_sample(m->straggler, (unsigned)local_rank,
+                                compute ? mw->last.compute_sum_ns : mw->last.interval_sum_ns,
+                                compute ? mw->last.compute_count : mw->last.interval_steps);
+    }
+    if (m->paused || mw->failed || mw->pid <= 0 || m->hang_timeout_ns == 0) return;
+    uint64_t silent_ns = 0;
+    bool started = false;
+    if (probe__hang_check(&mw->hang, &mw->last, now_ns, m->hang_timeout_ns, m->startup_timeout_ns, &silent_ns, &started))
+        declare_hung(m, mw, local_rank, started, silent_ns);
+}
+
+static void evaluate_stragglers(probe__monitor *m)
+{
+    if (m->straggler == NULL) return;
+    int slowest = probe__straggler_evaluate(m->straggler, m->opts.straggler_threshold, m->opts.straggler_rounds,
+                                            m->scores);
+    if (slowest < 0 || m->paused || m->straggler_reported) return;
+    monitored_worker *mw = &m->workers[slowest];
+    m->straggler_reported = true; /* once per generation */
+    probe__failure f = make_failure(mw, slowest, "straggler");
+    snprintf(f.reason, sizeof f.reason, "straggler: rank %d (local rank %d) scored %.2f for %u rounds (threshold %.2f)",
+             mw->rank, slowest, m->scores[slowest], m->opts.straggler_rounds, m->opts.straggler_threshold);
+    monitor__count(m, "straggler");
+    ELASTIC_LOG_W("probe", "%s", f.reason);
+    if (m->opts.on_straggler != NULL) m->opts.on_straggler(m->opts.user, &f);
+}
+
+void monitor__tick(uv_timer_t *timer)
+{
+    probe__monitor *m = timer->data;
+    uint64_t now = elastic__now_ns();
+    for (unsigned i = 0; i < m->opts.local_world_size; i++) probe_worker(m, (int)i, now);
+    evaluate_stragglers(m);
+}

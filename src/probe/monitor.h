@@ -1,0 +1,65 @@
+/*
+ * The monitor's insides, shared by monitor.c (the probes), monitor_api.c
+ * (start, stop, worker and generation events) and monitor_metrics.c (the
+ * metrics page and /healthz).
+ */
+#ifndef ELASTIC_PROBE_MONITOR_H
+#define ELASTIC_PROBE_MONITOR_H
+
+#include "probe/probe.h"
+
+#include <limits.h>
+
+typedef struct monitored_worker {
+    probe__monitor *monitor;
+    unsigned slot;
+    bool running;                    /* a process is in the slot */
+    bool failed;                     /* reported (or being reported) this generation */
+    int rank, pid, log_fd;
+    probe__hang_state hang;
+    probe__hb_snapshot last;
+    uint64_t rate_since_ns;
+    double steps_per_second;
+    probe__stack_dump *dump;
+    uv_timer_t dump_timer;           /* waits for the worker's own backtrace */
+    bool waiting_for_dump;
+    uint64_t dumps_before, dump_deadline_ms;
+    probe__failure pending;          /* reported once its stacks are out */
+} monitored_worker;
+
+#define MONITOR_PROBES 5             /* hang, startup, straggler, user, exit */
+
+struct probe__monitor {
+    probe__monitor_opts opts;
+    char heartbeat_path[PATH_MAX];
+    char socket_path[108];
+    char run_id[128], node_id[128];
+    probe__hb_region *region;
+    probe__control *control;
+    probe__metrics_server *metrics;
+    probe__user_probe *user_probe;
+    probe__straggler *straggler;
+    uv_timer_t timer;
+    int open_handles;
+    monitored_worker *workers;
+    double *scores;
+    uint64_t hang_timeout_ns, startup_timeout_ns;
+
+    probe__generation_info generation;
+    bool paused, healthy, straggler_reported, user_probe_reported, user_probe_healthy;
+    char unhealthy_reason[256];
+    uint64_t failures[MONITOR_PROBES];
+    uint64_t recoveries[2];          /* [0] full restart, [1] in-process */
+    double recovery_sum[2], recovery_last[2];
+};
+
+int monitor__check_opts(const probe__monitor_opts *opts);
+/* The probe timer: reads every slot, runs the hang and straggler probes. */
+void monitor__tick(uv_timer_t *timer);
+/* Marks the group unhealthy and tells the agent. */
+void monitor__report(probe__monitor *m, const probe__failure *failure);
+void monitor__count(probe__monitor *m, const char *probe);
+void monitor__render(void *user, probe__text *out);
+bool monitor__health(void *user, char *reason, size_t size);
+
+#endif /* ELASTIC_PROBE_MONITOR_H */

@@ -1,0 +1,122 @@
+/*
+ * What the monitor shows: the Prometheus page (generation, restarts, workers
+ * alive, per-rank heartbeat age, step, steps/s, step time and straggler score,
+ * probe failures, recovery durations) and the /healthz verdict.
+ */
+#include "common/clock.h"
+#include "probe/monitor.h"
+
+#include <stdio.h>
+
+static const char *const probe_names[MONITOR_PROBES] = {"hang", "startup", "straggler", "user", "exit"};
+
+void monitor__count(probe__monitor *m, const char *probe)
+{
+    for (int i = 0; i < MONITOR_PROBES; i++)
+        if (strcmp(probe, probe_names[i]) == 0) m->failures[i]++;
+}
+
+static void metric_head(probe__text *out, const char *name, const char *type, const char *help)
+{
+    probe__text_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static unsigned workers_alive(const probe__monitor *m)
+{
+    unsigned alive = 0;
+    for (unsigned i = 0; i < m->opts.local_world_size; i++) alive += m->workers[i].running;
+    return alive;
+}
+
+static void render_group(const probe__monitor *m, probe__text *out)
+{
+    char run_id[256], node_id[256];
+    probe__prom_escape(m->run_id, run_id, sizeof run_id);
+    probe__prom_escape(m->node_id, node_id, sizeof node_id);
+    metric_head(out, "elastic_job_info", "gauge", "The job and node this agent serves.");
+    probe__text_printf(out, "elastic_job_info{run_id=\"%s\",node=\"%s\"} 1\n", run_id, node_id);
+    metric_head(out, "elastic_generation", "gauge", "The worker group's current generation.");
+    probe__text_printf(out, "elastic_generation %llu\n", (unsigned long long)m->generation.generation);
+    metric_head(out, "elastic_restarts_total", "counter", "Failures the job has consumed.");
+    probe__text_printf(out, "elastic_restarts_total %d\n", m->generation.restart_count);
+    metric_head(out, "elastic_nodes", "gauge", "Nodes in the generation.");
+    probe__text_printf(out, "elastic_nodes %d\n", m->generation.nodes);
+    metric_head(out, "elastic_world_size", "gauge", "Workers in the generation.");
+    probe__text_printf(out, "elastic_world_size %d\n", m->generation.world_size);
+    metric_head(out, "elastic_group_rank", "gauge", "This node's rank among the nodes.");
+    probe__text_printf(out, "elastic_group_rank %d\n", m->generation.group_rank);
+    metric_head(out, "elastic_workers", "gauge", "Workers this node runs.");
+    probe__text_printf(out, "elastic_workers %u\n", m->opts.local_world_size);
+    metric_head(out, "elastic_workers_alive", "gauge", "Workers of this node with a running process.");
+    probe__text_printf(out, "elastic_workers_alive %u\n", workers_alive(m));
+    metric_head(out, "elastic_healthy", "gauge", "1 when no probe has failed in this generation.");
+    probe__text_printf(out, "elastic_healthy %d\n", m->healthy ? 1 : 0);
+}
+
+static void render_workers(const probe__monitor *m, probe__text *out, uint64_t now_ns)
+{
+    static const struct { const char *name, *type, *help; } heads[] = {
+        {"elastic_worker_heartbeat_age_seconds", "gauge", "Time since the worker's last heartbeat."},
+        {"elastic_worker_step", "gauge", "The last step the worker reported."},
+        {"elastic_worker_steps_per_second", "gauge", "Steps per second over the last probe interval."},
+        {"elastic_worker_step_time_seconds", "gauge", "Mean step time over the straggler window."},
+        {"elastic_worker_straggler_score", "gauge", "Group median step time / this worker's (1 typical, lower slower)."},
+    };
+    for (size_t h = 0; h < ELASTIC__ARRAY_LEN(heads); h++) {
+        metric_head(out, heads[h].name, heads[h].type, heads[h].help);
+        for (unsigned i = 0; i < m->opts.local_world_size; i++) {
+            const monitored_worker *mw = &m->workers[i];
+            probe__hb_snapshot now; /* fresh numbers, not the last tick's */
+            probe__hb_read(m->region, mw->slot, &now);
+            if (!mw->running || now.beats == 0) continue;
+            double value;
+            if (h == 0) value = now_ns > now.last_beat_ns ? (double)(now_ns - now.last_beat_ns) / 1e9 : 0;
+            else if (h == 1) value = (double)now.step;
+            else if (h == 2) value = mw->steps_per_second;
+            else if (h == 3) value = m->straggler != NULL ? probe__straggler_step_ns(m->straggler, i) / 1e9 : 0;
+            else value = m->scores[i];
+            if ((h == 3 && value <= 0) || (h == 4 && value < 0)) continue;
+            probe__text_printf(out, "%s{rank=\"%d\",local_rank=\"%u\"} %.6g\n", heads[h].name, mw->rank, i, value);
+        }
+    }
+}
+
+static void render_events(const probe__monitor *m, probe__text *out)
+{
+    metric_head(out, "elastic_probe_failures_total", "counter", "Workers or nodes declared unhealthy, by probe.");
+    for (int i = 0; i < MONITOR_PROBES; i++)
+        probe__text_printf(out, "elastic_probe_failures_total{probe=\"%s\"} %llu\n", probe_names[i],
+                           (unsigned long long)m->failures[i]);
+    static const char *const modes[2] = {"restart", "in_process"};
+    metric_head(out, "elastic_recovery_seconds", "summary", "Failure to workers back in their loop.");
+    for (int i = 0; i < 2; i++)
+        probe__text_printf(out, "elastic_recovery_seconds_sum{mode=\"%s\"} %.6f\nelastic_recovery_seconds_count{mode=\"%s\"} %llu\n",
+                           modes[i], m->recovery_sum[i], modes[i], (unsigned long long)m->recoveries[i]);
+    metric_head(out, "elastic_recovery_last_seconds", "gauge", "Duration of the last recovery.");
+    for (int i = 0; i < 2; i++)
+        if (m->recoveries[i] > 0)
+            probe__text_printf(out, "elastic_recovery_last_seconds{mode=\"%s\"} %.6f\n", modes[i], m->recovery_last[i]);
+}
+
+void monitor__render(void *user, probe__text *out)
+{
+    probe__monitor *m = user;
+    uint64_t now = elastic__now_ns();
+    render_group(m, out);
+    render_workers(m, out, now);
+    render_events(m, out);
+}
+
+bool monitor__health(void *user, char *reason, size_t size)
+{
+    probe__monitor *m = user;
+    if (!m->healthy) {
+        snprintf(reason, size, "%s", m->unhealthy_reason);
+        return false;
+    }
+    if (m->user_probe != NULL && !m->user_probe_healthy) {
+        snprintf(reason, size, "the user probe reports unhealthy");
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,119 @@
+/*
+ * Control-channel framing shared by agent and worker: a fixed header, then a
+ * bounded "KEY=value\n" payload parsed in place with the environment's rules.
+ */
+#include "common/common.h"
+#include "common/clock.h"
+#include "probe/channel.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+
+int probe__msg_check_header(const probe__msg_header *header)
+{
+    if (header->magic != PROBE__MSG_MAGIC)
+        return elastic__fail(ELASTIC_EPROTO, "control frame: bad magic 0x%x", header->magic);
+    if (header->type < PROBE__MSG_HELLO || header->type >= PROBE__MSG_TYPE_END_)
+        return elastic__fail(ELASTIC_EPROTO, "control frame: unknown type %u", header->type);
+    if (header->length > PROBE__MSG_MAX_PAYLOAD)
+        return elastic__fail(ELASTIC_ELIMIT, "control frame: payload of %u bytes exceeds %u", header->length,
+                             PROBE__MSG_MAX_PAYLOAD);
+    return 0;
+}
+
+static int add_pair(probe__kv *kv, char *line)
+{
+    char *equals = strchr(line, '=');
+    if (equals == NULL || equals == line) return elastic__fail(ELASTIC_EPROTO, "control payload: line without KEY=");
+    if (kv->count == PROBE__MSG_MAX_PAIRS)
+        return elastic__fail(ELASTIC_ELIMIT, "control payload: more than %u pairs", PROBE__MSG_MAX_PAIRS);
+    *equals = '\0';
+    kv->keys[kv->count] = line;
+    kv->values[kv->count] = equals + 1;
+    kv->count++;
+    return 0;
+}
+
+int probe__kv_parse(char *buf, size_t len, probe__kv *kv)
+{
+    kv->count = 0;
+    if (memchr(buf, '\0', len) != NULL) return elastic__fail(ELASTIC_EPROTO, "control payload: NUL byte");
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && buf[i] != '\n') continue;
+        if (i == len && i == start) break; /* trailing newline */
+        buf[i] = '\0';                     /* buf has room for the NUL at len */
+        if (i > start) {
+            int rc = add_pair(kv, buf + start);
+            if (rc != 0) return rc;
+        }
+        start = i + 1;
+    }
+    return 0;
+}
+
+const char *probe__kv_get(const probe__kv *kv, const char *key)
+{
+    for (size_t i = 0; i < kv->count; i++)
+        if (strcmp(kv->keys[i], key) == 0) return kv->values[i];
+    return NULL;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return elastic__fail(elastic__from_errno(errno), "control write: %s", strerror(errno));
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int probe__msg_write(int fd, int type, const char *payload, size_t length)
+{
+    if (length > PROBE__MSG_MAX_PAYLOAD) return elastic__fail(ELASTIC_ELIMIT, "control payload too large");
+    char frame[sizeof(probe__msg_header) + PROBE__MSG_MAX_PAYLOAD];
+    probe__msg_header header = {.magic = PROBE__MSG_MAGIC, .type = (uint16_t)type, .length = (uint32_t)length};
+    memcpy(frame, &header, sizeof header);
+    if (length > 0) memcpy(frame + sizeof header, payload, length);
+    /* One write: frames of this size are atomic on a unix stream socket in practice,
+     * and the writer never interleaves two frames (one writer per fd side). */
+    return write_all(fd, frame, sizeof header + length);
+}
+
+/* Reads exactly len bytes; the frame's first byte waited for up to deadline,
+ * the rest of a started frame gets a short grace so a dead peer cannot hang us. */
+static int read_exact(int fd, void *data, size_t len, uint64_t deadline_ms)
+{
+    char *p = data;
+    while (len > 0) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int ready = poll(&pfd, 1, elastic__ms_left(deadline_ms) == INT32_MAX ? -1 : elastic__ms_left(deadline_ms));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready < 0) return elastic__fail(ELASTIC_ESYS, "control poll: %s", strerror(errno));
+        if (ready == 0) return elastic__fail(ELASTIC_ETIMEDOUT, "control read timed out");
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n < 0) return elastic__fail(elastic__from_errno(errno), "control read: %s", strerror(errno));
+        if (n == 0) return elastic__fail(ELASTIC_ECLOSED, "control channel closed");
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int probe__msg_read(int fd, int timeout_ms, probe__msg_header *header, char *payload)
+{
+    int rc = read_exact(fd, header, sizeof *header, elastic__deadline_ms(timeout_ms));
+    if (rc != 0) return rc;
+    rc = probe__msg_check_header(header);
+    if (rc != 0) return rc;
+    rc = read_exact(fd, payload, header->length, elastic__deadline_ms(5000));
+    if (rc == ELASTIC_ETIMEDOUT) rc = elastic__fail(ELASTIC_EPROTO, "control frame truncated");
+    if (rc == 0) payload[header->length] = '\0';
+    return rc;
+}

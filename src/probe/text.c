@@ -1,0 +1,57 @@
+/*
+ * A growing text buffer with a hard ceiling, for the metrics page and
+ * captured debugger output: writes past the ceiling are cut and flagged.
+ */
+#include "probe/probe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+void probe__text_init(probe__text *t, size_t max)
+{
+    memset(t, 0, sizeof *t);
+    t->max = max;
+}
+
+static bool reserve(probe__text *t, size_t need)
+{
+    if (need <= t->cap) return true;
+    size_t cap = t->cap ? t->cap : 4096;
+    while (cap < need) cap *= 2;
+    if (cap > t->max + 1) cap = t->max + 1;
+    if (cap < need) return false;
+    char *data = realloc(t->data, cap);
+    if (data == NULL) return false;
+    t->data = data;
+    t->cap = cap;
+    return true;
+}
+
+void probe__text_printf(probe__text *t, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    int n = vsnprintf(NULL, 0, fmt, args);
+    va_end(args);
+    if (n < 0) return;
+    size_t want = (size_t)n;
+    if (t->len + want > t->max) {
+        t->overflow = true;
+        want = t->max - t->len;
+    }
+    if (!reserve(t, t->len + want + 1)) {
+        t->overflow = true;
+        return;
+    }
+    char *scratch = t->data + t->len;
+    va_start(args, fmt);
+    vsnprintf(scratch, want + 1, fmt, args);
+    va_end(args);
+    t->len += want;
+}
+
+void probe__text_free(probe__text *t)
+{
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,69 @@
+/*
+ * The narrow key-value interface rendezvous runs over: compare-and-set, get,
+ * add, set/delete, prefix watch and leases (plus batched get/set and a key
+ * listing, which etcd gives as txn and range). The store backend comes first;
+ * an etcd backend fills the same table. Every call is counted so benchmarks
+ * can report messages and bytes per node.
+ */
+#ifndef ELASTIC_RDZV_BACKEND_H
+#define ELASTIC_RDZV_BACKEND_H
+
+#include "common/common.h"
+
+typedef struct rdzv__backend rdzv__backend;
+
+typedef struct rdzv__backend_ops {
+    /* ELASTIC_ENOTFOUND when absent; *value NUL-terminated, freed with elastic_free(). */
+    int (*get)(rdzv__backend *b, const char *key, void **value, size_t *len);
+    /* Waits up to timeout_ms for every key to exist, then reads them in one message. */
+    int (*multi_get)(rdzv__backend *b, const char *const *keys, size_t n, int timeout_ms,
+                     void **values, size_t *lens);
+    int (*set)(rdzv__backend *b, const char *key, const void *value, size_t len);
+    /* One message, atomic with respect to other clients. */
+    int (*multi_set)(rdzv__backend *b, const char *const *keys, const void *const *values,
+                     const size_t *lens, size_t n);
+    int (*del)(rdzv__backend *b, const char *key);
+    int (*add)(rdzv__backend *b, const char *key, int64_t delta, int64_t *result);
+    /* expected == NULL: only if absent. *current: what is stored afterwards. */
+    int (*compare_set)(rdzv__backend *b, const char *key, const void *expected, size_t elen,
+                       const void *desired, size_t dlen, void **current, size_t *clen);
+    /* Returns when a key under prefix changed after after_revision (or at once
+     * if that already happened); ELASTIC_ETIMEDOUT otherwise. */
+    int (*watch)(rdzv__backend *b, const char *prefix, uint64_t after_revision, int timeout_ms,
+                 uint64_t *revision);
+    /* Names (relative) of at most max keys under prefix; one allocation. */
+    int (*keys)(rdzv__backend *b, const char *prefix, size_t max, char ***keys, size_t *n);
+    int (*lease_grant)(rdzv__backend *b, int ttl_ms, int keepalive_interval_ms, uint64_t *lease);
+    int (*lease_revoke)(rdzv__backend *b, uint64_t lease);
+    /* ELASTIC_ENOTFOUND when the lease already ended. */
+    int (*set_leased)(rdzv__backend *b, const char *key, const void *value, size_t len,
+                      uint64_t lease);
+    void (*close)(rdzv__backend *b);
+} rdzv__backend_ops;
+
+/* What this node sent and received through the backend (requests, payload
+ * bytes: keys and values, not framing). */
+typedef struct rdzv__traffic {
+    uint64_t messages;
+    uint64_t bytes_sent;
+    uint64_t bytes_received;
+} rdzv__traffic;
+
+struct rdzv__backend {
+    const rdzv__backend_ops *ops;
+    rdzv__traffic traffic;           /* updated atomically by the calls */
+};
+
+/* Opens the store backend: a clone of `store` (when not NULL) or a new
+ * connection to endpoint, with every key under `prefix`. */
+int rdzv__backend_store_open(elastic_store *store, const char *endpoint, const char *token,
+                             const char *prefix, rdzv__backend **backend);
+
+static inline void rdzv__count(rdzv__backend *b, size_t sent, size_t received)
+{
+    __atomic_fetch_add(&b->traffic.messages, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&b->traffic.bytes_sent, (uint64_t)sent, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&b->traffic.bytes_received, (uint64_t)received, __ATOMIC_RELAXED);
+}
+
+#endif /* ELASTIC_RDZV_BACKEND_H */

@@ -1,0 +1,154 @@
+/*
+ * The rendezvous backend over the job's own store (include/elastic/store.h):
+ * each call is one store request on a handle scoped to "rdzv/<run_id>/".
+ * Counts messages and payload bytes for the benchmarks.
+ */
+#include "rdzv/backend.h"
+
+#include <stdlib.h>
+
+typedef struct store_backend {
+    rdzv__backend base;
+    elastic_store *store;            /* owned: a clone or our own connection */
+} store_backend;
+
+static elastic_store *handle(rdzv__backend *b) { return ((store_backend *)b)->store; }
+
+static int store_get(rdzv__backend *b, const char *key, void **value, size_t *len)
+{
+    int rc = elastic_store_try_get(handle(b), key, value, len);
+    rdzv__count(b, strlen(key), rc == 0 ? *len : 0);
+    return rc;
+}
+
+static int store_multi_get(rdzv__backend *b, const char *const *keys, size_t n, int timeout_ms,
+                           void **values, size_t *lens)
+{
+    int rc = elastic_store_multi_get(handle(b), keys, n, timeout_ms, values, lens);
+    size_t sent = 0, received = 0;
+    for (size_t i = 0; i < n; i++) {
+        sent += strlen(keys[i]);
+        if (rc == 0) received += lens[i];
+    }
+    rdzv__count(b, sent, received);
+    return rc;
+}
+
+static int store_set(rdzv__backend *b, const char *key, const void *value, size_t len)
+{
+    rdzv__count(b, strlen(key) + len, 0);
+    return elastic_store_set(handle(b), key, value, len);
+}
+
+static int store_multi_set(rdzv__backend *b, const char *const *keys, const void *const *values,
+                           const size_t *lens, size_t n)
+{
+    size_t sent = 0;
+    for (size_t i = 0; i < n; i++) sent += strlen(keys[i]) + lens[i];
+    rdzv__count(b, sent, 0);
+    return elastic_store_multi_set(handle(b), keys, values, lens, n);
+}
+
+static int store_del(rdzv__backend *b, const char *key)
+{
+    rdzv__count(b, strlen(key), 0);
+    return elastic_store_delete(handle(b), key);
+}
+
+static int store_add(rdzv__backend *b, const char *key, int64_t delta, int64_t *result)
+{
+    rdzv__count(b, strlen(key) + 8, 8);
+    return elastic_store_add(handle(b), key, delta, result);
+}
+
+static int store_compare_set(rdzv__backend *b, const char *key, const void *expected, size_t elen,
+                             const void *desired, size_t dlen, void **current, size_t *clen)
+{
+    int rc = elastic_store_compare_set(handle(b), key, expected, elen, desired, dlen, current, clen);
+    rdzv__count(b, strlen(key) + elen + dlen, rc == 0 ? *clen : 0);
+    return rc;
+}
+
+static int store_watch(rdzv__backend *b, const char *prefix, uint64_t after_revision, int timeout_ms,
+                       uint64_t *revision)
+{
+    rdzv__count(b, strlen(prefix) + 12, 8);
+    return elastic_store_watch(handle(b), prefix, after_revision, timeout_ms, revision);
+}
+
+static int store_keys(rdzv__backend *b, const char *prefix, size_t max, char ***keys, size_t *n)
+{
+    int rc = elastic_store_keys(handle(b), prefix, max, keys, n);
+    size_t received = 0;
+    for (size_t i = 0; rc == 0 && i < *n; i++) received += strlen((*keys)[i]);
+    rdzv__count(b, strlen(prefix) + 8, received);
+    return rc;
+}
+
+static int store_lease_grant(rdzv__backend *b, int ttl_ms, int keepalive_interval_ms, uint64_t *lease)
+{
+    rdzv__count(b, 8, 8);
+    return elastic_store_lease_grant(handle(b), ttl_ms, keepalive_interval_ms, lease);
+}
+
+static int store_lease_revoke(rdzv__backend *b, uint64_t lease)
+{
+    rdzv__count(b, 8, 0);
+    return elastic_store_lease_revoke(handle(b), lease);
+}
+
+static int store_set_leased(rdzv__backend *b, const char *key, const void *value, size_t len,
+                            uint64_t lease)
+{
+    rdzv__count(b, strlen(key) + len + 8, 0);
+    return elastic_store_set_leased(handle(b), key, value, len, lease);
+}
+
+static void store_close(rdzv__backend *b)
+{
+    if (b == NULL) return;
+    elastic_store_close(handle(b));
+    free(b);
+}
+
+static const rdzv__backend_ops store_ops = {
+    .get = store_get,
+    .multi_get = store_multi_get,
+    .set = store_set,
+    .multi_set = store_multi_set,
+    .del = store_del,
+    .add = store_add,
+    .compare_set = store_compare_set,
+    .watch = store_watch,
+    .keys = store_keys,
+    .lease_grant = store_lease_grant,
+    .lease_revoke = store_lease_revoke,
+    .set_leased = store_set_leased,
+    .close = store_close,
+};
+
+int rdzv__backend_store_open(elastic_store *store, const char *endpoint, const char *token,
+                             const char *prefix, rdzv__backend **backend)
+{
+    store_backend *b = calloc(1, sizeof *b);
+    if (b == NULL) return elastic__fail(ELASTIC_ENOMEM, "rdzv: out of memory");
+    b->base.ops = &store_ops;
+    int rc;
+    if (store != NULL) {
+        rc = elastic_store_clone(store, prefix, &b->store);
+    } else if (endpoint != NULL && endpoint[0] != '\0') {
+        elastic_store_opts opts;
+        elastic_store_opts_init(&opts);
+        opts.prefix = prefix;
+        opts.token = token;
+        rc = elastic_store_connect(endpoint, &opts, &b->store);
+    } else {
+        rc = elastic__fail(ELASTIC_EINVAL, "rdzv: neither a store handle nor an endpoint was given");
+    }
+    if (rc != 0) {
+        free(b);
+        return rc;
+    }
+    *backend = &b->base;
+    return 0;
+}

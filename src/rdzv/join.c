@@ -1,0 +1,348 @@
+/*
+ * elastic_rdzv_next: join the open round (one add for a slot, one leased
+ * record, one add for survivors), help seal it when it is complete, and wait
+ * on this node's own key area for the assignment. Nodes the round did not
+ * admit move to the next round, as waiting nodes or spares.
+ */
+#include "rdzv/rdzv.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A port free on this node right now, for the workers' master if this node
+ * becomes group rank 0 (bind port 0, read it back, release it). */
+static int pick_free_port(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return elastic__fail(ELASTIC_ESYS, "rdzv: socket: cannot pick a master port");
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY), .sin_port = 0};
+    socklen_t len = sizeof addr;
+    int rc = bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
+                     getsockname(fd, (struct sockaddr *)&addr, &len) == 0
+                 ? 0
+                 : elastic__fail(ELASTIC_ESYS, "rdzv: bind: cannot pick a master port");
+    close(fd);
+    *port = ntohs(addr.sin_port);
+    return rc;
+}
+
+static int ensure_lease(elastic_rdzv *r, bool renew)
+{
+    if (r->have_lease && !renew) return 0;
+    int rc = r->backend->ops->lease_grant(r->backend, r->keepalive_timeout_ms, r->keepalive_interval_ms, &r->lease);
+    r->have_lease = rc == 0;
+    return rc;
+}
+
+/* Writes this node's leased join record (a new lease if the old one ended). */
+static int write_record(elastic_rdzv *r, uint64_t round, int slot)
+{
+    rdzv__record rec = {.local_world_size = r->local_world_size, .prev_rank = -1};
+    int rc = pick_free_port(&rec.master_port);
+    if (rc != 0) return rc;
+    pthread_mutex_lock(&r->lock);
+    if (r->generation > 0) {
+        rec.prev_generation = r->generation;
+        rec.prev_rank = r->group_rank;
+    }
+    pthread_mutex_unlock(&r->lock);
+    snprintf(rec.node_id, sizeof rec.node_id, "%s", r->node_id);
+    snprintf(rec.addr, sizeof rec.addr, "%s", r->node_addr);
+    char key[64], value[RDZV__MAX_RECORD];
+    size_t len = rdzv__record_encode(&rec, value, sizeof value);
+    rdzv__key_slot(key, sizeof key, round, slot, "rec");
+    for (int attempt = 0; attempt < 2; attempt++) {
+        rc = ensure_lease(r, attempt > 0);
+        if (rc == 0) rc = r->backend->ops->set_leased(r->backend, key, value, len, r->lease);
+        if (rc != ELASTIC_ENOTFOUND) return rc;
+    }
+    return rc;
+}
+
+static void delete_record(elastic_rdzv *r, uint64_t round, int slot)
+{
+    char key[64];
+    rdzv__key_slot(key, sizeof key, round, slot, "rec");
+    (void)r->backend->ops->del(r->backend, key);
+}
+
+/* A waiting node of a generation that runs with room ends it, so the
+ * members re-form with the newcomer; a full generation keeps running and the
+ * node stays a spare. */
+static int end_if_room(elastic_rdzv *r, uint64_t running)
+{
+    int size = 0;
+    elastic_rdzv_cause cause;
+    int rc = rdzv__read_formed(r, running, r->keepalive_timeout_ms, &size);
+    if (rc == ELASTIC_ENOTFOUND) return 0;
+    if (rc != 0 || size == 0 || size >= r->max_nodes) return rc;
+    rc = rdzv__read_end(r, running, &cause);
+    if (rc != ELASTIC_ENOTFOUND) return rc;
+    bool won;
+    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_NODES_WAITING, running, NULL, "a node is waiting to join");
+    return rdzv__end(r, running, &cause, &won);
+}
+
+/* The next time a waiting node re-checks the round: the lowest slots every
+ * keep-alive timeout (they stand in for a sealer that died), slot min_nodes
+ * exactly at last call, the others after it. */
+static uint64_t next_check(elastic_rdzv *r, int slot, uint64_t joined_at, uint64_t now)
+{
+    uint64_t at = now + (uint64_t)r->last_call_timeout_ms;
+    if (slot <= 4) at = now + (uint64_t)r->keepalive_timeout_ms;
+    if (slot >= r->min_nodes) {
+        uint64_t last_call = joined_at + (uint64_t)r->last_call_timeout_ms +
+                             (slot == r->min_nodes ? 0 : (uint64_t)r->keepalive_timeout_ms);
+        if (last_call > now && last_call < at) at = last_call;
+    }
+    return at;
+}
+
+/* The generation's commit record is there but our assignment is not (the
+ * sealer died between the two writes): compute it from the record. */
+static int assignment_from_info(elastic_rdzv *r, uint64_t round, int slot, rdzv__assignment *a)
+{
+    rdzv__info info;
+    rdzv__record *members = NULL;
+    int rc = rdzv__read_info(r, round, 0, &info, &members);
+    if (rc == ELASTIC_ENOTFOUND) {
+        rc = rdzv__void_orphan(r, round);
+        if (rc == 0) rc = rdzv__read_info(r, round, 0, &info, &members);
+    }
+    if (rc != 0) return rc;
+    size_t n = (size_t)info.group_world_size;
+    rdzv__assignment *all = calloc(n > 0 ? n : 1, sizeof *all);
+    memset(a, 0, sizeof *a);
+    a->outcome = info.formed ? RDZV__EXCLUDED : RDZV__VOID;
+    if (all == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "rdzv: out of memory");
+    else rdzv__assign_all(members, n, round, info.restart_count, all);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (members[i].slot == slot) *a = all[i];
+    free(all);
+    free(members);
+    return rc;
+}
+
+static int read_assignment(elastic_rdzv *r, uint64_t round, int slot, rdzv__assignment *a)
+{
+    char key[64];
+    void *value = NULL;
+    size_t len = 0;
+    rdzv__key_slot(key, sizeof key, round, slot, "a");
+    int rc = r->backend->ops->get(r->backend, key, &value, &len);
+    if (rc == 0) rc = rdzv__assignment_decode(value, len, a);
+    elastic_free(value);
+    return rc;
+}
+
+/* Running out of join time: a spare of a running generation keeps waiting;
+ * anyone else gives up with ELASTIC_ENOTENOUGH. */
+static int join_deadline(elastic_rdzv *r, uint64_t round, int slot, uint64_t *deadline)
+{
+    int size = 0;
+    elastic_rdzv_cause cause;
+    if (round > 1 && rdzv__read_formed(r, round - 1, 0, &size) == 0 && size > 0 &&
+        rdzv__read_end(r, round - 1, &cause) == ELASTIC_ENOTFOUND) {
+        *deadline = elastic__deadline_ms(r->join_timeout_ms);
+        return 0;
+    }
+    char key[64];
+    int64_t count = 0;
+    rdzv__key_round(key, sizeof key, round, "count");
+    (void)rdzv__read_int(r, key, 0, &count);
+    delete_record(r, round, slot);
+    return elastic__fail(ELASTIC_ENOTENOUGH,
+                         "rdzv: run %s: %" PRId64 " node(s) joined round %" PRIu64
+                         " but min_nodes is %d; gave up after join_timeout %d ms",
+                         r->run_id, count, round, r->min_nodes, r->join_timeout_ms);
+}
+
+/* Waits for r/<round>/n/<slot>/a with one parked read per check period
+ * (the store answers the moment the sealer or a closer writes it). */
+static int await_assignment(elastic_rdzv *r, uint64_t round, int slot, uint64_t joined_at, uint64_t *deadline,
+                            rdzv__assignment *a)
+{
+    char key[64];
+    uint64_t check_at = next_check(r, slot, joined_at, joined_at), orphan_since = 0;
+    rdzv__key_slot(key, sizeof key, round, slot, "a");
+    for (;;) {
+        uint64_t now = elastic__now_ms();
+        if (now >= *deadline) {
+            int rc = join_deadline(r, round, slot, deadline);
+            if (rc != 0) return rc;
+        }
+        if (now >= check_at) {
+            rdzv__seal_hint hint = {.round = round, .slot = slot, .prev_size = -1, .back = -1,
+                                    .timer_fired = true, .joined_at_ms = joined_at};
+            rdzv__round_ptr ptr;
+            int rc = rdzv__read_round(r, &ptr);
+            if (rc == 0) rc = rdzv__maybe_seal(r, &ptr, &hint);
+            if (rc != 0) return rc;
+            if (ptr.open_round > round && orphan_since == 0) orphan_since = now;
+            if (orphan_since != 0 && now - orphan_since >= 3u * (uint64_t)r->keepalive_timeout_ms) {
+                rc = read_assignment(r, round, slot, a);
+                return rc == ELASTIC_ENOTFOUND ? assignment_from_info(r, round, slot, a) : rc;
+            }
+            check_at = next_check(r, slot, joined_at, now);
+            if (orphan_since != 0 && orphan_since + 3u * (uint64_t)r->keepalive_timeout_ms < check_at)
+                check_at = orphan_since + 3u * (uint64_t)r->keepalive_timeout_ms;
+        }
+        uint64_t until = check_at < *deadline ? check_at : *deadline;
+        int wait_ms = until > now ? (int)(until - now < INT32_MAX ? until - now : INT32_MAX) : 1;
+        void *value = NULL;
+        size_t len = 0;
+        int rc = rdzv__wait_value(r, key, wait_ms, &value, &len);
+        if (rc == 0) rc = rdzv__assignment_decode(value, len, a);
+        elastic_free(value);
+        if (rc != ELASTIC_ETIMEDOUT) return rc;
+    }
+}
+
+/* One attempt in round `round`: join, help complete it, wait for the outcome. */
+static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv__assignment *a, int *slot_out)
+{
+    char key[64];
+    int64_t slot = 0, back = -1;
+    rdzv__key_round(key, sizeof key, round, "count");
+    int rc = r->backend->ops->add(r->backend, key, 1, &slot);
+    if (rc != 0) return rc;
+    if (slot < 1 || slot > INT32_MAX / 2) return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
+    *slot_out = (int)slot;
+    rc = write_record(r, round, (int)slot);
+    if (rc != 0) return rc;
+    pthread_mutex_lock(&r->lock);
+    bool survivor = round > 1 && r->generation == round - 1;
+    int prev_size = survivor ? r->group_world_size : -1;
+    pthread_mutex_unlock(&r->lock);
+    if (survivor) {
+        rdzv__key_round(key, sizeof key, round, "back");
+        rc = r->backend->ops->add(r->backend, key, 1, &back);
+        if (rc != 0) return rc;
+    }
+    rdzv__round_ptr ptr;
+    rc = rdzv__read_round(r, &ptr);
+    if (rc != 0) return rc;
+    if (ptr.open_round == round + 1 && slot > ptr.prev_sealed) {
+        /* Sealed just before our add: not in it. */
+        delete_record(r, round, (int)slot);
+        a->outcome = RDZV__EXCLUDED;
+        return 0;
+    }
+    rc = rdzv__check_closed(r);
+    if (rc != 0) return rc;
+    uint64_t joined_at = elastic__now_ms();
+    if (!survivor && round > 1 && ptr.open_round == round) {
+        rc = end_if_room(r, round - 1);
+        if (rc != 0) return rc;
+    }
+    rdzv__seal_hint hint = {.round = round, .slot = (int)slot, .prev_size = prev_size, .back = back,
+                            .joined_at_ms = joined_at};
+    rc = rdzv__maybe_seal(r, &ptr, &hint);
+    if (rc == 0) rc = await_assignment(r, round, (int)slot, joined_at, deadline, a);
+    /* Not admitted: our record there must not count us as alive later. */
+    if (rc == 0 && a->outcome != RDZV__ASSIGNED) delete_record(r, round, (int)slot);
+    return rc;
+}
+
+/* This node is in generation a->generation: remember, watch, report. */
+static void become_member(elastic_rdzv *r, int slot, const rdzv__assignment *a, elastic_rdzv_result *result)
+{
+    pthread_mutex_lock(&r->lock);
+    uint64_t previous = r->generation;
+    int previous_slot = r->slot;
+    r->generation = a->generation;
+    r->slot = slot;
+    r->group_rank = a->group_rank;
+    r->group_world_size = a->group_world_size;
+    r->phase = RDZV__RUNNING;
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->lock);
+    /* Our record in the last generation kept us counted as alive there. */
+    if (previous > 0) delete_record(r, previous, previous_slot);
+    rdzv__monitor_watch(r, a->generation, a->next_slot, a->next_node_id);
+    memset(result, 0, sizeof *result);
+    result->generation = a->generation;
+    result->group_rank = a->group_rank;
+    result->group_world_size = a->group_world_size;
+    result->rank_base = a->rank_base;
+    result->local_world_size = a->local_world_size;
+    result->world_size = a->world_size;
+    result->restart_count = a->restart_count;
+    result->max_restarts = r->max_restarts;
+    snprintf(result->master_addr, sizeof result->master_addr, "%s", a->master_addr);
+    result->master_port = a->master_port;
+}
+
+static int shut(elastic_rdzv *r, int code)
+{
+    pthread_mutex_lock(&r->lock);
+    r->phase = RDZV__SHUT;
+    r->shut_code = code;
+    pthread_mutex_unlock(&r->lock);
+    return code;
+}
+
+static int check_phase(elastic_rdzv *r)
+{
+    pthread_mutex_lock(&r->lock);
+    int phase = r->phase, code = r->shut_code;
+    uint64_t generation = r->generation;
+    pthread_mutex_unlock(&r->lock);
+    switch (phase) {
+    case RDZV__SHUT:
+        return elastic__fail(code, "rdzv: run %s is %s", r->run_id,
+                             code == ELASTIC_EBUDGET ? "out of restart budget" : "closed");
+    case RDZV__DEPARTED:
+        return elastic__fail(ELASTIC_ESTATE, "rdzv: this node already finished or left run %s", r->run_id);
+    case RDZV__RUNNING:
+        return elastic__fail(ELASTIC_ESTATE,
+                             "rdzv: generation %" PRIu64 " is still running; end it before the next rendezvous",
+                             generation);
+    default: return 0;
+    }
+}
+
+ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *result)
+{
+    elastic__clear_error();
+    if (r == NULL || result == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_next: NULL argument");
+    int rc = check_phase(r);
+    if (rc != 0) return rc;
+    uint64_t deadline = elastic__deadline_ms(r->join_timeout_ms);
+    rdzv__round_ptr ptr;
+    /* A member whose generation just ended guesses the next round; a wrong
+     * guess costs one exclusion (the round was sealed without it). */
+    pthread_mutex_lock(&r->lock);
+    uint64_t round = r->phase == RDZV__ENDED ? r->generation + 1 : 0;
+    pthread_mutex_unlock(&r->lock);
+    if (round == 0) {
+        rc = rdzv__read_round(r, &ptr);
+        round = ptr.open_round;
+    }
+    while (rc == 0) {
+        rdzv__assignment a;
+        int slot = 0;
+        rc = join_round(r, round, &deadline, &a, &slot);
+        if (rc != 0) break;
+        if (a.outcome == RDZV__ASSIGNED) {
+            become_member(r, slot, &a, result);
+            ELASTIC_LOG_I("rdzv", "run %s: node %s is group rank %d of %d in generation %" PRIu64, r->run_id,
+                          r->node_id, a.group_rank, a.group_world_size, a.generation);
+            return 0;
+        }
+        if (a.outcome == RDZV__CLOSED) {
+            rc = rdzv__check_closed(r);
+            if (rc == 0) rc = elastic__fail(ELASTIC_ECLOSED, "rdzv: run %s was closed", r->run_id);
+            break;
+        }
+        rc = rdzv__read_round(r, &ptr);
+        round = ptr.open_round > round ? ptr.open_round : round + 1;
+    }
+    if (rc == ELASTIC_ECLOSED || rc == ELASTIC_EBUDGET) return shut(r, rc);
+    return rc;
+}

@@ -1,0 +1,227 @@
+/*
+ * The monitor thread: while this node is in a generation it watches one key
+ * area, its ring neighbour's (r/<g>/n/<slot>/). The neighbour's lease ending
+ * deletes its record there, so exactly one member learns of a lost node
+ * within a round trip and ends the generation; the end broadcast touches
+ * every area, so every monitor learns of any end the same way. A finished
+ * neighbour is skipped (no re-formation). Runs the on_change callback.
+ */
+#include "rdzv/rdzv.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* What is in a watched area right now (one listing). */
+typedef struct area_state {
+    bool alive, done;
+} area_state;
+
+static int read_area(elastic_rdzv *r, uint64_t generation, int slot, area_state *state)
+{
+    char prefix[64];
+    char **names = NULL;
+    size_t n = 0;
+    rdzv__key_slot(prefix, sizeof prefix, generation, slot, "");
+    int rc = r->backend->ops->keys(r->backend, prefix, 4096, &names, &n);
+    if (rc != 0) return rc;
+    size_t plen = strlen(prefix);
+    memset(state, 0, sizeof *state);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = strncmp(names[i], prefix, plen) == 0 ? names[i] + plen : names[i];
+        if (strcmp(name, "rec") == 0) state->alive = true;
+        else if (strcmp(name, "done") == 0) state->done = true;
+    }
+    elastic_free(names);
+    return 0;
+}
+
+static void notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause)
+{
+    pthread_mutex_lock(&r->lock);
+    elastic_rdzv_change_fn fn = NULL;
+    void *user = NULL;
+    if (r->notified_generation < generation) {
+        r->notified_generation = generation;
+        fn = r->on_change;
+        user = r->on_change_user;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (fn != NULL) fn(user, cause);
+}
+
+/* The next member after a finished one, from its assignment. */
+static int skip_finished(elastic_rdzv *r, uint64_t generation, int *slot, char *node_id)
+{
+    char key[64];
+    void *value = NULL;
+    size_t len = 0;
+    rdzv__assignment a;
+    rdzv__key_slot(key, sizeof key, generation, *slot, "a");
+    int rc = r->backend->ops->get(r->backend, key, &value, &len);
+    if (rc == 0) rc = rdzv__assignment_decode(value, len, &a);
+    elastic_free(value);
+    if (rc != 0) return rc;
+    if (a.outcome != RDZV__ASSIGNED) return elastic__fail(ELASTIC_ECORRUPT, "rdzv: %s is no member", key);
+    *slot = a.next_slot;
+    snprintf(node_id, RDZV__MAX_ID, "%s", a.next_node_id);
+    return 0;
+}
+
+static void report_lost(elastic_rdzv *r, uint64_t generation, const char *node_id)
+{
+    char key[64];
+    int64_t gone;
+    elastic_rdzv_cause cause;
+    bool won;
+    rdzv__key_round(key, sizeof key, generation, "gone");
+    int rc = r->backend->ops->add(r->backend, key, 1, &gone);
+    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_NODE_LOST, generation, node_id, "lease ended (node silent or gone)");
+    if (rc == 0) rc = rdzv__end(r, generation, &cause, &won);
+    if (rc != 0)
+        ELASTIC_LOG_W("rdzv", "run %s: reporting lost node %s: %s", r->run_id, node_id, elastic_last_error());
+}
+
+/* Whether the monitor should still follow `generation`; publishes the area. */
+static bool still_wanted(elastic_rdzv *r, uint64_t generation, int slot)
+{
+    pthread_mutex_lock(&r->lock);
+    bool wanted = !r->stopping && !r->watch_stop && r->watch_generation == generation;
+    if (wanted) r->watching_slot = slot;
+    pthread_mutex_unlock(&r->lock);
+    return wanted;
+}
+
+static void pause_after_error(elastic_rdzv *r)
+{
+    pthread_mutex_lock(&r->lock);
+    struct timespec at = elastic__timespec_at(elastic__now_ms() + 100);
+    if (!r->stopping) pthread_cond_timedwait(&r->changed, &r->lock, &at);
+    pthread_mutex_unlock(&r->lock);
+}
+
+static void follow_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id)
+{
+    uint64_t revision = 0;
+    bool reported = false;
+    char prefix[64];
+    while (still_wanted(r, generation, slot)) {
+        rdzv__key_slot(prefix, sizeof prefix, generation, slot, "");
+        int rc = r->backend->ops->watch(r->backend, prefix, revision, RDZV__WATCH_SLICE_MS, &revision);
+        if (rc == ELASTIC_ETIMEDOUT) continue;
+        /* Most wake-ups are the end broadcast: look for the end first. */
+        elastic_rdzv_cause cause;
+        if (rc == 0) rc = rdzv__read_end(r, generation, &cause);
+        if (rc == 0) {
+            rdzv__note_end(r, generation, &cause);
+            notify(r, generation, &cause);
+            return;
+        }
+        area_state area;
+        if (rc == ELASTIC_ENOTFOUND) rc = read_area(r, generation, slot, &area);
+        if (rc != 0) {
+            ELASTIC_LOG_D("rdzv", "run %s: watch: %s", r->run_id, elastic_last_error());
+            pause_after_error(r);
+            continue;
+        }
+        if (slot == my_slot || area.alive) continue;
+        if (area.done) {
+            if (skip_finished(r, generation, &slot, node_id) != 0) pause_after_error(r);
+            revision = 0;
+        } else if (!reported) {
+            reported = true;
+            report_lost(r, generation, node_id);
+        }
+    }
+}
+
+static void *monitor_main(void *arg)
+{
+    elastic_rdzv *r = arg;
+    pthread_mutex_lock(&r->lock);
+    while (!r->stopping) {
+        if (r->watch_stop && r->watch_generation != 0) {
+            /* Asked to stop before we started following: acknowledge. */
+            r->watch_generation = 0;
+            pthread_cond_broadcast(&r->changed);
+        }
+        if (r->watch_generation == 0 || r->watch_stop) {
+            struct timespec at = elastic__timespec_at(UINT64_MAX);
+            pthread_cond_timedwait(&r->changed, &r->lock, &at);
+            continue;
+        }
+        uint64_t generation = r->watch_generation;
+        int my_slot = r->slot, next = r->watch_next_slot;
+        char next_id[RDZV__MAX_ID];
+        snprintf(next_id, sizeof next_id, "%s", r->watch_next_id);
+        pthread_mutex_unlock(&r->lock);
+        follow_ring(r, generation, my_slot, next, next_id);
+        pthread_mutex_lock(&r->lock);
+        if (r->watch_generation == generation) r->watch_generation = 0;
+        r->watching_slot = 0;
+        pthread_cond_broadcast(&r->changed);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return NULL;
+}
+
+int rdzv__monitor_start(elastic_rdzv *r)
+{
+    int rc = pthread_create(&r->monitor, NULL, monitor_main, r);
+    if (rc != 0) return elastic__fail(ELASTIC_ESYS, "rdzv: cannot start the monitor thread");
+    r->monitor_running = true;
+    return 0;
+}
+
+void rdzv__monitor_watch(elastic_rdzv *r, uint64_t generation, int next_slot, const char *next_id)
+{
+    pthread_mutex_lock(&r->lock);
+    r->watch_generation = generation;
+    r->watch_next_slot = next_slot;
+    snprintf(r->watch_next_id, sizeof r->watch_next_id, "%s", next_id);
+    r->watch_stop = false;
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* Wakes the monitor out of its watch by writing a key of our own into the
+ * area it follows (no one else watches that area). */
+static void kick(elastic_rdzv *r, uint64_t generation, int area_slot, int my_slot)
+{
+    char key[64], name[24];
+    snprintf(name, sizeof name, "x%d", my_slot);
+    rdzv__key_slot(key, sizeof key, generation, area_slot, name);
+    int rc = r->have_lease ? r->backend->ops->set_leased(r->backend, key, "1", 1, r->lease)
+                           : r->backend->ops->set(r->backend, key, "1", 1);
+    if (rc != 0) ELASTIC_LOG_D("rdzv", "run %s: waking the monitor: %s", r->run_id, elastic_last_error());
+}
+
+void rdzv__monitor_unwatch(elastic_rdzv *r)
+{
+    uint64_t deadline = elastic__now_ms() + RDZV__WATCH_SLICE_MS + 1000;
+    pthread_mutex_lock(&r->lock);
+    r->watch_stop = true;
+    while (r->watch_generation != 0 && elastic__now_ms() < deadline) {
+        uint64_t generation = r->watch_generation;
+        int area = r->watching_slot, mine = r->slot;
+        pthread_mutex_unlock(&r->lock);
+        if (area != 0) kick(r, generation, area, mine);
+        pthread_mutex_lock(&r->lock);
+        struct timespec at = elastic__timespec_at(elastic__now_ms() + 500);
+        if (r->watch_generation != 0) pthread_cond_timedwait(&r->changed, &r->lock, &at);
+    }
+    r->watch_generation = 0;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void rdzv__monitor_stop(elastic_rdzv *r)
+{
+    if (!r->monitor_running) return;
+    rdzv__monitor_unwatch(r);
+    pthread_mutex_lock(&r->lock);
+    r->stopping = true;
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->lock);
+    pthread_join(r->monitor, NULL);
+    r->monitor_running = false;
+}

@@ -1,0 +1,215 @@
+/*
+ * Rendezvous internals shared by the files of src/rdzv: the handle, the
+ * records kept in the store (see docs/RDZV.md for the key layout) and the
+ * functions that read, write and decide on them.
+ */
+#ifndef ELASTIC_RDZV_INTERNAL_H
+#define ELASTIC_RDZV_INTERNAL_H
+
+#include "common/clock.h"
+#include "common/common.h"
+#include "rdzv/backend.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#define RDZV__MAX_NODES 65536            /* max_nodes bound; slots are 1..count */
+#define RDZV__MAX_LOCAL_WORLD 4096       /* workers per node */
+#define RDZV__MAX_ID 128                 /* node_id buffer, NUL included */
+#define RDZV__MAX_ADDR 256               /* node_addr buffer, NUL included */
+#define RDZV__MAX_RECORD 512             /* one encoded record, assignment or cause */
+#define RDZV__WATCH_SLICE_MS 5000        /* a watch is re-armed this often (bounds shutdown) */
+
+/* A node's join record in one round (key r/<round>/n/<slot>/rec, leased). */
+typedef struct rdzv__record {
+    int slot;                            /* arrival order in the round (not encoded) */
+    int local_world_size;
+    int master_port;                     /* a free port, used if the node becomes group rank 0 */
+    uint64_t prev_generation;            /* last generation it was a member of; 0: none */
+    int prev_rank;                       /* its group_rank there; -1: none */
+    char node_id[RDZV__MAX_ID];
+    char addr[RDZV__MAX_ADDR];
+} rdzv__record;
+
+typedef enum rdzv__outcome {
+    RDZV__ASSIGNED = 1,                  /* in the generation */
+    RDZV__EXCLUDED = 2,                  /* the round filled without this node: try the next */
+    RDZV__VOID = 3,                      /* the round formed nothing (too few alive) */
+    RDZV__CLOSED = 4                     /* the job closed (or its budget ran out) */
+} rdzv__outcome;
+
+/* What the sealer publishes for one slot (key r/<round>/n/<slot>/a). */
+typedef struct rdzv__assignment {
+    int outcome;                         /* rdzv__outcome */
+    uint64_t generation;
+    int group_rank;
+    int group_world_size;
+    int rank_base;
+    int local_world_size;
+    int world_size;
+    int restart_count;
+    int master_port;
+    int next_slot;                       /* ring neighbour this node watches */
+    char master_addr[RDZV__MAX_ADDR];
+    char next_node_id[RDZV__MAX_ID];
+} rdzv__assignment;
+
+/* The header of r/<round>/info, the generation's commit record. */
+typedef struct rdzv__info {
+    bool formed;                         /* false: the round was voided */
+    uint64_t generation;
+    int group_world_size;
+    int sealed_count;                    /* slots 1..sealed_count were considered */
+    int restart_count;
+} rdzv__info;
+
+/* ---- codec.c: every value read from the store is bounded and validated ---- */
+
+/* A token: 1..cap-1 printable, non-space ASCII characters. */
+bool rdzv__valid_token(const char *text, size_t cap);
+int rdzv__parse_int(const char *value, size_t len, int64_t min, int64_t max, int64_t *out);
+size_t rdzv__record_encode(const rdzv__record *rec, char *buf, size_t cap);
+int rdzv__record_decode(const char *value, size_t len, rdzv__record *rec);
+size_t rdzv__assignment_encode(const rdzv__assignment *a, char *buf, size_t cap);
+int rdzv__assignment_decode(const char *value, size_t len, rdzv__assignment *a);
+size_t rdzv__cause_encode(const elastic_rdzv_cause *cause, char *buf, size_t cap);
+int rdzv__cause_decode(const char *value, size_t len, elastic_rdzv_cause *cause);
+/* info = header line + one record line per member in rank order. The caller
+ * frees *blob; *members (may be NULL when not wanted) likewise. */
+int rdzv__info_encode(const rdzv__info *info, const rdzv__record *members, char **blob, size_t *len);
+int rdzv__info_decode(const char *value, size_t len, rdzv__info *info, rdzv__record **members);
+
+/* ---- assign.c: who is in, in which order, with which ranks ---- */
+
+/* Orders the records in place: members of prev_generation by their old rank
+ * (stable ranks), then newcomers by arrival; returns how many are admitted
+ * (at most max_nodes). */
+size_t rdzv__order_members(rdzv__record *records, size_t n, uint64_t prev_generation, int max_nodes);
+/* Fills out[i] for every member i of an ordered list. */
+void rdzv__assign_all(const rdzv__record *members, size_t n, uint64_t generation, int restart_count,
+                      rdzv__assignment *out);
+
+/* ---- the handle ---- */
+
+typedef enum rdzv__phase {
+    RDZV__IDLE = 0,                      /* not in a generation */
+    RDZV__RUNNING = 1,                   /* a member of `generation`, not yet ended */
+    RDZV__ENDED = 2,                     /* `generation` ended; call next() */
+    RDZV__DEPARTED = 3,                  /* finished or left: no more rounds */
+    RDZV__SHUT = 4                       /* the job closed or its budget ran out */
+} rdzv__phase;
+
+struct elastic_rdzv {
+    /* Configuration (immutable after open). */
+    char run_id[RDZV__MAX_ID];
+    char node_id[RDZV__MAX_ID];
+    char node_addr[RDZV__MAX_ADDR];
+    int min_nodes, max_nodes;
+    int join_timeout_ms, last_call_timeout_ms;
+    int keepalive_interval_ms, keepalive_timeout_ms;
+    int max_restarts;
+    int local_world_size;
+    rdzv__backend *backend;
+
+    /* The lease this node's records hang on (caller thread only). */
+    uint64_t lease;
+    bool have_lease;
+
+    pthread_mutex_t lock;                /* guards everything below */
+    pthread_cond_t changed;              /* phase/cause changes, monitor hand-offs */
+    int phase;                           /* rdzv__phase */
+    int shut_code;                       /* ELASTIC_ECLOSED or ELASTIC_EBUDGET once SHUT */
+    uint64_t generation;                 /* the last generation this node was in */
+    int slot;                            /* its slot in that round */
+    int group_rank;
+    int group_world_size;
+    elastic_rdzv_cause cause;            /* why `generation` ended (valid when ENDED) */
+
+    /* Monitor thread: watches the ring neighbour and the end broadcast. */
+    pthread_t monitor;
+    bool monitor_running;
+    bool stopping;                       /* free(): the thread must exit */
+    uint64_t watch_generation;           /* generation the monitor should watch; 0: none */
+    int watch_next_slot;
+    char watch_next_id[RDZV__MAX_ID];
+    int watching_slot;                   /* area the monitor is blocked on, 0: none */
+    bool watch_stop;                     /* stop watching watch_generation */
+    uint64_t notified_generation;        /* last generation the callback ran for */
+    elastic_rdzv_change_fn on_change;
+    void *on_change_user;
+};
+
+/* ---- keys.c ---- */
+
+void rdzv__key_round(char *buf, size_t cap, uint64_t round, const char *name);
+void rdzv__key_slot(char *buf, size_t cap, uint64_t round, int slot, const char *name);
+
+/* ---- store access helpers (io.c) ---- */
+
+/* Reads an integer counter/field; absent -> *out = dflt. */
+int rdzv__read_int(elastic_rdzv *r, const char *key, int64_t dflt, int64_t *out);
+/* The round pointer "round": "<open round> <slots the previous round sealed>
+ * <its sealer>", kept raw for the sealing compare-and-set. */
+typedef struct rdzv__round_ptr {
+    uint64_t open_round;                 /* 1 while absent */
+    int prev_sealed;
+    size_t len;                          /* 0 while absent */
+    char raw[RDZV__MAX_ID + 48];
+} rdzv__round_ptr;
+int rdzv__read_round(elastic_rdzv *r, rdzv__round_ptr *ptr);
+/* Waits up to timeout_ms for key to exist; ELASTIC_ETIMEDOUT otherwise. */
+int rdzv__wait_value(elastic_rdzv *r, const char *key, int timeout_ms, void **value, size_t *len);
+/* Reads the "formed" summary of a round: *group_world_size 0 for a void
+ * round; ELASTIC_ENOTFOUND when not yet published. */
+int rdzv__read_formed(elastic_rdzv *r, uint64_t round, int timeout_ms, int *group_world_size);
+/* Reads and decodes r/<round>/info (waiting up to timeout_ms when > 0);
+ * *members (rank order) is freed by the caller. */
+int rdzv__read_info(elastic_rdzv *r, uint64_t round, int timeout_ms, rdzv__info *info, rdzv__record **members);
+/* 0 and fills *cause when the round has an end record; ELASTIC_ENOTFOUND when not. */
+int rdzv__read_end(elastic_rdzv *r, uint64_t round, elastic_rdzv_cause *cause);
+/* ELASTIC_ECLOSED / ELASTIC_EBUDGET when the job is shut, else 0. */
+int rdzv__check_closed(elastic_rdzv *r);
+
+/* ---- seal.c ---- */
+
+/* What the node asking already knows about a round. */
+typedef struct rdzv__seal_hint {
+    uint64_t round;
+    int slot;                            /* its slot (the count is at least this) */
+    int prev_size;                       /* size of the previous generation when the caller was in
+                                          * it (it has ended); -1: read it from the store */
+    int64_t back;                        /* its "back" count as a survivor; -1: read it */
+    bool timer_fired;                    /* a re-check, not the join itself */
+    uint64_t joined_at_ms;
+} rdzv__seal_hint;
+/* Decides whether the round is complete and, if so, seals and publishes it.
+ * `known`: the round pointer just read, or NULL to read it. */
+int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__seal_hint *hint);
+/* Seals round `round` with one compare-and-set on the round pointer; the
+ * winner reads the join records and publishes the generation. */
+int rdzv__seal(elastic_rdzv *r, const rdzv__round_ptr *ptr, bool prev_formed);
+/* Publishes "void" for a round whose sealer vanished before committing it. */
+int rdzv__void_orphan(elastic_rdzv *r, uint64_t round);
+
+/* ---- end.c ---- */
+
+/* Ends generation `generation` (first cause wins), consumes budget for a
+ * FAILURE, wakes every member. *won: this call's cause was recorded. */
+int rdzv__end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause, bool *won);
+/* Shuts the job: kind JOB_CLOSED (close) or FAILURE (budget exhausted). */
+int rdzv__shut_job(elastic_rdzv *r, const elastic_rdzv_cause *cause, bool budget);
+/* Records the end locally (phase ENDED, cause) and wakes watch(). */
+void rdzv__note_end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause);
+void rdzv__fill_cause(elastic_rdzv *r, elastic_rdzv_cause *cause, int kind, uint64_t generation,
+                      const char *node_id, const char *reason);
+
+/* ---- monitor.c ---- */
+
+int rdzv__monitor_start(elastic_rdzv *r);
+/* Points the monitor at a freshly formed generation. */
+void rdzv__monitor_watch(elastic_rdzv *r, uint64_t generation, int next_slot, const char *next_id);
+/* Stops watching the current generation (waits, bounded, for the monitor). */
+void rdzv__monitor_unwatch(elastic_rdzv *r);
+void rdzv__monitor_stop(elastic_rdzv *r);
+
+#endif /* ELASTIC_RDZV_INTERNAL_H */

@@ -1,0 +1,206 @@
+/*
+ * elasticrun's command line: torchrun spellings, PET_* fallbacks, the
+ * program and its arguments, and one clear error per bad flag or value.
+ */
+#include "agent/agent.h"
+#include "test.h"
+
+#define ARGC(argv) ((int)(sizeof(argv) / sizeof((argv)[0])))
+
+static int parse(elastic_agent_opts *opts, int argc, const char *const *argv, const char *const *envp)
+{
+    static const char *const no_env[] = {NULL};
+    elastic_agent_opts_init(opts);
+    return elastic_agent_parse_args(argc, argv, envp != NULL ? envp : no_env, opts);
+}
+
+TEST(agent_args_reads_torchrun_spellings)
+{
+    const char *argv[] = {"elasticrun", "--nnodes=2:4", "--nproc_per_node", "8", "--rdzv-backend", "c10d",
+                          "--rdzv_endpoint=host1:29400", "--rdzv-id", "job7", "--max_restarts=3",
+                          "--monitor-interval", "0.1", "-r", "3", "-t2", "--log_dir", "/tmp/logs", "--role", "trainer",
+                          "train.py", "--lr", "0.1", "--nnodes", "5"};
+    elastic_agent_opts opts;
+    ASSERT_OK(parse(&opts, ARGC(argv), argv, NULL));
+    ASSERT_EQ(opts.min_nodes, 2);
+    ASSERT_EQ(opts.max_nodes, 4);
+    ASSERT_EQ(opts.nproc_per_node, 8);
+    ASSERT_STR_EQ(opts.rdzv_backend, "c10d");
+    ASSERT_STR_EQ(opts.rdzv_endpoint, "host1:29400");
+    ASSERT_STR_EQ(opts.run_id, "job7");
+    ASSERT_EQ(opts.max_restarts, 3);
+    ASSERT_EQ(opts.monitor_interval_ms, 100);
+    ASSERT_STR_EQ(opts.redirects, "3");
+    ASSERT_STR_EQ(opts.tee, "2");
+    ASSERT_STR_EQ(opts.log_dir, "/tmp/logs");
+    ASSERT_STR_EQ(opts.role, "trainer");
+    ASSERT_EQ(opts.argc, 5); /* the program's own flags are its own */
+    ASSERT_STR_EQ(opts.argv[0], "train.py");
+    ASSERT_STR_EQ(opts.argv[3], "--nnodes");
+}
+
+TEST(agent_args_has_torchrun_defaults)
+{
+    const char *argv[] = {"elasticrun", "train.py"};
+    elastic_agent_opts opts;
+    ASSERT_OK(parse(&opts, ARGC(argv), argv, NULL));
+    ASSERT_EQ(opts.min_nodes, 1);
+    ASSERT_EQ(opts.max_nodes, 1);
+    ASSERT_EQ(opts.nproc_per_node, 1);
+    ASSERT_STR_EQ(opts.rdzv_backend, "static");
+    ASSERT_STR_EQ(opts.run_id, "none");
+    ASSERT_EQ(opts.max_restarts, 0);
+    ASSERT_EQ(opts.master_port, 29500);
+    ASSERT_EQ(opts.no_python, 0);
+}
+
+TEST(agent_args_accepts_unique_prefixes_like_argparse)
+{
+    const char *argv[] = {"elasticrun", "--nproc", "2", "--stand", "--no-py", "prog"};
+    elastic_agent_opts opts;
+    ASSERT_OK(parse(&opts, ARGC(argv), argv, NULL));
+    ASSERT_EQ(opts.nproc_per_node, 2);
+    ASSERT_EQ(opts.standalone, 1);
+    ASSERT_EQ(opts.no_python, 1);
+    const char *ambiguous[] = {"elasticrun", "--rdzv", "x", "prog"}; /* rdzv_backend, rdzv_endpoint, ... */
+    ASSERT_ERR(parse(&opts, ARGC(ambiguous), ambiguous, NULL), ELASTIC_EINVAL);
+}
+
+TEST(agent_args_falls_back_to_pet_environment)
+{
+    const char *argv[] = {"elasticrun", "--max-restarts", "9", "prog"};
+    const char *envp[] = {"PET_NPROC_PER_NODE=3", "PET_MAX_RESTARTS=1", "PET_STANDALONE=1", "PET_RDZV_ID=fromenv",
+                          "PET_NNODES=1:1", "UNRELATED=1", NULL};
+    elastic_agent_opts opts;
+    ASSERT_OK(parse(&opts, ARGC(argv), argv, envp));
+    ASSERT_EQ(opts.nproc_per_node, 3);
+    ASSERT_EQ(opts.max_restarts, 9); /* the flag wins over the environment */
+    ASSERT_EQ(opts.standalone, 1);
+    ASSERT_STR_EQ(opts.run_id, "fromenv");
+    const char *bad_env[] = {"PET_NPROC_PER_NODE=lots", NULL};
+    ASSERT_ERR(parse(&opts, ARGC(argv), argv, bad_env), ELASTIC_EINVAL);
+    ASSERT(strstr(elastic_last_error(), "PET_NPROC_PER_NODE") != NULL);
+}
+
+TEST(agent_args_resolves_nproc_words)
+{
+    const char *argv[] = {"elasticrun", "--nproc-per-node", "cpu", "prog"};
+    elastic_agent_opts opts;
+    ASSERT_OK(parse(&opts, ARGC(argv), argv, NULL));
+    ASSERT(opts.nproc_per_node >= 1);
+    const char *auto_argv[] = {"elasticrun", "--nproc-per-node=auto", "prog"};
+    ASSERT_OK(parse(&opts, ARGC(auto_argv), auto_argv, NULL));
+    ASSERT(opts.nproc_per_node >= 1);
+}
+
+TEST(agent_args_rejects_bad_values_naming_the_flag)
+{
+    static const struct {
+        const char *flag, *value, *mentions;
+    } cases[] = {
+        {"--nnodes", "0", "--nnodes"},
+        {"--nnodes", "4:2", "MIN is greater"},
+        {"--nnodes", "1:2:3", "--nnodes"},
+        {"--nproc-per-node", "-1", "--nproc-per-node"},
+        {"--nproc-per-node", "many", "--nproc-per-node"},
+        {"--rdzv-backend", "etcd", "not supported"},
+        {"--max-restarts", "-1", "--max-restarts"},
+        {"--max-restarts", "1e3", "--max-restarts"},
+        {"--monitor-interval", "0", "--monitor-interval"},
+        {"--monitor-interval", "nan", "--monitor-interval"},
+        {"--master-port", "70000", "--master-port"},
+        {"--redirects", "4", "--redirects"},
+        {"--tee", "0:5", "--tee"},
+        {"--rdzv-conf", "join_timeout", "key=value"},
+        {"--rdzv-conf", "join_timeout=soon", "join_timeout"},
+        {"--rdzv-conf", "is_host=maybe", "is_host"},
+        {"--rdzv-id", "a/b", "--rdzv-id"},
+        {"--start-method", "thread", "--start-method"},
+        {"--grace-period", "-3", "--grace-period"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *argv[] = {"elasticrun", cases[i].flag, cases[i].value, "prog"};
+        elastic_agent_opts opts;
+        if (parse(&opts, ARGC(argv), argv, NULL) != ELASTIC_EINVAL)
+            FAIL("%s %s was accepted", cases[i].flag, cases[i].value);
+        if (strstr(elastic_last_error(), cases[i].mentions) == NULL)
+            FAIL("%s %s: \"%s\" does not mention %s", cases[i].flag, cases[i].value, elastic_last_error(), cases[i].mentions);
+        ASSERT(strchr(elastic_last_error(), '\n') == NULL);
+    }
+}
+
+TEST(agent_args_rejects_unknown_flags_missing_values_and_conflicts)
+{
+    elastic_agent_opts opts;
+    const char *unknown[] = {"elasticrun", "--frobnicate", "prog"};
+    ASSERT_ERR(parse(&opts, ARGC(unknown), unknown, NULL), ELASTIC_EINVAL);
+    ASSERT(strstr(elastic_last_error(), "--frobnicate") != NULL);
+    const char *missing[] = {"elasticrun", "--nnodes"};
+    ASSERT_ERR(parse(&opts, ARGC(missing), missing, NULL), ELASTIC_EINVAL);
+    ASSERT(strstr(elastic_last_error(), "needs a value") != NULL);
+    const char *no_program[] = {"elasticrun", "--standalone"};
+    ASSERT_ERR(parse(&opts, ARGC(no_program), no_program, NULL), ELASTIC_EINVAL);
+    const char *both[] = {"elasticrun", "-m", "--no-python", "pkg.main"};
+    ASSERT_ERR(parse(&opts, ARGC(both), both, NULL), ELASTIC_EINVAL);
+    const char *switch_value[] = {"elasticrun", "--standalone=1", "prog"};
+    ASSERT_ERR(parse(&opts, ARGC(switch_value), switch_value, NULL), ELASTIC_EINVAL);
+    const char *help[] = {"elasticrun", "--help"};
+    ASSERT_OK(parse(&opts, ARGC(help), help, NULL));
+    ASSERT_EQ(opts.help, 1);
+}
+
+TEST(agent_args_double_dash_starts_the_program)
+{
+    const char *argv[] = {"elasticrun", "--standalone", "--", "--weird-name", "x"};
+    elastic_agent_opts opts;
+    ASSERT_OK(parse(&opts, ARGC(argv), argv, NULL));
+    ASSERT_EQ(opts.argc, 2);
+    ASSERT_STR_EQ(opts.argv[0], "--weird-name");
+}
+
+TEST(agent_rdzv_conf_parses_like_torchrun)
+{
+    agent_rdzv_conf conf;
+    ASSERT_OK(agent__rdzv_conf_parse("join_timeout=60, last_call_timeout = 2.5,is_host=true,store_type=tcp", &conf));
+    ASSERT_EQ(conf.join_timeout_ms, 60000);
+    ASSERT_EQ(conf.last_call_timeout_ms, 2500);
+    ASSERT_EQ(conf.is_host, 1);
+    ASSERT_EQ(conf.close_timeout_ms, -1);
+    ASSERT_OK(agent__rdzv_conf_parse("", &conf));
+    ASSERT_EQ(conf.is_host, -1);
+    ASSERT_ERR(agent__rdzv_conf_parse("=1", &conf), ELASTIC_EINVAL);
+    ASSERT_ERR(agent__rdzv_conf_parse("a=", &conf), ELASTIC_EINVAL);
+    ASSERT_ERR(agent__rdzv_conf_parse("a=1,,b=2", &conf), ELASTIC_EINVAL);
+    ASSERT_ERR(agent__rdzv_conf_parse("keep_alive_max_attempt=0", &conf), ELASTIC_EINVAL);
+}
+
+TEST(agent_std_maps_ranks)
+{
+    int mask;
+    ASSERT_OK(agent__std_parse("3", 5, &mask));
+    ASSERT_EQ(mask, 3);
+    ASSERT_OK(agent__std_parse("0:1,2:2", 2, &mask));
+    ASSERT_EQ(mask, AGENT_STD_ERR);
+    ASSERT_OK(agent__std_parse("0:1,2:2", 1, &mask));
+    ASSERT_EQ(mask, 0);
+    ASSERT_ERR(agent__std_parse("0:1,x", 0, &mask), ELASTIC_EINVAL);
+}
+
+TEST(agent_endpoint_parses_hosts_and_ports)
+{
+    char host[256];
+    int port;
+    ASSERT_OK(agent__endpoint_parse("node1:1234", 29400, host, sizeof host, &port));
+    ASSERT_STR_EQ(host, "node1");
+    ASSERT_EQ(port, 1234);
+    ASSERT_OK(agent__endpoint_parse("node1", 29400, host, sizeof host, &port));
+    ASSERT_EQ(port, 29400);
+    ASSERT_OK(agent__endpoint_parse("[::1]:99", 29400, host, sizeof host, &port));
+    ASSERT_STR_EQ(host, "::1");
+    ASSERT_EQ(port, 99);
+    ASSERT_ERR(agent__endpoint_parse("node1:99999", 29400, host, sizeof host, &port), ELASTIC_EINVAL);
+    ASSERT_ERR(agent__endpoint_parse(":5", 29400, host, sizeof host, &port), ELASTIC_EINVAL);
+    ASSERT(agent__address_is_local("localhost"));
+    ASSERT(agent__address_is_local("127.0.0.1"));
+    ASSERT(!agent__address_is_local("192.0.2.1")); /* TEST-NET-1: never a local interface */
+}

@@ -1,0 +1,130 @@
+/* Asynchronous save: the caller's buffers are copied (it may reuse them at
+ * once), the save completes in the background, one is in flight at a time
+ * with back-pressure, and closing during a save leaves a clean directory. */
+#include "ckpt/ckpt.h"
+#include "helpers/ckpt_content.h"
+#include "test.h"
+
+static elastic_ckpt *open_dir(void)
+{
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o);
+    o.chunk_bytes = 1 << 20;
+    o.threads = 2;
+    elastic_ckpt *c;
+    ASSERT_OK(elastic_ckpt_open(test_tmpdir(), &o, &c));
+    return c;
+}
+
+static uint8_t *filled(size_t len, uint64_t seed)
+{
+    uint8_t *buf = malloc(len);
+    ASSERT(buf != NULL);
+    for (size_t i = 0; i < len; i += 8) {
+        uint64_t v = ckpt_test_mix(seed + i / 4096);
+        memcpy(buf + i, &v, len - i < 8 ? len - i : 8);
+    }
+    return buf;
+}
+
+TEST(ckpt_async_save_copies_the_buffers_and_commits_in_the_background)
+{
+    elastic_ckpt *c = open_dir();
+    const size_t len = 9u << 20;
+    uint8_t *weights = filled(len, 1), *expect = malloc(len);
+    memcpy(expect, weights, len);
+    elastic_ckpt_blob blobs[] = {{"weights", weights, len, 0}, {"rng", "seed=7", 6, ELASTIC_CKPT_REPLICATED}};
+    ASSERT_OK(elastic_ckpt_save_async(c, 5, blobs, 2, 1000));
+    memset(weights, 0xAB, len); /* the training step goes on with the buffer */
+    uint64_t step = 0;
+    ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), &step));
+    ASSERT_EQ(step, 5);
+    uint64_t latest;
+    ASSERT_OK(elastic_ckpt_latest(c, &latest));
+    ASSERT_EQ(latest, 5);
+    void *data;
+    size_t got;
+    ASSERT_OK(elastic_ckpt_read(c, 5, "weights", &data, &got));
+    ASSERT_EQ(got, len);
+    ASSERT_MEM_EQ(data, expect, len);
+    elastic_free(data);
+    /* The staging buffer is reused for a second, smaller save. */
+    blobs[0].len = len / 3;
+    ASSERT_OK(elastic_ckpt_save_async(c, 6, blobs, 2, 1000));
+    ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), &step));
+    ASSERT_EQ(step, 6);
+    ASSERT_OK(elastic_ckpt_read(c, 6, "weights", &data, &got));
+    ASSERT_EQ(got, len / 3);
+    ASSERT_MEM_EQ(data, weights, len / 3);
+    elastic_free(data);
+    free(weights);
+    free(expect);
+    elastic_ckpt_close(c);
+}
+
+TEST(ckpt_async_allows_one_save_in_flight_with_back_pressure)
+{
+    elastic_ckpt *c = open_dir();
+    ASSERT_OK(elastic_ckpt_async_wait(c, 0, NULL)); /* none yet */
+    ASSERT_OK(ckpt__async_hold(c, true));
+    elastic_ckpt_blob blob = {"x", "hello", 5, 0};
+    ASSERT_OK(elastic_ckpt_save_async(c, 1, &blob, 1, 0));
+    ASSERT_ERR(elastic_ckpt_save_async(c, 2, &blob, 1, 50), ELASTIC_EBUSY);
+    ASSERT_ERR(elastic_ckpt_async_wait(c, 0, NULL), ELASTIC_ETIMEDOUT);
+    elastic_ckpt_txn *txn;
+    ASSERT_ERR(elastic_ckpt_begin(c, 3, &txn), ELASTIC_EBUSY); /* the async save holds the handle */
+    ASSERT_OK(ckpt__async_hold(c, false));
+    /* Back-pressure: this call waits for save 1 to finish, then starts save 2. */
+    ASSERT_OK(elastic_ckpt_save_async(c, 2, &blob, 1, test_scaled_ms(30000)));
+    uint64_t step;
+    ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), &step));
+    ASSERT_EQ(step, 2);
+    uint64_t *steps;
+    size_t n;
+    ASSERT_OK(elastic_ckpt_list_steps(c, &steps, &n));
+    ASSERT_EQ(n, 2);
+    ASSERT_EQ(steps[0], 1);
+    ASSERT_EQ(steps[1], 2);
+    elastic_free(steps);
+    ASSERT_OK(elastic_ckpt_begin(c, 3, &txn)); /* free again */
+    elastic_ckpt_abort(txn);
+    elastic_ckpt_close(c);
+}
+
+TEST(ckpt_async_failure_is_reported_by_wait)
+{
+    elastic_ckpt *c = open_dir();
+    elastic_ckpt_blob blob = {"x", "hello", 5, 0};
+    ASSERT_OK(elastic_ckpt_save(c, 4, &blob, 1));
+    ASSERT_OK(elastic_ckpt_save_async(c, 4, &blob, 1, 0)); /* step 4 exists: the commit must fail */
+    uint64_t step;
+    ASSERT_ERR(elastic_ckpt_async_wait(c, test_scaled_ms(30000), &step), ELASTIC_EEXIST);
+    ASSERT_EQ(step, 4);
+    ASSERT(strstr(elastic_last_error(), "already committed") != NULL);
+    elastic_ckpt_close(c);
+}
+
+TEST(ckpt_close_during_async_save_leaves_a_clean_directory)
+{
+    for (int round = 0; round < 5; round++) {
+        elastic_ckpt *c = open_dir();
+        const size_t len = 16u << 20;
+        uint8_t *buf = filled(len, (uint64_t)round);
+        elastic_ckpt_blob blob = {"big", buf, len, 0};
+        ASSERT_OK(elastic_ckpt_save_async(c, (uint64_t)round + 1, &blob, 1, test_scaled_ms(30000)));
+        elastic_ckpt_close(c); /* cancels or finishes; never half-commits */
+        free(buf);
+        c = open_dir();
+        uint64_t latest;
+        int rc = elastic_ckpt_latest(c, &latest);
+        ASSERT(rc == 0 || rc == ELASTIC_ENOTFOUND);
+        if (rc == 0) {
+            void *data;
+            size_t got;
+            ASSERT_OK(elastic_ckpt_read(c, latest, "big", &data, &got));
+            ASSERT_EQ(got, len);
+            elastic_free(data);
+        }
+        elastic_ckpt_close(c);
+    }
+}
