@@ -22,7 +22,7 @@ static char *run_demo(const char *name, bool kill_one)
     snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
     snprintf(events, sizeof events, "%s/events.jsonl", dir);
     const char *argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "3", "--max-restarts", "2",
-                          "--event-log", events, "--no-python", trainer, "--ckpt-dir", ckpt, "--steps", "80",
+                          "--event-log", events, "--no-python", trainer, "--ckpt-dir", ckpt, "--steps", "200",
                           "--step-ms", "5", "--ckpt-every", "10", "--result", result, NULL};
     pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
     if (kill_one) {
@@ -58,7 +58,7 @@ TEST_TIMEOUT(agent_demo_trainer_survives_a_kill_with_the_same_result, 180)
 {
     char *faulty = run_demo("faulty", true);
     char *clean = run_demo("clean", false);
-    ASSERT(strstr(clean, "steps=80 ") != NULL);
+    ASSERT(strstr(clean, "steps=200 ") != NULL);
     ASSERT_STR_EQ(faulty, clean);
     free(faulty);
     free(clean);
