@@ -75,7 +75,8 @@ ELASTIC_EXTERN int elastic_worker_report_step_time(elastic_worker *w, uint64_t c
 /* Runs on the library's thread as soon as the agent ends the generation, so
  * the trainer can abort a blocked collective (ncclCommAbort). `reason` says
  * why. Must not call back into this worker except elastic_worker_get_info.
- * NULL unregisters. */
+ * Register it right after init: an abort that arrives before it is registered
+ * runs no hook (poll still reports the change). NULL unregisters. */
 typedef void (*elastic_worker_abort_fn)(void *user, uint64_t generation, const char *reason);
 ELASTIC_EXTERN int elastic_worker_on_abort(elastic_worker *w, elastic_worker_abort_fn fn, void *user);
 

@@ -47,6 +47,8 @@ static int train_in_process(elastic_worker *w)
 {
     elastic_worker_on_abort(w, on_abort, NULL);
     elastic_worker_on_reconfigure(w, on_reconfigure, NULL);
+    printf("training\n"); /* callbacks are in place */
+    fflush(stdout);
     for (uint64_t step = 1;; step++) {
         elastic_worker_heartbeat(w, step);
         int rc = elastic_worker_poll(w);

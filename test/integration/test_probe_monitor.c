@@ -161,7 +161,11 @@ TEST_TIMEOUT(probe_metrics_scraped_and_parsed, 60)
 
 /* ---- in-process reconfiguration over the control socket ---------------------- */
 
-static bool both_hello(harness *h) { return h->hellos[0] == 1 && h->hellos[1] == 1; }
+static bool both_training(harness *h)
+{
+    return h->hellos[0] == 1 && h->hellos[1] == 1 && strstr(harness_log(h, 0), "training") != NULL &&
+           strstr(harness_log(h, 1), "training") != NULL;
+}
 static bool both_acked(harness *h) { return h->abort_acks[0] == 1 && h->abort_acks[1] == 1; }
 static bool both_ready(harness *h) { return h->readies[0] == 1 && h->readies[1] == 1; }
 static bool barriers_passed(harness *h)
@@ -191,7 +195,7 @@ TEST_TIMEOUT(probe_in_process_reconfigure_keeps_workers, 60)
     const char *args[] = {"inproc", NULL};
     harness_spawn(&h, 0, 0, args);
     harness_spawn(&h, 1, 1, args);
-    harness_run_until(&h, both_hello, 20000, "both workers to connect");
+    harness_run_until(&h, both_training, 20000, "both workers to connect and register their callbacks");
     int pid0 = h.pids[0], pid1 = h.pids[1];
     ASSERT_OK(probe__monitor_abort_worker(h.monitor, 0, "rank 7 on node-3 exited with 1"));
     ASSERT_OK(probe__monitor_abort_worker(h.monitor, 1, "rank 7 on node-3 exited with 1"));
