@@ -181,7 +181,7 @@ TEST_TIMEOUT(agent_static_backend_node_rank_0_hosts_the_store, 120)
     agent_harness_path(report, sizeof report, "report");
     pid_t agents[2];
     for (int node = 0; node < 2; node++) {
-        char name[16], rank[8];
+        char name[32], rank[16];
         snprintf(name, sizeof name, "node%d", node);
         snprintf(rank, sizeof rank, "%d", node);
         const char *argv[] = {"elasticrun", "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", rank,
