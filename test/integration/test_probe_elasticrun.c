@@ -113,6 +113,34 @@ TEST_TIMEOUT(probe_elasticrun_in_process_recovery_keeps_survivors, 120)
     free(text);
 }
 
+TEST_TIMEOUT(probe_elasticrun_unacknowledged_abort_restarts_the_worker, 120)
+{
+    char events[512], event_flag[600], out[512];
+    agent_harness_path(events, sizeof events, "events.jsonl");
+    snprintf(event_flag, sizeof event_flag, "--event-log=%s", events);
+    agent_harness_path(out, sizeof out, "elasticrun.out");
+    const char *argv[] = {"elasticrun", "--nproc-per-node", "3", "--max-restarts", "1", "--in-process-recovery",
+                          "--abort-ack-timeout", "1", event_flag, "--no-python", probe_worker(), "train", "60",
+                          test_tmpdir(), NULL};
+    const char *env[] = {"PROBE_FAIL_RANK=2", "PROBE_FAIL_STEP=20", "PROBE_STUCK_ABORT_RANK=1", NULL};
+    pid_t pid = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "elasticrun");
+    expect_exit(pid, 90000, 0, "elasticrun");
+    char *text = agent_harness_read_file(out);
+    ASSERT(text != NULL);
+    for (int rank = 0; rank < 3; rank++) {
+        char expected[64];
+        snprintf(expected, sizeof expected, "result x=1830 steps=60 rank=%d ", rank);
+        if (strstr(text, expected) == NULL) FAIL("rank %d has no correct result:\n%s", rank, text);
+    }
+    free(text);
+    /* rank 0 kept its process; rank 1 (stuck in its hook) and rank 2 were started again */
+    ASSERT(pid_of(out, "started ", 0, 1) > 0);
+    ASSERT_EQ(pid_of(out, "reconfigured ", 0, 2), pid_of(out, "started ", 0, 1));
+    ASSERT(pid_of(out, "started ", 1, 2) > 0);
+    ASSERT(pid_of(out, "started ", 1, 2) != pid_of(out, "started ", 1, 1));
+    ASSERT(pid_of(out, "started ", 2, 2) > 0);
+}
+
 static double sample_value(const char *page, const char *name, const char *rank)
 {
     char line[2048];
