@@ -191,7 +191,7 @@ soak:
 
 # ---- benchmarks -----------------------------------------------------------
 
-build/release/bench/%: bench/%.c
+build/release/bench/%: bench/%.c lib/libelastic.a
 	@$(MAKE) --no-print-directory VARIANT=release all
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< lib/libelastic.a $(LIBS)

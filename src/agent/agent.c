@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,13 @@ struct elastic_agent {
     char token[80];
     char log_root[700];
     bool log_root_is_temporary;
+    elastic_agent *next_abandoned;
 };
+
+/* Agents freed while a rendezvous thread still used them: kept (and
+ * reachable) until the process exits. */
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static elastic_agent *abandoned_agents;
 
 static void random_hex(char *out, size_t bytes)
 {
@@ -326,8 +333,12 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     if (agent->group_ready) {
         agent__workers_signal(&agent->group, SIGKILL); /* only if the run ended abnormally */
         if (!agent__group_close(&agent->group)) {
-            ELASTIC_LOG_W("agent", "leaving with a rendezvous in flight; the process should exit now");
-            return; /* its thread still uses the agent: keep everything allocated */
+            ELASTIC_LOG_I("agent", "leaving with a rendezvous in flight; the process should exit now");
+            pthread_mutex_lock(&abandoned_lock); /* its thread still uses the agent: keep it all */
+            agent->next_abandoned = abandoned_agents;
+            abandoned_agents = agent;
+            pthread_mutex_unlock(&abandoned_lock);
+            return;
         }
     }
     if (agent->group_ready) agent__probes_stop(&agent->group); /* its handles close with their callbacks */

@@ -125,10 +125,7 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
     begin_stopping(group, AGENT_STOP_FOR_RESTART);
     agent__failure_record(group, worker, &cause);
     agent_event event;
-    agent__event_begin(&event, group->events, "failure");
-    agent__event_int(&event, "generation", (int64_t)cause.generation);
-    agent__event_int(&event, "rank", worker->rank);
-    agent__event_int(&event, "local_rank", worker->local_rank);
+    agent__event_worker(&event, group, "failure", worker);
     agent__event_int(&event, "exit_code", exit_code);
     agent__event_int(&event, "signal", term_signal);
     agent__event_str(&event, "reason", reason);
@@ -143,11 +140,7 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
 static void on_worker_exit(agent_group *group, agent_worker *worker)
 {
     agent_event event;
-    agent__event_begin(&event, group->events, "worker_exited");
-    agent__event_int(&event, "generation", (int64_t)group->current.generation);
-    agent__event_int(&event, "rank", worker->rank);
-    agent__event_int(&event, "local_rank", worker->local_rank);
-    agent__event_int(&event, "pid", worker->pid);
+    agent__event_worker(&event, group, "worker_exited", worker);
     agent__event_int(&event, "exit_code", worker->exit_code);
     agent__event_int(&event, "signal", worker->term_signal);
     agent__event_int(&event, "runtime_ms", (int64_t)(elastic__now_ms() - worker->started_ms));

@@ -246,6 +246,8 @@ bool agent__group_close(agent_group *group);
 void agent__group_destroy(agent_group *group);
 
 /* workers.c: start and reap this generation's workers. */
+/* Begins a worker event: name, generation, rank, local_rank, pid. */
+void agent__event_worker(agent_event *event, const agent_group *group, const char *name, const agent_worker *worker);
 int agent__workers_start(agent_group *group);
 void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agent_worker *));
 void agent__workers_signal(agent_group *group, int signum);

@@ -102,14 +102,19 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
     return 0;
 }
 
+void agent__event_worker(agent_event *event, const agent_group *group, const char *name, const agent_worker *worker)
+{
+    agent__event_begin(event, group->events, name);
+    agent__event_int(event, "generation", (int64_t)group->current.generation);
+    agent__event_int(event, "rank", worker->rank);
+    agent__event_int(event, "local_rank", worker->local_rank);
+    agent__event_int(event, "pid", worker->pid);
+}
+
 static void emit_started(agent_group *group, const agent_worker *worker)
 {
     agent_event event;
-    agent__event_begin(&event, group->events, "worker_started");
-    agent__event_int(&event, "generation", (int64_t)group->current.generation);
-    agent__event_int(&event, "rank", worker->rank);
-    agent__event_int(&event, "local_rank", worker->local_rank);
-    agent__event_int(&event, "pid", worker->pid);
+    agent__event_worker(&event, group, "worker_started", worker);
     agent__event_emit(group->events, &event);
 }
 

@@ -260,10 +260,17 @@ static void become_member(elastic_rdzv *r, int slot, const rdzv__assignment *a, 
     r->group_rank = a->group_rank;
     r->group_world_size = a->group_world_size;
     r->phase = RDZV__RUNNING;
+    /* Our keys of the last generation go, off this path, on the monitor;
+     * an older cleanup the monitor has not reached yet is done here. */
+    uint64_t overdue = r->stale_generation;
+    int overdue_slot = r->stale_slot;
+    if (previous > 0) {
+        r->stale_generation = previous;
+        r->stale_slot = previous_slot;
+    }
     pthread_cond_broadcast(&r->changed);
     pthread_mutex_unlock(&r->lock);
-    /* Our record in the last generation kept us counted as alive there. */
-    if (previous > 0) delete_record(r, previous, previous_slot);
+    if (overdue > 0 && overdue != previous) rdzv__forget_slot(r, overdue, overdue_slot);
     rdzv__monitor_watch(r, a->generation, a->next_slot, a->next_node_id);
     memset(result, 0, sizeof *result);
     result->generation = a->generation;

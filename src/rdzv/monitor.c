@@ -100,15 +100,33 @@ static void pause_after_error(elastic_rdzv *r)
     pthread_mutex_unlock(&r->lock);
 }
 
-static void follow_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id)
+/* Deletes this node's keys of its previous generation, if still pending. */
+static void clean_previous(elastic_rdzv *r)
+{
+    pthread_mutex_lock(&r->lock);
+    uint64_t generation = r->stale_generation;
+    int slot = r->stale_slot;
+    r->stale_generation = 0;
+    pthread_mutex_unlock(&r->lock);
+    if (generation > 0) rdzv__forget_slot(r, generation, slot);
+}
+
+static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id)
 {
     uint64_t revision = 0;
-    bool reported = false;
+    bool reported = false, cleaned = false;
     char prefix[64];
     while (still_wanted(r, generation, slot)) {
         rdzv__key_slot(prefix, sizeof prefix, generation, slot, "");
-        int rc = r->backend->ops->watch(r->backend, prefix, revision, RDZV__WATCH_SLICE_MS, &revision);
-        if (rc == ELASTIC_ETIMEDOUT) continue;
+        /* Cleanup waits for the first quiet second, away from the rush of a
+         * re-formation. */
+        int slice = cleaned ? RDZV__WATCH_SLICE_MS : 1000;
+        int rc = r->backend->ops->watch(r->backend, prefix, revision, slice, &revision);
+        if (rc == ELASTIC_ETIMEDOUT) {
+            if (!cleaned) clean_previous(r);
+            cleaned = true;
+            continue;
+        }
         /* Most wake-ups are the end broadcast: look for the end first. */
         elastic_rdzv_cause cause;
         if (rc == 0) rc = rdzv__read_end(r, generation, &cause);
@@ -133,6 +151,14 @@ static void follow_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int s
             report_lost(r, generation, node_id);
         }
     }
+}
+
+static void follow_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id)
+{
+    watch_ring(r, generation, my_slot, slot, node_id);
+    /* A generation too short for a quiet second still cleans up after
+     * itself (a no-op when done already). */
+    clean_previous(r);
 }
 
 static void *monitor_main(void *arg)

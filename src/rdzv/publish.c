@@ -161,6 +161,8 @@ static int publish_generation(elastic_rdzv *r, uint64_t round, size_t count, uin
     ELASTIC_LOG_I("rdzv", "run %s: generation %" PRIu64 " %s with %zu of %zu node(s)", r->run_id, round,
                   formed ? "formed" : "void", admitted, count);
     rc = publish(r, round, info.group_world_size, &plan);
+    /* Round-2 ended before round-1 could form: nobody reads its keys now. */
+    if (rc == 0 && round > 2) rdzv__forget_round(r, round - 2);
 out:
     plan_free(&plan);
     free(records);
@@ -208,4 +210,24 @@ int rdzv__void_orphan(elastic_rdzv *r, uint64_t round)
     if (rc == 0) rc = publish(r, round, 0, &plan);
     plan_free(&plan);
     return rc;
+}
+
+void rdzv__forget_round(elastic_rdzv *r, uint64_t round)
+{
+    static const char *const names[] = {"count", "back", "gone", "finished", "info", "formed", "end"};
+    char key[64];
+    for (size_t i = 0; i < ELASTIC__ARRAY_LEN(names); i++) {
+        rdzv__key_round(key, sizeof key, round, names[i]);
+        (void)r->backend->ops->del(r->backend, key);
+    }
+}
+
+void rdzv__forget_slot(elastic_rdzv *r, uint64_t round, int slot)
+{
+    static const char *const names[] = {"rec", "a", "e"};
+    char key[64];
+    for (size_t i = 0; i < ELASTIC__ARRAY_LEN(names); i++) {
+        rdzv__key_slot(key, sizeof key, round, slot, names[i]);
+        (void)r->backend->ops->del(r->backend, key);
+    }
 }

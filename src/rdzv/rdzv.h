@@ -137,6 +137,8 @@ struct elastic_rdzv {
     uint64_t notified_generation;        /* last generation the callback ran for */
     elastic_rdzv_change_fn on_change;
     void *on_change_user;
+    uint64_t stale_generation;           /* our keys of this generation await cleanup; 0: none */
+    int stale_slot;
 };
 
 /* ---- keys.c ---- */
@@ -188,6 +190,11 @@ int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__
 /* Seals round `round` with one compare-and-set on the round pointer; the
  * winner reads the join records and publishes the generation. */
 int rdzv__seal(elastic_rdzv *r, const rdzv__round_ptr *ptr, bool prev_formed);
+/* Deletes the shared keys of a round nobody reads any more. */
+void rdzv__forget_round(elastic_rdzv *r, uint64_t round);
+/* Deletes one node's keys of a round it has left behind: its record (which
+ * kept it counted as alive there), assignment and end mark. */
+void rdzv__forget_slot(elastic_rdzv *r, uint64_t round, int slot);
 /* Publishes "void" for a round whose sealer vanished before committing it. */
 int rdzv__void_orphan(elastic_rdzv *r, uint64_t round);
 

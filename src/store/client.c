@@ -1,8 +1,8 @@
 /*
  * The store client's machinery: sessions (one connection shared by a handle
- * and its clones), the reader thread that matches responses to calls and
- * sends lease keep-alives, calls with deadlines, one reconnect, and closing
- * a handle while other threads are still inside calls on it.
+ * and its clones), calls with deadlines, the reader role that waiting
+ * callers pass among themselves, one reconnect, and the ticker thread that
+ * sends lease keep-alives even while every caller is busy or blocked.
  */
 #include "store/client.h"
 
@@ -16,32 +16,68 @@
 #define MAX_RESPONSE_BODY ((size_t)1 << 31)
 #define READ_CHUNK (64u << 10)
 
-void store__session_wake(store__session *session)
+static void poke(int fd)
 {
     uint64_t one = 1;
-    ssize_t n = write(session->wake_fd, &one, sizeof one);
+    ssize_t n = write(fd, &one, sizeof one);
     (void)n; /* a full counter already means "wake up" */
 }
 
-/* ---- the reader thread --------------------------------------------------- */
-
-static void finish_call(store__call *call, int status, uint8_t *body, size_t len)
+static void drain(int fd)
 {
-    store__call *c = call;
-    if (c->prev != NULL) c->prev->next = c->next;
-    if (c->next != NULL) c->next->prev = c->prev;
-    c->prev = c->next = NULL;
-    c->status = status;
-    c->body = body;
-    c->body_len = len;
-    c->done = true;
-    pthread_cond_signal(&c->cond);
+    uint64_t count;
+    ssize_t n = read(fd, &count, sizeof count);
+    (void)n;
 }
+
+void store__session_wake_ticker(store__session *session) { poke(session->ticker_wake_fd); }
+
+void store__session_wake_reader(store__session *session)
+{
+    if (session->reading) poke(session->reader_wake_fd);
+}
+
+/* ---- the call list (session lock held) ------------------------------------ */
 
 static void unlink_call(store__session *session, store__call *call)
 {
     if (session->calls == call) session->calls = call->next;
+    if (call->prev != NULL) call->prev->next = call->next;
+    if (call->next != NULL) call->next->prev = call->prev;
+    call->prev = call->next = NULL;
 }
+
+static void finish_call(store__session *session, store__call *call, int status, uint8_t *body, size_t len)
+{
+    unlink_call(session, call);
+    call->status = status;
+    call->body = body;
+    call->body_len = len;
+    call->done = true;
+    pthread_cond_signal(&call->cond);
+}
+
+/* Lets one waiting caller take over reading when nobody reads. */
+static void hand_off_reading(store__session *session)
+{
+    if (!session->reading && session->calls != NULL) pthread_cond_signal(&session->calls->cond);
+}
+
+/* Marks the connection ended and fails every call still waiting on it. */
+static void mark_broken(store__session *session, const char *why)
+{
+    session->broken = true;
+    if (session->broken_reason[0] == '\0') snprintf(session->broken_reason, sizeof session->broken_reason, "%s", why);
+    while (session->calls != NULL) finish_call(session, session->calls, ELASTIC_ECONNECT, NULL, 0);
+    /* Leases die with their connection on the server. */
+    while (session->keepalives != NULL) {
+        store__keepalive *k = session->keepalives;
+        session->keepalives = k->next;
+        free(k);
+    }
+}
+
+/* ---- reading (the reader role) -------------------------------------------- */
 
 /* Hands one response to its caller (or drops it: a late or keep-alive one). */
 static void dispatch(store__session *session, const store__header *h, const uint8_t *body)
@@ -53,26 +89,25 @@ static void dispatch(store__session *session, const store__header *h, const uint
     }
     for (store__call *call = session->calls; call != NULL; call = call->next) {
         if (call->id != h->id) continue;
-        uint8_t *copy = malloc(h->body_len + 1);
+        uint8_t *copy = malloc((size_t)h->body_len + 1);
         if (copy == NULL) {
-            unlink_call(session, call);
-            finish_call(call, ELASTIC_ENOMEM, NULL, 0);
+            finish_call(session, call, ELASTIC_ENOMEM, NULL, 0);
             return;
         }
         if (h->body_len) memcpy(copy, body, h->body_len);
         copy[h->body_len] = 0;
-        unlink_call(session, call);
-        finish_call(call, h->op_or_status, copy, h->body_len);
+        finish_call(session, call, h->op_or_status, copy, h->body_len);
         return;
     }
 }
 
-/* Dispatches every complete frame in `in`; false on a malformed stream. */
-static bool dispatch_frames(store__session *session, store__buf *in)
+/* With the lock held: dispatches every complete frame in session->in;
+ * false on a malformed stream. */
+static bool dispatch_frames(store__session *session)
 {
+    store__buf *in = &session->in;
     size_t at = 0;
     bool ok = true;
-    pthread_mutex_lock(&session->lock);
     while (in->len - at >= STORE__HEADER_BYTES) {
         store__header h;
         store__header_decode(in->data + at, true, &h);
@@ -89,13 +124,72 @@ static bool dispatch_frames(store__session *session, store__buf *in)
         dispatch(session, &h, in->data + at + STORE__HEADER_BYTES);
         at += total;
     }
-    pthread_mutex_unlock(&session->lock);
     store__buf_consume(in, at);
     return ok && !in->failed;
 }
 
+/* One read of the socket while holding the reader role (lock not held).
+ * Returns 0, or ELASTIC_ECONNECT with *why set when the connection ended. */
+static int read_once(store__session *session, int fd, int timeout_ms, const char **why)
+{
+    /* With time to spare, a blocking recv (the socket's receive timeout is
+     * STORE__RECV_SLICE_MS) saves a poll per call; near the deadline, poll
+     * for exactly what is left. Either way the caller re-checks closing and
+     * the deadline at least every slice. */
+    int flags = 0;
+    if (timeout_ms < STORE__RECV_SLICE_MS) {
+        struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = session->reader_wake_fd, .events = POLLIN}};
+        int ready = poll(pfd, 2, timeout_ms);
+        if (ready <= 0) return 0; /* a timeout or EINTR: the caller re-checks */
+        if (pfd[1].revents & POLLIN) drain(session->reader_wake_fd);
+        if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) return 0;
+        flags = MSG_DONTWAIT;
+    }
+    store__buf *in = &session->in;
+    if (!store__buf_reserve(in, READ_CHUNK)) {
+        *why = "out of memory reading from the store";
+        return ELASTIC_ECONNECT;
+    }
+    ssize_t n = recv(fd, in->data + in->len, in->cap - in->len, flags);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (n <= 0) {
+        *why = n == 0 ? "the store closed the connection" : "connection to the store lost";
+        return ELASTIC_ECONNECT;
+    }
+    in->len += (size_t)n;
+    pthread_mutex_lock(&session->lock);
+    bool ok = dispatch_frames(session);
+    pthread_mutex_unlock(&session->lock);
+    if (!ok) {
+        *why = "malformed response from the store";
+        return ELASTIC_ECONNECT;
+    }
+    return 0;
+}
+
+/* With the lock held, as the reader: reads until the call is answered, the
+ * deadline passes, the handle closes or the connection ends. */
+static void read_for(elastic_store *s, store__call *call, uint64_t deadline_ms)
+{
+    store__session *session = s->session;
+    session->reading = true;
+    int fd = session->fd;
+    const char *why = NULL;
+    int err = 0;
+    while (!call->done && !s->closing && err == 0 && elastic__ms_left(deadline_ms) > 0) {
+        pthread_mutex_unlock(&session->lock);
+        err = read_once(session, fd, elastic__ms_left(deadline_ms), &why);
+        pthread_mutex_lock(&session->lock);
+    }
+    session->reading = false;
+    if (err != 0) mark_broken(session, why);
+    if (session->in.len == 0 && session->in.cap > 4 * READ_CHUNK) store__buf_free(&session->in);
+}
+
+/* ---- the keep-alive ticker ------------------------------------------------- */
+
 /* Sends the keep-alives that are due; returns ms until the next one (-1: none). */
-static int send_keepalives(store__session *session, int fd)
+static int send_keepalives(store__session *session)
 {
     uint8_t frames[16][STORE__HEADER_BYTES + 8];
     int count = 0, wait_ms = -1;
@@ -114,118 +208,63 @@ static int send_keepalives(store__session *session, int fd)
         int left = k->due_ms <= now ? 0 : (int)(k->due_ms - now);
         if (wait_ms < 0 || left < wait_ms) wait_ms = left;
     }
+    bool stopping = session->stopping;
     pthread_mutex_unlock(&session->lock);
     if (count > 0) {
         pthread_mutex_lock(&session->write_lock);
-        store__send_all(fd, frames, sizeof frames[0] * (size_t)count);
+        if (session->fd >= 0) store__send_all(session->fd, frames, sizeof frames[0] * (size_t)count);
         pthread_mutex_unlock(&session->write_lock);
     }
-    return wait_ms;
+    return stopping ? -2 : wait_ms;
 }
 
-/* Marks the connection ended and fails every call still waiting on it. */
-static void mark_broken(store__session *session, const char *why)
-{
-    pthread_mutex_lock(&session->lock);
-    session->broken = true;
-    if (session->broken_reason[0] == '\0') snprintf(session->broken_reason, sizeof session->broken_reason, "%s", why);
-    while (session->calls != NULL) {
-        store__call *call = session->calls;
-        session->calls = call->next;
-        finish_call(call, ELASTIC_ECONNECT, NULL, 0);
-    }
-    /* Leases die with their connection on the server. */
-    while (session->keepalives != NULL) {
-        store__keepalive *k = session->keepalives;
-        session->keepalives = k->next;
-        free(k);
-    }
-    pthread_mutex_unlock(&session->lock);
-}
-
-static void *reader_main(void *arg)
+static void *ticker_main(void *arg)
 {
     store__session *session = arg;
-    pthread_mutex_lock(&session->lock);
-    int fd = session->fd;
-    pthread_mutex_unlock(&session->lock);
-    store__buf in = {0};
-    const char *why = "the store closed the connection";
     for (;;) {
-        int wait_ms = send_keepalives(session, fd);
-        struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = session->wake_fd, .events = POLLIN}};
-        if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR) break;
-        if (pfd[1].revents & POLLIN) {
-            uint64_t count;
-            ssize_t n = read(session->wake_fd, &count, sizeof count);
-            (void)n;
-            pthread_mutex_lock(&session->lock);
-            bool stopping = session->stopping;
-            pthread_mutex_unlock(&session->lock);
-            if (stopping) {
-                why = "the handle was closed";
-                break;
-            }
-        }
-        if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        if (!store__buf_reserve(&in, READ_CHUNK)) break;
-        ssize_t n = recv(fd, in.data + in.len, in.cap - in.len, MSG_DONTWAIT);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n <= 0) {
-            if (n < 0) why = "connection to the store lost";
-            break;
-        }
-        in.len += (size_t)n;
-        if (!dispatch_frames(session, &in)) break;
-        if (in.len == 0 && in.cap > 4 * READ_CHUNK) store__buf_free(&in);
+        int wait_ms = send_keepalives(session);
+        if (wait_ms == -2) break;
+        struct pollfd pfd = {.fd = session->ticker_wake_fd, .events = POLLIN};
+        if (poll(&pfd, 1, wait_ms) > 0) drain(session->ticker_wake_fd);
     }
-    store__buf_free(&in);
-    mark_broken(session, why);
     return NULL;
 }
 
 /* ---- sessions ------------------------------------------------------------ */
 
-static int start_reader(store__session *session)
-{
-    session->broken = false;
-    session->broken_reason[0] = '\0';
-    if (pthread_create(&session->reader, NULL, reader_main, session) != 0) {
-        session->broken = true;
-        return elastic__fail(ELASTIC_ESYS, "cannot start the store client thread");
-    }
-    session->reader_started = true;
-    return 0;
-}
-
-/* With the session lock held: retires the ended connection and opens a
- * new one, trying once (the caller's deadline bounds it). */
+/* With the session lock held and nobody reading: retires the ended
+ * connection and opens a new one, trying once (bounded by the deadline). */
 static int reconnect_locked(store__session *session, uint64_t deadline_ms)
 {
-    if (session->reader_started) {
-        pthread_join(session->reader, NULL); /* it has marked the connection broken and left */
-        session->reader_started = false;
-    }
     pthread_mutex_lock(&session->write_lock);
     if (session->fd >= 0) close(session->fd);
     session->fd = -1;
     pthread_mutex_unlock(&session->write_lock);
+    session->in.len = 0;
     uint64_t limit = elastic__deadline_ms(session->connect_timeout_ms);
     int fd = -1;
     int err = store__connect_socket(session->host, session->port, session->token,
                                     deadline_ms < limit ? deadline_ms : limit, &fd);
-    if (err != 0) return err;
+    if (err != 0) {
+        snprintf(session->broken_reason, sizeof session->broken_reason, "%s", elastic_last_error());
+        return err;
+    }
     pthread_mutex_lock(&session->write_lock);
     session->fd = fd;
     session->epoch++;
     pthread_mutex_unlock(&session->write_lock);
+    session->broken = false;
+    session->broken_reason[0] = '\0';
     ELASTIC_LOG_D("store", "connected to %s:%d", session->host, session->port);
-    return start_reader(session);
+    return 0;
 }
 
 static void session_free(store__session *session)
 {
-    if (session->wake_fd >= 0) close(session->wake_fd);
+    if (session->reader_wake_fd >= 0) close(session->reader_wake_fd);
+    if (session->ticker_wake_fd >= 0) close(session->ticker_wake_fd);
+    if (session->fd >= 0) close(session->fd);
+    store__buf_free(&session->in);
     store__token_free(session->token);
     pthread_mutex_destroy(&session->lock);
     pthread_mutex_destroy(&session->write_lock);
@@ -259,15 +298,21 @@ int store__session_open(const char *endpoint, const elastic_store_opts *opts, st
     session->next_id = 1;
     pthread_mutex_init(&session->lock, NULL);
     pthread_mutex_init(&session->write_lock, NULL);
-    session->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    int err = session->wake_fd < 0 ? elastic__fail(ELASTIC_ESYS, "eventfd: %s", strerror(errno)) : 0;
+    session->reader_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    session->ticker_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    int err = 0;
+    if (session->reader_wake_fd < 0 || session->ticker_wake_fd < 0)
+        err = elastic__fail(ELASTIC_ESYS, "eventfd: %s", strerror(errno));
     if (err == 0) err = store__parse_endpoint(endpoint, session->host, sizeof session->host, &session->port);
     if (err == 0) err = store__token_resolve(opts->token, &session->token);
     if (err == 0) err = first_connect(session);
+    if (err == 0 && pthread_create(&session->ticker, NULL, ticker_main, session) != 0)
+        err = elastic__fail(ELASTIC_ESYS, "cannot start the store keep-alive thread");
     if (err != 0) {
         session_free(session);
         return err;
     }
+    session->ticker_started = true;
     *out = session;
     return 0;
 }
@@ -279,9 +324,8 @@ void store__session_release(store__session *session)
     if (last) session->stopping = true;
     pthread_mutex_unlock(&session->lock);
     if (!last) return;
-    store__session_wake(session);
-    if (session->reader_started) pthread_join(session->reader, NULL);
-    if (session->fd >= 0) close(session->fd);
+    store__session_wake_ticker(session);
+    if (session->ticker_started) pthread_join(session->ticker, NULL);
     session_free(session);
 }
 
@@ -299,7 +343,6 @@ static uint32_t next_id(store__session *session)
 
 static void register_call(store__session *session, store__call *call, elastic_store *owner)
 {
-    memset(call, 0, sizeof *call);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -323,34 +366,47 @@ static bool send_frame(store__session *session, uint64_t epoch, const store__buf
     return current;
 }
 
-/* With the session lock held: waits for the call's answer or the deadline. */
-static int await_call(store__session *session, store__call *call, uint64_t deadline_ms)
+/* With the session lock held: waits for the answer, reading the socket
+ * itself whenever nobody else does. */
+static int await_call(elastic_store *s, store__call *call, uint64_t deadline_ms)
 {
-    while (!call->done) {
-        struct timespec at = elastic__timespec_at(deadline_ms);
-        if (pthread_cond_timedwait(&call->cond, &session->lock, &at) == ETIMEDOUT &&
-            elastic__ms_left(deadline_ms) == 0 && !call->done) {
-            unlink_call(session, call);
-            if (call->prev != NULL) call->prev->next = call->next;
-            if (call->next != NULL) call->next->prev = call->prev;
-            return ELASTIC_ETIMEDOUT;
+    store__session *session = s->session;
+    while (!call->done && !s->closing && !session->broken) {
+        if (elastic__ms_left(deadline_ms) == 0) break;
+        if (!session->reading) {
+            read_for(s, call, deadline_ms);
+            continue;
         }
+        struct timespec at = elastic__timespec_at(deadline_ms);
+        pthread_cond_timedwait(&call->cond, &session->lock, &at);
     }
-    return call->status;
+    int status = call->done ? call->status : s->closing ? ELASTIC_ECLOSED : session->broken ? ELASTIC_ECONNECT : ELASTIC_ETIMEDOUT;
+    if (!call->done) unlink_call(session, call);
+    hand_off_reading(session);
+    return status;
+}
+
+/* A connection that ended while nobody was reading is noticed before a
+ * call that must not be repeated goes out on it. */
+static void notice_idle_hangup(store__session *session)
+{
+    if (session->fd < 0 || session->reading) return;
+    struct pollfd pfd = {.fd = session->fd, .events = POLLIN};
+    char byte;
+    if (poll(&pfd, 1, 0) == 1 && recv(session->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+        mark_broken(session, "the store closed the connection");
 }
 
 /* One attempt; *sent says whether the frame may have reached the server. */
-static int attempt(elastic_store *s, store__buf *request, uint64_t deadline_ms, store__call *call, bool *sent)
+static int attempt(elastic_store *s, store__buf *request, const store__call_opts *co, store__call *call, bool *sent)
 {
     store__session *session = s->session;
     *sent = false;
     memset(call, 0, sizeof *call);
+    if (!co->idempotent) notice_idle_hangup(session);
     if (session->fd < 0 || session->broken) {
-        int err = reconnect_locked(session, deadline_ms);
-        if (err != 0) {
-            snprintf(session->broken_reason, sizeof session->broken_reason, "%s", elastic_last_error());
-            return err;
-        }
+        int err = reconnect_locked(session, co->deadline_ms);
+        if (err != 0) return err;
     }
     register_call(session, call, s);
     store__put_le32(request->data + 4, call->id);
@@ -358,7 +414,7 @@ static int attempt(elastic_store *s, store__buf *request, uint64_t deadline_ms, 
     pthread_mutex_unlock(&session->lock);
     *sent = send_frame(session, epoch, request);
     pthread_mutex_lock(&session->lock);
-    int status = await_call(session, call, deadline_ms);
+    int status = await_call(s, call, co->deadline_ms);
     pthread_cond_destroy(&call->cond);
     if (s->closing && status == ELASTIC_ECONNECT) status = ELASTIC_ECLOSED;
     return status;
@@ -370,10 +426,10 @@ static int fail_from_call(int status, uint16_t op, const store__call *call, cons
     if (status == ELASTIC_ECLOSED) return elastic__fail(status, "store %s: the handle was closed", store__op_name(op));
     if (status == ELASTIC_ECONNECT)
         return elastic__fail(status, "store %s: %s", store__op_name(op),
-                             session->broken_reason[0] ? session->broken_reason : elastic_last_error());
+                             session->broken_reason[0] ? session->broken_reason : "connection lost");
     if (call->body != NULL)
         return elastic__fail(status, "store %s: %.*s", store__op_name(op), (int)call->body_len, (const char *)call->body);
-    return status;
+    return elastic__fail(status, "store %s: %s", store__op_name(op), elastic_strerror(status));
 }
 
 int store__call_run(elastic_store *s, uint16_t op, store__buf *request, const store__call_opts *co, uint8_t **body,
@@ -391,12 +447,12 @@ int store__call_run(elastic_store *s, uint16_t op, store__buf *request, const st
     s->active_calls++;
     store__call call;
     bool sent = false;
-    int status = attempt(s, request, co->deadline_ms, &call, &sent);
+    int status = attempt(s, request, co, &call, &sent);
     /* Once more over a new connection: always when the frame never left,
      * after a lost connection only when repeating the call is harmless. */
     if (status == ELASTIC_ECONNECT && !s->closing && (!sent || co->idempotent)) {
         free(call.body);
-        status = attempt(s, request, co->deadline_ms, &call, &sent);
+        status = attempt(s, request, co, &call, &sent);
     }
     if (status != 0) status = fail_from_call(status, op, &call, session);
     if (status == 0) {

@@ -1,8 +1,10 @@
 /*
  * The store client's internal structures. A session is one connection
  * shared by a handle and its clones: callers write whole frames under a
- * write lock, one reader thread per connection matches responses to calls
- * by id and sends lease keep-alives, so slow calls never block fast ones.
+ * write lock; whichever waiting caller holds the reader role reads the
+ * socket and hands every response to its call by id (so a lone caller reads
+ * its own answer with no thread hand-off, and a slow call never blocks a
+ * fast one); a ticker thread sends lease keep-alives.
  */
 #ifndef ELASTIC_STORE_CLIENT_H
 #define ELASTIC_STORE_CLIENT_H
@@ -13,6 +15,7 @@
 #include <pthread.h>
 
 #define STORE__KEEPALIVE_ID UINT32_MAX /* responses to keep-alives are not awaited */
+#define STORE__RECV_SLICE_MS 50        /* a blocked reader re-checks closing this often */
 
 typedef struct store__call {
     struct store__call *prev, *next;
@@ -42,11 +45,14 @@ typedef struct store__session {
     char *token;
     int connect_timeout_ms;
     int fd;                     /* -1 when not connected */
-    int wake_fd;                /* eventfd: tells the reader to re-plan or stop */
+    int reader_wake_fd;         /* eventfd: interrupts the caller reading the socket */
+    int ticker_wake_fd;         /* eventfd: the ticker re-plans its keep-alives or stops */
     bool broken;                /* the reader saw the connection end */
+    bool reading;               /* a caller holds the reader role */
     bool stopping;
-    bool reader_started;
-    pthread_t reader;
+    bool ticker_started;
+    pthread_t ticker;
+    store__buf in;              /* bytes read, owned by the reader role */
     uint64_t epoch;             /* bumped by every new connection */
     uint32_t next_id;
     store__call *calls;
@@ -77,7 +83,10 @@ void store__session_release(store__session *session);
  * response. On success *body and *len hold the response body (free it). */
 int store__call_run(elastic_store *s, uint16_t op, store__buf *request, const store__call_opts *co,
                     uint8_t **body, size_t *len);
-void store__session_wake(store__session *session);
+/* Tells the ticker to re-plan (a keep-alive was added) or to stop. */
+void store__session_wake_ticker(store__session *session);
+/* With the lock held: interrupts the reader so waiting callers re-check. */
+void store__session_wake_reader(store__session *session);
 
 /* client_conn.c: connecting, the handshake, raw socket writes. */
 int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms, int *fd_out);

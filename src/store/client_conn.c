@@ -145,6 +145,8 @@ int store__connect_socket(const char *host, int port, const char *token, uint64_
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     struct timeval send_timeout = {.tv_sec = 30};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
+    struct timeval recv_slice = {.tv_usec = STORE__RECV_SLICE_MS * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &recv_slice, sizeof recv_slice);
     *fd_out = fd;
     return 0;
 }

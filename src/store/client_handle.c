@@ -100,6 +100,7 @@ static size_t detach_handle(elastic_store *s, uint64_t *leases, size_t max)
         call->done = true;
         pthread_cond_signal(&call->cond);
     }
+    store__session_wake_reader(session); /* it may be one of ours, blocked in poll */
     size_t count = 0;
     for (store__keepalive **slot = &session->keepalives; *slot != NULL;) {
         store__keepalive *k = *slot;

@@ -390,7 +390,7 @@ static int lease_call(elastic_store *s, uint16_t op, uint64_t lease)
     return run_simple(s, op, &b, start, &co);
 }
 
-/* Keep-alives ride on the reader thread, so a blocked caller keeps its lease. */
+/* Keep-alives ride on the session's ticker thread, so a blocked caller keeps its lease. */
 static int add_keepalive(elastic_store *s, uint64_t lease, int interval_ms)
 {
     store__keepalive *k = calloc(1, sizeof *k);
@@ -404,7 +404,7 @@ static int add_keepalive(elastic_store *s, uint64_t lease, int interval_ms)
     k->next = session->keepalives;
     session->keepalives = k;
     pthread_mutex_unlock(&session->lock);
-    store__session_wake(session);
+    store__session_wake_ticker(session);
     return 0;
 }
 

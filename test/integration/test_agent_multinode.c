@@ -150,3 +150,23 @@ TEST_TIMEOUT(agent_c10d_hosts_the_store_at_a_local_endpoint, 120)
     const char *started[] = {"start ", "world=2 ", NULL};
     ASSERT_EQ(agent_harness_wait_lines(report, started, 2, 1000), 2);
 }
+
+TEST_TIMEOUT(agent_sigterm_during_the_rendezvous_exits_promptly, 120)
+{
+    job j;
+    job_start_store(&j, "lonely");
+    const char *worker[] = {NULL};
+    pid_t agent = job_agent(&j, "agent", "2", "0", worker); /* waits for a second node that never comes */
+    /* It has joined once its record is in the store. */
+    elastic_store *store;
+    ASSERT_OK(elastic_store_connect(j.endpoint, NULL, &store));
+    uint64_t revision = 0;
+    while (revision == 0) {
+        int rc = elastic_store_watch(store, "rdzv/lonely/", 0, test_scaled_ms(30000), &revision);
+        if (rc != 0) FAIL("the agent never joined: %s", elastic_err_name(rc));
+    }
+    ASSERT_EQ(kill(agent, SIGTERM), 0);
+    ASSERT_EQ(wait_code(agent, "agent"), 128 + SIGTERM);
+    elastic_store_close(store);
+    elastic_store_server_stop(j.server);
+}

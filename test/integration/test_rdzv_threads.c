@@ -451,3 +451,47 @@ TEST(rdzv_busy_cpus_do_not_evict_a_live_node)
     rdzv_nodes_close(nodes, 2);
     rdzv_env_stop(&env);
 }
+
+/* Keys left under a prefix of the store, waiting (bounded) for deletions. */
+static size_t keys_left(const rdzv_env *env, const char *prefix, int timeout_ms)
+{
+    elastic_store *store = NULL;
+    ASSERT_OK(elastic_store_connect(env->endpoint, NULL, &store));
+    uint64_t deadline = rdzv_test_now_ms() + (uint64_t)test_scaled_ms(timeout_ms), revision = 0;
+    size_t n = 0;
+    for (;;) {
+        char **names = NULL;
+        ASSERT_OK(elastic_store_keys(store, prefix, 1000, &names, &n));
+        elastic_free(names);
+        uint64_t now = rdzv_test_now_ms();
+        if (n == 0 || now >= deadline) break;
+        int rc = elastic_store_watch(store, prefix, revision, (int)(deadline - now), &revision);
+        if (rc != 0 && rc != ELASTIC_ETIMEDOUT) FAIL("watch: %s", elastic_err_name(rc));
+    }
+    elastic_store_close(store);
+    return n;
+}
+
+TEST(rdzv_keys_of_old_rounds_are_deleted)
+{
+    rdzv_env env;
+    rdzv_env_start(&env);
+    elastic_rdzv_opts o;
+    rdzv_node nodes[2];
+    rdzv_test_opts(&o, &env, "job", 2, 2);
+    o.max_restarts = 10;
+    rdzv_nodes_open(nodes, 2, &o);
+    rdzv_nodes_form(nodes, 2, 15000);
+    for (int round = 0; round < 3; round++) {
+        fail_generation(&nodes[round % 2], 0, 1);
+        elastic_rdzv_cause cause;
+        ASSERT_OK(elastic_rdzv_watch(nodes[(round + 1) % 2].rdzv, test_scaled_ms(10000), &cause));
+        rdzv_nodes_form(nodes, 2, 15000);
+    }
+    ASSERT_EQ(nodes[0].result.generation, 4);
+    /* Generations 1 and 2 are over: nothing of them stays in the store. */
+    ASSERT_EQ(keys_left(&env, "rdzv/job/r/1/", 10000), 0);
+    ASSERT_EQ(keys_left(&env, "rdzv/job/r/2/", 10000), 0);
+    rdzv_nodes_close(nodes, 2);
+    rdzv_env_stop(&env);
+}

@@ -1,0 +1,284 @@
+/*
+ * Checkpoint throughput against the disk's limit: saves and loads BYTES of
+ * float32 tensors (random, and a low-entropy mix) with libelastic, with a
+ * `dd conv=fsync` of the same size run between our runs so both see the
+ * same disk weather, and measures the stall of an asynchronous save against
+ * a memcpy of the data. Prints medians as key=value lines for
+ * bench/run_ckpt.sh, which adds torch.save/torch.load and prints the table.
+ * Usage: ckpt_bench DIR [BYTES] [RUNS]
+ */
+#include <elastic.h>
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TENSORS 16
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, compare_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t next_random(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Uniform in [-1, 1): random mantissa and sign, like freshly initialised weights. */
+static float random_float(void)
+{
+    uint32_t bits = (uint32_t)next_random();
+    union { uint32_t u; float f; } v = {.u = 0x3F800000u | (bits >> 9)};
+    return (bits & 1) ? v.f - 1.0f : 1.0f - v.f;
+}
+
+/* A low-entropy mix typical of training state: zeros (fresh optimizer
+ * moments, masked rows), bf16-representable weights (low 16 bits zero),
+ * small integers (step counters, token ids held as float), and random. */
+static void fill_tensor(float *t, size_t n, int kind)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (kind) {
+        case 0: t[i] = 0.0f; break;
+        case 1: {
+            union { float f; uint32_t u; } v = {.f = random_float() * 0.02f};
+            v.u &= 0xFFFF0000u;
+            t[i] = v.f;
+            break;
+        }
+        case 2: t[i] = (float)(next_random() % 256); break;
+        default: t[i] = random_float(); break;
+        }
+    }
+}
+
+typedef struct dataset {
+    const char *name;
+    float *tensors[TENSORS];
+    size_t tensor_bytes;
+} dataset;
+
+static void make_dataset(dataset *d, const char *name, size_t bytes, int mix)
+{
+    d->name = name;
+    d->tensor_bytes = bytes / TENSORS;
+    for (int i = 0; i < TENSORS; i++) {
+        d->tensors[i] = malloc(d->tensor_bytes);
+        if (d->tensors[i] == NULL) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
+        fill_tensor(d->tensors[i], d->tensor_bytes / 4, mix ? i % 4 : 3);
+    }
+}
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "%s: %s (%s)\n", what, elastic_err_name(rc), elastic_last_error());
+    exit(1);
+}
+
+static void remove_dir(const char *dir)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) exit(1);
+}
+
+static double run_dd(const char *dir, size_t bytes)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s/dd.bin' bs=8M count=%zu conv=fsync status=none", dir, bytes >> 23);
+    double start = now_s();
+    if (system(cmd) != 0) exit(1);
+    double took = now_s() - start;
+    snprintf(cmd, sizeof cmd, "%s/dd.bin", dir);
+    unlink(cmd);
+    return took;
+}
+
+static double save(elastic_ckpt *c, const dataset *d, uint64_t step)
+{
+    double start = now_s();
+    elastic_ckpt_txn *txn;
+    int rc = elastic_ckpt_begin(c, step, &txn);
+    if (rc) die("begin", rc);
+    for (int i = 0; i < TENSORS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "layer.%d", i);
+        if ((rc = elastic_ckpt_put(txn, name, d->tensors[i], d->tensor_bytes)) != 0) die("put", rc);
+    }
+    if ((rc = elastic_ckpt_commit(txn)) != 0) die("commit", rc);
+    return now_s() - start;
+}
+
+/* Drops the step's pages from the page cache (they are clean after fsync). */
+static void evict(const char *dir, uint64_t step)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/step-%020" PRIu64 "/shard-00000-g0.elck", dir, step);
+    int fd = open(path, O_RDONLY);
+    if (fd >= 0) {
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+}
+
+/* latest + read of every tensor into fresh memory, as a restarting trainer does. */
+static double load(const char *dir, const dataset *d, uint64_t step, int check)
+{
+    double start = now_s();
+    elastic_ckpt *c;
+    int rc = elastic_ckpt_open(dir, NULL, &c);
+    if (rc) die("open", rc);
+    uint64_t latest;
+    if ((rc = elastic_ckpt_latest(c, &latest)) != 0) die("latest", rc);
+    void *data[TENSORS];
+    for (int i = 0; i < TENSORS; i++) {
+        char name[32];
+        size_t len;
+        snprintf(name, sizeof name, "layer.%d", i);
+        if ((rc = elastic_ckpt_read(c, latest, name, &data[i], &len)) != 0) die("read", rc);
+    }
+    double took = now_s() - start;
+    for (int i = 0; i < TENSORS; i++) {
+        if (check && memcmp(data[i], d->tensors[i], d->tensor_bytes) != 0) {
+            fprintf(stderr, "loaded data differs\n");
+            exit(1);
+        }
+        elastic_free(data[i]);
+    }
+    elastic_ckpt_close(c);
+    (void)step;
+    return took;
+}
+
+static size_t stored_bytes(const char *dir, uint64_t step)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/step-%020" PRIu64 "/shard-00000-g0.elck", dir, step);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return 0;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fclose(f);
+    return (size_t)size;
+}
+
+static void bench_dataset(const char *root, const dataset *d, size_t bytes, int runs, double *dd_times, int *dd_n)
+{
+    double saves[16], warm[16], cold[16];
+    size_t stored = 0;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", root, d->name);
+    for (int r = 0; r < runs; r++) {
+        dd_times[(*dd_n)++] = run_dd(root, bytes);
+        remove_dir(dir);
+        elastic_ckpt *c;
+        int rc = elastic_ckpt_open(dir, NULL, &c);
+        if (rc) die("open", rc);
+        saves[r] = save(c, d, 1);
+        elastic_ckpt_close(c);
+        stored = stored_bytes(dir, 1);
+        warm[r] = load(dir, d, 1, r == 0);
+        evict(dir, 1);
+        cold[r] = load(dir, d, 1, 0);
+    }
+    remove_dir(dir);
+    printf("%s_save_s=%.4f\n%s_load_warm_s=%.4f\n%s_load_cold_s=%.4f\n%s_stored_bytes=%zu\n", d->name,
+           median(saves, runs), d->name, median(warm, runs), d->name, median(cold, runs), d->name, stored);
+}
+
+/* The stall of save_async (the copy) against a plain memcpy into warm memory. */
+static void bench_async(const char *root, const dataset *d, int runs)
+{
+    size_t bytes = d->tensor_bytes * TENSORS;
+    char *target = malloc(bytes);
+    memset(target, 1, bytes);
+    double copies[16], stalls[16], first = 0;
+    for (int r = 0; r < runs; r++) {
+        double start = now_s();
+        for (int i = 0; i < TENSORS; i++) memcpy(target + (size_t)i * d->tensor_bytes, d->tensors[i], d->tensor_bytes);
+        copies[r] = now_s() - start;
+    }
+    free(target);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/async", root);
+    remove_dir(dir);
+    elastic_ckpt *c;
+    int rc = elastic_ckpt_open(dir, NULL, &c);
+    if (rc) die("open", rc);
+    elastic_ckpt_blob blobs[TENSORS];
+    char names[TENSORS][32];
+    for (int i = 0; i < TENSORS; i++) {
+        snprintf(names[i], sizeof names[i], "layer.%d", i);
+        blobs[i] = (elastic_ckpt_blob){names[i], d->tensors[i], d->tensor_bytes, 0};
+    }
+    for (int r = 0; r <= runs; r++) {
+        double start = now_s();
+        if ((rc = elastic_ckpt_save_async(c, (uint64_t)r + 1, blobs, TENSORS, -1)) != 0) die("save_async", rc);
+        double stall = now_s() - start;
+        if (r == 0) first = stall;
+        else stalls[r - 1] = stall;
+        if ((rc = elastic_ckpt_async_wait(c, -1, NULL)) != 0) die("async_wait", rc);
+    }
+    elastic_ckpt_close(c);
+    remove_dir(dir);
+    printf("memcpy_s=%.4f\nasync_stall_first_s=%.4f\nasync_stall_s=%.4f\n", median(copies, runs), first,
+           median(stalls, runs));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s DIR [BYTES] [RUNS]\n", argv[0]);
+        return 2;
+    }
+    const char *root = argv[1];
+    size_t bytes = argc > 2 ? strtoull(argv[2], NULL, 10) : (1ull << 30);
+    int runs = argc > 3 ? atoi(argv[3]) : 3;
+    if (bytes < (64u << 20) || bytes % (8u << 20) != 0 || runs < 1 || runs > 15) {
+        fprintf(stderr, "BYTES must be a multiple of 8 MiB (>= 64 MiB), RUNS 1..15\n");
+        return 2;
+    }
+    elastic_set_log_level(ELASTIC_LOG_ERROR);
+    dataset random_set, mix_set;
+    make_dataset(&random_set, "random", bytes, 0);
+    make_dataset(&mix_set, "mix", bytes, 1);
+    double dd_times[32];
+    int dd_n = 0;
+    printf("bytes=%zu\nruns=%d\n", bytes, runs);
+    bench_dataset(root, &random_set, bytes, runs, dd_times, &dd_n);
+    bench_dataset(root, &mix_set, bytes, runs, dd_times, &dd_n);
+    printf("dd_s=%.4f\n", median(dd_times, dd_n));
+    bench_async(root, &mix_set, runs);
+    for (int i = 0; i < TENSORS; i++) {
+        free(random_set.tensors[i]);
+        free(mix_set.tensors[i]);
+    }
+    return 0;
+}

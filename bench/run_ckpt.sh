@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Checkpoint benchmark: libelastic save/load of 1 GiB of float32 tensors
+# (random and a low-entropy mix) beside `dd conv=fsync` of the same bytes and
+# torch.save+fsync / torch.load, medians of CKPT_BENCH_RUNS runs, one table.
+# Env: CKPT_BENCH_BYTES (default 1 GiB), CKPT_BENCH_RUNS (3), CKPT_BENCH_DIR
+# (default /var/tmp: a real disk, not tmpfs), TORCH_PYTHON (/usr/bin/python3).
+set -euo pipefail
+bench_dir=${ELASTIC_BENCH_DIR:-build/release/bench}
+bytes=${CKPT_BENCH_BYTES:-1073741824}
+runs=${CKPT_BENCH_RUNS:-3}
+python=${TORCH_PYTHON:-/usr/bin/python3}
+work=$(mktemp -d "${CKPT_BENCH_DIR:-/var/tmp}/elastic-ckpt-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+here=$(cd "$(dirname "$0")" && pwd)
+
+results="$work/results"
+"$bench_dir/ckpt_bench" "$work" "$bytes" "$runs" > "$results"
+if "$python" -c 'import torch' 2>/dev/null; then
+  "$python" "$here/ckpt_torch.py" "$work" "$bytes" "$runs" >> "$results"
+else
+  echo "torch not importable by $python: torch columns left out" >&2
+fi
+
+"$python" - "$results" <<'PY'
+import sys
+r = {}
+for line in open(sys.argv[1]):
+    k, _, v = line.strip().partition("=")
+    r[k] = float(v)
+gib = r["bytes"] / 2**30
+def rate(s):
+    return f"{r['bytes'] / s / 1e6:8.0f}" if s else "       -"
+def ratio(a, b):
+    return f"{a / b:6.2f}x" if a and b else "      -"
+rows = []
+print(f"checkpoint benchmark: {gib:.2f} GiB of float32 in 16 tensors, median of {int(r['runs'])} runs")
+print(f"{'what':<34}{'seconds':>9}{'MB/s':>9}  {'vs dd':>7}  {'vs torch':>8}")
+dd = r["dd_s"]
+print(f"{'dd conv=fsync':<34}{dd:9.3f}{rate(dd)}")
+for kind in ("random", "mix"):
+    ts = r.get(f"torch_{kind}_save_s")
+    if ts:
+        print(f"{'torch.save+fsync ' + kind:<34}{ts:9.3f}{rate(ts)}  {ratio(dd, ts)}")
+    s = r[f"{kind}_save_s"]
+    stored = r[f"{kind}_stored_bytes"] / r["bytes"]
+    print(f"{'elastic save ' + kind + f' ({stored:.0%} stored)':<34}{s:9.3f}{rate(s)}  {ratio(dd, s)}  {ratio(ts, s)}")
+for temp in ("warm", "cold"):
+    for kind in ("random", "mix"):
+        tl = r.get(f"torch_{kind}_load_{temp}_s")
+        if tl:
+            print(f"{'torch.load ' + temp + ' ' + kind:<34}{tl:9.3f}{rate(tl)}")
+        l = r[f"{kind}_load_{temp}_s"]
+        print(f"{'elastic load ' + temp + ' ' + kind:<34}{l:9.3f}{rate(l)}  {'':>7}  {ratio(tl, l)}")
+m = r["memcpy_s"]
+print(f"{'memcpy (warm target)':<34}{m:9.3f}{rate(m)}")
+for key, label in (("async_stall_first_s", "save_async stall, first call"), ("async_stall_s", "save_async stall, later calls")):
+    print(f"{label:<34}{r[key]:9.3f}{rate(r[key])}  {r[key] / m:5.2f}x memcpy")
+print("vs dd / vs torch: the peer's time divided by ours (above 1: we are faster)")
+PY
