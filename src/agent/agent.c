@@ -263,7 +263,7 @@ static int setup(elastic_agent *agent)
     group->store_endpoint = agent->store_endpoint;
     group->store_token = agent->token[0] != '\0' ? agent->token : NULL;
     group->log_root = agent->log_root;
-    return 0;
+    return agent__probes_start(group);
 }
 
 ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **out)
@@ -341,6 +341,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
             return;
         }
     }
+    if (agent->group_ready) agent__probes_stop(&agent->group); /* its handles close with their callbacks */
     if (agent->loop_ready) {
         uv_walk(&agent->loop, close_any, NULL);
         uv_run(&agent->loop, UV_RUN_DEFAULT);

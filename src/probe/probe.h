@@ -256,4 +256,13 @@ int probe__prom_parse_line(const char *line, probe__prom_sample *sample);
 /* The value of a label in a sample's label text, copied to out; false if absent. */
 bool probe__prom_label(const char *labels, const char *name, char *out, size_t size);
 
+/* ---- job status (status.c): `elasticctl status` ----------------------------- */
+
+/* GET http://endpoint/path (endpoint "host:port", IPv4 or a name) with a
+ * deadline for the whole exchange; the body (at most 16 MiB) goes to body,
+ * the HTTP status to *status. */
+int probe__http_get(const char *endpoint, const char *path, int timeout_ms, probe__text *body, int *status);
+/* The job at a glance from a /metrics page and the /healthz answer. */
+int probe__status_format(const char *metrics, int health_status, const char *health_body, probe__text *out);
+
 #endif /* ELASTIC_PROBE_H */
