@@ -50,10 +50,14 @@ for temp in ("warm", "cold"):
         if tl:
             print(f"{'torch.load ' + temp + ' ' + kind:<34}{tl:9.3f}{rate(tl)}")
         l = r[f"{kind}_load_{temp}_s"]
-        print(f"{'elastic load ' + temp + ' ' + kind:<34}{l:9.3f}{rate(l)}  {'':>7}  {ratio(tl, l)}")
+        print(f"{'elastic read ' + temp + ' ' + kind:<34}{l:9.3f}{rate(l)}  {'':>7}  {ratio(tl, l)}")
+        l = r[f"{kind}_into_{temp}_s"]
+        print(f"{'elastic read_into ' + temp + ' ' + kind:<34}{l:9.3f}{rate(l)}  {'':>7}  {ratio(tl, l)}")
 m = r["memcpy_s"]
 print(f"{'memcpy (warm target)':<34}{m:9.3f}{rate(m)}")
 for key, label in (("async_stall_first_s", "save_async stall, first call"), ("async_stall_s", "save_async stall, later calls")):
     print(f"{label:<34}{r[key]:9.3f}{rate(r[key])}  {r[key] / m:5.2f}x memcpy")
 print("vs dd / vs torch: the peer's time divided by ours (above 1: we are faster)")
+print("warm: files in the page cache; cold: evicted first. read: into fresh memory (as torch.load);")
+print("read_into: into the model's existing tensors. Loads include open + latest (full verification).")
 PY

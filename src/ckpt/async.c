@@ -175,7 +175,7 @@ static int reserve_stage(ckpt_async *a, size_t n, size_t bytes)
     }
     if (bytes > a->stage_cap) {
         free(a->stage); /* not realloc: the old contents need no copying */
-        a->stage = malloc(bytes);
+        a->stage = ckpt__alloc_large(bytes);
         a->stage_cap = a->stage ? bytes : 0;
         if (a->stage == NULL) return elastic__fail(ELASTIC_ENOMEM, "async staging buffer of %zu bytes", bytes);
     }

@@ -51,6 +51,11 @@ static int check_opts(elastic_ckpt_opts *o)
 
 static void free_handle(elastic_ckpt *c)
 {
+    for (size_t i = 0; i < ELASTIC__ARRAY_LEN(c->spare.in); i++) {
+        free(c->spare.in[i]);
+        free(c->spare.out[i]);
+    }
+    free(c->spare.small);
     ckpt__pool_stop(c->pool);
     ckpt__ctx_free(c->ctx);
     ckpt__view_free(c->view);

@@ -122,6 +122,9 @@ void ckpt__commit_free(ckpt_commit_record *r);
 #define CKPT_COMMIT_NAME "COMMIT"
 #define CKPT_TMP_PREFIX ".tmp-"
 
+/* Memory for a large blob (huge pages where the kernel has them); free() it. */
+void *ckpt__alloc_large(size_t len);
+
 /* "<dir>/step-<20 digits>" */
 void ckpt__step_dir(const char *dir, uint64_t step, char *out, size_t cap);
 /* "shard-<rank>-g<generation>.elck" */
@@ -193,6 +196,11 @@ struct elastic_ckpt {
     ckpt_async *async;
     ckpt_step_view *view;     /* the last step opened for reading */
     unsigned tmp_counter;
+    /* Buffers of the last transaction, reused by the next: fresh memory is
+     * costly (page faults; in some VMs a host fault per page). */
+    struct ckpt_buffers {
+        uint8_t *in[16], *out[16], *small;
+    } spare;
 };
 
 /* ---- writer (writer.c) --------------------------------------------------------- */

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,6 +37,18 @@ static bool fault_fires(ckpt_fault_op op)
         }
     }
     return false;
+}
+
+void *ckpt__alloc_large(size_t len)
+{
+    enum { HUGE_PAGE = 2u << 20 };
+    if (len < 2 * HUGE_PAGE) return malloc(len ? len : 1);
+    /* Huge pages: a 1 GiB blob faults in 512 times instead of 262144. The
+     * memory is still freed with free() (elastic_free). */
+    size_t rounded = (len + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+    void *p = aligned_alloc(HUGE_PAGE, rounded);
+    if (p != NULL) madvise(p, rounded, MADV_HUGEPAGE);
+    return p;
 }
 
 void ckpt__step_dir(const char *dir, uint64_t step, char *out, size_t cap)

@@ -138,7 +138,7 @@ static int read_alloc(elastic_ckpt *c, uint64_t step, int rank, const char *name
     const ckpt_blob *b;
     int rc = lookup(c, step, rank, name, &s, &b);
     if (rc) return rc;
-    void *buf = malloc(b->raw_len ? b->raw_len : 1);
+    void *buf = ckpt__alloc_large((size_t)b->raw_len);
     if (buf == NULL) return elastic__fail(ELASTIC_ENOMEM, "blob \"%s\" of %" PRIu64 " bytes", name, b->raw_len);
     rc = read_blob(c, s, b, buf);
     if (rc) {

@@ -112,14 +112,15 @@ static void wait_workers(elastic_ckpt_txn *t)
 static void txn_free(elastic_ckpt_txn *t)
 {
     wait_workers(t);
+    /* Hand the buffers back to the handle for the next transaction. */
     for (size_t i = 0; i < WINDOW_MAX; i++) {
-        free(t->slots[i].in_buf);
-        free(t->slots[i].out_buf);
+        t->c->spare.in[i] = t->slots[i].in_buf;
+        t->c->spare.out[i] = t->slots[i].out_buf;
     }
+    t->c->spare.small = t->small_buf;
     for (size_t i = 0; i < t->m.blob_count; i++) free((char *)t->m.blobs[i].name);
     free(t->m.blobs);
     free(t->m.chunks);
-    free(t->small_buf);
     free(t->writer);
     ckpt__txn_release(t->c);
     free(t);
@@ -319,10 +320,24 @@ static int open_temp_shard(elastic_ckpt_txn *t)
     return 0;
 }
 
+/* The previous transaction's buffers (chunk size never changes per handle). */
+static void take_spare_buffers(elastic_ckpt *c, elastic_ckpt_txn *t)
+{
+    _Static_assert(WINDOW_MAX <= ELASTIC__ARRAY_LEN(c->spare.in), "spare buffer table too small");
+    for (size_t i = 0; i < WINDOW_MAX; i++) {
+        t->slots[i].in_buf = c->spare.in[i];
+        t->slots[i].out_buf = c->spare.out[i];
+        c->spare.in[i] = c->spare.out[i] = NULL;
+    }
+    t->small_buf = c->spare.small;
+    c->spare.small = NULL;
+}
+
 int ckpt__txn_begin(elastic_ckpt *c, uint64_t step, ckpt_worker_ctx *ctx, elastic_ckpt_txn **out)
 {
     elastic_ckpt_txn *t = calloc(1, sizeof *t);
-    if (t == NULL || (t->small_buf = malloc(SMALL_WRITE_BUF)) == NULL) {
+    if (t != NULL) take_spare_buffers(c, t);
+    if (t == NULL || (t->small_buf == NULL && (t->small_buf = malloc(SMALL_WRITE_BUF)) == NULL)) {
         free(t);
         ckpt__txn_release(c);
         return elastic__fail(ELASTIC_ENOMEM, "checkpoint transaction");
