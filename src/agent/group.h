@@ -217,6 +217,7 @@ typedef struct agent_group {
     char unhealthy_reason[300];
     int reconfiguring;               /* workers reconfigured in place whose READY is outstanding */
     uint64_t inprocess_failure_ms;   /* the failure an in-process recovery is timed from */
+    uint64_t inprocess_back_ms;      /* the latest READY so far (the workers' clock) */
 
     uint64_t started_ms, rendezvous_started_ms, stop_started_ms, failure_ms;
     int stop_signal;
@@ -266,7 +267,7 @@ void agent__probes_worker_exited(agent_group *group, agent_worker *worker);
 bool agent__inprocess_stop(agent_group *group, int failed_local_rank, const char *reason);
 int agent__inprocess_kept(const agent_group *group);
 int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker);
-void agent__inprocess_on_control(void *user, int slot, int type, uint64_t generation);
+void agent__inprocess_on_control(void *user, int slot, int type, uint64_t generation, uint64_t sent_ns);
 /* group.c: re-checks whether the stopping generation is over. */
 void agent__group_maybe_stopped(agent_group *group);
 

@@ -60,7 +60,7 @@ int agent__inprocess_kept(const agent_group *group)
     return kept;
 }
 
-void agent__inprocess_on_control(void *user, int slot, int type, uint64_t generation)
+void agent__inprocess_on_control(void *user, int slot, int type, uint64_t generation, uint64_t sent_ns)
 {
     agent_group *group = user;
     if (group->workers == NULL || slot < 0 || slot >= group->nworkers) return;
@@ -70,8 +70,14 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
         agent__group_maybe_stopped(group);
     } else if (type == PROBE__MSG_READY && generation == group->current.generation && worker->reconfiguring) {
         worker->reconfiguring = false;
+        /* the worker's own clock: when it was back in its loop, not when we read it */
+        uint64_t back_ms = sent_ns != 0 ? sent_ns / 1000000u : elastic__now_ms();
+        if (back_ms > group->inprocess_back_ms) group->inprocess_back_ms = back_ms;
         if (--group->reconfiguring > 0 || group->inprocess_failure_ms == 0) return;
-        uint64_t recovery_ms = elastic__now_ms() - group->inprocess_failure_ms;
+        uint64_t recovery_ms = group->inprocess_back_ms > group->inprocess_failure_ms
+                                   ? group->inprocess_back_ms - group->inprocess_failure_ms
+                                   : 0;
+        group->inprocess_back_ms = 0;
         group->inprocess_failure_ms = 0;
         probe__monitor_record_recovery(group->monitor, (double)recovery_ms / 1000.0, true);
         agent_event event;

@@ -130,8 +130,10 @@ void probe__prom_escape(const char *in, char *out, size_t size);
 
 typedef struct probe__control probe__control;
 /* A message from the worker in `slot` (HELLO, ABORT_ACK, READY) or its
- * disconnection (type 0); generation from the payload. */
-typedef void (*probe__control_fn)(void *user, int slot, int type, uint64_t generation);
+ * disconnection (type 0); generation from the payload, sent_ns the worker's
+ * CLOCK_MONOTONIC when it sent it (0: not given), so the agent can time the
+ * worker's own progress rather than its own scheduling. */
+typedef void (*probe__control_fn)(void *user, int slot, int type, uint64_t generation, uint64_t sent_ns);
 
 int probe__control_start(uv_loop_t *loop, const char *path, unsigned slots, probe__control_fn fn, void *user,
                          probe__control **out);

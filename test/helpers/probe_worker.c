@@ -39,6 +39,10 @@ static void on_abort(void *user, uint64_t generation, const char *reason)
     (void)user;
     printf("abort generation=%llu reason=%s\n", (unsigned long long)generation, reason);
     fflush(stdout);
+    /* PROBE_STUCK_ABORT_RANK: this rank's hook never returns (a collective
+     * that cannot be aborted), so the agent must restart it the ordinary way. */
+    const char *stuck = getenv("PROBE_STUCK_ABORT_RANK"), *rank = getenv("RANK");
+    if (stuck != NULL && rank != NULL && strcmp(stuck, rank) == 0) hang_here();
 }
 
 static void on_reconfigure(void *user, const elastic_worker_info *info)

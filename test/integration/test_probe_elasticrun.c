@@ -79,25 +79,39 @@ static long pid_of(const char *out, const char *kind, int rank, int generation)
     return agent_harness_line_field(line, "pid");
 }
 
-TEST_TIMEOUT(probe_elasticrun_in_process_recovery_keeps_survivors, 120)
+/* Runs the toy training job on 3 workers with in-process recovery (plus the
+ * given ack timeout), expects exit 0 and the right result on every rank;
+ * leaves the workers' output in out and the event log in events. */
+static void run_training(int steps, const char *ack_timeout, const char *const *env, char *out, char *events)
 {
-    char events[512], event_flag[600], out[512];
-    agent_harness_path(events, sizeof events, "events.jsonl");
+    char event_flag[600], steps_text[16];
+    agent_harness_path(events, 512, "events.jsonl");
     snprintf(event_flag, sizeof event_flag, "--event-log=%s", events);
-    agent_harness_path(out, sizeof out, "elasticrun.out");
+    snprintf(steps_text, sizeof steps_text, "%d", steps);
+    agent_harness_path(out, 512, "elasticrun.out");
     const char *argv[] = {"elasticrun", "--nproc-per-node", "3", "--max-restarts", "1", "--in-process-recovery",
-                          event_flag, "--no-python", probe_worker(), "train", "100", test_tmpdir(), NULL};
-    const char *env[] = {"PROBE_FAIL_RANK=2", "PROBE_FAIL_STEP=30", NULL};
+                          "--abort-ack-timeout", ack_timeout, event_flag, "--no-python", probe_worker(), "train",
+                          steps_text, test_tmpdir(), NULL};
     pid_t pid = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "elasticrun");
     expect_exit(pid, 90000, 0, "elasticrun");
     char *text = agent_harness_read_file(out);
     ASSERT(text != NULL);
-    ASSERT(strstr(text, "failing at step 30") != NULL);
     for (int rank = 0; rank < 3; rank++) {
-        char expected[64];
-        snprintf(expected, sizeof expected, "result x=5050 steps=100 rank=%d ", rank);
+        char expected[80];
+        snprintf(expected, sizeof expected, "result x=%d steps=%d rank=%d ", steps * (steps + 1) / 2, steps, rank);
         if (strstr(text, expected) == NULL) FAIL("rank %d has no correct result:\n%s", rank, text);
     }
+    free(text);
+}
+
+TEST_TIMEOUT(probe_elasticrun_in_process_recovery_keeps_survivors, 120)
+{
+    char out[512], events[512];
+    const char *env[] = {"PROBE_FAIL_RANK=2", "PROBE_FAIL_STEP=30", NULL};
+    run_training(100, "5", env, out, events);
+    char *text = agent_harness_read_file(out);
+    ASSERT(text != NULL && strstr(text, "failing at step 30") != NULL);
+    free(text);
     for (int rank = 0; rank < 2; rank++) { /* the survivors: same process, reconfigured */
         long started = pid_of(out, "started ", rank, 1), reconfigured = pid_of(out, "reconfigured ", rank, 2);
         ASSERT(started > 0);
@@ -110,7 +124,19 @@ TEST_TIMEOUT(probe_elasticrun_in_process_recovery_keeps_survivors, 120)
     ASSERT_EQ(agent_harness_wait_lines(events, kept, 2, 1000), 2);
     const char *done[] = {"\"reconfigured\"", "\"recovery_ms\"", NULL};
     ASSERT_EQ(agent_harness_wait_lines(events, done, 1, 1000), 1);
-    free(text);
+}
+
+TEST_TIMEOUT(probe_elasticrun_unacknowledged_abort_restarts_the_worker, 120)
+{
+    char out[512], events[512];
+    const char *env[] = {"PROBE_FAIL_RANK=2", "PROBE_FAIL_STEP=20", "PROBE_STUCK_ABORT_RANK=1", NULL};
+    run_training(60, "1", env, out, events);
+    /* rank 0 kept its process; rank 1 (stuck in its hook) and rank 2 were started again */
+    ASSERT(pid_of(out, "started ", 0, 1) > 0);
+    ASSERT_EQ(pid_of(out, "reconfigured ", 0, 2), pid_of(out, "started ", 0, 1));
+    ASSERT(pid_of(out, "started ", 1, 2) > 0);
+    ASSERT(pid_of(out, "started ", 1, 2) != pid_of(out, "started ", 1, 1));
+    ASSERT(pid_of(out, "started ", 2, 2) > 0);
 }
 
 static double sample_value(const char *page, const char *name, const char *rank)
