@@ -1,6 +1,9 @@
 /* Blocking store calls: get/wait/watch wake on changes, time out, and do
  * not hold up other calls on the same handle. */
+#include "store/client.h"
 #include "store_fixture.h"
+
+#include <sched.h>
 
 /* A thread that makes one change after the main thread has parked. */
 typedef struct changer {
@@ -140,6 +143,21 @@ static void *get_forever(void *arg)
     return NULL;
 }
 
+/* Waits (with a deadline) until another thread is inside a call on `s`:
+ * closing a handle before a call has entered it would be a use after free. */
+static void wait_for_call_in_flight(elastic_store *s)
+{
+    uint64_t deadline = fixture_now_ms() + (uint64_t)test_scaled_ms(10000);
+    for (;;) {
+        pthread_mutex_lock(&s->session->lock);
+        int active = s->active_calls;
+        pthread_mutex_unlock(&s->session->lock);
+        if (active > 0) return;
+        if (fixture_now_ms() > deadline) FAIL("the get never started");
+        sched_yield();
+    }
+}
+
 TEST(store_blocked_get_does_not_block_other_calls_on_the_handle)
 {
     store_fixture f;
@@ -148,6 +166,7 @@ TEST(store_blocked_get_does_not_block_other_calls_on_the_handle)
     blocked_get g = {s, 1};
     pthread_t t;
     ASSERT_EQ(pthread_create(&t, NULL, get_forever, &g), 0);
+    wait_for_call_in_flight(s);
     for (int i = 0; i < 100; i++) ASSERT_OK(elastic_store_set(s, "busy", "v", 1));
     /* Closing fails the parked get at once with ELASTIC_ECLOSED. */
     elastic_store_close(s);
