@@ -5,7 +5,8 @@ import ctypes
 
 from ._buffers import as_buffer, encode_key
 from ._lib import CkptBlob, CkptOpts, c_uint64_p, lib, take_bytes, take_strings
-from .errors import CODES, ElasticError, check
+from ._handle import Handle
+from .errors import CODES, check
 
 NONE = 0        # ELASTIC_CKPT_NONE: blobs stored as they are
 ZSTD = 1        # ELASTIC_CKPT_ZSTD
@@ -13,14 +14,15 @@ REPLICATED = 1  # ELASTIC_CKPT_REPLICATED: identical on every rank
 ANY_RANK = -1   # ELASTIC_CKPT_ANY_RANK
 
 
-class Checkpoint:
+class Checkpoint(Handle):
     """A checkpoint directory. Options are the fields of elastic_ckpt_opts
     (compression, zstd_level, threads, chunk_bytes, fsync, verify, keep_last,
     keep_every, rank, world, generation, shared_storage, commit_timeout_ms,
     max_blob_bytes); `store` takes a Store for the global commit record."""
 
+    _kind = "checkpoint handle"
+
     def __init__(self, directory, store=None, **options):
-        self._handle = ctypes.c_void_p()
         opts = CkptOpts()
         opts.struct_size = ctypes.sizeof(CkptOpts)
         lib.elastic_ckpt_opts_init(ctypes.byref(opts))
@@ -35,12 +37,7 @@ class Checkpoint:
         handle = ctypes.c_void_p()
         check(lib.elastic_ckpt_open(str(directory).encode(), ctypes.byref(opts), ctypes.byref(handle)),
               "open " + str(directory))
-        self._handle = handle
-
-    def _h(self):
-        if not self._handle:
-            raise ElasticError(CODES["ECLOSED"], "the checkpoint handle is closed")
-        return self._handle
+        self._adopt(handle)
 
     def save(self, step, blobs, replicated=()):
         """Commits {name: bytes-like} as this rank's shard of `step`; names in
@@ -96,16 +93,5 @@ class Checkpoint:
             return []
         return take_strings(array, count.value)
 
-    def close(self):
-        if self._handle:
-            lib.elastic_ckpt_close(self._handle)
-            self._handle = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
+    def _free(self, handle):
+        lib.elastic_ckpt_close(handle)

@@ -5,16 +5,19 @@ import ctypes
 
 from ._buffers import as_buffer, encode_key
 from ._lib import StoreOpts, lib, take_bytes, take_strings
-from .errors import CODES, ElasticError, check
+from ._handle import Handle
+from .errors import CODES, check
 
 
-class Store:
+class Store(Handle):
     """A connection to a store server. Thread-safe like the C handle; use it
     as a context manager or call close()."""
 
+    _kind = "store handle"
+
     def __init__(self, handle, owned=True):
-        self._handle = ctypes.c_void_p(handle)
         self._owned = owned
+        self._adopt(handle)
 
     @classmethod
     def connect(cls, endpoint, prefix=None, token=None, connect_timeout_ms=None, timeout_ms=None):
@@ -36,35 +39,19 @@ class Store:
         handle = ctypes.c_void_p()
         check(lib.elastic_store_connect(endpoint.encode(), ctypes.byref(opts), ctypes.byref(handle)),
               "connect " + endpoint)
-        return cls(handle.value)
-
-    def _h(self):
-        if not self._handle:
-            raise ElasticError(CODES["ECLOSED"], "the store handle is closed")
-        return self._handle
+        return cls(handle)
 
     def clone(self, prefix):
         """A separate handle whose keys live under this one's prefix + prefix."""
         handle = ctypes.c_void_p()
         check(lib.elastic_store_clone(self._h(), encode_key(prefix), ctypes.byref(handle)), "clone")
-        return Store(handle.value)
+        return Store(handle)
 
-    def close(self):
-        """Fails pending calls with ECLOSED and frees the handle (a store owned
-        by a Worker is only forgotten here; the worker frees it)."""
-        if self._handle:
-            if self._owned:
-                lib.elastic_store_close(self._handle)
-            self._handle = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
+    def _free(self, handle):
+        """close() fails pending calls with ECLOSED and frees the handle; a
+        store owned by a Worker is only forgotten (the worker frees it)."""
+        if self._owned:
+            lib.elastic_store_close(handle)
 
     def set(self, key, value):
         ptr, length, _keep = as_buffer(value)

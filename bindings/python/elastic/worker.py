@@ -6,19 +6,22 @@ import ctypes
 from collections import namedtuple
 
 from ._lib import WorkerInfoC, WorkerOpts, lib
-from .errors import CODES, ElasticError, check
+from ._handle import Handle
+from .errors import CODES, check
 from .store import Store
 
 WorkerInfo = namedtuple("WorkerInfo", "rank local_rank world_size local_world_size group_rank restart_count "
                                       "generation master_port attached run_id master_addr")
 
 
-class Worker:
-    """One per process. Use it as a context manager or call close()."""
+class Worker(Handle):
+    """One per process. Use it as a context manager or call close(), which
+    detaches (the agent sees a clean goodbye) and frees."""
+
+    _kind = "worker"
 
     def __init__(self, store_connect_timeout_ms=None, store_timeout_ms=None, reconfigure_timeout_ms=None,
                  stack_dump_signal=None):
-        self._handle = ctypes.c_void_p()
         opts = WorkerOpts()
         opts.struct_size = ctypes.sizeof(WorkerOpts)
         lib.elastic_worker_opts_init(ctypes.byref(opts))
@@ -30,12 +33,7 @@ class Worker:
                 setattr(opts, name, value)
         handle = ctypes.c_void_p()
         check(lib.elastic_worker_init(ctypes.byref(opts), ctypes.byref(handle)), "worker init")
-        self._handle = handle
-
-    def _h(self):
-        if not self._handle:
-            raise ElasticError(CODES["ECLOSED"], "the worker is closed")
-        return self._handle
+        self._adopt(handle)
 
     def info(self):
         """Who this worker is in the current generation (a WorkerInfo)."""
@@ -73,17 +71,5 @@ class Worker:
         """Waits until every worker of the generation entered the barrier."""
         check(lib.elastic_worker_barrier(self._h(), timeout_ms), "barrier")
 
-    def close(self):
-        """Detaches (the agent sees a clean goodbye) and frees."""
-        if self._handle:
-            lib.elastic_worker_close(self._handle)
-            self._handle = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
+    def _free(self, handle):
+        lib.elastic_worker_close(handle)

@@ -3,7 +3,7 @@ reads back byte for byte, latest() follows commits, errors carry codes."""
 
 import pytest
 
-from elastic import Checkpoint, ElasticError, errors
+from elastic import Checkpoint, ElasticError, Store, errors
 
 
 def test_save_then_read_back_every_blob(tmp_path):
@@ -71,3 +71,13 @@ def test_a_file_in_the_way_fails_to_open(tmp_path):
     with pytest.raises(ElasticError) as info:
         Checkpoint(blocker)
     assert info.value.code < 0 and info.value.name.startswith("ELASTIC_E")
+
+
+def test_commit_record_through_a_store(tmp_path, store_endpoint):
+    with Store.connect(store_endpoint, prefix="job1/") as store:
+        with Checkpoint(tmp_path, store=store, fsync=1) as ckpt:
+            ckpt.save(4, {"a": b"through the store"})
+            assert ckpt.latest() == 4
+        assert store.keys() != []
+        with Checkpoint(tmp_path, store=store) as reopened:
+            assert reopened.read(reopened.latest(), "a") == b"through the store"
