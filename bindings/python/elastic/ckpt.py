@@ -1,0 +1,97 @@
+"""The atomic checkpoint store (include/elastic/ckpt.h): save a dict of named
+byte blobs for a step, find the latest committed step, read blobs back."""
+
+import ctypes
+
+from ._buffers import as_buffer, encode_key
+from ._lib import CkptBlob, CkptOpts, c_uint64_p, lib, take_bytes, take_strings
+from ._handle import Handle
+from .errors import CODES, check
+
+NONE = 0        # ELASTIC_CKPT_NONE: blobs stored as they are
+ZSTD = 1        # ELASTIC_CKPT_ZSTD
+REPLICATED = 1  # ELASTIC_CKPT_REPLICATED: identical on every rank
+ANY_RANK = -1   # ELASTIC_CKPT_ANY_RANK
+
+
+class Checkpoint(Handle):
+    """A checkpoint directory. Options are the fields of elastic_ckpt_opts
+    (compression, zstd_level, threads, chunk_bytes, fsync, verify, keep_last,
+    keep_every, rank, world, generation, shared_storage, commit_timeout_ms,
+    max_blob_bytes); `store` takes a Store for the global commit record."""
+
+    _kind = "checkpoint handle"
+
+    def __init__(self, directory, store=None, **options):
+        opts = CkptOpts()
+        opts.struct_size = ctypes.sizeof(CkptOpts)
+        lib.elastic_ckpt_opts_init(ctypes.byref(opts))
+        known = {name for name, _ in CkptOpts._fields_} - {"struct_size", "store"}
+        for name, value in options.items():
+            if name not in known:
+                raise TypeError("unknown checkpoint option %r" % name)
+            setattr(opts, name, value)
+        if store is not None:
+            opts.store = store._h()
+            self._store = store  # the C handle keeps using it
+        handle = ctypes.c_void_p()
+        check(lib.elastic_ckpt_open(str(directory).encode(), ctypes.byref(opts), ctypes.byref(handle)),
+              "open " + str(directory))
+        self._adopt(handle)
+
+    def save(self, step, blobs, replicated=()):
+        """Commits {name: bytes-like} as this rank's shard of `step`; names in
+        `replicated` are flagged as identical on every rank."""
+        items = list(blobs.items())
+        array = (CkptBlob * max(len(items), 1))()
+        keep = []
+        for i, (name, value) in enumerate(items):
+            ptr, length, holder = as_buffer(value)
+            encoded = encode_key(name)
+            keep.append((encoded, holder))
+            array[i].name = encoded
+            array[i].data = ptr
+            array[i].len = length
+            array[i].flags = REPLICATED if name in replicated else 0
+        check(lib.elastic_ckpt_save(self._h(), step, array, len(items)), "save step %d" % step)
+
+    def latest(self):
+        """The newest committed, verifying step, or None when there is none."""
+        step = ctypes.c_uint64()
+        rc = lib.elastic_ckpt_latest(self._h(), ctypes.byref(step))
+        if rc == CODES["ENOTFOUND"]:
+            return None
+        check(rc, "latest")
+        return step.value
+
+    def read(self, step, name):
+        """One blob of a committed step as bytes (every byte verified)."""
+        data, length = ctypes.c_void_p(), ctypes.c_size_t()
+        check(lib.elastic_ckpt_read(self._h(), step, encode_key(name), ctypes.byref(data), ctypes.byref(length)),
+              "read %s of step %d" % (name, step))
+        return take_bytes(data, length.value)
+
+    def read_all(self, step, rank=ANY_RANK):
+        """{name: bytes} of every blob read() can find for `step`."""
+        return {name: self.read(step, name) for name in self.blobs(step, rank)}
+
+    def steps(self):
+        """Committed, verifying steps, oldest first."""
+        array, count = c_uint64_p(), ctypes.c_size_t()
+        check(lib.elastic_ckpt_list_steps(self._h(), ctypes.byref(array), ctypes.byref(count)), "list steps")
+        try:
+            return [array[i] for i in range(count.value)]
+        finally:
+            lib.elastic_free(ctypes.cast(array, ctypes.c_void_p))
+
+    def blobs(self, step, rank=ANY_RANK):
+        """Blob names of a step in `rank`'s shard (ANY_RANK: every name read() finds)."""
+        array, count = ctypes.POINTER(ctypes.c_char_p)(), ctypes.c_size_t()
+        check(lib.elastic_ckpt_list_blobs(self._h(), step, rank, ctypes.byref(array), ctypes.byref(count)),
+              "list blobs of step %d" % step)
+        if not array:
+            return []
+        return take_strings(array, count.value)
+
+    def _free(self, handle):
+        lib.elastic_ckpt_close(handle)

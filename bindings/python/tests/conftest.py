@@ -1,0 +1,39 @@
+"""Fixtures for the binding tests: the package and library of this source tree
+(ELASTIC_LIB_DIR / ELASTIC_BIN_DIR as make test sets them, else the release
+build), a real store server started with `elasticctl store serve --port 0`."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+os.environ.setdefault("ELASTIC_LIB_DIR", os.path.join(ROOT, "lib"))
+BIN_DIR = os.environ.get("ELASTIC_BIN_DIR", os.path.join(ROOT, "bin"))
+sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+
+
+@pytest.fixture
+def bin_dir():
+    return BIN_DIR
+
+
+@pytest.fixture
+def store_endpoint():
+    """host:port of a fresh store server, stopped after the test."""
+    server = subprocess.Popen([os.path.join(BIN_DIR, "elasticctl"), "store", "serve", "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()  # blocks until the server listens or exits
+        match = re.search(r"listening on (\S+:\d+)", line)
+        if match is None:
+            server.kill()
+            pytest.fail("elasticctl store serve printed %r; stderr: %s" % (line, server.stderr.read()))
+        yield match.group(1)
+    finally:
+        server.kill()
+        server.wait()
+        server.stdout.close()
+        server.stderr.close()
