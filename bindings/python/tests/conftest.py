@@ -4,6 +4,7 @@ build), a real store server started with `elasticctl store serve --port 0`."""
 
 import os
 import re
+import select
 import subprocess
 import sys
 
@@ -26,7 +27,8 @@ def store_endpoint():
     server = subprocess.Popen([os.path.join(BIN_DIR, "elasticctl"), "store", "serve", "--port", "0"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        line = server.stdout.readline()  # blocks until the server listens or exits
+        ready, _, _ = select.select([server.stdout], [], [], 60)  # the server prints once it listens
+        line = server.stdout.readline() if ready else ""
         match = re.search(r"listening on (\S+:\d+)", line)
         if match is None:
             server.kill()
