@@ -167,6 +167,24 @@ static void closed_watch_main(void *arg)
     uv_async_send(watch->wake);
 }
 
+static void on_serve_timer(uv_timer_t *timer) { *(bool *)timer->data = true; }
+
+/* The job failed, but the other nodes still read its root cause from the
+ * store we host: keep serving for close_timeout (default 2 s) or until told
+ * to stop. */
+static void serve_a_while(elastic_agent *agent)
+{
+    bool expired = false;
+    uv_timer_t timer;
+    uv_timer_init(&agent->loop, &timer);
+    timer.data = &expired;
+    int ms = agent->conf.close_timeout_ms >= 0 ? agent->conf.close_timeout_ms : 2000;
+    uv_timer_start(&timer, on_serve_timer, (uint64_t)ms, 0);
+    while (!expired && agent->group.stop_signal == 0) uv_run(&agent->loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&timer, NULL);
+    uv_run(&agent->loop, UV_RUN_NOWAIT);
+}
+
 /* This node's workers all succeeded, but it hosts the store the other nodes
  * still use: serve until the job closes or we are told to stop. */
 static void serve_until_closed(elastic_agent *agent)
@@ -306,7 +324,10 @@ ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result 
     agent->ran = true;
     agent__group_start(&agent->group);
     while (agent->group.state != AGENT_DONE) uv_run(&agent->loop, UV_RUN_ONCE);
-    if (agent->group.exit_code == 0 && agent->server != NULL && !local_only(agent)) serve_until_closed(agent);
+    if (agent->server != NULL && !local_only(agent) && agent->group.stop_signal == 0) {
+        if (agent->group.exit_code == 0) serve_until_closed(agent);
+        else serve_a_while(agent);
+    }
     result->exit_code = agent->group.exit_code;
     result->generations = agent->group.generations;
     result->restarts = agent->group.current.restart_count;

@@ -55,7 +55,8 @@ static void on_grace_expired(uv_timer_t *timer)
     agent__workers_signal(group, SIGKILL);
 }
 
-static void begin_stopping(agent_group *group, agent_stop_reason reason)
+/* SIGTERM to every worker's process group, SIGKILL after the grace period. */
+static void stop_workers(agent_group *group, agent_stop_reason reason)
 {
     group->state = AGENT_STOPPING;
     group->stop_reason = reason;
@@ -66,7 +67,12 @@ static void begin_stopping(agent_group *group, agent_stop_reason reason)
     if (in_process) group->inprocess_failure_ms = group->failure_ms;
     else agent__workers_signal(group, SIGTERM);
     if (group->running > 0) uv_timer_start(&group->grace_timer, on_grace_expired, (uint64_t)group->opts->grace_period_ms, 0);
-    maybe_stopped(group);
+}
+
+static void begin_stopping(agent_group *group, agent_stop_reason reason)
+{
+    stop_workers(group, reason);
+    maybe_stopped(group); /* nothing was running: on at once */
 }
 
 static void finish_shutdown(agent_group *group)
@@ -121,8 +127,9 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
     snprintf(cause.reason, sizeof cause.reason, "%s", reason);
     group->unhealthy_local_rank = worker->local_rank;
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "rank %d: %s", worker->rank, reason);
-    /* Workers first: every millisecond here is a millisecond of recovery. */
-    begin_stopping(group, AGENT_STOP_FOR_RESTART);
+    /* Workers first: every millisecond here is a millisecond of recovery. The
+     * next rendezvous waits (maybe_stopped below) until the generation ended. */
+    stop_workers(group, AGENT_STOP_FOR_RESTART);
     agent__failure_record(group, worker, &cause);
     agent_event event;
     agent__event_worker(&event, group, "failure", worker);
@@ -133,6 +140,7 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
     int rc = group->membership->ops->end_generation(group->membership, &cause);
     if (rc != 0) ELASTIC_LOG_W("agent", "ending generation %llu: %s (%s)", (unsigned long long)cause.generation,
                                elastic_err_name(rc), elastic_last_error());
+    maybe_stopped(group);
 }
 
 /* ---- worker exits ------------------------------------------------------------ */

@@ -547,3 +547,34 @@ TEST(rdzv_corrupt_join_record_is_left_out_of_the_generation)
     rdzv_nodes_close(nodes, 2);
     rdzv_env_stop(&env);
 }
+
+TEST(rdzv_two_neighbours_lost_at_once_still_reform)
+{
+    rdzv_env env;
+    rdzv_env_start(&env);
+    elastic_rdzv_opts o;
+    rdzv_node nodes[4];
+    rdzv_test_opts(&o, &env, "job", 1, 4);
+    rdzv_nodes_open(nodes, 4, &o);
+    rdzv_nodes_form(nodes, 4, 15000);
+    /* Ranks 1 and 2 go together: rank 2's only watcher (rank 1) is gone too,
+     * so the survivors find the second loss by counting live records. */
+    rdzv_node *left[2];
+    int n = 0;
+    for (int i = 0; i < 4; i++) {
+        int rank = nodes[i].result.group_rank;
+        if (rank == 1 || rank == 2) rdzv_node_close(&nodes[i]);
+        else left[n++] = &nodes[i];
+    }
+    elastic_rdzv_cause cause;
+    for (int i = 0; i < 2; i++) {
+        ASSERT_OK(elastic_rdzv_watch(left[i]->rdzv, test_scaled_ms(10000), &cause));
+        ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LOST);
+    }
+    for (int i = 0; i < 2; i++) rdzv_node_join(left[i]);
+    for (int i = 0; i < 2; i++) rdzv_node_expect_joined(left[i], 15000);
+    ASSERT_EQ(left[0]->result.group_world_size, 2);
+    ASSERT_EQ(left[0]->result.generation, left[1]->result.generation);
+    rdzv_nodes_close(nodes, 4);
+    rdzv_env_stop(&env);
+}
