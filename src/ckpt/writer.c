@@ -6,6 +6,7 @@
  * and hands over to the global commit (commit.c).
  */
 #include "ckpt/ckpt.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,8 @@
 #define WINDOW_MAX 16                 /* chunks in flight per transaction */
 #define SMALL_WRITE_BUF (1u << 20)    /* small stored chunks are coalesced into writes of this size */
 #define WRITEBACK_STEP (64ull << 20)  /* start kernel writeback every this many bytes */
+#define WRITEBACK_LAG 2               /* ...and wait for the range this many steps back */
+#define ADAPT_CHUNKS 16               /* compression is re-judged every this many chunks */
 
 typedef struct chunk_slot {
     ckpt_task task;                   /* first: the pool hands back &task */
@@ -40,6 +43,9 @@ struct elastic_ckpt_txn {
     int fd;
     bool created_dir;
     uint64_t offset, writeback_done;  /* bytes in the file; bytes handed to writeback */
+    uint64_t waited_cpu_ns;           /* writer blocked on compression, this window */
+    uint64_t waited_io_ns;            /* writer blocked on write/writeback, this window */
+    unsigned judged, raw_left;        /* chunks since the last judgement; chunks to store raw */
     int error;                        /* sticky: the first failure */
     char why[512];                    /* and its detail */
     ckpt_manifest m;
@@ -141,6 +147,11 @@ static void start_writeback(elastic_ckpt_txn *t)
 {
     if (t->c->opts.fsync != ELASTIC_CKPT_FSYNC_FULL || t->offset - t->writeback_done < WRITEBACK_STEP) return;
     sync_file_range(t->fd, (off_t)t->writeback_done, (off_t)(t->offset - t->writeback_done), SYNC_FILE_RANGE_WRITE);
+    /* Waiting for an older range bounds the dirty data, so time spent here
+     * is the disk's: the signal adaptive compression weighs against. */
+    uint64_t lag = (uint64_t)WRITEBACK_LAG * WRITEBACK_STEP;
+    if (t->writeback_done > lag + CKPT_HEADER_BYTES)
+        sync_file_range(t->fd, 0, (off_t)(t->writeback_done - lag), SYNC_FILE_RANGE_WAIT_BEFORE);
     t->writeback_done = t->offset;
 }
 
@@ -199,15 +210,34 @@ static void run_chunk(ckpt_task *task, ckpt_worker_ctx *ctx)
 }
 
 /* Waits for the oldest submitted chunk and appends it to the file. */
+/* Adaptive compression: once the disk is in the measurement (past the first
+ * writeback step), if the writer waited longer for the compressing workers
+ * than for the disk over the last ADAPT_CHUNKS chunks, compression is the
+ * bottleneck: the next ADAPT_CHUNKS chunks are stored raw, then it is tried
+ * again. Compression is kept where it is cheaper than writing the bytes. */
+static void judge_compression(elastic_ckpt_txn *t)
+{
+    if (++t->judged < ADAPT_CHUNKS) return;
+    if (t->offset > WRITEBACK_STEP && t->waited_cpu_ns > t->waited_io_ns) t->raw_left = ADAPT_CHUNKS;
+    t->judged = 0;
+    t->waited_cpu_ns = t->waited_io_ns = 0;
+}
+
 static int write_oldest(elastic_ckpt_txn *t)
 {
     chunk_slot *s = &t->slots[t->head];
+    uint64_t start = elastic__now_ns();
     ckpt__pool_wait(t->c->pool, &s->task);
+    uint64_t computed = elastic__now_ns();
     t->head = (t->head + 1) % t->window;
     t->count--;
     if (t->error) return t->error;
     int rc = push_chunk(t, s);
-    return rc ? rc : append(t, s->stored, s->stored_len);
+    if (rc == 0) rc = append(t, s->stored, s->stored_len);
+    t->waited_cpu_ns += computed - start;
+    t->waited_io_ns += elastic__now_ns() - computed;
+    judge_compression(t);
+    return rc;
 }
 
 /* Writes every submitted chunk; afterwards no slot borrows caller memory. */
@@ -243,6 +273,10 @@ static void submit(elastic_ckpt_txn *t, chunk_slot *s, const uint8_t *src, size_
 {
     s->task.run = run_chunk;
     s->compression = t->c->opts.compression;
+    if (t->raw_left > 0) {
+        t->raw_left--;
+        s->compression = ELASTIC_CKPT_NONE;
+    }
     s->level = t->c->opts.zstd_level;
     s->src = src;
     s->raw_len = len;
