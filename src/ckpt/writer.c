@@ -19,7 +19,6 @@
 #define WINDOW_MAX 16                 /* chunks in flight per transaction */
 #define SMALL_WRITE_BUF (1u << 20)    /* small stored chunks are coalesced into writes of this size */
 #define WRITEBACK_STEP (64ull << 20)  /* start kernel writeback every this many bytes */
-#define WRITEBACK_LAG 2               /* ...and wait for the range this many steps back */
 #define ADAPT_CHUNKS 16               /* compression is re-judged every this many chunks */
 
 typedef struct chunk_slot {
@@ -147,11 +146,6 @@ static void start_writeback(elastic_ckpt_txn *t)
 {
     if (t->c->opts.fsync != ELASTIC_CKPT_FSYNC_FULL || t->offset - t->writeback_done < WRITEBACK_STEP) return;
     sync_file_range(t->fd, (off_t)t->writeback_done, (off_t)(t->offset - t->writeback_done), SYNC_FILE_RANGE_WRITE);
-    /* Waiting for an older range bounds the dirty data, so time spent here
-     * is the disk's: the signal adaptive compression weighs against. */
-    uint64_t lag = (uint64_t)WRITEBACK_LAG * WRITEBACK_STEP;
-    if (t->writeback_done > lag + CKPT_HEADER_BYTES)
-        sync_file_range(t->fd, 0, (off_t)(t->writeback_done - lag), SYNC_FILE_RANGE_WAIT_BEFORE);
     t->writeback_done = t->offset;
 }
 
@@ -210,11 +204,11 @@ static void run_chunk(ckpt_task *task, ckpt_worker_ctx *ctx)
 }
 
 /* Waits for the oldest submitted chunk and appends it to the file. */
-/* Adaptive compression: once the disk is in the measurement (past the first
- * writeback step), if the writer waited longer for the compressing workers
- * than for the disk over the last ADAPT_CHUNKS chunks, compression is the
- * bottleneck: the next ADAPT_CHUNKS chunks are stored raw, then it is tried
- * again. Compression is kept where it is cheaper than writing the bytes. */
+/* Adaptive compression: past the first writeback step, if the writer waited
+ * longer for the compressing workers than in write() (page cache, and the
+ * kernel's dirty throttling once the disk falls behind) over the last
+ * ADAPT_CHUNKS chunks, compression is the bottleneck: the next ADAPT_CHUNKS
+ * chunks are stored raw, then it is tried again. */
 static void judge_compression(elastic_ckpt_txn *t)
 {
     if (++t->judged < ADAPT_CHUNKS) return;
