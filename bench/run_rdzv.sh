@@ -29,7 +29,9 @@ awk -v runs="$runs" '
 function cell(v, fmt) { return v == "" || v < 0 ? "-" : sprintf(fmt, v) }
 function ratio(a, b) { return a == "" || b == "" || a <= 0 || b <= 0 ? "-" : sprintf("%.0fx", b / a) }
 FILENAME ~ /elastic$/ { n[$1] = 1; ef[$1] = $2; em[$1] = $3; eb[$1] = $4; ek[$1] = $5; ekm[$1] = $6; ekb[$1] = $7 }
-FILENAME ~ /torch$/   { n[$1] = 1; tf[$1] = $2; tm[$1] = $3; tb[$1] = $4; tk[$1] = $5; tkm[$1] = $6; tkb[$1] = $7 }
+FILENAME ~ /torch$/   { n[$1] = 1; tf[$1] = $2; tk[$1] = $5
+                        if ($2 >= 0) { tm[$1] = $3; tb[$1] = $4 } else { tm[$1] = -1; tb[$1] = -1 }
+                        if ($5 >= 0) { tkm[$1] = $6; tkb[$1] = $7 } else { tkm[$1] = -1; tkb[$1] = -1 } }
 FILENAME ~ /freeze$/  { freeze = $3; freeze_n = $2 }
 END {
     printf "rendezvous: N nodes as threads, store on loopback; libelastic median of %d runs, torch 1 run (c10d backend)\n", runs

@@ -147,6 +147,7 @@ typedef struct agent {
     bool running[WORKERS], handle_open[WORKERS];
     int pids[WORKERS];
     uint64_t hello_gen[WORKERS], ack_gen[WORKERS], ready_gen[WORKERS];
+    uint64_t hello_ns[WORKERS], ready_ns[WORKERS]; /* the workers' clock when they sent it */
 } agent;
 
 static void on_failure(void *user, const probe__failure *f)
@@ -156,12 +157,21 @@ static void on_failure(void *user, const probe__failure *f)
     exit(1);
 }
 
-static void on_control(void *user, int slot, int type, uint64_t generation)
+static void on_control(void *user, int slot, int type, uint64_t generation, uint64_t sent_ns)
 {
     agent *a = user;
-    if (type == PROBE__MSG_HELLO) a->hello_gen[slot] = generation;
+    if (type == PROBE__MSG_HELLO) a->hello_gen[slot] = generation, a->hello_ns[slot] = sent_ns;
     if (type == PROBE__MSG_ABORT_ACK) a->ack_gen[slot] = generation;
-    if (type == PROBE__MSG_READY) a->ready_gen[slot] = generation;
+    if (type == PROBE__MSG_READY) a->ready_gen[slot] = generation, a->ready_ns[slot] = sent_ns;
+}
+
+/* When the last of the workers (all but `skip`) was back, by their own clocks. */
+static double ms_since(const uint64_t *sent_ns, int skip, uint64_t start_ns)
+{
+    uint64_t last = start_ns;
+    for (int i = 0; i < WORKERS; i++)
+        if (i != skip && sent_ns[i] > last) last = sent_ns[i];
+    return (double)(last - start_ns) / 1e6;
 }
 
 static void on_closed(uv_handle_t *handle)
@@ -279,7 +289,7 @@ static double in_process_round(agent *a, int victim, double *replacement_ms)
 {
     int survivor_pids[WORKERS];
     memcpy(survivor_pids, a->pids, sizeof survivor_pids);
-    uint64_t start = uv_hrtime();
+    uint64_t start = elastic__now_ns(); /* the workers' timestamps use the same clock */
     kill(a->pids[victim], SIGKILL);
     run_until(a, exited, victim, "the victim's exit");
     probe__monitor_pause(a->monitor);
@@ -296,9 +306,9 @@ static double in_process_round(agent *a, int victim, double *replacement_ms)
     }
     spawn(a, victim);
     run_until(a, survivors_ready, victim, "survivors back in their loop");
-    double survivors_ms = (double)(uv_hrtime() - start) / 1e6;
+    double survivors_ms = ms_since(a->ready_ns, victim, start);
     run_until(a, replacement_hello, victim, "the replacement");
-    *replacement_ms = (double)(uv_hrtime() - start) / 1e6;
+    *replacement_ms = (double)(a->hello_ns[victim] - start) / 1e6;
     for (int i = 0; i < WORKERS; i++)
         if (i != victim && a->pids[i] != survivor_pids[i]) die("a survivor changed pid", ELASTIC_ESTATE);
     return survivors_ms;
@@ -307,7 +317,7 @@ static double in_process_round(agent *a, int victim, double *replacement_ms)
 /* Kill one; stop the others (SIGTERM, as torchrun does) and start all four again. */
 static double full_restart_round(agent *a, int victim)
 {
-    uint64_t start = uv_hrtime();
+    uint64_t start = elastic__now_ns();
     kill(a->pids[victim], SIGKILL);
     run_until(a, exited, victim, "the victim's exit");
     probe__monitor_pause(a->monitor);
@@ -317,7 +327,7 @@ static double full_restart_round(agent *a, int victim)
     next_generation(a);
     for (int i = 0; i < WORKERS; i++) spawn(a, i);
     run_until(a, all_hello, 0, "the restarted group");
-    return (double)(uv_hrtime() - start) / 1e6;
+    return ms_since(a->hello_ns, -1, start);
 }
 
 static void bench_recovery(const char *dir, const char *self, int rounds)

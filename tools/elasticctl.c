@@ -5,6 +5,7 @@
  * Bad usage prints one line and exits 2; a failed operation exits 1.
  */
 #include "elastic.h"
+#include "probe/probe.h" /* elasticctl status: the metrics client and formatter */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -244,6 +245,35 @@ static int cmd_store(int argc, char **argv)
     return usage_error("store", "unknown subcommand \"%s\"", argv[0]);
 }
 
+/* ---- status: an agent's metrics endpoint at a glance ----------------------- */
+
+static int cmd_status(int argc, char **argv)
+{
+    const char *endpoint = NULL, *timeout_text = "5000";
+    flag_spec flags[] = {{"endpoint", &endpoint}, {"timeout", &timeout_text}, {NULL, NULL}};
+    parsed_args args;
+    int rc = parse_args("status", argc, argv, flags, &args);
+    if (rc != 0) return rc;
+    long long timeout_ms;
+    if (endpoint == NULL) return usage_error("status", "%s", "needs --endpoint H:P (an agent's --metrics-port)");
+    if (args.count != 0) return usage_error("status", "unexpected argument \"%s\"", args.positional[0]);
+    if (!parse_int(timeout_text, 1, 3600000, &timeout_ms)) return usage_error("status", "bad --timeout \"%s\"", timeout_text);
+    probe__text metrics, health, out;
+    probe__text_init(&metrics, 16u << 20);
+    probe__text_init(&health, 4096);
+    probe__text_init(&out, 1u << 20);
+    int metrics_status = 0, health_status = 0;
+    rc = probe__http_get(endpoint, "/metrics", (int)timeout_ms, &metrics, &metrics_status);
+    if (rc == 0 && metrics_status != 200) rc = elastic__fail(ELASTIC_EPROTO, "/metrics answered %d", metrics_status);
+    if (rc == 0) rc = probe__http_get(endpoint, "/healthz", (int)timeout_ms, &health, &health_status);
+    if (rc == 0) rc = probe__status_format(metrics.data ? metrics.data : "", health_status, health.data ? health.data : "", &out);
+    if (rc == 0) fputs(out.data, stdout);
+    probe__text_free(&metrics);
+    probe__text_free(&health);
+    probe__text_free(&out);
+    return rc == 0 ? 0 : fail("status", rc);
+}
+
 /* ---- top level ----------------------------------------------------------- */
 
 static int cmd_version(int argc, char **argv)
@@ -260,6 +290,7 @@ static const char usage_text[] =
     "  store add KEY DELTA --endpoint H:P [--token-file F]\n"
     "  store del KEY --endpoint H:P [--token-file F]\n"
     "  store keys [PREFIX] --endpoint H:P [--token-file F]\n"
+    "  status --endpoint H:P [--timeout MS]   a job at a glance from an agent's --metrics-port\n"
     "  version\n"
     "Without --token-file the token comes from ELASTIC_STORE_TOKEN, if set.\n";
 
@@ -276,6 +307,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"store", cmd_store},
+    {"status", cmd_status},
     {"version", cmd_version},
     {"--version", cmd_version},
     {"help", cmd_help},

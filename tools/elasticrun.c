@@ -59,6 +59,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "elasticrun: %s", result.summary);
         if (result.summary[strlen(result.summary) - 1] != '\n') fputc('\n', stderr);
     }
+    sigset_t stop_signals; /* no handler may reach the agent while it is freed */
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGHUP);
+    sigprocmask(SIG_BLOCK, &stop_signals, NULL);
     elastic_agent *agent = running_agent;
     running_agent = NULL;
     elastic_agent_free(agent);

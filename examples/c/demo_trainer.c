@@ -3,15 +3,14 @@
  * regression on synthetic data. Each rank computes the gradient of its share
  * of every step's global batch; the ranks average them through the job's
  * store (ELASTIC_STORE_ENDPOINT / ELASTIC_STORE_PREFIX, summed in rank
- * order, so the result is bitwise reproducible). Rank 0 saves the state
- * atomically every few steps; after a restart every rank resumes from it.
+ * order, so the result is bitwise reproducible). The ranks save the state
+ * every few steps with the atomic checkpoint store (elastic_ckpt_*); after a
+ * restart every rank resumes from the newest committed step.
  *
  *   demo_trainer --ckpt-dir DIR [--steps 300] [--ckpt-every 10] [--step-ms 10] [--result FILE]
  */
 #include <elastic.h>
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,32 +95,39 @@ static int all_reduce(elastic_store *store, uint64_t step, int rank, int world, 
     return 0;
 }
 
-/* ---- checkpoint: temp file + fsync + rename + fsync of the directory ------ */
-
-static int save_state(const char *dir, const state *s)
+/* ---- checkpoint: the library's atomic checkpoint store ---------------------
+ * Every rank takes part in each save (the step is committed once all ranks
+ * did); the state is the same on every rank, so it is one replicated blob. */
+static int open_checkpoints(const char *dir, int rank, int world, elastic_ckpt **ckpt)
 {
-    char tmp[1024], final[1024];
-    snprintf(tmp, sizeof tmp, "%s/state.tmp", dir);
-    snprintf(final, sizeof final, "%s/state.bin", dir);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return -1;
-    int ok = write(fd, s, sizeof *s) == (ssize_t)sizeof *s && fsync(fd) == 0;
-    close(fd);
-    if (!ok || rename(tmp, final) != 0) return -1;
-    int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd >= 0) fsync(dir_fd), close(dir_fd);
-    return 0;
+    elastic_ckpt_opts opts;
+    elastic_ckpt_opts_init(&opts);
+    opts.compression = ELASTIC_CKPT_NONE;
+    opts.threads = 1;
+    opts.keep_last = 3;
+    opts.rank = (uint32_t)rank;
+    opts.world = (uint32_t)world;
+    const char *generation = getenv("ELASTIC_GENERATION");
+    opts.generation = generation != NULL ? strtoull(generation, NULL, 10) : 0;
+    return elastic_ckpt_open(dir, &opts, ckpt);
 }
 
-static void load_state(const char *dir, state *s)
+static int save_state(elastic_ckpt *ckpt, const state *s)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/state.bin", dir);
+    elastic_ckpt_blob blob = {.name = "state", .data = s, .len = sizeof *s, .flags = ELASTIC_CKPT_REPLICATED};
+    return elastic_ckpt_save(ckpt, s->step, &blob, 1);
+}
+
+static int load_state(elastic_ckpt *ckpt, state *s)
+{
+    uint64_t step;
+    size_t len = 0;
     memset(s, 0, sizeof *s);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    if (read(fd, s, sizeof *s) != (ssize_t)sizeof *s) memset(s, 0, sizeof *s);
-    close(fd);
+    int rc = elastic_ckpt_latest(ckpt, &step);
+    if (rc == ELASTIC_ENOTFOUND) return 0; /* a fresh start */
+    if (rc == 0) rc = elastic_ckpt_read_into(ckpt, step, "state", s, sizeof *s, &len);
+    if (rc == 0 && (len != sizeof *s || s->step != step)) rc = ELASTIC_ECORRUPT;
+    return rc;
 }
 
 /* ---- main ------------------------------------------------------------------ */
@@ -178,14 +184,20 @@ int main(int argc, char **argv)
         return 1;
     }
     state s;
-    load_state(args.ckpt_dir, &s);
+    elastic_ckpt *ckpt = NULL;
+    int rc = open_checkpoints(args.ckpt_dir, rank, world, &ckpt);
+    if (rc == 0) rc = load_state(ckpt, &s);
+    if (rc != 0) {
+        fprintf(stderr, "demo_trainer: checkpoints in %s: %s\n", args.ckpt_dir, elastic_last_error());
+        return 1;
+    }
     if (rank == 0) printf("%s at step %" PRIu64 "\n", s.step > 0 ? "resumed" : "started", s.step);
     fflush(stdout);
     double loss = 0;
     while (s.step < (uint64_t)args.steps) {
         double grad[DIM + 1];
         partial_gradient(&s, rank, world, grad);
-        int rc = all_reduce(store, s.step, rank, world, grad);
+        rc = all_reduce(store, s.step, rank, world, grad);
         if (rc != 0) {
             fprintf(stderr, "demo_trainer: rank %d step %" PRIu64 ": %s\n", rank, s.step, elastic_strerror(rc));
             return 1;
@@ -193,14 +205,19 @@ int main(int argc, char **argv)
         for (int d = 0; d < DIM; d++) s.weights[d] -= LEARNING_RATE * grad[d];
         loss = grad[DIM];
         s.step++;
-        if (rank == 0 && s.step % (uint64_t)args.ckpt_every == 0) {
-            if (save_state(args.ckpt_dir, &s) != 0) fprintf(stderr, "demo_trainer: checkpoint: %s\n", strerror(errno));
-            printf("step %" PRIu64 " loss %.6f (checkpoint)\n", s.step, loss);
+        if (s.step % (uint64_t)args.ckpt_every == 0) {
+            rc = save_state(ckpt, &s);
+            if (rc != 0) {
+                fprintf(stderr, "demo_trainer: rank %d checkpoint %" PRIu64 ": %s\n", rank, s.step, elastic_last_error());
+                return 1;
+            }
+            if (rank == 0) printf("step %" PRIu64 " loss %.6f (checkpoint)\n", s.step, loss);
             fflush(stdout);
         }
         if (args.step_ms > 0) nanosleep(&(struct timespec){0, (long)args.step_ms * 1000000L}, NULL);
     }
     if (rank == 0) write_result(args.result, &s, loss);
+    elastic_ckpt_close(ckpt);
     elastic_store_close(store);
     return 0;
 }

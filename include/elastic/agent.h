@@ -55,6 +55,17 @@ typedef struct elastic_agent_opts {
     const char *error_file;          /* root-cause JSON path; NULL: $TORCHELASTIC_ERROR_FILE if set */
     int help;                        /* set by elastic_agent_parse_args for -h/--help */
     int version;                     /* set by elastic_agent_parse_args for --version */
+    /* probes and in-process recovery (docs/PROBES.md); hang_timeout_ms is above */
+    int startup_timeout_ms;          /* no first heartbeat this long: hung; 0 (default): max(600 s, hang timeout) */
+    int metrics_port;                /* /metrics and /healthz on metrics_host; -1 (default): off; 0: a free port */
+    const char *metrics_host;        /* default "127.0.0.1" */
+    int straggler_window;            /* probe ticks per straggler window; 0 (default): no scoring */
+    int straggler_rounds;            /* slow ticks in a row that make a persistent straggler; 0: only scores */
+    int straggler_evict;             /* 1: a persistent straggler is restarted like a failed worker */
+    const char *user_probe;          /* shell command run on an interval; exit 0 = healthy; NULL: none */
+    int user_probe_interval_ms;      /* default 10000 */
+    int in_process_recovery;         /* 1: workers healthy at a failure stay; only the failed one restarts */
+    int abort_ack_timeout_ms;        /* in-process: a survivor acknowledges the abort within this; default 5000 */
 } elastic_agent_opts;
 
 ELASTIC_EXTERN void elastic_agent_opts_init(elastic_agent_opts *opts);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,13 @@ struct elastic_agent {
     char token[80];
     char log_root[700];
     bool log_root_is_temporary;
+    elastic_agent *next_abandoned;
 };
+
+/* Agents freed while a rendezvous thread still used them: kept (and
+ * reachable) until the process exits. */
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static elastic_agent *abandoned_agents;
 
 static void random_hex(char *out, size_t bytes)
 {
@@ -160,6 +167,24 @@ static void closed_watch_main(void *arg)
     uv_async_send(watch->wake);
 }
 
+static void on_serve_timer(uv_timer_t *timer) { *(bool *)timer->data = true; }
+
+/* The job failed, but the other nodes still read its root cause from the
+ * store we host: keep serving for close_timeout (default 2 s) or until told
+ * to stop. */
+static void serve_a_while(elastic_agent *agent)
+{
+    bool expired = false;
+    uv_timer_t timer;
+    uv_timer_init(&agent->loop, &timer);
+    timer.data = &expired;
+    int ms = agent->conf.close_timeout_ms >= 0 ? agent->conf.close_timeout_ms : 2000;
+    uv_timer_start(&timer, on_serve_timer, (uint64_t)ms, 0);
+    while (!expired && agent->group.stop_signal == 0) uv_run(&agent->loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&timer, NULL);
+    uv_run(&agent->loop, UV_RUN_NOWAIT);
+}
+
 /* This node's workers all succeeded, but it hosts the store the other nodes
  * still use: serve until the job closes or we are told to stop. */
 static void serve_until_closed(elastic_agent *agent)
@@ -256,7 +281,7 @@ static int setup(elastic_agent *agent)
     group->store_endpoint = agent->store_endpoint;
     group->store_token = agent->token[0] != '\0' ? agent->token : NULL;
     group->log_root = agent->log_root;
-    return 0;
+    return agent__probes_start(group);
 }
 
 ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **out)
@@ -299,7 +324,10 @@ ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result 
     agent->ran = true;
     agent__group_start(&agent->group);
     while (agent->group.state != AGENT_DONE) uv_run(&agent->loop, UV_RUN_ONCE);
-    if (agent->group.exit_code == 0 && agent->server != NULL && !local_only(agent)) serve_until_closed(agent);
+    if (agent->server != NULL && !local_only(agent) && agent->group.stop_signal == 0) {
+        if (agent->group.exit_code == 0) serve_until_closed(agent);
+        else serve_a_while(agent);
+    }
     result->exit_code = agent->group.exit_code;
     result->generations = agent->group.generations;
     result->restarts = agent->group.current.restart_count;
@@ -326,10 +354,15 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     if (agent->group_ready) {
         agent__workers_signal(&agent->group, SIGKILL); /* only if the run ended abnormally */
         if (!agent__group_close(&agent->group)) {
-            ELASTIC_LOG_W("agent", "leaving with a rendezvous in flight; the process should exit now");
-            return; /* its thread still uses the agent: keep everything allocated */
+            ELASTIC_LOG_I("agent", "leaving with a rendezvous in flight; the process should exit now");
+            pthread_mutex_lock(&abandoned_lock); /* its thread still uses the agent: keep it all */
+            agent->next_abandoned = abandoned_agents;
+            abandoned_agents = agent;
+            pthread_mutex_unlock(&abandoned_lock);
+            return;
         }
     }
+    if (agent->group_ready) agent__probes_stop(&agent->group); /* its handles close with their callbacks */
     if (agent->loop_ready) {
         uv_walk(&agent->loop, close_any, NULL);
         uv_run(&agent->loop, UV_RUN_DEFAULT);

@@ -34,7 +34,8 @@ ELASTIC_EXTERN void elastic_agent_opts_init(elastic_agent_opts *opts)
         .rdzv_backend = "static", .rdzv_endpoint = "", .run_id = "none", .rdzv_conf = "",
         .max_restarts = 0, .monitor_interval_ms = 5000, .role = "default", .node_rank = 0,
         .master_addr = "127.0.0.1", .master_port = 29500, .redirects = "0", .tee = "0",
-        .grace_period_ms = 5000,
+        .grace_period_ms = 5000, .metrics_port = -1, .user_probe_interval_ms = 10000,
+        .abort_ack_timeout_ms = 5000,
     };
 }
 
@@ -158,6 +159,15 @@ static int set_seconds_field(int *field, const char *value, bool zero_ok)
 static int set_monitor(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->monitor_interval_ms, v, false); }
 static int set_grace(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->grace_period_ms, v, true); }
 static int set_hang(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->hang_timeout_ms, v, true); }
+/* probes and in-process recovery (src/probe/, docs/PROBES.md) */
+static int set_startup(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->startup_timeout_ms, v, true); }
+static int set_metrics_port(elastic_agent_opts *o, const char *v) { return set_int_field(&o->metrics_port, v, 0, 65535); }
+static int set_metrics_host(elastic_agent_opts *o, const char *v) { return bounded_string(v, &o->metrics_host); }
+static int set_straggler_window(elastic_agent_opts *o, const char *v) { return set_int_field(&o->straggler_window, v, 0, 1024); }
+static int set_straggler_rounds(elastic_agent_opts *o, const char *v) { return set_int_field(&o->straggler_rounds, v, 0, 100000); }
+static int set_user_probe(elastic_agent_opts *o, const char *v) { return bounded_string(v, &o->user_probe); }
+static int set_user_probe_interval(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->user_probe_interval_ms, v, false); }
+static int set_abort_ack(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->abort_ack_timeout_ms, v, false); }
 
 static int set_start_method(elastic_agent_opts *o, const char *value)
 {
@@ -193,6 +203,8 @@ static int set_no_python(elastic_agent_opts *o, const char *v) { return switch_v
 static int set_run_path(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->run_path); }
 static int set_help(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->help); }
 static int set_version(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->version); }
+static int set_straggler_evict(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->straggler_evict); }
+static int set_in_process(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->in_process_recovery); }
 
 static const flag_spec flags[] = {
     {"nnodes", 0, false, true, set_nnodes},
@@ -218,6 +230,16 @@ static const flag_spec flags[] = {
     {"master_port", 0, false, true, set_master_port},
     {"grace_period", 0, false, true, set_grace},
     {"hang_timeout", 0, false, true, set_hang},
+    {"startup_timeout", 0, false, true, set_startup},
+    {"metrics_port", 0, false, true, set_metrics_port},
+    {"metrics_host", 0, false, true, set_metrics_host},
+    {"straggler_window", 0, false, true, set_straggler_window},
+    {"straggler_rounds", 0, false, true, set_straggler_rounds},
+    {"straggler_evict", 0, true, true, set_straggler_evict},
+    {"user_probe", 0, false, true, set_user_probe},
+    {"user_probe_interval", 0, false, true, set_user_probe_interval},
+    {"in_process_recovery", 0, true, true, set_in_process},
+    {"abort_ack_timeout", 0, false, true, set_abort_ack},
     {"event_log", 0, false, true, set_event_log},
     {"error_file", 0, false, true, set_error_file},
     {"help", 'h', true, false, set_help},

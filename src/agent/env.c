@@ -73,7 +73,8 @@ static const char *const owned_names[] = {
     "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
     "TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
     "OMP_NUM_THREADS", "ELASTIC_STORE_ENDPOINT", "ELASTIC_STORE_PREFIX", "ELASTIC_GENERATION",
-    "ELASTIC_RUN_ID", "ELASTIC_STORE_TOKEN",
+    "ELASTIC_RUN_ID", "ELASTIC_STORE_TOKEN", "ELASTIC_HEARTBEAT_SHM", "ELASTIC_HEARTBEAT_SLOT",
+    "ELASTIC_AGENT_SOCKET",
 };
 
 static bool is_owned(const char *entry)
@@ -125,6 +126,11 @@ int agent__env_build(const agent_worker_env *spec, char ***envp)
     strv_pushf(&v, "ELASTIC_RUN_ID=%s", spec->run_id);
     if (spec->store_token != NULL && spec->store_token[0] != '\0')
         strv_pushf(&v, "ELASTIC_STORE_TOKEN=%s", spec->store_token);
+    if (spec->heartbeat_shm != NULL) { /* the probes' channel (src/probe/channel.h) */
+        strv_pushf(&v, "ELASTIC_HEARTBEAT_SHM=%s", spec->heartbeat_shm);
+        strv_pushf(&v, "ELASTIC_HEARTBEAT_SLOT=%d", spec->local_rank);
+    }
+    if (spec->agent_socket != NULL) strv_pushf(&v, "ELASTIC_AGENT_SOCKET=%s", spec->agent_socket);
     return strv_done(&v, envp);
 }
 

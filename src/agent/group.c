@@ -55,14 +55,24 @@ static void on_grace_expired(uv_timer_t *timer)
     agent__workers_signal(group, SIGKILL);
 }
 
-static void begin_stopping(agent_group *group, agent_stop_reason reason)
+/* SIGTERM to every worker's process group, SIGKILL after the grace period. */
+static void stop_workers(agent_group *group, agent_stop_reason reason)
 {
     group->state = AGENT_STOPPING;
     group->stop_reason = reason;
     group->stop_started_ms = elastic__now_ms();
-    agent__workers_signal(group, SIGTERM);
+    if (group->monitor != NULL) probe__monitor_pause(group->monitor);
+    bool in_process = reason == AGENT_STOP_FOR_RESTART &&
+                      agent__inprocess_stop(group, group->unhealthy_local_rank, group->unhealthy_reason);
+    if (in_process) group->inprocess_failure_ms = group->failure_ms;
+    else agent__workers_signal(group, SIGTERM);
     if (group->running > 0) uv_timer_start(&group->grace_timer, on_grace_expired, (uint64_t)group->opts->grace_period_ms, 0);
-    maybe_stopped(group);
+}
+
+static void begin_stopping(agent_group *group, agent_stop_reason reason)
+{
+    stop_workers(group, reason);
+    maybe_stopped(group); /* nothing was running: on at once */
 }
 
 static void finish_shutdown(agent_group *group)
@@ -78,8 +88,10 @@ static void finish_shutdown(agent_group *group)
 /* Every worker is reaped and its output drained: the generation is over here. */
 static void maybe_stopped(agent_group *group)
 {
-    if (group->state != AGENT_STOPPING || group->running > 0 || group->closing_streams > 0) return;
+    if (group->state != AGENT_STOPPING || group->running > agent__inprocess_kept(group) || group->closing_streams > 0)
+        return;
     uv_timer_stop(&group->grace_timer);
+    uv_timer_stop(&group->ack_timer);
     agent__workers_signal(group, SIGKILL); /* grandchildren left in the workers' process groups */
     agent_event event;
     agent__event_begin(&event, group->events, "generation_stopped");
@@ -92,6 +104,8 @@ static void maybe_stopped(agent_group *group)
     }
     begin_rendezvous(group);
 }
+
+void agent__group_maybe_stopped(agent_group *group) { maybe_stopped(group); }
 
 void agent__group_stream_closed(agent_group *group)
 {
@@ -111,14 +125,14 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
                                 .time_ms = elastic__wall_ms()};
     snprintf(cause.node_id, sizeof cause.node_id, "%s", group->node_id);
     snprintf(cause.reason, sizeof cause.reason, "%s", reason);
-    /* Workers first: every millisecond here is a millisecond of recovery. */
-    begin_stopping(group, AGENT_STOP_FOR_RESTART);
+    group->unhealthy_local_rank = worker->local_rank;
+    snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "rank %d: %s", worker->rank, reason);
+    /* Workers first: every millisecond here is a millisecond of recovery. The
+     * next rendezvous waits (maybe_stopped below) until the generation ended. */
+    stop_workers(group, AGENT_STOP_FOR_RESTART);
     agent__failure_record(group, worker, &cause);
     agent_event event;
-    agent__event_begin(&event, group->events, "failure");
-    agent__event_int(&event, "generation", (int64_t)cause.generation);
-    agent__event_int(&event, "rank", worker->rank);
-    agent__event_int(&event, "local_rank", worker->local_rank);
+    agent__event_worker(&event, group, "failure", worker);
     agent__event_int(&event, "exit_code", exit_code);
     agent__event_int(&event, "signal", term_signal);
     agent__event_str(&event, "reason", reason);
@@ -126,6 +140,7 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
     int rc = group->membership->ops->end_generation(group->membership, &cause);
     if (rc != 0) ELASTIC_LOG_W("agent", "ending generation %llu: %s (%s)", (unsigned long long)cause.generation,
                                elastic_err_name(rc), elastic_last_error());
+    maybe_stopped(group);
 }
 
 /* ---- worker exits ------------------------------------------------------------ */
@@ -133,11 +148,7 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
 static void on_worker_exit(agent_group *group, agent_worker *worker)
 {
     agent_event event;
-    agent__event_begin(&event, group->events, "worker_exited");
-    agent__event_int(&event, "generation", (int64_t)group->current.generation);
-    agent__event_int(&event, "rank", worker->rank);
-    agent__event_int(&event, "local_rank", worker->local_rank);
-    agent__event_int(&event, "pid", worker->pid);
+    agent__event_worker(&event, group, "worker_exited", worker);
     agent__event_int(&event, "exit_code", worker->exit_code);
     agent__event_int(&event, "signal", worker->term_signal);
     agent__event_int(&event, "runtime_ms", (int64_t)(elastic__now_ms() - worker->started_ms));
@@ -186,7 +197,10 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
     agent__event_emit(group->events, &event);
     group->state = AGENT_RUNNING;
     group->succeeded = 0;
+    agent__probes_generation_started(group);
     if (agent__workers_start(group) != 0) return; /* a worker that could not start is a failure already handled */
+    if (group->failure_ms != 0 && group->monitor != NULL && group->reconfiguring == 0)
+        probe__monitor_record_recovery(group->monitor, (double)(elastic__now_ms() - group->failure_ms) / 1000.0, false);
     if (group->failure_ms != 0) {
         agent__event_begin(&event, group->events, "restarted");
         agent__event_int(&event, "generation", (int64_t)result->generation);
@@ -260,6 +274,8 @@ static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
     agent__event_str(&event, "reason", cause->reason);
     agent__event_emit(group->events, &event);
     group->failure_ms = elastic__now_ms();
+    group->unhealthy_local_rank = -1;
+    snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "%.100s: %.150s", cause->node_id, cause->reason);
     begin_stopping(group, AGENT_STOP_FOR_RESTART);
 }
 
@@ -324,12 +340,13 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
     group->loop = loop;
     group->pending_stop_signal = -1;
     group->state = AGENT_IDLE;
+    group->unhealthy_local_rank = -1;
     int rc = pthread_mutex_init(&group->lock, NULL);
     if (rc != 0) return elastic__fail(ELASTIC_ESYS, "mutex: %s", strerror(rc));
     if ((rc = uv_signal_init(loop, &group->sigchld)) != 0 || (rc = uv_timer_init(loop, &group->grace_timer)) != 0 ||
-        (rc = uv_async_init(loop, &group->wake, on_wake)) != 0)
+        (rc = uv_async_init(loop, &group->wake, on_wake)) != 0 || (rc = uv_timer_init(loop, &group->ack_timer)) != 0)
         return elastic__fail(ELASTIC_ESYS, "agent loop: %s", uv_strerror(rc));
-    group->sigchld.data = group->grace_timer.data = group->wake.data = group;
+    group->sigchld.data = group->grace_timer.data = group->wake.data = group->ack_timer.data = group;
     rc = uv_signal_start(&group->sigchld, on_sigchld, SIGCHLD);
     if (rc != 0) return elastic__fail(ELASTIC_ESYS, "SIGCHLD handler: %s", uv_strerror(rc));
     return 0;
@@ -346,6 +363,7 @@ bool agent__group_close(agent_group *group)
     uv_close((uv_handle_t *)&group->sigchld, NULL);
     uv_close((uv_handle_t *)&group->grace_timer, NULL);
     uv_close((uv_handle_t *)&group->wake, NULL);
+    uv_close((uv_handle_t *)&group->ack_timer, NULL);
     if (!group->rendezvous_thread_live) return true;
     /* A rendezvous cannot be interrupted: its thread keeps using the group
      * until next() returns. The process is about to exit; our lease ends

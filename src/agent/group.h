@@ -7,6 +7,7 @@
 #define ELASTIC_AGENT_GROUP_H
 
 #include "agent/agent.h"
+#include "probe/probe.h"
 
 #include <pthread.h>
 #include <sys/types.h>
@@ -68,6 +69,8 @@ typedef struct agent_worker_env {
     const char *store_token;         /* NULL: none */
     const char *error_file;
     int local_rank;
+    const char *heartbeat_shm;       /* the probe monitor's heartbeat file; NULL: none */
+    const char *agent_socket;        /* its control socket; NULL: none */
 } agent_worker_env;
 
 /* A NULL-terminated environment: the agent's own minus what torchrun sets,
@@ -154,6 +157,9 @@ typedef struct agent_worker {
     agent_stream out, err;
     char dir[768];                   /* gen_<G>/rank_<R> under the log root */
     char error_file[800];            /* its TORCHELASTIC_ERROR_FILE */
+    bool survivor;                   /* in-process recovery: kept across the generation change */
+    bool abort_acked;                /* in-process recovery: its abort hook ran */
+    bool reconfiguring;              /* in-process recovery: RECONFIGURE sent, READY not yet back */
 } agent_worker;
 
 /* A failure this node saw first-hand, for the root-cause summary. */
@@ -204,6 +210,15 @@ typedef struct agent_group {
     char rendezvous_error[256];
     elastic_rdzv_result rendezvous_result;
 
+    probe__monitor *monitor;         /* probes, metrics, the workers' channel (probes.c) */
+    char probe_dir[64];              /* its heartbeat file and socket (short: a socket path) */
+    uv_timer_t ack_timer;            /* in-process recovery: the abort acknowledgement deadline */
+    int unhealthy_local_rank;        /* the worker that ended the generation here; -1: none */
+    char unhealthy_reason[300];
+    int reconfiguring;               /* workers reconfigured in place whose READY is outstanding */
+    uint64_t inprocess_failure_ms;   /* the failure an in-process recovery is timed from */
+    uint64_t inprocess_back_ms;      /* the latest READY so far (the workers' clock) */
+
     uint64_t started_ms, rendezvous_started_ms, stop_started_ms, failure_ms;
     int stop_signal;
     agent_failure local_failure;
@@ -232,9 +247,29 @@ bool agent__group_close(agent_group *group);
 void agent__group_destroy(agent_group *group);
 
 /* workers.c: start and reap this generation's workers. */
+/* Begins a worker event: name, generation, rank, local_rank, pid. */
+void agent__event_worker(agent_event *event, const agent_group *group, const char *name, const agent_worker *worker);
 int agent__workers_start(agent_group *group);
 void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agent_worker *));
 void agent__workers_signal(agent_group *group, int signum);
+
+/* probes.c: the probe monitor on the group's loop, and its hooks. */
+int agent__probes_start(agent_group *group);
+void agent__probes_stop(agent_group *group);
+void agent__probes_generation_started(agent_group *group);
+void agent__probes_worker_starting(agent_group *group, agent_worker *worker);
+void agent__probes_worker_started(agent_group *group, agent_worker *worker);
+void agent__probes_worker_exited(agent_group *group, agent_worker *worker);
+
+/* inprocess.c: --in-process-recovery. stop() aborts the healthy workers
+ * instead of stopping them (false: not in this mode); kept() counts those that
+ * acknowledged; reconfigure() moves a kept worker into the current generation. */
+bool agent__inprocess_stop(agent_group *group, int failed_local_rank, const char *reason);
+int agent__inprocess_kept(const agent_group *group);
+int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker);
+void agent__inprocess_on_control(void *user, int slot, int type, uint64_t generation, uint64_t sent_ns);
+/* group.c: re-checks whether the stopping generation is over. */
+void agent__group_maybe_stopped(agent_group *group);
 
 /* summary.c: root cause, error file and the failure's details in the store. */
 void agent__failure_record(agent_group *group, agent_worker *worker, const elastic_rdzv_cause *cause);

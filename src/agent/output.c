@@ -69,7 +69,7 @@ static void deliver(agent_stream *stream, const char *data, size_t len)
 
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
-    static char buffer[65536]; /* one loop thread: the data is consumed before the next read */
+    static _Thread_local char buffer[65536]; /* per loop thread: consumed before the next read */
     (void)handle;
     (void)suggested;
     *buf = uv_buf_init(buffer, sizeof buffer);

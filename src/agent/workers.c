@@ -80,15 +80,19 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
     agent_worker_env spec = {.opts = group->opts, .generation = &group->current, .run_id = group->run_id,
                              .store_endpoint = group->store_endpoint, .store_prefix = prefix,
                              .store_token = group->store_token, .error_file = worker->error_file,
-                             .local_rank = worker->local_rank};
+                             .local_rank = worker->local_rank,
+                             .heartbeat_shm = group->monitor ? probe__monitor_heartbeat_path(group->monitor) : NULL,
+                             .agent_socket = group->monitor ? probe__monitor_socket_path(group->monitor) : NULL};
     char **envp = NULL;
     int rc = agent__env_build(&spec, &envp);
     if (rc != 0) return rc;
     int out_fd = -1, err_fd = -1;
     agent_spawn spawn = {.path = path, .argv = (const char *const *)argv, .envp = (const char *const *)envp};
+    agent__probes_worker_starting(group, worker);
     rc = agent__proc_spawn(&spawn, &worker->pid, &out_fd, &err_fd);
     agent__strv_free(envp);
     if (rc != 0) return rc;
+    agent__probes_worker_started(group, worker);
     worker->running = true;
     worker->started_ms = elastic__now_ms();
     group->running++;
@@ -98,14 +102,19 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
     return 0;
 }
 
+void agent__event_worker(agent_event *event, const agent_group *group, const char *name, const agent_worker *worker)
+{
+    agent__event_begin(event, group->events, name);
+    agent__event_int(event, "generation", (int64_t)group->current.generation);
+    agent__event_int(event, "rank", worker->rank);
+    agent__event_int(event, "local_rank", worker->local_rank);
+    agent__event_int(event, "pid", worker->pid);
+}
+
 static void emit_started(agent_group *group, const agent_worker *worker)
 {
     agent_event event;
-    agent__event_begin(&event, group->events, "worker_started");
-    agent__event_int(&event, "generation", (int64_t)group->current.generation);
-    agent__event_int(&event, "rank", worker->rank);
-    agent__event_int(&event, "local_rank", worker->local_rank);
-    agent__event_int(&event, "pid", worker->pid);
+    agent__event_worker(&event, group, "worker_started", worker);
     agent__event_emit(group->events, &event);
 }
 
@@ -120,10 +129,17 @@ int agent__workers_start(agent_group *group)
     }
     /* The last generation's workers are reaped and their streams closed
      * (STOPPING waited for both): forget their pids before anything can fail. */
-    memset(group->workers, 0, (size_t)nworkers * sizeof *group->workers);
+    for (int i = 0; i < nworkers; i++) /* in-process recovery keeps the workers that acknowledged */
+        if (!(group->workers[i].survivor && group->workers[i].abort_acked && group->workers[i].running))
+            memset(&group->workers[i], 0, sizeof group->workers[i]);
     group->nworkers = nworkers;
+    group->reconfiguring = 0;
     for (int local_rank = 0; local_rank < nworkers; local_rank++) {
         agent_worker *worker = &group->workers[local_rank];
+        if (worker->running) {
+            agent__inprocess_reconfigure(group, worker); /* a failure to send kills it: reaped as a failure */
+            continue;
+        }
         char path[4096];
         char **argv = NULL;
         int rc = prepare_worker(group, worker, local_rank);
@@ -158,12 +174,16 @@ void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agen
         group->closing_streams += (int)worker->out.open + (int)worker->err.open;
         agent__stream_finish(&worker->out);
         agent__stream_finish(&worker->err);
+        agent__probes_worker_exited(group, worker);
         on_exit(group, worker);
     }
 }
 
 void agent__workers_signal(agent_group *group, int signum)
 {
-    for (int i = 0; i < group->nworkers; i++)
-        if (group->workers[i].pid > 0) agent__proc_signal_group(group->workers[i].pid, signum);
+    for (int i = 0; i < group->nworkers; i++) {
+        const agent_worker *worker = &group->workers[i];
+        if (worker->survivor && group->state == AGENT_STOPPING) continue; /* kept for in-process recovery */
+        if (worker->pid > 0) agent__proc_signal_group(worker->pid, signum);
+    }
 }

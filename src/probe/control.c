@@ -61,14 +61,14 @@ static void conn_close(control_conn *conn)
     probe__control *c = conn->control;
     if (conn->slot >= 0 && c->by_slot[conn->slot] == conn) {
         c->by_slot[conn->slot] = NULL;
-        if (!c->stopping) c->fn(c->user, conn->slot, 0, 0);
+        if (!c->stopping) c->fn(c->user, conn->slot, 0, 0, 0);
     }
     uv_close((uv_handle_t *)&conn->pipe, conn_closed);
 }
 
-static uint64_t payload_generation(const probe__kv *kv)
+static uint64_t payload_number(const probe__kv *kv, const char *key)
 {
-    const char *text = probe__kv_get(kv, "GENERATION");
+    const char *text = probe__kv_get(kv, key);
     if (text == NULL || strlen(text) > 19 || strspn(text, "0123456789") != strlen(text) || text[0] == '\0') return 0;
     return strtoull(text, NULL, 10);
 }
@@ -97,7 +97,9 @@ static int handle_frame(control_conn *conn, const probe__msg_header *header, cha
     else if (header->type != PROBE__MSG_ABORT_ACK && header->type != PROBE__MSG_READY)
         return elastic__fail(ELASTIC_EPROTO, "control: message type %u is not for the agent", header->type);
     else if (conn->slot < 0) return elastic__fail(ELASTIC_EPROTO, "control: message before hello");
-    if (rc == 0) conn->control->fn(conn->control->user, conn->slot, header->type, payload_generation(&kv));
+    if (rc == 0)
+        conn->control->fn(conn->control->user, conn->slot, header->type, payload_number(&kv, "GENERATION"),
+                          payload_number(&kv, "TIME_NS"));
     return rc;
 }
 

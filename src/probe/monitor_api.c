@@ -56,10 +56,10 @@ static int allocate(probe__monitor *m)
     return m->opts.straggler_window > 0 ? probe__straggler_create(n, m->opts.straggler_window, &m->straggler) : 0;
 }
 
-static void on_control(void *user, int slot, int type, uint64_t generation)
+static void on_control(void *user, int slot, int type, uint64_t generation, uint64_t sent_ns)
 {
     probe__monitor *m = user;
-    if (m->opts.on_control != NULL) m->opts.on_control(m->opts.user, slot, type, generation);
+    if (m->opts.on_control != NULL) m->opts.on_control(m->opts.user, slot, type, generation, sent_ns);
 }
 
 static void on_user_probe(void *user, bool healthy, const char *reason)

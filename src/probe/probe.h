@@ -130,8 +130,10 @@ void probe__prom_escape(const char *in, char *out, size_t size);
 
 typedef struct probe__control probe__control;
 /* A message from the worker in `slot` (HELLO, ABORT_ACK, READY) or its
- * disconnection (type 0); generation from the payload. */
-typedef void (*probe__control_fn)(void *user, int slot, int type, uint64_t generation);
+ * disconnection (type 0); generation from the payload, sent_ns the worker's
+ * CLOCK_MONOTONIC when it sent it (0: not given), so the agent can time the
+ * worker's own progress rather than its own scheduling. */
+typedef void (*probe__control_fn)(void *user, int slot, int type, uint64_t generation, uint64_t sent_ns);
 
 int probe__control_start(uv_loop_t *loop, const char *path, unsigned slots, probe__control_fn fn, void *user,
                          probe__control **out);
@@ -255,5 +257,14 @@ typedef struct probe__prom_sample {
 int probe__prom_parse_line(const char *line, probe__prom_sample *sample);
 /* The value of a label in a sample's label text, copied to out; false if absent. */
 bool probe__prom_label(const char *labels, const char *name, char *out, size_t size);
+
+/* ---- job status (status.c): `elasticctl status` ----------------------------- */
+
+/* GET http://endpoint/path (endpoint "host:port", IPv4 or a name) with a
+ * deadline for the whole exchange; the body (at most 16 MiB) goes to body,
+ * the HTTP status to *status. */
+int probe__http_get(const char *endpoint, const char *path, int timeout_ms, probe__text *body, int *status);
+/* The job at a glance from a /metrics page and the /healthz answer. */
+int probe__status_format(const char *metrics, int health_status, const char *health_body, probe__text *out);
 
 #endif /* ELASTIC_PROBE_H */

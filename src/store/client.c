@@ -341,13 +341,18 @@ static uint32_t next_id(store__session *session)
     return id;
 }
 
-static void register_call(store__session *session, store__call *call, elastic_store *owner)
+void store__cond_init(pthread_cond_t *cond)
 {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&call->cond, &attr);
+    pthread_cond_init(cond, &attr);
     pthread_condattr_destroy(&attr);
+}
+
+static void register_call(store__session *session, store__call *call, elastic_store *owner)
+{
+    store__cond_init(&call->cond);
     call->owner = owner;
     call->id = next_id(session);
     call->next = session->calls;

@@ -88,6 +88,9 @@ void store__session_wake_ticker(store__session *session);
 /* With the lock held: interrupts the reader so waiting callers re-check. */
 void store__session_wake_reader(store__session *session);
 
+/* A condition variable timed against CLOCK_MONOTONIC, like every wait here. */
+void store__cond_init(pthread_cond_t *cond);
+
 /* client_conn.c: connecting, the handshake, raw socket writes. */
 int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms, int *fd_out);
 int store__send_all(int fd, const void *data, size_t len);

@@ -32,11 +32,7 @@ static int handle_new(store__session *session, const char *prefix_a, const char 
     }
     memcpy(prefix, prefix_a, a);
     memcpy(prefix + a, prefix_b, b + 1);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->idle, &attr);
-    pthread_condattr_destroy(&attr);
+    store__cond_init(&s->idle);
     s->session = session;
     s->prefix = prefix;
     s->prefix_len = a + b;

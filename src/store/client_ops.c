@@ -52,6 +52,20 @@ static int run_simple(elastic_store *s, uint16_t op, store__buf *b, size_t frame
 
 static int malformed(uint16_t op) { return elastic__fail(ELASTIC_EPROTO, "store %s: malformed response", store__op_name(op)); }
 
+/* Runs a call whose answer is one u64 (add, num_keys, watch, lease_grant). */
+static int run_u64(elastic_store *s, uint16_t op, store__buf *b, size_t frame_start, const store__call_opts *co,
+                   uint64_t *out)
+{
+    uint8_t *body;
+    size_t len;
+    int err = run(s, op, b, frame_start, co, &body, &len);
+    if (err != 0) return err;
+    store__reader r = store__reader_of(body, len);
+    *out = store__read_u64(&r);
+    free(body);
+    return r.bad ? malformed(op) : 0;
+}
+
 /* A NUL-terminated copy of bytes (the convenience the header promises). */
 static int copy_value(const uint8_t *data, uint32_t len, void **value, size_t *value_len)
 {
@@ -117,16 +131,10 @@ ELASTIC_EXTERN int elastic_store_add(elastic_store *s, const char *key, int64_t 
     put_key(s, &b, key);
     store__buf_u64(&b, (uint64_t)delta);
     store__call_opts co = plain_call(s, false);
-    uint8_t *body;
-    size_t len;
-    int err = run(s, STORE__OP_ADD, &b, start, &co, &body, &len);
-    if (err != 0) return err;
-    store__reader r = store__reader_of(body, len);
-    int64_t value = (int64_t)store__read_u64(&r);
-    free(body);
-    if (r.bad) return malformed(STORE__OP_ADD);
-    if (result != NULL) *result = value;
-    return 0;
+    uint64_t value = 0;
+    int err = run_u64(s, STORE__OP_ADD, &b, start, &co, &value);
+    if (err == 0 && result != NULL) *result = (int64_t)value;
+    return err;
 }
 
 ELASTIC_EXTERN int elastic_store_compare_set(elastic_store *s, const char *key, const void *expected, size_t elen,
@@ -285,29 +293,18 @@ ELASTIC_EXTERN int elastic_store_multi_get(elastic_store *s, const char *const *
     return err;
 }
 
-static int count_request(elastic_store *s, uint16_t op, const char *prefix, uint32_t max, uint8_t **body, size_t *len)
-{
-    store__buf b = {0};
-    size_t start = store__frame_begin(&b, 0, op, 0);
-    put_key(s, &b, prefix);
-    if (op == STORE__OP_KEYS) store__buf_u32(&b, max);
-    store__call_opts co = plain_call(s, true);
-    return run(s, op, &b, start, &co, body, len);
-}
-
 ELASTIC_EXTERN int elastic_store_num_keys(elastic_store *s, int64_t *count)
 {
     CHECK(s != NULL && count != NULL, "store num_keys: NULL handle or count");
-    uint8_t *body;
-    size_t len;
-    int err = count_request(s, STORE__OP_COUNT, "", 0, &body, &len);
-    if (err != 0) return err;
-    store__reader r = store__reader_of(body, len);
-    uint64_t n = store__read_u64(&r);
-    free(body);
-    if (r.bad || n > INT64_MAX) return malformed(STORE__OP_COUNT);
-    *count = (int64_t)n;
-    return 0;
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, STORE__OP_COUNT, 0);
+    put_key(s, &b, "");
+    store__call_opts co = plain_call(s, true);
+    uint64_t n = 0;
+    int err = run_u64(s, STORE__OP_COUNT, &b, start, &co, &n);
+    if (err == 0 && n > INT64_MAX) err = malformed(STORE__OP_COUNT);
+    if (err == 0) *count = (int64_t)n;
+    return err;
 }
 
 /* One allocation: n+1 pointers (NULL-terminated), then the strings. */
@@ -344,8 +341,12 @@ ELASTIC_EXTERN int elastic_store_keys(elastic_store *s, const char *prefix, size
     *n = 0;
     uint8_t *body;
     size_t len;
-    int err = count_request(s, STORE__OP_KEYS, prefix ? prefix : "", max > UINT32_MAX ? UINT32_MAX : (uint32_t)max,
-                            &body, &len);
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, STORE__OP_KEYS, 0);
+    put_key(s, &b, prefix ? prefix : "");
+    store__buf_u32(&b, max > UINT32_MAX ? UINT32_MAX : (uint32_t)max);
+    store__call_opts co = plain_call(s, true);
+    int err = run(s, STORE__OP_KEYS, &b, start, &co, &body, &len);
     if (err != 0) return err;
     store__reader r = store__reader_of(body, len);
     uint32_t count = store__read_u32(&r);
@@ -367,16 +368,7 @@ ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uin
     store__buf_u64(&b, after_revision);
     store__buf_u32(&b, (uint32_t)timeout_ms);
     store__call_opts co = waiting_call(timeout_ms);
-    uint8_t *body;
-    size_t len;
-    int err = run(s, STORE__OP_WATCH, &b, start, &co, &body, &len);
-    if (err != 0) return err;
-    store__reader r = store__reader_of(body, len);
-    uint64_t rev = store__read_u64(&r);
-    free(body);
-    if (r.bad) return malformed(STORE__OP_WATCH);
-    *revision = rev;
-    return 0;
+    return run_u64(s, STORE__OP_WATCH, &b, start, &co, revision);
 }
 
 /* ---- leases -------------------------------------------------------------- */
@@ -431,14 +423,9 @@ ELASTIC_EXTERN int elastic_store_lease_grant(elastic_store *s, int ttl_ms, int k
     size_t start = store__frame_begin(&b, 0, STORE__OP_LEASE_GRANT, 0);
     store__buf_u32(&b, (uint32_t)ttl_ms);
     store__call_opts co = plain_call(s, false);
-    uint8_t *body;
-    size_t len;
-    int err = run(s, STORE__OP_LEASE_GRANT, &b, start, &co, &body, &len);
+    uint64_t id = 0;
+    int err = run_u64(s, STORE__OP_LEASE_GRANT, &b, start, &co, &id);
     if (err != 0) return err;
-    store__reader r = store__reader_of(body, len);
-    uint64_t id = store__read_u64(&r);
-    free(body);
-    if (r.bad) return malformed(STORE__OP_LEASE_GRANT);
     if (keepalive_interval_ms > 0 && (err = add_keepalive(s, id, keepalive_interval_ms)) != 0) {
         lease_call(s, STORE__OP_LEASE_REVOKE, id);
         return err;

@@ -38,7 +38,8 @@ struct elastic_store_server {
     store__kv kv;
     store__conn *conns;
     size_t conn_count;
-    store__conn *dirty; /* connections with responses to flush */
+    store__conn *dirty; /* connections with responses to flush, in the order they got them */
+    store__conn *dirty_tail;
     store__waiter *wait_buckets[STORE__WAIT_BUCKETS];
     store__waiter *watchers;
     store__deletion deletions[STORE__DELETE_LOG];

@@ -28,9 +28,13 @@ static void unlink_conn(store__conn *conn)
     conn->prev = conn->next = NULL;
     server->conn_count--;
     if (conn->dirty) {
-        store__conn **slot = &server->dirty;
-        while (*slot != conn) slot = &(*slot)->dirty_next;
+        store__conn **slot = &server->dirty, *before = NULL;
+        while (*slot != conn) {
+            before = *slot;
+            slot = &(*slot)->dirty_next;
+        }
         *slot = conn->dirty_next;
+        if (server->dirty_tail == conn) server->dirty_tail = before;
         conn->dirty = false;
     }
 }
@@ -50,9 +54,13 @@ void store__conn_close(store__conn *conn, const char *why)
 void store__conn_mark_dirty(store__conn *conn)
 {
     if (conn->dirty || conn->state == CONN_CLOSED) return;
+    /* First come, first flushed: a waiter woken by a set hears before the setter. */
+    elastic_store_server *server = conn->server;
     conn->dirty = true;
-    conn->dirty_next = conn->server->dirty;
-    conn->server->dirty = conn;
+    conn->dirty_next = NULL;
+    if (server->dirty_tail != NULL) server->dirty_tail->dirty_next = conn;
+    else server->dirty = conn;
+    server->dirty_tail = conn;
 }
 
 void store__reply_status(store__conn *conn, uint32_t id, int status, const char *message)
@@ -148,6 +156,7 @@ void store__server_flush(elastic_store_server *server)
     while (server->dirty != NULL) {
         store__conn *conn = server->dirty;
         server->dirty = conn->dirty_next;
+        if (server->dirty == NULL) server->dirty_tail = NULL;
         conn->dirty = false;
         flush_conn(conn);
     }
@@ -246,10 +255,9 @@ static bool handle_proof(store__conn *conn)
 
 /* ---- frames -------------------------------------------------------------- */
 
-/* Executes one complete frame at the head of conn->in; false to stop. */
-static bool handle_frame(store__conn *conn, const store__header *h)
+/* Executes one complete frame; false to stop reading this connection. */
+static bool handle_frame(store__conn *conn, const store__header *h, const uint8_t *body)
 {
-    const uint8_t *body = conn->in.data + STORE__HEADER_BYTES;
     store__request req;
     const char *why = NULL;
     int err = store__parse_request(h, body, &conn->server->limits, &req, &why);
@@ -259,8 +267,34 @@ static bool handle_frame(store__conn *conn, const store__header *h)
     }
     if (err != 0) store__reply_status(conn, h->id, err, why);
     else store__execute(conn, &req);
-    store__buf_consume(&conn->in, STORE__HEADER_BYTES + (size_t)h->body_len);
     return conn->state == CONN_READY;
+}
+
+/* Executes every complete frame in conn->in, then drops them all at once
+ * (a burst of small frames costs one move, not one per frame). */
+static void process_frames(store__conn *conn)
+{
+    size_t at = 0;
+    bool handled = false;
+    while (conn->in.len - at >= STORE__HEADER_BYTES) {
+        store__header h;
+        store__header_decode(conn->in.data + at, false, &h);
+        if (h.body_len > conn->server->max_frame_body) {
+            fail_connection(conn, ELASTIC_ELIMIT, "frame longer than the connection's limit");
+            return;
+        }
+        size_t total = STORE__HEADER_BYTES + (size_t)h.body_len;
+        if (conn->in.len - at < total) {
+            store__buf_reserve(&conn->in, total - (conn->in.len - at)); /* read the rest in place */
+            break;
+        }
+        bool go_on = handle_frame(conn, &h, conn->in.data + at + STORE__HEADER_BYTES);
+        at += total;
+        handled = true;
+        if (!go_on) break;
+    }
+    store__buf_consume(&conn->in, at);
+    if (handled && conn->state == CONN_READY) restart_idle_timer(conn);
 }
 
 /* Handles every complete message in conn->in. */
@@ -276,22 +310,8 @@ static void process_input(store__conn *conn)
             if (have < STORE__HELLO_BYTES || !handle_hello(conn)) return;
         } else if (conn->state == CONN_PROOF) {
             if (have < STORE__PROOF_BYTES || !handle_proof(conn)) return;
-        } else if (conn->state == CONN_READY) {
-            if (have < STORE__HEADER_BYTES) return;
-            store__header h;
-            store__header_decode(conn->in.data, false, &h);
-            if (h.body_len > conn->server->max_frame_body) {
-                fail_connection(conn, ELASTIC_ELIMIT, "frame longer than the connection's limit");
-                return;
-            }
-            size_t total = STORE__HEADER_BYTES + (size_t)h.body_len;
-            if (have < total) {
-                store__buf_reserve(&conn->in, total - have); /* read the rest in place */
-                return;
-            }
-            if (!handle_frame(conn, &h)) return;
-            restart_idle_timer(conn);
         } else {
+            if (conn->state == CONN_READY) process_frames(conn);
             return;
         }
     }

@@ -26,7 +26,8 @@ int worker__control_send(elastic_worker *w, int type, const char *payload)
 static void send_generation(elastic_worker *w, int type, uint64_t generation)
 {
     char payload[64];
-    snprintf(payload, sizeof payload, "GENERATION=%llu\n", (unsigned long long)generation);
+    snprintf(payload, sizeof payload, "GENERATION=%llu\nTIME_NS=%llu\n", (unsigned long long)generation,
+             (unsigned long long)elastic__now_ns());
     int rc = worker__control_send(w, type, payload);
     if (rc != 0) ELASTIC_LOG_W("worker", "control message %d not sent: %s", type, elastic_last_error());
 }
@@ -123,8 +124,8 @@ int worker__control_connect(elastic_worker *w)
     int rc = connect_socket(w->env.agent_socket, &w->control_fd);
     if (rc != 0) return rc;
     char hello[128];
-    snprintf(hello, sizeof hello, "SLOT=%d\nPID=%ld\nGENERATION=%llu\n", w->env.heartbeat_slot, (long)getpid(),
-             (unsigned long long)w->env.info.generation);
+    snprintf(hello, sizeof hello, "SLOT=%d\nPID=%ld\nGENERATION=%llu\nTIME_NS=%llu\n", w->env.heartbeat_slot,
+             (long)getpid(), (unsigned long long)w->env.info.generation, (unsigned long long)elastic__now_ns());
     rc = worker__control_send(w, PROBE__MSG_HELLO, hello);
     return rc != 0 ? rc : start_thread(w);
 }

@@ -69,7 +69,6 @@ static int copy_checked(const char *name, const char *value, const char *allowed
     return 0;
 }
 
-static const char id_chars[] = "._-:@+";
 static const char host_chars[] = ".-_:[]%";
 
 static int lookup_string(worker__lookup_fn lookup, void *ctx, const char *name, const char *allowed, char *out,
@@ -108,7 +107,7 @@ static int parse_ranks(worker__lookup_fn lookup, void *ctx, elastic_worker_info 
     if (rc == 0) rc = lookup_int(lookup, ctx, "MASTER_PORT", 1, 65535, &info->master_port);
     if (rc == 0) rc = lookup_string(lookup, ctx, "MASTER_ADDR", host_chars, info->master_addr, sizeof info->master_addr);
     if (rc == 0)
-        rc = lookup_string(lookup, ctx, "TORCHELASTIC_RUN_ID", id_chars, info->run_id, sizeof info->run_id);
+        rc = lookup_string(lookup, ctx, "TORCHELASTIC_RUN_ID", NULL, info->run_id, sizeof info->run_id);
     return rc;
 }
 
@@ -137,8 +136,8 @@ static int parse_agent(worker__lookup_fn lookup, void *ctx, worker__env *env)
     if (rc == 0) rc = check_endpoint(PROBE__ENV_STORE_ENDPOINT, endpoint);
     if (rc == 0) rc = parse_uint(PROBE__ENV_GENERATION, generation, 0, UINT64_MAX / 2, &env->info.generation);
     if (rc == 0)
-        rc = lookup_string(lookup, ctx, PROBE__ENV_STORE_PREFIX, "._-:/@+=", env->store_prefix, sizeof env->store_prefix);
-    if (rc == 0) rc = lookup_string(lookup, ctx, PROBE__ENV_RUN_ID, id_chars, env->info.run_id, sizeof env->info.run_id);
+        rc = lookup_string(lookup, ctx, PROBE__ENV_STORE_PREFIX, NULL, env->store_prefix, sizeof env->store_prefix);
+    if (rc == 0) rc = lookup_string(lookup, ctx, PROBE__ENV_RUN_ID, NULL, env->info.run_id, sizeof env->info.run_id);
     if (rc == 0) rc = parse_heartbeat(lookup, ctx, env);
     const char *socket_path = lookup(ctx, PROBE__ENV_AGENT_SOCKET);
     if (rc == 0 && socket_path != NULL && socket_path[0] != '/')

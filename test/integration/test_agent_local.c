@@ -88,6 +88,20 @@ TEST_TIMEOUT(agent_budget_exhausted_names_the_failing_rank, 60)
     free(json);
 }
 
+TEST_TIMEOUT(agent_single_worker_failures_consume_the_budget, 60)
+{
+    char report[512];
+    agent_harness_path(report, sizeof report, "report");
+    const char *args[] = {"--standalone", "--max-restarts", "2", "--no-python", agent_harness_worker(), "--report",
+                          report, "--fail-rank", "0", NULL};
+    pid_t agent = start_agent("agent", args);
+    ASSERT_EQ(exit_code_of(agent, 30000), 1);
+    const char *starts[] = {"start ", NULL};
+    ASSERT_EQ(agent_harness_wait_lines(report, starts, 3, 1000), 3); /* the first run and two restarts */
+    const char *restarts[] = {"start ", "restart=2 ", NULL};
+    ASSERT_EQ(agent_harness_wait_lines(report, restarts, 1, 1000), 1);
+}
+
 TEST_TIMEOUT(agent_copies_the_workers_error_file, 60)
 {
     char report[512], error_file[512];

@@ -150,3 +150,47 @@ TEST_TIMEOUT(agent_c10d_hosts_the_store_at_a_local_endpoint, 120)
     const char *started[] = {"start ", "world=2 ", NULL};
     ASSERT_EQ(agent_harness_wait_lines(report, started, 2, 1000), 2);
 }
+
+TEST_TIMEOUT(agent_sigterm_during_the_rendezvous_exits_promptly, 120)
+{
+    job j;
+    job_start_store(&j, "lonely");
+    const char *worker[] = {NULL};
+    pid_t agent = job_agent(&j, "agent", "2", "0", worker); /* waits for a second node that never comes */
+    /* It has joined once its record is in the store. */
+    elastic_store *store;
+    ASSERT_OK(elastic_store_connect(j.endpoint, NULL, &store));
+    uint64_t revision = 0;
+    while (revision == 0) {
+        int rc = elastic_store_watch(store, "rdzv/lonely/", 0, test_scaled_ms(30000), &revision);
+        if (rc != 0) FAIL("the agent never joined: %s", elastic_err_name(rc));
+    }
+    ASSERT_EQ(kill(agent, SIGTERM), 0);
+    ASSERT_EQ(wait_code(agent, "agent"), 128 + SIGTERM);
+    elastic_store_close(store);
+    elastic_store_server_stop(j.server);
+}
+
+TEST_TIMEOUT(agent_static_backend_node_rank_0_hosts_the_store, 120)
+{
+    elastic_store_server *probe; /* a free port for --master-port */
+    ASSERT_OK(elastic_store_server_start(NULL, &probe));
+    char port[16], report[512];
+    snprintf(port, sizeof port, "%d", elastic_store_server_port(probe));
+    elastic_store_server_stop(probe);
+    agent_harness_path(report, sizeof report, "report");
+    pid_t agents[2];
+    for (int node = 0; node < 2; node++) {
+        char name[32], rank[16];
+        snprintf(name, sizeof name, "node%d", node);
+        snprintf(rank, sizeof rank, "%d", node);
+        const char *argv[] = {"elasticrun", "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", rank,
+                              "--master-addr", "127.0.0.1", "--master-port", port, "--rdzv-id", "static",
+                              "--local-addr", "127.0.0.1", "--no-python", agent_harness_worker(), "--report", report,
+                              "--exit-when-world", "4", NULL};
+        agents[node] = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
+    }
+    ASSERT_EQ(wait_code(agents[1], "node1"), 0);
+    ASSERT_EQ(wait_code(agents[0], "node0"), 0);
+    assert_ranks(report, "world=4 ", 4);
+}

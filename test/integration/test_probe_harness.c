@@ -18,8 +18,9 @@ static void on_straggler(void *user, const probe__failure *f)
     if (h->straggler_count < 4) h->stragglers[h->straggler_count++] = *f;
 }
 
-static void on_control(void *user, int slot, int type, uint64_t generation)
+static void on_control(void *user, int slot, int type, uint64_t generation, uint64_t sent_ns)
 {
+    (void)sent_ns;
     harness *h = user;
     if (slot < 0 || slot >= HARNESS_MAX_WORKERS) return;
     if (type == PROBE__MSG_HELLO) h->hellos[slot]++;

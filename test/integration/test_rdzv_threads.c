@@ -495,3 +495,86 @@ TEST(rdzv_keys_of_old_rounds_are_deleted)
     rdzv_nodes_close(nodes, 2);
     rdzv_env_stop(&env);
 }
+
+static void store_put(const rdzv_env *env, const char *key, const char *value)
+{
+    elastic_store *store = NULL;
+    ASSERT_OK(elastic_store_connect(env->endpoint, NULL, &store));
+    ASSERT_OK(elastic_store_set(store, key, value, strlen(value)));
+    elastic_store_close(store);
+}
+
+TEST(rdzv_corrupt_round_pointer_is_a_clear_error)
+{
+    rdzv_env env;
+    rdzv_env_start(&env);
+    store_put(&env, "rdzv/job/round", "7 x\n\001garbage");
+    elastic_rdzv_opts o;
+    rdzv_node node;
+    rdzv_test_opts(&o, &env, "job", 1, 1);
+    rdzv_node_open(&node, &o);
+    rdzv_node_join(&node);
+    ASSERT_EQ(rdzv_node_wait(&node, 15000), ELASTIC_ECORRUPT);
+    ASSERT(strstr(node.detail, "corrupt round pointer") != NULL);
+    rdzv_node_close(&node);
+    rdzv_env_stop(&env);
+}
+
+TEST(rdzv_corrupt_join_record_is_left_out_of_the_generation)
+{
+    rdzv_env env;
+    rdzv_env_start(&env);
+    /* A bogus "node" took slot 1 of round 1 and wrote garbage as its record. */
+    elastic_store *store = NULL;
+    int64_t slot = 0;
+    ASSERT_OK(elastic_store_connect(env.endpoint, NULL, &store));
+    ASSERT_OK(elastic_store_add(store, "rdzv/job/r/1/count", 1, &slot));
+    ASSERT_OK(elastic_store_set(store, "rdzv/job/r/1/n/1/rec", "R1 8 99999999 x y", 17));
+    elastic_rdzv_opts o;
+    rdzv_node nodes[2];
+    rdzv_test_opts(&o, &env, "job", 2, 3); /* slot 3 reaches max_nodes */
+    rdzv_nodes_open(nodes, 2, &o);
+    rdzv_nodes_form(nodes, 2, 15000);
+    rdzv_expect_group(nodes, 2);
+    /* The bogus slot was told it is not in. */
+    void *value = NULL;
+    size_t len = 0;
+    ASSERT_OK(elastic_store_try_get(store, "rdzv/job/r/1/n/1/a", &value, &len));
+    ASSERT_EQ(len, 1);
+    ASSERT_EQ(((const char *)value)[0], 'X');
+    elastic_free(value);
+    elastic_store_close(store);
+    rdzv_nodes_close(nodes, 2);
+    rdzv_env_stop(&env);
+}
+
+TEST(rdzv_two_neighbours_lost_at_once_still_reform)
+{
+    rdzv_env env;
+    rdzv_env_start(&env);
+    elastic_rdzv_opts o;
+    rdzv_node nodes[4];
+    rdzv_test_opts(&o, &env, "job", 1, 4);
+    rdzv_nodes_open(nodes, 4, &o);
+    rdzv_nodes_form(nodes, 4, 15000);
+    /* Ranks 1 and 2 go together: rank 2's only watcher (rank 1) is gone too,
+     * so the survivors find the second loss by counting live records. */
+    rdzv_node *left[2];
+    int n = 0;
+    for (int i = 0; i < 4; i++) {
+        int rank = nodes[i].result.group_rank;
+        if (rank == 1 || rank == 2) rdzv_node_close(&nodes[i]);
+        else left[n++] = &nodes[i];
+    }
+    elastic_rdzv_cause cause;
+    for (int i = 0; i < 2; i++) {
+        ASSERT_OK(elastic_rdzv_watch(left[i]->rdzv, test_scaled_ms(10000), &cause));
+        ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LOST);
+    }
+    for (int i = 0; i < 2; i++) rdzv_node_join(left[i]);
+    for (int i = 0; i < 2; i++) rdzv_node_expect_joined(left[i], 15000);
+    ASSERT_EQ(left[0]->result.group_world_size, 2);
+    ASSERT_EQ(left[0]->result.generation, left[1]->result.generation);
+    rdzv_nodes_close(nodes, 4);
+    rdzv_env_stop(&env);
+}

@@ -82,18 +82,6 @@ static child start_holder(const char *endpoint, const char *key, const char *ttl
     return c;
 }
 
-/* Watches until the key is gone; returns how long that took. */
-static uint64_t wait_gone(elastic_store *s, const char *key, int timeout_ms)
-{
-    uint64_t start = fixture_now_ms(), rev = 0, next = 0;
-    while (elastic_store_get_revision(s, key, NULL, NULL, &rev) == 0) {
-        int left = timeout_ms - (int)(fixture_now_ms() - start);
-        if (left <= 0) FAIL("%s still present after %d ms", key, timeout_ms);
-        elastic_store_watch(s, key, rev, left, &next);
-    }
-    return fixture_now_ms() - start;
-}
-
 TEST_TIMEOUT(store_lease_ends_on_keepalive_silence_and_on_kill, 60)
 {
     char endpoint[128];
@@ -105,7 +93,7 @@ TEST_TIMEOUT(store_lease_ends_on_keepalive_silence_and_on_kill, 60)
     child stopped = start_holder(endpoint, "node/stopped", "600", "100");
     expect_value(observer, "node/stopped", "held");
     ASSERT_EQ(kill(stopped.pid, SIGSTOP), 0);
-    uint64_t took = wait_gone(observer, "node/stopped", test_scaled_ms(10000));
+    uint64_t took = wait_until_gone(observer, "node/stopped", test_scaled_ms(10000));
     ASSERT(took >= 300); /* not before the TTL (minus the last keep-alive's age) */
     kill(stopped.pid, SIGKILL);
     reap(&stopped, 5000);
@@ -115,7 +103,7 @@ TEST_TIMEOUT(store_lease_ends_on_keepalive_silence_and_on_kill, 60)
     child killed = start_holder(endpoint, "node/killed", "60000", "1000");
     expect_value(observer, "node/killed", "held");
     ASSERT_EQ(kill(killed.pid, SIGKILL), 0);
-    took = wait_gone(observer, "node/killed", test_scaled_ms(10000));
+    took = wait_until_gone(observer, "node/killed", test_scaled_ms(10000));
     ASSERT_LT(took, (uint64_t)test_scaled_ms(3000));
     reap(&killed, 5000);
 

@@ -50,4 +50,19 @@ static inline void expect_value(elastic_store *s, const char *key, const char *e
     elastic_free(value);
 }
 
+/* Watches (with a deadline) until the key is gone; returns the ms it took. */
+static inline uint64_t wait_until_gone(elastic_store *s, const char *key, int timeout_ms)
+{
+    uint64_t start = fixture_now_ms(), rev = 0, next = 0;
+    for (;;) {
+        int rc = elastic_store_get_revision(s, key, NULL, NULL, &rev);
+        if (rc == ELASTIC_ENOTFOUND) return fixture_now_ms() - start;
+        ASSERT_OK(rc);
+        int left = timeout_ms - (int)(fixture_now_ms() - start);
+        if (left <= 0) FAIL("key %s still present after %d ms", key, timeout_ms);
+        int w = elastic_store_watch(s, key, rev, left, &next);
+        if (w != 0 && w != ELASTIC_ETIMEDOUT) FAIL("watch: %s", elastic_err_name(w));
+    }
+}
+
 #endif

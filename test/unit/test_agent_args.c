@@ -3,6 +3,7 @@
  * program and its arguments, and one clear error per bad flag or value.
  */
 #include "agent/agent.h"
+#include "agent/group.h"
 #include "test.h"
 
 #define ARGC(argv) ((int)(sizeof(argv) / sizeof((argv)[0])))
@@ -203,4 +204,33 @@ TEST(agent_endpoint_parses_hosts_and_ports)
     ASSERT(agent__address_is_local("localhost"));
     ASSERT(agent__address_is_local("127.0.0.1"));
     ASSERT(!agent__address_is_local("192.0.2.1")); /* TEST-NET-1: never a local interface */
+}
+
+TEST(agent_command_runs_programs_like_torchrun)
+{
+    const char *argv[] = {"elasticrun", "train.py", "--rank=${local_rank}"};
+    elastic_agent_opts opts;
+    char **command = NULL;
+    ASSERT_OK(parse(&opts, ARGC(argv), argv, NULL));
+    opts.python = "/usr/bin/python3";
+    ASSERT_OK(agent__command_build(&opts, 3, &command));
+    ASSERT_STR_EQ(command[0], "/usr/bin/python3");
+    ASSERT_STR_EQ(command[1], "-u");
+    ASSERT_STR_EQ(command[2], "train.py");
+    ASSERT_STR_EQ(command[3], "--rank=3");
+    ASSERT(command[4] == NULL);
+    agent__strv_free(command);
+    const char *module[] = {"elasticrun", "-m", "pkg.train"};
+    ASSERT_OK(parse(&opts, ARGC(module), module, NULL));
+    opts.python = "python3";
+    ASSERT_OK(agent__command_build(&opts, 0, &command));
+    ASSERT_STR_EQ(command[2], "-m");
+    ASSERT_STR_EQ(command[3], "pkg.train");
+    agent__strv_free(command);
+    const char *binary[] = {"elasticrun", "--no-python", "./trainer", "x"};
+    ASSERT_OK(parse(&opts, ARGC(binary), binary, NULL));
+    ASSERT_OK(agent__command_build(&opts, 0, &command));
+    ASSERT_STR_EQ(command[0], "./trainer");
+    ASSERT_STR_EQ(command[1], "x");
+    agent__strv_free(command);
 }

@@ -2,22 +2,6 @@
  * is revoked, when its keep-alives stop, or when its connection closes. */
 #include "store_fixture.h"
 
-/* Waits (with a deadline) until the key is gone; returns the ms it took. */
-static uint64_t wait_until_gone(elastic_store *observer, const char *key, int timeout_ms)
-{
-    uint64_t start = fixture_now_ms(), rev = 0;
-    for (;;) {
-        int rc = elastic_store_get_revision(observer, key, NULL, NULL, &rev);
-        if (rc == ELASTIC_ENOTFOUND) return fixture_now_ms() - start;
-        ASSERT_OK(rc);
-        int left = timeout_ms - (int)(fixture_now_ms() - start);
-        if (left <= 0) FAIL("key %s still present after %d ms", key, timeout_ms);
-        uint64_t next = 0;
-        int w = elastic_store_watch(observer, key, rev, left, &next);
-        if (w != 0 && w != ELASTIC_ETIMEDOUT) FAIL("watch: %s", elastic_err_name(w));
-    }
-}
-
 TEST(store_lease_revoke_deletes_its_keys)
 {
     store_fixture f;

@@ -1,0 +1,123 @@
+/*
+ * The agent's probes: the probe monitor (src/probe/) on the group's loop,
+ * fed by the group's events, with its verdicts routed into the one
+ * "worker unhealthy" path. Owns the directory of the workers' channel (the
+ * heartbeat file and the control socket), short enough for a socket path.
+ */
+#include "agent/group.h"
+
+#include "common/clock.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static agent_worker *worker_at(agent_group *group, int local_rank)
+{
+    if (group->workers == NULL || group->nworkers == 0) return NULL;
+    if (local_rank < 0) return &group->workers[0]; /* a node-wide probe: the cause names local rank 0 */
+    return local_rank < group->nworkers ? &group->workers[local_rank] : NULL;
+}
+
+static void emit_probe_event(agent_group *group, const char *name, const probe__failure *f)
+{
+    agent_event event;
+    agent__event_begin(&event, group->events, name);
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_str(&event, "probe", f->probe);
+    agent__event_int(&event, "rank", f->rank);
+    agent__event_int(&event, "local_rank", f->local_rank);
+    agent__event_int(&event, "last_step", (int64_t)f->last_step);
+    agent__event_str(&event, "reason", f->reason);
+    agent__event_emit(group->events, &event);
+}
+
+static void on_failure(void *user, const probe__failure *f)
+{
+    agent_group *group = user;
+    emit_probe_event(group, "probe_failed", f);
+    agent_worker *worker = worker_at(group, f->local_rank);
+    if (worker != NULL) agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
+}
+
+static void on_straggler(void *user, const probe__failure *f)
+{
+    agent_group *group = user;
+    emit_probe_event(group, "straggler", f);
+    agent_worker *worker = worker_at(group, f->local_rank);
+    if (group->opts->straggler_evict && worker != NULL) agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
+}
+
+int agent__probes_start(agent_group *group)
+{
+    const elastic_agent_opts *o = group->opts;
+    snprintf(group->probe_dir, sizeof group->probe_dir, "/tmp/elastic-%d-XXXXXX", (int)getpid());
+    if (mkdtemp(group->probe_dir) == NULL) {
+        group->probe_dir[0] = '\0';
+        return elastic__fail(ELASTIC_ESYS, "probe directory: %s", strerror(errno));
+    }
+    probe__monitor_opts opts;
+    probe__monitor_opts_init(&opts);
+    opts.loop = group->loop;
+    opts.run_dir = group->probe_dir;
+    opts.local_world_size = (unsigned)o->nproc_per_node;
+    opts.run_id = group->run_id;
+    opts.node_id = group->node_id;
+    opts.interval_ms = o->monitor_interval_ms > 0 && o->monitor_interval_ms < 1000 ? o->monitor_interval_ms : 1000;
+    opts.hang_timeout_ms = o->hang_timeout_ms;
+    opts.startup_timeout_ms = o->startup_timeout_ms;
+    opts.straggler_window = (unsigned)o->straggler_window;
+    opts.straggler_rounds = (unsigned)o->straggler_rounds;
+    opts.user_probe_command = o->user_probe;
+    opts.user_probe_interval_ms = o->user_probe_interval_ms;
+    opts.metrics_host = o->metrics_host;
+    opts.metrics_port = o->metrics_port;
+    opts.on_failure = on_failure;
+    opts.on_straggler = on_straggler;
+    opts.on_control = agent__inprocess_on_control;
+    opts.user = group;
+    int rc = probe__monitor_start(&opts, &group->monitor);
+    if (rc != 0) return rc;
+    if (o->metrics_port >= 0)
+        ELASTIC_LOG_W("agent", "metrics on http://%s:%d/metrics", o->metrics_host ? o->metrics_host : "127.0.0.1",
+                      probe__monitor_metrics_port(group->monitor));
+    return 0;
+}
+
+void agent__probes_stop(agent_group *group)
+{
+    probe__monitor_stop(group->monitor); /* removes the heartbeat file and the socket */
+    group->monitor = NULL;
+    if (group->probe_dir[0] != '\0') rmdir(group->probe_dir);
+    group->probe_dir[0] = '\0';
+}
+
+void agent__probes_generation_started(agent_group *group)
+{
+    if (group->monitor == NULL) return;
+    const elastic_rdzv_result *g = &group->current;
+    probe__generation_info info = {.generation = g->generation, .restart_count = g->restart_count,
+                                   .world_size = g->world_size, .nodes = g->group_world_size,
+                                   .group_rank = g->group_rank};
+    probe__monitor_generation_started(group->monitor, &info);
+}
+
+void agent__probes_worker_starting(agent_group *group, agent_worker *worker)
+{
+    if (group->monitor != NULL) probe__monitor_worker_starting(group->monitor, worker->local_rank);
+}
+
+void agent__probes_worker_started(agent_group *group, agent_worker *worker)
+{
+    if (group->monitor != NULL)
+        probe__monitor_worker_started(group->monitor, worker->local_rank, worker->rank, worker->pid,
+                                      worker->err.file_fd);
+}
+
+void agent__probes_worker_exited(agent_group *group, agent_worker *worker)
+{
+    if (group->monitor == NULL) return;
+    probe__monitor_worker_exited(group->monitor, worker->local_rank);
+    if (worker->exit_code != 0 && group->state == AGENT_RUNNING) probe__monitor_count_failure(group->monitor, "exit");
+}
