@@ -9,9 +9,40 @@
 #include "common/clock.h"
 
 #include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* The staging copy, cut into pieces that the caller's thread and the pool
+ * threads take in turn: when the pool threads are busy or not scheduled
+ * (a loaded machine) the caller simply copies more itself, so the stall
+ * stays near one memcpy and never waits for a thread that has not started. */
+#define COPY_PIECE (4u << 20)
+#define COPY_HELPERS 16
+
+typedef struct copy_piece {
+    void *dst;
+    const void *src;
+    size_t len;
+} copy_piece;
+
+typedef struct copy_job copy_job;
+
+typedef struct copy_helper {
+    ckpt_task task;           /* first: the pool hands back &task */
+    copy_job *job;
+} copy_helper;
+
+struct copy_job {
+    copy_piece *pieces;
+    size_t n, cap;
+    atomic_size_t next;       /* the next piece to take */
+    atomic_size_t finished;   /* pieces copied */
+    copy_helper helpers[COPY_HELPERS];
+    size_t helpers_queued;    /* submitted to the pool, not yet waited for */
+};
 
 struct ckpt_async {
     pthread_t thread;
@@ -28,39 +59,56 @@ struct ckpt_async {
     size_t stage_cap;
     elastic_ckpt_blob *blobs;
     size_t blob_cap, n_blobs;
+    copy_job copy;
 };
 
-typedef struct copy_task {
-    ckpt_task task;            /* first: the pool hands back &task */
-    const void *src;
-    void *dst;
-    size_t len;
-} copy_task;
-
-static void run_copy(ckpt_task *task, ckpt_worker_ctx *ctx)
+static void copy_pieces(copy_job *job)
 {
-    copy_task *t = (copy_task *)task;
-    memcpy(t->dst, t->src, t->len);
+    for (size_t i; (i = atomic_fetch_add(&job->next, 1)) < job->n;) {
+        memcpy(job->pieces[i].dst, job->pieces[i].src, job->pieces[i].len);
+        atomic_fetch_add(&job->finished, 1);
+    }
 }
 
-/* memcpy split over the pool threads and the caller's thread. */
-static void parallel_copy(elastic_ckpt *c, void *dst, const void *src, size_t len)
+static void run_copy_helper(ckpt_task *task, ckpt_worker_ctx *ctx)
 {
-    enum { MAX_PARTS = 16, MIN_PART = 4u << 20 };
-    size_t parts = c->pool ? (size_t)c->opts.threads + 1 : 1;
-    if (parts > MAX_PARTS) parts = MAX_PARTS;
-    if (len / parts < MIN_PART) parts = len / MIN_PART ? len / MIN_PART : 1;
-    size_t part = (len / parts + 4095) & ~(size_t)4095;
-    copy_task tasks[MAX_PARTS];
-    size_t submitted = 0, off = 0;
-    while (len - off > part) {
-        tasks[submitted] = (copy_task){.task.run = run_copy, .src = (const uint8_t *)src + off,
-                                       .dst = (uint8_t *)dst + off, .len = part};
-        ckpt__pool_submit(c->pool, c->ctx, &tasks[submitted++].task);
-        off += part;
+    (void)ctx;
+    copy_pieces(((copy_helper *)task)->job);
+}
+
+static int add_piece(copy_job *job, void *dst, const void *src, size_t len)
+{
+    if (job->n == job->cap) {
+        size_t cap = job->cap ? job->cap * 2 : 256;
+        copy_piece *grown = realloc(job->pieces, cap * sizeof *grown);
+        if (grown == NULL) return elastic__fail(ELASTIC_ENOMEM, "async copy plan");
+        job->pieces = grown;
+        job->cap = cap;
     }
-    memcpy((uint8_t *)dst + off, (const uint8_t *)src + off, len - off);
-    for (size_t i = 0; i < submitted; i++) ckpt__pool_wait(c->pool, &tasks[i].task);
+    job->pieces[job->n++] = (copy_piece){dst, src, len};
+    return 0;
+}
+
+/* Runs the planned pieces: helpers on the pool, the caller alongside. */
+static void run_copy(elastic_ckpt *c, copy_job *job)
+{
+    /* Helpers of the previous copy found nothing left long ago; collect them
+     * before their tasks are reused. */
+    for (size_t i = 0; i < job->helpers_queued; i++) ckpt__pool_wait(c->pool, &job->helpers[i].task);
+    job->helpers_queued = 0;
+    atomic_store(&job->next, 0);
+    atomic_store(&job->finished, 0);
+    size_t helpers = c->pool ? (size_t)c->opts.threads : 0;
+    if (helpers > COPY_HELPERS) helpers = COPY_HELPERS;
+    if (helpers > job->n / 2) helpers = job->n / 2;
+    for (size_t i = 0; i < helpers; i++) {
+        job->helpers[i] = (copy_helper){.task.run = run_copy_helper, .job = job};
+        ckpt__pool_submit(c->pool, c->ctx, &job->helpers[i].task);
+    }
+    job->helpers_queued = helpers;
+    copy_pieces(job);
+    /* Only pieces a helper is copying right now remain: at most one each. */
+    while (atomic_load(&job->finished) < job->n) sched_yield();
 }
 
 static void run_save(elastic_ckpt *c, ckpt_async *a)
@@ -145,6 +193,8 @@ void ckpt__async_stop(elastic_ckpt *c)
     pthread_cond_broadcast(&a->changed);
     pthread_mutex_unlock(&a->lock);
     pthread_join(a->thread, NULL);
+    for (size_t i = 0; i < a->copy.helpers_queued; i++) ckpt__pool_wait(c->pool, &a->copy.helpers[i].task);
+    free(a->copy.pieces);
     pthread_mutex_destroy(&a->lock);
     pthread_cond_destroy(&a->changed);
     ckpt__ctx_free(a->ctx);
@@ -196,9 +246,14 @@ static int stage_blobs(elastic_ckpt *c, ckpt_async *a, const elastic_ckpt_blob *
     int rc = reserve_stage(a, n, bytes ? bytes : 1);
     if (rc) return rc;
     size_t off = 0;
+    a->copy.n = 0;
     for (size_t i = 0; i < n; i++) {
         uint8_t *data = a->stage + off;
-        if (blobs[i].len) parallel_copy(c, data, blobs[i].data, blobs[i].len);
+        for (size_t done = 0; done < blobs[i].len && rc == 0; done += COPY_PIECE) {
+            size_t len = blobs[i].len - done < COPY_PIECE ? blobs[i].len - done : COPY_PIECE;
+            rc = add_piece(&a->copy, data + done, (const uint8_t *)blobs[i].data + done, len);
+        }
+        if (rc) return rc;
         off += (blobs[i].len + 63) & ~(size_t)63;
         char *name = (char *)a->stage + off;
         size_t name_len = strlen(blobs[i].name) + 1;
@@ -206,6 +261,7 @@ static int stage_blobs(elastic_ckpt *c, ckpt_async *a, const elastic_ckpt_blob *
         off += (name_len + 63) & ~(size_t)63;
         a->blobs[i] = (elastic_ckpt_blob){.name = name, .data = data, .len = blobs[i].len, .flags = blobs[i].flags};
     }
+    run_copy(c, &a->copy);
     a->n_blobs = n;
     return 0;
 }

@@ -74,22 +74,18 @@ int ckpt__view_verify_data(elastic_ckpt *c, ckpt_step_view *v)
 
 /* ---- finding a blob -------------------------------------------------------- */
 
+/* A blob of one rank's shard. */
 static int find_blob(const ckpt_step_view *v, int rank, const char *name, const ckpt_shard_view **shard,
                      const ckpt_blob **blob)
 {
-    if (name == NULL) return elastic__fail(ELASTIC_EINVAL, "blob name is NULL");
-    if (rank != ELASTIC_CKPT_ANY_RANK) {
-        if (rank < 0 || (uint32_t)rank >= v->record.world)
-            return elastic__fail(ELASTIC_EINVAL, "rank %d: step %" PRIu64 " has %" PRIu32 " shards", rank, v->step,
-                                 v->record.world);
-        *shard = &v->shards[rank];
-        *blob = (*shard)->fd >= 0 ? ckpt__manifest_find(&(*shard)->m, name) : NULL;
-        if (*blob == NULL)
-            return elastic__fail(ELASTIC_ENOTFOUND, "no blob \"%s\" in rank %d's shard of step %" PRIu64, name, rank,
-                                 v->step);
-        return 0;
-    }
-    return ELASTIC_ENOTFOUND;
+    if (rank < 0 || (uint32_t)rank >= v->record.world)
+        return elastic__fail(ELASTIC_EINVAL, "rank %d: step %" PRIu64 " has %" PRIu32 " shards", rank, v->step,
+                             v->record.world);
+    *shard = &v->shards[rank];
+    *blob = (*shard)->fd >= 0 ? ckpt__manifest_find(&(*shard)->m, name) : NULL;
+    if (*blob == NULL)
+        return elastic__fail(ELASTIC_ENOTFOUND, "no blob \"%s\" in rank %d's shard of step %" PRIu64, name, rank, v->step);
+    return 0;
 }
 
 /* This rank's shard first, then a replicated copy in any shard. */
@@ -113,6 +109,7 @@ static int find_any(const ckpt_step_view *v, uint32_t own_rank, const char *name
 static int lookup(elastic_ckpt *c, uint64_t step, int rank, const char *name, const ckpt_shard_view **shard,
                   const ckpt_blob **blob)
 {
+    if (name == NULL) return elastic__fail(ELASTIC_EINVAL, "blob name is NULL");
     ckpt_step_view *v;
     int rc = ckpt__view_get(c, step, ELASTIC_CKPT_VERIFY_MANIFEST, &v);
     if (rc) return rc;

@@ -6,6 +6,7 @@
  * and hands over to the global commit (commit.c).
  */
 #include "ckpt/ckpt.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #define WINDOW_MAX 16                 /* chunks in flight per transaction */
 #define SMALL_WRITE_BUF (1u << 20)    /* small stored chunks are coalesced into writes of this size */
 #define WRITEBACK_STEP (64ull << 20)  /* start kernel writeback every this many bytes */
+#define ADAPT_CHUNKS 16               /* compression is re-judged every this many chunks */
 
 typedef struct chunk_slot {
     ckpt_task task;                   /* first: the pool hands back &task */
@@ -40,6 +42,9 @@ struct elastic_ckpt_txn {
     int fd;
     bool created_dir;
     uint64_t offset, writeback_done;  /* bytes in the file; bytes handed to writeback */
+    uint64_t waited_cpu_ns;           /* writer blocked on compression, this window */
+    uint64_t waited_io_ns;            /* writer blocked on write/writeback, this window */
+    unsigned judged, raw_left;        /* chunks since the last judgement; chunks to store raw */
     int error;                        /* sticky: the first failure */
     char why[512];                    /* and its detail */
     ckpt_manifest m;
@@ -199,15 +204,34 @@ static void run_chunk(ckpt_task *task, ckpt_worker_ctx *ctx)
 }
 
 /* Waits for the oldest submitted chunk and appends it to the file. */
+/* Adaptive compression: past the first writeback step, if the writer waited
+ * longer for the compressing workers than in write() (page cache, and the
+ * kernel's dirty throttling once the disk falls behind) over the last
+ * ADAPT_CHUNKS chunks, compression is the bottleneck: the next ADAPT_CHUNKS
+ * chunks are stored raw, then it is tried again. */
+static void judge_compression(elastic_ckpt_txn *t)
+{
+    if (++t->judged < ADAPT_CHUNKS) return;
+    if (t->offset > WRITEBACK_STEP && t->waited_cpu_ns > t->waited_io_ns) t->raw_left = ADAPT_CHUNKS;
+    t->judged = 0;
+    t->waited_cpu_ns = t->waited_io_ns = 0;
+}
+
 static int write_oldest(elastic_ckpt_txn *t)
 {
     chunk_slot *s = &t->slots[t->head];
+    uint64_t start = elastic__now_ns();
     ckpt__pool_wait(t->c->pool, &s->task);
+    uint64_t computed = elastic__now_ns();
     t->head = (t->head + 1) % t->window;
     t->count--;
     if (t->error) return t->error;
     int rc = push_chunk(t, s);
-    return rc ? rc : append(t, s->stored, s->stored_len);
+    if (rc == 0) rc = append(t, s->stored, s->stored_len);
+    t->waited_cpu_ns += computed - start;
+    t->waited_io_ns += elastic__now_ns() - computed;
+    judge_compression(t);
+    return rc;
 }
 
 /* Writes every submitted chunk; afterwards no slot borrows caller memory. */
@@ -243,6 +267,10 @@ static void submit(elastic_ckpt_txn *t, chunk_slot *s, const uint8_t *src, size_
 {
     s->task.run = run_chunk;
     s->compression = t->c->opts.compression;
+    if (t->raw_left > 0) {
+        t->raw_left--;
+        s->compression = ELASTIC_CKPT_NONE;
+    }
     s->level = t->c->opts.zstd_level;
     s->src = src;
     s->raw_len = len;

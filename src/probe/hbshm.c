@@ -121,9 +121,9 @@ void probe__hb_reset(probe__hb_region *region, unsigned slot)
 {
     if (slot >= region->slot_count) return;
     uint64_t *words = (uint64_t *)slot_at(region, slot);
+    /* The next worker is started after this (fork and exec order it). */
     for (size_t i = 0; i < sizeof(probe__hb_slot) / sizeof(uint64_t); i++)
-        __atomic_store_n(&words[i], 0, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+        __atomic_store_n(&words[i], 0, __ATOMIC_RELEASE);
 }
 
 void probe__hb_read(const probe__hb_region *region, unsigned slot, probe__hb_snapshot *out)
