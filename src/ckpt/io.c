@@ -155,6 +155,8 @@ int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_t
 
 int ckpt__read_small_file(const char *path, size_t max, uint8_t **data, size_t *len)
 {
+    *data = NULL; /* callers free it on every path */
+    *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ckpt__fail_errno(errno, "open", path);
     struct stat st;

@@ -44,7 +44,7 @@ static int load_commit_record(elastic_ckpt *c, ckpt_step_view *v)
     }
     v->commit_ino = st.st_ino;
     v->commit_mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
-    uint8_t *data;
+    uint8_t *data = NULL; /* stays NULL when the read fails (another rank's retention may remove the step) */
     size_t len;
     int rc = ckpt__read_small_file(path, MAX_COMMIT_RECORD, &data, &len);
     if (rc == 0) rc = ckpt__commit_decode(data, len, &v->record);
