@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 extern char **environ;
 
@@ -100,38 +101,41 @@ int agent__env_build(const agent_worker_env *spec, char ***envp)
     const elastic_agent_opts *o = spec->opts;
     for (char **entry = environ; entry != NULL && *entry != NULL; entry++)
         if (!is_owned(*entry)) strv_push(&v, elastic__strdup(*entry));
-    int rank = g->rank_base + spec->local_rank;
-    strv_pushf(&v, "LOCAL_RANK=%d", spec->local_rank);
-    strv_pushf(&v, "RANK=%d", rank);
-    strv_pushf(&v, "GROUP_RANK=%d", g->group_rank);
-    strv_pushf(&v, "ROLE_RANK=%d", rank); /* one role per job: role ranks are the global ranks */
+    /* The per-generation variables come from the one formatter that also
+     * writes the in-process RECONFIGURE payload, so the two cannot drift. */
+    probe__worker_env shared = {
+        .rank = g->rank_base + spec->local_rank, .local_rank = spec->local_rank, .world_size = g->world_size,
+        .local_world_size = g->local_world_size, .group_rank = g->group_rank, .restart_count = g->restart_count,
+        .generation = g->generation, .run_id = spec->run_id, .master_addr = g->master_addr,
+        .master_port = g->master_port, .store_endpoint = spec->store_endpoint, .store_prefix = spec->store_prefix,
+        .heartbeat_shm = spec->heartbeat_shm, .heartbeat_slot = spec->local_rank, .agent_socket = spec->agent_socket};
+    probe__text lines;
+    probe__text_init(&lines, 64 * 1024);
+    int rc = probe__worker_env_format(&shared, &lines);
+    for (char *line = lines.data, *end; rc == 0 && line != NULL && (end = strchr(line, '\n')) != NULL; line = end + 1)
+        strv_push(&v, strndup(line, (size_t)(end - line)));
+    probe__text_free(&lines);
+    if (rc != 0) {
+        agent__strv_free(v.items);
+        return rc;
+    }
+    /* What only a freshly started process needs. */
     strv_pushf(&v, "ROLE_NAME=%s", o->role);
-    strv_pushf(&v, "LOCAL_WORLD_SIZE=%d", g->local_world_size);
-    strv_pushf(&v, "WORLD_SIZE=%d", g->world_size);
     strv_pushf(&v, "GROUP_WORLD_SIZE=%d", g->group_world_size);
-    strv_pushf(&v, "ROLE_WORLD_SIZE=%d", g->world_size);
-    strv_pushf(&v, "MASTER_ADDR=%s", g->master_addr);
-    strv_pushf(&v, "MASTER_PORT=%d", g->master_port);
-    strv_pushf(&v, "TORCHELASTIC_RESTART_COUNT=%d", g->restart_count);
     strv_pushf(&v, "TORCHELASTIC_MAX_RESTARTS=%d", g->max_restarts);
-    strv_pushf(&v, "TORCHELASTIC_RUN_ID=%s", spec->run_id);
     strv_pushf(&v, "TORCHELASTIC_USE_AGENT_STORE=False"); /* our store does not speak TCPStore */
     strv_pushf(&v, "TORCHELASTIC_ERROR_FILE=%s", spec->error_file);
     push_inherited_or(&v, "NCCL_ASYNC_ERROR_HANDLING", "1");
     push_inherited_or(&v, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
     push_inherited_or(&v, "OMP_NUM_THREADS", o->nproc_per_node > 1 ? "1" : NULL);
-    strv_pushf(&v, "ELASTIC_STORE_ENDPOINT=%s", spec->store_endpoint);
-    strv_pushf(&v, "ELASTIC_STORE_PREFIX=%s", spec->store_prefix);
-    strv_pushf(&v, "ELASTIC_GENERATION=%llu", (unsigned long long)g->generation);
-    strv_pushf(&v, "ELASTIC_RUN_ID=%s", spec->run_id);
     if (spec->store_token != NULL && spec->store_token[0] != '\0')
         strv_pushf(&v, "ELASTIC_STORE_TOKEN=%s", spec->store_token);
-    if (spec->heartbeat_shm != NULL) { /* the probes' channel (src/probe/channel.h) */
-        strv_pushf(&v, "ELASTIC_HEARTBEAT_SHM=%s", spec->heartbeat_shm);
-        strv_pushf(&v, "ELASTIC_HEARTBEAT_SLOT=%d", spec->local_rank);
-    }
-    if (spec->agent_socket != NULL) strv_pushf(&v, "ELASTIC_AGENT_SOCKET=%s", spec->agent_socket);
     return strv_done(&v, envp);
+}
+
+void agent__worker_store_prefix(const agent_group *group, char *out, size_t size)
+{
+    snprintf(out, size, "job/%s/gen/%llu/", group->run_id, (unsigned long long)group->current.generation);
 }
 
 /* torchrun's macro: "${local_rank}" in an argument becomes the local rank. */

@@ -76,6 +76,7 @@ typedef struct agent_worker_env {
 /* A NULL-terminated environment: the agent's own minus what torchrun sets,
  * plus torchrun's variables and ours. Free with agent__strv_free(). */
 int agent__env_build(const agent_worker_env *spec, char ***envp);
+
 /* The worker's argv (python3 -u script args / the program itself) with
  * ${local_rank} substituted. Free with agent__strv_free(). */
 int agent__command_build(const elastic_agent_opts *opts, int local_rank, char ***argv);
@@ -225,6 +226,9 @@ typedef struct agent_group {
     int exit_code;
     char summary[4096];
 } agent_group;
+
+/* The workers' key space in the job store for the current generation. */
+void agent__worker_store_prefix(const agent_group *group, char *out, size_t size);
 
 int agent__group_init(agent_group *group, uv_loop_t *loop);
 /* Starts the first rendezvous; the loop does the rest until state is DONE. */

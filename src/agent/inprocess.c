@@ -93,7 +93,7 @@ int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker)
 {
     const elastic_rdzv_result *g = &group->current;
     char prefix[400];
-    snprintf(prefix, sizeof prefix, "job/%s/gen/%llu/", group->run_id, (unsigned long long)g->generation);
+    agent__worker_store_prefix(group, prefix, sizeof prefix);
     worker->rank = g->rank_base + worker->local_rank;
     probe__worker_env env = {
         .rank = worker->rank, .local_rank = worker->local_rank, .world_size = g->world_size,

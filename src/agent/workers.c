@@ -76,7 +76,7 @@ static int prepare_worker(agent_group *group, agent_worker *worker, int local_ra
 static int spawn_worker(agent_group *group, agent_worker *worker, const char *path, char **argv)
 {
     char prefix[400];
-    snprintf(prefix, sizeof prefix, "job/%s/gen/%llu/", group->run_id, (unsigned long long)group->current.generation);
+    agent__worker_store_prefix(group, prefix, sizeof prefix);
     agent_worker_env spec = {.opts = group->opts, .generation = &group->current, .run_id = group->run_id,
                              .store_endpoint = group->store_endpoint, .store_prefix = prefix,
                              .store_token = group->store_token, .error_file = worker->error_file,
