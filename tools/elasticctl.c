@@ -229,7 +229,10 @@ static int store_client(const store_command *cmd, int argc, char **argv)
     }
     elastic_store *store = NULL;
     rc = elastic_store_connect(endpoint, &opts, &store);
-    if (rc != 0) return fail(endpoint, rc);
+    if (rc != 0) { /* the detail names the endpoint and the errno already */
+        fprintf(stderr, "elasticctl: %s\n", elastic_last_error());
+        return 1;
+    }
     rc = cmd->fn(store, &args, (int)timeout_ms);
     fflush(stdout);
     elastic_store_close(store);
