@@ -43,7 +43,10 @@ static void emit_job_end(agent_group *group, const char *status)
     agent__event_int(&event, "exit_code", group->exit_code);
     agent__event_int(&event, "generations", (int64_t)group->generations);
     agent__event_int(&event, "duration_ms", (int64_t)(elastic__now_ms() - group->started_ms));
+    agent__event_int(&event, "restarts", group->current.restart_count);
+    agent__event_int(&event, "lost_ms", (int64_t)group->lost_ms);
     agent__event_emit(group->events, &event);
+    agent__console_job_end(group, status);
 }
 
 /* ---- stopping --------------------------------------------------------------- */
@@ -131,6 +134,7 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
      * next rendezvous waits (maybe_stopped below) until the generation ended. */
     stop_workers(group, AGENT_STOP_FOR_RESTART);
     agent__failure_record(group, worker, &cause);
+    agent__console_failure(group, worker, &cause);
     agent_event event;
     agent__event_worker(&event, group, "failure", worker);
     agent__event_int(&event, "exit_code", exit_code);
@@ -202,16 +206,20 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
     if (group->failure_ms != 0 && group->monitor != NULL && group->reconfiguring == 0)
         probe__monitor_record_recovery(group->monitor, (double)(elastic__now_ms() - group->failure_ms) / 1000.0, false);
     if (group->failure_ms != 0) {
+        uint64_t recovery_ms = elastic__now_ms() - group->failure_ms;
         agent__event_begin(&event, group->events, "restarted");
         agent__event_int(&event, "generation", (int64_t)result->generation);
-        agent__event_int(&event, "recovery_ms", (int64_t)(elastic__now_ms() - group->failure_ms));
+        agent__event_int(&event, "recovery_ms", (int64_t)recovery_ms);
         agent__event_emit(group->events, &event);
+        group->lost_ms += recovery_ms;
+        agent__console_running_again(group, recovery_ms);
         group->failure_ms = 0;
     }
 }
 
 static void rendezvous_finished(agent_group *group, int rc, const elastic_rdzv_result *result, const char *error)
 {
+    agent__waiting_stop(group);
     if (group->state == AGENT_DONE) return; /* stopped while next() blocked */
     if (group->stop_signal != 0) { /* SIGTERM arrived while we waited */
         if (rc == 0) group->current = *result;
@@ -245,6 +253,7 @@ static void begin_rendezvous(agent_group *group)
 {
     group->state = AGENT_RENDEZVOUS;
     group->rendezvous_started_ms = elastic__now_ms();
+    agent__waiting_start(group);
     if (!group->membership->ops->next_blocks) {
         elastic_rdzv_result result;
         int rc = group->membership->ops->next(group->membership, &result);
@@ -273,6 +282,7 @@ static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
     agent__event_int(&event, "rank", cause->rank);
     agent__event_str(&event, "reason", cause->reason);
     agent__event_emit(group->events, &event);
+    agent__console_ended_elsewhere(group, cause);
     group->failure_ms = elastic__now_ms();
     group->unhealthy_local_rank = -1;
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "%.100s: %.150s", cause->node_id, cause->reason);
@@ -349,7 +359,7 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
     group->sigchld.data = group->grace_timer.data = group->wake.data = group->ack_timer.data = group;
     rc = uv_signal_start(&group->sigchld, on_sigchld, SIGCHLD);
     if (rc != 0) return elastic__fail(ELASTIC_ESYS, "SIGCHLD handler: %s", uv_strerror(rc));
-    return 0;
+    return agent__waiting_init(group);
 }
 
 void agent__group_start(agent_group *group)
@@ -364,6 +374,7 @@ bool agent__group_close(agent_group *group)
     uv_close((uv_handle_t *)&group->grace_timer, NULL);
     uv_close((uv_handle_t *)&group->wake, NULL);
     uv_close((uv_handle_t *)&group->ack_timer, NULL);
+    agent__waiting_close(group);
     if (!group->rendezvous_thread_live) return true;
     /* A rendezvous cannot be interrupted: its thread keeps using the group
      * until next() returns. The process is about to exit; our lease ends

@@ -40,7 +40,7 @@ typedef struct agent_stream {
     bool open;                       /* the pipe handle is live (closing counts as live) */
     int console_fd;                  /* where the console copy goes; -1: none */
     int file_fd;                     /* the log file; -1: none */
-    char prefix[24];                 /* "[3]:" when tee'd; "" otherwise */
+    char prefix[56];                 /* "[default3]:" when tee'd; "" otherwise */
     char line[1024];                 /* partial line waiting for its prefix */
     size_t line_len;
     bool keep_tail;                  /* remember the last bytes (stderr) for the summary */
@@ -172,7 +172,21 @@ typedef struct agent_failure {
     bool detail_is_error_file;
 } agent_failure;
 
-typedef struct agent_group {
+typedef struct agent_group agent_group;
+
+/* waiting.c: the periodic look at a slow rendezvous. */
+typedef struct agent_waiting {
+    agent_group *group;
+    uv_timer_t timer;
+    uv_work_t work;
+    bool in_flight;
+    uint64_t last_generation;        /* whose members should be back; 0: none */
+    int joined;                      /* results of the last look (-1: unknown) */
+    int missing_count;
+    char missing[512];
+} agent_waiting;
+
+struct agent_group {
     uv_loop_t *loop;
     const elastic_agent_opts *opts;
     agent_membership *membership;
@@ -225,7 +239,14 @@ typedef struct agent_group {
     agent_failure local_failure;
     int exit_code;
     char summary[4096];
-} agent_group;
+
+    /* what the console's job-end line sums up (console.c) */
+    uint64_t lost_ms;                /* failure detected -> the group running again, summed */
+    bool ckpt_step_valid;            /* a worker reported a committed checkpoint */
+    uint64_t ckpt_step, ckpt_wall_ms;
+    int ckpt_rank;
+    agent_waiting waiting;
+};
 
 /* The workers' key space in the job store for the current generation. */
 void agent__worker_store_prefix(const agent_group *group, char *out, size_t size);
@@ -274,6 +295,29 @@ int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker);
 void agent__inprocess_on_control(void *user, int slot, int type, uint64_t generation, uint64_t sent_ns);
 /* group.c: re-checks whether the stopping generation is over. */
 void agent__group_maybe_stopped(agent_group *group);
+
+/* console.c: one line on stderr per event a person needs (nothing with --quiet). */
+void agent__console(const agent_group *group, const char *fmt, ...) ELASTIC__PRINTF(2, 3);
+void agent__console_failure(const agent_group *group, const agent_worker *worker, const elastic_rdzv_cause *cause);
+void agent__console_ended_elsewhere(const agent_group *group, const elastic_rdzv_cause *cause);
+void agent__console_running_again(const agent_group *group, uint64_t recovery_ms);
+/* The fencing hook: call when this node lost its membership lease. */
+void agent__console_fenced(const agent_group *group, const char *reason);
+void agent__console_job_end(const agent_group *group, const char *status);
+/* "killed by signal 9 (SIGKILL)", "exit code 3", or "" when neither. */
+void agent__describe_exit(int exit_code, int term_signal, char *out, size_t size);
+/* A cause's reason said once (a probe's words plus how the worker ended). */
+void agent__describe_cause(const elastic_rdzv_cause *cause, char *out, size_t size);
+
+/* waiting.c: "waiting for nodes" lines while a rendezvous is slow. */
+int agent__waiting_init(agent_group *group);
+void agent__waiting_start(agent_group *group);
+void agent__waiting_stop(agent_group *group);
+void agent__waiting_close(agent_group *group);
+
+/* errorfile.c: a worker's torchrun error file as indented traceback lines;
+ * 0 when it is not such JSON (the caller shows it as it is). */
+size_t agent__error_file_render(const char *json, char *out, size_t size);
 
 /* summary.c: root cause, error file and the failure's details in the store. */
 void agent__failure_record(agent_group *group, agent_worker *worker, const elastic_rdzv_cause *cause);
