@@ -79,9 +79,12 @@ int agent__probes_start(agent_group *group)
     opts.user = group;
     int rc = probe__monitor_start(&opts, &group->monitor);
     if (rc != 0) return rc;
-    if (o->metrics_port >= 0)
-        ELASTIC_LOG_W("agent", "metrics on http://%s:%d/metrics", o->metrics_host ? o->metrics_host : "127.0.0.1",
-                      probe__monitor_metrics_port(group->monitor));
+    const char *host = o->metrics_host ? o->metrics_host : "127.0.0.1";
+    int port = probe__monitor_metrics_port(group->monitor);
+    /* Information, not a warning; a port we picked (--metrics-port 0) is
+     * something the person needs to know, so it also goes to the console. */
+    if (o->metrics_port >= 0) ELASTIC_LOG_I("agent", "metrics on http://%s:%d/metrics", host, port);
+    if (o->metrics_port == 0) agent__console(group, "metrics on http://%s:%d/metrics", host, port);
     return 0;
 }
 

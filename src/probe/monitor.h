@@ -19,7 +19,9 @@ typedef struct monitored_worker {
     probe__hang_state hang;
     probe__hb_snapshot last;
     uint64_t rate_since_ns;
-    double steps_per_second;
+    double steps_per_second;         /* < 0: not measured yet (no two beats) */
+    int shown_pid;                   /* the last process in the slot, kept after it exited (status) */
+    uint64_t started_ns, exited_ns;  /* its start and end (monotonic; exited 0: running) */
     probe__stack_dump *dump;
     uv_timer_t dump_timer;           /* waits for the worker's own backtrace */
     bool waiting_for_dump;

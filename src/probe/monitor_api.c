@@ -189,7 +189,10 @@ void probe__monitor_worker_started(probe__monitor *m, int local_rank, int rank, 
     mw->failed = false;
     mw->rank = rank;
     mw->pid = pid;
-    mw->steps_per_second = 0;
+    mw->shown_pid = pid;
+    mw->started_ns = elastic__now_ns();
+    mw->exited_ns = 0;
+    mw->steps_per_second = -1;
     probe__hb_read(m->region, mw->slot, &mw->last);
     probe__hang_start(&mw->hang, &mw->last, elastic__now_ns());
 }
@@ -206,6 +209,7 @@ void probe__monitor_worker_exited(probe__monitor *m, int local_rank)
     if (mw == NULL) return;
     mw->running = false;
     mw->pid = 0;
+    mw->exited_ns = elastic__now_ns();
     probe__stack_dump_cancel(mw->dump);
     mw->dump = NULL;
     if (mw->waiting_for_dump) uv_timer_stop(&mw->dump_timer);

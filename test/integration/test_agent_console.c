@@ -204,3 +204,52 @@ TEST_TIMEOUT(console_unreachable_store_is_one_short_line_with_the_errno, 60)
     if (strstr(err, "Connection refused (ECONNREFUSED)") == NULL) FAIL("the errno is lost: %s", err);
     free(err);
 }
+
+TEST_TIMEOUT(console_status_lists_workers_that_do_not_heartbeat, 90)
+{
+    char report[512], err_path[512], line[512], endpoint[64];
+    agent_harness_path(report, sizeof report, "report");
+    agent_harness_path(err_path, sizeof err_path, "silent.err");
+    const char *argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "2", "--metrics-port", "0",
+                          "--monitor-interval", "0.2", "--no-python", agent_harness_worker(), "--report", report,
+                          "--sleep-ms", "60000", NULL};
+    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, "silent");
+    const char *announced[] = {"metrics on http://", NULL}, *started[] = {"start ", NULL};
+    ASSERT_EQ(agent_harness_wait_lines(err_path, announced, 1, RUN_MS), 1);
+    ASSERT_EQ(agent_harness_wait_lines(report, started, 2, RUN_MS), 2);
+    ASSERT(agent_harness_nth_line(err_path, announced, 0, line, sizeof line));
+    ASSERT_EQ(sscanf(strstr(line, "http://") + 7, "%63[^/]", endpoint), 1);
+    char flag[128], ctl_path[1024], out_path[512];
+    snprintf(flag, sizeof flag, "--endpoint=%s", endpoint);
+    snprintf(ctl_path, sizeof ctl_path, "%s", test_bin_path("elasticctl"));
+    const char *ctl[] = {"elasticctl", "status", flag, NULL};
+    int status = 0;
+    ASSERT(agent_harness_wait_exit(agent_harness_spawn(ctl_path, ctl, NULL, "status"), 20000, &status));
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char *out = agent_harness_read_file(agent_harness_path(out_path, sizeof out_path, "status.out"));
+    ASSERT(out != NULL);
+    for (int rank = 0; rank < 2; rank++) {
+        char needle[32], row[256], pid[16];
+        snprintf(needle, sizeof needle, "rank=%d ", rank);
+        const char *mine[] = {"start ", needle, NULL};
+        ASSERT(agent_harness_nth_line(report, mine, 0, line, sizeof line));
+        snprintf(pid, sizeof pid, "%ld", agent_harness_line_field(line, "pid"));
+        /* rank, local rank, pid, alive, uptime, then "-" for step, steps/s, heartbeat, straggler */
+        int matched = 0;
+        for (const char *at = out; at != NULL && *at != '\0' && !matched; at = strchr(at, '\n') ? strchr(at, '\n') + 1 : NULL) {
+            char r[16], l[16], p[16], alive[8], up[24], step[16], rate[16], hb[16], score[16];
+            snprintf(row, sizeof row, "%.*s", (int)strcspn(at, "\n"), at);
+            if (sscanf(row, "%15s %15s %15s %7s %23s %15s %15s %15s %15s", r, l, p, alive, up, step, rate, hb, score) == 9 &&
+                r[0] >= '0' && r[0] <= '9' && atoi(r) == rank) {
+                matched = 1;
+                if (strcmp(p, pid) != 0 || strcmp(alive, "yes") != 0 || up[strlen(up) - 1] != 's' ||
+                    strcmp(step, "-") != 0 || strcmp(rate, "-") != 0 || strcmp(hb, "-") != 0)
+                    FAIL("rank %d's row is wrong (pid %s): %s\n%s", rank, pid, row, out);
+            }
+        }
+        if (!matched) FAIL("no row for rank %d:\n%s", rank, out);
+    }
+    free(out);
+    kill(agent, SIGTERM);
+    ASSERT(agent_harness_wait_exit(agent, 30000, &status));
+}
