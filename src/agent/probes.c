@@ -41,6 +41,26 @@ static void on_failure(void *user, const probe__failure *f)
     if (worker != NULL) agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
 }
 
+/* A worker saved a checkpoint step: the job's end line names the last one. */
+static void on_checkpoint(void *user, int local_rank, int rank, uint64_t step, uint64_t wall_ms)
+{
+    agent_group *group = user;
+    if (!group->ckpt_step_valid || step >= group->ckpt_step) {
+        group->ckpt_step_valid = true;
+        group->ckpt_step = step;
+        group->ckpt_wall_ms = wall_ms;
+        group->ckpt_rank = rank;
+    }
+    agent_event event;
+    agent__event_begin(&event, group->events, "checkpoint");
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_int(&event, "rank", rank);
+    agent__event_int(&event, "local_rank", local_rank);
+    agent__event_int(&event, "step", (int64_t)step);
+    agent__event_int(&event, "saved_ms", (int64_t)wall_ms);
+    agent__event_emit(group->events, &event);
+}
+
 static void on_straggler(void *user, const probe__failure *f)
 {
     agent_group *group = user;
@@ -76,6 +96,7 @@ int agent__probes_start(agent_group *group)
     opts.on_failure = on_failure;
     opts.on_straggler = on_straggler;
     opts.on_control = agent__inprocess_on_control;
+    opts.on_checkpoint = on_checkpoint;
     opts.user = group;
     int rc = probe__monitor_start(&opts, &group->monitor);
     if (rc != 0) return rc;

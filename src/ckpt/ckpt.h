@@ -216,6 +216,9 @@ void ckpt__txn_release(elastic_ckpt *c);
 /* The rank-local commit is done (the shard renamed into place); now the
  * global one. `digest` is this shard's. */
 int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest);
+/* report.c: this worker saved `step` (its shard is in, the global commit
+ * done or left to a later rank): tell the agent through the heartbeat slot. */
+void ckpt__report_saved(uint64_t step);
 /* Size and manifest hash of a shard file from its trailer (trailer may be NULL). */
 int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer);
 /* Writes the step's COMMIT file atomically. */

@@ -541,6 +541,8 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
          * the shard stays: another rank may still commit the step with it. */
         if (t->c->opts.world == 1) ckpt__remove_step_dir(t->step_dir);
         else drop_files(t);
+    } else {
+        ckpt__report_saved(t->step);
     }
     txn_free(t);
     return rc;

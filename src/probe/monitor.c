@@ -117,6 +117,7 @@ static void probe_worker(probe__monitor *m, int local_rank, uint64_t now_ns)
         mw->steps_per_second = (double)(mw->last.step - previous.step) * 1e9 / (double)(now_ns - mw->rate_since_ns);
     }
     mw->rate_since_ns = now_ns;
+    monitor__check_checkpoint(m, mw, local_rank);
     if (m->straggler != NULL) {
         bool compute = mw->last.compute_count > 0;
         probe__straggler_sample(m->straggler, (unsigned)local_rank,
@@ -144,6 +145,14 @@ static void evaluate_stragglers(probe__monitor *m)
     monitor__count(m, "straggler");
     ELASTIC_LOG_W("probe", "%s", f.reason);
     if (m->opts.on_straggler != NULL) m->opts.on_straggler(m->opts.user, &f);
+}
+
+void monitor__check_checkpoint(probe__monitor *m, monitored_worker *mw, int local_rank)
+{
+    if (mw->last.ckpt_saves == mw->ckpt_saves_seen) return;
+    mw->ckpt_saves_seen = mw->last.ckpt_saves;
+    if (m->opts.on_checkpoint != NULL)
+        m->opts.on_checkpoint(m->opts.user, local_rank, mw->rank, mw->last.ckpt_step, mw->last.ckpt_wall_ms);
 }
 
 void monitor__tick(uv_timer_t *timer)

@@ -20,7 +20,8 @@ typedef struct monitored_worker {
     probe__hb_snapshot last;
     uint64_t rate_since_ns;
     double steps_per_second;         /* < 0: not measured yet (no two beats) */
-    int shown_pid;                   /* the last process in the slot, kept after it exited (status) */
+    int shown_pid;
+    uint64_t ckpt_saves_seen;        /* the slot's ckpt_saves already passed to on_checkpoint */                   /* the last process in the slot, kept after it exited (status) */
     uint64_t started_ns, exited_ns;  /* its start and end (monotonic; exited 0: running) */
     probe__stack_dump *dump;
     uv_timer_t dump_timer;           /* waits for the worker's own backtrace */
@@ -58,6 +59,8 @@ struct probe__monitor {
 int monitor__check_opts(const probe__monitor_opts *opts);
 /* The probe timer: reads every slot, runs the hang and straggler probes. */
 void monitor__tick(uv_timer_t *timer);
+/* Tells the agent about a checkpoint the worker saved since the last look. */
+void monitor__check_checkpoint(probe__monitor *m, monitored_worker *mw, int local_rank);
 /* Marks the group unhealthy and tells the agent. */
 void monitor__report(probe__monitor *m, const probe__failure *failure);
 void monitor__count(probe__monitor *m, const char *probe);

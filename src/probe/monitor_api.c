@@ -177,6 +177,7 @@ void probe__monitor_worker_starting(probe__monitor *m, int local_rank)
     if (mw == NULL) return;
     probe__hb_reset(m->region, mw->slot);
     memset(&mw->last, 0, sizeof mw->last);
+    mw->ckpt_saves_seen = 0;
 }
 
 void probe__monitor_worker_started(probe__monitor *m, int local_rank, int rank, int pid, int log_fd)
@@ -207,6 +208,8 @@ void probe__monitor_worker_exited(probe__monitor *m, int local_rank)
 {
     monitored_worker *mw = worker_at(m, local_rank);
     if (mw == NULL) return;
+    probe__hb_read(m->region, mw->slot, &mw->last); /* a checkpoint saved since the last tick */
+    monitor__check_checkpoint(m, mw, local_rank);
     mw->running = false;
     mw->pid = 0;
     mw->exited_ns = elastic__now_ns();

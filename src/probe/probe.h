@@ -178,6 +178,8 @@ typedef struct probe__failure {
 } probe__failure;
 
 typedef void (*probe__failure_fn)(void *user, const probe__failure *failure);
+/* Seen on the probe tick or at the worker's exit, on the loop thread. */
+typedef void (*probe__checkpoint_fn)(void *user, int local_rank, int rank, uint64_t step, uint64_t wall_ms);
 
 typedef struct probe__monitor_opts {
     uv_loop_t *loop;                 /* the agent's loop; every callback runs on it */
@@ -201,6 +203,7 @@ typedef struct probe__monitor_opts {
     probe__failure_fn on_failure;    /* a worker or the node is unhealthy: end the generation */
     probe__failure_fn on_straggler;  /* a persistent straggler (the agent's eviction policy) */
     probe__control_fn on_control;    /* worker hello / abort ack / ready / disconnect; may be NULL */
+    probe__checkpoint_fn on_checkpoint; /* a worker saved a checkpoint step; may be NULL */
     void *user;
 } probe__monitor_opts;
 
