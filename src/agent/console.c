@@ -114,7 +114,8 @@ void agent__console_fenced(const agent_group *group, const char *reason)
 
 static void format_duration(uint64_t ms, char *out, size_t size)
 {
-    if (ms < 60000) snprintf(out, size, "%.1f s", (double)ms / 1000.0);
+    if (ms < 1000) snprintf(out, size, "%llu ms", (unsigned long long)ms);
+    else if (ms < 60000) snprintf(out, size, "%.1f s", (double)ms / 1000.0);
     else if (ms < 3600000) snprintf(out, size, "%llum%02llus", (unsigned long long)(ms / 60000), (unsigned long long)(ms / 1000 % 60));
     else snprintf(out, size, "%lluh%02llum", (unsigned long long)(ms / 3600000), (unsigned long long)(ms / 60000 % 60));
 }

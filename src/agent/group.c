@@ -167,10 +167,8 @@ static void on_worker_exit(agent_group *group, agent_worker *worker)
         return;
     }
     char reason[128];
-    if (worker->term_signal != 0)
-        snprintf(reason, sizeof reason, "killed by signal %d (%s)", worker->term_signal, strsignal(worker->term_signal));
-    else
-        snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
+    if (worker->term_signal != 0) agent__describe_exit(-1, worker->term_signal, reason, sizeof reason);
+    else snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
     agent__group_worker_unhealthy(group, worker, reason, worker->exit_code, worker->term_signal);
 }
 
