@@ -9,6 +9,7 @@
 #include "common/clock.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -38,6 +39,11 @@ static void on_failure(void *user, const probe__failure *f)
     agent_group *group = user;
     emit_probe_event(group, "probe_failed", f);
     agent_worker *worker = worker_at(group, f->local_rank);
+    /* A hung worker will not stop on SIGTERM in time (a stopped process
+     * does not even see it): its stacks are written, so kill it now rather
+     * than after the grace period. */
+    bool hung = strcmp(f->probe, "hang") == 0 || strcmp(f->probe, "startup") == 0;
+    if (worker != NULL && hung && worker->running && f->local_rank >= 0) agent__proc_signal_group(worker->pid, SIGKILL);
     if (worker != NULL) agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
 }
 

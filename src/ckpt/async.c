@@ -308,6 +308,31 @@ ELASTIC_EXTERN int elastic_ckpt_save_async(elastic_ckpt *c, uint64_t step, const
     return 0;
 }
 
+ELASTIC_EXTERN int elastic_ckpt_async_reserve(elastic_ckpt *c, size_t bytes)
+{
+    elastic__clear_error();
+    if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt async_reserve: NULL");
+    /* Names and alignment take a little more than the data: a slack of
+     * 1 MiB plus 1/256 covers thousands of blobs. */
+    size_t want = bytes + bytes / 256 + (1u << 20);
+    if (want < bytes) return elastic__fail(ELASTIC_ERANGE, "ckpt async_reserve: %zu bytes is too large", bytes);
+    if (c->async == NULL) {
+        int rc = async_start(c);
+        if (rc) return rc;
+    }
+    ckpt_async *a = c->async;
+    pthread_mutex_lock(&a->lock);
+    bool idle = wait_idle(a, elastic__deadline_ms(-1));
+    pthread_mutex_unlock(&a->lock);
+    if (!idle || !ckpt__txn_try_claim(c)) return elastic__fail(ELASTIC_EBUSY, "a checkpoint transaction is open");
+    int rc = reserve_stage(a, 1, want);
+    /* Fault every page in now (writing, so the kernel backs it), so that
+     * the first save_async pays only for its copy. */
+    for (size_t at = 0; rc == 0 && at < a->stage_cap; at += 4096) ((volatile uint8_t *)a->stage)[at] = 0;
+    ckpt__txn_release(c);
+    return rc;
+}
+
 ELASTIC_EXTERN int elastic_ckpt_async_wait(elastic_ckpt *c, int timeout_ms, uint64_t *step)
 {
     elastic__clear_error();

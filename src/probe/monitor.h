@@ -43,6 +43,7 @@ struct probe__monitor {
     probe__user_probe *user_probe;
     probe__straggler *straggler;
     uv_timer_t timer;
+    uv_timer_t hang_timer;           /* fires at the earliest hang deadline (monitor.c) */
     int open_handles;
     monitored_worker *workers;
     double *scores;
@@ -59,6 +60,9 @@ struct probe__monitor {
 int monitor__check_opts(const probe__monitor_opts *opts);
 /* The probe timer: reads every slot, runs the hang and straggler probes. */
 void monitor__tick(uv_timer_t *timer);
+/* Arms the hang timer for the earliest deadline of any worker, so a hang is
+ * declared when its timeout runs out, not at the next tick. */
+void monitor__arm_hang_timer(probe__monitor *m);
 /* Tells the agent about a checkpoint the worker saved since the last look. */
 void monitor__check_checkpoint(probe__monitor *m, monitored_worker *mw, int local_rank);
 /* Marks the group unhealthy and tells the agent. */

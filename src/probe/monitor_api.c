@@ -104,7 +104,9 @@ int probe__monitor_start(const probe__monitor_opts *opts, probe__monitor **out)
     if (rc == 0) rc = start_services(m);
     uv_timer_init(opts->loop, &m->timer);
     m->timer.data = m;
-    m->open_handles = 1;
+    uv_timer_init(opts->loop, &m->hang_timer);
+    m->hang_timer.data = m;
+    m->open_handles = 2;
     for (unsigned i = 0; m->workers != NULL && i < opts->local_world_size; i++) {
         uv_timer_init(opts->loop, &m->workers[i].dump_timer);
         m->workers[i].dump_timer.data = &m->workers[i];
@@ -135,6 +137,7 @@ void probe__monitor_stop(probe__monitor *m)
         probe__stack_dump_cancel(m->workers[i].dump);
         uv_close((uv_handle_t *)&m->workers[i].dump_timer, release_worker_timer);
     }
+    uv_close((uv_handle_t *)&m->hang_timer, release);
     uv_close((uv_handle_t *)&m->timer, release);
 }
 
@@ -160,6 +163,7 @@ void probe__monitor_generation_started(probe__monitor *m, const probe__generatio
         probe__hb_read(m->region, mw->slot, &mw->last);
         probe__hang_start(&mw->hang, &mw->last, now);
     }
+    monitor__arm_hang_timer(m);
 }
 
 void probe__monitor_pause(probe__monitor *m) { m->paused = true; }
@@ -196,6 +200,7 @@ void probe__monitor_worker_started(probe__monitor *m, int local_rank, int rank, 
     mw->steps_per_second = -1;
     probe__hb_read(m->region, mw->slot, &mw->last);
     probe__hang_start(&mw->hang, &mw->last, elastic__now_ns());
+    monitor__arm_hang_timer(m);
 }
 
 void probe__monitor_worker_renumbered(probe__monitor *m, int local_rank, int rank)

@@ -23,6 +23,10 @@ typedef struct probe__hang_state {
 
 /* Starts (or re-starts, for a new generation) watching a slot. */
 void probe__hang_start(probe__hang_state *state, const probe__hb_snapshot *snapshot, uint64_t now_ns);
+/* When the worker will count as hung if it stays silent (monotonic ns; 0:
+ * never): the monitor arms a timer for the earliest one. */
+uint64_t probe__hang_deadline(const probe__hang_state *state, const probe__hb_snapshot *snapshot,
+                              uint64_t hang_timeout_ns, uint64_t startup_timeout_ns);
 /* How long the worker has been silent and the limit that applies: the
  * startup timeout before its first beat since started_ns, the hang timeout
  * after. Returns true when silent_ns exceeds that limit. */
