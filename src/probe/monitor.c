@@ -28,7 +28,8 @@ int monitor__check_opts(const probe__monitor_opts *o)
         return elastic__fail(ELASTIC_EINVAL, "monitor: loop, run_dir and on_failure are required");
     if (o->local_world_size == 0 || o->local_world_size > PROBE__HB_MAX_SLOTS)
         return elastic__fail(ELASTIC_EINVAL, "monitor: %u local workers", o->local_world_size);
-    if (o->interval_ms <= 0 || o->hang_timeout_ms < 0 || o->startup_timeout_ms < 0 || o->stack_dump_timeout_ms <= 0)
+    if (o->interval_ms <= 0 || o->hang_timeout_ms < 0 || o->startup_timeout_ms < 0 || o->stack_dump_timeout_ms <= 0 ||
+        o->stack_dump_budget_ms < 0)
         return elastic__fail(ELASTIC_EINVAL, "monitor: a timeout or interval is negative");
     if (o->straggler_window > 1024 || !(o->straggler_threshold > 0 && o->straggler_threshold <= 1))
         return elastic__fail(ELASTIC_EINVAL, "monitor: straggler window above 1024 or threshold outside (0, 1]");
@@ -52,6 +53,19 @@ void monitor__report(probe__monitor *m, const probe__failure *f)
     m->healthy = false;
     snprintf(m->unhealthy_reason, sizeof m->unhealthy_reason, "%s", f->reason);
     m->opts.on_failure(m->opts.user, f);
+}
+
+/* How long the stacks of a hung worker may take: a twentieth of the timeout
+ * that fired (at least 100 ms, at most --stack-dump timeout), so the group is
+ * restarted within that timeout + 10%. A short budget skips the debugger
+ * (stacks.c) for the worker's own, faster, backtrace. */
+static int stack_budget_ms(const probe__monitor *m, bool started)
+{
+    uint64_t timeout_ms = (started ? m->hang_timeout_ns : m->startup_timeout_ns) / 1000000u;
+    uint64_t budget = m->opts.stack_dump_budget_ms > 0 ? (uint64_t)m->opts.stack_dump_budget_ms : timeout_ms / 20;
+    if (budget < 100) budget = 100;
+    if (budget > (uint64_t)m->opts.stack_dump_timeout_ms) budget = (uint64_t)m->opts.stack_dump_timeout_ms;
+    return (int)budget;
 }
 
 /* After the worker's own handler wrote its backtrace (or the wait ran out). */
@@ -81,8 +95,7 @@ static void on_stacks_done(void *user, const char *how, bool ok)
         /* The backtrace is written by the worker itself (a live process does
          * it in milliseconds): give it a moment, but at most a twentieth of
          * the hang timeout, so the restart stays within timeout + 10%. */
-        int budget_ms = m->opts.hang_timeout_ms / 20;
-        if (budget_ms < 100) budget_ms = 100;
+        int budget_ms = stack_budget_ms(m, mw->pending.probe != NULL && strcmp(mw->pending.probe, "hang") == 0);
         if (budget_ms > 2000) budget_ms = 2000;
         mw->waiting_for_dump = true;
         mw->dump_deadline_ms = elastic__now_ms() + (uint64_t)budget_ms;
@@ -107,8 +120,8 @@ static void declare_hung(probe__monitor *m, monitored_worker *mw, int local_rank
                  mw->pid, (unsigned long long)mw->pending.silent_ms);
     ELASTIC_LOG_W("probe", "%s; writing its stacks to its log", mw->pending.reason);
     mw->dumps_before = mw->last.stack_dumps;
-    int rc = probe__stack_dump_start(m->opts.loop, mw->pid, mw->log_fd, mw->last.stack_signal,
-                                     m->opts.stack_dump_timeout_ms, on_stacks_done, mw, &mw->dump);
+    int rc = probe__stack_dump_start(m->opts.loop, mw->pid, mw->log_fd, mw->last.stack_signal, stack_budget_ms(m, started),
+                                     on_stacks_done, mw, &mw->dump);
     if (rc != 0) monitor__report(m, &mw->pending);
 }
 

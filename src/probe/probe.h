@@ -61,7 +61,8 @@ typedef struct probe__stack_dump probe__stack_dump;
 typedef void (*probe__stack_done_fn)(void *user, const char *how, bool ok);
 
 /* Writes the stacks of pid's threads to log_fd: gdb (thread apply all bt) or
- * eu-stack when one is on PATH and works within timeout_ms; otherwise sends
+ * eu-stack when one is on PATH and works within timeout_ms; otherwise (or
+ * when timeout_ms is under a second and fallback_signal is set) sends
  * fallback_signal (the worker library's backtrace handler; 0: none). Runs on
  * the loop; done runs once, on the loop. The dump keeps its own dup of log_fd. */
 int probe__stack_dump_start(uv_loop_t *loop, int pid, int log_fd, int fallback_signal, int timeout_ms,
@@ -194,6 +195,8 @@ typedef struct probe__monitor_opts {
     int hang_timeout_ms;             /* silence after the first beat; 0: no hang probe */
     int startup_timeout_ms;          /* silence before the first beat; default max(600000, hang) */
     int stack_dump_timeout_ms;       /* debugger / backtrace deadline; default 15000 */
+    int stack_dump_budget_ms;        /* what a hang's stacks may add to it; 0 (default): a twentieth of the
+                                      * timeout that fired, at least 100 ms (under 1 s: no debugger) */
     unsigned straggler_window;       /* samples per rank; 0: no straggler scoring */
     double straggler_threshold;      /* a score below it is slow; default 0.7 */
     unsigned straggler_rounds;       /* consecutive slow rounds that make a persistent straggler; 0: only log */
