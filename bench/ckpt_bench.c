@@ -228,7 +228,7 @@ static void bench_dataset(const char *root, const dataset *d, size_t bytes, int 
         /* The default and the raw save take turns going first (the disk
          * is slower right after dd); the default's files are the ones loaded. */
         elastic_ckpt_opts raw;
-        elastic_ckpt_opts_init(&raw);
+        elastic_ckpt_opts_init(&raw, sizeof raw);
         raw.compression = ELASTIC_CKPT_NONE;
         elastic_ckpt *c;
         int rc;

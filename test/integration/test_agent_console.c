@@ -147,7 +147,9 @@ TEST_TIMEOUT(console_waiting_for_nodes_names_the_missing_node, 180)
     elastic_store_server *server = NULL;
     ASSERT_OK(elastic_store_server_start(NULL, &server));
     char endpoint[64], report[512];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    int port = 0;
+    ASSERT_OK(elastic_store_server_get_port(server, &port));
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
     agent_harness_path(report, sizeof report, "report");
     pid_t agents[2];
     for (int i = 0; i < 2; i++) {
@@ -179,7 +181,7 @@ TEST_TIMEOUT(console_waiting_for_nodes_names_the_missing_node, 180)
     ASSERT(agent_harness_wait_exit(agents[0], 30000, &status));
     int unused;
     agent_harness_wait_exit(agents[1], 1000, &unused);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
 }
 
 TEST_TIMEOUT(console_unreachable_store_is_one_short_line_with_the_errno, 60)
@@ -188,8 +190,10 @@ TEST_TIMEOUT(console_unreachable_store_is_one_short_line_with_the_errno, 60)
     elastic_store_server *server = NULL;
     ASSERT_OK(elastic_store_server_start(NULL, &server));
     char endpoint[64];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
-    elastic_store_server_stop(server);
+    int port = 0;
+    ASSERT_OK(elastic_store_server_get_port(server, &port));
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
+    elastic_store_server_close(server);
     char ctl[512];
     snprintf(ctl, sizeof ctl, "%s", test_bin_path("elasticctl"));
     const char *argv[] = {"elasticctl", "store", "get", "k", "--endpoint", endpoint, NULL};
