@@ -13,7 +13,8 @@
 #include <sys/time.h>
 
 static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
-static probe__hb_slot *report_slot; /* mapped for the process' life */
+static probe__hb_region *report_region; /* mapped for the process' life (kept reachable) */
+static probe__hb_slot *report_slot;
 
 static void attach(void)
 {
@@ -22,8 +23,7 @@ static void attach(void)
     char *end = NULL;
     unsigned long slot = strtoul(slot_text, &end, 10);
     if (end == slot_text || *end != '\0' || slot >= PROBE__HB_MAX_SLOTS) return;
-    probe__hb_region *region = NULL;
-    if (probe__hb_attach(path, (unsigned)slot, &region, &report_slot) != 0) {
+    if (probe__hb_attach(path, (unsigned)slot, &report_region, &report_slot) != 0) {
         ELASTIC_LOG_D("ckpt", "no heartbeat slot to report checkpoints in: %s", elastic_last_error());
         report_slot = NULL;
     }

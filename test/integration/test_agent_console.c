@@ -7,6 +7,7 @@
 #include "integration/agent_harness.h"
 #include "test.h"
 
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -256,4 +257,27 @@ TEST_TIMEOUT(console_status_lists_workers_that_do_not_heartbeat, 90)
     free(out);
     kill(agent, SIGTERM);
     ASSERT(agent_harness_wait_exit(agent, 30000, &status));
+}
+
+TEST_TIMEOUT(console_summary_names_the_last_checkpoint_a_worker_saved, 90)
+{
+    char dir[512], ckpt[600], events[600], trainer[1024];
+    agent_harness_path(dir, sizeof dir, "ckpt-job");
+    mkdir(dir, 0755);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir);
+    mkdir(ckpt, 0755);
+    snprintf(events, sizeof events, "%s/events.jsonl", dir);
+    snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
+    const char *args[] = {"--standalone", "--nproc-per-node", "2", "--event-log", events, "--no-python", trainer,
+                          "--ckpt-dir", ckpt, "--steps", "60", "--step-ms", "2", "--ckpt-every", "10", NULL};
+    ASSERT_EQ(run_to_end("ckpt", args), 0);
+    char *err = stderr_of("ckpt");
+    char line[1024];
+    if (!line_starting(err, "elasticrun: job succeeded after ", line, sizeof line) ||
+        strstr(line, ", last checkpoint step 60 (rank ") == NULL)
+        FAIL("the summary does not name step 60:\n%s", err);
+    free(err);
+    /* Every worker's last save reaches the event log (at the latest when it exits). */
+    const char *saved[] = {"\"event\":\"checkpoint\"", "\"step\":60,", NULL};
+    ASSERT_EQ(agent_harness_wait_lines(events, saved, 2, 1000), 2);
 }
