@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -139,9 +140,21 @@ static double run_dd(const char *dir, size_t bytes)
     return took;
 }
 
+/* CPU seconds of this process (every thread): on a shared machine the wall
+ * clock is noisy, the work done is not. */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static double last_save_cpu;
+
 static double save(elastic_ckpt *c, const dataset *d, uint64_t step)
 {
-    double start = now_s();
+    double start = now_s(), cpu_start = cpu_s();
     elastic_ckpt_txn *txn;
     int rc = elastic_ckpt_begin(c, step, &txn);
     if (rc) die("begin", rc);
@@ -151,6 +164,7 @@ static double save(elastic_ckpt *c, const dataset *d, uint64_t step)
         if ((rc = elastic_ckpt_put(txn, name, d->tensors[i], d->tensor_bytes)) != 0) die("put", rc);
     }
     if ((rc = elastic_ckpt_commit(txn)) != 0) die("commit", rc);
+    last_save_cpu = cpu_s() - cpu_start;
     return now_s() - start;
 }
 
@@ -213,7 +227,7 @@ static size_t stored_bytes(const char *dir, uint64_t step)
 
 static void bench_dataset(const char *root, const dataset *d, size_t bytes, int runs, double *dd_times, int *dd_n)
 {
-    double saves[16], raw_saves[16], warm[16], cold[16], into_warm[16], into_cold[16];
+    double saves[16], raw_saves[16], cpu[16], raw_cpu[16], warm[16], cold[16], into_warm[16], into_cold[16];
     size_t stored = 0;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", root, d->name);
@@ -238,8 +252,8 @@ static void bench_dataset(const char *root, const dataset *d, size_t bytes, int 
             if ((rc = elastic_ckpt_open(dir, raw_turn ? &raw : NULL, &c)) != 0) die("open", rc);
             double took = save(c, d, 1);
             elastic_ckpt_close(c);
-            if (raw_turn) raw_saves[r] = took;
-            else saves[r] = took, stored = stored_bytes(dir, 1);
+            if (raw_turn) raw_saves[r] = took, raw_cpu[r] = last_save_cpu;
+            else saves[r] = took, cpu[r] = last_save_cpu, stored = stored_bytes(dir, 1);
         }
         if (r % 2 == 0) { /* the raw save went last: write the default's files for the loads */
             remove_dir(dir);
@@ -258,6 +272,7 @@ static void bench_dataset(const char *root, const dataset *d, size_t bytes, int 
     remove_dir(dir);
     printf("%s_save_s=%.4f\n%s_stored_bytes=%zu\n", d->name, median(saves, runs), d->name, stored);
     printf("%s_raw_save_s=%.4f\n", d->name, median(raw_saves, runs));
+    printf("%s_save_cpu_s=%.4f\n%s_raw_save_cpu_s=%.4f\n", d->name, median(cpu, runs), d->name, median(raw_cpu, runs));
     printf("%s_load_warm_s=%.4f\n%s_load_cold_s=%.4f\n", d->name, median(warm, runs), d->name, median(cold, runs));
     printf("%s_into_warm_s=%.4f\n%s_into_cold_s=%.4f\n", d->name, median(into_warm, runs), d->name,
            median(into_cold, runs));
