@@ -133,7 +133,9 @@ ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uin
 /* A lease lives while this handle's connection is open and keep-alives arrive
  * within ttl_ms; when it ends, every key attached to it is deleted (waking
  * watchers). With keepalive_interval_ms > 0 the client's own I/O thread sends
- * the keep-alives, so a busy or blocked caller does not lose it. */
+ * the keep-alives, so a busy or blocked caller does not lose it. Its id is
+ * random; only this handle and its clones (one connection) may keep it alive,
+ * revoke it or attach keys to it: any other connection gets ELASTIC_EPERM. */
 ELASTIC_EXTERN int elastic_store_lease_grant(elastic_store *s, int ttl_ms, int keepalive_interval_ms,
                                              uint64_t *lease);
 /* Sends one keep-alive now. ELASTIC_ENOTFOUND when the lease already ended. */
