@@ -32,6 +32,10 @@ typedef struct elastic_store_server_opts {
     int handshake_timeout_ms;        /* a connection must finish the handshake in this; default 5000 */
     int idle_timeout_ms;             /* a connection with no request and no pending wait is closed; default 0 = never */
     size_t max_pending_waits;        /* get/wait/watch calls parked per connection; default 1024; more fail with ELASTIC_ELIMIT */
+    size_t max_buffered_bytes;       /* partial frames and unsent responses of all connections together; default 64 MiB;
+                                        beyond it connections holding over 64 KiB are paused */
+    int frame_timeout_ms;            /* a started frame must be complete within this, else the connection is closed;
+                                        default 30000 */
 } elastic_store_server_opts;
 
 ELASTIC_EXTERN void elastic_store_server_opts_init(elastic_store_server_opts *opts);

@@ -23,6 +23,8 @@ ELASTIC_EXTERN void elastic_store_server_opts_init(elastic_store_server_opts *op
     opts->handshake_timeout_ms = 5000;
     opts->idle_timeout_ms = 0;
     opts->max_pending_waits = 1024;
+    opts->max_buffered_bytes = 64u << 20;
+    opts->frame_timeout_ms = 30000;
 }
 
 static int check_opts(const elastic_store_server_opts *o)
@@ -38,6 +40,9 @@ static int check_opts(const elastic_store_server_opts *o)
     if (o->handshake_timeout_ms <= 0) return elastic__fail(ELASTIC_EINVAL, "handshake_timeout_ms must be > 0");
     if (o->idle_timeout_ms < 0) return elastic__fail(ELASTIC_EINVAL, "idle_timeout_ms must be >= 0");
     if (o->max_pending_waits == 0) return elastic__fail(ELASTIC_EINVAL, "max_pending_waits must be > 0");
+    if (o->max_buffered_bytes < o->max_key_bytes + o->max_value_bytes + 64)
+        return elastic__fail(ELASTIC_EINVAL, "max_buffered_bytes must hold one key and value");
+    if (o->frame_timeout_ms <= 0) return elastic__fail(ELASTIC_EINVAL, "frame_timeout_ms must be > 0");
     return 0;
 }
 

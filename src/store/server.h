@@ -15,6 +15,10 @@
 #define STORE__WAIT_BUCKETS 1024       /* parked key waits, hashed by the key they wait for */
 #define STORE__DELETE_LOG 1024         /* recent deletions remembered for watches */
 #define STORE__MAX_LEASES_PER_CONN 1024
+/* Every connection may hold this much input and unsent output whatever the
+ * others hold, so small requests are always served; beyond it a connection
+ * is paused while max_buffered_bytes is spent. */
+#define STORE__CONN_FLOOR_BYTES (64u << 10)
 
 typedef struct store__conn store__conn;
 typedef struct store__waiter store__waiter;
@@ -45,6 +49,8 @@ struct elastic_store_server {
     store__deletion deletions[STORE__DELETE_LOG];
     size_t deletion_next;
     uint64_t deletion_horizon; /* deletions at or below this revision are forgotten */
+    size_t buffered;           /* input buffers' capacity + responses in flight, all connections */
+    size_t paused_count;       /* connections not read until buffered falls */
 };
 
 enum store__conn_state { CONN_HELLO, CONN_PROOF, CONN_READY, CONN_CLOSING, CONN_CLOSED };
@@ -63,6 +69,9 @@ struct store__conn {
     store__buf in;
     store__buf out;
     size_t bytes_in_flight; /* handed to uv_write, not yet written */
+    size_t in_accounted;    /* in.cap as counted in server->buffered */
+    bool paused;            /* reading stopped: over max_buffered_bytes */
+    bool frame_pending;     /* a frame has started: frame_timeout_ms runs */
     size_t waiter_count;
     store__waiter *waiters;
     store__lease *leases;
