@@ -17,13 +17,18 @@ extern "C" {
 typedef struct elastic_store_server elastic_store_server;
 typedef struct elastic_store elastic_store;
 
+/* The longest store token, in bytes (any bytes but NUL). Longer tokens, from
+ * options, ELASTIC_STORE_TOKEN or a token file, are refused, never cut. */
+#define ELASTIC_STORE_TOKEN_MAX 4096
+
 /* ---- server -------------------------------------------------------------- */
 
 typedef struct elastic_store_server_opts {
     size_t struct_size;              /* sizeof(elastic_store_server_opts) */
     const char *host;                /* address to bind; default "127.0.0.1"; "::" or "0.0.0.0" for all */
     int port;                        /* 0 (default) picks a free port; see elastic_store_server_port() */
-    const char *token;               /* shared secret; NULL: ELASTIC_STORE_TOKEN from the environment, else no auth */
+    const char *token;               /* shared secret; NULL: ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN from the
+                                        environment, else no auth */
     size_t max_key_bytes;            /* default 4096 */
     size_t max_value_bytes;          /* default 16 MiB */
     size_t max_connections;          /* default 4096; further connections are closed at once */
@@ -54,7 +59,8 @@ ELASTIC_EXTERN void elastic_store_server_stop(elastic_store_server *server);
 typedef struct elastic_store_opts {
     size_t struct_size;              /* sizeof(elastic_store_opts) */
     const char *prefix;              /* prepended to every key ("job7/gen3/"); default "" */
-    const char *token;               /* NULL: ELASTIC_STORE_TOKEN from the environment, else none */
+    const char *token;               /* NULL: the file named by ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN from
+                                        the environment, else none */
     int connect_timeout_ms;          /* default 10000; connection attempts are retried until then */
     int timeout_ms;                  /* per-call deadline for calls without their own; default 30000 */
 } elastic_store_opts;

@@ -34,7 +34,8 @@ struct elastic_agent {
     char run_id[160];
     char node_id[200];
     char store_endpoint[300];
-    char token[80];
+    char *token;                     /* the store token (NULL: none) */
+    char token_file[800];            /* where the workers read it ("": not written) */
     char log_root[700];
     bool log_root_is_temporary;
     elastic_agent *next_abandoned;
@@ -71,7 +72,7 @@ static int host_store(elastic_agent *agent, const char *bind_host, int port)
     elastic_store_server_opts_init(&server_opts);
     server_opts.host = bind_host;
     server_opts.port = port;
-    server_opts.token = agent->token[0] != '\0' ? agent->token : NULL;
+    server_opts.token = agent->token;
     return elastic_store_server_start(&server_opts, &agent->server);
 }
 
@@ -82,12 +83,14 @@ static int host_store(elastic_agent *agent, const char *bind_host, int port)
 static int setup_store(elastic_agent *agent)
 {
     const elastic_agent_opts *o = &agent->opts;
-    const char *env_token = getenv("ELASTIC_STORE_TOKEN");
     char host[256];
     int port, rc;
-    if (env_token != NULL && *env_token != '\0') snprintf(agent->token, sizeof agent->token, "%.79s", env_token);
+    if ((rc = agent__token_load(&agent->conf, !local_only(agent), &agent->token)) != 0) return rc;
     if (local_only(agent)) {
-        if (agent->token[0] == '\0') random_hex(agent->token, 16); /* only our workers need it */
+        if (agent->token == NULL) { /* only our workers need it */
+            if ((agent->token = malloc(33)) == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+            random_hex(agent->token, 16);
+        }
         snprintf(host, sizeof host, "%s", node_address(agent));
         if ((rc = host_store(agent, host, 0)) != 0) return rc;
         port = elastic_store_server_port(agent->server);
@@ -99,7 +102,9 @@ static int setup_store(elastic_agent *agent)
         bool should_host = is_static ? o->node_rank == 0
                                      : agent->conf.is_host >= 0 ? agent->conf.is_host == 1 : agent__address_is_local(host);
         if (should_host) {
-            rc = host_store(agent, "0.0.0.0", port);
+            /* The endpoint's own address, not every interface, unless told. */
+            const char *bind = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr : host;
+            rc = host_store(agent, bind, port);
             bool explicit_host = is_static || agent->conf.is_host == 1;
             if (rc != 0 && explicit_host) return rc;
             if (rc != 0) ELASTIC_LOG_I("agent", "store port %d taken (%s): joining as a client", port, elastic_last_error());
@@ -108,7 +113,7 @@ static int setup_store(elastic_agent *agent)
     snprintf(agent->store_endpoint, sizeof agent->store_endpoint, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     elastic_store_opts client_opts;
     elastic_store_opts_init(&client_opts);
-    client_opts.token = agent->token[0] != '\0' ? agent->token : NULL;
+    client_opts.token = agent->token;
     if (agent->conf.read_timeout_ms > 0) client_opts.timeout_ms = agent->conf.read_timeout_ms;
     return elastic_store_connect(agent->store_endpoint, &client_opts, &agent->store);
 }
@@ -279,9 +284,13 @@ static int setup(elastic_agent *agent)
     group->run_id = agent->run_id;
     group->node_id = agent->node_id;
     group->store_endpoint = agent->store_endpoint;
-    group->store_token = agent->token[0] != '\0' ? agent->token : NULL;
     group->log_root = agent->log_root;
-    return agent__probes_start(group);
+    if ((rc = agent__probes_start(group)) != 0 || agent->token == NULL) return rc;
+    /* Workers read the token from the agent's private run directory: it
+     * never sits in their environment (nor their children's). */
+    rc = agent__token_publish(group->probe_dir, agent->token, agent->token_file, sizeof agent->token_file);
+    if (rc == 0) group->store_token_file = agent->token_file;
+    return rc;
 }
 
 ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **out)
@@ -362,6 +371,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
             return;
         }
     }
+    if (agent->token_file[0] != '\0') unlink(agent->token_file); /* before its directory goes */
     if (agent->group_ready) agent__probes_stop(&agent->group); /* its handles close with their callbacks */
     if (agent->loop_ready) {
         uv_walk(&agent->loop, close_any, NULL);
@@ -374,5 +384,6 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     elastic_store_server_stop(agent->server);
     agent__events_close(agent->events);
     if (agent->log_root_is_temporary) nftw(agent->log_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    agent__token_free(agent->token);
     free(agent);
 }

@@ -66,7 +66,7 @@ typedef struct agent_worker_env {
     const char *run_id;
     const char *store_endpoint;
     const char *store_prefix;
-    const char *store_token;         /* NULL: none */
+    const char *store_token_file;    /* the token's file in the agent's run directory; NULL: none */
     const char *error_file;
     int local_rank;
     const char *heartbeat_shm;       /* the probe monitor's heartbeat file; NULL: none */
@@ -181,7 +181,7 @@ typedef struct agent_group {
     const char *run_id;
     const char *node_id;
     const char *store_endpoint;
-    const char *store_token;
+    const char *store_token_file;    /* NULL: no token */
     const char *log_root;            /* per-generation directories go here */
     bool write_logs;                 /* stdout.log / stderr.log files */
 

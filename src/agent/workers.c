@@ -79,7 +79,7 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
     agent__worker_store_prefix(group, prefix, sizeof prefix);
     agent_worker_env spec = {.opts = group->opts, .generation = &group->current, .run_id = group->run_id,
                              .store_endpoint = group->store_endpoint, .store_prefix = prefix,
-                             .store_token = group->store_token, .error_file = worker->error_file,
+                             .store_token_file = group->store_token_file, .error_file = worker->error_file,
                              .local_rank = worker->local_rank,
                              .heartbeat_shm = group->monitor ? probe__monitor_heartbeat_path(group->monitor) : NULL,
                              .agent_socket = group->monitor ? probe__monitor_socket_path(group->monitor) : NULL};
