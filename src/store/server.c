@@ -67,6 +67,7 @@ static void on_stop(uv_async_t *async)
 {
     elastic_store_server *server = async->data;
     close_and_forget((uv_handle_t *)&server->listener);
+    close_and_forget((uv_handle_t *)&server->pump_timer);
     while (server->conns != NULL) store__conn_close(server->conns, "server stopping");
     store__server_flush(server);
     close_and_forget((uv_handle_t *)&server->stop_async);
@@ -119,12 +120,15 @@ static int server_init(elastic_store_server *server)
     server->listener.data = server;
     uv_async_init(&server->loop, &server->stop_async, on_stop);
     server->stop_async.data = server;
+    uv_timer_init(&server->loop, &server->pump_timer);
+    server->pump_timer.data = server;
     int err = bind_listener(server);
     if (err == 0 && pthread_create(&server->thread, NULL, loop_thread, server) != 0)
         err = elastic__fail(ELASTIC_ESYS, "cannot start the store thread");
     if (err != 0) {
         uv_close((uv_handle_t *)&server->listener, NULL);
         uv_close((uv_handle_t *)&server->stop_async, NULL);
+        uv_close((uv_handle_t *)&server->pump_timer, NULL);
         uv_run(&server->loop, UV_RUN_DEFAULT);
         uv_loop_close(&server->loop);
     }

@@ -1,6 +1,6 @@
 /*
  * One store connection on the server's loop: the handshake (magic, version,
- * mutual HMAC proof), framing of requests, batched writes of responses, the
+ * mutual HMAC proof, then TLS 1.3 when there is a token), framing of requests, batched writes of responses, the
  * handshake, frame and idle deadlines, and the limits that keep a hostile or
  * broken peer from costing more than its share: every byte buffered for a
  * connection (partial frames included) counts against max_buffered_bytes.
@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #define READ_CHUNK 4096
+#define TLS_RAW_BYTES (16u << 10) /* one TLS record's worth of socket bytes per read */
 
 /* ---- memory accounting -------------------------------------------------- */
 
@@ -50,6 +51,8 @@ static void resume_paused(elastic_store_server *server)
         c->paused = false;
         server->paused_count--;
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+        /* Bytes it already holds would wait for the next socket read. */
+        if (c->tls != NULL && store__tls_has_input(c->tls)) uv_timer_start(&server->pump_timer, store__conn_pump_resumed, 0, 0);
     }
 }
 
@@ -61,6 +64,8 @@ static void on_handle_closed(uv_handle_t *handle)
     store__buf_free(&conn->in);
     account_input(conn);
     store__buf_free(&conn->out);
+    store__tls_free(conn->tls);
+    free(conn->raw);
     free(conn);
     resume_paused(server);
 }
@@ -167,6 +172,21 @@ static void flush_conn(store__conn *conn)
         store__conn_close(conn, "out of memory for responses");
         return;
     }
+    if (conn->tls != NULL) {
+        /* out holds plaintext frames: encrypt them, then send the records
+         * (and any handshake bytes) through the same buffer. */
+        if (out->len > 0 && store__tls_write(conn->tls, out->data, out->len) != 0) {
+            store__conn_close(conn, "cannot encrypt responses");
+            return;
+        }
+        out->len = 0;
+        size_t pending = store__tls_output_bytes(conn->tls);
+        if (pending > 0 && !store__buf_reserve(out, pending)) {
+            store__conn_close(conn, "out of memory for responses");
+            return;
+        }
+        out->len = store__tls_take_output(conn->tls, out->data, pending);
+    }
     size_t done = 0;
     if (out->len > 0 && conn->bytes_in_flight == 0) {
         uv_buf_t buf = uv_buf_init((char *)out->data, (unsigned)out->len);
@@ -221,6 +241,8 @@ static void on_timer(uv_timer_t *timer)
     store__conn *conn = timer->data;
     if (conn->state == CONN_CLOSING) {
         store__conn_close(conn, "peer did not take the final response");
+    } else if (conn->state == CONN_TLS) {
+        store__conn_close(conn, "TLS handshake not finished in handshake_timeout_ms");
     } else if (conn->state != CONN_READY) {
         store__conn_close(conn, "handshake not finished in handshake_timeout_ms");
     } else if (conn->frame_pending) {
@@ -284,6 +306,30 @@ static bool handle_hello(store__conn *conn)
     return true;
 }
 
+static void tls_pump(store__conn *conn);
+
+/* With a token, READY is the last plaintext: from here on TLS 1.3 (PSK from
+ * the token) carries every byte, so frames cannot be read, altered or
+ * injected on the path. The handshake deadline keeps running. Returns false:
+ * process_input stops (tls_pump handles the rest). */
+static bool start_tls(store__conn *conn)
+{
+    flush_conn(conn); /* READY goes out in the clear */
+    if (conn->state == CONN_CLOSED) return false;
+    conn->raw = malloc(TLS_RAW_BYTES);
+    if (conn->raw == NULL || store__tls_new(true, conn->server->token, &conn->tls) != 0) {
+        store__conn_close(conn, "cannot set up TLS");
+        return false;
+    }
+    conn->state = CONN_TLS;
+    /* Bytes after the proof were already TLS. */
+    bool fed = conn->in.len == 0 || store__tls_feed(conn->tls, conn->in.data, conn->in.len);
+    conn->in.len = 0;
+    if (!fed) store__conn_close(conn, "out of memory");
+    else tls_pump(conn);
+    return false;
+}
+
 static bool handle_proof(store__conn *conn)
 {
     const char *token = conn->server->token;
@@ -303,6 +349,7 @@ static bool handle_proof(store__conn *conn)
         fail_connection(conn, ELASTIC_EAUTH, "authentication failed");
         return false;
     }
+    if (token != NULL) return start_tls(conn);
     conn->state = CONN_READY;
     restart_idle_timer(conn);
     return true;
@@ -398,6 +445,24 @@ static size_t input_target(const store__conn *conn)
  * affordable. A zero-length buffer (UV_ENOBUFS in on_read) pauses the
  * connection: it holds more than its floor while the server's
  * max_buffered_bytes is spent, or does not read its responses. */
+/* Makes room in the input buffer when needed and affordable; false when
+ * there is none: the connection holds more than its floor while the
+ * server's max_buffered_bytes is spent (or memory ran out). */
+static bool input_room(store__conn *conn)
+{
+    elastic_store_server *server = conn->server;
+    size_t target = input_target(conn), free_bytes = conn->in.cap - conn->in.len;
+    if (free_bytes >= READ_CHUNK || target <= conn->in.cap) return true;
+    size_t growth = target - conn->in.cap;
+    bool fits = target <= STORE__CONN_FLOOR_BYTES || server->buffered + growth <= server->opts.max_buffered_bytes;
+    if (fits && resize_input(conn, target)) return true;
+    return free_bytes > 0;
+}
+
+/* Hands libuv the free part of the input buffer (with TLS, the raw buffer
+ * the ciphertext lands in). A zero-length buffer (UV_ENOBUFS in on_read)
+ * pauses the connection: no room (input_room), undecrypted bytes piling up,
+ * or a peer that does not read its responses while memory is short. */
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
     store__conn *conn = handle->data;
@@ -406,14 +471,12 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(NULL, 0);
     bool over = server->buffered > server->opts.max_buffered_bytes;
     if (over && conn->bytes_in_flight >= STORE__CONN_FLOOR_BYTES) return;
-    size_t target = input_target(conn), free_bytes = conn->in.cap - conn->in.len;
-    if (free_bytes < READ_CHUNK && target > conn->in.cap) {
-        size_t growth = target - conn->in.cap;
-        bool fits = target <= STORE__CONN_FLOOR_BYTES ||
-                    server->buffered + growth <= server->opts.max_buffered_bytes;
-        if (fits && !resize_input(conn, target)) return; /* out of memory: paused like over budget */
-        if (!fits && free_bytes == 0) return;
+    if (conn->tls != NULL) {
+        if (store__tls_input_bytes(conn->tls) < STORE__CONN_FLOOR_BYTES)
+            *buf = uv_buf_init((char *)conn->raw, TLS_RAW_BYTES);
+        return;
     }
+    if (!input_room(conn)) return;
     *buf = uv_buf_init((char *)conn->in.data + conn->in.len, (unsigned)(conn->in.cap - conn->in.len));
 }
 
@@ -435,6 +498,53 @@ static void trim_input(store__conn *conn)
     resize_input(conn, len == 0 ? 0 : (len > READ_CHUNK ? len : READ_CHUNK));
 }
 
+/* TLS: finishes the handshake, then decrypts into conn->in as room allows
+ * and handles the frames. A record that fails its integrity check (bytes
+ * injected or altered on the path) ends the connection: nothing in it runs. */
+static void tls_pump(store__conn *conn)
+{
+    const char *why = NULL;
+    if (conn->state == CONN_TLS) {
+        int rc = store__tls_handshake(conn->tls, &why);
+        store__conn_mark_dirty(conn); /* its handshake messages */
+        if (rc < 0) {
+            ELASTIC_LOG_W("store", "connection from %s: %s", conn->peer, why);
+            store__conn_close(conn, why);
+        }
+        if (rc != 1) return;
+        conn->state = CONN_READY;
+        restart_idle_timer(conn);
+    }
+    while (conn->state == CONN_READY && !conn->paused) {
+        if (!input_room(conn)) {
+            pause_reading(conn);
+            return;
+        }
+        size_t got = 0;
+        int rc = store__tls_read(conn->tls, conn->in.data + conn->in.len, conn->in.cap - conn->in.len, &got, &why);
+        if (rc != 0) {
+            if (rc == ELASTIC_EAUTH) ELASTIC_LOG_W("store", "connection from %s: %s", conn->peer, why);
+            store__conn_close(conn, why);
+            return;
+        }
+        if (got == 0) return;
+        conn->in.len += got;
+        process_input(conn);
+        if (conn->state != CONN_CLOSED) trim_input(conn);
+    }
+}
+
+void store__conn_pump_resumed(uv_timer_t *timer)
+{
+    elastic_store_server *server = timer->data;
+    for (store__conn *c = server->conns, *next; c != NULL; c = next) {
+        next = c->next; /* c may close */
+        if (c->tls != NULL && c->state == CONN_READY && !c->paused && store__tls_has_input(c->tls)) tls_pump(c);
+    }
+    store__server_flush(server);
+}
+
+
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     store__conn *conn = stream->data;
@@ -443,6 +553,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         pause_reading(conn);
     } else if (nread < 0) {
         store__conn_close(conn, nread == UV_EOF ? "peer closed" : uv_strerror((int)nread));
+    } else if (nread > 0 && conn->state != CONN_CLOSED && conn->tls != NULL) {
+        if (store__tls_feed(conn->tls, conn->raw, (size_t)nread)) tls_pump(conn);
+        else store__conn_close(conn, "out of memory");
     } else if (nread > 0 && conn->state != CONN_CLOSED) {
         conn->in.len += (size_t)nread;
         process_input(conn);
