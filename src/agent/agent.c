@@ -6,6 +6,7 @@
 #include "agent/group.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
@@ -37,6 +38,7 @@ struct elastic_agent {
     char *token;                     /* the store token (NULL: none) */
     char token_file[800];            /* where the workers read it ("": not written) */
     char log_root[700];
+    int log_root_fd;                 /* the log root, opened once: everything below it goes through it */
     bool log_root_is_temporary;
     elastic_agent *next_abandoned;
 };
@@ -207,17 +209,31 @@ static void serve_until_closed(elastic_agent *agent)
 
 /* ---- log directories ------------------------------------------------------------- */
 
+/* The log root: <--log-dir>/<run_id> (a private directory of ours inside
+ * the user's), else a fresh temporary one. */
 static int setup_log_root(elastic_agent *agent)
 {
     if (agent->opts.log_dir != NULL) {
         snprintf(agent->log_root, sizeof agent->log_root, "%s/%s", agent->opts.log_dir, agent->run_id);
         agent->group.write_logs = true;
+        int parent = -1;
+        int rc = agent__dir_open_user(agent->opts.log_dir, &parent);
+        if (rc == 0) rc = agent__dir_private(parent, agent->run_id, &agent->log_root_fd);
+        if (parent >= 0) close(parent);
+        if (rc != 0) {
+            char detail[512];
+            snprintf(detail, sizeof detail, "%s", elastic_last_error());
+            return elastic__fail(rc, "--log-dir %s: %s", agent->opts.log_dir, detail);
+        }
         return 0;
     }
     const char *tmp = getenv("TMPDIR");
     snprintf(agent->log_root, sizeof agent->log_root, "%s/elasticrun-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", agent->run_id);
     if (mkdtemp(agent->log_root) == NULL)
         return elastic__fail(elastic__from_errno(errno), "mkdtemp %s: %s", agent->log_root, strerror(errno));
+    agent->log_root_fd = open(agent->log_root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (agent->log_root_fd < 0)
+        return elastic__fail(elastic__from_errno(errno), "%s: %s", agent->log_root, strerror(errno));
     int redirects = 0, tee = 0;
     agent__std_parse(agent->opts.redirects, 0, &redirects);
     agent__std_parse(agent->opts.tee, 0, &tee);
@@ -285,6 +301,7 @@ static int setup(elastic_agent *agent)
     group->node_id = agent->node_id;
     group->store_endpoint = agent->store_endpoint;
     group->log_root = agent->log_root;
+    group->log_root_fd = agent->log_root_fd;
     if ((rc = agent__probes_start(group)) != 0 || agent->token == NULL) return rc;
     /* Workers read the token from the agent's private run directory: it
      * never sits in their environment (nor their children's). */
@@ -300,6 +317,7 @@ ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_
     *out = NULL;
     elastic_agent *agent = calloc(1, sizeof *agent);
     if (agent == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+    agent->log_root_fd = -1;
     elastic_agent_opts_init(&agent->opts);
     int rc = ELASTIC__OPTS_COPY(&agent->opts, opts);
     if (rc == 0) rc = validate(&agent->opts);
@@ -384,6 +402,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     elastic_store_server_stop(agent->server);
     agent__events_close(agent->events);
     if (agent->log_root_is_temporary) nftw(agent->log_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (agent->log_root_fd >= 0) close(agent->log_root_fd);
     agent__token_free(agent->token);
     free(agent);
 }

@@ -57,6 +57,20 @@ void agent__token_free(char *token);
  * followed) for the workers; *path gets the file's path. */
 int agent__token_publish(const char *dir, const char *token, char *path, size_t size);
 
+/* ---- files the agent creates (files.c) ------------------------------------- */
+
+/* Creates (0700) or opens the directory `name` inside parent without
+ * following a link; refuses one owned by another user or writable by
+ * others. *out: its descriptor. */
+int agent__dir_private(int parent, const char *name, int *out);
+/* A directory path the user named (its missing components created 0700). */
+int agent__dir_open_user(const char *path, int *out);
+/* Opens a regular file in dir with flags | O_NOFOLLOW, created 0600: a
+ * descriptor, or a negative ELASTIC_E* (a link, a FIFO...). */
+int agent__file_private(int dir, const char *name, int flags);
+/* The same for a path the user named (its last component is not followed). */
+int agent__file_private_path(const char *path, int flags);
+
 /* ---- endpoints (host.c) ----------------------------------------------------- */
 
 /* "host", "host:port", "[v6]:port" -> host and port (default_port if none). */

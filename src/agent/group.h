@@ -183,6 +183,7 @@ typedef struct agent_group {
     const char *store_endpoint;
     const char *store_token_file;    /* NULL: no token */
     const char *log_root;            /* per-generation directories go here */
+    int log_root_fd;                 /* ... opened through this descriptor (no link followed) */
     bool write_logs;                 /* stdout.log / stderr.log files */
 
     agent_state state;
