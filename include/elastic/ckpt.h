@@ -58,6 +58,8 @@ typedef struct elastic_ckpt_opts {
                                  0: each rank has its own; default: 1 without a store, 0 with one */
     int commit_timeout_ms;    /* store mode: how long commit waits for the other ranks; default 600000 */
     uint64_t max_blob_bytes;  /* reads refuse blobs larger than this; default 1 TiB */
+    unsigned file_mode;       /* mode of the files written; default 0600 (private). 0640: the group may read
+                                 (directories get x wherever r is: 0700 / 0750). Bits outside 0666 are refused */
 } elastic_ckpt_opts;
 
 ELASTIC_EXTERN void elastic_ckpt_opts_init(elastic_ckpt_opts *opts);
@@ -74,7 +76,8 @@ ELASTIC_EXTERN void elastic_ckpt_close(elastic_ckpt *ckpt);
 /* ---- writing ------------------------------------------------------------- */
 
 /* Starts this rank's shard of `step`. One transaction at a time per handle:
- * ELASTIC_EBUSY while another (or an asynchronous save) is open. */
+ * ELASTIC_EBUSY while another (or an asynchronous save) is open. Step
+ * UINT64_MAX is refused (ELASTIC_EINVAL): no later step could supersede it. */
 ELASTIC_EXTERN int elastic_ckpt_begin(elastic_ckpt *ckpt, uint64_t step, elastic_ckpt_txn **txn);
 /* Adds a blob (names: 1..1024 bytes, unique in the shard). The data is
  * consumed before the call returns. */
