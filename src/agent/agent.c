@@ -4,6 +4,7 @@
  * and the log directories, then runs the group's state machine on a loop.
  */
 #include "agent/group.h"
+#include "common/names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -261,6 +262,7 @@ static int validate(const elastic_agent_opts *o)
         o->grace_period_ms < 0 || o->role == NULL || o->run_id == NULL || o->redirects == NULL || o->tee == NULL ||
         o->rdzv_backend == NULL || o->rdzv_endpoint == NULL)
         return elastic__fail(ELASTIC_EINVAL, "invalid agent options");
+    if (!o->standalone && elastic__check_run_id(o->run_id, "agent") != 0) return ELASTIC_EINVAL;
     int mask;
     if (agent__std_parse(o->redirects, 0, &mask) != 0 || agent__std_parse(o->tee, 0, &mask) != 0)
         return elastic__fail(ELASTIC_EINVAL, "invalid --redirects/--tee: %s", elastic_last_error());
