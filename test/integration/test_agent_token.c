@@ -53,12 +53,12 @@ TEST_TIMEOUT(agent_multinode_job_uses_a_long_token_file_uncut, 120)
     fprintf(f, "%s\n", token);
     fclose(f);
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.token = token;
     elastic_store_server *server = NULL;
     ASSERT_OK(elastic_store_server_start(&o, &server));
     char endpoint[64];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
     agent_harness_path(report, sizeof report, "report");
     agent_harness_path(env_dir, sizeof env_dir, "env");
     mkdir(env_dir, 0700);
@@ -83,7 +83,7 @@ TEST_TIMEOUT(agent_multinode_job_uses_a_long_token_file_uncut, 120)
     unsetenv("ELASTIC_STORE_TOKEN_FILE");
     elastic_store *s = NULL;
     ASSERT_ERR(elastic_store_connect(endpoint, NULL, &s), ELASTIC_EAUTH);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
 }
 
 TEST_TIMEOUT(agent_multinode_without_token_warns_once_or_refuses_when_required, 120)
@@ -94,7 +94,7 @@ TEST_TIMEOUT(agent_multinode_without_token_warns_once_or_refuses_when_required, 
     elastic_store_server *server = NULL;
     ASSERT_OK(elastic_store_server_start(NULL, &server));
     char endpoint[64], report[512], env_dir[512], err_path[512];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
     agent_harness_path(report, sizeof report, "report");
     agent_harness_path(env_dir, sizeof env_dir, "env");
     mkdir(env_dir, 0700);
@@ -127,5 +127,5 @@ TEST_TIMEOUT(agent_multinode_without_token_warns_once_or_refuses_when_required, 
     ASSERT_EQ(count_lines_with(err, "has no token"), 1);
     free(err);
     elastic_store_close(s);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
 }

@@ -18,7 +18,7 @@ static inline int raw_connect(const store_fixture *f)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ASSERT(fd >= 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)elastic_store_server_port(f->server))};
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)test_server_port(f->server))};
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0);
     return fd;

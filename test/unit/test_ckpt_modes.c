@@ -40,7 +40,7 @@ static int check_tree(const char *dir, unsigned file_mode, unsigned dir_mode)
 static void save_one(const char *dir, unsigned file_mode)
 {
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.threads = 1;
     if (file_mode != 0) o.file_mode = file_mode;
     elastic_ckpt *c = NULL;
@@ -64,7 +64,7 @@ TEST(ckpt_files_are_private_by_default_and_group_readable_on_request)
     ASSERT_EQ(mode_of(dir), 0750);
     ASSERT(check_tree(dir, 0640, 0750) >= 2);
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.file_mode = 0644 | 01000; /* sticky: outside 0666 */
     elastic_ckpt *c = NULL;
     ASSERT_ERR(elastic_ckpt_open(dir, &o, &c), ELASTIC_EINVAL);

@@ -10,20 +10,20 @@ static const char *const bad_ids[] = {"a/r/2/n/1", "", ".", "..", "has space", "
 static int rdzv_open_with(const char *run_id)
 {
     elastic_rdzv_opts o;
-    elastic_rdzv_opts_init(&o);
+    elastic_rdzv_opts_init(&o, sizeof o);
     o.run_id = run_id;
     o.endpoint = "127.0.0.1:1"; /* refused ids fail before any connection */
     elastic_rdzv *r = NULL;
     int rc = elastic_rdzv_open(&o, &r);
     snprintf(why, sizeof why, "%s", elastic_last_error());
-    elastic_rdzv_close(r);
+    elastic_rdzv_free(r);
     return rc;
 }
 
 static int agent_create_with(const char *run_id)
 {
     elastic_agent_opts o;
-    elastic_agent_opts_init(&o);
+    elastic_agent_opts_init(&o, sizeof o);
     static const char *const argv[] = {"true", NULL};
     o.argv = argv;
     o.argc = 1;

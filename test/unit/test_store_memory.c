@@ -99,13 +99,13 @@ TEST_TIMEOUT(store_partial_frame_flood_stays_bounded_and_good_clients_are_served
     expect_value(good, "after", "flood");
     for (int i = 0; i < ATTACKERS; i++) close(fds[i]);
     elastic_store_close(good);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_started_frame_must_finish_within_frame_timeout)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.frame_timeout_ms = 300;
     store_fixture f;
     fixture_start_with(&f, &o);
@@ -124,5 +124,5 @@ TEST(store_started_frame_must_finish_within_frame_timeout)
     ASSERT(fixture_now_ms() - start >= 250);
     close(fd);
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }

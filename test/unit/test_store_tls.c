@@ -101,7 +101,7 @@ static elastic_store *connect_via(int port)
     char endpoint[64];
     snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
     elastic_store_opts o;
-    elastic_store_opts_init(&o);
+    elastic_store_opts_init(&o, sizeof o);
     o.token = TOKEN;
     elastic_store *s = NULL;
     ASSERT_OK(elastic_store_connect(endpoint, &o, &s));
@@ -129,14 +129,14 @@ static size_t forged_record(uint8_t *out)
 TEST(store_tls_rejects_bytes_injected_after_the_handshake)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.token = TOKEN;
     store_fixture f;
     fixture_start_with(&f, &o);
-    elastic_store *direct = connect_via(elastic_store_server_port(f.server));
+    elastic_store *direct = connect_via(test_server_port(f.server));
     for (int round = 0; round < 2; round++) {
         proxy p;
-        proxy_start(&p, elastic_store_server_port(f.server));
+        proxy_start(&p, test_server_port(f.server));
         elastic_store *victim = connect_via(p.port);
         static const char secret[] = "a-value-nobody-on-the-path-may-read";
         ASSERT_OK(elastic_store_set(victim, "before", secret, sizeof secret - 1)); /* handshake done */
@@ -155,18 +155,18 @@ TEST(store_tls_rejects_bytes_injected_after_the_handshake)
         elastic_store_close(victim);
     }
     elastic_store_close(direct);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_tls_carries_large_values_and_many_calls)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.token = TOKEN;
     store_fixture f;
     fixture_start_with(&f, &o);
-    elastic_store *a = connect_via(elastic_store_server_port(f.server));
-    elastic_store *b = connect_via(elastic_store_server_port(f.server));
+    elastic_store *a = connect_via(test_server_port(f.server));
+    elastic_store *b = connect_via(test_server_port(f.server));
     size_t big = 3u << 20; /* many TLS records each way */
     uint8_t *value = malloc(big);
     ASSERT(value != NULL);
@@ -186,5 +186,5 @@ TEST(store_tls_carries_large_values_and_many_calls)
     free(value);
     elastic_store_close(a);
     elastic_store_close(b);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
