@@ -129,3 +129,37 @@ TEST_TIMEOUT(agent_multinode_without_token_warns_once_or_refuses_when_required, 
     elastic_store_close(s);
     elastic_store_server_close(server);
 }
+
+TEST_TIMEOUT(agent_hosted_store_listens_on_the_endpoint_address_only, 120)
+{
+    unsetenv("ELASTIC_STORE_TOKEN");
+    unsetenv("ELASTIC_STORE_TOKEN_FILE");
+    elastic_store_server *probe = NULL; /* a free port for the endpoint */
+    ASSERT_OK(elastic_store_server_start(NULL, &probe));
+    int port = test_server_port(probe);
+    elastic_store_server_close(probe);
+    char endpoint[64], elsewhere[64], report[512], env_dir[512];
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
+    snprintf(elsewhere, sizeof elsewhere, "127.0.0.2:%d", port); /* this host too, another address */
+    agent_harness_path(report, sizeof report, "report");
+    agent_harness_path(env_dir, sizeof env_dir, "env");
+    mkdir(env_dir, 0700);
+    /* It hosts the store and waits for a second node that never comes. */
+    pid_t host = agent(endpoint, "last_call_timeout=1", report, env_dir, NULL, "host");
+    elastic_store_opts o;
+    elastic_store_opts_init(&o, sizeof o);
+    o.connect_timeout_ms = test_scaled_ms(30000);
+    elastic_store *s = NULL;
+    int rc_up = elastic_store_connect(endpoint, &o, &s);
+    elastic_store_close(s);
+    s = NULL;
+    if (rc_up != 0) kill(host, SIGKILL);
+    ASSERT_OK(rc_up);
+    o.connect_timeout_ms = 500;
+    int rc = elastic_store_connect(elsewhere, &o, &s);
+    elastic_store_close(s);
+    ASSERT_EQ(kill(host, SIGTERM), 0); /* first: the agent is in its own process group */
+    ASSERT_EQ(wait_code(host, "host"), 128 + SIGTERM);
+    if (rc == 0) FAIL("the store answered on %s: it listens on every address", elsewhere);
+    ASSERT(rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT);
+}
