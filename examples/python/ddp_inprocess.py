@@ -37,6 +37,13 @@ def log(info, text):
           flush=True)
 
 
+def report(args, text):
+    """Appends one timestamped line to --report (for bench/torch_recovery.py)."""
+    if args.report:
+        with open(args.report, "a") as f:
+            f.write("%s t=%.6f\n" % (text, time.time()))
+
+
 def make_training(seed):
     torch.manual_seed(seed)
     net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
@@ -99,15 +106,18 @@ def main():
     parser.add_argument("--out", help="rank 0 writes the final weights here (torch.save)")
     parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step (to pace benchmarks)")
     parser.add_argument("--no-fsync", action="store_true", help="checkpoints survive a crash, not a power loss")
+    parser.add_argument("--report", help="append 'kill' and first-step-after-resume lines with times here")
     args = parser.parse_args()
 
     info = elastic.torch.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     worker = elastic.torch.worker()
     log(info, "start (restart %d)" % info.restart_count)
     net, optimizer, scheduler, model, ckpt, step = resume(args, info)
+    resumed = True
     while step < args.steps:
         if info.rank == args.kill_rank and step == args.kill_at_step and info.restart_count == 0:
             log(info, "SIGKILL myself at step %d" % step)
+            report(args, "kill rank=%d" % info.rank)
             os.kill(os.getpid(), signal.SIGKILL)
         try:
             train_step(model, optimizer, scheduler, step, info.rank)
@@ -117,7 +127,12 @@ def main():
             info = worker.info()
             ckpt.close()
             net, optimizer, scheduler, model, ckpt, step = resume(args, info)
+            resumed = True
             continue
+        if resumed:
+            report(args, "trained rank=%d pid=%d restart=%d step=%d" % (info.rank, os.getpid(), info.restart_count,
+                                                                                 step))
+            resumed = False
         step += 1
         worker.heartbeat(step)
         if args.step_seconds > 0:
@@ -129,6 +144,7 @@ def main():
             info = worker.info()
             ckpt.close()
             net, optimizer, scheduler, model, ckpt, step = resume(args, info)
+            resumed = True
     if args.out and info.rank == 0:
         torch.save(net.state_dict(), args.out)
     log(info, "done at step %d" % step)
