@@ -1,7 +1,7 @@
 """libelastic from Python: a thin ctypes wrapper over the C ABI (elastic.h).
 
 The library is found through ELASTIC_LIBRARY (a file), ELASTIC_LIB_DIR (a
-directory holding libelastic.so.0), the path `make install` recorded, or the
+directory holding libelastic.so.<major>), the path `make install` recorded, or the
 system loader. Every failed call raises ElasticError carrying the ELASTIC_E*
 code, its name and the detail. `elastic.torch` (imported on its own, it needs
 PyTorch) runs torch.distributed jobs that recover in place."""

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from elastic._lib import _SONAME as SONAME  # the file the package loads: libelastic.so.<major>
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 LIB_VARS = ("ELASTIC_LIB_DIR", "ELASTIC_LIBRARY", "PYTHONPATH", "LD_LIBRARY_PATH")
 PROBE = "import elastic, sys; print(elastic.__file__); print(elastic.library_path()); print(elastic.version_string())"
@@ -48,12 +50,12 @@ def test_pip_installs_the_package_offline_and_it_imports_from_the_prefix(tmp_pat
     lib_dir = os.environ.get("ELASTIC_LIB_DIR", os.path.join(ROOT, "lib"))
     where, library, version = probe(bare_env(PYTHONPATH=site, ELASTIC_LIB_DIR=lib_dir), cwd=str(tmp_path))
     assert where == inits[0]
-    assert library == os.path.join(lib_dir, "libelastic.so.0")
+    assert library == os.path.join(lib_dir, SONAME)
     assert version.count(".") == 2
 
 
 def test_make_install_finds_its_library_without_any_variable(tmp_path):
-    if shutil.which("make") is None or not os.path.exists(os.path.join(ROOT, "lib", "libelastic.so.0")):
+    if shutil.which("make") is None or not os.path.exists(os.path.join(ROOT, "lib", SONAME)):
         pytest.skip("needs make and the release build of this tree")
     prefix = tmp_path / "usr"
     out = subprocess.run(["make", "-s", "-C", ROOT, "install", "PREFIX=%s" % prefix],
@@ -63,11 +65,11 @@ def test_make_install_finds_its_library_without_any_variable(tmp_path):
     assert (site / "elastic" / "_installed.py").exists()
     where, library, _ = probe(bare_env(PYTHONPATH=str(site)), cwd=str(tmp_path))
     assert where == str(site / "elastic" / "__init__.py")
-    assert library == str(prefix / "lib" / "libelastic.so.0")
+    assert library == str(prefix / "lib" / SONAME)
     # the variable still wins over the recorded path
     _, library, _ = probe(bare_env(PYTHONPATH=str(site), ELASTIC_LIB_DIR=os.path.join(ROOT, "lib")),
                           cwd=str(tmp_path))
-    assert library == os.path.join(ROOT, "lib", "libelastic.so.0")
+    assert library == os.path.join(ROOT, "lib", SONAME)
     # and the store works from the installed copy
     code = "import elastic\nwith elastic.StoreServer() as s, elastic.Store.connect(s.endpoint) as c:\n" \
            "    c.set('k', b'v'); print(c.get('k'))"
