@@ -1,14 +1,14 @@
 """libelastic from Python: a thin ctypes wrapper over the C ABI (elastic.h).
 
 The library is found through ELASTIC_LIBRARY (a file), ELASTIC_LIB_DIR (a
-directory holding libelastic.so.<major>), the path `make install` recorded, or the
+directory holding libelastic.so.1), the path `make install` recorded, or the
 system loader. Every failed call raises ElasticError carrying the ELASTIC_E*
 code, its name and the detail. `elastic.torch` (imported on its own, it needs
 PyTorch) runs torch.distributed jobs that recover in place."""
 
 from typing import Tuple
 
-from ._lib import lib as _lib
+from ._lib import TIMEOUT_DEFAULT, TIMEOUT_NO_LIMIT, lib as _lib
 from . import errors
 from .ckpt import ANY_RANK, REPLICATED, Checkpoint
 from .errors import ElasticError
@@ -16,9 +16,9 @@ from .rdzv import Cause, Generation, Rendezvous
 from .store import Store, StoreServer
 from .worker import Worker, WorkerInfo
 
-__all__ = ["ANY_RANK", "REPLICATED", "Cause", "Checkpoint", "ElasticError", "Generation", "Rendezvous", "Store",
-           "StoreServer", "Worker", "WorkerInfo", "errors", "version", "version_string", "has_feature",
-           "library_path"]
+__all__ = ["ANY_RANK", "REPLICATED", "TIMEOUT_DEFAULT", "TIMEOUT_NO_LIMIT", "Cause", "Checkpoint", "ElasticError",
+           "Generation", "Rendezvous", "Store", "StoreServer", "Worker", "WorkerInfo", "errors", "version",
+           "version_string", "has_feature", "library_path"]
 
 
 def version() -> Tuple[int, int, int]:

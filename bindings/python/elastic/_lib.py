@@ -8,13 +8,22 @@ import ctypes.util
 import os
 from typing import Dict, List, Optional, Tuple, Type
 
-_SONAME = "libelastic.so.0"
+_SONAME = "libelastic.so.1"
 
 c_size_p = ctypes.POINTER(ctypes.c_size_t)
 c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 c_char_ppp = ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p))
 c_uint64_p = ctypes.POINTER(ctypes.c_uint64)
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
+
+# Timeouts (elastic.h): > 0 waits that long, 0 does not wait, < 0 has no limit,
+# TIMEOUT_DEFAULT takes the handle's default.
+TIMEOUT_NO_LIMIT = -1
+TIMEOUT_DEFAULT = -2147483648
+
+# The mirrors below follow the C structs field for field (checked against the
+# C offsets by tests/test_layout.py). Like C callers, the package passes its
+# own sizeof as struct_size, so a newer library keeps working with it.
 
 
 class StoreServerOpts(ctypes.Structure):
@@ -44,16 +53,16 @@ class RdzvOpts(ctypes.Structure):
 
 
 class RdzvResult(ctypes.Structure):
-    """elastic_rdzv_result (include/elastic/rdzv.h)."""
-    _fields_ = [("generation", ctypes.c_uint64), ("group_rank", ctypes.c_int), ("group_world_size", ctypes.c_int),
+    """elastic_rdzv_result (include/elastic/rdzv.h); set struct_size before next()."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("generation", ctypes.c_uint64), ("group_rank", ctypes.c_int), ("group_world_size", ctypes.c_int),
                 ("rank_base", ctypes.c_int), ("local_world_size", ctypes.c_int), ("world_size", ctypes.c_int),
                 ("restart_count", ctypes.c_int), ("max_restarts", ctypes.c_int),
                 ("master_addr", ctypes.c_char * 256), ("master_port", ctypes.c_int)]
 
 
 class RdzvCause(ctypes.Structure):
-    """elastic_rdzv_cause (include/elastic/rdzv.h)."""
-    _fields_ = [("kind", ctypes.c_int), ("generation", ctypes.c_uint64), ("node_id", ctypes.c_char * 128),
+    """elastic_rdzv_cause (include/elastic/rdzv.h); set struct_size before every call."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("kind", ctypes.c_int), ("generation", ctypes.c_uint64), ("node_id", ctypes.c_char * 128),
                 ("rank", ctypes.c_int), ("exit_code", ctypes.c_int), ("signal", ctypes.c_int),
                 ("reason", ctypes.c_char * 256), ("time_ms", ctypes.c_uint64)]
 
@@ -66,8 +75,9 @@ class WorkerOpts(ctypes.Structure):
 
 
 class WorkerInfoC(ctypes.Structure):
-    """elastic_worker_info (include/elastic/worker.h)."""
-    _fields_ = [("rank", ctypes.c_int), ("local_rank", ctypes.c_int), ("world_size", ctypes.c_int),
+    """elastic_worker_info (include/elastic/worker.h); set struct_size before get_info."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("rank", ctypes.c_int), ("local_rank", ctypes.c_int),
+                ("world_size", ctypes.c_int),
                 ("local_world_size", ctypes.c_int), ("group_rank", ctypes.c_int), ("restart_count", ctypes.c_int),
                 ("generation", ctypes.c_uint64), ("master_port", ctypes.c_int), ("attached", ctypes.c_int),
                 ("run_id", ctypes.c_char * 128), ("master_addr", ctypes.c_char * 256)]
@@ -113,12 +123,12 @@ _SIGNATURES: Dict[str, Tuple[object, List[object]]] = {
     "elastic_free": (_V, [_P]),
     "elastic_set_log_level": (_V, [_I]),
     # store server
-    "elastic_store_server_opts_init": (_V, [ctypes.POINTER(StoreServerOpts)]),
+    "elastic_store_server_opts_init": (_I, [ctypes.POINTER(StoreServerOpts), _SZ]),
     "elastic_store_server_start": (_I, [ctypes.POINTER(StoreServerOpts), c_void_pp]),
-    "elastic_store_server_port": (_I, [_P]),
-    "elastic_store_server_stop": (_V, [_P]),
+    "elastic_store_server_get_port": (_I, [_P, ctypes.POINTER(ctypes.c_int)]),
+    "elastic_store_server_close": (_V, [_P]),
     # store client
-    "elastic_store_opts_init": (_V, [ctypes.POINTER(StoreOpts)]),
+    "elastic_store_opts_init": (_I, [ctypes.POINTER(StoreOpts), _SZ]),
     "elastic_store_connect": (_I, [_S, ctypes.POINTER(StoreOpts), c_void_pp]),
     "elastic_store_clone": (_I, [_P, _S, c_void_pp]),
     "elastic_store_close": (_V, [_P]),
@@ -132,7 +142,7 @@ _SIGNATURES: Dict[str, Tuple[object, List[object]]] = {
     "elastic_store_num_keys": (_I, [_P, c_int64_p]),
     "elastic_store_keys": (_I, [_P, _S, _SZ, c_char_ppp, c_size_p]),
     # rendezvous
-    "elastic_rdzv_opts_init": (_V, [ctypes.POINTER(RdzvOpts)]),
+    "elastic_rdzv_opts_init": (_I, [ctypes.POINTER(RdzvOpts), _SZ]),
     "elastic_rdzv_open": (_I, [ctypes.POINTER(RdzvOpts), c_void_pp]),
     "elastic_rdzv_next": (_I, [_P, ctypes.POINTER(RdzvResult)]),
     "elastic_rdzv_end_generation": (_I, [_P, ctypes.POINTER(RdzvCause)]),
@@ -140,13 +150,13 @@ _SIGNATURES: Dict[str, Tuple[object, List[object]]] = {
     "elastic_rdzv_first_failure": (_I, [_P, ctypes.POINTER(RdzvCause)]),
     "elastic_rdzv_finish": (_I, [_P]),
     "elastic_rdzv_leave": (_I, [_P]),
-    "elastic_rdzv_close": (_I, [_P]),
+    "elastic_rdzv_end_job": (_I, [_P]),
     "elastic_rdzv_free": (_V, [_P]),
     # worker
-    "elastic_worker_opts_init": (_V, [ctypes.POINTER(WorkerOpts)]),
+    "elastic_worker_opts_init": (_I, [ctypes.POINTER(WorkerOpts), _SZ]),
     "elastic_worker_init": (_I, [ctypes.POINTER(WorkerOpts), c_void_pp]),
     "elastic_worker_get_info": (_I, [_P, ctypes.POINTER(WorkerInfoC)]),
-    "elastic_worker_store": (_P, [_P]),
+    "elastic_worker_get_store": (_I, [_P, c_void_pp]),
     "elastic_worker_heartbeat": (_I, [_P, _U64]),
     "elastic_worker_report_step_time": (_I, [_P, _U64]),
     "elastic_worker_on_abort": (_I, [_P, WORKER_ABORT_FN, _P]),
@@ -154,7 +164,7 @@ _SIGNATURES: Dict[str, Tuple[object, List[object]]] = {
     "elastic_worker_barrier": (_I, [_P, _I]),
     "elastic_worker_close": (_V, [_P]),
     # checkpoint store
-    "elastic_ckpt_opts_init": (_V, [ctypes.POINTER(CkptOpts)]),
+    "elastic_ckpt_opts_init": (_I, [ctypes.POINTER(CkptOpts), _SZ]),
     "elastic_ckpt_open": (_I, [_S, ctypes.POINTER(CkptOpts), c_void_pp]),
     "elastic_ckpt_close": (_V, [_P]),
     "elastic_ckpt_save": (_I, [_P, _U64, ctypes.POINTER(CkptBlob), _SZ]),

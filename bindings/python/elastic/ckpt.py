@@ -29,8 +29,7 @@ class Checkpoint(Handle):
 
     def __init__(self, directory: Union[str, os.PathLike], store: Optional[Store] = None, **options: int):
         opts = CkptOpts()
-        opts.struct_size = ctypes.sizeof(CkptOpts)
-        lib.elastic_ckpt_opts_init(ctypes.byref(opts))
+        check(lib.elastic_ckpt_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "checkpoint options")
         known = {name for name, _ in CkptOpts._fields_} - {"struct_size", "store"}
         for name, value in options.items():
             if name not in known:

@@ -15,7 +15,7 @@ FAILURE = 1        # a worker or probe failed: consumes the restart budget
 NODE_LOST = 2      # a member's heartbeat lapsed or its connection closed
 NODES_WAITING = 3  # a node is waiting to join and there is room
 NODE_LEFT = 4      # a member left on purpose (scale-down)
-JOB_CLOSED = 5     # the job is done or was stopped
+JOB_ENDED = 5      # the job is done or was stopped
 
 
 class Generation(NamedTuple):
@@ -64,8 +64,7 @@ class Rendezvous(Handle):
         if (endpoint is None) == (store is None):
             raise TypeError("give exactly one of endpoint and store")
         opts = RdzvOpts()
-        opts.struct_size = ctypes.sizeof(RdzvOpts)
-        lib.elastic_rdzv_opts_init(ctypes.byref(opts))
+        check(lib.elastic_rdzv_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "rendezvous options")
         strings = {"node_addr", "node_id"}
         known = {name for name, _ in RdzvOpts._fields_} - {"struct_size", "run_id", "endpoint", "store", "token"}
         self._keep = []  # encoded strings the options point at
@@ -94,8 +93,9 @@ class Rendezvous(Handle):
     def next(self) -> Generation:
         """Blocks until the next generation forms with this node in it.
         ElasticError ENOTENOUGH (too few nodes in time), EBUDGET (restart
-        budget spent) or ECLOSED (the job was closed) end the job."""
+        budget spent) or ECLOSED (the job was ended) end the job."""
         raw = RdzvResult()
+        raw.struct_size = ctypes.sizeof(raw)
         check(lib.elastic_rdzv_next(self._h(), ctypes.byref(raw)), "rendezvous next")
         return Generation(raw.generation, raw.group_rank, raw.group_world_size, raw.rank_base, raw.local_world_size,
                           raw.world_size, raw.restart_count, raw.max_restarts, raw.master_addr.decode(),
@@ -106,6 +106,7 @@ class Rendezvous(Handle):
         """Ends the current generation for every member with this cause (a
         FAILURE consumes one restart). The first cause of a generation wins."""
         raw = RdzvCause()
+        raw.struct_size = ctypes.sizeof(raw)
         raw.kind, raw.rank, raw.exit_code, raw.signal = kind, rank, exit_code, signal
         raw.reason = reason.encode()[:255]
         check(lib.elastic_rdzv_end_generation(self._h(), ctypes.byref(raw)), "end generation")
@@ -114,6 +115,7 @@ class Rendezvous(Handle):
         """Blocks until the current generation must end and returns why;
         None when nothing happened in timeout_ms (< 0: no limit)."""
         raw = RdzvCause()
+        raw.struct_size = ctypes.sizeof(raw)
         rc = lib.elastic_rdzv_watch(self._h(), timeout_ms, ctypes.byref(raw))
         if rc == CODES["ETIMEDOUT"]:
             return None
@@ -123,6 +125,7 @@ class Rendezvous(Handle):
     def first_failure(self) -> Optional[Cause]:
         """The first failure the job recorded, or None."""
         raw = RdzvCause()
+        raw.struct_size = ctypes.sizeof(raw)
         rc = lib.elastic_rdzv_first_failure(self._h(), ctypes.byref(raw))
         if rc == CODES["ENOTFOUND"]:
             return None
@@ -137,9 +140,9 @@ class Rendezvous(Handle):
         """Leaves on purpose; the others re-form without consuming budget."""
         check(lib.elastic_rdzv_leave(self._h()), "leave")
 
-    def close_job(self) -> None:
-        """Closes the job: every node's next call fails with ECLOSED."""
-        check(lib.elastic_rdzv_close(self._h()), "close the job")
+    def end_job(self) -> None:
+        """Ends the job for every node: their next call fails with ECLOSED."""
+        check(lib.elastic_rdzv_end_job(self._h()), "end the job")
 
     def _free(self, handle: ctypes.c_void_p) -> None:
         lib.elastic_rdzv_free(handle)

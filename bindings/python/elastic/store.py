@@ -5,7 +5,7 @@ import ctypes
 from typing import Iterable, List, Optional, Union
 
 from ._buffers import as_buffer, encode_key
-from ._lib import StoreOpts, StoreServerOpts, lib, take_bytes, take_strings
+from ._lib import TIMEOUT_DEFAULT, StoreOpts, StoreServerOpts, lib, take_bytes, take_strings
 from ._handle import Handle
 from .errors import CODES, check
 
@@ -18,15 +18,14 @@ class StoreServer(Handle):
     constructor returns. Options are the fields of elastic_store_server_opts
     (max_key_bytes, max_value_bytes, max_connections, max_connection_buffer,
     max_total_bytes, handshake_timeout_ms, idle_timeout_ms, max_pending_waits).
-    stop() (or close(), or leaving a `with` block) ends it; its clients' pending
+    close() (or leaving a `with` block) stops it; its clients' pending
     calls then fail with ECONNECT."""
 
     _kind = "store server"
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, token: Optional[str] = None, **options: int):
         opts = StoreServerOpts()
-        opts.struct_size = ctypes.sizeof(StoreServerOpts)
-        lib.elastic_store_server_opts_init(ctypes.byref(opts))
+        check(lib.elastic_store_server_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "store server options")
         known = {name for name, _ in StoreServerOpts._fields_} - {"struct_size", "host", "port", "token"}
         for name, value in options.items():
             if name not in known:
@@ -47,7 +46,9 @@ class StoreServer(Handle):
     @property
     def port(self) -> int:
         """The TCP port it listens on (the chosen one when port was 0)."""
-        return lib.elastic_store_server_port(self._h())
+        port = ctypes.c_int()
+        check(lib.elastic_store_server_get_port(self._h(), ctypes.byref(port)), "store server port")
+        return port.value
 
     @property
     def endpoint(self) -> str:
@@ -55,12 +56,8 @@ class StoreServer(Handle):
         host = "[%s]" % self._host if ":" in self._host else self._host
         return "%s:%d" % (host, self.port)
 
-    def stop(self) -> None:
-        """Stops the server; the same as close()."""
-        self.close()
-
     def _free(self, handle: ctypes.c_void_p) -> None:
-        lib.elastic_store_server_stop(handle)
+        lib.elastic_store_server_close(handle)
 
 
 class Store(Handle):
@@ -78,8 +75,7 @@ class Store(Handle):
                 connect_timeout_ms: Optional[int] = None, timeout_ms: Optional[int] = None) -> "Store":
         """Connects to "host:port". Unset options keep the library's defaults."""
         opts = StoreOpts()
-        opts.struct_size = ctypes.sizeof(StoreOpts)
-        lib.elastic_store_opts_init(ctypes.byref(opts))
+        check(lib.elastic_store_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "store options")
         keep = []
         if prefix is not None:
             keep.append(encode_key(prefix))
@@ -113,8 +109,9 @@ class Store(Handle):
         ptr, length, _keep = as_buffer(value)
         check(lib.elastic_store_set(self._h(), encode_key(key), ptr, length), "set " + str(key))
 
-    def get(self, key: str, timeout_ms: int = -1) -> bytes:
-        """Waits up to timeout_ms (< 0: the handle's timeout) for the key; ETIMEDOUT if it never comes."""
+    def get(self, key: str, timeout_ms: int = TIMEOUT_DEFAULT) -> bytes:
+        """Waits up to timeout_ms (default: the handle's timeout_ms; < 0: no limit; 0: no wait) for the key;
+        ETIMEDOUT if it never comes."""
         value, length = ctypes.c_void_p(), ctypes.c_size_t()
         check(lib.elastic_store_get(self._h(), encode_key(key), timeout_ms, ctypes.byref(value), ctypes.byref(length)),
               "get " + str(key))
@@ -150,7 +147,7 @@ class Store(Handle):
             return None
         return take_bytes(current, clen.value)
 
-    def wait(self, keys: Union[str, Iterable[str]], timeout_ms: int = -1) -> None:
+    def wait(self, keys: Union[str, Iterable[str]], timeout_ms: int = TIMEOUT_DEFAULT) -> None:
         """Waits until every key exists."""
         if isinstance(keys, (str, bytes)):
             keys = [keys]

@@ -10,7 +10,7 @@ import threading
 from typing import Callable, NamedTuple, Optional, Set
 
 from ._handle import Handle
-from ._lib import WORKER_ABORT_FN, WorkerInfoC, WorkerOpts, lib
+from ._lib import TIMEOUT_DEFAULT, WORKER_ABORT_FN, WorkerInfoC, WorkerOpts, lib
 from .errors import CODES, check
 from .store import Store
 
@@ -57,8 +57,7 @@ class Worker(Handle):
     def __init__(self, store_connect_timeout_ms: Optional[int] = None, store_timeout_ms: Optional[int] = None,
                  reconfigure_timeout_ms: Optional[int] = None, stack_dump_signal: Optional[int] = None):
         opts = WorkerOpts()
-        opts.struct_size = ctypes.sizeof(WorkerOpts)
-        lib.elastic_worker_opts_init(ctypes.byref(opts))
+        check(lib.elastic_worker_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "worker options")
         for name, value in (("store_connect_timeout_ms", store_connect_timeout_ms),
                             ("store_timeout_ms", store_timeout_ms),
                             ("reconfigure_timeout_ms", reconfigure_timeout_ms),
@@ -74,6 +73,7 @@ class Worker(Handle):
     def info(self) -> WorkerInfo:
         """Who this worker is in the current generation (a WorkerInfo)."""
         raw = WorkerInfoC()
+        raw.struct_size = ctypes.sizeof(raw)
         check(lib.elastic_worker_get_info(self._h(), ctypes.byref(raw)), "worker info")
         return WorkerInfo(raw.rank, raw.local_rank, raw.world_size, raw.local_world_size, raw.group_rank,
                           raw.restart_count, raw.generation, raw.master_port, bool(raw.attached),
@@ -83,8 +83,12 @@ class Worker(Handle):
         """The job's store scoped to the current generation, or None (plain
         torchrun). Owned by the worker: valid until the next reconfigure or
         close, so fetch it again after poll() returned True (or clone() it)."""
-        handle = lib.elastic_worker_store(self._h())
-        return Store(handle, owned=False) if handle else None
+        handle = ctypes.c_void_p()
+        rc = lib.elastic_worker_get_store(self._h(), ctypes.byref(handle))
+        if rc == CODES["ENOTFOUND"]:
+            return None
+        check(rc, "worker store")
+        return Store(handle, owned=False)
 
     def heartbeat(self, step: int) -> None:
         """Progress report; cheap enough for every step. `step` should grow."""
@@ -125,8 +129,9 @@ class Worker(Handle):
         check(rc, "poll")
         return False
 
-    def barrier(self, timeout_ms: int = -1) -> None:
-        """Waits until every worker of the generation entered the barrier.
+    def barrier(self, timeout_ms: int = TIMEOUT_DEFAULT) -> None:
+        """Waits until every worker of the generation entered the barrier
+        (timeout_ms < 0: no limit; default: the worker's store_timeout_ms).
         Under plain torchrun there is no job store: the barrier goes through
         torch.distributed when a default group exists, else it is skipped with
         a one-line notice."""

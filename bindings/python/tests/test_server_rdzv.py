@@ -20,7 +20,7 @@ def test_server_serves_until_stopped():
             with pytest.raises(ElasticError) as info:
                 store.set("big", b"x" * 2048)
             assert info.value.code == errors.ELIMIT
-            server.stop()
+            server.close()
             with pytest.raises(ElasticError) as info:
                 store.get("k", timeout_ms=2000)
             assert info.value.code in (errors.ECONNECT, errors.ETIMEDOUT, errors.ECLOSED)
