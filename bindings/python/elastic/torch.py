@@ -103,8 +103,29 @@ class _Session:
         self.kwargs: Dict[str, Any] = {}
         self.store: Optional[ElasticStore] = None
         self.generation: Optional[int] = None
-        self.aborted = threading.Event()  # set on the library's thread when the agent ends the generation
-        worker_.on_abort(lambda generation, reason: self.aborted.set())
+        # Set on the library's thread when the agent ends a generation. The hook
+        # runs just after the worker marked the change, so poll() may already
+        # have consumed that change when the event fires: the generation it
+        # names tells a stale event from one about the current group.
+        self.aborted = threading.Event()
+        self.aborted_generation = -1
+        worker_.on_abort(self._on_abort)
+
+    def _on_abort(self, generation: int, reason: str) -> None:
+        self.aborted_generation = generation
+        self.aborted.set()
+
+    def abort_pending(self) -> bool:
+        """True when the agent ended the generation the current group belongs to."""
+        if not self.aborted.is_set():
+            return False
+        if self.generation is None or self.aborted_generation >= self.generation:
+            return True
+        self.aborted.clear()  # about a generation this process already left
+        if self.aborted_generation >= self.generation:  # a fresh abort landed meanwhile
+            self.aborted.set()
+            return True
+        return False
 
 
 _session: Optional[_Session] = None
@@ -183,7 +204,7 @@ def reconfigured(block: bool = False, timeout: Optional[float] = None) -> bool:
     let the process fail and the launcher restart the job."""
     session = _get_session(None)
     if not block:
-        if not session.aborted.is_set():
+        if not session.abort_pending():
             if not session.worker.poll():  # one atomic load while nothing changed
                 return False
             _switch(session, already_polled=True)  # ended before the abort hook existed

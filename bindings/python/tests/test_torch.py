@@ -158,3 +158,23 @@ def test_under_plain_torchrun_the_examples_run_with_one_line_notices(tmp_path):
     ddp = torchrun(DDP_EXAMPLE, "--dir", str(tmp_path / "d"), "--steps", "6", "--every", "3", "--no-fsync")
     assert ddp.returncode == 0, ddp.stdout + ddp.stderr
     assert ddp.stdout.count("done at step 6") == 2, ddp.stdout
+
+
+def test_an_abort_about_a_generation_already_left_is_not_taken_for_a_new_one():
+    # The abort hook runs just after the worker marked the change, so a poll()
+    # can consume the change before the hook fires: that late event must not
+    # tear down the next generation's group.
+    class Hooks:
+        def on_abort(self, fn):
+            self.fire = fn
+
+    hooks = Hooks()
+    session = et._Session(hooks, owned=False)
+    session.generation = 4
+    assert session.abort_pending() is False
+    hooks.fire(3, "late news about generation 3")
+    assert session.abort_pending() is False
+    assert not session.aborted.is_set()
+    hooks.fire(4, "rank 1 died")
+    assert session.abort_pending() is True
+    assert session.abort_pending() is True  # stays pending until reconfigured() handles it
