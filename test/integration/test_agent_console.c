@@ -79,7 +79,9 @@ TEST_TIMEOUT(console_says_failure_restart_and_summary_and_quiet_silences_them, 9
     if (!line_starting(err, "elasticrun: job succeeded after ", line, sizeof line) ||
         strstr(line, ": 2 generations, 1 restart, ") == NULL || strstr(line, " lost to failures, ") == NULL)
         FAIL("no summary line:\n%s", err);
-    ASSERT_EQ(count_of(err, "elasticrun: "), 3); /* one line per event, nothing else */
+    /* one line per event, nothing else (besides the start line naming the run) */
+    ASSERT_EQ(count_of(err, "elasticrun: run "), 1);
+    ASSERT_EQ(count_of(err, "elasticrun: "), 4);
     free(err);
 
     const char *quiet[] = {"--quiet", "--standalone", "--nproc-per-node", "2", "--max-restarts", "2", "--no-python",
