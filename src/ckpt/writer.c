@@ -20,10 +20,13 @@
 #define SMALL_WRITE_BUF (1u << 20)    /* small stored chunks are coalesced into writes of this size */
 #define WRITEBACK_STEP (64ull << 20)  /* start kernel writeback every this many bytes */
 #define ADAPT_CHUNKS 16               /* compression is re-judged every this many chunks */
+#define RAW_STREAK 4                  /* raw verdicts in a row after which a blob is sampled sparsely */
+#define SAMPLE_EVERY 8                /* then every this many chunks */
 
 typedef struct chunk_slot {
     ckpt_task task;                   /* first: the pool hands back &task */
     int compression, level;
+    bool sampled;                     /* compression was tried (not skipped by the streak) */
     uint64_t min_bps;                 /* compress only faster than this (pool.c) */
     const uint8_t *src;               /* the caller's memory (borrowed) or in_buf */
     size_t raw_len;
@@ -47,6 +50,7 @@ struct elastic_ckpt_txn {
     uint64_t waited_io_ns;            /* writer blocked on write/writeback, this window */
     uint64_t io_ns;                   /* write, writeback and fsync, the whole transaction */
     unsigned judged, raw_left;        /* chunks since the last judgement; chunks to store raw */
+    unsigned raw_streak, skipped;     /* this blob: samples in a row that said "raw"; samples skipped since */
     int error;                        /* sticky: the first failure */
     char why[512];                    /* and its detail */
     ckpt_manifest m;
@@ -230,6 +234,10 @@ static int write_oldest(elastic_ckpt_txn *t)
     if (t->error) return t->error;
     int rc = push_chunk(t, s);
     if (rc == 0) rc = append(t, s->stored, s->stored_len);
+    if (s->sampled) { /* the verdict on this chunk steers how often the next ones are sampled */
+        if (s->codec == CKPT_CODEC_RAW) t->raw_streak++;
+        else t->raw_streak = t->skipped = 0;
+    }
     uint64_t io = elastic__now_ns() - computed;
     t->waited_cpu_ns += computed - start;
     t->waited_io_ns += io;
@@ -301,6 +309,11 @@ static void submit(elastic_ckpt_txn *t, chunk_slot *s, const uint8_t *src, size_
         t->raw_left--;
         s->compression = ELASTIC_CKPT_NONE;
     }
+    /* A blob whose chunks keep coming out raw (float weights) is sampled
+     * only every 8th chunk after 4 such verdicts: its sampling costs little. */
+    if (s->compression == ELASTIC_CKPT_ZSTD && t->raw_streak >= RAW_STREAK && ++t->skipped % SAMPLE_EVERY != 0)
+        s->compression = ELASTIC_CKPT_NONE;
+    s->sampled = s->compression == ELASTIC_CKPT_ZSTD;
     s->level = t->c->opts.zstd_level;
     s->min_bps = compress_floor_bps(t->c);
     s->src = src;
@@ -472,6 +485,7 @@ ELASTIC_EXTERN int elastic_ckpt_writer_open(elastic_ckpt_txn *t, const char *nam
             return elastic__fail(ELASTIC_ENOMEM, "blob name");
         }
         w->blob = t->m.blob_count++;
+        t->raw_streak = t->skipped = 0; /* a new blob is judged afresh (zeros after weights) */
         t->m.blobs[w->blob] = (ckpt_blob){.name = copy, .flags = flags, .first_chunk = t->m.chunk_count};
     }
     t->writer = w;
