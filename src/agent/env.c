@@ -152,19 +152,12 @@ static char *substitute_local_rank(const char *arg, int local_rank)
     return out;
 }
 
-static const char *python_interpreter(const elastic_agent_opts *o)
-{
-    if (o->python != NULL) return o->python;
-    const char *exec = getenv("PYTHON_EXEC");
-    return exec != NULL && *exec != '\0' ? exec : "python3";
-}
-
 int agent__command_build(const elastic_agent_opts *o, int local_rank, char ***argv)
 {
     strv v = {0};
     if (o->argc < 1) return elastic__fail(ELASTIC_EINVAL, "no program to run");
     if (!o->no_python) {
-        strv_push(&v, elastic__strdup(python_interpreter(o)));
+        strv_push(&v, elastic__strdup(agent__python_interpreter(o)));
         strv_push(&v, elastic__strdup("-u"));
         if (o->module) strv_push(&v, elastic__strdup("-m"));
     }

@@ -82,6 +82,17 @@ int agent__env_build(const agent_worker_env *spec, char ***envp);
 int agent__command_build(const elastic_agent_opts *opts, int local_rank, char ***argv);
 void agent__strv_free(char **strv);
 
+/* ---- the workers' Python (python.c) ------------------------------------------ */
+
+/* --python, else $PYTHON_EXEC, else "python3" (looked up on PATH). */
+const char *agent__python_interpreter(const elastic_agent_opts *opts);
+/* "/usr/bin/python3 (Python 3.11.2)", or why it is unknown. Runs it once. */
+void agent__python_describe(const elastic_agent_opts *opts, char *out, size_t size);
+/* elasticrun's start line on stderr: run id, workers, interpreter and version. */
+void agent__python_start_line(const elastic_agent_opts *opts, const char *run_id);
+/* A PYTHON_EXEC hint line when a worker's error text shows ModuleNotFoundError. */
+bool agent__python_hint(const elastic_agent_opts *opts, const char *detail, char *out, size_t size);
+
 /* ---- membership (membership_local.c, membership_rdzv.c) -------------------- */
 
 typedef struct agent_membership agent_membership;

@@ -118,9 +118,15 @@ static void describe_failure(agent_group *group, const elastic_rdzv_cause *cause
                              cause->node_id, (unsigned long long)cause->generation, how, when, cause->reason);
     if (used >= sizeof group->summary || !failure_detail(group, cause, detail, detail_size, is_error_file) || detail[0] == '\0')
         return;
-    snprintf(group->summary + used, sizeof group->summary - used, "%s of rank %d:\n%s%s",
-             *is_error_file ? "error file" : "last lines of stderr", cause->rank, detail,
-             detail[strlen(detail) - 1] == '\n' ? "" : "\n");
+    used += (size_t)snprintf(group->summary + used, sizeof group->summary - used, "%s of rank %d:\n%s%s",
+                             *is_error_file ? "error file" : "last lines of stderr", cause->rank, detail,
+                             detail[strlen(detail) - 1] == '\n' ? "" : "\n");
+    char hint[5000];
+    if (used + 1 < sizeof group->summary && agent__python_hint(group->opts, detail, hint, sizeof hint)) {
+        size_t n = strnlen(hint, sizeof group->summary - used - 1); /* the hint may be cut, the summary not */
+        memcpy(group->summary + used, hint, n);
+        group->summary[used + n] = '\0';
+    }
 }
 
 void agent__summary_write(agent_group *group, int rc, const char *why)

@@ -82,7 +82,9 @@ ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *o
     if (rc == 0) rc = check_opts(&o);
     if (rc) return rc;
     struct stat st;
-    if (stat(dir, &st) != 0 && (errno != ENOENT || mkdir(dir, ckpt__dir_mode(&o)) != 0 || stat(dir, &st) != 0))
+    /* Every rank opens the shared directory at once: another's mkdir may win. */
+    if (stat(dir, &st) != 0 &&
+        (errno != ENOENT || (mkdir(dir, ckpt__dir_mode(&o)) != 0 && errno != EEXIST) || stat(dir, &st) != 0))
         return ckpt__fail_errno(errno, "create", dir);
     if (!S_ISDIR(st.st_mode)) return elastic__fail(ELASTIC_EINVAL, "%s is not a directory", dir);
     elastic_ckpt *c = calloc(1, sizeof *c);
