@@ -47,7 +47,7 @@ else ifeq ($(VARIANT),asan)
   BIN_OUT := $(OUT)/bin
 else ifeq ($(VARIANT),tsan)
   OPT := -O1 -fno-omit-frame-pointer
-  SAN := -fsanitize=thread -Wno-tsan  # gcc: TSan does not model the heartbeat seqlock fences; they are reviewed by hand
+  SAN := -fsanitize=thread
   OUT := build/tsan
   LIB_OUT := $(OUT)/lib
   BIN_OUT := $(OUT)/bin
