@@ -13,6 +13,7 @@
 #include "agent/group.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -98,8 +99,24 @@ void agent__exit_watch_stop(agent_worker *worker)
     close_watch(watch);
 }
 
+/* SIGCHLD ignored (SIG_IGN or SA_NOCLDWAIT, which survive exec, so whoever
+ * started the agent may have left them) makes the kernel discard every
+ * child's exit status: a worker's pidfd would still say it ended, but
+ * waitpid() could no longer say how. Back to the default, which keeps them. */
+static void keep_exit_statuses(void)
+{
+    struct sigaction current;
+    if (sigaction(SIGCHLD, NULL, &current) != 0) return;
+    if (current.sa_handler != SIG_IGN && !(current.sa_flags & SA_NOCLDWAIT)) return;
+    ELASTIC_LOG_I("agent", "SIGCHLD was ignored: restoring its default so worker exit codes are kept");
+    if (current.sa_handler == SIG_IGN) current.sa_handler = SIG_DFL;
+    current.sa_flags &= ~SA_NOCLDWAIT;
+    sigaction(SIGCHLD, &current, NULL);
+}
+
 int agent__exits_init(agent_group *group)
 {
+    keep_exit_statuses();
     int rc = uv_signal_init(group->loop, &group->sigchld);
     group->sigchld.data = group;
     return rc;
