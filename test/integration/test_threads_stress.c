@@ -107,7 +107,7 @@ static void *store_worker_main(void *arg)
 static elastic_store_server *start_server_on(int port)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.port = port;
     elastic_store_server *server = NULL;
     uint64_t deadline = rdzv_test_now_ms() + (uint64_t)test_scaled_ms(10000);
@@ -121,12 +121,13 @@ TEST_TIMEOUT(stress_store_handle_shared_while_leases_expire_and_the_server_resta
 {
     elastic_store_server *server;
     ASSERT_OK(elastic_store_server_start(NULL, &server));
-    int port = elastic_store_server_port(server);
+    int port = 0;
+    ASSERT_OK(elastic_store_server_get_port(server, &port));
     char endpoint[64];
     snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
     store_stress s = {0};
     elastic_store_opts o;
-    elastic_store_opts_init(&o);
+    elastic_store_opts_init(&o, sizeof o);
     o.timeout_ms = test_scaled_ms(5000);
     o.connect_timeout_ms = test_scaled_ms(200); /* a call during the restart fails fast and is retried */
     ASSERT_OK(elastic_store_connect(endpoint, &o, &s.store));
@@ -140,7 +141,7 @@ TEST_TIMEOUT(stress_store_handle_shared_while_leases_expire_and_the_server_resta
         long before = atomic_load(&s.ok);
         if (!wait_counter(&s.ok, before + 200, 30000))
             FAIL("phase %d: only %ld calls succeeded", restart, atomic_load(&s.ok) - before);
-        elastic_store_server_stop(server);
+        elastic_store_server_close(server);
         server = start_server_on(port);
     }
     long before = atomic_load(&s.ok);
@@ -158,7 +159,7 @@ TEST_TIMEOUT(stress_store_handle_shared_while_leases_expire_and_the_server_resta
     ASSERT_MEM_EQ(value, "word", 4);
     elastic_free(value);
     elastic_store_close(s.store);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
 }
 
 /* ---- rendezvous monitors across many generation changes --------------------- */
@@ -190,6 +191,7 @@ static void *end_generation_main(void *arg)
     ender *e = arg;
     elastic_rdzv_cause cause;
     memset(&cause, 0, sizeof cause);
+    cause.struct_size = sizeof cause;
     cause.kind = ELASTIC_RDZV_FAILURE;
     cause.rank = e->rank;
     cause.exit_code = 1;
@@ -383,7 +385,7 @@ TEST_TIMEOUT(stress_ckpt_async_save_racing_close_leaves_only_whole_steps, 120)
     for (uint64_t step = 1; step <= CKPT_ROUNDS; step++) {
         memset(data, (int)step, len);
         elastic_ckpt_opts o;
-        elastic_ckpt_opts_init(&o);
+        elastic_ckpt_opts_init(&o, sizeof o);
         o.threads = 2;
         o.chunk_bytes = 1 << 20;
         o.fsync = ELASTIC_CKPT_FSYNC_NONE;
@@ -397,7 +399,7 @@ TEST_TIMEOUT(stress_ckpt_async_save_racing_close_leaves_only_whole_steps, 120)
     }
     /* Whatever was committed reads back whole; a canceled step is not there at all. */
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     elastic_ckpt *c;
     ASSERT_OK(elastic_ckpt_open(test_tmpdir(), &o, &c));
     uint64_t *steps = NULL;
