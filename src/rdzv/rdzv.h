@@ -114,6 +114,7 @@ struct elastic_rdzv {
     /* The lease this node's records hang on (caller thread only). */
     uint64_t lease;
     bool have_lease;
+    int lease_lost;                      /* atomic: the backend reported `lease` lost (fenced) */
 
     pthread_mutex_t lock;                /* guards everything below */
     pthread_cond_t changed;              /* phase/cause changes, monitor hand-offs */
@@ -218,5 +219,14 @@ void rdzv__monitor_watch(elastic_rdzv *r, uint64_t generation, int next_slot, co
 /* Stops watching the current generation (waits, bounded, for the monitor). */
 void rdzv__monitor_unwatch(elastic_rdzv *r);
 void rdzv__monitor_stop(elastic_rdzv *r);
+/* Runs the on_change callback for `generation` (once per generation). */
+void rdzv__notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause);
+
+/* ---- fence.c ---- */
+
+/* The backend lost this node's lease: end the generation here at once (the
+ * others already count this node as gone) and make the next join take a new
+ * lease. Runs on the backend's thread. */
+void rdzv__on_lease_lost(void *user, uint64_t lease, const char *why);
 
 #endif /* ELASTIC_RDZV_INTERNAL_H */
