@@ -118,7 +118,7 @@ static inline void etcd_member_spawn(etcd_cluster *c, int i, bool fresh)
         execl(etcd_fixture_binary(), "etcd", "--name", m->name, "--data-dir", data, "--listen-client-urls", client,
               "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
               "--initial-cluster", c->initial, "--initial-cluster-state", fresh ? "new" : "existing",
-              "--initial-cluster-token", token, "--heartbeat-interval", "100", "--election-timeout", "1000",
+              "--initial-cluster-token", token, "--heartbeat-interval", "50", "--election-timeout", "500",
               "--log-level", "warn", (char *)NULL);
         _exit(127);
     }

@@ -1,0 +1,90 @@
+/*
+ * The job's store with --rdzv-backend etcd-v3: no agent hosts it for the
+ * whole job. Each generation, group rank 0 hosts it (a survivor keeps the
+ * one it already runs) and publishes its endpoint through the rendezvous;
+ * every agent connects to that generation's store before starting workers.
+ * Runs on the group's rendezvous thread, between next() and the loop.
+ */
+#include "agent/group.h"
+#include "rdzv/rdzv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+static void random_token(char *out, size_t size)
+{
+    unsigned char raw[16];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+        uint64_t mix = elastic__now_ns() ^ ((uint64_t)getpid() << 32);
+        for (size_t i = 0; i < sizeof raw; i++) raw[i] = (unsigned char)(mix >> (8 * (i % 8))) ^ (unsigned char)i;
+    }
+    for (size_t i = 0; i < sizeof raw && 2 * i + 2 < size; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
+/* Starts our store (once: a host that stays rank 0 keeps its data). */
+static int host(agent_jobstore *js, char *endpoint, size_t size)
+{
+    if (js->server == NULL) {
+        if (js->fixed_token[0] != '\0') snprintf(js->host_token, sizeof js->host_token, "%s", js->fixed_token);
+        else random_token(js->host_token, sizeof js->host_token);
+        elastic_store_server_opts opts;
+        elastic_store_server_opts_init(&opts);
+        opts.host = js->bind_host;
+        opts.port = 0;
+        opts.token = js->host_token;
+        int rc = elastic_store_server_start(&opts, &js->server);
+        if (rc != 0) return rc;
+        ELASTIC_LOG_I("agent", "hosting the job's store on %s:%d", js->advertise_host,
+                      elastic_store_server_port(js->server));
+    }
+    snprintf(endpoint, size, strchr(js->advertise_host, ':') ? "[%s]:%d" : "%s:%d", js->advertise_host,
+             elastic_store_server_port(js->server));
+    return 0;
+}
+
+int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result)
+{
+    char endpoint[300], token[128];
+    int rc;
+    if (result->group_rank == 0) {
+        rc = host(js, endpoint, sizeof endpoint);
+        if (rc == 0) rc = rdzv__jobstore_publish(r, result->generation, endpoint, js->host_token);
+        if (rc != 0) return rc;
+        snprintf(token, sizeof token, "%s", js->host_token);
+        if (js->published != 0) rdzv__jobstore_forget(r, js->published);
+        js->published = result->generation;
+    } else {
+        rc = rdzv__jobstore_lookup(r, result->generation, js->lookup_timeout_ms, endpoint, sizeof endpoint, token,
+                                   sizeof token);
+        if (rc != 0) return rc;
+    }
+    elastic_store *store = NULL;
+    elastic_store_opts opts;
+    elastic_store_opts_init(&opts);
+    opts.token = token[0] != '\0' ? token : NULL;
+    opts.connect_timeout_ms = js->lookup_timeout_ms;
+    if (js->read_timeout_ms > 0) opts.timeout_ms = js->read_timeout_ms;
+    rc = elastic_store_connect(endpoint, &opts, &store);
+    if (rc != 0) return rc;
+    /* The loop thread is waiting for this rendezvous: nobody uses the old handle now. */
+    elastic_store_close(*js->group_store);
+    *js->group_store = store;
+    snprintf(js->endpoint, js->endpoint_size, "%s", endpoint);
+    snprintf(js->token, js->token_size, "%s", token);
+    if (result->group_rank != 0 && js->server != NULL) { /* we hosted an older generation: nobody uses it now */
+        elastic_store_server_stop(js->server);
+        js->server = NULL;
+    }
+    return 0;
+}
+
+bool agent__jobstore_hosting(const agent_jobstore *js) { return js != NULL && js->server != NULL; }
+
+void agent__jobstore_close(agent_jobstore *js)
+{
+    if (js == NULL) return;
+    elastic_store_server_stop(js->server);
+    js->server = NULL;
+}
