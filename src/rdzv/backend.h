@@ -47,6 +47,7 @@ typedef struct rdzv__traffic {
     uint64_t messages;
     uint64_t bytes_sent;
     uint64_t bytes_received;
+    uint64_t wire_bytes;             /* etcd: HTTP bytes both ways (JSON, base64, headers, keep-alives) */
 } rdzv__traffic;
 
 /* Fencing: runs once, on the backend's own thread, when this node's lease

@@ -427,6 +427,7 @@ int rdzv__backend_etcd_open(const rdzv__etcd_conf *conf, const char *run_id, rdz
         etcd_close(&b->base);
         return rc;
     }
+    etcd__client_count_wire(b->client, &b->base.traffic.wire_bytes);
     *backend = &b->base;
     return 0;
 }

@@ -34,6 +34,8 @@ typedef struct etcd__client etcd__client;
 
 int etcd__client_open(const etcd__opts *opts, etcd__client **client);
 void etcd__client_close(etcd__client *client);
+/* Counts every HTTP byte sent and received into *counter (atomically). */
+void etcd__client_count_wire(etcd__client *client, uint64_t *counter);
 int etcd__client_timeout_ms(const etcd__client *client);
 
 /* POSTs `body` (consumed) to `path` ("/v3/kv/range") on the endpoints in

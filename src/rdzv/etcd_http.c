@@ -21,6 +21,7 @@ struct etcd__client {
     char token[512];                       /* etcd auth token; "" without auth */
     CURL *pool[ETCD__POOL];
     size_t pooled;
+    uint64_t *wire_bytes;                  /* where HTTP bytes are counted; NULL: nowhere */
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -155,8 +156,16 @@ static attempt_result post(etcd__client *c, size_t endpoint, const char *path, c
     curl_slist_free_all(headers);
     *status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-    curl_off_t uploaded = 0;
+    curl_off_t uploaded = 0, downloaded = 0;
+    long request_headers = 0, reply_headers = 0;
     curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &uploaded);
+    curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &downloaded);
+    curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &request_headers);
+    curl_easy_getinfo(h, CURLINFO_HEADER_SIZE, &reply_headers);
+    if (c->wire_bytes != NULL)
+        /* REQUEST_SIZE already holds the body of a POST. */
+        __atomic_fetch_add(c->wire_bytes, (uint64_t)(downloaded + request_headers + reply_headers),
+                           __ATOMIC_RELAXED);
     give_handle(c, h, rc == CURLE_OK);
     if (rc == CURLE_OK) return ATTEMPT_DONE;
     snprintf(why, why_cap, "%s: %s", c->endpoints[endpoint], curl_easy_strerror(rc));
@@ -426,6 +435,8 @@ int etcd__client_open(const etcd__opts *opts, etcd__client **out)
 }
 
 int etcd__client_timeout_ms(const etcd__client *c) { return c->timeout_ms; }
+
+void etcd__client_count_wire(etcd__client *c, uint64_t *counter) { c->wire_bytes = counter; }
 
 void etcd__client_close(etcd__client *c)
 {

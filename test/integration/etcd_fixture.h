@@ -165,7 +165,7 @@ static inline void etcd_cluster_start(etcd_cluster *c, int n)
         m->client_port = ports[2 * i];
         m->peer_port = ports[2 * i + 1];
         snprintf(m->name, sizeof m->name, "m%d", i);
-        snprintf(m->dir, sizeof m->dir, "%s/etcd-%s-XXXXXX", test_tmpdir(), m->name);
+        snprintf(m->dir, sizeof m->dir, "%s/etcd-m%d-XXXXXX", test_tmpdir(), i);
         if (mkdtemp(m->dir) == NULL) FAIL("mkdtemp: %s", strerror(errno));
         at += (size_t)snprintf(c->initial + at, sizeof c->initial - at, "%s%s=http://127.0.0.1:%d", i ? "," : "",
                                m->name, m->peer_port);

@@ -78,7 +78,7 @@ TEST_TIMEOUT(agent_etcd_survivors_reform_on_a_new_store_when_its_host_dies, 180)
     /* keep-alive timeout 1 s: 0.2 s x 5 */
     etcd_job_init(&j, &c, "storehost", "last_call_timeout=1,keep_alive_interval=0.2,keep_alive_max_attempt=5");
     pid_t agents[3];
-    char names[3][16];
+    char names[3][32];
     for (int i = 0; i < 3; i++) {
         snprintf(names[i], sizeof names[i], "agent%d", i);
         agents[i] = etcd_job_agent(&j, names[i], "2:3");
