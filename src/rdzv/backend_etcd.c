@@ -59,9 +59,13 @@ static json_object *key_object(etcd__backend *b, const char *key)
 static json_object *put_object(etcd__backend *b, const char *key, const void *value, size_t len, int64_t lease,
                                bool prev_kv)
 {
-    json_object *o = key_object(b, key);
-    if (o == NULL) return NULL;
-    json_object_object_add(o, "value", etcd__b64(value, len));
+    json_object *o = key_object(b, key), *encoded = etcd__b64(value, len);
+    if (o == NULL || encoded == NULL) {
+        json_object_put(o);
+        json_object_put(encoded);
+        return NULL;
+    }
+    json_object_object_add(o, "value", encoded);
     if (lease != 0) json_object_object_add(o, "lease", json_object_new_int64(lease));
     if (prev_kv) json_object_object_add(o, "prev_kv", json_object_new_boolean(1));
     return o;
@@ -93,6 +97,12 @@ static json_object *compare_object(etcd__backend *b, const char *key, const char
 static int txn(etcd__backend *b, json_object *compare, json_object *success, const char *key, json_object **reply,
                bool *succeeded)
 {
+    *reply = NULL;
+    if (compare == NULL || success == NULL) {
+        json_object_put(compare);
+        json_object_put(success);
+        return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" or its value is too large", key);
+    }
     json_object *body = json_object_new_object(), *cmp = json_object_new_array(), *ok = json_object_new_array(),
                 *fail = json_object_new_array();
     if (compare != NULL) json_object_array_add(cmp, compare);
@@ -164,28 +174,33 @@ static int etcd_set_leased(rdzv__backend *base, const char *key, const void *val
     return rc;
 }
 
+/* One Txn per ETCD__MAX_TXN_OPS keys (etcd's --max-txn-ops default): each
+ * chunk is atomic; the rendezvous needs no atomicity across them (every
+ * reader waits for its own key). */
 static int etcd_multi_set(rdzv__backend *base, const char *const *keys, const void *const *values, const size_t *lens,
                           size_t n)
 {
     etcd__backend *b = self(base);
-    json_object *body = json_object_new_object(), *ops = json_object_new_array();
-    size_t sent = 0;
-    for (size_t i = 0; i < n; i++) {
-        json_object *put = put_object(b, keys[i], values[i], lens[i], 0, false);
-        if (put == NULL) {
-            json_object_put(body);
-            json_object_put(ops);
-            return elastic__fail(ELASTIC_EINVAL, "etcd: key \"%.60s\" is too long", keys[i]);
+    for (size_t first = 0; first < n; first += ETCD__MAX_TXN_OPS) {
+        size_t last = first + ETCD__MAX_TXN_OPS < n ? first + ETCD__MAX_TXN_OPS : n, sent = 0;
+        json_object *body = json_object_new_object(), *ops = json_object_new_array();
+        json_object_object_add(body, "success", ops);
+        for (size_t i = first; i < last; i++) {
+            json_object *put = put_object(b, keys[i], values[i], lens[i], 0, false);
+            if (put == NULL) {
+                json_object_put(body);
+                return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" or its value is too large", keys[i]);
+            }
+            json_object_array_add(ops, wrap("request_put", put));
+            sent += strlen(keys[i]) + lens[i];
         }
-        json_object_array_add(ops, wrap("request_put", put));
-        sent += strlen(keys[i]) + lens[i];
+        rdzv__count(base, sent, 0);
+        json_object *reply = NULL;
+        int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
+        json_object_put(reply);
+        if (rc != 0) return rc;
     }
-    json_object_object_add(body, "success", ops);
-    rdzv__count(base, sent, 0);
-    json_object *reply = NULL;
-    int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
-    json_object_put(reply);
-    return rc;
+    return 0;
 }
 
 static int etcd_del(rdzv__backend *base, const char *key)

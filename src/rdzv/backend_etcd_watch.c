@@ -100,46 +100,49 @@ int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision
     return etcd__watch_from(b, full, is_prefix, (int64_t)after_revision + 1, timeout_ms, revision);
 }
 
-/* Reads every key in one Txn; *missing: the first absent one (or -1), and
- * *revision: the store revision the read saw. */
+/* Reads every key, one Txn per ETCD__MAX_TXN_OPS keys; *missing: the first
+ * absent one (or -1), and *revision: the store revision the first read of
+ * that key saw. */
 static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **values, size_t *lens, long *missing,
                     int64_t *revision)
 {
-    json_object *body = json_object_new_object(), *ops = json_object_new_array();
-    for (size_t i = 0; i < n; i++) {
-        char full[512];
-        int rc = etcd__full_key(b, keys[i], full, sizeof full);
-        if (rc != 0) {
-            json_object_put(body);
-            json_object_put(ops);
-            return rc;
-        }
-        json_object *range = json_object_new_object(), *op = json_object_new_object();
-        json_object_object_add(range, "key", etcd__b64(full, strlen(full)));
-        json_object_object_add(op, "request_range", range);
-        json_object_array_add(ops, op);
-    }
-    json_object_object_add(body, "success", ops);
-    json_object *reply = NULL;
-    int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
-    if (rc != 0) return rc;
-    json_object *responses = etcd__json_field(reply, "responses", json_type_array);
-    json_object *header = etcd__json_field(reply, "header", json_type_object);
-    rc = etcd__json_i64(header, "revision", 0, revision);
-    if (rc == 0 && (responses == NULL || json_object_array_length(responses) != n))
-        rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of %zu reads answered with another count", n);
+    int rc = 0;
     *missing = -1;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        json_object *range = etcd__json_field(json_object_array_get_idx(responses, i), "response_range", json_type_object);
-        json_object *kvs = etcd__json_field(range, "kvs", json_type_array);
-        json_object *kv = kvs != NULL && json_object_array_length(kvs) > 0 ? json_object_array_get_idx(kvs, 0) : NULL;
-        if (kv == NULL || !json_object_is_type(kv, json_type_object)) {
-            *missing = (long)i;
-            break;
+    for (size_t first = 0; rc == 0 && *missing < 0 && first < n; first += ETCD__MAX_TXN_OPS) {
+        size_t last = first + ETCD__MAX_TXN_OPS < n ? first + ETCD__MAX_TXN_OPS : n;
+        json_object *body = json_object_new_object(), *ops = json_object_new_array();
+        json_object_object_add(body, "success", ops);
+        for (size_t i = first; rc == 0 && i < last; i++) {
+            char full[512];
+            rc = etcd__full_key(b, keys[i], full, sizeof full);
+            if (rc != 0) break;
+            json_object *range = json_object_new_object(), *op = json_object_new_object();
+            json_object_object_add(range, "key", etcd__b64(full, strlen(full)));
+            json_object_object_add(op, "request_range", range);
+            json_object_array_add(ops, op);
         }
-        rc = etcd__kv_value(kv, (char **)&values[i], &lens[i]);
+        json_object *reply = NULL;
+        if (rc != 0) json_object_put(body);
+        else rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
+        rdzv__count(&b->base, 0, 0);
+        json_object *responses = rc == 0 ? etcd__json_field(reply, "responses", json_type_array) : NULL;
+        json_object *header = rc == 0 ? etcd__json_field(reply, "header", json_type_object) : NULL;
+        if (rc == 0) rc = etcd__json_i64(header, "revision", 0, revision);
+        if (rc == 0 && (responses == NULL || json_object_array_length(responses) != last - first))
+            rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of %zu reads answered with another count", last - first);
+        for (size_t i = first; rc == 0 && i < last; i++) {
+            json_object *range = etcd__json_field(json_object_array_get_idx(responses, i - first), "response_range",
+                                                  json_type_object);
+            json_object *kvs = etcd__json_field(range, "kvs", json_type_array);
+            json_object *kv = kvs != NULL && json_object_array_length(kvs) > 0 ? json_object_array_get_idx(kvs, 0) : NULL;
+            if (kv == NULL || !json_object_is_type(kv, json_type_object)) {
+                *missing = (long)i;
+                break;
+            }
+            rc = etcd__kv_value(kv, (char **)&values[i], &lens[i]);
+        }
+        json_object_put(reply);
     }
-    json_object_put(reply);
     if (rc != 0 || *missing >= 0) {
         for (size_t i = 0; i < n; i++) {
             free(values[i]);
@@ -166,7 +169,7 @@ int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int 
         long missing = -1;
         int64_t revision = 0;
         rc = read_all(b, keys, n, values, lens, &missing, &revision);
-        rdzv__count(base, sent, 0);
+        __atomic_fetch_add(&base->traffic.bytes_sent, (uint64_t)sent, __ATOMIC_RELAXED);
         if (rc != 0 || missing < 0) break;
         /* Wait for the first absent key to appear after what we read. */
         int left = elastic__ms_left(deadline);

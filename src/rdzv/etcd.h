@@ -18,6 +18,7 @@
 #define ETCD__DEFAULT_TIMEOUT_MS 5000    /* a call's deadline unless told otherwise */
 #define ETCD__CONNECT_TIMEOUT_MS 1000    /* per endpoint, so a dead one costs little */
 #define ETCD__POOL 8                     /* idle curl handles kept (reused connections) */
+#define ETCD__MAX_TXN_OPS 128            /* etcd's default --max-txn-ops: larger batches are split */
 
 /* What the backend is told (every string copied). */
 typedef struct etcd__opts {

@@ -133,6 +133,7 @@ static attempt_result post(etcd__client *c, size_t endpoint, const char *path, c
     char url[600], auth[600] = "";
     snprintf(url, sizeof url, "%s%s", c->endpoints[endpoint], path);
     struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+    headers = curl_slist_append(headers, "Expect:"); /* no 100-continue round trip for larger bodies */
     pthread_mutex_lock(&c->lock);
     if (c->token[0] != '\0') snprintf(auth, sizeof auth, "Authorization: %s", c->token);
     pthread_mutex_unlock(&c->lock);

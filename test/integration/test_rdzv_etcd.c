@@ -69,6 +69,29 @@ TEST_TIMEOUT(etcd_backend_kv_compare_set_and_keys, 60)
     elastic_free(names);
     ASSERT_OK(b->ops->del(b, "p/2"));
     ASSERT_ERR(b->ops->del(b, "p/2"), ELASTIC_ENOTFOUND);
+    /* Batches above etcd's 128 operations per Txn are split, not refused. */
+    enum { MANY = 300 };
+    static char many_keys[MANY][16], many_values[MANY][16];
+    const char *mk[MANY];
+    const void *mv[MANY];
+    size_t ml[MANY];
+    void *got[MANY];
+    size_t got_len[MANY];
+    for (int i = 0; i < MANY; i++) {
+        snprintf(many_keys[i], sizeof many_keys[i], "m/%d", i);
+        ml[i] = (size_t)snprintf(many_values[i], sizeof many_values[i], "v%d", i * 7);
+        mk[i] = many_keys[i];
+        mv[i] = many_values[i];
+    }
+    ASSERT_OK(b->ops->multi_set(b, mk, mv, ml, MANY));
+    ASSERT_OK(b->ops->multi_get(b, mk, MANY, test_scaled_ms(5000), got, got_len));
+    for (int i = 0; i < MANY; i++) {
+        ASSERT_STR_EQ((char *)got[i], many_values[i]);
+        elastic_free(got[i]);
+    }
+    ASSERT_OK(b->ops->keys(b, "m/", 1000, &names, &n));
+    ASSERT_EQ(n, MANY);
+    elastic_free(names);
     /* Another run's keys are invisible. */
     rdzv__backend *other = open_backend(&c, "kv-other");
     ASSERT_ERR(other->ops->get(other, "a", &value, &len), ELASTIC_ENOTFOUND);
@@ -334,6 +357,7 @@ TEST_TIMEOUT(etcd_rdzv_fails_over_past_a_dead_endpoint, 60)
 
 TEST(etcd_rdzv_rejects_bad_options)
 {
+    ASSERT_EQ(elastic_has_feature("etcd"), 1);
     elastic_rdzv_opts o;
     elastic_rdzv_opts_init(&o);
     o.run_id = "bad";
