@@ -9,6 +9,8 @@
  *   rdzv_bench [--etcd H:P,...] [--runs R] N...  one line per N:
  *                                     "N form_ms msgs bytes kill_ms kill_msgs kill_bytes form_wire kill_wire"
  *   rdzv_bench [--etcd H:P,...] --freeze N        one line: "freeze N ms"
+ * --keepalive I:T (after --etcd) sets the lease keep-alive interval and
+ * timeout in ms (default 500:2000).
  * With --etcd the nodes rendezvous on etcd v3 instead of the embedded store
  * (wire = HTTP bytes per node, keep-alives included; 0 on the store).
  */
@@ -33,6 +35,7 @@ typedef struct node {
 static pthread_barrier_t start_line;
 static uint64_t bench_epoch_ms;
 static const char *etcd_endpoints;      /* --etcd: rendezvous on etcd instead of the store */
+static int keepalive_interval_ms = 500, keepalive_timeout_ms = 2000; /* --keepalive I:T (defaults: the library's) */
 
 /* RDZV_BENCH_TRACE=1: library log lines with milliseconds since the start. */
 static void trace_log(void *user, int level, const char *module, const char *message)
@@ -83,6 +86,8 @@ static void node_opts(elastic_rdzv_opts *o, const char *endpoint, const char *ru
     o->max_nodes = n;
     o->node_addr = "127.0.0.1";
     o->join_timeout_ms = 120000;
+    o->keepalive_interval_ms = keepalive_interval_ms;
+    o->keepalive_timeout_ms = keepalive_timeout_ms;
 }
 
 static rdzv__traffic total_traffic(node *nodes, int n, int skip)
@@ -294,6 +299,15 @@ int main(int argc, char **argv)
     }
     if (argc > 2 && strcmp(argv[1], "--etcd") == 0) {
         etcd_endpoints = argv[2];
+        argv += 2;
+        argc -= 2;
+    }
+    if (argc > 2 && strcmp(argv[1], "--keepalive") == 0) {
+        if (sscanf(argv[2], "%d:%d", &keepalive_interval_ms, &keepalive_timeout_ms) != 2 ||
+            keepalive_interval_ms < 100 || keepalive_timeout_ms < keepalive_interval_ms) {
+            fprintf(stderr, "--keepalive INTERVAL_MS:TIMEOUT_MS (>= 100, timeout >= interval)\n");
+            return 2;
+        }
         argv += 2;
         argc -= 2;
     }

@@ -8,6 +8,9 @@
 #   RDZV_TORCH_CAP    seconds torch may take per phase before it counts as not done (default 120)
 #   RDZV_ETCD_NODES   node counts on etcd v3, beside the embedded store (default: RDZV_NODES;
 #                     skipped when etcd is not installed)
+#   RDZV_ETCD_BIG     from this many nodes on, etcd runs use keep-alive 2000 ms / timeout 10000 ms
+#                     (one etcd member on a small machine cannot answer 1024 x 2 keep-alives/s;
+#                     default 1024)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bench_dir=${ELASTIC_BENCH_DIR:-$here/../build/release/bench}
@@ -51,7 +54,12 @@ print(*[x.getsockname()[1] for x in s])')
 : > "$out/etcd_runs"
 : > "$out/etcd_freeze"
 if command -v etcd >/dev/null 2>&1 && start_etcd; then
-    "$bench_dir/rdzv_bench" --etcd "$etcd_endpoint" --runs "$runs" $etcd_nodes > "$out/etcd_runs" || true
+    for n in $etcd_nodes; do
+        keepalive=500:2000
+        [ "$n" -ge "${RDZV_ETCD_BIG:-1024}" ] && keepalive=2000:10000
+        "$bench_dir/rdzv_bench" --etcd "$etcd_endpoint" --keepalive "$keepalive" --runs "$runs" "$n" \
+            >> "$out/etcd_runs" || true
+    done
     "$bench_dir/rdzv_bench" --etcd "$etcd_endpoint" --freeze 16 > "$out/etcd_freeze" || true
 fi
 if "$python" -c "import torch.distributed.elastic" 2>/dev/null; then
@@ -112,5 +120,6 @@ END {
     }
     printf "\nkill: a member's handle is freed (store: its connection closes; etcd: its lease is revoked)\n"
     printf "frozen node (SIGSTOP, 500 ms keep-alive / 2000 ms lease), N=16: store %s ms, etcd %s ms (etcd expires leases on its own clock, whole seconds)\n", cell(sfreeze, "%.0f"), cell(freeze, "%.0f")
+    printf "etcd runs from %d nodes on use keep-alive 2000 ms / lease 10000 ms (RDZV_ETCD_BIG); the store keeps 500/2000\n", big
     printf "- : not run (etcd not installed) or failed\n"
-}' "$out/elastic" "$out/etcd_runs" "$out/etcd_freeze" "$out/freeze"
+}' big="${RDZV_ETCD_BIG:-1024}" "$out/elastic" "$out/etcd_runs" "$out/etcd_freeze" "$out/freeze"
