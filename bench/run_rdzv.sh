@@ -118,7 +118,7 @@ END {
                cell(sb[k], "%.0f"), cell(eb[k], "%.0f"), cell(ew[k], "%.0f"), cell(sk[k], "%.0f"), cell(ek[k], "%.0f"),
                cell(skm[k], "%.1f"), cell(ekm[k], "%.1f"), cell(skb[k], "%.0f"), cell(ekb[k], "%.0f"), cell(ekw[k], "%.0f")
     }
-    printf "\nkill: a member's handle is freed (store: its connection closes; etcd: its lease is revoked)\n"
+    printf "\nkill: one member is dropped, its handle freed (store: its connection closes; etcd: its lease is revoked)\n"
     printf "frozen node (SIGSTOP, 500 ms keep-alive / 2000 ms lease), N=16: store %s ms, etcd %s ms (etcd expires leases on its own clock, whole seconds)\n", cell(sfreeze, "%.0f"), cell(freeze, "%.0f")
     printf "etcd runs from %d nodes on use keep-alive 2000 ms / lease 10000 ms (RDZV_ETCD_BIG); the store keeps 500/2000\n", big
     printf "- : not run (etcd not installed) or failed\n"
