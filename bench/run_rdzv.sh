@@ -22,7 +22,7 @@ python=/usr/bin/python3
 etcd_nodes=${RDZV_ETCD_NODES:-$nodes}
 out=$(mktemp -d)
 etcd_pid=""
-cleanup() { [ -n "$etcd_pid" ] && kill "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null; rm -rf "$out"; }
+cleanup() { if [ -n "$etcd_pid" ]; then kill "$etcd_pid" 2>/dev/null; wait "$etcd_pid" 2>/dev/null || true; fi; rm -rf "$out"; }
 trap cleanup EXIT
 
 # A one-member etcd on free loopback ports, data in the temporary directory.

@@ -257,6 +257,8 @@ static int call_once(etcd__client *c, const char *path, const char *text, uint64
         if (result != ATTEMPT_DONE) {
             free(x.buf);
             rc = ELASTIC_ECONNECT;
+            ELASTIC_LOG_I("rdzv", "etcd %s: %s%s; trying again", path, why,
+                          result == ATTEMPT_LOST ? " (after sending)" : "");
             continue;
         }
         if (x.too_large) {
