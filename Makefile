@@ -22,8 +22,14 @@ BINDIR ?= $(PREFIX)/bin
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DESTDIR ?=
 
-VERSION_MAJOR := 0
-VERSION := 0.1.0
+# The version is written once, in include/elastic.h; the SONAME follows its major.
+header_version = $(shell sed -n 's/^\#define ELASTIC_VERSION_$(1) \([0-9][0-9]*\)$$/\1/p' include/elastic.h)
+VERSION_MAJOR := $(call header_version,MAJOR)
+VERSION := $(VERSION_MAJOR).$(call header_version,MINOR).$(call header_version,PATCH)
+ifeq ($(words $(subst ., ,$(VERSION))),3)
+else
+  $(error cannot read ELASTIC_VERSION_MAJOR/MINOR/PATCH from include/elastic.h (got "$(VERSION)"))
+endif
 
 CC ?= cc
 CXX ?= c++
@@ -73,6 +79,12 @@ TEST_BIN := $(OUT)/test/run_tests
 # Helper programs the integration tests start (test/helpers/<name>.c -> one binary each).
 HELPER_SRC := $(sort $(wildcard test/helpers/*.c))
 HELPERS := $(patsubst test/helpers/%.c,$(OUT)/test/helpers/%,$(HELPER_SRC))
+
+# test/abi: programs built against the shared library. old_caller uses a shorter
+# snapshot of the public structs (an older caller); layout prints the C offsets
+# the Python binding's ctypes mirrors are checked against.
+ABI_SRC := $(sort $(wildcard test/abi/*.c))
+ABI_PROGRAMS := $(patsubst test/abi/%.c,$(OUT)/test/abi/%,$(ABI_SRC))
 
 EXAMPLE_SRC := $(sort $(wildcard examples/c/*.c))
 EXAMPLES := $(patsubst examples/c/%.c,$(OUT)/examples/%,$(EXAMPLE_SRC))
@@ -145,15 +157,26 @@ $(OUT)/test/helpers/%: $(OUT)/test/helpers/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
 
-# The public header must stand alone in strict C99 and in C++.
+$(OUT)/test/abi/%: test/abi/%.c $(SHARED_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL)) -Itest/abi -MMD -MP $(LDFLAGS_ALL) -o $@ $< \
+	  -L$(LIB_OUT) -Wl,-rpath,$(abspath $(LIB_OUT)) -lelastic
+
+# The public header must stand alone in strict C99 and in C++, and so must
+# each module header included first and alone.
 header-check: deps
 	@mkdir -p $(OUT)/header
 	$(CC) -std=c99 -pedantic -Werror -Wall -Wextra -Iinclude -fsyntax-only test/header/header_c99.c
 	$(CXX) -std=c++11 -pedantic -Werror -Wall -Wextra -Iinclude -fsyntax-only -x c++ test/header/header_c99.c
+	@for h in include/elastic/*.h; do \
+	  printf '#include "%s"\nint main(void) { return elastic_version() == 0; }\n' "$$h" > $(OUT)/header/alone.c || exit 1; \
+	  $(CC) -std=c99 -pedantic -Werror -Wall -Wextra -I. -fsyntax-only $(OUT)/header/alone.c || { echo "header-check: $$h does not stand alone (C99)"; exit 1; }; \
+	  $(CXX) -std=c++11 -pedantic -Werror -Wall -Wextra -I. -fsyntax-only -x c++ $(OUT)/header/alone.c || { echo "header-check: $$h does not stand alone (C++)"; exit 1; }; \
+	done; echo "header-check: each of include/elastic/*.h stands alone"
 
 # TEST_FILTER=substring runs only the matching tests.
-test: all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES)
-	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) \
+test: all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS)
+	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) \
 	  $(TEST_BIN) $(TEST_FILTER)
@@ -233,4 +256,4 @@ uninstall:
 clean:
 	rm -rf build lib bin pkgconfig/elastic.pc
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(ABI_PROGRAMS:=.d)

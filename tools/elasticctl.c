@@ -121,19 +121,24 @@ static int store_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 
     elastic_store_server_opts opts;
-    elastic_store_server_opts_init(&opts);
+    elastic_store_server_opts_init(&opts, sizeof opts);
     opts.host = host;
     opts.port = (int)port;
     if (token_file != NULL) opts.token = token;
     elastic_store_server *server = NULL;
+    int listening_port = 0;
     rc = elastic_store_server_start(&opts, &server);
-    if (rc != 0) return fail("store serve", rc);
+    if (rc == 0) rc = elastic_store_server_get_port(server, &listening_port);
+    if (rc != 0) {
+        elastic_store_server_close(server);
+        return fail("store serve", rc);
+    }
     bool v6 = strchr(host, ':') != NULL;
-    printf("listening on %s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "", elastic_store_server_port(server));
+    printf("listening on %s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "", listening_port);
     fflush(stdout);
     int signal_number = 0;
     sigwait(&stop_signals, &signal_number);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
     return 0;
 }
 
@@ -221,7 +226,7 @@ static int store_client(const store_command *cmd, int argc, char **argv)
         return usage_error(name, "--timeout \"%s\" is not 0..86400000 ms", timeout_text);
     char token[TOKEN_FILE_MAX + 1];
     elastic_store_opts opts;
-    elastic_store_opts_init(&opts);
+    elastic_store_opts_init(&opts, sizeof opts);
     opts.connect_timeout_ms = 5000;
     if (token_file != NULL) {
         if (read_token_file(token_file, token, sizeof token) != 0) return 1;

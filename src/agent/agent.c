@@ -79,7 +79,7 @@ static const char *node_address(const elastic_agent *agent)
 static int host_store(elastic_agent *agent, const char *bind_host, int port)
 {
     elastic_store_server_opts server_opts;
-    elastic_store_server_opts_init(&server_opts);
+    elastic_store_server_opts_init(&server_opts, sizeof server_opts);
     server_opts.host = bind_host;
     server_opts.port = port;
     server_opts.token = agent->token[0] != '\0' ? agent->token : NULL;
@@ -114,7 +114,7 @@ static int setup_store(elastic_agent *agent)
         if (agent->token[0] == '\0') random_hex(agent->token, 16); /* only our workers need it */
         snprintf(host, sizeof host, "%s", node_address(agent));
         if ((rc = host_store(agent, host, 0)) != 0) return rc;
-        port = elastic_store_server_port(agent->server);
+        if ((rc = elastic_store_server_get_port(agent->server, &port)) != 0) return rc;
     } else {
         bool is_static = strcmp(o->rdzv_backend, "static") == 0;
         if (is_static) snprintf(host, sizeof host, "%s", o->master_addr), port = o->master_port;
@@ -131,7 +131,7 @@ static int setup_store(elastic_agent *agent)
     }
     snprintf(agent->store_endpoint, sizeof agent->store_endpoint, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     elastic_store_opts client_opts;
-    elastic_store_opts_init(&client_opts);
+    elastic_store_opts_init(&client_opts, sizeof client_opts);
     client_opts.token = agent->token[0] != '\0' ? agent->token : NULL;
     if (agent->conf.read_timeout_ms > 0) client_opts.timeout_ms = agent->conf.read_timeout_ms;
     return elastic_store_connect(agent->store_endpoint, &client_opts, &agent->store);
@@ -167,7 +167,7 @@ static int setup_membership(elastic_agent *agent)
     if (local_only(agent))
         return agent__membership_local(o->nproc_per_node, o->max_restarts, node_address(agent), &agent->membership);
     elastic_rdzv_opts rdzv_opts;
-    elastic_rdzv_opts_init(&rdzv_opts);
+    elastic_rdzv_opts_init(&rdzv_opts, sizeof rdzv_opts);
     rdzv_opts.run_id = agent->run_id;
     rdzv_opts.store = agent->store;
     rdzv_opts.min_nodes = o->min_nodes;
@@ -360,8 +360,8 @@ ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_
     *out = NULL;
     elastic_agent *agent = calloc(1, sizeof *agent);
     if (agent == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
-    elastic_agent_opts_init(&agent->opts);
-    int rc = ELASTIC__OPTS_COPY(&agent->opts, opts);
+    agent__opts_defaults(&agent->opts);
+    int rc = ELASTIC__STRUCT_READ(&agent->opts, opts, "elastic_agent_opts");
     if (rc == 0) rc = validate(&agent->opts);
     if (rc == 0) rc = setup(agent);
     if (rc != 0) {
@@ -387,8 +387,9 @@ ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_
 ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result *result)
 {
     elastic__clear_error();
-    if (agent == NULL || result == NULL || result->struct_size < sizeof *result)
-        return elastic__fail(ELASTIC_EINVAL, "elastic_agent_run: bad arguments");
+    if (agent == NULL || result == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_agent_run: NULL argument");
+    int rc = elastic__struct_size_check(result->struct_size, "elastic_agent_result");
+    if (rc != 0) return rc;
     if (agent->ran) return elastic__fail(ELASTIC_ESTATE, "elastic_agent_run: an agent runs once");
     agent->ran = true;
     agent__group_start(&agent->group);
@@ -398,11 +399,12 @@ ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result 
         if (agent->group.exit_code == 0) serve_until_closed(agent);
         else serve_a_while(agent);
     }
-    result->exit_code = agent->group.exit_code;
-    result->generations = agent->group.generations;
-    result->restarts = agent->group.current.restart_count;
-    snprintf(result->summary, sizeof result->summary, "%s", agent->group.summary);
-    return 0;
+    elastic_agent_result full = {.struct_size = sizeof full};
+    full.exit_code = agent->group.exit_code;
+    full.generations = agent->group.generations;
+    full.restarts = agent->group.current.restart_count;
+    snprintf(full.summary, sizeof full.summary, "%s", agent->group.summary);
+    return ELASTIC__STRUCT_WRITE(result, &full, "elastic_agent_result");
 }
 
 ELASTIC_EXTERN void elastic_agent_request_stop(elastic_agent *agent, int signum)
@@ -442,7 +444,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     if (agent->membership != NULL) agent->membership->ops->destroy(agent->membership);
     elastic_store_close(agent->store);
     if (on_etcd(agent) && agent->group_ready) elastic_store_close(agent->group.store);
-    elastic_store_server_stop(agent->server);
+    elastic_store_server_close(agent->server);
     agent__jobstore_close(&agent->jobstore);
     memset(agent->etcd_password, 0, sizeof agent->etcd_password);
     agent__events_close(agent->events);

@@ -45,6 +45,8 @@ int agent__std_parse(const char *text, int local_rank, int *mask);
 /* Integers and seconds read from flags, environment or conf values: strict
  * decimal, bounded; seconds may have a fraction and become milliseconds. */
 int agent__parse_int(const char *text, long min, long max, long *value);
+/* elastic_agent_opts with every default (args.c). */
+void agent__opts_defaults(elastic_agent_opts *opts);
 int agent__parse_seconds_ms(const char *text, double max_seconds, int *ms);
 /* torch's bool spelling: 1/0, true/false, t/f, yes/no, y/n (any case). */
 int agent__parse_bool(const char *text, int *value);

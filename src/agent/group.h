@@ -135,6 +135,7 @@ typedef struct agent_jobstore {
     elastic_store_server *server;    /* while this node hosts (it was group rank 0) */
     char host_token[80];
     uint64_t published;              /* the last generation we published a store for */
+    int logged_port;
 } agent_jobstore;
 
 /* After next(): host and publish (group rank 0) or look up and connect. */

@@ -30,17 +30,20 @@ static int host(agent_jobstore *js, char *endpoint, size_t size)
         if (js->fixed_token[0] != '\0') snprintf(js->host_token, sizeof js->host_token, "%s", js->fixed_token);
         else random_token(js->host_token, sizeof js->host_token);
         elastic_store_server_opts opts;
-        elastic_store_server_opts_init(&opts);
+        elastic_store_server_opts_init(&opts, sizeof opts);
         opts.host = js->bind_host;
         opts.port = 0;
         opts.token = js->host_token;
         int rc = elastic_store_server_start(&opts, &js->server);
         if (rc != 0) return rc;
-        ELASTIC_LOG_I("agent", "hosting the job's store on %s:%d", js->advertise_host,
-                      elastic_store_server_port(js->server));
     }
-    snprintf(endpoint, size, strchr(js->advertise_host, ':') ? "[%s]:%d" : "%s:%d", js->advertise_host,
-             elastic_store_server_port(js->server));
+    int port = 0;
+    int rc = elastic_store_server_get_port(js->server, &port);
+    if (rc != 0) return rc;
+    if (js->published == 0 || js->logged_port != port)
+        ELASTIC_LOG_I("agent", "hosting the job's store on %s:%d", js->advertise_host, port);
+    js->logged_port = port;
+    snprintf(endpoint, size, strchr(js->advertise_host, ':') ? "[%s]:%d" : "%s:%d", js->advertise_host, port);
     return 0;
 }
 
@@ -62,7 +65,7 @@ int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rd
     }
     elastic_store *store = NULL;
     elastic_store_opts opts;
-    elastic_store_opts_init(&opts);
+    elastic_store_opts_init(&opts, sizeof opts);
     opts.token = token[0] != '\0' ? token : NULL;
     opts.connect_timeout_ms = js->lookup_timeout_ms;
     if (js->read_timeout_ms > 0) opts.timeout_ms = js->read_timeout_ms;
@@ -74,7 +77,7 @@ int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rd
     snprintf(js->endpoint, js->endpoint_size, "%s", endpoint);
     snprintf(js->token, js->token_size, "%s", token);
     if (result->group_rank != 0 && js->server != NULL) { /* we hosted an older generation: nobody uses it now */
-        elastic_store_server_stop(js->server);
+        elastic_store_server_close(js->server);
         js->server = NULL;
     }
     return 0;
@@ -85,6 +88,6 @@ bool agent__jobstore_hosting(const agent_jobstore *js) { return js != NULL && js
 void agent__jobstore_close(agent_jobstore *js)
 {
     if (js == NULL) return;
-    elastic_store_server_stop(js->server);
+    elastic_store_server_close(js->server);
     js->server = NULL;
 }

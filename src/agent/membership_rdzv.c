@@ -32,7 +32,8 @@ static int rdzv_next(agent_membership *m, elastic_rdzv_result *result)
         snprintf(reason, sizeof reason, "job store of generation %llu unreachable: %.180s",
                  (unsigned long long)result->generation, elastic_last_error());
         ELASTIC_LOG_W("agent", "%s", reason);
-        elastic_rdzv_cause cause = {.kind = ELASTIC_RDZV_NODE_LOST, .rank = -1, .exit_code = -1};
+        elastic_rdzv_cause cause = {.struct_size = sizeof cause, .kind = ELASTIC_RDZV_NODE_LOST, .rank = -1,
+                                    .exit_code = -1};
         snprintf(cause.reason, sizeof cause.reason, "%s", reason);
         rc = elastic_rdzv_end_generation(handle(m), &cause);
         if (rc != 0) return rc;

@@ -126,7 +126,7 @@ void agent__summary_write(agent_group *group, int rc, const char *why)
 {
     char detail[AGENT_TAIL_BYTES + 1] = "";
     bool is_error_file = false;
-    elastic_rdzv_cause cause;
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     if (rc == ELASTIC_EBUDGET) {
         snprintf(group->summary, sizeof group->summary, "the job failed: restart budget exhausted (--max-restarts %d)\n",
                  group->opts->max_restarts);

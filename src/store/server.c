@@ -8,9 +8,8 @@
 #include <netdb.h>
 #include <stdlib.h>
 
-ELASTIC_EXTERN void elastic_store_server_opts_init(elastic_store_server_opts *opts)
+static void opts_defaults(elastic_store_server_opts *opts)
 {
-    if (opts == NULL) return;
     memset(opts, 0, sizeof *opts);
     opts->struct_size = sizeof *opts;
     opts->host = "127.0.0.1";
@@ -21,8 +20,15 @@ ELASTIC_EXTERN void elastic_store_server_opts_init(elastic_store_server_opts *op
     opts->max_connection_buffer = 64u << 20;
     opts->max_total_bytes = (size_t)1 << 30;
     opts->handshake_timeout_ms = 5000;
-    opts->idle_timeout_ms = 0;
+    opts->idle_timeout_ms = -1;
     opts->max_pending_waits = 1024;
+}
+
+ELASTIC_EXTERN int elastic_store_server_opts_init(elastic_store_server_opts *opts, size_t struct_size)
+{
+    elastic_store_server_opts defaults;
+    opts_defaults(&defaults);
+    return ELASTIC__STRUCT_INIT(opts, struct_size, &defaults, "elastic_store_server_opts");
 }
 
 static int check_opts(const elastic_store_server_opts *o)
@@ -36,7 +42,7 @@ static int check_opts(const elastic_store_server_opts *o)
         o->max_connection_buffer > UINT32_MAX)
         return elastic__fail(ELASTIC_EINVAL, "max_connection_buffer must hold one key and value and be < 4 GiB");
     if (o->handshake_timeout_ms <= 0) return elastic__fail(ELASTIC_EINVAL, "handshake_timeout_ms must be > 0");
-    if (o->idle_timeout_ms < 0) return elastic__fail(ELASTIC_EINVAL, "idle_timeout_ms must be >= 0");
+    if (o->idle_timeout_ms == 0) return elastic__fail(ELASTIC_EINVAL, "idle_timeout_ms must be > 0 (or < 0: never)");
     if (o->max_pending_waits == 0) return elastic__fail(ELASTIC_EINVAL, "max_pending_waits must be > 0");
     return 0;
 }
@@ -133,8 +139,8 @@ ELASTIC_EXTERN int elastic_store_server_start(const elastic_store_server_opts *o
     *out = NULL;
     elastic_store_server *server = calloc(1, sizeof *server);
     if (server == NULL) return ELASTIC_ENOMEM;
-    elastic_store_server_opts_init(&server->opts);
-    int err = ELASTIC__OPTS_COPY(&server->opts, opts);
+    opts_defaults(&server->opts);
+    int err = ELASTIC__STRUCT_READ(&server->opts, opts, "elastic_store_server_opts");
     if (err == 0 && server->opts.host == NULL) server->opts.host = "127.0.0.1";
     if (err == 0) err = check_opts(&server->opts);
     server->opts.host = elastic__strdup(err == 0 ? server->opts.host : "");
@@ -160,12 +166,14 @@ ELASTIC_EXTERN int elastic_store_server_start(const elastic_store_server_opts *o
     return 0;
 }
 
-ELASTIC_EXTERN int elastic_store_server_port(const elastic_store_server *server)
+ELASTIC_EXTERN int elastic_store_server_get_port(const elastic_store_server *server, int *port)
 {
-    return server != NULL ? server->port : ELASTIC_EINVAL;
+    if (server == NULL || port == NULL) return elastic__fail(ELASTIC_EINVAL, "store_server_get_port: NULL argument");
+    *port = server->port;
+    return 0;
 }
 
-ELASTIC_EXTERN void elastic_store_server_stop(elastic_store_server *server)
+ELASTIC_EXTERN void elastic_store_server_close(elastic_store_server *server)
 {
     if (server == NULL) return;
     uv_async_send(&server->stop_async);

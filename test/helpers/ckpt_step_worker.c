@@ -39,17 +39,22 @@ int main(int argc, char **argv)
         return 2;
     }
     elastic_worker *w = NULL;
-    elastic_worker_info info;
+    elastic_worker_info info = {.struct_size = sizeof info};
     if (elastic_worker_init(NULL, &w) != 0 || elastic_worker_get_info(w, &info) != 0) {
         fprintf(stderr, "worker init: %s\n", elastic_last_error());
         return 3;
     }
     elastic_ckpt_opts opts;
-    elastic_ckpt_opts_init(&opts);
+    elastic_ckpt_opts_init(&opts, sizeof opts);
     opts.rank = (uint32_t)info.rank;
     opts.world = (uint32_t)info.world_size;
     opts.generation = info.generation;
-    opts.store = elastic_worker_store(w);
+    elastic_store *store = NULL;
+    if (elastic_worker_get_store(w, &store) != 0) {
+        fprintf(stderr, "this trainer needs the job's store: %s\n", elastic_last_error());
+        return 3;
+    }
+    opts.store = store;
     opts.shared_storage = 1;
     opts.compression = ELASTIC_CKPT_NONE;
     opts.fsync = ELASTIC_CKPT_FSYNC_NONE;

@@ -313,7 +313,7 @@ TEST_TIMEOUT(etcd_rdzv_forms_and_reforms_after_a_lost_node, 90)
     for (int i = 0; i < 3; i++)
         if (i != victim) left[n++] = &nodes[i];
     for (int i = 0; i < 2; i++) {
-        elastic_rdzv_cause cause;
+        elastic_rdzv_cause cause = {.struct_size = sizeof cause};
         ASSERT_OK(elastic_rdzv_watch(left[i]->rdzv, test_scaled_ms(10000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LOST);
         ASSERT_STR_EQ(cause.node_id, ids[victim]);
@@ -359,7 +359,7 @@ TEST(etcd_rdzv_rejects_bad_options)
 {
     ASSERT_EQ(elastic_has_feature("etcd"), 1);
     elastic_rdzv_opts o;
-    elastic_rdzv_opts_init(&o);
+    elastic_rdzv_opts_init(&o, sizeof o);
     o.run_id = "bad";
     o.backend = ELASTIC_RDZV_BACKEND_ETCD;
     elastic_rdzv *r = NULL;

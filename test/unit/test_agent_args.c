@@ -11,7 +11,7 @@
 static int parse(elastic_agent_opts *opts, int argc, const char *const *argv, const char *const *envp)
 {
     static const char *const no_env[] = {NULL};
-    elastic_agent_opts_init(opts);
+    elastic_agent_opts_init(opts, sizeof *opts);
     return elastic_agent_parse_args(argc, argv, envp != NULL ? envp : no_env, opts);
 }
 

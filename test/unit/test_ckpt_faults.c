@@ -14,7 +14,7 @@
 static elastic_ckpt *open_dir(const char *dir)
 {
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.chunk_bytes = 64 << 10;
     o.threads = 2;
     elastic_ckpt *c;

@@ -4,7 +4,7 @@
 static void start_with_token(store_fixture *f, const char *token)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.token = token;
     fixture_start_with(f, &o);
 }
@@ -12,7 +12,7 @@ static void start_with_token(store_fixture *f, const char *token)
 static int connect_with(const store_fixture *f, const char *token, elastic_store **s)
 {
     elastic_store_opts o;
-    elastic_store_opts_init(&o);
+    elastic_store_opts_init(&o, sizeof o);
     o.token = token;
     o.connect_timeout_ms = 2000;
     return elastic_store_connect(f->endpoint, &o, s);
@@ -27,7 +27,7 @@ TEST(store_auth_accepts_the_right_token)
     ASSERT_OK(elastic_store_set(s, "k", "v", 1));
     expect_value(s, "k", "v");
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_auth_refuses_wrong_or_missing_token)
@@ -42,7 +42,7 @@ TEST(store_auth_refuses_wrong_or_missing_token)
     ASSERT_LT(fixture_now_ms() - start, 1500); /* refusals are not retried */
     ASSERT_OK(connect_with(&f, "s3cret-token", &s)); /* the server is fine */
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_auth_client_with_token_refuses_server_without)
@@ -52,7 +52,7 @@ TEST(store_auth_client_with_token_refuses_server_without)
     fixture_start(&f);
     elastic_store *s = NULL;
     ASSERT_ERR(connect_with(&f, "s3cret-token", &s), ELASTIC_EAUTH); /* mutual: the server must prove too */
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_auth_token_from_environment)
@@ -66,5 +66,5 @@ TEST(store_auth_token_from_environment)
     elastic_store_close(s);
     ASSERT_ERR(connect_with(&f, "other", &s), ELASTIC_EAUTH);
     unsetenv("ELASTIC_STORE_TOKEN");
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }

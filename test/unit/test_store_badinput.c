@@ -13,7 +13,7 @@ static int raw_connect(const store_fixture *f)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ASSERT(fd >= 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)elastic_store_server_port(f->server))};
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)test_server_port(f->server))};
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0);
     return fd;
@@ -109,7 +109,7 @@ TEST(store_random_bytes_get_disconnected)
         close(fd);
     }
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_wrong_magic_and_version_are_refused)
@@ -129,7 +129,7 @@ TEST(store_wrong_magic_and_version_are_refused)
     ASSERT(closed_by_server(fd, test_scaled_ms(5000)));
     close(fd);
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_absurd_frame_length_gets_error_and_disconnect)
@@ -149,7 +149,7 @@ TEST(store_absurd_frame_length_gets_error_and_disconnect)
     ASSERT(closed_by_server(fd, test_scaled_ms(5000)));
     close(fd);
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_malformed_bodies_get_errors_and_the_connection_goes_on)
@@ -194,7 +194,7 @@ TEST(store_malformed_bodies_get_errors_and_the_connection_goes_on)
     ASSERT(closed_by_server(fd, test_scaled_ms(5000)));
     close(fd);
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_truncated_frames_then_hangup_are_harmless)
@@ -215,13 +215,13 @@ TEST(store_truncated_frames_then_hangup_are_harmless)
         close(fd);
     }
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_slowloris_is_cut_by_the_handshake_deadline)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.handshake_timeout_ms = 500;
     store_fixture f;
     fixture_start_with(&f, &o);
@@ -238,7 +238,7 @@ TEST(store_slowloris_is_cut_by_the_handshake_deadline)
     ASSERT_LT(fixture_now_ms() - start, (uint64_t)test_scaled_ms(3500));
     close(fd);
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST_TIMEOUT(store_thousands_of_idle_connections_do_not_stall_others, 90)
@@ -252,7 +252,7 @@ TEST_TIMEOUT(store_thousands_of_idle_connections_do_not_stall_others, 90)
         if (lim.rlim_cur < 2 * IDLE + 100) SKIP("not enough file descriptors");
     }
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.max_connections = 1000;
     store_fixture f;
     fixture_start_with(&f, &o);
@@ -268,13 +268,13 @@ TEST_TIMEOUT(store_thousands_of_idle_connections_do_not_stall_others, 90)
     uint64_t start = fixture_now_ms();
     good_client_is_served(&f);
     ASSERT_LT(fixture_now_ms() - start, (uint64_t)test_scaled_ms(5000));
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_idle_timeout_closes_quiet_connections_but_not_parked_ones)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.idle_timeout_ms = 200;
     store_fixture f;
     fixture_start_with(&f, &o);
@@ -288,5 +288,5 @@ TEST(store_idle_timeout_closes_quiet_connections_but_not_parked_ones)
     ASSERT(closed_by_server(fd, test_scaled_ms(3000)));
     close(fd);
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }

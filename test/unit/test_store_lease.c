@@ -21,7 +21,7 @@ TEST(store_lease_revoke_deletes_its_keys)
     ASSERT_ERR(elastic_store_lease_keepalive(s, lease), ELASTIC_ENOTFOUND);
     ASSERT_ERR(elastic_store_set_leased(s, "node/3", "x", 1, lease), ELASTIC_ENOTFOUND);
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_lease_expires_without_keepalives_and_wakes_watchers)
@@ -36,7 +36,7 @@ TEST(store_lease_expires_without_keepalives_and_wakes_watchers)
     ASSERT(took >= 200);
     elastic_store_close(owner);
     elastic_store_close(observer);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_lease_lives_on_io_thread_keepalives)
@@ -56,7 +56,7 @@ TEST(store_lease_lives_on_io_thread_keepalives)
     elastic_store_close(owner); /* its leases end with it */
     wait_until_gone(observer, "presence", test_scaled_ms(5000));
     elastic_store_close(observer);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_lease_ends_when_its_connection_closes)
@@ -71,7 +71,7 @@ TEST(store_lease_ends_when_its_connection_closes)
     uint64_t took = wait_until_gone(observer, "presence", test_scaled_ms(5000));
     ASSERT_LT(took, (uint64_t)test_scaled_ms(3000));
     elastic_store_close(observer);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_plain_set_detaches_key_from_its_lease)
@@ -86,5 +86,5 @@ TEST(store_plain_set_detaches_key_from_its_lease)
     ASSERT_OK(elastic_store_lease_revoke(s, lease));
     expect_value(s, "k", "2");
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }

@@ -1,17 +1,18 @@
 """libelastic from Python: a thin ctypes wrapper over the C ABI (elastic.h).
 
 The library is found through ELASTIC_LIBRARY (a file), ELASTIC_LIB_DIR (a
-directory holding libelastic.so.0) or the system loader. Every failed call
+directory holding libelastic.so.1) or the system loader. Every failed call
 raises ElasticError carrying the ELASTIC_E* code, its name and the detail."""
 
-from ._lib import lib as _lib
+from ._lib import TIMEOUT_DEFAULT, TIMEOUT_NO_LIMIT, lib as _lib
 from . import errors
 from .ckpt import ANY_RANK, REPLICATED, Checkpoint
 from .errors import ElasticError
 from .store import Store
 from .worker import Worker, WorkerInfo
 
-__all__ = ["ANY_RANK", "REPLICATED", "Checkpoint", "ElasticError", "Store", "Worker", "WorkerInfo", "errors",
+__all__ = ["ANY_RANK", "REPLICATED", "TIMEOUT_DEFAULT", "TIMEOUT_NO_LIMIT", "Checkpoint", "ElasticError", "Store",
+           "Worker", "WorkerInfo", "errors",
            "version", "version_string", "has_feature"]
 
 

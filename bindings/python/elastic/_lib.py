@@ -6,13 +6,22 @@ import ctypes
 import ctypes.util
 import os
 
-_SONAME = "libelastic.so.0"
+_SONAME = "libelastic.so.1"
 
 c_size_p = ctypes.POINTER(ctypes.c_size_t)
 c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 c_char_ppp = ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p))
 c_uint64_p = ctypes.POINTER(ctypes.c_uint64)
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
+
+# Timeouts (elastic.h): > 0 waits that long, 0 does not wait, < 0 has no limit,
+# TIMEOUT_DEFAULT takes the handle's default.
+TIMEOUT_NO_LIMIT = -1
+TIMEOUT_DEFAULT = -2147483648
+
+# The mirrors below follow the C structs field for field (checked against the
+# C offsets by tests/test_layout.py). Like C callers, the package passes its
+# own sizeof as struct_size, so a newer library keeps working with it.
 
 
 class StoreOpts(ctypes.Structure):
@@ -27,7 +36,7 @@ class WorkerOpts(ctypes.Structure):
 
 
 class WorkerInfoC(ctypes.Structure):
-    _fields_ = [("rank", ctypes.c_int), ("local_rank", ctypes.c_int), ("world_size", ctypes.c_int),
+    _fields_ = [("struct_size", ctypes.c_size_t), ("rank", ctypes.c_int), ("local_rank", ctypes.c_int), ("world_size", ctypes.c_int),
                 ("local_world_size", ctypes.c_int), ("group_rank", ctypes.c_int), ("restart_count", ctypes.c_int),
                 ("generation", ctypes.c_uint64), ("master_port", ctypes.c_int), ("attached", ctypes.c_int),
                 ("run_id", ctypes.c_char * 128), ("master_addr", ctypes.c_char * 256)]
@@ -61,7 +70,7 @@ _SIGNATURES = {
     "elastic_free": (_V, [_P]),
     "elastic_set_log_level": (_V, [_I]),
     # store client
-    "elastic_store_opts_init": (_V, [ctypes.POINTER(StoreOpts)]),
+    "elastic_store_opts_init": (_I, [ctypes.POINTER(StoreOpts), _SZ]),
     "elastic_store_connect": (_I, [_S, ctypes.POINTER(StoreOpts), c_void_pp]),
     "elastic_store_clone": (_I, [_P, _S, c_void_pp]),
     "elastic_store_close": (_V, [_P]),
@@ -75,17 +84,17 @@ _SIGNATURES = {
     "elastic_store_num_keys": (_I, [_P, c_int64_p]),
     "elastic_store_keys": (_I, [_P, _S, _SZ, c_char_ppp, c_size_p]),
     # worker
-    "elastic_worker_opts_init": (_V, [ctypes.POINTER(WorkerOpts)]),
+    "elastic_worker_opts_init": (_I, [ctypes.POINTER(WorkerOpts), _SZ]),
     "elastic_worker_init": (_I, [ctypes.POINTER(WorkerOpts), c_void_pp]),
     "elastic_worker_get_info": (_I, [_P, ctypes.POINTER(WorkerInfoC)]),
-    "elastic_worker_store": (_P, [_P]),
+    "elastic_worker_get_store": (_I, [_P, c_void_pp]),
     "elastic_worker_heartbeat": (_I, [_P, _U64]),
     "elastic_worker_report_step_time": (_I, [_P, _U64]),
     "elastic_worker_poll": (_I, [_P]),
     "elastic_worker_barrier": (_I, [_P, _I]),
     "elastic_worker_close": (_V, [_P]),
     # checkpoint store
-    "elastic_ckpt_opts_init": (_V, [ctypes.POINTER(CkptOpts)]),
+    "elastic_ckpt_opts_init": (_I, [ctypes.POINTER(CkptOpts), _SZ]),
     "elastic_ckpt_open": (_I, [_S, ctypes.POINTER(CkptOpts), c_void_pp]),
     "elastic_ckpt_close": (_V, [_P]),
     "elastic_ckpt_save": (_I, [_P, _U64, ctypes.POINTER(CkptBlob), _SZ]),

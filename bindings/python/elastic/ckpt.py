@@ -24,8 +24,7 @@ class Checkpoint(Handle):
 
     def __init__(self, directory, store=None, **options):
         opts = CkptOpts()
-        opts.struct_size = ctypes.sizeof(CkptOpts)
-        lib.elastic_ckpt_opts_init(ctypes.byref(opts))
+        check(lib.elastic_ckpt_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "checkpoint options")
         known = {name for name, _ in CkptOpts._fields_} - {"struct_size", "store"}
         for name, value in options.items():
             if name not in known:

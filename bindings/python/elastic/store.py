@@ -4,7 +4,7 @@ bytes, keys str; every call raises ElasticError on failure."""
 import ctypes
 
 from ._buffers import as_buffer, encode_key
-from ._lib import StoreOpts, lib, take_bytes, take_strings
+from ._lib import TIMEOUT_DEFAULT, StoreOpts, lib, take_bytes, take_strings
 from ._handle import Handle
 from .errors import CODES, check
 
@@ -23,8 +23,7 @@ class Store(Handle):
     def connect(cls, endpoint, prefix=None, token=None, connect_timeout_ms=None, timeout_ms=None):
         """Connects to "host:port". Unset options keep the library's defaults."""
         opts = StoreOpts()
-        opts.struct_size = ctypes.sizeof(StoreOpts)
-        lib.elastic_store_opts_init(ctypes.byref(opts))
+        check(lib.elastic_store_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "store options")
         keep = []
         if prefix is not None:
             keep.append(encode_key(prefix))
@@ -57,8 +56,9 @@ class Store(Handle):
         ptr, length, _keep = as_buffer(value)
         check(lib.elastic_store_set(self._h(), encode_key(key), ptr, length), "set " + str(key))
 
-    def get(self, key, timeout_ms=-1):
-        """Waits up to timeout_ms (< 0: the handle's timeout) for the key; ETIMEDOUT if it never comes."""
+    def get(self, key, timeout_ms=TIMEOUT_DEFAULT):
+        """Waits up to timeout_ms (default: the handle's timeout_ms; < 0: no limit; 0: no wait) for the key;
+        ETIMEDOUT if it never comes."""
         value, length = ctypes.c_void_p(), ctypes.c_size_t()
         check(lib.elastic_store_get(self._h(), encode_key(key), timeout_ms, ctypes.byref(value), ctypes.byref(length)),
               "get " + str(key))
@@ -94,7 +94,7 @@ class Store(Handle):
             return None
         return take_bytes(current, clen.value)
 
-    def wait(self, keys, timeout_ms=-1):
+    def wait(self, keys, timeout_ms=TIMEOUT_DEFAULT):
         """Waits until every key exists."""
         if isinstance(keys, (str, bytes)):
             keys = [keys]

@@ -5,7 +5,7 @@ learn from poll() when the group changed."""
 import ctypes
 from collections import namedtuple
 
-from ._lib import WorkerInfoC, WorkerOpts, lib
+from ._lib import TIMEOUT_DEFAULT, WorkerInfoC, WorkerOpts, lib
 from ._handle import Handle
 from .errors import CODES, check
 from .store import Store
@@ -23,8 +23,7 @@ class Worker(Handle):
     def __init__(self, store_connect_timeout_ms=None, store_timeout_ms=None, reconfigure_timeout_ms=None,
                  stack_dump_signal=None):
         opts = WorkerOpts()
-        opts.struct_size = ctypes.sizeof(WorkerOpts)
-        lib.elastic_worker_opts_init(ctypes.byref(opts))
+        check(lib.elastic_worker_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "worker options")
         for name, value in (("store_connect_timeout_ms", store_connect_timeout_ms),
                             ("store_timeout_ms", store_timeout_ms),
                             ("reconfigure_timeout_ms", reconfigure_timeout_ms),
@@ -38,6 +37,7 @@ class Worker(Handle):
     def info(self):
         """Who this worker is in the current generation (a WorkerInfo)."""
         raw = WorkerInfoC()
+        raw.struct_size = ctypes.sizeof(raw)
         check(lib.elastic_worker_get_info(self._h(), ctypes.byref(raw)), "worker info")
         return WorkerInfo(raw.rank, raw.local_rank, raw.world_size, raw.local_world_size, raw.group_rank,
                           raw.restart_count, raw.generation, raw.master_port, bool(raw.attached),
@@ -47,8 +47,12 @@ class Worker(Handle):
         """The job's store scoped to the current generation, or None (plain
         torchrun). Owned by the worker: valid until the next reconfigure or
         close, so fetch it again after poll() returned True."""
-        handle = lib.elastic_worker_store(self._h())
-        return Store(handle, owned=False) if handle else None
+        handle = ctypes.c_void_p()
+        rc = lib.elastic_worker_get_store(self._h(), ctypes.byref(handle))
+        if rc == CODES["ENOTFOUND"]:
+            return None
+        check(rc, "worker store")
+        return Store(handle, owned=False)
 
     def heartbeat(self, step):
         """Progress report; cheap enough for every step. `step` should grow."""
@@ -67,8 +71,9 @@ class Worker(Handle):
         check(rc, "poll")
         return False
 
-    def barrier(self, timeout_ms=-1):
-        """Waits until every worker of the generation entered the barrier."""
+    def barrier(self, timeout_ms=TIMEOUT_DEFAULT):
+        """Waits until every worker of the generation entered the barrier
+        (timeout_ms < 0: no limit; default: the worker's store_timeout_ms)."""
         check(lib.elastic_worker_barrier(self._h(), timeout_ms), "barrier")
 
     def _free(self, handle):
