@@ -207,6 +207,9 @@ static int reply_error(json_object *reply, long status, char *why, size_t why_ca
     int64_t code = 0;
     if (etcd__json_i64(reply, "code", 0, &code) != 0) code = 0;
     snprintf(why, why_cap, "etcd: %.200s (code %d)", text != NULL ? text : "error", (int)code);
+    /* etcd reports a bad login or a missing user as INVALID_ARGUMENT. */
+    if (text != NULL && (strstr(text, "authentication failed") != NULL || strstr(text, "user name is empty") != NULL))
+        return ELASTIC_EAUTH;
     switch (code) {
     case GRPC_NOT_FOUND: return ELASTIC_ENOTFOUND;
     case GRPC_INVALID_ARGUMENT: return ELASTIC_EINVAL;

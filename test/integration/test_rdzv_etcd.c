@@ -375,3 +375,75 @@ TEST(etcd_rdzv_rejects_bad_options)
     o.backend = 7;
     ASSERT_ERR(elastic_rdzv_open(&o, &r), ELASTIC_EINVAL);
 }
+
+/* etcdctl against member 0 (ETCDCTL_API=3), with a deadline. */
+static void etcdctl(const etcd_cluster *c, const char *const *args)
+{
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "--endpoints=127.0.0.1:%d", c->m[0].client_port);
+    const char *argv[16] = {"etcdctl", endpoint};
+    int n = 2;
+    for (int i = 0; args[i] != NULL && n < 15; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("ETCDCTL_API", "3", 1);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 1);
+        execvp("etcdctl", (char *const *)argv);
+        _exit(127);
+    }
+    uint64_t deadline = etcd_fixture_now_ms() + (uint64_t)test_scaled_ms(20000);
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (etcd_fixture_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            FAIL("etcdctl %s did not finish", args[0]);
+        }
+        struct timespec pause = {0, 20 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) FAIL("etcdctl %s %s failed", args[0], args[1]);
+}
+
+TEST_TIMEOUT(etcd_backend_authenticates_and_stays_in_its_prefix, 90)
+{
+    etcd_cluster c;
+    etcd_cluster_start(&c, 1);
+    if (access("/usr/bin/etcdctl", X_OK) != 0) SKIP("etcdctl is not installed (Debian: etcd-client)");
+    const char *steps[][8] = {{"user", "add", "root:rootpw", NULL},
+                              {"role", "add", "jobs", NULL},
+                              {"role", "grant-permission", "jobs", "--prefix=true", "readwrite", "/elastic/", NULL},
+                              {"user", "add", "trainer:trainerpw", NULL},
+                              {"user", "grant-role", "trainer", "jobs", NULL},
+                              {"auth", "enable", NULL}};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) etcdctl(&c, steps[i]);
+    rdzv__etcd_conf conf = {.endpoints = c.endpoints, .timeout_ms = test_scaled_ms(5000)};
+    rdzv__backend *b = NULL;
+    /* Without credentials etcd refuses. */
+    ASSERT_OK(rdzv__backend_etcd_open(&conf, "auth", &b));
+    ASSERT_ERR(b->ops->set(b, "k", "v", 1), ELASTIC_EAUTH);
+    b->ops->close(b);
+    /* A wrong password fails at open, naming etcd's reason. */
+    conf.user = "trainer";
+    conf.password = "wrong";
+    ASSERT_ERR(rdzv__backend_etcd_open(&conf, "auth", &b), ELASTIC_EAUTH);
+    if (strstr(elastic_last_error(), "authentication failed") == NULL) FAIL("unclear error: %s", elastic_last_error());
+    /* The right one works for kv, watches and leases under /elastic/. */
+    conf.password = "trainerpw";
+    ASSERT_OK(rdzv__backend_etcd_open(&conf, "auth", &b));
+    ASSERT_OK(b->ops->set(b, "k", "v", 1));
+    expect_value(b, "k", "v");
+    uint64_t revision = 0, lease = 0;
+    ASSERT_OK(b->ops->watch(b, "k", 0, test_scaled_ms(2000), &revision));
+    ASSERT_OK(b->ops->lease_grant(b, 2000, 500, &lease));
+    ASSERT_OK(b->ops->set_leased(b, "mine", "x", 1, lease));
+    ASSERT_OK(b->ops->lease_revoke(b, lease));
+    b->ops->close(b);
+    /* Outside the role's prefix: permission denied. */
+    conf.prefix = "/elsewhere";
+    ASSERT_OK(rdzv__backend_etcd_open(&conf, "auth", &b));
+    ASSERT_ERR(b->ops->set(b, "k", "v", 1), ELASTIC_EPERM);
+    b->ops->close(b);
+    etcd_cluster_stop(&c);
+}
