@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -37,6 +38,8 @@ typedef struct etcd_cluster {
     etcd_member m[ETCD_FIXTURE_MAX];
     char endpoints[256];             /* "127.0.0.1:p1,127.0.0.1:p2,..." */
     char initial[1024];              /* --initial-cluster */
+    bool tls;                        /* https with client certificates (etcd_cluster_start_tls) */
+    char ca[600], server_cert[600], server_key[600], client_cert[600], client_key[600];
 } etcd_cluster;
 
 static inline uint64_t etcd_fixture_now_ms(void)
@@ -74,14 +77,20 @@ static inline void etcd_fixture_ports(int *ports, int n)
 }
 
 /* POSTs body to a member's gateway; the reply parsed (NULL: no answer). */
-static inline json_object *etcd_fixture_post(int port, const char *path, const char *body, int timeout_ms)
+static inline json_object *etcd_fixture_post(const etcd_cluster *c, int port, const char *path, const char *body,
+                                             int timeout_ms)
 {
     static char buf[65536];
     size_t len = 0;
     CURL *h = curl_easy_init();
     if (h == NULL) return NULL;
     char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    snprintf(url, sizeof url, "%s://127.0.0.1:%d%s", c->tls ? "https" : "http", port, path);
+    if (c->tls) {
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca);
+        curl_easy_setopt(h, CURLOPT_SSLCERT, c->client_cert);
+        curl_easy_setopt(h, CURLOPT_SSLKEY, c->client_key);
+    }
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
@@ -101,7 +110,7 @@ static inline void etcd_member_spawn(etcd_cluster *c, int i, bool fresh)
 {
     etcd_member *m = &c->m[i];
     char client[64], peer[64], log_path[700], token[64];
-    snprintf(client, sizeof client, "http://127.0.0.1:%d", m->client_port);
+    snprintf(client, sizeof client, "%s://127.0.0.1:%d", c->tls ? "https" : "http", m->client_port);
     snprintf(peer, sizeof peer, "http://127.0.0.1:%d", m->peer_port);
     snprintf(log_path, sizeof log_path, "%s/etcd.log", m->dir);
     snprintf(token, sizeof token, "elastic-test-%d", (int)getpid());
@@ -115,11 +124,18 @@ static inline void etcd_member_spawn(etcd_cluster *c, int i, bool fresh)
         if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
         char data[700];
         snprintf(data, sizeof data, "%s/data", m->dir);
-        execl(etcd_fixture_binary(), "etcd", "--name", m->name, "--data-dir", data, "--listen-client-urls", client,
-              "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-              "--initial-cluster", c->initial, "--initial-cluster-state", fresh ? "new" : "existing",
-              "--initial-cluster-token", token, "--heartbeat-interval", "50", "--election-timeout", "500",
-              "--log-level", "warn", (char *)NULL);
+        if (c->tls)
+            execl(etcd_fixture_binary(), "etcd", "--name", m->name, "--data-dir", data, "--listen-client-urls", client,
+                  "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                  "--initial-cluster", c->initial, "--initial-cluster-state", fresh ? "new" : "existing",
+                  "--initial-cluster-token", token, "--log-level", "warn", "--cert-file", c->server_cert,
+                  "--key-file", c->server_key, "--trusted-ca-file", c->ca, "--client-cert-auth", (char *)NULL);
+        else
+            execl(etcd_fixture_binary(), "etcd", "--name", m->name, "--data-dir", data, "--listen-client-urls", client,
+                  "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                  "--initial-cluster", c->initial, "--initial-cluster-state", fresh ? "new" : "existing",
+                  "--initial-cluster-token", token, "--heartbeat-interval", "50", "--election-timeout", "500",
+                  "--log-level", "warn", (char *)NULL);
         _exit(127);
     }
     m->pid = pid;
@@ -128,7 +144,7 @@ static inline void etcd_member_spawn(etcd_cluster *c, int i, bool fresh)
 /* Whether member i answers a read through the gateway (fills member_id). */
 static inline bool etcd_member_ready(etcd_cluster *c, int i)
 {
-    json_object *reply = etcd_fixture_post(c->m[i].client_port, "/v3/kv/range", "{\"key\":\"AA==\"}", 1000);
+    json_object *reply = etcd_fixture_post(c, c->m[i].client_port, "/v3/kv/range", "{\"key\":\"AA==\"}", 1000);
     json_object *header = NULL, *id = NULL;
     bool ok = reply != NULL && json_object_object_get_ex(reply, "header", &header) &&
               json_object_object_get_ex(header, "member_id", &id);
@@ -152,10 +168,9 @@ static inline void etcd_cluster_wait_ready(etcd_cluster *c, int timeout_ms)
 }
 
 /* Starts n (1 or 3) members and waits until every one answers. */
-static inline void etcd_cluster_start(etcd_cluster *c, int n)
+static inline void etcd_cluster_launch(etcd_cluster *c, int n)
 {
     if (etcd_fixture_binary() == NULL) SKIP("etcd is not installed (Debian: apt-get install etcd-server)");
-    memset(c, 0, sizeof *c);
     c->n = n;
     int ports[2 * ETCD_FIXTURE_MAX];
     etcd_fixture_ports(ports, 2 * n);
@@ -176,6 +191,56 @@ static inline void etcd_cluster_start(etcd_cluster *c, int n)
     etcd_cluster_wait_ready(c, 30000);
 }
 
+static inline void etcd_cluster_start(etcd_cluster *c, int n)
+{
+    memset(c, 0, sizeof *c);
+    etcd_cluster_launch(c, n);
+}
+
+/* One member speaking https only to clients with a certificate from a CA
+ * made for this test (openssl CLI; skipped without it). */
+static inline void etcd_cluster_start_tls(etcd_cluster *c)
+{
+    memset(c, 0, sizeof *c);
+    if (access("/usr/bin/openssl", X_OK) != 0) SKIP("openssl is not installed");
+    char dir[560], script[4096];
+    snprintf(dir, sizeof dir, "%.500s/pki", test_tmpdir());
+    if (mkdir(dir, 0700) != 0) FAIL("mkdir %s: %s", dir, strerror(errno));
+    snprintf(script, sizeof script,
+             "set -e; cd '%s'\n"
+             "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca 2>/dev/null\n"
+             "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext\n"
+             "for who in server client; do\n"
+             "  openssl req -newkey rsa:2048 -nodes -keyout $who.key -out $who.csr -subj /CN=$who 2>/dev/null\n"
+             "  openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $who.pem -days 1 "
+             "-extfile san.ext 2>/dev/null\n"
+             "done\n",
+             dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    uint64_t deadline = etcd_fixture_now_ms() + (uint64_t)test_scaled_ms(60000);
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (etcd_fixture_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            FAIL("making test certificates took too long");
+        }
+        struct timespec pause = {0, 20 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) FAIL("openssl could not make the test certificates");
+    c->tls = true;
+    snprintf(c->ca, sizeof c->ca, "%s/ca.pem", dir);
+    snprintf(c->server_cert, sizeof c->server_cert, "%s/server.pem", dir);
+    snprintf(c->server_key, sizeof c->server_key, "%s/server.key", dir);
+    snprintf(c->client_cert, sizeof c->client_cert, "%s/client.pem", dir);
+    snprintf(c->client_key, sizeof c->client_key, "%s/client.key", dir);
+    etcd_cluster_launch(c, 1);
+}
+
 static inline void etcd_member_kill(etcd_cluster *c, int i)
 {
     if (c->m[i].pid == 0) return;
@@ -189,7 +254,7 @@ static inline int etcd_cluster_leader(etcd_cluster *c)
 {
     for (int i = 0; i < c->n; i++) {
         if (c->m[i].pid == 0) continue;
-        json_object *reply = etcd_fixture_post(c->m[i].client_port, "/v3/maintenance/status", "{}", 1000), *leader;
+        json_object *reply = etcd_fixture_post(c, c->m[i].client_port, "/v3/maintenance/status", "{}", 1000), *leader;
         uint64_t id = 0;
         if (reply != NULL && json_object_object_get_ex(reply, "leader", &leader))
             id = strtoull(json_object_get_string(leader), NULL, 10);

@@ -447,3 +447,39 @@ TEST_TIMEOUT(etcd_backend_authenticates_and_stays_in_its_prefix, 90)
     b->ops->close(b);
     etcd_cluster_stop(&c);
 }
+
+TEST_TIMEOUT(etcd_backend_speaks_tls_with_a_client_certificate, 90)
+{
+    etcd_cluster c;
+    etcd_cluster_start_tls(&c);
+    rdzv__etcd_conf conf = {.endpoints = c.endpoints, .timeout_ms = test_scaled_ms(5000), .ca_file = c.ca,
+                            .cert_file = c.client_cert, .key_file = c.client_key};
+    rdzv__backend *b = NULL;
+    ASSERT_OK(rdzv__backend_etcd_open(&conf, "tls", &b));
+    ASSERT_OK(b->ops->set(b, "k", "v", 1));
+    expect_value(b, "k", "v");
+    uint64_t revision = 0, lease = 0;
+    ASSERT_OK(b->ops->watch(b, "k", 0, test_scaled_ms(2000), &revision));
+    ASSERT_OK(b->ops->lease_grant(b, 2000, 500, &lease));
+    ASSERT_OK(b->ops->set_leased(b, "mine", "x", 1, lease));
+    ASSERT_OK(b->ops->lease_revoke(b, lease));
+    b->ops->close(b);
+    /* etcd asks for a client certificate: without one nothing gets through. */
+    conf.cert_file = conf.key_file = NULL;
+    conf.timeout_ms = 1500;
+    ASSERT_OK(rdzv__backend_etcd_open(&conf, "tls", &b));
+    void *value = NULL;
+    size_t len = 0;
+    int rc = b->ops->get(b, "k", &value, &len);
+    if (rc == 0 || rc == ELASTIC_ENOTFOUND) FAIL("read without a client certificate: %s", elastic_err_name(rc));
+    b->ops->close(b);
+    /* A CA that did not sign etcd's certificate: refused, not trusted. */
+    conf.ca_file = c.client_cert;
+    conf.cert_file = c.client_cert;
+    conf.key_file = c.client_key;
+    ASSERT_OK(rdzv__backend_etcd_open(&conf, "tls", &b));
+    rc = b->ops->get(b, "k", &value, &len);
+    if (rc == 0 || rc == ELASTIC_ENOTFOUND) FAIL("read past an untrusted server: %s", elastic_err_name(rc));
+    b->ops->close(b);
+    etcd_cluster_stop(&c);
+}
