@@ -9,7 +9,7 @@
 #   make bench      the benchmarks (prints tables against the peers)
 #   make soak       long fault runs (the checkpoint crash test with SOAK_KILLS SIGKILLs)
 #   make demo       the elastic demo: a worker is killed and the job survives
-#   make install    PREFIX, LIBDIR, INCLUDEDIR, DESTDIR honoured
+#   make install    PREFIX, LIBDIR, INCLUDEDIR, PYTHONDIR, DESTDIR honoured
 #
 # Every target first runs `deps`, which installs missing Debian packages when
 # run as root and otherwise prints the exact apt-get command and stops.
@@ -20,6 +20,7 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR ?= $(PREFIX)/bin
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
 DESTDIR ?=
 
 # The version is written once, in include/elastic.h; the SONAME follows its major.
@@ -37,7 +38,7 @@ CLANG ?= clang
 
 WARNINGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 BASE_CFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE -DELASTIC_BUILDING -Iinclude -Isrc $(WARNINGS)
-LIBS := -luv -lzstd -lcrypto -lxxhash -lcurl -ljson-c -lpthread -ldl -lm
+LIBS := -luv -lzstd -lssl -lcrypto -lxxhash -lcurl -ljson-c -lpthread -ldl -lm
 
 ifeq ($(VARIANT),release)
   OPT := -O2
@@ -98,7 +99,7 @@ FUZZ_SECONDS ?= 20
 
 # libcurl + json-c: the etcd rendezvous backend speaks etcd's JSON gateway (docs/RDZV.md).
 DEB_PACKAGES := libuv1-dev libzstd-dev libssl-dev libxxhash-dev pkg-config libcurl4-openssl-dev libjson-c-dev
-PKG_MODULES := libuv libzstd libcrypto libxxhash libcurl json-c
+PKG_MODULES := libuv libzstd libssl libcrypto libxxhash libcurl json-c
 
 .PHONY: all deps test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
 
@@ -246,12 +247,18 @@ install: all pkgconfig/elastic.pc
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/
 	install -m 644 pkgconfig/elastic.pc $(DESTDIR)$(PKGCONFIGDIR)/elastic.pc
 	for t in $(TOOLS); do install -m 755 $$t $(DESTDIR)$(BINDIR)/; done
+	@# The Python package, told where the library went (ELASTIC_LIB_DIR still overrides).
+	install -d $(DESTDIR)$(PYTHONDIR)/elastic
+	install -m 644 bindings/python/elastic/*.py bindings/python/elastic/py.typed $(DESTDIR)$(PYTHONDIR)/elastic/
+	printf '"""Written by make install: the library this package loads by default."""\nLIBRARY = "%s"\n' \
+	  '$(LIBDIR)/$(SONAME)' > $(DESTDIR)$(PYTHONDIR)/elastic/_installed.py
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/elastic.h $(DESTDIR)$(LIBDIR)/libelastic.so* $(DESTDIR)$(LIBDIR)/libelastic.a
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/elastic
 	rm -f $(DESTDIR)$(PKGCONFIGDIR)/elastic.pc
 	for t in $(notdir $(TOOLS)); do rm -f $(DESTDIR)$(BINDIR)/$$t; done
+	rm -rf $(DESTDIR)$(PYTHONDIR)/elastic
 
 clean:
 	rm -rf build lib bin pkgconfig/elastic.pc

@@ -19,6 +19,11 @@
 extern "C" {
 #endif
 
+/* The longest run id, in characters (1..64 of [A-Za-z0-9._-], not "." or
+ * ".."): one rule for elasticrun --rdzv-id, elastic_agent_opts.run_id and
+ * elastic_rdzv_opts.run_id. */
+#define ELASTIC_RUN_ID_MAX 64
+
 /* Thread safety: every call on one handle may come from any thread, several
  * at once (elastic_rdzv_watch may block on one thread while another ends the
  * generation), except elastic_rdzv_free, which must be the last. */
@@ -26,7 +31,8 @@ typedef struct elastic_rdzv elastic_rdzv;
 
 typedef struct elastic_rdzv_opts {
     size_t struct_size;              /* sizeof(elastic_rdzv_opts) */
-    const char *run_id;              /* required: names the job; keys live under "rdzv/<run_id>/" (store) */
+    const char *run_id;              /* required: names the job; keys live under "rdzv/<run_id>/" (store);
+                                        1..ELASTIC_RUN_ID_MAX characters of [A-Za-z0-9._-] */
     const char *endpoint;            /* store "host:port", used when `store` is NULL */
     elastic_store *store;            /* an open handle to use instead (not owned, outlives the rdzv) */
     const char *token;               /* store token when connecting by endpoint (NULL: environment) */

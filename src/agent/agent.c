@@ -4,6 +4,7 @@
  * and the log directories, then runs the group's state machine on a loop.
  */
 #include "agent/group.h"
+#include "common/names.h"
 #include "rdzv/rdzv.h"
 
 #include <errno.h>
@@ -39,8 +40,10 @@ struct elastic_agent {
     char node_id[200];
     char hostname[128];
     char store_endpoint[300];
-    char token[80];
+    char *token;                     /* the store token (NULL: none) */
+    char token_file[800];            /* where the workers read it ("": not written) */
     char log_root[700];
+    int log_root_fd;                 /* the log root, opened once: everything below it goes through it */
     bool log_root_is_temporary;
     elastic_agent *next_abandoned;
 };
@@ -82,7 +85,7 @@ static int host_store(elastic_agent *agent, const char *bind_host, int port)
     elastic_store_server_opts_init(&server_opts, sizeof server_opts);
     server_opts.host = bind_host;
     server_opts.port = port;
-    server_opts.token = agent->token[0] != '\0' ? agent->token : NULL;
+    server_opts.token = agent->token;
     return elastic_store_server_start(&server_opts, &agent->server);
 }
 
@@ -93,25 +96,33 @@ static int host_store(elastic_agent *agent, const char *bind_host, int port)
 static int setup_store(elastic_agent *agent)
 {
     const elastic_agent_opts *o = &agent->opts;
-    const char *env_token = getenv("ELASTIC_STORE_TOKEN");
     char host[256];
     int port, rc;
-    if (env_token != NULL && *env_token != '\0') snprintf(agent->token, sizeof agent->token, "%.79s", env_token);
+    /* On etcd a store without a configured token gets a random one per host,
+     * published in etcd (jobstore.c): no warning about an open store then. */
+    if ((rc = agent__token_load(&agent->conf, !local_only(agent) && !on_etcd(agent), &agent->token)) != 0) return rc;
     if (on_etcd(agent)) { /* no store yet: each generation's rank 0 hosts one (jobstore.c) */
         agent_jobstore *js = &agent->jobstore;
-        js->bind_host = o->local_addr != NULL ? o->local_addr : "0.0.0.0";
+        js->bind_host = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr
+                        : o->local_addr != NULL                 ? o->local_addr
+                                                                : "0.0.0.0";
         js->advertise_host = o->local_addr != NULL ? o->local_addr : agent->hostname;
-        snprintf(js->fixed_token, sizeof js->fixed_token, "%s", agent->token);
+        js->fixed_token = agent->token;
         js->read_timeout_ms = agent->conf.read_timeout_ms > 0 ? agent->conf.read_timeout_ms : 0;
         js->endpoint = agent->store_endpoint;
         js->endpoint_size = sizeof agent->store_endpoint;
-        js->token = agent->token;
-        js->token_size = sizeof agent->token;
+        js->token_dir = agent->group.probe_dir;
+        js->token_file = agent->token_file;
+        js->token_file_size = sizeof agent->token_file;
+        js->group_token_file = &agent->group.store_token_file;
         js->group_store = &agent->group.store;
         return 0;
     }
     if (local_only(agent)) {
-        if (agent->token[0] == '\0') random_hex(agent->token, 16); /* only our workers need it */
+        if (agent->token == NULL) { /* only our workers need it */
+            if ((agent->token = malloc(33)) == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+            random_hex(agent->token, 16);
+        }
         snprintf(host, sizeof host, "%s", node_address(agent));
         if ((rc = host_store(agent, host, 0)) != 0) return rc;
         if ((rc = elastic_store_server_get_port(agent->server, &port)) != 0) return rc;
@@ -123,7 +134,9 @@ static int setup_store(elastic_agent *agent)
         bool should_host = is_static ? o->node_rank == 0
                                      : agent->conf.is_host >= 0 ? agent->conf.is_host == 1 : agent__address_is_local(host);
         if (should_host) {
-            rc = host_store(agent, "0.0.0.0", port);
+            /* The endpoint's own address, not every interface, unless told. */
+            const char *bind = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr : host;
+            rc = host_store(agent, bind, port);
             bool explicit_host = is_static || agent->conf.is_host == 1;
             if (rc != 0 && explicit_host) return rc;
             if (rc != 0) ELASTIC_LOG_I("agent", "store port %d taken (%s): joining as a client", port, elastic_last_error());
@@ -132,7 +145,7 @@ static int setup_store(elastic_agent *agent)
     snprintf(agent->store_endpoint, sizeof agent->store_endpoint, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     elastic_store_opts client_opts;
     elastic_store_opts_init(&client_opts, sizeof client_opts);
-    client_opts.token = agent->token[0] != '\0' ? agent->token : NULL;
+    client_opts.token = agent->token;
     if (agent->conf.read_timeout_ms > 0) client_opts.timeout_ms = agent->conf.read_timeout_ms;
     return elastic_store_connect(agent->store_endpoint, &client_opts, &agent->store);
 }
@@ -270,17 +283,31 @@ static void serve_until_closed(elastic_agent *agent)
 
 /* ---- log directories ------------------------------------------------------------- */
 
+/* The log root: <--log-dir>/<run_id> (a private directory of ours inside
+ * the user's), else a fresh temporary one. */
 static int setup_log_root(elastic_agent *agent)
 {
     if (agent->opts.log_dir != NULL) {
         snprintf(agent->log_root, sizeof agent->log_root, "%s/%s", agent->opts.log_dir, agent->run_id);
         agent->group.write_logs = true;
+        int parent = -1;
+        int rc = agent__dir_open_user(agent->opts.log_dir, &parent);
+        if (rc == 0) rc = agent__dir_private(parent, agent->run_id, &agent->log_root_fd);
+        if (parent >= 0) close(parent);
+        if (rc != 0) {
+            char detail[512];
+            snprintf(detail, sizeof detail, "%s", elastic_last_error());
+            return elastic__fail(rc, "--log-dir %s: %s", agent->opts.log_dir, detail);
+        }
         return 0;
     }
     const char *tmp = getenv("TMPDIR");
     snprintf(agent->log_root, sizeof agent->log_root, "%s/elasticrun-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", agent->run_id);
     if (mkdtemp(agent->log_root) == NULL)
         return elastic__fail(elastic__from_errno(errno), "mkdtemp %s: %s", agent->log_root, strerror(errno));
+    agent->log_root_fd = open(agent->log_root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (agent->log_root_fd < 0)
+        return elastic__fail(elastic__from_errno(errno), "%s: %s", agent->log_root, strerror(errno));
     int redirects = 0, tee = 0;
     agent__std_parse(agent->opts.redirects, 0, &redirects);
     agent__std_parse(agent->opts.tee, 0, &tee);
@@ -308,6 +335,7 @@ static int validate(const elastic_agent_opts *o)
         o->grace_period_ms < 0 || o->role == NULL || o->run_id == NULL || o->redirects == NULL || o->tee == NULL ||
         o->rdzv_backend == NULL || o->rdzv_endpoint == NULL)
         return elastic__fail(ELASTIC_EINVAL, "invalid agent options");
+    if (!o->standalone && elastic__check_run_id(o->run_id, "agent") != 0) return ELASTIC_EINVAL;
     int mask;
     if (agent__std_parse(o->redirects, 0, &mask) != 0 || agent__std_parse(o->tee, 0, &mask) != 0)
         return elastic__fail(ELASTIC_EINVAL, "invalid --redirects/--tee: %s", elastic_last_error());
@@ -348,9 +376,14 @@ static int setup(elastic_agent *agent)
     group->run_id = agent->run_id;
     group->node_id = agent->node_id;
     group->store_endpoint = agent->store_endpoint;
-    group->store_token = agent->token[0] != '\0' || on_etcd(agent) ? agent->token : NULL;
     group->log_root = agent->log_root;
-    return agent__probes_start(group);
+    group->log_root_fd = agent->log_root_fd;
+    if ((rc = agent__probes_start(group)) != 0 || agent->token == NULL) return rc;
+    /* Workers read the token from the agent's private run directory: it
+     * never sits in their environment (nor their children's). */
+    rc = agent__token_publish(group->probe_dir, agent->token, agent->token_file, sizeof agent->token_file);
+    if (rc == 0) group->store_token_file = agent->token_file;
+    return rc;
 }
 
 ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **out)
@@ -360,6 +393,7 @@ ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_
     *out = NULL;
     elastic_agent *agent = calloc(1, sizeof *agent);
     if (agent == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+    agent->log_root_fd = -1;
     agent__opts_defaults(&agent->opts);
     int rc = ELASTIC__STRUCT_READ(&agent->opts, opts, "elastic_agent_opts");
     if (rc == 0) rc = validate(&agent->opts);
@@ -392,6 +426,7 @@ ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result 
     if (rc != 0) return rc;
     if (agent->ran) return elastic__fail(ELASTIC_ESTATE, "elastic_agent_run: an agent runs once");
     agent->ran = true;
+    agent__python_start_line(&agent->opts, agent->run_id);
     agent__group_start(&agent->group);
     while (agent->group.state != AGENT_DONE) uv_run(&agent->loop, UV_RUN_ONCE);
     bool hosting = agent->server != NULL || agent__jobstore_hosting(&agent->jobstore);
@@ -434,6 +469,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
             return;
         }
     }
+    if (agent->token_file[0] != '\0') unlink(agent->token_file); /* before its directory goes */
     if (agent->group_ready) agent__probes_stop(&agent->group); /* its handles close with their callbacks */
     if (agent->loop_ready) {
         uv_walk(&agent->loop, close_any, NULL);
@@ -449,5 +485,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     memset(agent->etcd_password, 0, sizeof agent->etcd_password);
     agent__events_close(agent->events);
     if (agent->log_root_is_temporary) nftw(agent->log_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (agent->log_root_fd >= 0) close(agent->log_root_fd);
+    agent__token_free(agent->token);
     free(agent);
 }

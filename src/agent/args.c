@@ -4,6 +4,7 @@
  * abbreviations), PET_<FLAG> environment fallbacks, then the program.
  */
 #include "agent/agent.h"
+#include "common/names.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -136,10 +137,8 @@ static int set_error_file(elastic_agent_opts *o, const char *value) { return bou
 
 static int set_run_id(elastic_agent_opts *o, const char *value)
 {
-    /* The run id names store keys and log directories: keep it to a safe alphabet. */
-    size_t len = strlen(value);
-    if (len == 0 || len > 128 || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != len)
-        return elastic__fail(ELASTIC_EINVAL, "\"%s\" must be 1-128 characters of [A-Za-z0-9._-]", value);
+    /* The run id names store keys and log directories: one rule everywhere. */
+    if (elastic__check_run_id(value, "--rdzv-id") != 0) return ELASTIC_EINVAL;
     o->run_id = value;
     return 0;
 }

@@ -66,7 +66,7 @@ typedef struct agent_worker_env {
     const char *run_id;
     const char *store_endpoint;
     const char *store_prefix;
-    const char *store_token;         /* NULL: none */
+    const char *store_token_file;    /* the token's file in the agent's run directory; NULL: none */
     const char *error_file;
     int local_rank;
     const char *heartbeat_shm;       /* the probe monitor's heartbeat file; NULL: none */
@@ -81,6 +81,17 @@ int agent__env_build(const agent_worker_env *spec, char ***envp);
  * ${local_rank} substituted. Free with agent__strv_free(). */
 int agent__command_build(const elastic_agent_opts *opts, int local_rank, char ***argv);
 void agent__strv_free(char **strv);
+
+/* ---- the workers' Python (python.c) ------------------------------------------ */
+
+/* --python, else $PYTHON_EXEC, else "python3" (looked up on PATH). */
+const char *agent__python_interpreter(const elastic_agent_opts *opts);
+/* "/usr/bin/python3 (Python 3.11.2)", or why it is unknown. Runs it once. */
+void agent__python_describe(const elastic_agent_opts *opts, char *out, size_t size);
+/* elasticrun's start line on stderr: run id, workers, interpreter and version. */
+void agent__python_start_line(const elastic_agent_opts *opts, const char *run_id);
+/* A PYTHON_EXEC hint line when a worker's error text shows ModuleNotFoundError. */
+bool agent__python_hint(const elastic_agent_opts *opts, const char *detail, char *out, size_t size);
 
 /* ---- membership (membership_local.c, membership_rdzv.c) -------------------- */
 
@@ -123,17 +134,20 @@ typedef struct agent_jobstore {
     /* Set by the agent. */
     const char *bind_host;           /* where a hosted store listens */
     const char *advertise_host;      /* how the other nodes reach it */
-    char fixed_token[80];            /* ELASTIC_STORE_TOKEN, or "": a random one per host */
+    const char *fixed_token;         /* the job's configured token (every node has it); NULL: random per host */
     int read_timeout_ms;             /* store calls (0: the client's default) */
     int lookup_timeout_ms;           /* how long to wait for the host's endpoint */
-    char *endpoint;                  /* the group's store_endpoint and token buffers, updated per generation */
+    char *endpoint;                  /* the group's store_endpoint buffer, updated per generation */
     size_t endpoint_size;
-    char *token;
-    size_t token_size;
+    const char *token_dir;           /* the agent's private run directory (workers' token file) */
+    char *token_file;                /* its path buffer, and the group's pointer to it */
+    size_t token_file_size;
+    const char **group_token_file;
     elastic_store **group_store;     /* the group's store handle, replaced per generation */
     /* Own state. */
     elastic_store_server *server;    /* while this node hosts (it was group rank 0) */
-    char host_token[80];
+    char host_token[40];             /* the random token of the store we host (no fixed token) */
+    char written_token[128];         /* the random token in the workers' file now ("" none) */
     uint64_t published;              /* the last generation we published a store for */
     int logged_port;
 } agent_jobstore;
@@ -213,8 +227,9 @@ typedef struct agent_group {
     const char *run_id;
     const char *node_id;
     const char *store_endpoint;
-    const char *store_token;
+    const char *store_token_file;    /* NULL: no token */
     const char *log_root;            /* per-generation directories go here */
+    int log_root_fd;                 /* ... opened through this descriptor (no link followed) */
     bool write_logs;                 /* stdout.log / stderr.log files */
 
     agent_state state;

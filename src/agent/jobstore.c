@@ -23,17 +23,17 @@ static void random_token(char *out, size_t size)
     for (size_t i = 0; i < sizeof raw && 2 * i + 2 < size; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
 }
 
-/* Starts our store (once: a host that stays rank 0 keeps its data). */
+/* Starts our store (once: a host that stays rank 0 keeps its data), with
+ * the job's token, else a random one that only etcd's readers learn. */
 static int host(agent_jobstore *js, char *endpoint, size_t size)
 {
     if (js->server == NULL) {
-        if (js->fixed_token[0] != '\0') snprintf(js->host_token, sizeof js->host_token, "%s", js->fixed_token);
-        else random_token(js->host_token, sizeof js->host_token);
+        if (js->fixed_token == NULL) random_token(js->host_token, sizeof js->host_token);
         elastic_store_server_opts opts;
         elastic_store_server_opts_init(&opts, sizeof opts);
         opts.host = js->bind_host;
         opts.port = 0;
-        opts.token = js->host_token;
+        opts.token = js->fixed_token != NULL ? js->fixed_token : js->host_token;
         int rc = elastic_store_server_start(&opts, &js->server);
         if (rc != 0) return rc;
     }
@@ -47,15 +47,33 @@ static int host(agent_jobstore *js, char *endpoint, size_t size)
     return 0;
 }
 
+/* The workers read the generation's random token from a file in the
+ * agent's private run directory (never their environment): rewritten when
+ * the host, and so the token, changed. A configured token was written once. */
+static int give_workers_token(agent_jobstore *js, const char *token)
+{
+    if (js->fixed_token != NULL || strcmp(token, js->written_token) == 0) return 0;
+    if (js->written_token[0] != '\0') unlink(js->token_file);
+    js->written_token[0] = '\0';
+    *js->group_token_file = NULL;
+    if (token[0] == '\0') return 0;
+    int rc = agent__token_publish(js->token_dir, token, js->token_file, js->token_file_size);
+    if (rc != 0) return rc;
+    snprintf(js->written_token, sizeof js->written_token, "%s", token);
+    *js->group_token_file = js->token_file;
+    return 0;
+}
+
 int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result)
 {
     char endpoint[300], token[128];
     int rc;
     if (result->group_rank == 0) {
         rc = host(js, endpoint, sizeof endpoint);
-        if (rc == 0) rc = rdzv__jobstore_publish(r, result->generation, endpoint, js->host_token);
+        /* A configured token stays off etcd: every node has it already. */
+        if (rc == 0) rc = rdzv__jobstore_publish(r, result->generation, endpoint, js->fixed_token ? "" : js->host_token);
         if (rc != 0) return rc;
-        snprintf(token, sizeof token, "%s", js->host_token);
+        snprintf(token, sizeof token, "%s", js->fixed_token ? "" : js->host_token);
         if (js->published != 0) rdzv__jobstore_forget(r, js->published);
         js->published = result->generation;
     } else {
@@ -66,16 +84,19 @@ int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rd
     elastic_store *store = NULL;
     elastic_store_opts opts;
     elastic_store_opts_init(&opts, sizeof opts);
-    opts.token = token[0] != '\0' ? token : NULL;
+    opts.token = js->fixed_token != NULL ? js->fixed_token : token[0] != '\0' ? token : NULL;
     opts.connect_timeout_ms = js->lookup_timeout_ms;
     if (js->read_timeout_ms > 0) opts.timeout_ms = js->read_timeout_ms;
     rc = elastic_store_connect(endpoint, &opts, &store);
-    if (rc != 0) return rc;
+    if (rc == 0) rc = give_workers_token(js, token);
+    if (rc != 0) {
+        elastic_store_close(store);
+        return rc;
+    }
     /* The loop thread is waiting for this rendezvous: nobody uses the old handle now. */
     elastic_store_close(*js->group_store);
     *js->group_store = store;
     snprintf(js->endpoint, js->endpoint_size, "%s", endpoint);
-    snprintf(js->token, js->token_size, "%s", token);
     if (result->group_rank != 0 && js->server != NULL) { /* we hosted an older generation: nobody uses it now */
         elastic_store_server_close(js->server);
         js->server = NULL;

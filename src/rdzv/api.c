@@ -5,6 +5,8 @@
  */
 #include "rdzv/rdzv.h"
 
+#include "common/names.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +38,7 @@ ELASTIC_EXTERN int elastic_rdzv_opts_init(elastic_rdzv_opts *opts, size_t struct
 
 static int check_opts(const elastic_rdzv_opts *o)
 {
-    if (!rdzv__valid_token(o->run_id, RDZV__MAX_ID - 16))
-        return elastic__fail(ELASTIC_EINVAL, "rdzv: run_id must be 1..111 printable characters without spaces");
+    if (elastic__check_run_id(o->run_id, "rdzv") != 0) return ELASTIC_EINVAL;
     if (o->min_nodes < 1 || o->max_nodes < o->min_nodes || o->max_nodes > RDZV__MAX_NODES)
         return elastic__fail(ELASTIC_EINVAL, "rdzv: need 1 <= min_nodes (%d) <= max_nodes (%d) <= %d",
                              o->min_nodes, o->max_nodes, RDZV__MAX_NODES);

@@ -13,6 +13,74 @@
     printf("%s %s %zu %zu\n", #type, #field, offsetof(type, field), sizeof(((type *)0)->field))
 #define SIZE(type) printf("%s sizeof - %zu\n", #type, sizeof(type))
 
+static void store_server_opts(void)
+{
+    SIZE(elastic_store_server_opts);
+    FIELD(elastic_store_server_opts, struct_size);
+    FIELD(elastic_store_server_opts, host);
+    FIELD(elastic_store_server_opts, port);
+    FIELD(elastic_store_server_opts, token);
+    FIELD(elastic_store_server_opts, max_key_bytes);
+    FIELD(elastic_store_server_opts, max_value_bytes);
+    FIELD(elastic_store_server_opts, max_connections);
+    FIELD(elastic_store_server_opts, max_connection_buffer);
+    FIELD(elastic_store_server_opts, max_total_bytes);
+    FIELD(elastic_store_server_opts, handshake_timeout_ms);
+    FIELD(elastic_store_server_opts, idle_timeout_ms);
+    FIELD(elastic_store_server_opts, max_pending_waits);
+}
+
+static void rdzv_structs(void)
+{
+    SIZE(elastic_rdzv_opts);
+    FIELD(elastic_rdzv_opts, struct_size);
+    FIELD(elastic_rdzv_opts, run_id);
+    FIELD(elastic_rdzv_opts, endpoint);
+    FIELD(elastic_rdzv_opts, store);
+    FIELD(elastic_rdzv_opts, token);
+    FIELD(elastic_rdzv_opts, min_nodes);
+    FIELD(elastic_rdzv_opts, max_nodes);
+    FIELD(elastic_rdzv_opts, join_timeout_ms);
+    FIELD(elastic_rdzv_opts, last_call_timeout_ms);
+    FIELD(elastic_rdzv_opts, keepalive_interval_ms);
+    FIELD(elastic_rdzv_opts, keepalive_timeout_ms);
+    FIELD(elastic_rdzv_opts, max_restarts);
+    FIELD(elastic_rdzv_opts, node_addr);
+    FIELD(elastic_rdzv_opts, local_world_size);
+    FIELD(elastic_rdzv_opts, node_id);
+    FIELD(elastic_rdzv_opts, backend);
+    FIELD(elastic_rdzv_opts, etcd_endpoints);
+    FIELD(elastic_rdzv_opts, etcd_prefix);
+    FIELD(elastic_rdzv_opts, etcd_ca_file);
+    FIELD(elastic_rdzv_opts, etcd_cert_file);
+    FIELD(elastic_rdzv_opts, etcd_key_file);
+    FIELD(elastic_rdzv_opts, etcd_user);
+    FIELD(elastic_rdzv_opts, etcd_password);
+    FIELD(elastic_rdzv_opts, etcd_timeout_ms);
+    SIZE(elastic_rdzv_result);
+    FIELD(elastic_rdzv_result, struct_size);
+    FIELD(elastic_rdzv_result, generation);
+    FIELD(elastic_rdzv_result, group_rank);
+    FIELD(elastic_rdzv_result, group_world_size);
+    FIELD(elastic_rdzv_result, rank_base);
+    FIELD(elastic_rdzv_result, local_world_size);
+    FIELD(elastic_rdzv_result, world_size);
+    FIELD(elastic_rdzv_result, restart_count);
+    FIELD(elastic_rdzv_result, max_restarts);
+    FIELD(elastic_rdzv_result, master_addr);
+    FIELD(elastic_rdzv_result, master_port);
+    SIZE(elastic_rdzv_cause);
+    FIELD(elastic_rdzv_cause, struct_size);
+    FIELD(elastic_rdzv_cause, kind);
+    FIELD(elastic_rdzv_cause, generation);
+    FIELD(elastic_rdzv_cause, node_id);
+    FIELD(elastic_rdzv_cause, rank);
+    FIELD(elastic_rdzv_cause, exit_code);
+    FIELD(elastic_rdzv_cause, signal);
+    FIELD(elastic_rdzv_cause, reason);
+    FIELD(elastic_rdzv_cause, time_ms);
+}
+
 static void store_opts(void)
 {
     SIZE(elastic_store_opts);
@@ -65,6 +133,7 @@ static void ckpt_structs(void)
     FIELD(elastic_ckpt_opts, shared_storage);
     FIELD(elastic_ckpt_opts, commit_timeout_ms);
     FIELD(elastic_ckpt_opts, max_blob_bytes);
+    FIELD(elastic_ckpt_opts, file_mode);
     SIZE(elastic_ckpt_blob);
     FIELD(elastic_ckpt_blob, name);
     FIELD(elastic_ckpt_blob, data);
@@ -74,7 +143,9 @@ static void ckpt_structs(void)
 
 int main(void)
 {
+    store_server_opts();
     store_opts();
+    rdzv_structs();
     worker_structs();
     ckpt_structs();
     return 0;

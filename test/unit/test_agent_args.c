@@ -119,6 +119,7 @@ TEST(agent_args_rejects_bad_values_naming_the_flag)
         {"--rdzv-conf", "join_timeout=soon", "join_timeout"},
         {"--rdzv-conf", "is_host=maybe", "is_host"},
         {"--rdzv-id", "a/b", "--rdzv-id"},
+        {"--rdzv-id", "rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr", "1-64"}, /* 65 */
         {"--start-method", "thread", "--start-method"},
         {"--grace-period", "-3", "--grace-period"},
     };

@@ -8,16 +8,10 @@ import subprocess
 
 import pytest
 
-from elastic._lib import CkptBlob, CkptOpts, StoreOpts, WorkerInfoC, WorkerOpts
+from elastic._lib import STRUCTS
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-MIRRORS = {
-    "elastic_store_opts": StoreOpts,
-    "elastic_worker_opts": WorkerOpts,
-    "elastic_worker_info": WorkerInfoC,
-    "elastic_ckpt_opts": CkptOpts,
-    "elastic_ckpt_blob": CkptBlob,
-}
+MIRRORS = STRUCTS  # every struct the package mirrors, by its C name
 
 
 def c_layout():
