@@ -28,6 +28,8 @@ static void store_server_opts(void)
     FIELD(elastic_store_server_opts, handshake_timeout_ms);
     FIELD(elastic_store_server_opts, idle_timeout_ms);
     FIELD(elastic_store_server_opts, max_pending_waits);
+    FIELD(elastic_store_server_opts, max_buffered_bytes);
+    FIELD(elastic_store_server_opts, frame_timeout_ms);
 }
 
 static void rdzv_structs(void)

@@ -33,7 +33,8 @@ class StoreServerOpts(ctypes.Structure):
                 ("max_value_bytes", ctypes.c_size_t), ("max_connections", ctypes.c_size_t),
                 ("max_connection_buffer", ctypes.c_size_t), ("max_total_bytes", ctypes.c_size_t),
                 ("handshake_timeout_ms", ctypes.c_int), ("idle_timeout_ms", ctypes.c_int),
-                ("max_pending_waits", ctypes.c_size_t)]
+                ("max_pending_waits", ctypes.c_size_t), ("max_buffered_bytes", ctypes.c_size_t),
+                ("frame_timeout_ms", ctypes.c_int)]
 
 
 class StoreOpts(ctypes.Structure):
