@@ -38,7 +38,7 @@ CLANG ?= clang
 
 WARNINGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 BASE_CFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE -DELASTIC_BUILDING -Iinclude -Isrc $(WARNINGS)
-LIBS := -luv -lzstd -lssl -lcrypto -lxxhash -lpthread -ldl -lm
+LIBS := -luv -lzstd -lssl -lcrypto -lxxhash -lcurl -ljson-c -lpthread -ldl -lm
 
 ifeq ($(VARIANT),release)
   OPT := -O2
@@ -97,8 +97,9 @@ FUZZ_SRC := $(sort $(wildcard test/fuzz/*.c))
 FUZZERS := $(patsubst test/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 FUZZ_SECONDS ?= 20
 
-DEB_PACKAGES := libuv1-dev libzstd-dev libssl-dev libxxhash-dev pkg-config
-PKG_MODULES := libuv libzstd libssl libcrypto libxxhash
+# libcurl + json-c: the etcd rendezvous backend speaks etcd's JSON gateway (docs/RDZV.md).
+DEB_PACKAGES := libuv1-dev libzstd-dev libssl-dev libxxhash-dev pkg-config libcurl4-openssl-dev libjson-c-dev
+PKG_MODULES := libuv libzstd libssl libcrypto libxxhash libcurl json-c
 
 .PHONY: all deps test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
 

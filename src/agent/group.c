@@ -274,7 +274,14 @@ static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
     group->failure_ms = elastic__now_ms();
     group->unhealthy_local_rank = -1;
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "%.100s: %.150s", cause->node_id, cause->reason);
-    begin_stopping(group, AGENT_STOP_FOR_RESTART);
+    /* This node itself lost: it was fenced (its lease lapsed), so the others
+     * may already run without it. Its workers stop now, not after a grace. */
+    bool fenced = cause->kind == ELASTIC_RDZV_NODE_LOST && strcmp(cause->node_id, group->node_id) == 0;
+    if (fenced) ELASTIC_LOG_E("agent", "FENCED in generation %llu (%s): killing this node's workers now",
+                              (unsigned long long)cause->generation, cause->reason);
+    stop_workers(group, AGENT_STOP_FOR_RESTART);
+    if (fenced) agent__workers_signal(group, SIGKILL);
+    maybe_stopped(group);
 }
 
 static void handle_stop_request(agent_group *group, int signum)

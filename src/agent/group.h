@@ -121,6 +121,41 @@ int agent__membership_local(int nproc, int max_restarts, const char *master_addr
  * rendezvous' thread when the current generation must end. */
 int agent__membership_rdzv(const elastic_rdzv_opts *opts, agent_change_fn on_change, void *user,
                            agent_membership **m);
+/* The same on etcd: every generation also gets its own job store (jobstore, not owned). */
+typedef struct agent_jobstore agent_jobstore;
+int agent__membership_etcd(const elastic_rdzv_opts *opts, agent_jobstore *jobstore, agent_change_fn on_change,
+                           void *user, agent_membership **m);
+/* The rendezvous handle of a membership made by either (NULL otherwise). */
+elastic_rdzv *agent__membership_handle(agent_membership *m);
+
+/* ---- the job's store per generation (jobstore.c, --rdzv-backend etcd-v3) ---- */
+
+typedef struct agent_jobstore {
+    /* Set by the agent. */
+    const char *bind_host;           /* where a hosted store listens */
+    const char *advertise_host;      /* how the other nodes reach it */
+    const char *fixed_token;         /* the job's configured token (every node has it); NULL: random per host */
+    int read_timeout_ms;             /* store calls (0: the client's default) */
+    int lookup_timeout_ms;           /* how long to wait for the host's endpoint */
+    char *endpoint;                  /* the group's store_endpoint buffer, updated per generation */
+    size_t endpoint_size;
+    const char *token_dir;           /* the agent's private run directory (workers' token file) */
+    char *token_file;                /* its path buffer, and the group's pointer to it */
+    size_t token_file_size;
+    const char **group_token_file;
+    elastic_store **group_store;     /* the group's store handle, replaced per generation */
+    /* Own state. */
+    elastic_store_server *server;    /* while this node hosts (it was group rank 0) */
+    char host_token[40];             /* the random token of the store we host (no fixed token) */
+    char written_token[128];         /* the random token in the workers' file now ("" none) */
+    uint64_t published;              /* the last generation we published a store for */
+    int logged_port;
+} agent_jobstore;
+
+/* After next(): host and publish (group rank 0) or look up and connect. */
+int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result);
+bool agent__jobstore_hosting(const agent_jobstore *js);
+void agent__jobstore_close(agent_jobstore *js);
 
 /* ---- event log (events.c) -------------------------------------------------- */
 
