@@ -112,10 +112,24 @@ static void looked(uv_work_t *req, int status)
     agent__event_emit(group->events, &event);
 }
 
+/* On etcd the rendezvous keys are not in the job's store (and the agent's
+ * store handle changes every generation): no look, only how long. */
+static bool rendezvous_in_store(const agent_group *group)
+{
+    const char *backend = group->opts != NULL ? group->opts->rdzv_backend : NULL;
+    return backend == NULL || (strcmp(backend, "etcd-v3") != 0 && strcmp(backend, "etcd") != 0);
+}
+
 static void on_waiting_timer(uv_timer_t *timer)
 {
     agent_waiting *w = timer->data;
     if (w->in_flight || w->group->state != AGENT_RENDEZVOUS) return;
+    if (!rendezvous_in_store(w->group)) {
+        agent__console(w->group, "waiting for nodes: %d to %d wanted, %.0f s so far", w->group->opts->min_nodes,
+                       w->group->opts->max_nodes,
+                       (double)(elastic__now_ms() - w->group->rendezvous_started_ms) / 1000.0);
+        return;
+    }
     w->last_generation = w->group->generations > 0 ? w->group->current.generation : 0;
     w->work.data = w;
     if (uv_queue_work(w->group->loop, &w->work, look, looked) == 0) w->in_flight = true;
@@ -133,7 +147,8 @@ int agent__waiting_init(agent_group *group)
 
 void agent__waiting_start(agent_group *group)
 {
-    if (group->store == NULL) return; /* one node: nobody to wait for */
+    if (group->opts == NULL || group->opts->max_nodes <= 1) return; /* one node: nobody to wait for */
+    if (rendezvous_in_store(group) && group->store == NULL) return;
     uv_timer_start(&group->waiting.timer, on_waiting_timer, WAITING_EVERY_MS, WAITING_EVERY_MS);
 }
 
