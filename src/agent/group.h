@@ -111,6 +111,48 @@ int agent__membership_local(int nproc, int max_restarts, const char *master_addr
 int agent__membership_rdzv(const elastic_rdzv_opts *opts, agent_change_fn on_change, void *user,
                            agent_membership **m);
 
+/* ---- membership and store calls off the loop (calls.c) --------------------- */
+
+typedef enum agent_call_kind {
+    AGENT_CALL_NEXT,                 /* the next rendezvous */
+    AGENT_CALL_END,                  /* end the generation with `cause` */
+    AGENT_CALL_FINISH,               /* every local worker succeeded */
+    AGENT_CALL_LEAVE,                /* shutting down */
+    AGENT_CALL_SHARE_FAILURE,        /* put a failure's detail in the job store (key, value) */
+    AGENT_CALL_SUMMARY               /* write the root-cause summary (reads the store) */
+} agent_call_kind;
+
+typedef struct agent_call {
+    struct agent_call *next;
+    agent_call_kind kind;
+    elastic_rdzv_cause cause;        /* END */
+    char key[512];                   /* SHARE_FAILURE */
+    char value[AGENT_TAIL_BYTES + 1];
+    int summary_rc;                  /* SUMMARY: the error that ends the job */
+    int rc;                          /* the result */
+    char error[256];                 /* its detail (SUMMARY: the input detail) */
+    elastic_rdzv_result result;      /* NEXT */
+} agent_call;
+
+typedef struct agent_calls {
+    bool started, busy, stopping;
+    pthread_t thread;
+    pthread_cond_t wake;             /* with the group's lock */
+    agent_call *queue;               /* posted, not yet run */
+    agent_call *done;                /* run, waiting for the loop */
+} agent_calls;
+
+struct agent_group;
+agent_call *agent__call_new(agent_call_kind kind);
+/* Runs the call on the calls thread (inline for in-memory membership); its
+ * result comes back on the loop through agent__group_call_done. NULL: no memory. */
+void agent__call_post(struct agent_group *group, agent_call *call);
+/* On the loop (the wake async): hands finished calls to agent__group_call_done. */
+void agent__calls_drain(struct agent_group *group);
+bool agent__calls_busy(struct agent_group *group);
+/* false when a call is still blocked: the group must stay allocated. */
+bool agent__calls_stop(struct agent_group *group);
+
 /* ---- event log (events.c) -------------------------------------------------- */
 
 typedef struct agent_events agent_events;
@@ -138,6 +180,7 @@ typedef enum agent_state {
     AGENT_RENDEZVOUS,                /* waiting for the next generation to form */
     AGENT_RUNNING,                   /* this generation's workers run */
     AGENT_STOPPING,                  /* workers got SIGTERM (SIGKILL after the grace period) */
+    AGENT_ENDING,                    /* over here; a last call (finish, leave, summary) is in flight */
     AGENT_DONE                       /* the job ended for this node: see exit_code */
 } agent_state;
 
@@ -204,12 +247,11 @@ typedef struct agent_group {
     int pending_stop_signal;         /* atomic; -1: none */
     bool change_pending;
     elastic_rdzv_cause change;
-    bool rendezvous_thread_live;
-    uv_thread_t rendezvous_thread;
-    bool rendezvous_done;
-    int rendezvous_rc;
-    char rendezvous_error[256];
-    elastic_rdzv_result rendezvous_result;
+    agent_calls calls;               /* membership and store calls, off the loop (calls.c) */
+    int ending_exit_code;            /* AGENT_ENDING: the exit code once the last call is back */
+    const char *ending_status;       /* and the job_end status */
+    uint64_t fenced_wall_ms;         /* when this node last fenced itself; 0: never */
+    char fenced_reason[256];
 
     probe__monitor *monitor;         /* probes, metrics, the workers' channel (probes.c) */
     char probe_dir[64];              /* its heartbeat file and socket (short: a socket path) */
@@ -275,8 +317,14 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
 /* group.c: re-checks whether the stopping generation is over. */
 void agent__group_maybe_stopped(agent_group *group);
 
+/* group.c: a call posted with agent__call_post is back (on the loop). */
+void agent__group_call_done(agent_group *group, agent_call *call);
+
 /* summary.c: root cause, error file and the failure's details in the store. */
+/* Records the first local failure in memory (never blocks); share() posts its
+ * detail to the job store off the loop. */
 void agent__failure_record(agent_group *group, agent_worker *worker, const elastic_rdzv_cause *cause);
+void agent__failure_share(agent_group *group, const elastic_rdzv_cause *cause);
 void agent__summary_write(agent_group *group, int rc, const char *why);
 
 #endif /* ELASTIC_AGENT_GROUP_H */
