@@ -32,3 +32,34 @@ TEST_TIMEOUT(netns_harness_cuts_partitions_delays_and_tears_down, 90)
 {
     run_netns_script("selftest.sh");
 }
+
+/* The multi-host fault suite (scripts in test/netns/, three hosts, 2 workers each). */
+TEST_TIMEOUT(netns_partitioned_node_fences_itself_and_rejoins_after_heal, 120)
+{
+    run_netns_script("partition.sh");
+}
+
+TEST_TIMEOUT(netns_killed_store_host_is_loud_and_fast, 120)
+{
+    run_netns_script("store_host_lost.sh");
+}
+
+TEST_TIMEOUT(netns_killed_node_is_replaced_at_once, 120)
+{
+    run_netns_script("kill_node.sh");
+}
+
+TEST_TIMEOUT(netns_frozen_node_fences_on_thaw_and_rejoins, 120)
+{
+    run_netns_script("freeze.sh");
+}
+
+TEST_TIMEOUT(netns_loss_and_latency_evict_no_one, 120)
+{
+    run_netns_script("loss_latency.sh");
+}
+
+TEST_TIMEOUT(netns_worker_failure_while_cut_off_never_stalls_the_agent, 120)
+{
+    run_netns_script("fail_while_cut_off.sh");
+}
