@@ -281,7 +281,8 @@ static int setup(elastic_agent *agent)
     group->store_endpoint = agent->store_endpoint;
     group->store_token = agent->token[0] != '\0' ? agent->token : NULL;
     group->log_root = agent->log_root;
-    return agent__probes_start(group);
+    if ((rc = agent__probes_start(group)) != 0) return rc;
+    return agent__reaper_start(group); /* after the run directory exists: it removes it */
 }
 
 ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **out)
@@ -373,6 +374,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     elastic_store_close(agent->store);
     elastic_store_server_stop(agent->server);
     agent__events_close(agent->events);
+    if (agent->group_ready) agent__reaper_stop(&agent->group); /* last: it removes what is left */
     if (agent->log_root_is_temporary) nftw(agent->log_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(agent);
 }

@@ -253,8 +253,13 @@ typedef struct agent_group {
     uint64_t fenced_wall_ms;         /* when this node last fenced itself; 0: never */
     char fenced_reason[256];
 
+    int reaper_fd;                   /* the reaper's pipe (reaper.c); -1: none */
+    pid_t reaper_pid;
+    char reaper_cgroup[512];         /* the workers' cgroup v2, the agent's own while it runs; "": none */
+    char reaper_parent_cgroup[400];  /* where the agent was (and returns before a normal exit) */
+
     probe__monitor *monitor;         /* probes, metrics, the workers' channel (probes.c) */
-    char probe_dir[64];              /* its heartbeat file and socket (short: a socket path) */
+    char probe_dir[96];              /* its heartbeat file and socket (short: a socket path) */
     uv_timer_t ack_timer;            /* in-process recovery: the abort acknowledgement deadline */
     int unhealthy_local_rank;        /* the worker that ended the generation here; -1: none */
     char unhealthy_reason[300];
@@ -319,6 +324,15 @@ void agent__group_maybe_stopped(agent_group *group);
 
 /* group.c: a call posted with agent__call_post is back (on the loop). */
 void agent__group_call_done(agent_group *group, agent_call *call);
+
+/* reaper.c: a process that kills every worker's process group (and cgroup)
+ * and removes the run directory when the agent dies, SIGKILL included. */
+int agent__reaper_start(agent_group *group);
+/* A worker now leads process group `pgid` (replacing old_pgid, 0: none). */
+void agent__reaper_track(agent_group *group, pid_t old_pgid, pid_t pgid);
+void agent__reaper_stop(agent_group *group);
+/* Removes the run directories of dead agents under tmp. */
+void agent__reaper_sweep_stale(const char *tmp);
 
 /* summary.c: root cause, error file and the failure's details in the store. */
 /* Records the first local failure in memory (never blocks); share() posts its

@@ -89,9 +89,11 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
     int out_fd = -1, err_fd = -1;
     agent_spawn spawn = {.path = path, .argv = (const char *const *)argv, .envp = (const char *const *)envp};
     agent__probes_worker_starting(group, worker);
+    pid_t old_pid = worker->pid;
     rc = agent__proc_spawn(&spawn, &worker->pid, &out_fd, &err_fd);
     agent__strv_free(envp);
     if (rc != 0) return rc;
+    agent__reaper_track(group, old_pid, worker->pid);
     agent__probes_worker_started(group, worker);
     worker->running = true;
     worker->started_ms = elastic__now_ms();

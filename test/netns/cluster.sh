@@ -101,8 +101,8 @@ cluster_assert_within() {
 # The bounds scale with ELASTIC_TEST_TIMEOUT_SCALE (sanitizer builds, loaded machines).
 cluster_scale() { echo $(( $1 * ${ELASTIC_TEST_TIMEOUT_SCALE:-1} )); }
 
-# cluster_workers_of PID: the pids of the agent's worker processes (its children).
-cluster_workers_of() { pgrep -P "$1" 2>/dev/null || true; }
+# cluster_workers_of PID: the pids of the agent's worker processes (its children but the reaper).
+cluster_workers_of() { ps --ppid "$1" -o pid=,comm= 2>/dev/null | awk '$2 != "elastic-reaper" { print $1 }'; }
 
 # cluster_healthz_ms I: how long host I's /healthz takes to answer (ms); fails after 2 s.
 cluster_healthz_ms() {
