@@ -75,8 +75,9 @@ ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *o
     if (rc == 0) rc = check_opts(&o);
     if (rc) return rc;
     struct stat st;
-    if (stat(dir, &st) != 0 && (errno != ENOENT || mkdir(dir, 0755) != 0 || stat(dir, &st) != 0))
-        return ckpt__fail_errno(errno, "create", dir);
+    /* Every rank may open a new directory at once: EEXIST means another one won. */
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return ckpt__fail_errno(errno, "create", dir);
+    if (stat(dir, &st) != 0) return ckpt__fail_errno(errno, "create", dir);
     if (!S_ISDIR(st.st_mode)) return elastic__fail(ELASTIC_EINVAL, "%s is not a directory", dir);
     elastic_ckpt *c = calloc(1, sizeof *c);
     if (c == NULL) return elastic__fail(ELASTIC_ENOMEM, "ckpt handle");
