@@ -87,6 +87,7 @@ ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *o
     c->ctx = ckpt__ctx_new();
     rc = c->dir && c->ctx ? 0 : elastic__fail(ELASTIC_ENOMEM, "ckpt handle");
     if (rc == 0 && o.threads > 1) rc = ckpt__pool_start(o.threads, &c->pool);
+    if (rc == 0) rc = ckpt__fence_register(c);
     if (rc) {
         free_handle(c);
         return rc;

@@ -236,6 +236,13 @@ void ckpt__view_free(ckpt_step_view *v);
 /* ---- retention (retention.c) ------------------------------------------------------ */
 
 void ckpt__cleanup_on_open(elastic_ckpt *c);
+
+/* ---- generation fencing (fence.c) ------------------------------------------------------ */
+
+/* Records that opts.generation writes here (no-op for generation 0). */
+int ckpt__fence_register(elastic_ckpt *c);
+/* ELASTIC_ESTATE when a newer generation has registered: this one may not commit. */
+int ckpt__fence_check(elastic_ckpt *c, uint64_t step);
 void ckpt__apply_retention(elastic_ckpt *c);
 
 /* ---- async (async.c) ---------------------------------------------------------------- */
