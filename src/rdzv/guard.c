@@ -20,7 +20,7 @@ void rdzv__fence(elastic_rdzv *r, uint64_t generation, const char *reason)
     if (ours) r->fenced = true;
     pthread_mutex_unlock(&r->lock);
     if (!ours) return;
-    ELASTIC_LOG_W("rdzv", "run %s: node %s fenced out of generation %" PRIu64 ": %s", r->run_id, r->node_id,
+    ELASTIC_LOG_I("rdzv", "run %s: node %s fenced out of generation %" PRIu64 ": %s", r->run_id, r->node_id,
                   generation, reason);
     rdzv__note_end(r, generation, &cause);
     rdzv__notify(r, generation, &cause);

@@ -22,6 +22,7 @@ cluster_assert_within "cut-off node fenced after" "$fenced" "$(cluster_scale 300
 cluster_assert_within "cut-off node's workers stopped after" "$stopped" "$(cluster_scale 3000)"
 cluster_assert_within "survivors running again after" "$reformed" "$(cluster_scale 6000)"
 [ -z "$(cluster_workers_of "${CLUSTER_AGENT_PIDS[3]}")" ] || cluster_fail "h3's workers still run after fencing"
+[ "$(grep -c "fenced out of generation" "$(cluster_log 3)")" = 1 ] || cluster_fail "h3 did not say once that it fenced itself"
 grep -q '"restart_count":0' <<<"$(grep '"world_size":4,' "$(cluster_events 1)")" ||
     cluster_fail "the survivors' re-formation consumed restart budget"
 
