@@ -13,7 +13,10 @@ static void run_call(agent_group *group, agent_call *call)
 {
     agent_membership *m = group->membership;
     switch (call->kind) {
-    case AGENT_CALL_NEXT: call->rc = m->ops->next(m, &call->result); break;
+    case AGENT_CALL_NEXT:
+        call->result.struct_size = sizeof call->result;
+        call->rc = m->ops->next(m, &call->result);
+        break;
     case AGENT_CALL_END: call->rc = m->ops->end_generation(m, &call->cause); break;
     case AGENT_CALL_FINISH: call->rc = m->ops->finish(m); break;
     case AGENT_CALL_LEAVE: call->rc = m->ops->leave(m); break;

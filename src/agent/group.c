@@ -141,7 +141,7 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
 {
     if (group->state != AGENT_RUNNING) return; /* already stopping: the first cause wins */
     group->failure_ms = elastic__now_ms();
-    elastic_rdzv_cause cause = {.kind = ELASTIC_RDZV_FAILURE, .generation = group->current.generation,
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause, .kind = ELASTIC_RDZV_FAILURE, .generation = group->current.generation,
                                 .rank = worker->rank, .exit_code = exit_code, .signal = term_signal,
                                 .time_ms = elastic__wall_ms()};
     snprintf(cause.node_id, sizeof cause.node_id, "%s", group->node_id);

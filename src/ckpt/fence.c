@@ -40,9 +40,9 @@ static int dir_register(elastic_ckpt *c)
 {
     char dir[PATH_MAX], path[PATH_MAX + 32];
     snprintf(dir, sizeof dir, "%s/" MARKER_DIR, c->dir);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return ckpt__fail_errno(errno, "create", dir);
+    if (mkdir(dir, ckpt__dir_mode(&c->opts)) != 0 && errno != EEXIST) return ckpt__fail_errno(errno, "create", dir);
     snprintf(path, sizeof path, "%s/%" PRIu64, dir, c->opts.generation);
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, c->opts.file_mode);
     if (fd < 0) return ckpt__fail_errno(errno, "create", path);
     close(fd);
     return 0;

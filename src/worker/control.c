@@ -202,7 +202,7 @@ ELASTIC_EXTERN int elastic_worker_poll(elastic_worker *w)
     int rc = wait_for_generation(w, payload, &length);
     if (rc == 0) rc = apply_generation(w, payload, length);
     if (rc != 0) return rc;
-    elastic_worker_info info;
+    elastic_worker_info info = {.struct_size = sizeof info};
     elastic_worker_get_info(w, &info);
     pthread_mutex_lock(&w->lock);
     elastic_worker_reconfigure_fn fn = w->reconfigure_fn;

@@ -11,7 +11,7 @@
 static elastic_ckpt *open_gen(const char *dir, elastic_store *store, uint64_t generation)
 {
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.generation = generation;
     o.store = store;
     elastic_ckpt *c;
@@ -61,12 +61,12 @@ TEST(ckpt_fenced_generation_cannot_commit_through_the_store)
     elastic_store_server *server;
     ASSERT_OK(elastic_store_server_start(NULL, &server));
     char endpoint[64], fenced_dir[4200], live_dir[4200];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
     snprintf(fenced_dir, sizeof fenced_dir, "%s/fenced", test_tmpdir());
     snprintf(live_dir, sizeof live_dir, "%s/live", test_tmpdir());
     elastic_store *store;
     ASSERT_OK(elastic_store_connect(endpoint, NULL, &store));
     fenced_writer_scenario(fenced_dir, live_dir, store);
     elastic_store_close(store);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
 }
