@@ -46,7 +46,7 @@ static bool check_once(elastic_rdzv *r, uint64_t generation, uint64_t lease, uin
         *last_ok_ms = sent_ms;
         return false;
     }
-    if (rc == ELASTIC_ENOTFOUND) {
+    if (rc == ELASTIC_ENOTFOUND || rc == ELASTIC_EPERM) { /* EPERM: no longer this connection's lease */
         snprintf(reason, sizeof reason, "the store ended our lease (silent for %" PRIu64 " ms)", silent_ms);
     } else if (rc == ELASTIC_ECONNECT || rc == ELASTIC_ECLOSED) {
         snprintf(reason, sizeof reason, "lost the store: %.200s", elastic_last_error());

@@ -338,8 +338,8 @@ static int await_store_after_fence(elastic_rdzv *r, uint64_t deadline)
             r->have_lease = false;
             return 0;
         }
-        if (rc == 0 || rc == ELASTIC_ENOTFOUND) return 0;
         if (rc == ELASTIC_ECONNECT || rc == ELASTIC_ECLOSED) return rc;
+        if (rc != ELASTIC_ETIMEDOUT) return 0; /* any answer: the store is back (our lease is gone) */
         uint64_t next = started + (uint64_t)wait;
         uint64_t now = elastic__now_ms();
         if (next > now) usleep((useconds_t)(next - now) * 1000u);
