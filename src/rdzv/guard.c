@@ -88,8 +88,8 @@ static void *guard_main(void *arg)
 
 int rdzv__guard_start(elastic_rdzv *r)
 {
-    if (r->backend->ops->lease_check == NULL) {
-        ELASTIC_LOG_W("rdzv", "run %s: this backend cannot check leases: no self-fencing", r->run_id);
+    if (r->backend->ops->lease_check == NULL) { /* etcd: its keeper reports a lost lease (fence.c) */
+        ELASTIC_LOG_D("rdzv", "run %s: fencing on the backend's lease-lost report only", r->run_id);
         return 0;
     }
     if (pthread_create(&r->guard, NULL, guard_main, r) != 0)
