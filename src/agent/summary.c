@@ -152,9 +152,11 @@ void agent__summary_write(agent_group *group, int rc, const char *why)
          * without the host that served it): one line says which and when. */
         char when[40];
         format_time(group->fenced_wall_ms, when, sizeof when);
-        snprintf(group->summary, sizeof group->summary,
-                 "the job failed: lost the job's store at %s (the store's host) at %s: %s; then %s\n",
-                 group->store_endpoint, when, group->fenced_reason, why != NULL && *why ? why : elastic_strerror(rc));
+        bool etcd = strncmp(group->opts->rdzv_backend, "etcd", 4) == 0;
+        snprintf(group->summary, sizeof group->summary, "the job failed: lost %s at %s%s at %s: %s; then %s\n",
+                 etcd ? "etcd" : "the job's store", etcd ? group->opts->rdzv_endpoint : group->store_endpoint,
+                 etcd ? "" : " (the store's host)", when, group->fenced_reason,
+                 why != NULL && *why ? why : elastic_strerror(rc));
     } else if (group->local_failure.valid) {
         /* Our own worker's failure is the root cause; the store error after it is a second line. */
         snprintf(group->summary, sizeof group->summary, "the job failed: ");

@@ -161,7 +161,7 @@ TEST_TIMEOUT(agent_etcd_unreachable_fences_every_node, 120)
         snprintf(name, sizeof name, "agent%d.err", i);
         char *err = agent_harness_read_file(agent_harness_path(path, sizeof path, name));
         ASSERT(err != NULL);
-        if (strstr(err, "FENCED") == NULL) FAIL("agent%d has no fencing line:\n%s", i, err);
+        if (strstr(err, "fenced out of generation") == NULL) FAIL("agent%d has no fencing line:\n%s", i, err);
         free(err);
     }
     kill(c.m[0].pid, SIGCONT);
