@@ -26,7 +26,8 @@ start_agent() {
     local endpoint="$(netns_addr 1):$PORT" conf="is_host=$is_host,last_call_timeout=1"
     if [ "$tool" = elastic ]; then
         cmd=("$ELASTICRUN" --nnodes 2:3 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint "$endpoint"
-            --rdzv-id bench --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts 3 --no-python)
+            --rdzv-id bench --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts 3
+            --event-log "$work/$tool.events.h$host.jsonl" --no-python)
     else # Debian's torch spells its flags with underscores and has no --local-addr
         cmd=("$python" -m torch.distributed.run --nnodes 2:3 --nproc_per_node 2 --rdzv_backend c10d
             --rdzv_endpoint "$endpoint" --rdzv_id bench --rdzv_conf "$conf" --max_restarts 3
@@ -44,6 +45,14 @@ started_ms() {
 # stopped_ms AFTER_MS HOSTS_RE: the first stop on those hosts after AFTER_MS.
 stopped_ms() { awk -v t="$1" -v h="$2" '$1 == "stop" && $2 >= t && $3 ~ h { print $2; exit }' "$log"; }
 
+# first_event HOSTS(1,2) REGEX: the earliest elasticrun event matching REGEX on those hosts after t0.
+first_event() {
+    local h files=()
+    for h in ${1//,/ }; do files+=("$work/elastic.events.h$h.jsonl"); done
+    cat "${files[@]}" 2>/dev/null | grep -E -- "$2" | sed -n 's/^{"ts_ms":\([0-9]*\),.*/\1/p' | sort -n |
+        awk -v t="$t0" '$1 >= t { print; exit }'
+}
+
 since() { if [ -n "$1" ]; then echo "$(( $1 - t0 )) ms"; else echo never; fi; }
 
 # run_fault TOOL FAULT: prints "detected|survivors running|cut-off fenced" for one fault.
@@ -51,6 +60,7 @@ run_fault() {
     local tool=$1 fault=$2 i
     log="$work/$tool.workers.log"
     : > "$log"
+    rm -f "$work"/"$tool".events.h*.jsonl
     netns_setup 3 >/dev/null 2>&1
     for i in 1 2 3; do start_agent "$tool" "$i"; done
     local deadline=$(( SECONDS + 120 ))
@@ -73,6 +83,14 @@ run_fault() {
     detected=$(stopped_ms "$t0" "$survivors")
     running=$(started_ms 4 "$t0" 4 "$survivors")
     fenced=$(stopped_ms "$t0" "$cut")
+    # elasticrun kills a fenced node's workers at once (SIGKILL: no "stop" line); its event
+    # logs say when a generation ended or a node fenced itself.
+    if [ "$tool" = elastic ]; then
+        local survivor_hosts=1,2 cut_hosts=3
+        [ "$fault" = kill-store-host ] && survivor_hosts=2,3 cut_hosts=2,3
+        detected=$(first_event "$survivor_hosts" '"event":"(generation_ended|fenced)"')
+        fenced=$(first_event "$cut_hosts" '"event":"fenced"')
+    fi
     [ "$fault" = kill-node ] && fenced="" # the node is dead: nothing to fence
     local fenced_cell running_cell
     fenced_cell=$(since "$fenced")
