@@ -39,7 +39,7 @@ struct elastic_agent {
     char *token;                     /* the store token (NULL: none) */
     char token_file[800];            /* where the workers read it ("": not written) */
     char log_root[700];
-    int log_root_fd;                 /* the log root, opened once: everything below it goes through it */
+    int log_root_fd;                 /* the log root, opened once: all below goes through it */
     bool log_root_is_temporary;
     elastic_agent *next_abandoned;
 };
@@ -91,7 +91,8 @@ static int setup_store(elastic_agent *agent)
     if ((rc = agent__token_load(&agent->conf, !local_only(agent), &agent->token)) != 0) return rc;
     if (local_only(agent)) {
         if (agent->token == NULL) { /* only our workers need it */
-            if ((agent->token = malloc(33)) == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+            if ((agent->token = malloc(33)) == NULL)
+                return elastic__fail(ELASTIC_ENOMEM, "out of memory");
             random_hex(agent->token, 16);
         }
         snprintf(host, sizeof host, "%s", node_address(agent));
@@ -106,12 +107,15 @@ static int setup_store(elastic_agent *agent)
                                      : agent->conf.is_host >= 0 ? agent->conf.is_host == 1 : agent__address_is_local(host);
         if (should_host) {
             /* The endpoint's own address, not every interface, unless told. */
-            const char *bind = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr : host;
+            const char *bind =
+                agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr : host;
             rc = host_store(agent, bind, port);
             if (rc == 0 && agent__name_is_loopback_alias(bind))
-                ELASTIC_LOG_W("agent", "the store listens on %s, a loopback address on this host: other hosts cannot "
-                                       "reach it (set --rdzv-conf store_bind_addr=0.0.0.0 or an interface's address)",
-                              bind);
+                ELASTIC_LOG_W(
+                    "agent",
+                    "the store listens on %s, a loopback address on this host: other hosts cannot "
+                    "reach it (set --rdzv-conf store_bind_addr=0.0.0.0 or an interface's address)",
+                    bind);
             bool explicit_host = is_static || agent->conf.is_host == 1;
             if (rc != 0 && explicit_host) return rc;
             if (rc != 0) ELASTIC_LOG_I("agent", "store port %d taken (%s): joining as a client", port, elastic_last_error());
@@ -238,7 +242,8 @@ static int setup_log_root(elastic_agent *agent)
         return elastic__fail(elastic__from_errno(errno), "mkdtemp %s: %s", agent->log_root, strerror(errno));
     agent->log_root_fd = open(agent->log_root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (agent->log_root_fd < 0)
-        return elastic__fail(elastic__from_errno(errno), "%s: %s", agent->log_root, strerror(errno));
+        return elastic__fail(elastic__from_errno(errno), "%s: %s", agent->log_root,
+                             strerror(errno));
     int redirects = 0, tee = 0;
     agent__std_parse(agent->opts.redirects, 0, &redirects);
     agent__std_parse(agent->opts.tee, 0, &tee);
@@ -311,7 +316,8 @@ static int setup(elastic_agent *agent)
     if ((rc = agent__probes_start(group)) != 0 || agent->token == NULL) return rc;
     /* Workers read the token from the agent's private run directory: it
      * never sits in their environment (nor their children's). */
-    rc = agent__token_publish(group->probe_dir, agent->token, agent->token_file, sizeof agent->token_file);
+    rc = agent__token_publish(group->probe_dir, agent->token, agent->token_file,
+                              sizeof agent->token_file);
     if (rc == 0) group->store_token_file = agent->token_file;
     return rc;
 }
