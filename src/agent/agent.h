@@ -25,6 +25,13 @@ typedef struct agent_rdzv_conf {
     int require_token;            /* require_token: -1 unset, 0, 1 (refuse multi-node, no token) */
     char token_file[4096];        /* token_file: the store token's file ("" unset) */
     char store_bind_addr[256];    /* store_bind_addr: hosted store's address ("": the endpoint's) */
+    /* etcd-v3 only (empty: not given): TLS files, auth and the key prefix. */
+    char cacert[256];             /* cacert: CA file; https when set */
+    char cert[256];               /* cert, key: client certificate and its key */
+    char key[256];
+    char user[128];               /* user (etcd auth), password from password_file or ELASTIC_ETCD_PASSWORD */
+    char password_file[256];
+    char etcd_prefix[128];        /* etcd_prefix: keys under "<prefix>/<run_id>/" (default /elastic) */
 } agent_rdzv_conf;
 
 /* Parses "key=value,..." as torchrun does (keys and values trimmed; empty
