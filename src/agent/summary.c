@@ -17,7 +17,8 @@
 static size_t read_small_file(const char *path, char *out, size_t size)
 {
     out[0] = '\0';
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* no link, no FIFO to hang on */
+    int fd = open(path,
+                  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* no link, no FIFO to hang on */
     if (fd < 0) return 0;
     size_t len = 0;
     while (len + 1 < size) {

@@ -144,7 +144,10 @@ int ckpt__fsync_dir(const char *path);
 int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag, const void *data,
                             size_t len, bool durable, unsigned mode);
 /* Directories get search permission wherever files are readable. */
-static inline unsigned ckpt__dir_mode(const elastic_ckpt_opts *o) { return o->file_mode | ((o->file_mode & 0444u) >> 2); }
+static inline unsigned ckpt__dir_mode(const elastic_ckpt_opts *o)
+{
+    return o->file_mode | ((o->file_mode & 0444u) >> 2);
+}
 /* Reads a whole small file (at most max bytes). */
 int ckpt__read_small_file(const char *path, size_t max, uint8_t **data, size_t *len);
 /* Removes a directory tree of depth one (a step directory). */
