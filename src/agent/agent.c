@@ -137,6 +137,10 @@ static int setup_store(elastic_agent *agent)
             /* The endpoint's own address, not every interface, unless told. */
             const char *bind = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr : host;
             rc = host_store(agent, bind, port);
+            if (rc == 0 && agent__name_is_loopback_alias(bind))
+                ELASTIC_LOG_W("agent", "the store listens on %s, a loopback address on this host: other hosts cannot "
+                                       "reach it (set --rdzv-conf store_bind_addr=0.0.0.0 or an interface's address)",
+                              bind);
             bool explicit_host = is_static || agent->conf.is_host == 1;
             if (rc != 0 && explicit_host) return rc;
             if (rc != 0) ELASTIC_LOG_I("agent", "store port %d taken (%s): joining as a client", port, elastic_last_error());

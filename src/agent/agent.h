@@ -87,5 +87,9 @@ int agent__endpoint_parse(const char *endpoint, int default_port, char *host, si
 /* Whether `host` names this machine (localhost, its hostname, a loopback or
  * interface address). */
 bool agent__address_is_local(const char *host);
+/* Whether a host *name* (not a literal address, not "localhost") resolves
+ * here to a loopback address first (Debian's 127.0.1.1 for the hostname): a
+ * store bound to it cannot be reached from other hosts. */
+bool agent__name_is_loopback_alias(const char *host);
 
 #endif /* ELASTIC_AGENT_INTERNAL_H */

@@ -206,11 +206,14 @@ typedef enum agent_stop_reason {
     AGENT_STOP_FOR_SHUTDOWN          /* SIGTERM/SIGINT to the agent: leave and exit */
 } agent_stop_reason;
 
+typedef struct agent_exit_watch agent_exit_watch;
+
 typedef struct agent_worker {
     int local_rank;
     int rank;
     pid_t pid;                       /* leader of its own process group; 0: never started */
     bool running;                    /* started and not yet reaped */
+    agent_exit_watch *exit_watch;    /* its pidfd on the loop while running (exits.c); NULL: none */
     int exit_code;                   /* -1 when killed by a signal */
     int term_signal;                 /* 0 when it exited */
     uint64_t started_ms;             /* monotonic */
@@ -256,7 +259,7 @@ typedef struct agent_group {
     int succeeded;                   /* workers of this generation that exited 0 */
     int closing_streams;
 
-    uv_signal_t sigchld;
+    uv_signal_t sigchld;             /* started only where pidfds are unavailable (exits.c) */
     uv_timer_t grace_timer;
     uv_async_t wake;                 /* stop requests and membership news from other threads */
 
@@ -317,6 +320,15 @@ void agent__event_worker(agent_event *event, const agent_group *group, const cha
 int agent__workers_start(agent_group *group);
 void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agent_worker *));
 void agent__workers_signal(agent_group *group, int signum);
+/* group.c: reaps whichever workers exited and moves the state machine on. */
+void agent__group_workers_exited(agent_group *group);
+
+/* exits.c: a worker's exit reaches the loop through its pidfd (SIGCHLD where
+ * pidfds are unavailable). start() right after spawning; stop() once reaped. */
+int agent__exits_init(agent_group *group);
+void agent__exits_close(agent_group *group);
+void agent__exit_watch_start(agent_group *group, agent_worker *worker);
+void agent__exit_watch_stop(agent_worker *worker);
 
 /* probes.c: the probe monitor on the group's loop, and its hooks. */
 int agent__probes_start(agent_group *group);
