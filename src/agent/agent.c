@@ -377,6 +377,7 @@ static int setup(elastic_agent *agent)
     group->events = agent->events;
     /* Failure details are shared only between nodes; on etcd the store comes per generation. */
     group->store = local_only(agent) || on_etcd(agent) ? NULL : agent->store;
+    group->jobstore = on_etcd(agent) ? &agent->jobstore : NULL;
     group->run_id = agent->run_id;
     group->node_id = agent->node_id;
     group->store_endpoint = agent->store_endpoint;
@@ -484,11 +485,11 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
         uv_loop_close(&agent->loop);
     }
     if (agent->group_ready) agent__group_destroy(&agent->group);
+    agent__jobstore_close(&agent->jobstore); /* its watcher uses the membership and the group's store */
     if (agent->membership != NULL) agent->membership->ops->destroy(agent->membership);
     elastic_store_close(agent->store);
     if (on_etcd(agent) && agent->group_ready) elastic_store_close(agent->group.store);
     elastic_store_server_close(agent->server);
-    agent__jobstore_close(&agent->jobstore);
     memset(agent->etcd_password, 0, sizeof agent->etcd_password);
     agent__events_close(agent->events);
     if (agent->group_ready) agent__reaper_stop(&agent->group); /* last: it removes what is left */

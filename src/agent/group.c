@@ -146,6 +146,12 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
                                 .time_ms = elastic__wall_ms()};
     snprintf(cause.node_id, sizeof cause.node_id, "%s", group->node_id);
     snprintf(cause.reason, sizeof cause.reason, "%s", reason);
+    /* The generation's store host died and the worker died of it: a lost
+     * node, not a failure of ours (it costs no budget). */
+    if (agent__jobstore_lost(group->jobstore, group->current.generation)) {
+        cause.kind = ELASTIC_RDZV_NODE_LOST;
+        snprintf(cause.reason, sizeof cause.reason, "job store host lost (rank %d: %.150s)", worker->rank, reason);
+    }
     group->unhealthy_local_rank = worker->local_rank;
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "rank %d: %s", worker->rank, reason);
     /* Workers first: every millisecond here is a millisecond of recovery. The

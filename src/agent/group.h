@@ -150,11 +150,24 @@ typedef struct agent_jobstore {
     char written_token[128];         /* the random token in the workers' file now ("" none) */
     uint64_t published;              /* the last generation we published a store for */
     int logged_port;
+    /* Watches the generation's store connection: its host dying is a lost
+     * node (no budget), reported before the workers' own errors can end the
+     * generation as their FAILURE. */
+    pthread_t watcher;
+    bool watching;
+    int watcher_stop;                /* atomic */
+    elastic_rdzv *watch_rdzv;
+    elastic_store *watch_store;
+    uint64_t watch_generation;
+    uint64_t lost_generation;        /* atomic: the generation whose store host was lost; 0: none */
+    char watch_key[300];
 } agent_jobstore;
 
 /* After next(): host and publish (group rank 0) or look up and connect. */
 int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result);
 bool agent__jobstore_hosting(const agent_jobstore *js);
+/* Whether generation's store host was lost (any thread). */
+bool agent__jobstore_lost(agent_jobstore *js, uint64_t generation);
 void agent__jobstore_close(agent_jobstore *js);
 
 /* ---- membership and store calls off the loop (calls.c) --------------------- */
@@ -270,6 +283,7 @@ typedef struct agent_group {
     agent_membership *membership;
     agent_events *events;
     elastic_store *store;            /* job store (NULL when none): failure details are shared there */
+    agent_jobstore *jobstore;        /* etcd: the store per generation; NULL otherwise */
     const char *run_id;
     const char *node_id;
     const char *store_endpoint;
