@@ -74,7 +74,7 @@ def main():
         directory = os.path.join(root, "ckpt%d" % run)
         with elastic.Checkpoint(directory, compression=0) as ckpt:
             results["elastic_save"].append(timed(et.save_state, ckpt, 1, state))
-        with elastic.Checkpoint(directory) as ckpt:
+        with elastic.Checkpoint(directory, verify=et.VERIFY_MANIFEST) as ckpt:  # as open_checkpoint opens it
             results["elastic_load"].append(timed(et.load_state, ckpt))
         shutil.rmtree(directory)
     med = {k: statistics.median(v) for k, v in results.items()}
