@@ -69,6 +69,8 @@ typedef struct elastic_ckpt_opts {
                                  < 0: no limit; 0: only if they already committed;
                                  ELASTIC_TIMEOUT_DEFAULT: the store handle's timeout_ms */
     uint64_t max_blob_bytes;  /* reads refuse blobs larger than this; default 1 TiB */
+    unsigned file_mode;       /* mode of the files written; default 0600 (private). 0640: the group may read
+                                 (directories get x wherever r is: 0700 / 0750). Bits outside 0666 are refused */
 } elastic_ckpt_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
@@ -86,7 +88,8 @@ ELASTIC_EXTERN void elastic_ckpt_close(elastic_ckpt *ckpt);
 /* ---- writing ------------------------------------------------------------- */
 
 /* Starts this rank's shard of `step`. One transaction at a time per handle:
- * ELASTIC_EBUSY while another (or an asynchronous save) is open. */
+ * ELASTIC_EBUSY while another (or an asynchronous save) is open. Step
+ * UINT64_MAX is refused (ELASTIC_EINVAL): no later step could supersede it. */
 ELASTIC_EXTERN int elastic_ckpt_begin(elastic_ckpt *ckpt, uint64_t step, elastic_ckpt_txn **txn);
 /* Adds a blob (names: 1..1024 bytes, unique in the shard). The data is
  * consumed before the call returns. */

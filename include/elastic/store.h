@@ -25,13 +25,18 @@ extern "C" {
 typedef struct elastic_store_server elastic_store_server;
 typedef struct elastic_store elastic_store;
 
+/* The longest store token, in bytes (any bytes but NUL). Longer tokens, from
+ * options, ELASTIC_STORE_TOKEN or a token file, are refused, never cut. */
+#define ELASTIC_STORE_TOKEN_MAX 4096
+
 /* ---- server -------------------------------------------------------------- */
 
 typedef struct elastic_store_server_opts {
     size_t struct_size;              /* sizeof(elastic_store_server_opts) */
     const char *host;                /* address to bind; default "127.0.0.1"; "::" or "0.0.0.0" for all */
     int port;                        /* 0 (default) picks a free port; see elastic_store_server_get_port() */
-    const char *token;               /* shared secret; NULL: ELASTIC_STORE_TOKEN from the environment, else no auth */
+    const char *token;               /* shared secret; NULL: ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN from the
+                                        environment, else no auth */
     size_t max_key_bytes;            /* default 4096 */
     size_t max_value_bytes;          /* default 16 MiB */
     size_t max_connections;          /* default 4096; further connections are closed at once */
@@ -41,6 +46,10 @@ typedef struct elastic_store_server_opts {
     int idle_timeout_ms;             /* a connection with no request and no pending wait is closed after this;
                                         < 0 (default): never; 0 is not allowed */
     size_t max_pending_waits;        /* get/wait/watch calls parked per connection; default 1024; more fail with ELASTIC_ELIMIT */
+    size_t max_buffered_bytes;       /* partial frames and unsent responses of all connections together; default 64 MiB;
+                                        beyond it connections holding over 64 KiB are paused */
+    int frame_timeout_ms;            /* a started frame must be complete within this, else the connection is closed;
+                                        default 30000 */
 } elastic_store_server_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults.
@@ -61,7 +70,8 @@ ELASTIC_EXTERN void elastic_store_server_close(elastic_store_server *server);
 typedef struct elastic_store_opts {
     size_t struct_size;              /* sizeof(elastic_store_opts) */
     const char *prefix;              /* prepended to every key ("job7/gen3/"); default "" */
-    const char *token;               /* NULL: ELASTIC_STORE_TOKEN from the environment, else none */
+    const char *token;               /* NULL: the file named by ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN from
+                                        the environment, else none */
     int connect_timeout_ms;          /* default 10000; connection attempts are retried until then; < 0: no limit */
     int timeout_ms;                  /* per-call deadline for calls without their own, and what
                                         ELASTIC_TIMEOUT_DEFAULT means for this handle; default 30000; < 0: no limit */
@@ -146,7 +156,9 @@ ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uin
 /* A lease lives while this handle's connection is open and keep-alives arrive
  * within ttl_ms; when it ends, every key attached to it is deleted (waking
  * watchers). With keepalive_interval_ms > 0 the client's own I/O thread sends
- * the keep-alives, so a busy or blocked caller does not lose it. */
+ * the keep-alives, so a busy or blocked caller does not lose it. Its id is
+ * random; only this handle and its clones (one connection) may keep it alive,
+ * revoke it or attach keys to it: any other connection gets ELASTIC_EPERM. */
 ELASTIC_EXTERN int elastic_store_lease_grant(elastic_store *s, int ttl_ms, int keepalive_interval_ms,
                                              uint64_t *lease);
 /* Sends one keep-alive now. ELASTIC_ENOTFOUND when the lease already ended. */

@@ -22,6 +22,16 @@ typedef struct agent_rdzv_conf {
     int keep_alive_interval_ms;   /* keep_alive_interval (s) */
     int keep_alive_max_attempt;   /* keep_alive_max_attempt */
     int is_host;                  /* is_host: -1 unset, 0, 1 */
+    int require_token;            /* require_token: -1 unset, 0, 1 (refuse a multi-node job without a token) */
+    char token_file[4096];        /* token_file: the store token's file ("" unset) */
+    char store_bind_addr[256];    /* store_bind_addr: where a hosted store listens ("" = the endpoint's address) */
+    /* etcd-v3 only (empty: not given): TLS files, auth and the key prefix. */
+    char cacert[256];             /* cacert: CA file; https when set */
+    char cert[256];               /* cert, key: client certificate and its key */
+    char key[256];
+    char user[128];               /* user (etcd auth), password from password_file or ELASTIC_ETCD_PASSWORD */
+    char password_file[256];
+    char etcd_prefix[128];        /* etcd_prefix: keys under "<prefix>/<run_id>/" (default /elastic) */
 } agent_rdzv_conf;
 
 /* Parses "key=value,..." as torchrun does (keys and values trimmed; empty
@@ -44,6 +54,32 @@ int agent__parse_seconds_ms(const char *text, double max_seconds, int *ms);
 /* torch's bool spelling: 1/0, true/false, t/f, yes/no, y/n (any case). */
 int agent__parse_bool(const char *text, int *value);
 
+/* ---- the store token (token.c) ----------------------------------------------- */
+
+/* The job's store token: --rdzv-conf token_file, else ELASTIC_STORE_TOKEN_FILE,
+ * else ELASTIC_STORE_TOKEN; *token NULL when none (free with
+ * agent__token_free). A multi-node job without one warns once, or fails with
+ * ELASTIC_EAUTH under require_token=1 / ELASTIC_REQUIRE_TOKEN=1. */
+int agent__token_load(const agent_rdzv_conf *conf, bool multi_node, char **token);
+void agent__token_free(char *token);
+/* Writes the token to <dir>/store_token (0600, created afresh, no link
+ * followed) for the workers; *path gets the file's path. */
+int agent__token_publish(const char *dir, const char *token, char *path, size_t size);
+
+/* ---- files the agent creates (files.c) ------------------------------------- */
+
+/* Creates (0700) or opens the directory `name` inside parent without
+ * following a link; refuses one owned by another user or writable by
+ * others. *out: its descriptor. */
+int agent__dir_private(int parent, const char *name, int *out);
+/* A directory path the user named (its missing components created 0700). */
+int agent__dir_open_user(const char *path, int *out);
+/* Opens a regular file in dir with flags | O_NOFOLLOW, created 0600: a
+ * descriptor, or a negative ELASTIC_E* (a link, a FIFO...). */
+int agent__file_private(int dir, const char *name, int flags);
+/* The same for a path the user named (its last component is not followed). */
+int agent__file_private_path(const char *path, int flags);
+
 /* ---- endpoints (host.c) ----------------------------------------------------- */
 
 /* "host", "host:port", "[v6]:port" -> host and port (default_port if none). */
@@ -51,5 +87,9 @@ int agent__endpoint_parse(const char *endpoint, int default_port, char *host, si
 /* Whether `host` names this machine (localhost, its hostname, a loopback or
  * interface address). */
 bool agent__address_is_local(const char *host);
+/* Whether a host *name* (not a literal address, not "localhost") resolves
+ * here to a loopback address first (Debian's 127.0.1.1 for the hostname): a
+ * store bound to it cannot be reached from other hosts. */
+bool agent__name_is_loopback_alias(const char *host);
 
 #endif /* ELASTIC_AGENT_INTERNAL_H */

@@ -17,7 +17,7 @@
 static size_t read_small_file(const char *path, char *out, size_t size)
 {
     out[0] = '\0';
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* no link, no FIFO to hang on */
     if (fd < 0) return 0;
     size_t len = 0;
     while (len + 1 < size) {
@@ -98,8 +98,9 @@ static void write_error_file(const agent_group *group, const char *detail, bool 
                  escaped, (unsigned long long)time(NULL));
         content = json;
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || write(fd, content, strlen(content)) != (ssize_t)strlen(content))
+    int fd = agent__file_private_path(path, O_WRONLY | O_CREAT | O_TRUNC);
+    if (fd < 0) ELASTIC_LOG_W("agent", "error file %s: %s", path, elastic_last_error());
+    else if (write(fd, content, strlen(content)) != (ssize_t)strlen(content))
         ELASTIC_LOG_W("agent", "error file %s: %s", path, strerror(errno));
     if (fd >= 0) close(fd);
 }

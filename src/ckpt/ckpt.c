@@ -23,6 +23,7 @@ static void opts_defaults(elastic_ckpt_opts *opts)
     opts->world = 1;
     opts->shared_storage = -1;
     opts->commit_timeout_ms = 600000;
+    opts->file_mode = 0600;
     opts->max_blob_bytes = 1ull << 40;
 }
 
@@ -45,6 +46,8 @@ static int check_opts(elastic_ckpt_opts *o)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: unknown fsync policy");
     if (o->verify != ELASTIC_CKPT_VERIFY_FULL && o->verify != ELASTIC_CKPT_VERIFY_MANIFEST)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: unknown verify level");
+    if ((o->file_mode & ~0666u) != 0 || (o->file_mode & 0600u) != 0600u)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: file_mode must include 0600 and stay within 0666");
     if (o->world == 0 || o->world > CKPT_MAX_WORLD || o->rank >= o->world)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: rank %u / world %u out of range", o->rank, o->world);
     if (o->shared_storage < 0) o->shared_storage = o->store == NULL;
@@ -81,7 +84,7 @@ ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *o
     struct stat st;
     /* Every rank opens the shared directory at once: another's mkdir may win. */
     if (stat(dir, &st) != 0 &&
-        (errno != ENOENT || (mkdir(dir, 0755) != 0 && errno != EEXIST) || stat(dir, &st) != 0))
+        (errno != ENOENT || (mkdir(dir, ckpt__dir_mode(&o)) != 0 && errno != EEXIST) || stat(dir, &st) != 0))
         return ckpt__fail_errno(errno, "create", dir);
     if (!S_ISDIR(st.st_mode)) return elastic__fail(ELASTIC_EINVAL, "%s is not a directory", dir);
     elastic_ckpt *c = calloc(1, sizeof *c);

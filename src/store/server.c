@@ -22,6 +22,8 @@ static void opts_defaults(elastic_store_server_opts *opts)
     opts->handshake_timeout_ms = 5000;
     opts->idle_timeout_ms = -1;
     opts->max_pending_waits = 1024;
+    opts->max_buffered_bytes = 64u << 20;
+    opts->frame_timeout_ms = 30000;
 }
 
 ELASTIC_EXTERN int elastic_store_server_opts_init(elastic_store_server_opts *opts, size_t struct_size)
@@ -44,6 +46,9 @@ static int check_opts(const elastic_store_server_opts *o)
     if (o->handshake_timeout_ms <= 0) return elastic__fail(ELASTIC_EINVAL, "handshake_timeout_ms must be > 0");
     if (o->idle_timeout_ms == 0) return elastic__fail(ELASTIC_EINVAL, "idle_timeout_ms must be > 0 (or < 0: never)");
     if (o->max_pending_waits == 0) return elastic__fail(ELASTIC_EINVAL, "max_pending_waits must be > 0");
+    if (o->max_buffered_bytes < o->max_key_bytes + o->max_value_bytes + 64)
+        return elastic__fail(ELASTIC_EINVAL, "max_buffered_bytes must hold one key and value");
+    if (o->frame_timeout_ms <= 0) return elastic__fail(ELASTIC_EINVAL, "frame_timeout_ms must be > 0");
     return 0;
 }
 
@@ -68,6 +73,7 @@ static void on_stop(uv_async_t *async)
 {
     elastic_store_server *server = async->data;
     close_and_forget((uv_handle_t *)&server->listener);
+    close_and_forget((uv_handle_t *)&server->pump_timer);
     while (server->conns != NULL) store__conn_close(server->conns, "server stopping");
     store__server_flush(server);
     close_and_forget((uv_handle_t *)&server->stop_async);
@@ -120,12 +126,15 @@ static int server_init(elastic_store_server *server)
     server->listener.data = server;
     uv_async_init(&server->loop, &server->stop_async, on_stop);
     server->stop_async.data = server;
+    uv_timer_init(&server->loop, &server->pump_timer);
+    server->pump_timer.data = server;
     int err = bind_listener(server);
     if (err == 0 && pthread_create(&server->thread, NULL, loop_thread, server) != 0)
         err = elastic__fail(ELASTIC_ESYS, "cannot start the store thread");
     if (err != 0) {
         uv_close((uv_handle_t *)&server->listener, NULL);
         uv_close((uv_handle_t *)&server->stop_async, NULL);
+        uv_close((uv_handle_t *)&server->pump_timer, NULL);
         uv_run(&server->loop, UV_RUN_DEFAULT);
         uv_loop_close(&server->loop);
     }
