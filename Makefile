@@ -9,6 +9,7 @@
 #   make bench      the benchmarks (prints tables against the peers)
 #   make soak       long fault runs (the checkpoint crash test with SOAK_KILLS SIGKILLs)
 #   make demo       the elastic demo: a worker is killed and the job survives
+#                   (TRAINER=rust: with the Rust trainer of examples/rust)
 #   make install    PREFIX, LIBDIR, INCLUDEDIR, PYTHONDIR, DESTDIR honoured
 #
 # Every target first runs `deps`, which installs missing Debian packages when
@@ -226,9 +227,22 @@ bench: all $(BENCHES)
 
 # ---- demo -----------------------------------------------------------------
 
+# TRAINER=c (default) or rust: which build of the demo trainer runs.
+TRAINER ?= c
 demo: all
-	@if [ -x examples/demo.sh ]; then ELASTIC_BIN_DIR=$(abspath bin) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
-	  bash examples/demo.sh; else echo "demo: examples/demo.sh is not there yet"; exit 1; fi
+	@case "$(TRAINER)" in c) trainer=$(abspath $(OUT)/examples/demo_trainer);; \
+	  rust) ($(CARGO_ENV) $(CARGO) build --offline -q -p elastic-demo-trainer) || exit 1; \
+	    trainer=$(abspath $(RUST_TARGET_DIR))/debug/demo_trainer;; \
+	  *) echo "demo: TRAINER must be c or rust"; exit 1;; esac; \
+	  ELASTIC_BIN_DIR=$(abspath bin) DEMO_TRAINER=$$trainer bash examples/demo.sh
+
+# ---- Rust bindings (bindings/rust, examples/rust) --------------------------
+
+# One cargo target directory for every variant: only elastic-sys relinks when
+# ELASTIC_LIB_DIR changes; bindgen and its dependencies build once.
+CARGO ?= cargo
+RUST_TARGET_DIR := build/rust
+CARGO_ENV = cd bindings/rust && CARGO_TARGET_DIR=$(abspath $(RUST_TARGET_DIR)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT))
 
 # ---- install --------------------------------------------------------------
 
