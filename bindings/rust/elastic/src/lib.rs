@@ -26,6 +26,63 @@
 //! # drop(ckpt); std::fs::remove_dir_all(&dir).unwrap();
 //! # Ok::<(), elastic::Error>(())
 //! ```
+//!
+//! # What the compiler refuses
+//!
+//! The C headers' rules on lifetimes and threads are types here, so breaking
+//! them does not compile. A checkpoint cannot be closed (which would cancel
+//! the save) while an asynchronous save's guard is alive:
+//!
+//! ```compile_fail,E0505
+//! # let dir = std::env::temp_dir();
+//! let mut ckpt = elastic::Checkpoint::open(&dir, &Default::default())?;
+//! let save = ckpt.save_async(1, &[elastic::Blob::new("w", b"1")], elastic::Timeout::NoLimit)?;
+//! drop(ckpt);
+//! save.wait(elastic::Timeout::NoLimit)?;
+//! # Ok::<(), elastic::Error>(())
+//! ```
+//!
+//! The worker's store is re-scoped at each reconfiguration, so it cannot be
+//! held across [`Worker::poll`]:
+//!
+//! ```compile_fail,E0502
+//! let mut worker = elastic::Worker::init(&Default::default())?;
+//! let store = worker.store()?.unwrap();
+//! worker.poll()?;
+//! store.set("k", b"v")?;
+//! # Ok::<(), elastic::Error>(())
+//! ```
+//!
+//! The store a checkpoint commits through must outlive it:
+//!
+//! ```compile_fail,E0505
+//! # let server = elastic::StoreServer::start(&Default::default())?;
+//! let store = elastic::Store::connect(&server.endpoint()?, &Default::default())?;
+//! let mut options = elastic::CheckpointOptions::default();
+//! options.store = Some(&store);
+//! let ckpt = elastic::Checkpoint::open(std::env::temp_dir(), &options)?;
+//! drop(store);
+//! ckpt.latest()?;
+//! # Ok::<(), elastic::Error>(())
+//! ```
+//!
+//! A worker is used from one thread at a time (`Send`, not `Sync`):
+//!
+//! ```compile_fail,E0277
+//! fn share<T: Sync>(_: &T) {}
+//! let worker = elastic::Worker::init(&Default::default())?;
+//! share(&worker);
+//! # Ok::<(), elastic::Error>(())
+//! ```
+//!
+//! The abort hook runs on the library's thread, so it must be `Send`:
+//!
+//! ```compile_fail,E0277
+//! let mut worker = elastic::Worker::init(&Default::default())?;
+//! let not_send = std::rc::Rc::new(0);
+//! worker.on_abort(move |_, _| println!("{}", not_send))?;
+//! # Ok::<(), elastic::Error>(())
+//! ```
 #![deny(missing_docs)]
 
 mod ckpt;

@@ -106,3 +106,36 @@ pub(crate) fn zeroed<T: Copy>() -> T {
     // arrays, Option<fn>), for which all-zero bytes are a valid value.
     unsafe { std::mem::zeroed() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_follow_the_abi_rule() {
+        assert_eq!(Timeout::Default.as_ms(), i32::MIN);
+        assert_eq!(Timeout::NoLimit.as_ms(), -1);
+        assert_eq!(Timeout::After(Duration::ZERO).as_ms(), 0);
+        // Only zero means "do not wait": a sub-millisecond wait rounds up.
+        assert_eq!(Timeout::After(Duration::from_micros(1)).as_ms(), 1);
+        assert_eq!(Timeout::After(Duration::from_millis(1500)).as_ms(), 1500);
+        assert_eq!(Timeout::After(Duration::from_secs(u64::MAX)).as_ms(), i32::MAX);
+    }
+
+    #[test]
+    fn option_timeouts_keep_the_default_unless_set() {
+        let mut field = 30000;
+        set_timeout(&mut field, None);
+        set_timeout(&mut field, Some(Timeout::Default));
+        assert_eq!(field, 30000);
+        set_timeout(&mut field, Some(Timeout::NoLimit));
+        assert_eq!(field, -1);
+    }
+
+    #[test]
+    fn c_arrays_become_strings_up_to_their_nul() {
+        let chars: Vec<c_char> = b"node-1\0garbage".iter().map(|&b| b as c_char).collect();
+        assert_eq!(array_string(&chars), "node-1");
+        assert!(c_string("a\0b", "key").is_err());
+    }
+}
