@@ -100,6 +100,8 @@ FUZZ_SECONDS ?= 20
 
 DEB_PACKAGES := libuv1-dev libzstd-dev libssl-dev libxxhash-dev pkg-config
 PKG_MODULES := libuv libzstd libssl libcrypto libxxhash
+# bindings/rust builds offline from Debian's packaged crates (bindgen needs libclang).
+RUST_DEB_PACKAGES := cargo libclang-dev librust-bindgen-dev librust-libc-dev librust-pkg-config-dev
 
 .PHONY: all deps test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
 
@@ -119,6 +121,15 @@ deps:
 	  else \
 	    echo "deps: missing$$missing. Run as root: apt-get install $(DEB_PACKAGES)"; exit 1; \
 	  fi; \
+	fi
+	@# The Rust bindings' toolchain and crates: optional, their test is skipped without them.
+	@if command -v dpkg >/dev/null 2>&1 && ! dpkg -s $(RUST_DEB_PACKAGES) >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "deps: installing $(RUST_DEB_PACKAGES) (Rust bindings)"; \
+	    (apt-get install -y -q --no-install-recommends $(RUST_DEB_PACKAGES) >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+	      $(RUST_DEB_PACKAGES))) || echo "deps: could not install them; the Rust bindings' test will be skipped"; \
+	  else echo "deps: the Rust bindings' test needs: apt-get install $(RUST_DEB_PACKAGES)"; fi; \
 	fi
 
 # ---- library and tools ----------------------------------------------------
