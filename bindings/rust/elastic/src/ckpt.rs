@@ -59,7 +59,8 @@ pub struct CheckpointOptions<'s> {
     pub generation: Option<u64>,
     /// The store the global commit record goes through (default: a file in the directory).
     pub store: Option<&'s Store>,
-    /// With a store: how long commit waits for the other ranks (default 10 min).
+    /// With a store: how long commit waits for the other ranks (default 10 min;
+    /// [`Timeout::Default`]: the store handle's per-call timeout).
     pub commit_timeout: Option<Timeout>,
 }
 

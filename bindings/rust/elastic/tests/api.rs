@@ -38,10 +38,11 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 fn one_store_handle_serves_a_blocked_get_and_a_set_from_two_threads() {
     let (_server, store) = server_and_store();
     let (started, is_started) = mpsc::channel();
+    let shared = &store;
     thread::scope(|scope| {
-        let waiter = scope.spawn(|| {
+        let waiter = scope.spawn(move || {
             started.send(()).unwrap();
-            store.get("late", Duration::from_secs(30).into())
+            shared.get("late", Duration::from_secs(30).into())
         });
         is_started.recv().unwrap();
         // The set goes through the same handle while the get is parked on it.
