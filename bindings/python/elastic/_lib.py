@@ -33,7 +33,8 @@ class StoreServerOpts(ctypes.Structure):
                 ("max_value_bytes", ctypes.c_size_t), ("max_connections", ctypes.c_size_t),
                 ("max_connection_buffer", ctypes.c_size_t), ("max_total_bytes", ctypes.c_size_t),
                 ("handshake_timeout_ms", ctypes.c_int), ("idle_timeout_ms", ctypes.c_int),
-                ("max_pending_waits", ctypes.c_size_t)]
+                ("max_pending_waits", ctypes.c_size_t), ("max_buffered_bytes", ctypes.c_size_t),
+                ("frame_timeout_ms", ctypes.c_int)]
 
 
 class StoreOpts(ctypes.Structure):
@@ -49,7 +50,11 @@ class RdzvOpts(ctypes.Structure):
                 ("max_nodes", ctypes.c_int), ("join_timeout_ms", ctypes.c_int),
                 ("last_call_timeout_ms", ctypes.c_int), ("keepalive_interval_ms", ctypes.c_int),
                 ("keepalive_timeout_ms", ctypes.c_int), ("max_restarts", ctypes.c_int),
-                ("node_addr", ctypes.c_char_p), ("local_world_size", ctypes.c_int), ("node_id", ctypes.c_char_p)]
+                ("node_addr", ctypes.c_char_p), ("local_world_size", ctypes.c_int), ("node_id", ctypes.c_char_p),
+                ("backend", ctypes.c_int), ("etcd_endpoints", ctypes.c_char_p), ("etcd_prefix", ctypes.c_char_p),
+                ("etcd_ca_file", ctypes.c_char_p), ("etcd_cert_file", ctypes.c_char_p),
+                ("etcd_key_file", ctypes.c_char_p), ("etcd_user", ctypes.c_char_p),
+                ("etcd_password", ctypes.c_char_p), ("etcd_timeout_ms", ctypes.c_int)]
 
 
 class RdzvResult(ctypes.Structure):
