@@ -94,7 +94,7 @@ mod worker;
 
 pub use ckpt::{Blob, BlobWriter, Checkpoint, CheckpointOptions, Compression, PendingSave, Transaction};
 pub use error::{Error, Result};
-pub use rdzv::{Cause, CauseKind, Generation, Rendezvous, RendezvousOptions};
+pub use rdzv::{Cause, CauseKind, EtcdOptions, Generation, Rendezvous, RendezvousOptions};
 pub use store::{Store, StoreOptions, StoreRef, StoreServer, StoreServerOptions};
 pub use util::Timeout;
 pub use worker::{Poll, Worker, WorkerInfo, WorkerOptions};

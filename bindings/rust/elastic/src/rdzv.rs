@@ -55,6 +55,51 @@ pub struct RendezvousOptions<'s> {
     pub local_world_size: Option<i32>,
     /// Unique per node (default `"<hostname>-<pid>-<random>"`).
     pub node_id: Option<String>,
+    /// Rendezvous on etcd v3 instead of the store (no single node's loss
+    /// ends the job); `endpoint` and `store` are then not used.
+    pub etcd: Option<EtcdOptions>,
+}
+
+/// Where and how to reach etcd v3 for [`RendezvousOptions::etcd`];
+/// `None` keeps the library's default.
+///
+/// ```
+/// let mut options = elastic::RendezvousOptions::new("job-7");
+/// let mut etcd = elastic::EtcdOptions::new("10.0.0.1:2379,10.0.0.2:2379");
+/// etcd.ca_file = Some("/etc/etcd/ca.pem".into());
+/// options.etcd = Some(etcd);
+/// ```
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct EtcdOptions {
+    /// `"host:port[,host:port...]"`, tried in turn.
+    pub endpoints: String,
+    /// Keys live under `"<prefix>/<run_id>/"` (default `"/elastic"`).
+    pub prefix: Option<String>,
+    /// TLS: the CA that signed etcd's certificate (default: plain http).
+    pub ca_file: Option<String>,
+    /// TLS client certificate (default: none).
+    pub cert_file: Option<String>,
+    /// Its key.
+    pub key_file: Option<String>,
+    /// etcd authentication (default: none).
+    pub user: Option<String>,
+    /// The user's password.
+    pub password: Option<String>,
+    /// Deadline of each etcd request (default 5 s; must be > 0).
+    pub timeout: Option<Duration>,
+}
+
+impl EtcdOptions {
+    /// etcd at these endpoints, everything else default.
+    ///
+    /// ```
+    /// let etcd = elastic::EtcdOptions::new("127.0.0.1:2379");
+    /// assert_eq!(etcd.endpoints, "127.0.0.1:2379");
+    /// ```
+    pub fn new(endpoints: impl Into<String>) -> EtcdOptions {
+        EtcdOptions { endpoints: endpoints.into(), ..Default::default() }
+    }
 }
 
 impl RendezvousOptions<'_> {
@@ -315,6 +360,15 @@ impl<'s> Rendezvous<'s> {
         let token = opt_c_string(options.token.as_deref(), "token")?;
         let node_addr = opt_c_string(options.node_addr.as_deref(), "node_addr")?;
         let node_id = opt_c_string(options.node_id.as_deref(), "node_id")?;
+        let etcd = options.etcd.as_ref();
+        let etcd_string = |f: fn(&EtcdOptions) -> Option<&str>, what| opt_c_string(etcd.and_then(f), what);
+        let etcd_endpoints = etcd_string(|e| Some(e.endpoints.as_str()), "etcd endpoints")?;
+        let etcd_prefix = etcd_string(|e| e.prefix.as_deref(), "etcd prefix")?;
+        let etcd_ca_file = etcd_string(|e| e.ca_file.as_deref(), "etcd ca_file")?;
+        let etcd_cert_file = etcd_string(|e| e.cert_file.as_deref(), "etcd cert_file")?;
+        let etcd_key_file = etcd_string(|e| e.key_file.as_deref(), "etcd key_file")?;
+        let etcd_user = etcd_string(|e| e.user.as_deref(), "etcd user")?;
+        let etcd_password = etcd_string(|e| e.password.as_deref(), "etcd password")?;
         let mut opts: sys::elastic_rdzv_opts = zeroed();
         // SAFETY: opts is a valid elastic_rdzv_opts of the size passed.
         check(unsafe { sys::elastic_rdzv_opts_init(&mut opts, size_of::<sys::elastic_rdzv_opts>()) })?;
@@ -345,6 +399,22 @@ impl<'s> Rendezvous<'s> {
         set(&mut opts.keepalive_timeout_ms, options.keepalive_timeout.map(ms));
         set(&mut opts.max_restarts, options.max_restarts);
         set(&mut opts.local_world_size, options.local_world_size);
+        if let Some(etcd) = etcd {
+            opts.backend = sys::ELASTIC_RDZV_BACKEND_ETCD as i32;
+            opts.etcd_endpoints = opt_ptr(&etcd_endpoints);
+            let keep_default = |field: &mut *const std::os::raw::c_char, value: &Option<std::ffi::CString>| {
+                if value.is_some() {
+                    *field = opt_ptr(value);
+                }
+            };
+            keep_default(&mut opts.etcd_prefix, &etcd_prefix);
+            keep_default(&mut opts.etcd_ca_file, &etcd_ca_file);
+            keep_default(&mut opts.etcd_cert_file, &etcd_cert_file);
+            keep_default(&mut opts.etcd_key_file, &etcd_key_file);
+            keep_default(&mut opts.etcd_user, &etcd_user);
+            keep_default(&mut opts.etcd_password, &etcd_password);
+            set(&mut opts.etcd_timeout_ms, etcd.timeout.map(ms));
+        }
         let mut raw = ptr::null_mut();
         // SAFETY: the strings and opts live across the call; the store outlives 's.
         check(unsafe { sys::elastic_rdzv_open(&opts, &mut raw) })?;
