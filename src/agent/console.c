@@ -106,10 +106,10 @@ void agent__console_running_again(const agent_group *group, uint64_t recovery_ms
                    group->current.group_world_size, group->current.group_world_size == 1 ? "" : "s", took);
 }
 
-void agent__console_fenced(const agent_group *group, const char *reason)
+void agent__console_fenced(const agent_group *group, uint64_t generation, const char *reason, int killed)
 {
-    agent__console(group, "fenced: %s; this node's workers are stopped and it rejoins as a new member",
-                   reason != NULL && *reason ? reason : "lost its membership lease");
+    agent__console(group, "fenced out of generation %llu (%s): killing %d local worker(s) now, then rejoining as a new member",
+                   (unsigned long long)generation, reason != NULL && *reason ? reason : "its membership lease lapsed", killed);
 }
 
 static void format_duration(uint64_t ms, char *out, size_t size)
