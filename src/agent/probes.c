@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,34 @@ static void on_failure(void *user, const probe__failure *f)
     agent_group *group = user;
     emit_probe_event(group, "probe_failed", f);
     agent_worker *worker = worker_at(group, f->local_rank);
-    if (worker != NULL) agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
+    if (worker == NULL) return;
+    if (strncmp(f->probe, "nccl_", 5) == 0) agent__group_worker_faulted(group, worker, f->reason);
+    else agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
+}
+
+/* A worker library's event (nccl_comm_built) into the event log, its fields as sent. */
+static void on_worker_event(void *user, int local_rank, int rank, const probe__kv *kv)
+{
+    agent_group *group = user;
+    const char *name = probe__kv_get(kv, "NAME");
+    if (name == NULL || strcmp(name, "nccl_comm_built") != 0) return; /* the only one known */
+    agent_event event;
+    agent__event_begin(&event, group->events, name);
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_int(&event, "rank", rank);
+    agent__event_int(&event, "local_rank", local_rank);
+    for (size_t i = 0; i < kv->count; i++) {
+        if (strcmp(kv->keys[i], "NAME") == 0 || strcmp(kv->keys[i], "RANK") == 0 ||
+            strcmp(kv->keys[i], "GENERATION") == 0 ||
+            strspn(kv->keys[i], "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(kv->keys[i]))
+            continue;
+        char key[32];
+        size_t n = 0;
+        for (; kv->keys[i][n] != '\0' && n + 1 < sizeof key; n++) key[n] = (char)tolower((unsigned char)kv->keys[i][n]);
+        key[n] = '\0';
+        agent__event_str(&event, key, kv->values[i]);
+    }
+    agent__event_emit(group->events, &event);
 }
 
 static void on_straggler(void *user, const probe__failure *f)
@@ -76,6 +104,7 @@ int agent__probes_start(agent_group *group)
     opts.on_failure = on_failure;
     opts.on_straggler = on_straggler;
     opts.on_control = agent__inprocess_on_control;
+    opts.on_worker_event = on_worker_event;
     opts.user = group;
     int rc = probe__monitor_start(&opts, &group->monitor);
     if (rc != 0) return rc;

@@ -110,6 +110,7 @@ static void describe_failure(agent_group *group, const elastic_rdzv_cause *cause
     char when[40], how[96];
     format_time(cause->time_ms, when, sizeof when);
     if (cause->signal != 0) snprintf(how, sizeof how, "killed by signal %d (%s)", cause->signal, strsignal(cause->signal));
+    else if (cause->exit_code < 0) snprintf(how, sizeof how, "declared unhealthy"); /* a probe, not an exit */
     else snprintf(how, sizeof how, "exit code %d", cause->exit_code);
     size_t used = strlen(group->summary);
     used += (size_t)snprintf(group->summary + used, sizeof group->summary - used,
