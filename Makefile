@@ -74,6 +74,9 @@ TEST_BIN := $(OUT)/test/run_tests
 HELPER_SRC := $(sort $(wildcard test/helpers/*.c))
 HELPERS := $(patsubst test/helpers/%.c,$(OUT)/test/helpers/%,$(HELPER_SRC))
 
+# A test double of NCCL and the CUDA runtime (tests only): loaded through ELASTIC_NCCL_LIBRARY.
+NCCL_DOUBLE := $(OUT)/test/libnccl_double.so
+
 EXAMPLE_SRC := $(sort $(wildcard examples/c/*.c))
 EXAMPLES := $(patsubst examples/c/%.c,$(OUT)/examples/%,$(EXAMPLE_SRC))
 
@@ -144,6 +147,10 @@ $(OUT)/test/helpers/%: $(OUT)/test/helpers/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
 
+$(NCCL_DOUBLE): test/nccl_double/nccl_double.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -g -fPIC -shared -D_GNU_SOURCE $(OPT) $(SAN) $(WARNINGS) -Wno-missing-prototypes -o $@ $< -lpthread
+
 # The public header must stand alone in strict C99 and in C++.
 header-check: deps
 	@mkdir -p $(OUT)/header
@@ -151,8 +158,8 @@ header-check: deps
 	$(CXX) -std=c++11 -pedantic -Werror -Wall -Wextra -Iinclude -fsyntax-only -x c++ test/header/header_c99.c
 
 # TEST_FILTER=substring runs only the matching tests.
-test: all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES)
-	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) \
+test: all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(NCCL_DOUBLE)
+	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) \
 	  $(TEST_BIN) $(TEST_FILTER)
@@ -164,8 +171,8 @@ check:
 tsan:
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(MAKE) VARIANT=tsan test
 
-valgrind: all $(TEST_BIN) $(HELPERS)
-	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) \
+valgrind: all $(TEST_BIN) $(HELPERS) $(NCCL_DOUBLE)
+	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) ELASTIC_TEST_TIMEOUT_SCALE=10 \
 	  valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
