@@ -64,7 +64,10 @@ static void on_worker_event(void *user, int local_rank, int rank, const probe__k
         size_t n = 0;
         for (; kv->keys[i][n] != '\0' && n + 1 < sizeof key; n++) key[n] = (char)tolower((unsigned char)kv->keys[i][n]);
         key[n] = '\0';
-        agent__event_str(&event, key, kv->values[i]);
+        const char *value = kv->values[i];
+        bool number = *value != '\0' && strlen(value) <= 18 && strspn(value, "0123456789") == strlen(value);
+        if (number) agent__event_int(&event, key, strtoll(value, NULL, 10));
+        else agent__event_str(&event, key, value);
     }
     agent__event_emit(group->events, &event);
 }
