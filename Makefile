@@ -80,6 +80,18 @@ NCCL_DOUBLE := $(OUT)/test/libnccl_double.so
 EXAMPLE_SRC := $(sort $(wildcard examples/c/*.c))
 EXAMPLES := $(patsubst examples/c/%.c,$(OUT)/examples/%,$(EXAMPLE_SRC))
 
+# The CUDA + NCCL example is built only where the CUDA toolkit is (release
+# builds): sm_90 code for H100/H200 plus PTX that newer GPUs compile at load.
+# The shared cudart: libelastic loads the same one with dlopen.
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80
+ifneq ($(NVCC),)
+ifeq ($(VARIANT),release)
+  EXAMPLES += $(OUT)/examples/nccl_trainer
+endif
+endif
+
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCHES := $(patsubst bench/%.c,build/release/bench/%,$(BENCH_SRC))
 
@@ -134,6 +146,11 @@ $(BIN_OUT)/%: $(OUT)/tools/%.o $(STATIC_LIB)
 $(OUT)/examples/%: $(OUT)/examples/c/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
+
+$(OUT)/examples/nccl_trainer: examples/cpp/nccl_trainer.cu examples/cpp/elastic.hpp $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O2 $(NVCC_ARCH) -cudart shared -Iinclude -Iexamples/cpp -o $@ $< $(STATIC_LIB) \
+	  -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lnccl $(LIBS)
 
 # ---- tests ----------------------------------------------------------------
 
