@@ -179,7 +179,11 @@ int train(const args &a)
         if (result != ncclSuccess || synced != cudaSuccess || !comm.healthy()) continue;
         m.step++;
         w.heartbeat(m.step);
-        if (m.step % (uint64_t)a.ckpt_every == 0) ckpt->save(m);
+        if (m.step % (uint64_t)a.ckpt_every == 0) {
+            ckpt->save(m);
+            if (info.rank == 0) std::printf("saved step %llu\n", (unsigned long long)m.step);
+            std::fflush(stdout);
+        }
     }
     double worst = check_answer(m);
     std::printf("result rank=%d steps=%llu max_error=%.3g %s\n", info.rank, (unsigned long long)m.step, worst,
