@@ -72,6 +72,8 @@ ELASTIC_EXTERN int elastic_nccl_watch(elastic_nccl_comm *comm, void *stream)
 
 typedef struct nccl__fault {
     const char *probe;               /* "nccl_timeout" or "nccl_error" */
+    uint64_t generation;             /* copied under the lock: a rebuild may change them */
+    int rank;
     uint64_t collective;
     uint64_t waited_ms;
     char reason[320];
@@ -94,7 +96,7 @@ static void raise_fault(elastic_nccl_comm *c, nccl__fault *fault)
     snprintf(payload, sizeof payload,
              "PROBE=%s\nREASON=%s\nGENERATION=%" PRIu64 "\nRANK=%d\nCOMM=%s\nCOLLECTIVE=%" PRIu64
              "\nWAITED_MS=%" PRIu64 "\nTIME_NS=%" PRIu64 "\n",
-             fault->probe, fault->reason, c->generation, c->rank, c->tag, fault->collective, fault->waited_ms,
+             fault->probe, fault->reason, fault->generation, fault->rank, c->tag, fault->collective, fault->waited_ms,
              elastic__now_ns());
     if (worker__report_fault(c->worker, payload) != 0)
         ELASTIC_LOG_W("nccl", "the fault was not reported to the agent: %s", elastic_last_error());
@@ -168,6 +170,8 @@ static void *watchdog_main(void *arg)
         bool found = check_async_error(c, &fault) || check_collectives(c, elastic__now_ns(), &fault);
         if (!found) continue;
         c->faulted = true; /* once per build: the abort that follows is the answer */
+        fault.generation = c->generation;
+        fault.rank = c->rank;
         pthread_mutex_unlock(&c->lock);
         raise_fault(c, &fault);
         pthread_mutex_lock(&c->lock);
