@@ -46,6 +46,9 @@ run_step() {
     timeout -k 5 "$limit" "$@" >"$WORK/$name.log" 2>&1
 }
 
+# The first child of a process, from /proc (no procps needed).
+child_of() { awk -v parent="$1" '$4 == parent { print $1; exit }' /proc/[0-9]*/stat 2>/dev/null; }
+
 last_line() { tail -n 1 "$WORK/$1.log" 2>/dev/null | cut -c1-100; }
 
 # ---- the machine -------------------------------------------------------------------
@@ -137,8 +140,8 @@ if [ -n "$SRC" ] && [ -x "$TRAINER" ] && [ -x "$SRC/bin/elasticrun" ] && (($(sec
         waited=$((waited + 1))
     done
     # timeout -> elasticrun -> the trainer: found by parentage, never by name
-    agent=$(pgrep -P "$runner" | head -n 1)
-    worker=${agent:+$(pgrep -P "$agent" | head -n 1)}
+    agent=$(child_of "$runner")
+    worker=${agent:+$(child_of "$agent")}
     if [ -n "$worker" ] && grep -q "saved step" "$log"; then
         killed_at=$(date +%s%N)
         kill -9 "$worker"
