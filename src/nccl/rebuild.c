@@ -113,6 +113,7 @@ static void finish(elastic_nccl_comm *c, bool shrunk, uint64_t started_ms)
     c->state = NCCL__STATE_READY;
     c->builds++;
     c->rebuilds++;
+    c->collectives = 0; /* collectives are numbered per build, as the fault reports say */
     c->faulted = false;
     c->last_method = shrunk ? ELASTIC_NCCL_SHRUNK : ELASTIC_NCCL_CREATED;
     c->last_build_ms = (int)(elastic__now_ms() - started_ms);

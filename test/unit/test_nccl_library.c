@@ -40,6 +40,9 @@ TEST(nccl_real_library_loads_with_its_version)
 TEST_TIMEOUT(nccl_real_unique_id_exchanged_through_store, 60)
 {
     need_real_nccl();
+#if defined(__SANITIZE_THREAD__)
+    SKIP("ThreadSanitizer does not support threads after a multi-threaded fork");
+#endif
     elastic_store_server *server = NULL;
     ASSERT_OK(elastic_store_server_start(NULL, &server));
     char endpoint[64];
