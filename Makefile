@@ -173,6 +173,8 @@ header-check: deps
 	@mkdir -p $(OUT)/header
 	$(CC) -std=c99 -pedantic -Werror -Wall -Wextra -Iinclude -fsyntax-only test/header/header_c99.c
 	$(CXX) -std=c++11 -pedantic -Werror -Wall -Wextra -Iinclude -fsyntax-only -x c++ test/header/header_c99.c
+	@if [ -f "$(CUDA_HOME)/include/nccl.h" ]; then echo "header-check: src/nccl/nccl.h against $(CUDA_HOME)/include/nccl.h"; \
+	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nccl_layout.c; fi
 
 # TEST_FILTER=substring runs only the matching tests.
 test: all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(NCCL_DOUBLE)
