@@ -9,7 +9,7 @@
 #   make bench      the benchmarks (prints tables against the peers)
 #   make soak       long fault runs (the checkpoint crash test with SOAK_KILLS SIGKILLs)
 #   make demo       the elastic demo: a worker is killed and the job survives
-#   make install    PREFIX, LIBDIR, INCLUDEDIR, DESTDIR honoured
+#   make install    PREFIX, LIBDIR, INCLUDEDIR, PYTHONDIR, DESTDIR honoured
 #
 # Every target first runs `deps`, which installs missing Debian packages when
 # run as root and otherwise prints the exact apt-get command and stops.
@@ -20,10 +20,17 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR ?= $(PREFIX)/bin
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
 DESTDIR ?=
 
-VERSION_MAJOR := 0
-VERSION := 0.1.0
+# The version is written once, in include/elastic.h; the SONAME follows its major.
+header_version = $(shell sed -n 's/^\#define ELASTIC_VERSION_$(1) \([0-9][0-9]*\)$$/\1/p' include/elastic.h)
+VERSION_MAJOR := $(call header_version,MAJOR)
+VERSION := $(VERSION_MAJOR).$(call header_version,MINOR).$(call header_version,PATCH)
+ifeq ($(words $(subst ., ,$(VERSION))),3)
+else
+  $(error cannot read ELASTIC_VERSION_MAJOR/MINOR/PATCH from include/elastic.h (got "$(VERSION)"))
+endif
 
 CC ?= cc
 CXX ?= c++
@@ -31,7 +38,7 @@ CLANG ?= clang
 
 WARNINGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 BASE_CFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE -DELASTIC_BUILDING -Iinclude -Isrc $(WARNINGS)
-LIBS := -luv -lzstd -lcrypto -lxxhash -lpthread -ldl -lm
+LIBS := -luv -lzstd -lssl -lcrypto -lxxhash -lpthread -ldl -lm
 
 ifeq ($(VARIANT),release)
   OPT := -O2
@@ -77,6 +84,12 @@ HELPERS := $(patsubst test/helpers/%.c,$(OUT)/test/helpers/%,$(HELPER_SRC))
 # A test double of NCCL and the CUDA runtime (tests only): loaded through ELASTIC_NCCL_LIBRARY.
 NCCL_DOUBLE := $(OUT)/test/libnccl_double.so
 
+# test/abi: programs built against the shared library. old_caller uses a shorter
+# snapshot of the public structs (an older caller); layout prints the C offsets
+# the Python binding's ctypes mirrors are checked against.
+ABI_SRC := $(sort $(wildcard test/abi/*.c))
+ABI_PROGRAMS := $(patsubst test/abi/%.c,$(OUT)/test/abi/%,$(ABI_SRC))
+
 EXAMPLE_SRC := $(sort $(wildcard examples/c/*.c))
 EXAMPLES := $(patsubst examples/c/%.c,$(OUT)/examples/%,$(EXAMPLE_SRC))
 
@@ -100,7 +113,7 @@ FUZZERS := $(patsubst test/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 FUZZ_SECONDS ?= 20
 
 DEB_PACKAGES := libuv1-dev libzstd-dev libssl-dev libxxhash-dev pkg-config
-PKG_MODULES := libuv libzstd libcrypto libxxhash
+PKG_MODULES := libuv libzstd libssl libcrypto libxxhash
 
 .PHONY: all deps test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
 
@@ -168,17 +181,29 @@ $(NCCL_DOUBLE): test/nccl_double/nccl_double.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -g -fPIC -shared -D_GNU_SOURCE $(OPT) $(SAN) $(WARNINGS) -Wno-missing-prototypes -o $@ $< -lpthread
 
-# The public header must stand alone in strict C99 and in C++.
+$(OUT)/test/abi/%: test/abi/%.c $(SHARED_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL)) -Itest/abi -MMD -MP $(LDFLAGS_ALL) -o $@ $< \
+	  -L$(LIB_OUT) -Wl,-rpath,$(abspath $(LIB_OUT)) -lelastic
+
+# The public header must stand alone in strict C99 and in C++, and so must
+# each module header included first and alone.
 header-check: deps
 	@mkdir -p $(OUT)/header
 	$(CC) -std=c99 -pedantic -Werror -Wall -Wextra -Iinclude -fsyntax-only test/header/header_c99.c
 	$(CXX) -std=c++11 -pedantic -Werror -Wall -Wextra -Iinclude -fsyntax-only -x c++ test/header/header_c99.c
+	@for h in include/elastic/*.h; do \
+	  printf '#include "%s"\nint main(void) { return elastic_version() == 0; }\n' "$$h" > $(OUT)/header/alone.c || exit 1; \
+	  $(CC) -std=c99 -pedantic -Werror -Wall -Wextra -I. -fsyntax-only $(OUT)/header/alone.c || { echo "header-check: $$h does not stand alone (C99)"; exit 1; }; \
+	  $(CXX) -std=c++11 -pedantic -Werror -Wall -Wextra -I. -fsyntax-only -x c++ $(OUT)/header/alone.c || { echo "header-check: $$h does not stand alone (C++)"; exit 1; }; \
+	done; echo "header-check: each of include/elastic/*.h stands alone"
 	@if [ -f "$(CUDA_HOME)/include/nccl.h" ]; then echo "header-check: src/nccl/nccl.h against $(CUDA_HOME)/include/nccl.h"; \
 	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nccl_layout.c; fi
 
 # TEST_FILTER=substring runs only the matching tests.
-test: all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(NCCL_DOUBLE)
-	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
+test: all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE)
+	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
+	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) \
 	  $(TEST_BIN) $(TEST_FILTER)
@@ -248,14 +273,20 @@ install: all pkgconfig/elastic.pc
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/
 	install -m 644 pkgconfig/elastic.pc $(DESTDIR)$(PKGCONFIGDIR)/elastic.pc
 	for t in $(TOOLS); do install -m 755 $$t $(DESTDIR)$(BINDIR)/; done
+	@# The Python package, told where the library went (ELASTIC_LIB_DIR still overrides).
+	install -d $(DESTDIR)$(PYTHONDIR)/elastic
+	install -m 644 bindings/python/elastic/*.py bindings/python/elastic/py.typed $(DESTDIR)$(PYTHONDIR)/elastic/
+	printf '"""Written by make install: the library this package loads by default."""\nLIBRARY = "%s"\n' \
+	  '$(LIBDIR)/$(SONAME)' > $(DESTDIR)$(PYTHONDIR)/elastic/_installed.py
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/elastic.h $(DESTDIR)$(LIBDIR)/libelastic.so* $(DESTDIR)$(LIBDIR)/libelastic.a
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/elastic
 	rm -f $(DESTDIR)$(PKGCONFIGDIR)/elastic.pc
 	for t in $(notdir $(TOOLS)); do rm -f $(DESTDIR)$(BINDIR)/$$t; done
+	rm -rf $(DESTDIR)$(PYTHONDIR)/elastic
 
 clean:
 	rm -rf build lib bin pkgconfig/elastic.pc
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(ABI_PROGRAMS:=.d)

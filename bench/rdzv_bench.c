@@ -40,12 +40,13 @@ static void *node_main(void *arg)
 {
     node *n = arg;
     if (n->rejoin) {
-        elastic_rdzv_cause cause;
+        elastic_rdzv_cause cause = {.struct_size = sizeof cause};
         n->rc = elastic_rdzv_watch(n->rdzv, 120000, &cause);
         if (n->rc != 0) return NULL;
     } else {
         pthread_barrier_wait(&start_line);
     }
+    n->result.struct_size = sizeof n->result;
     n->rc = elastic_rdzv_next(n->rdzv, &n->result);
     if (n->rc != 0) fprintf(stderr, "next: %s (%s)\n", elastic_err_name(n->rc), elastic_last_error());
     n->done_ms = elastic__now_ms();
@@ -66,7 +67,7 @@ static void start_thread(node *n)
 
 static void node_opts(elastic_rdzv_opts *o, const char *endpoint, const char *run_id, int n)
 {
-    elastic_rdzv_opts_init(o);
+    elastic_rdzv_opts_init(o, sizeof *o);
     o->endpoint = endpoint;
     o->run_id = run_id;
     o->min_nodes = n > 1 ? n - 1 : 1;
@@ -95,12 +96,13 @@ typedef struct run_result {
 static int one_run(int n, int run, run_result *out)
 {
     elastic_store_server_opts so;
-    elastic_store_server_opts_init(&so);
+    elastic_store_server_opts_init(&so, sizeof so);
     so.max_connections = (size_t)n + 64;
     elastic_store_server *server = NULL;
-    if (elastic_store_server_start(&so, &server) != 0) return -1;
+    int port = 0;
+    if (elastic_store_server_start(&so, &server) != 0 || elastic_store_server_get_port(server, &port) != 0) return -1;
     char endpoint[64], run_id[64];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
     snprintf(run_id, sizeof run_id, "bench-%d-%d", n, run);
     node *nodes = calloc((size_t)n, sizeof *nodes);
     elastic_rdzv_opts o;
@@ -155,7 +157,7 @@ static int one_run(int n, int run, run_result *out)
     }
     for (int i = 0; i < n; i++) elastic_rdzv_free(nodes[i].rdzv);
     free(nodes);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
     return failed ? -1 : 0;
 }
 
@@ -199,11 +201,11 @@ static int child_node(const char *endpoint, const char *run_id, int n)
     elastic_rdzv_opts o;
     node_opts(&o, endpoint, run_id, n);
     elastic_rdzv *rdzv = NULL;
-    elastic_rdzv_result result;
+    elastic_rdzv_result result = {.struct_size = sizeof result};
     if (elastic_rdzv_open(&o, &rdzv) != 0 || elastic_rdzv_next(rdzv, &result) != 0) return 1;
     printf("formed\n");
     fflush(stdout);
-    elastic_rdzv_cause cause;
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     (void)elastic_rdzv_watch(rdzv, 120000, &cause);
     elastic_rdzv_free(rdzv);
     return 0;
@@ -212,9 +214,10 @@ static int child_node(const char *endpoint, const char *run_id, int n)
 static int bench_freeze(int n)
 {
     elastic_store_server *server = NULL;
-    if (elastic_store_server_start(NULL, &server) != 0) return 1;
+    int port = 0;
+    if (elastic_store_server_start(NULL, &server) != 0 || elastic_store_server_get_port(server, &port) != 0) return 1;
     char endpoint[64], count[16];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
     snprintf(count, sizeof count, "%d", n);
     int fds[2];
     if (pipe(fds) != 0) return 1;
@@ -257,7 +260,7 @@ static int bench_freeze(int n)
     printf("freeze %d %.1f\n", n, (double)(last - frozen));
     for (int i = 0; i < n - 1; i++) elastic_rdzv_free(nodes[i].rdzv);
     free(nodes);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
     return failed;
 }
 

@@ -89,9 +89,11 @@ static void bench_heartbeat(const char *dir)
     probe__hb_region *region = NULL;
     elastic_store_server *server = NULL;
     int rc = probe__hb_create(shm, 1, &region);
+    int port = 0;
     if (rc == 0) rc = elastic_store_server_start(NULL, &server);
+    if (rc == 0) rc = elastic_store_server_get_port(server, &port);
     if (rc != 0) die("setup", rc);
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
     setenv("RANK", "0", 1), setenv("WORLD_SIZE", "1", 1), setenv("ELASTIC_STORE_ENDPOINT", endpoint, 1);
     setenv("ELASTIC_STORE_PREFIX", "bench/", 1), setenv("ELASTIC_GENERATION", "1", 1);
     setenv("ELASTIC_HEARTBEAT_SHM", shm, 1), setenv("ELASTIC_HEARTBEAT_SLOT", "0", 1);
@@ -113,7 +115,7 @@ static void bench_heartbeat(const char *dir)
     printf("| peer: clock_gettime(CLOCK_MONOTONIC) alone | %.1f |\n", median(clock_ns, REPS));
     printf("| peer: write() of 8 bytes to a pipe per beat | %.1f |\n", median(pipe_ns, REPS));
     elastic_worker_close(w);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
     probe__hb_close(region, true);
 }
 
@@ -335,9 +337,11 @@ static void bench_recovery(const char *dir, const char *self, int rounds)
     static agent a;
     snprintf(a.self, sizeof a.self, "%s", self);
     elastic_store_server *server = NULL;
+    int port = 0;
     int rc = elastic_store_server_start(NULL, &server);
+    if (rc == 0) rc = elastic_store_server_get_port(server, &port);
     if (rc != 0) die("store", rc);
-    snprintf(a.endpoint, sizeof a.endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    snprintf(a.endpoint, sizeof a.endpoint, "127.0.0.1:%d", port);
     uv_loop_init(&a.loop);
     probe__monitor_opts opts;
     probe__monitor_opts_init(&opts);
@@ -370,7 +374,7 @@ static void bench_recovery(const char *dir, const char *self, int rounds)
     probe__monitor_stop(a.monitor);
     uv_run(&a.loop, UV_RUN_DEFAULT);
     uv_loop_close(&a.loop);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
 }
 
 int main(int argc, char **argv)

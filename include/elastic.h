@@ -7,12 +7,23 @@
  * `#include <elastic.h>` is all a trainer ever writes.
  *
  * Conventions (see docs/ABI.md):
- *   - every function returns int: 0 on success, a negative ELASTIC_E* code on failure;
- *   - handles are opaque; options are structs whose first field is `size_t struct_size`,
- *     filled by elastic_<thing>_opts_init(); NULL options mean "all defaults";
+ *   - every function that can fail returns int: 0, or a negative ELASTIC_E* code;
+ *     other outputs go through pointer parameters;
+ *   - handles are opaque; `_free`/`_close` only release a handle (a call that ends
+ *     something for every node says so in its name, e.g. elastic_rdzv_end_job);
+ *   - public structs start with `size_t struct_size`: options are filled by
+ *     elastic_<thing>_opts_init(&opts, sizeof opts), output structs get
+ *     `out.struct_size = sizeof out` from the caller; the library reads and writes
+ *     only that many bytes, so older and newer callers both work; NULL options
+ *     mean "all defaults";
+ *   - timeouts: > 0 waits up to that many ms, 0 does not wait, < 0 waits without
+ *     limit, ELASTIC_TIMEOUT_DEFAULT takes the handle's default;
  *   - memory the library returns (values, strings, lists) is released with elastic_free();
  *   - the library never exits, never prints to stdout, never installs signal handlers
- *     behind the host's back; it logs through elastic_set_log_callback().
+ *     behind the host's back (the few it installs are listed in docs/ABI.md); it logs
+ *     through elastic_set_log_callback().
+ *
+ * Each include/elastic/<module>.h may also be included on its own (it includes this file).
  */
 #ifndef ELASTIC_H
 #define ELASTIC_H
@@ -32,8 +43,10 @@ extern "C" {
 
 /* ---- versions ------------------------------------------------------------ */
 
-#define ELASTIC_VERSION_MAJOR 0
-#define ELASTIC_VERSION_MINOR 1
+/* The only place the version is written: the Makefile reads it from here for
+ * the SONAME (libelastic.so.<MAJOR>) and the pkg-config file. */
+#define ELASTIC_VERSION_MAJOR 1
+#define ELASTIC_VERSION_MINOR 0
 #define ELASTIC_VERSION_PATCH 0
 /* One comparable integer: (major << 16) | (minor << 8) | patch. */
 #define ELASTIC_VERSION_HEX \
@@ -46,6 +59,17 @@ ELASTIC_EXTERN const char *elastic_version_string(void);
 /* 1 when the named optional feature is available in this build and on this
  * machine ("store", "auth", "zstd", "xxhash", "nccl", "cuda"), else 0. */
 ELASTIC_EXTERN int elastic_has_feature(const char *name);
+
+/* ---- timeouts ------------------------------------------------------------ */
+
+/* Every `timeout_ms` argument: > 0 waits up to that many milliseconds, 0 does
+ * not wait (just looks), < 0 waits without limit. ELASTIC_TIMEOUT_DEFAULT takes
+ * the default of the handle it is passed with (e.g. elastic_store_opts.timeout_ms);
+ * a handle without one waits without limit. It is INT_MIN so that it cannot be
+ * confused with the others: -1 (the usual "forever") still means no limit, and
+ * no positive duration negated or overflowing by one step lands on it. */
+#define ELASTIC_TIMEOUT_NO_LIMIT (-1)
+#define ELASTIC_TIMEOUT_DEFAULT (-2147483647 - 1)
 
 /* ---- errors -------------------------------------------------------------- */
 

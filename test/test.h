@@ -101,4 +101,12 @@ const char *test_source_dir(void);
 /* Multiplies a timeout for slow variants (valgrind, sanitizers). */
 int test_scaled_ms(int ms);
 
+/* The port a test's store server listens on (the test fails if it cannot say). */
+static inline int test_server_port(const elastic_store_server *server)
+{
+    int port = 0;
+    ASSERT_OK(elastic_store_server_get_port(server, &port));
+    return port;
+}
+
 #endif /* ELASTIC_TEST_H */

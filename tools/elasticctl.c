@@ -16,7 +16,6 @@
 #include <string.h>
 
 #define MAX_POSITIONAL 4
-#define TOKEN_FILE_MAX 4096
 
 /* ---- flags --------------------------------------------------------------- */
 
@@ -72,24 +71,11 @@ static bool parse_int(const char *text, long long min, long long max, long long 
     return true;
 }
 
-/* Reads a token file (first line, at most 4 KiB) into buf. */
-static int read_token_file(const char *path, char *buf, size_t size)
+/* --token-file goes through the library's one reading of token files (the
+ * whole file less one trailing newline, at most ELASTIC_STORE_TOKEN_MAX). */
+static void use_token_file(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        fprintf(stderr, "elasticctl: cannot read token file %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    size_t n = fread(buf, 1, size - 1, f);
-    bool more = fgetc(f) != EOF;
-    fclose(f);
-    buf[n] = '\0';
-    buf[strcspn(buf, "\r\n")] = '\0';
-    if (more || buf[0] == '\0') {
-        fprintf(stderr, "elasticctl: token file %s is empty or longer than %d bytes\n", path, TOKEN_FILE_MAX);
-        return 1;
-    }
-    return 0;
+    if (path != NULL) setenv("ELASTIC_STORE_TOKEN_FILE", path, 1);
 }
 
 static int fail(const char *what, int rc)
@@ -110,8 +96,7 @@ static int store_serve(int argc, char **argv)
     long long port;
     if (args.count > 0) return usage_error("store serve", "unexpected argument \"%s\"", args.positional[0]);
     if (!parse_int(port_text, 0, 65535, &port)) return usage_error("store serve", "--port \"%s\" is not 0..65535", port_text);
-    char token[TOKEN_FILE_MAX + 1];
-    if (token_file != NULL && read_token_file(token_file, token, sizeof token) != 0) return 1;
+    use_token_file(token_file);
 
     /* Block the signals before the server thread starts so only sigwait sees them. */
     sigset_t stop_signals;
@@ -121,19 +106,23 @@ static int store_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 
     elastic_store_server_opts opts;
-    elastic_store_server_opts_init(&opts);
+    elastic_store_server_opts_init(&opts, sizeof opts);
     opts.host = host;
     opts.port = (int)port;
-    if (token_file != NULL) opts.token = token;
     elastic_store_server *server = NULL;
+    int listening_port = 0;
     rc = elastic_store_server_start(&opts, &server);
-    if (rc != 0) return fail("store serve", rc);
+    if (rc == 0) rc = elastic_store_server_get_port(server, &listening_port);
+    if (rc != 0) {
+        elastic_store_server_close(server);
+        return fail("store serve", rc);
+    }
     bool v6 = strchr(host, ':') != NULL;
-    printf("listening on %s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "", elastic_store_server_port(server));
+    printf("listening on %s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "", listening_port);
     fflush(stdout);
     int signal_number = 0;
     sigwait(&stop_signals, &signal_number);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
     return 0;
 }
 
@@ -219,14 +208,10 @@ static int store_client(const store_command *cmd, int argc, char **argv)
     long long timeout_ms;
     if (!parse_int(timeout_text, 0, 86400000, &timeout_ms))
         return usage_error(name, "--timeout \"%s\" is not 0..86400000 ms", timeout_text);
-    char token[TOKEN_FILE_MAX + 1];
     elastic_store_opts opts;
-    elastic_store_opts_init(&opts);
+    elastic_store_opts_init(&opts, sizeof opts);
     opts.connect_timeout_ms = 5000;
-    if (token_file != NULL) {
-        if (read_token_file(token_file, token, sizeof token) != 0) return 1;
-        opts.token = token;
-    }
+    use_token_file(token_file);
     elastic_store *store = NULL;
     rc = elastic_store_connect(endpoint, &opts, &store);
     if (rc != 0) return fail(endpoint, rc);

@@ -29,7 +29,7 @@ static void install_signal_handlers(void)
 int main(int argc, char **argv)
 {
     elastic_agent_opts opts;
-    elastic_agent_opts_init(&opts);
+    elastic_agent_opts_init(&opts, sizeof opts);
     if (elastic_agent_parse_args(argc, (const char *const *)argv, NULL, &opts) != 0) {
         fprintf(stderr, "elasticrun: %s\n", elastic_last_error());
         return 2;

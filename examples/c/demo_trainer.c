@@ -101,7 +101,7 @@ static int all_reduce(elastic_store *store, uint64_t step, int rank, int world, 
 static int open_checkpoints(const char *dir, int rank, int world, elastic_ckpt **ckpt)
 {
     elastic_ckpt_opts opts;
-    elastic_ckpt_opts_init(&opts);
+    elastic_ckpt_opts_init(&opts, sizeof opts);
     opts.compression = ELASTIC_CKPT_NONE;
     opts.threads = 1;
     opts.keep_last = 3;
@@ -176,7 +176,7 @@ int main(int argc, char **argv)
         return 2;
     }
     elastic_store_opts opts;
-    elastic_store_opts_init(&opts);
+    elastic_store_opts_init(&opts, sizeof opts);
     opts.prefix = prefix; /* this generation's key space: a restarted group starts clean */
     elastic_store *store;
     if (elastic_store_connect(endpoint, &opts, &store) != 0) {

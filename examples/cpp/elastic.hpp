@@ -40,7 +40,8 @@ public:
     elastic_worker *get() const { return handle_; }
     elastic_worker_info info() const
     {
-        elastic_worker_info out;
+        elastic_worker_info out = {};
+        out.struct_size = sizeof out;
         check(elastic_worker_get_info(handle_, &out), "elastic_worker_get_info");
         return out;
     }
@@ -79,7 +80,7 @@ public:
     nccl_comm(worker &w, const char *tag, int collective_timeout_ms = 60000)
     {
         elastic_nccl_opts opts;
-        elastic_nccl_opts_init(&opts, sizeof opts);
+        check(elastic_nccl_opts_init(&opts, sizeof opts), "elastic_nccl_opts_init");
         opts.tag = tag;
         opts.collective_timeout_ms = collective_timeout_ms;
         check(elastic_nccl_comm_init(w.get(), &opts, &handle_), "elastic_nccl_comm_init");

@@ -75,7 +75,7 @@ struct checkpoints {
     checkpoints(const std::string &dir, const elastic_worker_info &info)
     {
         elastic_ckpt_opts opts;
-        elastic_ckpt_opts_init(&opts);
+        elastic::check(elastic_ckpt_opts_init(&opts, sizeof opts), "elastic_ckpt_opts_init");
         opts.compression = ELASTIC_CKPT_NONE;
         opts.keep_last = 2;
         opts.rank = (uint32_t)info.rank;

@@ -6,6 +6,8 @@ latest committed checkpoint. Runs alone or under elasticrun:
     python3 examples/python/trainer.py --steps 20 --dir /tmp/ckpt
     bin/elasticrun --standalone --nproc-per-node=2 examples/python/trainer.py --dir /tmp/ckpt
 
+Under plain torchrun it runs too (ranks from torchrun's environment); the
+barrier, which needs elasticrun's store, is skipped with a one-line notice.
 (PYTHONPATH=bindings/python and ELASTIC_LIB_DIR=lib when not installed.)"""
 
 import argparse

@@ -2,8 +2,13 @@
  * The agent: one per node. It rendezvouses with the other nodes, starts the
  * local workers with torchrun's environment, watches them, and brings the
  * group back after every failure. bin/elasticrun is a thin shell around it.
- * Included by <elastic.h>; do not include directly.
+ * Included by <elastic.h>; may also be included on its own.
  */
+/* First, outside the guard: <elastic.h> includes every module header in
+ * order, so whichever header a program includes first, each sees the types
+ * of the ones before it. */
+#include "../elastic.h"
+
 #ifndef ELASTIC_AGENT_H
 #define ELASTIC_AGENT_H
 
@@ -14,6 +19,20 @@
 extern "C" {
 #endif
 
+/* Thread safety: elastic_agent_run runs the whole job on the calling thread;
+ * elastic_agent_request_stop may be called from any thread or a signal
+ * handler while it runs; elastic_agent_free after run returned, from any
+ * thread. The agent has no callbacks.
+ *
+ * Signals the agent installs (between elastic_agent_create and _free):
+ *   - SIGCHLD: a handler (through libuv) that reaps the workers it started and
+ *     its probe processes; the host must not reap children with waitpid(-1)
+ *     or set SIGCHLD to SIG_IGN while an agent exists.
+ * It sends SIGTERM, then SIGKILL after grace_period_ms, to its workers'
+ * process groups (and the stack-dump signal on a hang), and sets
+ * PR_SET_PDEATHSIG=SIGKILL in each worker. It installs no SIGTERM/SIGINT
+ * handler: the host does, and calls elastic_agent_request_stop from it
+ * (elasticrun does; it also ignores SIGPIPE). */
 typedef struct elastic_agent elastic_agent;
 
 /* Everything elasticrun's command line can say. Strings are borrowed: they
@@ -68,23 +87,28 @@ typedef struct elastic_agent_opts {
     int abort_ack_timeout_ms;        /* in-process: a survivor acknowledges the abort within this; default 5000 */
 } elastic_agent_opts;
 
-ELASTIC_EXTERN void elastic_agent_opts_init(elastic_agent_opts *opts);
+/* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
+ELASTIC_EXTERN int elastic_agent_opts_init(elastic_agent_opts *opts, size_t struct_size);
 
 /* Parses a torchrun command line (argv[0] is the program name and skipped):
  * flags with dashes or underscores, "--flag value" or "--flag=value",
  * PET_<FLAG> environment fallbacks (from envp; NULL = this process's
  * environment), then the program and its arguments. On ELASTIC_EINVAL,
  * elastic_last_error() holds one line naming the flag and the problem.
- * `opts` must have been filled by elastic_agent_opts_init(). */
+ * `opts` must have been filled by elastic_agent_opts_init(); only its
+ * struct_size bytes are written, and a flag that sets a field beyond them (an
+ * older caller's struct) is ELASTIC_EINVAL: it would be lost otherwise. */
 ELASTIC_EXTERN int elastic_agent_parse_args(int argc, const char *const *argv, const char *const *envp,
                                             elastic_agent_opts *opts);
 
 /* The usage text of elasticrun (static storage). */
 ELASTIC_EXTERN const char *elastic_agent_usage(void);
 
-/* How a run ended. */
+/* How a run ended. An output struct: set struct_size =
+ * sizeof(elastic_agent_result) before elastic_agent_run(); the library fills
+ * only that many bytes and sets struct_size to what it filled. */
 typedef struct elastic_agent_result {
-    size_t struct_size;              /* sizeof(elastic_agent_result) */
+    size_t struct_size;              /* set by the caller: sizeof(elastic_agent_result) */
     int exit_code;                   /* what elasticrun should exit with: 0 when every worker succeeded */
     uint64_t generations;            /* generations this node took part in */
     int restarts;                    /* failures the job consumed */

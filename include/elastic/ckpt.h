@@ -3,8 +3,13 @@
  * checksummed, optionally zstd-compressed, never seen half written. Each rank
  * writes its own shard; a step is the latest only once every rank of the
  * generation committed. Format and guarantees: docs/CHECKPOINT.md.
- * Included by <elastic.h>; do not include directly.
+ * Included by <elastic.h>; may also be included on its own.
  */
+/* First, outside the guard: <elastic.h> includes every module header in
+ * order, so whichever header a program includes first, each sees the types
+ * of the ones before it. */
+#include "../elastic.h"
+
 #ifndef ELASTIC_CKPT_H
 #define ELASTIC_CKPT_H
 
@@ -15,10 +20,14 @@
 extern "C" {
 #endif
 
+/* Thread safety: calls on one elastic_ckpt handle are serialised inside
+ * (reads may come from any thread); a transaction and a writer belong to the
+ * thread that uses them (one at a time). elastic_ckpt_close must be the last
+ * call. The library's own threads (opts.threads, the asynchronous save) run no
+ * caller code. No signal handlers. */
 typedef struct elastic_ckpt elastic_ckpt;
 typedef struct elastic_ckpt_txn elastic_ckpt_txn;
 typedef struct elastic_ckpt_writer elastic_ckpt_writer;
-struct elastic_store;
 
 /* opts.compression */
 #define ELASTIC_CKPT_NONE 0 /* blobs stored as they are */
@@ -52,15 +61,20 @@ typedef struct elastic_ckpt_opts {
     uint32_t rank;            /* this process's rank in the generation; default 0 */
     uint32_t world;           /* ranks in the generation; default 1 */
     uint64_t generation;      /* the generation writing (keeps shards of different generations apart); default 0 */
-    struct elastic_store *store; /* NULL (default): the global commit record is a file in the shared directory;
+    elastic_store *store;     /* NULL (default): the global commit record is a file in the shared directory;
                                     else it goes through this store (its prefix scopes the job) */
     int shared_storage;       /* 1: every rank sees the same directory (all shards are checked);
                                  0: each rank has its own; default: 1 without a store, 0 with one */
-    int commit_timeout_ms;    /* store mode: how long commit waits for the other ranks; default 600000 */
+    int commit_timeout_ms;    /* store mode: how long commit waits for the other ranks; default 600000;
+                                 < 0: no limit; 0: only if they already committed;
+                                 ELASTIC_TIMEOUT_DEFAULT: the store handle's timeout_ms */
     uint64_t max_blob_bytes;  /* reads refuse blobs larger than this; default 1 TiB */
+    unsigned file_mode;       /* mode of the files written; default 0600 (private). 0640: the group may read
+                                 (directories get x wherever r is: 0700 / 0750). Bits outside 0666 are refused */
 } elastic_ckpt_opts;
 
-ELASTIC_EXTERN void elastic_ckpt_opts_init(elastic_ckpt_opts *opts);
+/* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
+ELASTIC_EXTERN int elastic_ckpt_opts_init(elastic_ckpt_opts *opts, size_t struct_size);
 
 /* Opens (creating the directory if missing, but not its parents) a checkpoint
  * directory and removes what crashed writers left behind (temporary files;
@@ -74,7 +88,8 @@ ELASTIC_EXTERN void elastic_ckpt_close(elastic_ckpt *ckpt);
 /* ---- writing ------------------------------------------------------------- */
 
 /* Starts this rank's shard of `step`. One transaction at a time per handle:
- * ELASTIC_EBUSY while another (or an asynchronous save) is open. */
+ * ELASTIC_EBUSY while another (or an asynchronous save) is open. Step
+ * UINT64_MAX is refused (ELASTIC_EINVAL): no later step could supersede it. */
 ELASTIC_EXTERN int elastic_ckpt_begin(elastic_ckpt *ckpt, uint64_t step, elastic_ckpt_txn **txn);
 /* Adds a blob (names: 1..1024 bytes, unique in the shard). The data is
  * consumed before the call returns. */
@@ -101,7 +116,9 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *txn);
 /* Drops the transaction and its temporary files. NULL is a no-op. */
 ELASTIC_EXTERN void elastic_ckpt_abort(elastic_ckpt_txn *txn);
 
-/* One blob for elastic_ckpt_save / elastic_ckpt_save_async. */
+/* One blob for elastic_ckpt_save / elastic_ckpt_save_async. Passed in arrays,
+ * so it has no struct_size and never grows (docs/ABI.md): a new field would
+ * come with a new struct and new functions. */
 typedef struct elastic_ckpt_blob {
     const char *name;
     const void *data;
@@ -116,12 +133,14 @@ ELASTIC_EXTERN int elastic_ckpt_save(elastic_ckpt *ckpt, uint64_t step, const el
 
 /* Copies the blobs and returns; a background thread writes and commits them.
  * One save is in flight at a time: if one still is, waits up to timeout_ms
- * (< 0: without limit) for it to finish (back-pressure), else ELASTIC_EBUSY.
+ * (< 0 and ELASTIC_TIMEOUT_DEFAULT: without limit; 0: not at all) for it to
+ * finish (back-pressure), else ELASTIC_EBUSY.
  * The copy's memory is kept for the next save, so only the first copy pays
  * for page faults. */
 ELASTIC_EXTERN int elastic_ckpt_save_async(elastic_ckpt *ckpt, uint64_t step, const elastic_ckpt_blob *blobs,
                                            size_t n, int timeout_ms);
-/* Waits up to timeout_ms (0: just look) for the save in flight. Returns the
+/* Waits up to timeout_ms (0: just look; < 0 and ELASTIC_TIMEOUT_DEFAULT: no
+ * limit) for the save in flight. Returns the
  * outcome of the last finished asynchronous save (0 when there was none),
  * or ELASTIC_ETIMEDOUT while one is still running. *step (may be NULL) gets
  * the step of the save the outcome belongs to. */
@@ -131,7 +150,11 @@ ELASTIC_EXTERN int elastic_ckpt_async_wait(elastic_ckpt *ckpt, int timeout_ms, u
 
 /* The newest step that is committed and verifies (opts.verify); corrupt or
  * incomplete steps are skipped with a logged reason. ELASTIC_ENOTFOUND when
- * there is none. */
+ * there is none. Not a pure read: with a store (opts.store), for a step whose
+ * shard is here but whose COMMIT file is missing (a crash between the global
+ * and the local commit), it asks the store for the step's commit record (one
+ * non-waiting read, bounded by the store handle's timeout_ms) and, if every
+ * rank committed, writes the COMMIT file here. */
 ELASTIC_EXTERN int elastic_ckpt_latest(elastic_ckpt *ckpt, uint64_t *step);
 /* Reads a blob of a committed step: this rank's shard first, then a
  * replicated blob of any shard. *data is freed with elastic_free(). Every

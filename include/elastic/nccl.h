@@ -4,9 +4,14 @@
  * when the generation ends, and shrunk or re-created for the next one. NCCL and
  * the CUDA runtime are loaded with dlopen at first use, so no NCCL or CUDA type
  * appears here: the communicator is a `void *` (an ncclComm_t), streams are
- * `void *` (cudaStream_t). Included by <elastic.h>; do not include directly.
- * See docs/NCCL.md.
+ * `void *` (cudaStream_t). Included by <elastic.h>; may also be included on its
+ * own. See docs/NCCL.md.
  */
+/* First, outside the guard: <elastic.h> includes every module header in
+ * order, so whichever header a program includes first, each sees the types
+ * of the ones before it. */
+#include "../elastic.h"
+
 #ifndef ELASTIC_NCCL_H
 #define ELASTIC_NCCL_H
 
@@ -17,6 +22,11 @@
 extern "C" {
 #endif
 
+/* Thread safety: init, watch, rebuild and destroy belong to the trainer's
+ * thread; get, check, get_info and abort may be called from any thread. The
+ * library runs one watchdog thread per communicator and uses the worker's
+ * control thread for aborts (docs/NCCL.md). No signal handler is installed. */
+
 typedef struct elastic_nccl_comm elastic_nccl_comm;
 
 typedef struct elastic_nccl_opts {
@@ -24,17 +34,20 @@ typedef struct elastic_nccl_opts {
     const char *tag;                 /* names the communicator among the worker's ([A-Za-z0-9_.-], at most
                                         63 characters); every rank uses the same; default "default" */
     int device;                      /* CUDA device; -1 (default): the local rank */
-    int init_timeout_ms;             /* unique-id exchange plus NCCL's own init; default 120000 */
-    int collective_timeout_ms;       /* a watched collective not done after this is a hang; default 60000
-                                        (NCCL and PyTorch wait 600000); 0: no deadline, async errors only */
+    int init_timeout_ms;             /* unique-id exchange plus NCCL's own init (and each rebuild); default
+                                        120000; < 0: no limit; 0 is ELASTIC_EINVAL */
+    int collective_timeout_ms;       /* a threshold: a watched collective not done after this is a hang;
+                                        default 60000 (NCCL and PyTorch wait 600000); <= 0: no deadline,
+                                        async errors only */
     int watchdog_interval_ms;        /* how often the watchdog polls; default 100 */
     int rebuild_on_reconfigure;      /* 1 (default): elastic_worker_poll() rebuilds the communicator before
                                         the trainer's reconfigure callback runs; 0: the trainer calls
                                         elastic_nccl_comm_rebuild() itself */
 } elastic_nccl_opts;
 
-/* Fills the defaults, writing no further than struct_size bytes (pass sizeof *opts). */
-ELASTIC_EXTERN void elastic_nccl_opts_init(elastic_nccl_opts *opts, size_t struct_size);
+/* Fills the defaults, writing no further than struct_size bytes (pass sizeof *opts);
+ * ELASTIC_EINVAL for a struct_size below 8 or absurd. */
+ELASTIC_EXTERN int elastic_nccl_opts_init(elastic_nccl_opts *opts, size_t struct_size);
 
 /* Creates the communicator of the worker's current generation: every rank of
  * the generation calls it with the same tag. Rank 0 creates the unique id and
@@ -88,7 +101,7 @@ typedef enum elastic_nccl_rebuild_method {
 } elastic_nccl_rebuild_method;
 
 typedef struct elastic_nccl_info {
-    size_t struct_size;              /* the caller sets sizeof(elastic_nccl_info) */
+    size_t struct_size;              /* the caller sets sizeof(elastic_nccl_info); the library sets the bytes filled */
     int rank;                        /* in the communicator */
     int nranks;
     int device;

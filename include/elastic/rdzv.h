@@ -2,8 +2,13 @@
  * Rendezvous: nodes of a job agree, again after every failure or membership
  * change, on the members and ranks of the next generation. Runs over the job's
  * store (compare-and-set, add, get, watch, leases).
- * Included by <elastic.h>; do not include directly.
+ * Included by <elastic.h>; may also be included on its own.
  */
+/* First, outside the guard: <elastic.h> includes every module header in
+ * order, so whichever header a program includes first, each sees the types
+ * of the ones before it. */
+#include "../elastic.h"
+
 #ifndef ELASTIC_RDZV_H
 #define ELASTIC_RDZV_H
 
@@ -14,17 +19,26 @@
 extern "C" {
 #endif
 
+/* The longest run id, in characters (1..64 of [A-Za-z0-9._-], not "." or
+ * ".."): one rule for elasticrun --rdzv-id, elastic_agent_opts.run_id and
+ * elastic_rdzv_opts.run_id. */
+#define ELASTIC_RUN_ID_MAX 64
+
+/* Thread safety: every call on one handle may come from any thread, several
+ * at once (elastic_rdzv_watch may block on one thread while another ends the
+ * generation), except elastic_rdzv_free, which must be the last. */
 typedef struct elastic_rdzv elastic_rdzv;
 
 typedef struct elastic_rdzv_opts {
     size_t struct_size;              /* sizeof(elastic_rdzv_opts) */
-    const char *run_id;              /* required: names the job; keys live under "rdzv/<run_id>/" */
+    const char *run_id;              /* required: names the job; keys live under "rdzv/<run_id>/";
+                                        1..ELASTIC_RUN_ID_MAX characters of [A-Za-z0-9._-] */
     const char *endpoint;            /* store "host:port", used when `store` is NULL */
     elastic_store *store;            /* an open handle to use instead (not owned, outlives the rdzv) */
     const char *token;               /* store token when connecting by endpoint (NULL: environment) */
     int min_nodes;                   /* default 1 */
     int max_nodes;                   /* default 1; >= min_nodes */
-    int join_timeout_ms;             /* below min_nodes this long -> ELASTIC_ENOTENOUGH; default 600000 */
+    int join_timeout_ms;             /* below min_nodes this long -> ELASTIC_ENOTENOUGH; default 600000; > 0 */
     int last_call_timeout_ms;        /* once min_nodes are in, wait this long for more; default 30000 */
     int keepalive_interval_ms;       /* heartbeat period; default 500, at least 100 */
     int keepalive_timeout_ms;        /* silent this long -> evicted; default 2000, at least 100 */
@@ -34,10 +48,14 @@ typedef struct elastic_rdzv_opts {
     const char *node_id;             /* unique per node; default "<hostname>-<pid>-<random>" */
 } elastic_rdzv_opts;
 
-ELASTIC_EXTERN void elastic_rdzv_opts_init(elastic_rdzv_opts *opts);
+/* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
+ELASTIC_EXTERN int elastic_rdzv_opts_init(elastic_rdzv_opts *opts, size_t struct_size);
 
-/* The membership of one generation as this node sees it. */
+/* The membership of one generation as this node sees it. An output struct:
+ * set struct_size = sizeof(elastic_rdzv_result) before the call; the library
+ * fills only that many bytes and sets struct_size to what it filled. */
 typedef struct elastic_rdzv_result {
+    size_t struct_size;              /* set by the caller: sizeof(elastic_rdzv_result) */
     uint64_t generation;             /* grows by at least 1 per generation, never reused */
     int group_rank;                  /* this node's rank among nodes, 0..group_world_size-1 */
     int group_world_size;            /* nodes in the generation */
@@ -56,10 +74,17 @@ typedef enum elastic_rdzv_cause_kind {
     ELASTIC_RDZV_NODE_LOST = 2,      /* a member's heartbeat lapsed or its connection closed */
     ELASTIC_RDZV_NODES_WAITING = 3,  /* a node is waiting to join and there is room */
     ELASTIC_RDZV_NODE_LEFT = 4,      /* a member left on purpose (scale-down) */
-    ELASTIC_RDZV_JOB_CLOSED = 5      /* the job is done or was stopped */
+    ELASTIC_RDZV_JOB_ENDED = 5       /* the job is done or was stopped (elastic_rdzv_end_job) */
 } elastic_rdzv_cause_kind;
 
+/* Both an input (elastic_rdzv_end_generation reads struct_size bytes; fields
+ * beyond keep their defaults: rank -1, exit_code -1, the rest 0) and an output
+ * (set struct_size = sizeof(elastic_rdzv_cause) before the call; the library
+ * fills only that many bytes and sets struct_size to what it filled). In the
+ * elastic_rdzv_change_fn callback it is the library's own: read struct_size
+ * before fields newer than your header. */
 typedef struct elastic_rdzv_cause {
+    size_t struct_size;              /* sizeof(elastic_rdzv_cause) */
     int kind;                        /* elastic_rdzv_cause_kind */
     uint64_t generation;             /* the generation that ended */
     char node_id[128];               /* node that reported or was lost */
@@ -71,14 +96,14 @@ typedef struct elastic_rdzv_cause {
 } elastic_rdzv_cause;
 
 /* Connects (or adopts the store), starts this node's heartbeat on the
- * library's own thread. Does not join yet. */
+ * library's own thread. Does not join yet. Installs no signal handler. */
 ELASTIC_EXTERN int elastic_rdzv_open(const elastic_rdzv_opts *opts, elastic_rdzv **rdzv);
 
 /* Blocks until the next generation forms with this node in it, and fills
  * *result. A node arriving while a full generation runs waits as a spare.
  * ELASTIC_ENOTENOUGH: fewer than min_nodes before join_timeout;
  * ELASTIC_EBUDGET: the job's restart budget is exhausted;
- * ELASTIC_ECLOSED: the job was closed. */
+ * ELASTIC_ECLOSED: the job has ended (elastic_rdzv_end_job). */
 ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *rdzv, elastic_rdzv_result *result);
 
 /* Ends the current generation for every member, recording the cause (a
@@ -87,12 +112,14 @@ ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *rdzv, elastic_rdzv_result *re
 ELASTIC_EXTERN int elastic_rdzv_end_generation(elastic_rdzv *rdzv, const elastic_rdzv_cause *cause);
 
 /* Blocks until the current generation must end (a member ended it, a member
- * was lost, nodes are waiting, the job closed) and fills *cause; or
- * ELASTIC_ETIMEDOUT after timeout_ms (< 0: no limit). */
+ * was lost, nodes are waiting, the job ended) and fills *cause; or
+ * ELASTIC_ETIMEDOUT after timeout_ms (< 0 and ELASTIC_TIMEOUT_DEFAULT: no limit;
+ * 0: just look). */
 ELASTIC_EXTERN int elastic_rdzv_watch(elastic_rdzv *rdzv, int timeout_ms, elastic_rdzv_cause *cause);
 
-/* The same news as a callback, run on the library's thread once per
- * generation as soon as it must end. NULL unregisters. */
+/* The same news as a callback, run on the library's watcher thread once per
+ * generation as soon as it must end. It must not call elastic_rdzv_free; other
+ * calls on the handle are allowed. `cause` is valid during the call. NULL unregisters. */
 typedef void (*elastic_rdzv_change_fn)(void *user, const elastic_rdzv_cause *cause);
 ELASTIC_EXTERN int elastic_rdzv_on_change(elastic_rdzv *rdzv, elastic_rdzv_change_fn fn, void *user);
 
@@ -105,9 +132,12 @@ ELASTIC_EXTERN int elastic_rdzv_first_failure(elastic_rdzv *rdzv, elastic_rdzv_c
 ELASTIC_EXTERN int elastic_rdzv_finish(elastic_rdzv *rdzv);
 /* This node leaves on purpose; the others re-form without consuming budget. */
 ELASTIC_EXTERN int elastic_rdzv_leave(elastic_rdzv *rdzv);
-/* Closes the job: every node's next call returns ELASTIC_ECLOSED. */
-ELASTIC_EXTERN int elastic_rdzv_close(elastic_rdzv *rdzv);
-/* Stops the heartbeat (without leaving: the lease ends) and frees. NULL is a no-op. */
+/* Ends the job for EVERY node: each node's next call returns ELASTIC_ECLOSED
+ * and its watchers see ELASTIC_RDZV_JOB_ENDED. Not a handle release (that is
+ * elastic_rdzv_free). */
+ELASTIC_EXTERN int elastic_rdzv_end_job(elastic_rdzv *rdzv);
+/* Releases this node's handle only: stops the heartbeat (without leaving: the
+ * lease ends, so the others see the node lost) and frees. NULL is a no-op. */
 ELASTIC_EXTERN void elastic_rdzv_free(elastic_rdzv *rdzv);
 
 #ifdef __cplusplus

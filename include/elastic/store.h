@@ -2,8 +2,13 @@
  * The job's key-value store: a server (embedded in an agent or standalone) and
  * a thread-safe client. Rendezvous, the agent, probes, the distributed
  * checkpoint commit and the NCCL id exchange all talk through it.
- * Included by <elastic.h>; do not include directly.
+ * Included by <elastic.h>; may also be included on its own.
  */
+/* First, outside the guard: <elastic.h> includes every module header in
+ * order, so whichever header a program includes first, each sees the types
+ * of the ones before it. */
+#include "../elastic.h"
+
 #ifndef ELASTIC_STORE_H
 #define ELASTIC_STORE_H
 
@@ -14,48 +19,66 @@
 extern "C" {
 #endif
 
+/* Thread safety: one elastic_store handle may be used from many threads at
+ * once (calls are multiplexed on one connection). elastic_store_server calls
+ * may come from any thread; elastic_store_server_close must be the last. */
 typedef struct elastic_store_server elastic_store_server;
 typedef struct elastic_store elastic_store;
+
+/* The longest store token, in bytes (any bytes but NUL). Longer tokens, from
+ * options, ELASTIC_STORE_TOKEN or a token file, are refused, never cut. */
+#define ELASTIC_STORE_TOKEN_MAX 4096
 
 /* ---- server -------------------------------------------------------------- */
 
 typedef struct elastic_store_server_opts {
     size_t struct_size;              /* sizeof(elastic_store_server_opts) */
     const char *host;                /* address to bind; default "127.0.0.1"; "::" or "0.0.0.0" for all */
-    int port;                        /* 0 (default) picks a free port; see elastic_store_server_port() */
-    const char *token;               /* shared secret; NULL: ELASTIC_STORE_TOKEN from the environment, else no auth */
+    int port;                        /* 0 (default) picks a free port; see elastic_store_server_get_port() */
+    const char *token;               /* shared secret; NULL: ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN from the
+                                        environment, else no auth */
     size_t max_key_bytes;            /* default 4096 */
     size_t max_value_bytes;          /* default 16 MiB */
     size_t max_connections;          /* default 4096; further connections are closed at once */
     size_t max_connection_buffer;    /* bytes buffered per connection (in + out); default 64 MiB */
     size_t max_total_bytes;          /* keys + values held; default 1 GiB; sets beyond it fail with ELASTIC_ELIMIT */
     int handshake_timeout_ms;        /* a connection must finish the handshake in this; default 5000 */
-    int idle_timeout_ms;             /* a connection with no request and no pending wait is closed; default 0 = never */
+    int idle_timeout_ms;             /* a connection with no request and no pending wait is closed after this;
+                                        < 0 (default): never; 0 is not allowed */
     size_t max_pending_waits;        /* get/wait/watch calls parked per connection; default 1024; more fail with ELASTIC_ELIMIT */
+    size_t max_buffered_bytes;       /* partial frames and unsent responses of all connections together; default 64 MiB;
+                                        beyond it connections holding over 64 KiB are paused */
+    int frame_timeout_ms;            /* a started frame must be complete within this, else the connection is closed;
+                                        default 30000 */
 } elastic_store_server_opts;
 
-ELASTIC_EXTERN void elastic_store_server_opts_init(elastic_store_server_opts *opts);
+/* Fills the first struct_size bytes (pass sizeof *opts) with the defaults.
+ * ELASTIC_EINVAL when struct_size is below its first field or absurd. */
+ELASTIC_EXTERN int elastic_store_server_opts_init(elastic_store_server_opts *opts, size_t struct_size);
 
 /* Starts the server on its own thread; returns once it listens. */
 ELASTIC_EXTERN int elastic_store_server_start(const elastic_store_server_opts *opts,
                                               elastic_store_server **server);
 /* The TCP port it listens on (the chosen one when opts.port was 0). */
-ELASTIC_EXTERN int elastic_store_server_port(const elastic_store_server *server);
-/* Stops the thread, closes every connection (pending calls fail with
+ELASTIC_EXTERN int elastic_store_server_get_port(const elastic_store_server *server, int *port);
+/* Stops the server's thread, closes every connection (pending calls fail with
  * ELASTIC_ECONNECT on the clients) and frees the server. NULL is a no-op. */
-ELASTIC_EXTERN void elastic_store_server_stop(elastic_store_server *server);
+ELASTIC_EXTERN void elastic_store_server_close(elastic_store_server *server);
 
 /* ---- client -------------------------------------------------------------- */
 
 typedef struct elastic_store_opts {
     size_t struct_size;              /* sizeof(elastic_store_opts) */
     const char *prefix;              /* prepended to every key ("job7/gen3/"); default "" */
-    const char *token;               /* NULL: ELASTIC_STORE_TOKEN from the environment, else none */
-    int connect_timeout_ms;          /* default 10000; connection attempts are retried until then */
-    int timeout_ms;                  /* per-call deadline for calls without their own; default 30000 */
+    const char *token;               /* NULL: the file named by ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN from
+                                        the environment, else none */
+    int connect_timeout_ms;          /* default 10000; connection attempts are retried until then; < 0: no limit */
+    int timeout_ms;                  /* per-call deadline for calls without their own, and what
+                                        ELASTIC_TIMEOUT_DEFAULT means for this handle; default 30000; < 0: no limit */
 } elastic_store_opts;
 
-ELASTIC_EXTERN void elastic_store_opts_init(elastic_store_opts *opts);
+/* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
+ELASTIC_EXTERN int elastic_store_opts_init(elastic_store_opts *opts, size_t struct_size);
 
 /* Connects to "host:port" ("[::1]:port" for IPv6). One handle may be used from
  * many threads at once; calls are multiplexed on one connection, so a blocked
@@ -73,7 +96,7 @@ ELASTIC_EXTERN void elastic_store_close(elastic_store *store);
 
 /* Keys are NUL-terminated strings; values are byte strings (may be empty). */
 ELASTIC_EXTERN int elastic_store_set(elastic_store *s, const char *key, const void *value, size_t len);
-/* Waits up to timeout_ms (< 0: the handle's timeout) for the key to exist;
+/* Waits up to timeout_ms (see "timeouts" in <elastic.h>) for the key to exist;
  * ELASTIC_ETIMEDOUT if it does not. *value is NUL-terminated for convenience
  * (not counted in *len) and released with elastic_free(). */
 ELASTIC_EXTERN int elastic_store_get(elastic_store *s, const char *key, int timeout_ms,
@@ -133,7 +156,9 @@ ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uin
 /* A lease lives while this handle's connection is open and keep-alives arrive
  * within ttl_ms; when it ends, every key attached to it is deleted (waking
  * watchers). With keepalive_interval_ms > 0 the client's own I/O thread sends
- * the keep-alives, so a busy or blocked caller does not lose it. */
+ * the keep-alives, so a busy or blocked caller does not lose it. Its id is
+ * random; only this handle and its clones (one connection) may keep it alive,
+ * revoke it or attach keys to it: any other connection gets ELASTIC_EPERM. */
 ELASTIC_EXTERN int elastic_store_lease_grant(elastic_store *s, int ttl_ms, int keepalive_interval_ms,
                                              uint64_t *lease);
 /* Sends one keep-alive now. ELASTIC_ENOTFOUND when the lease already ended. */

@@ -3,8 +3,13 @@
  * environment the agent set), reports progress with cheap heartbeats, and
  * learns when its group changes so it can abort collectives and reconfigure
  * in the same process. Outside an agent it works as a group of one.
- * Included by <elastic.h>; do not include directly.
+ * Included by <elastic.h>; may also be included on its own.
  */
+/* First, outside the guard: <elastic.h> includes every module header in
+ * order, so whichever header a program includes first, each sees the types
+ * of the ones before it. */
+#include "../elastic.h"
+
 #ifndef ELASTIC_WORKER_H
 #define ELASTIC_WORKER_H
 
@@ -15,22 +20,37 @@
 extern "C" {
 #endif
 
+/* Thread safety: the worker is meant for the trainer's thread. heartbeat,
+ * report_step_time, poll and barrier must be called from one thread at a time;
+ * get_info, get_store, on_abort and on_reconfigure may be called from any
+ * thread; elastic_worker_close must be the last call. The library runs its own
+ * thread (the agent's control channel), which is where the abort hook runs.
+ * Signals: under an agent only, a stack-dump handler on opts.stack_dump_signal
+ * (default SIGUSR2) if that signal still has its default action; it is restored
+ * by elastic_worker_close. Nothing else. */
 typedef struct elastic_worker elastic_worker;
 
 typedef struct elastic_worker_opts {
     size_t struct_size;              /* sizeof(elastic_worker_opts) */
     int store_connect_timeout_ms;    /* connecting to the job's store; default 10000 */
-    int store_timeout_ms;            /* per-call store deadline; default 30000 */
+    int store_timeout_ms;            /* per-call store deadline, and what ELASTIC_TIMEOUT_DEFAULT means for
+                                        barrier and the store handle; default 30000 */
     int reconfigure_timeout_ms;      /* poll() waits this long for the next generation after an abort; default 600000 */
     int stack_dump_signal;           /* signal on which the library writes the trainer thread's backtrace to stderr
                                         when the agent's hang probe asks (only installed under an agent and only if
                                         the signal still has its default action); default SIGUSR2 (12); 0: never */
 } elastic_worker_opts;
 
-ELASTIC_EXTERN void elastic_worker_opts_init(elastic_worker_opts *opts);
+/* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
+ELASTIC_EXTERN int elastic_worker_opts_init(elastic_worker_opts *opts, size_t struct_size);
 
-/* Who this worker is in the current generation. */
+/* Who this worker is in the current generation. An output struct: set
+ * struct_size = sizeof(elastic_worker_info) before elastic_worker_get_info();
+ * the library fills only that many bytes and sets struct_size to what it
+ * filled. In the reconfigure callback it is the library's own: read
+ * struct_size before fields newer than your header. */
 typedef struct elastic_worker_info {
+    size_t struct_size;              /* set by the caller: sizeof(elastic_worker_info) */
     int rank;                        /* global rank, 0..world_size-1 */
     int local_rank;                  /* rank on this node, 0..local_world_size-1 */
     int world_size;                  /* workers in the generation */
@@ -56,9 +76,9 @@ ELASTIC_EXTERN int elastic_worker_init(const elastic_worker_opts *opts, elastic_
 ELASTIC_EXTERN int elastic_worker_get_info(elastic_worker *w, elastic_worker_info *info);
 
 /* The job's store scoped to the current generation's key space (owned by the
- * worker; valid until the next reconfigure or close), or NULL when the worker
- * has none (plain torchrun). */
-ELASTIC_EXTERN elastic_store *elastic_worker_store(elastic_worker *w);
+ * worker: do not close it; valid until the next reconfigure or close), or
+ * ELASTIC_ENOTFOUND with *store NULL when the worker has none (plain torchrun). */
+ELASTIC_EXTERN int elastic_worker_get_store(elastic_worker *w, elastic_store **store);
 
 /* Progress report, cheap enough for every step: a few stores to shared memory
  * and a vDSO clock read, no system call. `step` should grow. Alone it only
@@ -95,7 +115,8 @@ ELASTIC_EXTERN int elastic_worker_poll(elastic_worker *w);
 
 /* Waits until every worker of the generation has entered the same barrier
  * (counted through the store). ELASTIC_ERECONFIGURE if the generation ends
- * meanwhile; ELASTIC_ETIMEDOUT after timeout_ms (< 0: the store's timeout). */
+ * meanwhile; ELASTIC_ETIMEDOUT after timeout_ms (< 0: no limit; 0: only if
+ * everyone is already there; ELASTIC_TIMEOUT_DEFAULT: opts.store_timeout_ms). */
 ELASTIC_EXTERN int elastic_worker_barrier(elastic_worker *w, int timeout_ms);
 
 /* Detaches (the agent sees a clean goodbye) and frees. NULL is a no-op. */

@@ -4,8 +4,10 @@
  * and the log directories, then runs the group's state machine on a loop.
  */
 #include "agent/group.h"
+#include "common/names.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
@@ -34,8 +36,10 @@ struct elastic_agent {
     char run_id[160];
     char node_id[200];
     char store_endpoint[300];
-    char token[80];
+    char *token;                     /* the store token (NULL: none) */
+    char token_file[800];            /* where the workers read it ("": not written) */
     char log_root[700];
+    int log_root_fd;                 /* the log root, opened once: everything below it goes through it */
     bool log_root_is_temporary;
     elastic_agent *next_abandoned;
 };
@@ -68,10 +72,10 @@ static const char *node_address(const elastic_agent *agent)
 static int host_store(elastic_agent *agent, const char *bind_host, int port)
 {
     elastic_store_server_opts server_opts;
-    elastic_store_server_opts_init(&server_opts);
+    elastic_store_server_opts_init(&server_opts, sizeof server_opts);
     server_opts.host = bind_host;
     server_opts.port = port;
-    server_opts.token = agent->token[0] != '\0' ? agent->token : NULL;
+    server_opts.token = agent->token;
     return elastic_store_server_start(&server_opts, &agent->server);
 }
 
@@ -82,15 +86,17 @@ static int host_store(elastic_agent *agent, const char *bind_host, int port)
 static int setup_store(elastic_agent *agent)
 {
     const elastic_agent_opts *o = &agent->opts;
-    const char *env_token = getenv("ELASTIC_STORE_TOKEN");
     char host[256];
     int port, rc;
-    if (env_token != NULL && *env_token != '\0') snprintf(agent->token, sizeof agent->token, "%.79s", env_token);
+    if ((rc = agent__token_load(&agent->conf, !local_only(agent), &agent->token)) != 0) return rc;
     if (local_only(agent)) {
-        if (agent->token[0] == '\0') random_hex(agent->token, 16); /* only our workers need it */
+        if (agent->token == NULL) { /* only our workers need it */
+            if ((agent->token = malloc(33)) == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+            random_hex(agent->token, 16);
+        }
         snprintf(host, sizeof host, "%s", node_address(agent));
         if ((rc = host_store(agent, host, 0)) != 0) return rc;
-        port = elastic_store_server_port(agent->server);
+        if ((rc = elastic_store_server_get_port(agent->server, &port)) != 0) return rc;
     } else {
         bool is_static = strcmp(o->rdzv_backend, "static") == 0;
         if (is_static) snprintf(host, sizeof host, "%s", o->master_addr), port = o->master_port;
@@ -99,7 +105,9 @@ static int setup_store(elastic_agent *agent)
         bool should_host = is_static ? o->node_rank == 0
                                      : agent->conf.is_host >= 0 ? agent->conf.is_host == 1 : agent__address_is_local(host);
         if (should_host) {
-            rc = host_store(agent, "0.0.0.0", port);
+            /* The endpoint's own address, not every interface, unless told. */
+            const char *bind = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr : host;
+            rc = host_store(agent, bind, port);
             bool explicit_host = is_static || agent->conf.is_host == 1;
             if (rc != 0 && explicit_host) return rc;
             if (rc != 0) ELASTIC_LOG_I("agent", "store port %d taken (%s): joining as a client", port, elastic_last_error());
@@ -107,8 +115,8 @@ static int setup_store(elastic_agent *agent)
     }
     snprintf(agent->store_endpoint, sizeof agent->store_endpoint, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     elastic_store_opts client_opts;
-    elastic_store_opts_init(&client_opts);
-    client_opts.token = agent->token[0] != '\0' ? agent->token : NULL;
+    elastic_store_opts_init(&client_opts, sizeof client_opts);
+    client_opts.token = agent->token;
     if (agent->conf.read_timeout_ms > 0) client_opts.timeout_ms = agent->conf.read_timeout_ms;
     return elastic_store_connect(agent->store_endpoint, &client_opts, &agent->store);
 }
@@ -121,7 +129,7 @@ static int setup_membership(elastic_agent *agent)
     if (local_only(agent))
         return agent__membership_local(o->nproc_per_node, o->max_restarts, node_address(agent), &agent->membership);
     elastic_rdzv_opts rdzv_opts;
-    elastic_rdzv_opts_init(&rdzv_opts);
+    elastic_rdzv_opts_init(&rdzv_opts, sizeof rdzv_opts);
     rdzv_opts.run_id = agent->run_id;
     rdzv_opts.store = agent->store;
     rdzv_opts.min_nodes = o->min_nodes;
@@ -202,17 +210,31 @@ static void serve_until_closed(elastic_agent *agent)
 
 /* ---- log directories ------------------------------------------------------------- */
 
+/* The log root: <--log-dir>/<run_id> (a private directory of ours inside
+ * the user's), else a fresh temporary one. */
 static int setup_log_root(elastic_agent *agent)
 {
     if (agent->opts.log_dir != NULL) {
         snprintf(agent->log_root, sizeof agent->log_root, "%s/%s", agent->opts.log_dir, agent->run_id);
         agent->group.write_logs = true;
+        int parent = -1;
+        int rc = agent__dir_open_user(agent->opts.log_dir, &parent);
+        if (rc == 0) rc = agent__dir_private(parent, agent->run_id, &agent->log_root_fd);
+        if (parent >= 0) close(parent);
+        if (rc != 0) {
+            char detail[512];
+            snprintf(detail, sizeof detail, "%s", elastic_last_error());
+            return elastic__fail(rc, "--log-dir %s: %s", agent->opts.log_dir, detail);
+        }
         return 0;
     }
     const char *tmp = getenv("TMPDIR");
     snprintf(agent->log_root, sizeof agent->log_root, "%s/elasticrun-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", agent->run_id);
     if (mkdtemp(agent->log_root) == NULL)
         return elastic__fail(elastic__from_errno(errno), "mkdtemp %s: %s", agent->log_root, strerror(errno));
+    agent->log_root_fd = open(agent->log_root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (agent->log_root_fd < 0)
+        return elastic__fail(elastic__from_errno(errno), "%s: %s", agent->log_root, strerror(errno));
     int redirects = 0, tee = 0;
     agent__std_parse(agent->opts.redirects, 0, &redirects);
     agent__std_parse(agent->opts.tee, 0, &tee);
@@ -240,6 +262,7 @@ static int validate(const elastic_agent_opts *o)
         o->grace_period_ms < 0 || o->role == NULL || o->run_id == NULL || o->redirects == NULL || o->tee == NULL ||
         o->rdzv_backend == NULL || o->rdzv_endpoint == NULL)
         return elastic__fail(ELASTIC_EINVAL, "invalid agent options");
+    if (!o->standalone && elastic__check_run_id(o->run_id, "agent") != 0) return ELASTIC_EINVAL;
     int mask;
     if (agent__std_parse(o->redirects, 0, &mask) != 0 || agent__std_parse(o->tee, 0, &mask) != 0)
         return elastic__fail(ELASTIC_EINVAL, "invalid --redirects/--tee: %s", elastic_last_error());
@@ -279,9 +302,14 @@ static int setup(elastic_agent *agent)
     group->run_id = agent->run_id;
     group->node_id = agent->node_id;
     group->store_endpoint = agent->store_endpoint;
-    group->store_token = agent->token[0] != '\0' ? agent->token : NULL;
     group->log_root = agent->log_root;
-    return agent__probes_start(group);
+    group->log_root_fd = agent->log_root_fd;
+    if ((rc = agent__probes_start(group)) != 0 || agent->token == NULL) return rc;
+    /* Workers read the token from the agent's private run directory: it
+     * never sits in their environment (nor their children's). */
+    rc = agent__token_publish(group->probe_dir, agent->token, agent->token_file, sizeof agent->token_file);
+    if (rc == 0) group->store_token_file = agent->token_file;
+    return rc;
 }
 
 ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **out)
@@ -291,8 +319,9 @@ ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_
     *out = NULL;
     elastic_agent *agent = calloc(1, sizeof *agent);
     if (agent == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
-    elastic_agent_opts_init(&agent->opts);
-    int rc = ELASTIC__OPTS_COPY(&agent->opts, opts);
+    agent->log_root_fd = -1;
+    agent__opts_defaults(&agent->opts);
+    int rc = ELASTIC__STRUCT_READ(&agent->opts, opts, "elastic_agent_opts");
     if (rc == 0) rc = validate(&agent->opts);
     if (rc == 0) rc = setup(agent);
     if (rc != 0) {
@@ -318,21 +347,24 @@ ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_
 ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result *result)
 {
     elastic__clear_error();
-    if (agent == NULL || result == NULL || result->struct_size < sizeof *result)
-        return elastic__fail(ELASTIC_EINVAL, "elastic_agent_run: bad arguments");
+    if (agent == NULL || result == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_agent_run: NULL argument");
+    int rc = elastic__struct_size_check(result->struct_size, "elastic_agent_result");
+    if (rc != 0) return rc;
     if (agent->ran) return elastic__fail(ELASTIC_ESTATE, "elastic_agent_run: an agent runs once");
     agent->ran = true;
+    agent__python_start_line(&agent->opts, agent->run_id);
     agent__group_start(&agent->group);
     while (agent->group.state != AGENT_DONE) uv_run(&agent->loop, UV_RUN_ONCE);
     if (agent->server != NULL && !local_only(agent) && agent->group.stop_signal == 0) {
         if (agent->group.exit_code == 0) serve_until_closed(agent);
         else serve_a_while(agent);
     }
-    result->exit_code = agent->group.exit_code;
-    result->generations = agent->group.generations;
-    result->restarts = agent->group.current.restart_count;
-    snprintf(result->summary, sizeof result->summary, "%s", agent->group.summary);
-    return 0;
+    elastic_agent_result full = {.struct_size = sizeof full};
+    full.exit_code = agent->group.exit_code;
+    full.generations = agent->group.generations;
+    full.restarts = agent->group.current.restart_count;
+    snprintf(full.summary, sizeof full.summary, "%s", agent->group.summary);
+    return ELASTIC__STRUCT_WRITE(result, &full, "elastic_agent_result");
 }
 
 ELASTIC_EXTERN void elastic_agent_request_stop(elastic_agent *agent, int signum)
@@ -362,6 +394,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
             return;
         }
     }
+    if (agent->token_file[0] != '\0') unlink(agent->token_file); /* before its directory goes */
     if (agent->group_ready) agent__probes_stop(&agent->group); /* its handles close with their callbacks */
     if (agent->loop_ready) {
         uv_walk(&agent->loop, close_any, NULL);
@@ -371,8 +404,10 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     if (agent->group_ready) agent__group_destroy(&agent->group);
     if (agent->membership != NULL) agent->membership->ops->destroy(agent->membership);
     elastic_store_close(agent->store);
-    elastic_store_server_stop(agent->server);
+    elastic_store_server_close(agent->server);
     agent__events_close(agent->events);
     if (agent->log_root_is_temporary) nftw(agent->log_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (agent->log_root_fd >= 0) close(agent->log_root_fd);
+    agent__token_free(agent->token);
     free(agent);
 }

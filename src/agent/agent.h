@@ -22,6 +22,9 @@ typedef struct agent_rdzv_conf {
     int keep_alive_interval_ms;   /* keep_alive_interval (s) */
     int keep_alive_max_attempt;   /* keep_alive_max_attempt */
     int is_host;                  /* is_host: -1 unset, 0, 1 */
+    int require_token;            /* require_token: -1 unset, 0, 1 (refuse a multi-node job without a token) */
+    char token_file[4096];        /* token_file: the store token's file ("" unset) */
+    char store_bind_addr[256];    /* store_bind_addr: where a hosted store listens ("" = the endpoint's address) */
 } agent_rdzv_conf;
 
 /* Parses "key=value,..." as torchrun does (keys and values trimmed; empty
@@ -38,9 +41,37 @@ int agent__std_parse(const char *text, int local_rank, int *mask);
 /* Integers and seconds read from flags, environment or conf values: strict
  * decimal, bounded; seconds may have a fraction and become milliseconds. */
 int agent__parse_int(const char *text, long min, long max, long *value);
+/* elastic_agent_opts with every default (args.c). */
+void agent__opts_defaults(elastic_agent_opts *opts);
 int agent__parse_seconds_ms(const char *text, double max_seconds, int *ms);
 /* torch's bool spelling: 1/0, true/false, t/f, yes/no, y/n (any case). */
 int agent__parse_bool(const char *text, int *value);
+
+/* ---- the store token (token.c) ----------------------------------------------- */
+
+/* The job's store token: --rdzv-conf token_file, else ELASTIC_STORE_TOKEN_FILE,
+ * else ELASTIC_STORE_TOKEN; *token NULL when none (free with
+ * agent__token_free). A multi-node job without one warns once, or fails with
+ * ELASTIC_EAUTH under require_token=1 / ELASTIC_REQUIRE_TOKEN=1. */
+int agent__token_load(const agent_rdzv_conf *conf, bool multi_node, char **token);
+void agent__token_free(char *token);
+/* Writes the token to <dir>/store_token (0600, created afresh, no link
+ * followed) for the workers; *path gets the file's path. */
+int agent__token_publish(const char *dir, const char *token, char *path, size_t size);
+
+/* ---- files the agent creates (files.c) ------------------------------------- */
+
+/* Creates (0700) or opens the directory `name` inside parent without
+ * following a link; refuses one owned by another user or writable by
+ * others. *out: its descriptor. */
+int agent__dir_private(int parent, const char *name, int *out);
+/* A directory path the user named (its missing components created 0700). */
+int agent__dir_open_user(const char *path, int *out);
+/* Opens a regular file in dir with flags | O_NOFOLLOW, created 0600: a
+ * descriptor, or a negative ELASTIC_E* (a link, a FIFO...). */
+int agent__file_private(int dir, const char *name, int flags);
+/* The same for a path the user named (its last component is not followed). */
+int agent__file_private_path(const char *path, int flags);
 
 /* ---- endpoints (host.c) ----------------------------------------------------- */
 

@@ -4,6 +4,7 @@
  * abbreviations), PET_<FLAG> environment fallbacks, then the program.
  */
 #include "agent/agent.h"
+#include "common/names.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -26,17 +27,34 @@ typedef struct flag_spec {
     flag_apply_fn apply;       /* switches get "1" or "0" */
 } flag_spec;
 
-ELASTIC_EXTERN void elastic_agent_opts_init(elastic_agent_opts *opts)
+void agent__opts_defaults(elastic_agent_opts *opts)
 {
-    if (opts == NULL) return;
-    *opts = (elastic_agent_opts){
-        .struct_size = sizeof *opts, .min_nodes = 1, .max_nodes = 1, .nproc_per_node = 1,
-        .rdzv_backend = "static", .rdzv_endpoint = "", .run_id = "none", .rdzv_conf = "",
-        .max_restarts = 0, .monitor_interval_ms = 5000, .role = "default", .node_rank = 0,
-        .master_addr = "127.0.0.1", .master_port = 29500, .redirects = "0", .tee = "0",
-        .grace_period_ms = 5000, .metrics_port = -1, .user_probe_interval_ms = 10000,
-        .abort_ack_timeout_ms = 5000,
-    };
+    memset(opts, 0, sizeof *opts); /* padding too: opts_init copies bytes */
+    opts->struct_size = sizeof *opts;
+    opts->min_nodes = 1;
+    opts->max_nodes = 1;
+    opts->nproc_per_node = 1;
+    opts->rdzv_backend = "static";
+    opts->rdzv_endpoint = "";
+    opts->run_id = "none";
+    opts->rdzv_conf = "";
+    opts->monitor_interval_ms = 5000;
+    opts->role = "default";
+    opts->master_addr = "127.0.0.1";
+    opts->master_port = 29500;
+    opts->redirects = "0";
+    opts->tee = "0";
+    opts->grace_period_ms = 5000;
+    opts->metrics_port = -1;
+    opts->user_probe_interval_ms = 10000;
+    opts->abort_ack_timeout_ms = 5000;
+}
+
+ELASTIC_EXTERN int elastic_agent_opts_init(elastic_agent_opts *opts, size_t struct_size)
+{
+    elastic_agent_opts defaults;
+    agent__opts_defaults(&defaults);
+    return ELASTIC__STRUCT_INIT(opts, struct_size, &defaults, "elastic_agent_opts");
 }
 
 /* ---- one function per flag ------------------------------------------------ */
@@ -118,10 +136,8 @@ static int set_error_file(elastic_agent_opts *o, const char *value) { return bou
 
 static int set_run_id(elastic_agent_opts *o, const char *value)
 {
-    /* The run id names store keys and log directories: keep it to a safe alphabet. */
-    size_t len = strlen(value);
-    if (len == 0 || len > 128 || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != len)
-        return elastic__fail(ELASTIC_EINVAL, "\"%s\" must be 1-128 characters of [A-Za-z0-9._-]", value);
+    /* The run id names store keys and log directories: one rule everywhere. */
+    if (elastic__check_run_id(value, "--rdzv-id") != 0) return ELASTIC_EINVAL;
     o->run_id = value;
     return 0;
 }
@@ -374,12 +390,8 @@ static int check_combination(const elastic_agent_opts *opts)
 
 extern char **environ;
 
-ELASTIC_EXTERN int elastic_agent_parse_args(int argc, const char *const *argv, const char *const *envp,
-                                            elastic_agent_opts *opts)
+static int parse_into(int argc, const char *const *argv, const char *const *envp, elastic_agent_opts *opts)
 {
-    elastic__clear_error();
-    if (opts == NULL || argc < 0 || (argc > 0 && argv == NULL) || opts->struct_size < sizeof *opts)
-        return elastic__fail(ELASTIC_EINVAL, "elastic_agent_parse_args: bad arguments");
     int rc = apply_environment(opts, envp != NULL ? envp : (const char *const *)environ);
     if (rc != 0) return rc;
     int at = 1;
@@ -401,4 +413,28 @@ ELASTIC_EXTERN int elastic_agent_parse_args(int argc, const char *const *argv, c
         if (opts->argv[i] == NULL || strlen(opts->argv[i]) >= 65536)
             return elastic__fail(ELASTIC_EINVAL, "program argument %d is missing or longer than 64 KiB", i);
     return check_combination(opts);
+}
+
+/* Parses into a full struct, then hands back only the caller's part; a flag
+ * that set a field the caller's (older) struct lacks would be lost: refuse. */
+ELASTIC_EXTERN int elastic_agent_parse_args(int argc, const char *const *argv, const char *const *envp,
+                                            elastic_agent_opts *opts)
+{
+    elastic__clear_error();
+    if (opts == NULL || argc < 0 || (argc > 0 && argv == NULL))
+        return elastic__fail(ELASTIC_EINVAL, "elastic_agent_parse_args: NULL opts, or argv NULL with argc > 0");
+    elastic_agent_opts full, before;
+    agent__opts_defaults(&full);
+    int rc = ELASTIC__STRUCT_READ(&full, opts, "elastic_agent_opts");
+    if (rc != 0) return rc;
+    memcpy(&before, &full, sizeof full);
+    rc = parse_into(argc, argv, envp, &full);
+    size_t known = opts->struct_size < sizeof full ? opts->struct_size : sizeof full;
+    if (rc == 0 && memcmp((char *)&full + known, (char *)&before + known, sizeof full - known) != 0)
+        return elastic__fail(ELASTIC_EINVAL,
+                             "a flag sets an option this program's elastic_agent_opts (%zu of %zu bytes) lacks: "
+                             "it was built against an older libelastic",
+                             opts->struct_size, sizeof full);
+    if (rc == 0) rc = ELASTIC__STRUCT_WRITE(opts, &full, "elastic_agent_opts");
+    return rc;
 }

@@ -117,6 +117,19 @@ static int conf_apply(agent_rdzv_conf *conf, const char *key, const char *value)
             return elastic__fail(ELASTIC_EINVAL, "is_host: \"%s\" is not a boolean", value);
         return 0;
     }
+    if (strcmp(key, "require_token") == 0) {
+        if (agent__parse_bool(value, &conf->require_token) != 0)
+            return elastic__fail(ELASTIC_EINVAL, "require_token: \"%s\" is not a boolean", value);
+        return 0;
+    }
+    if (strcmp(key, "token_file") == 0 || strcmp(key, "store_bind_addr") == 0) {
+        bool file = key[0] == 't';
+        char *dst = file ? conf->token_file : conf->store_bind_addr;
+        size_t cap = file ? sizeof conf->token_file : sizeof conf->store_bind_addr;
+        if (strlen(value) >= cap) return elastic__fail(ELASTIC_EINVAL, "%s: longer than %zu bytes", key, cap - 1);
+        memcpy(dst, value, strlen(value) + 1);
+        return 0;
+    }
     ELASTIC_LOG_I("agent", "--rdzv-conf: key \"%s\" is not used by elasticrun", key);
     return 0;
 }
@@ -125,7 +138,7 @@ int agent__rdzv_conf_parse(const char *text, agent_rdzv_conf *conf)
 {
     *conf = (agent_rdzv_conf){.join_timeout_ms = -1, .last_call_timeout_ms = -1, .close_timeout_ms = -1,
                               .read_timeout_ms = -1, .keep_alive_interval_ms = -1,
-                              .keep_alive_max_attempt = -1, .is_host = -1};
+                              .keep_alive_max_attempt = -1, .is_host = -1, .require_token = -1};
     if (text == NULL || *text == '\0') return 0;
     if (strlen(text) >= CONF_MAX_TEXT)
         return elastic__fail(ELASTIC_EINVAL, "longer than %d bytes", CONF_MAX_TEXT - 1);

@@ -74,7 +74,7 @@ static const char *const owned_names[] = {
     "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
     "TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
     "OMP_NUM_THREADS", "ELASTIC_STORE_ENDPOINT", "ELASTIC_STORE_PREFIX", "ELASTIC_GENERATION",
-    "ELASTIC_RUN_ID", "ELASTIC_STORE_TOKEN", "ELASTIC_HEARTBEAT_SHM", "ELASTIC_HEARTBEAT_SLOT",
+    "ELASTIC_RUN_ID", "ELASTIC_STORE_TOKEN", "ELASTIC_STORE_TOKEN_FILE", "ELASTIC_HEARTBEAT_SHM", "ELASTIC_HEARTBEAT_SLOT",
     "ELASTIC_AGENT_SOCKET",
 };
 
@@ -128,8 +128,9 @@ int agent__env_build(const agent_worker_env *spec, char ***envp)
     push_inherited_or(&v, "NCCL_ASYNC_ERROR_HANDLING", "1");
     push_inherited_or(&v, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
     push_inherited_or(&v, "OMP_NUM_THREADS", o->nproc_per_node > 1 ? "1" : NULL);
-    if (spec->store_token != NULL && spec->store_token[0] != '\0')
-        strv_pushf(&v, "ELASTIC_STORE_TOKEN=%s", spec->store_token);
+    /* The token itself is never in the environment (children inherit it and
+     * /proc/PID/environ shows it): workers read it from this file. */
+    if (spec->store_token_file != NULL) strv_pushf(&v, "ELASTIC_STORE_TOKEN_FILE=%s", spec->store_token_file);
     return strv_done(&v, envp);
 }
 
@@ -151,19 +152,12 @@ static char *substitute_local_rank(const char *arg, int local_rank)
     return out;
 }
 
-static const char *python_interpreter(const elastic_agent_opts *o)
-{
-    if (o->python != NULL) return o->python;
-    const char *exec = getenv("PYTHON_EXEC");
-    return exec != NULL && *exec != '\0' ? exec : "python3";
-}
-
 int agent__command_build(const elastic_agent_opts *o, int local_rank, char ***argv)
 {
     strv v = {0};
     if (o->argc < 1) return elastic__fail(ELASTIC_EINVAL, "no program to run");
     if (!o->no_python) {
-        strv_push(&v, elastic__strdup(python_interpreter(o)));
+        strv_push(&v, elastic__strdup(agent__python_interpreter(o)));
         strv_push(&v, elastic__strdup("-u"));
         if (o->module) strv_push(&v, elastic__strdup("-m"));
     }

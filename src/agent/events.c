@@ -27,11 +27,13 @@ int agent__events_open(const char *path, const char *run_id, const char *node_id
     agent__json_escape(run_id, events->run_id, sizeof events->run_id);
     agent__json_escape(node_id, events->node_id, sizeof events->node_id);
     if (path != NULL && *path != '\0') {
-        events->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        events->fd = agent__file_private_path(path, O_WRONLY | O_CREAT | O_APPEND);
         if (events->fd < 0) {
-            int saved = errno;
+            int rc = events->fd;
+            char detail[300];
+            snprintf(detail, sizeof detail, "%s", elastic_last_error());
             free(events);
-            return elastic__fail(elastic__from_errno(saved), "--event-log %s: %s", path, strerror(saved));
+            return elastic__fail(rc, "--event-log %s: %s", path, detail);
         }
     }
     *out = events;

@@ -134,7 +134,7 @@ static void end_generation_for(agent_group *group, agent_worker *worker, const c
 {
     if (group->state != AGENT_RUNNING) return; /* already stopping: the first cause wins */
     group->failure_ms = elastic__now_ms();
-    elastic_rdzv_cause cause = {.kind = ELASTIC_RDZV_FAILURE, .generation = group->current.generation,
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause, .kind = ELASTIC_RDZV_FAILURE, .generation = group->current.generation,
                                 .rank = worker->rank, .exit_code = exit_code, .signal = term_signal,
                                 .time_ms = elastic__wall_ms()};
     snprintf(cause.node_id, sizeof cause.node_id, "%s", group->node_id);
@@ -244,7 +244,7 @@ static void rendezvous_finished(agent_group *group, int rc, const elastic_rdzv_r
 static void rendezvous_thread_main(void *arg)
 {
     agent_group *group = arg;
-    elastic_rdzv_result result;
+    elastic_rdzv_result result = {.struct_size = sizeof result};
     int rc = group->membership->ops->next(group->membership, &result);
     pthread_mutex_lock(&group->lock);
     group->rendezvous_rc = rc;
@@ -260,7 +260,7 @@ static void begin_rendezvous(agent_group *group)
     group->state = AGENT_RENDEZVOUS;
     group->rendezvous_started_ms = elastic__now_ms();
     if (!group->membership->ops->next_blocks) {
-        elastic_rdzv_result result;
+        elastic_rdzv_result result = {.struct_size = sizeof result};
         int rc = group->membership->ops->next(group->membership, &result);
         rendezvous_finished(group, rc, &result, rc != 0 ? elastic_last_error() : "");
         return;

@@ -66,7 +66,7 @@ typedef struct agent_worker_env {
     const char *run_id;
     const char *store_endpoint;
     const char *store_prefix;
-    const char *store_token;         /* NULL: none */
+    const char *store_token_file;    /* the token's file in the agent's run directory; NULL: none */
     const char *error_file;
     int local_rank;
     const char *heartbeat_shm;       /* the probe monitor's heartbeat file; NULL: none */
@@ -81,6 +81,17 @@ int agent__env_build(const agent_worker_env *spec, char ***envp);
  * ${local_rank} substituted. Free with agent__strv_free(). */
 int agent__command_build(const elastic_agent_opts *opts, int local_rank, char ***argv);
 void agent__strv_free(char **strv);
+
+/* ---- the workers' Python (python.c) ------------------------------------------ */
+
+/* --python, else $PYTHON_EXEC, else "python3" (looked up on PATH). */
+const char *agent__python_interpreter(const elastic_agent_opts *opts);
+/* "/usr/bin/python3 (Python 3.11.2)", or why it is unknown. Runs it once. */
+void agent__python_describe(const elastic_agent_opts *opts, char *out, size_t size);
+/* elasticrun's start line on stderr: run id, workers, interpreter and version. */
+void agent__python_start_line(const elastic_agent_opts *opts, const char *run_id);
+/* A PYTHON_EXEC hint line when a worker's error text shows ModuleNotFoundError. */
+bool agent__python_hint(const elastic_agent_opts *opts, const char *detail, char *out, size_t size);
 
 /* ---- membership (membership_local.c, membership_rdzv.c) -------------------- */
 
@@ -181,8 +192,9 @@ typedef struct agent_group {
     const char *run_id;
     const char *node_id;
     const char *store_endpoint;
-    const char *store_token;
+    const char *store_token_file;    /* NULL: no token */
     const char *log_root;            /* per-generation directories go here */
+    int log_root_fd;                 /* ... opened through this descriptor (no link followed) */
     bool write_logs;                 /* stdout.log / stderr.log files */
 
     agent_state state;

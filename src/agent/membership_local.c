@@ -46,6 +46,7 @@ static int local_next(agent_membership *m, elastic_rdzv_result *result)
     if (local->failures > local->max_restarts)
         return elastic__fail(ELASTIC_EBUDGET, "%d failures with --max-restarts %d", local->failures, local->max_restarts);
     memset(result, 0, sizeof *result);
+    result->struct_size = sizeof *result;
     int rc = free_port(local->master_addr, &result->master_port);
     if (rc != 0) return rc;
     result->generation = ++local->generation;

@@ -17,7 +17,7 @@
 static size_t read_small_file(const char *path, char *out, size_t size)
 {
     out[0] = '\0';
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* no link, no FIFO to hang on */
     if (fd < 0) return 0;
     size_t len = 0;
     while (len + 1 < size) {
@@ -98,8 +98,9 @@ static void write_error_file(const agent_group *group, const char *detail, bool 
                  escaped, (unsigned long long)time(NULL));
         content = json;
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || write(fd, content, strlen(content)) != (ssize_t)strlen(content))
+    int fd = agent__file_private_path(path, O_WRONLY | O_CREAT | O_TRUNC);
+    if (fd < 0) ELASTIC_LOG_W("agent", "error file %s: %s", path, elastic_last_error());
+    else if (write(fd, content, strlen(content)) != (ssize_t)strlen(content))
         ELASTIC_LOG_W("agent", "error file %s: %s", path, strerror(errno));
     if (fd >= 0) close(fd);
 }
@@ -118,16 +119,22 @@ static void describe_failure(agent_group *group, const elastic_rdzv_cause *cause
                              cause->node_id, (unsigned long long)cause->generation, how, when, cause->reason);
     if (used >= sizeof group->summary || !failure_detail(group, cause, detail, detail_size, is_error_file) || detail[0] == '\0')
         return;
-    snprintf(group->summary + used, sizeof group->summary - used, "%s of rank %d:\n%s%s",
-             *is_error_file ? "error file" : "last lines of stderr", cause->rank, detail,
-             detail[strlen(detail) - 1] == '\n' ? "" : "\n");
+    used += (size_t)snprintf(group->summary + used, sizeof group->summary - used, "%s of rank %d:\n%s%s",
+                             *is_error_file ? "error file" : "last lines of stderr", cause->rank, detail,
+                             detail[strlen(detail) - 1] == '\n' ? "" : "\n");
+    char hint[5000];
+    if (used + 1 < sizeof group->summary && agent__python_hint(group->opts, detail, hint, sizeof hint)) {
+        size_t n = strnlen(hint, sizeof group->summary - used - 1); /* the hint may be cut, the summary not */
+        memcpy(group->summary + used, hint, n);
+        group->summary[used + n] = '\0';
+    }
 }
 
 void agent__summary_write(agent_group *group, int rc, const char *why)
 {
     char detail[AGENT_TAIL_BYTES + 1] = "";
     bool is_error_file = false;
-    elastic_rdzv_cause cause;
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     if (rc == ELASTIC_EBUDGET) {
         snprintf(group->summary, sizeof group->summary, "the job failed: restart budget exhausted (--max-restarts %d)\n",
                  group->opts->max_restarts);

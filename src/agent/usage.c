@@ -30,6 +30,8 @@ static const char usage_text[] =
     "  -m, --module                python3 -m program\n"
     "  --run-path                  accepted (same as the default)\n"
     "  --start-method M            accepted (workers are always exec'd)\n"
+    "  PYTHON_EXEC=PATH            (environment) the interpreter that runs the program; default\n"
+    "                              python3 on PATH (torchrun runs the python it was started with)\n"
     "\n"
     "output:\n"
     "  --log-dir DIR               logs per generation and rank\n"

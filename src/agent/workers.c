@@ -15,24 +15,29 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int make_dirs(char *path)
+/* gen_<G>/rank_<R> under the log root, private and reached without
+ * following links; *dir_fd is the rank's directory. */
+static int make_worker_dir(const agent_group *group, const agent_worker *worker, int *dir_fd)
 {
-    for (char *slash = strchr(path + 1, '/');; slash = strchr(slash + 1, '/')) {
-        if (slash != NULL) *slash = '\0';
-        int rc = mkdir(path, 0755);
-        int saved = errno;
-        if (slash != NULL) *slash = '/';
-        if (rc != 0 && saved != EEXIST) return elastic__fail(elastic__from_errno(saved), "mkdir %s: %s", path, strerror(saved));
-        if (slash == NULL) return 0;
+    char gen_name[32], rank_name[32];
+    snprintf(gen_name, sizeof gen_name, "gen_%llu", (unsigned long long)group->current.generation);
+    snprintf(rank_name, sizeof rank_name, "rank_%d", worker->rank);
+    int gen_fd = -1;
+    int rc = agent__dir_private(group->log_root_fd, gen_name, &gen_fd);
+    if (rc == 0) rc = agent__dir_private(gen_fd, rank_name, dir_fd);
+    if (gen_fd >= 0) close(gen_fd);
+    if (rc != 0) {
+        char detail[300];
+        snprintf(detail, sizeof detail, "%s", elastic_last_error());
+        return elastic__fail(rc, "log directory %s: %s", worker->dir, detail);
     }
+    return 0;
 }
 
-static int open_log(const agent_worker *worker, const char *name)
+static int open_log(const agent_worker *worker, int dir_fd, const char *name)
 {
-    char path[900];
-    snprintf(path, sizeof path, "%s/%s", worker->dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) ELASTIC_LOG_W("agent", "log file %s: %s", path, strerror(errno));
+    int fd = agent__file_private(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC);
+    if (fd < 0) ELASTIC_LOG_W("agent", "log file %s/%s: %s", worker->dir, name, elastic_last_error());
     return fd;
 }
 
@@ -40,7 +45,8 @@ static void on_stream_closed(void *owner) { agent__group_stream_closed(owner); }
 
 /* Where a stream goes: redirected = file only; tee'd = file and console with
  * a "[rank]:" prefix; neither = console as is (and the file with --log-dir). */
-static void setup_stream(agent_group *group, agent_worker *worker, agent_stream *stream, int bit, int console_fd)
+static void setup_stream(agent_group *group, agent_worker *worker, int dir_fd, agent_stream *stream, int bit,
+                         int console_fd)
 {
     int redirect_mask = 0, tee_mask = 0;
     agent__std_parse(group->opts->redirects, worker->local_rank, &redirect_mask);
@@ -54,7 +60,7 @@ static void setup_stream(agent_group *group, agent_worker *worker, agent_stream 
     if (tee_mask & bit) snprintf(stream->prefix, sizeof stream->prefix, "[%d]:", worker->rank);
     else if (redirect_mask & bit) stream->console_fd = -1;
     if (group->write_logs || ((redirect_mask | tee_mask) & bit))
-        stream->file_fd = open_log(worker, bit == AGENT_STD_OUT ? "stdout.log" : "stderr.log");
+        stream->file_fd = open_log(worker, dir_fd, bit == AGENT_STD_OUT ? "stdout.log" : "stderr.log");
 }
 
 static int prepare_worker(agent_group *group, agent_worker *worker, int local_rank)
@@ -65,11 +71,13 @@ static int prepare_worker(agent_group *group, agent_worker *worker, int local_ra
     snprintf(worker->dir, sizeof worker->dir, "%s/gen_%llu/rank_%d", group->log_root,
              (unsigned long long)group->current.generation, worker->rank);
     snprintf(worker->error_file, sizeof worker->error_file, "%s/error.json", worker->dir);
-    int rc = make_dirs(worker->dir);
+    int dir_fd = -1;
+    int rc = make_worker_dir(group, worker, &dir_fd);
     if (rc != 0) return rc;
-    unlink(worker->error_file); /* a stale file must not be taken for this run's error */
-    setup_stream(group, worker, &worker->out, AGENT_STD_OUT, STDOUT_FILENO);
-    setup_stream(group, worker, &worker->err, AGENT_STD_ERR, STDERR_FILENO);
+    unlinkat(dir_fd, "error.json", 0); /* a stale file must not be taken for this run's error */
+    setup_stream(group, worker, dir_fd, &worker->out, AGENT_STD_OUT, STDOUT_FILENO);
+    setup_stream(group, worker, dir_fd, &worker->err, AGENT_STD_ERR, STDERR_FILENO);
+    close(dir_fd);
     return 0;
 }
 
@@ -79,7 +87,7 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
     agent__worker_store_prefix(group, prefix, sizeof prefix);
     agent_worker_env spec = {.opts = group->opts, .generation = &group->current, .run_id = group->run_id,
                              .store_endpoint = group->store_endpoint, .store_prefix = prefix,
-                             .store_token = group->store_token, .error_file = worker->error_file,
+                             .store_token_file = group->store_token_file, .error_file = worker->error_file,
                              .local_rank = worker->local_rank,
                              .heartbeat_shm = group->monitor ? probe__monitor_heartbeat_path(group->monitor) : NULL,
                              .agent_socket = group->monitor ? probe__monitor_socket_path(group->monitor) : NULL};

@@ -9,23 +9,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-ELASTIC_EXTERN void elastic_ckpt_opts_init(elastic_ckpt_opts *opts)
+static void opts_defaults(elastic_ckpt_opts *opts)
 {
-    if (opts == NULL) return;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    *opts = (elastic_ckpt_opts){
-        .struct_size = sizeof *opts,
-        .compression = ELASTIC_CKPT_ZSTD,
-        .zstd_level = 1,
-        .threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus,
-        .chunk_bytes = 4u << 20,
-        .fsync = ELASTIC_CKPT_FSYNC_FULL,
-        .verify = ELASTIC_CKPT_VERIFY_FULL,
-        .world = 1,
-        .shared_storage = -1,
-        .commit_timeout_ms = 600000,
-        .max_blob_bytes = 1ull << 40,
-    };
+    memset(opts, 0, sizeof *opts); /* padding too: opts_init copies bytes */
+    opts->struct_size = sizeof *opts;
+    opts->compression = ELASTIC_CKPT_ZSTD;
+    opts->zstd_level = 1;
+    opts->threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+    opts->chunk_bytes = 4u << 20;
+    opts->fsync = ELASTIC_CKPT_FSYNC_FULL;
+    opts->verify = ELASTIC_CKPT_VERIFY_FULL;
+    opts->world = 1;
+    opts->shared_storage = -1;
+    opts->commit_timeout_ms = 600000;
+    opts->file_mode = 0600;
+    opts->max_blob_bytes = 1ull << 40;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_opts_init(elastic_ckpt_opts *opts, size_t struct_size)
+{
+    elastic_ckpt_opts defaults;
+    opts_defaults(&defaults);
+    return ELASTIC__STRUCT_INIT(opts, struct_size, &defaults, "elastic_ckpt_opts");
 }
 
 static int check_opts(elastic_ckpt_opts *o)
@@ -40,9 +46,10 @@ static int check_opts(elastic_ckpt_opts *o)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: unknown fsync policy");
     if (o->verify != ELASTIC_CKPT_VERIFY_FULL && o->verify != ELASTIC_CKPT_VERIFY_MANIFEST)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: unknown verify level");
+    if ((o->file_mode & ~0666u) != 0 || (o->file_mode & 0600u) != 0600u)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: file_mode must include 0600 and stay within 0666");
     if (o->world == 0 || o->world > CKPT_MAX_WORLD || o->rank >= o->world)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: rank %u / world %u out of range", o->rank, o->world);
-    if (o->commit_timeout_ms < 0) return elastic__fail(ELASTIC_EINVAL, "ckpt: commit_timeout_ms must be >= 0");
     if (o->shared_storage < 0) o->shared_storage = o->store == NULL;
     if (o->world > 1 && o->store == NULL && !o->shared_storage)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: several ranks without a store need shared storage");
@@ -70,12 +77,14 @@ ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *o
     if (dir == NULL || *dir == '\0' || out == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt open: NULL argument");
     if (strlen(dir) > 3900) return elastic__fail(ELASTIC_EINVAL, "ckpt open: directory path too long");
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
-    int rc = ELASTIC__OPTS_COPY(&o, opts);
+    opts_defaults(&o);
+    int rc = ELASTIC__STRUCT_READ(&o, opts, "elastic_ckpt_opts");
     if (rc == 0) rc = check_opts(&o);
     if (rc) return rc;
     struct stat st;
-    if (stat(dir, &st) != 0 && (errno != ENOENT || mkdir(dir, 0755) != 0 || stat(dir, &st) != 0))
+    /* Every rank opens the shared directory at once: another's mkdir may win. */
+    if (stat(dir, &st) != 0 &&
+        (errno != ENOENT || (mkdir(dir, ckpt__dir_mode(&o)) != 0 && errno != EEXIST) || stat(dir, &st) != 0))
         return ckpt__fail_errno(errno, "create", dir);
     if (!S_ISDIR(st.st_mode)) return elastic__fail(ELASTIC_EINVAL, "%s is not a directory", dir);
     elastic_ckpt *c = calloc(1, sizeof *c);

@@ -139,10 +139,12 @@ int ckpt__write_all(int fd, const void *data, size_t len, const char *path);
 int ckpt__pread_all(int fd, void *buf, size_t len, uint64_t offset, const char *path);
 int ckpt__fsync_fd(int fd, const char *path);
 int ckpt__fsync_dir(const char *path);
-/* Writes a small file atomically: temp in the same directory, fsync (when
- * `durable`), rename, fsync the directory. */
+/* Writes a small file (mode `mode`) atomically: temp in the same directory,
+ * fsync (when `durable`), rename, fsync the directory. */
 int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag, const void *data,
-                            size_t len, bool durable);
+                            size_t len, bool durable, unsigned mode);
+/* Directories get search permission wherever files are readable. */
+static inline unsigned ckpt__dir_mode(const elastic_ckpt_opts *o) { return o->file_mode | ((o->file_mode & 0444u) >> 2); }
 /* Reads a whole small file (at most max bytes). */
 int ckpt__read_small_file(const char *path, size_t max, uint8_t **data, size_t *len);
 /* Removes a directory tree of depth one (a step directory). */

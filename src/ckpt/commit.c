@@ -45,7 +45,7 @@ int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r)
     snprintf(tag, sizeof tag, "r%" PRIu32, c->opts.rank);
     if (rc == 0)
         rc = ckpt__write_file_atomic(step_dir, CKPT_COMMIT_NAME, tag, buf.data, buf.len,
-                                     c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL);
+                                     c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL, c->opts.file_mode);
     free(buf.data);
     return rc;
 }

@@ -135,12 +135,12 @@ int ckpt__fsync_dir(const char *path)
 }
 
 int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag, const void *data,
-                            size_t len, bool durable)
+                            size_t len, bool durable, unsigned mode)
 {
     char tmp[4096], final[4096];
     snprintf(tmp, sizeof tmp, "%s/" CKPT_TMP_PREFIX "%s-%s.%ld", dir, name, tmp_tag, (long)getpid());
     snprintf(final, sizeof final, "%s/%s", dir, name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0) return ckpt__fail_errno(errno, "create", tmp);
     int rc = ckpt__write_all(fd, data, len, tmp);
     if (rc == 0 && durable) rc = ckpt__fsync_fd(fd, tmp);

@@ -32,11 +32,28 @@ bool elastic__log_enabled(int level);
 #define ELASTIC_LOG_I(mod, ...) elastic__log(ELASTIC_LOG_INFO, mod, __VA_ARGS__)
 #define ELASTIC_LOG_D(mod, ...) elastic__log(ELASTIC_LOG_DEBUG, mod, __VA_ARGS__)
 
-/* Options structs: copy what the caller's struct_size covers over the defaults
- * already in `dst`. Rejects a struct_size that is 0 or not a size this or an
- * older library could have written (smaller than the first field). */
-int elastic__opts_copy(void *dst, size_t dst_size, const void *src);
-#define ELASTIC__OPTS_COPY(dst, src) elastic__opts_copy((dst), sizeof(*(dst)), (src))
+/* Public structs that grow (docs/ABI.md, "Structs that grow"). Each starts
+ * with `size_t struct_size`, the caller's sizeof. These three helpers are the
+ * only code that touches a caller's struct by size; every module uses them. */
+#define ELASTIC__MAX_STRUCT_SIZE ((size_t)65536) /* larger is garbage, not a struct */
+/* ELASTIC_EINVAL naming `type` when struct_size is below its first field or absurd. */
+int elastic__struct_size_check(size_t struct_size, const char *type);
+/* elastic_X_opts_init: writes the first struct_size bytes of `defaults` (a full
+ * struct of full_size bytes) into the caller's struct, zeroes a newer caller's
+ * tail beyond full_size, and stores struct_size. Never writes further. */
+int elastic__struct_init(void *caller, size_t struct_size, const void *defaults, size_t full_size,
+                         const char *type);
+/* Input: copies what the caller's struct_size covers over `dst`, a full struct
+ * already holding the defaults. NULL caller: dst keeps every default. */
+int elastic__struct_read(void *dst, size_t full_size, const void *caller, const char *type);
+/* Output: copies the library's full struct `src` into the part of the caller's
+ * struct its struct_size covers (a newer caller's tail is zeroed) and sets
+ * struct_size to the bytes filled: min(caller's, library's). */
+int elastic__struct_write(void *caller, const void *src, size_t full_size, const char *type);
+#define ELASTIC__STRUCT_INIT(opts, size, defaults, type) \
+    elastic__struct_init((opts), (size), (defaults), sizeof(*(defaults)), (type))
+#define ELASTIC__STRUCT_READ(dst, caller, type) elastic__struct_read((dst), sizeof(*(dst)), (caller), (type))
+#define ELASTIC__STRUCT_WRITE(caller, src, type) elastic__struct_write((caller), (src), sizeof(*(src)), (type))
 
 /* Duplicates a string; NULL stays NULL. */
 char *elastic__strdup(const char *s);

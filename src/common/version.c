@@ -46,20 +46,6 @@ ELASTIC_EXTERN int elastic_has_feature(const char *name)
 
 ELASTIC_EXTERN void elastic_free(void *ptr) { free(ptr); }
 
-int elastic__opts_copy(void *dst, size_t dst_size, const void *src)
-{
-    if (src == NULL) return ELASTIC_OK;
-    size_t src_size = *(const size_t *)src;
-    if (src_size < sizeof(size_t) || src_size > 65536)
-        return elastic__fail(ELASTIC_EINVAL, "options struct_size %zu is not valid (call the *_opts_init function)",
-                             src_size);
-    /* A newer caller's larger struct: read what we know; an older caller's
-     * smaller struct: the rest keeps our defaults. */
-    size_t copy = src_size < dst_size ? src_size : dst_size;
-    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t), copy - sizeof(size_t));
-    return ELASTIC_OK;
-}
-
 char *elastic__strdup(const char *s)
 {
     if (s == NULL) return NULL;

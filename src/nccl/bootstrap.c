@@ -100,8 +100,8 @@ static void derive_plan(const member_record *records, int nranks, nccl__plan *pl
 int nccl__bootstrap_plan(elastic_nccl_comm *c, const elastic_worker_info *info, int old_rank, int old_nranks,
                          uint64_t old_generation, int deadline_ms, nccl__plan *plan)
 {
-    elastic_store *store = elastic_worker_store(c->worker);
-    if (store == NULL)
+    elastic_store *store = NULL;
+    if (elastic_worker_get_store(c->worker, &store) != 0 || store == NULL)
         return elastic__fail(ELASTIC_EUNSUPPORTED, "nccl: the worker has no store (plain torchrun?) to exchange ids");
     char key[NCCL__TAG_MAX + 64], what[32], record[96];
     snprintf(what, sizeof what, "member/%d", info->rank);

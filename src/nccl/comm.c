@@ -13,15 +13,13 @@
 #define NCCL__MAX_TIMEOUT_MS (24 * 3600 * 1000)
 #define NCCL__POLL_MS 2              /* NCCL's non-blocking calls have no completion callback */
 
-ELASTIC_EXTERN void elastic_nccl_opts_init(elastic_nccl_opts *opts, size_t struct_size)
+ELASTIC_EXTERN int elastic_nccl_opts_init(elastic_nccl_opts *opts, size_t struct_size)
 {
-    if (opts == NULL || struct_size < sizeof(size_t)) return;
+    if (opts == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_nccl_opts is NULL");
     elastic_nccl_opts defaults = {.struct_size = sizeof defaults, .tag = "default", .device = -1,
                                   .init_timeout_ms = 120000, .collective_timeout_ms = 60000,
                                   .watchdog_interval_ms = 100, .rebuild_on_reconfigure = 1};
-    size_t size = struct_size < sizeof defaults ? struct_size : sizeof defaults;
-    defaults.struct_size = size;
-    memcpy(opts, &defaults, size);
+    return ELASTIC__STRUCT_INIT(opts, struct_size, &defaults, "elastic_nccl_opts");
 }
 
 static int check_opts(const elastic_nccl_opts *o)
@@ -30,7 +28,7 @@ static int check_opts(const elastic_nccl_opts *o)
     if (tag == NULL || *tag == '\0' || strlen(tag) > NCCL__TAG_MAX ||
         strspn(tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(tag))
         return elastic__fail(ELASTIC_EINVAL, "nccl: tag must be 1-%d characters of [A-Za-z0-9_.-]", NCCL__TAG_MAX);
-    if (o->init_timeout_ms <= 0 || o->init_timeout_ms > NCCL__MAX_TIMEOUT_MS || o->collective_timeout_ms < 0 ||
+    if (o->init_timeout_ms == 0 || o->init_timeout_ms > NCCL__MAX_TIMEOUT_MS ||
         o->collective_timeout_ms > NCCL__MAX_TIMEOUT_MS || o->watchdog_interval_ms <= 0 ||
         o->watchdog_interval_ms > 60000 || o->device < -1)
         return elastic__fail(ELASTIC_EINVAL, "nccl: a timeout, the watchdog interval or the device is out of range");
@@ -98,7 +96,9 @@ static void drop_nccl(elastic_nccl_comm *c, void *nccl)
 int nccl__create(elastic_nccl_comm *c, const elastic_worker_info *info, uint64_t deadline_ms)
 {
     nccl__unique_id id;
-    int rc = nccl__bootstrap_unique_id(c->api, elastic_worker_store(c->worker), c->tag, c->builds, info->rank,
+    elastic_store *store = NULL;
+    elastic_worker_get_store(c->worker, &store);
+    int rc = nccl__bootstrap_unique_id(c->api, store, c->tag, c->builds, info->rank,
                                        elastic__ms_left(deadline_ms), &id);
     if (rc != 0) return rc;
     nccl__config config;
@@ -136,8 +136,8 @@ static int comm_alloc(elastic_worker *w, const elastic_nccl_opts *opts, elastic_
     elastic_nccl_comm *c = calloc(1, sizeof *c);
     if (c == NULL) return elastic__fail(ELASTIC_ENOMEM, "nccl: communicator");
     c->worker = w;
-    elastic_nccl_opts_init(&c->opts, sizeof c->opts);
-    int rc = ELASTIC__OPTS_COPY(&c->opts, opts);
+    int rc = elastic_nccl_opts_init(&c->opts, sizeof c->opts);
+    if (rc == 0) rc = ELASTIC__STRUCT_READ(&c->opts, opts, "elastic_nccl_opts");
     if (rc == 0) rc = check_opts(&c->opts);
     if (rc == 0) {
         snprintf(c->tag, sizeof c->tag, "%s", c->opts.tag);
@@ -173,7 +173,7 @@ ELASTIC_EXTERN int elastic_nccl_comm_init(elastic_worker *w, const elastic_nccl_
     elastic_nccl_comm *c = NULL;
     int rc = comm_alloc(w, opts, &c);
     if (rc != 0) return rc;
-    elastic_worker_info info;
+    elastic_worker_info info = {.struct_size = sizeof info};
     elastic_worker_get_info(w, &info);
     rc = nccl__load(&c->api);
     if (rc == 0) rc = select_device(c->api, c->opts.device, info.local_rank, &c->device);
@@ -223,9 +223,8 @@ ELASTIC_EXTERN int elastic_nccl_comm_check(elastic_nccl_comm *comm)
 
 ELASTIC_EXTERN int elastic_nccl_comm_get_info(elastic_nccl_comm *comm, elastic_nccl_info *info)
 {
-    if (comm == NULL || info == NULL || info->struct_size < sizeof(size_t))
-        return elastic__fail(ELASTIC_EINVAL, "nccl: comm or info is NULL, or info->struct_size is not set");
-    elastic_nccl_info out = {.struct_size = info->struct_size};
+    if (comm == NULL || info == NULL) return elastic__fail(ELASTIC_EINVAL, "nccl: comm or info is NULL");
+    elastic_nccl_info out = {.struct_size = sizeof out};
     pthread_mutex_lock(&comm->lock);
     out.rank = comm->rank;
     out.nranks = comm->nranks;
@@ -238,8 +237,7 @@ ELASTIC_EXTERN int elastic_nccl_comm_get_info(elastic_nccl_comm *comm, elastic_n
     out.last_method = comm->last_method;
     out.last_build_ms = comm->last_build_ms;
     pthread_mutex_unlock(&comm->lock);
-    memcpy(info, &out, info->struct_size < sizeof out ? info->struct_size : sizeof out);
-    return 0;
+    return ELASTIC__STRUCT_WRITE(info, &out, "elastic_nccl_info");
 }
 
 ELASTIC_EXTERN void elastic_nccl_comm_destroy(elastic_nccl_comm *comm)

@@ -124,7 +124,7 @@ static void finish(elastic_nccl_comm *c, bool shrunk, uint64_t started_ms)
 int nccl__rebuild(elastic_nccl_comm *c)
 {
     uint64_t started = elastic__now_ms();
-    elastic_worker_info info;
+    elastic_worker_info info = {.struct_size = sizeof info};
     elastic_worker_get_info(c->worker, &info);
     pthread_mutex_lock(&c->lock);
     bool current = c->state == NCCL__STATE_READY && c->generation == info.generation;

@@ -145,7 +145,7 @@ static bool check_collectives(elastic_nccl_comm *c, uint64_t now_ns, nccl__fault
             return true;
         }
         int timeout_ms = c->opts.collective_timeout_ms;
-        if (timeout_ms == 0 || waited_ms <= (uint64_t)timeout_ms) return false;
+        if (timeout_ms <= 0 || waited_ms <= (uint64_t)timeout_ms) return false;
         fault->probe = "nccl_timeout";
         snprintf(fault->reason, sizeof fault->reason,
                  "nccl_timeout: rank %d, communicator \"%s\", collective %" PRIu64

@@ -1,9 +1,11 @@
 /*
  * The rendezvous handle: options, open/free, and the calls a member makes
- * during a generation (end it, watch for its end, finish, leave, close).
+ * during a generation (end it, watch for its end, finish, leave, end the job).
  * Joining lives in join.c, the watcher thread in monitor.c.
  */
 #include "rdzv/rdzv.h"
+
+#include "common/names.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,9 +13,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-ELASTIC_EXTERN void elastic_rdzv_opts_init(elastic_rdzv_opts *opts)
+static void opts_defaults(elastic_rdzv_opts *opts)
 {
-    if (opts == NULL) return;
     memset(opts, 0, sizeof *opts);
     opts->struct_size = sizeof *opts;
     opts->min_nodes = 1;
@@ -26,10 +27,16 @@ ELASTIC_EXTERN void elastic_rdzv_opts_init(elastic_rdzv_opts *opts)
     opts->local_world_size = 1;
 }
 
+ELASTIC_EXTERN int elastic_rdzv_opts_init(elastic_rdzv_opts *opts, size_t struct_size)
+{
+    elastic_rdzv_opts defaults;
+    opts_defaults(&defaults);
+    return ELASTIC__STRUCT_INIT(opts, struct_size, &defaults, "elastic_rdzv_opts");
+}
+
 static int check_opts(const elastic_rdzv_opts *o)
 {
-    if (!rdzv__valid_token(o->run_id, RDZV__MAX_ID - 16))
-        return elastic__fail(ELASTIC_EINVAL, "rdzv: run_id must be 1..111 printable characters without spaces");
+    if (elastic__check_run_id(o->run_id, "rdzv") != 0) return ELASTIC_EINVAL;
     if (o->min_nodes < 1 || o->max_nodes < o->min_nodes || o->max_nodes > RDZV__MAX_NODES)
         return elastic__fail(ELASTIC_EINVAL, "rdzv: need 1 <= min_nodes (%d) <= max_nodes (%d) <= %d",
                              o->min_nodes, o->max_nodes, RDZV__MAX_NODES);
@@ -89,10 +96,9 @@ ELASTIC_EXTERN int elastic_rdzv_open(const elastic_rdzv_opts *opts, elastic_rdzv
     if (out == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_open: NULL handle pointer");
     *out = NULL;
     elastic_rdzv_opts o;
-    elastic_rdzv_opts_init(&o);
-    if (opts != NULL && ELASTIC__OPTS_COPY(&o, opts) != 0)
-        return elastic__fail(ELASTIC_EINVAL, "rdzv: bad opts.struct_size");
-    int rc = check_opts(&o);
+    opts_defaults(&o);
+    int rc = ELASTIC__STRUCT_READ(&o, opts, "elastic_rdzv_opts");
+    if (rc == 0) rc = check_opts(&o);
     if (rc != 0) return rc;
     elastic_rdzv *r = calloc(1, sizeof *r);
     if (r == NULL) return elastic__fail(ELASTIC_ENOMEM, "rdzv: out of memory");
@@ -158,14 +164,19 @@ ELASTIC_EXTERN int elastic_rdzv_end_generation(elastic_rdzv *r, const elastic_rd
 {
     elastic__clear_error();
     if (r == NULL || cause == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_end_generation: NULL argument");
-    if (cause->kind < ELASTIC_RDZV_FAILURE || cause->kind > ELASTIC_RDZV_JOB_CLOSED)
-        return elastic__fail(ELASTIC_EINVAL, "rdzv_end_generation: unknown cause kind %d", cause->kind);
+    elastic_rdzv_cause recorded;
+    rdzv__fill_cause(r, &recorded, 0, 0, "", "");
+    recorded.time_ms = 0;
+    int rc = ELASTIC__STRUCT_READ(&recorded, cause, "elastic_rdzv_cause");
+    if (rc != 0) return rc;
+    recorded.struct_size = sizeof recorded;
+    if (recorded.kind < ELASTIC_RDZV_FAILURE || recorded.kind > ELASTIC_RDZV_JOB_ENDED)
+        return elastic__fail(ELASTIC_EINVAL, "rdzv_end_generation: unknown cause kind %d", recorded.kind);
     uint64_t generation;
     int slot, size;
     bool running, won;
-    int rc = current_generation(r, &generation, &slot, &size, &running);
+    rc = current_generation(r, &generation, &slot, &size, &running);
     if (rc != 0) return rc;
-    elastic_rdzv_cause recorded = *cause;
     if (recorded.node_id[0] == '\0') snprintf(recorded.node_id, sizeof recorded.node_id, "%s", r->node_id);
     if (recorded.time_ms == 0) recorded.time_ms = elastic__wall_ms();
     return rdzv__end(r, generation, &recorded, &won);
@@ -175,16 +186,20 @@ ELASTIC_EXTERN int elastic_rdzv_watch(elastic_rdzv *r, int timeout_ms, elastic_r
 {
     elastic__clear_error();
     if (r == NULL || cause == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_watch: NULL argument");
+    int rc = elastic__struct_size_check(cause->struct_size, "elastic_rdzv_cause");
+    if (rc != 0) return rc;
+    /* The handle has no default timeout: ELASTIC_TIMEOUT_DEFAULT, like any negative, has no limit. */
     uint64_t deadline = elastic__deadline_ms(timeout_ms);
+    elastic_rdzv_cause ended;
     pthread_mutex_lock(&r->lock);
     while (r->phase == RDZV__RUNNING && elastic__now_ms() < deadline) {
         struct timespec at = elastic__timespec_at(deadline);
         pthread_cond_timedwait(&r->changed, &r->lock, &at);
     }
     int phase = r->phase;
-    if (phase == RDZV__ENDED) *cause = r->cause;
+    if (phase == RDZV__ENDED) ended = r->cause;
     pthread_mutex_unlock(&r->lock);
-    if (phase == RDZV__ENDED) return 0;
+    if (phase == RDZV__ENDED) return ELASTIC__STRUCT_WRITE(cause, &ended, "elastic_rdzv_cause");
     if (phase == RDZV__RUNNING) return elastic__fail(ELASTIC_ETIMEDOUT, "rdzv_watch: generation still running");
     return elastic__fail(ELASTIC_ESTATE, "rdzv_watch: this node is in no generation");
 }
@@ -204,12 +219,16 @@ ELASTIC_EXTERN int elastic_rdzv_first_failure(elastic_rdzv *r, elastic_rdzv_caus
 {
     elastic__clear_error();
     if (r == NULL || cause == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_first_failure: NULL argument");
+    int rc = elastic__struct_size_check(cause->struct_size, "elastic_rdzv_cause");
+    if (rc != 0) return rc;
     void *value = NULL;
     size_t len = 0;
-    int rc = r->backend->ops->get(r->backend, "first_failure", &value, &len);
+    rc = r->backend->ops->get(r->backend, "first_failure", &value, &len);
     if (rc == ELASTIC_ENOTFOUND) return elastic__fail(rc, "rdzv: run %s recorded no failure", r->run_id);
-    if (rc == 0) rc = rdzv__cause_decode(value, len, cause);
+    elastic_rdzv_cause decoded;
+    if (rc == 0) rc = rdzv__cause_decode(value, len, &decoded);
     elastic_free(value);
+    if (rc == 0) rc = ELASTIC__STRUCT_WRITE(cause, &decoded, "elastic_rdzv_cause");
     return rc;
 }
 
@@ -249,7 +268,7 @@ ELASTIC_EXTERN int elastic_rdzv_finish(elastic_rdzv *r)
     if (finished < size) return 0;
     /* Every member succeeded: the job is done; spares need not wait. */
     elastic_rdzv_cause cause;
-    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_JOB_CLOSED, generation, NULL, "every node finished");
+    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_JOB_ENDED, generation, NULL, "every node finished");
     return rdzv__shut_job(r, &cause, false);
 }
 
@@ -278,12 +297,12 @@ ELASTIC_EXTERN int elastic_rdzv_leave(elastic_rdzv *r)
     return rc;
 }
 
-ELASTIC_EXTERN int elastic_rdzv_close(elastic_rdzv *r)
+ELASTIC_EXTERN int elastic_rdzv_end_job(elastic_rdzv *r)
 {
     elastic__clear_error();
-    if (r == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_close: NULL handle");
+    if (r == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_end_job: NULL handle");
     elastic_rdzv_cause cause;
-    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_JOB_CLOSED, 0, NULL, "job closed");
+    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_JOB_ENDED, 0, NULL, "job ended");
     int rc = rdzv__shut_job(r, &cause, false);
     if (rc != 0) return rc;
     pthread_mutex_lock(&r->lock);

@@ -138,7 +138,7 @@ int rdzv__backend_store_open(elastic_store *store, const char *endpoint, const c
         rc = elastic_store_clone(store, prefix, &b->store);
     } else if (endpoint != NULL && endpoint[0] != '\0') {
         elastic_store_opts opts;
-        elastic_store_opts_init(&opts);
+        elastic_store_opts_init(&opts, sizeof opts);
         opts.prefix = prefix;
         opts.token = token;
         rc = elastic_store_connect(endpoint, &opts, &b->store);

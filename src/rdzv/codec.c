@@ -198,8 +198,9 @@ int rdzv__cause_decode(const char *value, size_t len, elastic_rdzv_cause *cause)
     char *f[MAX_FIELDS];
     int64_t kind, gen, rank, exit_code, sig, time_ms;
     memset(cause, 0, sizeof *cause);
+    cause->struct_size = sizeof *cause;
     if (bounded_copy(value, len, buf, sizeof buf) != 0 || split(buf, f, 9, true) != 9 ||
-        strcmp(f[0], "C1") != 0 || field_int(f[1], ELASTIC_RDZV_FAILURE, ELASTIC_RDZV_JOB_CLOSED, &kind) != 0 ||
+        strcmp(f[0], "C1") != 0 || field_int(f[1], ELASTIC_RDZV_FAILURE, ELASTIC_RDZV_JOB_ENDED, &kind) != 0 ||
         field_int(f[2], 0, INT64_MAX, &gen) != 0 || field_int(f[3], -1, INT32_MAX, &rank) != 0 ||
         field_int(f[4], -1, 255, &exit_code) != 0 || field_int(f[5], 0, 128, &sig) != 0 ||
         field_int(f[6], 0, INT64_MAX, &time_ms) != 0)

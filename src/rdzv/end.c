@@ -14,6 +14,7 @@ void rdzv__fill_cause(elastic_rdzv *r, elastic_rdzv_cause *cause, int kind, uint
                       const char *node_id, const char *reason)
 {
     memset(cause, 0, sizeof *cause);
+    cause->struct_size = sizeof *cause;
     cause->kind = kind;
     cause->generation = generation;
     cause->rank = -1;
@@ -166,7 +167,7 @@ int rdzv__shut_job(elastic_rdzv *r, const elastic_rdzv_cause *cause, bool budget
             rdzv__read_end(r, running, &ended) == ELASTIC_ENOTFOUND) {
             elastic_rdzv_cause closing;
             bool won;
-            rdzv__fill_cause(r, &closing, ELASTIC_RDZV_JOB_CLOSED, running, cause->node_id,
+            rdzv__fill_cause(r, &closing, ELASTIC_RDZV_JOB_ENDED, running, cause->node_id,
                              budget ? "restart budget exhausted" : "job closed");
             rc = rdzv__end(r, running, &closing, &won);
             if (rc != 0) return rc;

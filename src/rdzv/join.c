@@ -273,6 +273,7 @@ static void become_member(elastic_rdzv *r, int slot, const rdzv__assignment *a, 
     if (overdue > 0 && overdue != previous) rdzv__forget_slot(r, overdue, overdue_slot);
     rdzv__monitor_watch(r, a->generation, a->next_slot, a->next_node_id);
     memset(result, 0, sizeof *result);
+    result->struct_size = sizeof *result;
     result->generation = a->generation;
     result->group_rank = a->group_rank;
     result->group_world_size = a->group_world_size;
@@ -318,7 +319,8 @@ ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *resul
 {
     elastic__clear_error();
     if (r == NULL || result == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_next: NULL argument");
-    int rc = check_phase(r);
+    int rc = elastic__struct_size_check(result->struct_size, "elastic_rdzv_result");
+    if (rc == 0) rc = check_phase(r);
     if (rc != 0) return rc;
     uint64_t deadline = elastic__deadline_ms(r->join_timeout_ms);
     rdzv__round_ptr ptr;
@@ -337,14 +339,16 @@ ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *resul
         rc = join_round(r, round, &deadline, &a, &slot);
         if (rc != 0) break;
         if (a.outcome == RDZV__ASSIGNED) {
-            become_member(r, slot, &a, result);
+            elastic_rdzv_result full;
+            become_member(r, slot, &a, &full);
+            ELASTIC__STRUCT_WRITE(result, &full, "elastic_rdzv_result");
             ELASTIC_LOG_I("rdzv", "run %s: node %s is group rank %d of %d in generation %" PRIu64, r->run_id,
                           r->node_id, a.group_rank, a.group_world_size, a.generation);
             return 0;
         }
         if (a.outcome == RDZV__CLOSED) {
             rc = rdzv__check_closed(r);
-            if (rc == 0) rc = elastic__fail(ELASTIC_ECLOSED, "rdzv: run %s was closed", r->run_id);
+            if (rc == 0) rc = elastic__fail(ELASTIC_ECLOSED, "rdzv: run %s has ended", r->run_id);
             break;
         }
         rc = rdzv__read_round(r, &ptr);

@@ -203,7 +203,7 @@ int rdzv__void_orphan(elastic_rdzv *r, uint64_t round);
 /* Ends generation `generation` (first cause wins), consumes budget for a
  * FAILURE, wakes every member. *won: this call's cause was recorded. */
 int rdzv__end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause, bool *won);
-/* Shuts the job: kind JOB_CLOSED (close) or FAILURE (budget exhausted). */
+/* Shuts the job: kind JOB_ENDED (end_job) or FAILURE (budget exhausted). */
 int rdzv__shut_job(elastic_rdzv *r, const elastic_rdzv_cause *cause, bool budget);
 /* Records the end locally (phase ENDED, cause) and wakes watch(). */
 void rdzv__note_end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause);

@@ -128,6 +128,29 @@ static bool dispatch_frames(store__session *session)
     return ok && !in->failed;
 }
 
+/* TLS: decrypts what arrived into session->in (tls_lock taken). */
+static int decrypt_input(store__session *session, store__tls *tls, const uint8_t *raw, size_t len, const char **why)
+{
+    store__buf *in = &session->in;
+    int err = 0;
+    pthread_mutex_lock(&session->tls_lock);
+    if (len > 0 && !store__tls_feed(tls, raw, len)) {
+        *why = "out of memory reading from the store";
+        err = ELASTIC_ECONNECT;
+    }
+    for (size_t got = 1; err == 0 && got > 0;) {
+        if (!store__buf_reserve(in, READ_CHUNK)) {
+            *why = "out of memory reading from the store";
+            err = ELASTIC_ECONNECT;
+            break;
+        }
+        if (store__tls_read(tls, in->data + in->len, in->cap - in->len, &got, why) != 0) err = ELASTIC_ECONNECT;
+        else in->len += got;
+    }
+    pthread_mutex_unlock(&session->tls_lock);
+    return err;
+}
+
 /* One read of the socket while holding the reader role (lock not held).
  * Returns 0, or ELASTIC_ECONNECT with *why set when the connection ended. */
 static int read_once(store__session *session, int fd, int timeout_ms, const char **why)
@@ -137,7 +160,9 @@ static int read_once(store__session *session, int fd, int timeout_ms, const char
      * for exactly what is left. Either way the caller re-checks closing and
      * the deadline at least every slice. */
     int flags = 0;
-    if (timeout_ms < STORE__RECV_SLICE_MS) {
+    store__tls *tls = session->tls; /* replaced only by a reconnect, when nobody reads */
+    bool leftover = tls != NULL && store__tls_has_input(tls);
+    if (timeout_ms < STORE__RECV_SLICE_MS && !leftover) {
         struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = session->reader_wake_fd, .events = POLLIN}};
         int ready = poll(pfd, 2, timeout_ms);
         if (ready <= 0) return 0; /* a timeout or EINTR: the caller re-checks */
@@ -150,13 +175,21 @@ static int read_once(store__session *session, int fd, int timeout_ms, const char
         *why = "out of memory reading from the store";
         return ELASTIC_ECONNECT;
     }
-    ssize_t n = recv(fd, in->data + in->len, in->cap - in->len, flags);
+    /* With TLS the socket's bytes are records: they go through decryption
+     * (a record altered on the path fails its check and ends the connection). */
+    uint8_t raw[tls != NULL ? 16384 : 1];
+    ssize_t n = leftover ? 0 : tls != NULL ? recv(fd, raw, sizeof raw, flags)
+                                           : recv(fd, in->data + in->len, in->cap - in->len, flags);
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-    if (n <= 0) {
+    if (n < 0 || (n == 0 && !leftover)) {
         *why = n == 0 ? "the store closed the connection" : "connection to the store lost";
         return ELASTIC_ECONNECT;
     }
-    in->len += (size_t)n;
+    if (tls != NULL) {
+        if (decrypt_input(session, tls, raw, (size_t)n, why) != 0) return ELASTIC_ECONNECT;
+    } else {
+        in->len += (size_t)n;
+    }
     pthread_mutex_lock(&session->lock);
     bool ok = dispatch_frames(session);
     pthread_mutex_unlock(&session->lock);
@@ -186,6 +219,24 @@ static void read_for(elastic_store *s, store__call *call, uint64_t deadline_ms)
     if (session->in.len == 0 && session->in.cap > 4 * READ_CHUNK) store__buf_free(&session->in);
 }
 
+/* ---- sending (write_lock held) ------------------------------------------- */
+
+/* Writes bytes to the connection: as they are, or as TLS records. */
+static int session_send(store__session *session, const void *data, size_t len)
+{
+    if (session->tls == NULL) return store__send_all(session->fd, data, len);
+    pthread_mutex_lock(&session->tls_lock);
+    int err = store__tls_write(session->tls, data, len);
+    size_t pending = err == 0 ? store__tls_output_bytes(session->tls) : 0;
+    uint8_t *records = pending > 0 ? malloc(pending) : NULL;
+    if (pending > 0 && records == NULL) err = elastic__fail(ELASTIC_ENOMEM, "out of memory");
+    if (records != NULL) pending = store__tls_take_output(session->tls, records, pending);
+    pthread_mutex_unlock(&session->tls_lock);
+    if (err == 0 && records != NULL) err = store__send_all(session->fd, records, pending);
+    free(records);
+    return err;
+}
+
 /* ---- the keep-alive ticker ------------------------------------------------- */
 
 /* Sends the keep-alives that are due; returns ms until the next one (-1: none). */
@@ -212,7 +263,7 @@ static int send_keepalives(store__session *session)
     pthread_mutex_unlock(&session->lock);
     if (count > 0) {
         pthread_mutex_lock(&session->write_lock);
-        if (session->fd >= 0) store__send_all(session->fd, frames, sizeof frames[0] * (size_t)count);
+        if (session->fd >= 0) session_send(session, frames, sizeof frames[0] * (size_t)count);
         pthread_mutex_unlock(&session->write_lock);
     }
     return stopping ? -2 : wait_ms;
@@ -239,18 +290,22 @@ static int reconnect_locked(store__session *session, uint64_t deadline_ms)
     pthread_mutex_lock(&session->write_lock);
     if (session->fd >= 0) close(session->fd);
     session->fd = -1;
+    store__tls_free(session->tls);
+    session->tls = NULL;
     pthread_mutex_unlock(&session->write_lock);
     session->in.len = 0;
     uint64_t limit = elastic__deadline_ms(session->connect_timeout_ms);
     int fd = -1;
+    store__tls *tls = NULL;
     int err = store__connect_socket(session->host, session->port, session->token,
-                                    deadline_ms < limit ? deadline_ms : limit, &fd);
+                                    deadline_ms < limit ? deadline_ms : limit, &fd, &tls);
     if (err != 0) {
         snprintf(session->broken_reason, sizeof session->broken_reason, "%s", elastic_last_error());
         return err;
     }
     pthread_mutex_lock(&session->write_lock);
     session->fd = fd;
+    session->tls = tls;
     session->epoch++;
     pthread_mutex_unlock(&session->write_lock);
     session->broken = false;
@@ -264,10 +319,12 @@ static void session_free(store__session *session)
     if (session->reader_wake_fd >= 0) close(session->reader_wake_fd);
     if (session->ticker_wake_fd >= 0) close(session->ticker_wake_fd);
     if (session->fd >= 0) close(session->fd);
+    store__tls_free(session->tls);
     store__buf_free(&session->in);
     store__token_free(session->token);
     pthread_mutex_destroy(&session->lock);
     pthread_mutex_destroy(&session->write_lock);
+    pthread_mutex_destroy(&session->tls_lock);
     free(session);
 }
 
@@ -298,6 +355,7 @@ int store__session_open(const char *endpoint, const elastic_store_opts *opts, st
     session->next_id = 1;
     pthread_mutex_init(&session->lock, NULL);
     pthread_mutex_init(&session->write_lock, NULL);
+    pthread_mutex_init(&session->tls_lock, NULL);
     session->reader_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     session->ticker_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     int err = 0;
@@ -365,7 +423,7 @@ static bool send_frame(store__session *session, uint64_t epoch, const store__buf
 {
     pthread_mutex_lock(&session->write_lock);
     bool current = session->epoch == epoch && session->fd >= 0;
-    int err = current ? store__send_all(session->fd, request->data, request->len) : ELASTIC_ECONNECT;
+    int err = current ? session_send(session, request->data, request->len) : ELASTIC_ECONNECT;
     if (err != 0 && current) shutdown(session->fd, SHUT_RDWR); /* the reader fails the calls */
     pthread_mutex_unlock(&session->write_lock);
     return current;

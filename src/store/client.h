@@ -11,6 +11,7 @@
 
 #include "common/clock.h"
 #include "store/store.h"
+#include "store/tls.h"
 
 #include <pthread.h>
 
@@ -45,6 +46,8 @@ typedef struct store__session {
     char *token;
     int connect_timeout_ms;
     int fd;                     /* -1 when not connected */
+    store__tls *tls;            /* with a token: TLS over fd (changed with fd, under write_lock) */
+    pthread_mutex_t tls_lock;   /* the reader's decryption and the writers' encryption take turns */
     int reader_wake_fd;         /* eventfd: interrupts the caller reading the socket */
     int ticker_wake_fd;         /* eventfd: the ticker re-plans its keep-alives or stops */
     bool broken;                /* the reader saw the connection end */
@@ -92,7 +95,9 @@ void store__session_wake_reader(store__session *session);
 void store__cond_init(pthread_cond_t *cond);
 
 /* client_conn.c: connecting, the handshake, raw socket writes. */
-int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms, int *fd_out);
+/* With a token, *tls_out gets the TLS session the connection continues in. */
+int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms, int *fd_out,
+                          store__tls **tls_out);
 int store__send_all(int fd, const void *data, size_t len);
 
 #endif /* ELASTIC_STORE_CLIENT_H */

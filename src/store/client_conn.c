@@ -1,7 +1,8 @@
 /*
  * The client side of a store connection: resolving and connecting with a
- * deadline, the handshake (version check, mutual HMAC proof), and writing
- * whole frames to the blocking socket.
+ * deadline, the handshake (version check, mutual HMAC proof, then TLS 1.3
+ * with the token's PSK when there is a token), and writing whole frames to
+ * the blocking socket.
  */
 #include "store/client.h"
 
@@ -99,6 +100,39 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms)
     return 0;
 }
 
+/* After READY with a token: the TLS handshake, within the same deadline. */
+static int tls_handshake(int fd, const char *token, uint64_t deadline_ms, store__tls **out)
+{
+    store__tls *tls = NULL;
+    int err = store__tls_new(false, token, &tls);
+    uint8_t buf[16384];
+    while (err == 0) {
+        const char *why = NULL;
+        int rc = store__tls_handshake(tls, &why);
+        for (size_t n; err == 0 && (n = store__tls_take_output(tls, buf, sizeof buf)) > 0;)
+            err = store__send_all(fd, buf, n);
+        if (err != 0 || rc == 1) break;
+        if (rc < 0) {
+            err = elastic__fail(ELASTIC_EAUTH, "store TLS handshake: %s", why);
+            break;
+        }
+        if ((err = wait_ready(fd, POLLIN, deadline_ms)) != 0) {
+            err = elastic__fail(err, "store TLS handshake: no answer from the server in time");
+            break;
+        }
+        ssize_t got = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (got <= 0)
+            err = elastic__fail(ELASTIC_ECONNECT, "store TLS handshake: %s",
+                                got == 0 ? "the server closed the connection" : strerror(errno));
+        else if (!store__tls_feed(tls, buf, (size_t)got))
+            err = elastic__fail(ELASTIC_ENOMEM, "out of memory");
+    }
+    if (err != 0) store__tls_free(tls);
+    else *out = tls;
+    return err;
+}
+
 static int connect_one(const struct addrinfo *ai, uint64_t deadline_ms, int *fd_out)
 {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
@@ -121,8 +155,10 @@ static int connect_one(const struct addrinfo *ai, uint64_t deadline_ms, int *fd_
     return 0;
 }
 
-int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms, int *fd_out)
+int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms, int *fd_out,
+                          store__tls **tls_out)
 {
+    *tls_out = NULL;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     char port_text[16];
     snprintf(port_text, sizeof port_text, "%d", port);
@@ -136,6 +172,7 @@ int store__connect_socket(const char *host, int port, const char *token, uint64_
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     err = handshake(fd, token, deadline_ms);
+    if (err == 0 && token != NULL) err = tls_handshake(fd, token, deadline_ms, tls_out);
     if (err != 0) {
         close(fd);
         return err;

@@ -9,7 +9,25 @@
 
 #define WAIT_GRACE_MS 1000 /* the server answers a timed-out wait; this covers the trip */
 
-static int resolve_timeout(const elastic_store *s, int timeout_ms) { return timeout_ms < 0 ? s->timeout_ms : timeout_ms; }
+/* The deadline of a waiting call (docs/ABI.md, "Timeouts"): ELASTIC_TIMEOUT_DEFAULT
+ * takes the handle's timeout_ms; a negative one has none (UINT64_MAX). */
+static uint64_t wait_deadline(const elastic_store *s, int timeout_ms)
+{
+    return elastic__deadline_ms(timeout_ms == ELASTIC_TIMEOUT_DEFAULT ? s->timeout_ms : timeout_ms);
+}
+
+/* The server parks a call for at most STORE__MAX_WAIT_MS, so longer waits (and
+ * waits without limit) are a series of parked calls; this is the next one's. */
+static int wait_slice(uint64_t deadline)
+{
+    int left = elastic__ms_left(deadline);
+    return (uint32_t)left > STORE__MAX_WAIT_MS ? (int)STORE__MAX_WAIT_MS : left;
+}
+
+static bool wait_again(int err, uint64_t deadline)
+{
+    return err == ELASTIC_ETIMEDOUT && (deadline == UINT64_MAX || elastic__now_ms() < deadline);
+}
 
 static store__call_opts plain_call(const elastic_store *s, bool idempotent)
 {
@@ -197,11 +215,11 @@ ELASTIC_EXTERN int elastic_store_multi_set(elastic_store *s, const char *const *
 
 /* ---- reads and waits ----------------------------------------------------- */
 
-/* GET: waits when timeout_ms >= 0, else answers ENOTFOUND at once. */
-static int get_one(elastic_store *s, const char *key, int timeout_ms, void **value, size_t *len, uint64_t *revision)
+/* GET: parks up to timeout_ms when `wait`, else answers ENOTFOUND at once. */
+static int get_one(elastic_store *s, const char *key, bool wait, int timeout_ms, void **value, size_t *len,
+                   uint64_t *revision)
 {
     store__buf b = {0};
-    bool wait = timeout_ms >= 0;
     size_t start = store__frame_begin(&b, 0, STORE__OP_GET, wait ? 0 : STORE__FLAG_NOWAIT);
     put_key(s, &b, key);
     store__buf_u32(&b, wait ? (uint32_t)timeout_ms : 0);
@@ -225,13 +243,17 @@ static int get_one(elastic_store *s, const char *key, int timeout_ms, void **val
 ELASTIC_EXTERN int elastic_store_get(elastic_store *s, const char *key, int timeout_ms, void **value, size_t *len)
 {
     CHECK(s != NULL && key != NULL && value != NULL, "store get: NULL handle, key or value pointer");
-    return get_one(s, key, resolve_timeout(s, timeout_ms), value, len, NULL);
+    uint64_t deadline = wait_deadline(s, timeout_ms);
+    int err;
+    do err = get_one(s, key, true, wait_slice(deadline), value, len, NULL);
+    while (wait_again(err, deadline));
+    return err;
 }
 
 ELASTIC_EXTERN int elastic_store_try_get(elastic_store *s, const char *key, void **value, size_t *len)
 {
     CHECK(s != NULL && key != NULL && value != NULL, "store try_get: NULL handle, key or value pointer");
-    return get_one(s, key, -1, value, len, NULL);
+    return get_one(s, key, false, 0, value, len, NULL);
 }
 
 ELASTIC_EXTERN int elastic_store_get_revision(elastic_store *s, const char *key, void **value, size_t *len,
@@ -240,7 +262,7 @@ ELASTIC_EXTERN int elastic_store_get_revision(elastic_store *s, const char *key,
     CHECK(s != NULL && key != NULL && revision != NULL, "store get_revision: NULL handle, key or revision");
     *revision = 0;
     if (value != NULL) *value = NULL;
-    return get_one(s, key, -1, value, len, revision);
+    return get_one(s, key, false, 0, value, len, revision);
 }
 
 /* WAIT and MULTI_GET share their request: n keys and a timeout. */
@@ -261,7 +283,10 @@ ELASTIC_EXTERN int elastic_store_wait(elastic_store *s, const char *const *keys,
     CHECK(s != NULL && valid_keys(keys, n), "store wait: NULL handle or bad keys");
     uint8_t *body;
     size_t len;
-    int err = keys_request(s, STORE__OP_WAIT, keys, n, resolve_timeout(s, timeout_ms), &body, &len);
+    uint64_t deadline = wait_deadline(s, timeout_ms);
+    int err;
+    do err = keys_request(s, STORE__OP_WAIT, keys, n, wait_slice(deadline), &body, &len);
+    while (wait_again(err, deadline));
     if (err == 0) free(body);
     return err;
 }
@@ -272,7 +297,10 @@ ELASTIC_EXTERN int elastic_store_multi_get(elastic_store *s, const char *const *
     CHECK(s != NULL && valid_keys(keys, n) && values != NULL, "store multi_get: bad arguments");
     uint8_t *body;
     size_t len;
-    int err = keys_request(s, STORE__OP_MULTI_GET, keys, n, resolve_timeout(s, timeout_ms), &body, &len);
+    uint64_t deadline = wait_deadline(s, timeout_ms);
+    int err;
+    do err = keys_request(s, STORE__OP_MULTI_GET, keys, n, wait_slice(deadline), &body, &len);
+    while (wait_again(err, deadline));
     if (err != 0) return err;
     store__reader r = store__reader_of(body, len);
     if (store__read_u32(&r) != n) r.bad = true;
@@ -357,11 +385,9 @@ ELASTIC_EXTERN int elastic_store_keys(elastic_store *s, const char *prefix, size
     return err;
 }
 
-ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uint64_t after_revision, int timeout_ms,
-                                       uint64_t *revision)
+static int watch_once(elastic_store *s, const char *prefix, uint64_t after_revision, int timeout_ms,
+                      uint64_t *revision)
 {
-    CHECK(s != NULL && prefix != NULL && revision != NULL, "store watch: NULL handle, prefix or revision");
-    timeout_ms = resolve_timeout(s, timeout_ms);
     store__buf b = {0};
     size_t start = store__frame_begin(&b, 0, STORE__OP_WATCH, 0);
     put_key(s, &b, prefix);
@@ -369,6 +395,17 @@ ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uin
     store__buf_u32(&b, (uint32_t)timeout_ms);
     store__call_opts co = waiting_call(timeout_ms);
     return run_u64(s, STORE__OP_WATCH, &b, start, &co, revision);
+}
+
+ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uint64_t after_revision, int timeout_ms,
+                                       uint64_t *revision)
+{
+    CHECK(s != NULL && prefix != NULL && revision != NULL, "store watch: NULL handle, prefix or revision");
+    uint64_t deadline = wait_deadline(s, timeout_ms);
+    int err;
+    do err = watch_once(s, prefix, after_revision, wait_slice(deadline), revision);
+    while (wait_again(err, deadline));
+    return err;
 }
 
 /* ---- leases -------------------------------------------------------------- */

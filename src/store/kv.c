@@ -8,6 +8,7 @@
 #include "common/common.h"
 
 #include <inttypes.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <xxhash.h>
@@ -30,7 +31,6 @@ int store__kv_init(store__kv *kv, size_t max_total_bytes, store__change_fn on_ch
     kv->max_total_bytes = max_total_bytes;
     kv->on_change = on_change;
     kv->user = user;
-    kv->next_lease_id = 1;
     return 0;
 }
 
@@ -317,7 +317,14 @@ store__lease *store__kv_lease_grant(store__kv *kv, uint32_t ttl_ms, void *owner)
 {
     store__lease *lease = calloc(1, sizeof *lease);
     if (lease == NULL) return NULL;
-    lease->id = kv->next_lease_id++;
+    /* A random, never-zero, unused id: nobody can guess another node's lease
+     * (ownership is still checked by the server; this only hides the ids). */
+    do {
+        if (RAND_bytes((unsigned char *)&lease->id, sizeof lease->id) != 1) {
+            free(lease);
+            return NULL;
+        }
+    } while (lease->id == 0 || *lease_slot(kv, lease->id) != NULL);
     lease->ttl_ms = ttl_ms;
     lease->owner = owner;
     store__lease **slot = lease_slot(kv, lease->id);

@@ -8,9 +8,8 @@
 #include <netdb.h>
 #include <stdlib.h>
 
-ELASTIC_EXTERN void elastic_store_server_opts_init(elastic_store_server_opts *opts)
+static void opts_defaults(elastic_store_server_opts *opts)
 {
-    if (opts == NULL) return;
     memset(opts, 0, sizeof *opts);
     opts->struct_size = sizeof *opts;
     opts->host = "127.0.0.1";
@@ -21,8 +20,17 @@ ELASTIC_EXTERN void elastic_store_server_opts_init(elastic_store_server_opts *op
     opts->max_connection_buffer = 64u << 20;
     opts->max_total_bytes = (size_t)1 << 30;
     opts->handshake_timeout_ms = 5000;
-    opts->idle_timeout_ms = 0;
+    opts->idle_timeout_ms = -1;
     opts->max_pending_waits = 1024;
+    opts->max_buffered_bytes = 64u << 20;
+    opts->frame_timeout_ms = 30000;
+}
+
+ELASTIC_EXTERN int elastic_store_server_opts_init(elastic_store_server_opts *opts, size_t struct_size)
+{
+    elastic_store_server_opts defaults;
+    opts_defaults(&defaults);
+    return ELASTIC__STRUCT_INIT(opts, struct_size, &defaults, "elastic_store_server_opts");
 }
 
 static int check_opts(const elastic_store_server_opts *o)
@@ -36,8 +44,11 @@ static int check_opts(const elastic_store_server_opts *o)
         o->max_connection_buffer > UINT32_MAX)
         return elastic__fail(ELASTIC_EINVAL, "max_connection_buffer must hold one key and value and be < 4 GiB");
     if (o->handshake_timeout_ms <= 0) return elastic__fail(ELASTIC_EINVAL, "handshake_timeout_ms must be > 0");
-    if (o->idle_timeout_ms < 0) return elastic__fail(ELASTIC_EINVAL, "idle_timeout_ms must be >= 0");
+    if (o->idle_timeout_ms == 0) return elastic__fail(ELASTIC_EINVAL, "idle_timeout_ms must be > 0 (or < 0: never)");
     if (o->max_pending_waits == 0) return elastic__fail(ELASTIC_EINVAL, "max_pending_waits must be > 0");
+    if (o->max_buffered_bytes < o->max_key_bytes + o->max_value_bytes + 64)
+        return elastic__fail(ELASTIC_EINVAL, "max_buffered_bytes must hold one key and value");
+    if (o->frame_timeout_ms <= 0) return elastic__fail(ELASTIC_EINVAL, "frame_timeout_ms must be > 0");
     return 0;
 }
 
@@ -62,6 +73,7 @@ static void on_stop(uv_async_t *async)
 {
     elastic_store_server *server = async->data;
     close_and_forget((uv_handle_t *)&server->listener);
+    close_and_forget((uv_handle_t *)&server->pump_timer);
     while (server->conns != NULL) store__conn_close(server->conns, "server stopping");
     store__server_flush(server);
     close_and_forget((uv_handle_t *)&server->stop_async);
@@ -114,12 +126,15 @@ static int server_init(elastic_store_server *server)
     server->listener.data = server;
     uv_async_init(&server->loop, &server->stop_async, on_stop);
     server->stop_async.data = server;
+    uv_timer_init(&server->loop, &server->pump_timer);
+    server->pump_timer.data = server;
     int err = bind_listener(server);
     if (err == 0 && pthread_create(&server->thread, NULL, loop_thread, server) != 0)
         err = elastic__fail(ELASTIC_ESYS, "cannot start the store thread");
     if (err != 0) {
         uv_close((uv_handle_t *)&server->listener, NULL);
         uv_close((uv_handle_t *)&server->stop_async, NULL);
+        uv_close((uv_handle_t *)&server->pump_timer, NULL);
         uv_run(&server->loop, UV_RUN_DEFAULT);
         uv_loop_close(&server->loop);
     }
@@ -133,8 +148,8 @@ ELASTIC_EXTERN int elastic_store_server_start(const elastic_store_server_opts *o
     *out = NULL;
     elastic_store_server *server = calloc(1, sizeof *server);
     if (server == NULL) return ELASTIC_ENOMEM;
-    elastic_store_server_opts_init(&server->opts);
-    int err = ELASTIC__OPTS_COPY(&server->opts, opts);
+    opts_defaults(&server->opts);
+    int err = ELASTIC__STRUCT_READ(&server->opts, opts, "elastic_store_server_opts");
     if (err == 0 && server->opts.host == NULL) server->opts.host = "127.0.0.1";
     if (err == 0) err = check_opts(&server->opts);
     server->opts.host = elastic__strdup(err == 0 ? server->opts.host : "");
@@ -160,12 +175,14 @@ ELASTIC_EXTERN int elastic_store_server_start(const elastic_store_server_opts *o
     return 0;
 }
 
-ELASTIC_EXTERN int elastic_store_server_port(const elastic_store_server *server)
+ELASTIC_EXTERN int elastic_store_server_get_port(const elastic_store_server *server, int *port)
 {
-    return server != NULL ? server->port : ELASTIC_EINVAL;
+    if (server == NULL || port == NULL) return elastic__fail(ELASTIC_EINVAL, "store_server_get_port: NULL argument");
+    *port = server->port;
+    return 0;
 }
 
-ELASTIC_EXTERN void elastic_store_server_stop(elastic_store_server *server)
+ELASTIC_EXTERN void elastic_store_server_close(elastic_store_server *server)
 {
     if (server == NULL) return;
     uv_async_send(&server->stop_async);

@@ -8,6 +8,7 @@
 
 #include "store/kv.h"
 #include "store/store.h"
+#include "store/tls.h"
 
 #include <pthread.h>
 #include <uv.h>
@@ -15,6 +16,10 @@
 #define STORE__WAIT_BUCKETS 1024       /* parked key waits, hashed by the key they wait for */
 #define STORE__DELETE_LOG 1024         /* recent deletions remembered for watches */
 #define STORE__MAX_LEASES_PER_CONN 1024
+/* Every connection may hold this much input and unsent output whatever the
+ * others hold, so small requests are always served; beyond it a connection
+ * is paused while max_buffered_bytes is spent. */
+#define STORE__CONN_FLOOR_BYTES (64u << 10)
 
 typedef struct store__conn store__conn;
 typedef struct store__waiter store__waiter;
@@ -45,9 +50,13 @@ struct elastic_store_server {
     store__deletion deletions[STORE__DELETE_LOG];
     size_t deletion_next;
     uint64_t deletion_horizon; /* deletions at or below this revision are forgotten */
+    size_t buffered;           /* input buffers' capacity + responses in flight, all connections */
+    size_t paused_count;       /* connections not read until buffered falls */
+    uv_timer_t pump_timer;     /* decrypts what resumed TLS connections hold already */
 };
 
-enum store__conn_state { CONN_HELLO, CONN_PROOF, CONN_READY, CONN_CLOSING, CONN_CLOSED };
+/* With a token, CONN_TLS (the TLS handshake) comes between PROOF and READY. */
+enum store__conn_state { CONN_HELLO, CONN_PROOF, CONN_TLS, CONN_READY, CONN_CLOSING, CONN_CLOSED };
 
 struct store__conn {
     uv_tcp_t tcp;
@@ -63,6 +72,11 @@ struct store__conn {
     store__buf in;
     store__buf out;
     size_t bytes_in_flight; /* handed to uv_write, not yet written */
+    size_t in_accounted;    /* in.cap as counted in server->buffered */
+    bool paused;            /* reading stopped: over max_buffered_bytes */
+    bool frame_pending;     /* a frame has started: frame_timeout_ms runs */
+    store__tls *tls;        /* with a token, after READY: in holds decrypted bytes, out is encrypted on flush */
+    uint8_t *raw;           /* TLS: socket reads land here before decryption */
     size_t waiter_count;
     store__waiter *waiters;
     store__lease *leases;
@@ -92,6 +106,8 @@ void store__conn_close(store__conn *conn, const char *why);
  * current callback by store__server_flush). */
 void store__conn_mark_dirty(store__conn *conn);
 void store__server_flush(elastic_store_server *server);
+/* pump_timer: decrypts and handles what resumed TLS connections hold. */
+void store__conn_pump_resumed(uv_timer_t *timer);
 /* A frame with only a status and an optional message. */
 void store__reply_status(store__conn *conn, uint32_t id, int status, const char *message);
 

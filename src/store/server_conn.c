@@ -1,22 +1,73 @@
 /*
  * One store connection on the server's loop: the handshake (magic, version,
- * mutual HMAC proof), framing of requests, batched writes of responses, the
- * handshake and idle deadlines, and the limits that keep a hostile or broken
- * peer from costing more than its share.
+ * mutual HMAC proof, then TLS 1.3 when there is a token), framing of requests, batched writes of responses, the
+ * handshake, frame and idle deadlines, and the limits that keep a hostile or
+ * broken peer from costing more than its share: every byte buffered for a
+ * connection (partial frames included) counts against max_buffered_bytes.
  */
 #include "store/server.h"
 
 #include <stdlib.h>
 
 #define READ_CHUNK 4096
+#define TLS_RAW_BYTES (16u << 10) /* one TLS record's worth of socket bytes per read */
+
+/* ---- memory accounting -------------------------------------------------- */
+
+/* Brings server->buffered up to date after conn->in changed size. */
+static void account_input(store__conn *conn)
+{
+    elastic_store_server *server = conn->server;
+    server->buffered = server->buffered - conn->in_accounted + conn->in.cap;
+    conn->in_accounted = conn->in.cap;
+}
+
+/* Resizes the input buffer to exactly cap bytes (never below its content). */
+static bool resize_input(store__conn *conn, size_t cap)
+{
+    store__buf *in = &conn->in;
+    if (cap == 0) {
+        store__buf_free(in);
+    } else {
+        uint8_t *data = realloc(in->data, cap);
+        if (data == NULL) return false;
+        in->data = data;
+        in->cap = cap;
+    }
+    account_input(conn);
+    return true;
+}
+
+/* Connections paused for memory read again once there is room; those that
+ * still do not fit pause again in on_alloc. */
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+static void resume_paused(elastic_store_server *server)
+{
+    if (server->paused_count == 0 || server->buffered >= server->opts.max_buffered_bytes) return;
+    for (store__conn *c = server->conns; c != NULL && server->paused_count > 0; c = c->next) {
+        if (!c->paused) continue;
+        c->paused = false;
+        server->paused_count--;
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+        /* Bytes it already holds would wait for the next socket read. */
+        if (c->tls != NULL && store__tls_has_input(c->tls)) uv_timer_start(&server->pump_timer, store__conn_pump_resumed, 0, 0);
+    }
+}
 
 static void on_handle_closed(uv_handle_t *handle)
 {
     store__conn *conn = handle->data;
     if (--conn->open_handles > 0) return;
+    elastic_store_server *server = conn->server;
     store__buf_free(&conn->in);
+    account_input(conn);
     store__buf_free(&conn->out);
+    store__tls_free(conn->tls);
+    free(conn->raw);
     free(conn);
+    resume_paused(server);
 }
 
 static void unlink_conn(store__conn *conn)
@@ -44,6 +95,8 @@ void store__conn_close(store__conn *conn, const char *why)
     if (conn->state == CONN_CLOSED) return;
     ELASTIC_LOG_D("store", "closing connection from %s: %s", conn->peer, why);
     conn->state = CONN_CLOSED;
+    if (conn->paused) conn->server->paused_count--;
+    conn->paused = false;
     unlink_conn(conn);
     store__wait_cancel_all(conn);
     store__conn_end_leases(conn); /* wakes other connections' watchers */
@@ -102,8 +155,10 @@ static void on_written(uv_write_t *req, int status)
     write_req *w = (write_req *)req;
     store__conn *conn = w->conn;
     conn->bytes_in_flight -= w->len;
+    conn->server->buffered -= w->len;
     free(w->data);
     free(w);
+    resume_paused(conn->server);
     if (conn->state == CONN_CLOSED) return;
     if (status < 0) store__conn_close(conn, uv_strerror(status));
     else if (conn->state == CONN_CLOSING && conn->bytes_in_flight == 0) store__conn_close(conn, "closing");
@@ -116,6 +171,21 @@ static void flush_conn(store__conn *conn)
     if (out->failed) {
         store__conn_close(conn, "out of memory for responses");
         return;
+    }
+    if (conn->tls != NULL) {
+        /* out holds plaintext frames: encrypt them, then send the records
+         * (and any handshake bytes) through the same buffer. */
+        if (out->len > 0 && store__tls_write(conn->tls, out->data, out->len) != 0) {
+            store__conn_close(conn, "cannot encrypt responses");
+            return;
+        }
+        out->len = 0;
+        size_t pending = store__tls_output_bytes(conn->tls);
+        if (pending > 0 && !store__buf_reserve(out, pending)) {
+            store__conn_close(conn, "out of memory for responses");
+            return;
+        }
+        out->len = store__tls_take_output(conn->tls, out->data, pending);
     }
     size_t done = 0;
     if (out->len > 0 && conn->bytes_in_flight == 0) {
@@ -142,6 +212,7 @@ static void flush_conn(store__conn *conn)
         memcpy(data, out->data + done, w->len);
         uv_buf_t buf = uv_buf_init((char *)data, (unsigned)w->len);
         conn->bytes_in_flight += w->len;
+        conn->server->buffered += w->len;
         uv_write(&w->req, (uv_stream_t *)&conn->tcp, &buf, 1, on_written);
     }
     out->len = 0;
@@ -160,6 +231,7 @@ void store__server_flush(elastic_store_server *server)
         conn->dirty = false;
         flush_conn(conn);
     }
+    resume_paused(server);
 }
 
 /* ---- timers -------------------------------------------------------------- */
@@ -169,8 +241,13 @@ static void on_timer(uv_timer_t *timer)
     store__conn *conn = timer->data;
     if (conn->state == CONN_CLOSING) {
         store__conn_close(conn, "peer did not take the final response");
+    } else if (conn->state == CONN_TLS) {
+        store__conn_close(conn, "TLS handshake not finished in handshake_timeout_ms");
     } else if (conn->state != CONN_READY) {
         store__conn_close(conn, "handshake not finished in handshake_timeout_ms");
+    } else if (conn->frame_pending) {
+        ELASTIC_LOG_W("store", "connection from %s: a frame was not completed in frame_timeout_ms", conn->peer);
+        store__conn_close(conn, "frame not completed in frame_timeout_ms");
     } else if (conn->waiter_count > 0) {
         uv_timer_again(timer); /* a parked call is activity */
         return;
@@ -229,6 +306,30 @@ static bool handle_hello(store__conn *conn)
     return true;
 }
 
+static void tls_pump(store__conn *conn);
+
+/* With a token, READY is the last plaintext: from here on TLS 1.3 (PSK from
+ * the token) carries every byte, so frames cannot be read, altered or
+ * injected on the path. The handshake deadline keeps running. Returns false:
+ * process_input stops (tls_pump handles the rest). */
+static bool start_tls(store__conn *conn)
+{
+    flush_conn(conn); /* READY goes out in the clear */
+    if (conn->state == CONN_CLOSED) return false;
+    conn->raw = malloc(TLS_RAW_BYTES);
+    if (conn->raw == NULL || store__tls_new(true, conn->server->token, &conn->tls) != 0) {
+        store__conn_close(conn, "cannot set up TLS");
+        return false;
+    }
+    conn->state = CONN_TLS;
+    /* Bytes after the proof were already TLS. */
+    bool fed = conn->in.len == 0 || store__tls_feed(conn->tls, conn->in.data, conn->in.len);
+    conn->in.len = 0;
+    if (!fed) store__conn_close(conn, "out of memory");
+    else tls_pump(conn);
+    return false;
+}
+
 static bool handle_proof(store__conn *conn)
 {
     const char *token = conn->server->token;
@@ -248,6 +349,7 @@ static bool handle_proof(store__conn *conn)
         fail_connection(conn, ELASTIC_EAUTH, "authentication failed");
         return false;
     }
+    if (token != NULL) return start_tls(conn);
     conn->state = CONN_READY;
     restart_idle_timer(conn);
     return true;
@@ -284,17 +386,23 @@ static void process_frames(store__conn *conn)
             return;
         }
         size_t total = STORE__HEADER_BYTES + (size_t)h.body_len;
-        if (conn->in.len - at < total) {
-            store__buf_reserve(&conn->in, total - (conn->in.len - at)); /* read the rest in place */
-            break;
-        }
+        if (conn->in.len - at < total) break; /* on_alloc grows the buffer as the rest arrives */
         bool go_on = handle_frame(conn, &h, conn->in.data + at + STORE__HEADER_BYTES);
         at += total;
         handled = true;
         if (!go_on) break;
     }
     store__buf_consume(&conn->in, at);
-    if (handled && conn->state == CONN_READY) restart_idle_timer(conn);
+    if (conn->state != CONN_READY) return;
+    /* Each started frame has frame_timeout_ms to complete, counted from the
+     * first byte after the previous frame: a trickle cannot hold memory. */
+    if (handled) conn->frame_pending = false;
+    if (conn->in.len > 0 && !conn->frame_pending) {
+        conn->frame_pending = true;
+        uv_timer_start(&conn->timer, on_timer, (uint64_t)conn->server->opts.frame_timeout_ms, 0);
+    } else if (handled && conn->in.len == 0) {
+        restart_idle_timer(conn);
+    }
 }
 
 /* Handles every complete message in conn->in. */
@@ -317,28 +425,141 @@ static void process_input(store__conn *conn)
     }
 }
 
+/* The capacity the input buffer should have to go on reading: up to the end
+ * of the frame being received, growing by at most doubling, so memory is
+ * spent as bytes arrive, never on a length a header merely announces. */
+static size_t input_target(const store__conn *conn)
+{
+    size_t len = conn->in.len;
+    if (conn->state == CONN_READY && len >= STORE__HEADER_BYTES) {
+        size_t total = STORE__HEADER_BYTES + (size_t)store__le32(conn->in.data);
+        if (total > len) {
+            size_t step = len < READ_CHUNK ? READ_CHUNK : len;
+            return total - len < step ? total : len + step;
+        }
+    }
+    return len + READ_CHUNK;
+}
+
+/* Hands libuv the free part of the input buffer, grown when needed and
+ * affordable. A zero-length buffer (UV_ENOBUFS in on_read) pauses the
+ * connection: it holds more than its floor while the server's
+ * max_buffered_bytes is spent, or does not read its responses. */
+/* Makes room in the input buffer when needed and affordable; false when
+ * there is none: the connection holds more than its floor while the
+ * server's max_buffered_bytes is spent (or memory ran out). */
+static bool input_room(store__conn *conn)
+{
+    elastic_store_server *server = conn->server;
+    size_t target = input_target(conn), free_bytes = conn->in.cap - conn->in.len;
+    if (free_bytes >= READ_CHUNK || target <= conn->in.cap) return true;
+    size_t growth = target - conn->in.cap;
+    bool fits = target <= STORE__CONN_FLOOR_BYTES || server->buffered + growth <= server->opts.max_buffered_bytes;
+    if (fits && resize_input(conn, target)) return true;
+    return free_bytes > 0;
+}
+
+/* Hands libuv the free part of the input buffer (with TLS, the raw buffer
+ * the ciphertext lands in). A zero-length buffer (UV_ENOBUFS in on_read)
+ * pauses the connection: no room (input_room), undecrypted bytes piling up,
+ * or a peer that does not read its responses while memory is short. */
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
     store__conn *conn = handle->data;
+    elastic_store_server *server = conn->server;
     (void)suggested;
-    size_t want = conn->in.cap - conn->in.len >= READ_CHUNK ? 0 : READ_CHUNK;
-    if (want > 0 && !store__buf_reserve(&conn->in, want)) {
-        *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+    *buf = uv_buf_init(NULL, 0);
+    bool over = server->buffered > server->opts.max_buffered_bytes;
+    if (over && conn->bytes_in_flight >= STORE__CONN_FLOOR_BYTES) return;
+    if (conn->tls != NULL) {
+        if (store__tls_input_bytes(conn->tls) < STORE__CONN_FLOOR_BYTES)
+            *buf = uv_buf_init((char *)conn->raw, TLS_RAW_BYTES);
         return;
     }
+    if (!input_room(conn)) return;
     *buf = uv_buf_init((char *)conn->in.data + conn->in.len, (unsigned)(conn->in.cap - conn->in.len));
 }
+
+static void pause_reading(store__conn *conn)
+{
+    if (conn->paused) return;
+    uv_read_stop((uv_stream_t *)&conn->tcp);
+    conn->paused = true;
+    conn->server->paused_count++;
+    ELASTIC_LOG_D("store", "pausing %s: max_buffered_bytes spent (%zu buffered)", conn->peer,
+                  conn->server->buffered);
+}
+
+/* After consuming input: a buffer far larger than what it holds shrinks. */
+static void trim_input(store__conn *conn)
+{
+    size_t cap = conn->in.cap, len = conn->in.len;
+    if (cap <= STORE__CONN_FLOOR_BYTES || len > cap / 4) return;
+    resize_input(conn, len == 0 ? 0 : (len > READ_CHUNK ? len : READ_CHUNK));
+}
+
+/* TLS: finishes the handshake, then decrypts into conn->in as room allows
+ * and handles the frames. A record that fails its integrity check (bytes
+ * injected or altered on the path) ends the connection: nothing in it runs. */
+static void tls_pump(store__conn *conn)
+{
+    const char *why = NULL;
+    if (conn->state == CONN_TLS) {
+        int rc = store__tls_handshake(conn->tls, &why);
+        store__conn_mark_dirty(conn); /* its handshake messages */
+        if (rc < 0) {
+            ELASTIC_LOG_W("store", "connection from %s: %s", conn->peer, why);
+            store__conn_close(conn, why);
+        }
+        if (rc != 1) return;
+        conn->state = CONN_READY;
+        restart_idle_timer(conn);
+    }
+    while (conn->state == CONN_READY && !conn->paused) {
+        if (!input_room(conn)) {
+            pause_reading(conn);
+            return;
+        }
+        size_t got = 0;
+        int rc = store__tls_read(conn->tls, conn->in.data + conn->in.len, conn->in.cap - conn->in.len, &got, &why);
+        if (rc != 0) {
+            if (rc == ELASTIC_EAUTH) ELASTIC_LOG_W("store", "connection from %s: %s", conn->peer, why);
+            store__conn_close(conn, why);
+            return;
+        }
+        if (got == 0) return;
+        conn->in.len += got;
+        process_input(conn);
+        if (conn->state != CONN_CLOSED) trim_input(conn);
+    }
+}
+
+void store__conn_pump_resumed(uv_timer_t *timer)
+{
+    elastic_store_server *server = timer->data;
+    for (store__conn *c = server->conns, *next; c != NULL; c = next) {
+        next = c->next; /* c may close */
+        if (c->tls != NULL && c->state == CONN_READY && !c->paused && store__tls_has_input(c->tls)) tls_pump(c);
+    }
+    store__server_flush(server);
+}
+
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     store__conn *conn = stream->data;
     (void)buf;
-    if (nread < 0) {
+    if (nread == UV_ENOBUFS) {
+        pause_reading(conn);
+    } else if (nread < 0) {
         store__conn_close(conn, nread == UV_EOF ? "peer closed" : uv_strerror((int)nread));
+    } else if (nread > 0 && conn->state != CONN_CLOSED && conn->tls != NULL) {
+        if (store__tls_feed(conn->tls, conn->raw, (size_t)nread)) tls_pump(conn);
+        else store__conn_close(conn, "out of memory");
     } else if (nread > 0 && conn->state != CONN_CLOSED) {
         conn->in.len += (size_t)nread;
         process_input(conn);
-        if (conn->in.len == 0 && conn->in.cap > (64u << 10)) store__buf_free(&conn->in);
+        if (conn->state != CONN_CLOSED) trim_input(conn);
     }
     store__server_flush(conn->server);
 }

@@ -173,7 +173,7 @@ static void do_lease_grant(store__conn *conn, const store__request *req)
     store__lease *lease = timer ? store__kv_lease_grant(&conn->server->kv, req->ttl_ms, conn) : NULL;
     if (lease == NULL) {
         free(timer);
-        store__reply_status(conn, req->id, ELASTIC_ENOMEM, "out of memory");
+        store__reply_status(conn, req->id, ELASTIC_ENOMEM, "no lease: out of memory or random bytes");
         return;
     }
     uv_timer_init(&conn->server->loop, timer);
@@ -186,13 +186,30 @@ static void do_lease_grant(store__conn *conn, const store__request *req)
     reply_u64(conn, req->id, lease->id);
 }
 
-static void do_lease(store__conn *conn, const store__request *req)
+/* The lease named by a keep-alive, revoke or leased set, if this connection
+ * owns it; else answers ENOTFOUND or EPERM and returns NULL. Only the
+ * granting connection (shared by a client handle and its clones) may touch
+ * a lease: anyone else could evict a node or keep a dead one present. */
+static store__lease *owned_lease(store__conn *conn, const store__request *req)
 {
     store__lease *lease = store__kv_lease_find(&conn->server->kv, req->number);
     if (lease == NULL) {
         store__reply_status(conn, req->id, ELASTIC_ENOTFOUND, "no such lease (it ended)");
-        return;
+        return NULL;
     }
+    if (lease->owner != conn) {
+        ELASTIC_LOG_W("store", "%s tried %s on a lease of another connection", conn->peer,
+                      store__op_name(req->op));
+        store__reply_status(conn, req->id, ELASTIC_EPERM, "the lease belongs to another connection");
+        return NULL;
+    }
+    return lease;
+}
+
+static void do_lease(store__conn *conn, const store__request *req)
+{
+    store__lease *lease = owned_lease(conn, req);
+    if (lease == NULL) return;
     if (req->op == STORE__OP_LEASE_KEEPALIVE) uv_timer_start(lease->timer, on_lease_expired, lease->ttl_ms, 0);
     else end_lease(conn->server, lease);
     store__reply_status(conn, req->id, 0, NULL);
@@ -200,13 +217,10 @@ static void do_lease(store__conn *conn, const store__request *req)
 
 static void do_set_leased(store__conn *conn, const store__request *req)
 {
-    store__kv *kv = &conn->server->kv;
-    store__lease *lease = store__kv_lease_find(kv, req->number);
-    if (lease == NULL) {
-        store__reply_status(conn, req->id, ELASTIC_ENOTFOUND, "no such lease (it ended)");
-        return;
-    }
-    reply_result(conn, req->id, store__kv_set(kv, req->key.ptr, req->key.len, req->value.ptr, req->value.len, lease));
+    store__lease *lease = owned_lease(conn, req);
+    if (lease == NULL) return;
+    reply_result(conn, req->id, store__kv_set(&conn->server->kv, req->key.ptr, req->key.len, req->value.ptr,
+                                              req->value.len, lease));
 }
 
 /* ---- dispatch ------------------------------------------------------------ */

@@ -20,8 +20,12 @@ void store__proof(const char *token, bool from_server, const uint8_t *client_non
                   uint8_t *proof);
 /* Constant-time comparison of two proofs. */
 bool store__proof_matches(const uint8_t *expected, const uint8_t *received);
-/* The option, else ELASTIC_STORE_TOKEN, else none (*token NULL). */
+/* The option, else the file named by ELASTIC_STORE_TOKEN_FILE, else
+ * ELASTIC_STORE_TOKEN, else none (*token NULL). Never truncated: a token over
+ * ELASTIC_STORE_TOKEN_MAX bytes is ELASTIC_EINVAL. */
 int store__token_resolve(const char *option, char **token);
+/* A token file's content less one trailing newline (see auth.c). */
+int store__token_read_file(const char *path, char **token);
 /* Wipes and frees a token. */
 void store__token_free(char *token);
 

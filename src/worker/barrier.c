@@ -35,7 +35,8 @@ ELASTIC_EXTERN int elastic_worker_barrier(elastic_worker *w, int timeout_ms)
         if (w->env.info.world_size == 1) return 0;
         return elastic__fail(ELASTIC_EUNSUPPORTED, "barrier: no store (not started by elasticrun)");
     }
-    uint64_t deadline = elastic__deadline_ms(timeout_ms < 0 ? w->opts.store_timeout_ms : timeout_ms);
+    uint64_t deadline =
+        elastic__deadline_ms(timeout_ms == ELASTIC_TIMEOUT_DEFAULT ? w->opts.store_timeout_ms : timeout_ms);
     uint64_t seq = ++w->barrier_seq;
     char count_key[96], done_key[96];
     snprintf(count_key, sizeof count_key, "worker/barrier/%llu/count", (unsigned long long)seq);

@@ -236,7 +236,7 @@ ELASTIC_EXTERN int elastic_worker_poll(elastic_worker *w)
     int rc = wait_for_generation(w, payload, &length);
     if (rc == 0) rc = apply_generation(w, payload, length);
     if (rc != 0) return rc;
-    elastic_worker_info info;
+    elastic_worker_info info = {.struct_size = sizeof info};
     elastic_worker_get_info(w, &info);
     /* Without hooks_lock: a rebuild may take long and an abort of the new
      * generation must still reach the hooks. Only this (the trainer's) thread

@@ -150,6 +150,7 @@ static int parse_agent(worker__lookup_fn lookup, void *ctx, worker__env *env)
 int worker__env_parse(worker__lookup_fn lookup, void *ctx, worker__env *env)
 {
     memset(env, 0, sizeof *env);
+    env->info.struct_size = sizeof env->info;
     env->heartbeat_slot = -1;
     env->info.world_size = 1;
     env->info.local_world_size = 1;

@@ -13,15 +13,21 @@
 
 #define WORKER__MAX_TIMEOUT_MS (7 * 24 * 3600 * 1000)
 
-ELASTIC_EXTERN void elastic_worker_opts_init(elastic_worker_opts *opts)
+static void opts_defaults(elastic_worker_opts *opts)
 {
-    if (opts == NULL) return;
     memset(opts, 0, sizeof *opts);
     opts->struct_size = sizeof *opts;
     opts->store_connect_timeout_ms = 10000;
     opts->store_timeout_ms = 30000;
     opts->reconfigure_timeout_ms = 600000;
     opts->stack_dump_signal = SIGUSR2;
+}
+
+ELASTIC_EXTERN int elastic_worker_opts_init(elastic_worker_opts *opts, size_t struct_size)
+{
+    elastic_worker_opts defaults;
+    opts_defaults(&defaults);
+    return ELASTIC__STRUCT_INIT(opts, struct_size, &defaults, "elastic_worker_opts");
 }
 
 static int check_opts(const elastic_worker_opts *o)
@@ -51,7 +57,7 @@ int worker__scope_store(elastic_worker *w, const char *prefix)
 static int connect_store(elastic_worker *w, const char *endpoint)
 {
     elastic_store_opts opts;
-    elastic_store_opts_init(&opts);
+    elastic_store_opts_init(&opts, sizeof opts);
     opts.connect_timeout_ms = w->opts.store_connect_timeout_ms;
     opts.timeout_ms = w->opts.store_timeout_ms;
     int rc = elastic_store_connect(endpoint, &opts, &w->root_store);
@@ -63,12 +69,14 @@ static int connect_store(elastic_worker *w, const char *endpoint)
 static int start_private_store(elastic_worker *w)
 {
     elastic_store_server_opts opts;
-    elastic_store_server_opts_init(&opts);
+    elastic_store_server_opts_init(&opts, sizeof opts);
     opts.host = "127.0.0.1";
+    int port = 0;
     int rc = elastic_store_server_start(&opts, &w->private_server);
+    if (rc == 0) rc = elastic_store_server_get_port(w->private_server, &port);
     if (rc != 0) return rc;
     char endpoint[64];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(w->private_server));
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
     return connect_store(w, endpoint);
 }
 
@@ -118,8 +126,8 @@ ELASTIC_EXTERN int elastic_worker_init(const elastic_worker_opts *opts, elastic_
     elastic_worker *w = calloc(1, sizeof *w);
     if (w == NULL) return elastic__fail(ELASTIC_ENOMEM, "worker");
     w->control_fd = -1;
-    elastic_worker_opts_init(&w->opts);
-    int rc = ELASTIC__OPTS_COPY(&w->opts, opts);
+    opts_defaults(&w->opts);
+    int rc = ELASTIC__STRUCT_READ(&w->opts, opts, "elastic_worker_opts");
     if (rc == 0) rc = check_opts(&w->opts);
     if (rc == 0) rc = init_sync(w);
     if (rc != 0) {
@@ -144,13 +152,22 @@ ELASTIC_EXTERN int elastic_worker_init(const elastic_worker_opts *opts, elastic_
 ELASTIC_EXTERN int elastic_worker_get_info(elastic_worker *w, elastic_worker_info *info)
 {
     if (w == NULL || info == NULL) return elastic__fail(ELASTIC_EINVAL, "worker or info is NULL");
+    int rc = elastic__struct_size_check(info->struct_size, "elastic_worker_info");
+    if (rc != 0) return rc;
     pthread_mutex_lock(&w->lock);
-    *info = w->env.info;
+    elastic_worker_info current = w->env.info;
     pthread_mutex_unlock(&w->lock);
-    return 0;
+    return ELASTIC__STRUCT_WRITE(info, &current, "elastic_worker_info");
 }
 
-ELASTIC_EXTERN elastic_store *elastic_worker_store(elastic_worker *w) { return w != NULL ? w->store : NULL; }
+ELASTIC_EXTERN int elastic_worker_get_store(elastic_worker *w, elastic_store **store)
+{
+    if (store != NULL) *store = NULL;
+    if (w == NULL || store == NULL) return elastic__fail(ELASTIC_EINVAL, "worker or store pointer is NULL");
+    if (w->store == NULL) return elastic__fail(ELASTIC_ENOTFOUND, "this worker has no store (plain torchrun)");
+    *store = w->store;
+    return 0;
+}
 
 ELASTIC_EXTERN int elastic_worker_on_abort(elastic_worker *w, elastic_worker_abort_fn fn, void *user)
 {
@@ -183,7 +200,7 @@ ELASTIC_EXTERN void elastic_worker_close(elastic_worker *w)
     }
     elastic_store_close(w->store);
     elastic_store_close(w->root_store);
-    elastic_store_server_stop(w->private_server);
+    elastic_store_server_close(w->private_server);
     pthread_cond_destroy(&w->changed_cond);
     pthread_mutex_destroy(&w->lock);
     pthread_mutex_destroy(&w->write_lock);

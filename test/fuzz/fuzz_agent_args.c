@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     envp[envc] = NULL;
     elastic_agent_opts opts;
-    elastic_agent_opts_init(&opts);
+    elastic_agent_opts_init(&opts, sizeof opts);
     elastic_agent_parse_args(argc, argv, envp, &opts);
     for (int i = 1; i < argc; i++) {
         agent_rdzv_conf conf;

@@ -95,11 +95,18 @@ fi
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME=${NVCC%/bin/nvcc}
 PROBE=$WORK/nccl_gpu_probe
+# The libraries libelastic.a needs, as the Makefile says (an extra makefile prints them).
+LIBS=""
+# shellcheck disable=SC2016 # $(LIBS) is make's, not the shell's
+[ -n "$SRC" ] && LIBS=$(make -s --no-print-directory -C "$SRC" -f Makefile \
+    -f <(printf 'print-libs:\n\t@echo $(LIBS)\n') print-libs 2>/dev/null)
+[ -n "$LIBS" ] || LIBS="-luv -lzstd -lssl -lcrypto -lxxhash -lpthread -ldl -lm"
+# shellcheck disable=SC2086 # $LIBS is a list of -l flags
 if [ -n "$SRC" ] && [ -f "$SRC/lib/libelastic.a" ] &&
     run_step probe_build 120 "$NVCC" -std=c++17 -O2 -gencode arch=compute_90,code=sm_90 \
         -gencode arch=compute_80,code=compute_80 -cudart shared -I"$SRC/include" -o "$PROBE" \
         "$SRC/test/gpu/nccl_gpu_probe.cu" "$SRC/lib/libelastic.a" -L"$CUDA_HOME/lib64" \
-        -Xlinker -rpath="$CUDA_HOME/lib64" -lnccl -luv -lzstd -lcrypto -lxxhash -lpthread -ldl -lm; then
+        -Xlinker -rpath="$CUDA_HOME/lib64" -lnccl $LIBS; then
     run_step probe 120 env ELASTIC_LOG_LEVEL=info "$PROBE" --timeout-ms 2000
     probe_rc=$?
     value() { grep -m1 "^$1=" "$WORK/probe.log" | cut -d= -f2-; }

@@ -5,6 +5,6 @@
 int main(void)
 {
     elastic_store_opts opts;
-    elastic_store_opts_init(&opts);
+    if (elastic_store_opts_init(&opts, sizeof opts) != 0) return 1;
     return elastic_version() == ELASTIC_VERSION_HEX ? 0 : 1;
 }

@@ -10,8 +10,11 @@
  * Without --sleep-ms the worker exits 0 at once when --exit-after-restart is
  * reached, and otherwise waits to be killed.
  */
+#include "elastic.h"
+
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,6 +58,17 @@ static void dump_environment(const char *dir, int rank, int restart)
     FILE *file = fopen(path, "w");
     if (file == NULL) return;
     for (char **entry = environ; *entry != NULL; entry++) fprintf(file, "%s\n", *entry);
+    /* Whether the job's store takes us with what the agent handed over (the
+     * token comes from ELASTIC_STORE_TOKEN_FILE, never the environment). */
+    const char *endpoint = getenv("ELASTIC_STORE_ENDPOINT"), *token_file = getenv("ELASTIC_STORE_TOKEN_FILE");
+    struct stat st;
+    if (token_file != NULL && stat(token_file, &st) == 0)
+        fprintf(file, "#token_file_mode=%03o\n", (unsigned)(st.st_mode & 0777));
+    elastic_store *store = NULL;
+    int rc = endpoint != NULL ? elastic_store_connect(endpoint, NULL, &store) : ELASTIC_EINVAL;
+    if (rc == 0) rc = elastic_store_set(store, "agent_worker/probe", "1", 1);
+    fprintf(file, "#store_check=%s\n", rc == 0 ? "ok" : elastic_err_name(rc));
+    elastic_store_close(store);
     fclose(file);
 }
 

@@ -15,7 +15,7 @@ int main(int argc, char **argv)
         return 2;
     }
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.chunk_bytes = 64 << 10;
     o.keep_last = 3;
     o.keep_every = 10;

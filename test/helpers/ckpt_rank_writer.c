@@ -18,7 +18,7 @@ int main(int argc, char **argv)
         return 2;
     }
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.rank = (uint32_t)atoi(argv[2]);
     o.world = (uint32_t)atoi(argv[3]);
     o.generation = strtoull(argv[4], NULL, 10);

@@ -40,7 +40,7 @@ static void bind_double(void)
 
 static void report_generation(elastic_worker *w, elastic_nccl_comm *comm, const char *what)
 {
-    elastic_worker_info info;
+    elastic_worker_info info = {.struct_size = sizeof info};
     elastic_nccl_info nccl = {.struct_size = sizeof nccl};
     elastic_worker_get_info(w, &info);
     elastic_nccl_comm_get_info(comm, &nccl);
@@ -108,7 +108,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (rc != 0) die("elastic_worker_poll", rc);
-        elastic_worker_info info;
+        elastic_worker_info info = {.struct_size = sizeof info};
         elastic_worker_get_info(w, &info);
         if (info.rank == exit_rank && (int)total + 1 == exit_at && info.restart_count == 0) {
             printf("crashing rank=%d at step %d\n", info.rank, exit_at);

@@ -114,9 +114,10 @@ static void save_checkpoint(const model *m)
 /* 0, or ELASTIC_ERECONFIGURE when the generation changed on the way. */
 static int all_reduce_mean(elastic_worker *w, long long step, long long grad, long long *mean)
 {
-    elastic_worker_info info;
+    elastic_worker_info info = {.struct_size = sizeof info};
     elastic_worker_get_info(w, &info);
-    elastic_store *store = elastic_worker_store(w);
+    elastic_store *store = NULL;
+    if (elastic_worker_get_store(w, &store) != 0) return ELASTIC_ERECONFIGURE;
     char key[96];
     snprintf(key, sizeof key, "grad/%lld/%d", step, info.rank);
     char value[32];
@@ -148,7 +149,7 @@ static int train(elastic_worker *w, long long steps)
 {
     elastic_worker_on_abort(w, on_abort, NULL);
     elastic_worker_on_reconfigure(w, on_reconfigure, NULL);
-    elastic_worker_info info;
+    elastic_worker_info info = {.struct_size = sizeof info};
     elastic_worker_get_info(w, &info);
     const char *fail_rank = getenv("PROBE_FAIL_RANK"), *fail_step = getenv("PROBE_FAIL_STEP");
     model m;
@@ -194,7 +195,7 @@ int main(int argc, char **argv)
         printf("init failed: %s (%s)\n", elastic_err_name(rc), elastic_last_error());
         return 3;
     }
-    elastic_worker_info info;
+    elastic_worker_info info = {.struct_size = sizeof info};
     elastic_worker_get_info(w, &info);
     printf("started rank=%d world=%d generation=%llu pid=%d\n", info.rank, info.world_size,
            (unsigned long long)info.generation, (int)getpid());

@@ -23,7 +23,7 @@ typedef struct job {
 static void job_start_store(job *j, const char *run_id)
 {
     ASSERT_OK(elastic_store_server_start(NULL, &j->server));
-    snprintf(j->endpoint, sizeof j->endpoint, "127.0.0.1:%d", elastic_store_server_port(j->server));
+    snprintf(j->endpoint, sizeof j->endpoint, "127.0.0.1:%d", test_server_port(j->server));
     agent_harness_path(j->report, sizeof j->report, "report");
     snprintf(j->run_id, sizeof j->run_id, "%s", run_id);
 }
@@ -84,7 +84,7 @@ TEST_TIMEOUT(agent_survivors_reform_smaller_after_an_agent_is_killed, 180)
     const char *smaller[] = {"start ", "world=4 ", "restart=0 ", NULL};
     ASSERT_EQ(agent_harness_wait_lines(j.report, smaller, 4, 1000), 4);
     assert_ranks(j.report, "world=4 ", 4);
-    elastic_store_server_stop(j.server);
+    elastic_store_server_close(j.server);
 }
 
 TEST_TIMEOUT(agent_late_agent_joins_the_next_generation, 180)
@@ -106,7 +106,7 @@ TEST_TIMEOUT(agent_late_agent_joins_the_next_generation, 180)
     const char *four[] = {"start ", "world=8 ", NULL};
     ASSERT_EQ(agent_harness_wait_lines(j.report, four, 8, 1000), 8);
     assert_ranks(j.report, "world=8 ", 8);
-    elastic_store_server_stop(j.server);
+    elastic_store_server_close(j.server);
 }
 
 TEST_TIMEOUT(agent_budget_exhausted_on_another_node_names_the_rank_everywhere, 180)
@@ -128,7 +128,7 @@ TEST_TIMEOUT(agent_budget_exhausted_on_another_node_names_the_rank_everywhere, 1
             FAIL("agent%d's summary misses the root cause:\n%s", i, err);
         free(err);
     }
-    elastic_store_server_stop(j.server);
+    elastic_store_server_close(j.server);
 }
 
 TEST_TIMEOUT(agent_c10d_hosts_the_store_at_a_local_endpoint, 120)
@@ -137,8 +137,8 @@ TEST_TIMEOUT(agent_c10d_hosts_the_store_at_a_local_endpoint, 120)
     elastic_store_server *probe;
     ASSERT_OK(elastic_store_server_start(NULL, &probe));
     char endpoint[64], report[512];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(probe));
-    elastic_store_server_stop(probe);
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(probe));
+    elastic_store_server_close(probe);
     agent_harness_path(report, sizeof report, "report");
     const char *argv[] = {"elasticrun", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                           "--rdzv-endpoint", endpoint, "--rdzv-id", "hosted", "--local-addr", "127.0.0.1",
@@ -168,7 +168,7 @@ TEST_TIMEOUT(agent_sigterm_during_the_rendezvous_exits_promptly, 120)
     ASSERT_EQ(kill(agent, SIGTERM), 0);
     ASSERT_EQ(wait_code(agent, "agent"), 128 + SIGTERM);
     elastic_store_close(store);
-    elastic_store_server_stop(j.server);
+    elastic_store_server_close(j.server);
 }
 
 TEST_TIMEOUT(agent_static_backend_node_rank_0_hosts_the_store, 120)
@@ -176,8 +176,8 @@ TEST_TIMEOUT(agent_static_backend_node_rank_0_hosts_the_store, 120)
     elastic_store_server *probe; /* a free port for --master-port */
     ASSERT_OK(elastic_store_server_start(NULL, &probe));
     char port[16], report[512];
-    snprintf(port, sizeof port, "%d", elastic_store_server_port(probe));
-    elastic_store_server_stop(probe);
+    snprintf(port, sizeof port, "%d", test_server_port(probe));
+    elastic_store_server_close(probe);
     agent_harness_path(report, sizeof report, "report");
     pid_t agents[2];
     for (int node = 0; node < 2; node++) {

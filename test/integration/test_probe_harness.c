@@ -53,7 +53,7 @@ void harness_init(harness *h, unsigned workers)
     h->world_size = (int)workers;
     for (int i = 0; i < HARNESS_MAX_WORKERS; i++) h->log_fds[i] = -1;
     ASSERT_OK(elastic_store_server_start(NULL, &h->server));
-    snprintf(h->endpoint, sizeof h->endpoint, "127.0.0.1:%d", elastic_store_server_port(h->server));
+    snprintf(h->endpoint, sizeof h->endpoint, "127.0.0.1:%d", test_server_port(h->server));
 }
 
 void harness_start(harness *h)
@@ -192,5 +192,5 @@ void harness_stop(harness *h)
     ASSERT_EQ(uv_loop_close(&h->loop), 0);
     for (int i = 0; i < HARNESS_MAX_WORKERS; i++)
         if (h->log_fds[i] >= 0) close(h->log_fds[i]);
-    elastic_store_server_stop(h->server);
+    elastic_store_server_close(h->server);
 }

@@ -40,16 +40,16 @@ static inline uint64_t rdzv_test_now_ms(void)
 static inline void rdzv_env_start(rdzv_env *env)
 {
     ASSERT_OK(elastic_store_server_start(NULL, &env->server));
-    snprintf(env->endpoint, sizeof env->endpoint, "127.0.0.1:%d", elastic_store_server_port(env->server));
+    snprintf(env->endpoint, sizeof env->endpoint, "127.0.0.1:%d", test_server_port(env->server));
 }
 
-static inline void rdzv_env_stop(rdzv_env *env) { elastic_store_server_stop(env->server); }
+static inline void rdzv_env_stop(rdzv_env *env) { elastic_store_server_close(env->server); }
 
 /* Options for a node of run `run_id` with generous test timeouts. */
 static inline void rdzv_test_opts(elastic_rdzv_opts *o, const rdzv_env *env, const char *run_id, int min_nodes,
                                   int max_nodes)
 {
-    elastic_rdzv_opts_init(o);
+    elastic_rdzv_opts_init(o, sizeof *o);
     o->endpoint = env->endpoint;
     o->run_id = run_id;
     o->min_nodes = min_nodes;
@@ -76,7 +76,7 @@ static inline void rdzv_node_open(rdzv_node *node, const elastic_rdzv_opts *o)
 static void *rdzv_node_main(void *arg)
 {
     rdzv_node *node = arg;
-    elastic_rdzv_result result;
+    elastic_rdzv_result result = {.struct_size = sizeof result};
     int rc = elastic_rdzv_next(node->rdzv, &result);
     pthread_mutex_lock(&node->lock);
     node->rc = rc;

@@ -87,7 +87,7 @@ static uint64_t lose_child_with(int sig, int keepalive_timeout_ms)
     uint64_t start = rdzv_test_now_ms();
     ASSERT_EQ(kill(child.pid, sig), 0);
     for (int i = 0; i < 2; i++) {
-        elastic_rdzv_cause cause;
+        elastic_rdzv_cause cause = {.struct_size = sizeof cause};
         ASSERT_OK(elastic_rdzv_watch(nodes[i].rdzv, test_scaled_ms(15000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LOST);
         ASSERT_STR_EQ(cause.node_id, "child-node");

@@ -68,7 +68,7 @@ TEST(rdzv_late_node_waits_then_joins_the_next_generation)
     rdzv_node_join(&nodes[2]);
     /* The members learn that a node waits and there is room. */
     for (int i = 0; i < 2; i++) {
-        elastic_rdzv_cause cause;
+        elastic_rdzv_cause cause = {.struct_size = sizeof cause};
         ASSERT_OK(elastic_rdzv_watch(nodes[i].rdzv, test_scaled_ms(15000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODES_WAITING);
         ASSERT_EQ(cause.generation, first);
@@ -111,7 +111,7 @@ TEST(rdzv_lost_node_ends_the_generation_and_the_others_reform)
     for (int i = 0; i < 3; i++)
         if (i != victim) left[n++] = &nodes[i];
     for (int i = 0; i < 2; i++) {
-        elastic_rdzv_cause cause;
+        elastic_rdzv_cause cause = {.struct_size = sizeof cause};
         ASSERT_OK(elastic_rdzv_watch(left[i]->rdzv, test_scaled_ms(10000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LOST);
         ASSERT_STR_EQ(cause.node_id, ids[victim]);
@@ -140,7 +140,7 @@ TEST(rdzv_spare_is_promoted_when_a_member_is_lost)
     rdzv_nodes_form(nodes, 2, 15000);
     uint64_t first = nodes[0].result.generation;
     rdzv_node_join(&nodes[2]); /* the job is full: a spare */
-    elastic_rdzv_cause cause;
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     ASSERT_ERR(elastic_rdzv_watch(nodes[0].rdzv, test_scaled_ms(500), &cause), ELASTIC_ETIMEDOUT);
     int survivor = nodes[0].result.group_rank == 0 ? 0 : 1;
     rdzv_node_close(&nodes[1 - survivor]);
@@ -162,6 +162,7 @@ static void fail_generation(rdzv_node *node, int rank, int exit_code)
 {
     elastic_rdzv_cause cause;
     memset(&cause, 0, sizeof cause);
+    cause.struct_size = sizeof cause;
     cause.kind = ELASTIC_RDZV_FAILURE;
     cause.rank = rank;
     cause.exit_code = exit_code;
@@ -180,7 +181,7 @@ TEST(rdzv_restart_budget_is_shared_by_the_whole_job)
     rdzv_nodes_open(nodes, 2, &o);
     rdzv_nodes_form(nodes, 2, 15000);
     fail_generation(&nodes[0], 3, 7);
-    elastic_rdzv_cause cause;
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     ASSERT_OK(elastic_rdzv_watch(nodes[1].rdzv, test_scaled_ms(10000), &cause));
     ASSERT_EQ(cause.kind, ELASTIC_RDZV_FAILURE);
     ASSERT_EQ(cause.exit_code, 7);
@@ -213,7 +214,7 @@ TEST(rdzv_membership_changes_do_not_consume_the_budget)
     rdzv_nodes_open(nodes, 3, &o);
     rdzv_nodes_form(nodes, 2, 15000);
     rdzv_node_join(&nodes[2]); /* nodes waiting: ends generation 1 */
-    elastic_rdzv_cause cause;
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     ASSERT_OK(elastic_rdzv_watch(nodes[0].rdzv, test_scaled_ms(10000), &cause));
     ASSERT_OK(elastic_rdzv_watch(nodes[1].rdzv, test_scaled_ms(10000), &cause));
     rdzv_node_join(&nodes[0]);
@@ -251,10 +252,10 @@ TEST(rdzv_closed_job_answers_closed_to_every_node)
     rdzv_nodes_open(nodes, 3, &o);
     rdzv_nodes_form(nodes, 2, 15000);
     rdzv_node_join(&nodes[2]); /* a spare, waiting */
-    ASSERT_OK(elastic_rdzv_close(nodes[0].rdzv));
-    elastic_rdzv_cause cause;
+    ASSERT_OK(elastic_rdzv_end_job(nodes[0].rdzv));
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     ASSERT_OK(elastic_rdzv_watch(nodes[1].rdzv, test_scaled_ms(10000), &cause));
-    ASSERT_EQ(cause.kind, ELASTIC_RDZV_JOB_CLOSED);
+    ASSERT_EQ(cause.kind, ELASTIC_RDZV_JOB_ENDED);
     ASSERT_EQ(rdzv_node_wait(&nodes[2], 15000), ELASTIC_ECLOSED);
     for (int i = 0; i < 2; i++) {
         rdzv_node_join(&nodes[i]);
@@ -296,8 +297,8 @@ TEST(rdzv_two_runs_on_one_store_do_not_interfere)
     ASSERT_EQ(a[0].result.world_size, 2);
     ASSERT_EQ(b[0].result.world_size, 8);
     /* Closing one run leaves the other running. */
-    ASSERT_OK(elastic_rdzv_close(a[0].rdzv));
-    elastic_rdzv_cause cause;
+    ASSERT_OK(elastic_rdzv_end_job(a[0].rdzv));
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     ASSERT_ERR(elastic_rdzv_watch(b[0].rdzv, test_scaled_ms(300), &cause), ELASTIC_ETIMEDOUT);
     for (int i = 0; i < 2; i++) {
         rdzv_node_close(&a[i]);
@@ -318,7 +319,7 @@ TEST(rdzv_finished_node_leaves_without_reforming_the_others)
     rdzv_node_join(&nodes[2]); /* a spare */
     ASSERT_OK(elastic_rdzv_finish(nodes[0].rdzv));
     rdzv_node_close(&nodes[0]); /* its lease ends too */
-    elastic_rdzv_cause cause;
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     ASSERT_ERR(elastic_rdzv_watch(nodes[1].rdzv, test_scaled_ms(1500), &cause), ELASTIC_ETIMEDOUT);
     /* The last member finishing completes the job: the spare is told. */
     ASSERT_OK(elastic_rdzv_finish(nodes[1].rdzv));
@@ -338,7 +339,7 @@ TEST(rdzv_leaving_node_makes_the_others_reform)
     rdzv_nodes_open(nodes, 3, &o);
     rdzv_nodes_form(nodes, 3, 15000);
     ASSERT_OK(elastic_rdzv_leave(nodes[2].rdzv));
-    elastic_rdzv_cause cause;
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     for (int i = 0; i < 2; i++) {
         ASSERT_OK(elastic_rdzv_watch(nodes[i].rdzv, test_scaled_ms(10000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LEFT);
@@ -346,7 +347,7 @@ TEST(rdzv_leaving_node_makes_the_others_reform)
     rdzv_nodes_form(nodes, 2, 15000);
     rdzv_expect_group(nodes, 2);
     ASSERT_EQ(nodes[0].result.restart_count, 0);
-    elastic_rdzv_result ignored;
+    elastic_rdzv_result ignored = {.struct_size = sizeof ignored};
     ASSERT_ERR(elastic_rdzv_next(nodes[2].rdzv, &ignored), ELASTIC_ESTATE);
     rdzv_nodes_close(nodes, 3);
     rdzv_env_stop(&env);
@@ -385,7 +386,7 @@ TEST(rdzv_change_callback_runs_once_per_generation_on_the_library_thread)
     rdzv_nodes_form(nodes, 2, 15000);
     fail_generation(&nodes[0], 0, 1);
     fail_generation(&nodes[0], 0, 2); /* the first cause wins */
-    elastic_rdzv_cause cause;
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     ASSERT_OK(elastic_rdzv_watch(nodes[1].rdzv, test_scaled_ms(10000), &cause));
     ASSERT_EQ(cause.exit_code, 1);
     struct timespec at;
@@ -411,7 +412,7 @@ TEST(rdzv_next_while_the_generation_runs_is_a_state_error)
     rdzv_test_opts(&o, &env, "job", 1, 1);
     rdzv_node_open(&node, &o);
     rdzv_nodes_form(&node, 1, 15000);
-    elastic_rdzv_result again;
+    elastic_rdzv_result again = {.struct_size = sizeof again};
     ASSERT_ERR(elastic_rdzv_next(node.rdzv, &again), ELASTIC_ESTATE);
     rdzv_node_close(&node);
     rdzv_env_stop(&env);
@@ -443,7 +444,7 @@ TEST(rdzv_busy_cpus_do_not_evict_a_live_node)
     int spinners = cpus > 0 && cpus < 16 ? (int)cpus * 2 : 8;
     pthread_t threads[32];
     for (int i = 0; i < spinners; i++) ASSERT_EQ(pthread_create(&threads[i], NULL, spin, NULL), 0);
-    elastic_rdzv_cause cause;
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     int rc = elastic_rdzv_watch(nodes[0].rdzv, test_scaled_ms(4000), &cause);
     __atomic_store_n(&spin_stop, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < spinners; i++) pthread_join(threads[i], NULL);
@@ -484,7 +485,7 @@ TEST(rdzv_keys_of_old_rounds_are_deleted)
     rdzv_nodes_form(nodes, 2, 15000);
     for (int round = 0; round < 3; round++) {
         fail_generation(&nodes[round % 2], 0, 1);
-        elastic_rdzv_cause cause;
+        elastic_rdzv_cause cause = {.struct_size = sizeof cause};
         ASSERT_OK(elastic_rdzv_watch(nodes[(round + 1) % 2].rdzv, test_scaled_ms(10000), &cause));
         rdzv_nodes_form(nodes, 2, 15000);
     }
@@ -566,7 +567,7 @@ TEST(rdzv_two_neighbours_lost_at_once_still_reform)
         if (rank == 1 || rank == 2) rdzv_node_close(&nodes[i]);
         else left[n++] = &nodes[i];
     }
-    elastic_rdzv_cause cause;
+    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
     for (int i = 0; i < 2; i++) {
         ASSERT_OK(elastic_rdzv_watch(left[i]->rdzv, test_scaled_ms(10000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LOST);

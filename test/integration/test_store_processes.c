@@ -209,7 +209,7 @@ TEST_TIMEOUT(elasticctl_store_serve_requires_the_token_file_token, 60)
     read_line(&server, line, sizeof line, test_scaled_ms(10000));
     const char *endpoint = line + 13;
     elastic_store_opts o;
-    elastic_store_opts_init(&o);
+    elastic_store_opts_init(&o, sizeof o);
     o.token = "file-token";
     elastic_store *s = NULL;
     ASSERT_OK(elastic_store_connect(endpoint, &o, &s));

@@ -20,7 +20,7 @@ typedef struct store_fixture {
 static inline void fixture_start_with(store_fixture *f, const elastic_store_server_opts *opts)
 {
     ASSERT_OK(elastic_store_server_start(opts, &f->server));
-    snprintf(f->endpoint, sizeof f->endpoint, "127.0.0.1:%d", elastic_store_server_port(f->server));
+    snprintf(f->endpoint, sizeof f->endpoint, "127.0.0.1:%d", test_server_port(f->server));
 }
 
 static inline void fixture_start(store_fixture *f) { fixture_start_with(f, NULL); }

@@ -11,7 +11,7 @@
 static int parse(elastic_agent_opts *opts, int argc, const char *const *argv, const char *const *envp)
 {
     static const char *const no_env[] = {NULL};
-    elastic_agent_opts_init(opts);
+    elastic_agent_opts_init(opts, sizeof *opts);
     return elastic_agent_parse_args(argc, argv, envp != NULL ? envp : no_env, opts);
 }
 
@@ -116,6 +116,7 @@ TEST(agent_args_rejects_bad_values_naming_the_flag)
         {"--rdzv-conf", "join_timeout=soon", "join_timeout"},
         {"--rdzv-conf", "is_host=maybe", "is_host"},
         {"--rdzv-id", "a/b", "--rdzv-id"},
+        {"--rdzv-id", "rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr", "1-64"}, /* 65 */
         {"--start-method", "thread", "--start-method"},
         {"--grace-period", "-3", "--grace-period"},
     };

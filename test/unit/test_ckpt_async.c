@@ -8,7 +8,7 @@
 static elastic_ckpt *open_dir(void)
 {
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.chunk_bytes = 1 << 20;
     o.threads = 2;
     elastic_ckpt *c;

@@ -10,7 +10,7 @@
 static elastic_ckpt *open_dir(const char *dir, int verify)
 {
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.chunk_bytes = 64 << 10;
     o.threads = 2;
     o.verify = verify;

@@ -46,7 +46,7 @@ static int wait_rank(pid_t pid)
 static elastic_ckpt *open_as(uint32_t rank, uint32_t world, uint64_t generation)
 {
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.rank = rank;
     o.world = world;
     o.generation = generation;
@@ -146,7 +146,7 @@ TEST(ckpt_rank_missing_leaves_step_uncommitted_in_process)
 static elastic_ckpt *open_private(const char *dir, elastic_store *store, uint32_t rank)
 {
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.rank = rank;
     o.world = 3;
     o.store = store;
@@ -160,7 +160,7 @@ TEST_TIMEOUT(ckpt_store_commit_needs_every_rank_and_recovers_lost_records, 90)
     elastic_store_server *server;
     ASSERT_OK(elastic_store_server_start(NULL, &server));
     char endpoint[64], dirs[3][4096];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
     pid_t pids[3];
     for (uint32_t r = 0; r < 3; r++) {
         snprintf(dirs[r], sizeof dirs[r], "%s/rank-%u", test_tmpdir(), r);
@@ -196,5 +196,5 @@ TEST_TIMEOUT(ckpt_store_commit_needs_every_rank_and_recovers_lost_records, 90)
     ASSERT_EQ(access(commit, F_OK), 0);
     elastic_ckpt_close(c);
     elastic_store_close(store);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
 }

@@ -11,16 +11,19 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
-static elastic_ckpt *open_dir(const char *dir)
+static elastic_ckpt *open_dir_mode(const char *dir, unsigned file_mode)
 {
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.chunk_bytes = 64 << 10;
     o.threads = 2;
+    o.file_mode = file_mode;
     elastic_ckpt *c;
     ASSERT_OK(elastic_ckpt_open(dir, &o, &c));
     return c;
 }
+
+static elastic_ckpt *open_dir(const char *dir) { return open_dir_mode(dir, 0600); }
 
 /* Every file under dir (one level of step directories) that is not part of a
  * committed step: temp files and uncommitted step directories. */
@@ -153,7 +156,7 @@ TEST(ckpt_permission_denied_gives_eperm_and_stays_readable)
     if (getuid() != 0) SKIP("needs root to switch to an unprivileged user");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/locked", test_tmpdir());
-    elastic_ckpt *c = open_dir(dir);
+    elastic_ckpt *c = open_dir_mode(dir, 0644); /* others may read it (not the private default) */
     ASSERT_OK(ckpt_test_save(c, 1, 0));
     elastic_ckpt_close(c);
     char step1[4200];

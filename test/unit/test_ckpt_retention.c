@@ -8,7 +8,7 @@
 static elastic_ckpt *open_keep(unsigned keep_last, uint64_t keep_every)
 {
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.chunk_bytes = 64 << 10;
     o.keep_last = keep_last;
     o.keep_every = keep_every;
@@ -69,7 +69,7 @@ TEST(ckpt_retention_removes_corrupt_and_uncommitted_steps_below_the_latest)
     fputc('X', f);
     fclose(f);
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.keep_last = 1;
     o.world = 2; /* as rank 0 of two: the open leaves step 3 alone (another rank may be writing it) */
     o.rank = 0;

@@ -9,7 +9,7 @@
 static elastic_ckpt *open_with(const char *dir, int threads, int compression, size_t chunk)
 {
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.threads = threads;
     o.compression = compression;
     o.chunk_bytes = chunk;
@@ -213,12 +213,12 @@ TEST(ckpt_refuses_misuse)
     ASSERT_OK(elastic_ckpt_commit(txn));
     ASSERT_ERR(elastic_ckpt_begin(c, 1, &txn), ELASTIC_EEXIST);
     elastic_ckpt_opts o;
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.rank = 3;
     o.world = 2;
     elastic_ckpt *bad;
     ASSERT_ERR(elastic_ckpt_open(test_tmpdir(), &o, &bad), ELASTIC_EINVAL);
-    elastic_ckpt_opts_init(&o);
+    elastic_ckpt_opts_init(&o, sizeof o);
     o.chunk_bytes = 10;
     ASSERT_ERR(elastic_ckpt_open(test_tmpdir(), &o, &bad), ELASTIC_EINVAL);
     elastic_ckpt_close(c);

@@ -9,7 +9,7 @@ TEST(probe_flags_parse_into_agent_options)
                           "--in-process-recovery", "--abort-ack-timeout", "2.5", "train.py", NULL};
     const char *envp[] = {NULL};
     elastic_agent_opts o;
-    elastic_agent_opts_init(&o);
+    elastic_agent_opts_init(&o, sizeof o);
     ASSERT_EQ(o.metrics_port, -1);
     ASSERT_EQ(o.in_process_recovery, 0);
     ASSERT_OK(elastic_agent_parse_args((int)(sizeof argv / sizeof argv[0]) - 1, argv, envp, &o));
@@ -36,7 +36,7 @@ TEST(probe_flags_reject_out_of_range)
     const char *const *cases[] = {bad_port, bad_window, zero_ack};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         elastic_agent_opts o;
-        elastic_agent_opts_init(&o);
+        elastic_agent_opts_init(&o, sizeof o);
         ASSERT_ERR(elastic_agent_parse_args(4, cases[i], envp, &o), ELASTIC_EINVAL);
     }
 }

@@ -1,99 +1,6 @@
 /* Hostile and broken peers on the store port: each gets a protocol error
  * or a disconnect, and a well-behaved client is still served afterwards. */
-#include "store_fixture.h"
-
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-
-static int raw_connect(const store_fixture *f)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ASSERT(fd >= 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)elastic_store_server_port(f->server))};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0);
-    return fd;
-}
-
-static void send_bytes(int fd, const void *data, size_t len)
-{
-    ASSERT_EQ(send(fd, data, len, MSG_NOSIGNAL), (ssize_t)len);
-}
-
-/* Reads until `len` bytes or EOF/timeout; returns how many arrived. */
-static size_t recv_some(int fd, void *data, size_t len, int timeout_ms)
-{
-    size_t got = 0;
-    uint64_t deadline = fixture_now_ms() + (uint64_t)timeout_ms;
-    while (got < len) {
-        int left = (int)(deadline - fixture_now_ms());
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        if (left <= 0 || poll(&pfd, 1, left) <= 0) break;
-        ssize_t n = recv(fd, (char *)data + got, len - got, 0);
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    return got;
-}
-
-/* True when the server closes the connection within timeout_ms. */
-static bool closed_by_server(int fd, int timeout_ms)
-{
-    char sink[4096];
-    uint64_t deadline = fixture_now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        int left = (int)(deadline - fixture_now_ms());
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        if (left <= 0 || poll(&pfd, 1, left) <= 0) return false;
-        ssize_t n = recv(fd, sink, sizeof sink, 0);
-        if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
-    }
-}
-
-/* The unauthenticated handshake, done by hand. */
-static void raw_handshake(int fd)
-{
-    uint8_t hello[40] = {'E', 'L', 'S', 'T', 1, 0, 0, 0};
-    send_bytes(fd, hello, sizeof hello);
-    uint8_t welcome[72];
-    ASSERT_EQ(recv_some(fd, welcome, sizeof welcome, 5000), sizeof welcome);
-    ASSERT_MEM_EQ(welcome, "ELST", 4);
-    uint8_t proof[32] = {0};
-    send_bytes(fd, proof, sizeof proof);
-    uint8_t ready[4];
-    ASSERT_EQ(recv_some(fd, ready, sizeof ready, 5000), sizeof ready);
-    ASSERT_EQ(ready[0] | ready[1] | ready[2] | ready[3], 0);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* Reads one response header: its status. */
-static int read_status(int fd, uint32_t *id)
-{
-    uint8_t h[12];
-    ASSERT_EQ(recv_some(fd, h, sizeof h, 5000), sizeof h);
-    uint32_t body = h[0] | h[1] << 8 | h[2] << 16 | (uint32_t)h[3] << 24;
-    *id = h[4] | h[5] << 8 | h[6] << 16 | (uint32_t)h[7] << 24;
-    char text[512];
-    ASSERT(body < sizeof text);
-    ASSERT_EQ(recv_some(fd, text, body, 5000), body);
-    return (int16_t)(h[8] | h[9] << 8);
-}
-
-static void good_client_is_served(const store_fixture *f)
-{
-    elastic_store *s = fixture_connect(f);
-    ASSERT_OK(elastic_store_set(s, "alive", "yes", 3));
-    expect_value(s, "alive", "yes");
-    elastic_store_close(s);
-}
+#include "store_raw.h"
 
 TEST(store_random_bytes_get_disconnected)
 {
@@ -109,7 +16,7 @@ TEST(store_random_bytes_get_disconnected)
         close(fd);
     }
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_wrong_magic_and_version_are_refused)
@@ -129,7 +36,7 @@ TEST(store_wrong_magic_and_version_are_refused)
     ASSERT(closed_by_server(fd, test_scaled_ms(5000)));
     close(fd);
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_absurd_frame_length_gets_error_and_disconnect)
@@ -149,7 +56,7 @@ TEST(store_absurd_frame_length_gets_error_and_disconnect)
     ASSERT(closed_by_server(fd, test_scaled_ms(5000)));
     close(fd);
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_malformed_bodies_get_errors_and_the_connection_goes_on)
@@ -194,7 +101,7 @@ TEST(store_malformed_bodies_get_errors_and_the_connection_goes_on)
     ASSERT(closed_by_server(fd, test_scaled_ms(5000)));
     close(fd);
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_truncated_frames_then_hangup_are_harmless)
@@ -215,13 +122,13 @@ TEST(store_truncated_frames_then_hangup_are_harmless)
         close(fd);
     }
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_slowloris_is_cut_by_the_handshake_deadline)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.handshake_timeout_ms = 500;
     store_fixture f;
     fixture_start_with(&f, &o);
@@ -238,7 +145,7 @@ TEST(store_slowloris_is_cut_by_the_handshake_deadline)
     ASSERT_LT(fixture_now_ms() - start, (uint64_t)test_scaled_ms(3500));
     close(fd);
     good_client_is_served(&f);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST_TIMEOUT(store_thousands_of_idle_connections_do_not_stall_others, 90)
@@ -252,7 +159,7 @@ TEST_TIMEOUT(store_thousands_of_idle_connections_do_not_stall_others, 90)
         if (lim.rlim_cur < 2 * IDLE + 100) SKIP("not enough file descriptors");
     }
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.max_connections = 1000;
     store_fixture f;
     fixture_start_with(&f, &o);
@@ -268,13 +175,13 @@ TEST_TIMEOUT(store_thousands_of_idle_connections_do_not_stall_others, 90)
     uint64_t start = fixture_now_ms();
     good_client_is_served(&f);
     ASSERT_LT(fixture_now_ms() - start, (uint64_t)test_scaled_ms(5000));
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_idle_timeout_closes_quiet_connections_but_not_parked_ones)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.idle_timeout_ms = 200;
     store_fixture f;
     fixture_start_with(&f, &o);
@@ -288,5 +195,5 @@ TEST(store_idle_timeout_closes_quiet_connections_but_not_parked_ones)
     ASSERT(closed_by_server(fd, test_scaled_ms(3000)));
     close(fd);
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }

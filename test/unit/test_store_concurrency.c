@@ -42,7 +42,7 @@ TEST_TIMEOUT(store_concurrent_adds_from_32_clients_end_exact, 120)
     ASSERT_OK(elastic_store_add(clients[0], "counter", 0, &total));
     ASSERT_EQ(total, CLIENTS * THREADS_PER_CLIENT * ADDS_PER_THREAD);
     for (int c = 0; c < CLIENTS; c++) elastic_store_close(clients[c]);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 typedef struct getter {
@@ -89,13 +89,13 @@ TEST(store_one_handle_matches_out_of_order_answers)
     }
     elastic_store_close(shared);
     elastic_store_close(writer);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_pending_waits_per_connection_are_bounded)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.max_pending_waits = 4;
     store_fixture f;
     fixture_start_with(&f, &o);
@@ -121,5 +121,5 @@ TEST(store_pending_waits_per_connection_are_bounded)
         pthread_join(threads[i], NULL);
         ASSERT(getters[i].rc == ELASTIC_ELIMIT || getters[i].rc == ELASTIC_ECLOSED);
     }
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }

@@ -21,7 +21,7 @@ TEST(store_set_then_get_returns_the_value)
     ASSERT_STR_EQ((char *)value, "");
     elastic_free(value);
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_values_are_binary)
@@ -39,7 +39,7 @@ TEST(store_values_are_binary)
     ASSERT_MEM_EQ(value, blob, sizeof blob);
     elastic_free(value);
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_try_get_of_absent_key_is_not_found)
@@ -52,7 +52,7 @@ TEST(store_try_get_of_absent_key_is_not_found)
     ASSERT_ERR(elastic_store_try_get(s, "nothing", &value, &len), ELASTIC_ENOTFOUND);
     ASSERT(value == NULL);
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_add_counts_from_zero_and_rejects_non_integers)
@@ -72,7 +72,7 @@ TEST(store_add_counts_from_zero_and_rejects_non_integers)
     ASSERT_ERR(elastic_store_add(s, "big", 1, &result), ELASTIC_ERANGE);
     expect_value(s, "big", "9223372036854775807");
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_compare_set_swaps_only_on_match)
@@ -101,7 +101,7 @@ TEST(store_compare_set_swaps_only_on_match)
     ASSERT(current == NULL);
     ASSERT_EQ(clen, 0);
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_delete_removes_and_reports_absent)
@@ -116,7 +116,7 @@ TEST(store_delete_removes_and_reports_absent)
     size_t len;
     ASSERT_ERR(elastic_store_try_get(s, "k", &value, &len), ELASTIC_ENOTFOUND);
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_append_and_multi_ops)
@@ -139,7 +139,7 @@ TEST(store_append_and_multi_ops)
     ASSERT_STR_EQ((char *)got[2], "three");
     for (int i = 0; i < 3; i++) elastic_free(got[i]);
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_prefix_scopes_keys_num_keys_and_keys)
@@ -147,7 +147,7 @@ TEST(store_prefix_scopes_keys_num_keys_and_keys)
     store_fixture f;
     fixture_start(&f);
     elastic_store_opts o;
-    elastic_store_opts_init(&o);
+    elastic_store_opts_init(&o, sizeof o);
     o.prefix = "job7/";
     elastic_store *job = NULL, *plain = fixture_connect(&f), *gen = NULL;
     ASSERT_OK(elastic_store_connect(f.endpoint, &o, &job));
@@ -183,7 +183,7 @@ TEST(store_prefix_scopes_keys_num_keys_and_keys)
     ASSERT_OK(elastic_store_set(job, "still", "works", 5)); /* the clone shared the connection */
     elastic_store_close(job);
     elastic_store_close(plain);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_get_revision_tracks_changes)
@@ -207,25 +207,25 @@ TEST(store_get_revision_tracks_changes)
     ASSERT_LT(first, second);
     ASSERT_EQ(second, first + 2);
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_ipv6_loopback_works)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.host = "::1";
     elastic_store_server *server = NULL;
     int rc = elastic_store_server_start(&o, &server);
     if (rc != 0) SKIP("no IPv6 loopback here");
     char endpoint[64];
-    snprintf(endpoint, sizeof endpoint, "[::1]:%d", elastic_store_server_port(server));
+    snprintf(endpoint, sizeof endpoint, "[::1]:%d", test_server_port(server));
     elastic_store *s = NULL;
     ASSERT_OK(elastic_store_connect(endpoint, NULL, &s));
     ASSERT_OK(elastic_store_set(s, "v6", "yes", 3));
     expect_value(s, "v6", "yes");
     elastic_store_close(s);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
 }
 
 TEST(store_rejects_bad_arguments)
@@ -241,19 +241,19 @@ TEST(store_rejects_bad_arguments)
     ASSERT_ERR(elastic_store_connect("no-port", NULL, &other), ELASTIC_EINVAL);
     ASSERT_ERR(elastic_store_connect("127.0.0.1:99999", NULL, &other), ELASTIC_EINVAL);
     elastic_store_server_opts so;
-    elastic_store_server_opts_init(&so);
+    elastic_store_server_opts_init(&so, sizeof so);
     so.port = 70000;
     elastic_store_server *bad = NULL;
     ASSERT_ERR(elastic_store_server_start(&so, &bad), ELASTIC_EINVAL);
     ASSERT_OK(elastic_store_set(s, "after", "ok", 2)); /* still served */
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_value_limit_is_enforced)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.max_value_bytes = 1000;
     o.max_key_bytes = 16;
     o.max_connection_buffer = 1 << 20;
@@ -266,13 +266,13 @@ TEST(store_value_limit_is_enforced)
     ASSERT_ERR(elastic_store_set(s, "a-key-longer-than-16", "v", 1), ELASTIC_ELIMIT);
     ASSERT_OK(elastic_store_set(s, "k", big, 1000));
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_total_bytes_limit_is_enforced)
 {
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.max_total_bytes = 10000;
     store_fixture f;
     fixture_start_with(&f, &o);
@@ -291,5 +291,5 @@ TEST(store_total_bytes_limit_is_enforced)
     ASSERT_OK(elastic_store_delete(s, "k0")); /* room again */
     ASSERT_OK(elastic_store_set(s, "again", chunk, sizeof chunk));
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }

@@ -52,7 +52,7 @@ TEST(store_get_waits_for_set_add_and_compare_set)
     }
     elastic_store_close(waiter);
     elastic_store_close(writer);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_wait_needs_every_key)
@@ -71,7 +71,7 @@ TEST(store_wait_needs_every_key)
     pthread_join(t, NULL);
     elastic_store_close(s);
     elastic_store_close(writer);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_wait_times_out)
@@ -95,7 +95,7 @@ TEST(store_wait_times_out)
     ASSERT_OK(elastic_store_get_revision(s, "x", NULL, NULL, &rev));
     ASSERT_ERR(elastic_store_watch(s, "never", rev, 100, &rev), ELASTIC_ETIMEDOUT);
     elastic_store_close(s);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 TEST(store_watch_wakes_on_set_and_delete_under_prefix)
@@ -125,7 +125,7 @@ TEST(store_watch_wakes_on_set_and_delete_under_prefix)
     ASSERT_ERR(elastic_store_watch(s, "gen/1/", woke, 100, &again), ELASTIC_ETIMEDOUT);
     elastic_store_close(s);
     elastic_store_close(writer);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
 typedef struct blocked_get {
@@ -172,10 +172,10 @@ TEST(store_blocked_get_does_not_block_other_calls_on_the_handle)
     elastic_store_close(s);
     pthread_join(t, NULL);
     ASSERT_ERR(g.rc, ELASTIC_ECLOSED);
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
 }
 
-TEST(store_server_stop_fails_pending_calls_promptly)
+TEST(store_server_close_fails_pending_calls_promptly)
 {
     store_fixture f;
     fixture_start(&f);
@@ -185,7 +185,7 @@ TEST(store_server_stop_fails_pending_calls_promptly)
     ASSERT_EQ(pthread_create(&t, NULL, get_forever, &g), 0);
     usleep(100 * 1000); /* let it park; the result does not depend on it */
     uint64_t start = fixture_now_ms();
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
     pthread_join(t, NULL);
     ASSERT_LT(fixture_now_ms() - start, (uint64_t)test_scaled_ms(5000));
     ASSERT_ERR(g.rc, ELASTIC_ECONNECT);
@@ -197,12 +197,12 @@ TEST(store_reconnects_to_a_restarted_server)
 {
     store_fixture f;
     fixture_start(&f);
-    int port = elastic_store_server_port(f.server);
+    int port = test_server_port(f.server);
     elastic_store *s = fixture_connect(&f);
     ASSERT_OK(elastic_store_set(s, "k", "v", 1));
-    elastic_store_server_stop(f.server);
+    elastic_store_server_close(f.server);
     elastic_store_server_opts o;
-    elastic_store_server_opts_init(&o);
+    elastic_store_server_opts_init(&o, sizeof o);
     o.port = port;
     elastic_store_server *again = NULL;
     ASSERT_OK(elastic_store_server_start(&o, &again));
@@ -211,5 +211,5 @@ TEST(store_reconnects_to_a_restarted_server)
     ASSERT_OK(elastic_store_add(s, "n", 1, &n)); /* nothing in flight: connects first */
     ASSERT_EQ(n, 1);
     elastic_store_close(s);
-    elastic_store_server_stop(again);
+    elastic_store_server_close(again);
 }

@@ -18,13 +18,14 @@ TEST(worker_alone_runs_as_world_size_one)
     clear_launch_env();
     elastic_worker *w = NULL;
     ASSERT_OK(elastic_worker_init(NULL, &w));
-    elastic_worker_info info;
+    elastic_worker_info info = {.struct_size = sizeof info};
     ASSERT_OK(elastic_worker_get_info(w, &info));
     ASSERT_EQ(info.rank, 0);
     ASSERT_EQ(info.world_size, 1);
     ASSERT_EQ(info.local_world_size, 1);
     ASSERT_EQ(info.attached, 0);
-    elastic_store *store = elastic_worker_store(w);
+    elastic_store *store = NULL;
+    ASSERT_OK(elastic_worker_get_store(w, &store));
     ASSERT(store != NULL);
     ASSERT_OK(elastic_store_set(store, "nccl/id", "abc", 3));
     void *value = NULL;
@@ -54,12 +55,14 @@ TEST(worker_under_torchrun_takes_ranks_without_store)
     setenv("MASTER_PORT", "29500", 1);
     elastic_worker *w = NULL;
     ASSERT_OK(elastic_worker_init(NULL, &w));
-    elastic_worker_info info;
+    elastic_worker_info info = {.struct_size = sizeof info};
     ASSERT_OK(elastic_worker_get_info(w, &info));
     ASSERT_EQ(info.rank, 1);
     ASSERT_EQ(info.world_size, 2);
     ASSERT_EQ(info.master_port, 29500);
-    ASSERT(elastic_worker_store(w) == NULL);
+    elastic_store *store = (elastic_store *)1;
+    ASSERT_ERR(elastic_worker_get_store(w, &store), ELASTIC_ENOTFOUND);
+    ASSERT(store == NULL);
     ASSERT_ERR(elastic_worker_barrier(w, 100), ELASTIC_EUNSUPPORTED);
     ASSERT_OK(elastic_worker_heartbeat(w, 1));
     ASSERT_OK(elastic_worker_poll(w));
@@ -86,7 +89,7 @@ TEST(worker_init_reports_unreachable_agent)
     elastic_store_server *server = NULL;
     ASSERT_OK(elastic_store_server_start(NULL, &server));
     char endpoint[64], socket_path[512];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", elastic_store_server_port(server));
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
     snprintf(socket_path, sizeof socket_path, "%s/none.sock", test_tmpdir());
     setenv("RANK", "0", 1);
     setenv("WORLD_SIZE", "1", 1);
@@ -97,19 +100,19 @@ TEST(worker_init_reports_unreachable_agent)
     elastic_worker *w = NULL;
     ASSERT_ERR(elastic_worker_init(NULL, &w), ELASTIC_ECONNECT);
     ASSERT(strstr(elastic_last_error(), "none.sock") != NULL);
-    elastic_store_server_stop(server);
+    elastic_store_server_close(server);
 }
 
 TEST(worker_opts_are_checked)
 {
     clear_launch_env();
     elastic_worker_opts opts;
-    elastic_worker_opts_init(&opts);
+    elastic_worker_opts_init(&opts, sizeof opts);
     ASSERT_EQ(opts.struct_size, sizeof opts);
     opts.stack_dump_signal = 9; /* SIGKILL */
     elastic_worker *w = NULL;
     ASSERT_ERR(elastic_worker_init(&opts, &w), ELASTIC_EINVAL);
-    elastic_worker_opts_init(&opts);
+    elastic_worker_opts_init(&opts, sizeof opts);
     opts.store_timeout_ms = 0;
     ASSERT_ERR(elastic_worker_init(&opts, &w), ELASTIC_EINVAL);
     opts.struct_size = 0;

@@ -2,11 +2,16 @@
 byte blobs for a step, find the latest committed step, read blobs back."""
 
 import ctypes
+import os
+from typing import Collection, Dict, List, Mapping, Optional, Union
 
 from ._buffers import as_buffer, encode_key
 from ._lib import CkptBlob, CkptOpts, c_uint64_p, lib, take_bytes, take_strings
 from ._handle import Handle
 from .errors import CODES, check
+from .store import Store
+
+BytesLike = Union[bytes, bytearray, memoryview, str]
 
 NONE = 0        # ELASTIC_CKPT_NONE: blobs stored as they are
 ZSTD = 1        # ELASTIC_CKPT_ZSTD
@@ -22,10 +27,9 @@ class Checkpoint(Handle):
 
     _kind = "checkpoint handle"
 
-    def __init__(self, directory, store=None, **options):
+    def __init__(self, directory: Union[str, os.PathLike], store: Optional[Store] = None, **options: int):
         opts = CkptOpts()
-        opts.struct_size = ctypes.sizeof(CkptOpts)
-        lib.elastic_ckpt_opts_init(ctypes.byref(opts))
+        check(lib.elastic_ckpt_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "checkpoint options")
         known = {name for name, _ in CkptOpts._fields_} - {"struct_size", "store"}
         for name, value in options.items():
             if name not in known:
@@ -39,7 +43,7 @@ class Checkpoint(Handle):
               "open " + str(directory))
         self._adopt(handle)
 
-    def save(self, step, blobs, replicated=()):
+    def save(self, step: int, blobs: Mapping[str, BytesLike], replicated: Collection[str] = ()) -> None:
         """Commits {name: bytes-like} as this rank's shard of `step`; names in
         `replicated` are flagged as identical on every rank."""
         items = list(blobs.items())
@@ -55,7 +59,7 @@ class Checkpoint(Handle):
             array[i].flags = REPLICATED if name in replicated else 0
         check(lib.elastic_ckpt_save(self._h(), step, array, len(items)), "save step %d" % step)
 
-    def latest(self):
+    def latest(self) -> Optional[int]:
         """The newest committed, verifying step, or None when there is none."""
         step = ctypes.c_uint64()
         rc = lib.elastic_ckpt_latest(self._h(), ctypes.byref(step))
@@ -64,18 +68,34 @@ class Checkpoint(Handle):
         check(rc, "latest")
         return step.value
 
-    def read(self, step, name):
+    def read(self, step: int, name: str) -> bytes:
         """One blob of a committed step as bytes (every byte verified)."""
         data, length = ctypes.c_void_p(), ctypes.c_size_t()
         check(lib.elastic_ckpt_read(self._h(), step, encode_key(name), ctypes.byref(data), ctypes.byref(length)),
               "read %s of step %d" % (name, step))
         return take_bytes(data, length.value)
 
-    def read_all(self, step, rank=ANY_RANK):
+    def blob_len(self, step: int, name: str) -> int:
+        """The size of a blob as read() would return it."""
+        length = ctypes.c_size_t()
+        check(lib.elastic_ckpt_blob_len(self._h(), step, encode_key(name), ctypes.byref(length)),
+              "size of %s of step %d" % (name, step))
+        return length.value
+
+    def read_into(self, step: int, name: str, address: int, capacity: int) -> int:
+        """Reads a blob straight into caller-owned memory at `address` (at
+        least `capacity` bytes, e.g. a tensor's data_ptr()); returns its length.
+        ELIMIT when it does not fit. Every byte is verified, as by read()."""
+        length = ctypes.c_size_t()
+        check(lib.elastic_ckpt_read_into(self._h(), step, encode_key(name), ctypes.c_void_p(address), capacity,
+                                         ctypes.byref(length)), "read %s of step %d" % (name, step))
+        return length.value
+
+    def read_all(self, step: int, rank: int = ANY_RANK) -> Dict[str, bytes]:
         """{name: bytes} of every blob read() can find for `step`."""
         return {name: self.read(step, name) for name in self.blobs(step, rank)}
 
-    def steps(self):
+    def steps(self) -> List[int]:
         """Committed, verifying steps, oldest first."""
         array, count = c_uint64_p(), ctypes.c_size_t()
         check(lib.elastic_ckpt_list_steps(self._h(), ctypes.byref(array), ctypes.byref(count)), "list steps")
@@ -84,7 +104,7 @@ class Checkpoint(Handle):
         finally:
             lib.elastic_free(ctypes.cast(array, ctypes.c_void_p))
 
-    def blobs(self, step, rank=ANY_RANK):
+    def blobs(self, step: int, rank: int = ANY_RANK) -> List[str]:
         """Blob names of a step in `rank`'s shard (ANY_RANK: every name read() finds)."""
         array, count = ctypes.POINTER(ctypes.c_char_p)(), ctypes.c_size_t()
         check(lib.elastic_ckpt_list_blobs(self._h(), step, rank, ctypes.byref(array), ctypes.byref(count)),
@@ -93,5 +113,5 @@ class Checkpoint(Handle):
             return []
         return take_strings(array, count.value)
 
-    def _free(self, handle):
+    def _free(self, handle: ctypes.c_void_p) -> None:
         lib.elastic_ckpt_close(handle)

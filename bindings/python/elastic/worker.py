@@ -1,17 +1,51 @@
 """The in-trainer API (include/elastic/worker.h): attach to the agent that
 started this process (or run as a group of one), heartbeat every step, and
-learn from poll() when the group changed."""
+learn from poll() when the group changed. Under plain torchrun the ranks come
+from the environment and what needs the agent degrades with a one-line notice."""
 
 import ctypes
-from collections import namedtuple
+import os
+import sys
+import threading
+from typing import Callable, NamedTuple, Optional, Set
 
-from ._lib import WorkerInfoC, WorkerOpts, lib
 from ._handle import Handle
+from ._lib import TIMEOUT_DEFAULT, WORKER_ABORT_FN, WorkerInfoC, WorkerOpts, lib
 from .errors import CODES, check
 from .store import Store
 
-WorkerInfo = namedtuple("WorkerInfo", "rank local_rank world_size local_world_size group_rank restart_count "
-                                      "generation master_port attached run_id master_addr")
+
+class WorkerInfo(NamedTuple):
+    """Who this worker is in the current generation (elastic_worker_info)."""
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    group_rank: int
+    restart_count: int
+    generation: int
+    master_port: int
+    attached: bool
+    run_id: str
+    master_addr: str
+
+
+_notices_given: Set[str] = set()
+_notice_lock = threading.Lock()
+
+
+def notice(what: str, text: str) -> None:
+    """Prints `elastic: <text>` to stderr once per process and topic."""
+    with _notice_lock:
+        if what in _notices_given:
+            return
+        _notices_given.add(what)
+    print("elastic: " + text, file=sys.stderr, flush=True)
+
+
+def launched_by_elasticrun() -> bool:
+    """True when the agent's variables are in the environment."""
+    return "ELASTIC_STORE_ENDPOINT" in os.environ
 
 
 class Worker(Handle):
@@ -20,56 +54,101 @@ class Worker(Handle):
 
     _kind = "worker"
 
-    def __init__(self, store_connect_timeout_ms=None, store_timeout_ms=None, reconfigure_timeout_ms=None,
-                 stack_dump_signal=None):
+    def __init__(self, store_connect_timeout_ms: Optional[int] = None, store_timeout_ms: Optional[int] = None,
+                 reconfigure_timeout_ms: Optional[int] = None, stack_dump_signal: Optional[int] = None):
         opts = WorkerOpts()
-        opts.struct_size = ctypes.sizeof(WorkerOpts)
-        lib.elastic_worker_opts_init(ctypes.byref(opts))
+        check(lib.elastic_worker_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "worker options")
         for name, value in (("store_connect_timeout_ms", store_connect_timeout_ms),
                             ("store_timeout_ms", store_timeout_ms),
                             ("reconfigure_timeout_ms", reconfigure_timeout_ms),
                             ("stack_dump_signal", stack_dump_signal)):
             if value is not None:
                 setattr(opts, name, value)
+        self.reconfigure_timeout_ms = opts.reconfigure_timeout_ms
+        self._abort_callback = None  # the ctypes thunk must live as long as the library may call it
         handle = ctypes.c_void_p()
         check(lib.elastic_worker_init(ctypes.byref(opts), ctypes.byref(handle)), "worker init")
         self._adopt(handle)
 
-    def info(self):
+    def info(self) -> WorkerInfo:
         """Who this worker is in the current generation (a WorkerInfo)."""
         raw = WorkerInfoC()
+        raw.struct_size = ctypes.sizeof(raw)
         check(lib.elastic_worker_get_info(self._h(), ctypes.byref(raw)), "worker info")
         return WorkerInfo(raw.rank, raw.local_rank, raw.world_size, raw.local_world_size, raw.group_rank,
                           raw.restart_count, raw.generation, raw.master_port, bool(raw.attached),
                           raw.run_id.decode(), raw.master_addr.decode())
 
-    def store(self):
+    def store(self) -> Optional[Store]:
         """The job's store scoped to the current generation, or None (plain
         torchrun). Owned by the worker: valid until the next reconfigure or
-        close, so fetch it again after poll() returned True."""
-        handle = lib.elastic_worker_store(self._h())
-        return Store(handle, owned=False) if handle else None
+        close, so fetch it again after poll() returned True (or clone() it)."""
+        handle = ctypes.c_void_p()
+        rc = lib.elastic_worker_get_store(self._h(), ctypes.byref(handle))
+        if rc == CODES["ENOTFOUND"]:
+            return None
+        check(rc, "worker store")
+        return Store(handle, owned=False)
 
-    def heartbeat(self, step):
+    def heartbeat(self, step: int) -> None:
         """Progress report; cheap enough for every step. `step` should grow."""
         check(lib.elastic_worker_heartbeat(self._h(), step), "heartbeat")
 
-    def report_step_time(self, compute_ns):
+    def report_step_time(self, compute_ns: int) -> None:
+        """The compute part of the last step (without time blocked in collectives)."""
         check(lib.elastic_worker_report_step_time(self._h(), compute_ns), "report_step_time")
 
-    def poll(self):
+    def on_abort(self, fn: Optional[Callable[[int, str], None]]) -> None:
+        """Runs fn(generation, reason) on the library's thread as soon as the
+        agent ends the generation (before poll() sees it); None unregisters.
+        It must be quick and must not call this worker: set a flag, wake a
+        thread. Exceptions it raises are printed and dropped."""
+        if fn is None:
+            check(lib.elastic_worker_on_abort(self._h(), WORKER_ABORT_FN(), None), "on_abort")
+            self._abort_callback = None
+            return
+
+        def thunk(_user: int, generation: int, reason: bytes) -> None:
+            try:
+                fn(generation, (reason or b"").decode(errors="replace"))
+            except Exception as exc:  # an exception must not unwind into C
+                print("elastic: abort hook raised %r" % exc, file=sys.stderr, flush=True)
+
+        callback = WORKER_ABORT_FN(thunk)
+        check(lib.elastic_worker_on_abort(self._h(), callback, None), "on_abort")
+        self._abort_callback = callback
+
+    def poll(self) -> bool:
         """Call once per step: False while the group is unchanged, True when it
-        was reconfigured in place (re-read info(), reload state). Raises
-        ElasticError with ECLOSED when the agent told the worker to stop."""
+        was reconfigured in place (re-read info(), reload state). When the
+        generation ended it waits (up to reconfigure_timeout_ms) for the next.
+        Raises ElasticError with ECLOSED when the agent told the worker to stop."""
         rc = lib.elastic_worker_poll(self._h())
         if rc == CODES["ERECONFIGURE"]:
             return True
         check(rc, "poll")
         return False
 
-    def barrier(self, timeout_ms=-1):
-        """Waits until every worker of the generation entered the barrier."""
-        check(lib.elastic_worker_barrier(self._h(), timeout_ms), "barrier")
+    def barrier(self, timeout_ms: int = TIMEOUT_DEFAULT) -> None:
+        """Waits until every worker of the generation entered the barrier
+        (timeout_ms < 0: no limit; default: the worker's store_timeout_ms).
+        Under plain torchrun there is no job store: the barrier goes through
+        torch.distributed when a default group exists, else it is skipped with
+        a one-line notice."""
+        rc = lib.elastic_worker_barrier(self._h(), timeout_ms)
+        if rc == CODES["EUNSUPPORTED"] and not launched_by_elasticrun():
+            dist = sys.modules.get("torch.distributed")
+            if dist is not None and dist.is_available() and dist.is_initialized():
+                dist.barrier()
+                return
+            notice("barrier", "barrier skipped: not started by elasticrun (plain torchrun has no job store)")
+            return
+        check(rc, "barrier")
 
-    def _free(self, handle):
+    def close(self) -> None:
+        """Detaches and frees; the abort hook (if any) is released after the library stopped calling it."""
+        super().close()
+        self._abort_callback = None
+
+    def _free(self, handle: ctypes.c_void_p) -> None:
         lib.elastic_worker_close(handle)

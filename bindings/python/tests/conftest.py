@@ -21,10 +21,8 @@ def bin_dir():
     return BIN_DIR
 
 
-@pytest.fixture
-def store_endpoint():
-    """host:port of a fresh store server, stopped after the test."""
-    server = subprocess.Popen([os.path.join(BIN_DIR, "elasticctl"), "store", "serve", "--port", "0"],
+def _serve(extra_args):
+    server = subprocess.Popen([os.path.join(BIN_DIR, "elasticctl"), "store", "serve", "--port", "0"] + extra_args,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         ready, _, _ = select.select([server.stdout], [], [], 60)  # the server prints once it listens
@@ -39,3 +37,24 @@ def store_endpoint():
         server.wait()
         server.stdout.close()
         server.stderr.close()
+
+
+@pytest.fixture
+def store_endpoint():
+    """host:port of a fresh store server, stopped after the test."""
+    yield from _serve([])
+
+
+@pytest.fixture
+def token_file(tmp_path):
+    """A private file holding a long store token (as an agent hands it to workers)."""
+    path = tmp_path / "store_token"
+    path.write_text("t" * 3000 + "\n")
+    path.chmod(0o600)
+    return str(path)
+
+
+@pytest.fixture
+def token_store_endpoint(token_file):
+    """host:port of a store server that requires the token in token_file."""
+    yield from _serve(["--token-file", token_file])

@@ -99,6 +99,18 @@ def test_connect_to_a_dead_port_fails_with_econnect(store_endpoint):
     assert info.value.detail != ""
 
 
+def test_token_comes_from_the_file_named_in_the_environment(token_store_endpoint, token_file, monkeypatch):
+    monkeypatch.delenv("ELASTIC_STORE_TOKEN", raising=False)
+    monkeypatch.delenv("ELASTIC_STORE_TOKEN_FILE", raising=False)
+    with pytest.raises(ElasticError) as info:
+        Store.connect(token_store_endpoint, connect_timeout_ms=2000)
+    assert info.value.code == errors.EAUTH
+    monkeypatch.setenv("ELASTIC_STORE_TOKEN_FILE", token_file)  # what a worker of elasticrun gets
+    with Store.connect(token_store_endpoint) as store:
+        store.set("k", b"v")
+        assert store.get("k") == b"v"
+
+
 def test_version_matches_the_library():
     major, minor, patch = elastic.version()
     assert elastic.version_string() == "%d.%d.%d" % (major, minor, patch)

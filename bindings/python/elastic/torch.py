@@ -1,0 +1,358 @@
+"""PyTorch on libelastic: torch.distributed for the current generation, kept
+up to date in place. init_process_group() creates the default process group
+from the worker's ranks and a torch.distributed.Store backed by the job's store
+(scoped to the generation); reconfigured() is the per-step check that tears the
+group down when the generation ended and builds the next one. Under plain
+torchrun (no job store) the group comes from torchrun's environment ("env://").
+
+    info = elastic.torch.init_process_group("gloo")
+    model = DDP(net); step = resume()
+    while step < steps:
+        try:
+            train_one_step(model)
+        except RuntimeError:                       # a peer died mid-collective
+            elastic.torch.reconfigured(block=True)
+            model = DDP(net); step = resume(); continue
+        if elastic.torch.reconfigured():          # one cheap poll
+            model = DDP(net); step = resume(); continue
+        step += 1
+"""
+
+import collections
+import ctypes
+import datetime
+import io
+import pickle
+import threading
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+
+from .ckpt import Checkpoint
+from .store import Store
+from .worker import Worker, WorkerInfo, notice
+
+__all__ = ["ElasticStore", "init_process_group", "reconfigured", "worker", "destroy_process_group",
+           "open_checkpoint", "save_state", "load_state"]
+
+_DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
+
+
+class ElasticStore(dist.Store):
+    """A torch.distributed.Store over an elastic.Store (a handle it owns and
+    closes). Values are bytes; timeouts default to the process group's."""
+
+    def __init__(self, store: Store, timeout: datetime.timedelta = _DEFAULT_TIMEOUT):
+        super().__init__()
+        self._store = store
+        self._timeout_ms = _to_ms(timeout)
+
+    def set(self, key: str, value: Any) -> None:
+        self._store.set(key, value)
+
+    def get(self, key: str) -> bytes:
+        return self._store.get(key, timeout_ms=self._timeout_ms)
+
+    def add(self, key: str, value: int) -> int:
+        return self._store.add(key, value)
+
+    def compare_set(self, key: str, expected_value: Any, desired_value: Any) -> bytes:
+        # torch: an empty expected value means "the key is absent"; an absent
+        # key with another expected value answers the expected value.
+        expected = _as_bytes(expected_value)
+        current = self._store.compare_set(key, expected if expected else None, desired_value)
+        return current if current is not None else expected
+
+    def check(self, keys: List[str]) -> bool:
+        return all(self._store.try_get(key) is not None for key in keys)
+
+    def wait(self, keys: List[str], timeout: Optional[datetime.timedelta] = None) -> None:
+        self._store.wait(list(keys), timeout_ms=self._timeout_ms if timeout is None else _to_ms(timeout))
+
+    def num_keys(self) -> int:
+        return self._store.num_keys()
+
+    def delete_key(self, key: str) -> bool:
+        return self._store.delete(key)
+
+    def set_timeout(self, timeout: datetime.timedelta) -> None:
+        self._timeout_ms = _to_ms(timeout)
+
+    def close(self) -> None:
+        """Closes the elastic handle; later calls (from a group still holding it) raise ECLOSED."""
+        self._store.close()
+
+
+def _to_ms(timeout: datetime.timedelta) -> int:
+    return max(1, min(int(timeout.total_seconds() * 1000), 2 ** 31 - 1))
+
+
+def _as_bytes(value: Any) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+class _Session:
+    """The process's one worker and the torch group built for its generation."""
+
+    def __init__(self, worker_: Worker, owned: bool):
+        self.worker = worker_
+        self.owned = owned
+        self.backend = "gloo"
+        self.kwargs: Dict[str, Any] = {}
+        self.store: Optional[ElasticStore] = None
+        self.generation: Optional[int] = None
+        # Set on the library's thread when the agent ends a generation. The hook
+        # runs just after the worker marked the change, so poll() may already
+        # have consumed that change when the event fires: the generation it
+        # names tells a stale event from one about the current group.
+        self.aborted = threading.Event()
+        self.aborted_generation = -1
+        worker_.on_abort(self._on_abort)
+
+    def _on_abort(self, generation: int, reason: str) -> None:
+        self.aborted_generation = generation
+        self.aborted.set()
+
+    def abort_pending(self) -> bool:
+        """True when the agent ended the generation the current group belongs to."""
+        if not self.aborted.is_set():
+            return False
+        if self.generation is None or self.aborted_generation >= self.generation:
+            return True
+        self.aborted.clear()  # about a generation this process already left
+        if self.aborted_generation >= self.generation:  # a fresh abort landed meanwhile
+            self.aborted.set()
+            return True
+        return False
+
+
+_session: Optional[_Session] = None
+_session_lock = threading.Lock()
+
+
+def worker() -> Worker:
+    """The process's elastic.Worker (created on first use; init_process_group
+    uses the same one). Use it for heartbeats; do not close it yourself."""
+    return _get_session(None).worker
+
+
+def _get_session(given: Optional[Worker]) -> _Session:
+    global _session
+    with _session_lock:
+        if _session is None:
+            _session = _Session(given if given is not None else Worker(), owned=given is None)
+        elif given is not None and given is not _session.worker:
+            raise ValueError("elastic.torch already uses another Worker in this process")
+        return _session
+
+
+def init_process_group(backend: str = "gloo", worker: Optional[Worker] = None, **kwargs: Any) -> WorkerInfo:
+    """Initializes torch.distributed's default group for the current
+    generation: rank and world size from the worker, rendezvous through the
+    job's store under the generation's prefix. `kwargs` go to
+    torch.distributed.init_process_group (timeout, pg_options, ...) and are
+    reused for every later generation. Under plain torchrun it uses torchrun's
+    "env://" rendezvous. Returns the worker's info."""
+    for reserved in ("store", "rank", "world_size", "init_method"):
+        if reserved in kwargs:
+            raise TypeError("init_process_group: %s comes from the generation and cannot be given" % reserved)
+    session = _get_session(worker)
+    session.backend = backend
+    session.kwargs = dict(kwargs)
+    return _create_group(session)
+
+
+def _create_group(session: _Session) -> WorkerInfo:
+    info = session.worker.info()
+    timeout = session.kwargs.get("timeout", _DEFAULT_TIMEOUT)
+    job_store = session.worker.store()
+    if job_store is None:  # plain torchrun: its environment names the rendezvous
+        dist.init_process_group(session.backend, init_method="env://", rank=info.rank, world_size=info.world_size,
+                                **session.kwargs)
+    else:
+        # An owned clone: the worker's own handle is replaced at every reconfigure.
+        session.store = ElasticStore(job_store.clone("torch/"), timeout)
+        dist.init_process_group(session.backend, store=session.store, rank=info.rank, world_size=info.world_size,
+                                **session.kwargs)
+    session.generation = info.generation
+    return info
+
+
+def destroy_process_group() -> None:
+    """Destroys the default group (if any) and releases its store handle."""
+    session = _session
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    if session is not None and session.store is not None:
+        session.store.close()
+        session.store = None
+
+
+def reconfigured(block: bool = False, timeout: Optional[float] = None) -> bool:
+    """False while the group is unchanged (one cheap poll: call it every step).
+    When the generation has ended, destroys the old process group, waits for
+    the next generation, creates the new default group and returns True: the
+    trainer then re-wraps its model (DDP) and reloads its state.
+
+    block=True is for the trainer whose collective just failed (a peer died):
+    it always destroys the group and waits, up to `timeout` seconds (default:
+    the worker's reconfigure timeout), for the agent to end the generation and
+    start the next. Without an agent to recover in place (alone, or under
+    plain torchrun) that can never happen, so it raises RuntimeError at once:
+    let the process fail and the launcher restart the job."""
+    session = _get_session(None)
+    if not block:
+        if not session.abort_pending():
+            if not session.worker.poll():  # one atomic load while nothing changed
+                return False
+            _switch(session, already_polled=True)  # ended before the abort hook existed
+            return True
+        _switch(session, already_polled=False)
+        return True
+    info = session.worker.info()
+    if not info.attached:
+        raise RuntimeError("reconfigured(block=True): no agent to recover in place (run under "
+                           "elasticrun --in-process-recovery); failing so the launcher restarts the job")
+    limit = timeout if timeout is not None else session.worker.reconfigure_timeout_ms / 1000.0
+    destroy_process_group()
+    deadline = time.monotonic() + limit
+    while True:
+        session.aborted.clear()
+        if session.worker.poll():  # blocks for the next generation once this one ended
+            break
+        left = deadline - time.monotonic()
+        if left <= 0 or not session.aborted.wait(left):
+            raise TimeoutError("reconfigured(block=True): the generation did not end within %.0f s" % limit)
+    _create_group(session)
+    return True
+
+
+def _switch(session: _Session, already_polled: bool) -> None:
+    """Old group down first (its sockets close, so peers blocked on us fail
+    fast), then the next generation, then its group."""
+    destroy_process_group()
+    session.aborted.clear()
+    if not already_polled and not session.worker.poll():
+        raise RuntimeError("the generation ended but poll() saw no change")
+    _create_group(session)
+
+
+# ---- checkpoints of state_dicts ----------------------------------------------------
+
+
+class _TensorRef:
+    """Where a tensor sat in a state: its blob and how to rebuild it."""
+
+    __slots__ = ("blob", "dtype", "shape")
+
+    def __init__(self, blob: str, dtype: str, shape: Tuple[int, ...]):
+        self.blob, self.dtype, self.shape = blob, dtype, shape
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_TensorRef, (self.blob, self.dtype, self.shape))
+
+
+_SAFE_GLOBALS = {("collections", "OrderedDict"): collections.OrderedDict, (__name__, "_TensorRef"): _TensorRef}
+
+
+class _SkeletonUnpickler(pickle.Unpickler):
+    """Reads a state's skeleton: plain containers and scalars, OrderedDict and
+    tensor references; nothing that could run code."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        found = _SAFE_GLOBALS.get((module, name))
+        if found is None:
+            raise pickle.UnpicklingError("checkpoint state refers to %s.%s, which is not allowed" % (module, name))
+        return found
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _split(obj: Any, tensors: List[torch.Tensor], prefix: str) -> Any:
+    """The state with every tensor replaced by a _TensorRef (tensors collected)."""
+    if isinstance(obj, torch.Tensor):
+        tensor = obj.detach().cpu().contiguous()
+        ref = _TensorRef("%s/t%d" % (prefix, len(tensors)), _dtype_name(tensor.dtype), tuple(tensor.shape))
+        tensors.append(tensor)
+        return ref
+    if isinstance(obj, collections.OrderedDict):
+        return collections.OrderedDict((k, _split(v, tensors, prefix)) for k, v in obj.items())
+    if isinstance(obj, dict):
+        return {k: _split(v, tensors, prefix) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_split(v, tensors, prefix) for v in obj)
+    return obj
+
+
+def _tensor_view(tensor: torch.Tensor) -> Any:
+    """The tensor's memory as a writable buffer, without a copy."""
+    nbytes = tensor.numel() * tensor.element_size()
+    if nbytes == 0:
+        return b""
+    return (ctypes.c_char * nbytes).from_address(tensor.data_ptr())
+
+
+def save_state(ckpt: Checkpoint, step: int, state: Mapping[str, Any], replicated: bool = True) -> None:
+    """Commits `state` ({"model": model.state_dict(), "optimizer": ...,
+    "scheduler": ..., "data": {"step": ...}}) as `step`. Every tensor is
+    written from its own memory (no pickling of tensor data); the rest (a
+    small skeleton of containers and scalars) is pickled. replicated=True (DDP:
+    every rank holds the same state) lets one rank write it for all."""
+    tensors: List[torch.Tensor] = []
+    skeleton = _split(dict(state), tensors, "tensor")
+    meta = pickle.dumps(skeleton, protocol=4)
+    _SkeletonUnpickler(io.BytesIO(meta)).load()  # refuse now what load_state would refuse later
+    blobs: Dict[str, Any] = {"state": meta}
+    for index, tensor in enumerate(tensors):
+        blobs["tensor/t%d" % index] = _tensor_view(tensor)
+    ckpt.save(step, blobs, replicated=tuple(blobs) if replicated else ())
+    del tensors  # the views pointed into these until save returned
+
+
+def _join(obj: Any, ckpt: Checkpoint, step: int) -> Any:
+    if isinstance(obj, _TensorRef):
+        dtype = getattr(torch, obj.dtype, None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError("checkpoint step %d: unknown dtype %r" % (step, obj.dtype))
+        tensor = torch.empty(obj.shape, dtype=dtype)
+        nbytes = tensor.numel() * tensor.element_size()
+        if nbytes == 0:
+            return tensor
+        got = ckpt.read_into(step, obj.blob, tensor.data_ptr(), nbytes)
+        if got != nbytes:
+            raise ValueError("checkpoint step %d: %s has %d bytes, expected %d" % (step, obj.blob, got, nbytes))
+        return tensor
+    if isinstance(obj, collections.OrderedDict):
+        return collections.OrderedDict((k, _join(v, ckpt, step)) for k, v in obj.items())
+    if isinstance(obj, dict):
+        return {k: _join(v, ckpt, step) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_join(v, ckpt, step) for v in obj)
+    return obj
+
+
+def load_state(ckpt: Checkpoint, step: Optional[int] = None) -> Optional[Tuple[int, Dict[str, Any]]]:
+    """(step, state) of `step` (default: the latest committed step), tensors
+    read straight into freshly allocated CPU tensors; None when there is no
+    checkpoint yet. Pass the parts to load_state_dict()."""
+    if step is None:
+        step = ckpt.latest()
+        if step is None:
+            return None
+    skeleton = _SkeletonUnpickler(io.BytesIO(ckpt.read(step, "state"))).load()
+    return step, _join(skeleton, ckpt, step)
+
+
+def open_checkpoint(directory: str, **options: Any) -> Checkpoint:
+    """A Checkpoint on a shared directory for this process's rank, world size
+    and generation (open a new one after reconfigured() returned True).
+    `options` are Checkpoint's (fsync, keep_last, compression, ...)."""
+    info = _get_session(None).worker.info()
+    if not info.attached and info.world_size > 1:
+        notice("checkpoint", "checkpoint commits are per rank (not started by elasticrun): "
+                             "the last rank to commit a step writes its commit record")
+    return Checkpoint(directory, rank=info.rank, world=info.world_size, generation=info.generation, **options)
