@@ -25,9 +25,12 @@ extern "C" {
  * thread. The agent has no callbacks.
  *
  * Signals the agent installs (between elastic_agent_create and _free):
- *   - SIGCHLD: a handler (through libuv) that reaps the workers it started and
- *     its probe processes; the host must not reap children with waitpid(-1)
- *     or set SIGCHLD to SIG_IGN while an agent exists.
+ *   - SIGCHLD: an ignored disposition (SIG_IGN or SA_NOCLDWAIT, e.g.
+ *     inherited across exec) is reset to the default at create, so exit codes
+ *     are kept. Worker exits are read from pidfds; a libuv handler reaps the
+ *     probe processes it starts (and the workers on kernels without
+ *     pidfd_open). The host must not reap children with waitpid(-1) or set
+ *     SIGCHLD to SIG_IGN while an agent exists.
  * It sends SIGTERM, then SIGKILL after grace_period_ms, to its workers'
  * process groups (and the stack-dump signal on a hang), and sets
  * PR_SET_PDEATHSIG=SIGKILL in each worker. It installs no SIGTERM/SIGINT

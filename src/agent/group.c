@@ -1,6 +1,6 @@
 /*
  * The worker group's state machine, driven by libuv events on the agent's
- * loop thread (worker exits arrive through SIGCHLD, never by polling):
+ * loop thread (worker exits arrive through their pidfds, never by polling):
  *
  *   IDLE --start--> RENDEZVOUS --formed--> RUNNING --every worker exited 0--> DONE (0)
  *                     ^    |                  |
@@ -184,10 +184,8 @@ static void on_worker_exit(agent_group *group, agent_worker *worker)
     agent__group_worker_unhealthy(group, worker, reason, worker->exit_code, worker->term_signal);
 }
 
-static void on_sigchld(uv_signal_t *handle, int signum)
+void agent__group_workers_exited(agent_group *group)
 {
-    agent_group *group = handle->data;
-    (void)signum;
     agent__workers_reap(group, on_worker_exit);
     maybe_stopped(group);
 }
@@ -290,7 +288,14 @@ static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
     group->failure_ms = elastic__now_ms();
     group->unhealthy_local_rank = -1;
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "%.100s: %.150s", cause->node_id, cause->reason);
-    begin_stopping(group, AGENT_STOP_FOR_RESTART);
+    /* This node itself lost: it was fenced (its lease lapsed), so the others
+     * may already run without it. Its workers stop now, not after a grace. */
+    bool fenced = cause->kind == ELASTIC_RDZV_NODE_LOST && strcmp(cause->node_id, group->node_id) == 0;
+    if (fenced) ELASTIC_LOG_E("agent", "FENCED in generation %llu (%s): killing this node's workers now",
+                              (unsigned long long)cause->generation, cause->reason);
+    stop_workers(group, AGENT_STOP_FOR_RESTART);
+    if (fenced) agent__workers_signal(group, SIGKILL);
+    maybe_stopped(group);
 }
 
 static void handle_stop_request(agent_group *group, int signum)
@@ -357,12 +362,10 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
     group->unhealthy_local_rank = -1;
     int rc = pthread_mutex_init(&group->lock, NULL);
     if (rc != 0) return elastic__fail(ELASTIC_ESYS, "mutex: %s", strerror(rc));
-    if ((rc = uv_signal_init(loop, &group->sigchld)) != 0 || (rc = uv_timer_init(loop, &group->grace_timer)) != 0 ||
+    if ((rc = agent__exits_init(group)) != 0 || (rc = uv_timer_init(loop, &group->grace_timer)) != 0 ||
         (rc = uv_async_init(loop, &group->wake, on_wake)) != 0 || (rc = uv_timer_init(loop, &group->ack_timer)) != 0)
         return elastic__fail(ELASTIC_ESYS, "agent loop: %s", uv_strerror(rc));
-    group->sigchld.data = group->grace_timer.data = group->wake.data = group->ack_timer.data = group;
-    rc = uv_signal_start(&group->sigchld, on_sigchld, SIGCHLD);
-    if (rc != 0) return elastic__fail(ELASTIC_ESYS, "SIGCHLD handler: %s", uv_strerror(rc));
+    group->grace_timer.data = group->wake.data = group->ack_timer.data = group;
     return 0;
 }
 
@@ -374,7 +377,7 @@ void agent__group_start(agent_group *group)
 
 bool agent__group_close(agent_group *group)
 {
-    uv_close((uv_handle_t *)&group->sigchld, NULL);
+    agent__exits_close(group);
     uv_close((uv_handle_t *)&group->grace_timer, NULL);
     uv_close((uv_handle_t *)&group->wake, NULL);
     uv_close((uv_handle_t *)&group->ack_timer, NULL);

@@ -121,6 +121,41 @@ int agent__membership_local(int nproc, int max_restarts, const char *master_addr
  * rendezvous' thread when the current generation must end. */
 int agent__membership_rdzv(const elastic_rdzv_opts *opts, agent_change_fn on_change, void *user,
                            agent_membership **m);
+/* The same on etcd: every generation also gets its own job store (jobstore, not owned). */
+typedef struct agent_jobstore agent_jobstore;
+int agent__membership_etcd(const elastic_rdzv_opts *opts, agent_jobstore *jobstore, agent_change_fn on_change,
+                           void *user, agent_membership **m);
+/* The rendezvous handle of a membership made by either (NULL otherwise). */
+elastic_rdzv *agent__membership_handle(agent_membership *m);
+
+/* ---- the job's store per generation (jobstore.c, --rdzv-backend etcd-v3) ---- */
+
+typedef struct agent_jobstore {
+    /* Set by the agent. */
+    const char *bind_host;           /* where a hosted store listens */
+    const char *advertise_host;      /* how the other nodes reach it */
+    const char *fixed_token;         /* the job's configured token (every node has it); NULL: random per host */
+    int read_timeout_ms;             /* store calls (0: the client's default) */
+    int lookup_timeout_ms;           /* how long to wait for the host's endpoint */
+    char *endpoint;                  /* the group's store_endpoint buffer, updated per generation */
+    size_t endpoint_size;
+    const char *token_dir;           /* the agent's private run directory (workers' token file) */
+    char *token_file;                /* its path buffer, and the group's pointer to it */
+    size_t token_file_size;
+    const char **group_token_file;
+    elastic_store **group_store;     /* the group's store handle, replaced per generation */
+    /* Own state. */
+    elastic_store_server *server;    /* while this node hosts (it was group rank 0) */
+    char host_token[40];             /* the random token of the store we host (no fixed token) */
+    char written_token[128];         /* the random token in the workers' file now ("" none) */
+    uint64_t published;              /* the last generation we published a store for */
+    int logged_port;
+} agent_jobstore;
+
+/* After next(): host and publish (group rank 0) or look up and connect. */
+int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result);
+bool agent__jobstore_hosting(const agent_jobstore *js);
+void agent__jobstore_close(agent_jobstore *js);
 
 /* ---- event log (events.c) -------------------------------------------------- */
 
@@ -158,11 +193,14 @@ typedef enum agent_stop_reason {
     AGENT_STOP_FOR_SHUTDOWN          /* SIGTERM/SIGINT to the agent: leave and exit */
 } agent_stop_reason;
 
+typedef struct agent_exit_watch agent_exit_watch;
+
 typedef struct agent_worker {
     int local_rank;
     int rank;
     pid_t pid;                       /* leader of its own process group; 0: never started */
     bool running;                    /* started and not yet reaped */
+    agent_exit_watch *exit_watch;    /* its pidfd on the loop while running (exits.c); NULL: none */
     int exit_code;                   /* -1 when killed by a signal */
     int term_signal;                 /* 0 when it exited */
     uint64_t started_ms;             /* monotonic */
@@ -207,7 +245,7 @@ typedef struct agent_group {
     int succeeded;                   /* workers of this generation that exited 0 */
     int closing_streams;
 
-    uv_signal_t sigchld;
+    uv_signal_t sigchld;             /* started only where pidfds are unavailable (exits.c) */
     uv_timer_t grace_timer;
     uv_async_t wake;                 /* stop requests and membership news from other threads */
 
@@ -272,6 +310,15 @@ void agent__event_worker(agent_event *event, const agent_group *group, const cha
 int agent__workers_start(agent_group *group);
 void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agent_worker *));
 void agent__workers_signal(agent_group *group, int signum);
+/* group.c: reaps whichever workers exited and moves the state machine on. */
+void agent__group_workers_exited(agent_group *group);
+
+/* exits.c: a worker's exit reaches the loop through its pidfd (SIGCHLD where
+ * pidfds are unavailable). start() right after spawning; stop() once reaped. */
+int agent__exits_init(agent_group *group);
+void agent__exits_close(agent_group *group);
+void agent__exit_watch_start(agent_group *group, agent_worker *worker);
+void agent__exit_watch_stop(agent_worker *worker);
 
 /* probes.c: the probe monitor on the group's loop, and its hooks. */
 int agent__probes_start(agent_group *group);

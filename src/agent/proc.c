@@ -50,8 +50,8 @@ typedef struct child_context {
 } child_context;
 
 /* Runs in the child between clone and exec, on its own stack but in the
- * agent's memory (CLONE_VM): raw system calls only, nothing that allocates,
- * locks or touches shared state. */
+ * agent's memory (CLONE_VM; a forked copy in TSan builds): raw system calls
+ * only, nothing that allocates, locks or touches shared state. */
 static int exec_child(void *arg)
 {
     const child_context *child = arg;
@@ -84,11 +84,39 @@ static int exec_child(void *arg)
     _exit(127);
 }
 
+/* ThreadSanitizer cannot follow a child that runs in the agent's memory:
+ * its interceptors (sigaction, dup2, ...) would update the parent's shadow
+ * state and handler table from the child, so the agent's own SIGCHLD handler
+ * was reset and TSan's fd model corrupted. TSan builds fork instead; the
+ * child runs the same code in its own copy of memory, so the two paths
+ * differ only in cost (fork copies page tables), never in behaviour. */
+#if defined(__SANITIZE_THREAD__)
+#define SPAWN_BY_FORK 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SPAWN_BY_FORK 1
+#endif
+#endif
+
+#ifdef SPAWN_BY_FORK
+static pid_t start_child(child_context *child)
+{
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    pid_t pid = fork();
+    if (pid == 0) _exit(exec_child(child)); /* exec_child only returns by _exit */
+    int saved_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    errno = saved_errno;
+    return pid;
+}
+#else
 #define CHILD_STACK_BYTES (64 * 1024)
 
 /* clone(CLONE_VM | CLONE_VFORK) as posix_spawn does: no page tables to copy,
  * no atfork handlers, and the agent resumes once the worker has exec'd. */
-static pid_t clone_and_exec(child_context *child)
+static pid_t start_child(child_context *child)
 {
     char *stack = malloc(CHILD_STACK_BYTES);
     if (stack == NULL) return -1;
@@ -102,6 +130,7 @@ static pid_t clone_and_exec(child_context *child)
     errno = saved_errno;
     return pid;
 }
+#endif
 
 int agent__proc_spawn(const agent_spawn *spec, pid_t *pid, int *out_read, int *err_read)
 {
@@ -112,14 +141,14 @@ int agent__proc_spawn(const agent_spawn *spec, pid_t *pid, int *out_read, int *e
         return elastic__fail(ELASTIC_ESYS, "pipe: %s", strerror(saved));
     }
     child_context child = {.spec = spec, .agent_pid = getpid(), .out_fd = out_pipe[1], .err_fd = err_pipe[1]};
-    pid_t created = clone_and_exec(&child);
+    pid_t created = start_child(&child);
     int saved = errno;
     if (out_pipe[1] >= 0) close(out_pipe[1]);
     if (err_pipe[1] >= 0) close(err_pipe[1]);
     if (created < 0) {
         if (out_pipe[0] >= 0) close(out_pipe[0]);
         if (err_pipe[0] >= 0) close(err_pipe[0]);
-        return elastic__fail(ELASTIC_ESYS, "clone: %s", strerror(saved));
+        return elastic__fail(ELASTIC_ESYS, "starting a worker: %s", strerror(saved));
     }
     setpgid(created, created); /* harmless if the child did it already; EACCES after exec is fine */
     *pid = created;

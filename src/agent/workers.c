@@ -1,6 +1,6 @@
 /*
  * One generation's local workers: their directories and log files, their
- * environment and command, starting them, reaping them on SIGCHLD and
+ * environment and command, starting them, reaping them once exited and
  * signalling their process groups.
  */
 #include "agent/group.h"
@@ -101,6 +101,7 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
     agent__strv_free(envp);
     if (rc != 0) return rc;
     agent__probes_worker_started(group, worker);
+    agent__exit_watch_start(group, worker);
     worker->running = true;
     worker->started_ms = elastic__now_ms();
     group->running++;
@@ -173,8 +174,15 @@ void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agen
         agent_worker *worker = &group->workers[i];
         int status;
         if (!worker->running) continue;
-        pid_t got = waitpid(worker->pid, &status, WNOHANG);
-        if (got != worker->pid) continue;
+        pid_t got;
+        do got = waitpid(worker->pid, &status, WNOHANG);
+        while (got < 0 && errno == EINTR);
+        if (got == 0 || (got < 0 && errno != ECHILD)) continue;
+        if (got < 0) { /* someone else reaped it (a host program that ignores SIGCHLD): status unknown */
+            ELASTIC_LOG_W("agent", "rank %d (pid %d) was reaped outside the agent", worker->rank, (int)worker->pid);
+            status = 0xff00; /* as exit(255) */
+        }
+        agent__exit_watch_stop(worker);
         worker->running = false;
         group->running--;
         worker->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

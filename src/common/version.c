@@ -34,7 +34,7 @@ static bool library_loadable(const char *const *names)
 
 ELASTIC_EXTERN int elastic_has_feature(const char *name)
 {
-    static const char *const built_in[] = {"store", "auth", "zstd", "xxhash"};
+    static const char *const built_in[] = {"store", "auth", "zstd", "xxhash", "etcd"};
     static const char *const cuda_names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
     if (name == NULL) return 0;
     for (size_t i = 0; i < ELASTIC__ARRAY_LEN(built_in); i++)

@@ -33,6 +33,8 @@ static int pick_free_port(int *port)
 
 static int ensure_lease(elastic_rdzv *r, bool renew)
 {
+    /* A fenced node's lease is gone (or about to go): never reuse it. */
+    if (__atomic_exchange_n(&r->lease_lost, 0, __ATOMIC_ACQ_REL)) renew = true;
     if (r->have_lease && !renew) return 0;
     int rc = r->backend->ops->lease_grant(r->backend, r->keepalive_timeout_ms, r->keepalive_interval_ms, &r->lease);
     r->have_lease = rc == 0;

@@ -36,7 +36,7 @@ static int read_area(elastic_rdzv *r, uint64_t generation, int slot, area_state 
     return 0;
 }
 
-static void notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause)
+void rdzv__notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause)
 {
     pthread_mutex_lock(&r->lock);
     elastic_rdzv_change_fn fn = NULL;
@@ -132,7 +132,7 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
         if (rc == 0) rc = rdzv__read_end(r, generation, &cause);
         if (rc == 0) {
             rdzv__note_end(r, generation, &cause);
-            notify(r, generation, &cause);
+            rdzv__notify(r, generation, &cause);
             return;
         }
         area_state area;

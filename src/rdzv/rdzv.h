@@ -114,6 +114,7 @@ struct elastic_rdzv {
     /* The lease this node's records hang on (caller thread only). */
     uint64_t lease;
     bool have_lease;
+    int lease_lost;                      /* atomic: the backend reported `lease` lost (fenced) */
 
     pthread_mutex_t lock;                /* guards everything below */
     pthread_cond_t changed;              /* phase/cause changes, monitor hand-offs */
@@ -218,5 +219,25 @@ void rdzv__monitor_watch(elastic_rdzv *r, uint64_t generation, int next_slot, co
 /* Stops watching the current generation (waits, bounded, for the monitor). */
 void rdzv__monitor_unwatch(elastic_rdzv *r);
 void rdzv__monitor_stop(elastic_rdzv *r);
+/* Runs the on_change callback for `generation` (once per generation). */
+void rdzv__notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause);
+
+/* ---- jobstore.c: the job's store of a generation (etcd backend) ---- */
+
+/* Publishes (on this node's lease) where generation's store is. */
+int rdzv__jobstore_publish(elastic_rdzv *r, uint64_t generation, const char *endpoint, const char *token);
+/* Waits up to timeout_ms for generation's store record; token "" when none. */
+int rdzv__jobstore_lookup(elastic_rdzv *r, uint64_t generation, int timeout_ms, char *endpoint, size_t endpoint_size,
+                          char *token, size_t token_size);
+void rdzv__jobstore_forget(elastic_rdzv *r, uint64_t generation);
+/* 0 once the job is marked closed; ELASTIC_ETIMEDOUT before. */
+int rdzv__wait_closed(elastic_rdzv *r, int timeout_ms);
+
+/* ---- fence.c ---- */
+
+/* The backend lost this node's lease: end the generation here at once (the
+ * others already count this node as gone) and make the next join take a new
+ * lease. Runs on the backend's thread. */
+void rdzv__on_lease_lost(void *user, uint64_t lease, const char *why);
 
 #endif /* ELASTIC_RDZV_INTERNAL_H */

@@ -79,7 +79,11 @@ bool agent_harness_wait_exit(pid_t pid, int timeout_ms, int *status)
     int ready;
     do ready = poll(&pfd, 1, test_scaled_ms(timeout_ms));
     while (ready < 0 && errno == EINTR);
-    close(pidfd);
+    /* Closed as it was opened, by raw system call: ThreadSanitizer saw
+     * neither, so its descriptor table keeps whatever it believes about this
+     * number (libuv closes its sockets by raw syscall too, so TSan may still
+     * think a store thread's socket lives here; close() would "race" it). */
+    syscall(SYS_close, pidfd);
     return ready > 0 && waitpid(pid, status, 0) == pid;
 }
 

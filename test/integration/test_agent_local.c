@@ -88,6 +88,24 @@ TEST_TIMEOUT(agent_budget_exhausted_names_the_failing_rank, 60)
     free(json);
 }
 
+/* SIG_IGN for SIGCHLD survives exec: an agent started that way must still
+ * learn its workers' exit codes (the kernel would otherwise discard them). */
+TEST_TIMEOUT(agent_started_with_sigchld_ignored_still_reports_exit_codes, 60)
+{
+    char report[512], err_path[512];
+    agent_harness_path(report, sizeof report, "report");
+    const char *argv[] = {"env", "--ignore-signal=CHLD", agent_harness_elasticrun(), "--standalone",
+                          "--nproc-per-node", "2", "--no-python", agent_harness_worker(), "--report", report,
+                          "--fail-rank", "1", "--fail-code", "7", NULL};
+    pid_t agent = agent_harness_spawn("/usr/bin/env", argv, NULL, "agent");
+    ASSERT_EQ(exit_code_of(agent, 30000), 1);
+    char *err = agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "agent.err"));
+    ASSERT(err != NULL);
+    if (strstr(err, "rank 1 ") == NULL || strstr(err, "exit code 7") == NULL)
+        FAIL("the summary lost the worker's exit code:\n%s", err);
+    free(err);
+}
+
 TEST_TIMEOUT(agent_single_worker_failures_consume_the_budget, 60)
 {
     char report[512];

@@ -50,7 +50,11 @@ class RdzvOpts(ctypes.Structure):
                 ("max_nodes", ctypes.c_int), ("join_timeout_ms", ctypes.c_int),
                 ("last_call_timeout_ms", ctypes.c_int), ("keepalive_interval_ms", ctypes.c_int),
                 ("keepalive_timeout_ms", ctypes.c_int), ("max_restarts", ctypes.c_int),
-                ("node_addr", ctypes.c_char_p), ("local_world_size", ctypes.c_int), ("node_id", ctypes.c_char_p)]
+                ("node_addr", ctypes.c_char_p), ("local_world_size", ctypes.c_int), ("node_id", ctypes.c_char_p),
+                ("backend", ctypes.c_int), ("etcd_endpoints", ctypes.c_char_p), ("etcd_prefix", ctypes.c_char_p),
+                ("etcd_ca_file", ctypes.c_char_p), ("etcd_cert_file", ctypes.c_char_p),
+                ("etcd_key_file", ctypes.c_char_p), ("etcd_user", ctypes.c_char_p),
+                ("etcd_password", ctypes.c_char_p), ("etcd_timeout_ms", ctypes.c_int)]
 
 
 class RdzvResult(ctypes.Structure):
