@@ -36,42 +36,57 @@ TEST(nccl_real_library_loads_with_its_version)
     ASSERT_EQ(direct, api->version);
 }
 
+/* One of three processes (forked before the parent has any thread: no lock
+ * can be inherited held): waits for the store's endpoint on `in`, takes part
+ * in the exchange, writes the id it ended with to `out`. */
+static void unique_id_rank(int rank, int in, int out)
+{
+    char endpoint[64] = "";
+    ssize_t got = read(in, endpoint, sizeof endpoint - 1);
+    if (got <= 0) _exit(3);
+    endpoint[got] = '\0';
+    const nccl__api *api = NULL;
+    elastic_store *store = NULL;
+    nccl__unique_id id;
+    if (nccl__load(&api) != 0 || elastic_store_connect(endpoint, NULL, &store) != 0 ||
+        nccl__bootstrap_unique_id(api, store, "dp", 0, rank, test_scaled_ms(20000), &id) != 0) {
+        fprintf(stderr, "rank %d: %s\n", rank, elastic_last_error());
+        _exit(1);
+    }
+    _exit(write(out, &id, sizeof id) == (ssize_t)sizeof id ? 0 : 1);
+}
+
 /* Rank 0 of three processes makes the id; all three read the same 128 bytes. */
 TEST_TIMEOUT(nccl_real_unique_id_exchanged_through_store, 60)
 {
     need_real_nccl();
-#if defined(__SANITIZE_THREAD__)
-    SKIP("ThreadSanitizer does not support threads after a multi-threaded fork");
-#endif
+    int to_child[3][2], from_child[3][2];
+    pid_t pids[3];
+    for (int rank = 0; rank < 3; rank++) {
+        ASSERT_EQ(pipe(to_child[rank]), 0);
+        ASSERT_EQ(pipe(from_child[rank]), 0);
+        pids[rank] = fork();
+        ASSERT(pids[rank] >= 0);
+        if (pids[rank] == 0) unique_id_rank(rank, to_child[rank][0], from_child[rank][1]);
+        close(to_child[rank][0]);
+        close(from_child[rank][1]);
+    }
     elastic_store_server *server = NULL;
     ASSERT_OK(elastic_store_server_start(NULL, &server));
     char endpoint[64];
     int port = 0;
     ASSERT_OK(elastic_store_server_get_port(server, &port));
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
-    int fds[3][2];
-    pid_t pids[3];
+    int length = snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
     for (int rank = 0; rank < 3; rank++) {
-        ASSERT_EQ(pipe(fds[rank]), 0);
-        pids[rank] = fork();
-        ASSERT(pids[rank] >= 0);
-        if (pids[rank] != 0) continue;
-        const nccl__api *api = NULL;
-        elastic_store *store = NULL;
-        nccl__unique_id id;
-        if (nccl__load(&api) != 0 || elastic_store_connect(endpoint, NULL, &store) != 0 ||
-            nccl__bootstrap_unique_id(api, store, "dp", 0, rank, test_scaled_ms(20000), &id) != 0) {
-            fprintf(stderr, "rank %d: %s\n", rank, elastic_last_error());
-            _exit(1);
-        }
-        _exit(write(fds[rank][1], &id, sizeof id) == (ssize_t)sizeof id ? 0 : 1);
+        ASSERT_EQ(write(to_child[rank][1], endpoint, (size_t)length), length);
+        close(to_child[rank][1]);
     }
     nccl__unique_id ids[3];
     for (int rank = 0; rank < 3; rank++) {
         int status = 0;
+        ASSERT_EQ(read(from_child[rank][0], &ids[rank], sizeof ids[rank]), (ssize_t)sizeof ids[rank]);
         ASSERT_EQ(waitpid(pids[rank], &status, 0), pids[rank]);
         ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        ASSERT_EQ(read(fds[rank][0], &ids[rank], sizeof ids[rank]), (ssize_t)sizeof ids[rank]);
     }
     static const nccl__unique_id zero;
     ASSERT(memcmp(&ids[0], &zero, sizeof zero) != 0);
