@@ -82,6 +82,9 @@ TEST_BIN := $(OUT)/test/run_tests
 HELPER_SRC := $(sort $(wildcard test/helpers/*.c))
 HELPERS := $(patsubst test/helpers/%.c,$(OUT)/test/helpers/%,$(HELPER_SRC))
 
+# A test double of NCCL and the CUDA runtime (tests only): loaded through ELASTIC_NCCL_LIBRARY.
+NCCL_DOUBLE := $(OUT)/test/libnccl_double.so
+
 # test/abi: programs built against the shared library. old_caller uses a shorter
 # snapshot of the public structs (an older caller); layout prints the C offsets
 # the Python binding's ctypes mirrors are checked against.
@@ -90,6 +93,18 @@ ABI_PROGRAMS := $(patsubst test/abi/%.c,$(OUT)/test/abi/%,$(ABI_SRC))
 
 EXAMPLE_SRC := $(sort $(wildcard examples/c/*.c))
 EXAMPLES := $(patsubst examples/c/%.c,$(OUT)/examples/%,$(EXAMPLE_SRC))
+
+# The CUDA + NCCL example is built only where the CUDA toolkit is (release
+# builds): sm_90 code for H100/H200 plus PTX that newer GPUs compile at load.
+# The shared cudart: libelastic loads the same one with dlopen.
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80
+ifneq ($(NVCC),)
+ifeq ($(VARIANT),release)
+  EXAMPLES += $(OUT)/examples/nccl_trainer
+endif
+endif
 
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCHES := $(patsubst bench/%.c,build/release/bench/%,$(BENCH_SRC))
@@ -158,6 +173,11 @@ $(OUT)/examples/%: $(OUT)/examples/c/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
 
+$(OUT)/examples/nccl_trainer: examples/cpp/nccl_trainer.cu examples/cpp/elastic.hpp $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O2 $(NVCC_ARCH) -cudart shared -Iinclude -Iexamples/cpp -o $@ $< $(STATIC_LIB) \
+	  -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lnccl $(LIBS)
+
 # ---- tests ----------------------------------------------------------------
 
 $(TEST_OBJ) $(HELPERS:%=%.o): CFLAGS_ALL += -Itest
@@ -169,6 +189,10 @@ $(TEST_BIN): $(TEST_OBJ) $(STATIC_LIB)
 $(OUT)/test/helpers/%: $(OUT)/test/helpers/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
+
+$(NCCL_DOUBLE): test/nccl_double/nccl_double.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -g -fPIC -shared -D_GNU_SOURCE $(OPT) $(SAN) $(WARNINGS) -Wno-missing-prototypes -o $@ $< -lpthread
 
 $(OUT)/test/abi/%: test/abi/%.c $(SHARED_LIB)
 	@mkdir -p $(dir $@)
@@ -186,10 +210,13 @@ header-check: deps
 	  $(CC) -std=c99 -pedantic -Werror -Wall -Wextra -I. -fsyntax-only $(OUT)/header/alone.c || { echo "header-check: $$h does not stand alone (C99)"; exit 1; }; \
 	  $(CXX) -std=c++11 -pedantic -Werror -Wall -Wextra -I. -fsyntax-only -x c++ $(OUT)/header/alone.c || { echo "header-check: $$h does not stand alone (C++)"; exit 1; }; \
 	done; echo "header-check: each of include/elastic/*.h stands alone"
+	@if [ -f "$(CUDA_HOME)/include/nccl.h" ]; then echo "header-check: src/nccl/nccl.h against $(CUDA_HOME)/include/nccl.h"; \
+	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nccl_layout.c; fi
 
 # TEST_FILTER=substring runs only the matching tests.
-test: all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS)
+test: all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE)
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
+	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) \
 	  $(TEST_BIN) $(TEST_FILTER)
@@ -212,8 +239,8 @@ tsan:
 	    echo "tsan: ThreadSanitizer reports above (one file per process in $(TSAN_REPORTS))"; exit 1; fi; \
 	  exit $$rc
 
-valgrind: all $(TEST_BIN) $(HELPERS)
-	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) \
+valgrind: all $(TEST_BIN) $(HELPERS) $(NCCL_DOUBLE)
+	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) ELASTIC_TEST_TIMEOUT_SCALE=10 \
 	  valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \

@@ -139,8 +139,22 @@ void agent__group_stream_closed(agent_group *group)
 
 /* ---- the single place a local worker is declared unhealthy ------------------ */
 
+static void end_generation_for(agent_group *group, agent_worker *worker, const char *reason, int exit_code,
+                               int term_signal, bool keep_worker);
+
 void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, const char *reason,
                                    int exit_code, int term_signal)
+{
+    end_generation_for(group, worker, reason, exit_code, term_signal, false);
+}
+
+void agent__group_worker_faulted(agent_group *group, agent_worker *worker, const char *reason)
+{
+    end_generation_for(group, worker, reason, -1, 0, true);
+}
+
+static void end_generation_for(agent_group *group, agent_worker *worker, const char *reason, int exit_code,
+                               int term_signal, bool keep_worker)
 {
     if (group->state != AGENT_RUNNING) return; /* already stopping: the first cause wins */
     group->failure_ms = elastic__now_ms();
@@ -155,7 +169,7 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
         cause.kind = ELASTIC_RDZV_NODE_LOST;
         snprintf(cause.reason, sizeof cause.reason, "job store host lost (rank %d: %.150s)", worker->rank, reason);
     }
-    group->unhealthy_local_rank = worker->local_rank;
+    group->unhealthy_local_rank = keep_worker ? -1 : worker->local_rank;
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "rank %d: %s", worker->rank, reason);
     /* Workers first: every millisecond here is a millisecond of recovery. The
      * next rendezvous waits (maybe_stopped below) until the generation ended. */

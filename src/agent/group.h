@@ -370,6 +370,10 @@ void agent__group_start(agent_group *group);
  * node with this cause (a failure: it consumes the restart budget). */
 void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, const char *reason,
                                    int exit_code, int term_signal);
+/* The same for a worker whose library found the group broken (an NCCL
+ * timeout or error) while the process itself is fine: in-process recovery
+ * keeps it like the other healthy workers. */
+void agent__group_worker_faulted(agent_group *group, agent_worker *worker, const char *reason);
 /* A worker's output stream finished closing. */
 void agent__group_stream_closed(agent_group *group);
 /* Async-signal-safe: stop gracefully, leave, finish. */

@@ -100,6 +100,11 @@ typedef enum probe__msg_type {
     PROBE__MSG_RECONFIGURE = 4,      /* agent -> worker: the new generation's full worker environment */
     PROBE__MSG_READY = 5,            /* worker -> agent: GENERATION (reconfigure callback ran, back in the loop) */
     PROBE__MSG_STOP = 6,             /* agent -> worker: no next generation for you; poll returns ECLOSED */
+    PROBE__MSG_FAULT = 7,            /* worker -> agent: PROBE (nccl_timeout, nccl_error), REASON, GENERATION, and
+                                        detail (COMM, COLLECTIVE, WAITED_MS): a library thread found this worker
+                                        unable to go on in this generation */
+    PROBE__MSG_EVENT = 8,            /* worker -> agent: NAME (nccl_rebuilt) and its fields, for the event log
+                                        and the metrics */
     PROBE__MSG_TYPE_END_
 } probe__msg_type;
 

@@ -30,7 +30,7 @@ typedef struct monitored_worker {
     probe__failure pending;          /* reported once its stacks are out */
 } monitored_worker;
 
-#define MONITOR_PROBES 5             /* hang, startup, straggler, user, exit */
+#define MONITOR_PROBES 7             /* hang, startup, straggler, user, exit, nccl_timeout, nccl_error */
 
 struct probe__monitor {
     probe__monitor_opts opts;
@@ -55,6 +55,8 @@ struct probe__monitor {
     uint64_t failures[MONITOR_PROBES];
     uint64_t recoveries[2];          /* [0] full restart, [1] in-process */
     double recovery_sum[2], recovery_last[2];
+    uint64_t nccl_builds[2];         /* [0] created, [1] shrunk (the workers' nccl_comm_built events) */
+    double nccl_build_sum[2], nccl_build_last[2];
 };
 
 int monitor__check_opts(const probe__monitor_opts *opts);
@@ -68,6 +70,8 @@ void monitor__check_checkpoint(probe__monitor *m, monitored_worker *mw, int loca
 /* Marks the group unhealthy and tells the agent. */
 void monitor__report(probe__monitor *m, const probe__failure *failure);
 void monitor__count(probe__monitor *m, const char *probe);
+/* A worker's FAULT or EVENT from the control socket (reports.c). */
+void monitor__on_report(void *user, int slot, int type, const probe__kv *kv);
 void monitor__render(void *user, probe__text *out);
 bool monitor__health(void *user, char *reason, size_t size);
 

@@ -78,6 +78,7 @@ static int start_services(probe__monitor *m)
     const probe__monitor_opts *o = &m->opts;
     int rc = probe__hb_create(m->heartbeat_path, o->local_world_size, &m->region);
     if (rc == 0) rc = probe__control_start(o->loop, m->socket_path, o->local_world_size, on_control, m, &m->control);
+    if (rc == 0) probe__control_on_report(m->control, monitor__on_report, m);
     if (rc == 0 && o->metrics_port >= 0)
         rc = probe__metrics_start(o->loop, o->metrics_host, o->metrics_port, monitor__render, monitor__health, m,
                                   &m->metrics);

@@ -9,7 +9,8 @@
 
 #include <stdio.h>
 
-static const char *const probe_names[MONITOR_PROBES] = {"hang", "startup", "straggler", "user", "exit"};
+static const char *const probe_names[MONITOR_PROBES] = {"hang", "startup", "straggler", "user", "exit",
+                                                        "nccl_timeout", "nccl_error"};
 
 void monitor__count(probe__monitor *m, const char *probe)
 {
@@ -118,6 +119,12 @@ static void render_events(const probe__monitor *m, probe__text *out)
     for (int i = 0; i < 2; i++)
         if (m->recoveries[i] > 0)
             probe__text_printf(out, "elastic_recovery_last_seconds{mode=\"%s\"} %.6f\n", modes[i], m->recovery_last[i]);
+    static const char *const methods[2] = {"created", "shrunk"};
+    metric_head(out, "elastic_nccl_comm_build_seconds", "summary", "NCCL communicator (re)builds by the workers.");
+    for (int i = 0; i < 2; i++)
+        probe__text_printf(out, "elastic_nccl_comm_build_seconds_sum{method=\"%s\"} %.6f\n"
+                           "elastic_nccl_comm_build_seconds_count{method=\"%s\"} %llu\n",
+                           methods[i], m->nccl_build_sum[i], methods[i], (unsigned long long)m->nccl_builds[i]);
 }
 
 void monitor__render(void *user, probe__text *out)

@@ -145,6 +145,10 @@ int probe__control_start(uv_loop_t *loop, const char *path, unsigned slots, prob
 /* Sends a frame to the worker in slot; ELASTIC_ENOTFOUND when it has not said hello. */
 int probe__control_send(probe__control *c, unsigned slot, int type, const char *payload);
 bool probe__control_connected(const probe__control *c, unsigned slot);
+/* A worker's FAULT or EVENT (after its hello) with the parsed payload, valid
+ * during the call. Without a handler set, those frames are dropped. */
+typedef void (*probe__control_report_fn)(void *user, int slot, int type, const probe__kv *kv);
+void probe__control_on_report(probe__control *c, probe__control_report_fn fn, void *user);
 void probe__control_stop(probe__control *c);
 
 
@@ -174,7 +178,7 @@ int probe__worker_env_format(const probe__worker_env *env, probe__text *out);
 typedef struct probe__monitor probe__monitor;
 
 typedef struct probe__failure {
-    const char *probe;               /* "hang", "startup", "straggler", "user" */
+    const char *probe;               /* "hang", "startup", "straggler", "user", "nccl_timeout", "nccl_error" */
     int local_rank;                  /* -1: the node (user probe) */
     int rank;                        /* -1 when unknown */
     uint64_t last_step;
@@ -211,6 +215,8 @@ typedef struct probe__monitor_opts {
     probe__failure_fn on_straggler;  /* a persistent straggler (the agent's eviction policy) */
     probe__control_fn on_control;    /* worker hello / abort ack / ready / disconnect; may be NULL */
     probe__checkpoint_fn on_checkpoint; /* a worker saved a checkpoint step; may be NULL */
+    /* An event a worker's library reported (NAME=nccl_comm_built ...); may be NULL. */
+    void (*on_worker_event)(void *user, int local_rank, int rank, const probe__kv *kv);
     void *user;
 } probe__monitor_opts;
 
