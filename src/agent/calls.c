@@ -107,14 +107,6 @@ void agent__calls_drain(agent_group *group)
     }
 }
 
-bool agent__calls_busy(agent_group *group)
-{
-    pthread_mutex_lock(&group->lock);
-    bool busy = group->calls.busy || group->calls.queue != NULL;
-    pthread_mutex_unlock(&group->lock);
-    return busy;
-}
-
 bool agent__calls_stop(agent_group *group)
 {
     agent_calls *calls = &group->calls;

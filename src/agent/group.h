@@ -208,7 +208,6 @@ agent_call *agent__call_new(agent_call_kind kind);
 void agent__call_post(struct agent_group *group, agent_call *call);
 /* On the loop (the wake async): hands finished calls to agent__group_call_done. */
 void agent__calls_drain(struct agent_group *group);
-bool agent__calls_busy(struct agent_group *group);
 /* false when a call is still blocked: the group must stay allocated. */
 bool agent__calls_stop(struct agent_group *group);
 
