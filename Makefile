@@ -9,6 +9,7 @@
 #   make bench      the benchmarks (prints tables against the peers)
 #   make soak       long fault runs (the checkpoint crash test with SOAK_KILLS SIGKILLs)
 #   make demo       the elastic demo: a worker is killed and the job survives
+#                   (TRAINER=rust: with the Rust trainer of examples/rust)
 #   make install    PREFIX, LIBDIR, INCLUDEDIR, PYTHONDIR, DESTDIR honoured
 #
 # Every target first runs `deps`, which installs missing Debian packages when
@@ -38,7 +39,7 @@ CLANG ?= clang
 
 WARNINGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 BASE_CFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE -DELASTIC_BUILDING -Iinclude -Isrc $(WARNINGS)
-LIBS := -luv -lzstd -lssl -lcrypto -lxxhash -lpthread -ldl -lm
+LIBS := -luv -lzstd -lssl -lcrypto -lxxhash -lcurl -ljson-c -lpthread -ldl -lm
 
 ifeq ($(VARIANT),release)
   OPT := -O2
@@ -97,8 +98,11 @@ FUZZ_SRC := $(sort $(wildcard test/fuzz/*.c))
 FUZZERS := $(patsubst test/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 FUZZ_SECONDS ?= 20
 
-DEB_PACKAGES := libuv1-dev libzstd-dev libssl-dev libxxhash-dev pkg-config
-PKG_MODULES := libuv libzstd libssl libcrypto libxxhash
+# libcurl + json-c: the etcd rendezvous backend speaks etcd's JSON gateway (docs/RDZV.md).
+DEB_PACKAGES := libuv1-dev libzstd-dev libssl-dev libxxhash-dev pkg-config libcurl4-openssl-dev libjson-c-dev
+PKG_MODULES := libuv libzstd libssl libcrypto libxxhash libcurl json-c
+# bindings/rust builds offline from Debian's packaged crates (bindgen needs libclang).
+RUST_DEB_PACKAGES := cargo libclang-dev librust-bindgen-dev librust-libc-dev librust-pkg-config-dev
 
 .PHONY: all deps test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
 
@@ -118,6 +122,15 @@ deps:
 	  else \
 	    echo "deps: missing$$missing. Run as root: apt-get install $(DEB_PACKAGES)"; exit 1; \
 	  fi; \
+	fi
+	@# The Rust bindings' toolchain and crates: optional, their test is skipped without them.
+	@if command -v dpkg >/dev/null 2>&1 && ! dpkg -s $(RUST_DEB_PACKAGES) >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "deps: installing $(RUST_DEB_PACKAGES) (Rust bindings)"; \
+	    (apt-get install -y -q --no-install-recommends $(RUST_DEB_PACKAGES) >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+	      $(RUST_DEB_PACKAGES))) || echo "deps: could not install them; the Rust bindings' test will be skipped"; \
+	  else echo "deps: the Rust bindings' test needs: apt-get install $(RUST_DEB_PACKAGES)"; fi; \
 	fi
 
 # ---- library and tools ----------------------------------------------------
@@ -237,9 +250,22 @@ bench: all $(BENCHES)
 
 # ---- demo -----------------------------------------------------------------
 
+# TRAINER=c (default) or rust: which build of the demo trainer runs.
+TRAINER ?= c
 demo: all
-	@if [ -x examples/demo.sh ]; then ELASTIC_BIN_DIR=$(abspath bin) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
-	  bash examples/demo.sh; else echo "demo: examples/demo.sh is not there yet"; exit 1; fi
+	@case "$(TRAINER)" in c) trainer=$(abspath $(OUT)/examples/demo_trainer);; \
+	  rust) ($(CARGO_ENV) $(CARGO) build --offline -q -p elastic-demo-trainer) || exit 1; \
+	    trainer=$(abspath $(RUST_TARGET_DIR))/debug/demo_trainer;; \
+	  *) echo "demo: TRAINER must be c or rust"; exit 1;; esac; \
+	  ELASTIC_BIN_DIR=$(abspath bin) DEMO_TRAINER=$$trainer bash examples/demo.sh
+
+# ---- Rust bindings (bindings/rust, examples/rust) --------------------------
+
+# One cargo target directory for every variant: only elastic-sys relinks when
+# ELASTIC_LIB_DIR changes; bindgen and its dependencies build once.
+CARGO ?= cargo
+RUST_TARGET_DIR := build/rust
+CARGO_ENV = cd bindings/rust && CARGO_TARGET_DIR=$(abspath $(RUST_TARGET_DIR)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT))
 
 # ---- install --------------------------------------------------------------
 

@@ -6,8 +6,13 @@
  * --freeze, one node is a child process frozen with SIGSTOP (its connection
  * stays open, only its keep-alives stop), at the default 500/2000 ms lease.
  *
- *   rdzv_bench [--runs R] N...        one line per N: "N form_ms msgs bytes kill_ms kill_msgs"
- *   rdzv_bench --freeze N             one line: "freeze N ms"
+ *   rdzv_bench [--etcd H:P,...] [--runs R] N...  one line per N:
+ *                                     "N form_ms msgs bytes kill_ms kill_msgs kill_bytes form_wire kill_wire"
+ *   rdzv_bench [--etcd H:P,...] --freeze N        one line: "freeze N ms"
+ * --keepalive I:T (after --etcd) sets the lease keep-alive interval and
+ * timeout in ms (default 500:2000).
+ * With --etcd the nodes rendezvous on etcd v3 instead of the embedded store
+ * (wire = HTTP bytes per node, keep-alives included; 0 on the store).
  */
 #include "rdzv/rdzv.h"
 
@@ -29,6 +34,8 @@ typedef struct node {
 
 static pthread_barrier_t start_line;
 static uint64_t bench_epoch_ms;
+static const char *etcd_endpoints;      /* --etcd: rendezvous on etcd instead of the store */
+static int keepalive_interval_ms = 500, keepalive_timeout_ms = 2000; /* --keepalive I:T (defaults: the library's) */
 
 /* RDZV_BENCH_TRACE=1: library log lines with milliseconds since the start. */
 static void trace_log(void *user, int level, const char *module, const char *message)
@@ -70,27 +77,36 @@ static void node_opts(elastic_rdzv_opts *o, const char *endpoint, const char *ru
     elastic_rdzv_opts_init(o, sizeof *o);
     o->endpoint = endpoint;
     o->run_id = run_id;
+    if (etcd_endpoints != NULL) {
+        o->endpoint = NULL;
+        o->backend = ELASTIC_RDZV_BACKEND_ETCD;
+        o->etcd_endpoints = etcd_endpoints;
+        o->etcd_timeout_ms = 30000; /* a loaded etcd answers late, not never */
+    }
     o->min_nodes = n > 1 ? n - 1 : 1;
     o->max_nodes = n;
     o->node_addr = "127.0.0.1";
     o->join_timeout_ms = 120000;
+    o->keepalive_interval_ms = keepalive_interval_ms;
+    o->keepalive_timeout_ms = keepalive_timeout_ms;
 }
 
 static rdzv__traffic total_traffic(node *nodes, int n, int skip)
 {
-    rdzv__traffic t = {0, 0, 0};
+    rdzv__traffic t = {0, 0, 0, 0};
     for (int i = 0; i < n; i++) {
         if (i == skip || nodes[i].rdzv == NULL) continue;
         rdzv__traffic *x = &nodes[i].rdzv->backend->traffic;
         t.messages += __atomic_load_n(&x->messages, __ATOMIC_RELAXED);
         t.bytes_sent += __atomic_load_n(&x->bytes_sent, __ATOMIC_RELAXED);
         t.bytes_received += __atomic_load_n(&x->bytes_received, __ATOMIC_RELAXED);
+        t.wire_bytes += __atomic_load_n(&x->wire_bytes, __ATOMIC_RELAXED);
     }
     return t;
 }
 
 typedef struct run_result {
-    double form_ms, msgs, bytes, kill_ms, kill_msgs, kill_bytes;
+    double form_ms, msgs, bytes, kill_ms, kill_msgs, kill_bytes, form_wire, kill_wire;
 } run_result;
 
 static int one_run(int n, int run, run_result *out)
@@ -99,11 +115,14 @@ static int one_run(int n, int run, run_result *out)
     elastic_store_server_opts_init(&so, sizeof so);
     so.max_connections = (size_t)n + 64;
     elastic_store_server *server = NULL;
-    int port = 0;
-    if (elastic_store_server_start(&so, &server) != 0 || elastic_store_server_get_port(server, &port) != 0) return -1;
-    char endpoint[64], run_id[64];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
-    snprintf(run_id, sizeof run_id, "bench-%d-%d", n, run);
+    char endpoint[64] = "", run_id[64];
+    if (etcd_endpoints == NULL) {
+        int port = 0;
+        if (elastic_store_server_start(&so, &server) != 0 || elastic_store_server_get_port(server, &port) != 0)
+            return -1;
+        snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
+    }
+    snprintf(run_id, sizeof run_id, "bench-%d-%d-%d", n, run, (int)getpid()); /* fresh keys on a shared etcd */
     node *nodes = calloc((size_t)n, sizeof *nodes);
     elastic_rdzv_opts o;
     for (int i = 0; i < n; i++) {
@@ -130,7 +149,8 @@ static int one_run(int n, int run, run_result *out)
     out->form_ms = (double)(last - start);
     out->msgs = (double)(formed.messages - before.messages) / n;
     out->bytes = (double)(formed.bytes_sent + formed.bytes_received - before.bytes_sent - before.bytes_received) / n;
-    out->kill_ms = out->kill_msgs = out->kill_bytes = 0;
+    out->form_wire = (double)(formed.wire_bytes - before.wire_bytes) / n;
+    out->kill_ms = out->kill_msgs = out->kill_bytes = out->kill_wire = 0;
     if (!failed && n > 1) {
         /* Drop the middle-ranked node; the others watch, then re-join. */
         int victim = 0;
@@ -154,6 +174,7 @@ static int one_run(int n, int run, run_result *out)
         out->kill_ms = (double)(last - killed);
         out->kill_msgs = (double)(post.messages - pre.messages) / (n - 1);
         out->kill_bytes = (double)(post.bytes_sent + post.bytes_received - pre.bytes_sent - pre.bytes_received) / (n - 1);
+        out->kill_wire = (double)(post.wire_bytes - pre.wire_bytes) / (n - 1);
     }
     for (int i = 0; i < n; i++) elastic_rdzv_free(nodes[i].rdzv);
     free(nodes);
@@ -175,7 +196,7 @@ static double median(double *v, int n)
 
 static int bench_n(int n, int runs)
 {
-    double form[16], msgs[16], bytes[16], kill[16], kill_msgs[16], kill_bytes[16];
+    double form[16], msgs[16], bytes[16], kill[16], kill_msgs[16], kill_bytes[16], form_wire[16], kill_wire[16];
     for (int r = 0; r < runs; r++) {
         run_result res;
         if (one_run(n, r, &res) != 0) {
@@ -188,9 +209,12 @@ static int bench_n(int n, int runs)
         kill[r] = res.kill_ms;
         kill_msgs[r] = res.kill_msgs;
         kill_bytes[r] = res.kill_bytes;
+        form_wire[r] = res.form_wire;
+        kill_wire[r] = res.kill_wire;
     }
-    printf("%d %.1f %.1f %.0f %.1f %.1f %.0f\n", n, median(form, runs), median(msgs, runs), median(bytes, runs),
-           median(kill, runs), median(kill_msgs, runs), median(kill_bytes, runs));
+    printf("%d %.1f %.1f %.0f %.1f %.1f %.0f %.0f %.0f\n", n, median(form, runs), median(msgs, runs), median(bytes, runs),
+           median(kill, runs), median(kill_msgs, runs), median(kill_bytes, runs), median(form_wire, runs),
+           median(kill_wire, runs));
     fflush(stdout);
     return 0;
 }
@@ -214,17 +238,24 @@ static int child_node(const char *endpoint, const char *run_id, int n)
 static int bench_freeze(int n)
 {
     elastic_store_server *server = NULL;
-    int port = 0;
-    if (elastic_store_server_start(NULL, &server) != 0 || elastic_store_server_get_port(server, &port) != 0) return 1;
-    char endpoint[64], count[16];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
+    char endpoint[64] = "-", count[16];
+    if (etcd_endpoints == NULL) {
+        int port = 0;
+        if (elastic_store_server_start(NULL, &server) != 0 || elastic_store_server_get_port(server, &port) != 0)
+            return 1;
+        snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
+    }
     snprintf(count, sizeof count, "%d", n);
     int fds[2];
     if (pipe(fds) != 0) return 1;
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fds[1], STDOUT_FILENO);
-        execl("/proc/self/exe", "rdzv_bench", "--node", endpoint, "freeze", count, (char *)NULL);
+        if (etcd_endpoints != NULL)
+            execl("/proc/self/exe", "rdzv_bench", "--etcd", etcd_endpoints, "--node", endpoint, "freeze", count,
+                  (char *)NULL);
+        else
+            execl("/proc/self/exe", "rdzv_bench", "--node", endpoint, "freeze", count, (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
@@ -270,6 +301,20 @@ int main(int argc, char **argv)
     if (getenv("RDZV_BENCH_TRACE") != NULL) {
         elastic_set_log_callback(trace_log, NULL);
         elastic_set_log_level(ELASTIC_LOG_INFO);
+    }
+    if (argc > 2 && strcmp(argv[1], "--etcd") == 0) {
+        etcd_endpoints = argv[2];
+        argv += 2;
+        argc -= 2;
+    }
+    if (argc > 2 && strcmp(argv[1], "--keepalive") == 0) {
+        if (sscanf(argv[2], "%d:%d", &keepalive_interval_ms, &keepalive_timeout_ms) != 2 ||
+            keepalive_interval_ms < 100 || keepalive_timeout_ms < keepalive_interval_ms) {
+            fprintf(stderr, "--keepalive INTERVAL_MS:TIMEOUT_MS (>= 100, timeout >= interval)\n");
+            return 2;
+        }
+        argv += 2;
+        argc -= 2;
     }
     if (argc == 5 && strcmp(argv[1], "--node") == 0) return child_node(argv[2], argv[3], atoi(argv[4]));
     if (argc == 3 && strcmp(argv[1], "--freeze") == 0) return bench_freeze(atoi(argv[2]));

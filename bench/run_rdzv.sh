@@ -6,6 +6,11 @@
 #   RDZV_TORCH_NODES  node counts for torch        (default "2 16 128"; 1024 takes minutes)
 #   RDZV_RUNS         libelastic runs per N, median (default 3)
 #   RDZV_TORCH_CAP    seconds torch may take per phase before it counts as not done (default 120)
+#   RDZV_ETCD_NODES   node counts on etcd v3, beside the embedded store (default: RDZV_NODES;
+#                     skipped when etcd is not installed)
+#   RDZV_ETCD_BIG     from this many nodes on, etcd runs use keep-alive 2000 ms / timeout 10000 ms
+#                     (one etcd member on a small machine cannot answer 1024 x 2 keep-alives/s;
+#                     default 1024)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bench_dir=${ELASTIC_BENCH_DIR:-$here/../build/release/bench}
@@ -14,11 +19,49 @@ torch_nodes=${RDZV_TORCH_NODES:-"2 16 128"}
 runs=${RDZV_RUNS:-3}
 cap=${RDZV_TORCH_CAP:-120}
 python=/usr/bin/python3
+etcd_nodes=${RDZV_ETCD_NODES:-$nodes}
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+etcd_pid=""
+cleanup() { if [ -n "$etcd_pid" ]; then kill "$etcd_pid" 2>/dev/null; wait "$etcd_pid" 2>/dev/null || true; fi; rm -rf "$out"; }
+trap cleanup EXIT
+
+# A one-member etcd on free loopback ports, data in the temporary directory.
+start_etcd() {
+    local ports client peer i
+    ports=$("$python" -c 'import socket
+s=[socket.socket() for _ in range(2)]
+[x.bind(("127.0.0.1",0)) for x in s]
+print(*[x.getsockname()[1] for x in s])')
+    read -r client peer <<<"$ports"
+    etcd --name bench --data-dir "$out/etcd" --listen-client-urls "http://127.0.0.1:$client" \
+        --advertise-client-urls "http://127.0.0.1:$client" --listen-peer-urls "http://127.0.0.1:$peer" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$peer" --initial-cluster "bench=http://127.0.0.1:$peer" \
+        --log-level error --quota-backend-bytes $((4 << 30)) >"$out/etcd.log" 2>&1 &
+    etcd_pid=$!
+    for i in $(seq 1 100); do
+        if curl -s -m 1 -d '{"key":"AA=="}' "http://127.0.0.1:$client/v3/kv/range" | grep -q header; then
+            etcd_endpoint="127.0.0.1:$client"
+            return 0
+        fi
+        sleep 0.1 # etcd has no readiness signal but its own gateway answering
+    done
+    echo "etcd did not start: $(tail -3 "$out/etcd.log")" >&2
+    return 1
+}
 
 "$bench_dir/rdzv_bench" --runs "$runs" $nodes > "$out/elastic"
 "$bench_dir/rdzv_bench" --freeze 16 > "$out/freeze"
+: > "$out/etcd_runs"
+: > "$out/etcd_freeze"
+if command -v etcd >/dev/null 2>&1 && start_etcd; then
+    for n in $etcd_nodes; do
+        keepalive=500:2000
+        [ "$n" -ge "${RDZV_ETCD_BIG:-1024}" ] && keepalive=2000:10000
+        "$bench_dir/rdzv_bench" --etcd "$etcd_endpoint" --keepalive "$keepalive" --runs "$runs" "$n" \
+            >> "$out/etcd_runs" || true
+    done
+    "$bench_dir/rdzv_bench" --etcd "$etcd_endpoint" --freeze 16 > "$out/etcd_freeze" || true
+fi
 if "$python" -c "import torch.distributed.elastic" 2>/dev/null; then
     "$python" "$here/rdzv_torch.py" "$cap" $torch_nodes > "$out/torch" 2>"$out/torch.err" || true
 else
@@ -52,3 +95,31 @@ END {
     printf "- : not run, or torch did not finish within the cap (RDZV_TORCH_CAP)\n"
     printf "targets: 1024 nodes form < 1000 ms; O(1) messages per node per round; kill -> next generation < 2500 ms\n"
 }' "$out/elastic" "$out/torch" "$out/freeze"
+
+# The same phases on etcd v3 beside the embedded store (same machine, same run).
+awk -v runs="$runs" '
+function cell(v, fmt) { return v == "" || v < 0 ? "-" : sprintf(fmt, v) }
+FILENAME ~ /elastic$/    { n[$1] = 1; sf[$1] = $2; sm[$1] = $3; sb[$1] = $4; sk[$1] = $5; skm[$1] = $6; skb[$1] = $7 }
+FILENAME ~ /etcd_runs$/  { n[$1] = 1; ef[$1] = $2; em[$1] = $3; eb[$1] = $4; ek[$1] = $5; ekm[$1] = $6; ekb[$1] = $7
+                           ew[$1] = $8; ekw[$1] = $9 }
+FILENAME ~ /etcd_freeze$/ { freeze = $3 }
+FILENAME ~ /freeze$/ && FILENAME !~ /etcd/ { sfreeze = $3 }
+END {
+    printf "\nrendezvous on etcd v3 (one member, loopback, JSON gateway) beside the embedded store; median of %d runs\n", runs
+    printf "msg/bytes: backend requests and key+value bytes per node (s = store, e = etcd); wire: HTTP bytes per node on etcd\n\n"
+    printf "%5s | %9s %9s | %5s %5s | %7s %7s %8s | %9s %9s | %5s %5s | %7s %7s %8s\n", "N", "form s ms", "e ms",
+           "msg s", "msg e", "bytes s", "bytes e", "wire e", "kill s ms", "e ms", "msg s", "msg e", "bytes s", "bytes e", "wire e"
+    for (k in n) order[++count] = k + 0
+    for (i = 1; i <= count; i++) for (j = i + 1; j <= count; j++) if (order[j] < order[i]) { t = order[i]; order[i] = order[j]; order[j] = t }
+    for (i = 1; i <= count; i++) {
+        k = order[i]
+        printf "%5d | %9s %9s | %5s %5s | %7s %7s %8s | %9s %9s | %5s %5s | %7s %7s %8s\n", k,
+               cell(sf[k], "%.0f"), cell(ef[k], "%.0f"), cell(sm[k], "%.1f"), cell(em[k], "%.1f"),
+               cell(sb[k], "%.0f"), cell(eb[k], "%.0f"), cell(ew[k], "%.0f"), cell(sk[k], "%.0f"), cell(ek[k], "%.0f"),
+               cell(skm[k], "%.1f"), cell(ekm[k], "%.1f"), cell(skb[k], "%.0f"), cell(ekb[k], "%.0f"), cell(ekw[k], "%.0f")
+    }
+    printf "\nkill: one member is dropped, its handle freed (store: its connection closes; etcd: its lease is revoked)\n"
+    printf "frozen node (SIGSTOP, 500 ms keep-alive / 2000 ms lease), N=16: store %s ms, etcd %s ms (etcd expires leases on its own clock, whole seconds)\n", cell(sfreeze, "%.0f"), cell(freeze, "%.0f")
+    printf "etcd runs from %d nodes on use keep-alive 2000 ms / lease 10000 ms (RDZV_ETCD_BIG); the store keeps 500/2000\n", big
+    printf "- : not run (etcd not installed) or failed\n"
+}' big="${RDZV_ETCD_BIG:-1024}" "$out/elastic" "$out/etcd_runs" "$out/etcd_freeze" "$out/freeze"

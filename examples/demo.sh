@@ -2,11 +2,13 @@
 # The elastic demo (make demo): 4 workers of a deterministic data-parallel
 # trainer under `elasticrun --standalone`; one worker is SIGKILLed midway, the
 # group restarts from the last checkpoint and finishes. A second run without
-# the failure must end with exactly the same weights.
+# the failure must end with exactly the same weights. DEMO_TRAINER names
+# another build of the same trainer (make demo TRAINER=rust: examples/rust).
 set -euo pipefail
 
 bin_dir=${ELASTIC_BIN_DIR:-$(dirname "$0")/../bin}
 example_dir=${ELASTIC_EXAMPLE_DIR:-$(dirname "$0")/../build/release/examples}
+trainer=${DEMO_TRAINER:-$example_dir/demo_trainer}
 steps=${DEMO_STEPS:-300}
 kill_at=$((steps / 2))
 work=$(mktemp -d "${TMPDIR:-/tmp}/elastic-demo-XXXXXX")
@@ -34,7 +36,7 @@ run_job() { # run_job NAME KILL(0|1)
     mkdir -p "$dir/ckpt"
     "$bin_dir/elasticrun" --standalone --nproc-per-node=4 --max-restarts=3 \
         --log-dir "$dir/logs" --event-log "$dir/events.jsonl" --no-python \
-        "$example_dir/demo_trainer" --ckpt-dir "$dir/ckpt" --steps "$steps" --result "$dir/result.txt" \
+        "$trainer" --ckpt-dir "$dir/ckpt" --steps "$steps" --result "$dir/result.txt" \
         >"$dir/console.txt" 2>&1 &
     local agent=$!
     if [ "$2" = 1 ]; then

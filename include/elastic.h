@@ -57,7 +57,7 @@ ELASTIC_EXTERN unsigned elastic_version(void);
 ELASTIC_EXTERN const char *elastic_version_string(void);
 
 /* 1 when the named optional feature is available in this build and on this
- * machine ("store", "auth", "zstd", "xxhash", "nccl", "cuda"), else 0. */
+ * machine ("store", "auth", "zstd", "xxhash", "etcd", "nccl", "cuda"), else 0. */
 ELASTIC_EXTERN int elastic_has_feature(const char *name);
 
 /* ---- timeouts ------------------------------------------------------------ */

@@ -5,6 +5,7 @@
  */
 #include "agent/group.h"
 #include "common/names.h"
+#include "rdzv/rdzv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,12 +30,15 @@ struct elastic_agent {
     bool group_ready;
     bool ran;
     int accepting_stop;              /* atomic: request_stop may touch the loop */
-    elastic_store_server *server;    /* when this node hosts the job's store */
+    elastic_store_server *server;    /* when this node hosts the job's store (c10d, static) */
+    agent_jobstore jobstore;         /* etcd-v3: the store re-hosted every generation */
+    char etcd_password[256];
     elastic_store *store;
     agent_events *events;
     agent_membership *membership;
     char run_id[160];
     char node_id[200];
+    char hostname[128];
     char store_endpoint[300];
     char *token;                     /* the store token (NULL: none) */
     char token_file[800];            /* where the workers read it ("": not written) */
@@ -62,6 +66,12 @@ static void random_hex(char *out, size_t bytes)
 
 static bool local_only(const elastic_agent *agent) { return agent->opts.max_nodes == 1; }
 
+static bool on_etcd(const elastic_agent *agent)
+{
+    return !local_only(agent) &&
+           (strcmp(agent->opts.rdzv_backend, "etcd-v3") == 0 || strcmp(agent->opts.rdzv_backend, "etcd") == 0);
+}
+
 static const char *node_address(const elastic_agent *agent)
 {
     return agent->opts.local_addr != NULL ? agent->opts.local_addr : "127.0.0.1";
@@ -88,7 +98,26 @@ static int setup_store(elastic_agent *agent)
     const elastic_agent_opts *o = &agent->opts;
     char host[256];
     int port, rc;
-    if ((rc = agent__token_load(&agent->conf, !local_only(agent), &agent->token)) != 0) return rc;
+    /* On etcd a store without a configured token gets a random one per host,
+     * published in etcd (jobstore.c): no warning about an open store then. */
+    if ((rc = agent__token_load(&agent->conf, !local_only(agent) && !on_etcd(agent), &agent->token)) != 0) return rc;
+    if (on_etcd(agent)) { /* no store yet: each generation's rank 0 hosts one (jobstore.c) */
+        agent_jobstore *js = &agent->jobstore;
+        js->bind_host = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr
+                        : o->local_addr != NULL                 ? o->local_addr
+                                                                : "0.0.0.0";
+        js->advertise_host = o->local_addr != NULL ? o->local_addr : agent->hostname;
+        js->fixed_token = agent->token;
+        js->read_timeout_ms = agent->conf.read_timeout_ms > 0 ? agent->conf.read_timeout_ms : 0;
+        js->endpoint = agent->store_endpoint;
+        js->endpoint_size = sizeof agent->store_endpoint;
+        js->token_dir = agent->group.probe_dir;
+        js->token_file = agent->token_file;
+        js->token_file_size = sizeof agent->token_file;
+        js->group_token_file = &agent->group.store_token_file;
+        js->group_store = &agent->group.store;
+        return 0;
+    }
     if (local_only(agent)) {
         if (agent->token == NULL) { /* only our workers need it */
             if ((agent->token = malloc(33)) == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
@@ -108,6 +137,10 @@ static int setup_store(elastic_agent *agent)
             /* The endpoint's own address, not every interface, unless told. */
             const char *bind = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr : host;
             rc = host_store(agent, bind, port);
+            if (rc == 0 && agent__name_is_loopback_alias(bind))
+                ELASTIC_LOG_W("agent", "the store listens on %s, a loopback address on this host: other hosts cannot "
+                                       "reach it (set --rdzv-conf store_bind_addr=0.0.0.0 or an interface's address)",
+                              bind);
             bool explicit_host = is_static || agent->conf.is_host == 1;
             if (rc != 0 && explicit_host) return rc;
             if (rc != 0) ELASTIC_LOG_I("agent", "store port %d taken (%s): joining as a client", port, elastic_last_error());
@@ -122,6 +155,28 @@ static int setup_store(elastic_agent *agent)
 }
 
 /* ---- membership ------------------------------------------------------------------ */
+
+/* etcd's password: password_file (first line) or ELASTIC_ETCD_PASSWORD, never a flag. */
+static int read_etcd_password(elastic_agent *agent)
+{
+    const char *path = agent->conf.password_file;
+    if (path[0] == '\0') {
+        const char *env = getenv("ELASTIC_ETCD_PASSWORD");
+        if (env == NULL) return elastic__fail(ELASTIC_EINVAL, "etcd user given without password_file or ELASTIC_ETCD_PASSWORD");
+        if (strlen(env) >= sizeof agent->etcd_password) return elastic__fail(ELASTIC_EINVAL, "ELASTIC_ETCD_PASSWORD is too long");
+        snprintf(agent->etcd_password, sizeof agent->etcd_password, "%s", env);
+        return 0;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return elastic__fail(elastic__from_errno(errno), "password_file %s: %s", path, strerror(errno));
+    ssize_t n = read(fd, agent->etcd_password, sizeof agent->etcd_password - 1);
+    close(fd);
+    if (n < 0) return elastic__fail(ELASTIC_EIO, "password_file %s: %s", path, strerror(errno));
+    agent->etcd_password[n] = '\0';
+    agent->etcd_password[strcspn(agent->etcd_password, "\r\n")] = '\0';
+    if (agent->etcd_password[0] == '\0') return elastic__fail(ELASTIC_EINVAL, "password_file %s is empty", path);
+    return 0;
+}
 
 static int setup_membership(elastic_agent *agent)
 {
@@ -146,13 +201,33 @@ static int setup_membership(elastic_agent *agent)
     int attempts = conf->keep_alive_max_attempt > 0 ? conf->keep_alive_max_attempt : 4;
     if (conf->keep_alive_interval_ms > 0 || conf->keep_alive_max_attempt > 0)
         rdzv_opts.keepalive_timeout_ms = rdzv_opts.keepalive_interval_ms * attempts;
-    return agent__membership_rdzv(&rdzv_opts, agent__group_on_change, &agent->group, &agent->membership);
+    if (!on_etcd(agent))
+        return agent__membership_rdzv(&rdzv_opts, agent__group_on_change, &agent->group, &agent->membership);
+    rdzv_opts.store = NULL;
+    rdzv_opts.backend = ELASTIC_RDZV_BACKEND_ETCD;
+    rdzv_opts.etcd_endpoints = o->rdzv_endpoint;
+    rdzv_opts.etcd_prefix = conf->etcd_prefix[0] != '\0' ? conf->etcd_prefix : NULL;
+    rdzv_opts.etcd_ca_file = conf->cacert[0] != '\0' ? conf->cacert : NULL;
+    rdzv_opts.etcd_cert_file = conf->cert[0] != '\0' ? conf->cert : NULL;
+    rdzv_opts.etcd_key_file = conf->key[0] != '\0' ? conf->key : NULL;
+    rdzv_opts.etcd_user = conf->user[0] != '\0' ? conf->user : NULL;
+    if (conf->read_timeout_ms > 0) rdzv_opts.etcd_timeout_ms = conf->read_timeout_ms;
+    if (rdzv_opts.etcd_user != NULL) {
+        int rc = read_etcd_password(agent);
+        if (rc != 0) return rc;
+        rdzv_opts.etcd_password = agent->etcd_password;
+    }
+    /* The generation's store host must publish within a few keep-alive timeouts. */
+    agent->jobstore.lookup_timeout_ms = 3 * rdzv_opts.keepalive_timeout_ms + 2000;
+    return agent__membership_etcd(&rdzv_opts, &agent->jobstore, agent__group_on_change, &agent->group,
+                                  &agent->membership);
 }
 
 /* ---- a store host outlives its own workers ---------------------------------------- */
 
 typedef struct closed_watch {
     elastic_store *store;
+    elastic_rdzv *rdzv;              /* etcd: the closed mark lives there */
     char key[200];
     int stop;                        /* atomic */
     int done;                        /* atomic */
@@ -167,7 +242,8 @@ static void closed_watch_main(void *arg)
     while (!__atomic_load_n(&watch->stop, __ATOMIC_ACQUIRE)) {
         void *value = NULL;
         size_t len = 0;
-        int rc = elastic_store_get(watch->store, watch->key, 1000, &value, &len);
+        int rc = watch->rdzv != NULL ? rdzv__wait_closed(watch->rdzv, 1000)
+                                     : elastic_store_get(watch->store, watch->key, 1000, &value, &len);
         elastic_free(value);
         if (rc != ELASTIC_ETIMEDOUT) break;
     }
@@ -198,6 +274,7 @@ static void serve_a_while(elastic_agent *agent)
 static void serve_until_closed(elastic_agent *agent)
 {
     closed_watch watch = {.store = agent->store, .wake = &agent->group.wake};
+    if (on_etcd(agent)) watch.rdzv = agent__membership_handle(agent->membership);
     snprintf(watch.key, sizeof watch.key, "rdzv/%s/closed", agent->run_id);
     uv_thread_t thread;
     if (uv_thread_create(&thread, closed_watch_main, &watch) != 0) return;
@@ -284,9 +361,9 @@ static int setup(elastic_agent *agent)
     } else {
         snprintf(agent->run_id, sizeof agent->run_id, "%s", agent->opts.run_id);
     }
-    char hostname[128] = "node";
-    gethostname(hostname, sizeof hostname - 1);
-    snprintf(agent->node_id, sizeof agent->node_id, "%s-%d", hostname, (int)getpid());
+    snprintf(agent->hostname, sizeof agent->hostname, "node");
+    gethostname(agent->hostname, sizeof agent->hostname - 1);
+    snprintf(agent->node_id, sizeof agent->node_id, "%s-%d", agent->hostname, (int)getpid());
     if ((rc = uv_loop_init(&agent->loop)) != 0) return elastic__fail(ELASTIC_ESYS, "uv_loop_init: %s", uv_strerror(rc));
     agent->loop_ready = true;
     if ((rc = agent__group_init(&agent->group, &agent->loop)) != 0) return rc;
@@ -298,18 +375,23 @@ static int setup(elastic_agent *agent)
     group->opts = &agent->opts;
     group->membership = agent->membership;
     group->events = agent->events;
-    group->store = local_only(agent) ? NULL : agent->store; /* failure details are shared only between nodes */
+    /* Failure details are shared only between nodes; on etcd the store comes per generation. */
+    group->store = local_only(agent) || on_etcd(agent) ? NULL : agent->store;
+    group->jobstore = on_etcd(agent) ? &agent->jobstore : NULL;
     group->run_id = agent->run_id;
     group->node_id = agent->node_id;
     group->store_endpoint = agent->store_endpoint;
     group->log_root = agent->log_root;
     group->log_root_fd = agent->log_root_fd;
-    if ((rc = agent__probes_start(group)) != 0 || agent->token == NULL) return rc;
-    /* Workers read the token from the agent's private run directory: it
-     * never sits in their environment (nor their children's). */
-    rc = agent__token_publish(group->probe_dir, agent->token, agent->token_file, sizeof agent->token_file);
-    if (rc == 0) group->store_token_file = agent->token_file;
-    return rc;
+    if ((rc = agent__probes_start(group)) != 0) return rc;
+    if (agent->token != NULL) {
+        /* Workers read the token from the agent's private run directory: it
+         * never sits in their environment (nor their children's). */
+        rc = agent__token_publish(group->probe_dir, agent->token, agent->token_file, sizeof agent->token_file);
+        if (rc != 0) return rc;
+        group->store_token_file = agent->token_file;
+    }
+    return agent__reaper_start(group); /* after the run directory exists: it removes it */
 }
 
 ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **out)
@@ -355,7 +437,8 @@ ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result 
     agent__python_start_line(&agent->opts, agent->run_id);
     agent__group_start(&agent->group);
     while (agent->group.state != AGENT_DONE) uv_run(&agent->loop, UV_RUN_ONCE);
-    if (agent->server != NULL && !local_only(agent) && agent->group.stop_signal == 0) {
+    bool hosting = agent->server != NULL || agent__jobstore_hosting(&agent->jobstore);
+    if (hosting && !local_only(agent) && agent->group.stop_signal == 0) {
         if (agent->group.exit_code == 0) serve_until_closed(agent);
         else serve_a_while(agent);
     }
@@ -402,10 +485,14 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
         uv_loop_close(&agent->loop);
     }
     if (agent->group_ready) agent__group_destroy(&agent->group);
+    agent__jobstore_close(&agent->jobstore); /* its watcher uses the membership and the group's store */
     if (agent->membership != NULL) agent->membership->ops->destroy(agent->membership);
     elastic_store_close(agent->store);
+    if (on_etcd(agent) && agent->group_ready) elastic_store_close(agent->group.store);
     elastic_store_server_close(agent->server);
+    memset(agent->etcd_password, 0, sizeof agent->etcd_password);
     agent__events_close(agent->events);
+    if (agent->group_ready) agent__reaper_stop(&agent->group); /* last: it removes what is left */
     if (agent->log_root_is_temporary) nftw(agent->log_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     if (agent->log_root_fd >= 0) close(agent->log_root_fd);
     agent__token_free(agent->token);

@@ -22,9 +22,16 @@ typedef struct agent_rdzv_conf {
     int keep_alive_interval_ms;   /* keep_alive_interval (s) */
     int keep_alive_max_attempt;   /* keep_alive_max_attempt */
     int is_host;                  /* is_host: -1 unset, 0, 1 */
-    int require_token;            /* require_token: -1 unset, 0, 1 (refuse a multi-node job without a token) */
+    int require_token;            /* require_token: -1 unset, 0, 1 (refuse multi-node, no token) */
     char token_file[4096];        /* token_file: the store token's file ("" unset) */
-    char store_bind_addr[256];    /* store_bind_addr: where a hosted store listens ("" = the endpoint's address) */
+    char store_bind_addr[256];    /* store_bind_addr: hosted store's address ("": the endpoint's) */
+    /* etcd-v3 only (empty: not given): TLS files, auth and the key prefix. */
+    char cacert[256];             /* cacert: CA file; https when set */
+    char cert[256];               /* cert, key: client certificate and its key */
+    char key[256];
+    char user[128];               /* user (etcd auth), password from password_file or ELASTIC_ETCD_PASSWORD */
+    char password_file[256];
+    char etcd_prefix[128];        /* etcd_prefix: keys under "<prefix>/<run_id>/" (default /elastic) */
 } agent_rdzv_conf;
 
 /* Parses "key=value,..." as torchrun does (keys and values trimmed; empty
@@ -80,5 +87,9 @@ int agent__endpoint_parse(const char *endpoint, int default_port, char *host, si
 /* Whether `host` names this machine (localhost, its hostname, a loopback or
  * interface address). */
 bool agent__address_is_local(const char *host);
+/* Whether a host *name* (not a literal address, not "localhost") resolves
+ * here to a loopback address first (Debian's 127.0.1.1 for the hostname): a
+ * store bound to it cannot be reached from other hosts. */
+bool agent__name_is_loopback_alias(const char *host);
 
 #endif /* ELASTIC_AGENT_INTERNAL_H */

@@ -120,8 +120,9 @@ static int set_nproc(elastic_agent_opts *o, const char *value)
 
 static int set_backend(elastic_agent_opts *o, const char *value)
 {
-    if (strcmp(value, "c10d") != 0 && strcmp(value, "static") != 0)
-        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not supported (c10d or static)", value);
+    if (strcmp(value, "etcd") == 0) value = "etcd-v3"; /* one spelling from here on */
+    if (strcmp(value, "c10d") != 0 && strcmp(value, "static") != 0 && strcmp(value, "etcd-v3") != 0)
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not supported (c10d, static, etcd-v3 or etcd)", value);
     o->rdzv_backend = value;
     return 0;
 }
@@ -383,6 +384,8 @@ static int check_combination(const elastic_agent_opts *opts)
     if (strcmp(opts->rdzv_backend, "static") == 0 && opts->min_nodes != opts->max_nodes && !opts->standalone)
         return elastic__fail(ELASTIC_EINVAL, "--rdzv-backend static needs a fixed --nnodes, not %d:%d",
                              opts->min_nodes, opts->max_nodes);
+    if (strlen(opts->rdzv_endpoint) == 0 && strcmp(opts->rdzv_backend, "etcd-v3") == 0 && !opts->standalone)
+        return elastic__fail(ELASTIC_EINVAL, "--rdzv-backend etcd-v3 needs --rdzv-endpoint host:port[,host:port...]");
     if (strlen(opts->rdzv_endpoint) == 0 && strcmp(opts->rdzv_backend, "c10d") == 0 && !opts->standalone && opts->max_nodes > 1)
         return elastic__fail(ELASTIC_EINVAL, "--rdzv-backend c10d needs --rdzv-endpoint host[:port]");
     return 0;

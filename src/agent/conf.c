@@ -112,6 +112,25 @@ static int conf_apply(agent_rdzv_conf *conf, const char *key, const char *value)
         conf->keep_alive_max_attempt = (int)attempts;
         return 0;
     }
+    struct {
+        const char *name;
+        char *field;
+        size_t size;
+    } strings[] = {{"cacert", conf->cacert, sizeof conf->cacert},
+                   {"cert", conf->cert, sizeof conf->cert},
+                   {"key", conf->key, sizeof conf->key},
+                   {"user", conf->user, sizeof conf->user},
+                   {"password_file", conf->password_file, sizeof conf->password_file},
+                   {"etcd_prefix", conf->etcd_prefix, sizeof conf->etcd_prefix}};
+    for (size_t i = 0; i < ELASTIC__ARRAY_LEN(strings); i++) {
+        if (strcmp(key, strings[i].name) != 0) continue;
+        if (strlen(value) >= strings[i].size)
+            return elastic__fail(ELASTIC_EINVAL, "%s: longer than %zu bytes", key, strings[i].size - 1);
+        snprintf(strings[i].field, strings[i].size, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "password") == 0) /* visible in ps and shell history */
+        return elastic__fail(ELASTIC_EINVAL, "password: give password_file=PATH or ELASTIC_ETCD_PASSWORD instead");
     if (strcmp(key, "is_host") == 0) {
         if (agent__parse_bool(value, &conf->is_host) != 0)
             return elastic__fail(ELASTIC_EINVAL, "is_host: \"%s\" is not a boolean", value);
@@ -126,7 +145,8 @@ static int conf_apply(agent_rdzv_conf *conf, const char *key, const char *value)
         bool file = key[0] == 't';
         char *dst = file ? conf->token_file : conf->store_bind_addr;
         size_t cap = file ? sizeof conf->token_file : sizeof conf->store_bind_addr;
-        if (strlen(value) >= cap) return elastic__fail(ELASTIC_EINVAL, "%s: longer than %zu bytes", key, cap - 1);
+        if (strlen(value) >= cap)
+            return elastic__fail(ELASTIC_EINVAL, "%s: longer than %zu bytes", key, cap - 1);
         memcpy(dst, value, strlen(value) + 1);
         return 0;
     }

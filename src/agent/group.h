@@ -121,6 +121,96 @@ int agent__membership_local(int nproc, int max_restarts, const char *master_addr
  * rendezvous' thread when the current generation must end. */
 int agent__membership_rdzv(const elastic_rdzv_opts *opts, agent_change_fn on_change, void *user,
                            agent_membership **m);
+/* The same on etcd: every generation also gets its own job store (jobstore, not owned). */
+typedef struct agent_jobstore agent_jobstore;
+int agent__membership_etcd(const elastic_rdzv_opts *opts, agent_jobstore *jobstore, agent_change_fn on_change,
+                           void *user, agent_membership **m);
+/* The rendezvous handle of a membership made by either (NULL otherwise). */
+elastic_rdzv *agent__membership_handle(agent_membership *m);
+
+/* ---- the job's store per generation (jobstore.c, --rdzv-backend etcd-v3) ---- */
+
+typedef struct agent_jobstore {
+    /* Set by the agent. */
+    const char *bind_host;           /* where a hosted store listens */
+    const char *advertise_host;      /* how the other nodes reach it */
+    const char *fixed_token;         /* the job's configured token (every node has it); NULL: random per host */
+    int read_timeout_ms;             /* store calls (0: the client's default) */
+    int lookup_timeout_ms;           /* how long to wait for the host's endpoint */
+    char *endpoint;                  /* the group's store_endpoint buffer, updated per generation */
+    size_t endpoint_size;
+    const char *token_dir;           /* the agent's private run directory (workers' token file) */
+    char *token_file;                /* its path buffer, and the group's pointer to it */
+    size_t token_file_size;
+    const char **group_token_file;
+    elastic_store **group_store;     /* the group's store handle, replaced per generation */
+    /* Own state. */
+    elastic_store_server *server;    /* while this node hosts (it was group rank 0) */
+    char host_token[40];             /* the random token of the store we host (no fixed token) */
+    char written_token[128];         /* the random token in the workers' file now ("" none) */
+    uint64_t published;              /* the last generation we published a store for */
+    int logged_port;
+    /* Watches the generation's store connection: its host dying is a lost
+     * node (no budget), reported before the workers' own errors can end the
+     * generation as their FAILURE. */
+    pthread_t watcher;
+    bool watching;
+    int watcher_stop;                /* atomic */
+    elastic_rdzv *watch_rdzv;
+    elastic_store *watch_store;
+    uint64_t watch_generation;
+    uint64_t lost_generation;        /* atomic: the generation whose store host was lost; 0: none */
+    char watch_key[300];
+} agent_jobstore;
+
+/* After next(): host and publish (group rank 0) or look up and connect. */
+int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result);
+bool agent__jobstore_hosting(const agent_jobstore *js);
+/* Whether generation's store host was lost (any thread). */
+bool agent__jobstore_lost(agent_jobstore *js, uint64_t generation);
+void agent__jobstore_close(agent_jobstore *js);
+
+/* ---- membership and store calls off the loop (calls.c) --------------------- */
+
+typedef enum agent_call_kind {
+    AGENT_CALL_NEXT,                 /* the next rendezvous */
+    AGENT_CALL_END,                  /* end the generation with `cause` */
+    AGENT_CALL_FINISH,               /* every local worker succeeded */
+    AGENT_CALL_LEAVE,                /* shutting down */
+    AGENT_CALL_SHARE_FAILURE,        /* put a failure's detail in the job store (key, value) */
+    AGENT_CALL_SUMMARY               /* write the root-cause summary (reads the store) */
+} agent_call_kind;
+
+typedef struct agent_call {
+    struct agent_call *next;
+    agent_call_kind kind;
+    elastic_rdzv_cause cause;        /* END */
+    char key[512];                   /* SHARE_FAILURE */
+    char value[AGENT_TAIL_BYTES + 1];
+    int summary_rc;                  /* SUMMARY: the error that ends the job */
+    int rc;                          /* the result */
+    char error[256];                 /* its detail (SUMMARY: the input detail) */
+    elastic_rdzv_result result;      /* NEXT */
+} agent_call;
+
+typedef struct agent_calls {
+    bool started, busy, stopping;
+    pthread_t thread;
+    pthread_cond_t wake;             /* with the group's lock */
+    agent_call *queue;               /* posted, not yet run */
+    agent_call *done;                /* run, waiting for the loop */
+} agent_calls;
+
+struct agent_group;
+agent_call *agent__call_new(agent_call_kind kind);
+/* Runs the call on the calls thread (inline for in-memory membership); its
+ * result comes back on the loop through agent__group_call_done. NULL: no memory. */
+void agent__call_post(struct agent_group *group, agent_call *call);
+/* On the loop (the wake async): hands finished calls to agent__group_call_done. */
+void agent__calls_drain(struct agent_group *group);
+bool agent__calls_busy(struct agent_group *group);
+/* false when a call is still blocked: the group must stay allocated. */
+bool agent__calls_stop(struct agent_group *group);
 
 /* ---- event log (events.c) -------------------------------------------------- */
 
@@ -149,6 +239,7 @@ typedef enum agent_state {
     AGENT_RENDEZVOUS,                /* waiting for the next generation to form */
     AGENT_RUNNING,                   /* this generation's workers run */
     AGENT_STOPPING,                  /* workers got SIGTERM (SIGKILL after the grace period) */
+    AGENT_ENDING,                    /* over here; a last call (finish, leave, summary) is in flight */
     AGENT_DONE                       /* the job ended for this node: see exit_code */
 } agent_state;
 
@@ -192,6 +283,7 @@ typedef struct agent_group {
     agent_membership *membership;
     agent_events *events;
     elastic_store *store;            /* job store (NULL when none): failure details are shared there */
+    agent_jobstore *jobstore;        /* etcd: the store per generation; NULL otherwise */
     const char *run_id;
     const char *node_id;
     const char *store_endpoint;
@@ -219,15 +311,19 @@ typedef struct agent_group {
     int pending_stop_signal;         /* atomic; -1: none */
     bool change_pending;
     elastic_rdzv_cause change;
-    bool rendezvous_thread_live;
-    uv_thread_t rendezvous_thread;
-    bool rendezvous_done;
-    int rendezvous_rc;
-    char rendezvous_error[256];
-    elastic_rdzv_result rendezvous_result;
+    agent_calls calls;               /* membership and store calls, off the loop (calls.c) */
+    int ending_exit_code;            /* AGENT_ENDING: the exit code once the last call is back */
+    const char *ending_status;       /* and the job_end status */
+    uint64_t fenced_wall_ms;         /* when this node last fenced itself; 0: never */
+    char fenced_reason[256];
+
+    int reaper_fd;                   /* the reaper's pipe (reaper.c); -1: none */
+    pid_t reaper_pid;
+    char reaper_cgroup[512];         /* the workers' cgroup v2, the agent's own while it runs; "": none */
+    char reaper_parent_cgroup[400];  /* where the agent was (and returns before a normal exit) */
 
     probe__monitor *monitor;         /* probes, metrics, the workers' channel (probes.c) */
-    char probe_dir[64];              /* its heartbeat file and socket (short: a socket path) */
+    char probe_dir[96];              /* its heartbeat file and socket (short: a socket path) */
     uv_timer_t ack_timer;            /* in-process recovery: the abort acknowledgement deadline */
     int unhealthy_local_rank;        /* the worker that ended the generation here; -1: none */
     char unhealthy_reason[300];
@@ -299,8 +395,23 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
 /* group.c: re-checks whether the stopping generation is over. */
 void agent__group_maybe_stopped(agent_group *group);
 
+/* group.c: a call posted with agent__call_post is back (on the loop). */
+void agent__group_call_done(agent_group *group, agent_call *call);
+
+/* reaper.c: a process that kills every worker's process group (and cgroup)
+ * and removes the run directory when the agent dies, SIGKILL included. */
+int agent__reaper_start(agent_group *group);
+/* A worker now leads process group `pgid` (replacing old_pgid, 0: none). */
+void agent__reaper_track(agent_group *group, pid_t old_pgid, pid_t pgid);
+void agent__reaper_stop(agent_group *group);
+/* Removes the run directories of dead agents under tmp. */
+void agent__reaper_sweep_stale(const char *tmp);
+
 /* summary.c: root cause, error file and the failure's details in the store. */
+/* Records the first local failure in memory (never blocks); share() posts its
+ * detail to the job store off the loop. */
 void agent__failure_record(agent_group *group, agent_worker *worker, const elastic_rdzv_cause *cause);
+void agent__failure_share(agent_group *group, const elastic_rdzv_cause *cause);
 void agent__summary_write(agent_group *group, int rc, const char *why);
 
 #endif /* ELASTIC_AGENT_GROUP_H */

@@ -52,7 +52,11 @@ static void on_straggler(void *user, const probe__failure *f)
 int agent__probes_start(agent_group *group)
 {
     const elastic_agent_opts *o = group->opts;
-    snprintf(group->probe_dir, sizeof group->probe_dir, "/tmp/elastic-%d-XXXXXX", (int)getpid());
+    /* TMPDIR when its path leaves room for the socket's name (sun_path is 108 bytes). */
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || tmp[0] != '/' || strlen(tmp) > 64) tmp = "/tmp";
+    agent__reaper_sweep_stale(tmp);
+    snprintf(group->probe_dir, sizeof group->probe_dir, "%s/elastic-%d-XXXXXX", tmp, (int)getpid());
     if (mkdtemp(group->probe_dir) == NULL) {
         group->probe_dir[0] = '\0';
         return elastic__fail(ELASTIC_ESYS, "probe directory: %s", strerror(errno));

@@ -284,7 +284,8 @@ ELASTIC_EXTERN int elastic_ckpt_save_async(elastic_ckpt *c, uint64_t step, const
 {
     elastic__clear_error();
     if (c == NULL || (blobs == NULL && n > 0)) return elastic__fail(ELASTIC_EINVAL, "ckpt save_async: NULL argument");
-    if (step == UINT64_MAX) return elastic__fail(ELASTIC_EINVAL, "ckpt: step UINT64_MAX can never be superseded");
+    if (step == UINT64_MAX)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: step UINT64_MAX can never be superseded");
     if (c->async == NULL) {
         int rc = async_start(c);
         if (rc) return rc;

@@ -144,7 +144,10 @@ int ckpt__fsync_dir(const char *path);
 int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag, const void *data,
                             size_t len, bool durable, unsigned mode);
 /* Directories get search permission wherever files are readable. */
-static inline unsigned ckpt__dir_mode(const elastic_ckpt_opts *o) { return o->file_mode | ((o->file_mode & 0444u) >> 2); }
+static inline unsigned ckpt__dir_mode(const elastic_ckpt_opts *o)
+{
+    return o->file_mode | ((o->file_mode & 0444u) >> 2);
+}
 /* Reads a whole small file (at most max bytes). */
 int ckpt__read_small_file(const char *path, size_t max, uint8_t **data, size_t *len);
 /* Removes a directory tree of depth one (a step directory). */
@@ -238,6 +241,13 @@ void ckpt__view_free(ckpt_step_view *v);
 /* ---- retention (retention.c) ------------------------------------------------------ */
 
 void ckpt__cleanup_on_open(elastic_ckpt *c);
+
+/* ---- generation fencing (fence.c) ------------------------------------------------------ */
+
+/* Records that opts.generation writes here (no-op for generation 0). */
+int ckpt__fence_register(elastic_ckpt *c);
+/* ELASTIC_ESTATE when a newer generation has registered: this one may not commit. */
+int ckpt__fence_check(elastic_ckpt *c, uint64_t step);
 void ckpt__apply_retention(elastic_ckpt *c);
 
 /* ---- async (async.c) ---------------------------------------------------------------- */

@@ -338,7 +338,8 @@ static int open_temp_shard(elastic_ckpt_txn *t)
     snprintf(t->final_path, sizeof t->final_path, "%s/%s", t->step_dir, shard);
     snprintf(t->tmp_path, sizeof t->tmp_path, "%s/" CKPT_TMP_PREFIX "%s.%ld.%u", t->step_dir, shard,
              (long)getpid(), t->c->tmp_counter++);
-    t->fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, t->c->opts.file_mode);
+    t->fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                 t->c->opts.file_mode);
     if (t->fd < 0) return ckpt__fail_errno(errno, "create", t->tmp_path);
     ckpt_header h = {.step = t->step, .generation = o->generation, .rank = o->rank, .world = o->world,
                      .chunk_size = t->m.chunk_size};
@@ -394,7 +395,8 @@ ELASTIC_EXTERN int elastic_ckpt_begin(elastic_ckpt *c, uint64_t step, elastic_ck
 {
     elastic__clear_error();
     if (c == NULL || txn == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt begin: NULL argument");
-    if (step == UINT64_MAX) return elastic__fail(ELASTIC_EINVAL, "ckpt: step UINT64_MAX can never be superseded");
+    if (step == UINT64_MAX)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: step UINT64_MAX can never be superseded");
     if (!ckpt__txn_try_claim(c)) return elastic__fail(ELASTIC_EBUSY, "a checkpoint transaction or save is in progress");
     return ckpt__txn_begin(c, step, c->ctx, txn);
 }

@@ -33,7 +33,7 @@ static bool library_loadable(const char *const *names)
 
 ELASTIC_EXTERN int elastic_has_feature(const char *name)
 {
-    static const char *const built_in[] = {"store", "auth", "zstd", "xxhash"};
+    static const char *const built_in[] = {"store", "auth", "zstd", "xxhash", "etcd"};
     static const char *const nccl_names[] = {"libnccl.so.2", "libnccl.so", NULL};
     static const char *const cuda_names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
     if (name == NULL) return 0;

@@ -25,6 +25,8 @@ static void opts_defaults(elastic_rdzv_opts *opts)
     opts->keepalive_timeout_ms = 2000;
     opts->max_restarts = 0;
     opts->local_world_size = 1;
+    opts->backend = ELASTIC_RDZV_BACKEND_STORE;
+    opts->etcd_timeout_ms = 5000;
 }
 
 ELASTIC_EXTERN int elastic_rdzv_opts_init(elastic_rdzv_opts *opts, size_t struct_size)
@@ -48,6 +50,12 @@ static int check_opts(const elastic_rdzv_opts *o)
                              "rdzv: keepalive_interval_ms (%d) and keepalive_timeout_ms (%d) must be >= 100, "
                              "the timeout no shorter than the interval",
                              o->keepalive_interval_ms, o->keepalive_timeout_ms);
+    if (o->backend != ELASTIC_RDZV_BACKEND_STORE && o->backend != ELASTIC_RDZV_BACKEND_ETCD)
+        return elastic__fail(ELASTIC_EINVAL, "rdzv: unknown backend %d", o->backend);
+    if (o->backend == ELASTIC_RDZV_BACKEND_ETCD && (o->etcd_endpoints == NULL || o->etcd_endpoints[0] == '\0'))
+        return elastic__fail(ELASTIC_EINVAL, "rdzv: the etcd backend needs etcd_endpoints (host:port[,host:port...])");
+    if (o->backend == ELASTIC_RDZV_BACKEND_ETCD && o->etcd_timeout_ms <= 0) /* every etcd request has a deadline */
+        return elastic__fail(ELASTIC_EINVAL, "rdzv: etcd_timeout_ms must be > 0, not %d", o->etcd_timeout_ms);
     if (o->max_restarts < 0 || o->local_world_size < 1 || o->local_world_size > RDZV__MAX_LOCAL_WORLD)
         return elastic__fail(ELASTIC_EINVAL, "rdzv: max_restarts must be >= 0, local_world_size 1..%d",
                              RDZV__MAX_LOCAL_WORLD);
@@ -119,12 +127,22 @@ ELASTIC_EXTERN int elastic_rdzv_open(const elastic_rdzv_opts *opts, elastic_rdzv
     }
     char prefix[RDZV__MAX_ID + 8];
     snprintf(prefix, sizeof prefix, "rdzv/%s/", r->run_id);
-    rc = rdzv__backend_store_open(o.store, o.endpoint, o.token, prefix, &r->backend);
+    if (o.backend == ELASTIC_RDZV_BACKEND_ETCD) {
+        rdzv__etcd_conf conf = {.endpoints = o.etcd_endpoints, .prefix = o.etcd_prefix, .ca_file = o.etcd_ca_file,
+                                .cert_file = o.etcd_cert_file, .key_file = o.etcd_key_file, .user = o.etcd_user,
+                                .password = o.etcd_password, .timeout_ms = o.etcd_timeout_ms};
+        rc = rdzv__backend_etcd_open(&conf, r->run_id, &r->backend);
+    } else {
+        rc = rdzv__backend_store_open(o.store, o.endpoint, o.token, prefix, &r->backend);
+    }
     if (rc == 0) {
+        r->backend->on_lease_lost = rdzv__on_lease_lost;
+        r->backend->lease_lost_user = r;
         rc = r->backend->ops->lease_grant(r->backend, r->keepalive_timeout_ms, r->keepalive_interval_ms, &r->lease);
         r->have_lease = rc == 0;
     }
     if (rc == 0) rc = rdzv__monitor_start(r);
+    if (rc == 0) rc = rdzv__guard_start(r);
     if (rc != 0) {
         elastic_rdzv_free(r);
         return rc;
@@ -137,6 +155,7 @@ ELASTIC_EXTERN void elastic_rdzv_free(elastic_rdzv *r)
 {
     if (r == NULL) return;
     rdzv__monitor_stop(r);
+    rdzv__guard_stop(r);
     if (r->backend != NULL) {
         if (r->have_lease) (void)r->backend->ops->lease_revoke(r->backend, r->lease);
         r->backend->ops->close(r->backend);

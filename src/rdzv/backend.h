@@ -38,6 +38,10 @@ typedef struct rdzv__backend_ops {
     /* ELASTIC_ENOTFOUND when the lease already ended. */
     int (*set_leased)(rdzv__backend *b, const char *key, const void *value, size_t len,
                       uint64_t lease);
+    /* One renewal round trip within timeout_ms: 0 the lease lives, ELASTIC_ENOTFOUND
+     * it ended, ELASTIC_ETIMEDOUT no answer, ELASTIC_ECONNECT the store refuses or
+     * is gone. Optional (NULL: no self-fencing, see guard.c). */
+    int (*lease_check)(rdzv__backend *b, uint64_t lease, int timeout_ms);
     void (*close)(rdzv__backend *b);
 } rdzv__backend_ops;
 
@@ -47,12 +51,33 @@ typedef struct rdzv__traffic {
     uint64_t messages;
     uint64_t bytes_sent;
     uint64_t bytes_received;
+    uint64_t wire_bytes;             /* etcd: HTTP bytes both ways (JSON, base64, headers, keep-alives) */
 } rdzv__traffic;
+
+/* Fencing: runs once, on the backend's own thread, when this node's lease
+ * ended without a revoke (it was cut off from the coordination service past
+ * the lease's TTL, so the others already count it as gone). The etcd
+ * backend reports it; a store backend may (the hook is the shared interface). */
+typedef void (*rdzv__lease_lost_fn)(void *user, uint64_t lease, const char *why);
 
 struct rdzv__backend {
     const rdzv__backend_ops *ops;
     rdzv__traffic traffic;           /* updated atomically by the calls */
+    rdzv__lease_lost_fn on_lease_lost;   /* set before lease_grant; NULL: nobody listens */
+    void *lease_lost_user;
 };
+
+/* Where and how to reach etcd (strings are copied). */
+typedef struct rdzv__etcd_conf {
+    const char *endpoints;           /* "host:port[,host:port...]" */
+    const char *prefix;              /* keys under "<prefix>/<run_id>/"; NULL: "/elastic" */
+    const char *ca_file, *cert_file, *key_file;  /* TLS (https when ca_file is set) */
+    const char *user, *password;     /* etcd auth */
+    int timeout_ms;                  /* per call; 0: 5000 */
+} rdzv__etcd_conf;
+
+/* Opens the etcd backend (backend_etcd.c): keys under "<prefix>/<run_id>/rdzv/". */
+int rdzv__backend_etcd_open(const rdzv__etcd_conf *conf, const char *run_id, rdzv__backend **backend);
 
 /* Opens the store backend: a clone of `store` (when not NULL) or a new
  * connection to endpoint, with every key under `prefix`. */

@@ -36,7 +36,7 @@ static int read_area(elastic_rdzv *r, uint64_t generation, int slot, area_state 
     return 0;
 }
 
-static void notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause)
+void rdzv__notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause)
 {
     pthread_mutex_lock(&r->lock);
     elastic_rdzv_change_fn fn = NULL;
@@ -130,9 +130,14 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
         /* Most wake-ups are the end broadcast: look for the end first. */
         elastic_rdzv_cause cause;
         if (rc == 0) rc = rdzv__read_end(r, generation, &cause);
+        if (rc == 0 && cause.kind == ELASTIC_RDZV_NODE_LOST && strcmp(cause.node_id, r->node_id) == 0) {
+            /* The others lost us (we were frozen or cut off) and moved on. */
+            rdzv__fence(r, generation, "the other nodes lost this node's lease and ended its generation");
+            return;
+        }
         if (rc == 0) {
             rdzv__note_end(r, generation, &cause);
-            notify(r, generation, &cause);
+            rdzv__notify(r, generation, &cause);
             return;
         }
         area_state area;

@@ -114,6 +114,7 @@ struct elastic_rdzv {
     /* The lease this node's records hang on (caller thread only). */
     uint64_t lease;
     bool have_lease;
+    int lease_lost;                      /* atomic: the backend reported `lease` lost (fenced) */
 
     pthread_mutex_t lock;                /* guards everything below */
     pthread_cond_t changed;              /* phase/cause changes, monitor hand-offs */
@@ -139,6 +140,12 @@ struct elastic_rdzv {
     void *on_change_user;
     uint64_t stale_generation;           /* our keys of this generation await cleanup; 0: none */
     int stale_slot;
+
+    /* Lease guard thread (guard.c): fences this node when its lease is lost. */
+    pthread_t guard;
+    bool guard_running;
+    uint64_t guard_lease;                /* the lease of the generation being guarded */
+    bool fenced;                         /* lost membership: next() joins as a new member */
 };
 
 /* ---- keys.c ---- */
@@ -210,7 +217,19 @@ void rdzv__note_end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cau
 void rdzv__fill_cause(elastic_rdzv *r, elastic_rdzv_cause *cause, int kind, uint64_t generation,
                       const char *node_id, const char *reason);
 
+/* ---- guard.c ---- */
+
+/* Starts the lease guard (a no-op when the backend cannot check leases). */
+int rdzv__guard_start(elastic_rdzv *r);
+void rdzv__guard_stop(elastic_rdzv *r);
+/* Ends `generation` locally as FENCED (this node is no member any more) and
+ * runs the on_change callback; no-op when the generation already ended. */
+void rdzv__fence(elastic_rdzv *r, uint64_t generation, const char *reason);
+
 /* ---- monitor.c ---- */
+
+/* Runs the on_change callback once per generation. */
+void rdzv__notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause);
 
 int rdzv__monitor_start(elastic_rdzv *r);
 /* Points the monitor at a freshly formed generation. */
@@ -218,5 +237,25 @@ void rdzv__monitor_watch(elastic_rdzv *r, uint64_t generation, int next_slot, co
 /* Stops watching the current generation (waits, bounded, for the monitor). */
 void rdzv__monitor_unwatch(elastic_rdzv *r);
 void rdzv__monitor_stop(elastic_rdzv *r);
+/* Runs the on_change callback for `generation` (once per generation). */
+void rdzv__notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause);
+
+/* ---- jobstore.c: the job's store of a generation (etcd backend) ---- */
+
+/* Publishes (on this node's lease) where generation's store is. */
+int rdzv__jobstore_publish(elastic_rdzv *r, uint64_t generation, const char *endpoint, const char *token);
+/* Waits up to timeout_ms for generation's store record; token "" when none. */
+int rdzv__jobstore_lookup(elastic_rdzv *r, uint64_t generation, int timeout_ms, char *endpoint, size_t endpoint_size,
+                          char *token, size_t token_size);
+void rdzv__jobstore_forget(elastic_rdzv *r, uint64_t generation);
+/* 0 once the job is marked closed; ELASTIC_ETIMEDOUT before. */
+int rdzv__wait_closed(elastic_rdzv *r, int timeout_ms);
+
+/* ---- fence.c ---- */
+
+/* The backend lost this node's lease: end the generation here at once (the
+ * others already count this node as gone) and make the next join take a new
+ * lease. Runs on the backend's thread. */
+void rdzv__on_lease_lost(void *user, uint64_t lease, const char *why);
 
 #endif /* ELASTIC_RDZV_INTERNAL_H */

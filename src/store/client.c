@@ -129,7 +129,8 @@ static bool dispatch_frames(store__session *session)
 }
 
 /* TLS: decrypts what arrived into session->in (tls_lock taken). */
-static int decrypt_input(store__session *session, store__tls *tls, const uint8_t *raw, size_t len, const char **why)
+static int decrypt_input(store__session *session, store__tls *tls, const uint8_t *raw, size_t len,
+                         const char **why)
 {
     store__buf *in = &session->in;
     int err = 0;
@@ -144,7 +145,8 @@ static int decrypt_input(store__session *session, store__tls *tls, const uint8_t
             err = ELASTIC_ECONNECT;
             break;
         }
-        if (store__tls_read(tls, in->data + in->len, in->cap - in->len, &got, why) != 0) err = ELASTIC_ECONNECT;
+        if (store__tls_read(tls, in->data + in->len, in->cap - in->len, &got, why) != 0)
+            err = ELASTIC_ECONNECT;
         else in->len += got;
     }
     pthread_mutex_unlock(&session->tls_lock);

@@ -80,7 +80,8 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms)
     bool server_auth = store__le16(welcome + 6) & STORE__WELCOME_AUTH;
     const uint8_t *server_nonce = welcome + 8, *server_proof = welcome + 8 + STORE__NONCE_BYTES;
     if (server_auth && token == NULL)
-        return elastic__fail(ELASTIC_EAUTH, "the store requires a token (ELASTIC_STORE_TOKEN or opts.token)");
+        return elastic__fail(ELASTIC_EAUTH, "the store requires a token (opts.token, "
+                                            "ELASTIC_STORE_TOKEN_FILE or ELASTIC_STORE_TOKEN)");
     if (!server_auth && token != NULL)
         return elastic__fail(ELASTIC_EAUTH, "the store does not prove it knows the token (started without one?)");
     uint8_t proof[STORE__PROOF_BYTES] = {0};
@@ -155,8 +156,8 @@ static int connect_one(const struct addrinfo *ai, uint64_t deadline_ms, int *fd_
     return 0;
 }
 
-int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms, int *fd_out,
-                          store__tls **tls_out)
+int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms,
+                          int *fd_out, store__tls **tls_out)
 {
     *tls_out = NULL;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};

@@ -50,6 +50,15 @@ static void rdzv_structs(void)
     FIELD(elastic_rdzv_opts, node_addr);
     FIELD(elastic_rdzv_opts, local_world_size);
     FIELD(elastic_rdzv_opts, node_id);
+    FIELD(elastic_rdzv_opts, backend);
+    FIELD(elastic_rdzv_opts, etcd_endpoints);
+    FIELD(elastic_rdzv_opts, etcd_prefix);
+    FIELD(elastic_rdzv_opts, etcd_ca_file);
+    FIELD(elastic_rdzv_opts, etcd_cert_file);
+    FIELD(elastic_rdzv_opts, etcd_key_file);
+    FIELD(elastic_rdzv_opts, etcd_user);
+    FIELD(elastic_rdzv_opts, etcd_password);
+    FIELD(elastic_rdzv_opts, etcd_timeout_ms);
     SIZE(elastic_rdzv_result);
     FIELD(elastic_rdzv_result, struct_size);
     FIELD(elastic_rdzv_result, generation);

@@ -104,7 +104,10 @@ TEST(agent_args_rejects_bad_values_naming_the_flag)
         {"--nnodes", "1:2:3", "--nnodes"},
         {"--nproc-per-node", "-1", "--nproc-per-node"},
         {"--nproc-per-node", "many", "--nproc-per-node"},
-        {"--rdzv-backend", "etcd", "not supported"},
+        {"--rdzv-backend", "zookeeper", "not supported"},
+        {"--rdzv-backend", "etcd", "needs --rdzv-endpoint"},
+        {"--rdzv-conf", "password=hunter2", "password_file"},
+        {"--rdzv-conf", "cacert=", "cacert"},
         {"--max-restarts", "-1", "--max-restarts"},
         {"--max-restarts", "1e3", "--max-restarts"},
         {"--monitor-interval", "0", "--monitor-interval"},
@@ -158,6 +161,30 @@ TEST(agent_args_double_dash_starts_the_program)
     ASSERT_OK(parse(&opts, ARGC(argv), argv, NULL));
     ASSERT_EQ(opts.argc, 2);
     ASSERT_STR_EQ(opts.argv[0], "--weird-name");
+}
+
+TEST(agent_args_etcd_backend_takes_an_endpoint_list_and_tls_conf)
+{
+    const char *argv[] = {"elasticrun", "--nnodes=2:4", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                          "e1:2379,e2:2379,e3:2379", "--rdzv-conf", "cacert=/ca.pem,cert=/c.pem,key=/k.pem,user=u",
+                          "train.py"};
+    elastic_agent_opts opts;
+    ASSERT_OK(parse(&opts, ARGC(argv), argv, NULL));
+    ASSERT_STR_EQ(opts.rdzv_backend, "etcd-v3"); /* the alias and the name are one backend */
+    ASSERT_STR_EQ(opts.rdzv_endpoint, "e1:2379,e2:2379,e3:2379");
+    agent_rdzv_conf conf;
+    ASSERT_OK(agent__rdzv_conf_parse(opts.rdzv_conf, &conf));
+    ASSERT_STR_EQ(conf.cacert, "/ca.pem");
+    ASSERT_STR_EQ(conf.cert, "/c.pem");
+    ASSERT_STR_EQ(conf.key, "/k.pem");
+    ASSERT_STR_EQ(conf.user, "u");
+    ASSERT_STR_EQ(conf.etcd_prefix, "");
+    char too_long[400];
+    memset(too_long, 'a', sizeof too_long - 1);
+    too_long[sizeof too_long - 1] = '\0';
+    char text[420];
+    snprintf(text, sizeof text, "cacert=%s", too_long);
+    ASSERT_ERR(agent__rdzv_conf_parse(text, &conf), ELASTIC_EINVAL);
 }
 
 TEST(agent_rdzv_conf_parses_like_torchrun)

@@ -50,22 +50,26 @@ class RdzvOpts(ctypes.Structure):
                 ("max_nodes", ctypes.c_int), ("join_timeout_ms", ctypes.c_int),
                 ("last_call_timeout_ms", ctypes.c_int), ("keepalive_interval_ms", ctypes.c_int),
                 ("keepalive_timeout_ms", ctypes.c_int), ("max_restarts", ctypes.c_int),
-                ("node_addr", ctypes.c_char_p), ("local_world_size", ctypes.c_int), ("node_id", ctypes.c_char_p)]
+                ("node_addr", ctypes.c_char_p), ("local_world_size", ctypes.c_int), ("node_id", ctypes.c_char_p),
+                ("backend", ctypes.c_int), ("etcd_endpoints", ctypes.c_char_p), ("etcd_prefix", ctypes.c_char_p),
+                ("etcd_ca_file", ctypes.c_char_p), ("etcd_cert_file", ctypes.c_char_p),
+                ("etcd_key_file", ctypes.c_char_p), ("etcd_user", ctypes.c_char_p),
+                ("etcd_password", ctypes.c_char_p), ("etcd_timeout_ms", ctypes.c_int)]
 
 
 class RdzvResult(ctypes.Structure):
     """elastic_rdzv_result (include/elastic/rdzv.h); set struct_size before next()."""
-    _fields_ = [("struct_size", ctypes.c_size_t), ("generation", ctypes.c_uint64), ("group_rank", ctypes.c_int), ("group_world_size", ctypes.c_int),
-                ("rank_base", ctypes.c_int), ("local_world_size", ctypes.c_int), ("world_size", ctypes.c_int),
-                ("restart_count", ctypes.c_int), ("max_restarts", ctypes.c_int),
+    _fields_ = [("struct_size", ctypes.c_size_t), ("generation", ctypes.c_uint64), ("group_rank", ctypes.c_int),
+                ("group_world_size", ctypes.c_int), ("rank_base", ctypes.c_int), ("local_world_size", ctypes.c_int),
+                ("world_size", ctypes.c_int), ("restart_count", ctypes.c_int), ("max_restarts", ctypes.c_int),
                 ("master_addr", ctypes.c_char * 256), ("master_port", ctypes.c_int)]
 
 
 class RdzvCause(ctypes.Structure):
     """elastic_rdzv_cause (include/elastic/rdzv.h); set struct_size before every call."""
-    _fields_ = [("struct_size", ctypes.c_size_t), ("kind", ctypes.c_int), ("generation", ctypes.c_uint64), ("node_id", ctypes.c_char * 128),
-                ("rank", ctypes.c_int), ("exit_code", ctypes.c_int), ("signal", ctypes.c_int),
-                ("reason", ctypes.c_char * 256), ("time_ms", ctypes.c_uint64)]
+    _fields_ = [("struct_size", ctypes.c_size_t), ("kind", ctypes.c_int), ("generation", ctypes.c_uint64),
+                ("node_id", ctypes.c_char * 128), ("rank", ctypes.c_int), ("exit_code", ctypes.c_int),
+                ("signal", ctypes.c_int), ("reason", ctypes.c_char * 256), ("time_ms", ctypes.c_uint64)]
 
 
 class WorkerOpts(ctypes.Structure):

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Runs the Rust bindings' tests (cargo test --offline: unit, integration and
+# doc tests of elastic-sys, elastic and the demo trainer) against the library
+# in ELASTIC_LIB_DIR, as make test does through test_bindings_rust.c.
+#   run-tests.sh            plain library
+#   run-tests.sh asan       ASan/UBSan library: the test programs run with the
+#                           sanitizer runtime preloaded; the doc tests are left
+#                           out (rustdoc would run them without it)
+set -eu
+cd "$(dirname "$0")"
+: "${ELASTIC_LIB_DIR:?set ELASTIC_LIB_DIR to the directory of libelastic.so}"
+root=$(cd ../.. && pwd)
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/build/rust}"
+export LD_LIBRARY_PATH="$ELASTIC_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+cargo=${CARGO:-cargo}
+case "${1:-plain}" in
+plain)
+    exec "$cargo" test --offline --workspace ;;
+asan)
+    runtime=$(${CC:-cc} -print-file-name=libasan.so)
+    [ -f "$runtime" ] || { echo "run-tests.sh: no libasan.so next to ${CC:-cc}" >&2; exit 2; }
+    exec "$cargo" test --offline --workspace --lib --bins --tests \
+        --config "target.'cfg(all())'.runner = ['env', 'LD_PRELOAD=$runtime']" ;;
+*)
+    echo "usage: run-tests.sh [plain|asan]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,448 @@
+/*
+ * The rendezvous backend on etcd v3: get/set/delete as Range/Put/
+ * DeleteRange, multi_set and compare_set as one Txn each, add as a Txn on a
+ * counter key (etcd counts a key's versions for us), keys as a keys-only
+ * Range. Watches are in backend_etcd_watch.c, leases in backend_etcd_lease.c.
+ */
+#include "rdzv/etcd.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* A counter kept by add(+1) holds this marker; its value is the key's
+ * version (how often it was written since created), so concurrent adds are
+ * one Put each instead of compare-and-set retries. Rendezvous values are
+ * printable text, so the marker cannot collide with them. */
+static const char COUNTER[] = "\001c";
+#define COUNTER_LEN 2
+#define ADD_ATTEMPTS 1000            /* contention bound for other deltas */
+
+static etcd__backend *self(rdzv__backend *b) { return (etcd__backend *)b; }
+
+int etcd__full_key(etcd__backend *b, const char *key, char *out, size_t cap)
+{
+    size_t len = strlen(key);
+    if (b->prefix_len + len + 1 > cap) return elastic__fail(ELASTIC_EINVAL, "etcd: key \"%.60s\" is too long", key);
+    memcpy(out, b->prefix, b->prefix_len);
+    memcpy(out + b->prefix_len, key, len + 1);
+    return 0;
+}
+
+int etcd__kv_value(json_object *kv, char **value, size_t *len)
+{
+    int rc = etcd__unb64(etcd__json_field(kv, "value", json_type_string), value, len);
+    if (rc != 0 || *len != COUNTER_LEN || memcmp(*value, COUNTER, COUNTER_LEN) != 0) return rc;
+    int64_t version = 0;
+    rc = etcd__json_i64(kv, "version", 0, &version);
+    free(*value);
+    *value = NULL;
+    if (rc != 0 || version < 1) return rc != 0 ? rc : elastic__fail(ELASTIC_EPROTO, "etcd: counter without a version");
+    char text[24];
+    int n = snprintf(text, sizeof text, "%" PRId64, version);
+    *value = elastic__strdup(text);
+    *len = (size_t)n;
+    return *value != NULL ? 0 : elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
+}
+
+/* ---- request builders ---- */
+
+static json_object *key_object(etcd__backend *b, const char *key)
+{
+    char full[512];
+    if (etcd__full_key(b, key, full, sizeof full) != 0) return NULL;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "key", etcd__b64(full, strlen(full)));
+    return o;
+}
+
+static json_object *put_object(etcd__backend *b, const char *key, const void *value, size_t len, int64_t lease,
+                               bool prev_kv)
+{
+    json_object *o = key_object(b, key), *encoded = etcd__b64(value, len);
+    if (o == NULL || encoded == NULL) {
+        json_object_put(o);
+        json_object_put(encoded);
+        return NULL;
+    }
+    json_object_object_add(o, "value", encoded);
+    if (lease != 0) json_object_object_add(o, "lease", json_object_new_int64(lease));
+    if (prev_kv) json_object_object_add(o, "prev_kv", json_object_new_boolean(1));
+    return o;
+}
+
+static json_object *wrap(const char *name, json_object *inner)
+{
+    if (inner == NULL) return NULL;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, name, inner);
+    return o;
+}
+
+/* compare: "VALUE" == value, or "CREATE"/"MOD" == revision. */
+static json_object *compare_object(etcd__backend *b, const char *key, const char *target, const void *value,
+                                   size_t len, int64_t revision)
+{
+    json_object *o = key_object(b, key);
+    if (o == NULL) return NULL;
+    json_object_object_add(o, "target", json_object_new_string(target));
+    json_object_object_add(o, "result", json_object_new_string("EQUAL"));
+    if (strcmp(target, "VALUE") == 0) json_object_object_add(o, "value", etcd__b64(value, len));
+    else if (strcmp(target, "CREATE") == 0) json_object_object_add(o, "create_revision", json_object_new_int64(revision));
+    else json_object_object_add(o, "mod_revision", json_object_new_int64(revision));
+    return o;
+}
+
+/* A Txn of one compare, one success op, and a read of key on failure. */
+static int txn(etcd__backend *b, json_object *compare, json_object *success, const char *key, json_object **reply,
+               bool *succeeded)
+{
+    *reply = NULL;
+    if (compare == NULL || success == NULL) {
+        json_object_put(compare);
+        json_object_put(success);
+        return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" or its value is too large", key);
+    }
+    json_object *body = json_object_new_object(), *cmp = json_object_new_array(), *ok = json_object_new_array(),
+                *fail = json_object_new_array();
+    if (compare != NULL) json_object_array_add(cmp, compare);
+    json_object_array_add(ok, success);
+    json_object_array_add(fail, wrap("request_range", key_object(b, key)));
+    json_object_object_add(body, "compare", cmp);
+    json_object_object_add(body, "success", ok);
+    json_object_object_add(body, "failure", fail);
+    int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, reply);
+    if (rc != 0) return rc;
+    json_object *flag = etcd__json_field(*reply, "succeeded", json_type_boolean);
+    *succeeded = flag != NULL && json_object_get_boolean(flag);
+    return 0;
+}
+
+/* The kv the n-th response of a Txn carries: response_range's first kv or
+ * response_put's prev_kv. NULL when none. */
+static json_object *txn_kv(json_object *reply, const char *kind, const char *field)
+{
+    json_object *responses = etcd__json_field(reply, "responses", json_type_array);
+    if (responses == NULL || json_object_array_length(responses) < 1) return NULL;
+    json_object *inner = etcd__json_field(json_object_array_get_idx(responses, 0), kind, json_type_object);
+    if (strcmp(field, "kvs") == 0) {
+        json_object *kvs = etcd__json_field(inner, "kvs", json_type_array);
+        if (kvs == NULL || json_object_array_length(kvs) < 1) return NULL;
+        json_object *kv = json_object_array_get_idx(kvs, 0);
+        return json_object_is_type(kv, json_type_object) ? kv : NULL;
+    }
+    return etcd__json_field(inner, field, json_type_object);
+}
+
+/* ---- operations ---- */
+
+static int etcd_get(rdzv__backend *base, const char *key, void **value, size_t *len)
+{
+    etcd__backend *b = self(base);
+    *value = NULL;
+    *len = 0;
+    json_object *reply = NULL;
+    int rc = etcd__call(b->client, "/v3/kv/range", key_object(b, key), 0, false, &reply);
+    if (rc == 0) {
+        json_object *kvs = etcd__json_field(reply, "kvs", json_type_array);
+        json_object *kv = kvs != NULL && json_object_array_length(kvs) > 0 ? json_object_array_get_idx(kvs, 0) : NULL;
+        if (kv == NULL || !json_object_is_type(kv, json_type_object)) rc = ELASTIC_ENOTFOUND;
+        else rc = etcd__kv_value(kv, (char **)value, len);
+    }
+    json_object_put(reply);
+    rdzv__count(base, strlen(key), rc == 0 ? *len : 0);
+    return rc;
+}
+
+static int etcd_set(rdzv__backend *base, const char *key, const void *value, size_t len)
+{
+    json_object *reply = NULL;
+    rdzv__count(base, strlen(key) + len, 0);
+    int rc = etcd__call(self(base)->client, "/v3/kv/put", put_object(self(base), key, value, len, 0, false), 0, false,
+                        &reply);
+    json_object_put(reply);
+    return rc;
+}
+
+static int etcd_set_leased(rdzv__backend *base, const char *key, const void *value, size_t len, uint64_t lease)
+{
+    json_object *reply = NULL;
+    rdzv__count(base, strlen(key) + len + 8, 0);
+    int rc = etcd__call(self(base)->client, "/v3/kv/put", put_object(self(base), key, value, len, (int64_t)lease, false),
+                        0, false, &reply);
+    json_object_put(reply);
+    return rc;
+}
+
+/* One Txn per ETCD__MAX_TXN_OPS keys (etcd's --max-txn-ops default): each
+ * chunk is atomic; the rendezvous needs no atomicity across them (every
+ * reader waits for its own key). */
+static int etcd_multi_set(rdzv__backend *base, const char *const *keys, const void *const *values, const size_t *lens,
+                          size_t n)
+{
+    etcd__backend *b = self(base);
+    for (size_t first = 0; first < n; first += ETCD__MAX_TXN_OPS) {
+        size_t last = first + ETCD__MAX_TXN_OPS < n ? first + ETCD__MAX_TXN_OPS : n, sent = 0;
+        json_object *body = json_object_new_object(), *ops = json_object_new_array();
+        json_object_object_add(body, "success", ops);
+        for (size_t i = first; i < last; i++) {
+            json_object *put = put_object(b, keys[i], values[i], lens[i], 0, false);
+            if (put == NULL) {
+                json_object_put(body);
+                return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" or its value is too large", keys[i]);
+            }
+            json_object_array_add(ops, wrap("request_put", put));
+            sent += strlen(keys[i]) + lens[i];
+        }
+        rdzv__count(base, sent, 0);
+        json_object *reply = NULL;
+        int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
+        json_object_put(reply);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
+static int etcd_del(rdzv__backend *base, const char *key)
+{
+    json_object *reply = NULL;
+    rdzv__count(base, strlen(key), 0);
+    int rc = etcd__call(self(base)->client, "/v3/kv/deleterange", key_object(self(base), key), 0, false, &reply);
+    if (rc == 0) {
+        int64_t deleted = 0;
+        rc = etcd__json_i64(reply, "deleted", 0, &deleted);
+        if (rc == 0 && deleted == 0) rc = ELASTIC_ENOTFOUND;
+    }
+    json_object_put(reply);
+    return rc;
+}
+
+static int etcd_compare_set(rdzv__backend *base, const char *key, const void *expected, size_t elen,
+                            const void *desired, size_t dlen, void **current, size_t *clen)
+{
+    etcd__backend *b = self(base);
+    *current = NULL;
+    *clen = 0;
+    json_object *compare = expected != NULL ? compare_object(b, key, "VALUE", expected, elen, 0)
+                                            : compare_object(b, key, "CREATE", NULL, 0, 0);
+    json_object *reply = NULL;
+    bool succeeded = false;
+    /* Re-sending a compare-and-set is harmless: if the first one applied,
+     * the second fails its compare and reads back what the first wrote. */
+    int rc = txn(b, compare, wrap("request_put", put_object(b, key, desired, dlen, 0, false)), key, &reply, &succeeded);
+    if (rc == 0 && succeeded) {
+        *current = malloc(dlen + 1);
+        if (*current == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
+        else memcpy(*current, desired, dlen), ((char *)*current)[dlen] = '\0', *clen = dlen;
+    } else if (rc == 0) {
+        json_object *kv = txn_kv(reply, "response_range", "kvs");
+        if (kv != NULL) rc = etcd__kv_value(kv, (char **)current, clen);
+    }
+    json_object_put(reply);
+    rdzv__count(base, strlen(key) + elen + dlen, rc == 0 ? *clen : 0);
+    return rc;
+}
+
+/* add(+1) on a counter: one Txn that writes the marker if the key holds it
+ * (the result is the new version), or creates it. */
+static int add_one(etcd__backend *b, const char *key, int64_t *result, bool *not_counter, int64_t *mod_revision,
+                   int64_t *current)
+{
+    for (int attempt = 0; attempt < ADD_ATTEMPTS; attempt++) {
+        json_object *reply = NULL;
+        bool succeeded = false;
+        json_object *put = put_object(b, key, COUNTER, COUNTER_LEN, 0, true);
+        int rc = txn(b, compare_object(b, key, "VALUE", COUNTER, COUNTER_LEN, 0), wrap("request_put", put), key,
+                     &reply, &succeeded);
+        if (rc != 0) return rc;
+        json_object *kv = succeeded ? txn_kv(reply, "response_put", "prev_kv") : txn_kv(reply, "response_range", "kvs");
+        int64_t version = 0;
+        if (succeeded) {
+            rc = kv != NULL ? etcd__json_i64(kv, "version", 0, &version)
+                            : elastic__fail(ELASTIC_EPROTO, "etcd: add: no previous version in the reply");
+            json_object_put(reply);
+            if (rc == 0) *result = version + 1;
+            return rc;
+        }
+        if (kv != NULL) { /* holds a plain number: the caller's compare-and-set loop */
+            char *value = NULL;
+            size_t len = 0;
+            rc = etcd__kv_value(kv, &value, &len);
+            if (rc == 0) rc = etcd__json_i64(kv, "mod_revision", 0, mod_revision);
+            char *end = NULL;
+            *current = rc == 0 ? strtoll(value, &end, 10) : 0;
+            if (rc == 0 && (len == 0 || end == NULL || *end != '\0'))
+                rc = elastic__fail(ELASTIC_EINVAL, "etcd: add: key %s holds no integer", key);
+            free(value);
+            json_object_put(reply);
+            *not_counter = true;
+            return rc;
+        }
+        json_object_put(reply);
+        /* Absent: create it as a counter at 1, unless someone else just did. */
+        put = put_object(b, key, COUNTER, COUNTER_LEN, 0, false);
+        rc = txn(b, compare_object(b, key, "CREATE", NULL, 0, 0), wrap("request_put", put), key, &reply, &succeeded);
+        json_object_put(reply);
+        if (rc != 0) return rc;
+        if (succeeded) {
+            *result = 1;
+            return 0;
+        }
+    }
+    return elastic__fail(ELASTIC_EBUSY, "etcd: add on %s lost %d races", key, ADD_ATTEMPTS);
+}
+
+static int etcd_add(rdzv__backend *base, const char *key, int64_t delta, int64_t *result)
+{
+    etcd__backend *b = self(base);
+    rdzv__count(base, strlen(key) + 8, 8);
+    bool not_counter = delta != 1;
+    int64_t mod_revision = 0, current = 0;
+    if (!not_counter) {
+        int rc = add_one(b, key, result, &not_counter, &mod_revision, &current);
+        if (rc != 0 || !not_counter) return rc;
+    }
+    /* A plain decimal value (or delta != 1): compare-and-set on mod_revision. */
+    for (int attempt = 0; attempt < ADD_ATTEMPTS; attempt++) {
+        if (mod_revision == 0 && attempt > 0) current = 0;
+        if ((delta > 0 && current > INT64_MAX - delta) || (delta < 0 && current < INT64_MIN - delta))
+            return elastic__fail(ELASTIC_ERANGE, "etcd: add on %s overflows", key);
+        char text[24];
+        int n = snprintf(text, sizeof text, "%" PRId64, current + delta);
+        json_object *compare = mod_revision != 0 ? compare_object(b, key, "MOD", NULL, 0, mod_revision)
+                                                 : compare_object(b, key, "CREATE", NULL, 0, 0);
+        json_object *reply = NULL;
+        bool succeeded = false;
+        int rc = txn(b, compare, wrap("request_put", put_object(b, key, text, (size_t)n, 0, false)), key, &reply,
+                     &succeeded);
+        if (rc == 0 && succeeded) *result = current + delta;
+        json_object *kv = rc == 0 && !succeeded ? txn_kv(reply, "response_range", "kvs") : NULL;
+        mod_revision = 0;
+        if (kv != NULL) {
+            char *value = NULL, *end = NULL;
+            size_t len = 0;
+            rc = etcd__kv_value(kv, &value, &len);
+            if (rc == 0) rc = etcd__json_i64(kv, "mod_revision", 0, &mod_revision);
+            if (rc == 0) current = strtoll(value, &end, 10);
+            if (rc == 0 && (len == 0 || *end != '\0'))
+                rc = elastic__fail(ELASTIC_EINVAL, "etcd: add: key %s holds no integer", key);
+            free(value);
+        }
+        json_object_put(reply);
+        if (rc != 0 || succeeded) return rc;
+    }
+    return elastic__fail(ELASTIC_EBUSY, "etcd: add on %s lost %d races", key, ADD_ATTEMPTS);
+}
+
+static int etcd_keys(rdzv__backend *base, const char *prefix, size_t max, char ***keys, size_t *n)
+{
+    etcd__backend *b = self(base);
+    *keys = NULL;
+    *n = 0;
+    char full[512], end[512];
+    int rc = etcd__full_key(b, prefix, full, sizeof full);
+    if (rc != 0) return rc;
+    etcd__range_end(full, end, sizeof end);
+    json_object *body = json_object_new_object();
+    json_object_object_add(body, "key", etcd__b64(full, strlen(full)));
+    json_object_object_add(body, "range_end", etcd__b64(end, strlen(end)));
+    json_object_object_add(body, "keys_only", json_object_new_boolean(1));
+    json_object_object_add(body, "limit", json_object_new_int64((int64_t)max));
+    json_object *reply = NULL;
+    rc = etcd__call(b->client, "/v3/kv/range", body, 0, false, &reply);
+    json_object *kvs = rc == 0 ? etcd__json_field(reply, "kvs", json_type_array) : NULL;
+    size_t count = kvs != NULL ? json_object_array_length(kvs) : 0, total = 0, received = 0;
+    if (count > max) count = max;
+    char **decoded = calloc(count + 1, sizeof *decoded);
+    size_t *lens = calloc(count + 1, sizeof *lens);
+    if (rc == 0 && (decoded == NULL || lens == NULL)) rc = elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
+    size_t full_len = strlen(full);
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        json_object *kv = json_object_array_get_idx(kvs, i);
+        rc = etcd__unb64(etcd__json_field(kv, "key", json_type_string), &decoded[i], &lens[i]);
+        if (rc == 0 && (lens[i] < full_len || memcmp(decoded[i], full, full_len) != 0))
+            rc = elastic__fail(ELASTIC_EPROTO, "etcd: range returned a key outside the prefix");
+        if (rc == 0) total += lens[i] - b->prefix_len + 1;
+    }
+    /* One allocation: the pointer array, then the names. */
+    char **names = rc == 0 ? malloc(count * sizeof *names + total + 1) : NULL;
+    if (rc == 0 && names == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
+    char *text = names != NULL ? (char *)(names + count) : NULL;
+    for (size_t i = 0; decoded != NULL && i < count; i++) {
+        if (rc == 0) {
+            size_t len = lens[i] - b->prefix_len;
+            memcpy(text, decoded[i] + b->prefix_len, len + 1);
+            names[i] = text;
+            text += len + 1;
+            received += len;
+        }
+        free(decoded[i]);
+    }
+    free(decoded);
+    free(lens);
+    json_object_put(reply);
+    rdzv__count(base, strlen(prefix) + 8, received);
+    if (rc != 0) return rc;
+    *keys = names;
+    *n = count;
+    return 0;
+}
+
+static void etcd_close(rdzv__backend *base)
+{
+    if (base == NULL) return;
+    etcd__backend *b = self(base);
+    etcd__keeper_stop(b);
+    pthread_mutex_destroy(&b->keeper.lock);
+    pthread_cond_destroy(&b->keeper.wake);
+    etcd__client_close(b->client);
+    free(b);
+}
+
+static const rdzv__backend_ops etcd_ops = {
+    .get = etcd_get,
+    .multi_get = etcd__multi_get,
+    .set = etcd_set,
+    .multi_set = etcd_multi_set,
+    .del = etcd_del,
+    .add = etcd_add,
+    .compare_set = etcd_compare_set,
+    .watch = etcd__watch,
+    .keys = etcd_keys,
+    .lease_grant = etcd__lease_grant,
+    .lease_revoke = etcd__lease_revoke,
+    .set_leased = etcd_set_leased,
+    .close = etcd_close,
+};
+
+int rdzv__backend_etcd_open(const rdzv__etcd_conf *conf, const char *run_id, rdzv__backend **backend)
+{
+    *backend = NULL;
+    const char *root = conf->prefix != NULL && conf->prefix[0] != '\0' ? conf->prefix : "/elastic";
+    if (strlen(root) > 128 || strchr(root, ' ') != NULL)
+        return elastic__fail(ELASTIC_EINVAL, "etcd: prefix must be up to 128 characters without spaces");
+    etcd__backend *b = calloc(1, sizeof *b);
+    if (b == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
+    b->base.ops = &etcd_ops;
+    size_t root_len = strlen(root);
+    while (root_len > 0 && root[root_len - 1] == '/') root_len--;
+    snprintf(b->prefix, sizeof b->prefix, "%.*s/%s/rdzv/", (int)root_len, root, run_id);
+    b->prefix_len = strlen(b->prefix);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&b->keeper.lock, NULL);
+    pthread_cond_init(&b->keeper.wake, &attr);
+    pthread_condattr_destroy(&attr);
+    etcd__opts opts = {.endpoints = conf->endpoints, .ca_file = conf->ca_file, .cert_file = conf->cert_file,
+                       .key_file = conf->key_file, .user = conf->user, .password = conf->password,
+                       .timeout_ms = conf->timeout_ms};
+    int rc = etcd__client_open(&opts, &b->client);
+    if (rc != 0) {
+        etcd_close(&b->base);
+        return rc;
+    }
+    etcd__client_count_wire(b->client, &b->base.traffic.wire_bytes);
+    *backend = &b->base;
+    return 0;
+}

@@ -1,0 +1,134 @@
+/*
+ * This node's etcd lease: granted with TTL = the keep-alive timeout, kept
+ * alive from a thread of its own every keep-alive interval (so a busy caller
+ * never loses it), and reported lost (fencing) the moment etcd says it is
+ * gone or no keep-alive was acknowledged for a whole TTL.
+ */
+#include "rdzv/etcd.h"
+
+#include "common/clock.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* One keep-alive: 1 while the lease lives, 0 when etcd no longer has it. */
+static int keep_alive_once(etcd__backend *b, int64_t lease, int timeout_ms)
+{
+    json_object *body = json_object_new_object(), *reply = NULL;
+    json_object_object_add(body, "ID", json_object_new_int64(lease));
+    int rc = etcd__call(b->client, "/v3/lease/keepalive", body, timeout_ms, false, &reply);
+    if (rc != 0) return rc;
+    json_object *result = etcd__json_field(reply, "result", json_type_object);
+    int64_t ttl = 0;
+    if (result == NULL) rc = elastic__fail(ELASTIC_EPROTO, "etcd keepalive: no result in the reply");
+    else rc = etcd__json_i64(result, "TTL", 0, &ttl);
+    json_object_put(reply);
+    if (rc != 0) return rc;
+    return ttl > 0 ? 1 : 0;
+}
+
+static void report_lost(etcd__backend *b, int64_t lease, const char *why)
+{
+    ELASTIC_LOG_W("rdzv", "etcd lease %" PRIx64 " lost: %s", (uint64_t)lease, why);
+    if (b->base.on_lease_lost != NULL) b->base.on_lease_lost(b->base.lease_lost_user, (uint64_t)lease, why);
+}
+
+static void *keeper_main(void *arg)
+{
+    etcd__backend *b = arg;
+    etcd__keeper *k = &b->keeper;
+    pthread_mutex_lock(&k->lock);
+    int64_t lease = k->lease;
+    uint64_t next = elastic__now_ms() + (uint64_t)k->interval_ms;
+    while (!k->stop) {
+        if (elastic__now_ms() < next) {
+            struct timespec at = elastic__timespec_at(next);
+            pthread_cond_timedwait(&k->wake, &k->lock, &at);
+            continue;
+        }
+        uint64_t sent = elastic__now_ms();
+        uint64_t expires = k->last_ok_ms + (uint64_t)k->ttl_ms;
+        pthread_mutex_unlock(&k->lock);
+        /* Never wait past the moment the lease would lapse: we fence then. */
+        int left = sent < expires ? (int)(expires - sent) : 1;
+        int alive = keep_alive_once(b, lease, left);
+        char why[300] = "";
+        if (alive == 0) snprintf(why, sizeof why, "etcd says the lease has expired");
+        else if (alive < 0 && elastic__now_ms() >= expires)
+            snprintf(why, sizeof why, "no keep-alive acknowledged for %d ms (%s)", k->ttl_ms, elastic_last_error());
+        pthread_mutex_lock(&k->lock);
+        if (alive == 1) k->last_ok_ms = sent;
+        if (why[0] != '\0' && !k->stop) {
+            k->stop = true;
+            pthread_mutex_unlock(&k->lock);
+            report_lost(b, lease, why);
+            pthread_mutex_lock(&k->lock);
+            break;
+        }
+        next = sent + (uint64_t)k->interval_ms;
+        if (alive < 0 && next > expires) next = expires; /* one last try right at the deadline */
+    }
+    pthread_mutex_unlock(&k->lock);
+    return NULL;
+}
+
+void etcd__keeper_stop(etcd__backend *b)
+{
+    etcd__keeper *k = &b->keeper;
+    pthread_mutex_lock(&k->lock);
+    bool running = k->running;
+    k->stop = true;
+    k->running = false;
+    pthread_cond_broadcast(&k->wake);
+    pthread_mutex_unlock(&k->lock);
+    if (running) pthread_join(k->thread, NULL);
+}
+
+int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms, uint64_t *lease)
+{
+    etcd__backend *b = (etcd__backend *)base;
+    if (ttl_ms < 100 || keepalive_interval_ms < 0)
+        return elastic__fail(ELASTIC_EINVAL, "etcd lease: ttl_ms must be >= 100");
+    etcd__keeper_stop(b); /* one lease per node: a new grant replaces a lost one */
+    rdzv__count(base, 8, 8);
+    json_object *body = json_object_new_object(), *reply = NULL;
+    /* etcd counts in seconds (and raises tiny TTLs to its minimum); our own
+     * deadline stays ttl_ms, so we fence no later than etcd expires us. */
+    json_object_object_add(body, "TTL", json_object_new_int64((ttl_ms + 999) / 1000));
+    int rc = etcd__call(b->client, "/v3/lease/grant", body, 0, false, &reply);
+    int64_t id = 0;
+    if (rc == 0) rc = etcd__json_i64(reply, "ID", 0, &id);
+    json_object_put(reply);
+    if (rc == 0 && id <= 0) rc = elastic__fail(ELASTIC_EPROTO, "etcd lease grant: no lease ID in the reply");
+    if (rc != 0) return rc;
+    *lease = (uint64_t)id;
+    if (keepalive_interval_ms == 0) return 0;
+    etcd__keeper *k = &b->keeper;
+    pthread_mutex_lock(&k->lock);
+    k->lease = id;
+    k->ttl_ms = ttl_ms;
+    k->interval_ms = keepalive_interval_ms;
+    k->last_ok_ms = elastic__now_ms();
+    k->stop = false;
+    rc = pthread_create(&k->thread, NULL, keeper_main, b);
+    k->running = rc == 0;
+    pthread_mutex_unlock(&k->lock);
+    if (rc != 0) return elastic__fail(ELASTIC_ESYS, "etcd lease: cannot start the keep-alive thread");
+    return 0;
+}
+
+int etcd__lease_revoke(rdzv__backend *base, uint64_t lease)
+{
+    etcd__backend *b = (etcd__backend *)base;
+    pthread_mutex_lock(&b->keeper.lock);
+    bool ours = b->keeper.lease == (int64_t)lease;
+    pthread_mutex_unlock(&b->keeper.lock);
+    if (ours) etcd__keeper_stop(b); /* a revoke is not a loss: nobody is fenced */
+    rdzv__count(base, 8, 0);
+    json_object *body = json_object_new_object(), *reply = NULL;
+    json_object_object_add(body, "ID", json_object_new_int64((int64_t)lease));
+    int rc = etcd__call(b->client, "/v3/lease/revoke", body, 0, false, &reply);
+    json_object_put(reply);
+    return rc;
+}

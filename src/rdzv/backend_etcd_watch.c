@@ -1,0 +1,194 @@
+/*
+ * Watching on etcd: one streaming Watch from a revision, closed at the first
+ * event, so no change after that revision is missed (a dropped stream is
+ * re-opened from the same revision on the next endpoint). multi_get waits
+ * for keys to exist with such watches.
+ */
+#include "rdzv/etcd.h"
+
+#include "common/clock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct watch_ctx {
+    etcd__backend *b;
+    const char *key;
+    bool prefix;
+    int64_t start_revision;
+    uint64_t revision;               /* out: the change's revision */
+    char error[200];
+} watch_ctx;
+
+static json_object *watch_body(void *user)
+{
+    watch_ctx *w = user;
+    json_object *create = json_object_new_object();
+    json_object_object_add(create, "key", etcd__b64(w->key, strlen(w->key)));
+    if (w->prefix) {
+        char end[512];
+        etcd__range_end(w->key, end, sizeof end);
+        json_object_object_add(create, "range_end", etcd__b64(end, strlen(end)));
+    }
+    json_object_object_add(create, "start_revision", json_object_new_int64(w->start_revision));
+    json_object *body = json_object_new_object();
+    json_object_object_add(body, "create_request", create);
+    return body;
+}
+
+/* 1: an event (or a compaction: the caller re-reads); 0: keep reading. */
+static int on_watch_message(void *user, json_object *message)
+{
+    watch_ctx *w = user;
+    json_object *error = etcd__json_field(message, "error", json_type_object);
+    if (error != NULL) {
+        json_object *text = etcd__json_field(error, "message", json_type_string);
+        snprintf(w->error, sizeof w->error, "%.150s", text != NULL ? json_object_get_string(text) : "watch error");
+        return ELASTIC_EPROTO;
+    }
+    json_object *result = etcd__json_field(message, "result", json_type_object);
+    if (result == NULL) {
+        snprintf(w->error, sizeof w->error, "a watch message without a result");
+        return ELASTIC_EPROTO;
+    }
+    int64_t compacted = 0, header_revision = 0, revision = 0;
+    json_object *header = etcd__json_field(result, "header", json_type_object);
+    if (etcd__json_i64(result, "compact_revision", 0, &compacted) != 0 ||
+        etcd__json_i64(header, "revision", 0, &header_revision) != 0) {
+        snprintf(w->error, sizeof w->error, "malformed watch header");
+        return ELASTIC_EPROTO;
+    }
+    if (compacted > 0) { /* history before our revision is gone: report "changed" */
+        w->revision = (uint64_t)(header_revision > 0 ? header_revision : compacted);
+        return 1;
+    }
+    json_object *events = etcd__json_field(result, "events", json_type_array);
+    size_t n = events != NULL ? json_object_array_length(events) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *kv = etcd__json_field(json_object_array_get_idx(events, i), "kv", json_type_object);
+        int64_t mod = 0;
+        if (kv == NULL || etcd__json_i64(kv, "mod_revision", 0, &mod) != 0 || mod < w->start_revision) {
+            snprintf(w->error, sizeof w->error, "malformed watch event");
+            return ELASTIC_EPROTO;
+        }
+        if (mod > revision) revision = mod;
+    }
+    if (n == 0) return 0; /* "created", or a progress notice */
+    w->revision = (uint64_t)revision;
+    return 1;
+}
+
+int etcd__watch_from(etcd__backend *b, const char *full_key, bool prefix, int64_t start_revision, int timeout_ms,
+                     uint64_t *revision)
+{
+    watch_ctx w = {.b = b, .key = full_key, .prefix = prefix, .start_revision = start_revision > 0 ? start_revision : 1};
+    int rc = etcd__stream(b->client, "/v3/watch", watch_body, timeout_ms, on_watch_message, &w);
+    if (rc == ELASTIC_EPROTO && w.error[0] != '\0') return elastic__fail(rc, "etcd watch: %s", w.error);
+    if (rc == 0) *revision = w.revision;
+    return rc;
+}
+
+int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision, int timeout_ms, uint64_t *revision)
+{
+    etcd__backend *b = (etcd__backend *)base;
+    char full[512];
+    int rc = etcd__full_key(b, prefix, full, sizeof full);
+    if (rc != 0) return rc;
+    rdzv__count(base, strlen(prefix) + 12, 8);
+    if (after_revision >= (uint64_t)INT64_MAX) return elastic__fail(ELASTIC_EINVAL, "etcd watch: revision too large");
+    bool is_prefix = full[0] != '\0' && full[strlen(full) - 1] == '/';
+    return etcd__watch_from(b, full, is_prefix, (int64_t)after_revision + 1, timeout_ms, revision);
+}
+
+/* Reads every key, one Txn per ETCD__MAX_TXN_OPS keys; *missing: the first
+ * absent one (or -1), and *revision: the store revision the first read of
+ * that key saw. */
+static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **values, size_t *lens, long *missing,
+                    int64_t *revision)
+{
+    int rc = 0;
+    *missing = -1;
+    for (size_t first = 0; rc == 0 && *missing < 0 && first < n; first += ETCD__MAX_TXN_OPS) {
+        size_t last = first + ETCD__MAX_TXN_OPS < n ? first + ETCD__MAX_TXN_OPS : n;
+        json_object *body = json_object_new_object(), *ops = json_object_new_array();
+        json_object_object_add(body, "success", ops);
+        for (size_t i = first; rc == 0 && i < last; i++) {
+            char full[512];
+            rc = etcd__full_key(b, keys[i], full, sizeof full);
+            if (rc != 0) break;
+            json_object *range = json_object_new_object(), *op = json_object_new_object();
+            json_object_object_add(range, "key", etcd__b64(full, strlen(full)));
+            json_object_object_add(op, "request_range", range);
+            json_object_array_add(ops, op);
+        }
+        json_object *reply = NULL;
+        if (rc != 0) json_object_put(body);
+        else rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
+        rdzv__count(&b->base, 0, 0);
+        json_object *responses = rc == 0 ? etcd__json_field(reply, "responses", json_type_array) : NULL;
+        json_object *header = rc == 0 ? etcd__json_field(reply, "header", json_type_object) : NULL;
+        if (rc == 0) rc = etcd__json_i64(header, "revision", 0, revision);
+        if (rc == 0 && (responses == NULL || json_object_array_length(responses) != last - first))
+            rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of %zu reads answered with another count", last - first);
+        for (size_t i = first; rc == 0 && i < last; i++) {
+            json_object *range = etcd__json_field(json_object_array_get_idx(responses, i - first), "response_range",
+                                                  json_type_object);
+            json_object *kvs = etcd__json_field(range, "kvs", json_type_array);
+            json_object *kv = kvs != NULL && json_object_array_length(kvs) > 0 ? json_object_array_get_idx(kvs, 0) : NULL;
+            if (kv == NULL || !json_object_is_type(kv, json_type_object)) {
+                *missing = (long)i;
+                break;
+            }
+            rc = etcd__kv_value(kv, (char **)&values[i], &lens[i]);
+        }
+        json_object_put(reply);
+    }
+    if (rc != 0 || *missing >= 0) {
+        for (size_t i = 0; i < n; i++) {
+            free(values[i]);
+            values[i] = NULL;
+            lens[i] = 0;
+        }
+    }
+    return rc;
+}
+
+int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int timeout_ms, void **values,
+                    size_t *lens)
+{
+    etcd__backend *b = (etcd__backend *)base;
+    uint64_t deadline = elastic__deadline_ms(timeout_ms);
+    size_t sent = 0, received = 0;
+    for (size_t i = 0; i < n; i++) {
+        sent += strlen(keys[i]);
+        values[i] = NULL;
+        lens[i] = 0;
+    }
+    int rc;
+    for (;;) {
+        long missing = -1;
+        int64_t revision = 0;
+        rc = read_all(b, keys, n, values, lens, &missing, &revision);
+        __atomic_fetch_add(&base->traffic.bytes_sent, (uint64_t)sent, __ATOMIC_RELAXED);
+        if (rc != 0 || missing < 0) break;
+        /* Wait for the first absent key to appear after what we read. */
+        int left = elastic__ms_left(deadline);
+        if (left <= 0) {
+            rc = elastic__fail(ELASTIC_ETIMEDOUT, "etcd: key %s absent after %d ms", keys[missing], timeout_ms);
+            break;
+        }
+        char full[512];
+        uint64_t changed = 0;
+        rc = etcd__full_key(b, keys[missing], full, sizeof full);
+        if (rc == 0) rc = etcd__watch_from(b, full, false, revision + 1, left, &changed);
+        rdzv__count(base, strlen(keys[missing]) + 12, 8);
+        if (rc == ELASTIC_ETIMEDOUT) {
+            rc = elastic__fail(ELASTIC_ETIMEDOUT, "etcd: key %s absent after %d ms", keys[missing], timeout_ms);
+            break;
+        }
+        if (rc != 0) break;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) received += lens[i];
+    __atomic_fetch_add(&base->traffic.bytes_received, (uint64_t)received, __ATOMIC_RELAXED);
+    return rc;
+}

@@ -1,0 +1,460 @@
+/*
+ * HTTP transport to etcd's JSON gateway: one POST per call through libcurl,
+ * trying the endpoints in turn (the one that answered last first), with a
+ * deadline, a size bound on the reply, TLS and etcd's token auth.
+ */
+#include "rdzv/etcd.h"
+
+#include "common/clock.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct etcd__client {
+    char *endpoints[ETCD__MAX_ENDPOINTS];  /* "http(s)://host:port" */
+    size_t n;
+    char *ca_file, *cert_file, *key_file, *user, *password;
+    int timeout_ms;
+    pthread_mutex_t lock;                  /* guards everything below */
+    size_t preferred;                      /* the endpoint that answered last */
+    char token[512];                       /* etcd auth token; "" without auth */
+    CURL *pool[ETCD__POOL];
+    size_t pooled;
+    uint64_t *wire_bytes;                  /* where HTTP bytes are counted; NULL: nowhere */
+};
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static CURLcode global_rc;
+
+static void global_init(void) { global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+/* ---- one HTTP exchange ------------------------------------------------------------ */
+
+typedef struct exchange {
+    char *buf;                       /* the reply so far (unary calls) */
+    size_t len, cap;
+    bool too_large;
+    json_tokener *tok;               /* streaming calls: messages parsed as they come */
+    etcd__message_fn on_message;
+    void *user;
+    int stop;                        /* what on_message returned to stop the stream */
+    bool corrupt;
+    char corrupt_detail[128];
+} exchange;
+
+static size_t on_stream_bytes(exchange *x, const char *data, size_t size)
+{
+    size_t offset = 0;
+    while (offset < size) {
+        /* Newlines between messages are not part of any JSON value. */
+        while (offset < size && (data[offset] == '\n' || data[offset] == '\r' || data[offset] == ' ')) offset++;
+        if (offset == size) break;
+        json_object *message = json_tokener_parse_ex(x->tok, data + offset, (int)(size - offset));
+        enum json_tokener_error err = json_tokener_get_error(x->tok);
+        if (err == json_tokener_continue) return size; /* the rest of the message comes later */
+        if (message == NULL || !json_object_is_type(message, json_type_object)) {
+            json_object_put(message);
+            x->corrupt = true;
+            snprintf(x->corrupt_detail, sizeof x->corrupt_detail, "bad JSON in the watch stream (%s)",
+                     json_tokener_error_desc(err));
+            return 0;
+        }
+        offset += json_tokener_get_parse_end(x->tok);
+        json_tokener_reset(x->tok);
+        x->stop = x->on_message(x->user, message);
+        json_object_put(message);
+        if (x->stop != 0) return 0; /* aborts the transfer: we have what we wanted */
+    }
+    return size;
+}
+
+static size_t on_bytes(char *data, size_t one, size_t n, void *arg)
+{
+    exchange *x = arg;
+    size_t size = one * n;
+    if (x->tok != NULL) return on_stream_bytes(x, data, size);
+    if (x->len + size + 1 > ETCD__MAX_RESPONSE) {
+        x->too_large = true;
+        return 0;
+    }
+    if (x->len + size + 1 > x->cap) {
+        size_t cap = x->cap ? x->cap : 4096;
+        while (cap < x->len + size + 1) cap *= 2;
+        char *grown = realloc(x->buf, cap);
+        if (grown == NULL) return 0;
+        x->buf = grown;
+        x->cap = cap;
+    }
+    memcpy(x->buf + x->len, data, size);
+    x->len += size;
+    x->buf[x->len] = '\0';
+    return size;
+}
+
+static CURL *take_handle(etcd__client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    CURL *h = c->pooled > 0 ? c->pool[--c->pooled] : NULL;
+    pthread_mutex_unlock(&c->lock);
+    if (h == NULL) return curl_easy_init();
+    curl_easy_reset(h);
+    return h;
+}
+
+static void give_handle(etcd__client *c, CURL *h, bool reusable)
+{
+    if (h == NULL) return;
+    pthread_mutex_lock(&c->lock);
+    if (reusable && c->pooled < ETCD__POOL) {
+        c->pool[c->pooled++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (h != NULL) curl_easy_cleanup(h);
+}
+
+typedef enum attempt_result {
+    ATTEMPT_DONE,                    /* an HTTP answer (maybe etcd's error) */
+    ATTEMPT_UNSENT,                  /* could not reach the endpoint: safe to try the next */
+    ATTEMPT_LOST,                    /* sent, then timed out or dropped: the request may have applied */
+    ATTEMPT_FAILED                   /* our own error (memory, a bad reply) */
+} attempt_result;
+
+/* One POST to one endpoint. */
+static attempt_result post(etcd__client *c, size_t endpoint, const char *path, const char *body, int timeout_ms,
+                           exchange *x, long *status, char *why, size_t why_cap)
+{
+    CURL *h = take_handle(c);
+    if (h == NULL) {
+        snprintf(why, why_cap, "curl_easy_init failed");
+        return ATTEMPT_FAILED;
+    }
+    char url[600], auth[600] = "";
+    snprintf(url, sizeof url, "%s%s", c->endpoints[endpoint], path);
+    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+    headers = curl_slist_append(headers, "Expect:"); /* no 100-continue round trip for larger bodies */
+    pthread_mutex_lock(&c->lock);
+    if (c->token[0] != '\0') snprintf(auth, sizeof auth, "Authorization: %s", c->token);
+    pthread_mutex_unlock(&c->lock);
+    if (auth[0] != '\0') headers = curl_slist_append(headers, auth);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : 1));
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)(timeout_ms < ETCD__CONNECT_TIMEOUT_MS ? (timeout_ms > 0 ? timeout_ms : 1)
+                                                                  : ETCD__CONNECT_TIMEOUT_MS));
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_bytes);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    if (c->ca_file != NULL) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+    if (c->cert_file != NULL) curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
+    if (c->key_file != NULL) curl_easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
+    CURLcode rc = curl_easy_perform(h);
+    curl_slist_free_all(headers);
+    *status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    curl_off_t uploaded = 0, downloaded = 0;
+    long request_headers = 0, reply_headers = 0;
+    curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &uploaded);
+    curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &downloaded);
+    curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &request_headers);
+    curl_easy_getinfo(h, CURLINFO_HEADER_SIZE, &reply_headers);
+    if (c->wire_bytes != NULL)
+        /* REQUEST_SIZE already holds the body of a POST. */
+        __atomic_fetch_add(c->wire_bytes, (uint64_t)(downloaded + request_headers + reply_headers),
+                           __ATOMIC_RELAXED);
+    give_handle(c, h, rc == CURLE_OK);
+    if (rc == CURLE_OK) return ATTEMPT_DONE;
+    snprintf(why, why_cap, "%s: %s", c->endpoints[endpoint], curl_easy_strerror(rc));
+    if (rc == CURLE_WRITE_ERROR && (x->stop != 0 || x->too_large || x->corrupt)) return ATTEMPT_DONE;
+    if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY ||
+        (rc == CURLE_OPERATION_TIMEDOUT && uploaded <= 0))
+        return ATTEMPT_UNSENT;
+    if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CERTPROBLEM ||
+        rc == CURLE_SSL_CACERT_BADFILE)
+        return ATTEMPT_FAILED;
+    return ATTEMPT_LOST;
+}
+
+/* ---- etcd's errors ------------------------------------------------------------------ */
+
+/* gRPC status codes the gateway returns in {"error","code","message"}. */
+enum { GRPC_INVALID_ARGUMENT = 3, GRPC_NOT_FOUND = 5, GRPC_PERMISSION_DENIED = 7, GRPC_FAILED_PRECONDITION = 9,
+       GRPC_UNAVAILABLE = 14, GRPC_UNAUTHENTICATED = 16 };
+
+/* 0 when the reply is no error; else the code and etcd's message. A
+ * temporarily leaderless member (UNAVAILABLE) sets *transient. */
+static int reply_error(json_object *reply, long status, char *why, size_t why_cap, bool *transient, bool *auth)
+{
+    *transient = *auth = false;
+    json_object *error = NULL, *code_obj = NULL;
+    if (!json_object_object_get_ex(reply, "error", &error) && !json_object_object_get_ex(reply, "code", &code_obj)) {
+        if (status >= 200 && status < 300) return 0;
+        snprintf(why, why_cap, "HTTP %ld", status);
+        *transient = status >= 500;
+        return ELASTIC_EPROTO;
+    }
+    json_object *message = NULL;
+    const char *text = NULL;
+    if (json_object_object_get_ex(reply, "message", &message) && json_object_is_type(message, json_type_string))
+        text = json_object_get_string(message);
+    else if (error != NULL && json_object_is_type(error, json_type_string))
+        text = json_object_get_string(error);
+    int64_t code = 0;
+    if (etcd__json_i64(reply, "code", 0, &code) != 0) code = 0;
+    snprintf(why, why_cap, "etcd: %.200s (code %d)", text != NULL ? text : "error", (int)code);
+    /* etcd reports a bad login or a missing user as INVALID_ARGUMENT. */
+    if (text != NULL && (strstr(text, "authentication failed") != NULL || strstr(text, "user name is empty") != NULL))
+        return ELASTIC_EAUTH;
+    switch (code) {
+    case GRPC_NOT_FOUND: return ELASTIC_ENOTFOUND;
+    case GRPC_INVALID_ARGUMENT: return ELASTIC_EINVAL;
+    case GRPC_PERMISSION_DENIED: return ELASTIC_EPERM;
+    case GRPC_UNAUTHENTICATED: *auth = true; return ELASTIC_EAUTH;
+    case GRPC_UNAVAILABLE: *transient = true; return ELASTIC_ECONNECT;
+    case GRPC_FAILED_PRECONDITION: return ELASTIC_ESTATE;
+    default: *transient = status >= 500; return ELASTIC_EPROTO;
+    }
+}
+
+static int authenticate(etcd__client *c, int timeout_ms);
+
+/* ---- calls ----------------------------------------------------------------------------- */
+
+/* Tries every endpoint, starting with the preferred one, until the deadline. */
+static int call_once(etcd__client *c, const char *path, const char *text, uint64_t deadline, bool retry_unsent_only,
+                     json_object **reply, bool *auth_failed)
+{
+    char why[512] = "no endpoint answered";
+    pthread_mutex_lock(&c->lock);
+    size_t first = c->preferred;
+    pthread_mutex_unlock(&c->lock);
+    *auth_failed = false;
+    int rc = ELASTIC_ECONNECT;
+    unsigned round = 0;
+    for (size_t i = 0;; i++) {
+        int left = elastic__ms_left(deadline);
+        if (left <= 0) break;
+        if (i > 0 && i % c->n == 0) { /* every endpoint failed this lap: pause before the next */
+            struct timespec pause = {0, (long)(round < 4 ? 50 << round : 500) * 1000000L};
+            round++;
+            nanosleep(&pause, NULL);
+            if ((left = elastic__ms_left(deadline)) <= 0) break;
+        }
+        size_t endpoint = (first + i) % c->n;
+        exchange x = {0};
+        long status = 0;
+        attempt_result result = post(c, endpoint, path, text, left, &x, &status, why, sizeof why);
+        if (result == ATTEMPT_FAILED) {
+            free(x.buf);
+            return elastic__fail(ELASTIC_EIO, "etcd %s: %s", path, why);
+        }
+        if (result == ATTEMPT_LOST && retry_unsent_only) {
+            free(x.buf);
+            return elastic__fail(ELASTIC_ECONNECT, "etcd %s: %s (the request may have applied)", path, why);
+        }
+        if (result != ATTEMPT_DONE) {
+            free(x.buf);
+            rc = ELASTIC_ECONNECT;
+            ELASTIC_LOG_I("rdzv", "etcd %s: %s%s; trying again", path, why,
+                          result == ATTEMPT_LOST ? " (after sending)" : "");
+            continue;
+        }
+        if (x.too_large) {
+            free(x.buf);
+            return elastic__fail(ELASTIC_ELIMIT, "etcd %s: reply larger than %u bytes", path, ETCD__MAX_RESPONSE);
+        }
+        json_object *parsed = x.buf != NULL ? json_tokener_parse(x.buf) : NULL;
+        free(x.buf);
+        if (parsed == NULL || !json_object_is_type(parsed, json_type_object)) {
+            json_object_put(parsed);
+            snprintf(why, sizeof why, "%s: HTTP %ld with no JSON object", c->endpoints[endpoint], status);
+            rc = ELASTIC_EPROTO;
+            continue;
+        }
+        bool transient, auth;
+        rc = reply_error(parsed, status, why, sizeof why, &transient, &auth);
+        if (rc != 0) json_object_put(parsed);
+        if (rc != 0 && transient) continue; /* that member has no leader right now: ask another */
+        if (rc != 0) {
+            *auth_failed = auth;
+            return elastic__fail(rc, "etcd %s: %s", path, why);
+        }
+        pthread_mutex_lock(&c->lock);
+        c->preferred = endpoint;
+        pthread_mutex_unlock(&c->lock);
+        *reply = parsed;
+        return 0;
+    }
+    return elastic__fail(rc == 0 ? ELASTIC_ECONNECT : rc, "etcd %s: no endpoint answered within the deadline (%s)",
+                         path, why);
+}
+
+int etcd__call(etcd__client *c, const char *path, json_object *body, int timeout_ms, bool retry_unsent_only,
+               json_object **reply)
+{
+    *reply = NULL;
+    if (body == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd %s: out of memory", path);
+    char *text = elastic__strdup(json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN));
+    json_object_put(body);
+    if (text == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd %s: out of memory", path);
+    uint64_t deadline = elastic__deadline_ms(timeout_ms > 0 ? timeout_ms : c->timeout_ms);
+    bool auth_failed;
+    int rc = call_once(c, path, text, deadline, retry_unsent_only, reply, &auth_failed);
+    /* An expired auth token: log in again once and repeat. */
+    if (rc == ELASTIC_EAUTH && auth_failed && c->user != NULL && authenticate(c, elastic__ms_left(deadline)) == 0)
+        rc = call_once(c, path, text, deadline, retry_unsent_only, reply, &auth_failed);
+    free(text);
+    return rc;
+}
+
+int etcd__stream(etcd__client *c, const char *path, etcd__body_fn make_body, int timeout_ms,
+                 etcd__message_fn on_message, void *user)
+{
+    uint64_t deadline = elastic__deadline_ms(timeout_ms);
+    char why[512] = "no endpoint answered";
+    pthread_mutex_lock(&c->lock);
+    size_t first = c->preferred;
+    pthread_mutex_unlock(&c->lock);
+    for (size_t i = 0;; i++) {
+        int left = elastic__ms_left(deadline);
+        if (left <= 0) return elastic__fail(ELASTIC_ETIMEDOUT, "etcd %s: nothing within %d ms", path, timeout_ms);
+        if (i > 0 && i % c->n == 0) {
+            struct timespec pause = {0, 100 * 1000000L};
+            nanosleep(&pause, NULL);
+        }
+        json_object *body = make_body(user);
+        char *text = body != NULL ? elastic__strdup(json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN)) : NULL;
+        json_object_put(body);
+        if (text == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd %s: out of memory", path);
+        size_t endpoint = (first + i) % c->n;
+        exchange x = {.tok = json_tokener_new_ex(32), .on_message = on_message, .user = user};
+        long status = 0;
+        attempt_result result =
+            x.tok != NULL ? post(c, endpoint, path, text, left, &x, &status, why, sizeof why) : ATTEMPT_FAILED;
+        free(text);
+        if (x.tok != NULL) json_tokener_free(x.tok);
+        if (x.stop != 0) return x.stop < 0 ? x.stop : 0;
+        if (x.corrupt) return elastic__fail(ELASTIC_EPROTO, "etcd %s: %s", path, x.corrupt_detail);
+        if (result == ATTEMPT_FAILED) return elastic__fail(ELASTIC_EIO, "etcd %s: %s", path, why);
+        /* Timed out with the stream open: nothing happened. */
+        if (result == ATTEMPT_LOST && elastic__ms_left(deadline) <= 0)
+            return elastic__fail(ELASTIC_ETIMEDOUT, "etcd %s: nothing within %d ms", path, timeout_ms);
+        /* The endpoint dropped the stream (or refused it): the next one,
+         * from the same revision, so no event is missed. */
+    }
+}
+
+/* ---- auth ---------------------------------------------------------------------------------- */
+
+static int authenticate(etcd__client *c, int timeout_ms)
+{
+    json_object *body = json_object_new_object();
+    json_object_object_add(body, "name", json_object_new_string(c->user));
+    json_object_object_add(body, "password", json_object_new_string(c->password != NULL ? c->password : ""));
+    pthread_mutex_lock(&c->lock);
+    c->token[0] = '\0';
+    pthread_mutex_unlock(&c->lock);
+    json_object *reply = NULL, *token = NULL;
+    int rc = etcd__call(c, "/v3/auth/authenticate", body, timeout_ms, false, &reply);
+    if (rc != 0) return rc;
+    if (!json_object_object_get_ex(reply, "token", &token) || !json_object_is_type(token, json_type_string) ||
+        json_object_get_string_len(token) <= 0 || json_object_get_string_len(token) >= 500 ||
+        strpbrk(json_object_get_string(token), "\r\n") != NULL) {
+        json_object_put(reply);
+        return elastic__fail(ELASTIC_EPROTO, "etcd auth: the reply carries no valid token");
+    }
+    pthread_mutex_lock(&c->lock);
+    snprintf(c->token, sizeof c->token, "%s", json_object_get_string(token));
+    pthread_mutex_unlock(&c->lock);
+    json_object_put(reply);
+    return 0;
+}
+
+/* ---- life cycle -------------------------------------------------------------------------- */
+
+static int parse_endpoints(etcd__client *c, const char *list)
+{
+    const char *scheme = c->ca_file != NULL ? "https://" : "http://";
+    const char *p = list;
+    while (*p != '\0') {
+        size_t len = strcspn(p, ",");
+        while (len > 0 && p[0] == ' ') p++, len--;
+        size_t trimmed = len;
+        while (trimmed > 0 && p[trimmed - 1] == ' ') trimmed--;
+        if (trimmed == 0 || trimmed > 255)
+            return elastic__fail(ELASTIC_EINVAL, "etcd: empty or overlong endpoint in \"%.100s\"", list);
+        if (c->n == ETCD__MAX_ENDPOINTS)
+            return elastic__fail(ELASTIC_ELIMIT, "etcd: more than %d endpoints", ETCD__MAX_ENDPOINTS);
+        for (size_t i = 0; i < trimmed; i++)
+            if (p[i] <= ' ' || p[i] > '~' || p[i] == '/' || p[i] == '@' || p[i] == '?' || p[i] == '#')
+                return elastic__fail(ELASTIC_EINVAL, "etcd: endpoint \"%.*s\" is not host:port", (int)trimmed, p);
+        /* An explicit scheme is accepted too: http://h:p, https://h:p. */
+        char *url = malloc(trimmed + 16);
+        if (url == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
+        snprintf(url, trimmed + 16, "%s%.*s", scheme, (int)trimmed, p);
+        c->endpoints[c->n++] = url;
+        p += len;
+        if (*p == ',') p++;
+    }
+    if (c->n == 0) return elastic__fail(ELASTIC_EINVAL, "etcd: no endpoint given (host:port[,host:port...])");
+    return 0;
+}
+
+static char *copy(const char *text) { return text != NULL && *text != '\0' ? elastic__strdup(text) : NULL; }
+
+int etcd__client_open(const etcd__opts *opts, etcd__client **out)
+{
+    *out = NULL;
+    pthread_once(&global_once, global_init);
+    if (global_rc != CURLE_OK) return elastic__fail(ELASTIC_ESYS, "etcd: curl_global_init failed");
+    if (opts->endpoints == NULL) return elastic__fail(ELASTIC_EINVAL, "etcd: no endpoint given");
+    const char *list = opts->endpoints;
+    for (const char *s = list; (s = strstr(s, "://")) != NULL; s += 3)
+        return elastic__fail(ELASTIC_EINVAL, "etcd: give endpoints as host:port (TLS comes from ca_file), not URLs");
+    etcd__client *c = calloc(1, sizeof *c);
+    if (c == NULL || pthread_mutex_init(&c->lock, NULL) != 0) {
+        free(c);
+        return elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
+    }
+    c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : ETCD__DEFAULT_TIMEOUT_MS;
+    c->ca_file = copy(opts->ca_file);
+    c->cert_file = copy(opts->cert_file);
+    c->key_file = copy(opts->key_file);
+    c->user = copy(opts->user);
+    c->password = copy(opts->password);
+    int rc = 0;
+    if ((c->cert_file == NULL) != (c->key_file == NULL))
+        rc = elastic__fail(ELASTIC_EINVAL, "etcd: a client certificate needs both cert and key");
+    if (rc == 0) rc = parse_endpoints(c, list);
+    if (rc == 0 && c->user != NULL) rc = authenticate(c, c->timeout_ms);
+    if (rc != 0) {
+        etcd__client_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+int etcd__client_timeout_ms(const etcd__client *c) { return c->timeout_ms; }
+
+void etcd__client_count_wire(etcd__client *c, uint64_t *counter) { c->wire_bytes = counter; }
+
+void etcd__client_close(etcd__client *c)
+{
+    if (c == NULL) return;
+    for (size_t i = 0; i < c->pooled; i++) curl_easy_cleanup(c->pool[i]);
+    for (size_t i = 0; i < c->n; i++) free(c->endpoints[i]);
+    free(c->ca_file);
+    free(c->cert_file);
+    free(c->key_file);
+    free(c->user);
+    if (c->password != NULL) memset(c->password, 0, strlen(c->password));
+    free(c->password);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}

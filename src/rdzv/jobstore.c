@@ -1,0 +1,60 @@
+/*
+ * Where the job's store of a generation lives, published in the rendezvous'
+ * key space (r/<g>/store, on the publisher's lease so it vanishes with its
+ * host): the agent of group rank 0 hosts the store and publishes
+ * "S1 <host:port> <token>", the others read it. Used with etcd, where no
+ * agent's store outlives the generation it served.
+ */
+#include "rdzv/rdzv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int rdzv__jobstore_publish(elastic_rdzv *r, uint64_t generation, const char *endpoint, const char *token)
+{
+    char key[64], value[RDZV__MAX_RECORD];
+    if (!rdzv__valid_token(endpoint, RDZV__MAX_ADDR) || (token[0] != '\0' && !rdzv__valid_token(token, 128)))
+        return elastic__fail(ELASTIC_EINVAL, "rdzv: job store endpoint or token is not a token");
+    int len = snprintf(value, sizeof value, "S1 %s %s", endpoint, token[0] != '\0' ? token : "-");
+    rdzv__key_round(key, sizeof key, generation, "store");
+    if (!r->have_lease) return elastic__fail(ELASTIC_ESTATE, "rdzv: no lease to publish the job store on");
+    return r->backend->ops->set_leased(r->backend, key, value, (size_t)len, r->lease);
+}
+
+int rdzv__jobstore_lookup(elastic_rdzv *r, uint64_t generation, int timeout_ms, char *endpoint, size_t endpoint_size,
+                          char *token, size_t token_size)
+{
+    char key[64];
+    void *value = NULL;
+    size_t len = 0;
+    rdzv__key_round(key, sizeof key, generation, "store");
+    int rc = rdzv__wait_value(r, key, timeout_ms, &value, &len);
+    if (rc != 0) return rc;
+    char ep[RDZV__MAX_ADDR], tok[128];
+    char format[32];
+    snprintf(format, sizeof format, "S1 %%%zus %%%zus", sizeof ep - 1, sizeof tok - 1);
+    bool ok = len < RDZV__MAX_RECORD && strlen(value) == len && sscanf(value, format, ep, tok) == 2 &&
+              rdzv__valid_token(ep, sizeof ep) && strlen(ep) < endpoint_size && strlen(tok) < token_size;
+    elastic_free(value);
+    if (!ok) return elastic__fail(ELASTIC_ECORRUPT, "rdzv: run %s: corrupt job store record of generation %llu",
+                                  r->run_id, (unsigned long long)generation);
+    snprintf(endpoint, endpoint_size, "%s", ep);
+    snprintf(token, token_size, "%s", strcmp(tok, "-") == 0 ? "" : tok);
+    return 0;
+}
+
+void rdzv__jobstore_forget(elastic_rdzv *r, uint64_t generation)
+{
+    char key[64];
+    rdzv__key_round(key, sizeof key, generation, "store");
+    (void)r->backend->ops->del(r->backend, key);
+}
+
+int rdzv__wait_closed(elastic_rdzv *r, int timeout_ms)
+{
+    void *value = NULL;
+    size_t len = 0;
+    int rc = rdzv__wait_value(r, "closed", timeout_ms, &value, &len);
+    elastic_free(value);
+    return rc;
+}

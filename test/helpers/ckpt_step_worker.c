@@ -1,0 +1,104 @@
+/*
+ * A trainer for the agent's failover tests: resumes from the newest
+ * committed checkpoint in a shared directory (commits go through the job's
+ * store, the generation's own), then commits one step every --step-ms and
+ * reports each resume and commit to a file.
+ *
+ *   ckpt_step_worker --dir DIR --report FILE [--step-ms MS] [--exit-on-store-loss 1]
+ *
+ * With --exit-on-store-loss a failed save ends the worker with code 6, as a
+ * real trainer whose store vanished would; otherwise it waits to be stopped.
+ */
+#include "elastic.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void report(const char *path, const char *line)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    ssize_t ignored = write(fd, line, strlen(line)); /* one write: lines of workers do not mix */
+    (void)ignored;
+    close(fd);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = NULL, *path = NULL;
+    int step_ms = 100, exit_on_loss = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--dir") == 0) dir = argv[i + 1];
+        else if (strcmp(argv[i], "--report") == 0) path = argv[i + 1];
+        else if (strcmp(argv[i], "--step-ms") == 0) step_ms = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--exit-on-store-loss") == 0) exit_on_loss = atoi(argv[i + 1]);
+    }
+    if (dir == NULL || path == NULL || step_ms < 1) {
+        fprintf(stderr, "usage: ckpt_step_worker --dir DIR --report FILE [--step-ms MS]\n");
+        return 2;
+    }
+    elastic_worker *w = NULL;
+    elastic_worker_info info = {.struct_size = sizeof info};
+    if (elastic_worker_init(NULL, &w) != 0 || elastic_worker_get_info(w, &info) != 0) {
+        fprintf(stderr, "worker init: %s\n", elastic_last_error());
+        return 3;
+    }
+    elastic_ckpt_opts opts;
+    elastic_ckpt_opts_init(&opts, sizeof opts);
+    opts.rank = (uint32_t)info.rank;
+    opts.world = (uint32_t)info.world_size;
+    opts.generation = info.generation;
+    elastic_store *store = NULL;
+    if (elastic_worker_get_store(w, &store) != 0) {
+        fprintf(stderr, "this trainer needs the job's store: %s\n", elastic_last_error());
+        return 3;
+    }
+    opts.store = store;
+    opts.shared_storage = 1;
+    opts.compression = ELASTIC_CKPT_NONE;
+    opts.fsync = ELASTIC_CKPT_FSYNC_NONE;
+    opts.threads = 0;
+    opts.commit_timeout_ms = 10000;
+    elastic_ckpt *ckpt = NULL;
+    if (elastic_ckpt_open(dir, &opts, &ckpt) != 0) {
+        fprintf(stderr, "ckpt open: %s\n", elastic_last_error());
+        return 4;
+    }
+    uint64_t step = 0, latest = 0;
+    if (elastic_ckpt_latest(ckpt, &latest) == 0) {
+        void *data = NULL;
+        size_t len = 0;
+        if (elastic_ckpt_read(ckpt, latest, "step", &data, &len) != 0 || len != sizeof step) {
+            fprintf(stderr, "ckpt read of step %" PRIu64 ": %s\n", latest, elastic_last_error());
+            return 5;
+        }
+        memcpy(&step, data, sizeof step);
+        elastic_free(data);
+    }
+    char line[256];
+    snprintf(line, sizeof line, "resume rank=%d world=%d gen=%" PRIu64 " step=%" PRIu64 " pid=%d ppid=%d\n", info.rank,
+             info.world_size, info.generation, step, (int)getpid(), (int)getppid());
+    report(path, line);
+    for (;;) {
+        struct timespec step_time = {step_ms / 1000, (long)(step_ms % 1000) * 1000000L};
+        nanosleep(&step_time, NULL); /* the "training" of one step */
+        step++;
+        elastic_ckpt_blob blob = {.name = "step", .data = &step, .len = sizeof step,
+                                  .flags = ELASTIC_CKPT_REPLICATED};
+        if (elastic_ckpt_save(ckpt, step, &blob, 1) != 0) {
+            /* The generation's store went with its host: the agent ends the
+             * generation and stops us; a failure of ours would only race it. */
+            fprintf(stderr, "rank %d: save of step %" PRIu64 ": %s\n", info.rank, step, elastic_last_error());
+            if (exit_on_loss) return 6;
+            for (;;) pause();
+        }
+        snprintf(line, sizeof line, "commit rank=%d gen=%" PRIu64 " step=%" PRIu64 "\n", info.rank,
+                 info.generation, step);
+        if (info.rank == 0) report(path, line);
+    }
+}
