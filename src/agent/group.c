@@ -149,7 +149,8 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
     /* The generation's store host died and the worker died of it: a lost
      * node, not a failure of ours (it costs no budget). */
     if (agent__jobstore_lost(group->jobstore, group->current.generation)) {
-        cause.kind = ELASTIC_RDZV_NODE_LOST;
+        cause.kind = ELASTIC_RDZV_NODE_LOST; /* named by its address: never this node, which is no loss */
+        snprintf(cause.node_id, sizeof cause.node_id, "%.127s", group->current.master_addr);
         snprintf(cause.reason, sizeof cause.reason, "job store host lost (rank %d: %.150s)", worker->rank, reason);
     }
     group->unhealthy_local_rank = worker->local_rank;

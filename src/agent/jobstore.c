@@ -75,15 +75,14 @@ static void *watcher_main(void *arg)
         int rc = elastic_store_watch(js->watch_store, js->watch_key, revision, 5000, &revision);
         if (rc == 0 || rc == ELASTIC_ETIMEDOUT) continue;
         if (__atomic_load_n(&js->watcher_stop, __ATOMIC_ACQUIRE)) break;
-        char reason[256];
-        snprintf(reason, sizeof reason, "job store host of generation %llu lost (%.180s)",
-                 (unsigned long long)js->watch_generation, elastic_last_error());
+        char why[200];
+        snprintf(why, sizeof why, "%.190s", elastic_last_error());
         __atomic_store_n(&js->lost_generation, js->watch_generation, __ATOMIC_RELEASE);
-        ELASTIC_LOG_W("agent", "%s", reason);
-        elastic_rdzv_cause cause = {.struct_size = sizeof cause, .kind = ELASTIC_RDZV_NODE_LOST, .rank = -1,
-                                    .exit_code = -1};
-        snprintf(cause.reason, sizeof cause.reason, "%s", reason);
-        (void)elastic_rdzv_end_generation(js->watch_rdzv, &cause);
+        ELASTIC_LOG_W("agent", "job store host of generation %llu lost (%s)", (unsigned long long)js->watch_generation,
+                      why);
+        if (rdzv__jobstore_host_lost(js->watch_rdzv, js->watch_generation, why) != 0)
+            ELASTIC_LOG_W("agent", "ending generation %llu: %s", (unsigned long long)js->watch_generation,
+                          elastic_last_error());
         break;
     }
     return NULL;
