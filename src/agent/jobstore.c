@@ -110,7 +110,18 @@ static void watcher_start(agent_jobstore *js, elastic_rdzv *r, elastic_store *st
 
 bool agent__jobstore_lost(agent_jobstore *js, uint64_t generation)
 {
-    return js != NULL && generation != 0 && __atomic_load_n(&js->lost_generation, __ATOMIC_ACQUIRE) == generation;
+    if (js == NULL || generation == 0) return false;
+    if (__atomic_load_n(&js->lost_generation, __ATOMIC_ACQUIRE) == generation) return true;
+    if (!js->watching || js->watch_generation != generation) return false;
+    /* The watcher may not have seen the reset yet: one round trip on our own
+     * connection to that store tells (a dead host refuses the reconnect). */
+    void *value = NULL;
+    size_t len = 0;
+    int rc = elastic_store_try_get(js->watch_store, js->watch_key, &value, &len);
+    elastic_free(value);
+    if (rc != ELASTIC_ECONNECT && rc != ELASTIC_ECLOSED && rc != ELASTIC_EIO) return false;
+    __atomic_store_n(&js->lost_generation, generation, __ATOMIC_RELEASE);
+    return true;
 }
 
 int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result)
