@@ -166,7 +166,8 @@ static void end_generation_for(agent_group *group, agent_worker *worker, const c
     /* The generation's store host died and the worker died of it: a lost
      * node, not a failure of ours (it costs no budget). */
     if (agent__jobstore_lost(group->jobstore, group->current.generation)) {
-        cause.kind = ELASTIC_RDZV_NODE_LOST;
+        cause.kind = ELASTIC_RDZV_NODE_LOST; /* named by its address: never this node, which is no loss */
+        snprintf(cause.node_id, sizeof cause.node_id, "%.127s", group->current.master_addr);
         snprintf(cause.reason, sizeof cause.reason, "job store host lost (rank %d: %.150s)", worker->rank, reason);
     }
     group->unhealthy_local_rank = keep_worker ? -1 : worker->local_rank;

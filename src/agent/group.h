@@ -166,7 +166,8 @@ typedef struct agent_jobstore {
 /* After next(): host and publish (group rank 0) or look up and connect. */
 int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result);
 bool agent__jobstore_hosting(const agent_jobstore *js);
-/* Whether generation's store host was lost (any thread). */
+/* Whether generation's store host was lost: the watcher saw it, or one
+ * request on our connection to that store fails to reach it (loop thread). */
 bool agent__jobstore_lost(agent_jobstore *js, uint64_t generation);
 void agent__jobstore_close(agent_jobstore *js);
 
