@@ -53,6 +53,41 @@ void probe__straggler_scores(const probe__straggler *s, double *scores);
 /* Counts, per rank, consecutive evaluations with a score below threshold and
  * returns the slowest rank that reached `rounds` of them, or -1. */
 int probe__straggler_evaluate(probe__straggler *s, double threshold, unsigned rounds, double *scores);
+/* The scoring rule itself, over any n items (a node's ranks, a job's nodes):
+ * scores[i] = median of the times > 0 / times[i], -1 where times[i] <= 0 or
+ * fewer than two have data; below[i] counts consecutive calls under the
+ * threshold (NULL: scores only). Returns the slowest item at `rounds`, or -1. */
+int probe__straggler_judge(const double *times, unsigned n, double threshold, unsigned rounds, unsigned *below,
+                           double *scores);
+/* The node's statistic for the job-wide scores: the median of its ranks'
+ * window step times in ns, 0 while no rank has two samples. */
+double probe__straggler_node_step_ns(const probe__straggler *s);
+
+/* ---- job-wide straggler (job_straggler.c): pure ---------------------------- */
+
+#define PROBE__NODE_STAT_BYTES 128   /* a published record, bounded */
+#define PROBE__JOB_MAX_NODES 4096
+
+/* One node's record in the store: "v1 <steps> <step_ns> <node_id>". */
+typedef struct probe__node_stat {
+    uint64_t steps;                  /* steps its ranks finished this generation (the least of them) */
+    uint64_t step_ns;                /* median of its ranks' window step times; 0: no data yet */
+    char node_id[64];
+} probe__node_stat;
+
+int probe__node_stat_format(const probe__node_stat *st, char *buf, size_t size);
+/* Validates a record read from the store (ELASTIC_EPROTO when malformed). */
+int probe__node_stat_parse(const char *buf, size_t len, probe__node_stat *out);
+
+typedef struct probe__job_straggler probe__job_straggler;
+int probe__job_straggler_create(unsigned nodes, probe__job_straggler **out);
+void probe__job_straggler_free(probe__job_straggler *j);
+/* One round over every node's record (present[i]: node i published one).
+ * A node is scored only once it has warmup_steps steps and advanced since
+ * the last round; scores[i] as probe__straggler_judge. Returns the slowest
+ * node that stayed under the threshold `rounds` rounds in a row, or -1. */
+int probe__job_straggler_evaluate(probe__job_straggler *j, const probe__node_stat *stats, const bool *present,
+                                  uint64_t warmup_steps, double threshold, unsigned rounds, double *scores);
 
 /* ---- stack dumps (stacks.c) ---------------------------------------------- */
 

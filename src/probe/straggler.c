@@ -86,34 +86,73 @@ static int compare_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void probe__straggler_scores(const probe__straggler *s, double *scores)
+/* The one scoring rule, shared by the ranks of a node and the nodes of a job. */
+int probe__straggler_judge(const double *times, unsigned n, double threshold, unsigned rounds, unsigned *below,
+                           double *scores)
 {
-    double *times = malloc(s->ranks * sizeof *times);
+    double *sorted = malloc((n > 0 ? n : 1) * sizeof *sorted);
     unsigned with_data = 0;
-    for (unsigned r = 0; r < s->ranks; r++) {
-        scores[r] = -1;
-        double t = probe__straggler_step_ns(s, r);
-        if (t > 0 && times != NULL) times[with_data++] = t;
+    for (unsigned i = 0; i < n; i++) {
+        scores[i] = -1;
+        if (times[i] > 0 && sorted != NULL) sorted[with_data++] = times[i];
     }
     if (with_data >= 2) {
-        qsort(times, with_data, sizeof *times, compare_double);
-        double median = with_data % 2 ? times[with_data / 2] : (times[with_data / 2 - 1] + times[with_data / 2]) / 2;
-        for (unsigned r = 0; r < s->ranks; r++) {
-            double t = probe__straggler_step_ns(s, r);
-            if (t > 0) scores[r] = median / t;
-        }
+        qsort(sorted, with_data, sizeof *sorted, compare_double);
+        double median = with_data % 2 ? sorted[with_data / 2]
+                                      : (sorted[with_data / 2 - 1] + sorted[with_data / 2]) / 2;
+        for (unsigned i = 0; i < n; i++)
+            if (times[i] > 0) scores[i] = median / times[i];
     }
+    free(sorted);
+    int worst = -1;
+    if (below == NULL) return -1;
+    for (unsigned i = 0; i < n; i++) {
+        if (scores[i] >= 0 && scores[i] < threshold) below[i]++;
+        else below[i] = 0;
+        if (rounds > 0 && below[i] >= rounds && (worst < 0 || scores[i] < scores[worst])) worst = (int)i;
+    }
+    return worst;
+}
+
+static int rank_times(const probe__straggler *s, double **times)
+{
+    *times = malloc(s->ranks * sizeof **times);
+    if (*times == NULL) return -1;
+    for (unsigned r = 0; r < s->ranks; r++) (*times)[r] = probe__straggler_step_ns(s, r);
+    return 0;
+}
+
+void probe__straggler_scores(const probe__straggler *s, double *scores)
+{
+    double *times;
+    for (unsigned r = 0; r < s->ranks; r++) scores[r] = -1;
+    if (rank_times(s, &times) != 0) return;
+    probe__straggler_judge(times, s->ranks, 1, 0, NULL, scores);
     free(times);
 }
 
 int probe__straggler_evaluate(probe__straggler *s, double threshold, unsigned rounds, double *scores)
 {
-    probe__straggler_scores(s, scores);
-    int worst = -1;
-    for (unsigned r = 0; r < s->ranks; r++) {
-        if (scores[r] >= 0 && scores[r] < threshold) s->below[r]++;
-        else s->below[r] = 0;
-        if (rounds > 0 && s->below[r] >= rounds && (worst < 0 || scores[r] < scores[worst])) worst = (int)r;
-    }
+    double *times;
+    for (unsigned r = 0; r < s->ranks; r++) scores[r] = -1;
+    if (rank_times(s, &times) != 0) return -1;
+    int worst = probe__straggler_judge(times, s->ranks, threshold, rounds, s->below, scores);
+    free(times);
     return worst;
+}
+
+double probe__straggler_node_step_ns(const probe__straggler *s)
+{
+    double *times;
+    if (rank_times(s, &times) != 0) return 0;
+    unsigned n = 0;
+    for (unsigned r = 0; r < s->ranks; r++)
+        if (times[r] > 0) times[n++] = times[r];
+    double median = 0;
+    if (n > 0) {
+        qsort(times, n, sizeof *times, compare_double);
+        median = n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
+    }
+    free(times);
+    return median;
 }
