@@ -24,6 +24,7 @@ static void run_call(agent_group *group, agent_call *call)
         call->rc = group->store != NULL ? elastic_store_set(group->store, call->key, call->value, strlen(call->value)) : 0;
         break;
     case AGENT_CALL_SUMMARY: agent__summary_write(group, call->summary_rc, call->error); call->rc = 0; return;
+    case AGENT_CALL_NODE_STATS: agent__node_stats_exchange(group, call); break;
     }
     snprintf(call->error, sizeof call->error, "%s", call->rc != 0 ? elastic_last_error() : "");
 }
@@ -53,6 +54,14 @@ static void *calls_main(void *arg)
     return NULL;
 }
 
+void agent__call_free(agent_call *call)
+{
+    if (call == NULL) return;
+    free(call->node_stats);
+    free(call->node_present);
+    free(call);
+}
+
 agent_call *agent__call_new(agent_call_kind kind)
 {
     agent_call *call = calloc(1, sizeof *call);
@@ -70,7 +79,7 @@ void agent__call_post(agent_group *group, agent_call *call)
     if (!group->membership->ops->next_blocks) { /* in-memory membership: nothing can block */
         run_call(group, call);
         agent__group_call_done(group, call);
-        free(call);
+        agent__call_free(call);
         return;
     }
     pthread_mutex_lock(&group->lock);
@@ -81,7 +90,7 @@ void agent__call_post(agent_group *group, agent_call *call)
             call->rc = elastic__fail(ELASTIC_ESYS, "cannot start the agent's membership thread");
             snprintf(call->error, sizeof call->error, "%s", elastic_last_error());
             agent__group_call_done(group, call);
-            free(call);
+            agent__call_free(call);
             return;
         }
         calls->started = true;
@@ -102,7 +111,7 @@ void agent__calls_drain(agent_group *group)
     while (done != NULL) {
         agent_call *next = done->next;
         agent__group_call_done(group, done);
-        free(done);
+        agent__call_free(done);
         done = next;
     }
 }
@@ -120,7 +129,7 @@ bool agent__calls_stop(agent_group *group)
     /* Calls not started yet are dropped: the agent is leaving. */
     while (calls->queue != NULL) {
         agent_call *next = calls->queue->next;
-        free(calls->queue);
+        agent__call_free(calls->queue);
         calls->queue = next;
     }
     pthread_cond_signal(&calls->wake);
@@ -134,7 +143,7 @@ bool agent__calls_stop(agent_group *group)
     pthread_join(calls->thread, NULL);
     while (calls->done != NULL) {
         agent_call *next = calls->done->next;
-        free(calls->done);
+        agent__call_free(calls->done);
         calls->done = next;
     }
     calls->started = false;

@@ -290,10 +290,12 @@ void agent__group_call_done(agent_group *group, agent_call *call)
                       call->kind == AGENT_CALL_END        ? "ending the generation"
                       : call->kind == AGENT_CALL_FINISH   ? "finishing"
                       : call->kind == AGENT_CALL_LEAVE    ? "leaving the rendezvous"
+                      : call->kind == AGENT_CALL_NODE_STATS ? "exchanging straggler statistics"
                                                           : "sharing the failure's detail",
                       elastic_err_name(call->rc), call->error);
     switch (call->kind) {
     case AGENT_CALL_NEXT: rendezvous_finished(group, call->rc, &call->result, call->error); break;
+    case AGENT_CALL_NODE_STATS: agent__node_stats_done(group, call); break;
     case AGENT_CALL_FINISH:
     case AGENT_CALL_LEAVE:
     case AGENT_CALL_SUMMARY:

@@ -179,7 +179,8 @@ typedef enum agent_call_kind {
     AGENT_CALL_FINISH,               /* every local worker succeeded */
     AGENT_CALL_LEAVE,                /* shutting down */
     AGENT_CALL_SHARE_FAILURE,        /* put a failure's detail in the job store (key, value) */
-    AGENT_CALL_SUMMARY               /* write the root-cause summary (reads the store) */
+    AGENT_CALL_SUMMARY,              /* write the root-cause summary (reads the store) */
+    AGENT_CALL_NODE_STATS            /* publish this node's straggler statistic, read every node's */
 } agent_call_kind;
 
 typedef struct agent_call {
@@ -192,6 +193,11 @@ typedef struct agent_call {
     int rc;                          /* the result */
     char error[256];                 /* its detail (SUMMARY: the input detail) */
     elastic_rdzv_result result;      /* NEXT */
+    uint64_t generation;             /* NODE_STATS: key is ours, value our record, prefix the generation's */
+    char prefix[256];
+    unsigned node_count;             /* NODE_STATS: the generation's nodes, and what was read (by group rank) */
+    probe__node_stat *node_stats;
+    bool *node_present;
 } agent_call;
 
 typedef struct agent_calls {
@@ -204,6 +210,7 @@ typedef struct agent_calls {
 
 struct agent_group;
 agent_call *agent__call_new(agent_call_kind kind);
+void agent__call_free(agent_call *call);
 /* Runs the call on the calls thread (inline for in-memory membership); its
  * result comes back on the loop through agent__group_call_done. NULL: no memory. */
 void agent__call_post(struct agent_group *group, agent_call *call);
@@ -337,6 +344,9 @@ struct agent_group {
     char reaper_parent_cgroup[400];  /* where the agent was (and returns before a normal exit) */
 
     probe__monitor *monitor;         /* probes, metrics, the workers' channel (probes.c) */
+    probe__job_straggler *job_straggler; /* job-wide node scores (node_straggler.c); NULL: none yet */
+    uint64_t job_straggler_generation;
+    bool node_stats_in_flight, node_straggler_reported;
     char probe_dir[96];              /* its heartbeat file and socket (short: a socket path) */
     uv_timer_t ack_timer;            /* in-process recovery: the abort acknowledgement deadline */
     int unhealthy_local_rank;        /* the worker that ended the generation here; -1: none */
@@ -422,6 +432,17 @@ void agent__group_maybe_stopped(agent_group *group);
 
 /* group.c: a call posted with agent__call_post is back (on the loop). */
 void agent__group_call_done(agent_group *group, agent_call *call);
+
+/* ---- job-wide straggler scores (node_straggler.c) ---------------------------- */
+
+#define AGENT_NODE_STAT_INTERVAL_MS 2000 /* how often a node publishes and reads the job's statistics */
+/* The monitor's node statistic (loop thread): posts the publish-and-read call. */
+void agent__node_stat(void *user, const probe__node_stat *stat);
+/* Runs on the calls thread: one set, one key listing, one multi-get. */
+void agent__node_stats_exchange(agent_group *group, agent_call *call);
+/* Back on the loop: scores, /metrics, the node_straggler event. */
+void agent__node_stats_done(agent_group *group, agent_call *call);
+void agent__node_stats_free(agent_group *group);
 
 /* reaper.c: a process that kills every worker's process group (and cgroup)
  * and removes the run directory when the agent dies, SIGKILL included. */

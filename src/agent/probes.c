@@ -139,6 +139,8 @@ int agent__probes_start(agent_group *group)
     opts.on_control = agent__inprocess_on_control;
     opts.on_checkpoint = on_checkpoint;
     opts.on_worker_event = on_worker_event;
+    opts.node_stat_interval_ms = AGENT_NODE_STAT_INTERVAL_MS;
+    opts.on_node_stat = agent__node_stat;
     opts.user = group;
     int rc = probe__monitor_start(&opts, &group->monitor);
     if (rc != 0) return rc;
@@ -155,6 +157,7 @@ void agent__probes_stop(agent_group *group)
 {
     probe__monitor_stop(group->monitor); /* removes the heartbeat file and the socket */
     group->monitor = NULL;
+    agent__node_stats_free(group);
     if (group->probe_dir[0] != '\0') rmdir(group->probe_dir);
     group->probe_dir[0] = '\0';
 }

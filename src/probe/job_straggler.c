@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* A node id goes into a metrics label: no quotes, backslashes or spaces. */
+#define NODE_ID_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.:@"
 #define NODE_STAT_MAX_STEP_NS (3600ull * 1000000000ull) /* an hour per step: beyond it, garbage */
 
 int probe__node_stat_format(const probe__node_stat *st, char *buf, size_t size)
@@ -27,8 +29,8 @@ int probe__node_stat_parse(const char *buf, size_t len, probe__node_stat *out)
     unsigned long long steps, step_ns;
     char node[sizeof out->node_id];
     int used = 0;
-    if (sscanf(text, "v1 %20llu %20llu %63s%n", &steps, &step_ns, node, &used) != 3 || (size_t)used != len ||
-        step_ns > NODE_STAT_MAX_STEP_NS)
+    if (sscanf(text, "v1 %20llu %20llu %127s%n", &steps, &step_ns, node, &used) != 3 || (size_t)used != len ||
+        step_ns > NODE_STAT_MAX_STEP_NS || strspn(node, NODE_ID_CHARS) != strlen(node))
         return elastic__fail(ELASTIC_EPROTO, "malformed node statistic");
     out->steps = steps;
     out->step_ns = step_ns;

@@ -165,6 +165,27 @@ static void evaluate_stragglers(probe__monitor *m)
     if (m->opts.on_straggler != NULL) m->opts.on_straggler(m->opts.user, &f);
 }
 
+/* This node's statistic for the job-wide scores, at a low fixed rate. */
+static void publish_node_stat(probe__monitor *m, uint64_t now_ns)
+{
+    if (m->straggler == NULL || m->opts.on_node_stat == NULL || m->opts.node_stat_interval_ms <= 0 || m->paused)
+        return;
+    if (now_ns - m->node_stat_last_ns < (uint64_t)m->opts.node_stat_interval_ms * 1000000ull) return;
+    m->node_stat_last_ns = now_ns;
+    probe__node_stat st = {.step_ns = (uint64_t)probe__straggler_node_step_ns(m->straggler)};
+    bool any = false;
+    for (unsigned i = 0; i < m->opts.local_world_size; i++) {
+        const monitored_worker *mw = &m->workers[i];
+        if (!mw->running) continue;
+        uint64_t steps = mw->last.compute_count > 0 ? mw->last.compute_count : mw->last.interval_steps;
+        if (!any || steps < st.steps) st.steps = steps; /* the least: warm-up counts from the last start */
+        any = true;
+    }
+    if (!any) return;
+    snprintf(st.node_id, sizeof st.node_id, "%s", m->node_id);
+    m->opts.on_node_stat(m->opts.user, &st);
+}
+
 void monitor__check_checkpoint(probe__monitor *m, monitored_worker *mw, int local_rank)
 {
     if (mw->last.ckpt_saves == mw->ckpt_saves_seen) return;
@@ -179,6 +200,7 @@ void monitor__tick(uv_timer_t *timer)
     uint64_t now = elastic__now_ns();
     for (unsigned i = 0; i < m->opts.local_world_size; i++) probe_worker(m, (int)i, now);
     evaluate_stragglers(m);
+    publish_node_stat(m, now);
     monitor__arm_hang_timer(m);
 }
 

@@ -57,6 +57,10 @@ struct probe__monitor {
     double recovery_sum[2], recovery_last[2];
     uint64_t nccl_builds[2];         /* [0] created, [1] shrunk (the workers' nccl_comm_built events) */
     double nccl_build_sum[2], nccl_build_last[2];
+    uint64_t node_stat_last_ns;      /* the last on_node_stat */
+    unsigned node_count;             /* job-wide scores shown on /metrics */
+    probe__node_stat *node_stats;
+    double *node_scores;
 };
 
 int monitor__check_opts(const probe__monitor_opts *opts);

@@ -21,6 +21,8 @@ static void release(uv_handle_t *handle)
         if (m->workers[i].log_fd >= 0) close(m->workers[i].log_fd);
     free(m->workers);
     free(m->scores);
+    free(m->node_stats);
+    free(m->node_scores);
     free(m);
 }
 
@@ -275,4 +277,21 @@ void probe__monitor_count_failure(probe__monitor *m, const char *probe) { monito
 void probe__monitor_scores(const probe__monitor *m, double *scores)
 {
     memcpy(scores, m->scores, m->opts.local_world_size * sizeof *scores);
+}
+
+void probe__monitor_set_node_scores(probe__monitor *m, unsigned n, const probe__node_stat *stats,
+                                    const double *scores)
+{
+    if (n != m->node_count) {
+        free(m->node_stats);
+        free(m->node_scores);
+        m->node_count = 0;
+        m->node_stats = n > 0 ? calloc(n, sizeof *m->node_stats) : NULL;
+        m->node_scores = n > 0 ? calloc(n, sizeof *m->node_scores) : NULL;
+        if (m->node_stats == NULL || m->node_scores == NULL) return;
+        m->node_count = n;
+    }
+    if (n == 0) return;
+    memcpy(m->node_stats, stats, n * sizeof *stats);
+    memcpy(m->node_scores, scores, n * sizeof *scores);
 }

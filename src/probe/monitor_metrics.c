@@ -135,6 +135,14 @@ void monitor__render(void *user, probe__text *out)
     render_processes(m, out, now);
     render_workers(m, out, now);
     render_events(m, out);
+    if (m->node_count > 0) {
+        metric_head(out, "elastic_node_straggler_score", "gauge",
+                    "Job median step time / this node's (1 typical, lower slower; job-wide).");
+        for (unsigned i = 0; i < m->node_count; i++)
+            if (m->node_scores[i] >= 0)
+                probe__text_printf(out, "elastic_node_straggler_score{node=\"%s\"} %.6g\n", m->node_stats[i].node_id,
+                                   m->node_scores[i]);
+    }
 }
 
 bool monitor__health(void *user, char *reason, size_t size)

@@ -65,14 +65,14 @@ double probe__straggler_node_step_ns(const probe__straggler *s);
 
 /* ---- job-wide straggler (job_straggler.c): pure ---------------------------- */
 
-#define PROBE__NODE_STAT_BYTES 128   /* a published record, bounded */
+#define PROBE__NODE_STAT_BYTES 192   /* a published record, bounded */
 #define PROBE__JOB_MAX_NODES 4096
 
 /* One node's record in the store: "v1 <steps> <step_ns> <node_id>". */
 typedef struct probe__node_stat {
     uint64_t steps;                  /* steps its ranks finished this generation (the least of them) */
     uint64_t step_ns;                /* median of its ranks' window step times; 0: no data yet */
-    char node_id[64];
+    char node_id[128];
 } probe__node_stat;
 
 int probe__node_stat_format(const probe__node_stat *st, char *buf, size_t size);
@@ -252,10 +252,17 @@ typedef struct probe__monitor_opts {
     probe__checkpoint_fn on_checkpoint; /* a worker saved a checkpoint step; may be NULL */
     /* An event a worker's library reported (NAME=nccl_comm_built ...); may be NULL. */
     void (*on_worker_event)(void *user, int local_rank, int rank, const probe__kv *kv);
+    /* Every node_stat_interval_ms (0: never) while not paused: this node's
+     * statistic for the job-wide straggler scores (the agent publishes it). */
+    int node_stat_interval_ms;
+    void (*on_node_stat)(void *user, const probe__node_stat *stat);
     void *user;
 } probe__monitor_opts;
 
 void probe__monitor_opts_init(probe__monitor_opts *opts);
+/* The job-wide scores for /metrics (elastic_node_straggler_score); n = 0 clears them. */
+void probe__monitor_set_node_scores(probe__monitor *m, unsigned n, const probe__node_stat *stats,
+                                    const double *scores);
 int probe__monitor_start(const probe__monitor_opts *opts, probe__monitor **out);
 /* Closes everything on the loop (the heartbeat file and socket are removed). */
 void probe__monitor_stop(probe__monitor *m);

@@ -1,0 +1,134 @@
+/*
+ * Job-wide straggler scores: every node publishes one small record (its
+ * ranks' median step time) under the generation's keys every couple of
+ * seconds and reads everyone's back, off the loop on the calls thread; each
+ * agent scores every node with the probes' one scoring rule.
+ */
+#include "agent/group.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define NODE_STATS_ROUNDS_DEFAULT 3  /* without --straggler-rounds: rounds of the exchange */
+#define NODE_STRAGGLER_THRESHOLD 0.7 /* the per-rank probe's default threshold */
+
+static void stats_prefix(const agent_group *group, uint64_t generation, char *out, size_t size)
+{
+    snprintf(out, size, "agent/%s/straggler/%llu/", group->run_id, (unsigned long long)generation);
+}
+
+void agent__node_stat(void *user, const probe__node_stat *stat)
+{
+    agent_group *group = user;
+    const elastic_rdzv_result *g = &group->current;
+    if (group->store == NULL || group->state != AGENT_RUNNING || group->node_stats_in_flight ||
+        g->group_world_size < 2 || g->group_world_size > PROBE__JOB_MAX_NODES)
+        return; /* one exchange at a time: a slow store only delays the next */
+    agent_call *call = agent__call_new(AGENT_CALL_NODE_STATS);
+    if (call == NULL) return;
+    call->generation = g->generation;
+    call->node_count = (unsigned)g->group_world_size;
+    stats_prefix(group, g->generation, call->prefix, sizeof call->prefix);
+    snprintf(call->key, sizeof call->key, "%s%d", call->prefix, g->group_rank);
+    if (probe__node_stat_format(stat, call->value, sizeof call->value) != 0) {
+        agent__call_free(call);
+        return;
+    }
+    group->node_stats_in_flight = true;
+    agent__call_post(group, call);
+}
+
+/* "…/straggler/<gen>/<group rank>" or the bare rank: the rank, or -1. */
+static int rank_of_key(const char *key, unsigned nodes)
+{
+    const char *slash = strrchr(key, '/');
+    const char *digits = slash != NULL ? slash + 1 : key;
+    if (*digits == '\0' || strlen(digits) > 6 || strspn(digits, "0123456789") != strlen(digits)) return -1;
+    long rank = strtol(digits, NULL, 10);
+    return rank < (long)nodes ? (int)rank : -1;
+}
+
+void agent__node_stats_exchange(agent_group *group, agent_call *call)
+{
+    call->rc = elastic_store_set(group->store, call->key, call->value, strlen(call->value));
+    if (call->rc != 0) return;
+    call->node_stats = calloc(call->node_count, sizeof *call->node_stats);
+    call->node_present = calloc(call->node_count, sizeof *call->node_present);
+    if (call->node_stats == NULL || call->node_present == NULL) {
+        call->rc = elastic__fail(ELASTIC_ENOMEM, "straggler statistics");
+        return;
+    }
+    char **keys = NULL;
+    size_t n = 0;
+    call->rc = elastic_store_keys(group->store, call->prefix, call->node_count, &keys, &n);
+    if (call->rc != 0 || n == 0) {
+        elastic_free(keys);
+        return;
+    }
+    void **values = calloc(n, sizeof *values);
+    size_t *lens = calloc(n, sizeof *lens);
+    if (values == NULL || lens == NULL) call->rc = elastic__fail(ELASTIC_ENOMEM, "straggler statistics");
+    else call->rc = elastic_store_multi_get(group->store, (const char *const *)keys, n, 0, values, lens);
+    for (size_t i = 0; call->rc == 0 && i < n; i++) {
+        int rank = rank_of_key(keys[i], call->node_count);
+        if (rank >= 0 && probe__node_stat_parse(values[i], lens[i], &call->node_stats[rank]) == 0)
+            call->node_present[rank] = true;
+        else
+            ELASTIC_LOG_W("agent", "straggler statistic %s ignored: malformed", keys[i]);
+    }
+    for (size_t i = 0; values != NULL && i < n; i++) elastic_free(values[i]);
+    free(values);
+    free(lens);
+    elastic_free(keys);
+}
+
+static void emit_node_straggler(agent_group *group, const probe__node_stat *stat, double score, unsigned rounds)
+{
+    agent_event event;
+    agent__event_begin(&event, group->events, "node_straggler");
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_str(&event, "node", stat->node_id);
+    char text[32];
+    snprintf(text, sizeof text, "%.3f", score);
+    agent__event_str(&event, "score", text);
+    agent__event_int(&event, "rounds", rounds);
+    agent__event_int(&event, "step_time_ms", (int64_t)(stat->step_ns / 1000000));
+    agent__event_emit(group->events, &event);
+}
+
+void agent__node_stats_done(agent_group *group, agent_call *call)
+{
+    group->node_stats_in_flight = false;
+    if (call->rc != 0 || call->node_stats == NULL || call->generation != group->current.generation ||
+        group->state != AGENT_RUNNING)
+        return; /* a stale round: the next one comes within the period */
+    if (group->job_straggler == NULL || group->job_straggler_generation != call->generation) {
+        probe__job_straggler_free(group->job_straggler);
+        group->job_straggler = NULL;
+        group->node_straggler_reported = false;
+        if (probe__job_straggler_create(call->node_count, &group->job_straggler) != 0) return;
+        group->job_straggler_generation = call->generation;
+    }
+    const elastic_agent_opts *o = group->opts;
+    unsigned rounds = o->straggler_rounds > 0 ? (unsigned)o->straggler_rounds : NODE_STATS_ROUNDS_DEFAULT;
+    uint64_t warmup = o->straggler_window > 0 ? (uint64_t)o->straggler_window : 1;
+    double *scores = calloc(call->node_count, sizeof *scores);
+    if (scores == NULL) return;
+    int slow = probe__job_straggler_evaluate(group->job_straggler, call->node_stats, call->node_present, warmup,
+                                             NODE_STRAGGLER_THRESHOLD, rounds, scores);
+    if (group->monitor != NULL) probe__monitor_set_node_scores(group->monitor, call->node_count, call->node_stats, scores);
+    if (slow >= 0 && !group->node_straggler_reported) {
+        group->node_straggler_reported = true; /* once per generation */
+        const probe__node_stat *st = &call->node_stats[slow];
+        ELASTIC_LOG_W("agent", "node %s is a straggler: scored %.2f against the job's median for %u rounds",
+                      st->node_id, scores[slow], rounds);
+        emit_node_straggler(group, st, scores[slow], rounds);
+    }
+    free(scores);
+}
+
+void agent__node_stats_free(agent_group *group)
+{
+    probe__job_straggler_free(group->job_straggler);
+    group->job_straggler = NULL;
+}
