@@ -87,7 +87,7 @@ static void emit_node_straggler(agent_group *group, const probe__node_stat *stat
     agent_event event;
     agent__event_begin(&event, group->events, "node_straggler");
     agent__event_int(&event, "generation", (int64_t)group->current.generation);
-    agent__event_str(&event, "node", stat->node_id);
+    agent__event_str(&event, "straggler", stat->node_id); /* "node" is the reporter */
     char text[32];
     snprintf(text, sizeof text, "%.3f", score);
     agent__event_str(&event, "score", text);
