@@ -12,8 +12,11 @@
 #                   (TRAINER=rust: with the Rust trainer of examples/rust)
 #   make install    PREFIX, LIBDIR, INCLUDEDIR, PYTHONDIR, DESTDIR honoured
 #
-# Every target first runs `deps`, which installs missing Debian packages when
-# run as root and otherwise prints the exact apt-get command and stops.
+# `make deps` installs missing Debian packages when run as root (otherwise it
+# prints the apt-get command); the README's two commands (test, demo) run it
+# first, building and installing only check for the libraries and say what is
+# missing.
+## run as root and otherwise prints the exact apt-get command and stops.
 
 VARIANT ?= release
 PREFIX ?= /usr/local
@@ -82,6 +85,9 @@ TEST_BIN := $(OUT)/test/run_tests
 HELPER_SRC := $(sort $(wildcard test/helpers/*.c))
 HELPERS := $(patsubst test/helpers/%.c,$(OUT)/test/helpers/%,$(HELPER_SRC))
 
+# A test double of NCCL and the CUDA runtime (tests only): loaded through ELASTIC_NCCL_LIBRARY.
+NCCL_DOUBLE := $(OUT)/test/libnccl_double.so
+
 # test/abi: programs built against the shared library. old_caller uses a shorter
 # snapshot of the public structs (an older caller); layout prints the C offsets
 # the Python binding's ctypes mirrors are checked against.
@@ -90,6 +96,18 @@ ABI_PROGRAMS := $(patsubst test/abi/%.c,$(OUT)/test/abi/%,$(ABI_SRC))
 
 EXAMPLE_SRC := $(sort $(wildcard examples/c/*.c))
 EXAMPLES := $(patsubst examples/c/%.c,$(OUT)/examples/%,$(EXAMPLE_SRC))
+
+# The CUDA + NCCL example is built only where the CUDA toolkit is (release
+# builds): sm_90 code for H100/H200 plus PTX that newer GPUs compile at load.
+# The shared cudart: libelastic loads the same one with dlopen.
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80
+ifneq ($(NVCC),)
+ifeq ($(VARIANT),release)
+  EXAMPLES += $(OUT)/examples/nccl_trainer
+endif
+endif
 
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCHES := $(patsubst bench/%.c,build/release/bench/%,$(BENCH_SRC))
@@ -104,11 +122,18 @@ PKG_MODULES := libuv libzstd libssl libcrypto libxxhash libcurl json-c
 # bindings/rust builds offline from Debian's packaged crates (bindgen needs libclang).
 RUST_DEB_PACKAGES := cargo libclang-dev librust-bindgen-dev librust-libc-dev librust-pkg-config-dev
 
-.PHONY: all deps test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
+.PHONY: all deps deps-present test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
 
-all: deps $(SHARED_LIB) $(STATIC_LIB) $(TOOLS) $(EXAMPLES)
+all: deps-present $(SHARED_LIB) $(STATIC_LIB) $(TOOLS) $(EXAMPLES)
 
 # ---- dependencies ---------------------------------------------------------
+
+# Building and installing never run apt: they only name what is missing.
+deps-present:
+	@missing=""; \
+	command -v pkg-config >/dev/null 2>&1 || missing="pkg-config"; \
+	for m in $(PKG_MODULES); do pkg-config --exists $$m 2>/dev/null || missing="$$missing $$m"; done; \
+	if [ -n "$$missing" ]; then echo "missing:$$missing. Run make deps (as root) or apt-get install $(DEB_PACKAGES)"; exit 1; fi
 
 deps:
 	@missing=""; \
@@ -158,6 +183,11 @@ $(OUT)/examples/%: $(OUT)/examples/c/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
 
+$(OUT)/examples/nccl_trainer: examples/cpp/nccl_trainer.cu examples/cpp/elastic.hpp $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O2 $(NVCC_ARCH) -cudart shared -Iinclude -Iexamples/cpp -o $@ $< $(STATIC_LIB) \
+	  -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lnccl $(LIBS)
+
 # ---- tests ----------------------------------------------------------------
 
 $(TEST_OBJ) $(HELPERS:%=%.o): CFLAGS_ALL += -Itest
@@ -170,6 +200,10 @@ $(OUT)/test/helpers/%: $(OUT)/test/helpers/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
 
+$(NCCL_DOUBLE): test/nccl_double/nccl_double.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -g -fPIC -shared -D_GNU_SOURCE $(OPT) $(SAN) $(WARNINGS) -Wno-missing-prototypes -o $@ $< -lpthread
+
 $(OUT)/test/abi/%: test/abi/%.c $(SHARED_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL)) -Itest/abi -MMD -MP $(LDFLAGS_ALL) -o $@ $< \
@@ -177,7 +211,7 @@ $(OUT)/test/abi/%: test/abi/%.c $(SHARED_LIB)
 
 # The public header must stand alone in strict C99 and in C++, and so must
 # each module header included first and alone.
-header-check: deps
+header-check: deps-present
 	@mkdir -p $(OUT)/header
 	$(CC) -std=c99 -pedantic -Werror -Wall -Wextra -Iinclude -fsyntax-only test/header/header_c99.c
 	$(CXX) -std=c++11 -pedantic -Werror -Wall -Wextra -Iinclude -fsyntax-only -x c++ test/header/header_c99.c
@@ -186,10 +220,13 @@ header-check: deps
 	  $(CC) -std=c99 -pedantic -Werror -Wall -Wextra -I. -fsyntax-only $(OUT)/header/alone.c || { echo "header-check: $$h does not stand alone (C99)"; exit 1; }; \
 	  $(CXX) -std=c++11 -pedantic -Werror -Wall -Wextra -I. -fsyntax-only -x c++ $(OUT)/header/alone.c || { echo "header-check: $$h does not stand alone (C++)"; exit 1; }; \
 	done; echo "header-check: each of include/elastic/*.h stands alone"
+	@if [ -f "$(CUDA_HOME)/include/nccl.h" ]; then echo "header-check: src/nccl/nccl.h against $(CUDA_HOME)/include/nccl.h"; \
+	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nccl_layout.c; fi
 
 # TEST_FILTER=substring runs only the matching tests.
-test: all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS)
+test: deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE)
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
+	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) \
 	  $(TEST_BIN) $(TEST_FILTER)
@@ -212,8 +249,8 @@ tsan:
 	    echo "tsan: ThreadSanitizer reports above (one file per process in $(TSAN_REPORTS))"; exit 1; fi; \
 	  exit $$rc
 
-valgrind: all $(TEST_BIN) $(HELPERS)
-	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) \
+valgrind: all $(TEST_BIN) $(HELPERS) $(NCCL_DOUBLE)
+	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) ELASTIC_TEST_TIMEOUT_SCALE=10 \
 	  valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
@@ -221,12 +258,22 @@ valgrind: all $(TEST_BIN) $(HELPERS)
 
 # ---- fuzzing (clang + libFuzzer) ------------------------------------------
 
-build/fuzz/%: test/fuzz/%.c $(LIB_SRC)
+# The library is compiled once with coverage + sanitizers into an archive that
+# every target links (compiling it per target cost minutes on 2 cores).
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -D_GNU_SOURCE -DELASTIC_BUILDING -Iinclude -Isrc
+FUZZ_OBJ := $(patsubst %.c,build/fuzz/obj/%.o,$(LIB_SRC))
+build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -DELASTIC_BUILDING -Iinclude -Isrc \
-	  -o $@ $< $(LIB_SRC) $(LIBS)
+	$(CLANG) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 
-fuzz: deps $(FUZZERS)
+build/fuzz/libelastic_fuzz.a: $(FUZZ_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+build/fuzz/%: test/fuzz/%.c build/fuzz/libelastic_fuzz.a
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< build/fuzz/libelastic_fuzz.a $(LIBS)
+
+fuzz: deps-present $(FUZZERS)
 	@for f in $(FUZZERS); do echo "fuzz: $$f for $(FUZZ_SECONDS)s"; \
 	  mkdir -p build/fuzz/corpus/$$(basename $$f); \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build/fuzz/corpus/$$(basename $$f) || exit 1; done
@@ -252,7 +299,7 @@ bench: all $(BENCHES)
 
 # TRAINER=c (default) or rust: which build of the demo trainer runs.
 TRAINER ?= c
-demo: all
+demo: deps all
 	@case "$(TRAINER)" in c) trainer=$(abspath $(OUT)/examples/demo_trainer);; \
 	  rust) ($(CARGO_ENV) $(CARGO) build --offline -q -p elastic-demo-trainer) || exit 1; \
 	    trainer=$(abspath $(RUST_TARGET_DIR))/debug/demo_trainer;; \
@@ -269,7 +316,14 @@ CARGO_ENV = cd bindings/rust && CARGO_TARGET_DIR=$(abspath $(RUST_TARGET_DIR)) E
 
 # ---- install --------------------------------------------------------------
 
-pkgconfig/elastic.pc: pkgconfig/elastic.pc.in Makefile
+# The .pc names the install paths: rebuilt whenever PREFIX/LIBDIR/INCLUDEDIR
+# differ from the last build's (the stamp is rewritten only when they change).
+PC_VARS := $(PREFIX)|$(LIBDIR)|$(INCLUDEDIR)|$(VERSION)
+build/pc-vars: FORCE
+	@mkdir -p build
+	@[ "$$(cat $@ 2>/dev/null)" = '$(PC_VARS)' ] || printf '%s\n' '$(PC_VARS)' > $@
+
+pkgconfig/elastic.pc: pkgconfig/elastic.pc.in build/pc-vars
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
 	  -e 's|@VERSION@|$(VERSION)|g' $< > $@
 
@@ -296,7 +350,15 @@ uninstall:
 	for t in $(notdir $(TOOLS)); do rm -f $(DESTDIR)$(BINDIR)/$$t; done
 	rm -rf $(DESTDIR)$(PYTHONDIR)/elastic
 
+FORCE:
+
 clean:
 	rm -rf build lib bin pkgconfig/elastic.pc
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(ABI_PROGRAMS:=.d)
+# Header dependencies of every object (library, tests, tools, examples,
+# helpers); their objects are kept so an edited header rebuilds what uses it.
+TOOL_OBJ := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TOOL_SRC))
+EXAMPLE_OBJ := $(patsubst examples/c/%.c,$(OUT)/examples/c/%.o,$(EXAMPLE_SRC))
+HELPER_OBJ := $(HELPERS:%=%.o)
+.SECONDARY: $(TOOL_OBJ) $(EXAMPLE_OBJ) $(HELPER_OBJ)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(ABI_PROGRAMS:=.d) $(TOOL_OBJ:.o=.d) $(EXAMPLE_OBJ:.o=.d) $(HELPER_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)

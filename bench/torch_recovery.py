@@ -15,7 +15,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -53,10 +52,10 @@ def one_round(launcher, work):
     after = {}
     pids_before, pids_after = {}, {}
     for line in lines:
-        m = re.match(r"trained rank=(\d+) pid=(\d+) restart=(\d+) step=\d+ t=([\d.]+)", line)
+        m = re.match(r"trained rank=(\d+) pid=(\d+) restart=\d+ step=\d+ t=([\d.]+)", line)
         if not m:
             continue
-        rank, pid, restart, t = int(m.group(1)), int(m.group(2)), int(m.group(3)), float(m.group(4))
+        rank, pid, t = int(m.group(1)), int(m.group(2)), float(m.group(3))
         if len(kill) == 1 and t > kill[0]:
             after[rank] = min(after.get(rank, t), t)
             pids_after[rank] = pid

@@ -150,6 +150,7 @@ ELASTIC_EXTERN void elastic_set_log_level(int level);
 #include "elastic/rdzv.h"
 #include "elastic/ckpt.h"
 #include "elastic/worker.h"
+#include "elastic/nccl.h"
 #include "elastic/agent.h"
 
 #endif /* ELASTIC_H */

@@ -45,7 +45,10 @@ static void emit_job_end(agent_group *group, const char *status)
     agent__event_int(&event, "exit_code", group->exit_code);
     agent__event_int(&event, "generations", (int64_t)group->generations);
     agent__event_int(&event, "duration_ms", (int64_t)(elastic__now_ms() - group->started_ms));
+    agent__event_int(&event, "restarts", group->current.restart_count);
+    agent__event_int(&event, "lost_ms", (int64_t)group->lost_ms);
     agent__event_emit(group->events, &event);
+    agent__console_job_end(group, status);
 }
 
 /* ---- stopping --------------------------------------------------------------- */
@@ -136,8 +139,22 @@ void agent__group_stream_closed(agent_group *group)
 
 /* ---- the single place a local worker is declared unhealthy ------------------ */
 
+static void end_generation_for(agent_group *group, agent_worker *worker, const char *reason, int exit_code,
+                               int term_signal, bool keep_worker);
+
 void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, const char *reason,
                                    int exit_code, int term_signal)
+{
+    end_generation_for(group, worker, reason, exit_code, term_signal, false);
+}
+
+void agent__group_worker_faulted(agent_group *group, agent_worker *worker, const char *reason)
+{
+    end_generation_for(group, worker, reason, -1, 0, true);
+}
+
+static void end_generation_for(agent_group *group, agent_worker *worker, const char *reason, int exit_code,
+                               int term_signal, bool keep_worker)
 {
     if (group->state != AGENT_RUNNING) return; /* already stopping: the first cause wins */
     group->failure_ms = elastic__now_ms();
@@ -149,15 +166,17 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
     /* The generation's store host died and the worker died of it: a lost
      * node, not a failure of ours (it costs no budget). */
     if (agent__jobstore_lost(group->jobstore, group->current.generation)) {
-        cause.kind = ELASTIC_RDZV_NODE_LOST;
+        cause.kind = ELASTIC_RDZV_NODE_LOST; /* named by its address: never this node, which is no loss */
+        snprintf(cause.node_id, sizeof cause.node_id, "%.127s", group->current.master_addr);
         snprintf(cause.reason, sizeof cause.reason, "job store host lost (rank %d: %.150s)", worker->rank, reason);
     }
-    group->unhealthy_local_rank = worker->local_rank;
+    group->unhealthy_local_rank = keep_worker ? -1 : worker->local_rank;
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "rank %d: %s", worker->rank, reason);
     /* Workers first: every millisecond here is a millisecond of recovery. The
      * next rendezvous waits (maybe_stopped below) until the generation ended. */
     stop_workers(group, AGENT_STOP_FOR_RESTART);
     agent__failure_record(group, worker, &cause); /* locally first: the store may be gone */
+    agent__console_failure(group, worker, &cause);
     agent_event event;
     agent__event_worker(&event, group, "failure", worker);
     agent__event_int(&event, "exit_code", exit_code);
@@ -189,10 +208,8 @@ static void on_worker_exit(agent_group *group, agent_worker *worker)
         return;
     }
     char reason[128];
-    if (worker->term_signal != 0)
-        snprintf(reason, sizeof reason, "killed by signal %d (%s)", worker->term_signal, strsignal(worker->term_signal));
-    else
-        snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
+    if (worker->term_signal != 0) agent__describe_exit(-1, worker->term_signal, reason, sizeof reason);
+    else snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
     agent__group_worker_unhealthy(group, worker, reason, worker->exit_code, worker->term_signal);
 }
 
@@ -226,16 +243,20 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
     if (group->failure_ms != 0 && group->monitor != NULL && group->reconfiguring == 0)
         probe__monitor_record_recovery(group->monitor, (double)(elastic__now_ms() - group->failure_ms) / 1000.0, false);
     if (group->failure_ms != 0) {
+        uint64_t recovery_ms = elastic__now_ms() - group->failure_ms;
         agent__event_begin(&event, group->events, "restarted");
         agent__event_int(&event, "generation", (int64_t)result->generation);
-        agent__event_int(&event, "recovery_ms", (int64_t)(elastic__now_ms() - group->failure_ms));
+        agent__event_int(&event, "recovery_ms", (int64_t)recovery_ms);
         agent__event_emit(group->events, &event);
+        group->lost_ms += recovery_ms;
+        agent__console_running_again(group, recovery_ms);
         group->failure_ms = 0;
     }
 }
 
 static void rendezvous_finished(agent_group *group, int rc, const elastic_rdzv_result *result, const char *error)
 {
+    agent__waiting_stop(group);
     if (group->state != AGENT_RENDEZVOUS) return; /* stopped while next() blocked */
     if (group->stop_signal != 0) { /* SIGTERM arrived while we waited */
         if (rc == 0) group->current = *result;
@@ -258,6 +279,7 @@ static void begin_rendezvous(agent_group *group)
 {
     group->state = AGENT_RENDEZVOUS;
     group->rendezvous_started_ms = elastic__now_ms();
+    agent__waiting_start(group);
     agent__call_post(group, agent__call_new(AGENT_CALL_NEXT));
 }
 
@@ -295,8 +317,11 @@ static void handle_fenced(agent_group *group, const elastic_rdzv_cause *cause)
     agent__event_str(&event, "store", group->store_endpoint);
     agent__event_str(&event, "reason", cause->reason);
     agent__event_emit(group->events, &event);
-    ELASTIC_LOG_E("agent", "fenced out of generation %llu (%s): killing %d local worker(s) now, then rejoining as a new member",
-                  (unsigned long long)cause->generation, cause->reason, group->running);
+    /* Said once, on the console; with --quiet the log still says it. */
+    if (group->opts->quiet)
+        ELASTIC_LOG_E("agent", "fenced out of generation %llu (%s): killing %d local worker(s) now, then rejoining as a new member",
+                      (unsigned long long)cause->generation, cause->reason, group->running);
+    agent__console_fenced(group, cause->generation, cause->reason, group->running);
 }
 
 static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
@@ -315,6 +340,7 @@ static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
     agent__event_int(&event, "rank", cause->rank);
     agent__event_str(&event, "reason", cause->reason);
     agent__event_emit(group->events, &event);
+    if (!fenced) agent__console_ended_elsewhere(group, cause); /* the fenced line said it */
     group->failure_ms = elastic__now_ms();
     group->unhealthy_local_rank = -1;
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "%.100s: %.150s", cause->node_id, cause->reason);
@@ -385,7 +411,7 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
         (rc = uv_async_init(loop, &group->wake, on_wake)) != 0 || (rc = uv_timer_init(loop, &group->ack_timer)) != 0)
         return elastic__fail(ELASTIC_ESYS, "agent loop: %s", uv_strerror(rc));
     group->grace_timer.data = group->wake.data = group->ack_timer.data = group;
-    return 0;
+    return agent__waiting_init(group);
 }
 
 void agent__group_start(agent_group *group)
@@ -400,6 +426,7 @@ bool agent__group_close(agent_group *group)
     uv_close((uv_handle_t *)&group->grace_timer, NULL);
     uv_close((uv_handle_t *)&group->wake, NULL);
     uv_close((uv_handle_t *)&group->ack_timer, NULL);
+    agent__waiting_close(group);
     /* A rendezvous or store call cannot be interrupted: its thread keeps
      * using the group until it returns. The process is about to exit; our
      * lease ends with it, so the other nodes re-form without us. */

@@ -40,7 +40,7 @@ typedef struct agent_stream {
     bool open;                       /* the pipe handle is live (closing counts as live) */
     int console_fd;                  /* where the console copy goes; -1: none */
     int file_fd;                     /* the log file; -1: none */
-    char prefix[24];                 /* "[3]:" when tee'd; "" otherwise */
+    char prefix[56];                 /* "[default3]:" when tee'd; "" otherwise */
     char line[1024];                 /* partial line waiting for its prefix */
     size_t line_len;
     bool keep_tail;                  /* remember the last bytes (stderr) for the summary */
@@ -166,7 +166,8 @@ typedef struct agent_jobstore {
 /* After next(): host and publish (group rank 0) or look up and connect. */
 int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result);
 bool agent__jobstore_hosting(const agent_jobstore *js);
-/* Whether generation's store host was lost (any thread). */
+/* Whether generation's store host was lost: the watcher saw it, or one
+ * request on our connection to that store fails to reach it (loop thread). */
 bool agent__jobstore_lost(agent_jobstore *js, uint64_t generation);
 void agent__jobstore_close(agent_jobstore *js);
 
@@ -276,7 +277,21 @@ typedef struct agent_failure {
     bool detail_is_error_file;
 } agent_failure;
 
-typedef struct agent_group {
+typedef struct agent_group agent_group;
+
+/* waiting.c: the periodic look at a slow rendezvous. */
+typedef struct agent_waiting {
+    agent_group *group;
+    uv_timer_t timer;
+    uv_work_t work;
+    bool in_flight;
+    uint64_t last_generation;        /* whose members should be back; 0: none */
+    int joined;                      /* results of the last look (-1: unknown) */
+    int missing_count;
+    char missing[512];
+} agent_waiting;
+
+struct agent_group {
     uv_loop_t *loop;
     const elastic_agent_opts *opts;
     agent_membership *membership;
@@ -335,7 +350,14 @@ typedef struct agent_group {
     agent_failure local_failure;
     int exit_code;
     char summary[4096];
-} agent_group;
+
+    /* what the console's job-end line sums up (console.c) */
+    uint64_t lost_ms;                /* failure detected -> the group running again, summed */
+    bool ckpt_step_valid;            /* a worker reported a committed checkpoint */
+    uint64_t ckpt_step, ckpt_wall_ms;
+    int ckpt_rank;
+    agent_waiting waiting;
+};
 
 /* The workers' key space in the job store for the current generation. */
 void agent__worker_store_prefix(const agent_group *group, char *out, size_t size);
@@ -348,6 +370,10 @@ void agent__group_start(agent_group *group);
  * node with this cause (a failure: it consumes the restart budget). */
 void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, const char *reason,
                                    int exit_code, int term_signal);
+/* The same for a worker whose library found the group broken (an NCCL
+ * timeout or error) while the process itself is fine: in-process recovery
+ * keeps it like the other healthy workers. */
+void agent__group_worker_faulted(agent_group *group, agent_worker *worker, const char *reason);
 /* A worker's output stream finished closing. */
 void agent__group_stream_closed(agent_group *group);
 /* Async-signal-safe: stop gracefully, leave, finish. */
@@ -405,6 +431,29 @@ void agent__reaper_track(agent_group *group, pid_t old_pgid, pid_t pgid);
 void agent__reaper_stop(agent_group *group);
 /* Removes the run directories of dead agents under tmp. */
 void agent__reaper_sweep_stale(const char *tmp);
+
+/* console.c: one line on stderr per event a person needs (nothing with --quiet). */
+void agent__console(const agent_group *group, const char *fmt, ...) ELASTIC__PRINTF(2, 3);
+void agent__console_failure(const agent_group *group, const agent_worker *worker, const elastic_rdzv_cause *cause);
+void agent__console_ended_elsewhere(const agent_group *group, const elastic_rdzv_cause *cause);
+void agent__console_running_again(const agent_group *group, uint64_t recovery_ms);
+/* This node lost its membership lease (group.c's handle_fenced). */
+void agent__console_fenced(const agent_group *group, uint64_t generation, const char *reason, int killed);
+void agent__console_job_end(const agent_group *group, const char *status);
+/* "killed by signal 9 (SIGKILL)", "exit code 3", or "" when neither. */
+void agent__describe_exit(int exit_code, int term_signal, char *out, size_t size);
+/* A cause's reason said once (a probe's words plus how the worker ended). */
+void agent__describe_cause(const elastic_rdzv_cause *cause, char *out, size_t size);
+
+/* waiting.c: "waiting for nodes" lines while a rendezvous is slow. */
+int agent__waiting_init(agent_group *group);
+void agent__waiting_start(agent_group *group);
+void agent__waiting_stop(agent_group *group);
+void agent__waiting_close(agent_group *group);
+
+/* errorfile.c: a worker's torchrun error file as indented traceback lines;
+ * 0 when it is not such JSON (the caller shows it as it is). */
+size_t agent__error_file_render(const char *json, char *out, size_t size);
 
 /* summary.c: root cause, error file and the failure's details in the store. */
 /* Records the first local failure in memory (never blocks); share() posts its

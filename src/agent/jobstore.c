@@ -75,15 +75,14 @@ static void *watcher_main(void *arg)
         int rc = elastic_store_watch(js->watch_store, js->watch_key, revision, 5000, &revision);
         if (rc == 0 || rc == ELASTIC_ETIMEDOUT) continue;
         if (__atomic_load_n(&js->watcher_stop, __ATOMIC_ACQUIRE)) break;
-        char reason[256];
-        snprintf(reason, sizeof reason, "job store host of generation %llu lost (%.180s)",
-                 (unsigned long long)js->watch_generation, elastic_last_error());
+        char why[200];
+        snprintf(why, sizeof why, "%.190s", elastic_last_error());
         __atomic_store_n(&js->lost_generation, js->watch_generation, __ATOMIC_RELEASE);
-        ELASTIC_LOG_W("agent", "%s", reason);
-        elastic_rdzv_cause cause = {.struct_size = sizeof cause, .kind = ELASTIC_RDZV_NODE_LOST, .rank = -1,
-                                    .exit_code = -1};
-        snprintf(cause.reason, sizeof cause.reason, "%s", reason);
-        (void)elastic_rdzv_end_generation(js->watch_rdzv, &cause);
+        ELASTIC_LOG_W("agent", "job store host of generation %llu lost (%s)", (unsigned long long)js->watch_generation,
+                      why);
+        if (rdzv__jobstore_host_lost(js->watch_rdzv, js->watch_generation, why) != 0)
+            ELASTIC_LOG_W("agent", "ending generation %llu: %s", (unsigned long long)js->watch_generation,
+                          elastic_last_error());
         break;
     }
     return NULL;
@@ -111,7 +110,18 @@ static void watcher_start(agent_jobstore *js, elastic_rdzv *r, elastic_store *st
 
 bool agent__jobstore_lost(agent_jobstore *js, uint64_t generation)
 {
-    return js != NULL && generation != 0 && __atomic_load_n(&js->lost_generation, __ATOMIC_ACQUIRE) == generation;
+    if (js == NULL || generation == 0) return false;
+    if (__atomic_load_n(&js->lost_generation, __ATOMIC_ACQUIRE) == generation) return true;
+    if (!js->watching || js->watch_generation != generation) return false;
+    /* The watcher may not have seen the reset yet: one round trip on our own
+     * connection to that store tells (a dead host refuses the reconnect). */
+    void *value = NULL;
+    size_t len = 0;
+    int rc = elastic_store_try_get(js->watch_store, js->watch_key, &value, &len);
+    elastic_free(value);
+    if (rc != ELASTIC_ECONNECT && rc != ELASTIC_ECLOSED && rc != ELASTIC_EIO) return false;
+    __atomic_store_n(&js->lost_generation, generation, __ATOMIC_RELEASE);
+    return true;
 }
 
 int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result)

@@ -8,7 +8,9 @@
 
 #include "common/clock.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -38,7 +40,62 @@ static void on_failure(void *user, const probe__failure *f)
     agent_group *group = user;
     emit_probe_event(group, "probe_failed", f);
     agent_worker *worker = worker_at(group, f->local_rank);
-    if (worker != NULL) agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
+    if (worker == NULL) return;
+    /* A hung worker will not stop on SIGTERM in time (a stopped process
+     * does not even see it): its stacks are written, so kill it now rather
+     * than after the grace period. */
+    bool hung = strcmp(f->probe, "hang") == 0 || strcmp(f->probe, "startup") == 0;
+    if (hung && worker->running && f->local_rank >= 0) agent__proc_signal_group(worker->pid, SIGKILL);
+    if (strncmp(f->probe, "nccl_", 5) == 0) agent__group_worker_faulted(group, worker, f->reason);
+    else agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
+}
+
+/* A worker library's event (nccl_comm_built) into the event log, its fields as sent. */
+static void on_worker_event(void *user, int local_rank, int rank, const probe__kv *kv)
+{
+    agent_group *group = user;
+    const char *name = probe__kv_get(kv, "NAME");
+    if (name == NULL || strcmp(name, "nccl_comm_built") != 0) return; /* the only one known */
+    agent_event event;
+    agent__event_begin(&event, group->events, name);
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_int(&event, "rank", rank);
+    agent__event_int(&event, "local_rank", local_rank);
+    for (size_t i = 0; i < kv->count; i++) {
+        if (strcmp(kv->keys[i], "NAME") == 0 || strcmp(kv->keys[i], "RANK") == 0 ||
+            strcmp(kv->keys[i], "GENERATION") == 0 ||
+            strspn(kv->keys[i], "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(kv->keys[i]))
+            continue;
+        char key[32];
+        size_t n = 0;
+        for (; kv->keys[i][n] != '\0' && n + 1 < sizeof key; n++) key[n] = (char)tolower((unsigned char)kv->keys[i][n]);
+        key[n] = '\0';
+        const char *value = kv->values[i];
+        bool number = *value != '\0' && strlen(value) <= 18 && strspn(value, "0123456789") == strlen(value);
+        if (number) agent__event_int(&event, key, strtoll(value, NULL, 10));
+        else agent__event_str(&event, key, value);
+    }
+    agent__event_emit(group->events, &event);
+}
+
+/* A worker saved a checkpoint step: the job's end line names the last one. */
+static void on_checkpoint(void *user, int local_rank, int rank, uint64_t step, uint64_t wall_ms)
+{
+    agent_group *group = user;
+    if (!group->ckpt_step_valid || step >= group->ckpt_step) {
+        group->ckpt_step_valid = true;
+        group->ckpt_step = step;
+        group->ckpt_wall_ms = wall_ms;
+        group->ckpt_rank = rank;
+    }
+    agent_event event;
+    agent__event_begin(&event, group->events, "checkpoint");
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_int(&event, "rank", rank);
+    agent__event_int(&event, "local_rank", local_rank);
+    agent__event_int(&event, "step", (int64_t)step);
+    agent__event_int(&event, "saved_ms", (int64_t)wall_ms);
+    agent__event_emit(group->events, &event);
 }
 
 static void on_straggler(void *user, const probe__failure *f)
@@ -80,12 +137,17 @@ int agent__probes_start(agent_group *group)
     opts.on_failure = on_failure;
     opts.on_straggler = on_straggler;
     opts.on_control = agent__inprocess_on_control;
+    opts.on_checkpoint = on_checkpoint;
+    opts.on_worker_event = on_worker_event;
     opts.user = group;
     int rc = probe__monitor_start(&opts, &group->monitor);
     if (rc != 0) return rc;
-    if (o->metrics_port >= 0)
-        ELASTIC_LOG_W("agent", "metrics on http://%s:%d/metrics", o->metrics_host ? o->metrics_host : "127.0.0.1",
-                      probe__monitor_metrics_port(group->monitor));
+    const char *host = o->metrics_host ? o->metrics_host : "127.0.0.1";
+    int port = probe__monitor_metrics_port(group->monitor);
+    /* Information, not a warning; a port we picked (--metrics-port 0) is
+     * something the person needs to know, so it also goes to the console. */
+    if (o->metrics_port >= 0) ELASTIC_LOG_I("agent", "metrics on http://%s:%d/metrics", host, port);
+    if (o->metrics_port == 0) agent__console(group, "metrics on http://%s:%d/metrics", host, port);
     return 0;
 }
 

@@ -117,19 +117,24 @@ static void write_error_file(const agent_group *group, const char *detail, bool 
 static void describe_failure(agent_group *group, const elastic_rdzv_cause *cause, char *detail, size_t detail_size,
                              bool *is_error_file)
 {
-    char when[40], how[96];
+    char when[40], what[400];
     format_time(cause->time_ms, when, sizeof when);
-    if (cause->signal != 0) snprintf(how, sizeof how, "killed by signal %d (%s)", cause->signal, strsignal(cause->signal));
-    else snprintf(how, sizeof how, "exit code %d", cause->exit_code);
+    agent__describe_cause(cause, what, sizeof what); /* the reason once, not "killed ... (killed ...)" */
     size_t used = strlen(group->summary);
     used += (size_t)snprintf(group->summary + used, sizeof group->summary - used,
-                             "first failure: rank %d on node %s, generation %llu, %s, at %s (%s)\n", cause->rank,
-                             cause->node_id, (unsigned long long)cause->generation, how, when, cause->reason);
+                             "first failure: rank %d on node %s, generation %llu, at %s: %s\n", cause->rank,
+                             cause->node_id, (unsigned long long)cause->generation, when, what);
     if (used >= sizeof group->summary || !failure_detail(group, cause, detail, detail_size, is_error_file) || detail[0] == '\0')
         return;
-    used += (size_t)snprintf(group->summary + used, sizeof group->summary - used, "%s of rank %d:\n%s%s",
-                             *is_error_file ? "error file" : "last lines of stderr", cause->rank, detail,
-                             detail[strlen(detail) - 1] == '\n' ? "" : "\n");
+    char rendered[AGENT_TAIL_BYTES + 512];
+    if (*is_error_file && agent__error_file_render(detail, rendered, sizeof rendered) > 0)
+        snprintf(group->summary + used, sizeof group->summary - used, "error of rank %d (its error file):\n%s",
+                 cause->rank, rendered);
+    else
+        snprintf(group->summary + used, sizeof group->summary - used, "%s of rank %d:\n%s%s",
+                 *is_error_file ? "error file" : "last lines of stderr", cause->rank, detail,
+                 detail[strlen(detail) - 1] == '\n' ? "" : "\n");
+    used = strlen(group->summary);
     char hint[5000];
     if (used + 1 < sizeof group->summary && agent__python_hint(group->opts, detail, hint, sizeof hint)) {
         size_t n = strnlen(hint, sizeof group->summary - used - 1); /* the hint may be cut, the summary not */

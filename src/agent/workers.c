@@ -45,9 +45,9 @@ static int open_log(const agent_worker *worker, int dir_fd, const char *name)
 static void on_stream_closed(void *owner) { agent__group_stream_closed(owner); }
 
 /* Where a stream goes: redirected = file only; tee'd = file and console with
- * a "[rank]:" prefix; neither = console as is (and the file with --log-dir). */
-static void setup_stream(agent_group *group, agent_worker *worker, int dir_fd, agent_stream *stream,
-                         int bit, int console_fd)
+ * a "[<role><rank>]:" prefix; neither = console as is (and the file with --log-dir). */
+static void setup_stream(agent_group *group, agent_worker *worker, int dir_fd, agent_stream *stream, int bit,
+                         int console_fd)
 {
     int redirect_mask = 0, tee_mask = 0;
     agent__std_parse(group->opts->redirects, worker->local_rank, &redirect_mask);
@@ -58,7 +58,8 @@ static void setup_stream(agent_group *group, agent_worker *worker, int dir_fd, a
     stream->owner = group;
     stream->on_closed = on_stream_closed;
     stream->keep_tail = bit == AGENT_STD_ERR;
-    if (tee_mask & bit) snprintf(stream->prefix, sizeof stream->prefix, "[%d]:", worker->rank);
+    /* torchrun's prefix: the role and the global rank, "[default0]:" */
+    if (tee_mask & bit) snprintf(stream->prefix, sizeof stream->prefix, "[%.*s%d]:", 40, group->opts->role, worker->rank);
     else if (redirect_mask & bit) stream->console_fd = -1;
     if (group->write_logs || ((redirect_mask | tee_mask) & bit))
         stream->file_fd =

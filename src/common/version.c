@@ -3,6 +3,7 @@
  * allocator the caller frees library memory with.
  */
 #include "common/common.h"
+#include "nccl/nccl.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -34,12 +35,11 @@ static bool library_loadable(const char *const *names)
 ELASTIC_EXTERN int elastic_has_feature(const char *name)
 {
     static const char *const built_in[] = {"store", "auth", "zstd", "xxhash", "etcd"};
-    static const char *const nccl_names[] = {"libnccl.so.2", "libnccl.so", NULL};
     static const char *const cuda_names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
     if (name == NULL) return 0;
     for (size_t i = 0; i < ELASTIC__ARRAY_LEN(built_in); i++)
         if (strcmp(name, built_in[i]) == 0) return 1;
-    if (strcmp(name, "nccl") == 0) return library_loadable(nccl_names);
+    if (strcmp(name, "nccl") == 0) return nccl__loadable(); /* both libraries, their versions checked */
     if (strcmp(name, "cuda") == 0) return library_loadable(cuda_names);
     return 0;
 }

@@ -32,6 +32,8 @@ struct probe__control {
     control_conn *conns;
     probe__control_fn fn;
     void *user;
+    probe__control_report_fn report_fn;
+    void *report_user;
     bool listener_closed, stopping;
 };
 
@@ -94,7 +96,12 @@ static int handle_frame(control_conn *conn, const probe__msg_header *header, cha
     int rc = probe__kv_parse(payload, header->length, &kv);
     if (rc != 0) return rc;
     if (header->type == PROBE__MSG_HELLO) rc = handle_hello(conn, &kv);
-    else if (header->type != PROBE__MSG_ABORT_ACK && header->type != PROBE__MSG_READY)
+    else if ((header->type == PROBE__MSG_FAULT || header->type == PROBE__MSG_EVENT) && conn->slot >= 0) {
+        probe__control *c = conn->control;
+        if (c->report_fn != NULL) c->report_fn(c->report_user, conn->slot, header->type, &kv);
+        return 0;
+    } else if (header->type != PROBE__MSG_ABORT_ACK && header->type != PROBE__MSG_READY &&
+               header->type != PROBE__MSG_FAULT && header->type != PROBE__MSG_EVENT)
         return elastic__fail(ELASTIC_EPROTO, "control: message type %u is not for the agent", header->type);
     else if (conn->slot < 0) return elastic__fail(ELASTIC_EPROTO, "control: message before hello");
     if (rc == 0)
@@ -232,6 +239,12 @@ int probe__control_send(probe__control *c, unsigned slot, int type, const char *
         return elastic__fail(ELASTIC_ECONNECT, "control send to slot %u: %s", slot, uv_strerror(err));
     }
     return 0;
+}
+
+void probe__control_on_report(probe__control *c, probe__control_report_fn fn, void *user)
+{
+    c->report_fn = fn;
+    c->report_user = user;
 }
 
 bool probe__control_connected(const probe__control *c, unsigned slot) { return slot < c->slots && c->by_slot[slot] != NULL; }

@@ -50,6 +50,28 @@ void rdzv__jobstore_forget(elastic_rdzv *r, uint64_t generation)
     (void)r->backend->ops->del(r->backend, key);
 }
 
+int rdzv__jobstore_host_lost(elastic_rdzv *r, uint64_t generation, const char *why)
+{
+    rdzv__info info;
+    rdzv__record *members = NULL;
+    int rc = rdzv__read_info(r, generation, 0, &info, &members);
+    if (rc == 0 && (info.group_world_size < 1 || members == NULL))
+        rc = elastic__fail(ELASTIC_ECORRUPT, "rdzv: generation %llu has no members", (unsigned long long)generation);
+    if (rc != 0) {
+        free(members);
+        return rc;
+    }
+    elastic_rdzv_cause cause;
+    char reason[256];
+    snprintf(reason, sizeof reason, "job store host lost (%.200s)", why);
+    /* Group rank 0 hosted the store: name it, so nobody mistakes the cause
+     * for a loss of its own node. */
+    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_NODE_LOST, generation, members[0].node_id, reason);
+    free(members);
+    bool won = false;
+    return rdzv__end(r, generation, &cause, &won);
+}
+
 int rdzv__wait_closed(elastic_rdzv *r, int timeout_ms)
 {
     void *value = NULL;

@@ -248,6 +248,8 @@ int rdzv__jobstore_publish(elastic_rdzv *r, uint64_t generation, const char *end
 int rdzv__jobstore_lookup(elastic_rdzv *r, uint64_t generation, int timeout_ms, char *endpoint, size_t endpoint_size,
                           char *token, size_t token_size);
 void rdzv__jobstore_forget(elastic_rdzv *r, uint64_t generation);
+/* Ends generation as NODE_LOST naming its group rank 0, the store's host. */
+int rdzv__jobstore_host_lost(elastic_rdzv *r, uint64_t generation, const char *why);
 /* 0 once the job is marked closed; ELASTIC_ETIMEDOUT before. */
 int rdzv__wait_closed(elastic_rdzv *r, int timeout_ms);
 

@@ -14,6 +14,17 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* The store's threads (server loop, client reader and ticker) may still be
+ * hashing when the process exits: an agent leaving with a rendezvous in
+ * flight returns from main without joining them. libcrypto's default atexit
+ * cleanup would free its locks under those threads (ThreadSanitizer caught
+ * it in make tsan); the memory goes with the process anyway, so libcrypto is
+ * told to skip that cleanup. At load, before any OpenSSL call of ours could
+ * register the handler (a host that initialised OpenSSL first keeps its own). */
+__attribute__((constructor)) static void keep_libcrypto_until_exit(void)
+{
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+}
 
 int store__random_bytes(void *buf, size_t len)
 {

@@ -334,14 +334,20 @@ static void session_free(store__session *session)
 static int first_connect(store__session *session)
 {
     uint64_t deadline = elastic__deadline_ms(session->connect_timeout_ms);
-    int delay_ms = 20, err;
+    int delay_ms = 20, err, attempts = 0;
     for (;;) {
         pthread_mutex_lock(&session->lock);
         err = reconnect_locked(session, deadline);
         pthread_mutex_unlock(&session->lock);
+        attempts++;
         if (err == 0 || (err != ELASTIC_ECONNECT && err != ELASTIC_ETIMEDOUT)) return err;
         int left = elastic__ms_left(deadline);
-        if (left == 0) return err;
+        if (left == 0) {
+            char why[256]; /* copied out: elastic__fail writes the buffer it would read */
+            snprintf(why, sizeof why, "%s", elastic_last_error());
+            return elastic__fail(err, "%s; gave up after %d attempts in %.1f s", why, attempts,
+                                 (double)session->connect_timeout_ms / 1000.0);
+        }
         usleep((useconds_t)(delay_ms < left ? delay_ms : left) * 1000u);
         if (delay_ms < 500) delay_ms *= 2;
     }

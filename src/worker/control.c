@@ -23,6 +23,36 @@ int worker__control_send(elastic_worker *w, int type, const char *payload)
     return rc;
 }
 
+void worker__hook_add(elastic_worker *w, worker__hook *hook)
+{
+    pthread_mutex_lock(&w->hooks_lock);
+    hook->next = w->hooks;
+    w->hooks = hook;
+    pthread_mutex_unlock(&w->hooks_lock);
+}
+
+void worker__hook_remove(elastic_worker *w, worker__hook *hook)
+{
+    pthread_mutex_lock(&w->hooks_lock);
+    for (worker__hook **at = &w->hooks; *at != NULL; at = &(*at)->next) {
+        if (*at != hook) continue;
+        *at = hook->next;
+        break;
+    }
+    pthread_mutex_unlock(&w->hooks_lock);
+}
+
+int worker__report_fault(elastic_worker *w, const char *payload)
+{
+    if (w->control_fd < 0) return 0;
+    int rc = worker__control_send(w, PROBE__MSG_FAULT, payload);
+    pthread_mutex_lock(&w->lock);
+    /* The agent ends the generation on this report: poll waits for the next. */
+    if (rc == 0 && !w->closing) __atomic_store_n(&w->changed, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
 static void send_generation(elastic_worker *w, int type, uint64_t generation)
 {
     char payload[64];
@@ -45,6 +75,10 @@ static void handle_abort(elastic_worker *w, char *payload, size_t length)
     void *user = w->abort_user;
     pthread_mutex_unlock(&w->lock);
     ELASTIC_LOG_I("worker", "generation %llu aborted: %s", (unsigned long long)generation, reason);
+    pthread_mutex_lock(&w->hooks_lock);
+    for (worker__hook *hook = w->hooks; hook != NULL; hook = hook->next)
+        if (hook->on_abort != NULL) hook->on_abort(hook->user, generation, reason);
+    pthread_mutex_unlock(&w->hooks_lock);
     if (fn != NULL) fn(user, generation, reason);
     send_generation(w, PROBE__MSG_ABORT_ACK, generation);
 }
@@ -204,6 +238,11 @@ ELASTIC_EXTERN int elastic_worker_poll(elastic_worker *w)
     if (rc != 0) return rc;
     elastic_worker_info info = {.struct_size = sizeof info};
     elastic_worker_get_info(w, &info);
+    /* Without hooks_lock: a rebuild may take long and an abort of the new
+     * generation must still reach the hooks. Only this (the trainer's) thread
+     * adds or removes hooks, so the list cannot change under us. */
+    for (worker__hook *hook = w->hooks; hook != NULL; hook = hook->next)
+        if (hook->on_reconfigure != NULL) hook->on_reconfigure(hook->user, &info);
     pthread_mutex_lock(&w->lock);
     elastic_worker_reconfigure_fn fn = w->reconfigure_fn;
     void *user = w->reconfigure_user;

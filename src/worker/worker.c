@@ -114,6 +114,7 @@ static int init_sync(elastic_worker *w)
     pthread_condattr_destroy(&attr);
     if (err == 0) err = pthread_mutex_init(&w->lock, NULL);
     if (err == 0) err = pthread_mutex_init(&w->write_lock, NULL);
+    if (err == 0) err = pthread_mutex_init(&w->hooks_lock, NULL);
     return err == 0 ? 0 : elastic__fail(ELASTIC_ESYS, "worker locks: %s", strerror(err));
 }
 
@@ -203,5 +204,6 @@ ELASTIC_EXTERN void elastic_worker_close(elastic_worker *w)
     pthread_cond_destroy(&w->changed_cond);
     pthread_mutex_destroy(&w->lock);
     pthread_mutex_destroy(&w->write_lock);
+    pthread_mutex_destroy(&w->hooks_lock);
     free(w);
 }

@@ -12,6 +12,17 @@
 
 #include <pthread.h>
 
+/* Library modules that must act with the worker (the nccl module: abort its
+ * communicators, rebuild them) hang one of these on it. */
+typedef struct worker__hook {
+    void (*on_abort)(void *user, uint64_t generation, const char *reason); /* the control thread, before the
+                                                                            trainer's abort hook */
+    void (*on_reconfigure)(void *user, const elastic_worker_info *info);   /* the trainer's thread inside poll,
+                                                                            before its reconfigure callback */
+    void *user;
+    struct worker__hook *next;
+} worker__hook;
+
 struct elastic_worker {
     elastic_worker_opts opts;
     worker__env env;                 /* the current generation's view; changed only in poll */
@@ -47,12 +58,23 @@ struct elastic_worker {
     void *abort_user;
     elastic_worker_reconfigure_fn reconfigure_fn;
     void *reconfigure_user;
+
+    pthread_mutex_t hooks_lock;      /* held while hooks run, so removing one waits for it */
+    worker__hook *hooks;
 };
 
 /* control.c */
 int worker__control_connect(elastic_worker *w);
 void worker__control_shutdown(elastic_worker *w);
 int worker__control_send(elastic_worker *w, int type, const char *payload);
+
+/* Hooks (control.c). Removing waits for a running hook to return. */
+void worker__hook_add(elastic_worker *w, worker__hook *hook);
+void worker__hook_remove(elastic_worker *w, worker__hook *hook);
+/* A fault a library thread found in this worker (PROBE__MSG_FAULT, payload
+ * "KEY=value" lines): tells the agent, and when attached makes the next poll
+ * wait for the generation the agent will form. */
+int worker__report_fault(elastic_worker *w, const char *payload);
 
 /* heartbeat.c: points the heartbeat at a slot (shared or local). */
 void worker__heartbeat_bind(elastic_worker *w, probe__hb_slot *slot);

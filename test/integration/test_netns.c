@@ -63,3 +63,9 @@ TEST_TIMEOUT(netns_worker_failure_while_cut_off_never_stalls_the_agent, 120)
 {
     run_netns_script("fail_while_cut_off.sh");
 }
+
+/* The same fault on etcd: the job's store is re-hosted and the job goes on. */
+TEST_TIMEOUT(netns_etcd_job_survives_losing_its_store_host, 120)
+{
+    run_netns_script("etcd_store_host_lost.sh");
+}

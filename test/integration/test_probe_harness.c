@@ -113,7 +113,7 @@ void harness_spawn(harness *h, int local_rank, int rank, const char *const *args
     probe__text text;
     probe__text_init(&text, 8192);
     char **env = worker_environment(h, local_rank, rank, &text);
-    char *argv[8] = {(char *)test_helper_path("probe_worker")};
+    char *argv[8] = {(char *)(h->program != NULL ? h->program : test_helper_path("probe_worker"))};
     for (int i = 0; args[i] != NULL && i < 6; i++) argv[i + 1] = (char *)args[i];
     uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
                                      {.flags = UV_INHERIT_FD, .data.fd = h->log_fds[local_rank]},

@@ -4,16 +4,19 @@
 #include "store_raw.h"
 
 #include <fcntl.h>
-#ifdef __SANITIZE_ADDRESS__
-size_t __sanitizer_get_current_allocated_bytes(void); /* ASan's allocator interface */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define LIVE_HEAP_ONLY 1
+size_t __sanitizer_get_current_allocated_bytes(void); /* the sanitizers' allocator interface */
 #endif
 
 /* Resident memory of this process (the server runs in it), in bytes. Under
  * AddressSanitizer freed blocks stay resident in its quarantine (up to
- * 256 MiB) and are not the server's: there the live heap is what counts. */
+ * 256 MiB), under ThreadSanitizer every heap byte has 4 bytes of shadow that
+ * stay resident after free: neither is the server's, so there the live heap
+ * is what counts. */
 static size_t rss_bytes(void)
 {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef LIVE_HEAP_ONLY
     return __sanitizer_get_current_allocated_bytes();
 #endif
     FILE *f = fopen("/proc/self/status", "r");

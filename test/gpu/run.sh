@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# The one prepared run for a machine with one NVIDIA GPU (an H200; one rank per
+# communicator there): builds libelastic from a fresh clone of the repository
+# this script is in (its committed HEAD), then measures NCCL communicator init,
+# abort, re-create and shrink, the watchdog catching a kernel that spins on a
+# host-set flag, and the C++ trainer under elasticrun surviving a killed
+# worker. Prints one table. Every step has a timeout and fails soft (a FAIL
+# row, the run goes on); the whole run stays under 8 minutes.
+#
+#   bash test/gpu/run.sh            (as root it installs missing apt packages)
+
+set -u -o pipefail
+
+START=$(date +%s)
+BUDGET_S=${ELASTIC_GPU_BUDGET_S:-450}   # leaves a margin under 8 minutes
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || echo "")
+WORK=$(mktemp -d /tmp/elastic-gpu-XXXXXX)
+SRC=$WORK/src
+ROWS=()
+FAILED=0
+BACKGROUND=()
+
+cleanup() {
+    for pid in "${BACKGROUND[@]}"; do kill -9 -- "-$pid" 2>/dev/null; done # the session setsid made
+}
+trap cleanup EXIT
+
+row() { # name value note
+    ROWS+=("$1|$2|$3")
+    case "$2" in FAIL*) FAILED=$((FAILED + 1)) ;; esac
+}
+
+seconds_left() { echo $((BUDGET_S - ($(date +%s) - START))); }
+
+# run_step NAME LIMIT_S CMD...: output to $WORK/NAME.log, bounded by the budget left.
+run_step() {
+    local name=$1 limit=$2 left
+    shift 2
+    left=$(seconds_left)
+    ((limit > left)) && limit=$left
+    if ((limit < 5)); then
+        echo "out of time budget" >"$WORK/$name.log"
+        return 124
+    fi
+    timeout -k 5 "$limit" "$@" >"$WORK/$name.log" 2>&1
+}
+
+# The first child of a process, from /proc (no procps needed).
+child_of() { awk -v parent="$1" '$4 == parent { print $1; exit }' /proc/[0-9]*/stat 2>/dev/null; }
+
+last_line() { tail -n 1 "$WORK/$1.log" 2>/dev/null | cut -c1-100; }
+
+# ---- the machine -------------------------------------------------------------------
+
+if command -v nvidia-smi >/dev/null 2>&1 &&
+    run_step gpu 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; then
+    row "GPU" "$(head -n 1 "$WORK/gpu.log" | cut -d, -f1)" "driver $(head -n 1 "$WORK/gpu.log" | cut -d, -f2 | tr -d ' ')"
+else
+    row "GPU" "FAIL nvidia-smi" "$(last_line gpu)"
+fi
+
+# ---- fresh clone, dependencies, build ------------------------------------------------------
+
+if [ -n "$REPO" ] && run_step clone 60 git clone -q --no-hardlinks "$REPO" "$SRC"; then
+    row "clone" "$(git -C "$SRC" rev-parse --short HEAD)" "from $REPO"
+else
+    row "clone" "FAIL" "$(last_line clone)"
+    SRC=""
+fi
+
+if [ -n "$SRC" ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        # make deps installs what is missing when root (apt-get update only if needed).
+        if run_step deps 180 make -C "$SRC" deps; then row "apt dependencies" "ok" "make deps as root"
+        else row "apt dependencies" "FAIL" "$(last_line deps)"; fi
+    fi
+    build_started=$(date +%s)
+    if run_step build 240 make -C "$SRC" -j"$(nproc)" all; then
+        row "build (make all)" "$(($(date +%s) - build_started)) s" "$(nproc) jobs"
+    else
+        row "build (make all)" "FAIL" "$(last_line build)"
+    fi
+    if [ -x "$SRC/build/release/examples/nccl_trainer" ]; then row "C++ trainer built" "ok" "examples/cpp/nccl_trainer.cu"
+    else row "C++ trainer built" "FAIL" "no build/release/examples/nccl_trainer (nvcc missing?)"; fi
+    if [ -f "$SRC/lib/libelastic.so" ] && ! readelf -d "$SRC/lib/libelastic.so" | grep NEEDED | grep -qiE 'nccl|cuda'; then
+        row "libelastic.so NEEDED" "ok" "no nccl/cuda entry (dlopen at first use)"
+    else
+        row "libelastic.so NEEDED" "FAIL" "missing library or an nccl/cuda entry"
+    fi
+fi
+
+# ---- the communicator's lifecycle and the watchdog -------------------------------------------------
+
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME=${NVCC%/bin/nvcc}
+PROBE=$WORK/nccl_gpu_probe
+# The libraries libelastic.a needs, as the Makefile says (an extra makefile prints them).
+LIBS=""
+# shellcheck disable=SC2016 # $(LIBS) is make's, not the shell's
+[ -n "$SRC" ] && LIBS=$(make -s --no-print-directory -C "$SRC" -f Makefile \
+    -f <(printf 'print-libs:\n\t@echo $(LIBS)\n') print-libs 2>/dev/null)
+[ -n "$LIBS" ] || LIBS="-luv -lzstd -lssl -lcrypto -lxxhash -lpthread -ldl -lm"
+# shellcheck disable=SC2086 # $LIBS is a list of -l flags
+if [ -n "$SRC" ] && [ -f "$SRC/lib/libelastic.a" ] &&
+    run_step probe_build 120 "$NVCC" -std=c++17 -O2 -gencode arch=compute_90,code=sm_90 \
+        -gencode arch=compute_80,code=compute_80 -cudart shared -I"$SRC/include" -o "$PROBE" \
+        "$SRC/test/gpu/nccl_gpu_probe.cu" "$SRC/lib/libelastic.a" -L"$CUDA_HOME/lib64" \
+        -Xlinker -rpath="$CUDA_HOME/lib64" -lnccl $LIBS; then
+    run_step probe 120 env ELASTIC_LOG_LEVEL=info "$PROBE" --timeout-ms 2000
+    probe_rc=$?
+    value() { grep -m1 "^$1=" "$WORK/probe.log" | cut -d= -f2-; }
+    report() { # key label note
+        local v
+        v=$(value "$1")
+        if [ -z "$v" ]; then row "$2" "FAIL" "not measured (probe exit $probe_rc: $(last_line probe))"
+        else row "$2" "$v" "$3"; fi
+    }
+    report nccl_version "NCCL version" "feature nccl=$(value feature_nccl)"
+    report init_ms "comm init (ms)" "1 rank: unique id via the store + non-blocking init"
+    report allreduce "allreduce 4 MiB x20" "sum checked"
+    report abort_ms "abort (ms)" "revoke, or ncclCommAbort before 2.28"
+    report recreate_ms "re-create (ms)" "elastic_nccl_comm_rebuild with a new unique id"
+    report allreduce_after_rebuild "allreduce after rebuild" ""
+    report shrink_ms "ncclCommShrink (ms)" "nothing to exclude on one GPU"
+    report watchdog_detect_ms "watchdog catches hang (ms)" "deadline $(value watchdog_deadline_ms) ms + 100 ms poll"
+    report stream_after_abort "stream after the abort" "spin kernel released by the host"
+else
+    row "GPU probe" "FAIL" "not built: $(last_line probe_build)"
+fi
+
+# ---- the C++ trainer under elasticrun survives a killed worker --------------------------------------
+
+TRAINER=${SRC:+$SRC/build/release/examples/nccl_trainer}
+if [ -n "$SRC" ] && [ -x "$TRAINER" ] && [ -x "$SRC/bin/elasticrun" ] && (($(seconds_left) > 40)); then
+    log=$WORK/trainer.log
+    limit=$(($(seconds_left) - 10))
+    ((limit > 240)) && limit=240
+    setsid timeout -k 5 "$limit" "$SRC/bin/elasticrun" --nproc-per-node 1 --max-restarts 2 \
+        --event-log="$WORK/events.jsonl" --no-python "$TRAINER" --ckpt-dir "$WORK/ckpt" \
+        --steps 60000 --ckpt-every 1000 --dim 1048576 >"$log" 2>&1 &
+    runner=$!
+    BACKGROUND+=("$runner")
+    waited=0
+    while ! grep -q "saved step" "$log" 2>/dev/null && kill -0 "$runner" 2>/dev/null && ((waited < 600)); do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    # timeout -> elasticrun -> the trainer: found by parentage, never by name
+    agent=$(child_of "$runner")
+    worker=${agent:+$(child_of "$agent")}
+    if [ -n "$worker" ] && grep -q "saved step" "$log"; then
+        killed_at=$(date +%s%N)
+        kill -9 "$worker"
+        back_ms=""
+        for _ in $(seq 1 1200); do
+            if [ "$(grep -c "starts at step" "$log")" -ge 2 ]; then
+                back_ms=$((($(date +%s%N) - killed_at) / 1000000))
+                break
+            fi
+            kill -0 "$runner" 2>/dev/null || break
+            sleep 0.05
+        done
+        wait "$runner"
+        code=$?
+        resumed=$(grep "starts at step" "$log" | sed -n 2p | sed 's/.*starts at step \([0-9]*\).*/\1/')
+        if [ "$code" = 0 ] && grep -q "result rank=0 .* ok" "$log" && [ -n "$back_ms" ]; then
+            row "trainer survives kill -9" "ok" "resumed at step ${resumed:-?}; $(grep -o 'max_error=[^ ]*' "$log" | tail -n 1)"
+            row "worker back after kill (ms)" "$back_ms" "process restart + CUDA + NCCL init + checkpoint load"
+        else
+            row "trainer survives kill -9" "FAIL" "elasticrun exit $code; $(tail -n 1 "$log" | cut -c1-80)"
+        fi
+    else
+        row "trainer survives kill -9" "FAIL" "no checkpoint before the kill: $(tail -n 1 "$log" | cut -c1-80)"
+    fi
+else
+    row "trainer survives kill -9" "FAIL" "not run (no trainer, no elasticrun, or out of time)"
+fi
+
+# ---- the table ----------------------------------------------------------------------------
+
+echo
+echo "libelastic NCCL on $(hostname) — $(date -u +%Y-%m-%dT%H:%MZ), $(($(date +%s) - START)) s"
+printf '%-30s %-22s %s\n' "check" "value" "note"
+printf '%-30s %-22s %s\n' "-----" "-----" "----"
+for r in "${ROWS[@]}"; do
+    IFS='|' read -r name value note <<<"$r"
+    printf '%-30s %-22s %s\n' "$name" "$value" "$note"
+done
+echo
+echo "$FAILED failed; logs in $WORK"
+[ "$FAILED" = 0 ]
