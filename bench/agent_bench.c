@@ -6,7 +6,13 @@
  * (the workers report CLOCK_MONOTONIC start times). Prints the medians, the
  * ratio, and each launcher's peak RSS (VmHWM of the agent process).
  *
+ * With --hang-timeout S it also measures a hang: a worker stops heartbeating
+ * (elasticrun --hang-timeout S), and we time its last beat to the last worker
+ * of the next generation started, against the timeout itself (target: at
+ * most timeout + 10%). torchrun has no hang probe to compare with.
+ *
  *   agent_bench --elasticrun PATH --worker PATH [--sizes 4,16] [--crashes 7] [--python /usr/bin/python3]
+ *               [--hang-timeout 2]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +33,7 @@
 typedef struct bench_args {
     const char *elasticrun, *worker, *python;
     int sizes[MAX_SIZES], nsizes, crashes;
+    const char *hang_timeout;        /* seconds, as elasticrun's flag; NULL: no hang run */
 } bench_args;
 
 typedef struct outcome {
@@ -114,6 +121,40 @@ static pid_t launch(const bench_args *args, bool torchrun, int nproc, const char
     _exit(127);
 }
 
+/* elasticrun with heartbeating workers and the hang probe on (the probe
+ * tick left at its default: the hang must not wait for it). */
+static pid_t launch_hang(const bench_args *args, int nproc, const char *report, const char *log_path)
+{
+    char nproc_text[16];
+    snprintf(nproc_text, sizeof nproc_text, "%d", nproc);
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    int log = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(log, STDOUT_FILENO);
+    dup2(log, STDERR_FILENO);
+    setpgid(0, 0);
+    const char *argv[] = {args->elasticrun, "--standalone", "--nproc_per_node", nproc_text, "--max_restarts", "1000",
+                          "--hang-timeout", args->hang_timeout, "--no_python", args->worker, report, "heartbeat", NULL};
+    execv(args->elasticrun, (char *const *)argv);
+    _exit(127);
+}
+
+/* The "hung" line of a restart count: the victim's last beat. */
+static bool hung_at(const char *report, int restart, long long *t)
+{
+    FILE *file = fopen(report, "r");
+    if (file == NULL) return false;
+    char line[256];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, file) != NULL) {
+        int rank, line_restart, pid;
+        found = sscanf(line, "hung rank=%d restart=%d pid=%d t=%lld", &rank, &line_restart, &pid, t) == 4 &&
+                line_restart == restart;
+    }
+    fclose(file);
+    return found;
+}
+
 static int compare_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -173,6 +214,46 @@ static outcome measure(const bench_args *args, bool torchrun, int nproc, const c
     return result;
 }
 
+static outcome measure_hang(const bench_args *args, int nproc, const char *dir)
+{
+    outcome result = {0};
+    char report[512], log_path[512];
+    snprintf(report, sizeof report, "%s/hang-%d.report", dir, nproc);
+    snprintf(log_path, sizeof log_path, "%s/hang-%d.log", dir, nproc);
+    unlink(report);
+    pid_t launcher = launch_hang(args, nproc, report, log_path);
+    long long latest;
+    double samples[MAX_CRASHES];
+    if (!wait_generation(report, 0, nproc, &latest)) {
+        fprintf(stderr, "agent_bench: the hang job did not start (see %s)\n", log_path);
+        stop(launcher);
+        return result;
+    }
+    for (int round = 1; round <= args->crashes; round++) {
+        pid_t victim = 0;
+        scan(report, round - 1, round % nproc, &latest, &victim);
+        sleep_ms(300);
+        long long last_beat = 0, deadline = now_ns() + (long long)WAIT_MS * 1000000LL;
+        if (victim <= 0 || kill(victim, SIGUSR1) != 0) break;
+        while (!hung_at(report, round - 1, &last_beat) && now_ns() < deadline) sleep_ms(2);
+        if (last_beat == 0 || !wait_generation(report, round, nproc, &latest)) {
+            fprintf(stderr, "agent_bench: hang round %d: no restart (see %s)\n", round, log_path);
+            break;
+        }
+        samples[result.samples++] = (double)(latest - last_beat) / 1e6;
+    }
+    result.peak_rss_kb = peak_rss_kb(launcher);
+    stop(launcher);
+    if (result.samples == 0) return result;
+    qsort(samples, (size_t)result.samples, sizeof samples[0], compare_double);
+    result.ran = true;
+    result.median_ms = result.samples % 2 ? samples[result.samples / 2]
+                                          : (samples[result.samples / 2 - 1] + samples[result.samples / 2]) / 2;
+    result.min_ms = samples[0];
+    result.max_ms = samples[result.samples - 1];
+    return result;
+}
+
 static void parse_args(int argc, char **argv, bench_args *args)
 {
     *args = (bench_args){.python = "/usr/bin/python3", .sizes = {4, 16}, .nsizes = 2, .crashes = 7};
@@ -181,6 +262,7 @@ static void parse_args(int argc, char **argv, bench_args *args)
         else if (strcmp(argv[i], "--worker") == 0) args->worker = argv[i + 1];
         else if (strcmp(argv[i], "--python") == 0) args->python = argv[i + 1];
         else if (strcmp(argv[i], "--crashes") == 0) args->crashes = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--hang-timeout") == 0) args->hang_timeout = argv[i + 1];
         else if (strcmp(argv[i], "--sizes") == 0) {
             args->nsizes = 0;
             for (char *save = NULL, *item = strtok_r(argv[i + 1], ",", &save); item && args->nsizes < MAX_SIZES;
@@ -236,6 +318,20 @@ int main(int argc, char **argv)
         if (ours[i].ran && theirs[i].ran)
             printf("%d workers: elasticrun restarts %.0fx faster, with %.0fx less memory\n", args.sizes[i],
                    theirs[i].median_ms / ours[i].median_ms, (double)theirs[i].peak_rss_kb / (double)ours[i].peak_rss_kb);
+    if (args.hang_timeout != NULL) {
+        double timeout_ms = atof(args.hang_timeout) * 1000.0;
+        outcome hang = measure_hang(&args, 4, dir);
+        printf("\nhang -> group restarted (the hung worker's last beat to the last new worker's start), "
+               "--hang-timeout %s, 4 workers, %d rounds\n", args.hang_timeout, args.crashes);
+        printf("| what                  | median ms  | min ms   | max ms   | median / timeout |\n");
+        printf("|-----------------------|------------|----------|----------|------------------|\n");
+        printf("| --hang-timeout itself | %10.1f |          |          |             1.00 |\n", timeout_ms);
+        if (hang.ran)
+            printf("| elasticrun            | %10.1f | %8.1f | %8.1f | %16.3f |\n", hang.median_ms, hang.min_ms,
+                   hang.max_ms, hang.median_ms / timeout_ms);
+        else
+            printf("| elasticrun            | %10s |          |          |                  |\n", "n/a");
+    }
     char command[600];
     snprintf(command, sizeof command, "rm -rf %s", dir);
     if (system(command) != 0) fprintf(stderr, "agent_bench: could not remove %s\n", dir);

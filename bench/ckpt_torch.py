@@ -15,6 +15,8 @@ TENSORS = 16
 def make(kind, numel):
     if kind == "random":
         return {f"layer.{i}": torch.rand(numel) * 2 - 1 for i in range(TENSORS)}
+    if kind == "weights":  # trained-looking: normal, std 0.02
+        return {f"layer.{i}": torch.randn(numel) * 0.02 for i in range(TENSORS)}
     out = {}
     for i in range(TENSORS):
         k = i % 4
@@ -54,7 +56,7 @@ def evict(path):
 def main():
     root, nbytes, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     numel = nbytes // TENSORS // 4
-    for kind in ("random", "mix"):
+    for kind in ("random", "weights", "mix"):
         state = make(kind, numel)
         path = os.path.join(root, f"torch-{kind}.pt")
         saves, warm, cold = [], [], []

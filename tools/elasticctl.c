@@ -5,6 +5,7 @@
  * Bad usage prints one line and exits 2; a failed operation exits 1.
  */
 #include "elastic.h"
+#include "agent/timeline.h" /* elasticctl timeline / summary: event logs read back */
 #include "probe/probe.h" /* elasticctl status: the metrics client and formatter */
 
 #include <errno.h>
@@ -214,7 +215,10 @@ static int store_client(const store_command *cmd, int argc, char **argv)
     use_token_file(token_file);
     elastic_store *store = NULL;
     rc = elastic_store_connect(endpoint, &opts, &store);
-    if (rc != 0) return fail(endpoint, rc);
+    if (rc != 0) { /* the detail names the endpoint and the errno already */
+        fprintf(stderr, "elasticctl: %s\n", elastic_last_error());
+        return 1;
+    }
     rc = cmd->fn(store, &args, (int)timeout_ms);
     fflush(stdout);
     elastic_store_close(store);
@@ -259,6 +263,78 @@ static int cmd_status(int argc, char **argv)
     return rc == 0 ? 0 : fail("status", rc);
 }
 
+/* ---- timeline and summary: a job's event logs, as a picture or as text ---- */
+
+/* EVENTS.jsonl... [--run-id ID] [-o FILE]: files are positional, any number. */
+static int read_logs(const char *command, int argc, char **argv, bool want_output, const char **output, timeline *t)
+{
+    const char *paths[TIMELINE_MAX_FILES];
+    const char *run_id = NULL;
+    int count = 0;
+    *output = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        const char **value = strcmp(arg, "--run-id") == 0 ? &run_id
+                           : want_output && (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) ? output : NULL;
+        if (value != NULL) {
+            if (i + 1 >= argc) return usage_error(command, "flag \"%s\" needs a value", arg);
+            *value = argv[++i];
+        } else if (strncmp(arg, "-", 1) == 0 && arg[1] != '\0') {
+            return usage_error(command, "unknown flag \"%s\"", arg);
+        } else if (count == TIMELINE_MAX_FILES) {
+            return usage_error(command, "more than %s event logs", "256");
+        } else {
+            paths[count++] = arg;
+        }
+    }
+    if (count == 0) return usage_error(command, "%s", "needs EVENTS.jsonl (an elasticrun --event-log), one per node");
+    if (want_output && *output == NULL) return usage_error(command, "%s", "needs -o FILE.svg");
+    int rc = timeline__load(paths, count, run_id, t);
+    if (rc != 0) {
+        fprintf(stderr, "elasticctl %s: %s\n", command, elastic_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_timeline(int argc, char **argv)
+{
+    timeline *t = calloc(1, sizeof *t);
+    if (t == NULL) return fail("timeline", ELASTIC_ENOMEM);
+    const char *output = NULL;
+    int rc = read_logs("timeline", argc, argv, true, &output, t);
+    if (rc == 0) {
+        FILE *out = fopen(output, "w");
+        if (out == NULL) {
+            fprintf(stderr, "elasticctl timeline: %s: %s\n", output, strerror(errno));
+            rc = 1;
+        } else {
+            int written = timeline__write_svg(t, out);
+            if (fclose(out) != 0 || written != 0) {
+                fprintf(stderr, "elasticctl timeline: writing %s failed\n", output);
+                rc = 1;
+            }
+        }
+        timeline__free(t);
+    }
+    free(t);
+    return rc;
+}
+
+static int cmd_summary(int argc, char **argv)
+{
+    timeline *t = calloc(1, sizeof *t);
+    if (t == NULL) return fail("summary", ELASTIC_ENOMEM);
+    const char *unused = NULL;
+    int rc = read_logs("summary", argc, argv, false, &unused, t);
+    if (rc == 0) {
+        rc = timeline__write_text(t, stdout) == 0 ? 0 : 1;
+        timeline__free(t);
+    }
+    free(t);
+    return rc;
+}
+
 /* ---- top level ----------------------------------------------------------- */
 
 static int cmd_version(int argc, char **argv)
@@ -276,6 +352,8 @@ static const char usage_text[] =
     "  store del KEY --endpoint H:P [--token-file F]\n"
     "  store keys [PREFIX] --endpoint H:P [--token-file F]\n"
     "  status --endpoint H:P [--timeout MS]   a job at a glance from an agent's --metrics-port\n"
+    "  timeline EVENTS.jsonl... -o FILE.svg [--run-id ID]   a job's history as a picture (one log per node)\n"
+    "  summary EVENTS.jsonl... [--run-id ID]   the same as text\n"
     "  version\n"
     "Without --token-file the token comes from ELASTIC_STORE_TOKEN, if set.\n";
 
@@ -293,6 +371,8 @@ typedef struct command {
 static const command commands[] = {
     {"store", cmd_store},
     {"status", cmd_status},
+    {"timeline", cmd_timeline},
+    {"summary", cmd_summary},
     {"version", cmd_version},
     {"--version", cmd_version},
     {"help", cmd_help},

@@ -13,6 +13,9 @@ root=$(cd ../.. && pwd)
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/build/rust}"
 export LD_LIBRARY_PATH="$ELASTIC_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 cargo=${CARGO:-cargo}
+# Under `make -jN test` the make jobserver's descriptors are named in MAKEFLAGS
+# but not inherited through the test runner: cargo would fail to join it.
+unset MAKEFLAGS MFLAGS CARGO_MAKEFLAGS
 case "${1:-plain}" in
 plain)
     exec "$cargo" test --offline --workspace ;;

@@ -62,7 +62,7 @@ typedef struct elastic_agent_opts {
     /* workers' output */
     const char *log_dir;             /* NULL: a temporary directory (removed at the end) */
     const char *redirects;           /* torchrun's Std: "0".."3" or "local_rank:std,..."; default "0" */
-    const char *tee;                 /* same form; tee'd lines are prefixed "[rank]:"; default "0" */
+    const char *tee;                 /* same form; tee'd lines are prefixed "[<role><rank>]:"; default "0" */
     /* the program */
     int no_python;                   /* run argv[0] as the executable */
     int module;                      /* python -m argv[0] */
@@ -88,6 +88,7 @@ typedef struct elastic_agent_opts {
     int user_probe_interval_ms;      /* default 10000 */
     int in_process_recovery;         /* 1: workers healthy at a failure stay; only the failed one restarts */
     int abort_ack_timeout_ms;        /* in-process: a survivor acknowledges the abort within this; default 5000 */
+    int quiet;                       /* 1: no console lines on stderr (failures, restarts, waiting, the summary) */
 } elastic_agent_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */

@@ -139,6 +139,12 @@ ELASTIC_EXTERN int elastic_ckpt_save(elastic_ckpt *ckpt, uint64_t step, const el
  * for page faults. */
 ELASTIC_EXTERN int elastic_ckpt_save_async(elastic_ckpt *ckpt, uint64_t step, const elastic_ckpt_blob *blobs,
                                            size_t n, int timeout_ms);
+/* Optional, once at start-up: allocates the staging buffer for asynchronous
+ * saves of up to `bytes` of blob data and faults every page in now, so even
+ * the first elastic_ckpt_save_async stalls only for its copy (fresh memory
+ * costs several times a copy, in some VMs far more). Blocks while a save is
+ * in flight; ELASTIC_EBUSY while a transaction is open. */
+ELASTIC_EXTERN int elastic_ckpt_async_reserve(elastic_ckpt *ckpt, size_t bytes);
 /* Waits up to timeout_ms (0: just look; < 0 and ELASTIC_TIMEOUT_DEFAULT: no
  * limit) for the save in flight. Returns the
  * outcome of the last finished asynchronous save (0 when there was none),

@@ -91,7 +91,10 @@ typedef enum elastic_rdzv_cause_kind {
     ELASTIC_RDZV_NODE_LOST = 2,      /* a member's heartbeat lapsed or its connection closed */
     ELASTIC_RDZV_NODES_WAITING = 3,  /* a node is waiting to join and there is room */
     ELASTIC_RDZV_NODE_LEFT = 4,      /* a member left on purpose (scale-down) */
-    ELASTIC_RDZV_JOB_ENDED = 5       /* the job is done or was stopped (elastic_rdzv_end_job) */
+    ELASTIC_RDZV_JOB_ENDED = 5,      /* the job is done or was stopped (elastic_rdzv_end_job) */
+    ELASTIC_RDZV_FENCED = 6          /* this node lost its lease (cut off, frozen, store gone): it
+                                      * is no member any more and rejoins as a new one; only ever
+                                      * reported locally, never written to the store */
 } elastic_rdzv_cause_kind;
 
 /* Both an input (elastic_rdzv_end_generation reads struct_size bytes; fields

@@ -377,17 +377,21 @@ static int setup(elastic_agent *agent)
     group->events = agent->events;
     /* Failure details are shared only between nodes; on etcd the store comes per generation. */
     group->store = local_only(agent) || on_etcd(agent) ? NULL : agent->store;
+    group->jobstore = on_etcd(agent) ? &agent->jobstore : NULL;
     group->run_id = agent->run_id;
     group->node_id = agent->node_id;
     group->store_endpoint = agent->store_endpoint;
     group->log_root = agent->log_root;
     group->log_root_fd = agent->log_root_fd;
-    if ((rc = agent__probes_start(group)) != 0 || agent->token == NULL) return rc;
-    /* Workers read the token from the agent's private run directory: it
-     * never sits in their environment (nor their children's). */
-    rc = agent__token_publish(group->probe_dir, agent->token, agent->token_file, sizeof agent->token_file);
-    if (rc == 0) group->store_token_file = agent->token_file;
-    return rc;
+    if ((rc = agent__probes_start(group)) != 0) return rc;
+    if (agent->token != NULL) {
+        /* Workers read the token from the agent's private run directory: it
+         * never sits in their environment (nor their children's). */
+        rc = agent__token_publish(group->probe_dir, agent->token, agent->token_file, sizeof agent->token_file);
+        if (rc != 0) return rc;
+        group->store_token_file = agent->token_file;
+    }
+    return agent__reaper_start(group); /* after the run directory exists: it removes it */
 }
 
 ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **out)
@@ -430,7 +434,7 @@ ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result 
     if (rc != 0) return rc;
     if (agent->ran) return elastic__fail(ELASTIC_ESTATE, "elastic_agent_run: an agent runs once");
     agent->ran = true;
-    agent__python_start_line(&agent->opts, agent->run_id);
+    if (!agent->opts.quiet) agent__python_start_line(&agent->opts, agent->run_id); /* a console line too */
     agent__group_start(&agent->group);
     while (agent->group.state != AGENT_DONE) uv_run(&agent->loop, UV_RUN_ONCE);
     bool hosting = agent->server != NULL || agent__jobstore_hosting(&agent->jobstore);
@@ -481,13 +485,14 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
         uv_loop_close(&agent->loop);
     }
     if (agent->group_ready) agent__group_destroy(&agent->group);
+    agent__jobstore_close(&agent->jobstore); /* its watcher uses the membership and the group's store */
     if (agent->membership != NULL) agent->membership->ops->destroy(agent->membership);
     elastic_store_close(agent->store);
     if (on_etcd(agent) && agent->group_ready) elastic_store_close(agent->group.store);
     elastic_store_server_close(agent->server);
-    agent__jobstore_close(&agent->jobstore);
     memset(agent->etcd_password, 0, sizeof agent->etcd_password);
     agent__events_close(agent->events);
+    if (agent->group_ready) agent__reaper_stop(&agent->group); /* last: it removes what is left */
     if (agent->log_root_is_temporary) nftw(agent->log_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     if (agent->log_root_fd >= 0) close(agent->log_root_fd);
     agent__token_free(agent->token);

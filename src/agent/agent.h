@@ -22,9 +22,9 @@ typedef struct agent_rdzv_conf {
     int keep_alive_interval_ms;   /* keep_alive_interval (s) */
     int keep_alive_max_attempt;   /* keep_alive_max_attempt */
     int is_host;                  /* is_host: -1 unset, 0, 1 */
-    int require_token;            /* require_token: -1 unset, 0, 1 (refuse a multi-node job without a token) */
+    int require_token;            /* require_token: -1 unset, 0, 1 (refuse multi-node, no token) */
     char token_file[4096];        /* token_file: the store token's file ("" unset) */
-    char store_bind_addr[256];    /* store_bind_addr: where a hosted store listens ("" = the endpoint's address) */
+    char store_bind_addr[256];    /* store_bind_addr: hosted store's address ("": the endpoint's) */
     /* etcd-v3 only (empty: not given): TLS files, auth and the key prefix. */
     char cacert[256];             /* cacert: CA file; https when set */
     char cert[256];               /* cert, key: client certificate and its key */

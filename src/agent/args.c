@@ -222,6 +222,7 @@ static int set_help(elastic_agent_opts *o, const char *v) { return switch_value(
 static int set_version(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->version); }
 static int set_straggler_evict(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->straggler_evict); }
 static int set_in_process(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->in_process_recovery); }
+static int set_quiet(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->quiet); }
 
 static const flag_spec flags[] = {
     {"nnodes", 0, false, true, set_nnodes},
@@ -259,6 +260,7 @@ static const flag_spec flags[] = {
     {"abort_ack_timeout", 0, false, true, set_abort_ack},
     {"event_log", 0, false, true, set_event_log},
     {"error_file", 0, false, true, set_error_file},
+    {"quiet", 'q', true, true, set_quiet},
     {"help", 'h', true, false, set_help},
     {"version", 0, true, false, set_version},
 };

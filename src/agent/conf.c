@@ -145,7 +145,8 @@ static int conf_apply(agent_rdzv_conf *conf, const char *key, const char *value)
         bool file = key[0] == 't';
         char *dst = file ? conf->token_file : conf->store_bind_addr;
         size_t cap = file ? sizeof conf->token_file : sizeof conf->store_bind_addr;
-        if (strlen(value) >= cap) return elastic__fail(ELASTIC_EINVAL, "%s: longer than %zu bytes", key, cap - 1);
+        if (strlen(value) >= cap)
+            return elastic__fail(ELASTIC_EINVAL, "%s: longer than %zu bytes", key, cap - 1);
         memcpy(dst, value, strlen(value) + 1);
         return 0;
     }

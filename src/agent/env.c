@@ -74,7 +74,8 @@ static const char *const owned_names[] = {
     "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
     "TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
     "OMP_NUM_THREADS", "ELASTIC_STORE_ENDPOINT", "ELASTIC_STORE_PREFIX", "ELASTIC_GENERATION",
-    "ELASTIC_RUN_ID", "ELASTIC_STORE_TOKEN", "ELASTIC_STORE_TOKEN_FILE", "ELASTIC_HEARTBEAT_SHM", "ELASTIC_HEARTBEAT_SLOT",
+    "ELASTIC_RUN_ID", "ELASTIC_STORE_TOKEN", "ELASTIC_STORE_TOKEN_FILE", "ELASTIC_HEARTBEAT_SHM",
+    "ELASTIC_HEARTBEAT_SLOT",
     "ELASTIC_AGENT_SOCKET",
 };
 
@@ -130,7 +131,8 @@ int agent__env_build(const agent_worker_env *spec, char ***envp)
     push_inherited_or(&v, "OMP_NUM_THREADS", o->nproc_per_node > 1 ? "1" : NULL);
     /* The token itself is never in the environment (children inherit it and
      * /proc/PID/environ shows it): workers read it from this file. */
-    if (spec->store_token_file != NULL) strv_pushf(&v, "ELASTIC_STORE_TOKEN_FILE=%s", spec->store_token_file);
+    if (spec->store_token_file != NULL)
+        strv_pushf(&v, "ELASTIC_STORE_TOKEN_FILE=%s", spec->store_token_file);
     return strv_done(&v, envp);
 }
 

@@ -16,20 +16,25 @@
 static int check_dir(int fd, const char *name)
 {
     struct stat st;
-    if (fstat(fd, &st) != 0) return elastic__fail(elastic__from_errno(errno), "%s: %s", name, strerror(errno));
+    if (fstat(fd, &st) != 0)
+        return elastic__fail(elastic__from_errno(errno), "%s: %s", name, strerror(errno));
     if (st.st_uid != geteuid())
-        return elastic__fail(ELASTIC_EPERM, "directory %s belongs to uid %u, not to us: refusing to write in it", name,
-                             (unsigned)st.st_uid);
+        return elastic__fail(ELASTIC_EPERM,
+                             "directory %s belongs to uid %u, not to us: refusing to write in it",
+                             name, (unsigned)st.st_uid);
     if (st.st_mode & (S_IWGRP | S_IWOTH))
-        return elastic__fail(ELASTIC_EPERM, "directory %s is writable by others (mode %03o): refusing to write in it",
-                             name, (unsigned)(st.st_mode & 0777));
+        return elastic__fail(
+            ELASTIC_EPERM,
+            "directory %s is writable by others (mode %03o): refusing to write in it", name,
+            (unsigned)(st.st_mode & 0777));
     return 0;
 }
 
 int agent__dir_private(int parent, const char *name, int *out)
 {
     *out = -1;
-    if (strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || name[0] == '\0')
+    if (strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+        name[0] == '\0')
         return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not a plain directory name", name);
     if (mkdirat(parent, name, 0700) != 0 && errno != EEXIST)
         return elastic__fail(elastic__from_errno(errno), "mkdir %s: %s", name, strerror(errno));
@@ -37,8 +42,9 @@ int agent__dir_private(int parent, const char *name, int *out)
     if (fd < 0) {
         int saved = errno;
         return elastic__fail(elastic__from_errno(saved), "%s: %s", name,
-                             saved == ELOOP || saved == ENOTDIR ? "not a directory (a symbolic link?)"
-                                                                : strerror(saved));
+                             saved == ELOOP || saved == ENOTDIR
+                                 ? "not a directory (a symbolic link?)"
+                                 : strerror(saved));
     }
     int rc = check_dir(fd, name);
     if (rc != 0) {

@@ -13,8 +13,10 @@
  *                          v                  v
  *                        DONE <---------------+   (budget exhausted, job closed, too few nodes)
  *
- * Every transition happens on the loop thread; other threads (the blocking
- * rendezvous, membership news, signal handlers) only post to `wake`.
+ * Every transition happens on the loop thread; other threads (the calls
+ * thread running rendezvous and store calls, membership news, signal
+ * handlers) only post to `wake`. A job that ends here passes through ENDING
+ * while its last store call (finish, leave, the summary) is in flight.
  */
 #include "agent/group.h"
 
@@ -43,7 +45,10 @@ static void emit_job_end(agent_group *group, const char *status)
     agent__event_int(&event, "exit_code", group->exit_code);
     agent__event_int(&event, "generations", (int64_t)group->generations);
     agent__event_int(&event, "duration_ms", (int64_t)(elastic__now_ms() - group->started_ms));
+    agent__event_int(&event, "restarts", group->current.restart_count);
+    agent__event_int(&event, "lost_ms", (int64_t)group->lost_ms);
     agent__event_emit(group->events, &event);
+    agent__console_job_end(group, status);
 }
 
 /* ---- stopping --------------------------------------------------------------- */
@@ -75,14 +80,33 @@ static void begin_stopping(agent_group *group, agent_stop_reason reason)
     maybe_stopped(group); /* nothing was running: on at once */
 }
 
+/* The job is over here; `kind` is its last call, DONE follows when it is back. */
+static void begin_ending(agent_group *group, int exit_code, const char *status, agent_call *call)
+{
+    group->state = AGENT_ENDING;
+    group->ending_exit_code = exit_code;
+    group->ending_status = status;
+    uv_timer_stop(&group->grace_timer);
+    agent__call_post(group, call);
+}
+
+static void end_now(agent_group *group)
+{
+    set_done(group, group->ending_exit_code);
+    emit_job_end(group, group->ending_status);
+}
+
 static void finish_shutdown(agent_group *group)
 {
-    int rc = group->membership->ops->leave(group->membership);
-    if (rc != 0) ELASTIC_LOG_W("agent", "leaving the rendezvous: %s (%s)", elastic_err_name(rc), elastic_last_error());
-    set_done(group, 128 + group->stop_signal);
     snprintf(group->summary, sizeof group->summary, "stopped by signal %d (%s)", group->stop_signal,
              group->stop_signal > 0 ? strsignal(group->stop_signal) : "request");
-    emit_job_end(group, "stopped");
+    if (group->fenced_wall_ms != 0 && group->state != AGENT_RUNNING) { /* no member: nothing to leave */
+        group->ending_exit_code = 128 + group->stop_signal;
+        group->ending_status = "stopped";
+        end_now(group);
+        return;
+    }
+    begin_ending(group, 128 + group->stop_signal, "stopped", agent__call_new(AGENT_CALL_LEAVE));
 }
 
 /* Every worker is reaped and its output drained: the generation is over here. */
@@ -125,21 +149,30 @@ void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, con
                                 .time_ms = elastic__wall_ms()};
     snprintf(cause.node_id, sizeof cause.node_id, "%s", group->node_id);
     snprintf(cause.reason, sizeof cause.reason, "%s", reason);
+    /* The generation's store host died and the worker died of it: a lost
+     * node, not a failure of ours (it costs no budget). */
+    if (agent__jobstore_lost(group->jobstore, group->current.generation)) {
+        cause.kind = ELASTIC_RDZV_NODE_LOST;
+        snprintf(cause.reason, sizeof cause.reason, "job store host lost (rank %d: %.150s)", worker->rank, reason);
+    }
     group->unhealthy_local_rank = worker->local_rank;
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "rank %d: %s", worker->rank, reason);
     /* Workers first: every millisecond here is a millisecond of recovery. The
      * next rendezvous waits (maybe_stopped below) until the generation ended. */
     stop_workers(group, AGENT_STOP_FOR_RESTART);
-    agent__failure_record(group, worker, &cause);
+    agent__failure_record(group, worker, &cause); /* locally first: the store may be gone */
+    agent__console_failure(group, worker, &cause);
     agent_event event;
     agent__event_worker(&event, group, "failure", worker);
     agent__event_int(&event, "exit_code", exit_code);
     agent__event_int(&event, "signal", term_signal);
     agent__event_str(&event, "reason", reason);
     agent__event_emit(group->events, &event);
-    int rc = group->membership->ops->end_generation(group->membership, &cause);
-    if (rc != 0) ELASTIC_LOG_W("agent", "ending generation %llu: %s (%s)", (unsigned long long)cause.generation,
-                               elastic_err_name(rc), elastic_last_error());
+    /* The store calls run off the loop, in order: the end precedes the next rendezvous. */
+    agent__failure_share(group, &cause);
+    agent_call *end = agent__call_new(AGENT_CALL_END);
+    if (end != NULL) end->cause = cause;
+    agent__call_post(group, end);
     maybe_stopped(group);
 }
 
@@ -156,17 +189,12 @@ static void on_worker_exit(agent_group *group, agent_worker *worker)
     if (group->state != AGENT_RUNNING) return;
     if (worker->exit_code == 0) {
         if (++group->succeeded < group->nworkers) return;
-        int rc = group->membership->ops->finish(group->membership);
-        if (rc != 0) ELASTIC_LOG_W("agent", "finishing: %s (%s)", elastic_err_name(rc), elastic_last_error());
-        set_done(group, 0);
-        emit_job_end(group, "succeeded");
+        begin_ending(group, 0, "succeeded", agent__call_new(AGENT_CALL_FINISH));
         return;
     }
     char reason[128];
-    if (worker->term_signal != 0)
-        snprintf(reason, sizeof reason, "killed by signal %d (%s)", worker->term_signal, strsignal(worker->term_signal));
-    else
-        snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
+    if (worker->term_signal != 0) agent__describe_exit(-1, worker->term_signal, reason, sizeof reason);
+    else snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
     agent__group_worker_unhealthy(group, worker, reason, worker->exit_code, worker->term_signal);
 }
 
@@ -200,17 +228,21 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
     if (group->failure_ms != 0 && group->monitor != NULL && group->reconfiguring == 0)
         probe__monitor_record_recovery(group->monitor, (double)(elastic__now_ms() - group->failure_ms) / 1000.0, false);
     if (group->failure_ms != 0) {
+        uint64_t recovery_ms = elastic__now_ms() - group->failure_ms;
         agent__event_begin(&event, group->events, "restarted");
         agent__event_int(&event, "generation", (int64_t)result->generation);
-        agent__event_int(&event, "recovery_ms", (int64_t)(elastic__now_ms() - group->failure_ms));
+        agent__event_int(&event, "recovery_ms", (int64_t)recovery_ms);
         agent__event_emit(group->events, &event);
+        group->lost_ms += recovery_ms;
+        agent__console_running_again(group, recovery_ms);
         group->failure_ms = 0;
     }
 }
 
 static void rendezvous_finished(agent_group *group, int rc, const elastic_rdzv_result *result, const char *error)
 {
-    if (group->state == AGENT_DONE) return; /* stopped while next() blocked */
+    agent__waiting_stop(group);
+    if (group->state != AGENT_RENDEZVOUS) return; /* stopped while next() blocked */
     if (group->stop_signal != 0) { /* SIGTERM arrived while we waited */
         if (rc == 0) group->current = *result;
         finish_shutdown(group);
@@ -220,48 +252,70 @@ static void rendezvous_finished(agent_group *group, int rc, const elastic_rdzv_r
         generation_formed(group, result);
         return;
     }
-    set_done(group, 1);
-    agent__summary_write(group, rc, error);
-    emit_job_end(group, "failed");
-}
-
-static void rendezvous_thread_main(void *arg)
-{
-    agent_group *group = arg;
-    elastic_rdzv_result result = {.struct_size = sizeof result};
-    int rc = group->membership->ops->next(group->membership, &result);
-    pthread_mutex_lock(&group->lock);
-    group->rendezvous_rc = rc;
-    group->rendezvous_result = result;
-    snprintf(group->rendezvous_error, sizeof group->rendezvous_error, "%s", rc != 0 ? elastic_last_error() : "");
-    group->rendezvous_done = true;
-    pthread_mutex_unlock(&group->lock);
-    uv_async_send(&group->wake);
+    agent_call *summary = agent__call_new(AGENT_CALL_SUMMARY);
+    if (summary != NULL) {
+        summary->summary_rc = rc;
+        snprintf(summary->error, sizeof summary->error, "%s", error);
+    }
+    begin_ending(group, 1, "failed", summary);
 }
 
 static void begin_rendezvous(agent_group *group)
 {
     group->state = AGENT_RENDEZVOUS;
     group->rendezvous_started_ms = elastic__now_ms();
-    if (!group->membership->ops->next_blocks) {
-        elastic_rdzv_result result = {.struct_size = sizeof result};
-        int rc = group->membership->ops->next(group->membership, &result);
-        rendezvous_finished(group, rc, &result, rc != 0 ? elastic_last_error() : "");
-        return;
+    agent__waiting_start(group);
+    agent__call_post(group, agent__call_new(AGENT_CALL_NEXT));
+}
+
+void agent__group_call_done(agent_group *group, agent_call *call)
+{
+    if (call->rc != 0 && call->kind != AGENT_CALL_NEXT)
+        ELASTIC_LOG_W("agent", "%s: %s (%s)",
+                      call->kind == AGENT_CALL_END        ? "ending the generation"
+                      : call->kind == AGENT_CALL_FINISH   ? "finishing"
+                      : call->kind == AGENT_CALL_LEAVE    ? "leaving the rendezvous"
+                                                          : "sharing the failure's detail",
+                      elastic_err_name(call->rc), call->error);
+    switch (call->kind) {
+    case AGENT_CALL_NEXT: rendezvous_finished(group, call->rc, &call->result, call->error); break;
+    case AGENT_CALL_FINISH:
+    case AGENT_CALL_LEAVE:
+    case AGENT_CALL_SUMMARY:
+        if (group->state == AGENT_ENDING) end_now(group);
+        break;
+    default: break;
     }
-    group->rendezvous_done = false;
-    int rc = uv_thread_create(&group->rendezvous_thread, rendezvous_thread_main, group);
-    if (rc != 0) {
-        rendezvous_finished(group, ELASTIC_ESYS, NULL, uv_strerror(rc));
-        return;
-    }
-    group->rendezvous_thread_live = true;
 }
 
 /* ---- news from other threads ------------------------------------------------------ */
 
+/* This node lost its lease: it is no member of the generation any more. */
+static void handle_fenced(agent_group *group, const elastic_rdzv_cause *cause)
+{
+    group->fenced_wall_ms = cause->time_ms != 0 ? cause->time_ms : elastic__wall_ms();
+    snprintf(group->fenced_reason, sizeof group->fenced_reason, "%s", cause->reason);
+    agent_event event;
+    agent__event_begin(&event, group->events, "fenced");
+    agent__event_int(&event, "generation", (int64_t)cause->generation);
+    agent__event_int(&event, "running", group->running);
+    agent__event_str(&event, "store", group->store_endpoint);
+    agent__event_str(&event, "reason", cause->reason);
+    agent__event_emit(group->events, &event);
+    /* Said once, on the console; with --quiet the log still says it. */
+    if (group->opts->quiet)
+        ELASTIC_LOG_E("agent", "fenced out of generation %llu (%s): killing %d local worker(s) now, then rejoining as a new member",
+                      (unsigned long long)cause->generation, cause->reason, group->running);
+    agent__console_fenced(group, cause->generation, cause->reason, group->running);
+}
+
 static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
 {
+    /* This node itself lost (FENCED, or named lost by the others): its lease
+     * lapsed, so the others may already run without it. */
+    bool fenced = cause->kind == ELASTIC_RDZV_FENCED ||
+                  (cause->kind == ELASTIC_RDZV_NODE_LOST && strcmp(cause->node_id, group->node_id) == 0);
+    if (fenced && cause->generation == group->current.generation) handle_fenced(group, cause);
     if (group->state != AGENT_RUNNING || cause->generation != group->current.generation) return;
     agent_event event;
     agent__event_begin(&event, group->events, "generation_ended");
@@ -271,16 +325,12 @@ static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
     agent__event_int(&event, "rank", cause->rank);
     agent__event_str(&event, "reason", cause->reason);
     agent__event_emit(group->events, &event);
+    if (!fenced) agent__console_ended_elsewhere(group, cause); /* the fenced line said it */
     group->failure_ms = elastic__now_ms();
     group->unhealthy_local_rank = -1;
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "%.100s: %.150s", cause->node_id, cause->reason);
-    /* This node itself lost: it was fenced (its lease lapsed), so the others
-     * may already run without it. Its workers stop now, not after a grace. */
-    bool fenced = cause->kind == ELASTIC_RDZV_NODE_LOST && strcmp(cause->node_id, group->node_id) == 0;
-    if (fenced) ELASTIC_LOG_E("agent", "FENCED in generation %llu (%s): killing this node's workers now",
-                              (unsigned long long)cause->generation, cause->reason);
     stop_workers(group, AGENT_STOP_FOR_RESTART);
-    if (fenced) agent__workers_signal(group, SIGKILL);
+    if (fenced) agent__workers_signal(group, SIGKILL); /* now, not after a grace period */
     maybe_stopped(group);
 }
 
@@ -291,6 +341,7 @@ static void handle_stop_request(agent_group *group, int signum)
     ELASTIC_LOG_I("agent", "stop requested (signal %d)", group->stop_signal);
     if (group->state == AGENT_RUNNING) begin_stopping(group, AGENT_STOP_FOR_SHUTDOWN);
     else if (group->state == AGENT_STOPPING) group->stop_reason = AGENT_STOP_FOR_SHUTDOWN;
+    else if (group->state == AGENT_ENDING && strcmp(group->ending_status, "failed") != 0) end_now(group); /* don't wait for the store */
     else if (group->state == AGENT_IDLE) finish_shutdown(group);
     else if (group->state == AGENT_RENDEZVOUS) { /* next() blocks on its thread: no workers to stop */
         set_done(group, 128 + group->stop_signal);
@@ -306,19 +357,11 @@ static void on_wake(uv_async_t *handle)
     int signum = __atomic_exchange_n(&group->pending_stop_signal, -1, __ATOMIC_ACQ_REL);
     if (signum >= 0) handle_stop_request(group, signum);
     pthread_mutex_lock(&group->lock);
-    bool done = group->rendezvous_done, changed = group->change_pending;
+    bool changed = group->change_pending;
     elastic_rdzv_cause cause = group->change;
-    elastic_rdzv_result result = group->rendezvous_result;
-    int rc = group->rendezvous_rc;
-    char error[256];
-    snprintf(error, sizeof error, "%s", group->rendezvous_error);
-    group->rendezvous_done = group->change_pending = false;
+    group->change_pending = false;
     pthread_mutex_unlock(&group->lock);
-    if (done) {
-        uv_thread_join(&group->rendezvous_thread);
-        group->rendezvous_thread_live = false;
-        rendezvous_finished(group, rc, &result, error);
-    }
+    agent__calls_drain(group); /* a formed generation first: the change may be news about it */
     if (changed) handle_change(group, &cause);
 }
 
@@ -344,6 +387,7 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
 {
     group->loop = loop;
     group->pending_stop_signal = -1;
+    group->reaper_fd = -1;
     group->state = AGENT_IDLE;
     group->unhealthy_local_rank = -1;
     int rc = pthread_mutex_init(&group->lock, NULL);
@@ -352,7 +396,7 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
         (rc = uv_async_init(loop, &group->wake, on_wake)) != 0 || (rc = uv_timer_init(loop, &group->ack_timer)) != 0)
         return elastic__fail(ELASTIC_ESYS, "agent loop: %s", uv_strerror(rc));
     group->grace_timer.data = group->wake.data = group->ack_timer.data = group;
-    return 0;
+    return agent__waiting_init(group);
 }
 
 void agent__group_start(agent_group *group)
@@ -367,12 +411,11 @@ bool agent__group_close(agent_group *group)
     uv_close((uv_handle_t *)&group->grace_timer, NULL);
     uv_close((uv_handle_t *)&group->wake, NULL);
     uv_close((uv_handle_t *)&group->ack_timer, NULL);
-    if (!group->rendezvous_thread_live) return true;
-    /* A rendezvous cannot be interrupted: its thread keeps using the group
-     * until next() returns. The process is about to exit; our lease ends
-     * with it, so the other nodes re-form without us. */
-    pthread_detach(group->rendezvous_thread);
-    return false;
+    agent__waiting_close(group);
+    /* A rendezvous or store call cannot be interrupted: its thread keeps
+     * using the group until it returns. The process is about to exit; our
+     * lease ends with it, so the other nodes re-form without us. */
+    return agent__calls_stop(group);
 }
 
 void agent__group_destroy(agent_group *group)

@@ -40,7 +40,7 @@ typedef struct agent_stream {
     bool open;                       /* the pipe handle is live (closing counts as live) */
     int console_fd;                  /* where the console copy goes; -1: none */
     int file_fd;                     /* the log file; -1: none */
-    char prefix[24];                 /* "[3]:" when tee'd; "" otherwise */
+    char prefix[56];                 /* "[default3]:" when tee'd; "" otherwise */
     char line[1024];                 /* partial line waiting for its prefix */
     size_t line_len;
     bool keep_tail;                  /* remember the last bytes (stderr) for the summary */
@@ -150,12 +150,67 @@ typedef struct agent_jobstore {
     char written_token[128];         /* the random token in the workers' file now ("" none) */
     uint64_t published;              /* the last generation we published a store for */
     int logged_port;
+    /* Watches the generation's store connection: its host dying is a lost
+     * node (no budget), reported before the workers' own errors can end the
+     * generation as their FAILURE. */
+    pthread_t watcher;
+    bool watching;
+    int watcher_stop;                /* atomic */
+    elastic_rdzv *watch_rdzv;
+    elastic_store *watch_store;
+    uint64_t watch_generation;
+    uint64_t lost_generation;        /* atomic: the generation whose store host was lost; 0: none */
+    char watch_key[300];
 } agent_jobstore;
 
 /* After next(): host and publish (group rank 0) or look up and connect. */
 int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result);
 bool agent__jobstore_hosting(const agent_jobstore *js);
+/* Whether generation's store host was lost (any thread). */
+bool agent__jobstore_lost(agent_jobstore *js, uint64_t generation);
 void agent__jobstore_close(agent_jobstore *js);
+
+/* ---- membership and store calls off the loop (calls.c) --------------------- */
+
+typedef enum agent_call_kind {
+    AGENT_CALL_NEXT,                 /* the next rendezvous */
+    AGENT_CALL_END,                  /* end the generation with `cause` */
+    AGENT_CALL_FINISH,               /* every local worker succeeded */
+    AGENT_CALL_LEAVE,                /* shutting down */
+    AGENT_CALL_SHARE_FAILURE,        /* put a failure's detail in the job store (key, value) */
+    AGENT_CALL_SUMMARY               /* write the root-cause summary (reads the store) */
+} agent_call_kind;
+
+typedef struct agent_call {
+    struct agent_call *next;
+    agent_call_kind kind;
+    elastic_rdzv_cause cause;        /* END */
+    char key[512];                   /* SHARE_FAILURE */
+    char value[AGENT_TAIL_BYTES + 1];
+    int summary_rc;                  /* SUMMARY: the error that ends the job */
+    int rc;                          /* the result */
+    char error[256];                 /* its detail (SUMMARY: the input detail) */
+    elastic_rdzv_result result;      /* NEXT */
+} agent_call;
+
+typedef struct agent_calls {
+    bool started, busy, stopping;
+    pthread_t thread;
+    pthread_cond_t wake;             /* with the group's lock */
+    agent_call *queue;               /* posted, not yet run */
+    agent_call *done;                /* run, waiting for the loop */
+} agent_calls;
+
+struct agent_group;
+agent_call *agent__call_new(agent_call_kind kind);
+/* Runs the call on the calls thread (inline for in-memory membership); its
+ * result comes back on the loop through agent__group_call_done. NULL: no memory. */
+void agent__call_post(struct agent_group *group, agent_call *call);
+/* On the loop (the wake async): hands finished calls to agent__group_call_done. */
+void agent__calls_drain(struct agent_group *group);
+bool agent__calls_busy(struct agent_group *group);
+/* false when a call is still blocked: the group must stay allocated. */
+bool agent__calls_stop(struct agent_group *group);
 
 /* ---- event log (events.c) -------------------------------------------------- */
 
@@ -184,6 +239,7 @@ typedef enum agent_state {
     AGENT_RENDEZVOUS,                /* waiting for the next generation to form */
     AGENT_RUNNING,                   /* this generation's workers run */
     AGENT_STOPPING,                  /* workers got SIGTERM (SIGKILL after the grace period) */
+    AGENT_ENDING,                    /* over here; a last call (finish, leave, summary) is in flight */
     AGENT_DONE                       /* the job ended for this node: see exit_code */
 } agent_state;
 
@@ -221,12 +277,27 @@ typedef struct agent_failure {
     bool detail_is_error_file;
 } agent_failure;
 
-typedef struct agent_group {
+typedef struct agent_group agent_group;
+
+/* waiting.c: the periodic look at a slow rendezvous. */
+typedef struct agent_waiting {
+    agent_group *group;
+    uv_timer_t timer;
+    uv_work_t work;
+    bool in_flight;
+    uint64_t last_generation;        /* whose members should be back; 0: none */
+    int joined;                      /* results of the last look (-1: unknown) */
+    int missing_count;
+    char missing[512];
+} agent_waiting;
+
+struct agent_group {
     uv_loop_t *loop;
     const elastic_agent_opts *opts;
     agent_membership *membership;
     agent_events *events;
     elastic_store *store;            /* job store (NULL when none): failure details are shared there */
+    agent_jobstore *jobstore;        /* etcd: the store per generation; NULL otherwise */
     const char *run_id;
     const char *node_id;
     const char *store_endpoint;
@@ -254,15 +325,19 @@ typedef struct agent_group {
     int pending_stop_signal;         /* atomic; -1: none */
     bool change_pending;
     elastic_rdzv_cause change;
-    bool rendezvous_thread_live;
-    uv_thread_t rendezvous_thread;
-    bool rendezvous_done;
-    int rendezvous_rc;
-    char rendezvous_error[256];
-    elastic_rdzv_result rendezvous_result;
+    agent_calls calls;               /* membership and store calls, off the loop (calls.c) */
+    int ending_exit_code;            /* AGENT_ENDING: the exit code once the last call is back */
+    const char *ending_status;       /* and the job_end status */
+    uint64_t fenced_wall_ms;         /* when this node last fenced itself; 0: never */
+    char fenced_reason[256];
+
+    int reaper_fd;                   /* the reaper's pipe (reaper.c); -1: none */
+    pid_t reaper_pid;
+    char reaper_cgroup[512];         /* the workers' cgroup v2, the agent's own while it runs; "": none */
+    char reaper_parent_cgroup[400];  /* where the agent was (and returns before a normal exit) */
 
     probe__monitor *monitor;         /* probes, metrics, the workers' channel (probes.c) */
-    char probe_dir[64];              /* its heartbeat file and socket (short: a socket path) */
+    char probe_dir[96];              /* its heartbeat file and socket (short: a socket path) */
     uv_timer_t ack_timer;            /* in-process recovery: the abort acknowledgement deadline */
     int unhealthy_local_rank;        /* the worker that ended the generation here; -1: none */
     char unhealthy_reason[300];
@@ -275,7 +350,14 @@ typedef struct agent_group {
     agent_failure local_failure;
     int exit_code;
     char summary[4096];
-} agent_group;
+
+    /* what the console's job-end line sums up (console.c) */
+    uint64_t lost_ms;                /* failure detected -> the group running again, summed */
+    bool ckpt_step_valid;            /* a worker reported a committed checkpoint */
+    uint64_t ckpt_step, ckpt_wall_ms;
+    int ckpt_rank;
+    agent_waiting waiting;
+};
 
 /* The workers' key space in the job store for the current generation. */
 void agent__worker_store_prefix(const agent_group *group, char *out, size_t size);
@@ -334,8 +416,46 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
 /* group.c: re-checks whether the stopping generation is over. */
 void agent__group_maybe_stopped(agent_group *group);
 
+/* group.c: a call posted with agent__call_post is back (on the loop). */
+void agent__group_call_done(agent_group *group, agent_call *call);
+
+/* reaper.c: a process that kills every worker's process group (and cgroup)
+ * and removes the run directory when the agent dies, SIGKILL included. */
+int agent__reaper_start(agent_group *group);
+/* A worker now leads process group `pgid` (replacing old_pgid, 0: none). */
+void agent__reaper_track(agent_group *group, pid_t old_pgid, pid_t pgid);
+void agent__reaper_stop(agent_group *group);
+/* Removes the run directories of dead agents under tmp. */
+void agent__reaper_sweep_stale(const char *tmp);
+
+/* console.c: one line on stderr per event a person needs (nothing with --quiet). */
+void agent__console(const agent_group *group, const char *fmt, ...) ELASTIC__PRINTF(2, 3);
+void agent__console_failure(const agent_group *group, const agent_worker *worker, const elastic_rdzv_cause *cause);
+void agent__console_ended_elsewhere(const agent_group *group, const elastic_rdzv_cause *cause);
+void agent__console_running_again(const agent_group *group, uint64_t recovery_ms);
+/* This node lost its membership lease (group.c's handle_fenced). */
+void agent__console_fenced(const agent_group *group, uint64_t generation, const char *reason, int killed);
+void agent__console_job_end(const agent_group *group, const char *status);
+/* "killed by signal 9 (SIGKILL)", "exit code 3", or "" when neither. */
+void agent__describe_exit(int exit_code, int term_signal, char *out, size_t size);
+/* A cause's reason said once (a probe's words plus how the worker ended). */
+void agent__describe_cause(const elastic_rdzv_cause *cause, char *out, size_t size);
+
+/* waiting.c: "waiting for nodes" lines while a rendezvous is slow. */
+int agent__waiting_init(agent_group *group);
+void agent__waiting_start(agent_group *group);
+void agent__waiting_stop(agent_group *group);
+void agent__waiting_close(agent_group *group);
+
+/* errorfile.c: a worker's torchrun error file as indented traceback lines;
+ * 0 when it is not such JSON (the caller shows it as it is). */
+size_t agent__error_file_render(const char *json, char *out, size_t size);
+
 /* summary.c: root cause, error file and the failure's details in the store. */
+/* Records the first local failure in memory (never blocks); share() posts its
+ * detail to the job store off the loop. */
 void agent__failure_record(agent_group *group, agent_worker *worker, const elastic_rdzv_cause *cause);
+void agent__failure_share(agent_group *group, const elastic_rdzv_cause *cause);
 void agent__summary_write(agent_group *group, int rc, const char *why);
 
 #endif /* ELASTIC_AGENT_GROUP_H */

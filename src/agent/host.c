@@ -82,14 +82,16 @@ bool agent__address_is_local(const char *host)
 
 bool agent__name_is_loopback_alias(const char *host)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST};
     struct addrinfo *found = NULL;
     if (getaddrinfo(host, NULL, &hints, &found) == 0) { /* a literal address means what it says */
         freeaddrinfo(found);
         return false;
     }
     if (strcmp(host, "localhost") == 0) return false;
-    hints.ai_flags = AI_PASSIVE; /* as the store's listener resolves it: the first answer is bound */
+    hints.ai_flags =
+        AI_PASSIVE; /* as the store's listener resolves it: the first answer is bound */
     if (getaddrinfo(host, NULL, &hints, &found) != 0) return false;
     bool loopback = is_loopback(found->ai_addr);
     freeaddrinfo(found);

@@ -8,6 +8,7 @@
 #include "agent/group.h"
 #include "rdzv/rdzv.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
@@ -64,8 +65,58 @@ static int give_workers_token(agent_jobstore *js, const char *token)
     return 0;
 }
 
+/* Parks a watch on a key only we write: it returns when we wake it (stop)
+ * or fails the moment the host's connection is gone. */
+static void *watcher_main(void *arg)
+{
+    agent_jobstore *js = arg;
+    uint64_t revision = 0;
+    while (!__atomic_load_n(&js->watcher_stop, __ATOMIC_ACQUIRE)) {
+        int rc = elastic_store_watch(js->watch_store, js->watch_key, revision, 5000, &revision);
+        if (rc == 0 || rc == ELASTIC_ETIMEDOUT) continue;
+        if (__atomic_load_n(&js->watcher_stop, __ATOMIC_ACQUIRE)) break;
+        char reason[256];
+        snprintf(reason, sizeof reason, "job store host of generation %llu lost (%.180s)",
+                 (unsigned long long)js->watch_generation, elastic_last_error());
+        __atomic_store_n(&js->lost_generation, js->watch_generation, __ATOMIC_RELEASE);
+        ELASTIC_LOG_W("agent", "%s", reason);
+        elastic_rdzv_cause cause = {.struct_size = sizeof cause, .kind = ELASTIC_RDZV_NODE_LOST, .rank = -1,
+                                    .exit_code = -1};
+        snprintf(cause.reason, sizeof cause.reason, "%s", reason);
+        (void)elastic_rdzv_end_generation(js->watch_rdzv, &cause);
+        break;
+    }
+    return NULL;
+}
+
+static void watcher_stop(agent_jobstore *js)
+{
+    if (!js->watching) return;
+    __atomic_store_n(&js->watcher_stop, 1, __ATOMIC_RELEASE);
+    (void)elastic_store_set(js->watch_store, js->watch_key, "1", 1); /* fails harmlessly once the host is gone */
+    pthread_join(js->watcher, NULL);
+    js->watching = false;
+}
+
+static void watcher_start(agent_jobstore *js, elastic_rdzv *r, elastic_store *store, uint64_t generation)
+{
+    js->watch_rdzv = r;
+    js->watch_store = store;
+    js->watch_generation = generation;
+    snprintf(js->watch_key, sizeof js->watch_key, "agent/watch/%p/%llu", (void *)js, (unsigned long long)generation);
+    __atomic_store_n(&js->watcher_stop, 0, __ATOMIC_RELEASE);
+    js->watching = pthread_create(&js->watcher, NULL, watcher_main, js) == 0;
+    if (!js->watching) ELASTIC_LOG_W("agent", "cannot watch the job store's connection: losing its host costs budget");
+}
+
+bool agent__jobstore_lost(agent_jobstore *js, uint64_t generation)
+{
+    return js != NULL && generation != 0 && __atomic_load_n(&js->lost_generation, __ATOMIC_ACQUIRE) == generation;
+}
+
 int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result)
 {
+    watcher_stop(js); /* the previous generation's store is done with */
     char endpoint[300], token[128];
     int rc;
     if (result->group_rank == 0) {
@@ -96,6 +147,7 @@ int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rd
     /* The loop thread is waiting for this rendezvous: nobody uses the old handle now. */
     elastic_store_close(*js->group_store);
     *js->group_store = store;
+    watcher_start(js, r, store, result->generation);
     snprintf(js->endpoint, js->endpoint_size, "%s", endpoint);
     if (result->group_rank != 0 && js->server != NULL) { /* we hosted an older generation: nobody uses it now */
         elastic_store_server_close(js->server);
@@ -109,6 +161,7 @@ bool agent__jobstore_hosting(const agent_jobstore *js) { return js != NULL && js
 void agent__jobstore_close(agent_jobstore *js)
 {
     if (js == NULL) return;
+    watcher_stop(js);
     elastic_store_server_close(js->server);
     js->server = NULL;
 }

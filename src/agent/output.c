@@ -1,6 +1,6 @@
 /*
  * Relays a worker's stdout or stderr: into its log file, onto the console
- * (with a "[rank]:" prefix per line when tee'd), and keeps the last bytes of
+ * (with a "[default0]:" prefix per line when tee'd, as torchrun), and keeps the last bytes of
  * stderr for the root-cause summary.
  */
 #include "agent/group.h"

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -38,7 +39,32 @@ static void on_failure(void *user, const probe__failure *f)
     agent_group *group = user;
     emit_probe_event(group, "probe_failed", f);
     agent_worker *worker = worker_at(group, f->local_rank);
+    /* A hung worker will not stop on SIGTERM in time (a stopped process
+     * does not even see it): its stacks are written, so kill it now rather
+     * than after the grace period. */
+    bool hung = strcmp(f->probe, "hang") == 0 || strcmp(f->probe, "startup") == 0;
+    if (worker != NULL && hung && worker->running && f->local_rank >= 0) agent__proc_signal_group(worker->pid, SIGKILL);
     if (worker != NULL) agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
+}
+
+/* A worker saved a checkpoint step: the job's end line names the last one. */
+static void on_checkpoint(void *user, int local_rank, int rank, uint64_t step, uint64_t wall_ms)
+{
+    agent_group *group = user;
+    if (!group->ckpt_step_valid || step >= group->ckpt_step) {
+        group->ckpt_step_valid = true;
+        group->ckpt_step = step;
+        group->ckpt_wall_ms = wall_ms;
+        group->ckpt_rank = rank;
+    }
+    agent_event event;
+    agent__event_begin(&event, group->events, "checkpoint");
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_int(&event, "rank", rank);
+    agent__event_int(&event, "local_rank", local_rank);
+    agent__event_int(&event, "step", (int64_t)step);
+    agent__event_int(&event, "saved_ms", (int64_t)wall_ms);
+    agent__event_emit(group->events, &event);
 }
 
 static void on_straggler(void *user, const probe__failure *f)
@@ -52,7 +78,11 @@ static void on_straggler(void *user, const probe__failure *f)
 int agent__probes_start(agent_group *group)
 {
     const elastic_agent_opts *o = group->opts;
-    snprintf(group->probe_dir, sizeof group->probe_dir, "/tmp/elastic-%d-XXXXXX", (int)getpid());
+    /* TMPDIR when its path leaves room for the socket's name (sun_path is 108 bytes). */
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || tmp[0] != '/' || strlen(tmp) > 64) tmp = "/tmp";
+    agent__reaper_sweep_stale(tmp);
+    snprintf(group->probe_dir, sizeof group->probe_dir, "%s/elastic-%d-XXXXXX", tmp, (int)getpid());
     if (mkdtemp(group->probe_dir) == NULL) {
         group->probe_dir[0] = '\0';
         return elastic__fail(ELASTIC_ESYS, "probe directory: %s", strerror(errno));
@@ -76,12 +106,16 @@ int agent__probes_start(agent_group *group)
     opts.on_failure = on_failure;
     opts.on_straggler = on_straggler;
     opts.on_control = agent__inprocess_on_control;
+    opts.on_checkpoint = on_checkpoint;
     opts.user = group;
     int rc = probe__monitor_start(&opts, &group->monitor);
     if (rc != 0) return rc;
-    if (o->metrics_port >= 0)
-        ELASTIC_LOG_W("agent", "metrics on http://%s:%d/metrics", o->metrics_host ? o->metrics_host : "127.0.0.1",
-                      probe__monitor_metrics_port(group->monitor));
+    const char *host = o->metrics_host ? o->metrics_host : "127.0.0.1";
+    int port = probe__monitor_metrics_port(group->monitor);
+    /* Information, not a warning; a port we picked (--metrics-port 0) is
+     * something the person needs to know, so it also goes to the console. */
+    if (o->metrics_port >= 0) ELASTIC_LOG_I("agent", "metrics on http://%s:%d/metrics", host, port);
+    if (o->metrics_port == 0) agent__console(group, "metrics on http://%s:%d/metrics", host, port);
     return 0;
 }
 

@@ -68,7 +68,9 @@ static int python_version(const char *path, char *out, size_t size)
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (!done) return elastic__fail(ELASTIC_ETIMEDOUT, "no answer in %d s", PYTHON_VERSION_TIMEOUT_MS / 1000);
+    if (!done)
+        return elastic__fail(ELASTIC_ETIMEDOUT, "no answer in %d s",
+                             PYTHON_VERSION_TIMEOUT_MS / 1000);
     const char *answer = text[0] != '\0' ? text : err_text;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || strncmp(answer, "Python ", 7) != 0)
         return elastic__fail(ELASTIC_EINVAL, "it does not answer --version like Python");
@@ -95,9 +97,11 @@ void agent__python_start_line(const elastic_agent_opts *o, const char *run_id)
 {
     char line[5200], interpreter[4400] = "";
     if (!o->no_python) agent__python_describe(o, interpreter, sizeof interpreter);
-    int len = snprintf(line, sizeof line, "elasticrun: run %s: %d worker%s on this node: %s%s%s%s\n", run_id,
+    int len = snprintf(line, sizeof line,
+                       "elasticrun: run %s: %d worker%s on this node: %s%s%s%s\n", run_id,
                        o->nproc_per_node, o->nproc_per_node == 1 ? "" : "s", interpreter,
-                       o->no_python ? "" : " -u ", o->module ? "-m " : "", o->argc > 0 ? o->argv[0] : "");
+                       o->no_python ? "" : " -u ", o->module ? "-m " : "",
+                       o->argc > 0 ? o->argv[0] : "");
     if (len < 0) return;
     if ((size_t)len >= sizeof line) len = (int)sizeof line - 1, line[len - 1] = '\n';
     ssize_t written;
@@ -109,7 +113,8 @@ bool agent__python_hint(const elastic_agent_opts *o, const char *detail, char *o
 {
     if (o->no_python || detail == NULL) return false;
     /* a failed import in the script, or python -m of a module it cannot find */
-    if (strstr(detail, "ModuleNotFoundError") == NULL && strstr(detail, "No module named") == NULL) return false;
+    if (strstr(detail, "ModuleNotFoundError") == NULL && strstr(detail, "No module named") == NULL)
+        return false;
     char interpreter[4400];
     agent__python_describe(o, interpreter, sizeof interpreter);
     snprintf(out, size,

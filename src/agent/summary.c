@@ -17,7 +17,8 @@
 static size_t read_small_file(const char *path, char *out, size_t size)
 {
     out[0] = '\0';
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* no link, no FIFO to hang on */
+    int fd = open(path,
+                  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* no link, no FIFO to hang on */
     if (fd < 0) return 0;
     size_t len = 0;
     while (len + 1 < size) {
@@ -45,11 +46,19 @@ void agent__failure_record(agent_group *group, agent_worker *worker, const elast
     failure->local_rank = worker->local_rank;
     failure->detail_is_error_file = read_small_file(worker->error_file, failure->detail, sizeof failure->detail) > 0;
     if (!failure->detail_is_error_file) agent__stream_tail(&worker->err, failure->detail, sizeof failure->detail);
-    if (group->store == NULL) return;
-    char key[512];
-    failure_key(group, cause->generation, group->node_id, key, sizeof key);
-    int rc = elastic_store_set(group->store, key, failure->detail, strlen(failure->detail));
-    if (rc != 0) ELASTIC_LOG_W("agent", "sharing the failure's detail: %s", elastic_err_name(rc));
+}
+
+void agent__failure_share(agent_group *group, const elastic_rdzv_cause *cause)
+{
+    const agent_failure *failure = &group->local_failure;
+    if (group->store == NULL || !failure->valid || failure->cause.generation != cause->generation ||
+        failure->cause.rank != cause->rank)
+        return; /* only the first failure is shared, as only it is summarised */
+    agent_call *call = agent__call_new(AGENT_CALL_SHARE_FAILURE);
+    if (call == NULL) return;
+    failure_key(group, cause->generation, group->node_id, call->key, sizeof call->key);
+    snprintf(call->value, sizeof call->value, "%s", failure->detail);
+    agent__call_post(group, call);
 }
 
 static void format_time(uint64_t wall_ms, char *out, size_t size)
@@ -108,19 +117,24 @@ static void write_error_file(const agent_group *group, const char *detail, bool 
 static void describe_failure(agent_group *group, const elastic_rdzv_cause *cause, char *detail, size_t detail_size,
                              bool *is_error_file)
 {
-    char when[40], how[96];
+    char when[40], what[400];
     format_time(cause->time_ms, when, sizeof when);
-    if (cause->signal != 0) snprintf(how, sizeof how, "killed by signal %d (%s)", cause->signal, strsignal(cause->signal));
-    else snprintf(how, sizeof how, "exit code %d", cause->exit_code);
+    agent__describe_cause(cause, what, sizeof what); /* the reason once, not "killed ... (killed ...)" */
     size_t used = strlen(group->summary);
     used += (size_t)snprintf(group->summary + used, sizeof group->summary - used,
-                             "first failure: rank %d on node %s, generation %llu, %s, at %s (%s)\n", cause->rank,
-                             cause->node_id, (unsigned long long)cause->generation, how, when, cause->reason);
+                             "first failure: rank %d on node %s, generation %llu, at %s: %s\n", cause->rank,
+                             cause->node_id, (unsigned long long)cause->generation, when, what);
     if (used >= sizeof group->summary || !failure_detail(group, cause, detail, detail_size, is_error_file) || detail[0] == '\0')
         return;
-    used += (size_t)snprintf(group->summary + used, sizeof group->summary - used, "%s of rank %d:\n%s%s",
-                             *is_error_file ? "error file" : "last lines of stderr", cause->rank, detail,
-                             detail[strlen(detail) - 1] == '\n' ? "" : "\n");
+    char rendered[AGENT_TAIL_BYTES + 512];
+    if (*is_error_file && agent__error_file_render(detail, rendered, sizeof rendered) > 0)
+        snprintf(group->summary + used, sizeof group->summary - used, "error of rank %d (its error file):\n%s",
+                 cause->rank, rendered);
+    else
+        snprintf(group->summary + used, sizeof group->summary - used, "%s of rank %d:\n%s%s",
+                 *is_error_file ? "error file" : "last lines of stderr", cause->rank, detail,
+                 detail[strlen(detail) - 1] == '\n' ? "" : "\n");
+    used = strlen(group->summary);
     char hint[5000];
     if (used + 1 < sizeof group->summary && agent__python_hint(group->opts, detail, hint, sizeof hint)) {
         size_t n = strnlen(hint, sizeof group->summary - used - 1); /* the hint may be cut, the summary not */
@@ -139,6 +153,23 @@ void agent__summary_write(agent_group *group, int rc, const char *why)
                  group->opts->max_restarts);
         if (group->membership->ops->first_failure(group->membership, &cause) == 0)
             describe_failure(group, &cause, detail, sizeof detail, &is_error_file);
+    } else if (group->fenced_wall_ms != 0 && (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT || rc == ELASTIC_ECLOSED)) {
+        /* Cut off from the store and it never came back (c10d cannot go on
+         * without the host that served it): one line says which and when. */
+        char when[40];
+        format_time(group->fenced_wall_ms, when, sizeof when);
+        bool etcd = strncmp(group->opts->rdzv_backend, "etcd", 4) == 0;
+        snprintf(group->summary, sizeof group->summary, "the job failed: lost %s at %s%s at %s: %s; then %s\n",
+                 etcd ? "etcd" : "the job's store", etcd ? group->opts->rdzv_endpoint : group->store_endpoint,
+                 etcd ? "" : " (the store's host)", when, group->fenced_reason,
+                 why != NULL && *why ? why : elastic_strerror(rc));
+    } else if (group->local_failure.valid) {
+        /* Our own worker's failure is the root cause; the store error after it is a second line. */
+        snprintf(group->summary, sizeof group->summary, "the job failed: ");
+        describe_failure(group, &group->local_failure.cause, detail, sizeof detail, &is_error_file);
+        size_t used = strlen(group->summary);
+        snprintf(group->summary + used, sizeof group->summary - used, "then the rendezvous failed: %s%s%s\n",
+                 elastic_strerror(rc), why != NULL && *why ? ": " : "", why != NULL ? why : "");
     } else {
         snprintf(group->summary, sizeof group->summary, "the job failed: rendezvous: %s%s%s\n", elastic_strerror(rc),
                  why != NULL && *why ? ": " : "", why != NULL ? why : "");

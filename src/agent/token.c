@@ -27,10 +27,14 @@ int agent__token_load(const agent_rdzv_conf *conf, bool multi_node, char **token
                                          : store__token_resolve(NULL, token);
     if (rc != 0 || *token != NULL || !multi_node) return rc;
     if (token_required(conf))
-        return elastic__fail(ELASTIC_EAUTH, "no store token (require_token is set): give --rdzv-conf token_file=PATH, "
-                                            "ELASTIC_STORE_TOKEN_FILE or ELASTIC_STORE_TOKEN");
-    ELASTIC_LOG_W("agent", "the job's store has no token: anyone who reaches its port can join or disturb the "
-                           "job (set ELASTIC_STORE_TOKEN_FILE, or require_token=1 to refuse)");
+        return elastic__fail(
+            ELASTIC_EAUTH,
+            "no store token (require_token is set): give --rdzv-conf token_file=PATH, "
+            "ELASTIC_STORE_TOKEN_FILE or ELASTIC_STORE_TOKEN");
+    ELASTIC_LOG_W(
+        "agent",
+        "the job's store has no token: anyone who reaches its port can join or disturb the "
+        "job (set ELASTIC_STORE_TOKEN_FILE, or require_token=1 to refuse)");
     return 0;
 }
 
@@ -42,7 +46,8 @@ int agent__token_publish(const char *dir, const char *token, char *path, size_t 
         return elastic__fail(ELASTIC_EINVAL, "token file path too long");
     int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int fd = dir_fd < 0 ? -1
-                        : openat(dir_fd, "store_token", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                        : openat(dir_fd, "store_token",
+                                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     int saved = errno;
     if (dir_fd >= 0) close(dir_fd);
     if (fd < 0) return elastic__fail(elastic__from_errno(saved), "%s: %s", path, strerror(saved));

@@ -40,7 +40,7 @@ static const char usage_text[] =
     "output:\n"
     "  --log-dir DIR               logs per generation and rank\n"
     "  -r, --redirects STD         0-3 or rank:std,... : send stdout(1)/stderr(2) to log files only\n"
-    "  -t, --tee STD               same, and to the console with a [rank]: prefix\n"
+    "  -t, --tee STD               same, and to the console with a [<role><rank>]: prefix\n"
     "\n"
     "elasticrun's own:\n"
     "  --grace-period SECONDS      SIGTERM to SIGKILL when stopping workers (default 5)\n"
@@ -57,6 +57,7 @@ static const char usage_text[] =
     "  --abort-ack-timeout SECONDS in-process: survivors acknowledge the abort within this (default 5)\n"
     "  --event-log PATH            JSONL events: generations, workers, failures, restarts\n"
     "  --error-file PATH           root-cause JSON (default $TORCHELASTIC_ERROR_FILE)\n"
+    "  -q, --quiet                 no console lines of our own (failures, restarts, waiting, summary)\n"
     "  -h, --help                  this text\n"
     "  --version                   the library version\n";
 

@@ -37,14 +37,15 @@ static int make_worker_dir(const agent_group *group, const agent_worker *worker,
 static int open_log(const agent_worker *worker, int dir_fd, const char *name)
 {
     int fd = agent__file_private(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC);
-    if (fd < 0) ELASTIC_LOG_W("agent", "log file %s/%s: %s", worker->dir, name, elastic_last_error());
+    if (fd < 0)
+        ELASTIC_LOG_W("agent", "log file %s/%s: %s", worker->dir, name, elastic_last_error());
     return fd;
 }
 
 static void on_stream_closed(void *owner) { agent__group_stream_closed(owner); }
 
 /* Where a stream goes: redirected = file only; tee'd = file and console with
- * a "[rank]:" prefix; neither = console as is (and the file with --log-dir). */
+ * a "[<role><rank>]:" prefix; neither = console as is (and the file with --log-dir). */
 static void setup_stream(agent_group *group, agent_worker *worker, int dir_fd, agent_stream *stream, int bit,
                          int console_fd)
 {
@@ -57,10 +58,12 @@ static void setup_stream(agent_group *group, agent_worker *worker, int dir_fd, a
     stream->owner = group;
     stream->on_closed = on_stream_closed;
     stream->keep_tail = bit == AGENT_STD_ERR;
-    if (tee_mask & bit) snprintf(stream->prefix, sizeof stream->prefix, "[%d]:", worker->rank);
+    /* torchrun's prefix: the role and the global rank, "[default0]:" */
+    if (tee_mask & bit) snprintf(stream->prefix, sizeof stream->prefix, "[%.*s%d]:", 40, group->opts->role, worker->rank);
     else if (redirect_mask & bit) stream->console_fd = -1;
     if (group->write_logs || ((redirect_mask | tee_mask) & bit))
-        stream->file_fd = open_log(worker, dir_fd, bit == AGENT_STD_OUT ? "stdout.log" : "stderr.log");
+        stream->file_fd =
+            open_log(worker, dir_fd, bit == AGENT_STD_OUT ? "stdout.log" : "stderr.log");
 }
 
 static int prepare_worker(agent_group *group, agent_worker *worker, int local_rank)
@@ -85,21 +88,28 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
 {
     char prefix[400];
     agent__worker_store_prefix(group, prefix, sizeof prefix);
-    agent_worker_env spec = {.opts = group->opts, .generation = &group->current, .run_id = group->run_id,
-                             .store_endpoint = group->store_endpoint, .store_prefix = prefix,
-                             .store_token_file = group->store_token_file, .error_file = worker->error_file,
-                             .local_rank = worker->local_rank,
-                             .heartbeat_shm = group->monitor ? probe__monitor_heartbeat_path(group->monitor) : NULL,
-                             .agent_socket = group->monitor ? probe__monitor_socket_path(group->monitor) : NULL};
+    agent_worker_env spec = {
+        .opts = group->opts,
+        .generation = &group->current,
+        .run_id = group->run_id,
+        .store_endpoint = group->store_endpoint,
+        .store_prefix = prefix,
+        .store_token_file = group->store_token_file,
+        .error_file = worker->error_file,
+        .local_rank = worker->local_rank,
+        .heartbeat_shm = group->monitor ? probe__monitor_heartbeat_path(group->monitor) : NULL,
+        .agent_socket = group->monitor ? probe__monitor_socket_path(group->monitor) : NULL};
     char **envp = NULL;
     int rc = agent__env_build(&spec, &envp);
     if (rc != 0) return rc;
     int out_fd = -1, err_fd = -1;
     agent_spawn spawn = {.path = path, .argv = (const char *const *)argv, .envp = (const char *const *)envp};
     agent__probes_worker_starting(group, worker);
+    pid_t old_pid = worker->pid;
     rc = agent__proc_spawn(&spawn, &worker->pid, &out_fd, &err_fd);
     agent__strv_free(envp);
     if (rc != 0) return rc;
+    agent__reaper_track(group, old_pid, worker->pid);
     agent__probes_worker_started(group, worker);
     agent__exit_watch_start(group, worker);
     worker->running = true;

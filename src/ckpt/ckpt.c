@@ -47,7 +47,8 @@ static int check_opts(elastic_ckpt_opts *o)
     if (o->verify != ELASTIC_CKPT_VERIFY_FULL && o->verify != ELASTIC_CKPT_VERIFY_MANIFEST)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: unknown verify level");
     if ((o->file_mode & ~0666u) != 0 || (o->file_mode & 0600u) != 0600u)
-        return elastic__fail(ELASTIC_EINVAL, "ckpt: file_mode must include 0600 and stay within 0666");
+        return elastic__fail(ELASTIC_EINVAL,
+                             "ckpt: file_mode must include 0600 and stay within 0666");
     if (o->world == 0 || o->world > CKPT_MAX_WORLD || o->rank >= o->world)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: rank %u / world %u out of range", o->rank, o->world);
     if (o->shared_storage < 0) o->shared_storage = o->store == NULL;
@@ -95,6 +96,7 @@ ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *o
     c->ctx = ckpt__ctx_new();
     rc = c->dir && c->ctx ? 0 : elastic__fail(ELASTIC_ENOMEM, "ckpt handle");
     if (rc == 0 && o.threads > 1) rc = ckpt__pool_start(o.threads, &c->pool);
+    if (rc == 0) rc = ckpt__fence_register(c);
     if (rc) {
         free_handle(c);
         return rc;

@@ -144,7 +144,10 @@ int ckpt__fsync_dir(const char *path);
 int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag, const void *data,
                             size_t len, bool durable, unsigned mode);
 /* Directories get search permission wherever files are readable. */
-static inline unsigned ckpt__dir_mode(const elastic_ckpt_opts *o) { return o->file_mode | ((o->file_mode & 0444u) >> 2); }
+static inline unsigned ckpt__dir_mode(const elastic_ckpt_opts *o)
+{
+    return o->file_mode | ((o->file_mode & 0444u) >> 2);
+}
 /* Reads a whole small file (at most max bytes). */
 int ckpt__read_small_file(const char *path, size_t max, uint8_t **data, size_t *len);
 /* Removes a directory tree of depth one (a step directory). */
@@ -171,13 +174,18 @@ void ckpt__pool_stop(ckpt_pool *pool);
 /* Runs the task on a pool thread (or inline when the pool is NULL). */
 void ckpt__pool_submit(ckpt_pool *pool, ckpt_worker_ctx *inline_ctx, ckpt_task *task);
 void ckpt__pool_wait(ckpt_pool *pool, ckpt_task *task);
+/* Threads that compress in parallel: the pool's, or 1 without one. */
+int ckpt__pool_threads(const ckpt_pool *pool);
 
 ckpt_worker_ctx *ckpt__ctx_new(void);
 void ckpt__ctx_free(ckpt_worker_ctx *ctx);
 /* Compresses src into dst (capacity dst_cap) at level; 0 with *out_len set
- * when it shrank the data enough to be worth it, else ELASTIC_ELIMIT. */
+ * when that pays, else ELASTIC_ELIMIT (store it raw). It pays when a sample
+ * shrinks to a tenth, or shrinks by a fifth at no less than min_bps (this
+ * thread's share of the disk's rate: slower compression would make the save
+ * slower than storing raw); 0: no speed condition. */
 int ckpt__ctx_compress(ckpt_worker_ctx *ctx, int level, const void *src, size_t len, void *dst, size_t dst_cap,
-                       size_t *out_len);
+                       uint64_t min_bps, size_t *out_len);
 int ckpt__ctx_decompress(ckpt_worker_ctx *ctx, const void *src, size_t len, void *dst, size_t raw_len);
 /* A scratch buffer of at least len bytes owned by the context. */
 void *ckpt__ctx_scratch(ckpt_worker_ctx *ctx, size_t len);
@@ -203,6 +211,7 @@ struct elastic_ckpt {
     struct ckpt_buffers {
         uint8_t *in[16], *out[16], *small;
     } spare;
+    uint64_t disk_bps;        /* atomic: the write rate the last saves saw (bytes/s); 0: none yet */
 };
 
 /* ---- writer (writer.c) --------------------------------------------------------- */
@@ -218,6 +227,9 @@ void ckpt__txn_release(elastic_ckpt *c);
 /* The rank-local commit is done (the shard renamed into place); now the
  * global one. `digest` is this shard's. */
 int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest);
+/* report.c: this worker saved `step` (its shard is in, the global commit
+ * done or left to a later rank): tell the agent through the heartbeat slot. */
+void ckpt__report_saved(uint64_t step);
 /* Size and manifest hash of a shard file from its trailer (trailer may be NULL). */
 int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer);
 /* Writes the step's COMMIT file atomically. */
@@ -238,6 +250,13 @@ void ckpt__view_free(ckpt_step_view *v);
 /* ---- retention (retention.c) ------------------------------------------------------ */
 
 void ckpt__cleanup_on_open(elastic_ckpt *c);
+
+/* ---- generation fencing (fence.c) ------------------------------------------------------ */
+
+/* Records that opts.generation writes here (no-op for generation 0). */
+int ckpt__fence_register(elastic_ckpt *c);
+/* ELASTIC_ESTATE when a newer generation has registered: this one may not commit. */
+int ckpt__fence_check(elastic_ckpt *c, uint64_t step);
 void ckpt__apply_retention(elastic_ckpt *c);
 
 /* ---- async (async.c) ---------------------------------------------------------------- */

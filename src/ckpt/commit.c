@@ -72,9 +72,14 @@ static int shared_dir_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_di
         if (rc == ELASTIC_ECORRUPT) ELASTIC_LOG_W("ckpt", "step %" PRIu64 ": not committing: %s", step, elastic_last_error());
         all_there = rc == 0;
     }
-    int rc = 0;
-    if (all_there) {
+    int rc = all_there ? ckpt__fence_check(c, step) : 0;
+    if (all_there && rc == 0) {
         rc = ckpt__write_commit_record(c, &r);
+        /* A newer generation that started meanwhile wins: take the record back. */
+        if (rc == 0 && (rc = ckpt__fence_check(c, step)) != 0) {
+            snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
+            unlink(path);
+        }
         if (rc == 0) ELASTIC_LOG_D("ckpt", "step %" PRIu64 " committed by rank %" PRIu32, step, o->rank);
     }
     ckpt__commit_free(&r);

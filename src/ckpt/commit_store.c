@@ -59,6 +59,7 @@ static int publish_record(elastic_ckpt *c, uint64_t step)
     }
     ckpt_buf buf = {0};
     if (rc == 0) rc = ckpt__commit_encode(&r, &buf);
+    if (rc == 0) rc = ckpt__fence_check(c, step); /* the last rank may be the fenced one */
     char commit_key[64];
     step_key(commit_key, sizeof commit_key, step, o->generation, "commit");
     if (rc == 0) rc = elastic_store_set(o->store, commit_key, buf.data, buf.len);
@@ -97,7 +98,8 @@ int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *
     put_u64_le(value + 8, digest->manifest_hash);
     snprintf(what, sizeof what, "shard/%" PRIu32, o->rank);
     step_key(key, sizeof key, step, o->generation, what);
-    int rc = elastic_store_set(o->store, key, value, sizeof value);
+    int rc = ckpt__fence_check(c, step);
+    if (rc == 0) rc = elastic_store_set(o->store, key, value, sizeof value);
     int64_t committed = 0;
     step_key(key, sizeof key, step, o->generation, "done");
     if (rc == 0) rc = elastic_store_add(o->store, key, 1, &committed);

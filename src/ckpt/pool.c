@@ -49,14 +49,18 @@ void *ckpt__ctx_scratch(ckpt_worker_ctx *ctx, size_t len)
     return ctx->scratch;
 }
 
-/* A chunk is stored compressed only when that saves at least 1/8 of it:
- * less (random float32 saves ~9% through its exponent bytes) costs more CPU
- * on save and on every load than the disk time it saves. A prefix of the
- * chunk is tried first so incompressible data costs little. */
+/* Whether compressing a chunk pays is judged on a prefix (the sample), so
+ * data that does not pay costs little: float weights shrink by ~10% through
+ * their exponent bytes, which saves less disk time than compressing costs
+ * (on save and on every load). Data that shrinks to a tenth (zeros, masks,
+ * counters) always pays; data that shrinks by a fifth pays only when this
+ * thread compresses it faster than its share of the disk's rate. */
 #define SAMPLE_BYTES (64u << 10)
+#define ALWAYS_PAYS_RATIO 0.10
+#define MAY_PAY_RATIO 0.80
 
 int ckpt__ctx_compress(ckpt_worker_ctx *ctx, int level, const void *src, size_t len, void *dst, size_t dst_cap,
-                       size_t *out_len)
+                       uint64_t min_bps, size_t *out_len)
 {
     if (ctx->cctx == NULL && (ctx->cctx = ZSTD_createCCtx()) == NULL) return elastic__fail(ELASTIC_ENOMEM, "zstd context");
     if (ctx->cctx_level != level) {
@@ -65,8 +69,13 @@ int ckpt__ctx_compress(ckpt_worker_ctx *ctx, int level, const void *src, size_t 
         ctx->cctx_level = level;
     }
     if (len > 2 * SAMPLE_BYTES) {
+        uint64_t start = elastic__now_ns();
         size_t sample = ZSTD_compress2(ctx->cctx, dst, dst_cap, src, SAMPLE_BYTES);
-        if (ZSTD_isError(sample) || sample > SAMPLE_BYTES - SAMPLE_BYTES / 8) return ELASTIC_ELIMIT;
+        uint64_t took_ns = elastic__now_ns() - start + 1;
+        if (ZSTD_isError(sample)) return ELASTIC_ELIMIT;
+        double ratio = (double)sample / SAMPLE_BYTES, bps = (double)SAMPLE_BYTES * 1e9 / (double)took_ns;
+        bool pays = ratio <= ALWAYS_PAYS_RATIO || (ratio <= MAY_PAY_RATIO && (min_bps == 0 || bps >= (double)min_bps));
+        if (!pays) return ELASTIC_ELIMIT;
     }
     size_t n = ZSTD_compress2(ctx->cctx, dst, dst_cap, src, len);
     if (ZSTD_isError(n) || n > len - len / 8) return ELASTIC_ELIMIT;
@@ -108,6 +117,8 @@ static void *worker_main(void *arg)
     ckpt__ctx_free(ctx);
     return NULL;
 }
+
+int ckpt__pool_threads(const ckpt_pool *pool) { return pool != NULL && pool->threads > 0 ? pool->threads : 1; }
 
 int ckpt__pool_start(int threads, ckpt_pool **out)
 {

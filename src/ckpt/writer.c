@@ -20,10 +20,14 @@
 #define SMALL_WRITE_BUF (1u << 20)    /* small stored chunks are coalesced into writes of this size */
 #define WRITEBACK_STEP (64ull << 20)  /* start kernel writeback every this many bytes */
 #define ADAPT_CHUNKS 16               /* compression is re-judged every this many chunks */
+#define RAW_STREAK 4                  /* raw verdicts in a row after which a blob is sampled sparsely */
+#define SAMPLE_EVERY 8                /* then every this many chunks */
 
 typedef struct chunk_slot {
     ckpt_task task;                   /* first: the pool hands back &task */
     int compression, level;
+    bool sampled;                     /* compression was tried (not skipped by the streak) */
+    uint64_t min_bps;                 /* compress only faster than this (pool.c) */
     const uint8_t *src;               /* the caller's memory (borrowed) or in_buf */
     size_t raw_len;
     bool borrowed;
@@ -44,7 +48,9 @@ struct elastic_ckpt_txn {
     uint64_t offset, writeback_done;  /* bytes in the file; bytes handed to writeback */
     uint64_t waited_cpu_ns;           /* writer blocked on compression, this window */
     uint64_t waited_io_ns;            /* writer blocked on write/writeback, this window */
+    uint64_t io_ns;                   /* write, writeback and fsync, the whole transaction */
     unsigned judged, raw_left;        /* chunks since the last judgement; chunks to store raw */
+    unsigned raw_streak, skipped;     /* this blob: samples in a row that said "raw"; samples skipped since */
     int error;                        /* sticky: the first failure */
     char why[512];                    /* and its detail */
     ckpt_manifest m;
@@ -191,7 +197,7 @@ static void run_chunk(ckpt_task *task, ckpt_worker_ctx *ctx)
     size_t packed = 0;
     if (s->compression == ELASTIC_CKPT_ZSTD &&
         ckpt__ctx_compress(ctx, s->level, s->src, s->raw_len, s->out_buf, ckpt__compress_bound(s->raw_len),
-                           &packed) == 0) {
+                           s->min_bps, &packed) == 0) {
         s->stored = s->out_buf;
         s->stored_len = packed;
         s->codec = CKPT_CODEC_ZSTD;
@@ -228,8 +234,14 @@ static int write_oldest(elastic_ckpt_txn *t)
     if (t->error) return t->error;
     int rc = push_chunk(t, s);
     if (rc == 0) rc = append(t, s->stored, s->stored_len);
+    if (s->sampled) { /* the verdict on this chunk steers how often the next ones are sampled */
+        if (s->codec == CKPT_CODEC_RAW) t->raw_streak++;
+        else t->raw_streak = t->skipped = 0;
+    }
+    uint64_t io = elastic__now_ns() - computed;
     t->waited_cpu_ns += computed - start;
-    t->waited_io_ns += elastic__now_ns() - computed;
+    t->waited_io_ns += io;
+    t->io_ns += io;
     judge_compression(t);
     return rc;
 }
@@ -263,6 +275,32 @@ static int prepare_slot(elastic_ckpt_txn *t, chunk_slot *s, bool need_in_buf)
     return 0;
 }
 
+/* Until a save has measured the disk, assume a fast one (2 GB/s): compressing
+ * is then judged worth it only when it is clearly faster than writing. */
+#define ASSUMED_DISK_BPS 2000000000ull
+#define DISK_RATE_MARGIN 1.25
+
+/* Each compressing thread must beat its share of the disk's rate, with a
+ * margin for the pipeline's hand-offs. */
+static uint64_t compress_floor_bps(elastic_ckpt *c)
+{
+    uint64_t disk = __atomic_load_n(&c->disk_bps, __ATOMIC_RELAXED);
+    if (disk == 0) disk = ASSUMED_DISK_BPS;
+    return (uint64_t)((double)disk * DISK_RATE_MARGIN / ckpt__pool_threads(c->pool));
+}
+
+/* After a commit: the rate the disk took this save's bytes at (write,
+ * writeback and fsync time; what the page cache absorbed while we computed
+ * counts as free, so it errs towards a faster disk, i.e. towards raw). */
+static void note_disk_rate(elastic_ckpt_txn *t)
+{
+    if (t->c->opts.fsync != ELASTIC_CKPT_FSYNC_FULL || t->offset < (8u << 20) || t->io_ns == 0) return;
+    double rate = (double)t->offset * 1e9 / (double)t->io_ns;
+    uint64_t old = __atomic_load_n(&t->c->disk_bps, __ATOMIC_RELAXED);
+    uint64_t next = old == 0 ? (uint64_t)rate : (uint64_t)(0.5 * (double)old + 0.5 * rate);
+    __atomic_store_n(&t->c->disk_bps, next, __ATOMIC_RELAXED);
+}
+
 static void submit(elastic_ckpt_txn *t, chunk_slot *s, const uint8_t *src, size_t len, bool borrowed)
 {
     s->task.run = run_chunk;
@@ -271,7 +309,13 @@ static void submit(elastic_ckpt_txn *t, chunk_slot *s, const uint8_t *src, size_
         t->raw_left--;
         s->compression = ELASTIC_CKPT_NONE;
     }
+    /* A blob whose chunks keep coming out raw (float weights) is sampled
+     * only every 8th chunk after 4 such verdicts: its sampling costs little. */
+    if (s->compression == ELASTIC_CKPT_ZSTD && t->raw_streak >= RAW_STREAK && ++t->skipped % SAMPLE_EVERY != 0)
+        s->compression = ELASTIC_CKPT_NONE;
+    s->sampled = s->compression == ELASTIC_CKPT_ZSTD;
     s->level = t->c->opts.zstd_level;
+    s->min_bps = compress_floor_bps(t->c);
     s->src = src;
     s->raw_len = len;
     s->borrowed = borrowed;
@@ -338,7 +382,8 @@ static int open_temp_shard(elastic_ckpt_txn *t)
     snprintf(t->final_path, sizeof t->final_path, "%s/%s", t->step_dir, shard);
     snprintf(t->tmp_path, sizeof t->tmp_path, "%s/" CKPT_TMP_PREFIX "%s.%ld.%u", t->step_dir, shard,
              (long)getpid(), t->c->tmp_counter++);
-    t->fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, t->c->opts.file_mode);
+    t->fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                 t->c->opts.file_mode);
     if (t->fd < 0) return ckpt__fail_errno(errno, "create", t->tmp_path);
     ckpt_header h = {.step = t->step, .generation = o->generation, .rank = o->rank, .world = o->world,
                      .chunk_size = t->m.chunk_size};
@@ -394,7 +439,8 @@ ELASTIC_EXTERN int elastic_ckpt_begin(elastic_ckpt *c, uint64_t step, elastic_ck
 {
     elastic__clear_error();
     if (c == NULL || txn == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt begin: NULL argument");
-    if (step == UINT64_MAX) return elastic__fail(ELASTIC_EINVAL, "ckpt: step UINT64_MAX can never be superseded");
+    if (step == UINT64_MAX)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: step UINT64_MAX can never be superseded");
     if (!ckpt__txn_try_claim(c)) return elastic__fail(ELASTIC_EBUSY, "a checkpoint transaction or save is in progress");
     return ckpt__txn_begin(c, step, c->ctx, txn);
 }
@@ -441,6 +487,7 @@ ELASTIC_EXTERN int elastic_ckpt_writer_open(elastic_ckpt_txn *t, const char *nam
             return elastic__fail(ELASTIC_ENOMEM, "blob name");
         }
         w->blob = t->m.blob_count++;
+        t->raw_streak = t->skipped = 0; /* a new blob is judged afresh (zeros after weights) */
         t->m.blobs[w->blob] = (ckpt_blob){.name = copy, .flags = flags, .first_chunk = t->m.chunk_count};
     }
     t->writer = w;
@@ -506,8 +553,10 @@ static int finish_shard(elastic_ckpt_txn *t, ckpt_shard_digest *digest)
     free(manifest.data);
     if (rc == 0) rc = append(t, trailer, sizeof trailer);
     if (rc == 0 && t->small_len > 0 && (rc = flush_small(t)) != 0) txn_fail(t, rc);
+    uint64_t fsync_start = elastic__now_ns();
     if (rc == 0 && t->c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL && (rc = ckpt__fsync_fd(t->fd, t->tmp_path)) != 0)
         txn_fail(t, rc);
+    t->io_ns += elastic__now_ns() - fsync_start;
     if (rc == 0 && close(t->fd) != 0) rc = txn_fail(t, ckpt__fail_errno(errno, "close", t->tmp_path));
     t->fd = -1;
     if (rc == 0 && rename(t->tmp_path, t->final_path) != 0)
@@ -542,6 +591,9 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
          * the shard stays: another rank may still commit the step with it. */
         if (t->c->opts.world == 1) ckpt__remove_step_dir(t->step_dir);
         else drop_files(t);
+    } else {
+        note_disk_rate(t);
+        ckpt__report_saved(t->step);
     }
     txn_free(t);
     return rc;

@@ -53,7 +53,10 @@ typedef struct probe__hb_slot {
     int32_t stack_signal;            /* signal whose handler writes a backtrace; 0: none installed */
     /* second line: rarely written, kept off the hot line */
     uint64_t stack_dumps;            /* backtraces the worker's signal handler wrote */
-    uint8_t reserved[56];
+    uint64_t ckpt_saves;             /* checkpoint steps this worker saved (src/ckpt/report.c); written last */
+    uint64_t ckpt_step;              /* the last of them */
+    uint64_t ckpt_wall_ms;           /* when (ms since the epoch) */
+    uint8_t reserved[32];
 } probe__hb_slot;
 
 typedef struct probe__hb_snapshot {
@@ -62,6 +65,7 @@ typedef struct probe__hb_snapshot {
     uint32_t pid;
     int32_t stack_signal;
     uint64_t stack_dumps;
+    uint64_t ckpt_saves, ckpt_step, ckpt_wall_ms;
 } probe__hb_snapshot;
 
 typedef struct probe__hb_region probe__hb_region;

@@ -12,6 +12,16 @@ void probe__hang_start(probe__hang_state *state, const probe__hb_snapshot *snaps
     state->baseline_beats = snapshot->beats;
 }
 
+uint64_t probe__hang_deadline(const probe__hang_state *state, const probe__hb_snapshot *snapshot,
+                              uint64_t hang_timeout_ns, uint64_t startup_timeout_ns)
+{
+    bool beat_since_start = snapshot->beats > state->baseline_beats;
+    uint64_t since = state->started_ns;
+    if (beat_since_start && snapshot->last_beat_ns > since) since = snapshot->last_beat_ns;
+    uint64_t limit = beat_since_start ? hang_timeout_ns : startup_timeout_ns;
+    return limit > 0 ? since + limit : 0;
+}
+
 bool probe__hang_check(const probe__hang_state *state, const probe__hb_snapshot *snapshot, uint64_t now_ns,
                        uint64_t hang_timeout_ns, uint64_t startup_timeout_ns, uint64_t *silent_ns, bool *started)
 {

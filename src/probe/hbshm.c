@@ -141,6 +141,9 @@ void probe__hb_read(const probe__hb_region *region, unsigned slot, probe__hb_sna
     out->pid = __atomic_load_n(&s->pid, __ATOMIC_RELAXED);
     out->stack_signal = __atomic_load_n(&s->stack_signal, __ATOMIC_RELAXED);
     out->stack_dumps = __atomic_load_n(&s->stack_dumps, __ATOMIC_ACQUIRE);
+    out->ckpt_saves = __atomic_load_n(&s->ckpt_saves, __ATOMIC_ACQUIRE); /* pairs with the release in report.c */
+    out->ckpt_step = __atomic_load_n(&s->ckpt_step, __ATOMIC_RELAXED);
+    out->ckpt_wall_ms = __atomic_load_n(&s->ckpt_wall_ms, __ATOMIC_RELAXED);
 }
 
 void probe__hb_close(probe__hb_region *region, bool unlink_file)

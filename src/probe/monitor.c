@@ -28,7 +28,8 @@ int monitor__check_opts(const probe__monitor_opts *o)
         return elastic__fail(ELASTIC_EINVAL, "monitor: loop, run_dir and on_failure are required");
     if (o->local_world_size == 0 || o->local_world_size > PROBE__HB_MAX_SLOTS)
         return elastic__fail(ELASTIC_EINVAL, "monitor: %u local workers", o->local_world_size);
-    if (o->interval_ms <= 0 || o->hang_timeout_ms < 0 || o->startup_timeout_ms < 0 || o->stack_dump_timeout_ms <= 0)
+    if (o->interval_ms <= 0 || o->hang_timeout_ms < 0 || o->startup_timeout_ms < 0 || o->stack_dump_timeout_ms <= 0 ||
+        o->stack_dump_budget_ms < 0)
         return elastic__fail(ELASTIC_EINVAL, "monitor: a timeout or interval is negative");
     if (o->straggler_window > 1024 || !(o->straggler_threshold > 0 && o->straggler_threshold <= 1))
         return elastic__fail(ELASTIC_EINVAL, "monitor: straggler window above 1024 or threshold outside (0, 1]");
@@ -52,6 +53,19 @@ void monitor__report(probe__monitor *m, const probe__failure *f)
     m->healthy = false;
     snprintf(m->unhealthy_reason, sizeof m->unhealthy_reason, "%s", f->reason);
     m->opts.on_failure(m->opts.user, f);
+}
+
+/* How long the stacks of a hung worker may take: a twentieth of the timeout
+ * that fired (at least 100 ms, at most --stack-dump timeout), so the group is
+ * restarted within that timeout + 10%. A short budget skips the debugger
+ * (stacks.c) for the worker's own, faster, backtrace. */
+static int stack_budget_ms(const probe__monitor *m, bool started)
+{
+    uint64_t timeout_ms = (started ? m->hang_timeout_ns : m->startup_timeout_ns) / 1000000u;
+    uint64_t budget = m->opts.stack_dump_budget_ms > 0 ? (uint64_t)m->opts.stack_dump_budget_ms : timeout_ms / 20;
+    if (budget < 100) budget = 100;
+    if (budget > (uint64_t)m->opts.stack_dump_timeout_ms) budget = (uint64_t)m->opts.stack_dump_timeout_ms;
+    return (int)budget;
 }
 
 /* After the worker's own handler wrote its backtrace (or the wait ran out). */
@@ -78,10 +92,14 @@ static void on_stacks_done(void *user, const char *how, bool ok)
     mw->dump = NULL;
     ELASTIC_LOG_I("probe", "stacks of rank %d: %s%s", mw->rank, how, ok ? "" : " (nothing written)");
     if (ok && strcmp(how, "signal") == 0) {
-        /* The backtrace is written by the worker itself: give it a moment. */
+        /* The backtrace is written by the worker itself (a live process does
+         * it in milliseconds): give it a moment, but at most a twentieth of
+         * the hang timeout, so the restart stays within timeout + 10%. */
+        int budget_ms = stack_budget_ms(m, mw->pending.probe != NULL && strcmp(mw->pending.probe, "hang") == 0);
+        if (budget_ms > 2000) budget_ms = 2000;
         mw->waiting_for_dump = true;
-        mw->dump_deadline_ms = elastic__now_ms() + 2000;
-        uv_timer_start(&mw->dump_timer, on_backtrace_wait, 20, 20);
+        mw->dump_deadline_ms = elastic__now_ms() + (uint64_t)budget_ms;
+        uv_timer_start(&mw->dump_timer, on_backtrace_wait, 5, 5);
         return;
     }
     monitor__report(m, &mw->pending);
@@ -91,19 +109,19 @@ static void declare_hung(probe__monitor *m, monitored_worker *mw, int local_rank
 {
     mw->failed = true;
     mw->pending = make_failure(mw, local_rank, started ? "hang" : "startup");
-    mw->pending.silent_ms = silent_ns / 1000000;
+    mw->pending.silent_ms = (silent_ns + 999999) / 1000000; /* silent past the limit: never rounded down onto it */
     if (started)
         snprintf(mw->pending.reason, sizeof mw->pending.reason,
                  "hang: rank %d (local rank %d, pid %d) sent no heartbeat for %llu ms; last step %llu", mw->rank,
-                 local_rank, mw->pid, (unsigned long long)(silent_ns / 1000000), (unsigned long long)mw->last.step);
+                 local_rank, mw->pid, (unsigned long long)mw->pending.silent_ms, (unsigned long long)mw->last.step);
     else
         snprintf(mw->pending.reason, sizeof mw->pending.reason,
                  "startup: rank %d (local rank %d, pid %d) sent no first heartbeat in %llu ms", mw->rank, local_rank,
-                 mw->pid, (unsigned long long)(silent_ns / 1000000));
+                 mw->pid, (unsigned long long)mw->pending.silent_ms);
     ELASTIC_LOG_W("probe", "%s; writing its stacks to its log", mw->pending.reason);
     mw->dumps_before = mw->last.stack_dumps;
-    int rc = probe__stack_dump_start(m->opts.loop, mw->pid, mw->log_fd, mw->last.stack_signal,
-                                     m->opts.stack_dump_timeout_ms, on_stacks_done, mw, &mw->dump);
+    int rc = probe__stack_dump_start(m->opts.loop, mw->pid, mw->log_fd, mw->last.stack_signal, stack_budget_ms(m, started),
+                                     on_stacks_done, mw, &mw->dump);
     if (rc != 0) monitor__report(m, &mw->pending);
 }
 
@@ -117,6 +135,7 @@ static void probe_worker(probe__monitor *m, int local_rank, uint64_t now_ns)
         mw->steps_per_second = (double)(mw->last.step - previous.step) * 1e9 / (double)(now_ns - mw->rate_since_ns);
     }
     mw->rate_since_ns = now_ns;
+    monitor__check_checkpoint(m, mw, local_rank);
     if (m->straggler != NULL) {
         bool compute = mw->last.compute_count > 0;
         probe__straggler_sample(m->straggler, (unsigned)local_rank,
@@ -146,10 +165,65 @@ static void evaluate_stragglers(probe__monitor *m)
     if (m->opts.on_straggler != NULL) m->opts.on_straggler(m->opts.user, &f);
 }
 
+void monitor__check_checkpoint(probe__monitor *m, monitored_worker *mw, int local_rank)
+{
+    if (mw->last.ckpt_saves == mw->ckpt_saves_seen) return;
+    mw->ckpt_saves_seen = mw->last.ckpt_saves;
+    if (m->opts.on_checkpoint != NULL)
+        m->opts.on_checkpoint(m->opts.user, local_rank, mw->rank, mw->last.ckpt_step, mw->last.ckpt_wall_ms);
+}
+
 void monitor__tick(uv_timer_t *timer)
 {
     probe__monitor *m = timer->data;
     uint64_t now = elastic__now_ns();
     for (unsigned i = 0; i < m->opts.local_world_size; i++) probe_worker(m, (int)i, now);
     evaluate_stragglers(m);
+    monitor__arm_hang_timer(m);
+}
+
+static bool hang_watched(const probe__monitor *m, const monitored_worker *mw)
+{
+    return !m->paused && !mw->failed && mw->running && mw->pid > 0 && m->hang_timeout_ns > 0;
+}
+
+/* The hang timer: checks every watched worker on a fresh snapshot (mw->last
+ * stays the tick's, which the rate and straggler figures are based on). */
+static void on_hang_timer(uv_timer_t *timer)
+{
+    probe__monitor *m = timer->data;
+    uint64_t now = elastic__now_ns();
+    for (unsigned i = 0; i < m->opts.local_world_size; i++) {
+        monitored_worker *mw = &m->workers[i];
+        if (!hang_watched(m, mw)) continue;
+        probe__hb_snapshot fresh;
+        probe__hb_read(m->region, mw->slot, &fresh);
+        uint64_t silent_ns = 0;
+        bool started = false;
+        if (probe__hang_check(&mw->hang, &fresh, now, m->hang_timeout_ns, m->startup_timeout_ns, &silent_ns, &started)) {
+            mw->last = fresh;
+            declare_hung(m, mw, (int)i, started, silent_ns);
+        }
+    }
+    monitor__arm_hang_timer(m);
+}
+
+void monitor__arm_hang_timer(probe__monitor *m)
+{
+    uint64_t now = elastic__now_ns(), earliest = UINT64_MAX;
+    for (unsigned i = 0; i < m->opts.local_world_size; i++) {
+        monitored_worker *mw = &m->workers[i];
+        if (!hang_watched(m, mw)) continue;
+        probe__hb_snapshot fresh;
+        probe__hb_read(m->region, mw->slot, &fresh);
+        uint64_t deadline = probe__hang_deadline(&mw->hang, &fresh, m->hang_timeout_ns, m->startup_timeout_ns);
+        if (deadline != 0 && deadline < earliest) earliest = deadline;
+    }
+    if (earliest == UINT64_MAX) {
+        uv_timer_stop(&m->hang_timer);
+        return;
+    }
+    /* 1 ms past the deadline: probe__hang_check wants silence longer than the limit. */
+    uint64_t delay_ms = earliest > now ? (earliest - now) / 1000000u + 1 : 0;
+    uv_timer_start(&m->hang_timer, on_hang_timer, delay_ms, 0);
 }

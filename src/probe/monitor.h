@@ -19,7 +19,10 @@ typedef struct monitored_worker {
     probe__hang_state hang;
     probe__hb_snapshot last;
     uint64_t rate_since_ns;
-    double steps_per_second;
+    double steps_per_second;         /* < 0: not measured yet (no two beats) */
+    int shown_pid;
+    uint64_t ckpt_saves_seen;        /* the slot's ckpt_saves already passed to on_checkpoint */                   /* the last process in the slot, kept after it exited (status) */
+    uint64_t started_ns, exited_ns;  /* its start and end (monotonic; exited 0: running) */
     probe__stack_dump *dump;
     uv_timer_t dump_timer;           /* waits for the worker's own backtrace */
     bool waiting_for_dump;
@@ -40,6 +43,7 @@ struct probe__monitor {
     probe__user_probe *user_probe;
     probe__straggler *straggler;
     uv_timer_t timer;
+    uv_timer_t hang_timer;           /* fires at the earliest hang deadline (monitor.c) */
     int open_handles;
     monitored_worker *workers;
     double *scores;
@@ -56,6 +60,11 @@ struct probe__monitor {
 int monitor__check_opts(const probe__monitor_opts *opts);
 /* The probe timer: reads every slot, runs the hang and straggler probes. */
 void monitor__tick(uv_timer_t *timer);
+/* Arms the hang timer for the earliest deadline of any worker, so a hang is
+ * declared when its timeout runs out, not at the next tick. */
+void monitor__arm_hang_timer(probe__monitor *m);
+/* Tells the agent about a checkpoint the worker saved since the last look. */
+void monitor__check_checkpoint(probe__monitor *m, monitored_worker *mw, int local_rank);
 /* Marks the group unhealthy and tells the agent. */
 void monitor__report(probe__monitor *m, const probe__failure *failure);
 void monitor__count(probe__monitor *m, const char *probe);

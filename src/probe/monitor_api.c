@@ -104,7 +104,9 @@ int probe__monitor_start(const probe__monitor_opts *opts, probe__monitor **out)
     if (rc == 0) rc = start_services(m);
     uv_timer_init(opts->loop, &m->timer);
     m->timer.data = m;
-    m->open_handles = 1;
+    uv_timer_init(opts->loop, &m->hang_timer);
+    m->hang_timer.data = m;
+    m->open_handles = 2;
     for (unsigned i = 0; m->workers != NULL && i < opts->local_world_size; i++) {
         uv_timer_init(opts->loop, &m->workers[i].dump_timer);
         m->workers[i].dump_timer.data = &m->workers[i];
@@ -135,6 +137,7 @@ void probe__monitor_stop(probe__monitor *m)
         probe__stack_dump_cancel(m->workers[i].dump);
         uv_close((uv_handle_t *)&m->workers[i].dump_timer, release_worker_timer);
     }
+    uv_close((uv_handle_t *)&m->hang_timer, release);
     uv_close((uv_handle_t *)&m->timer, release);
 }
 
@@ -160,6 +163,7 @@ void probe__monitor_generation_started(probe__monitor *m, const probe__generatio
         probe__hb_read(m->region, mw->slot, &mw->last);
         probe__hang_start(&mw->hang, &mw->last, now);
     }
+    monitor__arm_hang_timer(m);
 }
 
 void probe__monitor_pause(probe__monitor *m) { m->paused = true; }
@@ -177,6 +181,7 @@ void probe__monitor_worker_starting(probe__monitor *m, int local_rank)
     if (mw == NULL) return;
     probe__hb_reset(m->region, mw->slot);
     memset(&mw->last, 0, sizeof mw->last);
+    mw->ckpt_saves_seen = 0;
 }
 
 void probe__monitor_worker_started(probe__monitor *m, int local_rank, int rank, int pid, int log_fd)
@@ -189,9 +194,13 @@ void probe__monitor_worker_started(probe__monitor *m, int local_rank, int rank, 
     mw->failed = false;
     mw->rank = rank;
     mw->pid = pid;
-    mw->steps_per_second = 0;
+    mw->shown_pid = pid;
+    mw->started_ns = elastic__now_ns();
+    mw->exited_ns = 0;
+    mw->steps_per_second = -1;
     probe__hb_read(m->region, mw->slot, &mw->last);
     probe__hang_start(&mw->hang, &mw->last, elastic__now_ns());
+    monitor__arm_hang_timer(m);
 }
 
 void probe__monitor_worker_renumbered(probe__monitor *m, int local_rank, int rank)
@@ -204,8 +213,11 @@ void probe__monitor_worker_exited(probe__monitor *m, int local_rank)
 {
     monitored_worker *mw = worker_at(m, local_rank);
     if (mw == NULL) return;
+    probe__hb_read(m->region, mw->slot, &mw->last); /* a checkpoint saved since the last tick */
+    monitor__check_checkpoint(m, mw, local_rank);
     mw->running = false;
     mw->pid = 0;
+    mw->exited_ns = elastic__now_ns();
     probe__stack_dump_cancel(mw->dump);
     mw->dump = NULL;
     if (mw->waiting_for_dump) uv_timer_stop(&mw->dump_timer);

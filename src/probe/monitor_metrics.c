@@ -1,6 +1,7 @@
 /*
  * What the monitor shows: the Prometheus page (generation, restarts, workers
- * alive, per-rank heartbeat age, step, steps/s, step time and straggler score,
+ * alive, per-rank pid, uptime and liveness (heartbeat or not), heartbeat age,
+ * step, steps/s, step time and straggler score,
  * probe failures, recovery durations) and the /healthz verdict.
  */
 #include "common/clock.h"
@@ -75,7 +76,28 @@ static void render_workers(const probe__monitor *m, probe__text *out, uint64_t n
             else if (h == 2) value = mw->steps_per_second;
             else if (h == 3) value = m->straggler != NULL ? probe__straggler_step_ns(m->straggler, i) / 1e9 : 0;
             else value = m->scores[i];
-            if ((h == 3 && value <= 0) || (h == 4 && value < 0)) continue;
+            if ((h == 2 && value < 0) || (h == 3 && value <= 0) || (h == 4 && value < 0)) continue; /* no data yet */
+            probe__text_printf(out, "%s{rank=\"%d\",local_rank=\"%u\"} %.6g\n", heads[h].name, mw->rank, i, value);
+        }
+    }
+}
+
+/* Every worker that ran in its slot, whether it heartbeats or not. */
+static void render_processes(const probe__monitor *m, probe__text *out, uint64_t now_ns)
+{
+    static const struct { const char *name, *help; } heads[] = {
+        {"elastic_worker_pid", "The worker's process id (the last one, after it exited)."},
+        {"elastic_worker_alive", "1 while the worker's process runs."},
+        {"elastic_worker_uptime_seconds", "How long the worker's process has run (or ran)."},
+    };
+    for (size_t h = 0; h < ELASTIC__ARRAY_LEN(heads); h++) {
+        metric_head(out, heads[h].name, "gauge", heads[h].help);
+        for (unsigned i = 0; i < m->opts.local_world_size; i++) {
+            const monitored_worker *mw = &m->workers[i];
+            if (mw->started_ns == 0) continue;
+            uint64_t end = mw->exited_ns != 0 ? mw->exited_ns : now_ns;
+            double value = h == 0 ? (double)mw->shown_pid : h == 1 ? (double)mw->running
+                                                          : (double)(end > mw->started_ns ? end - mw->started_ns : 0) / 1e9;
             probe__text_printf(out, "%s{rank=\"%d\",local_rank=\"%u\"} %.6g\n", heads[h].name, mw->rank, i, value);
         }
     }
@@ -103,6 +125,7 @@ void monitor__render(void *user, probe__text *out)
     probe__monitor *m = user;
     uint64_t now = elastic__now_ns();
     render_group(m, out);
+    render_processes(m, out, now);
     render_workers(m, out, now);
     render_events(m, out);
 }

@@ -23,6 +23,10 @@ typedef struct probe__hang_state {
 
 /* Starts (or re-starts, for a new generation) watching a slot. */
 void probe__hang_start(probe__hang_state *state, const probe__hb_snapshot *snapshot, uint64_t now_ns);
+/* When the worker will count as hung if it stays silent (monotonic ns; 0:
+ * never): the monitor arms a timer for the earliest one. */
+uint64_t probe__hang_deadline(const probe__hang_state *state, const probe__hb_snapshot *snapshot,
+                              uint64_t hang_timeout_ns, uint64_t startup_timeout_ns);
 /* How long the worker has been silent and the limit that applies: the
  * startup timeout before its first beat since started_ns, the hang timeout
  * after. Returns true when silent_ns exceeds that limit. */
@@ -57,7 +61,8 @@ typedef struct probe__stack_dump probe__stack_dump;
 typedef void (*probe__stack_done_fn)(void *user, const char *how, bool ok);
 
 /* Writes the stacks of pid's threads to log_fd: gdb (thread apply all bt) or
- * eu-stack when one is on PATH and works within timeout_ms; otherwise sends
+ * eu-stack when one is on PATH and works within timeout_ms; otherwise (or
+ * when timeout_ms is under a second and fallback_signal is set) sends
  * fallback_signal (the worker library's backtrace handler; 0: none). Runs on
  * the loop; done runs once, on the loop. The dump keeps its own dup of log_fd. */
 int probe__stack_dump_start(uv_loop_t *loop, int pid, int log_fd, int fallback_signal, int timeout_ms,
@@ -178,6 +183,8 @@ typedef struct probe__failure {
 } probe__failure;
 
 typedef void (*probe__failure_fn)(void *user, const probe__failure *failure);
+/* Seen on the probe tick or at the worker's exit, on the loop thread. */
+typedef void (*probe__checkpoint_fn)(void *user, int local_rank, int rank, uint64_t step, uint64_t wall_ms);
 
 typedef struct probe__monitor_opts {
     uv_loop_t *loop;                 /* the agent's loop; every callback runs on it */
@@ -188,6 +195,8 @@ typedef struct probe__monitor_opts {
     int hang_timeout_ms;             /* silence after the first beat; 0: no hang probe */
     int startup_timeout_ms;          /* silence before the first beat; default max(600000, hang) */
     int stack_dump_timeout_ms;       /* debugger / backtrace deadline; default 15000 */
+    int stack_dump_budget_ms;        /* what a hang's stacks may add to it; 0 (default): a twentieth of the
+                                      * timeout that fired, at least 100 ms (under 1 s: no debugger) */
     unsigned straggler_window;       /* samples per rank; 0: no straggler scoring */
     double straggler_threshold;      /* a score below it is slow; default 0.7 */
     unsigned straggler_rounds;       /* consecutive slow rounds that make a persistent straggler; 0: only log */
@@ -201,6 +210,7 @@ typedef struct probe__monitor_opts {
     probe__failure_fn on_failure;    /* a worker or the node is unhealthy: end the generation */
     probe__failure_fn on_straggler;  /* a persistent straggler (the agent's eviction policy) */
     probe__control_fn on_control;    /* worker hello / abort ack / ready / disconnect; may be NULL */
+    probe__checkpoint_fn on_checkpoint; /* a worker saved a checkpoint step; may be NULL */
     void *user;
 } probe__monitor_opts;
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #define STACK_OUTPUT_MAX (1u << 20)
+#define STACK_DEBUGGER_MIN_MS 1000
 
 struct probe__stack_dump {
     uv_loop_t *loop;
@@ -189,7 +190,9 @@ int probe__stack_dump_start(uv_loop_t *loop, int pid, int log_fd, int fallback_s
     uv_pipe_init(loop, &dump->output, 0);
     uv_timer_init(loop, &dump->timer);
     dump->output.data = dump->timer.data = dump->process.data = dump;
-    const char *debugger = probe__stack_debugger();
+    /* Attaching a debugger takes a good fraction of a second: within a
+     * shorter budget the worker's own handler writes its backtrace instead. */
+    const char *debugger = fallback_signal != 0 && timeout_ms < STACK_DEBUGGER_MIN_MS ? NULL : probe__stack_debugger();
     dump->how = debugger != NULL ? debugger : "none";
     int rc = dump->log_fd < 0 ? elastic__fail(ELASTIC_ESYS, "dup log fd: %s", strerror(errno)) : 0;
     if (rc == 0 && debugger != NULL) rc = spawn_debugger(dump, debugger, timeout_ms);

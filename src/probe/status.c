@@ -96,7 +96,8 @@ int probe__http_get(const char *endpoint, const char *path, int timeout_ms, prob
 
 typedef struct rank_row {
     int rank, local_rank;
-    double step, rate, age, score;
+    double pid, alive, uptime;       /* < 0: not on the page */
+    double step, rate, age, score;   /* < 0: no data (a trainer that does not heartbeat) */
 } rank_row;
 
 typedef struct job_view {
@@ -118,7 +119,8 @@ static rank_row *row_for(job_view *v, const char *labels)
         if (v->ranks[i].local_rank == local) return &v->ranks[i];
     if (v->rank_count == STATUS_MAX_RANKS) return NULL;
     rank_row *row = &v->ranks[v->rank_count++];
-    *row = (rank_row){.rank = atoi(rank_text), .local_rank = local, .age = -1, .score = -1, .rate = -1};
+    *row = (rank_row){.rank = atoi(rank_text), .local_rank = local, .pid = -1, .alive = -1, .uptime = -1,
+                      .step = -1, .rate = -1, .age = -1, .score = -1};
     return row;
 }
 
@@ -147,6 +149,9 @@ static void take_sample(job_view *v, const probe__prom_sample *s)
     } else if (strncmp(s->name, "elastic_worker_", 15) == 0) {
         rank_row *row = row_for(v, s->labels);
         if (row == NULL) return;
+        if (strcmp(s->name, "elastic_worker_pid") == 0) row->pid = s->value;
+        if (strcmp(s->name, "elastic_worker_alive") == 0) row->alive = s->value;
+        if (strcmp(s->name, "elastic_worker_uptime_seconds") == 0) row->uptime = s->value;
         if (strcmp(s->name, "elastic_worker_step") == 0) row->step = s->value;
         if (strcmp(s->name, "elastic_worker_steps_per_second") == 0) row->rate = s->value;
         if (strcmp(s->name, "elastic_worker_heartbeat_age_seconds") == 0) row->age = s->value;
@@ -185,12 +190,21 @@ int probe__status_format(const char *metrics, int health_status, const char *hea
         probe__text_printf(out, "generation %.0f  restarts %.0f  world size %.0f  workers %.0f/%.0f alive  health: %s\n",
                            v->generation, v->restarts, v->world_size, v->alive, v->workers,
                            health_status == 200 ? "healthy" : health);
-        probe__text_printf(out, "%6s %6s %10s %9s %10s %9s\n", "rank", "local", "step", "steps/s", "heartbeat", "straggler");
+        probe__text_printf(out, "%6s %6s %8s %5s %9s %10s %9s %10s %9s\n", "rank", "local", "pid", "alive", "uptime",
+                           "step", "steps/s", "heartbeat", "straggler");
         for (int i = 0; i < v->rank_count; i++) {
             const rank_row *r = &v->ranks[i];
-            probe__text_printf(out, "%6d %6d %10.0f %9.2f %9.2fs ", r->rank, r->local_rank, r->step, r->rate, r->age);
-            if (r->score >= 0) probe__text_printf(out, "%9.2f\n", r->score);
-            else probe__text_printf(out, "%9s\n", "-");
+            char pid[24] = "-", alive[8] = "-", uptime[24] = "-", step[32] = "-", rate[24] = "-", age[24] = "-",
+                 score[24] = "-";
+            if (r->pid >= 0) snprintf(pid, sizeof pid, "%.0f", r->pid);
+            if (r->alive >= 0) snprintf(alive, sizeof alive, "%s", r->alive > 0 ? "yes" : "no");
+            if (r->uptime >= 0) snprintf(uptime, sizeof uptime, "%.1fs", r->uptime);
+            if (r->step >= 0) snprintf(step, sizeof step, "%.0f", r->step);
+            if (r->rate >= 0) snprintf(rate, sizeof rate, "%.2f", r->rate);
+            if (r->age >= 0) snprintf(age, sizeof age, "%.2fs", r->age);
+            if (r->score >= 0) snprintf(score, sizeof score, "%.2f", r->score);
+            probe__text_printf(out, "%6d %6d %8s %5s %9s %10s %9s %10s %9s\n", r->rank, r->local_rank, pid, alive, uptime,
+                               step, rate, age, score);
         }
         probe__text_printf(out, "failures: hang %.0f, startup %.0f, straggler %.0f, user %.0f, exit %.0f\n",
                            v->failures[0], v->failures[1], v->failures[2], v->failures[3], v->failures[4]);

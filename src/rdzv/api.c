@@ -142,6 +142,7 @@ ELASTIC_EXTERN int elastic_rdzv_open(const elastic_rdzv_opts *opts, elastic_rdzv
         r->have_lease = rc == 0;
     }
     if (rc == 0) rc = rdzv__monitor_start(r);
+    if (rc == 0) rc = rdzv__guard_start(r);
     if (rc != 0) {
         elastic_rdzv_free(r);
         return rc;
@@ -154,6 +155,7 @@ ELASTIC_EXTERN void elastic_rdzv_free(elastic_rdzv *r)
 {
     if (r == NULL) return;
     rdzv__monitor_stop(r);
+    rdzv__guard_stop(r);
     if (r->backend != NULL) {
         if (r->have_lease) (void)r->backend->ops->lease_revoke(r->backend, r->lease);
         r->backend->ops->close(r->backend);

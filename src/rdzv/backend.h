@@ -38,6 +38,10 @@ typedef struct rdzv__backend_ops {
     /* ELASTIC_ENOTFOUND when the lease already ended. */
     int (*set_leased)(rdzv__backend *b, const char *key, const void *value, size_t len,
                       uint64_t lease);
+    /* One renewal round trip within timeout_ms: 0 the lease lives, ELASTIC_ENOTFOUND
+     * it ended, ELASTIC_ETIMEDOUT no answer, ELASTIC_ECONNECT the store refuses or
+     * is gone. Optional (NULL: no self-fencing, see guard.c). */
+    int (*lease_check)(rdzv__backend *b, uint64_t lease, int timeout_ms);
     void (*close)(rdzv__backend *b);
 } rdzv__backend_ops;
 

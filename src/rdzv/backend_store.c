@@ -4,6 +4,7 @@
  * Counts messages and payload bytes for the benchmarks.
  */
 #include "rdzv/backend.h"
+#include "store/store.h"
 
 #include <stdlib.h>
 
@@ -104,6 +105,12 @@ static int store_set_leased(rdzv__backend *b, const char *key, const void *value
     return elastic_store_set_leased(handle(b), key, value, len, lease);
 }
 
+static int store_lease_check(rdzv__backend *b, uint64_t lease, int timeout_ms)
+{
+    rdzv__count(b, 8, 0);
+    return store__lease_check(handle(b), lease, timeout_ms);
+}
+
 static void store_close(rdzv__backend *b)
 {
     if (b == NULL) return;
@@ -124,6 +131,7 @@ static const rdzv__backend_ops store_ops = {
     .lease_grant = store_lease_grant,
     .lease_revoke = store_lease_revoke,
     .set_leased = store_set_leased,
+    .lease_check = store_lease_check,
     .close = store_close,
 };
 

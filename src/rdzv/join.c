@@ -48,7 +48,7 @@ static int write_record(elastic_rdzv *r, uint64_t round, int slot)
     int rc = pick_free_port(&rec.master_port);
     if (rc != 0) return rc;
     pthread_mutex_lock(&r->lock);
-    if (r->generation > 0) {
+    if (r->generation > 0 && !r->fenced) { /* a fenced node comes back as a new member */
         rec.prev_generation = r->generation;
         rec.prev_rank = r->group_rank;
     }
@@ -218,7 +218,7 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
     rc = write_record(r, round, (int)slot);
     if (rc != 0) return rc;
     pthread_mutex_lock(&r->lock);
-    bool survivor = round > 1 && r->generation == round - 1;
+    bool survivor = round > 1 && r->generation == round - 1 && !r->fenced;
     int prev_size = survivor ? r->group_world_size : -1;
     pthread_mutex_unlock(&r->lock);
     if (survivor) {
@@ -262,6 +262,8 @@ static void become_member(elastic_rdzv *r, int slot, const rdzv__assignment *a, 
     r->group_rank = a->group_rank;
     r->group_world_size = a->group_world_size;
     r->phase = RDZV__RUNNING;
+    r->fenced = false;
+    r->guard_lease = r->lease;
     /* Our keys of the last generation go, off this path, on the monitor;
      * an older cleanup the monitor has not reached yet is done here. */
     uint64_t overdue = r->stale_generation;
@@ -317,6 +319,35 @@ static int check_phase(elastic_rdzv *r)
     }
 }
 
+/* A fenced node first waits, probing once per keep-alive interval, until the
+ * store answers again (a healed partition, a thawed process), and drops the
+ * old lease if it still lives so the others see it gone. A store that refuses
+ * us (its host is gone: c10d cannot go on) ends the wait at once. */
+static int await_store_after_fence(elastic_rdzv *r, uint64_t deadline)
+{
+    if (r->backend->ops->lease_check == NULL) return 0;
+    for (;;) {
+        int left = elastic__ms_left(deadline);
+        if (left <= 0)
+            return elastic__fail(ELASTIC_ETIMEDOUT, "rdzv: run %s: the store did not answer for join_timeout %d ms",
+                                 r->run_id, r->join_timeout_ms);
+        int wait = left < r->keepalive_interval_ms ? left : r->keepalive_interval_ms;
+        uint64_t started = elastic__now_ms();
+        int rc = r->have_lease ? r->backend->ops->lease_check(r->backend, r->lease, wait)
+                               : r->backend->ops->lease_check(r->backend, 0, wait);
+        if (rc == 0 && r->have_lease) { /* it outlived our silence: end it, then join anew */
+            (void)r->backend->ops->lease_revoke(r->backend, r->lease);
+            r->have_lease = false;
+            return 0;
+        }
+        if (rc == ELASTIC_ECONNECT || rc == ELASTIC_ECLOSED) return rc;
+        if (rc != ELASTIC_ETIMEDOUT) return 0; /* any answer: the store is back (our lease is gone) */
+        uint64_t next = started + (uint64_t)wait;
+        uint64_t now = elastic__now_ms();
+        if (next > now) usleep((useconds_t)(next - now) * 1000u);
+    }
+}
+
 ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *result)
 {
     elastic__clear_error();
@@ -326,10 +357,15 @@ ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *resul
     if (rc != 0) return rc;
     uint64_t deadline = elastic__deadline_ms(r->join_timeout_ms);
     rdzv__round_ptr ptr;
-    /* A member whose generation just ended guesses the next round; a wrong
-     * guess costs one exclusion (the round was sealed without it). */
     pthread_mutex_lock(&r->lock);
-    uint64_t round = r->phase == RDZV__ENDED ? r->generation + 1 : 0;
+    bool fenced = r->fenced;
+    pthread_mutex_unlock(&r->lock);
+    if (fenced && (rc = await_store_after_fence(r, deadline)) != 0) return rc;
+    /* A member whose generation just ended guesses the next round; a wrong
+     * guess costs one exclusion (the round was sealed without it). A fenced
+     * node reads the round: the others have moved on. */
+    pthread_mutex_lock(&r->lock);
+    uint64_t round = r->phase == RDZV__ENDED && !r->fenced ? r->generation + 1 : 0;
     pthread_mutex_unlock(&r->lock);
     if (round == 0) {
         rc = rdzv__read_round(r, &ptr);

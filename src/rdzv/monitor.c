@@ -130,6 +130,11 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
         /* Most wake-ups are the end broadcast: look for the end first. */
         elastic_rdzv_cause cause;
         if (rc == 0) rc = rdzv__read_end(r, generation, &cause);
+        if (rc == 0 && cause.kind == ELASTIC_RDZV_NODE_LOST && strcmp(cause.node_id, r->node_id) == 0) {
+            /* The others lost us (we were frozen or cut off) and moved on. */
+            rdzv__fence(r, generation, "the other nodes lost this node's lease and ended its generation");
+            return;
+        }
         if (rc == 0) {
             rdzv__note_end(r, generation, &cause);
             rdzv__notify(r, generation, &cause);

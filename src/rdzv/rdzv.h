@@ -140,6 +140,12 @@ struct elastic_rdzv {
     void *on_change_user;
     uint64_t stale_generation;           /* our keys of this generation await cleanup; 0: none */
     int stale_slot;
+
+    /* Lease guard thread (guard.c): fences this node when its lease is lost. */
+    pthread_t guard;
+    bool guard_running;
+    uint64_t guard_lease;                /* the lease of the generation being guarded */
+    bool fenced;                         /* lost membership: next() joins as a new member */
 };
 
 /* ---- keys.c ---- */
@@ -211,7 +217,19 @@ void rdzv__note_end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cau
 void rdzv__fill_cause(elastic_rdzv *r, elastic_rdzv_cause *cause, int kind, uint64_t generation,
                       const char *node_id, const char *reason);
 
+/* ---- guard.c ---- */
+
+/* Starts the lease guard (a no-op when the backend cannot check leases). */
+int rdzv__guard_start(elastic_rdzv *r);
+void rdzv__guard_stop(elastic_rdzv *r);
+/* Ends `generation` locally as FENCED (this node is no member any more) and
+ * runs the on_change callback; no-op when the generation already ended. */
+void rdzv__fence(elastic_rdzv *r, uint64_t generation, const char *reason);
+
 /* ---- monitor.c ---- */
+
+/* Runs the on_change callback once per generation. */
+void rdzv__notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause);
 
 int rdzv__monitor_start(elastic_rdzv *r);
 /* Points the monitor at a freshly formed generation. */

@@ -129,7 +129,8 @@ static bool dispatch_frames(store__session *session)
 }
 
 /* TLS: decrypts what arrived into session->in (tls_lock taken). */
-static int decrypt_input(store__session *session, store__tls *tls, const uint8_t *raw, size_t len, const char **why)
+static int decrypt_input(store__session *session, store__tls *tls, const uint8_t *raw, size_t len,
+                         const char **why)
 {
     store__buf *in = &session->in;
     int err = 0;
@@ -144,7 +145,8 @@ static int decrypt_input(store__session *session, store__tls *tls, const uint8_t
             err = ELASTIC_ECONNECT;
             break;
         }
-        if (store__tls_read(tls, in->data + in->len, in->cap - in->len, &got, why) != 0) err = ELASTIC_ECONNECT;
+        if (store__tls_read(tls, in->data + in->len, in->cap - in->len, &got, why) != 0)
+            err = ELASTIC_ECONNECT;
         else in->len += got;
     }
     pthread_mutex_unlock(&session->tls_lock);
@@ -332,14 +334,20 @@ static void session_free(store__session *session)
 static int first_connect(store__session *session)
 {
     uint64_t deadline = elastic__deadline_ms(session->connect_timeout_ms);
-    int delay_ms = 20, err;
+    int delay_ms = 20, err, attempts = 0;
     for (;;) {
         pthread_mutex_lock(&session->lock);
         err = reconnect_locked(session, deadline);
         pthread_mutex_unlock(&session->lock);
+        attempts++;
         if (err == 0 || (err != ELASTIC_ECONNECT && err != ELASTIC_ETIMEDOUT)) return err;
         int left = elastic__ms_left(deadline);
-        if (left == 0) return err;
+        if (left == 0) {
+            char why[256]; /* copied out: elastic__fail writes the buffer it would read */
+            snprintf(why, sizeof why, "%s", elastic_last_error());
+            return elastic__fail(err, "%s; gave up after %d attempts in %.1f s", why, attempts,
+                                 (double)session->connect_timeout_ms / 1000.0);
+        }
         usleep((useconds_t)(delay_ms < left ? delay_ms : left) * 1000u);
         if (delay_ms < 500) delay_ms *= 2;
     }

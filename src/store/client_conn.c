@@ -80,7 +80,8 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms)
     bool server_auth = store__le16(welcome + 6) & STORE__WELCOME_AUTH;
     const uint8_t *server_nonce = welcome + 8, *server_proof = welcome + 8 + STORE__NONCE_BYTES;
     if (server_auth && token == NULL)
-        return elastic__fail(ELASTIC_EAUTH, "the store requires a token (ELASTIC_STORE_TOKEN or opts.token)");
+        return elastic__fail(ELASTIC_EAUTH, "the store requires a token (opts.token, "
+                                            "ELASTIC_STORE_TOKEN_FILE or ELASTIC_STORE_TOKEN)");
     if (!server_auth && token != NULL)
         return elastic__fail(ELASTIC_EAUTH, "the store does not prove it knows the token (started without one?)");
     uint8_t proof[STORE__PROOF_BYTES] = {0};
@@ -98,6 +99,15 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms)
     if (status == ELASTIC_EAUTH) return elastic__fail(ELASTIC_EAUTH, "the store refused our token");
     if (status != 0) return elastic__fail(ELASTIC_EPROTO, "the store refused the handshake (%d)", status);
     return 0;
+}
+
+/* "Connection refused (ECONNREFUSED)": the sentence and the errno's name. */
+static const char *errno_text(int err)
+{
+    static _Thread_local char text[128];
+    const char *name = strerrorname_np(err);
+    snprintf(text, sizeof text, "%s (%s)", strerror(err), name != NULL ? name : "?");
+    return text;
 }
 
 /* After READY with a token: the TLS handshake, within the same deadline. */
@@ -147,16 +157,16 @@ static int connect_one(const struct addrinfo *ai, uint64_t deadline_ms, int *fd_
             err = ELASTIC_ECONNECT;
         if (err != 0) {
             close(fd);
-            return elastic__fail(err == ELASTIC_ETIMEDOUT ? ELASTIC_ETIMEDOUT : ELASTIC_ECONNECT, "connect: %s",
-                                 err == ELASTIC_ETIMEDOUT ? "timed out" : strerror(so_error));
+            return elastic__fail(err == ELASTIC_ETIMEDOUT ? ELASTIC_ETIMEDOUT : ELASTIC_ECONNECT, "%s",
+                                 err == ELASTIC_ETIMEDOUT ? "timed out" : errno_text(so_error));
         }
     }
     *fd_out = fd;
     return 0;
 }
 
-int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms, int *fd_out,
-                          store__tls **tls_out)
+int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms,
+                          int *fd_out, store__tls **tls_out)
 {
     *tls_out = NULL;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
@@ -168,7 +178,13 @@ int store__connect_socket(const char *host, int port, const char *token, uint64_
     int err = ELASTIC_ECONNECT, fd = -1;
     for (struct addrinfo *ai = found; ai != NULL && err != 0; ai = ai->ai_next) err = connect_one(ai, deadline_ms, &fd);
     freeaddrinfo(found);
-    if (err != 0) return elastic__fail(err, "connect to store %s:%d: %s", host, port, elastic_last_error());
+    if (err != 0) {
+        /* The detail lives in the buffer elastic__fail writes: copy it out
+         * first, or the message is formatted into itself. */
+        char why[256];
+        snprintf(why, sizeof why, "%s", elastic_last_error());
+        return elastic__fail(err, "connect to store %s:%d: %s", host, port, why);
+    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     err = handshake(fd, token, deadline_ms);

@@ -477,6 +477,18 @@ ELASTIC_EXTERN int elastic_store_lease_keepalive(elastic_store *s, uint64_t leas
     return lease_call(s, STORE__OP_LEASE_KEEPALIVE, lease);
 }
 
+int store__lease_check(elastic_store *s, uint64_t lease, int timeout_ms)
+{
+    CHECK(s != NULL && timeout_ms > 0, "store lease check: NULL handle or no time");
+    store__buf b = {0};
+    size_t start = store__frame_begin(&b, 0, STORE__OP_LEASE_KEEPALIVE, 0);
+    store__buf_u64(&b, lease);
+    /* Idempotent: over a new connection the answer says whether the lease
+     * survived the old one (it never does: leases end with their connection). */
+    store__call_opts co = {true, elastic__deadline_ms(timeout_ms)};
+    return run_simple(s, STORE__OP_LEASE_KEEPALIVE, &b, start, &co);
+}
+
 ELASTIC_EXTERN int elastic_store_lease_revoke(elastic_store *s, uint64_t lease)
 {
     CHECK(s != NULL, "store lease_revoke: NULL handle");

@@ -48,7 +48,8 @@ static int check_opts(const elastic_store_server_opts *o)
     if (o->max_pending_waits == 0) return elastic__fail(ELASTIC_EINVAL, "max_pending_waits must be > 0");
     if (o->max_buffered_bytes < o->max_key_bytes + o->max_value_bytes + 64)
         return elastic__fail(ELASTIC_EINVAL, "max_buffered_bytes must hold one key and value");
-    if (o->frame_timeout_ms <= 0) return elastic__fail(ELASTIC_EINVAL, "frame_timeout_ms must be > 0");
+    if (o->frame_timeout_ms <= 0)
+        return elastic__fail(ELASTIC_EINVAL, "frame_timeout_ms must be > 0");
     return 0;
 }
 

@@ -1,9 +1,9 @@
 /*
  * One store connection on the server's loop: the handshake (magic, version,
- * mutual HMAC proof, then TLS 1.3 when there is a token), framing of requests, batched writes of responses, the
- * handshake, frame and idle deadlines, and the limits that keep a hostile or
- * broken peer from costing more than its share: every byte buffered for a
- * connection (partial frames included) counts against max_buffered_bytes.
+ * mutual HMAC proof, then TLS 1.3 when there is a token), framing of requests, batched writes of
+ * responses, the handshake, frame and idle deadlines, and the limits that keep a hostile or broken
+ * peer from costing more than its share: every byte buffered for a connection (partial frames
+ * included) counts against max_buffered_bytes.
  */
 #include "store/server.h"
 
@@ -52,7 +52,8 @@ static void resume_paused(elastic_store_server *server)
         server->paused_count--;
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
         /* Bytes it already holds would wait for the next socket read. */
-        if (c->tls != NULL && store__tls_has_input(c->tls)) uv_timer_start(&server->pump_timer, store__conn_pump_resumed, 0, 0);
+        if (c->tls != NULL && store__tls_has_input(c->tls))
+            uv_timer_start(&server->pump_timer, store__conn_pump_resumed, 0, 0);
     }
 }
 
@@ -246,7 +247,8 @@ static void on_timer(uv_timer_t *timer)
     } else if (conn->state != CONN_READY) {
         store__conn_close(conn, "handshake not finished in handshake_timeout_ms");
     } else if (conn->frame_pending) {
-        ELASTIC_LOG_W("store", "connection from %s: a frame was not completed in frame_timeout_ms", conn->peer);
+        ELASTIC_LOG_W("store", "connection from %s: a frame was not completed in frame_timeout_ms",
+                      conn->peer);
         store__conn_close(conn, "frame not completed in frame_timeout_ms");
     } else if (conn->waiter_count > 0) {
         uv_timer_again(timer); /* a parked call is activity */
@@ -454,7 +456,8 @@ static bool input_room(store__conn *conn)
     size_t target = input_target(conn), free_bytes = conn->in.cap - conn->in.len;
     if (free_bytes >= READ_CHUNK || target <= conn->in.cap) return true;
     size_t growth = target - conn->in.cap;
-    bool fits = target <= STORE__CONN_FLOOR_BYTES || server->buffered + growth <= server->opts.max_buffered_bytes;
+    bool fits = target <= STORE__CONN_FLOOR_BYTES ||
+                server->buffered + growth <= server->opts.max_buffered_bytes;
     if (fits && resize_input(conn, target)) return true;
     return free_bytes > 0;
 }
@@ -521,9 +524,11 @@ static void tls_pump(store__conn *conn)
             return;
         }
         size_t got = 0;
-        int rc = store__tls_read(conn->tls, conn->in.data + conn->in.len, conn->in.cap - conn->in.len, &got, &why);
+        int rc = store__tls_read(conn->tls, conn->in.data + conn->in.len,
+                                 conn->in.cap - conn->in.len, &got, &why);
         if (rc != 0) {
-            if (rc == ELASTIC_EAUTH) ELASTIC_LOG_W("store", "connection from %s: %s", conn->peer, why);
+            if (rc == ELASTIC_EAUTH)
+                ELASTIC_LOG_W("store", "connection from %s: %s", conn->peer, why);
             store__conn_close(conn, why);
             return;
         }
@@ -539,7 +544,8 @@ void store__conn_pump_resumed(uv_timer_t *timer)
     elastic_store_server *server = timer->data;
     for (store__conn *c = server->conns, *next; c != NULL; c = next) {
         next = c->next; /* c may close */
-        if (c->tls != NULL && c->state == CONN_READY && !c->paused && store__tls_has_input(c->tls)) tls_pump(c);
+        if (c->tls != NULL && c->state == CONN_READY && !c->paused && store__tls_has_input(c->tls))
+            tls_pump(c);
     }
     store__server_flush(server);
 }

@@ -173,7 +173,8 @@ static void do_lease_grant(store__conn *conn, const store__request *req)
     store__lease *lease = timer ? store__kv_lease_grant(&conn->server->kv, req->ttl_ms, conn) : NULL;
     if (lease == NULL) {
         free(timer);
-        store__reply_status(conn, req->id, ELASTIC_ENOMEM, "no lease: out of memory or random bytes");
+        store__reply_status(conn, req->id, ELASTIC_ENOMEM,
+                            "no lease: out of memory or random bytes");
         return;
     }
     uv_timer_init(&conn->server->loop, timer);
@@ -200,7 +201,8 @@ static store__lease *owned_lease(store__conn *conn, const store__request *req)
     if (lease->owner != conn) {
         ELASTIC_LOG_W("store", "%s tried %s on a lease of another connection", conn->peer,
                       store__op_name(req->op));
-        store__reply_status(conn, req->id, ELASTIC_EPERM, "the lease belongs to another connection");
+        store__reply_status(conn, req->id, ELASTIC_EPERM,
+                            "the lease belongs to another connection");
         return NULL;
     }
     return lease;
@@ -219,8 +221,9 @@ static void do_set_leased(store__conn *conn, const store__request *req)
 {
     store__lease *lease = owned_lease(conn, req);
     if (lease == NULL) return;
-    reply_result(conn, req->id, store__kv_set(&conn->server->kv, req->key.ptr, req->key.len, req->value.ptr,
-                                              req->value.len, lease));
+    reply_result(conn, req->id,
+                 store__kv_set(&conn->server->kv, req->key.ptr, req->key.len, req->value.ptr,
+                               req->value.len, lease));
 }
 
 /* ---- dispatch ------------------------------------------------------------ */

@@ -34,4 +34,12 @@ void store__token_free(char *token);
 /* Splits "host:port" or "[v6]:port" into host (without brackets) and port. */
 int store__parse_endpoint(const char *endpoint, char *host, size_t host_size, int *port);
 
+/* ---- lease liveness (client_ops.c) ------------------------------------------ */
+
+/* One keep-alive round trip for `lease`, answered within timeout_ms: 0 alive,
+ * ELASTIC_ENOTFOUND when it ended, ELASTIC_ETIMEDOUT without an answer,
+ * ELASTIC_ECONNECT when the store cannot be reached (its connection and one
+ * reconnect failed). Fencing (src/rdzv/guard.c) is built on it. */
+int store__lease_check(elastic_store *s, uint64_t lease, int timeout_ms);
+
 #endif /* ELASTIC_STORE_INTERNAL_H */

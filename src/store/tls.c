@@ -34,7 +34,8 @@ static SSL_SESSION *psk_session(SSL *ssl)
     const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, aes128gcm_sha256);
     SSL_SESSION *session = cipher != NULL ? SSL_SESSION_new() : NULL;
     if (session == NULL) return NULL;
-    if (!SSL_SESSION_set1_master_key(session, tls->psk, PSK_BYTES) || !SSL_SESSION_set_cipher(session, cipher) ||
+    if (!SSL_SESSION_set1_master_key(session, tls->psk, PSK_BYTES) ||
+        !SSL_SESSION_set_cipher(session, cipher) ||
         !SSL_SESSION_set_protocol_version(session, TLS1_3_VERSION)) {
         SSL_SESSION_free(session);
         return NULL;
@@ -42,7 +43,8 @@ static SSL_SESSION *psk_session(SSL *ssl)
     return session;
 }
 
-static int use_session(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *id_len, SSL_SESSION **out)
+static int use_session(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *id_len,
+                       SSL_SESSION **out)
 {
     (void)md; /* one suite, SHA-256: the PSK always fits */
     *out = psk_session(ssl);
@@ -54,7 +56,8 @@ static int use_session(SSL *ssl, const EVP_MD *md, const unsigned char **id, siz
 static int find_session(SSL *ssl, const unsigned char *id, size_t id_len, SSL_SESSION **out)
 {
     *out = NULL;
-    if (id_len != sizeof psk_identity - 1 || memcmp(id, psk_identity, id_len) != 0) return 1; /* unknown: fails */
+    if (id_len != sizeof psk_identity - 1 || memcmp(id, psk_identity, id_len) != 0)
+        return 1; /* unknown: fails */
     *out = psk_session(ssl);
     return *out != NULL;
 }
@@ -84,8 +87,8 @@ static bool derive_psk(const char *token, unsigned char *psk)
 {
     static const char label[] = "elastic-store/1 tls psk";
     unsigned int len = PSK_BYTES;
-    return HMAC(EVP_sha256(), label, (int)sizeof label - 1, (const unsigned char *)token, strlen(token), psk, &len) !=
-           NULL;
+    return HMAC(EVP_sha256(), label, (int)sizeof label - 1, (const unsigned char *)token,
+                strlen(token), psk, &len) != NULL;
 }
 
 int store__tls_new(bool server, const char *token, store__tls **out)
@@ -93,13 +96,15 @@ int store__tls_new(bool server, const char *token, store__tls **out)
     *out = NULL;
     pthread_once(&contexts_once, make_contexts);
     SSL_CTX *ctx = contexts[server];
-    if (ctx == NULL) return elastic__fail(ELASTIC_ESYS, "TLS 1.3 with PSK is not available in this OpenSSL");
+    if (ctx == NULL)
+        return elastic__fail(ELASTIC_ESYS, "TLS 1.3 with PSK is not available in this OpenSSL");
     store__tls *tls = calloc(1, sizeof *tls);
     if (tls == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
     tls->ssl = SSL_new(ctx);
     tls->rbio = BIO_new(BIO_s_mem());
     tls->wbio = BIO_new(BIO_s_mem());
-    if (tls->ssl == NULL || tls->rbio == NULL || tls->wbio == NULL || !derive_psk(token, tls->psk)) {
+    if (tls->ssl == NULL || tls->rbio == NULL || tls->wbio == NULL ||
+        !derive_psk(token, tls->psk)) {
         BIO_free(tls->rbio);
         BIO_free(tls->wbio);
         tls->rbio = tls->wbio = NULL;
@@ -109,8 +114,10 @@ int store__tls_new(bool server, const char *token, store__tls **out)
     BIO_set_mem_eof_return(tls->rbio, -1); /* empty means "wait for more", not end of stream */
     SSL_set_bio(tls->ssl, tls->rbio, tls->wbio);
     SSL_set_app_data(tls->ssl, tls);
-    if (server) SSL_set_accept_state(tls->ssl);
-    else SSL_set_connect_state(tls->ssl);
+    if (server)
+        SSL_set_accept_state(tls->ssl);
+    else
+        SSL_set_connect_state(tls->ssl);
     *out = tls;
     return 0;
 }

@@ -4,7 +4,10 @@
  * store, the generation's own), then commits one step every --step-ms and
  * reports each resume and commit to a file.
  *
- *   ckpt_step_worker --dir DIR --report FILE [--step-ms MS]
+ *   ckpt_step_worker --dir DIR --report FILE [--step-ms MS] [--exit-on-store-loss 1]
+ *
+ * With --exit-on-store-loss a failed save ends the worker with code 6, as a
+ * real trainer whose store vanished would; otherwise it waits to be stopped.
  */
 #include "elastic.h"
 
@@ -28,11 +31,12 @@ static void report(const char *path, const char *line)
 int main(int argc, char **argv)
 {
     const char *dir = NULL, *path = NULL;
-    int step_ms = 100;
+    int step_ms = 100, exit_on_loss = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--dir") == 0) dir = argv[i + 1];
         else if (strcmp(argv[i], "--report") == 0) path = argv[i + 1];
         else if (strcmp(argv[i], "--step-ms") == 0) step_ms = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--exit-on-store-loss") == 0) exit_on_loss = atoi(argv[i + 1]);
     }
     if (dir == NULL || path == NULL || step_ms < 1) {
         fprintf(stderr, "usage: ckpt_step_worker --dir DIR --report FILE [--step-ms MS]\n");
@@ -90,6 +94,7 @@ int main(int argc, char **argv)
             /* The generation's store went with its host: the agent ends the
              * generation and stops us; a failure of ours would only race it. */
             fprintf(stderr, "rank %d: save of step %" PRIu64 ": %s\n", info.rank, step, elastic_last_error());
+            if (exit_on_loss) return 6;
             for (;;) pause();
         }
         snprintf(line, sizeof line, "commit rank=%d gen=%" PRIu64 " step=%" PRIu64 "\n", info.rank,

@@ -50,9 +50,23 @@ TEST_TIMEOUT(agent_log_tree_event_log_and_error_file_are_private, 60)
     agent_harness_path(events, sizeof events, "events.jsonl");
     agent_harness_path(error_file, sizeof error_file, "root_cause.json");
     agent_harness_path(report, sizeof report, "report");
-    const char *flags[] = {"--log-dir", logs, "--rdzv-id", "modes", "--event-log", events, "--error-file", error_file,
-                           "--no-python", agent_harness_worker(), "--report", report, "--fail-rank", "0",
-                           "--fail-code", "3", NULL};
+    const char *flags[] = {"--log-dir",
+                           logs,
+                           "--rdzv-id",
+                           "modes",
+                           "--event-log",
+                           events,
+                           "--error-file",
+                           error_file,
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--fail-rank",
+                           "0",
+                           "--fail-code",
+                           "3",
+                           NULL};
     ASSERT(run_agent("modes", flags) != 0); /* the failure writes the root-cause error file */
     snprintf(path, sizeof path, "%s/modes", logs);
     ASSERT_EQ(mode_of(path), 0700);
@@ -85,8 +99,10 @@ TEST_TIMEOUT(agent_does_not_follow_planted_links, 90)
     }
     snprintf(path, sizeof path, "%s/jobS/gen_1/rank_0/stdout.log", logs);
     ASSERT_EQ(symlink(victim, path), 0);
-    const char *flags[] = {"--log-dir", logs, "--rdzv-id", "jobS", "--no-python", agent_harness_worker(),
-                           "--report", report, "--exit-after-restart", "0", NULL};
+    const char *flags[] = {"--log-dir", logs,          "--rdzv-id",
+                           "jobS",      "--no-python", agent_harness_worker(),
+                           "--report",  report,        "--exit-after-restart",
+                           "0",         NULL};
     run_agent("stdout_link", flags);
     char *content = agent_harness_read_file(victim);
     ASSERT(content != NULL);
@@ -99,8 +115,10 @@ TEST_TIMEOUT(agent_does_not_follow_planted_links, 90)
     ASSERT_EQ(mkdir(other, 0700), 0);
     snprintf(path, sizeof path, "%s/jobL", logs);
     ASSERT_EQ(symlink(other, path), 0);
-    const char *flags2[] = {"--log-dir", logs, "--rdzv-id", "jobL", "--no-python", agent_harness_worker(),
-                            "--report", report, "--exit-after-restart", "0", NULL};
+    const char *flags2[] = {"--log-dir", logs,          "--rdzv-id",
+                            "jobL",      "--no-python", agent_harness_worker(),
+                            "--report",  report,        "--exit-after-restart",
+                            "0",         NULL};
     ASSERT(run_agent("dir_link", flags2) != 0);
     snprintf(path, sizeof path, "%s/gen_1", other);
     ASSERT(lstat(path, &st) != 0);
@@ -113,8 +131,19 @@ TEST_TIMEOUT(agent_does_not_follow_planted_links, 90)
     char error_link[512];
     agent_harness_path(error_link, sizeof error_link, "error_link.json");
     ASSERT_EQ(symlink(victim, error_link), 0);
-    const char *flags3[] = {"--log-dir", logs, "--rdzv-id", "jobE", "--error-file", error_link, "--no-python",
-                            agent_harness_worker(), "--report", report, "--fail-rank", "0", NULL};
+    const char *flags3[] = {"--log-dir",
+                            logs,
+                            "--rdzv-id",
+                            "jobE",
+                            "--error-file",
+                            error_link,
+                            "--no-python",
+                            agent_harness_worker(),
+                            "--report",
+                            report,
+                            "--fail-rank",
+                            "0",
+                            NULL};
     ASSERT(run_agent("error_link", flags3) != 0);
     content = agent_harness_read_file(victim);
     ASSERT(content != NULL);

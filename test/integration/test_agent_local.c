@@ -189,7 +189,7 @@ TEST_TIMEOUT(agent_exits_zero_when_every_worker_succeeds, 60)
     ASSERT_EQ(exit_code_of(agent, 20000), 0);
     char *out = agent_harness_read_file(agent_harness_path(out_path, sizeof out_path, "agent.out"));
     ASSERT(out != NULL);
-    if (strstr(out, "[0]:rank 0 done\n") == NULL || strstr(out, "[1]:rank 1 done\n") == NULL)
+    if (strstr(out, "[default0]:rank 0 done\n") == NULL || strstr(out, "[default1]:rank 1 done\n") == NULL)
         FAIL("tee'd output lacks the rank prefixes:\n%s", out);
     free(out);
 }

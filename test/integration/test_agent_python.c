@@ -56,11 +56,13 @@ TEST_TIMEOUT(agent_start_line_names_the_interpreter_and_a_missing_module_suggest
     ASSERT(strstr(err, "ModuleNotFoundError") != NULL);
     char hint[256];
     snprintf(hint, sizeof hint, "hint: the workers ran " PYTHON " (%s); ", version);
-    if (strstr(err, hint) == NULL || strstr(err, "set PYTHON_EXEC") == NULL) FAIL("no hint in:\n%s", err);
+    if (strstr(err, hint) == NULL || strstr(err, "set PYTHON_EXEC") == NULL)
+        FAIL("no hint in:\n%s", err);
     free(err);
 
     /* a plain failure gets no hint, and a missing interpreter says so on the start line */
-    const char *fail_argv[] = {"elasticrun", "--standalone", "-m", "json.tool", "/nonexistent/file", NULL};
+    const char *fail_argv[] = {"elasticrun", "--standalone", "-m", "json.tool", "/nonexistent/file",
+                               NULL};
     const char *missing_env[] = {"PYTHON_EXEC=/nonexistent/python3", NULL};
     err = run_elasticrun(fail_argv, env, &code);
     ASSERT(err != NULL);
@@ -72,7 +74,8 @@ TEST_TIMEOUT(agent_start_line_names_the_interpreter_and_a_missing_module_suggest
     err = run_elasticrun(fail_argv, missing_env, &code);
     ASSERT(err != NULL);
     ASSERT_EQ(code, 1);
-    if (strstr(err, "/nonexistent/python3 (not found)") == NULL) FAIL("missing interpreter not named:\n%s", err);
+    if (strstr(err, "/nonexistent/python3 (not found)") == NULL)
+        FAIL("missing interpreter not named:\n%s", err);
     free(err);
 }
 

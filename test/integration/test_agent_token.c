@@ -27,10 +27,30 @@ static int wait_code(pid_t pid, const char *name)
 static pid_t agent(const char *endpoint, const char *conf, const char *report, const char *env_dir,
                    const char *const *env, const char *name)
 {
-    const char *argv[] = {"elasticrun", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-                          "--rdzv-endpoint", endpoint, "--rdzv-id", "tokjob", "--rdzv-conf", conf,
-                          "--local-addr", "127.0.0.1", "--no-python", agent_harness_worker(), "--report", report,
-                          "--env-dir", env_dir, "--exit-when-world", "2", NULL};
+    const char *argv[] = {"elasticrun",
+                          "--nnodes",
+                          "2",
+                          "--nproc-per-node",
+                          "1",
+                          "--rdzv-backend",
+                          "c10d",
+                          "--rdzv-endpoint",
+                          endpoint,
+                          "--rdzv-id",
+                          "tokjob",
+                          "--rdzv-conf",
+                          conf,
+                          "--local-addr",
+                          "127.0.0.1",
+                          "--no-python",
+                          agent_harness_worker(),
+                          "--report",
+                          report,
+                          "--env-dir",
+                          env_dir,
+                          "--exit-when-world",
+                          "2",
+                          NULL};
     return agent_harness_spawn(agent_harness_elasticrun(), argv, env, name);
 }
 
@@ -140,7 +160,8 @@ TEST_TIMEOUT(agent_hosted_store_listens_on_the_endpoint_address_only, 120)
     elastic_store_server_close(probe);
     char endpoint[64], elsewhere[64], report[512], env_dir[512];
     snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
-    snprintf(elsewhere, sizeof elsewhere, "127.0.0.2:%d", port); /* this host too, another address */
+    snprintf(elsewhere, sizeof elsewhere, "127.0.0.2:%d",
+             port); /* this host too, another address */
     agent_harness_path(report, sizeof report, "report");
     agent_harness_path(env_dir, sizeof env_dir, "env");
     mkdir(env_dir, 0700);

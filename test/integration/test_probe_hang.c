@@ -43,6 +43,7 @@ TEST_TIMEOUT(probe_hang_detected_with_stacks_in_log, 90)
     harness_init(&h, 1);
     h.opts.hang_timeout_ms = HANG_TIMEOUT_MS;
     h.opts.interval_ms = INTERVAL_MS;
+    h.opts.stack_dump_budget_ms = 15000; /* room for the debugger (a 1 s timeout alone would skip it) */
     harness_start(&h);
     const char *args[] = {"hang", "20", NULL};
     harness_spawn(&h, 0, 0, args);
@@ -103,5 +104,26 @@ TEST_TIMEOUT(probe_startup_timeout_without_first_beat, 60)
     harness_run_until(&h, one_failure, 30000, "the startup timeout");
     ASSERT_STR_EQ(h.failures[0].probe, "startup");
     ASSERT(h.failures[0].silent_ms >= 1500); /* the startup timeout applied, not the hang timeout */
+    harness_stop(&h);
+}
+
+/* A short timeout leaves no room for a debugger (attaching takes most of a
+ * second): the worker's own backtrace is used, so the group is restarted
+ * within the timeout + 10% (measured in bench/agent_bench). */
+TEST_TIMEOUT(probe_hang_short_timeout_uses_the_worker_backtrace_not_a_debugger, 60)
+{
+    if (probe__stack_debugger() == NULL) SKIP("no gdb or eu-stack on PATH: nothing to skip");
+    harness h;
+    harness_init(&h, 1);
+    h.opts.hang_timeout_ms = HANG_TIMEOUT_MS;
+    h.opts.interval_ms = INTERVAL_MS;
+    harness_start(&h);
+    const char *args[] = {"hang", "20", NULL};
+    harness_spawn(&h, 0, 0, args);
+    harness_run_until(&h, one_failure, 30000, "the hang to be reported");
+    check_detection(&h);
+    const char *log = harness_log(&h, 0);
+    if (strstr(log, "backtrace requested by the agent's hang probe") == NULL || strstr(log, "elastic: stacks of pid") != NULL)
+        FAIL("expected the worker's own backtrace and no debugger:\n%s", log);
     harness_stop(&h);
 }

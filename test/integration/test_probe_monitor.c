@@ -119,7 +119,9 @@ static double metric(const char *page, const char *name, const char *rank)
 static bool both_beating(harness *h)
 {
     const char *page = http(h, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-    return metric(page, "elastic_worker_step", "0") > 5 && metric(page, "elastic_worker_step", "1") > 5;
+    /* steps/s appears once two probe ticks have seen beats (no "0" before any data) */
+    return metric(page, "elastic_worker_step", "0") > 5 && metric(page, "elastic_worker_step", "1") > 5 &&
+           metric(page, "elastic_worker_steps_per_second", "0") >= 0;
 }
 
 TEST_TIMEOUT(probe_metrics_scraped_and_parsed, 60)

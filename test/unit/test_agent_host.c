@@ -15,11 +15,15 @@ TEST(agent_flags_host_names_that_resolve_to_loopback)
     ASSERT(!agent__name_is_loopback_alias("10.1.2.3"));
     char name[256];
     ASSERT_EQ(gethostname(name, sizeof name), 0);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *found;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE},
+                    *found;
     if (getaddrinfo(name, NULL, &hints, &found) != 0) SKIP("the host name does not resolve here");
     const struct sockaddr *sa = found->ai_addr;
-    bool loopback = sa->sa_family == AF_INET ? (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127
-                                             : IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+    bool loopback = sa->sa_family == AF_INET
+                        ? (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127
+                        : IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
     freeaddrinfo(found);
     ASSERT_EQ(agent__name_is_loopback_alias(name), loopback);
 }

@@ -5,6 +5,10 @@
 #include "helpers/ckpt_content.h"
 #include "test.h"
 
+#include <stdint.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+
 static elastic_ckpt *open_dir(void)
 {
     elastic_ckpt_opts o;
@@ -127,4 +131,35 @@ TEST(ckpt_close_during_async_save_leaves_a_clean_directory)
         }
         elastic_ckpt_close(c);
     }
+}
+
+/* After elastic_ckpt_async_reserve the first save's copy lands in memory
+ * that is already faulted in: it takes (almost) no page faults. */
+TEST(ckpt_async_reserve_faults_the_staging_buffer_in_beforehand)
+{
+    /* Small pages, as on a host without transparent huge pages: every page
+     * of a fresh buffer would fault (the test runs in its own process). */
+    ASSERT_EQ(prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0), 0);
+    elastic_ckpt *c = open_dir();
+    const size_t len = 24u << 20;
+    uint8_t *weights = filled(len, 3);
+    ASSERT_ERR(elastic_ckpt_async_reserve(NULL, len), ELASTIC_EINVAL);
+    ASSERT_ERR(elastic_ckpt_async_reserve(c, SIZE_MAX - 16), ELASTIC_ERANGE);
+    ASSERT_OK(elastic_ckpt_async_reserve(c, len));
+    elastic_ckpt_blob blobs[] = {{"weights", weights, len, 0}};
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
+    ASSERT_OK(elastic_ckpt_save_async(c, 1, blobs, 1, 1000));
+    getrusage(RUSAGE_SELF, &after);
+    long faults = after.ru_minflt - before.ru_minflt, pages = (long)(len / 4096);
+    if (faults * 10 > pages) FAIL("the first save after reserve took %ld page faults for %ld pages", faults, pages);
+    ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), NULL));
+    void *data;
+    size_t got;
+    ASSERT_OK(elastic_ckpt_read(c, 1, "weights", &data, &got));
+    ASSERT_EQ(got, len);
+    ASSERT_MEM_EQ(data, weights, len);
+    elastic_free(data);
+    free(weights);
+    elastic_ckpt_close(c);
 }

@@ -29,7 +29,8 @@ static int check_tree(const char *dir, unsigned file_mode, unsigned dir_mode)
             ASSERT_EQ(st.st_mode & 0777, dir_mode);
             files += check_tree(path, file_mode, dir_mode);
         } else {
-            if ((st.st_mode & 0777) != file_mode) FAIL("%s has mode %03o", path, (unsigned)(st.st_mode & 0777));
+            if ((st.st_mode & 0777) != file_mode)
+                FAIL("%s has mode %03o", path, (unsigned)(st.st_mode & 0777));
             files++;
         }
     }
@@ -83,7 +84,8 @@ TEST(ckpt_step_uint64_max_is_refused)
     elastic_ckpt_blob blob = {.name = "b", .data = "x", .len = 1};
     ASSERT_ERR(elastic_ckpt_save(c, UINT64_MAX, &blob, 1), ELASTIC_EINVAL);
     ASSERT_ERR(elastic_ckpt_save_async(c, UINT64_MAX, &blob, 1, 1000), ELASTIC_EINVAL);
-    ASSERT_OK(elastic_ckpt_save(c, UINT64_MAX - 1, &blob, 1)); /* the largest step that may be superseded... */
+    ASSERT_OK(elastic_ckpt_save(c, UINT64_MAX - 1, &blob,
+                                1)); /* the largest step that may be superseded... */
     uint64_t latest = 0;
     ASSERT_OK(elastic_ckpt_latest(c, &latest));
     ASSERT_EQ(latest, UINT64_MAX - 1);

@@ -5,7 +5,8 @@
 
 static char why[512]; /* the refusal's detail, kept past the cleanup calls */
 
-static const char *const bad_ids[] = {"a/r/2/n/1", "", ".", "..", "has space", "semi;colon", "tab\there", NULL};
+static const char *const bad_ids[] = {"a/r/2/n/1", "",           ".",         "..",
+                                      "has space", "semi;colon", "tab\there", NULL};
 
 static int rdzv_open_with(const char *run_id)
 {
@@ -49,6 +50,7 @@ TEST(run_id_rule_is_the_same_for_the_flag_the_agent_and_rendezvous)
     }
     ASSERT_ERR(rdzv_open_with(longest), ELASTIC_EINVAL);
     ASSERT_ERR(agent_create_with(longest), ELASTIC_EINVAL);
-    longest[ELASTIC_RUN_ID_MAX] = '\0'; /* exactly the limit: the run id is fine, the endpoint is not */
+    longest[ELASTIC_RUN_ID_MAX] =
+        '\0'; /* exactly the limit: the run id is fine, the endpoint is not */
     ASSERT_NE(rdzv_open_with(longest), ELASTIC_EINVAL);
 }

@@ -34,10 +34,10 @@ static void send_big_frame_start(int fd)
     uint32_t body = 16u << 20;
     put32(start, body);
     put32(start + 4, 1);
-    start[8] = 1;                   /* set */
-    put32(start + 12, 1);           /* key length */
+    start[8] = 1;         /* set */
+    put32(start + 12, 1); /* key length */
     start[16] = 'k';
-    put32(start + 17, body - 9);    /* value length: to the end of the body */
+    put32(start + 17, body - 9); /* value length: to the end of the body */
     send_bytes(fd, start, sizeof start);
 }
 
@@ -70,9 +70,12 @@ TEST_TIMEOUT(store_partial_frame_flood_stays_bounded_and_good_clients_are_served
         for (int i = 0; i < ATTACKERS; i++) {
             size_t left = body_part - sent[i];
             if (left == 0) continue;
-            ssize_t n = send(fds[i], chunk, left < sizeof chunk ? left : sizeof chunk, MSG_NOSIGNAL);
-            if (n > 0) sent[i] += (size_t)n, round += (size_t)n;
-            else ASSERT(errno == EAGAIN || errno == EWOULDBLOCK);
+            ssize_t n =
+                send(fds[i], chunk, left < sizeof chunk ? left : sizeof chunk, MSG_NOSIGNAL);
+            if (n > 0)
+                sent[i] += (size_t)n, round += (size_t)n;
+            else
+                ASSERT(errno == EAGAIN || errno == EWOULDBLOCK);
         }
         /* The good client is served throughout. */
         char value[32];
@@ -91,8 +94,10 @@ TEST_TIMEOUT(store_partial_frame_flood_stays_bounded_and_good_clients_are_served
     size_t total = 0;
     for (int i = 0; i < ATTACKERS; i++) total += sent[i];
     size_t rss = rss_bytes();
-    fprintf(stderr, "# attackers sent %zu MiB; memory %zu MiB (%zu MiB before); good client served %d times\n",
-            total >> 20, rss >> 20, rss_before >> 20, served);
+    fprintf(
+        stderr,
+        "# attackers sent %zu MiB; memory %zu MiB (%zu MiB before); good client served %d times\n",
+        total >> 20, rss >> 20, rss_before >> 20, served);
     ASSERT(total > (size_t)100 << 20); /* the flood was real: far beyond the budget */
     ASSERT_LT(rss, (size_t)128 << 20);
     ASSERT_OK(elastic_store_set(good, "after", "flood", 5));

@@ -14,9 +14,9 @@ typedef struct proxy {
     pthread_t thread;
     pthread_mutex_t lock;
     uint8_t inject[64];
-    size_t inject_len;     /* > 0: to be written upstream */
-    bool upstream_closed;  /* the server hung up */
-    uint8_t seen[65536];   /* client -> server bytes */
+    size_t inject_len;    /* > 0: to be written upstream */
+    bool upstream_closed; /* the server hung up */
+    uint8_t seen[65536];  /* client -> server bytes */
     size_t seen_len;
 } proxy;
 
@@ -52,10 +52,12 @@ static void *proxy_main(void *arg)
             p->inject_len = 0;
         }
         pthread_mutex_unlock(&p->lock);
-        struct pollfd pfd[2] = {{.fd = client, .events = POLLIN}, {.fd = upstream, .events = POLLIN}};
+        struct pollfd pfd[2] = {{.fd = client, .events = POLLIN},
+                                {.fd = upstream, .events = POLLIN}};
         if (poll(pfd, 2, 20) <= 0) continue;
         if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) open = relay(client, upstream, p, true);
-        if (open && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) && !relay(upstream, client, p, false)) {
+        if (open && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+            !relay(upstream, client, p, false)) {
             pthread_mutex_lock(&p->lock);
             p->upstream_closed = true;
             pthread_mutex_unlock(&p->lock);
@@ -111,9 +113,9 @@ static elastic_store *connect_via(int port)
 /* The plaintext SET frame the attacker injected: key "injected". */
 static size_t plaintext_set(uint8_t *out)
 {
-    static const uint8_t frame[] = {21, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0, /* header: body 21, id 7, SET */
-                                    8,  0, 0, 0, 'i', 'n', 'j', 'e', 'c', 't', 'e', 'd',
-                                    1,  0, 0, 0, 'x'};
+    static const uint8_t frame[] = {
+        21, 0, 0, 0, 7,   0,   0,   0,   1,   0,   0,   0, /* header: body 21, id 7, SET */
+        8,  0, 0, 0, 'i', 'n', 'j', 'e', 'c', 't', 'e', 'd', 1, 0, 0, 0, 'x'};
     memcpy(out, frame, sizeof frame);
     return sizeof frame;
 }
@@ -139,7 +141,8 @@ TEST(store_tls_rejects_bytes_injected_after_the_handshake)
         proxy_start(&p, test_server_port(f.server));
         elastic_store *victim = connect_via(p.port);
         static const char secret[] = "a-value-nobody-on-the-path-may-read";
-        ASSERT_OK(elastic_store_set(victim, "before", secret, sizeof secret - 1)); /* handshake done */
+        ASSERT_OK(
+            elastic_store_set(victim, "before", secret, sizeof secret - 1)); /* handshake done */
         pthread_mutex_lock(&p.lock);
         p.inject_len = round == 0 ? plaintext_set(p.inject) : forged_record(p.inject);
         ASSERT(memmem(p.seen, p.seen_len, secret, sizeof secret - 1) == NULL); /* encrypted */

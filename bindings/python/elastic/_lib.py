@@ -59,17 +59,17 @@ class RdzvOpts(ctypes.Structure):
 
 class RdzvResult(ctypes.Structure):
     """elastic_rdzv_result (include/elastic/rdzv.h); set struct_size before next()."""
-    _fields_ = [("struct_size", ctypes.c_size_t), ("generation", ctypes.c_uint64), ("group_rank", ctypes.c_int), ("group_world_size", ctypes.c_int),
-                ("rank_base", ctypes.c_int), ("local_world_size", ctypes.c_int), ("world_size", ctypes.c_int),
-                ("restart_count", ctypes.c_int), ("max_restarts", ctypes.c_int),
+    _fields_ = [("struct_size", ctypes.c_size_t), ("generation", ctypes.c_uint64), ("group_rank", ctypes.c_int),
+                ("group_world_size", ctypes.c_int), ("rank_base", ctypes.c_int), ("local_world_size", ctypes.c_int),
+                ("world_size", ctypes.c_int), ("restart_count", ctypes.c_int), ("max_restarts", ctypes.c_int),
                 ("master_addr", ctypes.c_char * 256), ("master_port", ctypes.c_int)]
 
 
 class RdzvCause(ctypes.Structure):
     """elastic_rdzv_cause (include/elastic/rdzv.h); set struct_size before every call."""
-    _fields_ = [("struct_size", ctypes.c_size_t), ("kind", ctypes.c_int), ("generation", ctypes.c_uint64), ("node_id", ctypes.c_char * 128),
-                ("rank", ctypes.c_int), ("exit_code", ctypes.c_int), ("signal", ctypes.c_int),
-                ("reason", ctypes.c_char * 256), ("time_ms", ctypes.c_uint64)]
+    _fields_ = [("struct_size", ctypes.c_size_t), ("kind", ctypes.c_int), ("generation", ctypes.c_uint64),
+                ("node_id", ctypes.c_char * 128), ("rank", ctypes.c_int), ("exit_code", ctypes.c_int),
+                ("signal", ctypes.c_int), ("reason", ctypes.c_char * 256), ("time_ms", ctypes.c_uint64)]
 
 
 class WorkerOpts(ctypes.Structure):

@@ -65,7 +65,7 @@ class Rendezvous(Handle):
             raise TypeError("give exactly one of endpoint and store")
         opts = RdzvOpts()
         check(lib.elastic_rdzv_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "rendezvous options")
-        strings = {"node_addr", "node_id"}
+        strings = {name for name, kind in RdzvOpts._fields_ if kind is ctypes.c_char_p}
         known = {name for name, _ in RdzvOpts._fields_} - {"struct_size", "run_id", "endpoint", "store", "token"}
         self._keep = []  # encoded strings the options point at
         for name, value in options.items():

@@ -23,6 +23,7 @@ import ctypes
 import datetime
 import io
 import pickle
+import sys
 import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -30,14 +31,17 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import torch
 import torch.distributed as dist
 
+from . import errors
 from .ckpt import Checkpoint
+from .errors import ElasticError
 from .store import Store
-from .worker import Worker, WorkerInfo, notice
+from .worker import Worker, WorkerInfo
 
 __all__ = ["ElasticStore", "init_process_group", "reconfigured", "worker", "destroy_process_group",
            "open_checkpoint", "save_state", "load_state"]
 
 _DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
+VERIFY_MANIFEST = 1  # ELASTIC_CKPT_VERIFY_MANIFEST
 
 
 class ElasticStore(dist.Store):
@@ -337,22 +341,38 @@ def _join(obj: Any, ckpt: Checkpoint, step: int) -> Any:
 
 def load_state(ckpt: Checkpoint, step: Optional[int] = None) -> Optional[Tuple[int, Dict[str, Any]]]:
     """(step, state) of `step` (default: the latest committed step), tensors
-    read straight into freshly allocated CPU tensors; None when there is no
-    checkpoint yet. Pass the parts to load_state_dict()."""
-    if step is None:
-        step = ckpt.latest()
-        if step is None:
-            return None
+    read straight into freshly allocated CPU tensors (every byte verified);
+    None when there is no checkpoint yet. Pass the parts to load_state_dict().
+    Without an explicit step, a step whose data turns out corrupt is skipped
+    for the one before it (with a one-line notice)."""
+    if step is not None:
+        return step, _read_state(ckpt, step)
+    newest = ckpt.latest()
+    if newest is None:
+        return None
+    candidates = [newest] + [s for s in reversed(ckpt.steps()) if s < newest]
+    for candidate in candidates:
+        try:
+            return candidate, _read_state(ckpt, candidate)
+        except ElasticError as exc:
+            if exc.code != errors.ECORRUPT:
+                raise
+            print("elastic: checkpoint step %d is corrupt (%s); trying the one before" % (candidate, exc.detail),
+                  file=sys.stderr, flush=True)
+    return None
+
+
+def _read_state(ckpt: Checkpoint, step: int) -> Dict[str, Any]:
     skeleton = _SkeletonUnpickler(io.BytesIO(ckpt.read(step, "state"))).load()
-    return step, _join(skeleton, ckpt, step)
+    return _join(skeleton, ckpt, step)
 
 
 def open_checkpoint(directory: str, **options: Any) -> Checkpoint:
     """A Checkpoint on a shared directory for this process's rank, world size
     and generation (open a new one after reconfigured() returned True).
-    `options` are Checkpoint's (fsync, keep_last, compression, ...)."""
+    `options` are Checkpoint's (fsync, keep_last, compression, ...). verify
+    defaults to manifests only: load_state reads verify every byte anyway and
+    fall back past a corrupt step, so a full pre-check would read it all twice."""
     info = _get_session(None).worker.info()
-    if not info.attached and info.world_size > 1:
-        notice("checkpoint", "checkpoint commits are per rank (not started by elasticrun): "
-                             "the last rank to commit a step writes its commit record")
+    options.setdefault("verify", VERIFY_MANIFEST)
     return Checkpoint(directory, rank=info.rank, world=info.world_size, generation=info.generation, **options)

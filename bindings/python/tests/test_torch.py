@@ -178,3 +178,25 @@ def test_an_abort_about_a_generation_already_left_is_not_taken_for_a_new_one():
     hooks.fire(4, "rank 1 died")
     assert session.abort_pending() is True
     assert session.abort_pending() is True  # stays pending until reconfigured() handles it
+
+
+def test_load_state_skips_a_corrupt_newest_step_for_the_one_before(tmp_path, capfd):
+    weights = {"w": torch.arange(1 << 18, dtype=torch.float32)}  # 1 MiB: the middle of a shard is tensor data
+    with Checkpoint(tmp_path, fsync=1, compression=0, verify=1) as ckpt:
+        et.save_state(ckpt, 1, {"model": weights, "data": {"step": 1}})
+        et.save_state(ckpt, 2, {"model": {"w": weights["w"] + 1}, "data": {"step": 2}})
+    shards = [p for p in tmp_path.rglob("*") if p.is_file() and p.stat().st_size > (1 << 19) and "2" in p.parent.name]
+    assert len(shards) == 1, sorted(str(p) for p in tmp_path.rglob("*"))
+    with open(shards[0], "r+b") as f:
+        f.seek(shards[0].stat().st_size // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with Checkpoint(tmp_path, verify=1) as ckpt:
+        assert ckpt.latest() == 2  # manifests alone do not see it
+        step, state = et.load_state(ckpt)
+        assert step == 1 and torch.equal(state["model"]["w"], weights["w"])
+        with pytest.raises(elastic.ElasticError) as info:
+            et.load_state(ckpt, 2)
+        assert info.value.code == elastic.errors.ECORRUPT
+    assert "checkpoint step 2 is corrupt" in capfd.readouterr().err

@@ -1,0 +1,150 @@
+/*
+ * Membership and store calls off the agent's loop: one thread runs them in
+ * the order posted (so ending a generation always precedes the next
+ * rendezvous) and posts each result back through the group's uv_async. A
+ * store that does not answer therefore delays only these calls, never
+ * signals, grace timers, output, /healthz or /metrics.
+ */
+#include "agent/group.h"
+
+#include <stdlib.h>
+
+static void run_call(agent_group *group, agent_call *call)
+{
+    agent_membership *m = group->membership;
+    switch (call->kind) {
+    case AGENT_CALL_NEXT:
+        call->result.struct_size = sizeof call->result;
+        call->rc = m->ops->next(m, &call->result);
+        break;
+    case AGENT_CALL_END: call->rc = m->ops->end_generation(m, &call->cause); break;
+    case AGENT_CALL_FINISH: call->rc = m->ops->finish(m); break;
+    case AGENT_CALL_LEAVE: call->rc = m->ops->leave(m); break;
+    case AGENT_CALL_SHARE_FAILURE:
+        call->rc = group->store != NULL ? elastic_store_set(group->store, call->key, call->value, strlen(call->value)) : 0;
+        break;
+    case AGENT_CALL_SUMMARY: agent__summary_write(group, call->summary_rc, call->error); call->rc = 0; return;
+    }
+    snprintf(call->error, sizeof call->error, "%s", call->rc != 0 ? elastic_last_error() : "");
+}
+
+static void *calls_main(void *arg)
+{
+    agent_group *group = arg;
+    agent_calls *calls = &group->calls;
+    pthread_mutex_lock(&group->lock);
+    for (;;) {
+        while (calls->queue == NULL && !calls->stopping) pthread_cond_wait(&calls->wake, &group->lock);
+        if (calls->queue == NULL) break; /* stopping, nothing left */
+        agent_call *call = calls->queue;
+        calls->queue = call->next;
+        calls->busy = true;
+        pthread_mutex_unlock(&group->lock);
+        run_call(group, call);
+        pthread_mutex_lock(&group->lock);
+        calls->busy = false;
+        call->next = NULL;
+        agent_call **tail = &calls->done;
+        while (*tail != NULL) tail = &(*tail)->next;
+        *tail = call;
+        if (!calls->stopping) uv_async_send(&group->wake);
+    }
+    pthread_mutex_unlock(&group->lock);
+    return NULL;
+}
+
+agent_call *agent__call_new(agent_call_kind kind)
+{
+    agent_call *call = calloc(1, sizeof *call);
+    if (call != NULL) call->kind = kind;
+    return call;
+}
+
+void agent__call_post(agent_group *group, agent_call *call)
+{
+    if (call == NULL) {
+        ELASTIC_LOG_E("agent", "out of memory posting a membership call");
+        return;
+    }
+    agent_calls *calls = &group->calls;
+    if (!group->membership->ops->next_blocks) { /* in-memory membership: nothing can block */
+        run_call(group, call);
+        agent__group_call_done(group, call);
+        free(call);
+        return;
+    }
+    pthread_mutex_lock(&group->lock);
+    if (!calls->started) {
+        pthread_cond_init(&calls->wake, NULL);
+        if (pthread_create(&calls->thread, NULL, calls_main, group) != 0) {
+            pthread_mutex_unlock(&group->lock);
+            call->rc = elastic__fail(ELASTIC_ESYS, "cannot start the agent's membership thread");
+            snprintf(call->error, sizeof call->error, "%s", elastic_last_error());
+            agent__group_call_done(group, call);
+            free(call);
+            return;
+        }
+        calls->started = true;
+    }
+    agent_call **tail = &calls->queue;
+    while (*tail != NULL) tail = &(*tail)->next;
+    *tail = call;
+    pthread_cond_signal(&calls->wake);
+    pthread_mutex_unlock(&group->lock);
+}
+
+void agent__calls_drain(agent_group *group)
+{
+    pthread_mutex_lock(&group->lock);
+    agent_call *done = group->calls.done;
+    group->calls.done = NULL;
+    pthread_mutex_unlock(&group->lock);
+    while (done != NULL) {
+        agent_call *next = done->next;
+        agent__group_call_done(group, done);
+        free(done);
+        done = next;
+    }
+}
+
+bool agent__calls_busy(agent_group *group)
+{
+    pthread_mutex_lock(&group->lock);
+    bool busy = group->calls.busy || group->calls.queue != NULL;
+    pthread_mutex_unlock(&group->lock);
+    return busy;
+}
+
+bool agent__calls_stop(agent_group *group)
+{
+    agent_calls *calls = &group->calls;
+    pthread_mutex_lock(&group->lock);
+    if (!calls->started) {
+        pthread_mutex_unlock(&group->lock);
+        return true;
+    }
+    bool busy = calls->busy;
+    calls->stopping = true;
+    /* Calls not started yet are dropped: the agent is leaving. */
+    while (calls->queue != NULL) {
+        agent_call *next = calls->queue->next;
+        free(calls->queue);
+        calls->queue = next;
+    }
+    pthread_cond_signal(&calls->wake);
+    pthread_mutex_unlock(&group->lock);
+    if (busy) {
+        /* A call blocked on the store cannot be interrupted; the process is
+         * about to exit and the thread still uses the group: keep it all. */
+        pthread_detach(calls->thread);
+        return false;
+    }
+    pthread_join(calls->thread, NULL);
+    while (calls->done != NULL) {
+        agent_call *next = calls->done->next;
+        free(calls->done);
+        calls->done = next;
+    }
+    calls->started = false;
+    return true;
+}

@@ -1,0 +1,196 @@
+/*
+ * Reading event logs into a timeline: every line is bounded, parsed with the
+ * JSON reader and validated field by field; lines of other jobs or of events
+ * the picture does not show are counted and skipped, malformed ones fail with
+ * the file and line named.
+ */
+#include "agent/timeline.h"
+
+#include "common/json.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[TL_KINDS] = {
+    "agent_started", "generation_formed", "worker_started", "worker_exited", "failure", "hang", "probe",
+    "generation_ended", "generation_stopped", "restarted", "checkpoint", "waiting", "fenced", "job_end"};
+
+const char *timeline__kind_name(int kind) { return kind >= 0 && kind < TL_KINDS ? kind_names[kind] : "?"; }
+
+static bool get_int(const json__value *obj, const char *key, int64_t min, int64_t max, int64_t *out)
+{
+    double v;
+    if (!json__get_number(obj, key, &v) || v != v || v < (double)min || v > (double)max) return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+static int node_index(timeline *t, const char *name)
+{
+    for (int i = 0; i < t->node_count; i++)
+        if (strcmp(t->nodes[i], name) == 0) return i;
+    if (t->node_count == TIMELINE_MAX_NODES) return -1;
+    snprintf(t->nodes[t->node_count], sizeof t->nodes[0], "%s", name);
+    return t->node_count++;
+}
+
+/* Which timeline kind an event is; -1: not shown. */
+static int kind_of(const char *event, const json__value *obj)
+{
+    if (strcmp(event, "probe_failed") == 0) {
+        const char *probe = json__get_string(obj, "probe");
+        return probe != NULL && (strcmp(probe, "hang") == 0 || strcmp(probe, "startup") == 0) ? TL_HANG : TL_PROBE;
+    }
+    for (int k = 0; k < TL_KINDS; k++)
+        if (k != TL_HANG && k != TL_PROBE && strcmp(event, kind_names[k]) == 0) return k;
+    return -1;
+}
+
+static int push(timeline *t, const timeline_event *e)
+{
+    if (t->count == TIMELINE_MAX_EVENTS)
+        return elastic__fail(ELASTIC_ELIMIT, "more than %d events", TIMELINE_MAX_EVENTS);
+    if (t->count == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        timeline_event *grown = realloc(t->events, cap * sizeof *grown);
+        if (grown == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+        t->events = grown;
+        t->cap = cap;
+    }
+    t->events[t->count++] = *e;
+    return 0;
+}
+
+/* One line: 0 (kept or skipped) or an error naming what is wrong. */
+static int take_line(timeline *t, const char *line, size_t len, const char *run_id)
+{
+    json__doc *doc = NULL;
+    int rc = json__parse(line, len, &doc);
+    if (rc != 0) return rc;
+    const json__value *obj = json__root(doc);
+    const char *event = json__get_string(obj, "event"), *run = json__get_string(obj, "run_id"),
+               *node = json__get_string(obj, "node");
+    int64_t ts = 0;
+    rc = obj->type != JSON__OBJECT || event == NULL || run == NULL || node == NULL ||
+                 !get_int(obj, "ts_ms", 0, INT64_C(1) << 52, &ts)
+             ? elastic__fail(ELASTIC_EPROTO, "not an event (needs ts_ms, event, run_id, node)")
+             : 0;
+    if (rc == 0 && strlen(run) >= sizeof t->run_id) rc = elastic__fail(ELASTIC_EPROTO, "run_id too long");
+    if (rc == 0 && strlen(node) >= sizeof t->nodes[0]) rc = elastic__fail(ELASTIC_EPROTO, "node too long");
+    int kind = rc == 0 ? kind_of(event, obj) : -1;
+    if (rc != 0 || kind < 0 || (run_id != NULL && strcmp(run, run_id) != 0)) {
+        if (rc == 0) t->skipped++;
+        json__free(doc);
+        return rc;
+    }
+    if (t->run_id[0] == '\0') snprintf(t->run_id, sizeof t->run_id, "%s", run);
+    else if (strcmp(t->run_id, run) != 0)
+        rc = elastic__fail(ELASTIC_EINVAL, "the logs hold two jobs (%s and %s): pick one with --run-id", t->run_id, run);
+    timeline_event e = {.ts_ms = (uint64_t)ts, .kind = kind, .local_rank = -1, .rank = -1, .generation = -1};
+    if (rc == 0 && (e.node = node_index(t, node)) < 0)
+        rc = elastic__fail(ELASTIC_ELIMIT, "more than %d nodes", TIMELINE_MAX_NODES);
+    if (rc == 0) {
+        int64_t v;
+        if (get_int(obj, "generation", 0, INT64_MAX / 2, &v)) e.generation = v;
+        if (get_int(obj, "local_rank", 0, TIMELINE_MAX_LOCAL - 1, &v)) e.local_rank = (int)v;
+        if (get_int(obj, "rank", -1, 1 << 24, &v)) e.rank = (int)v;
+        static const char *const value_keys[TL_KINDS] = {
+            [TL_GENERATION_FORMED] = "world_size", [TL_WORKER_EXITED] = "exit_code", [TL_FAILURE] = "exit_code",
+            [TL_GENERATION_STOPPED] = "stop_ms", [TL_RESTARTED] = "recovery_ms", [TL_CHECKPOINT] = "step",
+            [TL_WAITING] = "joined", [TL_JOB_END] = "exit_code"};
+        static const char *const value2_keys[TL_KINDS] = {
+            [TL_GENERATION_FORMED] = "group_world_size", [TL_WORKER_EXITED] = "signal", [TL_FAILURE] = "signal"};
+        if (value_keys[kind] != NULL && get_int(obj, value_keys[kind], -1, INT64_MAX / 2, &v)) e.value = v;
+        if (value2_keys[kind] != NULL && get_int(obj, value2_keys[kind], -1, INT64_MAX / 2, &v)) e.value2 = v;
+        const char *text = json__get_string(obj, kind == TL_JOB_END ? "status" : kind == TL_WAITING ? "missing" : "reason");
+        if (text != NULL) snprintf(e.text, sizeof e.text, "%s", text);
+        if (kind == TL_CHECKPOINT && get_int(obj, "saved_ms", 0, INT64_C(1) << 52, &v)) e.ts_ms = (uint64_t)v;
+        /* A worker event without a usable local rank cannot have a lane. */
+        bool needs_lane = kind == TL_WORKER_STARTED || kind == TL_WORKER_EXITED || kind == TL_CHECKPOINT;
+        if (needs_lane && e.local_rank < 0) t->skipped++;
+        else rc = push(t, &e);
+        if (rc == 0 && e.local_rank >= t->local_count[e.node]) t->local_count[e.node] = e.local_rank + 1;
+    }
+    json__free(doc);
+    return rc;
+}
+
+static int load_file(timeline *t, const char *path, const char *run_id)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return elastic__fail(elastic__from_errno(errno), "%s: %s", path, strerror(errno));
+    char *line = malloc(TIMELINE_MAX_LINE + 1);
+    int rc = line == NULL ? elastic__fail(ELASTIC_ENOMEM, "out of memory") : 0;
+    for (long number = 1; rc == 0 && fgets(line, TIMELINE_MAX_LINE + 1, f) != NULL; number++) {
+        size_t len = strlen(line);
+        if (len == TIMELINE_MAX_LINE && line[len - 1] != '\n') {
+            rc = elastic__fail(ELASTIC_ELIMIT, "%s:%ld: a line longer than %d bytes", path, number, TIMELINE_MAX_LINE);
+            break;
+        }
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+        if (len == 0) continue;
+        rc = take_line(t, line, len, run_id);
+        if (rc != 0) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", elastic_last_error());
+            rc = elastic__fail(rc, "%s:%ld: %s", path, number, why);
+        }
+    }
+    if (rc == 0 && ferror(f)) rc = elastic__fail(ELASTIC_EIO, "%s: read error", path);
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* Bottom-up merge sort by time: stable, so events of one millisecond keep
+ * their log order (a worker's start before its exit). */
+static int sort_by_time(timeline *t)
+{
+    timeline_event *tmp = malloc(t->count * sizeof *tmp);
+    if (tmp == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+    timeline_event *src = t->events, *dst = tmp;
+    for (size_t width = 1; width < t->count; width *= 2) {
+        for (size_t lo = 0; lo < t->count; lo += 2 * width) {
+            size_t mid = lo + width < t->count ? lo + width : t->count;
+            size_t hi = lo + 2 * width < t->count ? lo + 2 * width : t->count;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) dst[k++] = src[j].ts_ms < src[i].ts_ms ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+        }
+        timeline_event *swap = src;
+        src = dst;
+        dst = swap;
+    }
+    if (src != t->events) memcpy(t->events, src, t->count * sizeof *tmp);
+    free(tmp);
+    return 0;
+}
+
+int timeline__load(const char *const *paths, int count, const char *run_id, timeline *out)
+{
+    memset(out, 0, sizeof *out);
+    if (count < 1 || count > TIMELINE_MAX_FILES)
+        return elastic__fail(ELASTIC_EINVAL, "give 1 to %d event logs", TIMELINE_MAX_FILES);
+    int rc = 0;
+    for (int i = 0; i < count && rc == 0; i++) rc = load_file(out, paths[i], run_id);
+    if (rc == 0 && out->count == 0)
+        rc = elastic__fail(ELASTIC_ENOTFOUND, "no events%s%s in the logs", run_id ? " of job " : "", run_id ? run_id : "");
+    if (rc == 0) rc = sort_by_time(out);
+    if (rc != 0) {
+        timeline__free(out);
+        return rc;
+    }
+    out->t0_ms = out->events[0].ts_ms;
+    out->t1_ms = out->events[out->count - 1].ts_ms;
+    if (out->t1_ms <= out->t0_ms) out->t1_ms = out->t0_ms + 1;
+    return 0;
+}
+
+void timeline__free(timeline *t)
+{
+    free(t->events);
+    t->events = NULL;
+    t->count = t->cap = 0;
+}

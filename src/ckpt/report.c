@@ -1,0 +1,42 @@
+/*
+ * Tells the agent which checkpoint step this worker saved last, so
+ * elasticrun's summary and the event log can name it: three words in the
+ * worker's heartbeat slot (the shared memory the agent already reads on its
+ * probe tick). Outside elasticrun (no heartbeat file) it does nothing.
+ */
+#include "ckpt/ckpt.h"
+
+#include "probe/channel.h"
+#include "probe/probe.h"
+
+#include <stdlib.h>
+#include <sys/time.h>
+
+static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
+static probe__hb_region *report_region; /* mapped for the process' life (kept reachable) */
+static probe__hb_slot *report_slot;
+
+static void attach(void)
+{
+    const char *path = getenv(PROBE__ENV_HEARTBEAT_SHM), *slot_text = getenv(PROBE__ENV_HEARTBEAT_SLOT);
+    if (path == NULL || *path == '\0' || slot_text == NULL) return;
+    char *end = NULL;
+    unsigned long slot = strtoul(slot_text, &end, 10);
+    if (end == slot_text || *end != '\0' || slot >= PROBE__HB_MAX_SLOTS) return;
+    if (probe__hb_attach(path, (unsigned)slot, &report_region, &report_slot) != 0) {
+        ELASTIC_LOG_D("ckpt", "no heartbeat slot to report checkpoints in: %s", elastic_last_error());
+        report_slot = NULL;
+    }
+}
+
+void ckpt__report_saved(uint64_t step)
+{
+    pthread_once(&attach_once, attach);
+    if (report_slot == NULL) return;
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    __atomic_store_n(&report_slot->ckpt_step, step, __ATOMIC_RELAXED);
+    __atomic_store_n(&report_slot->ckpt_wall_ms, (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_usec / 1000u,
+                     __ATOMIC_RELAXED);
+    __atomic_fetch_add(&report_slot->ckpt_saves, 1, __ATOMIC_RELEASE); /* last: the agent reads it first */
+}

@@ -1,0 +1,110 @@
+/*
+ * Self-fencing: a lost lease is lost membership. While this node is in a
+ * generation, the guard thread renews its lease with one answered round trip
+ * per keep-alive interval. When the store says the lease ended, the store is
+ * gone, or no answer came for the keep-alive timeout, the others have re-formed
+ * (or will) without us: the generation ends here as FENCED, the on_change
+ * callback tells the agent to stop its workers, and next() joins as a new member.
+ */
+#include "rdzv/rdzv.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+void rdzv__fence(elastic_rdzv *r, uint64_t generation, const char *reason)
+{
+    elastic_rdzv_cause cause;
+    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_FENCED, generation, r->node_id, reason);
+    pthread_mutex_lock(&r->lock);
+    bool ours = r->generation == generation && r->phase == RDZV__RUNNING;
+    if (ours) r->fenced = true;
+    pthread_mutex_unlock(&r->lock);
+    if (!ours) return;
+    ELASTIC_LOG_I("rdzv", "run %s: node %s fenced out of generation %" PRIu64 ": %s", r->run_id, r->node_id,
+                  generation, reason);
+    rdzv__note_end(r, generation, &cause);
+    rdzv__notify(r, generation, &cause);
+}
+
+/* Waits (lock held) until `at`, a phase change or stop. */
+static void wait_until(elastic_rdzv *r, uint64_t at)
+{
+    struct timespec ts = elastic__timespec_at(at);
+    if (!r->stopping) pthread_cond_timedwait(&r->changed, &r->lock, &ts);
+}
+
+/* One check; returns true when the node was fenced. */
+static bool check_once(elastic_rdzv *r, uint64_t generation, uint64_t lease, uint64_t *last_ok_ms)
+{
+    uint64_t sent_ms = elastic__now_ms();
+    uint64_t silent_ms = sent_ms - *last_ok_ms;
+    /* Wait for the answer no longer than the lease can still live. */
+    int budget = (int)(silent_ms < (uint64_t)r->keepalive_timeout_ms ? (uint64_t)r->keepalive_timeout_ms - silent_ms : 0);
+    int rc = r->backend->ops->lease_check(r->backend, lease, budget > 50 ? budget : 50);
+    char reason[256];
+    if (rc == 0) {
+        *last_ok_ms = sent_ms;
+        return false;
+    }
+    if (rc == ELASTIC_ENOTFOUND || rc == ELASTIC_EPERM) { /* EPERM: no longer this connection's lease */
+        snprintf(reason, sizeof reason, "the store ended our lease (silent for %" PRIu64 " ms)", silent_ms);
+    } else if (rc == ELASTIC_ECONNECT || rc == ELASTIC_ECLOSED) {
+        snprintf(reason, sizeof reason, "lost the store: %.200s", elastic_last_error());
+    } else if (elastic__now_ms() - *last_ok_ms >= (uint64_t)r->keepalive_timeout_ms) {
+        snprintf(reason, sizeof reason, "no answer from the store for %" PRIu64 " ms (keep-alive timeout %d ms)",
+                 elastic__now_ms() - *last_ok_ms, r->keepalive_timeout_ms);
+    } else {
+        return false; /* slow, not yet lost: the next check decides */
+    }
+    rdzv__fence(r, generation, reason);
+    return true;
+}
+
+static void *guard_main(void *arg)
+{
+    elastic_rdzv *r = arg;
+    uint64_t guarded = 0, last_ok_ms = 0;
+    pthread_mutex_lock(&r->lock);
+    while (!r->stopping) {
+        if (r->phase != RDZV__RUNNING || r->fenced) {
+            guarded = 0;
+            wait_until(r, elastic__now_ms() + (uint64_t)r->keepalive_interval_ms);
+            continue;
+        }
+        uint64_t generation = r->generation, lease = r->guard_lease;
+        if (guarded != generation) { /* joining renewed the lease just now */
+            guarded = generation;
+            last_ok_ms = elastic__now_ms();
+        }
+        pthread_mutex_unlock(&r->lock);
+        uint64_t started_ms = elastic__now_ms();
+        bool fenced = check_once(r, generation, lease, &last_ok_ms);
+        pthread_mutex_lock(&r->lock);
+        if (!fenced) wait_until(r, started_ms + (uint64_t)r->keepalive_interval_ms);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return NULL;
+}
+
+int rdzv__guard_start(elastic_rdzv *r)
+{
+    if (r->backend->ops->lease_check == NULL) { /* etcd: its keeper reports a lost lease (fence.c) */
+        ELASTIC_LOG_D("rdzv", "run %s: fencing on the backend's lease-lost report only", r->run_id);
+        return 0;
+    }
+    if (pthread_create(&r->guard, NULL, guard_main, r) != 0)
+        return elastic__fail(ELASTIC_ESYS, "rdzv: cannot start the lease guard thread");
+    r->guard_running = true;
+    return 0;
+}
+
+void rdzv__guard_stop(elastic_rdzv *r)
+{
+    if (!r->guard_running) return;
+    pthread_mutex_lock(&r->lock);
+    r->stopping = true;
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->lock);
+    pthread_join(r->guard, NULL);
+    r->guard_running = false;
+}

@@ -1,0 +1,110 @@
+/*
+ * No descendant of a worker outlives the agent: grandchildren, and one that
+ * left the worker's process group with setsid, die when the agent is
+ * SIGKILLed (the reaper process), and the agent's run directory goes with it
+ * (in TMPDIR, which the agent honours).
+ */
+#include "integration/agent_harness.h"
+#include "test.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+/* A short private TMPDIR (the test's own path is too long for a socket under it). */
+static const char *short_tmpdir(void)
+{
+    static char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/elastic-reaper-test-XXXXXX");
+    ASSERT(mkdtemp(dir) != NULL);
+    return dir;
+}
+
+static void remove_short_tmpdir(const char *dir)
+{
+    char command[128];
+    snprintf(command, sizeof command, "rm -rf '%s'", dir);
+    ASSERT_EQ(system(command), 0);
+}
+
+/* Counts entries "elastic-<pid>-*" in dir. */
+static int run_dirs_of(const char *dir, pid_t pid)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "elastic-%d-", (int)pid);
+    DIR *d = opendir(dir);
+    ASSERT(d != NULL);
+    int count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(d)) != NULL) count += strncmp(entry->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return count;
+}
+
+TEST_TIMEOUT(agent_sigkill_takes_every_worker_descendant_and_run_dir_along, 60)
+{
+    char pids[1024], script[4096], tmp_env[4200];
+    agent_harness_path(pids, sizeof pids, "pids");
+    /* A shell worker with two grandchildren, one of them in a session of its own. */
+    snprintf(script, sizeof script,
+             "sleep 4321 & echo $! >> %s; setsid sleep 4322 & echo $! >> %s; echo $$ >> %s; wait", pids, pids, pids);
+    const char *tmp = short_tmpdir();
+    snprintf(tmp_env, sizeof tmp_env, "TMPDIR=%s", tmp);
+    const char *env[] = {tmp_env, NULL};
+    const char *argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
+                          script, NULL};
+    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
+    const char *any[] = {"", NULL};
+    ASSERT_EQ(agent_harness_wait_lines(pids, any, 3, test_scaled_ms(20000)), 3);
+    ASSERT_EQ(run_dirs_of(tmp, agent), 1); /* the run directory lives in TMPDIR */
+    ASSERT_EQ(kill(agent, SIGKILL), 0);
+    int status;
+    ASSERT(agent_harness_wait_exit(agent, test_scaled_ms(5000), &status));
+    char *text = agent_harness_read_file(pids);
+    ASSERT(text != NULL);
+    int checked = 0;
+    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        pid_t pid = (pid_t)atol(line);
+        ASSERT(pid > 1);
+        if (!agent_harness_wait_gone(pid, test_scaled_ms(5000))) {
+            kill(pid, SIGKILL);
+            FAIL("pid %d outlived the SIGKILLed agent", (int)pid);
+        }
+        checked++;
+    }
+    free(text);
+    ASSERT_EQ(checked, 3);
+    for (int waited = 0; run_dirs_of(tmp, agent) > 0 && waited < test_scaled_ms(5000); waited += 20)
+        usleep(20 * 1000);
+    ASSERT_EQ(run_dirs_of(tmp, agent), 0);
+    remove_short_tmpdir(tmp);
+}
+
+TEST_TIMEOUT(agent_leaves_no_run_dir_and_sweeps_a_dead_agents, 60)
+{
+    /* A run directory of an agent that is gone (pid 2^22+1 is above pid_max's default). */
+    char stale[4200], tmp_env[4200];
+    const char *tmp = short_tmpdir();
+    snprintf(stale, sizeof stale, "%s/elastic-4194305-AbCdEf", tmp);
+    ASSERT_EQ(mkdir(stale, 0700), 0);
+    char file[4300];
+    snprintf(file, sizeof file, "%s/heartbeat", stale);
+    FILE *f = fopen(file, "w");
+    ASSERT(f != NULL);
+    fclose(f);
+    snprintf(tmp_env, sizeof tmp_env, "TMPDIR=%s", tmp);
+    const char *env[] = {tmp_env, NULL};
+    const char *argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "2", "--no-python", "/bin/true", NULL};
+    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
+    int status;
+    ASSERT(agent_harness_wait_exit(agent, test_scaled_ms(20000), &status));
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_EQ(run_dirs_of(tmp, agent), 0);
+    struct stat st;
+    ASSERT(stat(stale, &st) != 0); /* swept at start */
+    remove_short_tmpdir(tmp);
+}

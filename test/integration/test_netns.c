@@ -1,0 +1,65 @@
+/*
+ * Multi-host tests on simulated hosts (network namespaces, test/netns/): each
+ * TEST runs one bash script of test/netns/, which skips itself (exit 77, with
+ * the reason) when this machine cannot make namespaces, e.g. not root.
+ */
+#include "test.h"
+
+#include <sys/wait.h>
+
+/* Runs test/netns/<script> with bash; passes, skips or fails as the script did. */
+static void run_netns_script(const char *script)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/test/netns/%s", test_source_dir(), script);
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        setenv("TMPDIR", test_tmpdir(), 1);
+        execlp("bash", "bash", path, (char *)NULL);
+        fprintf(stderr, "cannot run bash %s\n", path);
+        _exit(127);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) _exit(77); /* it printed "SKIP: why" */
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        FAIL("%s failed (status 0x%x); its output is above", script, status);
+}
+
+TEST_TIMEOUT(netns_harness_cuts_partitions_delays_and_tears_down, 90)
+{
+    run_netns_script("selftest.sh");
+}
+
+/* The multi-host fault suite (scripts in test/netns/, three hosts, 2 workers each). */
+TEST_TIMEOUT(netns_partitioned_node_fences_itself_and_rejoins_after_heal, 120)
+{
+    run_netns_script("partition.sh");
+}
+
+TEST_TIMEOUT(netns_killed_store_host_is_loud_and_fast, 120)
+{
+    run_netns_script("store_host_lost.sh");
+}
+
+TEST_TIMEOUT(netns_killed_node_is_replaced_at_once, 120)
+{
+    run_netns_script("kill_node.sh");
+}
+
+TEST_TIMEOUT(netns_frozen_node_fences_on_thaw_and_rejoins, 120)
+{
+    run_netns_script("freeze.sh");
+}
+
+TEST_TIMEOUT(netns_loss_and_latency_evict_no_one, 120)
+{
+    run_netns_script("loss_latency.sh");
+}
+
+TEST_TIMEOUT(netns_worker_failure_while_cut_off_never_stalls_the_agent, 120)
+{
+    run_netns_script("fail_while_cut_off.sh");
+}
