@@ -12,8 +12,11 @@
 #                   (TRAINER=rust: with the Rust trainer of examples/rust)
 #   make install    PREFIX, LIBDIR, INCLUDEDIR, PYTHONDIR, DESTDIR honoured
 #
-# Every target first runs `deps`, which installs missing Debian packages when
-# run as root and otherwise prints the exact apt-get command and stops.
+# `make deps` installs missing Debian packages when run as root (otherwise it
+# prints the apt-get command); the README's two commands (test, demo) run it
+# first, building and installing only check for the libraries and say what is
+# missing.
+## run as root and otherwise prints the exact apt-get command and stops.
 
 VARIANT ?= release
 PREFIX ?= /usr/local
@@ -119,11 +122,18 @@ PKG_MODULES := libuv libzstd libssl libcrypto libxxhash libcurl json-c
 # bindings/rust builds offline from Debian's packaged crates (bindgen needs libclang).
 RUST_DEB_PACKAGES := cargo libclang-dev librust-bindgen-dev librust-libc-dev librust-pkg-config-dev
 
-.PHONY: all deps test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
+.PHONY: all deps deps-present test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
 
-all: deps $(SHARED_LIB) $(STATIC_LIB) $(TOOLS) $(EXAMPLES)
+all: deps-present $(SHARED_LIB) $(STATIC_LIB) $(TOOLS) $(EXAMPLES)
 
 # ---- dependencies ---------------------------------------------------------
+
+# Building and installing never run apt: they only name what is missing.
+deps-present:
+	@missing=""; \
+	command -v pkg-config >/dev/null 2>&1 || missing="pkg-config"; \
+	for m in $(PKG_MODULES); do pkg-config --exists $$m 2>/dev/null || missing="$$missing $$m"; done; \
+	if [ -n "$$missing" ]; then echo "missing:$$missing. Run make deps (as root) or apt-get install $(DEB_PACKAGES)"; exit 1; fi
 
 deps:
 	@missing=""; \
@@ -201,7 +211,7 @@ $(OUT)/test/abi/%: test/abi/%.c $(SHARED_LIB)
 
 # The public header must stand alone in strict C99 and in C++, and so must
 # each module header included first and alone.
-header-check: deps
+header-check: deps-present
 	@mkdir -p $(OUT)/header
 	$(CC) -std=c99 -pedantic -Werror -Wall -Wextra -Iinclude -fsyntax-only test/header/header_c99.c
 	$(CXX) -std=c++11 -pedantic -Werror -Wall -Wextra -Iinclude -fsyntax-only -x c++ test/header/header_c99.c
@@ -214,7 +224,7 @@ header-check: deps
 	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nccl_layout.c; fi
 
 # TEST_FILTER=substring runs only the matching tests.
-test: all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE)
+test: deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE)
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
 	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
@@ -248,12 +258,22 @@ valgrind: all $(TEST_BIN) $(HELPERS) $(NCCL_DOUBLE)
 
 # ---- fuzzing (clang + libFuzzer) ------------------------------------------
 
-build/fuzz/%: test/fuzz/%.c $(LIB_SRC)
+# The library is compiled once with coverage + sanitizers into an archive that
+# every target links (compiling it per target cost minutes on 2 cores).
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -D_GNU_SOURCE -DELASTIC_BUILDING -Iinclude -Isrc
+FUZZ_OBJ := $(patsubst %.c,build/fuzz/obj/%.o,$(LIB_SRC))
+build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -DELASTIC_BUILDING -Iinclude -Isrc \
-	  -o $@ $< $(LIB_SRC) $(LIBS)
+	$(CLANG) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 
-fuzz: deps $(FUZZERS)
+build/fuzz/libelastic_fuzz.a: $(FUZZ_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+build/fuzz/%: test/fuzz/%.c build/fuzz/libelastic_fuzz.a
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< build/fuzz/libelastic_fuzz.a $(LIBS)
+
+fuzz: deps-present $(FUZZERS)
 	@for f in $(FUZZERS); do echo "fuzz: $$f for $(FUZZ_SECONDS)s"; \
 	  mkdir -p build/fuzz/corpus/$$(basename $$f); \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build/fuzz/corpus/$$(basename $$f) || exit 1; done
@@ -279,7 +299,7 @@ bench: all $(BENCHES)
 
 # TRAINER=c (default) or rust: which build of the demo trainer runs.
 TRAINER ?= c
-demo: all
+demo: deps all
 	@case "$(TRAINER)" in c) trainer=$(abspath $(OUT)/examples/demo_trainer);; \
 	  rust) ($(CARGO_ENV) $(CARGO) build --offline -q -p elastic-demo-trainer) || exit 1; \
 	    trainer=$(abspath $(RUST_TARGET_DIR))/debug/demo_trainer;; \
@@ -296,7 +316,14 @@ CARGO_ENV = cd bindings/rust && CARGO_TARGET_DIR=$(abspath $(RUST_TARGET_DIR)) E
 
 # ---- install --------------------------------------------------------------
 
-pkgconfig/elastic.pc: pkgconfig/elastic.pc.in Makefile
+# The .pc names the install paths: rebuilt whenever PREFIX/LIBDIR/INCLUDEDIR
+# differ from the last build's (the stamp is rewritten only when they change).
+PC_VARS := $(PREFIX)|$(LIBDIR)|$(INCLUDEDIR)|$(VERSION)
+build/pc-vars: FORCE
+	@mkdir -p build
+	@[ "$$(cat $@ 2>/dev/null)" = '$(PC_VARS)' ] || printf '%s\n' '$(PC_VARS)' > $@
+
+pkgconfig/elastic.pc: pkgconfig/elastic.pc.in build/pc-vars
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
 	  -e 's|@VERSION@|$(VERSION)|g' $< > $@
 
@@ -323,7 +350,15 @@ uninstall:
 	for t in $(notdir $(TOOLS)); do rm -f $(DESTDIR)$(BINDIR)/$$t; done
 	rm -rf $(DESTDIR)$(PYTHONDIR)/elastic
 
+FORCE:
+
 clean:
 	rm -rf build lib bin pkgconfig/elastic.pc
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(ABI_PROGRAMS:=.d)
+# Header dependencies of every object (library, tests, tools, examples,
+# helpers); their objects are kept so an edited header rebuilds what uses it.
+TOOL_OBJ := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TOOL_SRC))
+EXAMPLE_OBJ := $(patsubst examples/c/%.c,$(OUT)/examples/c/%.o,$(EXAMPLE_SRC))
+HELPER_OBJ := $(HELPERS:%=%.o)
+.SECONDARY: $(TOOL_OBJ) $(EXAMPLE_OBJ) $(HELPER_OBJ)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(ABI_PROGRAMS:=.d) $(TOOL_OBJ:.o=.d) $(EXAMPLE_OBJ:.o=.d) $(HELPER_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)

@@ -3,9 +3,9 @@
 # doc tests of elastic-sys, elastic and the demo trainer) against the library
 # in ELASTIC_LIB_DIR, as make test does through test_bindings_rust.c.
 #   run-tests.sh            plain library
-#   run-tests.sh asan       ASan/UBSan library: the test programs run with the
-#                           sanitizer runtime preloaded; the doc tests are left
-#                           out (rustdoc would run them without it)
+#   run-tests.sh asan       ASan/UBSan library: every test program (doc tests
+#                           included) links the ASan runtime first, with its
+#                           preinit entry (elastic-sys/build.rs)
 set -eu
 cd "$(dirname "$0")"
 : "${ELASTIC_LIB_DIR:?set ELASTIC_LIB_DIR to the directory of libelastic.so}"
@@ -20,10 +20,7 @@ case "${1:-plain}" in
 plain)
     exec "$cargo" test --offline --workspace ;;
 asan)
-    runtime=$(${CC:-cc} -print-file-name=libasan.so)
-    [ -f "$runtime" ] || { echo "run-tests.sh: no libasan.so next to ${CC:-cc}" >&2; exit 2; }
-    exec "$cargo" test --offline --workspace --lib --bins --tests \
-        --config "target.'cfg(all())'.runner = ['env', 'LD_PRELOAD=$runtime']" ;;
+    ELASTIC_SANITIZER_RUNTIME=asan exec "$cargo" test --offline --workspace ;;
 *)
     echo "usage: run-tests.sh [plain|asan]" >&2; exit 2 ;;
 esac

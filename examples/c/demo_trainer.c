@@ -2,8 +2,8 @@
  * A small deterministic data-parallel trainer for the elastic demo: linear
  * regression on synthetic data. Each rank computes the gradient of its share
  * of every step's global batch; the ranks average them through the job's
- * store (ELASTIC_STORE_ENDPOINT / ELASTIC_STORE_PREFIX, summed in rank
- * order, so the result is bitwise reproducible). The ranks save the state
+ * store, which the worker API hands out scoped to the generation (summed in
+ * rank order, so the result is bitwise reproducible). The ranks save the state
  * every few steps with the atomic checkpoint store (elastic_ckpt_*); after a
  * restart every rank resumes from the newest committed step.
  *
@@ -98,17 +98,16 @@ static int all_reduce(elastic_store *store, uint64_t step, int rank, int world, 
 /* ---- checkpoint: the library's atomic checkpoint store ---------------------
  * Every rank takes part in each save (the step is committed once all ranks
  * did); the state is the same on every rank, so it is one replicated blob. */
-static int open_checkpoints(const char *dir, int rank, int world, elastic_ckpt **ckpt)
+static int open_checkpoints(const char *dir, const elastic_worker_info *info, elastic_ckpt **ckpt)
 {
     elastic_ckpt_opts opts;
     elastic_ckpt_opts_init(&opts, sizeof opts);
     opts.compression = ELASTIC_CKPT_NONE;
     opts.threads = 1;
     opts.keep_last = 3;
-    opts.rank = (uint32_t)rank;
-    opts.world = (uint32_t)world;
-    const char *generation = getenv("ELASTIC_GENERATION");
-    opts.generation = generation != NULL ? strtoull(generation, NULL, 10) : 0;
+    opts.rank = (uint32_t)info->rank;
+    opts.world = (uint32_t)info->world_size;
+    opts.generation = info->generation;
     return elastic_ckpt_open(dir, &opts, ckpt);
 }
 
@@ -131,12 +130,6 @@ static int load_state(elastic_ckpt *ckpt, state *s)
 }
 
 /* ---- main ------------------------------------------------------------------ */
-
-static int env_int(const char *name)
-{
-    const char *value = getenv(name);
-    return value != NULL ? atoi(value) : -1;
-}
 
 static void parse_args(int argc, char **argv, trainer_args *args)
 {
@@ -169,23 +162,24 @@ int main(int argc, char **argv)
 {
     trainer_args args;
     parse_args(argc, argv, &args);
-    int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
-    const char *endpoint = getenv("ELASTIC_STORE_ENDPOINT"), *prefix = getenv("ELASTIC_STORE_PREFIX");
-    if (args.ckpt_dir == NULL || rank < 0 || world < 1 || endpoint == NULL || prefix == NULL) {
+    if (args.ckpt_dir == NULL) {
         fprintf(stderr, "demo_trainer: run me under elasticrun with --ckpt-dir DIR\n");
         return 2;
     }
-    elastic_store_opts opts;
-    elastic_store_opts_init(&opts, sizeof opts);
-    opts.prefix = prefix; /* this generation's key space: a restarted group starts clean */
-    elastic_store *store;
-    if (elastic_store_connect(endpoint, &opts, &store) != 0) {
-        fprintf(stderr, "demo_trainer: store %s: %s\n", endpoint, elastic_last_error());
+    /* Rank, world size, generation and the generation's store: all from the
+     * agent, validated by the library (no environment parsing here). */
+    elastic_worker *worker;
+    elastic_worker_info info = {.struct_size = sizeof info};
+    elastic_store *store = NULL;
+    if (elastic_worker_init(NULL, &worker) != 0 || elastic_worker_get_info(worker, &info) != 0 ||
+        elastic_worker_get_store(worker, &store) != 0) {
+        fprintf(stderr, "demo_trainer: %s\n", elastic_last_error());
         return 1;
     }
+    int rank = info.rank, world = info.world_size;
     state s;
     elastic_ckpt *ckpt = NULL;
-    int rc = open_checkpoints(args.ckpt_dir, rank, world, &ckpt);
+    int rc = open_checkpoints(args.ckpt_dir, &info, &ckpt);
     if (rc == 0) rc = load_state(ckpt, &s);
     if (rc != 0) {
         fprintf(stderr, "demo_trainer: checkpoints in %s: %s\n", args.ckpt_dir, elastic_last_error());
@@ -198,6 +192,7 @@ int main(int argc, char **argv)
         double grad[DIM + 1];
         partial_gradient(&s, rank, world, grad);
         rc = all_reduce(store, s.step, rank, world, grad);
+        if (rc == 0) rc = elastic_worker_heartbeat(worker, s.step);
         if (rc != 0) {
             fprintf(stderr, "demo_trainer: rank %d step %" PRIu64 ": %s\n", rank, s.step, elastic_strerror(rc));
             return 1;
@@ -218,6 +213,6 @@ int main(int argc, char **argv)
     }
     if (rank == 0) write_result(args.result, &s, loss);
     elastic_ckpt_close(ckpt);
-    elastic_store_close(store);
+    elastic_worker_close(worker); /* owns the store */
     return 0;
 }

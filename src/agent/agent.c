@@ -226,27 +226,19 @@ static int setup_membership(elastic_agent *agent)
 /* ---- a store host outlives its own workers ---------------------------------------- */
 
 typedef struct closed_watch {
-    elastic_store *store;
-    elastic_rdzv *rdzv;              /* etcd: the closed mark lives there */
-    char key[200];
+    elastic_rdzv *rdzv;              /* the rendezvous knows where its backend marks the end */
     int stop;                        /* atomic */
     int done;                        /* atomic */
     uv_async_t *wake;
 } closed_watch;
 
-/* The rendezvous marks a job that ended (every node finished, or its budget
- * ran out) with rdzv/<run_id>/closed. */
+/* Waits, a second at a time (so stop is seen), until the rendezvous says the
+ * job ended (every node finished, or its budget ran out). */
 static void closed_watch_main(void *arg)
 {
     closed_watch *watch = arg;
-    while (!__atomic_load_n(&watch->stop, __ATOMIC_ACQUIRE)) {
-        void *value = NULL;
-        size_t len = 0;
-        int rc = watch->rdzv != NULL ? rdzv__wait_closed(watch->rdzv, 1000)
-                                     : elastic_store_get(watch->store, watch->key, 1000, &value, &len);
-        elastic_free(value);
-        if (rc != ELASTIC_ETIMEDOUT) break;
-    }
+    while (!__atomic_load_n(&watch->stop, __ATOMIC_ACQUIRE))
+        if (rdzv__wait_closed(watch->rdzv, 1000) != ELASTIC_ETIMEDOUT) break;
     __atomic_store_n(&watch->done, 1, __ATOMIC_RELEASE);
     uv_async_send(watch->wake);
 }
@@ -273,11 +265,9 @@ static void serve_a_while(elastic_agent *agent)
  * still use: serve until the job closes or we are told to stop. */
 static void serve_until_closed(elastic_agent *agent)
 {
-    closed_watch watch = {.store = agent->store, .wake = &agent->group.wake};
-    if (on_etcd(agent)) watch.rdzv = agent__membership_handle(agent->membership);
-    snprintf(watch.key, sizeof watch.key, "rdzv/%s/closed", agent->run_id);
+    closed_watch watch = {.rdzv = agent__membership_handle(agent->membership), .wake = &agent->group.wake};
     uv_thread_t thread;
-    if (uv_thread_create(&thread, closed_watch_main, &watch) != 0) return;
+    if (watch.rdzv == NULL || uv_thread_create(&thread, closed_watch_main, &watch) != 0) return;
     ELASTIC_LOG_I("agent", "workers done; serving the job's store until every node has finished");
     while (!__atomic_load_n(&watch.done, __ATOMIC_ACQUIRE) && agent->group.stop_signal == 0)
         uv_run(&agent->loop, UV_RUN_ONCE);

@@ -202,12 +202,31 @@ static int join_cgroup(const char *dir)
     return rc;
 }
 
+/* Removes empty "elastic-<pid>" cgroups of agents that are gone (a reaper that
+ * was killed itself); rmdir of a cgroup that still has processes just fails. */
+static void sweep_stale_cgroups(const char *parent)
+{
+    DIR *dir = opendir(parent);
+    if (dir == NULL) return;
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL) {
+        int pid = 0, end = 0;
+        if (sscanf(entry->d_name, "elastic-%d%n", &pid, &end) != 1 || entry->d_name[end] != '\0' || pid <= 1) continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", parent, entry->d_name);
+        rmdir(path);
+    }
+    closedir(dir);
+}
+
 /* A cgroup of our own for the workers, when the agent may create one. */
 static void make_worker_cgroup(agent_group *group)
 {
     char *parent = group->reaper_parent_cgroup;
     group->reaper_cgroup[0] = '\0';
     if (!own_cgroup2(parent, sizeof group->reaper_parent_cgroup)) return;
+    sweep_stale_cgroups(parent);
     char dir[sizeof group->reaper_cgroup];
     snprintf(dir, sizeof dir, "%s/elastic-%d", parent, (int)getpid());
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {

@@ -52,6 +52,7 @@ struct elastic_store_server {
     uint64_t deletion_horizon; /* deletions at or below this revision are forgotten */
     size_t buffered;           /* input buffers' capacity + responses in flight, all connections */
     size_t paused_count;       /* connections not read until buffered falls */
+    size_t parked_calls;       /* atomic: get/wait/watch calls parked now (tests wait on it) */
     uv_timer_t pump_timer;     /* decrypts what resumed TLS connections hold already */
 };
 
@@ -98,6 +99,10 @@ struct store__waiter {
     store__slice *keys;             /* point into storage */
     uint8_t storage[];
 };
+
+/* Calls parked on the server right now; safe from any thread. Lets a test
+ * make its change only once the call it tests is really waiting. */
+size_t store__server_parked_calls(const elastic_store_server *server);
 
 /* server_conn.c */
 void store__conn_accept(elastic_store_server *server);

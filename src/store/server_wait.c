@@ -45,6 +45,7 @@ static void waiter_finish(store__waiter *w)
     else conn->waiters = w->conn_next;
     if (w->conn_next != NULL) w->conn_next->conn_prev = w->conn_prev;
     conn->waiter_count--;
+    __atomic_sub_fetch(&conn->server->parked_calls, 1, __ATOMIC_RELEASE);
     w->timer.data = w;
     uv_close((uv_handle_t *)&w->timer, free_waiter_memory);
 }
@@ -203,6 +204,7 @@ static store__waiter *waiter_new(store__conn *conn, const store__request *req, c
     if (conn->waiters != NULL) conn->waiters->conn_prev = w;
     conn->waiters = w;
     conn->waiter_count++;
+    __atomic_add_fetch(&conn->server->parked_calls, 1, __ATOMIC_RELEASE);
     uv_timer_init(&conn->server->loop, &w->timer);
     w->timer.data = w;
     uv_timer_start(&w->timer, on_wait_timeout, req->timeout_ms, 0);
@@ -263,4 +265,9 @@ void store__wait_park(store__conn *conn, const store__request *req)
         else recheck_keys(w);
     }
     free(keys);
+}
+
+size_t store__server_parked_calls(const elastic_store_server *server)
+{
+    return __atomic_load_n(&server->parked_calls, __ATOMIC_ACQUIRE);
 }

@@ -1,22 +1,33 @@
 /* Blocking store calls: get/wait/watch wake on changes, time out, and do
  * not hold up other calls on the same handle. */
 #include "store/client.h"
+#include "store/server.h"
 #include "store_fixture.h"
 
 #include <sched.h>
 
-/* A thread that makes one change after the main thread has parked. */
+/* A thread that makes one change once `parked` calls are parked on the
+ * server, so the wake-up path (not the already-there path) is what runs. */
 typedef struct changer {
     elastic_store *store;
     const char *what; /* "set", "add", "cas", "delete" */
     const char *key;
-    int delay_ms;
+    elastic_store_server *server;
+    size_t parked;
 } changer;
+
+static void wait_parked(const changer *c)
+{
+    uint64_t deadline = fixture_now_ms() + (uint64_t)test_scaled_ms(10000);
+    while (store__server_parked_calls(c->server) < c->parked)
+        if (fixture_now_ms() > deadline) FAIL("the call under test never parked on the server");
+        else sched_yield();
+}
 
 static void *change_later(void *arg)
 {
     changer *c = arg;
-    usleep((useconds_t)c->delay_ms * 1000u);
+    wait_parked(c);
     int64_t result;
     void *current = NULL;
     size_t clen;
@@ -24,6 +35,10 @@ static void *change_later(void *arg)
     else if (strcmp(c->what, "add") == 0) elastic_store_add(c->store, c->key, 1, &result);
     else if (strcmp(c->what, "cas") == 0) elastic_store_compare_set(c->store, c->key, NULL, 0, "c", 1, &current, &clen);
     else if (strcmp(c->what, "delete") == 0) elastic_store_delete(c->store, c->key);
+    else if (strcmp(c->what, "elsewhere-then-delete") == 0) {
+        elastic_store_set(c->store, "elsewhere", "v", 1); /* must not wake a watch on another prefix */
+        elastic_store_delete(c->store, c->key);
+    }
     elastic_free(current);
     return NULL;
 }
@@ -39,7 +54,7 @@ TEST(store_get_waits_for_set_add_and_compare_set)
     for (int i = 0; i < 3; i++) {
         char key[32];
         snprintf(key, sizeof key, "wake-%s", kinds[i]);
-        changer c = {writer, kinds[i], key, 50};
+        changer c = {writer, kinds[i], key, f.server, 1};
         pthread_t t;
         start_changer(&t, &c);
         void *value = NULL;
@@ -64,7 +79,7 @@ TEST(store_wait_needs_every_key)
     const char *keys[] = {"a", "b", "c"};
     ASSERT_ERR(elastic_store_wait(s, keys, 3, 100), ELASTIC_ETIMEDOUT);
     ASSERT_OK(elastic_store_set(writer, "c", "1", 1));
-    changer c = {writer, "set", "b", 50};
+    changer c = {writer, "set", "b", f.server, 1};
     pthread_t t;
     start_changer(&t, &c);
     ASSERT_OK(elastic_store_wait(s, keys, 3, test_scaled_ms(10000)));
@@ -107,15 +122,12 @@ TEST(store_watch_wakes_on_set_and_delete_under_prefix)
     uint64_t rev = 0;
     ASSERT_OK(elastic_store_get_revision(writer, "gen/1/a", NULL, NULL, &rev));
     /* A change elsewhere does not wake it; one under the prefix does. */
-    changer other = {writer, "set", "elsewhere", 20};
-    changer under = {writer, "delete", "gen/1/a", 150};
-    pthread_t t1, t2;
-    start_changer(&t1, &other);
-    start_changer(&t2, &under);
+    changer both = {writer, "elsewhere-then-delete", "gen/1/a", f.server, 1};
+    pthread_t t1;
+    start_changer(&t1, &both);
     uint64_t woke = 0;
     ASSERT_OK(elastic_store_watch(s, "gen/1/", rev, test_scaled_ms(10000), &woke));
     pthread_join(t1, NULL);
-    pthread_join(t2, NULL);
     ASSERT_EQ(woke, rev + 2); /* the delete, after the unrelated set */
     /* Already happened: answered at once. */
     uint64_t again = 0;
@@ -183,7 +195,8 @@ TEST(store_server_close_fails_pending_calls_promptly)
     blocked_get g = {s, 1};
     pthread_t t;
     ASSERT_EQ(pthread_create(&t, NULL, get_forever, &g), 0);
-    usleep(100 * 1000); /* let it park; the result does not depend on it */
+    changer parked = {.server = f.server, .parked = 1};
+    wait_parked(&parked); /* closing must fail a call that is really parked */
     uint64_t start = fixture_now_ms();
     elastic_store_server_close(f.server);
     pthread_join(t, NULL);

@@ -26,11 +26,41 @@ fn link_in_tree(lib_dir: &Path) -> PathBuf {
         panic!("elastic-sys: ELASTIC_LIB_DIR={} has no libelastic.so (run make)", lib_dir.display());
     }
     println!("cargo:rustc-link-search=native={}", lib_dir.display());
+    println!("cargo:rerun-if-env-changed=ELASTIC_SANITIZER_RUNTIME");
+    if env::var_os("ELASTIC_SANITIZER_RUNTIME").map_or(false, |r| r == "asan") {
+        link_asan_runtime();
+    }
     println!("cargo:rustc-link-lib=dylib=elastic");
     // Dependents' build scripts see it as DEP_ELASTIC_LIB_DIR.
     println!("cargo:lib_dir={}", lib_dir.display());
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     manifest.join("../../../include")
+}
+
+/// An ASan-built library (make check) needs the ASan runtime initialised
+/// before anything else, as in a program compiled with -fsanitize=address:
+/// every program that links elastic-sys (tests, doc tests, examples) gets
+/// libasan as its first library and gcc's libasan_preinit.o (its
+/// .preinit_array entry). Preloading the runtime instead, without the
+/// preinit entry, deadlocks at exit in libp11-kit's destructor.
+fn link_asan_runtime() {
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
+    let found = std::process::Command::new(&cc).arg("-print-file-name=libasan_preinit.o").output();
+    let preinit = found.ok().map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_string()));
+    let preinit = match preinit {
+        Some(path) if path.is_absolute() && path.is_file() => path,
+        _ => panic!("elastic-sys: {cc} -print-file-name=libasan_preinit.o found no file (gcc's ASan runtime)"),
+    };
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    let archive = out.join("libelastic_asan_preinit.a");
+    let _ = std::fs::remove_file(&archive);
+    let status = std::process::Command::new("ar").arg("rcs").arg(&archive).arg(&preinit).status();
+    if !status.map_or(false, |s| s.success()) {
+        panic!("elastic-sys: ar rcs {} {} failed", archive.display(), preinit.display());
+    }
+    println!("cargo:rustc-link-search=native={}", out.display());
+    println!("cargo:rustc-link-lib=static:-bundle,+whole-archive=elastic_asan_preinit");
+    println!("cargo:rustc-link-lib=dylib=asan");
 }
 
 /// An installed library (`make install`): pkg-config's elastic.pc says where.

@@ -6,6 +6,7 @@ use std::mem::size_of;
 use std::os::raw::c_void;
 use std::path::Path;
 use std::ptr::{self, NonNull};
+use std::sync::{Mutex, MutexGuard};
 
 use elastic_sys as sys;
 
@@ -122,8 +123,10 @@ fn raw_blobs(blobs: &[Blob<'_>]) -> Result<RawBlobs> {
 /// A checkpoint directory; closed on drop (a save still running is then
 /// canceled: [`PendingSave::wait`] first to keep it).
 ///
-/// `Send + Sync`: calls on one handle are serialised inside
-/// (`include/elastic/ckpt.h`).
+/// `Send + Sync`: ckpt.h promises that calls on one handle are serialised
+/// inside, but libelastic 1.0.0's reads share a step cache without a lock
+/// (concurrent reads free each other's view: heap-use-after-free under ASan),
+/// so this handle serialises its own calls with a mutex.
 ///
 /// ```
 /// let dir = std::env::temp_dir().join(format!("elastic-doc-ckpt-{}", std::process::id()));
@@ -137,11 +140,12 @@ fn raw_blobs(blobs: &[Blob<'_>]) -> Result<RawBlobs> {
 #[derive(Debug)]
 pub struct Checkpoint<'s> {
     raw: NonNull<sys::elastic_ckpt>,
+    calls: Mutex<()>,
     store: PhantomData<&'s Store>,
 }
 
-// SAFETY: ckpt.h: "calls on one elastic_ckpt handle are serialised inside";
-// close (in Drop) is the last call.
+// SAFETY: every call on the handle holds `calls` (see above); close (in Drop)
+// is the last call.
 unsafe impl Send for Checkpoint<'_> {}
 unsafe impl Sync for Checkpoint<'_> {}
 
@@ -204,11 +208,16 @@ impl<'s> Checkpoint<'s> {
         // SAFETY: valid string and options (the store outlives 's, which the handle carries).
         check(unsafe { sys::elastic_ckpt_open(dir.as_ptr(), &opts, &mut raw) })?;
         let raw = NonNull::new(raw).ok_or_else(|| Error::new(sys::ELASTIC_ENOMEM, "ckpt open returned NULL"))?;
-        Ok(Checkpoint { raw, store: PhantomData })
+        Ok(Checkpoint { raw, calls: Mutex::new(()), store: PhantomData })
     }
 
     fn raw(&self) -> *mut sys::elastic_ckpt {
         self.raw.as_ptr()
+    }
+
+    /// Held across every call on the handle.
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        self.calls.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Writes and commits the blobs as `step` (this rank's shard).
@@ -221,6 +230,7 @@ impl<'s> Checkpoint<'s> {
     /// # Ok::<(), elastic::Error>(())
     /// ```
     pub fn save(&self, step: u64, blobs: &[Blob<'_>]) -> Result<()> {
+        let _calls = self.lock();
         let raw = raw_blobs(blobs)?;
         // SAFETY: live handle; the blob array and the buffers it points to outlive the call.
         check(unsafe { sys::elastic_ckpt_save(self.raw(), step, raw.blobs.as_ptr(), raw.blobs.len()) })
@@ -246,6 +256,7 @@ impl<'s> Checkpoint<'s> {
     /// # Ok::<(), elastic::Error>(())
     /// ```
     pub fn save_async(&mut self, step: u64, blobs: &[Blob<'_>], timeout: Timeout) -> Result<PendingSave<'_, 's>> {
+        // &mut self: no other call can run on the handle meanwhile.
         let raw = raw_blobs(blobs)?;
         // SAFETY: live handle; the library copies every blob before returning
         // (ckpt.h: "Copies the blobs and returns"), so they only need to outlive the call.
@@ -271,6 +282,7 @@ impl<'s> Checkpoint<'s> {
     /// # Ok::<(), elastic::Error>(())
     /// ```
     pub fn begin(&self, step: u64) -> Result<Transaction<'_>> {
+        let _calls = self.lock();
         let mut raw = ptr::null_mut();
         // SAFETY: live handle; valid out-pointer.
         check(unsafe { sys::elastic_ckpt_begin(self.raw(), step, &mut raw) })?;
@@ -288,6 +300,7 @@ impl<'s> Checkpoint<'s> {
     /// # Ok::<(), elastic::Error>(())
     /// ```
     pub fn latest(&self) -> Result<Option<u64>> {
+        let _calls = self.lock();
         let mut step = 0;
         // SAFETY: live handle; valid out-pointer.
         let rc = unsafe { sys::elastic_ckpt_latest(self.raw(), &mut step) };
@@ -324,6 +337,7 @@ impl<'s> Checkpoint<'s> {
     /// # Ok::<(), elastic::Error>(())
     /// ```
     pub fn read_into(&self, step: u64, name: &str, buf: &mut [u8]) -> Result<usize> {
+        let _calls = self.lock();
         let name = c_string(name, "blob name")?;
         let mut len = 0;
         // SAFETY: live handle; buf is writable for buf.len() bytes.
@@ -345,6 +359,7 @@ impl<'s> Checkpoint<'s> {
     /// # Ok::<(), elastic::Error>(())
     /// ```
     pub fn read_shard(&self, step: u64, rank: i32, name: &str) -> Result<Vec<u8>> {
+        let _calls = self.lock();
         let name = c_string(name, "blob name")?;
         let (mut data, mut len) = (ptr::null_mut(), 0);
         // SAFETY: live handle; valid out-pointers; data is released by take_bytes.
@@ -365,6 +380,7 @@ impl<'s> Checkpoint<'s> {
     /// # Ok::<(), elastic::Error>(())
     /// ```
     pub fn steps(&self) -> Result<Vec<u64>> {
+        let _calls = self.lock();
         let (mut steps, mut n) = (ptr::null_mut(), 0);
         // SAFETY: live handle; valid out-pointers.
         check(unsafe { sys::elastic_ckpt_list_steps(self.raw(), &mut steps, &mut n) })?;
@@ -388,6 +404,7 @@ impl<'s> Checkpoint<'s> {
     /// # Ok::<(), elastic::Error>(())
     /// ```
     pub fn blob_names(&self, step: u64, rank: i32) -> Result<Vec<String>> {
+        let _calls = self.lock();
         let (mut names, mut n) = (ptr::null_mut(), 0);
         // SAFETY: live handle; valid out-pointers; the list is released by take_strings.
         check(unsafe { sys::elastic_ckpt_list_blobs(self.raw(), step, rank, &mut names, &mut n) })?;
@@ -406,6 +423,7 @@ impl<'s> Checkpoint<'s> {
     /// # Ok::<(), elastic::Error>(())
     /// ```
     pub fn step_info(&self, step: u64) -> Result<(u32, u64)> {
+        let _calls = self.lock();
         let (mut world, mut generation) = (0, 0);
         // SAFETY: live handle; valid out-pointers.
         check(unsafe { sys::elastic_ckpt_step_info(self.raw(), step, &mut world, &mut generation) })?;
@@ -494,6 +512,7 @@ impl<'c, 's> PendingSave<'c, 's> {
     }
 
     fn outcome(&self, timeout: Timeout) -> Result<u64> {
+        let _calls = self.ckpt.lock();
         let mut step = 0;
         // SAFETY: live handle (borrowed); valid out-pointer.
         check(unsafe { sys::elastic_ckpt_async_wait(self.ckpt.raw(), timeout.as_ms(), &mut step) })?;

@@ -70,7 +70,7 @@ fn a_store_handle_moves_to_and_is_shared_with_other_threads() {
 #[test]
 fn errors_carry_code_name_and_the_librarys_detail() {
     let mut options = StoreOptions::default();
-    options.connect_timeout = Some(Timeout::After(Duration::ZERO));
+    options.connect_timeout = Some(Timeout::After(Duration::from_millis(300)));
     let error = Store::connect("127.0.0.1:1", &options).unwrap_err();
     assert_eq!((error.code, error.name), (code::ECONNECT, "ELASTIC_ECONNECT"));
     assert!(error.detail.contains("127.0.0.1:1"), "detail: {:?}", error.detail);

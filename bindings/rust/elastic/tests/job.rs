@@ -165,6 +165,10 @@ fn recover_worker() {
             for step in 1..=5 {
                 worker.heartbeat(step).unwrap();
             }
+            // Fail only once rank 0 runs with its hooks set: an earlier exit
+            // would test the agent's start-up, not in-process recovery.
+            let store = worker.store().unwrap().expect("a store under elasticrun");
+            store.get("rank0-hooked", Duration::from_secs(60).into()).unwrap();
             println!("rust-worker rank=1 generation=1 failing on purpose");
             std::process::exit(3);
         }
@@ -183,6 +187,12 @@ fn recover_worker() {
     let reconfigured_to = Arc::new(Mutex::new(0u64));
     let to = reconfigured_to.clone();
     worker.on_reconfigure(move |info| *to.lock().unwrap() = info.generation).unwrap();
+    if info.generation != 1 {
+        // Restarted rather than reconfigured: the test reports it.
+        println!("rust-worker rank=0 restarted in generation {}", info.generation);
+        return;
+    }
+    worker.store().unwrap().expect("a store under elasticrun").set("rank0-hooked", b"1").unwrap();
     let deadline = Instant::now() + Duration::from_secs(150);
     let mut step = 0;
     loop {
