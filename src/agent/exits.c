@@ -20,11 +20,19 @@
 
 struct agent_exit_watch {
     uv_poll_t poll;
+    uv_timer_t retry;                /* a readable pidfd whose waitpid() found nothing yet */
     int pidfd;
+    int open_handles;                /* freed once both handles have closed */
     agent_group *group;
 };
 
-static void on_watch_closed(uv_handle_t *handle) { free(handle->data); }
+#define EXIT_RETRY_MS 100
+
+static void on_watch_closed(uv_handle_t *handle)
+{
+    agent_exit_watch *watch = handle->data;
+    if (--watch->open_handles == 0) free(watch);
+}
 
 static void on_sigchld(uv_signal_t *handle, int signum)
 {
@@ -35,6 +43,7 @@ static void on_sigchld(uv_signal_t *handle, int signum)
 static void close_watch(agent_exit_watch *watch)
 {
     uv_close((uv_handle_t *)&watch->poll, on_watch_closed);
+    uv_close((uv_handle_t *)&watch->retry, on_watch_closed);
     /* Safe right after uv_close: libuv no longer polls it. Closed as it was
      * opened, by raw system call, so ThreadSanitizer's descriptor table sees
      * neither (libuv closes the store's sockets that way too: a close() here
@@ -42,18 +51,27 @@ static void close_watch(agent_exit_watch *watch)
     syscall(SYS_close, watch->pidfd);
 }
 
+/* Reaps what has ended (closing this watch when its worker was reaped). */
+static void reap_now(agent_exit_watch *watch) { agent__group_workers_exited(watch->group); }
+
+static void on_retry(uv_timer_t *timer) { reap_now(timer->data); }
+
 static void on_pidfd(uv_poll_t *poll, int status, int events)
 {
     agent_exit_watch *watch = poll->data;
     agent_group *group = watch->group;
     (void)status, (void)events; /* readable or an error: either way the process ended or is gone */
-    agent__group_workers_exited(group); /* closes this watch when it reaps its worker */
+    reap_now(watch);
     if (uv_is_closing((uv_handle_t *)poll)) return;
-    /* Still open: its worker did not reap (waitpid failed). Stop polling a
-     * descriptor that stays readable; a watch no worker owns goes now. */
+    /* Still open: its worker was not reaped yet (a thread of it may still be
+     * exiting, so waitpid() found nothing). Stop polling a descriptor that
+     * stays readable and try again on a timer until the reap succeeds; a
+     * watch no worker owns goes now. */
     for (int i = 0; i < group->nworkers; i++)
         if (group->workers[i].exit_watch == watch) {
             uv_poll_stop(poll);
+            if (!uv_is_active((uv_handle_t *)&watch->retry))
+                uv_timer_start(&watch->retry, on_retry, EXIT_RETRY_MS, EXIT_RETRY_MS);
             return;
         }
     close_watch(watch);
@@ -84,9 +102,12 @@ void agent__exit_watch_start(agent_group *group, agent_worker *worker)
         use_sigchld(group, uv_strerror(rc));
         return;
     }
+    uv_timer_init(group->loop, &watch->retry);
+    watch->open_handles = 2;
     watch->pidfd = pidfd;
     watch->group = group;
     watch->poll.data = watch;
+    watch->retry.data = watch;
     uv_poll_start(&watch->poll, UV_READABLE, on_pidfd);
     worker->exit_watch = watch;
 }

@@ -68,6 +68,7 @@ static void free_handle(elastic_ckpt *c)
     ckpt__ctx_free(c->ctx);
     ckpt__view_free(c->view);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->read_lock);
     free(c->dir);
     free(c);
 }
@@ -91,6 +92,7 @@ ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *o
     elastic_ckpt *c = calloc(1, sizeof *c);
     if (c == NULL) return elastic__fail(ELASTIC_ENOMEM, "ckpt handle");
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->read_lock, NULL);
     c->opts = o;
     c->dir = elastic__strdup(dir);
     c->ctx = ckpt__ctx_new();

@@ -204,7 +204,8 @@ struct elastic_ckpt {
     bool txn_open;            /* a transaction (sync or async) is open */
     pthread_mutex_t lock;     /* guards txn_open against the async thread */
     ckpt_async *async;
-    ckpt_step_view *view;     /* the last step opened for reading */
+    ckpt_step_view *view;     /* the last step opened for reading (guarded by read_lock) */
+    pthread_mutex_t read_lock; /* one read call at a time: they share view and ctx */
     unsigned tmp_counter;
     /* Buffers of the last transaction, reused by the next: fresh memory is
      * costly (page faults; in some VMs a host fault per page). */

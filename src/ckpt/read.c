@@ -147,9 +147,9 @@ static int read_alloc(elastic_ckpt *c, uint64_t step, int rank, const char *name
     return 0;
 }
 
-/* ---- public ------------------------------------------------------------------ */
+/* ---- the calls, before the lock ---------------------------------------------- */
 
-ELASTIC_EXTERN int elastic_ckpt_latest(elastic_ckpt *c, uint64_t *step)
+static int latest_unlocked(elastic_ckpt *c, uint64_t *step)
 {
     elastic__clear_error();
     if (c == NULL || step == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt latest: NULL argument");
@@ -170,19 +170,17 @@ ELASTIC_EXTERN int elastic_ckpt_latest(elastic_ckpt *c, uint64_t *step)
     return 0;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_read(elastic_ckpt *c, uint64_t step, const char *name, void **data, size_t *len)
+static int read_unlocked(elastic_ckpt *c, uint64_t step, const char *name, void **data, size_t *len)
 {
     return read_alloc(c, step, ELASTIC_CKPT_ANY_RANK, name, data, len);
 }
 
-ELASTIC_EXTERN int elastic_ckpt_read_shard(elastic_ckpt *c, uint64_t step, int rank, const char *name, void **data,
-                                           size_t *len)
+static int read_shard_unlocked(elastic_ckpt *c, uint64_t step, int rank, const char *name, void **data, size_t *len)
 {
     return read_alloc(c, step, rank, name, data, len);
 }
 
-ELASTIC_EXTERN int elastic_ckpt_read_into(elastic_ckpt *c, uint64_t step, const char *name, void *buf, size_t cap,
-                                          size_t *len)
+static int read_into_unlocked(elastic_ckpt *c, uint64_t step, const char *name, void *buf, size_t cap, size_t *len)
 {
     elastic__clear_error();
     if (c == NULL || len == NULL || (buf == NULL && cap > 0))
@@ -197,7 +195,7 @@ ELASTIC_EXTERN int elastic_ckpt_read_into(elastic_ckpt *c, uint64_t step, const 
     return read_blob(c, s, b, buf);
 }
 
-ELASTIC_EXTERN int elastic_ckpt_blob_len(elastic_ckpt *c, uint64_t step, const char *name, size_t *len)
+static int blob_len_unlocked(elastic_ckpt *c, uint64_t step, const char *name, size_t *len)
 {
     elastic__clear_error();
     if (c == NULL || len == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt blob_len: NULL argument");
@@ -208,7 +206,7 @@ ELASTIC_EXTERN int elastic_ckpt_blob_len(elastic_ckpt *c, uint64_t step, const c
     return rc;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_list_steps(elastic_ckpt *c, uint64_t **steps, size_t *n)
+static int list_steps_unlocked(elastic_ckpt *c, uint64_t **steps, size_t *n)
 {
     elastic__clear_error();
     if (c == NULL || steps == NULL || n == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt list_steps: NULL argument");
@@ -221,7 +219,7 @@ ELASTIC_EXTERN int elastic_ckpt_list_steps(elastic_ckpt *c, uint64_t **steps, si
     return rc;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_step_info(elastic_ckpt *c, uint64_t step, uint32_t *world, uint64_t *generation)
+static int step_info_unlocked(elastic_ckpt *c, uint64_t step, uint32_t *world, uint64_t *generation)
 {
     elastic__clear_error();
     if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt step_info: NULL argument");
@@ -248,7 +246,7 @@ static bool listed(const ckpt_step_view *v, int rank, uint32_t own, uint32_t sha
     return true;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_list_blobs(elastic_ckpt *c, uint64_t step, int rank, char ***names, size_t *n)
+static int list_blobs_unlocked(elastic_ckpt *c, uint64_t step, int rank, char ***names, size_t *n)
 {
     elastic__clear_error();
     if (c == NULL || names == NULL || n == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt list_blobs: NULL argument");
@@ -286,4 +284,84 @@ ELASTIC_EXTERN int elastic_ckpt_list_blobs(elastic_ckpt *c, uint64_t step, int r
     }
     *n = count;
     return 0;
+}
+
+/* ---- public: one read at a time per handle --------------------------------- */
+
+/* Reads share the handle's cached step view and its decompression contexts:
+ * a read from another thread would free the view under this one. Calls on
+ * one handle are serialised here, as include/elastic/ckpt.h promises. */
+
+ELASTIC_EXTERN int elastic_ckpt_latest(elastic_ckpt *c, uint64_t *step)
+{
+    if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_latest: NULL handle");
+    pthread_mutex_lock(&c->read_lock);
+    int rc = latest_unlocked(c, step);
+    pthread_mutex_unlock(&c->read_lock);
+    return rc;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_read(elastic_ckpt *c, uint64_t step, const char *name, void **data, size_t *len)
+{
+    if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_read: NULL handle");
+    pthread_mutex_lock(&c->read_lock);
+    int rc = read_unlocked(c, step, name, data, len);
+    pthread_mutex_unlock(&c->read_lock);
+    return rc;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_read_shard(elastic_ckpt *c, uint64_t step, int rank, const char *name, void **data,
+                                           size_t *len)
+{
+    if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_read_shard: NULL handle");
+    pthread_mutex_lock(&c->read_lock);
+    int rc = read_shard_unlocked(c, step, rank, name, data, len);
+    pthread_mutex_unlock(&c->read_lock);
+    return rc;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_read_into(elastic_ckpt *c, uint64_t step, const char *name, void *buf, size_t cap,
+                                          size_t *len)
+{
+    if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_read_into: NULL handle");
+    pthread_mutex_lock(&c->read_lock);
+    int rc = read_into_unlocked(c, step, name, buf, cap, len);
+    pthread_mutex_unlock(&c->read_lock);
+    return rc;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_blob_len(elastic_ckpt *c, uint64_t step, const char *name, size_t *len)
+{
+    if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_blob_len: NULL handle");
+    pthread_mutex_lock(&c->read_lock);
+    int rc = blob_len_unlocked(c, step, name, len);
+    pthread_mutex_unlock(&c->read_lock);
+    return rc;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_list_steps(elastic_ckpt *c, uint64_t **steps, size_t *n)
+{
+    if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_list_steps: NULL handle");
+    pthread_mutex_lock(&c->read_lock);
+    int rc = list_steps_unlocked(c, steps, n);
+    pthread_mutex_unlock(&c->read_lock);
+    return rc;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_step_info(elastic_ckpt *c, uint64_t step, uint32_t *world, uint64_t *generation)
+{
+    if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_step_info: NULL handle");
+    pthread_mutex_lock(&c->read_lock);
+    int rc = step_info_unlocked(c, step, world, generation);
+    pthread_mutex_unlock(&c->read_lock);
+    return rc;
+}
+
+ELASTIC_EXTERN int elastic_ckpt_list_blobs(elastic_ckpt *c, uint64_t step, int rank, char ***names, size_t *n)
+{
+    if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_list_blobs: NULL handle");
+    pthread_mutex_lock(&c->read_lock);
+    int rc = list_blobs_unlocked(c, step, rank, names, n);
+    pthread_mutex_unlock(&c->read_lock);
+    return rc;
 }
