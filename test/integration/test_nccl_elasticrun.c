@@ -73,9 +73,12 @@ TEST_TIMEOUT(nccl_hang_recovers_in_process_without_trainer_code, 120)
     char events[512], event_flag[600];
     agent_harness_path(events, sizeof events, "events.jsonl");
     snprintf(event_flag, sizeof event_flag, "--event-log=%s", events);
-    /* A deadline that a loaded machine under sanitizers meets in the healthy generation. */
+    /* A deadline that a loaded machine under sanitizers (ThreadSanitizer:
+     * scaled) meets in the healthy generation. */
+    char timeout[32];
+    snprintf(timeout, sizeof timeout, "%d", test_scaled_ms(3000));
     const char *argv[] = {"elasticrun", "--nproc-per-node", "2", "--max-restarts", "1", "--in-process-recovery",
-                          event_flag, "--no-python", helper, "--steps", "30", "--timeout-ms", "3000", NULL};
+                          event_flag, "--no-python", helper, "--steps", "30", "--timeout-ms", timeout, NULL};
     int code = run_elasticrun(argv, env, test_scaled_ms(90000));
     char path[600];
     char *out = agent_harness_read_file(agent_harness_path(path, sizeof path, "elasticrun.out"));
