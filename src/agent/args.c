@@ -48,6 +48,7 @@ void agent__opts_defaults(elastic_agent_opts *opts)
     opts->metrics_port = -1;
     opts->user_probe_interval_ms = 10000;
     opts->abort_ack_timeout_ms = 5000;
+    opts->straggler_quarantine_ms = 300000;
 }
 
 ELASTIC_EXTERN int elastic_agent_opts_init(elastic_agent_opts *opts, size_t struct_size)
@@ -184,6 +185,7 @@ static int set_straggler_window(elastic_agent_opts *o, const char *v) { return s
 static int set_straggler_rounds(elastic_agent_opts *o, const char *v) { return set_int_field(&o->straggler_rounds, v, 0, 100000); }
 static int set_user_probe(elastic_agent_opts *o, const char *v) { return bounded_string(v, &o->user_probe); }
 static int set_user_probe_interval(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->user_probe_interval_ms, v, false); }
+static int set_quarantine(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->straggler_quarantine_ms, v, true); }
 static int set_abort_ack(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->abort_ack_timeout_ms, v, false); }
 
 static int set_start_method(elastic_agent_opts *o, const char *value)
@@ -254,6 +256,7 @@ static const flag_spec flags[] = {
     {"straggler_window", 0, false, true, set_straggler_window},
     {"straggler_rounds", 0, false, true, set_straggler_rounds},
     {"straggler_evict", 0, true, true, set_straggler_evict},
+    {"straggler_quarantine", 0, false, true, set_quarantine},
     {"user_probe", 0, false, true, set_user_probe},
     {"user_probe_interval", 0, false, true, set_user_probe_interval},
     {"in_process_recovery", 0, true, true, set_in_process},

@@ -6,6 +6,8 @@
  */
 #include "agent/group.h"
 
+#include "rdzv/rdzv.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -96,6 +98,69 @@ static void emit_node_straggler(agent_group *group, const probe__node_stat *stat
     agent__event_emit(group->events, &event);
 }
 
+/* The job's persistent straggler is this node: with --straggler-evict it
+ * steps aside itself. The slow node is the one decision-maker: it needs no
+ * message to stop and quarantine itself, and the generation's end is one
+ * compare-and-set, so two nodes never evict two nodes in one generation (a
+ * node that lost that race is still a member and simply re-forms). */
+static void maybe_evict(agent_group *group, const probe__node_stat *st, int slow, double score, unsigned rounds)
+{
+    if (!group->opts->straggler_evict || group->evict_in_flight || slow != group->current.group_rank ||
+        strcmp(st->node_id, group->node_id) != 0 || agent__membership_handle(group->membership) == NULL)
+        return;
+    agent_call *call = agent__call_new(AGENT_CALL_EVICT);
+    if (call == NULL) return;
+    call->generation = group->current.generation;
+    call->score = score;
+    call->step_ms = st->step_ns / 1000000;
+    snprintf(call->value, sizeof call->value,
+             "straggler evicted: scored %.2f against the job's median for %u rounds (step %llu ms)", score, rounds,
+             (unsigned long long)call->step_ms);
+    group->evict_in_flight = true;
+    agent__call_post(group, call);
+}
+
+void agent__node_evict_run(agent_group *group, agent_call *call)
+{
+    rdzv__step_aside_result result;
+    call->rc = rdzv__step_aside(agent__membership_handle(group->membership), call->value, &result);
+    call->evicted = call->rc == 0 && result.stepped_aside && result.generation == call->generation;
+    call->waiting = result.waiting;
+    snprintf(call->replacement, sizeof call->replacement, "%s", result.replacement);
+}
+
+static void emit_evicted(agent_group *group, const agent_call *call)
+{
+    agent_event event;
+    agent__event_begin(&event, group->events, "straggler_evicted");
+    agent__event_int(&event, "generation", (int64_t)call->generation);
+    agent__event_str(&event, "straggler", group->node_id);
+    char text[32];
+    snprintf(text, sizeof text, "%.3f", call->score);
+    agent__event_str(&event, "score", text);
+    agent__event_int(&event, "step_time_ms", (int64_t)call->step_ms);
+    agent__event_int(&event, "spares_waiting", call->waiting);
+    agent__event_str(&event, "replacement", call->replacement);
+    agent__event_int(&event, "quarantine_ms", group->opts->straggler_quarantine_ms);
+    agent__event_emit(group->events, &event);
+}
+
+void agent__node_evict_done(agent_group *group, agent_call *call)
+{
+    group->evict_in_flight = false;
+    if (call->rc != 0 || group->state != AGENT_RUNNING || call->generation != group->current.generation) return;
+    if (!call->evicted) {
+        if (!group->evict_refused_logged)
+            ELASTIC_LOG_W("agent", "this node is the job's straggler but stays: no spare waits and --nnodes' minimum "
+                                   "needs it (%d nodes)", group->current.group_world_size);
+        group->evict_refused_logged = true; /* asked again at every exchange while the verdict holds */
+        return;
+    }
+    emit_evicted(group, call);
+    agent__console_evicted(group, call);
+    agent__group_quarantine(group);
+}
+
 void agent__node_stats_done(agent_group *group, agent_call *call)
 {
     group->node_stats_in_flight = false;
@@ -124,6 +189,7 @@ void agent__node_stats_done(agent_group *group, agent_call *call)
                       st->node_id, scores[slow], rounds);
         emit_node_straggler(group, st, scores[slow], rounds);
     }
+    if (slow >= 0) maybe_evict(group, &call->node_stats[slow], slow, scores[slow], rounds);
     free(scores);
 }
 

@@ -69,3 +69,8 @@ TEST_TIMEOUT(netns_etcd_job_survives_losing_its_store_host, 120)
 {
     run_netns_script("etcd_store_host_lost.sh");
 }
+
+TEST_TIMEOUT(netns_straggler_node_is_replaced_by_the_waiting_spare, 150)
+{
+    run_netns_script("straggler_spare.sh");
+}

@@ -1,0 +1,59 @@
+# Agents for the straggler-replacement scenarios: --nnodes=2:2 on simulated
+# hosts, workers that report their compute time (probe_worker compute), job-wide
+# scores every 2 s, --straggler-evict. Source after netns.sh and cluster.sh.
+
+PROBE_WORKER="${ELASTIC_HELPER_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/release/test/helpers}/probe_worker"
+SPARE_QUARANTINE=${SPARE_QUARANTINE:-8}
+
+# spare_start_agent I STEP_MS [STALL_STEP STALL_MS]: host I's agent (h1 hosts the store).
+spare_start_agent() {
+    local host=$1 conf="last_call_timeout=1,join_timeout=120"
+    shift
+    [ "$host" = 1 ] && conf="$conf,is_host=1" || conf="$conf,is_host=0"
+    rm -f "$(cluster_events "$host")"
+    netns_spawn "$host" "$(cluster_log "$host")" env ELASTIC_LOG_LEVEL=warn "$ELASTICRUN" \
+        --nnodes 2:2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint "$(netns_addr 1):$CLUSTER_PORT" \
+        --rdzv-id spare-job --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts 3 \
+        --monitor-interval 0.2 --straggler-window 3 --straggler-rounds 3 --straggler-evict \
+        --straggler-quarantine "$SPARE_QUARANTINE" --event-log "$(cluster_events "$host")" \
+        --metrics-port "$CLUSTER_METRICS_PORT" --no-python "$PROBE_WORKER" compute "$@"
+    CLUSTER_AGENT_PIDS[$host]=$NETNS_LAST_PID
+}
+
+# spare_start FAST_ARGS... -- SLOW_ARGS...: h1 and h3 form generation 1, then
+# h2 (fast) joins as the waiting spare.
+spare_start() {
+    [ -x "$ELASTICRUN" ] || { echo "FAIL: no $ELASTICRUN (run make)" >&2; exit 1; }
+    [ -x "$PROBE_WORKER" ] || { echo "FAIL: no $PROBE_WORKER (make test builds it)" >&2; exit 1; }
+    local h1=() h3=()
+    while [ "$1" != -- ]; do h1+=("$1"); shift; done
+    shift
+    h3=("$@")
+    netns_setup 3
+    spare_start_agent 1 "${h1[@]}"
+    spare_start_agent 3 "${h3[@]}"
+    for i in 1 3; do
+        cluster_wait "$i" '"event":"generation_formed".*"world_size":4,' 60 || cluster_fail "h$i never formed"
+        cluster_wait_count "$i" '"event":"worker_started"' 2 20 || cluster_fail "h$i's workers did not start"
+    done
+    spare_start_agent 2 20
+    netns_log "h1 and h3 running, h2 waiting as the spare"
+}
+
+# spare_metric I NAME: the lines of host I's /metrics that start with NAME.
+spare_metric() {
+    netns_exec "$1" python3 - "$CLUSTER_METRICS_PORT" "$2" <<'PY'
+import socket, sys
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2) as c:
+    c.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+    data = b""
+    while True:
+        chunk = c.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+for line in data.decode(errors="replace").splitlines():
+    if line.startswith(sys.argv[2]):
+        print(line)
+PY
+}
