@@ -23,7 +23,9 @@ void agent__node_stat(void *user, const probe__node_stat *stat)
 {
     agent_group *group = user;
     const elastic_rdzv_result *g = &group->current;
-    if (group->store == NULL || group->state != AGENT_RUNNING || group->node_stats_in_flight ||
+    /* State first: on etcd the calls thread replaces group->store during a
+     * rendezvous, never while RUNNING. */
+    if (group->state != AGENT_RUNNING || group->store == NULL || group->node_stats_in_flight ||
         g->group_world_size < 2 || g->group_world_size > PROBE__JOB_MAX_NODES)
         return; /* one exchange at a time: a slow store only delays the next */
     agent_call *call = agent__call_new(AGENT_CALL_NODE_STATS);

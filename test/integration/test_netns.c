@@ -79,3 +79,8 @@ TEST_TIMEOUT(netns_straggler_equal_nodes_and_a_stall_evict_no_one, 150)
 {
     run_netns_script("straggler_equal.sh");
 }
+
+TEST_TIMEOUT(netns_straggler_node_is_replaced_by_the_waiting_spare_on_etcd, 150)
+{
+    run_netns_script("straggler_spare_etcd.sh");
+}
