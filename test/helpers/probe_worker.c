@@ -7,7 +7,8 @@
  *   probe_worker compute STEP_MS [STALL_STEP STALL_MS]  steps of STEP_MS reported
  *                                with elastic_worker_report_step_time, forever;
  *                                3x slower while $PROBE_WORKER_SLOW_FILE exists;
- *                                step STALL_STEP (of the first run) takes STALL_MS
+ *                                step STALL_STEP (of the first run) takes STALL_MS;
+ *                                "tick RANK STEP WALL_MS" every 10 steps (the bench's rate)
  *   probe_worker inproc          train; on reconfigure print the new ranks,
  *                                pass a barrier, go on; exit 0 when stopped
  *   probe_worker train STEPS DIR a toy data-parallel job under elasticrun: an
@@ -42,6 +43,13 @@ static void compute(elastic_worker *w, const elastic_worker_info *info, int step
         sleep_ms(ms);
         elastic_worker_report_step_time(w, (uint64_t)ms * 1000000u);
         elastic_worker_heartbeat(w, step);
+        if (step % 10 == 0) {
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            printf("tick %d %llu %lld\n", info->rank, (unsigned long long)step,
+                   (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+            fflush(stdout);
+        }
     }
 }
 
