@@ -84,3 +84,8 @@ TEST_TIMEOUT(netns_straggler_node_is_replaced_by_the_waiting_spare_on_etcd, 150)
 {
     run_netns_script("straggler_spare_etcd.sh");
 }
+
+TEST_TIMEOUT(netns_straggler_leaves_when_min_nodes_allow_and_quarantine_is_0, 150)
+{
+    run_netns_script("straggler_leave.sh");
+}

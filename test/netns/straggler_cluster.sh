@@ -4,6 +4,7 @@
 
 PROBE_WORKER="${ELASTIC_HELPER_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/release/test/helpers}/probe_worker"
 SPARE_QUARANTINE=${SPARE_QUARANTINE:-8}
+SPARE_NNODES=${SPARE_NNODES:-2:2}
 SPARE_BACKEND=${SPARE_BACKEND:-c10d}   # or etcd: etcd runs on h1, each generation's rank 0 hosts the job store
 
 # spare_start_agent I STEP_MS [STALL_STEP STALL_MS]: host I's agent (h1 hosts the store).
@@ -17,7 +18,7 @@ spare_start_agent() {
     else conf="$conf,is_host=0"; fi
     rm -f "$(cluster_events "$host")"
     netns_spawn "$host" "$(cluster_log "$host")" env ELASTIC_LOG_LEVEL=warn "$ELASTICRUN" \
-        --nnodes 2:2 --nproc-per-node 2 --rdzv-backend "$SPARE_BACKEND" --rdzv-endpoint "$endpoint" \
+        --nnodes "$SPARE_NNODES" --nproc-per-node 2 --rdzv-backend "$SPARE_BACKEND" --rdzv-endpoint "$endpoint" \
         --rdzv-id spare-job --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts 3 \
         --monitor-interval 0.2 --straggler-window 3 --straggler-rounds 3 --straggler-evict \
         --straggler-quarantine "$SPARE_QUARANTINE" --event-log "$(cluster_events "$host")" \
