@@ -185,7 +185,10 @@ static int set_straggler_window(elastic_agent_opts *o, const char *v) { return s
 static int set_straggler_rounds(elastic_agent_opts *o, const char *v) { return set_int_field(&o->straggler_rounds, v, 0, 100000); }
 static int set_user_probe(elastic_agent_opts *o, const char *v) { return bounded_string(v, &o->user_probe); }
 static int set_user_probe_interval(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->user_probe_interval_ms, v, false); }
-static int set_quarantine(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->straggler_quarantine_ms, v, true); }
+static int set_quarantine(elastic_agent_opts *o, const char *v)
+{
+    return set_seconds_field(&o->straggler_quarantine_ms, v, true);
+}
 static int set_abort_ack(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->abort_ack_timeout_ms, v, false); }
 
 static int set_start_method(elastic_agent_opts *o, const char *value)

@@ -90,10 +90,12 @@ void agent__console_ended_elsewhere(const agent_group *group, const elastic_rdzv
         agent__console(group, "a node is waiting to join; generation %llu ends to admit it", gen);
         break;
     case ELASTIC_RDZV_NODE_LEFT:
-        if (strncmp(cause->reason, "straggler evicted", 17) == 0)
-            agent__console(group, "node %s evicted as the job's straggler; generation %llu ends (no restart used), "
-                                  "re-forming with a spare", cause->node_id, gen);
-        else agent__console(group, "node %s left; generation %llu ends, re-forming without it", cause->node_id, gen);
+        if (strncmp(cause->reason, "straggler evicted", 17) == 0) /* node_straggler.c's reason */
+            agent__console(group, "node %s evicted as the job's straggler; generation %llu ends "
+                                  "(no restart used), re-forming without it", cause->node_id, gen);
+        else
+            agent__console(group, "node %s left; generation %llu ends, re-forming without it",
+                           cause->node_id, gen);
         break;
     default: break; /* the job closed: the end line says so */
     }
@@ -119,13 +121,16 @@ void agent__console_evicted(const agent_group *group, const agent_call *call)
 {
     char after[128], who[160];
     int ms = group->opts->straggler_quarantine_ms;
-    if (ms > 0) snprintf(after, sizeof after, "quarantined for %.0f s, then rejoining as a waiting node", ms / 1000.0);
+    if (ms > 0)
+        snprintf(after, sizeof after, "quarantined for %.0f s, then rejoins as a spare", ms / 1e3);
     else snprintf(after, sizeof after, "leaving the job (--straggler-quarantine 0)");
-    if (call->replacement[0] != '\0') snprintf(who, sizeof who, "spare %s takes its place", call->replacement);
+    if (call->replacement[0] != '\0')
+        snprintf(who, sizeof who, "spare %s takes its place", call->replacement);
     else if (call->waiting > 0) snprintf(who, sizeof who, "a waiting spare takes its place");
     else snprintf(who, sizeof who, "the others go on without it");
-    agent__console(group, "node %s is the job's straggler (score %.2f, step %llu ms): stopping its workers; "
-                          "generation %llu ends without using the restart budget, %s; %s",
+    agent__console(group,
+                   "node %s is the job's straggler (score %.2f, step %llu ms): stopping its "
+                   "workers; generation %llu ends without using the restart budget, %s; %s",
                    group->node_id, call->score, (unsigned long long)call->step_ms,
                    (unsigned long long)call->generation, who, after);
 }

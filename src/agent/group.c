@@ -142,8 +142,8 @@ void agent__group_quarantine(agent_group *group)
 static void begin_quarantine(agent_group *group)
 {
     int ms = group->opts->straggler_quarantine_ms;
-    if (ms <= 0) { /* out for good: the lease ends with the process, nothing to leave (counted gone) */
-        snprintf(group->summary, sizeof group->summary, "evicted as the job's straggler: left the job");
+    if (ms <= 0) { /* out for good; counted gone already: nothing to leave */
+        snprintf(group->summary, sizeof group->summary, "evicted as the job's straggler: left");
         group->ending_exit_code = 0;
         group->ending_status = "evicted";
         end_now(group);
@@ -340,7 +340,7 @@ void agent__group_call_done(agent_group *group, agent_call *call)
                       : call->kind == AGENT_CALL_FINISH   ? "finishing"
                       : call->kind == AGENT_CALL_LEAVE    ? "leaving the rendezvous"
                       : call->kind == AGENT_CALL_NODE_STATS ? "exchanging straggler statistics"
-                      : call->kind == AGENT_CALL_EVICT      ? "stepping aside as the job's straggler"
+                      : call->kind == AGENT_CALL_EVICT      ? "stepping aside as a straggler"
                                                           : "sharing the failure's detail",
                       elastic_err_name(call->rc), call->error);
     switch (call->kind) {
@@ -387,7 +387,8 @@ static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
     if (group->state != AGENT_RUNNING || cause->generation != group->current.generation) return;
     /* Our own eviction, told by the rendezvous before the call is back: the
      * call's result stops the workers for the quarantine, not a restart. */
-    if (group->evict_in_flight && cause->kind == ELASTIC_RDZV_NODE_LEFT && strcmp(cause->node_id, group->node_id) == 0)
+    if (group->evict_in_flight && cause->kind == ELASTIC_RDZV_NODE_LEFT &&
+        strcmp(cause->node_id, group->node_id) == 0)
         return;
     agent_event event;
     agent__event_begin(&event, group->events, "generation_ended");
@@ -415,10 +416,11 @@ static void handle_stop_request(agent_group *group, int signum)
     else if (group->state == AGENT_STOPPING) group->stop_reason = AGENT_STOP_FOR_SHUTDOWN;
     else if (group->state == AGENT_ENDING && strcmp(group->ending_status, "failed") != 0) end_now(group); /* don't wait for the store */
     else if (group->state == AGENT_IDLE) finish_shutdown(group);
-    else if (group->state == AGENT_QUARANTINED) { /* no workers; counted gone already: nothing to leave */
+    else if (group->state == AGENT_QUARANTINED) { /* no workers; counted gone: nothing to leave */
         uv_timer_stop(&group->quarantine_timer);
         set_done(group, 128 + group->stop_signal);
-        snprintf(group->summary, sizeof group->summary, "stopped by signal %d in quarantine", group->stop_signal);
+        snprintf(group->summary, sizeof group->summary, "stopped by signal %d in quarantine",
+                 group->stop_signal);
         emit_job_end(group, "stopped");
     }
     else if (group->state == AGENT_RENDEZVOUS) { /* next() blocks on its thread: no workers to stop */
@@ -471,10 +473,12 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
     int rc = pthread_mutex_init(&group->lock, NULL);
     if (rc != 0) return elastic__fail(ELASTIC_ESYS, "mutex: %s", strerror(rc));
     if ((rc = agent__exits_init(group)) != 0 || (rc = uv_timer_init(loop, &group->grace_timer)) != 0 ||
-        (rc = uv_async_init(loop, &group->wake, on_wake)) != 0 || (rc = uv_timer_init(loop, &group->ack_timer)) != 0 ||
+        (rc = uv_async_init(loop, &group->wake, on_wake)) != 0 ||
+        (rc = uv_timer_init(loop, &group->ack_timer)) != 0 ||
         (rc = uv_timer_init(loop, &group->quarantine_timer)) != 0)
         return elastic__fail(ELASTIC_ESYS, "agent loop: %s", uv_strerror(rc));
-    group->grace_timer.data = group->wake.data = group->ack_timer.data = group->quarantine_timer.data = group;
+    group->grace_timer.data = group->wake.data = group->ack_timer.data = group;
+    group->quarantine_timer.data = group;
     return agent__waiting_init(group);
 }
 

@@ -180,8 +180,8 @@ typedef enum agent_call_kind {
     AGENT_CALL_LEAVE,                /* shutting down */
     AGENT_CALL_SHARE_FAILURE,        /* put a failure's detail in the job store (key, value) */
     AGENT_CALL_SUMMARY,              /* write the root-cause summary (reads the store) */
-    AGENT_CALL_NODE_STATS,           /* publish this node's straggler statistic, read every node's */
-    AGENT_CALL_EVICT                 /* this node is the job's straggler: step aside if a spare waits */
+    AGENT_CALL_NODE_STATS,           /* publish this node's straggler statistic, read all */
+    AGENT_CALL_EVICT                 /* this node is the job's straggler: step aside if it may */
 } agent_call_kind;
 
 typedef struct agent_call {
@@ -199,7 +199,7 @@ typedef struct agent_call {
     unsigned node_count;             /* NODE_STATS: the generation's nodes, and what was read (by group rank) */
     probe__node_stat *node_stats;
     bool *node_present;
-    bool evicted;                    /* EVICT: this node's end won (reason in error's place: `value`) */
+    bool evicted;                    /* EVICT (reason in `value`): this node's end won */
     int waiting;                     /* EVICT: spares waiting in the open round */
     char replacement[128];           /* EVICT: the likely replacement's node id; "": unknown */
     double score;                    /* EVICT: the verdict it acts on */
@@ -253,7 +253,7 @@ typedef enum agent_state {
     AGENT_RUNNING,                   /* this generation's workers run */
     AGENT_STOPPING,                  /* workers got SIGTERM (SIGKILL after the grace period) */
     AGENT_ENDING,                    /* over here; a last call (finish, leave, summary) is in flight */
-    AGENT_QUARANTINED,               /* evicted as the job's straggler: out of the rounds until the timer */
+    AGENT_QUARANTINED,               /* evicted as a straggler: out of the rounds until the timer */
     AGENT_DONE                       /* the job ended for this node: see exit_code */
 } agent_state;
 
@@ -261,7 +261,7 @@ typedef enum agent_stop_reason {
     AGENT_STOP_NONE,
     AGENT_STOP_FOR_RESTART,          /* the generation ended: rendezvous again */
     AGENT_STOP_FOR_SHUTDOWN,         /* SIGTERM/SIGINT to the agent: leave and exit */
-    AGENT_STOP_FOR_QUARANTINE        /* evicted as a straggler: wait out the quarantine, then rejoin */
+    AGENT_STOP_FOR_QUARANTINE        /* evicted as a straggler: quarantine, then rejoin */
 } agent_stop_reason;
 
 typedef struct agent_exit_watch agent_exit_watch;
@@ -355,7 +355,8 @@ struct agent_group {
     probe__job_straggler *job_straggler; /* job-wide node scores (node_straggler.c); NULL: none yet */
     uint64_t job_straggler_generation;
     bool node_stats_in_flight, node_straggler_reported;
-    bool evict_in_flight, evict_refused_logged; /* at most one eviction call; "no spare" said once */
+    bool evict_in_flight;            /* at most one eviction call */
+    bool evict_refused_logged;       /* "no spare" said once per generation */
     uv_timer_t quarantine_timer;     /* AGENT_QUARANTINED: when to rejoin */
     char probe_dir[96];              /* its heartbeat file and socket (short: a socket path) */
     uv_timer_t ack_timer;            /* in-process recovery: the abort acknowledgement deadline */

@@ -105,10 +105,12 @@ static void emit_node_straggler(agent_group *group, const probe__node_stat *stat
  * message to stop and quarantine itself, and the generation's end is one
  * compare-and-set, so two nodes never evict two nodes in one generation (a
  * node that lost that race is still a member and simply re-forms). */
-static void maybe_evict(agent_group *group, const probe__node_stat *st, int slow, double score, unsigned rounds)
+static void maybe_evict(agent_group *group, const probe__node_stat *st, int slow, double score,
+                        unsigned rounds)
 {
-    if (!group->opts->straggler_evict || group->evict_in_flight || slow != group->current.group_rank ||
-        strcmp(st->node_id, group->node_id) != 0 || agent__membership_handle(group->membership) == NULL)
+    if (!group->opts->straggler_evict || group->evict_in_flight ||
+        slow != group->current.group_rank || strcmp(st->node_id, group->node_id) != 0 ||
+        agent__membership_handle(group->membership) == NULL)
         return;
     agent_call *call = agent__call_new(AGENT_CALL_EVICT);
     if (call == NULL) return;
@@ -116,8 +118,8 @@ static void maybe_evict(agent_group *group, const probe__node_stat *st, int slow
     call->score = score;
     call->step_ms = st->step_ns / 1000000;
     snprintf(call->value, sizeof call->value,
-             "straggler evicted: scored %.2f against the job's median for %u rounds (step %llu ms)", score, rounds,
-             (unsigned long long)call->step_ms);
+             "straggler evicted: scored %.2f against the job's median for %u rounds (step %llu ms)",
+             score, rounds, (unsigned long long)call->step_ms);
     group->evict_in_flight = true;
     agent__call_post(group, call);
 }
@@ -150,12 +152,15 @@ static void emit_evicted(agent_group *group, const agent_call *call)
 void agent__node_evict_done(agent_group *group, agent_call *call)
 {
     group->evict_in_flight = false;
-    if (call->rc != 0 || group->state != AGENT_RUNNING || call->generation != group->current.generation) return;
+    if (call->rc != 0 || group->state != AGENT_RUNNING ||
+        call->generation != group->current.generation)
+        return;
     if (!call->evicted) {
         if (!group->evict_refused_logged)
-            ELASTIC_LOG_W("agent", "this node is the job's straggler but stays: no spare waits and --nnodes' minimum "
-                                   "needs it (%d nodes)", group->current.group_world_size);
-        group->evict_refused_logged = true; /* asked again at every exchange while the verdict holds */
+            ELASTIC_LOG_W("agent", "this node is the job's straggler but stays: no spare waits and "
+                                   "--nnodes' minimum needs it (%d nodes)",
+                          group->current.group_world_size);
+        group->evict_refused_logged = true; /* asked again at each exchange while it holds */
         return;
     }
     emit_evicted(group, call);

@@ -147,9 +147,11 @@ static void take_sample(job_view *v, const probe__prom_sample *s)
         int mode = strcmp(label, modes[1]) == 0;
         if (strcmp(s->name, "elastic_recovery_last_seconds") == 0) v->recovery_last[mode] = s->value;
         if (strcmp(s->name, "elastic_recovery_seconds_count") == 0) v->recoveries[mode] = s->value;
-    } else if (strcmp(s->name, "elastic_node_straggler_score") == 0 && probe__prom_label(s->labels, "node", label, sizeof label)) {
+    } else if (strcmp(s->name, "elastic_node_straggler_score") == 0 &&
+               probe__prom_label(s->labels, "node", label, sizeof label)) {
         size_t at = strlen(v->node_scores);
-        snprintf(v->node_scores + at, sizeof v->node_scores - at, "%s%s %.2f", at > 0 ? ", " : "", label, s->value);
+        snprintf(v->node_scores + at, sizeof v->node_scores - at, "%s%s %.2f", at > 0 ? ", " : "",
+                 label, s->value);
     } else if (strncmp(s->name, "elastic_worker_", 15) == 0) {
         rank_row *row = row_for(v, s->labels);
         if (row == NULL) return;
@@ -214,7 +216,8 @@ int probe__status_format(const char *metrics, int health_status, const char *hea
                            v->failures[0], v->failures[1], v->failures[2], v->failures[3], v->failures[4]);
         probe__text_printf(out, "recoveries: restart %.0f (last %.3f s), in-process %.0f (last %.3f s)\n",
                            v->recoveries[0], v->recovery_last[0], v->recoveries[1], v->recovery_last[1]);
-        if (v->node_scores[0] != '\0') probe__text_printf(out, "node straggler scores (job-wide): %s\n", v->node_scores);
+        if (v->node_scores[0] != '\0')
+            probe__text_printf(out, "node straggler scores (job-wide): %s\n", v->node_scores);
     }
     free(v);
     return rc;

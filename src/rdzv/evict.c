@@ -12,7 +12,8 @@
 /* The live join records of the open round (spares waiting while the
  * generation runs; a dead spare's record went with its lease) and the node
  * id of the lowest slot among them, the likely replacement. */
-static int waiting_spares(elastic_rdzv *r, uint64_t round, int *waiting, char *first, size_t first_size)
+static int waiting_spares(elastic_rdzv *r, uint64_t round, int *waiting, char *first,
+                          size_t first_size)
 {
     char prefix[64];
     char **names = NULL;
@@ -53,12 +54,14 @@ int rdzv__step_aside(elastic_rdzv *r, const char *reason, rdzv__step_aside_resul
     uint64_t generation = r->generation;
     int size = r->group_world_size;
     pthread_mutex_unlock(&r->lock);
-    if (!running) return elastic__fail(ELASTIC_ESTATE, "rdzv: run %s: no running generation to leave", r->run_id);
-    int rc = waiting_spares(r, generation + 1, &out->waiting, out->replacement, sizeof out->replacement);
+    if (!running)
+        return elastic__fail(ELASTIC_ESTATE, "rdzv: run %s: no generation to leave", r->run_id);
+    int rc = waiting_spares(r, generation + 1, &out->waiting, out->replacement,
+                            sizeof out->replacement);
     if (rc != 0) return rc;
-    if (out->waiting == 0 && size - 1 < r->min_nodes) return 0; /* nobody to take over, too few without us */
+    if (out->waiting == 0 && size - 1 < r->min_nodes) return 0; /* no one takes over; too few */
     elastic_rdzv_cause cause;
-    if (rdzv__read_end(r, generation, &cause) != ELASTIC_ENOTFOUND) return 0; /* ended already: nothing to do */
+    if (rdzv__read_end(r, generation, &cause) != ELASTIC_ENOTFOUND) return 0; /* ended already */
     /* Counted gone first: the survivors' next round must not wait for us. */
     char key[64];
     int64_t gone = 0;
@@ -68,7 +71,8 @@ int rdzv__step_aside(elastic_rdzv *r, const char *reason, rdzv__step_aside_resul
     rdzv__fill_cause(r, &cause, ELASTIC_RDZV_NODE_LEFT, generation, NULL, reason);
     bool won = false;
     rc = rdzv__end(r, generation, &cause, &won);
-    if (rc == 0 && !won) (void)r->backend->ops->add(r->backend, key, -1, &gone); /* another cause won: still a member */
+    if (rc == 0 && !won) /* another cause won: we are still a member of the re-formation */
+        (void)r->backend->ops->add(r->backend, key, -1, &gone);
     out->generation = generation;
     out->stepped_aside = rc == 0 && won;
     return rc;

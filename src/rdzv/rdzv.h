@@ -223,7 +223,7 @@ typedef struct rdzv__step_aside_result {
     int waiting;                         /* live join records in the open round (spares) */
     char replacement[RDZV__MAX_ID];      /* the lowest-slot spare's node id; "": unknown or none */
     uint64_t generation;                 /* the generation it ended */
-    bool stepped_aside;                  /* this node's cause ended it (kind NODE_LEFT: no budget) */
+    bool stepped_aside;                  /* our cause ended it (kind NODE_LEFT: no budget) */
 } rdzv__step_aside_result;
 /* Ends this node's running generation with `reason` when a spare waits or
  * the others keep min_nodes; counts it gone so the others re-form at once.

@@ -20,6 +20,7 @@
  */
 #include <elastic.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,13 +34,14 @@ static void sleep_ms(int ms)
 }
 
 /* A node's compute time as the straggler scores see it (never returns). */
-static void compute(elastic_worker *w, const elastic_worker_info *info, int step_ms, long long stall_step,
-                    int stall_ms)
+static void compute(elastic_worker *w, const elastic_worker_info *info, int step_ms,
+                    long long stall_step, int stall_ms)
 {
     const char *slow_file = getenv("PROBE_WORKER_SLOW_FILE");
     for (uint64_t step = 1;; step++) {
         int ms = slow_file != NULL && access(slow_file, F_OK) == 0 ? 3 * step_ms : step_ms;
-        if (info->restart_count == 0 && info->generation <= 1 && (long long)step == stall_step) ms = stall_ms;
+        bool first_run = info->restart_count == 0 && info->generation <= 1;
+        if (first_run && (long long)step == stall_step) ms = stall_ms;
         sleep_ms(ms);
         elastic_worker_report_step_time(w, (uint64_t)ms * 1000000u);
         elastic_worker_heartbeat(w, step);
@@ -242,7 +244,8 @@ int main(int argc, char **argv)
             sleep_ms(step_ms);
         }
     } else if (strcmp(argv[1], "compute") == 0 && (argc == 3 || argc == 5)) {
-        compute(w, &info, atoi(argv[2]), argc == 5 ? atoll(argv[3]) : 0, argc == 5 ? atoi(argv[4]) : 0);
+        bool stall = argc == 5;
+        compute(w, &info, atoi(argv[2]), stall ? atoll(argv[3]) : 0, stall ? atoi(argv[4]) : 0);
     } else if (strcmp(argv[1], "train") == 0 && argc == 4) {
         checkpoint_dir = argv[3];
         rc = train(w, atoll(argv[2]));
