@@ -247,19 +247,19 @@ static int cmd_status(int argc, char **argv)
     if (endpoint == NULL) return usage_error("status", "%s", "needs --endpoint H:P (an agent's --metrics-port)");
     if (args.count != 0) return usage_error("status", "unexpected argument \"%s\"", args.positional[0]);
     if (!parse_int(timeout_text, 1, 3600000, &timeout_ms)) return usage_error("status", "bad --timeout \"%s\"", timeout_text);
-    probe__text metrics, health, out;
-    probe__text_init(&metrics, 16u << 20);
-    probe__text_init(&health, 4096);
-    probe__text_init(&out, 1u << 20);
+    elastic__text metrics, health, out;
+    elastic__text_init(&metrics, 16u << 20);
+    elastic__text_init(&health, 4096);
+    elastic__text_init(&out, 1u << 20);
     int metrics_status = 0, health_status = 0;
-    rc = probe__http_get(endpoint, "/metrics", (int)timeout_ms, &metrics, &metrics_status);
+    rc = elastic__http_get(endpoint, "/metrics", (int)timeout_ms, &metrics, &metrics_status);
     if (rc == 0 && metrics_status != 200) rc = elastic__fail(ELASTIC_EPROTO, "/metrics answered %d", metrics_status);
-    if (rc == 0) rc = probe__http_get(endpoint, "/healthz", (int)timeout_ms, &health, &health_status);
+    if (rc == 0) rc = elastic__http_get(endpoint, "/healthz", (int)timeout_ms, &health, &health_status);
     if (rc == 0) rc = probe__status_format(metrics.data ? metrics.data : "", health_status, health.data ? health.data : "", &out);
     if (rc == 0) fputs(out.data, stdout);
-    probe__text_free(&metrics);
-    probe__text_free(&health);
-    probe__text_free(&out);
+    elastic__text_free(&metrics);
+    elastic__text_free(&health);
+    elastic__text_free(&out);
     return rc == 0 ? 0 : fail("status", rc);
 }
 
