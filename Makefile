@@ -179,6 +179,29 @@ $(BIN_OUT)/%: $(OUT)/tools/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
 
+# elasticctl links the shared library and, like every tool, its main file is
+# compiled without -Isrc: it uses only the public API. Its own code (status page, event-log
+# timeline) is in tools/elasticctl/, which also compiles in the pure readers it
+# shares with the library (JSON, text, HTTP GET, Prometheus lines); their
+# elastic__fail is tools/elasticctl/fail.c (the library's copy is hidden).
+CTL_SRC := $(sort $(wildcard tools/elasticctl/*.c)) src/common/json.c src/common/text.c \
+  src/common/http_client.c src/common/promparse.c
+CTL_OBJ := $(patsubst %.c,$(OUT)/ctl/%.o,$(CTL_SRC))
+PUBLIC_CFLAGS = $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL))
+
+$(OUT)/ctl/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itools -MMD -MP -c $< -o $@
+
+# Every tool's main file sees only the public API (no -Isrc).
+$(OUT)/tools/%.o: tools/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PUBLIC_CFLAGS) -Itools -MMD -MP -c $< -o $@
+
+$(BIN_OUT)/elasticctl: $(OUT)/tools/elasticctl.o $(CTL_OBJ) $(SHARED_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(OUT)/tools/elasticctl.o $(CTL_OBJ) -L$(LIB_OUT) -Wl,-rpath,'$$ORIGIN/../lib' -lelastic
+
 $(OUT)/examples/%: $(OUT)/examples/c/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
@@ -190,7 +213,7 @@ $(OUT)/examples/nccl_trainer: examples/cpp/nccl_trainer.cu examples/cpp/elastic.
 
 # ---- tests ----------------------------------------------------------------
 
-$(TEST_OBJ) $(HELPERS:%=%.o): CFLAGS_ALL += -Itest
+$(TEST_OBJ) $(HELPERS:%=%.o): CFLAGS_ALL += -Itest -Itools
 
 $(TEST_BIN): $(TEST_OBJ) $(STATIC_LIB)
 	@mkdir -p $(dir $@)
@@ -360,5 +383,5 @@ clean:
 TOOL_OBJ := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TOOL_SRC))
 EXAMPLE_OBJ := $(patsubst examples/c/%.c,$(OUT)/examples/c/%.o,$(EXAMPLE_SRC))
 HELPER_OBJ := $(HELPERS:%=%.o)
-.SECONDARY: $(TOOL_OBJ) $(EXAMPLE_OBJ) $(HELPER_OBJ)
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(ABI_PROGRAMS:=.d) $(TOOL_OBJ:.o=.d) $(EXAMPLE_OBJ:.o=.d) $(HELPER_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)
+.SECONDARY: $(TOOL_OBJ) $(EXAMPLE_OBJ) $(HELPER_OBJ) $(CTL_OBJ)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(ABI_PROGRAMS:=.d) $(TOOL_OBJ:.o=.d) $(EXAMPLE_OBJ:.o=.d) $(HELPER_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(CTL_OBJ:.o=.d)

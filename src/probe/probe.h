@@ -256,9 +256,4 @@ void probe__monitor_count_failure(probe__monitor *m, const char *probe);
 /* Straggler scores of the last round (-1: no data), one per local rank. */
 void probe__monitor_scores(const probe__monitor *m, double *scores);
 
-/* ---- job status (status.c): `elasticctl status` ----------------------------- */
-
-/* The job at a glance from a /metrics page and the /healthz answer. */
-int probe__status_format(const char *metrics, int health_status, const char *health_body, elastic__text *out);
-
 #endif /* ELASTIC_PROBE_H */

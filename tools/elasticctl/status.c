@@ -3,8 +3,10 @@
  * HTTP (bounded, with one deadline) and print the job at a glance: node,
  * generation, restarts, workers, health, and one line per rank.
  */
+#include "common/http.h"
 #include "common/prom.h"
-#include "probe/probe.h"
+#include "common/text.h"
+#include "elasticctl/ctl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,7 +97,7 @@ static int parse_page(const char *metrics, job_view *v)
     return 0;
 }
 
-int probe__status_format(const char *metrics, int health_status, const char *health_body, elastic__text *out)
+static int status_format(const char *metrics, int health_status, const char *health_body, elastic__text *out)
 {
     job_view *v = calloc(1, sizeof *v);
     if (v == NULL) return elastic__fail(ELASTIC_ENOMEM, "status");
@@ -131,5 +133,24 @@ int probe__status_format(const char *metrics, int health_status, const char *hea
                            v->recoveries[0], v->recovery_last[0], v->recoveries[1], v->recovery_last[1]);
     }
     free(v);
+    return rc;
+}
+
+int ctl_status(const char *endpoint, int timeout_ms, FILE *out)
+{
+    elastic__text metrics, health, text;
+    elastic__text_init(&metrics, 16u << 20);
+    elastic__text_init(&health, 4096);
+    elastic__text_init(&text, 1u << 20);
+    int metrics_status = 0, health_status = 0;
+    int rc = elastic__http_get(endpoint, "/metrics", timeout_ms, &metrics, &metrics_status);
+    if (rc == 0 && metrics_status != 200) rc = elastic__fail(ELASTIC_EPROTO, "/metrics answered %d", metrics_status);
+    if (rc == 0) rc = elastic__http_get(endpoint, "/healthz", timeout_ms, &health, &health_status);
+    if (rc == 0)
+        rc = status_format(metrics.data ? metrics.data : "", health_status, health.data ? health.data : "", &text);
+    if (rc == 0 && text.data != NULL) fputs(text.data, out);
+    elastic__text_free(&metrics);
+    elastic__text_free(&health);
+    elastic__text_free(&text);
     return rc;
 }
