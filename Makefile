@@ -213,15 +213,30 @@ $(OUT)/examples/nccl_trainer: examples/cpp/nccl_trainer.cu examples/cpp/elastic.
 
 # ---- tests ----------------------------------------------------------------
 
-$(TEST_OBJ) $(HELPERS:%=%.o): CFLAGS_ALL += -Itest -Itools
+$(TEST_OBJ) $(HELPERS:%=%.o): CFLAGS_ALL += -Itest -Itools -DELASTIC_TEST_HOOKS
 
-$(TEST_BIN): $(TEST_OBJ) $(STATIC_LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(STATIC_LIB) $(LIBS)
+# Test-only hooks (ckpt__inject_fault) are compiled only with
+# -DELASTIC_TEST_HOOKS: the files that have one are built a second time into
+# the tests' own archive, so lib/ (what ships) never contains them.
+HOOK_SRC := $(shell grep -l ELASTIC_TEST_HOOKS $(LIB_SRC))
+HOOK_OBJ := $(patsubst %.c,$(OUT)/hooks/%.o,$(HOOK_SRC))
+TEST_LIB := $(OUT)/test/libelastic_test.a
 
-$(OUT)/test/helpers/%: $(OUT)/test/helpers/%.o $(STATIC_LIB)
+$(OUT)/hooks/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
+	$(CC) $(CFLAGS_ALL) -DELASTIC_TEST_HOOKS -MMD -MP -c $< -o $@
+
+$(TEST_LIB): $(filter-out $(patsubst %.c,$(OUT)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $(HOOK_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(TEST_BIN): $(TEST_OBJ) $(TEST_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(TEST_LIB) $(LIBS)
+
+$(OUT)/test/helpers/%: $(OUT)/test/helpers/%.o $(TEST_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_LIB) $(LIBS)
 
 $(NCCL_DOUBLE): test/nccl_double/nccl_double.c
 	@mkdir -p $(dir $@)
@@ -384,4 +399,4 @@ TOOL_OBJ := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TOOL_SRC))
 EXAMPLE_OBJ := $(patsubst examples/c/%.c,$(OUT)/examples/c/%.o,$(EXAMPLE_SRC))
 HELPER_OBJ := $(HELPERS:%=%.o)
 .SECONDARY: $(TOOL_OBJ) $(EXAMPLE_OBJ) $(HELPER_OBJ) $(CTL_OBJ)
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(ABI_PROGRAMS:=.d) $(TOOL_OBJ:.o=.d) $(EXAMPLE_OBJ:.o=.d) $(HELPER_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(CTL_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(ABI_PROGRAMS:=.d) $(TOOL_OBJ:.o=.d) $(EXAMPLE_OBJ:.o=.d) $(HELPER_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(CTL_OBJ:.o=.d) $(HOOK_OBJ:.o=.d)
