@@ -249,7 +249,8 @@ static int cmd_status(int argc, char **argv)
     if (args.count != 0) return usage_error("status", "unexpected argument \"%s\"", args.positional[0]);
     if (!parse_int(timeout_text, 1, 3600000, &timeout_ms)) return usage_error("status", "bad --timeout \"%s\"", timeout_text);
     rc = ctl_status(endpoint, (int)timeout_ms, stdout);
-    if (rc != 0) fprintf(stderr, "elasticctl: status: %s (%s)\n", elastic_strerror(rc), ctl_last_error());
+    if (rc != 0)
+        fprintf(stderr, "elasticctl: status: %s (%s)\n", elastic_strerror(rc), ctl_last_error());
     return rc == 0 ? 0 : 1;
 }
 
@@ -262,7 +263,8 @@ typedef struct event_logs {
 } event_logs;
 
 /* EVENTS.jsonl... [--run-id ID] [-o FILE]: files are positional, any number. */
-static int read_args(const char *command, int argc, char **argv, bool want_output, const char **output, event_logs *logs)
+static int read_args(const char *command, int argc, char **argv, bool want_output, const char **output,
+                     event_logs *logs)
 {
     const char **paths = logs->paths;
     const char *run_id = NULL;

@@ -22,8 +22,8 @@ static int symbol_count(const char *file, const char *name)
     while (fgets(line, sizeof line, nm) != NULL) {
         lines++;
         size_t len = strcspn(line, "\n");
-        if (len >= name_len + 1 && line[len - name_len - 1] == ' ' && strncmp(line + len - name_len, name, name_len) == 0)
-            count++;
+        const char *tail = line + len - name_len;
+        if (len >= name_len + 1 && tail[-1] == ' ' && strncmp(tail, name, name_len) == 0) count++;
     }
     int status = pclose(nm);
     if (status != 0 || lines == 0) FAIL("nm %s failed (status %d, %d lines)", file, status, lines);
@@ -40,9 +40,11 @@ TEST_TIMEOUT(build_shipped_library_has_no_test_hooks, 60)
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, libs[i]);
         /* a hidden function of the same file is there: nm sees hidden symbols */
-        if (symbol_count(path, "ckpt__shard_name") == 0) FAIL("%s: nm does not list hidden symbols", path);
+        if (symbol_count(path, "ckpt__shard_name") == 0)
+            FAIL("%s: nm does not list hidden symbols", path);
         for (size_t h = 0; h < sizeof hooks / sizeof hooks[0]; h++)
-            if (symbol_count(path, hooks[h]) != 0) FAIL("%s ships the test hook %s", path, hooks[h]);
+            if (symbol_count(path, hooks[h]) != 0)
+                FAIL("%s ships the test hook %s", path, hooks[h]);
     }
     /* and the suite has it: the hook is built, only not shipped */
     char self[4096];

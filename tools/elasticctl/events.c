@@ -39,7 +39,8 @@ int ctl_timeline(const char *const *paths, int count, const char *run_id, const 
         rc = elastic__fail(ELASTIC_EIO, "%s: %s", svg_path, strerror(errno));
     } else {
         int written = timeline__write_svg(t, out);
-        if (fclose(out) != 0 || written != 0) rc = elastic__fail(ELASTIC_EIO, "writing %s failed", svg_path);
+        if (fclose(out) != 0 || written != 0)
+            rc = elastic__fail(ELASTIC_EIO, "writing %s failed", svg_path);
     }
     unload(t);
     return rc;
