@@ -7,6 +7,7 @@
 #include "common/prom.h"
 #include "common/text.h"
 #include "elasticctl/ctl.h"
+#include "elasticctl/status.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,7 +98,7 @@ static int parse_page(const char *metrics, job_view *v)
     return 0;
 }
 
-static int status_format(const char *metrics, int health_status, const char *health_body, elastic__text *out)
+int ctl_status_format(const char *metrics, int health_status, const char *health_body, elastic__text *out)
 {
     job_view *v = calloc(1, sizeof *v);
     if (v == NULL) return elastic__fail(ELASTIC_ENOMEM, "status");
@@ -147,7 +148,7 @@ int ctl_status(const char *endpoint, int timeout_ms, FILE *out)
     if (rc == 0 && metrics_status != 200) rc = elastic__fail(ELASTIC_EPROTO, "/metrics answered %d", metrics_status);
     if (rc == 0) rc = elastic__http_get(endpoint, "/healthz", timeout_ms, &health, &health_status);
     if (rc == 0)
-        rc = status_format(metrics.data ? metrics.data : "", health_status, health.data ? health.data : "", &text);
+        rc = ctl_status_format(metrics.data ? metrics.data : "", health_status, health.data ? health.data : "", &text);
     if (rc == 0 && text.data != NULL) fputs(text.data, out);
     elastic__text_free(&metrics);
     elastic__text_free(&health);
