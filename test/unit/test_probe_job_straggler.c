@@ -87,23 +87,3 @@ TEST(job_straggler_record_round_trip_and_validation)
     memset(big, 'a', sizeof big);
     ASSERT_EQ(probe__node_stat_parse(big, sizeof big, &back), ELASTIC_EPROTO);
 }
-
-/* `elasticctl status` shows the job-wide node scores when the page has them. */
-TEST(job_straggler_scores_in_status)
-{
-    const char *page = "elastic_job_info{run_id=\"r\",node=\"a\"} 1\n"
-                       "elastic_node_straggler_rounds_total 7\n"
-                       "elastic_node_straggler_score{node=\"a\"} 1.5\n"
-                       "elastic_node_straggler_score{node=\"b\"} 0.333\n";
-    probe__text out;
-    probe__text_init(&out, 1 << 16);
-    ASSERT_OK(probe__status_format(page, 200, "ok", &out));
-    const char *line = "node straggler scores (job-wide): a 1.50, b 0.33\n";
-    ASSERT(out.data != NULL && strstr(out.data, line) != NULL);
-    probe__text_free(&out);
-    probe__text_init(&out, 1 << 16);
-    const char *without = "elastic_job_info{run_id=\"r\",node=\"a\"} 1\n";
-    ASSERT_OK(probe__status_format(without, 200, "ok", &out));
-    ASSERT(out.data != NULL && strstr(out.data, "node straggler scores") == NULL);
-    probe__text_free(&out);
-}

@@ -70,7 +70,7 @@ static void take_sample(job_view *v, const elastic__prom_sample *s)
         if (strcmp(s->name, "elastic_recovery_last_seconds") == 0) v->recovery_last[mode] = s->value;
         if (strcmp(s->name, "elastic_recovery_seconds_count") == 0) v->recoveries[mode] = s->value;
     } else if (strcmp(s->name, "elastic_node_straggler_score") == 0 &&
-               probe__prom_label(s->labels, "node", label, sizeof label)) {
+               elastic__prom_label(s->labels, "node", label, sizeof label)) {
         size_t at = strlen(v->node_scores);
         snprintf(v->node_scores + at, sizeof v->node_scores - at, "%s%s %.2f", at > 0 ? ", " : "",
                  label, s->value);
@@ -139,7 +139,7 @@ int ctl_status_format(const char *metrics, int health_status, const char *health
         elastic__text_printf(out, "recoveries: restart %.0f (last %.3f s), in-process %.0f (last %.3f s)\n",
                            v->recoveries[0], v->recovery_last[0], v->recoveries[1], v->recovery_last[1]);
         if (v->node_scores[0] != '\0')
-            probe__text_printf(out, "node straggler scores (job-wide): %s\n", v->node_scores);
+            elastic__text_printf(out, "node straggler scores (job-wide): %s\n", v->node_scores);
     }
     free(v);
     return rc;
