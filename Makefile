@@ -201,7 +201,7 @@ $(OUT)/tools/%.o: tools/%.c
 $(BIN_OUT)/elasticctl: $(OUT)/tools/elasticctl.o $(CTL_OBJ) $(SHARED_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(OUT)/tools/elasticctl.o $(CTL_OBJ) \
-	  -L$(LIB_OUT) -Wl,-rpath,'$$ORIGIN/../lib' -lelastic
+	  -L$(LIB_OUT) -Wl,-rpath,'$$ORIGIN/../lib' -lelastic -ljson-c
 
 $(OUT)/examples/%: $(OUT)/examples/c/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
