@@ -191,7 +191,7 @@ PUBLIC_CFLAGS = $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL))
 
 $(OUT)/ctl/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itools -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -Itools -include elasticctl/private.h -MMD -MP -c $< -o $@
 
 # Every tool's main file sees only the public API (no -Isrc).
 $(OUT)/tools/%.o: tools/%.c
