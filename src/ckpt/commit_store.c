@@ -10,6 +10,7 @@
  *   ckpt/<step>/g<generation>/commit         the commit record
  */
 #include "ckpt/ckpt.h"
+#include "common/parse_int.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -116,8 +117,14 @@ int ckpt__store_recover_commit(elastic_ckpt *c, uint64_t step)
     int rc = ELASTIC_ENOTFOUND;
     struct dirent *e;
     while (rc != 0 && (e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
-        uint64_t generation = strtoull(e->d_name + strlen(prefix), NULL, 10);
+        /* "shard-<rank>-g<generation>.elck": anything else is not ours to adopt. */
+        size_t prefix_len = strlen(prefix), name_len = strlen(e->d_name);
+        uint64_t generation;
+        if (strncmp(e->d_name, prefix, prefix_len) != 0 || name_len < prefix_len + 5 ||
+            strcmp(e->d_name + name_len - 5, ".elck") != 0 ||
+            elastic__parse_u64_n(NULL, e->d_name + prefix_len, name_len - prefix_len - 5, 0, UINT64_MAX,
+                                 &generation) != 0)
+            continue;
         char path[PATH_MAX + 300], key[64];
         snprintf(path, sizeof path, "%s/%s", step_dir, e->d_name);
         ckpt_shard_digest own;

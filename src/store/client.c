@@ -6,6 +6,8 @@
  */
 #include "store/client.h"
 
+#include "common/endpoint.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -369,7 +371,8 @@ int store__session_open(const char *endpoint, const elastic_store_opts *opts, st
     int err = 0;
     if (session->reader_wake_fd < 0 || session->ticker_wake_fd < 0)
         err = elastic__fail(ELASTIC_ESYS, "eventfd: %s", strerror(errno));
-    if (err == 0) err = store__parse_endpoint(endpoint, session->host, sizeof session->host, &session->port);
+    if (err == 0) err = elastic__endpoint_parse("store endpoint", endpoint, ELASTIC__PORT_REQUIRED, session->host,
+                                              sizeof session->host, &session->port);
     if (err == 0) err = store__token_resolve(opts->token, &session->token);
     if (err == 0) err = first_connect(session);
     if (err == 0 && pthread_create(&session->ticker, NULL, ticker_main, session) != 0)
