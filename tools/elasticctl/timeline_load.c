@@ -4,7 +4,8 @@
  * the picture does not show are counted and skipped, malformed ones fail with
  * the file and line named.
  */
-#include "agent/timeline.h"
+#include "elasticctl/ctl.h"
+#include "elasticctl/timeline.h"
 
 #include "common/json.h"
 
@@ -119,7 +120,7 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
 static int load_file(timeline *t, const char *path, const char *run_id)
 {
     FILE *f = fopen(path, "r");
-    if (f == NULL) return elastic__fail(elastic__from_errno(errno), "%s: %s", path, strerror(errno));
+    if (f == NULL) return elastic__fail(errno == ENOENT ? ELASTIC_ENOTFOUND : ELASTIC_EIO, "%s: %s", path, strerror(errno));
     char *line = malloc(TIMELINE_MAX_LINE + 1);
     int rc = line == NULL ? elastic__fail(ELASTIC_ENOMEM, "out of memory") : 0;
     for (long number = 1; rc == 0 && fgets(line, TIMELINE_MAX_LINE + 1, f) != NULL; number++) {
@@ -133,7 +134,7 @@ static int load_file(timeline *t, const char *path, const char *run_id)
         rc = take_line(t, line, len, run_id);
         if (rc != 0) {
             char why[256];
-            snprintf(why, sizeof why, "%s", elastic_last_error());
+            snprintf(why, sizeof why, "%s", ctl_last_error());
             rc = elastic__fail(rc, "%s:%ld: %s", path, number, why);
         }
     }
