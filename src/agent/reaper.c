@@ -37,9 +37,8 @@ static int reaper_spare_cgroup; /* "!": the agent could not leave the cgroup; do
 
 static void groups_apply(const char *line)
 {
-    long pgid = 0;
-    for (const char *c = line + 1; *c >= '0' && *c <= '9' && pgid < 1L << 30; c++) pgid = pgid * 10 + (*c - '0');
-    if (pgid <= 1) return; /* never 0 (our group) or 1 (init) */
+    int64_t pgid; /* never 0 (our group) or 1 (init); the parser touches no library state */
+    if (elastic__parse_i64_n(NULL, line + 1, strspn(line + 1, "0123456789"), 2, INT32_MAX, &pgid) != 0) return;
     for (int i = 0; i < REAPER_MAX_GROUPS; i++) {
         if (line[0] == '+' && reaper_groups[i] == 0) {
             reaper_groups[i] = (pid_t)pgid;
