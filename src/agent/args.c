@@ -78,7 +78,8 @@ static int set_nnodes(elastic_agent_opts *o, const char *value)
     first[first_len] = '\0';
     if (elastic__parse_int(NULL, first, 1, ARGS_MAX_NODES, &min) != 0) goto bad;
     max = min;
-    if (colon != NULL && elastic__parse_int(NULL, colon + 1, 1, ARGS_MAX_NODES, &max) != 0) goto bad;
+    if (colon != NULL && elastic__parse_int(NULL, colon + 1, 1, ARGS_MAX_NODES, &max) != 0)
+        goto bad;
     if (min > max) return elastic__fail(ELASTIC_EINVAL, "\"%s\": MIN is greater than MAX", value);
     o->min_nodes = min;
     o->max_nodes = max;
@@ -115,7 +116,8 @@ static int set_nproc(elastic_agent_opts *o, const char *value)
     } else {
         int count;
         if (elastic__parse_int(NULL, value, 1, ARGS_MAX_NPROC, &count) != 0)
-            return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not an integer in 1..%d, auto, cpu or gpu", value,
+            return elastic__fail(ELASTIC_EINVAL,
+                                 "\"%s\" is not an integer in 1..%d, auto, cpu or gpu", value,
                                  ARGS_MAX_NPROC);
         nproc = count;
     }

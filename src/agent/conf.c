@@ -94,7 +94,8 @@ static int conf_apply(agent_rdzv_conf *conf, const char *key, const char *value)
     if (strcmp(key, "keep_alive_interval") == 0) return conf_seconds(key, value, &conf->keep_alive_interval_ms);
     if (strcmp(key, "keep_alive_max_attempt") == 0) {
         if (elastic__parse_int(NULL, value, 1, 1000, &conf->keep_alive_max_attempt) != 0)
-            return elastic__fail(ELASTIC_EINVAL, "%s: \"%s\" is not an integer in 1..1000", key, value);
+            return elastic__fail(ELASTIC_EINVAL, "%s: \"%s\" is not an integer in 1..1000", key,
+                                 value);
         return 0;
     }
     struct {

@@ -73,7 +73,8 @@ static void on_worker_event(void *user, int local_rank, int rank, const channel_
         key[n] = '\0';
         const char *value = kv->values[i];
         int64_t number; /* a field that reads as a number is written as one */
-        if (elastic__parse_i64(NULL, value, 0, INT64_MAX, &number) == 0) agent__event_int(&event, key, number);
+        if (elastic__parse_i64(NULL, value, 0, INT64_MAX, &number) == 0)
+            agent__event_int(&event, key, number);
         else agent__event_str(&event, key, value);
     }
     agent__event_emit(group->events, &event);

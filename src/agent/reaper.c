@@ -38,7 +38,8 @@ static int reaper_spare_cgroup; /* "!": the agent could not leave the cgroup; do
 static void groups_apply(const char *line)
 {
     int64_t pgid; /* never 0 (our group) or 1 (init); the parser touches no library state */
-    if (elastic__parse_i64_n(NULL, line + 1, strspn(line + 1, "0123456789"), 2, INT32_MAX, &pgid) != 0) return;
+    size_t digits = strspn(line + 1, "0123456789");
+    if (elastic__parse_i64_n(NULL, line + 1, digits, 2, INT32_MAX, &pgid) != 0) return;
     for (int i = 0; i < REAPER_MAX_GROUPS; i++) {
         if (line[0] == '+' && reaper_groups[i] == 0) {
             reaper_groups[i] = (pid_t)pgid;
@@ -151,7 +152,8 @@ static int name_pid(const char *name, char after)
     const char *digits = name + 8;
     size_t n = strspn(digits, "0123456789");
     int64_t pid;
-    if (digits[n] != after || elastic__parse_i64_n(NULL, digits, n, 2, INT32_MAX, &pid) != 0) return 0;
+    if (digits[n] != after || elastic__parse_i64_n(NULL, digits, n, 2, INT32_MAX, &pid) != 0)
+        return 0;
     return (int)pid;
 }
 

@@ -35,7 +35,8 @@ static bool get_text(elastic_store *store, const char *key, char *out, size_t si
 static long leading_int(const char *text)
 {
     int64_t v;
-    return elastic__parse_i64_n(NULL, text, strcspn(text, " "), 0, 999999999, &v) == 0 ? (long)v : -1;
+    if (elastic__parse_i64_n(NULL, text, strcspn(text, " "), 0, 999999999, &v) != 0) return -1;
+    return (long)v;
 }
 
 static void append_name(agent_waiting *w, const char *name)

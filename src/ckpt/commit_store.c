@@ -44,7 +44,9 @@ static int publish_record(elastic_ckpt *c, uint64_t step)
     if (rc == 0) rc = elastic_store_multi_get(o->store, key_ptrs, world, o->commit_timeout_ms, values, lens);
     for (uint32_t i = 0; rc == 0 && i < world; i++) {
         if (lens[i] != 16) rc = elastic__fail(ELASTIC_ECORRUPT, "store key %s: %zu bytes, expected 16", keys[i], lens[i]);
-        else r.shards[i] = (ckpt_shard_digest){bytes__le64(values[i]), bytes__le64((uint8_t *)values[i] + 8)};
+        else
+            r.shards[i] =
+                (ckpt_shard_digest){bytes__le64(values[i]), bytes__le64((uint8_t *)values[i] + 8)};
     }
     bytes__buf buf = {0};
     if (rc == 0) rc = ckpt__commit_encode(&r, &buf);
@@ -122,8 +124,8 @@ int ckpt__store_recover_commit(elastic_ckpt *c, uint64_t step)
         uint64_t generation;
         if (strncmp(e->d_name, prefix, prefix_len) != 0 || name_len < prefix_len + 5 ||
             strcmp(e->d_name + name_len - 5, ".elck") != 0 ||
-            elastic__parse_u64_n(NULL, e->d_name + prefix_len, name_len - prefix_len - 5, 0, UINT64_MAX,
-                                 &generation) != 0)
+            elastic__parse_u64_n(NULL, e->d_name + prefix_len, name_len - prefix_len - 5, 0,
+                                 UINT64_MAX, &generation) != 0)
             continue;
         char path[PATH_MAX + 300], key[64];
         snprintf(path, sizeof path, "%s/%s", step_dir, e->d_name);

@@ -203,16 +203,25 @@ int ckpt__manifest_decode(const uint8_t *in, size_t len, uint64_t data_start, ui
     uint64_t offset = data_start;
     int rc = 0;
     for (uint32_t i = 0; i < blob_count && rc == 0; i++) {
-        if (r.left < BLOB_ENTRY_FIXED) { rc = corrupt("manifest: blob entry truncated"); break; }
+        if (r.left < BLOB_ENTRY_FIXED) {
+            rc = corrupt("manifest: blob entry truncated");
+            break;
+        }
         ckpt_blob *b = &m->blobs[i];
         size_t name_len = bytes__read_u16(&r);
         b->flags = bytes__read_u16(&r);
         b->chunk_count = bytes__read_u32(&r);
         b->raw_len = bytes__read_u64(&r);
         uint64_t chunks_needed = b->raw_len / m->chunk_size + (b->raw_len % m->chunk_size != 0);
-        if (name_len == 0 || name_len > CKPT_MAX_NAME || name_len > r.left) { rc = corrupt("manifest: bad blob name length"); break; }
+        if (name_len == 0 || name_len > CKPT_MAX_NAME || name_len > r.left) {
+            rc = corrupt("manifest: bad blob name length");
+            break;
+        }
         const uint8_t *name = bytes__take(&r, name_len);
-        if (memchr(name, '\0', name_len) != NULL) { rc = corrupt("manifest: NUL in a blob name"); break; }
+        if (memchr(name, '\0', name_len) != NULL) {
+            rc = corrupt("manifest: NUL in a blob name");
+            break;
+        }
         if (b->flags & ~ELASTIC_CKPT_REPLICATED) { rc = corrupt("manifest: unknown blob flags"); break; }
         if (b->chunk_count != chunks_needed) { rc = corrupt("manifest: chunk count does not match blob size"); break; }
         memcpy(m->names + names_used, name, name_len);
@@ -220,7 +229,10 @@ int ckpt__manifest_decode(const uint8_t *in, size_t len, uint64_t data_start, ui
         b->name = m->names + names_used;
         names_used += name_len + 1;
         /* Bounds the loop below before it runs: a forged count is not 2^32 iterations. */
-        if (b->chunk_count > r.left / CHUNK_ENTRY) { rc = corrupt("manifest: chunk entries truncated"); break; }
+        if (b->chunk_count > r.left / CHUNK_ENTRY) {
+            rc = corrupt("manifest: chunk entries truncated");
+            break;
+        }
         rc = decode_chunks(&r, m, b, &offset, data_end);
         m->blob_count = i + 1;
     }
@@ -286,7 +298,8 @@ int ckpt__commit_decode(const uint8_t *in, size_t len, ckpt_commit_record *r)
     uint32_t world = bytes__read_u32(&rd);
     if (world == 0 || world > CKPT_MAX_WORLD) return corrupt("commit record: world out of range");
     if (len != COMMIT_FIXED + (size_t)world * 16 + 8) return corrupt("commit record: length does not match world");
-    if (bytes__le64(in + len - 8) != ckpt__hash(in, len - 8)) return corrupt("commit record: checksum mismatch");
+    if (bytes__le64(in + len - 8) != ckpt__hash(in, len - 8))
+        return corrupt("commit record: checksum mismatch");
     if (version != CKPT_VERSION) return corrupt("commit record: unknown version");
     r->world = world;
     r->step = bytes__read_u64(&rd);

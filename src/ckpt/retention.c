@@ -25,7 +25,8 @@ static bool temp_owner(const char *name, uint32_t *rank)
     else if (strncmp(name, CKPT_TMP_PREFIX CKPT_COMMIT_NAME "-r", 13) == 0) p = name + 13;
     else return false;
     uint64_t value;
-    if (elastic__parse_u64_n(NULL, p, strspn(p, "0123456789"), 0, UINT32_MAX, &value) != 0) return false;
+    if (elastic__parse_u64_n(NULL, p, strspn(p, "0123456789"), 0, UINT32_MAX, &value) != 0)
+        return false;
     *rank = (uint32_t)value;
     return true;
 }

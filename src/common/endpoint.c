@@ -39,7 +39,8 @@ static bool valid_v6(const char *host, size_t len)
             zone = true;
         } else if (c == ':') {
             colon = true;
-        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '.')) {
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
+                     c == '.')) {
             return false;
         }
     }
@@ -57,8 +58,10 @@ int elastic__endpoint_parse(const char *what, const char *text, int default_port
                             size_t host_size, int *port)
 {
     if (what == NULL) what = "endpoint";
-    if (text == NULL || text[0] == '\0') return elastic__fail(ELASTIC_EINVAL, "%s: empty endpoint", what);
-    if (strnlen(text, ENDPOINT_MAX_TEXT + 1) > ENDPOINT_MAX_TEXT) return refuse(what, text, "is too long");
+    if (text == NULL || text[0] == '\0')
+        return elastic__fail(ELASTIC_EINVAL, "%s: empty endpoint", what);
+    if (strnlen(text, ENDPOINT_MAX_TEXT + 1) > ENDPOINT_MAX_TEXT)
+        return refuse(what, text, "is too long");
     const char *host_start = text, *port_text = NULL;
     size_t host_len;
     if (text[0] == '[') {
@@ -66,19 +69,25 @@ int elastic__endpoint_parse(const char *what, const char *text, int default_port
         if (close == NULL) return refuse(what, text, "has no closing ]");
         host_start = text + 1;
         host_len = (size_t)(close - host_start);
-        if (close[1] == ':') port_text = close + 2;
-        else if (close[1] != '\0') return refuse(what, text, "is not [ipv6-address]:port");
-        if (!valid_v6(host_start, host_len)) return refuse(what, text, "has no IPv6 address between [ ]");
+        if (close[1] == ':')
+            port_text = close + 2;
+        else if (close[1] != '\0')
+            return refuse(what, text, "is not [ipv6-address]:port");
+        if (!valid_v6(host_start, host_len))
+            return refuse(what, text, "has no IPv6 address between [ ]");
     } else {
         const char *colon = strchr(text, ':');
         if (colon != NULL && strchr(colon + 1, ':') != NULL)
-            return refuse(what, text, "is ambiguous: write an IPv6 address in brackets, [addr]:port");
+            return refuse(what, text,
+                          "is ambiguous: write an IPv6 address in brackets, [addr]:port");
         host_len = colon != NULL ? (size_t)(colon - text) : strlen(text);
         if (colon != NULL) port_text = colon + 1;
         if (host_len == 0) return refuse(what, text, "has no host before the port");
-        if (!valid_name(text, host_len)) return refuse(what, text, "has a host outside [A-Za-z0-9._-]");
+        if (!valid_name(text, host_len))
+            return refuse(what, text, "has a host outside [A-Za-z0-9._-]");
     }
-    if (host_len > ELASTIC__HOST_MAX || host_len >= host_size) return refuse(what, text, "has an overlong host");
+    if (host_len > ELASTIC__HOST_MAX || host_len >= host_size)
+        return refuse(what, text, "has an overlong host");
     int parsed = default_port;
     if (port_text != NULL && elastic__parse_int(NULL, port_text, 1, 65535, &parsed) != 0)
         return refuse(what, text, "has a port outside 1..65535");

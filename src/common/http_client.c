@@ -22,7 +22,8 @@ static int connect_endpoint(const char *endpoint, uint64_t deadline, int *fd_out
 {
     char host[ELASTIC__HOST_MAX + 1], port[16];
     int port_number;
-    int rc = elastic__endpoint_parse("endpoint", endpoint, ELASTIC__PORT_REQUIRED, host, sizeof host, &port_number);
+    int rc = elastic__endpoint_parse("endpoint", endpoint, ELASTIC__PORT_REQUIRED, host,
+                                     sizeof host, &port_number);
     if (rc != 0) return rc;
     snprintf(port, sizeof port, "%d", port_number);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found = NULL;

@@ -14,7 +14,8 @@
 
 /* The magnitude of [negative]digits; false on an empty, non-digit or
  * overflowing text (above UINT64_MAX). */
-static bool magnitude(const char *text, size_t len, bool allow_minus, bool *negative, uint64_t *value)
+static bool magnitude(const char *text, size_t len, bool allow_minus, bool *negative,
+                      uint64_t *value)
 {
     size_t i = 0;
     *negative = false;
@@ -38,16 +39,19 @@ static int refuse_signed(const char *what, const char *text, size_t len, int64_t
 {
     if (what == NULL) return ELASTIC_EINVAL;
     int shown = len > PARSE_INT_QUOTE ? PARSE_INT_QUOTE : (int)len;
-    return elastic__fail(ELASTIC_EINVAL, "%s: \"%.*s%s\" is not a whole number in [%" PRId64 ", %" PRId64 "]",
-                         what, shown, text, len > PARSE_INT_QUOTE ? "..." : "", min, max);
+    return elastic__fail(ELASTIC_EINVAL,
+                         "%s: \"%.*s%s\" is not a whole number in [%" PRId64 ", %" PRId64 "]", what,
+                         shown, text, len > PARSE_INT_QUOTE ? "..." : "", min, max);
 }
 
-static int refuse_unsigned(const char *what, const char *text, size_t len, uint64_t min, uint64_t max)
+static int refuse_unsigned(const char *what, const char *text, size_t len, uint64_t min,
+                           uint64_t max)
 {
     if (what == NULL) return ELASTIC_EINVAL;
     int shown = len > PARSE_INT_QUOTE ? PARSE_INT_QUOTE : (int)len;
-    return elastic__fail(ELASTIC_EINVAL, "%s: \"%.*s%s\" is not a whole number in [%" PRIu64 ", %" PRIu64 "]",
-                         what, shown, text, len > PARSE_INT_QUOTE ? "..." : "", min, max);
+    return elastic__fail(ELASTIC_EINVAL,
+                         "%s: \"%.*s%s\" is not a whole number in [%" PRIu64 ", %" PRIu64 "]", what,
+                         shown, text, len > PARSE_INT_QUOTE ? "..." : "", min, max);
 }
 
 int elastic__parse_i64_n(const char *what, const char *text, size_t len, int64_t min, int64_t max,
@@ -56,7 +60,8 @@ int elastic__parse_i64_n(const char *what, const char *text, size_t len, int64_t
     bool negative;
     uint64_t mag;
     if (text == NULL) return refuse_signed(what, "", 0, min, max);
-    if (!magnitude(text, len, true, &negative, &mag)) return refuse_signed(what, text, len, min, max);
+    if (!magnitude(text, len, true, &negative, &mag))
+        return refuse_signed(what, text, len, min, max);
     int64_t value;
     if (negative) {
         if (mag > (uint64_t)INT64_MAX + 1) return refuse_signed(what, text, len, min, max);
@@ -87,7 +92,8 @@ int elastic__parse_i64(const char *what, const char *text, int64_t min, int64_t 
     return elastic__parse_i64_n(what, text, text ? strlen(text) : 0, min, max, out);
 }
 
-int elastic__parse_u64(const char *what, const char *text, uint64_t min, uint64_t max, uint64_t *out)
+int elastic__parse_u64(const char *what, const char *text, uint64_t min, uint64_t max,
+                       uint64_t *out)
 {
     return elastic__parse_u64_n(what, text, text ? strlen(text) : 0, min, max, out);
 }

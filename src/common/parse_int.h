@@ -15,7 +15,8 @@
  * the field for the error detail: one line, "what: "text" is not ..." with
  * the bounds; NULL records no detail (the caller explains, or probes). */
 int elastic__parse_i64(const char *what, const char *text, int64_t min, int64_t max, int64_t *out);
-int elastic__parse_u64(const char *what, const char *text, uint64_t min, uint64_t max, uint64_t *out);
+int elastic__parse_u64(const char *what, const char *text, uint64_t min, uint64_t max,
+                       uint64_t *out);
 int elastic__parse_int(const char *what, const char *text, int min, int max, int *out);
 /* The same over len bytes that need not end with a NUL (an embedded NUL is
  * refused like any other non-digit). */

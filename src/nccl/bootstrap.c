@@ -31,13 +31,15 @@ static int parse_record(const char *text, size_t len, member_record *record)
     if (len == 0 || len >= sizeof copy) return elastic__fail(ELASTIC_EPROTO, "nccl: member record of %zu bytes", len);
     memcpy(copy, text, len);
     copy[len] = '\0';
-    static const int64_t lo[4] = {0, -1, 0, INT32_MIN}, hi[4] = {INT64_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
+    static const int64_t lo[4] = {0, -1, 0, INT32_MIN},
+                         hi[4] = {INT64_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
     int64_t v[4];
     const char *field = copy;
     for (int i = 0; i < 4; i++) {
         size_t n = strcspn(field, " ");
         bool last = i == 3;
-        if ((field[n] == '\0') != last || elastic__parse_i64_n(NULL, field, n, lo[i], hi[i], &v[i]) != 0)
+        if ((field[n] == '\0') != last ||
+            elastic__parse_i64_n(NULL, field, n, lo[i], hi[i], &v[i]) != 0)
             return elastic__fail(ELASTIC_EPROTO, "nccl: malformed member record \"%s\"", copy);
         field += n + 1;
     }

@@ -73,7 +73,8 @@ static void conn_close(control_conn *conn)
 static uint64_t payload_number(const channel__kv *kv, const char *key)
 {
     uint64_t value;
-    return elastic__parse_u64(NULL, channel__kv_get(kv, key), 0, INT64_MAX, &value) == 0 ? value : 0;
+    if (elastic__parse_u64(NULL, channel__kv_get(kv, key), 0, INT64_MAX, &value) != 0) return 0;
+    return value;
 }
 
 static int handle_hello(control_conn *conn, const channel__kv *kv)

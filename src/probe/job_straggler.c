@@ -29,14 +29,17 @@ int probe__node_stat_parse(const char *buf, size_t len, probe__node_stat *out)
     memcpy(text, buf, len);
     text[len] = '\0';
     /* "v1 <steps> <step_ns> <node id>", single spaces. */
-    if (strncmp(text, "v1 ", 3) != 0) return elastic__fail(ELASTIC_EPROTO, "malformed node statistic");
+    if (strncmp(text, "v1 ", 3) != 0)
+        return elastic__fail(ELASTIC_EPROTO, "malformed node statistic");
     uint64_t steps, step_ns;
-    const char *p = text + 3, *sp1 = strchr(p, ' '), *sp2 = sp1 != NULL ? strchr(sp1 + 1, ' ') : NULL;
+    const char *p = text + 3, *sp1 = strchr(p, ' '),
+               *sp2 = sp1 != NULL ? strchr(sp1 + 1, ' ') : NULL;
     const char *node = sp2 != NULL ? sp2 + 1 : "";
     size_t node_len = strlen(node);
     if (sp2 == NULL ||
         elastic__parse_u64_n(NULL, p, (size_t)(sp1 - p), 0, UINT64_MAX, &steps) != 0 ||
-        elastic__parse_u64_n(NULL, sp1 + 1, (size_t)(sp2 - sp1 - 1), 0, NODE_STAT_MAX_STEP_NS, &step_ns) != 0 ||
+        elastic__parse_u64_n(NULL, sp1 + 1, (size_t)(sp2 - sp1 - 1), 0, NODE_STAT_MAX_STEP_NS,
+                             &step_ns) != 0 ||
         node_len == 0 || node_len >= sizeof out->node_id || strspn(node, NODE_ID_CHARS) != node_len)
         return elastic__fail(ELASTIC_EPROTO, "malformed node statistic");
     out->steps = steps;

@@ -23,7 +23,8 @@ static const char *known_probe(const char *name)
 static uint64_t number(const channel__kv *kv, const char *key)
 {
     uint64_t value;
-    return elastic__parse_u64(NULL, channel__kv_get(kv, key), 0, INT64_MAX, &value) == 0 ? value : 0;
+    if (elastic__parse_u64(NULL, channel__kv_get(kv, key), 0, INT64_MAX, &value) != 0) return 0;
+    return value;
 }
 
 static void on_fault(probe__monitor *m, monitored_worker *mw, int slot, const channel__kv *kv)

@@ -271,7 +271,8 @@ static int add_one(etcd__backend *b, const char *key, int64_t *result, bool *not
             rc = etcd__kv_value(kv, &value, &len);
             if (rc == 0) rc = etcd__json_i64(kv, "mod_revision", 0, mod_revision);
             *current = 0;
-            if (rc == 0 && elastic__parse_i64_n(NULL, value, len, INT64_MIN, INT64_MAX, current) != 0)
+            if (rc == 0 &&
+                elastic__parse_i64_n(NULL, value, len, INT64_MIN, INT64_MAX, current) != 0)
                 rc = elastic__fail(ELASTIC_EINVAL, "etcd: add: key %s holds no integer", key);
             free(value);
             json_object_put(reply);
@@ -323,7 +324,8 @@ static int etcd_add(rdzv__backend *base, const char *key, int64_t delta, int64_t
             size_t len = 0;
             rc = etcd__kv_value(kv, &value, &len);
             if (rc == 0) rc = etcd__json_i64(kv, "mod_revision", 0, &mod_revision);
-            if (rc == 0 && elastic__parse_i64_n(NULL, value, len, INT64_MIN, INT64_MAX, &current) != 0)
+            if (rc == 0 &&
+                elastic__parse_i64_n(NULL, value, len, INT64_MIN, INT64_MAX, &current) != 0)
                 rc = elastic__fail(ELASTIC_EINVAL, "etcd: add: key %s holds no integer", key);
             free(value);
         }

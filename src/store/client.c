@@ -371,8 +371,9 @@ int store__session_open(const char *endpoint, const elastic_store_opts *opts, st
     int err = 0;
     if (session->reader_wake_fd < 0 || session->ticker_wake_fd < 0)
         err = elastic__fail(ELASTIC_ESYS, "eventfd: %s", strerror(errno));
-    if (err == 0) err = elastic__endpoint_parse("store endpoint", endpoint, ELASTIC__PORT_REQUIRED, session->host,
-                                              sizeof session->host, &session->port);
+    if (err == 0)
+        err = elastic__endpoint_parse("store endpoint", endpoint, ELASTIC__PORT_REQUIRED,
+                                      session->host, sizeof session->host, &session->port);
     if (err == 0) err = store__token_resolve(opts->token, &session->token);
     if (err == 0) err = first_connect(session);
     if (err == 0 && pthread_create(&session->ticker, NULL, ticker_main, session) != 0)
@@ -472,7 +473,8 @@ static void notice_idle_hangup(store__session *session)
 }
 
 /* One attempt; *sent says whether the frame may have reached the server. */
-static int attempt(elastic_store *s, bytes__buf *request, const store__call_opts *co, store__call *call, bool *sent)
+static int attempt(elastic_store *s, bytes__buf *request, const store__call_opts *co,
+                   store__call *call, bool *sent)
 {
     store__session *session = s->session;
     *sent = false;
@@ -506,8 +508,8 @@ static int fail_from_call(int status, uint16_t op, const store__call *call, cons
     return elastic__fail(status, "store %s: %s", store__op_name(op), elastic_strerror(status));
 }
 
-int store__call_run(elastic_store *s, uint16_t op, bytes__buf *request, const store__call_opts *co, uint8_t **body,
-                    size_t *len)
+int store__call_run(elastic_store *s, uint16_t op, bytes__buf *request, const store__call_opts *co,
+                    uint8_t **body, size_t *len)
 {
     store__session *session = s->session;
     *body = NULL;

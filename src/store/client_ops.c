@@ -50,8 +50,8 @@ static void put_key(const elastic_store *s, bytes__buf *b, const char *key)
 }
 
 /* Runs the frame in b (then freed) and keeps the response body. */
-static int run(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame_start, const store__call_opts *co,
-               uint8_t **body, size_t *len)
+static int run(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame_start,
+               const store__call_opts *co, uint8_t **body, size_t *len)
 {
     store__frame_end(b, frame_start);
     int err = store__call_run(s, op, b, co, body, len);
@@ -59,7 +59,8 @@ static int run(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame_start,
     return err;
 }
 
-static int run_simple(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame_start, const store__call_opts *co)
+static int run_simple(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame_start,
+                      const store__call_opts *co)
 {
     uint8_t *body = NULL;
     size_t len = 0;
@@ -71,8 +72,8 @@ static int run_simple(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame
 static int malformed(uint16_t op) { return elastic__fail(ELASTIC_EPROTO, "store %s: malformed response", store__op_name(op)); }
 
 /* Runs a call whose answer is one u64 (add, num_keys, watch, lease_grant). */
-static int run_u64(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame_start, const store__call_opts *co,
-                   uint64_t *out)
+static int run_u64(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame_start,
+                   const store__call_opts *co, uint64_t *out)
 {
     uint8_t *body;
     size_t len;

@@ -227,8 +227,9 @@ int store__kv_add(store__kv *kv, const void *key, size_t key_len, int64_t delta,
 {
     int64_t current = 0;
     store__entry *existing = store__kv_find(kv, key, key_len);
-    if (existing != NULL && elastic__parse_i64_n(NULL, (const char *)existing->value, existing->value_len,
-                                                 INT64_MIN, INT64_MAX, &current) != 0)
+    if (existing != NULL &&
+        elastic__parse_i64_n(NULL, (const char *)existing->value, existing->value_len, INT64_MIN,
+                             INT64_MAX, &current) != 0)
         return elastic__fail(ELASTIC_EINVAL, "the value is not a decimal int64");
     if (__builtin_add_overflow(current, delta, result))
         return elastic__fail(ELASTIC_ERANGE, "%" PRId64 " + %" PRId64 " overflows int64", current, delta);

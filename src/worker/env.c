@@ -60,7 +60,8 @@ static int check_endpoint(const char *name, const char *endpoint)
 {
     char host[ELASTIC__HOST_MAX + 1];
     int port;
-    return elastic__endpoint_parse(name, endpoint, ELASTIC__PORT_REQUIRED, host, sizeof host, &port);
+    return elastic__endpoint_parse(name, endpoint, ELASTIC__PORT_REQUIRED, host, sizeof host,
+                                   &port);
 }
 
 static int parse_ranks(worker__lookup_fn lookup, void *ctx, elastic_worker_info *info)
@@ -96,7 +97,8 @@ static int parse_heartbeat(worker__lookup_fn lookup, void *ctx, worker__env *env
     if (shm[0] != '/') return elastic__fail(ELASTIC_EINVAL, "%s must be an absolute path", CHANNEL__ENV_HEARTBEAT_SHM);
     int rc = copy_checked(CHANNEL__ENV_HEARTBEAT_SHM, shm, NULL, env->heartbeat_shm, sizeof env->heartbeat_shm);
     if (rc == 0)
-        rc = elastic__parse_int(CHANNEL__ENV_HEARTBEAT_SLOT, slot, 0, CHANNEL__HB_MAX_SLOTS - 1, &env->heartbeat_slot);
+        rc = elastic__parse_int(CHANNEL__ENV_HEARTBEAT_SLOT, slot, 0, CHANNEL__HB_MAX_SLOTS - 1,
+                                &env->heartbeat_slot);
     return rc;
 }
 
@@ -111,7 +113,8 @@ static int parse_agent(worker__lookup_fn lookup, void *ctx, worker__env *env)
     int rc = copy_checked(CHANNEL__ENV_STORE_ENDPOINT, endpoint, host_chars, env->store_endpoint, sizeof env->store_endpoint);
     if (rc == 0) rc = check_endpoint(CHANNEL__ENV_STORE_ENDPOINT, endpoint);
     if (rc == 0)
-        rc = elastic__parse_u64(CHANNEL__ENV_GENERATION, generation, 0, UINT64_MAX / 2, &env->info.generation);
+        rc = elastic__parse_u64(CHANNEL__ENV_GENERATION, generation, 0, UINT64_MAX / 2,
+                                &env->info.generation);
     if (rc == 0)
         rc = lookup_string(lookup, ctx, CHANNEL__ENV_STORE_PREFIX, NULL, env->store_prefix, sizeof env->store_prefix);
     if (rc == 0) rc = lookup_string(lookup, ctx, CHANNEL__ENV_RUN_ID, NULL, env->info.run_id, sizeof env->info.run_id);

@@ -28,7 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     size_t len = strlen(host);
-    if (len == 0 || len >= host_size || len > ELASTIC__HOST_MAX || port < 1 || port > 65535) abort();
+    if (len == 0 || len >= host_size || len > ELASTIC__HOST_MAX || port < 1 || port > 65535)
+        abort();
     if (strpbrk(host, " []/\\\t\n") != NULL) abort();
     char back[ELASTIC__HOST_MAX + 16];
     snprintf(back, sizeof back, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);

@@ -35,7 +35,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     __int128 want;
 
     int64_t smin = (int64_t)(a < b ? a : b), smax = (int64_t)(a < b ? b : a), s = 12345;
-    if (smin > smax) { int64_t t = smin; smin = smax; smax = t; }
+    if (smin > smax) {
+        int64_t t = smin;
+        smin = smax;
+        smax = t;
+    }
     bool ok = oracle(text, len, true, &want) && want >= smin && want <= smax;
     int rc = elastic__parse_i64_n(NULL, text, len, smin, smax, &s);
     if ((rc == 0) != ok || (ok && s != (int64_t)want) || (!ok && s != 12345)) abort();
@@ -53,7 +57,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t s2 = 12345;
     if (memchr(text, '\0', len) == NULL) {
         int rc2 = elastic__parse_i64("field", copy, smin, smax, &s2);
-        if (rc2 != elastic__parse_i64_n(NULL, text, len, smin, smax, &s) || (rc2 == 0 && s2 != s)) abort();
+        if (rc2 != elastic__parse_i64_n(NULL, text, len, smin, smax, &s) || (rc2 == 0 && s2 != s))
+            abort();
         if (rc2 != 0 && strncmp(elastic_last_error(), "field: \"", 8) != 0) abort();
     }
     free(copy);

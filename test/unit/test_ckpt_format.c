@@ -56,7 +56,8 @@ TEST(ckpt_header_and_trailer_bytes_are_frozen)
     ASSERT_MEM_EQ(tr, want_tr, sizeof tr);
     ckpt_trailer tback;
     ASSERT_OK(ckpt__trailer_decode(tr, sizeof tr, &tback));
-    ASSERT(tback.manifest_offset == t.manifest_offset && tback.manifest_len == 200 && tback.step == 9);
+    ASSERT(tback.manifest_offset == t.manifest_offset && tback.manifest_len == 200 &&
+           tback.step == 9);
 }
 
 TEST(ckpt_manifest_and_commit_bytes_are_frozen)
@@ -64,8 +65,9 @@ TEST(ckpt_manifest_and_commit_bytes_are_frozen)
     ckpt_chunk ch[3] = {{.raw_len = 65536, .stored_len = 65536, .codec = 0, .hash = 0x1111},
                         {.raw_len = 5, .stored_len = 5, .codec = 0, .hash = 0x2222},
                         {.raw_len = 10, .stored_len = 9, .codec = 1, .hash = 0x3333}};
-    ckpt_blob bl[2] = {{.name = "w", .flags = 1, .raw_len = 65541, .first_chunk = 0, .chunk_count = 2},
-                       {.name = "opt", .flags = 0, .raw_len = 10, .first_chunk = 2, .chunk_count = 1}};
+    ckpt_blob bl[2] = {
+        {.name = "w", .flags = 1, .raw_len = 65541, .first_chunk = 0, .chunk_count = 2},
+        {.name = "opt", .flags = 0, .raw_len = 10, .first_chunk = 2, .chunk_count = 1}};
     ckpt_manifest m = {.step = 9, .generation = 7, .rank = 1, .world = 3, .chunk_size = 65536,
                        .blobs = bl, .blob_count = 2, .chunks = ch, .chunk_count = 3};
     bytes__buf mb = {0};
@@ -75,7 +77,8 @@ TEST(ckpt_manifest_and_commit_bytes_are_frozen)
     ASSERT_EQ(mb.len, n);
     ASSERT_MEM_EQ(mb.data, want, n);
     ckpt_manifest back;
-    ASSERT_OK(ckpt__manifest_decode(want, n, CKPT_HEADER_BYTES, CKPT_HEADER_BYTES + 65536 + 5 + 9, &back));
+    uint64_t data_end = CKPT_HEADER_BYTES + 65536 + 5 + 9;
+    ASSERT_OK(ckpt__manifest_decode(want, n, CKPT_HEADER_BYTES, data_end, &back));
     ASSERT_EQ(back.blob_count, 2);
     ASSERT_EQ(back.chunk_count, 3);
     ASSERT_STR_EQ(back.blobs[1].name, "opt");
@@ -92,7 +95,8 @@ TEST(ckpt_manifest_and_commit_bytes_are_frozen)
     ASSERT_MEM_EQ(cb.data, want, n);
     ckpt_commit_record rback;
     ASSERT_OK(ckpt__commit_decode(want, n, &rback));
-    ASSERT(rback.world == 2 && rback.shards[1].file_size == 200 && rback.shards[1].manifest_hash == 0x66);
+    ASSERT(rback.world == 2 && rback.shards[1].file_size == 200 &&
+           rback.shards[1].manifest_hash == 0x66);
     ckpt__commit_free(&rback);
     bytes__buf_free(&cb);
 }

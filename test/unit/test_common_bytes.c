@@ -12,7 +12,8 @@ TEST(bytes_writer_puts_little_endian)
     bytes__put_u32(&b, 0x07060504u);
     bytes__put_u64(&b, 0x0f0e0d0c0b0a0908ull);
     bytes__put_bytes(&b, "xy", 2);
-    static const uint8_t expect[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 2, 0, 0, 0, 'x', 'y'};
+    static const uint8_t expect[] = {1,  2,  3,  4,  5,  6, 7, 8, 9, 10, 11,
+                                     12, 13, 14, 15, 2, 0, 0, 0, 'x', 'y'};
     ASSERT(!b.failed);
     ASSERT_EQ(b.len, sizeof expect);
     ASSERT_MEM_EQ(b.data, expect, sizeof expect);

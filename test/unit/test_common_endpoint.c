@@ -20,7 +20,8 @@ static void refuses(const char *text, int default_port)
 {
     char host[64] = "untouched";
     int port = -1;
-    if (elastic__endpoint_parse("ep", text, default_port, host, sizeof host, &port) != ELASTIC_EINVAL)
+    if (elastic__endpoint_parse("ep", text, default_port, host, sizeof host, &port) !=
+        ELASTIC_EINVAL)
         FAIL("\"%s\" accepted as %s port %d", text ? text : "(null)", host, port);
     ASSERT_STR_EQ(host, "untouched");
     ASSERT_EQ(port, -1);
@@ -48,9 +49,9 @@ TEST(endpoint_port_may_default_when_the_caller_has_one)
 
 TEST(endpoint_refuses_bad_ports)
 {
-    static const char *const bad[] = {"host:", "host:0", "host:65536", "host:99999", "host:+80", "host:-1",
-                                      "host: 80", "host:80 ", "host:8o", "host:0x50", "[::1]:",
-                                      "[::1]:0", "[::1]:65536"};
+    static const char *const bad[] = {
+        "host:",    "host:0",  "host:65536", "host:99999", "host:+80", "host:-1",    "host: 80",
+        "host:80 ", "host:8o", "host:0x50",  "[::1]:",     "[::1]:0",  "[::1]:65536"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         refuses(bad[i], ELASTIC__PORT_REQUIRED);
         refuses(bad[i], 29400); /* a default never excuses a bad explicit port */
@@ -59,10 +60,10 @@ TEST(endpoint_refuses_bad_ports)
 
 TEST(endpoint_refuses_ambiguous_ipv6_and_bad_hosts)
 {
-    static const char *const bad[] = {NULL, "", ":80", "::1:80", "::1", "fe80::1", "[::1", "[::1]80",
-                                      "[::1]:80:1", "[]:80", "[host]:80", "[1.2.3.4]:80", "[::1%]:80",
-                                      " host:80", "host :80", "ho st:80", "host/x:80", "höst:80",
-                                      "[::1]x", "a:b:c"};
+    static const char *const bad[] = {
+        NULL,       "",           ":80",       "::1:80",    "::1",          "fe80::1",   "[::1",
+        "[::1]80",  "[::1]:80:1", "[]:80",     "[host]:80", "[1.2.3.4]:80", "[::1%]:80", " host:80",
+        "host :80", "ho st:80",   "host/x:80", "höst:80",   "[::1]x",       "a:b:c"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) refuses(bad[i], 29400);
 }
 
@@ -78,7 +79,8 @@ TEST(endpoint_host_length_is_bounded)
     snprintf(text + ELASTIC__HOST_MAX + 1, sizeof text - ELASTIC__HOST_MAX - 1, ":80");
     ASSERT_ERR(elastic__endpoint_parse("ep", text, 0, host, sizeof host, &port), ELASTIC_EINVAL);
     char small[8];
-    ASSERT_ERR(elastic__endpoint_parse("ep", "longer-than-8:80", 0, small, sizeof small, &port), ELASTIC_EINVAL);
+    ASSERT_ERR(elastic__endpoint_parse("ep", "longer-than-8:80", 0, small, sizeof small, &port),
+               ELASTIC_EINVAL);
     ASSERT_OK(elastic__endpoint_parse("ep", "seven77:80", 0, small, sizeof small, &port));
     ASSERT_STR_EQ(small, "seven77");
 }
@@ -87,13 +89,17 @@ TEST(endpoint_error_is_one_line_naming_field_text_and_rule)
 {
     char host[64];
     int port;
-    ASSERT_ERR(elastic__endpoint_parse("--rdzv-endpoint", "::1:80", 29400, host, sizeof host, &port),
+    ASSERT_ERR(
+        elastic__endpoint_parse("--rdzv-endpoint", "::1:80", 29400, host, sizeof host, &port),
+        ELASTIC_EINVAL);
+    ASSERT_STR_EQ(
+        elastic_last_error(),
+        "--rdzv-endpoint: \"::1:80\" is ambiguous: write an IPv6 address in brackets, [addr]:port");
+    ASSERT_ERR(elastic__endpoint_parse("store endpoint", "h:0", 0, host, sizeof host, &port),
                ELASTIC_EINVAL);
-    ASSERT_STR_EQ(elastic_last_error(),
-                  "--rdzv-endpoint: \"::1:80\" is ambiguous: write an IPv6 address in brackets, [addr]:port");
-    ASSERT_ERR(elastic__endpoint_parse("store endpoint", "h:0", 0, host, sizeof host, &port), ELASTIC_EINVAL);
     ASSERT_STR_EQ(elastic_last_error(), "store endpoint: \"h:0\" has a port outside 1..65535");
-    ASSERT_ERR(elastic__endpoint_parse("store endpoint", "h", 0, host, sizeof host, &port), ELASTIC_EINVAL);
+    ASSERT_ERR(elastic__endpoint_parse("store endpoint", "h", 0, host, sizeof host, &port),
+               ELASTIC_EINVAL);
     ASSERT(strchr(elastic_last_error(), '\n') == NULL);
     ASSERT(strstr(elastic_last_error(), "has no port") != NULL);
 }

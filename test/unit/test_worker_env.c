@@ -121,7 +121,8 @@ TEST(worker_env_rejects_bad_strings)
     expect_rejected("MASTER_ADDR", "host;rm");
     expect_rejected("ELASTIC_STORE_ENDPOINT", "no-port");
     expect_rejected("ELASTIC_STORE_ENDPOINT", "host:99999");
-    expect_rejected("ELASTIC_STORE_ENDPOINT", "host:"); /* the store client's grammar: common/endpoint.c */
+    expect_rejected("ELASTIC_STORE_ENDPOINT",
+                    "host:"); /* the store client's grammar: common/endpoint.c */
     expect_rejected("ELASTIC_STORE_ENDPOINT", "::1:4000");
     expect_rejected("ELASTIC_STORE_ENDPOINT", "[::1]:0");
     expect_rejected("ELASTIC_HEARTBEAT_SHM", "relative/path");
