@@ -191,7 +191,7 @@ PUBLIC_CFLAGS = $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL))
 
 $(OUT)/ctl/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itools -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -Itools -include elasticctl/private.h -MMD -MP -c $< -o $@
 
 # Every tool's main file sees only the public API (no -Isrc).
 $(OUT)/tools/%.o: tools/%.c
@@ -201,7 +201,7 @@ $(OUT)/tools/%.o: tools/%.c
 $(BIN_OUT)/elasticctl: $(OUT)/tools/elasticctl.o $(CTL_OBJ) $(SHARED_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(OUT)/tools/elasticctl.o $(CTL_OBJ) \
-	  -L$(LIB_OUT) -Wl,-rpath,'$$ORIGIN/../lib' -lelastic
+	  -L$(LIB_OUT) -Wl,-rpath,'$$ORIGIN/../lib' -lelastic -ljson-c
 
 $(OUT)/examples/%: $(OUT)/examples/c/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)

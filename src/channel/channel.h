@@ -75,7 +75,8 @@ typedef struct channel__hb_region channel__hb_region;
 /* Agent: creates (truncates) the file at path with slot_count zeroed slots. */
 int channel__hb_create(const char *path, unsigned slot_count, channel__hb_region **region);
 /* Worker: maps an existing file and returns its slot after checking the header. */
-int channel__hb_attach(const char *path, unsigned slot, channel__hb_region **region, channel__hb_slot **slot_out);
+int channel__hb_attach(const char *path, unsigned slot, channel__hb_region **region,
+                       channel__hb_slot **slot_out);
 unsigned channel__hb_slot_count(const channel__hb_region *region);
 /* The slot's memory (slot must be below the slot count). */
 channel__hb_slot *channel__hb_slot_at(channel__hb_region *region, unsigned slot);
@@ -96,17 +97,19 @@ void channel__hb_close(channel__hb_region *region, bool unlink_file);
 #define CHANNEL__MSG_MAX_PAIRS 64u
 
 typedef enum channel__msg_type {
-    CHANNEL__MSG_HELLO = 1,            /* worker -> agent: SLOT, PID, GENERATION */
-    CHANNEL__MSG_ABORT = 2,            /* agent -> worker: GENERATION, REASON (the generation ended) */
-    CHANNEL__MSG_ABORT_ACK = 3,        /* worker -> agent: GENERATION (abort hook returned) */
-    CHANNEL__MSG_RECONFIGURE = 4,      /* agent -> worker: the new generation's full worker environment */
-    CHANNEL__MSG_READY = 5,            /* worker -> agent: GENERATION (reconfigure callback ran, back in the loop) */
-    CHANNEL__MSG_STOP = 6,             /* agent -> worker: no next generation for you; poll returns ECLOSED */
-    CHANNEL__MSG_FAULT = 7,            /* worker -> agent: PROBE (nccl_timeout, nccl_error), REASON, GENERATION, and
-                                        detail (COMM, COLLECTIVE, WAITED_MS): a library thread found this worker
-                                        unable to go on in this generation */
-    CHANNEL__MSG_EVENT = 8,            /* worker -> agent: NAME (nccl_rebuilt) and its fields, for the event log
-                                        and the metrics */
+    CHANNEL__MSG_HELLO = 1,       /* worker -> agent: SLOT, PID, GENERATION */
+    CHANNEL__MSG_ABORT = 2,       /* agent -> worker: GENERATION, REASON (the generation ended) */
+    CHANNEL__MSG_ABORT_ACK = 3,   /* worker -> agent: GENERATION (abort hook returned) */
+    CHANNEL__MSG_RECONFIGURE = 4, /* agent -> worker: the next generation's worker environment */
+    /* worker -> agent: GENERATION (reconfigure callback ran, back in the loop) */
+    CHANNEL__MSG_READY = 5,
+    CHANNEL__MSG_STOP = 6, /* agent -> worker: no next generation for you; poll returns ECLOSED */
+    /* worker -> agent: PROBE (nccl_timeout, nccl_error), REASON, GENERATION, and detail (COMM,
+     * COLLECTIVE, WAITED_MS): a library thread found this worker unable to go on in this
+     * generation */
+    CHANNEL__MSG_FAULT = 7,
+    /* worker -> agent: NAME (nccl_rebuilt) and its fields, for the event log and the metrics */
+    CHANNEL__MSG_EVENT = 8,
     CHANNEL__MSG_TYPE_END_
 } channel__msg_type;
 
