@@ -7,6 +7,7 @@
 #define ELASTIC_AGENT_INTERNAL_H
 
 #include "common/common.h"
+#include "common/parse_int.h" /* every number the agent reads */
 
 #include <stdbool.h>
 #include <stdint.h>
