@@ -89,6 +89,8 @@ int elastic__endpoint_parse(const char *what, const char *text, int default_port
     if (host_len > ELASTIC__HOST_MAX || host_len >= host_size)
         return refuse(what, text, "has an overlong host");
     int parsed = default_port;
+    if (port_text != NULL && port_text[0] == '\0')
+        return refuse(what, text, "has nothing after ':'");
     if (port_text != NULL && elastic__parse_int(NULL, port_text, 1, 65535, &parsed) != 0)
         return refuse(what, text, "has a port outside 1..65535");
     if (port_text == NULL && default_port == ELASTIC__PORT_REQUIRED)

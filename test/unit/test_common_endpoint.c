@@ -102,4 +102,6 @@ TEST(endpoint_error_is_one_line_naming_field_text_and_rule)
                ELASTIC_EINVAL);
     ASSERT(strchr(elastic_last_error(), '\n') == NULL);
     ASSERT(strstr(elastic_last_error(), "has no port") != NULL);
+    ASSERT_ERR(elastic__endpoint_parse("ep", "h:", 29400, host, sizeof host, &port), ELASTIC_EINVAL);
+    ASSERT(strstr(elastic_last_error(), "has nothing after ':'") != NULL);
 }
