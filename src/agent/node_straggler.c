@@ -46,10 +46,11 @@ void agent__node_stat(void *user, const probe__node_stat *stat)
 static int rank_of_key(const char *key, unsigned nodes)
 {
     const char *slash = strrchr(key, '/');
-    const char *digits = slash != NULL ? slash + 1 : key;
-    if (*digits == '\0' || strlen(digits) > 6 || strspn(digits, "0123456789") != strlen(digits)) return -1;
-    long rank = strtol(digits, NULL, 10);
-    return rank < (long)nodes ? (int)rank : -1;
+    int rank;
+    if (nodes == 0 || elastic__parse_int(NULL, slash != NULL ? slash + 1 : key, 0, (int)nodes - 1,
+                                         &rank) != 0)
+        return -1;
+    return rank;
 }
 
 void agent__node_stats_exchange(agent_group *group, agent_call *call)

@@ -4,11 +4,13 @@
  * generation, restarts, workers, health, and one line per rank.
  */
 #include "common/http.h"
+#include "common/parse_int.h"
 #include "common/prom.h"
 #include "common/text.h"
 #include "elasticctl/ctl.h"
 #include "elasticctl/status.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -34,15 +36,17 @@ typedef struct job_view {
 static rank_row *row_for(job_view *v, const char *labels)
 {
     char rank_text[32], local_text[32];
+    int rank, local;
     if (!elastic__prom_label(labels, "rank", rank_text, sizeof rank_text) ||
-        !elastic__prom_label(labels, "local_rank", local_text, sizeof local_text))
+        !elastic__prom_label(labels, "local_rank", local_text, sizeof local_text) ||
+        elastic__parse_int(NULL, rank_text, 0, INT_MAX, &rank) != 0 ||
+        elastic__parse_int(NULL, local_text, 0, INT_MAX, &local) != 0)
         return NULL;
-    int local = atoi(local_text);
     for (int i = 0; i < v->rank_count; i++)
         if (v->ranks[i].local_rank == local) return &v->ranks[i];
     if (v->rank_count == STATUS_MAX_RANKS) return NULL;
     rank_row *row = &v->ranks[v->rank_count++];
-    *row = (rank_row){.rank = atoi(rank_text), .local_rank = local, .pid = -1, .alive = -1, .uptime = -1,
+    *row = (rank_row){.rank = rank, .local_rank = local, .pid = -1, .alive = -1, .uptime = -1,
                       .step = -1, .rate = -1, .age = -1, .score = -1};
     return row;
 }
