@@ -22,13 +22,18 @@ static int waiting_spares(elastic_rdzv *r, uint64_t round, int *waiting, char *f
     int rc = r->backend->ops->keys(r->backend, prefix, (size_t)RDZV__MAX_NODES * 8, &names, &n);
     if (rc != 0) return rc;
     const char *lowest = NULL;
-    long lowest_slot = 0;
+    int64_t lowest_slot = 0;
     *waiting = 0;
+    size_t prefix_len = strlen(prefix);
     for (size_t i = 0; i < n; i++) {
+        /* "r/<round>/n/<slot>/rec": other keys of the slot are not records. */
         size_t len = strlen(names[i]);
-        if (len < 4 || strcmp(names[i] + len - 4, "/rec") != 0) continue;
+        int64_t slot = 0;
+        if (len < prefix_len + 5 || strcmp(names[i] + len - 4, "/rec") != 0 ||
+            rdzv__parse_int(names[i] + prefix_len, len - prefix_len - 4, 1, INT32_MAX,
+                            &slot) != 0)
+            continue;
         (*waiting)++;
-        long slot = strtol(names[i] + strlen(prefix), NULL, 10);
         if (lowest == NULL || slot < lowest_slot) {
             lowest = names[i];
             lowest_slot = slot;
