@@ -1,94 +1,31 @@
 /*
  * "waiting for nodes" on the console while a rendezvous takes long: every
- * few seconds a look at the open round in the job store (how many joined,
- * which members of the last generation are not back), done on libuv's
- * thread pool because store calls block, then one console line.
+ * few seconds rdzv's look at the open round (how many joined, which members
+ * of the last generation are not back), done on libuv's thread pool because
+ * store calls block, then one console line.
  */
 #include "agent/group.h"
 
 #include "common/clock.h"
-#include "common/parse_int.h"
 #include "rdzv/rdzv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 #define WAITING_EVERY_MS 5000
-#define WAITING_MAX_SLOTS 64         /* join records read per look */
 
-static bool get_text(elastic_store *store, const char *key, char *out, size_t size, size_t *len_out)
-{
-    void *value = NULL;
-    size_t len = 0;
-    if (elastic_store_try_get(store, key, &value, &len) != 0) return false;
-    bool fits = len < size;
-    if (fits) {
-        memcpy(out, value, len);
-        out[len] = '\0';
-        if (len_out != NULL) *len_out = len;
-    }
-    elastic_free(value);
-    return fits;
-}
-
-/* The number a value starts with ("<round> <sealed> ..." or a counter), or -1. */
-static long leading_int(const char *text)
-{
-    int64_t v;
-    if (elastic__parse_i64_n(NULL, text, strcspn(text, " "), 0, 999999999, &v) != 0) return -1;
-    return (long)v;
-}
-
-static void append_name(agent_waiting *w, const char *name)
-{
-    size_t used = strlen(w->missing);
-    if (used + strlen(name) + 3 >= sizeof w->missing) return;
-    snprintf(w->missing + used, sizeof w->missing - used, "%s%s", used ? ", " : "", name);
-    w->missing_count++;
-}
-
-/* Thread pool: reads round, count, join records and the last members. */
+/* Thread pool: the open round as rdzv sees it (store calls block). */
 static void look(uv_work_t *req)
 {
     agent_waiting *w = req->data;
-    agent_group *group = w->group;
-    char key[400], text[256];
+    rdzv__look seen;
     w->joined = -1;
-    w->missing[0] = '\0';
-    w->missing_count = 0;
-    uint64_t round = 1;
-    snprintf(key, sizeof key, "rdzv/%s/round", group->run_id);
-    if (get_text(group->store, key, text, sizeof text, NULL) && leading_int(text) > 0) round = (uint64_t)leading_int(text);
-    snprintf(key, sizeof key, "rdzv/%s/r/%llu/count", group->run_id, (unsigned long long)round);
-    w->joined = get_text(group->store, key, text, sizeof text, NULL) ? (int)leading_int(text) : 0;
-    if (w->joined < 0 || w->last_generation == 0) return;
-    /* Who of the last generation is not back: its members minus the live join records. */
-    snprintf(key, sizeof key, "rdzv/%s/r/%llu/info", group->run_id, (unsigned long long)w->last_generation);
-    void *value = NULL;
-    size_t len = 0;
-    if (elastic_store_try_get(group->store, key, &value, &len) != 0) return;
-    rdzv__info info;
-    rdzv__record *members = NULL;
-    int rc = rdzv__info_decode(value, len, &info, &members);
-    elastic_free(value);
-    if (rc != 0) return;
-    int slots = w->joined < WAITING_MAX_SLOTS ? w->joined : WAITING_MAX_SLOTS;
-    rdzv__record *joined = calloc((size_t)slots + 1, sizeof *joined);
-    int njoined = 0;
-    for (int slot = 1; joined != NULL && slot <= slots; slot++) {
-        char rec[RDZV__MAX_RECORD];
-        size_t rec_len = 0;
-        snprintf(key, sizeof key, "rdzv/%s/r/%llu/n/%d/rec", group->run_id, (unsigned long long)round, slot);
-        if (get_text(group->store, key, rec, sizeof rec, &rec_len) && rdzv__record_decode(rec, rec_len, &joined[njoined]) == 0)
-            njoined++;
-    }
-    for (int i = 0; i < info.group_world_size; i++) {
-        bool back = strcmp(members[i].node_id, group->node_id) == 0;
-        for (int j = 0; j < njoined && !back; j++) back = strcmp(members[i].node_id, joined[j].node_id) == 0;
-        if (!back) append_name(w, members[i].node_id);
-    }
-    free(joined);
-    free(members);
+    if (rdzv__look_open_round(w->group->store, w->group->run_id, w->group->node_id,
+                              w->last_generation, &seen) != 0)
+        return;
+    w->joined = seen.joined;
+    w->missing_count = seen.missing_count;
+    snprintf(w->missing, sizeof w->missing, "%s", seen.missing);
 }
 
 static void looked(uv_work_t *req, int status)

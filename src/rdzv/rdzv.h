@@ -230,6 +230,16 @@ typedef struct rdzv__step_aside_result {
  * The handle stays usable: next() later joins as a new (waiting) node. */
 int rdzv__step_aside(elastic_rdzv *r, const char *reason, rdzv__step_aside_result *out);
 
+/* look.c: the open round seen from outside the handle (the agent's "waiting
+ * for nodes" line), over the job store, without waiting. */
+typedef struct rdzv__look {
+    int joined;                          /* nodes in the open round */
+    int missing_count;                   /* members of the last generation not back */
+    char missing[512];                   /* their node ids, ", "-separated (as many as fit) */
+} rdzv__look;
+int rdzv__look_open_round(elastic_store *store, const char *run_id, const char *self,
+                          uint64_t last_generation, rdzv__look *out);
+
 /* ---- guard.c ---- */
 
 /* Starts the lease guard (a no-op when the backend cannot check leases). */
