@@ -265,5 +265,7 @@ void ckpt__apply_retention(elastic_ckpt *c);
 void ckpt__async_stop(elastic_ckpt *c);
 /* Tests: while held, a staged asynchronous save does not start. */
 int ckpt__async_hold(elastic_ckpt *c, bool hold);
+/* Tests: how many times the staging buffer was mapped (1 while it is reused). */
+unsigned ckpt__async_stage_maps(const elastic_ckpt *c);
 
 #endif /* ELASTIC_CKPT_INTERNAL_H */
