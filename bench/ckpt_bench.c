@@ -90,7 +90,8 @@ static void fill_bf16(float *t, size_t n)
 /* A low-entropy mix typical of training state: zeros (fresh optimizer
  * moments, masked rows), bf16-representable weights (low 16 bits zero),
  * small integers (step counters, token ids held as float), and random.
- * Kinds 3 random, 4 normal weights, 5 bf16 weights. */
+ * Kinds 3 random, 4 normal weights, 5 bf16 weights, 6 ones (a norm
+ * layer's scale), 7 a repeated pattern (position ids 0..1023 over and over). */
 static void fill_tensor(float *t, size_t n, int kind)
 {
     if (kind == 5) {
@@ -108,6 +109,8 @@ static void fill_tensor(float *t, size_t n, int kind)
         }
         case 2: t[i] = (float)(next_random() % 256); break;
         case 4: t[i] = normal_weight(); break;
+        case 6: t[i] = 1.0f; break;
+        case 7: t[i] = (float)(i % 1024); break;
         default: t[i] = random_float(); break;
         }
     }
@@ -119,8 +122,8 @@ typedef struct dataset {
     size_t tensor_bytes;
 } dataset;
 
-/* mix: 1 the low-entropy mix (kinds 0-3 in turn), 2 low-entropy only (zeros
- * and small integers in turn), 0 one kind for every tensor. */
+/* mix: 1 the low-entropy mix (kinds 0-3 in turn), 2 low-entropy only (zeros,
+ * ones, a repeated pattern in turn), 0 one kind for every tensor. */
 static void make_dataset(dataset *d, const char *name, size_t bytes, int mix, int kind)
 {
     d->name = name;
@@ -131,7 +134,7 @@ static void make_dataset(dataset *d, const char *name, size_t bytes, int mix, in
             fprintf(stderr, "out of memory\n");
             exit(1);
         }
-        fill_tensor(d->tensors[i], d->tensor_bytes / 4, mix == 1 ? i % 4 : mix == 2 ? (i % 2) * 2 : kind);
+        fill_tensor(d->tensors[i], d->tensor_bytes / 4, mix == 1 ? i % 4 : mix == 2 ? (int[]){0, 6, 7}[i % 3] : kind);
     }
 }
 
