@@ -1,7 +1,8 @@
 /* Compression only where it pays, with default options: a blob that does not
  * shrink (random bytes, float weights) is stored raw; a low-entropy blob
  * (zeros, a constant, a repeated pattern) is compressed, even right after
- * a blob that was stored raw. Read back from the shard's manifest. */
+ * a blob that was stored raw or after raw chunks of the same blob. Read back
+ * from the shard's manifest. */
 #include "ckpt/ckpt.h"
 #include "ckpt/view.h"
 #include "helpers/ckpt_content.h"
@@ -90,6 +91,46 @@ TEST(ckpt_default_compresses_low_entropy_blobs_and_stores_the_rest_raw)
         }
     }
     for (int i = 0; i < BLOBS; i++) free(data[i]);
+    elastic_ckpt_close(c);
+}
+
+/* Within one blob, zeros after a long run of raw chunks are caught by the
+ * quick probe (not only every 8th chunk's full sample): all compressed. */
+TEST(ckpt_default_compresses_zeros_after_raw_chunks_in_the_same_blob)
+{
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.chunk_bytes = CHUNK;
+    o.threads = 2;
+    elastic_ckpt *c;
+    ASSERT_OK(elastic_ckpt_open(test_tmpdir(), &o, &c));
+    const size_t half = 12u * CHUNK;
+    float *data = calloc(1, 2 * half); /* the second half stays zero */
+    ASSERT(data != NULL);
+    fill(data, half / sizeof(float), 4);
+    elastic_ckpt_blob blob = {"tail", data, 2 * half, 0};
+    ASSERT_OK(elastic_ckpt_save(c, 1, &blob, 1));
+    ckpt_step_view *v;
+    ASSERT_OK(ckpt__view_open(c, 1, ELASTIC_CKPT_VERIFY_FULL, &v));
+    const ckpt_manifest *m = &v->shards[0].m;
+    const ckpt_blob *b = ckpt__manifest_find(m, "tail");
+    ASSERT(b != NULL);
+    ASSERT_EQ(b->chunk_count, 24);
+    for (size_t i = 0; i < b->chunk_count; i++) {
+        const ckpt_chunk *ch = &m->chunks[b->first_chunk + i];
+        bool zeros = i >= 12;
+        if (zeros != (ch->codec == CKPT_CODEC_ZSTD))
+            FAIL("chunk %zu (%s): codec %u, %u of %u bytes stored", i, zeros ? "zeros" : "random", ch->codec,
+                 ch->stored_len, ch->raw_len);
+    }
+    ckpt__view_free(v);
+    void *got;
+    size_t len;
+    ASSERT_OK(elastic_ckpt_read(c, 1, "tail", &got, &len));
+    ASSERT_EQ(len, 2 * half);
+    ASSERT_MEM_EQ(got, data, len);
+    elastic_free(got);
+    free(data);
     elastic_ckpt_close(c);
 }
 
