@@ -179,6 +179,30 @@ $(BIN_OUT)/%: $(OUT)/tools/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
 
+# elasticctl links the shared library and, like every tool, its main file is
+# compiled without -Isrc: it uses only the public API. Its own code (status page, event-log
+# timeline) is in tools/elasticctl/, which also compiles in the pure readers it
+# shares with the library (JSON, text, HTTP GET, Prometheus lines); their
+# elastic__fail is tools/elasticctl/fail.c (the library's copy is hidden).
+CTL_SRC := $(sort $(wildcard tools/elasticctl/*.c)) src/common/json.c src/common/text.c \
+  src/common/http_client.c src/common/promparse.c
+CTL_OBJ := $(patsubst %.c,$(OUT)/ctl/%.o,$(CTL_SRC))
+PUBLIC_CFLAGS = $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL))
+
+$(OUT)/ctl/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itools -include elasticctl/private.h -MMD -MP -c $< -o $@
+
+# Every tool's main file sees only the public API (no -Isrc).
+$(OUT)/tools/%.o: tools/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PUBLIC_CFLAGS) -Itools -MMD -MP -c $< -o $@
+
+$(BIN_OUT)/elasticctl: $(OUT)/tools/elasticctl.o $(CTL_OBJ) $(SHARED_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(OUT)/tools/elasticctl.o $(CTL_OBJ) \
+	  -L$(LIB_OUT) -Wl,-rpath,'$$ORIGIN/../lib' -lelastic -ljson-c
+
 $(OUT)/examples/%: $(OUT)/examples/c/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
@@ -190,15 +214,33 @@ $(OUT)/examples/nccl_trainer: examples/cpp/nccl_trainer.cu examples/cpp/elastic.
 
 # ---- tests ----------------------------------------------------------------
 
-$(TEST_OBJ) $(HELPERS:%=%.o): CFLAGS_ALL += -Itest
+$(TEST_OBJ) $(HELPERS:%=%.o): CFLAGS_ALL += -Itest -Itools -DELASTIC_TEST_HOOKS
 
-$(TEST_BIN): $(TEST_OBJ) $(STATIC_LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(STATIC_LIB) $(LIBS)
+# Test-only hooks (ckpt__inject_fault) are compiled only with
+# -DELASTIC_TEST_HOOKS: the files that have one are built a second time into
+# the tests' own archive, so lib/ (what ships) never contains them.
+HOOK_SRC := $(shell grep -l ELASTIC_TEST_HOOKS $(LIB_SRC))
+HOOK_OBJ := $(patsubst %.c,$(OUT)/hooks/%.o,$(HOOK_SRC))
+TEST_LIB := $(OUT)/test/libelastic_test.a
 
-$(OUT)/test/helpers/%: $(OUT)/test/helpers/%.o $(STATIC_LIB)
+$(OUT)/hooks/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $< $(STATIC_LIB) $(LIBS)
+	$(CC) $(CFLAGS_ALL) -DELASTIC_TEST_HOOKS -MMD -MP -c $< -o $@
+
+$(TEST_LIB): $(filter-out $(patsubst %.c,$(OUT)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $(HOOK_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# The suite also checks elasticctl's status table (its own code, not the library's).
+CTL_TESTED_OBJ := $(OUT)/ctl/tools/elasticctl/status.o
+
+$(TEST_BIN): $(TEST_OBJ) $(CTL_TESTED_OBJ) $(TEST_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(CTL_TESTED_OBJ) $(TEST_LIB) $(LIBS)
+
+$(OUT)/test/helpers/%: $(OUT)/test/helpers/%.o $(TEST_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_LIB) $(LIBS)
 
 $(NCCL_DOUBLE): test/nccl_double/nccl_double.c
 	@mkdir -p $(dir $@)
@@ -360,5 +402,5 @@ clean:
 TOOL_OBJ := $(patsubst tools/%.c,$(OUT)/tools/%.o,$(TOOL_SRC))
 EXAMPLE_OBJ := $(patsubst examples/c/%.c,$(OUT)/examples/c/%.o,$(EXAMPLE_SRC))
 HELPER_OBJ := $(HELPERS:%=%.o)
-.SECONDARY: $(TOOL_OBJ) $(EXAMPLE_OBJ) $(HELPER_OBJ)
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(ABI_PROGRAMS:=.d) $(TOOL_OBJ:.o=.d) $(EXAMPLE_OBJ:.o=.d) $(HELPER_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)
+.SECONDARY: $(TOOL_OBJ) $(EXAMPLE_OBJ) $(HELPER_OBJ) $(CTL_OBJ)
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(ABI_PROGRAMS:=.d) $(TOOL_OBJ:.o=.d) $(EXAMPLE_OBJ:.o=.d) $(HELPER_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(CTL_OBJ:.o=.d) $(HOOK_OBJ:.o=.d)

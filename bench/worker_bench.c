@@ -86,9 +86,9 @@ static void bench_heartbeat(const char *dir)
 {
     char shm[4200], endpoint[64];
     snprintf(shm, sizeof shm, "%s/heartbeat", dir);
-    probe__hb_region *region = NULL;
+    channel__hb_region *region = NULL;
     elastic_store_server *server = NULL;
-    int rc = probe__hb_create(shm, 1, &region);
+    int rc = channel__hb_create(shm, 1, &region);
     int port = 0;
     if (rc == 0) rc = elastic_store_server_start(NULL, &server);
     if (rc == 0) rc = elastic_store_server_get_port(server, &port);
@@ -106,8 +106,8 @@ static void bench_heartbeat(const char *dir)
         clock_ns[r] = time_clock(20000000);
         pipe_ns[r] = time_pipe_writes(1000000);
     }
-    probe__hb_snapshot snap;
-    probe__hb_read(region, 0, &snap);
+    channel__hb_snapshot snap;
+    channel__hb_read(region, 0, &snap);
     if (snap.step != 20000000) die("the slot did not see the beats", ELASTIC_ESTATE);
     printf("| operation (median of %d runs) | ns per call |\n|---|---:|\n", REPS);
     printf("| elastic_worker_heartbeat (shared-memory slot) | %.1f |\n", median(hb, REPS));
@@ -116,7 +116,7 @@ static void bench_heartbeat(const char *dir)
     printf("| peer: write() of 8 bytes to a pipe per beat | %.1f |\n", median(pipe_ns, REPS));
     elastic_worker_close(w);
     elastic_store_server_close(server);
-    probe__hb_close(region, true);
+    channel__hb_close(region, true);
 }
 
 /* ---- the trainer process ---------------------------------------------------- */
@@ -162,9 +162,9 @@ static void on_failure(void *user, const probe__failure *f)
 static void on_control(void *user, int slot, int type, uint64_t generation, uint64_t sent_ns)
 {
     agent *a = user;
-    if (type == PROBE__MSG_HELLO) a->hello_gen[slot] = generation, a->hello_ns[slot] = sent_ns;
-    if (type == PROBE__MSG_ABORT_ACK) a->ack_gen[slot] = generation;
-    if (type == PROBE__MSG_READY) a->ready_gen[slot] = generation, a->ready_ns[slot] = sent_ns;
+    if (type == CHANNEL__MSG_HELLO) a->hello_gen[slot] = generation, a->hello_ns[slot] = sent_ns;
+    if (type == CHANNEL__MSG_ABORT_ACK) a->ack_gen[slot] = generation;
+    if (type == CHANNEL__MSG_READY) a->ready_gen[slot] = generation, a->ready_ns[slot] = sent_ns;
 }
 
 /* When the last of the workers (all but `skip`) was back, by their own clocks. */
@@ -192,10 +192,10 @@ static void on_exit_cb(uv_process_t *process, int64_t status, int term_signal)
     uv_close((uv_handle_t *)process, on_closed);
 }
 
-static void fill_env(agent *a, int slot, probe__worker_env *env, char *prefix, size_t size)
+static void fill_env(agent *a, int slot, channel__worker_env *env, char *prefix, size_t size)
 {
     snprintf(prefix, size, "bench/gen/%llu/", (unsigned long long)a->generation);
-    *env = (probe__worker_env){.rank = slot, .local_rank = slot, .world_size = WORKERS, .local_world_size = WORKERS,
+    *env = (channel__worker_env){.rank = slot, .local_rank = slot, .world_size = WORKERS, .local_world_size = WORKERS,
                                .generation = a->generation, .run_id = "bench", .store_endpoint = a->endpoint,
                                .store_prefix = prefix, .heartbeat_shm = probe__monitor_heartbeat_path(a->monitor),
                                .heartbeat_slot = slot, .agent_socket = probe__monitor_socket_path(a->monitor)};
@@ -205,11 +205,11 @@ static void spawn(agent *a, int slot)
 {
     while (a->handle_open[slot]) uv_run(&a->loop, UV_RUN_ONCE);
     char prefix[64];
-    probe__worker_env env;
+    channel__worker_env env;
     fill_env(a, slot, &env, prefix, sizeof prefix);
-    probe__text text;
-    probe__text_init(&text, 8192);
-    if (probe__worker_env_format(&env, &text) != 0) die("env", ELASTIC_EINVAL);
+    elastic__text text;
+    elastic__text_init(&text, 8192);
+    if (channel__worker_env_format(&env, &text) != 0) die("env", ELASTIC_EINVAL);
     size_t count = 0;
     while (environ[count] != NULL) count++;
     char **envp = calloc(count + 32, sizeof *envp);
@@ -231,7 +231,7 @@ static void spawn(agent *a, int slot)
     a->handle_open[slot] = true;
     int err = uv_spawn(&a->loop, &a->procs[slot], &options);
     free(envp);
-    probe__text_free(&text);
+    elastic__text_free(&text);
     if (err != 0) die(uv_strerror(err), ELASTIC_ESYS);
     a->running[slot] = true;
     a->pids[slot] = a->procs[slot].pid;
@@ -302,7 +302,7 @@ static double in_process_round(agent *a, int victim, double *replacement_ms)
     for (int i = 0; i < WORKERS; i++) {
         if (i == victim) continue;
         char prefix[64];
-        probe__worker_env env;
+        channel__worker_env env;
         fill_env(a, i, &env, prefix, sizeof prefix);
         if (probe__monitor_reconfigure_worker(a->monitor, i, &env) != 0) die("reconfigure", ELASTIC_ECONNECT);
     }

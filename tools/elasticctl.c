@@ -2,11 +2,12 @@
  * elasticctl: the operator's tool. Thin: parse flags, call the library,
  * print. `elasticctl store serve` runs a standalone store; `elasticctl store
  * get|set|add|del|keys` inspect a job's store. New commands go in `commands`.
- * Bad usage prints one line and exits 2; a failed operation exits 1.
+ * Bad usage prints one line and exits 2; a failed operation exits 1. Built
+ * against the public API only (no -Isrc): what the library does not offer
+ * lives in tools/elasticctl/.
  */
 #include "elastic.h"
-#include "agent/timeline.h" /* elasticctl timeline / summary: event logs read back */
-#include "probe/probe.h" /* elasticctl status: the metrics client and formatter */
+#include "elasticctl/ctl.h" /* status, timeline, summary: the tool's own code (tools/elasticctl/) */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -247,28 +248,25 @@ static int cmd_status(int argc, char **argv)
     if (endpoint == NULL) return usage_error("status", "%s", "needs --endpoint H:P (an agent's --metrics-port)");
     if (args.count != 0) return usage_error("status", "unexpected argument \"%s\"", args.positional[0]);
     if (!parse_int(timeout_text, 1, 3600000, &timeout_ms)) return usage_error("status", "bad --timeout \"%s\"", timeout_text);
-    probe__text metrics, health, out;
-    probe__text_init(&metrics, 16u << 20);
-    probe__text_init(&health, 4096);
-    probe__text_init(&out, 1u << 20);
-    int metrics_status = 0, health_status = 0;
-    rc = probe__http_get(endpoint, "/metrics", (int)timeout_ms, &metrics, &metrics_status);
-    if (rc == 0 && metrics_status != 200) rc = elastic__fail(ELASTIC_EPROTO, "/metrics answered %d", metrics_status);
-    if (rc == 0) rc = probe__http_get(endpoint, "/healthz", (int)timeout_ms, &health, &health_status);
-    if (rc == 0) rc = probe__status_format(metrics.data ? metrics.data : "", health_status, health.data ? health.data : "", &out);
-    if (rc == 0) fputs(out.data, stdout);
-    probe__text_free(&metrics);
-    probe__text_free(&health);
-    probe__text_free(&out);
-    return rc == 0 ? 0 : fail("status", rc);
+    rc = ctl_status(endpoint, (int)timeout_ms, stdout);
+    if (rc != 0)
+        fprintf(stderr, "elasticctl: status: %s (%s)\n", elastic_strerror(rc), ctl_last_error());
+    return rc == 0 ? 0 : 1;
 }
 
 /* ---- timeline and summary: a job's event logs, as a picture or as text ---- */
 
+typedef struct event_logs {
+    const char *paths[CTL_MAX_EVENT_LOGS];
+    int count;
+    const char *run_id;
+} event_logs;
+
 /* EVENTS.jsonl... [--run-id ID] [-o FILE]: files are positional, any number. */
-static int read_logs(const char *command, int argc, char **argv, bool want_output, const char **output, timeline *t)
+static int read_args(const char *command, int argc, char **argv, bool want_output, const char **output,
+                     event_logs *logs)
 {
-    const char *paths[TIMELINE_MAX_FILES];
+    const char **paths = logs->paths;
     const char *run_id = NULL;
     int count = 0;
     *output = NULL;
@@ -281,7 +279,7 @@ static int read_logs(const char *command, int argc, char **argv, bool want_outpu
             *value = argv[++i];
         } else if (strncmp(arg, "-", 1) == 0 && arg[1] != '\0') {
             return usage_error(command, "unknown flag \"%s\"", arg);
-        } else if (count == TIMELINE_MAX_FILES) {
+        } else if (count == CTL_MAX_EVENT_LOGS) {
             return usage_error(command, "more than %s event logs", "256");
         } else {
             paths[count++] = arg;
@@ -289,50 +287,33 @@ static int read_logs(const char *command, int argc, char **argv, bool want_outpu
     }
     if (count == 0) return usage_error(command, "%s", "needs EVENTS.jsonl (an elasticrun --event-log), one per node");
     if (want_output && *output == NULL) return usage_error(command, "%s", "needs -o FILE.svg");
-    int rc = timeline__load(paths, count, run_id, t);
-    if (rc != 0) {
-        fprintf(stderr, "elasticctl %s: %s\n", command, elastic_last_error());
-        return 1;
-    }
+    logs->count = count;
+    logs->run_id = run_id;
     return 0;
+}
+
+static int events_failed(const char *command, int rc)
+{
+    if (rc != 0) fprintf(stderr, "elasticctl %s: %s\n", command, ctl_last_error());
+    return rc == 0 ? 0 : 1;
 }
 
 static int cmd_timeline(int argc, char **argv)
 {
-    timeline *t = calloc(1, sizeof *t);
-    if (t == NULL) return fail("timeline", ELASTIC_ENOMEM);
+    event_logs logs;
     const char *output = NULL;
-    int rc = read_logs("timeline", argc, argv, true, &output, t);
-    if (rc == 0) {
-        FILE *out = fopen(output, "w");
-        if (out == NULL) {
-            fprintf(stderr, "elasticctl timeline: %s: %s\n", output, strerror(errno));
-            rc = 1;
-        } else {
-            int written = timeline__write_svg(t, out);
-            if (fclose(out) != 0 || written != 0) {
-                fprintf(stderr, "elasticctl timeline: writing %s failed\n", output);
-                rc = 1;
-            }
-        }
-        timeline__free(t);
-    }
-    free(t);
-    return rc;
+    int rc = read_args("timeline", argc, argv, true, &output, &logs);
+    if (rc != 0) return rc;
+    return events_failed("timeline", ctl_timeline(logs.paths, logs.count, logs.run_id, output));
 }
 
 static int cmd_summary(int argc, char **argv)
 {
-    timeline *t = calloc(1, sizeof *t);
-    if (t == NULL) return fail("summary", ELASTIC_ENOMEM);
+    event_logs logs;
     const char *unused = NULL;
-    int rc = read_logs("summary", argc, argv, false, &unused, t);
-    if (rc == 0) {
-        rc = timeline__write_text(t, stdout) == 0 ? 0 : 1;
-        timeline__free(t);
-    }
-    free(t);
-    return rc;
+    int rc = read_args("summary", argc, argv, false, &unused, &logs);
+    if (rc != 0) return rc;
+    return events_failed("summary", ctl_summary(logs.paths, logs.count, logs.run_id, stdout));
 }
 
 /* ---- top level ----------------------------------------------------------- */

@@ -104,18 +104,18 @@ int agent__env_build(const agent_worker_env *spec, char ***envp)
         if (!is_owned(*entry)) strv_push(&v, elastic__strdup(*entry));
     /* The per-generation variables come from the one formatter that also
      * writes the in-process RECONFIGURE payload, so the two cannot drift. */
-    probe__worker_env shared = {
+    channel__worker_env shared = {
         .rank = g->rank_base + spec->local_rank, .local_rank = spec->local_rank, .world_size = g->world_size,
         .local_world_size = g->local_world_size, .group_rank = g->group_rank, .restart_count = g->restart_count,
         .generation = g->generation, .run_id = spec->run_id, .master_addr = g->master_addr,
         .master_port = g->master_port, .store_endpoint = spec->store_endpoint, .store_prefix = spec->store_prefix,
         .heartbeat_shm = spec->heartbeat_shm, .heartbeat_slot = spec->local_rank, .agent_socket = spec->agent_socket};
-    probe__text lines;
-    probe__text_init(&lines, 64 * 1024);
-    int rc = probe__worker_env_format(&shared, &lines);
+    elastic__text lines;
+    elastic__text_init(&lines, 64 * 1024);
+    int rc = channel__worker_env_format(&shared, &lines);
     for (char *line = lines.data, *end; rc == 0 && line != NULL && (end = strchr(line, '\n')) != NULL; line = end + 1)
         strv_push(&v, strndup(line, (size_t)(end - line)));
-    probe__text_free(&lines);
+    elastic__text_free(&lines);
     if (rc != 0) {
         agent__strv_free(v.items);
         return rc;

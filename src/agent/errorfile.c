@@ -28,12 +28,11 @@ size_t agent__error_file_render(const char *json, char *out, size_t size)
 {
     if (size == 0) return 0;
     out[0] = '\0';
-    json__doc *doc = NULL;
-    if (json__parse(json, strlen(json), &doc) != 0) return 0;
-    const json__value *root = json__root(doc);
-    const json__value *message = json__get(root, "message");
-    const char *text = message != NULL && message->type == JSON__STRING ? message->string
-                                                                         : json__get_string(message, "message");
+    json_object *root = NULL;
+    if (json__parse(json, strlen(json), &root) != 0) return 0;
+    json_object *message = json__get(root, "message");
+    const char *text = json__get_string(root, "message"); /* {"message": "text"} */
+    if (text == NULL) text = json__get_string(message, "message");
     const char *stack = json__get_string(json__get(message, "extraInfo"), "py_callstack");
     size_t used = 0;
     if (stack != NULL && *stack != '\0') {
@@ -43,6 +42,6 @@ size_t agent__error_file_render(const char *json, char *out, size_t size)
     } else if (text != NULL) {
         used = append_indented(out, size, used, text, "  ");
     }
-    json__free(doc);
+    json_object_put(root);
     return used;
 }

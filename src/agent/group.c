@@ -405,6 +405,7 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
     group->loop = loop;
     group->pending_stop_signal = -1;
     group->reaper_fd = -1;
+    group->reaper_pidfd = -1;
     group->state = AGENT_IDLE;
     group->unhealthy_local_rank = -1;
     int rc = pthread_mutex_init(&group->lock, NULL);
@@ -425,6 +426,7 @@ void agent__group_start(agent_group *group)
 bool agent__group_close(agent_group *group)
 {
     agent__exits_close(group);
+    agent__reaper_unwatch(group);
     uv_close((uv_handle_t *)&group->grace_timer, NULL);
     uv_close((uv_handle_t *)&group->wake, NULL);
     uv_close((uv_handle_t *)&group->ack_timer, NULL);

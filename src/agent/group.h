@@ -340,6 +340,9 @@ struct agent_group {
 
     int reaper_fd;                   /* the reaper's pipe (reaper.c); -1: none */
     pid_t reaper_pid;
+    int reaper_pidfd;                /* watched on the loop: a reaper that dies is replaced; -1: none */
+    uv_poll_t reaper_watch;
+    bool reaper_unwatched;           /* the agent is closing: a reaper's end is expected */
     char reaper_cgroup[512];         /* the workers' cgroup v2, the agent's own while it runs; "": none */
     char reaper_parent_cgroup[400];  /* where the agent was (and returns before a normal exit) */
 
@@ -450,6 +453,8 @@ int agent__reaper_start(agent_group *group);
 /* A worker now leads process group `pgid` (replacing old_pgid, 0: none). */
 void agent__reaper_track(agent_group *group, pid_t old_pgid, pid_t pgid);
 void agent__reaper_stop(agent_group *group);
+/* Stops watching the reaper (before the loop closes; the reaper stays). */
+void agent__reaper_unwatch(agent_group *group);
 /* Removes the run directories of dead agents under tmp. */
 void agent__reaper_sweep_stale(const char *tmp);
 

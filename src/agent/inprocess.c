@@ -65,10 +65,10 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
     agent_group *group = user;
     if (group->workers == NULL || slot < 0 || slot >= group->nworkers) return;
     agent_worker *worker = &group->workers[slot];
-    if (type == PROBE__MSG_ABORT_ACK && worker->survivor && group->state == AGENT_STOPPING) {
+    if (type == CHANNEL__MSG_ABORT_ACK && worker->survivor && group->state == AGENT_STOPPING) {
         worker->abort_acked = true;
         agent__group_maybe_stopped(group);
-    } else if (type == PROBE__MSG_READY && generation == group->current.generation && worker->reconfiguring) {
+    } else if (type == CHANNEL__MSG_READY && generation == group->current.generation && worker->reconfiguring) {
         worker->reconfiguring = false;
         /* the worker's own clock: when it was back in its loop, not when we read it */
         uint64_t back_ms = sent_ns != 0 ? sent_ns / 1000000u : elastic__now_ms();
@@ -95,7 +95,7 @@ int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker)
     char prefix[400];
     agent__worker_store_prefix(group, prefix, sizeof prefix);
     worker->rank = g->rank_base + worker->local_rank;
-    probe__worker_env env = {
+    channel__worker_env env = {
         .rank = worker->rank, .local_rank = worker->local_rank, .world_size = g->world_size,
         .local_world_size = g->local_world_size, .group_rank = g->group_rank, .restart_count = g->restart_count,
         .generation = g->generation, .run_id = group->run_id, .master_addr = g->master_addr,

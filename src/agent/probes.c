@@ -51,10 +51,10 @@ static void on_failure(void *user, const probe__failure *f)
 }
 
 /* A worker library's event (nccl_comm_built) into the event log, its fields as sent. */
-static void on_worker_event(void *user, int local_rank, int rank, const probe__kv *kv)
+static void on_worker_event(void *user, int local_rank, int rank, const channel__kv *kv)
 {
     agent_group *group = user;
-    const char *name = probe__kv_get(kv, "NAME");
+    const char *name = channel__kv_get(kv, "NAME");
     if (name == NULL || strcmp(name, "nccl_comm_built") != 0) return; /* the only one known */
     agent_event event;
     agent__event_begin(&event, group->events, name);

@@ -242,11 +242,11 @@ static void make_worker_cgroup(agent_group *group)
     snprintf(group->reaper_cgroup, sizeof group->reaper_cgroup, "%s", dir);
 }
 
-int agent__reaper_start(agent_group *group)
+/* Forks the reaper process for the group's cgroup and run directory. */
+static int fork_reaper(agent_group *group)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return elastic__fail(ELASTIC_ESYS, "reaper pipe: %s", strerror(errno));
-    make_worker_cgroup(group);
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -260,10 +260,77 @@ int agent__reaper_start(agent_group *group)
     close(fds[0]);
     group->reaper_fd = fds[1];
     group->reaper_pid = pid;
+    return 0;
+}
+
+static void tell(agent_group *group, char sign, pid_t pgid);
+static void watch_reaper(agent_group *group);
+
+static void on_reaper_watch_closed(uv_handle_t *handle)
+{
+    agent_group *group = handle->data;
+    /* Closed as it was opened, by raw system call (see exits.c). */
+    syscall(SYS_close, group->reaper_pidfd);
+    group->reaper_pidfd = -1;
+    /* The handle may be initialised again only now: watch a replacement. */
+    if (group->reaper_fd >= 0 && !group->reaper_unwatched) watch_reaper(group);
+}
+
+/* The reaper ended while the agent runs (killed by someone, or the OOM
+ * killer): without one, a SIGKILL of the agent would leave every worker
+ * behind. A new reaper is forked at once and told every live worker. */
+static void on_reaper_exit(uv_poll_t *poll, int status, int events)
+{
+    (void)status, (void)events;
+    agent_group *group = poll->data;
+    int wstatus = 0;
+    pid_t got;
+    do got = waitpid(group->reaper_pid, &wstatus, WNOHANG);
+    while (got < 0 && errno == EINTR);
+    if (got == 0) return; /* readable before the zombie is reapable: the next poll sees it */
+    uv_close((uv_handle_t *)poll, on_reaper_watch_closed);
+    if (group->reaper_fd < 0 || group->reaper_unwatched) return; /* stopping: it was told to go */
+    char how[48];
+    if (got > 0 && WIFSIGNALED(wstatus)) snprintf(how, sizeof how, "killed by signal %d", WTERMSIG(wstatus));
+    else if (got > 0 && WIFEXITED(wstatus)) snprintf(how, sizeof how, "exited with %d", WEXITSTATUS(wstatus));
+    else snprintf(how, sizeof how, "gone");
+    ELASTIC_LOG_W("agent", "the reaper (pid %d) %s; starting another so no worker can outlive the agent",
+                  (int)group->reaper_pid, how);
+    close(group->reaper_fd);
+    group->reaper_fd = -1;
+    if (fork_reaper(group) != 0) {
+        ELASTIC_LOG_E("agent", "%s: workers would outlive a SIGKILL of the agent", elastic_last_error());
+        return;
+    }
+    for (int i = 0; i < group->nworkers; i++)
+        if (group->workers[i].running) tell(group, '+', group->workers[i].pid);
+}
+
+/* A pidfd of the reaper on the agent's loop: readable once it has ended. */
+static void watch_reaper(agent_group *group)
+{
+    group->reaper_pidfd = (int)syscall(SYS_pidfd_open, group->reaper_pid, 0);
+    if (group->reaper_pidfd < 0) return; /* kernels before 5.3: the reaper is not watched */
+    int rc = uv_poll_init(group->loop, &group->reaper_watch, group->reaper_pidfd);
+    if (rc != 0) {
+        syscall(SYS_close, group->reaper_pidfd);
+        group->reaper_pidfd = -1;
+        return;
+    }
+    group->reaper_watch.data = group;
+    uv_poll_start(&group->reaper_watch, UV_READABLE, on_reaper_exit);
+}
+
+int agent__reaper_start(agent_group *group)
+{
+    make_worker_cgroup(group);
+    int rc = fork_reaper(group);
+    if (rc != 0) return rc;
     if (group->reaper_cgroup[0] != '\0' && join_cgroup(group->reaper_cgroup) != 0) {
         ELASTIC_LOG_I("agent", "cannot enter %s (%s): process groups only", group->reaper_cgroup, strerror(errno));
         group->reaper_cgroup[0] = '\0'; /* the reaper finds it empty and removes it */
     }
+    watch_reaper(group);
     return 0;
 }
 
@@ -281,6 +348,13 @@ void agent__reaper_track(agent_group *group, pid_t old_pgid, pid_t pgid)
 {
     if (old_pgid > 1) tell(group, '-', old_pgid);
     tell(group, '+', pgid);
+}
+
+void agent__reaper_unwatch(agent_group *group)
+{
+    group->reaper_unwatched = true;
+    if (group->reaper_pidfd >= 0 && !uv_is_closing((uv_handle_t *)&group->reaper_watch))
+        uv_close((uv_handle_t *)&group->reaper_watch, on_reaper_watch_closed);
 }
 
 void agent__reaper_stop(agent_group *group)

@@ -154,9 +154,12 @@ int ckpt__read_small_file(const char *path, size_t max, uint8_t **data, size_t *
 int ckpt__remove_step_dir(const char *path);
 
 /* Fault injection for tests: the next `countdown`-th write (1 = the next)
- * or fsync fails with errno `err`. 0 disarms. Process-wide. */
+ * or fsync fails with errno `err`. 0 disarms. Process-wide. Only in test
+ * builds (-DELASTIC_TEST_HOOKS, the tests' archive; see the Makefile). */
 typedef enum { CKPT_FAULT_WRITE = 0, CKPT_FAULT_FSYNC = 1 } ckpt_fault_op;
+#ifdef ELASTIC_TEST_HOOKS
 void ckpt__inject_fault(ckpt_fault_op op, int countdown, int err);
+#endif
 
 /* ---- worker pool ------------------------------------------------------------ */
 

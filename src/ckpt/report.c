@@ -6,24 +6,23 @@
  */
 #include "ckpt/ckpt.h"
 
-#include "probe/channel.h"
-#include "probe/probe.h"
+#include "channel/channel.h"
 
 #include <stdlib.h>
 #include <sys/time.h>
 
 static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
-static probe__hb_region *report_region; /* mapped for the process' life (kept reachable) */
-static probe__hb_slot *report_slot;
+static channel__hb_region *report_region; /* mapped for the process' life (kept reachable) */
+static channel__hb_slot *report_slot;
 
 static void attach(void)
 {
-    const char *path = getenv(PROBE__ENV_HEARTBEAT_SHM), *slot_text = getenv(PROBE__ENV_HEARTBEAT_SLOT);
+    const char *path = getenv(CHANNEL__ENV_HEARTBEAT_SHM), *slot_text = getenv(CHANNEL__ENV_HEARTBEAT_SLOT);
     if (path == NULL || *path == '\0' || slot_text == NULL) return;
     char *end = NULL;
     unsigned long slot = strtoul(slot_text, &end, 10);
-    if (end == slot_text || *end != '\0' || slot >= PROBE__HB_MAX_SLOTS) return;
-    if (probe__hb_attach(path, (unsigned)slot, &report_region, &report_slot) != 0) {
+    if (end == slot_text || *end != '\0' || slot >= CHANNEL__HB_MAX_SLOTS) return;
+    if (channel__hb_attach(path, (unsigned)slot, &report_region, &report_slot) != 0) {
         ELASTIC_LOG_D("ckpt", "no heartbeat slot to report checkpoints in: %s", elastic_last_error());
         report_slot = NULL;
     }

@@ -1,42 +1,31 @@
 /*
- * A small, bounded JSON reader for what the agent and elasticctl read back:
- * workers' error files and event-log lines. Input length, nesting depth and
- * value count are capped; anything malformed is ELASTIC_EPROTO, never a crash.
+ * Bounded JSON reading for what the agent and elasticctl read back (workers'
+ * error files, event-log lines), on top of json-c: the input length and the
+ * nesting depth are capped, the whole input must be one value, and fields are
+ * read type-checked and range-checked, so malformed input is ELASTIC_EPROTO.
  */
 #ifndef ELASTIC_COMMON_JSON_H
 #define ELASTIC_COMMON_JSON_H
 
+#include <json-c/json.h>
+
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define JSON__MAX_DEPTH 32
-#define JSON__MAX_VALUES 8192
 #define JSON__MAX_INPUT (1u << 20)
 
-typedef enum json__type { JSON__NULL, JSON__BOOL, JSON__NUMBER, JSON__STRING, JSON__ARRAY, JSON__OBJECT } json__type;
-
-typedef struct json__value json__value;
-struct json__value {
-    json__type type;
-    const char *key;                 /* a member's key inside an object; NULL otherwise */
-    const char *string;              /* STRING: decoded, NUL-terminated (embedded NULs cut it short) */
-    double number;                   /* NUMBER; BOOL: 0 or 1 */
-    json__value *first, *next;       /* ARRAY/OBJECT: first child; siblings */
-};
-
-typedef struct json__doc json__doc;
-
-/* Parses one JSON value (surrounding whitespace allowed). *doc is freed with
- * json__free; its root is json__root(doc). */
-int json__parse(const char *text, size_t len, json__doc **doc);
-const json__value *json__root(const json__doc *doc);
-void json__free(json__doc *doc);
+/* Parses exactly one JSON value (surrounding whitespace allowed) from
+ * text[0..len); *out is released with json_object_put. */
+int json__parse(const char *text, size_t len, json_object **out);
 
 /* The member `key` of an object, or NULL (also when obj is not an object). */
-const json__value *json__get(const json__value *obj, const char *key);
-/* A member's string, or NULL when absent or not a string. */
-const char *json__get_string(const json__value *obj, const char *key);
-/* A member's number; false when absent or not a number. */
-bool json__get_number(const json__value *obj, const char *key, double *out);
+json_object *json__get(json_object *obj, const char *key);
+/* A member's string, or NULL when absent, not a string or holding a NUL. */
+const char *json__get_string(json_object *obj, const char *key);
+/* A member's integer within [min, max] (an integral number written as a
+ * double counts); false when absent, not a number or out of range. */
+bool json__get_int(json_object *obj, const char *key, int64_t min, int64_t max, int64_t *out);
 
 #endif /* ELASTIC_COMMON_JSON_H */

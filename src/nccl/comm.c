@@ -127,7 +127,7 @@ void nccl__report_build(elastic_nccl_comm *c, const char *method, int ms)
              "NAME=nccl_comm_built\nTAG=%s\nMETHOD=%s\nMS=%d\nRANK=%d\nNRANKS=%d\nREBUILDS=%d\nGENERATION=%" PRIu64
              "\n",
              c->tag, method, ms, c->rank, c->nranks, c->rebuilds, c->generation);
-    if (c->worker->control_fd >= 0 && worker__control_send(c->worker, PROBE__MSG_EVENT, payload) != 0)
+    if (c->worker->control_fd >= 0 && worker__control_send(c->worker, CHANNEL__MSG_EVENT, payload) != 0)
         ELASTIC_LOG_W("nccl", "build event not sent to the agent: %s", elastic_last_error());
 }
 

@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define CONTROL_FRAME_MAX (sizeof(probe__msg_header) + PROBE__MSG_MAX_PAYLOAD)
+#define CONTROL_FRAME_MAX (sizeof(channel__msg_header) + CHANNEL__MSG_MAX_PAYLOAD)
 
 typedef struct control_conn {
     uv_pipe_t pipe;
@@ -68,17 +68,17 @@ static void conn_close(control_conn *conn)
     uv_close((uv_handle_t *)&conn->pipe, conn_closed);
 }
 
-static uint64_t payload_number(const probe__kv *kv, const char *key)
+static uint64_t payload_number(const channel__kv *kv, const char *key)
 {
-    const char *text = probe__kv_get(kv, key);
+    const char *text = channel__kv_get(kv, key);
     if (text == NULL || strlen(text) > 19 || strspn(text, "0123456789") != strlen(text) || text[0] == '\0') return 0;
     return strtoull(text, NULL, 10);
 }
 
-static int handle_hello(control_conn *conn, const probe__kv *kv)
+static int handle_hello(control_conn *conn, const channel__kv *kv)
 {
     probe__control *c = conn->control;
-    const char *slot_text = probe__kv_get(kv, "SLOT");
+    const char *slot_text = channel__kv_get(kv, "SLOT");
     char *end = NULL;
     long slot = slot_text != NULL ? strtol(slot_text, &end, 10) : -1;
     if (conn->slot >= 0 || slot_text == NULL || *end != '\0' || slot < 0 || slot >= (long)c->slots)
@@ -90,18 +90,18 @@ static int handle_hello(control_conn *conn, const probe__kv *kv)
     return 0;
 }
 
-static int handle_frame(control_conn *conn, const probe__msg_header *header, char *payload)
+static int handle_frame(control_conn *conn, const channel__msg_header *header, char *payload)
 {
-    probe__kv kv;
-    int rc = probe__kv_parse(payload, header->length, &kv);
+    channel__kv kv;
+    int rc = channel__kv_parse(payload, header->length, &kv);
     if (rc != 0) return rc;
-    if (header->type == PROBE__MSG_HELLO) rc = handle_hello(conn, &kv);
-    else if ((header->type == PROBE__MSG_FAULT || header->type == PROBE__MSG_EVENT) && conn->slot >= 0) {
+    if (header->type == CHANNEL__MSG_HELLO) rc = handle_hello(conn, &kv);
+    else if ((header->type == CHANNEL__MSG_FAULT || header->type == CHANNEL__MSG_EVENT) && conn->slot >= 0) {
         probe__control *c = conn->control;
         if (c->report_fn != NULL) c->report_fn(c->report_user, conn->slot, header->type, &kv);
         return 0;
-    } else if (header->type != PROBE__MSG_ABORT_ACK && header->type != PROBE__MSG_READY &&
-               header->type != PROBE__MSG_FAULT && header->type != PROBE__MSG_EVENT)
+    } else if (header->type != CHANNEL__MSG_ABORT_ACK && header->type != CHANNEL__MSG_READY &&
+               header->type != CHANNEL__MSG_FAULT && header->type != CHANNEL__MSG_EVENT)
         return elastic__fail(ELASTIC_EPROTO, "control: message type %u is not for the agent", header->type);
     else if (conn->slot < 0) return elastic__fail(ELASTIC_EPROTO, "control: message before hello");
     if (rc == 0)
@@ -114,10 +114,10 @@ static int handle_frame(control_conn *conn, const probe__msg_header *header, cha
 static int drain(control_conn *conn)
 {
     size_t offset = 0;
-    while (conn->len - offset >= sizeof(probe__msg_header)) {
-        probe__msg_header header;
+    while (conn->len - offset >= sizeof(channel__msg_header)) {
+        channel__msg_header header;
         memcpy(&header, conn->buf + offset, sizeof header);
-        int rc = probe__msg_check_header(&header);
+        int rc = channel__msg_check_header(&header);
         if (rc != 0) return rc;
         size_t frame = sizeof header + header.length;
         if (conn->len - offset < frame) break;
@@ -194,7 +194,7 @@ static void on_listener_closed(uv_handle_t *handle)
 int probe__control_start(uv_loop_t *loop, const char *path, unsigned slots, probe__control_fn fn, void *user,
                          probe__control **out)
 {
-    if (path == NULL || strlen(path) >= 108 || slots == 0 || slots > PROBE__HB_MAX_SLOTS || fn == NULL)
+    if (path == NULL || strlen(path) >= 108 || slots == 0 || slots > CHANNEL__HB_MAX_SLOTS || fn == NULL)
         return elastic__fail(ELASTIC_EINVAL, "control socket: bad path or slots");
     probe__control *c = calloc(1, sizeof *c);
     if (c == NULL) return elastic__fail(ELASTIC_ENOMEM, "control socket");
@@ -223,13 +223,13 @@ static void on_sent(uv_write_t *req, int status)
 int probe__control_send(probe__control *c, unsigned slot, int type, const char *payload)
 {
     size_t length = strlen(payload);
-    if (slot >= c->slots || length > PROBE__MSG_MAX_PAYLOAD) return elastic__fail(ELASTIC_EINVAL, "control send");
+    if (slot >= c->slots || length > CHANNEL__MSG_MAX_PAYLOAD) return elastic__fail(ELASTIC_EINVAL, "control send");
     control_conn *conn = c->by_slot[slot];
     if (conn == NULL) return elastic__fail(ELASTIC_ENOTFOUND, "worker in slot %u is not connected", slot);
-    uv_write_t *req = malloc(sizeof *req + sizeof(probe__msg_header) + length);
+    uv_write_t *req = malloc(sizeof *req + sizeof(channel__msg_header) + length);
     if (req == NULL) return elastic__fail(ELASTIC_ENOMEM, "control send");
     char *frame = (char *)(req + 1);
-    probe__msg_header header = {.magic = PROBE__MSG_MAGIC, .type = (uint16_t)type, .length = (uint32_t)length};
+    channel__msg_header header = {.magic = CHANNEL__MSG_MAGIC, .type = (uint16_t)type, .length = (uint32_t)length};
     memcpy(frame, &header, sizeof header);
     memcpy(frame + sizeof header, payload, length);
     uv_buf_t buf = uv_buf_init(frame, (unsigned)(sizeof header + length));

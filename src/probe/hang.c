@@ -6,13 +6,13 @@
  */
 #include "probe/probe.h"
 
-void probe__hang_start(probe__hang_state *state, const probe__hb_snapshot *snapshot, uint64_t now_ns)
+void probe__hang_start(probe__hang_state *state, const channel__hb_snapshot *snapshot, uint64_t now_ns)
 {
     state->started_ns = now_ns;
     state->baseline_beats = snapshot->beats;
 }
 
-uint64_t probe__hang_deadline(const probe__hang_state *state, const probe__hb_snapshot *snapshot,
+uint64_t probe__hang_deadline(const probe__hang_state *state, const channel__hb_snapshot *snapshot,
                               uint64_t hang_timeout_ns, uint64_t startup_timeout_ns)
 {
     bool beat_since_start = snapshot->beats > state->baseline_beats;
@@ -22,7 +22,7 @@ uint64_t probe__hang_deadline(const probe__hang_state *state, const probe__hb_sn
     return limit > 0 ? since + limit : 0;
 }
 
-bool probe__hang_check(const probe__hang_state *state, const probe__hb_snapshot *snapshot, uint64_t now_ns,
+bool probe__hang_check(const probe__hang_state *state, const channel__hb_snapshot *snapshot, uint64_t now_ns,
                        uint64_t hang_timeout_ns, uint64_t startup_timeout_ns, uint64_t *silent_ns, bool *started)
 {
     bool beat_since_start = snapshot->beats > state->baseline_beats;

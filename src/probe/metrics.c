@@ -18,7 +18,7 @@ typedef struct metrics_conn {
     uv_write_t write;
     probe__metrics_server *server;
     struct metrics_conn *prev, *next;
-    char head[PROBE__HTTP_MAX_HEAD];
+    char head[ELASTIC__HTTP_MAX_HEAD];
     size_t len;
     bool responding, closing;
     int open_handles;
@@ -106,17 +106,17 @@ static void respond(metrics_conn *conn, int status, const char *type, const char
     if (uv_write(&conn->write, (uv_stream_t *)&conn->tcp, &buf, 1, on_written) != 0) conn_close(conn);
 }
 
-static void route(metrics_conn *conn, const probe__http_request *req)
+static void route(metrics_conn *conn, const elastic__http_request *req)
 {
     probe__metrics_server *server = conn->server;
     bool head_only = strcmp(req->method, "HEAD") == 0;
     if (strcmp(req->path, "/metrics") == 0) {
-        probe__text text;
-        probe__text_init(&text, METRICS_MAX_BODY);
+        elastic__text text;
+        elastic__text_init(&text, METRICS_MAX_BODY);
         server->render(server->user, &text);
         respond(conn, 200, "text/plain; version=0.0.4; charset=utf-8", text.data != NULL ? text.data : "", text.len,
                 head_only);
-        probe__text_free(&text);
+        elastic__text_free(&text);
     } else if (strcmp(req->path, "/healthz") == 0) {
         char reason[256] = "";
         bool healthy = server->health(server->user, reason, sizeof reason);
@@ -144,8 +144,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     conn->len += (size_t)nread;
-    probe__http_request req;
-    int rc = probe__http_parse(conn->head, conn->len, &req);
+    elastic__http_request req;
+    int rc = elastic__http_parse(conn->head, conn->len, &req);
     if (rc > 0) route(conn, &req);
     else if (rc < 0) respond(conn, req.status, "text/plain; charset=utf-8", "bad request\n", 12, false);
     else if (conn->len == sizeof conn->head) respond(conn, 431, "text/plain; charset=utf-8", "too large\n", 10, false);

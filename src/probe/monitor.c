@@ -26,7 +26,7 @@ int monitor__check_opts(const probe__monitor_opts *o)
 {
     if (o->loop == NULL || o->run_dir == NULL || o->on_failure == NULL)
         return elastic__fail(ELASTIC_EINVAL, "monitor: loop, run_dir and on_failure are required");
-    if (o->local_world_size == 0 || o->local_world_size > PROBE__HB_MAX_SLOTS)
+    if (o->local_world_size == 0 || o->local_world_size > CHANNEL__HB_MAX_SLOTS)
         return elastic__fail(ELASTIC_EINVAL, "monitor: %u local workers", o->local_world_size);
     if (o->interval_ms <= 0 || o->hang_timeout_ms < 0 || o->startup_timeout_ms < 0 || o->stack_dump_timeout_ms <= 0 ||
         o->stack_dump_budget_ms < 0)
@@ -73,8 +73,8 @@ static void on_backtrace_wait(uv_timer_t *timer)
 {
     monitored_worker *mw = timer->data;
     probe__monitor *m = mw->monitor;
-    probe__hb_snapshot now;
-    probe__hb_read(m->region, mw->slot, &now);
+    channel__hb_snapshot now;
+    channel__hb_read(m->region, mw->slot, &now);
     bool written = now.stack_dumps > mw->dumps_before;
     bool out_of_time = elastic__now_ms() >= mw->dump_deadline_ms;
     if (!written && !out_of_time && mw->waiting_for_dump) return;
@@ -129,8 +129,8 @@ static void probe_worker(probe__monitor *m, int local_rank, uint64_t now_ns)
 {
     monitored_worker *mw = &m->workers[local_rank];
     if (!mw->running) return;
-    probe__hb_snapshot previous = mw->last;
-    probe__hb_read(m->region, mw->slot, &mw->last);
+    channel__hb_snapshot previous = mw->last;
+    channel__hb_read(m->region, mw->slot, &mw->last);
     if (mw->last.beats > 0 && previous.beats > 0 && now_ns > mw->rate_since_ns && mw->last.step >= previous.step) {
         mw->steps_per_second = (double)(mw->last.step - previous.step) * 1e9 / (double)(now_ns - mw->rate_since_ns);
     }
@@ -218,8 +218,8 @@ static void on_hang_timer(uv_timer_t *timer)
     for (unsigned i = 0; i < m->opts.local_world_size; i++) {
         monitored_worker *mw = &m->workers[i];
         if (!hang_watched(m, mw)) continue;
-        probe__hb_snapshot fresh;
-        probe__hb_read(m->region, mw->slot, &fresh);
+        channel__hb_snapshot fresh;
+        channel__hb_read(m->region, mw->slot, &fresh);
         uint64_t silent_ns = 0;
         bool started = false;
         if (probe__hang_check(&mw->hang, &fresh, now, m->hang_timeout_ns, m->startup_timeout_ns, &silent_ns, &started)) {
@@ -236,8 +236,8 @@ void monitor__arm_hang_timer(probe__monitor *m)
     for (unsigned i = 0; i < m->opts.local_world_size; i++) {
         monitored_worker *mw = &m->workers[i];
         if (!hang_watched(m, mw)) continue;
-        probe__hb_snapshot fresh;
-        probe__hb_read(m->region, mw->slot, &fresh);
+        channel__hb_snapshot fresh;
+        channel__hb_read(m->region, mw->slot, &fresh);
         uint64_t deadline = probe__hang_deadline(&mw->hang, &fresh, m->hang_timeout_ns, m->startup_timeout_ns);
         if (deadline != 0 && deadline < earliest) earliest = deadline;
     }

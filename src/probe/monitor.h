@@ -17,7 +17,7 @@ typedef struct monitored_worker {
     bool failed;                     /* reported (or being reported) this generation */
     int rank, pid, log_fd;
     probe__hang_state hang;
-    probe__hb_snapshot last;
+    channel__hb_snapshot last;
     uint64_t rate_since_ns;
     double steps_per_second;         /* < 0: not measured yet (no two beats) */
     int shown_pid;
@@ -37,7 +37,7 @@ struct probe__monitor {
     char heartbeat_path[PATH_MAX];
     char socket_path[108];
     char run_id[128], node_id[128];
-    probe__hb_region *region;
+    channel__hb_region *region;
     probe__control *control;
     probe__metrics_server *metrics;
     probe__user_probe *user_probe;
@@ -75,8 +75,8 @@ void monitor__check_checkpoint(probe__monitor *m, monitored_worker *mw, int loca
 void monitor__report(probe__monitor *m, const probe__failure *failure);
 void monitor__count(probe__monitor *m, const char *probe);
 /* A worker's FAULT or EVENT from the control socket (reports.c). */
-void monitor__on_report(void *user, int slot, int type, const probe__kv *kv);
-void monitor__render(void *user, probe__text *out);
+void monitor__on_report(void *user, int slot, int type, const channel__kv *kv);
+void monitor__render(void *user, elastic__text *out);
 bool monitor__health(void *user, char *reason, size_t size);
 
 #endif /* ELASTIC_PROBE_MONITOR_H */

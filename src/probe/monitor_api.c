@@ -16,7 +16,7 @@ static void release(uv_handle_t *handle)
     probe__monitor *m = handle->data;
     if (--m->open_handles > 0) return;
     probe__straggler_free(m->straggler);
-    probe__hb_close(m->region, true);
+    channel__hb_close(m->region, true);
     for (unsigned i = 0; i < m->opts.local_world_size; i++)
         if (m->workers[i].log_fd >= 0) close(m->workers[i].log_fd);
     free(m->workers);
@@ -78,7 +78,7 @@ static void on_user_probe(void *user, bool healthy, const char *reason)
 static int start_services(probe__monitor *m)
 {
     const probe__monitor_opts *o = &m->opts;
-    int rc = probe__hb_create(m->heartbeat_path, o->local_world_size, &m->region);
+    int rc = channel__hb_create(m->heartbeat_path, o->local_world_size, &m->region);
     if (rc == 0) rc = probe__control_start(o->loop, m->socket_path, o->local_world_size, on_control, m, &m->control);
     if (rc == 0) probe__control_on_report(m->control, monitor__on_report, m);
     if (rc == 0 && o->metrics_port >= 0)
@@ -163,7 +163,7 @@ void probe__monitor_generation_started(probe__monitor *m, const probe__generatio
         monitored_worker *mw = &m->workers[i];
         mw->failed = false;
         m->scores[i] = -1;
-        probe__hb_read(m->region, mw->slot, &mw->last);
+        channel__hb_read(m->region, mw->slot, &mw->last);
         probe__hang_start(&mw->hang, &mw->last, now);
     }
     monitor__arm_hang_timer(m);
@@ -182,7 +182,7 @@ void probe__monitor_worker_starting(probe__monitor *m, int local_rank)
 {
     monitored_worker *mw = worker_at(m, local_rank);
     if (mw == NULL) return;
-    probe__hb_reset(m->region, mw->slot);
+    channel__hb_reset(m->region, mw->slot);
     memset(&mw->last, 0, sizeof mw->last);
     mw->ckpt_saves_seen = 0;
 }
@@ -201,7 +201,7 @@ void probe__monitor_worker_started(probe__monitor *m, int local_rank, int rank, 
     mw->started_ns = elastic__now_ns();
     mw->exited_ns = 0;
     mw->steps_per_second = -1;
-    probe__hb_read(m->region, mw->slot, &mw->last);
+    channel__hb_read(m->region, mw->slot, &mw->last);
     probe__hang_start(&mw->hang, &mw->last, elastic__now_ns());
     monitor__arm_hang_timer(m);
 }
@@ -216,7 +216,7 @@ void probe__monitor_worker_exited(probe__monitor *m, int local_rank)
 {
     monitored_worker *mw = worker_at(m, local_rank);
     if (mw == NULL) return;
-    probe__hb_read(m->region, mw->slot, &mw->last); /* a checkpoint saved since the last tick */
+    channel__hb_read(m->region, mw->slot, &mw->last); /* a checkpoint saved since the last tick */
     monitor__check_checkpoint(m, mw, local_rank);
     mw->running = false;
     mw->pid = 0;
@@ -239,24 +239,24 @@ int probe__monitor_abort_worker(probe__monitor *m, int local_rank, const char *r
         if (*p == '\n') *p = ' ';
     snprintf(payload, sizeof payload, "GENERATION=%llu\nREASON=%s\n", (unsigned long long)m->generation.generation,
              clean);
-    return probe__control_send(m->control, (unsigned)local_rank, PROBE__MSG_ABORT, payload);
+    return probe__control_send(m->control, (unsigned)local_rank, CHANNEL__MSG_ABORT, payload);
 }
 
-int probe__monitor_reconfigure_worker(probe__monitor *m, int local_rank, const probe__worker_env *env)
+int probe__monitor_reconfigure_worker(probe__monitor *m, int local_rank, const channel__worker_env *env)
 {
     if (worker_at(m, local_rank) == NULL) return elastic__fail(ELASTIC_EINVAL, "no local rank %d", local_rank);
-    probe__text text;
-    probe__text_init(&text, PROBE__MSG_MAX_PAYLOAD);
-    int rc = probe__worker_env_format(env, &text);
-    if (rc == 0) rc = probe__control_send(m->control, (unsigned)local_rank, PROBE__MSG_RECONFIGURE, text.data);
-    probe__text_free(&text);
+    elastic__text text;
+    elastic__text_init(&text, CHANNEL__MSG_MAX_PAYLOAD);
+    int rc = channel__worker_env_format(env, &text);
+    if (rc == 0) rc = probe__control_send(m->control, (unsigned)local_rank, CHANNEL__MSG_RECONFIGURE, text.data);
+    elastic__text_free(&text);
     return rc;
 }
 
 int probe__monitor_stop_worker(probe__monitor *m, int local_rank)
 {
     if (worker_at(m, local_rank) == NULL) return elastic__fail(ELASTIC_EINVAL, "no local rank %d", local_rank);
-    return probe__control_send(m->control, (unsigned)local_rank, PROBE__MSG_STOP, "");
+    return probe__control_send(m->control, (unsigned)local_rank, CHANNEL__MSG_STOP, "");
 }
 
 bool probe__monitor_worker_connected(const probe__monitor *m, int local_rank)

@@ -18,9 +18,9 @@ void monitor__count(probe__monitor *m, const char *probe)
         if (strcmp(probe, probe_names[i]) == 0) m->failures[i]++;
 }
 
-static void metric_head(probe__text *out, const char *name, const char *type, const char *help)
+static void metric_head(elastic__text *out, const char *name, const char *type, const char *help)
 {
-    probe__text_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    elastic__text_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 static unsigned workers_alive(const probe__monitor *m)
@@ -30,32 +30,32 @@ static unsigned workers_alive(const probe__monitor *m)
     return alive;
 }
 
-static void render_group(const probe__monitor *m, probe__text *out)
+static void render_group(const probe__monitor *m, elastic__text *out)
 {
     char run_id[256], node_id[256];
     probe__prom_escape(m->run_id, run_id, sizeof run_id);
     probe__prom_escape(m->node_id, node_id, sizeof node_id);
     metric_head(out, "elastic_job_info", "gauge", "The job and node this agent serves.");
-    probe__text_printf(out, "elastic_job_info{run_id=\"%s\",node=\"%s\"} 1\n", run_id, node_id);
+    elastic__text_printf(out, "elastic_job_info{run_id=\"%s\",node=\"%s\"} 1\n", run_id, node_id);
     metric_head(out, "elastic_generation", "gauge", "The worker group's current generation.");
-    probe__text_printf(out, "elastic_generation %llu\n", (unsigned long long)m->generation.generation);
+    elastic__text_printf(out, "elastic_generation %llu\n", (unsigned long long)m->generation.generation);
     metric_head(out, "elastic_restarts_total", "counter", "Failures the job has consumed.");
-    probe__text_printf(out, "elastic_restarts_total %d\n", m->generation.restart_count);
+    elastic__text_printf(out, "elastic_restarts_total %d\n", m->generation.restart_count);
     metric_head(out, "elastic_nodes", "gauge", "Nodes in the generation.");
-    probe__text_printf(out, "elastic_nodes %d\n", m->generation.nodes);
+    elastic__text_printf(out, "elastic_nodes %d\n", m->generation.nodes);
     metric_head(out, "elastic_world_size", "gauge", "Workers in the generation.");
-    probe__text_printf(out, "elastic_world_size %d\n", m->generation.world_size);
+    elastic__text_printf(out, "elastic_world_size %d\n", m->generation.world_size);
     metric_head(out, "elastic_group_rank", "gauge", "This node's rank among the nodes.");
-    probe__text_printf(out, "elastic_group_rank %d\n", m->generation.group_rank);
+    elastic__text_printf(out, "elastic_group_rank %d\n", m->generation.group_rank);
     metric_head(out, "elastic_workers", "gauge", "Workers this node runs.");
-    probe__text_printf(out, "elastic_workers %u\n", m->opts.local_world_size);
+    elastic__text_printf(out, "elastic_workers %u\n", m->opts.local_world_size);
     metric_head(out, "elastic_workers_alive", "gauge", "Workers of this node with a running process.");
-    probe__text_printf(out, "elastic_workers_alive %u\n", workers_alive(m));
+    elastic__text_printf(out, "elastic_workers_alive %u\n", workers_alive(m));
     metric_head(out, "elastic_healthy", "gauge", "1 when no probe has failed in this generation.");
-    probe__text_printf(out, "elastic_healthy %d\n", m->healthy ? 1 : 0);
+    elastic__text_printf(out, "elastic_healthy %d\n", m->healthy ? 1 : 0);
 }
 
-static void render_workers(const probe__monitor *m, probe__text *out, uint64_t now_ns)
+static void render_workers(const probe__monitor *m, elastic__text *out, uint64_t now_ns)
 {
     static const struct { const char *name, *type, *help; } heads[] = {
         {"elastic_worker_heartbeat_age_seconds", "gauge", "Time since the worker's last heartbeat."},
@@ -68,8 +68,8 @@ static void render_workers(const probe__monitor *m, probe__text *out, uint64_t n
         metric_head(out, heads[h].name, heads[h].type, heads[h].help);
         for (unsigned i = 0; i < m->opts.local_world_size; i++) {
             const monitored_worker *mw = &m->workers[i];
-            probe__hb_snapshot now; /* fresh numbers, not the last tick's */
-            probe__hb_read(m->region, mw->slot, &now);
+            channel__hb_snapshot now; /* fresh numbers, not the last tick's */
+            channel__hb_read(m->region, mw->slot, &now);
             if (!mw->running || now.beats == 0) continue;
             double value;
             if (h == 0) value = now_ns > now.last_beat_ns ? (double)(now_ns - now.last_beat_ns) / 1e9 : 0;
@@ -78,13 +78,13 @@ static void render_workers(const probe__monitor *m, probe__text *out, uint64_t n
             else if (h == 3) value = m->straggler != NULL ? probe__straggler_step_ns(m->straggler, i) / 1e9 : 0;
             else value = m->scores[i];
             if ((h == 2 && value < 0) || (h == 3 && value <= 0) || (h == 4 && value < 0)) continue; /* no data yet */
-            probe__text_printf(out, "%s{rank=\"%d\",local_rank=\"%u\"} %.6g\n", heads[h].name, mw->rank, i, value);
+            elastic__text_printf(out, "%s{rank=\"%d\",local_rank=\"%u\"} %.6g\n", heads[h].name, mw->rank, i, value);
         }
     }
 }
 
 /* Every worker that ran in its slot, whether it heartbeats or not. */
-static void render_processes(const probe__monitor *m, probe__text *out, uint64_t now_ns)
+static void render_processes(const probe__monitor *m, elastic__text *out, uint64_t now_ns)
 {
     static const struct { const char *name, *help; } heads[] = {
         {"elastic_worker_pid", "The worker's process id (the last one, after it exited)."},
@@ -99,35 +99,35 @@ static void render_processes(const probe__monitor *m, probe__text *out, uint64_t
             uint64_t end = mw->exited_ns != 0 ? mw->exited_ns : now_ns;
             double value = h == 0 ? (double)mw->shown_pid : h == 1 ? (double)mw->running
                                                           : (double)(end > mw->started_ns ? end - mw->started_ns : 0) / 1e9;
-            probe__text_printf(out, "%s{rank=\"%d\",local_rank=\"%u\"} %.6g\n", heads[h].name, mw->rank, i, value);
+            elastic__text_printf(out, "%s{rank=\"%d\",local_rank=\"%u\"} %.6g\n", heads[h].name, mw->rank, i, value);
         }
     }
 }
 
-static void render_events(const probe__monitor *m, probe__text *out)
+static void render_events(const probe__monitor *m, elastic__text *out)
 {
     metric_head(out, "elastic_probe_failures_total", "counter", "Workers or nodes declared unhealthy, by probe.");
     for (int i = 0; i < MONITOR_PROBES; i++)
-        probe__text_printf(out, "elastic_probe_failures_total{probe=\"%s\"} %llu\n", probe_names[i],
+        elastic__text_printf(out, "elastic_probe_failures_total{probe=\"%s\"} %llu\n", probe_names[i],
                            (unsigned long long)m->failures[i]);
     static const char *const modes[2] = {"restart", "in_process"};
     metric_head(out, "elastic_recovery_seconds", "summary", "Failure to workers back in their loop.");
     for (int i = 0; i < 2; i++)
-        probe__text_printf(out, "elastic_recovery_seconds_sum{mode=\"%s\"} %.6f\nelastic_recovery_seconds_count{mode=\"%s\"} %llu\n",
+        elastic__text_printf(out, "elastic_recovery_seconds_sum{mode=\"%s\"} %.6f\nelastic_recovery_seconds_count{mode=\"%s\"} %llu\n",
                            modes[i], m->recovery_sum[i], modes[i], (unsigned long long)m->recoveries[i]);
     metric_head(out, "elastic_recovery_last_seconds", "gauge", "Duration of the last recovery.");
     for (int i = 0; i < 2; i++)
         if (m->recoveries[i] > 0)
-            probe__text_printf(out, "elastic_recovery_last_seconds{mode=\"%s\"} %.6f\n", modes[i], m->recovery_last[i]);
+            elastic__text_printf(out, "elastic_recovery_last_seconds{mode=\"%s\"} %.6f\n", modes[i], m->recovery_last[i]);
     static const char *const methods[2] = {"created", "shrunk"};
     metric_head(out, "elastic_nccl_comm_build_seconds", "summary", "NCCL communicator (re)builds by the workers.");
     for (int i = 0; i < 2; i++)
-        probe__text_printf(out, "elastic_nccl_comm_build_seconds_sum{method=\"%s\"} %.6f\n"
+        elastic__text_printf(out, "elastic_nccl_comm_build_seconds_sum{method=\"%s\"} %.6f\n"
                            "elastic_nccl_comm_build_seconds_count{method=\"%s\"} %llu\n",
                            methods[i], m->nccl_build_sum[i], methods[i], (unsigned long long)m->nccl_builds[i]);
 }
 
-void monitor__render(void *user, probe__text *out)
+void monitor__render(void *user, elastic__text *out)
 {
     probe__monitor *m = user;
     uint64_t now = elastic__now_ns();
@@ -140,7 +140,7 @@ void monitor__render(void *user, probe__text *out)
                     "Job median step time / this node's (1 typical, lower slower; job-wide).");
         for (unsigned i = 0; i < m->node_count; i++)
             if (m->node_scores[i] >= 0)
-                probe__text_printf(out, "elastic_node_straggler_score{node=\"%s\"} %.6g\n", m->node_stats[i].node_id,
+                elastic__text_printf(out, "elastic_node_straggler_score{node=\"%s\"} %.6g\n", m->node_stats[i].node_id,
                                    m->node_scores[i]);
     }
 }

@@ -7,8 +7,10 @@
 #ifndef ELASTIC_PROBE_H
 #define ELASTIC_PROBE_H
 
+#include "channel/channel.h"
 #include "common/common.h"
-#include "probe/channel.h"
+#include "common/http.h"
+#include "common/text.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,15 +24,15 @@ typedef struct probe__hang_state {
 } probe__hang_state;
 
 /* Starts (or re-starts, for a new generation) watching a slot. */
-void probe__hang_start(probe__hang_state *state, const probe__hb_snapshot *snapshot, uint64_t now_ns);
+void probe__hang_start(probe__hang_state *state, const channel__hb_snapshot *snapshot, uint64_t now_ns);
 /* When the worker will count as hung if it stays silent (monotonic ns; 0:
  * never): the monitor arms a timer for the earliest one. */
-uint64_t probe__hang_deadline(const probe__hang_state *state, const probe__hb_snapshot *snapshot,
+uint64_t probe__hang_deadline(const probe__hang_state *state, const channel__hb_snapshot *snapshot,
                               uint64_t hang_timeout_ns, uint64_t startup_timeout_ns);
 /* How long the worker has been silent and the limit that applies: the
  * startup timeout before its first beat since started_ns, the hang timeout
  * after. Returns true when silent_ns exceeds that limit. */
-bool probe__hang_check(const probe__hang_state *state, const probe__hb_snapshot *snapshot, uint64_t now_ns,
+bool probe__hang_check(const probe__hang_state *state, const channel__hb_snapshot *snapshot, uint64_t now_ns,
                        uint64_t hang_timeout_ns, uint64_t startup_timeout_ns, uint64_t *silent_ns, bool *started);
 
 /* ---- straggler (straggler.c): pure --------------------------------------- */
@@ -120,40 +122,12 @@ int probe__user_probe_start(uv_loop_t *loop, const char *command, probe__user_fn
                             int timeout_ms, probe__user_result_fn result, void *user, probe__user_probe **out);
 void probe__user_probe_stop(probe__user_probe *probe);
 
-/* ---- HTTP requests (http.c): pure, bounded -------------------------------- */
-
-#define PROBE__HTTP_MAX_HEAD 8192
-#define PROBE__HTTP_MAX_TARGET 256
-
-typedef struct probe__http_request {
-    char method[8];
-    char path[PROBE__HTTP_MAX_TARGET];   /* the target without its query */
-    int status;                          /* on failure: the status to answer (400, 405, 414, 431, 505) */
-} probe__http_request;
-
-/* Parses a request head from the bytes received so far. 0: incomplete (read
- * more); > 0: complete, the head's length; < 0: ELASTIC_EPROTO (or ELIMIT) with
- * req->status set. Only GET and HEAD without a body are accepted. */
-int probe__http_parse(const char *buf, size_t len, probe__http_request *req);
-
-/* ---- text buffer (text.c) ------------------------------------------------- */
-
-typedef struct probe__text {
-    char *data;
-    size_t len, cap, max;
-    bool overflow;                   /* a write was cut at max */
-} probe__text;
-
-void probe__text_init(probe__text *t, size_t max);
-void probe__text_printf(probe__text *t, const char *fmt, ...) ELASTIC__PRINTF(2, 3);
-void probe__text_free(probe__text *t);
-
 /* ---- metrics endpoint (metrics.c) ---------------------------------------- */
 
 typedef struct probe__metrics_server probe__metrics_server;
 /* Fills the body of /metrics; returns the /healthz verdict (true = healthy)
  * and a reason when unhealthy. */
-typedef void (*probe__metrics_render_fn)(void *user, probe__text *metrics);
+typedef void (*probe__metrics_render_fn)(void *user, elastic__text *metrics);
 typedef bool (*probe__health_fn)(void *user, char *reason, size_t size);
 
 /* Listens on host:port (port 0: a free one) on the loop. */
@@ -182,31 +156,10 @@ int probe__control_send(probe__control *c, unsigned slot, int type, const char *
 bool probe__control_connected(const probe__control *c, unsigned slot);
 /* A worker's FAULT or EVENT (after its hello) with the parsed payload, valid
  * during the call. Without a handler set, those frames are dropped. */
-typedef void (*probe__control_report_fn)(void *user, int slot, int type, const probe__kv *kv);
+typedef void (*probe__control_report_fn)(void *user, int slot, int type, const channel__kv *kv);
 void probe__control_on_report(probe__control *c, probe__control_report_fn fn, void *user);
 void probe__control_stop(probe__control *c);
 
-
-/* ---- the worker environment (workerenv.c) ---------------------------------- */
-
-/* What a worker is told: at spawn as environment variables, on in-process
- * recovery as the RECONFIGURE payload (the worker parses both the same way). */
-typedef struct probe__worker_env {
-    int rank, local_rank, world_size, local_world_size, group_rank, restart_count;
-    uint64_t generation;
-    const char *run_id;              /* TORCHELASTIC_RUN_ID and ELASTIC_RUN_ID */
-    const char *master_addr;         /* NULL: not set */
-    int master_port;                 /* 0: not set */
-    const char *store_endpoint;      /* NULL: no ELASTIC_* variables at all */
-    const char *store_prefix;
-    const char *heartbeat_shm;       /* NULL: none */
-    int heartbeat_slot;
-    const char *agent_socket;        /* NULL: none */
-} probe__worker_env;
-
-/* Appends "KEY=value\n" for every variable to out. ELASTIC_EINVAL when a
- * string holds a newline or '=' where it cannot. */
-int probe__worker_env_format(const probe__worker_env *env, probe__text *out);
 
 /* ---- the monitor (monitor.c): all probes for one agent --------------------- */
 
@@ -251,7 +204,7 @@ typedef struct probe__monitor_opts {
     probe__control_fn on_control;    /* worker hello / abort ack / ready / disconnect; may be NULL */
     probe__checkpoint_fn on_checkpoint; /* a worker saved a checkpoint step; may be NULL */
     /* An event a worker's library reported (NAME=nccl_comm_built ...); may be NULL. */
-    void (*on_worker_event)(void *user, int local_rank, int rank, const probe__kv *kv);
+    void (*on_worker_event)(void *user, int local_rank, int rank, const channel__kv *kv);
     /* Every node_stat_interval_ms (0: never) while not paused: this node's
      * statistic for the job-wide straggler scores (the agent publishes it). */
     int node_stat_interval_ms;
@@ -292,7 +245,7 @@ void probe__monitor_worker_exited(probe__monitor *m, int local_rank);
 
 /* In-process recovery: messages to a worker over the control socket. */
 int probe__monitor_abort_worker(probe__monitor *m, int local_rank, const char *reason);
-int probe__monitor_reconfigure_worker(probe__monitor *m, int local_rank, const probe__worker_env *env);
+int probe__monitor_reconfigure_worker(probe__monitor *m, int local_rank, const channel__worker_env *env);
 int probe__monitor_stop_worker(probe__monitor *m, int local_rank);
 bool probe__monitor_worker_connected(const probe__monitor *m, int local_rank);
 
@@ -302,27 +255,5 @@ void probe__monitor_record_recovery(probe__monitor *m, double seconds, bool in_p
 void probe__monitor_count_failure(probe__monitor *m, const char *probe);
 /* Straggler scores of the last round (-1: no data), one per local rank. */
 void probe__monitor_scores(const probe__monitor *m, double *scores);
-
-/* ---- Prometheus text (promparse.c): for elasticctl and the tests ------------ */
-
-typedef struct probe__prom_sample {
-    char name[128];
-    char labels[512];                /* the raw text between the braces ("" when none) */
-    double value;
-} probe__prom_sample;
-
-/* Parses one line of the text format. 1: a sample; 0: a comment or blank; < 0: malformed. */
-int probe__prom_parse_line(const char *line, probe__prom_sample *sample);
-/* The value of a label in a sample's label text, copied to out; false if absent. */
-bool probe__prom_label(const char *labels, const char *name, char *out, size_t size);
-
-/* ---- job status (status.c): `elasticctl status` ----------------------------- */
-
-/* GET http://endpoint/path (endpoint "host:port", IPv4 or a name) with a
- * deadline for the whole exchange; the body (at most 16 MiB) goes to body,
- * the HTTP status to *status. */
-int probe__http_get(const char *endpoint, const char *path, int timeout_ms, probe__text *body, int *status);
-/* The job at a glance from a /metrics page and the /healthz answer. */
-int probe__status_format(const char *metrics, int health_status, const char *health_body, probe__text *out);
 
 #endif /* ELASTIC_PROBE_H */

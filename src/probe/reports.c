@@ -18,17 +18,17 @@ static const char *known_probe(const char *name)
     return NULL;
 }
 
-static uint64_t number(const probe__kv *kv, const char *key)
+static uint64_t number(const channel__kv *kv, const char *key)
 {
-    const char *text = probe__kv_get(kv, key);
+    const char *text = channel__kv_get(kv, key);
     if (text == NULL || *text == '\0' || strlen(text) > 19 || strspn(text, "0123456789") != strlen(text)) return 0;
     return strtoull(text, NULL, 10);
 }
 
-static void on_fault(probe__monitor *m, monitored_worker *mw, int slot, const probe__kv *kv)
+static void on_fault(probe__monitor *m, monitored_worker *mw, int slot, const channel__kv *kv)
 {
-    const char *probe = known_probe(probe__kv_get(kv, "PROBE"));
-    const char *reason = probe__kv_get(kv, "REASON");
+    const char *probe = known_probe(channel__kv_get(kv, "PROBE"));
+    const char *reason = channel__kv_get(kv, "REASON");
     if (probe == NULL || reason == NULL) {
         ELASTIC_LOG_W("probe", "local rank %d reported a fault without a known PROBE and a REASON: ignored", slot);
         return;
@@ -42,12 +42,12 @@ static void on_fault(probe__monitor *m, monitored_worker *mw, int slot, const pr
     monitor__report(m, &f);
 }
 
-static void on_event(probe__monitor *m, monitored_worker *mw, int slot, const probe__kv *kv)
+static void on_event(probe__monitor *m, monitored_worker *mw, int slot, const channel__kv *kv)
 {
-    const char *name = probe__kv_get(kv, "NAME");
+    const char *name = channel__kv_get(kv, "NAME");
     if (name == NULL) return;
     if (strcmp(name, "nccl_comm_built") == 0) {
-        const char *method = probe__kv_get(kv, "METHOD");
+        const char *method = channel__kv_get(kv, "METHOD");
         int which = method != NULL && strcmp(method, "shrunk") == 0 ? 1 : 0;
         double seconds = (double)number(kv, "MS") / 1000.0;
         m->nccl_builds[which]++;
@@ -57,11 +57,11 @@ static void on_event(probe__monitor *m, monitored_worker *mw, int slot, const pr
     if (m->opts.on_worker_event != NULL) m->opts.on_worker_event(m->opts.user, slot, mw->rank, kv);
 }
 
-void monitor__on_report(void *user, int slot, int type, const probe__kv *kv)
+void monitor__on_report(void *user, int slot, int type, const channel__kv *kv)
 {
     probe__monitor *m = user;
     if (slot < 0 || (unsigned)slot >= m->opts.local_world_size) return;
     monitored_worker *mw = &m->workers[slot];
-    if (type == PROBE__MSG_FAULT) on_fault(m, mw, slot, kv);
-    else if (type == PROBE__MSG_EVENT) on_event(m, mw, slot, kv);
+    if (type == CHANNEL__MSG_FAULT) on_fault(m, mw, slot, kv);
+    else if (type == CHANNEL__MSG_EVENT) on_event(m, mw, slot, kv);
 }

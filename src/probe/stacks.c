@@ -25,7 +25,7 @@ struct probe__stack_dump {
     int pid, log_fd, fallback_signal;
     bool spawned;                    /* uv_spawn was called: the process handle needs closing */
     bool process_exited, output_ended, finished, canceled;
-    probe__text captured;
+    elastic__text captured;
     probe__stack_done_fn done;
     void *user;
     const char *how;
@@ -74,7 +74,7 @@ static void release(uv_handle_t *handle)
 {
     probe__stack_dump *dump = handle->data;
     if (--dump->open_handles > 0) return;
-    probe__text_free(&dump->captured);
+    elastic__text_free(&dump->captured);
     close(dump->log_fd);
     free(dump);
 }
@@ -128,7 +128,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     probe__stack_dump *dump = stream->data;
     if (nread > 0) {
-        probe__text_printf(&dump->captured, "%.*s", (int)nread, buf->base);
+        elastic__text_printf(&dump->captured, "%.*s", (int)nread, buf->base);
     } else if (nread < 0) {
         uv_read_stop(stream);
         dump->output_ended = true;
@@ -186,7 +186,7 @@ int probe__stack_dump_start(uv_loop_t *loop, int pid, int log_fd, int fallback_s
     *dump = (probe__stack_dump){.loop = loop, .pid = pid, .fallback_signal = fallback_signal, .done = done,
                                 .user = user};
     dump->log_fd = fcntl(log_fd >= 0 ? log_fd : STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
-    probe__text_init(&dump->captured, STACK_OUTPUT_MAX);
+    elastic__text_init(&dump->captured, STACK_OUTPUT_MAX);
     uv_pipe_init(loop, &dump->output, 0);
     uv_timer_init(loop, &dump->timer);
     dump->output.data = dump->timer.data = dump->process.data = dump;

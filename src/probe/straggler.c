@@ -21,7 +21,7 @@ struct probe__straggler {
 
 int probe__straggler_create(unsigned ranks, unsigned window, probe__straggler **out)
 {
-    if (ranks == 0 || ranks > PROBE__HB_MAX_SLOTS || window == 0 || window > 1024)
+    if (ranks == 0 || ranks > CHANNEL__HB_MAX_SLOTS || window == 0 || window > 1024)
         return elastic__fail(ELASTIC_EINVAL, "straggler: %u ranks, window %u", ranks, window);
     probe__straggler *s = calloc(1, sizeof *s);
     if (s != NULL) {

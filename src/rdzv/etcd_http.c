@@ -6,6 +6,7 @@
 #include "rdzv/etcd.h"
 
 #include "common/clock.h"
+#include "common/text.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
@@ -32,8 +33,7 @@ static void global_init(void) { global_rc = curl_global_init(CURL_GLOBAL_DEFAULT
 /* ---- one HTTP exchange ------------------------------------------------------------ */
 
 typedef struct exchange {
-    char *buf;                       /* the reply so far (unary calls) */
-    size_t len, cap;
+    elastic__text reply;             /* the reply so far (unary calls) */
     bool too_large;
     json_tokener *tok;               /* streaming calls: messages parsed as they come */
     etcd__message_fn on_message;
@@ -74,21 +74,12 @@ static size_t on_bytes(char *data, size_t one, size_t n, void *arg)
     exchange *x = arg;
     size_t size = one * n;
     if (x->tok != NULL) return on_stream_bytes(x, data, size);
-    if (x->len + size + 1 > ETCD__MAX_RESPONSE) {
+    if (x->reply.len + size > x->reply.max) {
         x->too_large = true;
         return 0;
     }
-    if (x->len + size + 1 > x->cap) {
-        size_t cap = x->cap ? x->cap : 4096;
-        while (cap < x->len + size + 1) cap *= 2;
-        char *grown = realloc(x->buf, cap);
-        if (grown == NULL) return 0;
-        x->buf = grown;
-        x->cap = cap;
-    }
-    memcpy(x->buf + x->len, data, size);
-    x->len += size;
-    x->buf[x->len] = '\0';
+    elastic__text_append(&x->reply, data, size);
+    if (x->reply.overflow) return 0; /* out of memory: fails the transfer */
     return size;
 }
 
@@ -247,29 +238,30 @@ static int call_once(etcd__client *c, const char *path, const char *text, uint64
         }
         size_t endpoint = (first + i) % c->n;
         exchange x = {0};
+        elastic__text_init(&x.reply, ETCD__MAX_RESPONSE - 1);
         long status = 0;
         attempt_result result = post(c, endpoint, path, text, left, &x, &status, why, sizeof why);
         if (result == ATTEMPT_FAILED) {
-            free(x.buf);
+            elastic__text_free(&x.reply);
             return elastic__fail(ELASTIC_EIO, "etcd %s: %s", path, why);
         }
         if (result == ATTEMPT_LOST && retry_unsent_only) {
-            free(x.buf);
+            elastic__text_free(&x.reply);
             return elastic__fail(ELASTIC_ECONNECT, "etcd %s: %s (the request may have applied)", path, why);
         }
         if (result != ATTEMPT_DONE) {
-            free(x.buf);
+            elastic__text_free(&x.reply);
             rc = ELASTIC_ECONNECT;
             ELASTIC_LOG_I("rdzv", "etcd %s: %s%s; trying again", path, why,
                           result == ATTEMPT_LOST ? " (after sending)" : "");
             continue;
         }
         if (x.too_large) {
-            free(x.buf);
+            elastic__text_free(&x.reply);
             return elastic__fail(ELASTIC_ELIMIT, "etcd %s: reply larger than %u bytes", path, ETCD__MAX_RESPONSE);
         }
-        json_object *parsed = x.buf != NULL ? json_tokener_parse(x.buf) : NULL;
-        free(x.buf);
+        json_object *parsed = x.reply.data != NULL ? json_tokener_parse(x.reply.data) : NULL;
+        elastic__text_free(&x.reply);
         if (parsed == NULL || !json_object_is_type(parsed, json_type_object)) {
             json_object_put(parsed);
             snprintf(why, sizeof why, "%s: HTTP %ld with no JSON object", c->endpoints[endpoint], status);

@@ -18,7 +18,7 @@ int worker__control_send(elastic_worker *w, int type, const char *payload)
 {
     if (w->control_fd < 0) return 0;
     pthread_mutex_lock(&w->write_lock);
-    int rc = probe__msg_write(w->control_fd, type, payload, strlen(payload));
+    int rc = channel__msg_write(w->control_fd, type, payload, strlen(payload));
     pthread_mutex_unlock(&w->write_lock);
     return rc;
 }
@@ -45,7 +45,7 @@ void worker__hook_remove(elastic_worker *w, worker__hook *hook)
 int worker__report_fault(elastic_worker *w, const char *payload)
 {
     if (w->control_fd < 0) return 0;
-    int rc = worker__control_send(w, PROBE__MSG_FAULT, payload);
+    int rc = worker__control_send(w, CHANNEL__MSG_FAULT, payload);
     pthread_mutex_lock(&w->lock);
     /* The agent ends the generation on this report: poll waits for the next. */
     if (rc == 0 && !w->closing) __atomic_store_n(&w->changed, 1, __ATOMIC_RELEASE);
@@ -64,10 +64,10 @@ static void send_generation(elastic_worker *w, int type, uint64_t generation)
 
 static void handle_abort(elastic_worker *w, char *payload, size_t length)
 {
-    probe__kv kv;
+    channel__kv kv;
     const char *reason = "the generation ended";
-    if (probe__kv_parse(payload, length, &kv) == 0 && probe__kv_get(&kv, "REASON") != NULL)
-        reason = probe__kv_get(&kv, "REASON");
+    if (channel__kv_parse(payload, length, &kv) == 0 && channel__kv_get(&kv, "REASON") != NULL)
+        reason = channel__kv_get(&kv, "REASON");
     pthread_mutex_lock(&w->lock);
     uint64_t generation = w->env.info.generation;
     __atomic_store_n(&w->changed, 1, __ATOMIC_RELEASE);
@@ -80,7 +80,7 @@ static void handle_abort(elastic_worker *w, char *payload, size_t length)
         if (hook->on_abort != NULL) hook->on_abort(hook->user, generation, reason);
     pthread_mutex_unlock(&w->hooks_lock);
     if (fn != NULL) fn(user, generation, reason);
-    send_generation(w, PROBE__MSG_ABORT_ACK, generation);
+    send_generation(w, CHANNEL__MSG_ABORT_ACK, generation);
 }
 
 static void handle_reconfigure(elastic_worker *w, const char *payload, size_t length)
@@ -108,18 +108,18 @@ static void mark_ended(elastic_worker *w, bool stopped)
 static void *control_main(void *arg)
 {
     elastic_worker *w = arg;
-    static _Thread_local char payload[PROBE__MSG_MAX_PAYLOAD + 1];
+    static _Thread_local char payload[CHANNEL__MSG_MAX_PAYLOAD + 1];
     for (;;) {
-        probe__msg_header header;
-        int rc = probe__msg_read(w->control_fd, -1, &header, payload);
+        channel__msg_header header;
+        int rc = channel__msg_read(w->control_fd, -1, &header, payload);
         if (rc != 0) {
             if (rc != ELASTIC_ECLOSED) ELASTIC_LOG_W("worker", "control channel: %s", elastic_last_error());
             mark_ended(w, false);
             return NULL;
         }
-        if (header.type == PROBE__MSG_ABORT) handle_abort(w, payload, header.length);
-        else if (header.type == PROBE__MSG_RECONFIGURE) handle_reconfigure(w, payload, header.length);
-        else if (header.type == PROBE__MSG_STOP) mark_ended(w, true);
+        if (header.type == CHANNEL__MSG_ABORT) handle_abort(w, payload, header.length);
+        else if (header.type == CHANNEL__MSG_RECONFIGURE) handle_reconfigure(w, payload, header.length);
+        else if (header.type == CHANNEL__MSG_STOP) mark_ended(w, true);
         else ELASTIC_LOG_W("worker", "control channel: unexpected message type %u ignored", header.type);
     }
 }
@@ -160,7 +160,7 @@ int worker__control_connect(elastic_worker *w)
     char hello[128];
     snprintf(hello, sizeof hello, "SLOT=%d\nPID=%ld\nGENERATION=%llu\nTIME_NS=%llu\n", w->env.heartbeat_slot,
              (long)getpid(), (unsigned long long)w->env.info.generation, (unsigned long long)elastic__now_ns());
-    rc = worker__control_send(w, PROBE__MSG_HELLO, hello);
+    rc = worker__control_send(w, CHANNEL__MSG_HELLO, hello);
     return rc != 0 ? rc : start_thread(w);
 }
 
@@ -200,13 +200,13 @@ static int wait_for_generation(elastic_worker *w, char *payload, size_t *length)
     return rc;
 }
 
-static const char *kv_lookup(void *ctx, const char *name) { return probe__kv_get(ctx, name); }
+static const char *kv_lookup(void *ctx, const char *name) { return channel__kv_get(ctx, name); }
 
 /* Validates the new generation's environment and switches to it. */
 static int apply_generation(elastic_worker *w, char *payload, size_t length)
 {
-    probe__kv kv;
-    int rc = probe__kv_parse(payload, length, &kv);
+    channel__kv kv;
+    int rc = channel__kv_parse(payload, length, &kv);
     worker__env next;
     if (rc == 0) rc = worker__env_parse(kv_lookup, &kv, &next);
     if (rc == 0 && (next.mode != WORKER__AGENT || next.info.generation <= w->env.info.generation))
@@ -221,7 +221,7 @@ static int apply_generation(elastic_worker *w, char *payload, size_t length)
     w->env = next;
     pthread_mutex_unlock(&w->lock);
     if (w->hb_region != NULL && next.heartbeat_slot >= 0)
-        worker__heartbeat_bind(w, probe__hb_slot_at(w->hb_region, (unsigned)next.heartbeat_slot));
+        worker__heartbeat_bind(w, channel__hb_slot_at(w->hb_region, (unsigned)next.heartbeat_slot));
     w->barrier_seq = 0;
     return 0;
 }
@@ -231,7 +231,7 @@ ELASTIC_EXTERN int elastic_worker_poll(elastic_worker *w)
     if (w == NULL) return ELASTIC_EINVAL;
     if (__atomic_load_n(&w->changed, __ATOMIC_ACQUIRE) == 0) return 0;
     elastic__clear_error();
-    static _Thread_local char payload[PROBE__MSG_MAX_PAYLOAD + 1];
+    static _Thread_local char payload[CHANNEL__MSG_MAX_PAYLOAD + 1];
     size_t length = 0;
     int rc = wait_for_generation(w, payload, &length);
     if (rc == 0) rc = apply_generation(w, payload, length);
@@ -248,6 +248,6 @@ ELASTIC_EXTERN int elastic_worker_poll(elastic_worker *w)
     void *user = w->reconfigure_user;
     pthread_mutex_unlock(&w->lock);
     if (fn != NULL) fn(user, &info);
-    send_generation(w, PROBE__MSG_READY, info.generation);
+    send_generation(w, CHANNEL__MSG_READY, info.generation);
     return ELASTIC_ERECONFIGURE;
 }

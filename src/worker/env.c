@@ -4,7 +4,7 @@
  * a maximum length and an allowed alphabet, ranks agree with sizes.
  */
 #include "worker/env.h"
-#include "probe/channel.h"
+#include "channel/channel.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,37 +113,37 @@ static int parse_ranks(worker__lookup_fn lookup, void *ctx, elastic_worker_info 
 
 static int parse_heartbeat(worker__lookup_fn lookup, void *ctx, worker__env *env)
 {
-    const char *shm = lookup(ctx, PROBE__ENV_HEARTBEAT_SHM), *slot = lookup(ctx, PROBE__ENV_HEARTBEAT_SLOT);
+    const char *shm = lookup(ctx, CHANNEL__ENV_HEARTBEAT_SHM), *slot = lookup(ctx, CHANNEL__ENV_HEARTBEAT_SLOT);
     if ((shm == NULL) != (slot == NULL))
-        return elastic__fail(ELASTIC_EINVAL, "%s and %s must be set together", PROBE__ENV_HEARTBEAT_SHM,
-                             PROBE__ENV_HEARTBEAT_SLOT);
+        return elastic__fail(ELASTIC_EINVAL, "%s and %s must be set together", CHANNEL__ENV_HEARTBEAT_SHM,
+                             CHANNEL__ENV_HEARTBEAT_SLOT);
     if (shm == NULL) return 0;
-    if (shm[0] != '/') return elastic__fail(ELASTIC_EINVAL, "%s must be an absolute path", PROBE__ENV_HEARTBEAT_SHM);
-    int rc = copy_checked(PROBE__ENV_HEARTBEAT_SHM, shm, NULL, env->heartbeat_shm, sizeof env->heartbeat_shm);
-    if (rc == 0) rc = parse_int(PROBE__ENV_HEARTBEAT_SLOT, slot, 0, PROBE__HB_MAX_SLOTS - 1, &env->heartbeat_slot);
+    if (shm[0] != '/') return elastic__fail(ELASTIC_EINVAL, "%s must be an absolute path", CHANNEL__ENV_HEARTBEAT_SHM);
+    int rc = copy_checked(CHANNEL__ENV_HEARTBEAT_SHM, shm, NULL, env->heartbeat_shm, sizeof env->heartbeat_shm);
+    if (rc == 0) rc = parse_int(CHANNEL__ENV_HEARTBEAT_SLOT, slot, 0, CHANNEL__HB_MAX_SLOTS - 1, &env->heartbeat_slot);
     return rc;
 }
 
 static int parse_agent(worker__lookup_fn lookup, void *ctx, worker__env *env)
 {
-    const char *endpoint = lookup(ctx, PROBE__ENV_STORE_ENDPOINT), *generation = lookup(ctx, PROBE__ENV_GENERATION);
+    const char *endpoint = lookup(ctx, CHANNEL__ENV_STORE_ENDPOINT), *generation = lookup(ctx, CHANNEL__ENV_GENERATION);
     if (endpoint == NULL) return 0;
-    if (generation == NULL || lookup(ctx, PROBE__ENV_STORE_PREFIX) == NULL)
-        return elastic__fail(ELASTIC_EINVAL, "%s is set but %s or %s is not", PROBE__ENV_STORE_ENDPOINT,
-                             PROBE__ENV_GENERATION, PROBE__ENV_STORE_PREFIX);
+    if (generation == NULL || lookup(ctx, CHANNEL__ENV_STORE_PREFIX) == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "%s is set but %s or %s is not", CHANNEL__ENV_STORE_ENDPOINT,
+                             CHANNEL__ENV_GENERATION, CHANNEL__ENV_STORE_PREFIX);
     env->mode = WORKER__AGENT;
-    int rc = copy_checked(PROBE__ENV_STORE_ENDPOINT, endpoint, host_chars, env->store_endpoint, sizeof env->store_endpoint);
-    if (rc == 0) rc = check_endpoint(PROBE__ENV_STORE_ENDPOINT, endpoint);
-    if (rc == 0) rc = parse_uint(PROBE__ENV_GENERATION, generation, 0, UINT64_MAX / 2, &env->info.generation);
+    int rc = copy_checked(CHANNEL__ENV_STORE_ENDPOINT, endpoint, host_chars, env->store_endpoint, sizeof env->store_endpoint);
+    if (rc == 0) rc = check_endpoint(CHANNEL__ENV_STORE_ENDPOINT, endpoint);
+    if (rc == 0) rc = parse_uint(CHANNEL__ENV_GENERATION, generation, 0, UINT64_MAX / 2, &env->info.generation);
     if (rc == 0)
-        rc = lookup_string(lookup, ctx, PROBE__ENV_STORE_PREFIX, NULL, env->store_prefix, sizeof env->store_prefix);
-    if (rc == 0) rc = lookup_string(lookup, ctx, PROBE__ENV_RUN_ID, NULL, env->info.run_id, sizeof env->info.run_id);
+        rc = lookup_string(lookup, ctx, CHANNEL__ENV_STORE_PREFIX, NULL, env->store_prefix, sizeof env->store_prefix);
+    if (rc == 0) rc = lookup_string(lookup, ctx, CHANNEL__ENV_RUN_ID, NULL, env->info.run_id, sizeof env->info.run_id);
     if (rc == 0) rc = parse_heartbeat(lookup, ctx, env);
-    const char *socket_path = lookup(ctx, PROBE__ENV_AGENT_SOCKET);
+    const char *socket_path = lookup(ctx, CHANNEL__ENV_AGENT_SOCKET);
     if (rc == 0 && socket_path != NULL && socket_path[0] != '/')
-        rc = elastic__fail(ELASTIC_EINVAL, "%s must be an absolute path", PROBE__ENV_AGENT_SOCKET);
+        rc = elastic__fail(ELASTIC_EINVAL, "%s must be an absolute path", CHANNEL__ENV_AGENT_SOCKET);
     if (rc == 0)
-        rc = lookup_string(lookup, ctx, PROBE__ENV_AGENT_SOCKET, NULL, env->agent_socket, sizeof env->agent_socket);
+        rc = lookup_string(lookup, ctx, CHANNEL__ENV_AGENT_SOCKET, NULL, env->agent_socket, sizeof env->agent_socket);
     return rc;
 }
 
@@ -156,8 +156,8 @@ int worker__env_parse(worker__lookup_fn lookup, void *ctx, worker__env *env)
     env->info.local_world_size = 1;
     bool launched = lookup(ctx, "RANK") != NULL || lookup(ctx, "WORLD_SIZE") != NULL;
     if (!launched) {
-        if (lookup(ctx, PROBE__ENV_STORE_ENDPOINT) != NULL)
-            return elastic__fail(ELASTIC_EINVAL, "%s is set but RANK and WORLD_SIZE are not", PROBE__ENV_STORE_ENDPOINT);
+        if (lookup(ctx, CHANNEL__ENV_STORE_ENDPOINT) != NULL)
+            return elastic__fail(ELASTIC_EINVAL, "%s is set but RANK and WORLD_SIZE are not", CHANNEL__ENV_STORE_ENDPOINT);
         env->mode = WORKER__ALONE;
         return 0;
     }

@@ -20,7 +20,7 @@ static inline uint64_t coarse_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void worker__heartbeat_bind(elastic_worker *w, probe__hb_slot *slot)
+void worker__heartbeat_bind(elastic_worker *w, channel__hb_slot *slot)
 {
     w->slot = slot;
     /* Re-publish what this process reported so far (the agent zeroes a slot
@@ -40,7 +40,7 @@ ELASTIC_EXTERN int elastic_worker_heartbeat(elastic_worker *w, uint64_t step)
 {
     if (w == NULL) return ELASTIC_EINVAL;
     uint64_t now = coarse_now_ns();
-    probe__hb_slot *slot = w->slot;
+    channel__hb_slot *slot = w->slot;
     if (w->hb_beats == 0) {
         w->hb_step_ns = now;
     } else if (step > w->hb_step) {

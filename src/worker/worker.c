@@ -83,8 +83,8 @@ static int start_private_store(elastic_worker *w)
 static int attach_heartbeat(elastic_worker *w)
 {
     if (w->env.heartbeat_slot < 0) return 0;
-    probe__hb_slot *slot = NULL;
-    int rc = probe__hb_attach(w->env.heartbeat_shm, (unsigned)w->env.heartbeat_slot, &w->hb_region, &slot);
+    channel__hb_slot *slot = NULL;
+    int rc = channel__hb_attach(w->env.heartbeat_shm, (unsigned)w->env.heartbeat_slot, &w->hb_region, &slot);
     if (rc != 0) return rc;
     worker__heartbeat_bind(w, slot);
     w->stack_signal = worker__stackdump_install(w->opts.stack_dump_signal, &slot->stack_dumps);
@@ -196,7 +196,7 @@ ELASTIC_EXTERN void elastic_worker_close(elastic_worker *w)
     if (w->hb_region != NULL) {
         __atomic_store_n(&w->slot->stack_signal, 0, __ATOMIC_RELEASE);
         if (w->stack_signal != 0) worker__stackdump_uninstall(&w->slot->stack_dumps);
-        probe__hb_close(w->hb_region, false);
+        channel__hb_close(w->hb_region, false);
     }
     elastic_store_close(w->store);
     elastic_store_close(w->root_store);

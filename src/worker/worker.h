@@ -7,7 +7,7 @@
 #define ELASTIC_WORKER_INTERNAL_H
 
 #include "common/common.h"
-#include "probe/channel.h"
+#include "channel/channel.h"
 #include "worker/env.h"
 
 #include <pthread.h>
@@ -28,9 +28,9 @@ struct elastic_worker {
     worker__env env;                 /* the current generation's view; changed only in poll */
 
     /* heartbeats: the trainer thread's own copies, mirrored into *slot */
-    probe__hb_slot *slot;            /* the shared slot, or &local_slot when there is none */
-    probe__hb_slot local_slot;
-    probe__hb_region *hb_region;
+    channel__hb_slot *slot;            /* the shared slot, or &local_slot when there is none */
+    channel__hb_slot local_slot;
+    channel__hb_region *hb_region;
     uint64_t hb_step, hb_step_ns, hb_beats, hb_interval_sum_ns, hb_interval_steps;
     uint64_t hb_compute_sum_ns, hb_compute_count;
     int stack_signal;                /* the backtrace handler this handle installed, 0: none */
@@ -52,7 +52,7 @@ struct elastic_worker {
     int changed;                     /* atomic: the generation ended; poll must act */
     bool closing, stopped, channel_closed;
     bool reconfigure_pending;
-    char pending_payload[PROBE__MSG_MAX_PAYLOAD + 1];
+    char pending_payload[CHANNEL__MSG_MAX_PAYLOAD + 1];
     size_t pending_length;
     elastic_worker_abort_fn abort_fn;
     void *abort_user;
@@ -71,13 +71,13 @@ int worker__control_send(elastic_worker *w, int type, const char *payload);
 /* Hooks (control.c). Removing waits for a running hook to return. */
 void worker__hook_add(elastic_worker *w, worker__hook *hook);
 void worker__hook_remove(elastic_worker *w, worker__hook *hook);
-/* A fault a library thread found in this worker (PROBE__MSG_FAULT, payload
+/* A fault a library thread found in this worker (CHANNEL__MSG_FAULT, payload
  * "KEY=value" lines): tells the agent, and when attached makes the next poll
  * wait for the generation the agent will form. */
 int worker__report_fault(elastic_worker *w, const char *payload);
 
 /* heartbeat.c: points the heartbeat at a slot (shared or local). */
-void worker__heartbeat_bind(elastic_worker *w, probe__hb_slot *slot);
+void worker__heartbeat_bind(elastic_worker *w, channel__hb_slot *slot);
 
 /* store scoping (worker.c): a handle on the generation's key space. */
 int worker__scope_store(elastic_worker *w, const char *prefix);

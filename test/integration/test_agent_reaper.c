@@ -108,3 +108,80 @@ TEST_TIMEOUT(agent_leaves_no_run_dir_and_sweeps_a_dead_agents, 60)
     ASSERT(stat(stale, &st) != 0); /* swept at start */
     remove_short_tmpdir(tmp);
 }
+
+/* The agent's child named elastic-reaper (scanning /proc), or 0. */
+static pid_t reaper_of(pid_t agent)
+{
+    DIR *proc = opendir("/proc");
+    ASSERT(proc != NULL);
+    pid_t found = 0;
+    struct dirent *entry;
+    while (found == 0 && (entry = readdir(proc)) != NULL) {
+        char path[300], stat[512];
+        if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", entry->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) continue;
+        size_t n = fread(stat, 1, sizeof stat - 1, f);
+        fclose(f);
+        stat[n] = '\0';
+        /* "pid (comm) state ppid ...": comm may hold spaces, so read after the last ')'. */
+        char *close = strrchr(stat, ')');
+        int ppid = 0;
+        char state = 0;
+        if (strstr(stat, "(elastic-reaper)") == NULL || close == NULL ||
+            sscanf(close + 1, " %c %d", &state, &ppid) != 2)
+            continue;
+        if (ppid == agent && state != 'Z') found = (pid_t)atol(entry->d_name);
+    }
+    closedir(proc);
+    return found;
+}
+
+TEST_TIMEOUT(agent_replaces_a_killed_reaper_so_workers_still_die_with_it, 60)
+{
+    char pids[1024], script[4096], tmp_env[4200];
+    agent_harness_path(pids, sizeof pids, "pids");
+    snprintf(script, sizeof script, "sleep 4323 & echo $! >> %s; echo $$ >> %s; wait", pids, pids);
+    const char *tmp = short_tmpdir();
+    snprintf(tmp_env, sizeof tmp_env, "TMPDIR=%s", tmp);
+    const char *env[] = {tmp_env, NULL};
+    const char *argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
+                          script, NULL};
+    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
+    const char *any[] = {"", NULL};
+    ASSERT_EQ(agent_harness_wait_lines(pids, any, 2, test_scaled_ms(20000)), 2);
+    pid_t first = reaper_of(agent);
+    ASSERT(first > 1);
+    ASSERT_EQ(kill(first, SIGKILL), 0);
+    /* A new reaper, told about the running worker, replaces it. */
+    pid_t second = 0;
+    for (int waited = 0; waited < test_scaled_ms(5000); waited += 10) {
+        second = reaper_of(agent);
+        if (second > 1 && second != first) break;
+        usleep(10 * 1000);
+    }
+    if (second <= 1 || second == first) FAIL("no new reaper after pid %d was killed", (int)first);
+    ASSERT_EQ(kill(agent, SIGKILL), 0);
+    int status;
+    ASSERT(agent_harness_wait_exit(agent, test_scaled_ms(5000), &status));
+    char *text = agent_harness_read_file(pids);
+    ASSERT(text != NULL);
+    int checked = 0;
+    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        pid_t pid = (pid_t)atol(line);
+        ASSERT(pid > 1);
+        if (!agent_harness_wait_gone(pid, test_scaled_ms(5000))) {
+            kill(pid, SIGKILL);
+            FAIL("pid %d outlived the SIGKILLed agent after its reaper was replaced", (int)pid);
+        }
+        checked++;
+    }
+    free(text);
+    ASSERT_EQ(checked, 2);
+    char err_path[1024];
+    char *err = agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "agent.err"));
+    if (err == NULL || strstr(err, "starting another") == NULL) FAIL("no warning about the reaper: %s", err ? err : "");
+    free(err);
+    remove_short_tmpdir(tmp);
+}

@@ -4,7 +4,7 @@
  * fence / waiting marks, checkpoint ticks, the text summary; bad logs are
  * refused naming the file and line.
  */
-#include "agent/timeline.h"
+#include "elasticctl/timeline.h"
 #include "integration/agent_harness.h"
 #include "test.h"
 

@@ -64,13 +64,13 @@ TEST_TIMEOUT(nccl_watchdog_catches_hung_collective_within_deadline, 90)
         FAIL("caught after %llu ms", (unsigned long long)f->silent_ms);
     /* Both trainer threads were blocked on the stream; the aborts let them go. */
     harness_run_until(&h, both_unblocked, 20000, "the blocked collectives to return");
-    probe__text text;
-    probe__text_init(&text, 1 << 20);
+    elastic__text text;
+    elastic__text_init(&text, 1 << 20);
     monitor__render(h.monitor, &text);
     /* Every rank's watchdog sees the hang; a real agent stops listening after the first. */
     ASSERT(strstr(text.data, "elastic_probe_failures_total{probe=\"nccl_timeout\"} 0") == NULL);
     ASSERT(strstr(text.data, "elastic_probe_failures_total{probe=\"nccl_timeout\"} ") != NULL);
-    probe__text_free(&text);
+    elastic__text_free(&text);
     harness_stop(&h);
 }
 
@@ -104,7 +104,7 @@ static void reconfigure(harness *h, int local_rank, int rank)
 {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "gen/%llu/", (unsigned long long)h->generation);
-    probe__worker_env env = {.rank = rank, .local_rank = local_rank, .world_size = 2, .local_world_size = 2,
+    channel__worker_env env = {.rank = rank, .local_rank = local_rank, .world_size = 2, .local_world_size = 2,
                              .generation = h->generation, .restart_count = 1, .run_id = "probe-test",
                              .store_endpoint = h->endpoint, .store_prefix = prefix,
                              .heartbeat_shm = probe__monitor_heartbeat_path(h->monitor), .heartbeat_slot = local_rank,
@@ -153,14 +153,14 @@ static void expect_method(harness *h, const char *method)
             FAIL("worker %d did not rebuild by %s:\n%s", i, method, log);
         if (strstr(log, "done rank=") == NULL) FAIL("worker %d did not finish:\n%s", i, log);
     }
-    probe__text text;
-    probe__text_init(&text, 1 << 20);
+    elastic__text text;
+    elastic__text_init(&text, 1 << 20);
     monitor__render(h->monitor, &text);
     char metric[128];
     snprintf(metric, sizeof metric, "elastic_nccl_comm_build_seconds_count{method=\"%s\"} %d", method,
              strcmp(method, "shrunk") == 0 ? 2 : 5); /* 3 first builds + 2 re-creations */
     if (strstr(text.data, metric) == NULL) FAIL("no %s in the metrics:\n%s", metric, text.data);
-    probe__text_free(&text);
+    elastic__text_free(&text);
 }
 
 TEST_TIMEOUT(nccl_rebuild_shrinks_when_the_group_lost_a_rank, 120)

@@ -4,6 +4,7 @@
  * training result is still right; the metrics endpoint is scraped, parsed and
  * summarised by `elasticctl status`; and the trainer runs alone as well. */
 #include "agent_harness.h"
+#include "common/prom.h"
 #include "probe/probe.h"
 #include "test.h"
 
@@ -146,11 +147,11 @@ static double sample_value(const char *page, const char *name, const char *rank)
         size_t len = strcspn(p, "\n");
         snprintf(line, sizeof line, "%.*s", (int)len, p);
         p += len + (p[len] == '\n');
-        probe__prom_sample s;
-        if (probe__prom_parse_line(line, &s) < 0) FAIL("malformed metrics line: %s", line);
+        elastic__prom_sample s;
+        if (elastic__prom_parse_line(line, &s) < 0) FAIL("malformed metrics line: %s", line);
         char value[32];
         if (strcmp(s.name, name) == 0 &&
-            (rank == NULL || (probe__prom_label(s.labels, "rank", value, sizeof value) && strcmp(value, rank) == 0)))
+            (rank == NULL || (elastic__prom_label(s.labels, "rank", value, sizeof value) && strcmp(value, rank) == 0)))
             return s.value;
     }
     return -1;
@@ -169,15 +170,15 @@ TEST_TIMEOUT(probe_elasticrun_metrics_scraped_and_status, 90)
     ASSERT(agent_harness_nth_line(err, announced, 0, line, sizeof line));
     char endpoint[64];
     ASSERT_EQ(sscanf(strstr(line, "http://") + 7, "%63[^/]", endpoint), 1);
-    probe__text page;
+    elastic__text page;
     double step = -1;
     for (int attempt = 0; attempt < test_scaled_ms(300) && step < 10; attempt++) { /* until both have stepped */
-        probe__text_init(&page, 1 << 22);
+        elastic__text_init(&page, 1 << 22);
         int status = 0;
-        ASSERT_OK(probe__http_get(endpoint, "/metrics", 5000, &page, &status));
+        ASSERT_OK(elastic__http_get(endpoint, "/metrics", 5000, &page, &status));
         ASSERT_EQ(status, 200);
         step = sample_value(page.data, "elastic_worker_step", "1");
-        if (step < 10) probe__text_free(&page);
+        if (step < 10) elastic__text_free(&page);
         else break;
         usleep(50000); /* the workers' progress, not a synchronisation */
     }
@@ -186,7 +187,7 @@ TEST_TIMEOUT(probe_elasticrun_metrics_scraped_and_status, 90)
     ASSERT_EQ(sample_value(page.data, "elastic_workers_alive", NULL), 2);
     ASSERT_EQ(sample_value(page.data, "elastic_healthy", NULL), 1);
     ASSERT(sample_value(page.data, "elastic_worker_heartbeat_age_seconds", "0") >= 0);
-    probe__text_free(&page);
+    elastic__text_free(&page);
 
     char status_flag[128];
     snprintf(status_flag, sizeof status_flag, "--endpoint=%s", endpoint);

@@ -15,11 +15,11 @@ static bool first_exited(harness *h) { return !h->running[0]; }
 
 static bool replacement_beating(harness *h)
 {
-    probe__text text;
-    probe__text_init(&text, 1 << 20);
+    elastic__text text;
+    elastic__text_init(&text, 1 << 20);
     monitor__render(h->monitor, &text);
     bool beating = strstr(text.data, "elastic_worker_step{rank=\"0\"") != NULL;
-    probe__text_free(&text);
+    elastic__text_free(&text);
     return beating;
 }
 

@@ -23,9 +23,9 @@ static void on_control(void *user, int slot, int type, uint64_t generation, uint
     (void)sent_ns;
     harness *h = user;
     if (slot < 0 || slot >= HARNESS_MAX_WORKERS) return;
-    if (type == PROBE__MSG_HELLO) h->hellos[slot]++;
-    if (type == PROBE__MSG_ABORT_ACK) h->abort_acks[slot]++;
-    if (type == PROBE__MSG_READY) {
+    if (type == CHANNEL__MSG_HELLO) h->hellos[slot]++;
+    if (type == CHANNEL__MSG_ABORT_ACK) h->abort_acks[slot]++;
+    if (type == CHANNEL__MSG_READY) {
         h->readies[slot]++;
         h->ready_generation[slot] = generation;
     }
@@ -80,16 +80,16 @@ static void on_exit_cb(uv_process_t *process, int64_t status, int term_signal)
 }
 
 /* The parent's environment plus the worker's variables. */
-static char **worker_environment(harness *h, int local_rank, int rank, probe__text *text)
+static char **worker_environment(harness *h, int local_rank, int rank, elastic__text *text)
 {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "gen/%llu/", (unsigned long long)h->generation);
-    probe__worker_env env = {.rank = rank, .local_rank = local_rank, .world_size = h->world_size,
+    channel__worker_env env = {.rank = rank, .local_rank = local_rank, .world_size = h->world_size,
                              .local_world_size = (int)h->opts.local_world_size, .generation = h->generation,
                              .run_id = "probe-test", .store_endpoint = h->endpoint, .store_prefix = prefix,
                              .heartbeat_shm = probe__monitor_heartbeat_path(h->monitor),
                              .heartbeat_slot = local_rank, .agent_socket = probe__monitor_socket_path(h->monitor)};
-    ASSERT_OK(probe__worker_env_format(&env, text));
+    ASSERT_OK(channel__worker_env_format(&env, text));
     size_t count = 0;
     while (environ[count] != NULL) count++;
     char **out = calloc(count + 64, sizeof *out);
@@ -110,8 +110,8 @@ void harness_spawn(harness *h, int local_rank, int rank, const char *const *args
     snprintf(log_path, sizeof log_path, "%s/worker%d.log", test_tmpdir(), local_rank);
     if (h->log_fds[local_rank] < 0)
         h->log_fds[local_rank] = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    probe__text text;
-    probe__text_init(&text, 8192);
+    elastic__text text;
+    elastic__text_init(&text, 8192);
     char **env = worker_environment(h, local_rank, rank, &text);
     char *argv[8] = {(char *)(h->program != NULL ? h->program : test_helper_path("probe_worker"))};
     for (int i = 0; args[i] != NULL && i < 6; i++) argv[i + 1] = (char *)args[i];
@@ -126,7 +126,7 @@ void harness_spawn(harness *h, int local_rank, int rank, const char *const *args
     h->handle_open[local_rank] = true;
     int err = uv_spawn(&h->loop, &h->procs[local_rank], &options);
     free(env);
-    probe__text_free(&text);
+    elastic__text_free(&text);
     if (err != 0) FAIL("spawn %s: %s", argv[0], uv_strerror(err));
     h->running[local_rank] = true;
     h->pids[local_rank] = h->procs[local_rank].pid;

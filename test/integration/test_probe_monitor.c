@@ -3,6 +3,7 @@
  * reported, the metrics page is scraped over HTTP and parsed, and the control
  * socket carries an in-process reconfiguration to live workers. */
 #include "test_probe_harness.h"
+#include "common/prom.h"
 
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -106,11 +107,11 @@ static double metric(const char *page, const char *name, const char *rank)
         size_t len = strcspn(p, "\n");
         snprintf(line, sizeof line, "%.*s", (int)len, p);
         p += len + (p[len] == '\n');
-        probe__prom_sample sample;
-        if (probe__prom_parse_line(line, &sample) < 0) FAIL("malformed metrics line: %s", line);
+        elastic__prom_sample sample;
+        if (elastic__prom_parse_line(line, &sample) < 0) FAIL("malformed metrics line: %s", line);
         char value[32];
         if (strcmp(sample.name, name) != 0) continue;
-        if (rank == NULL || (probe__prom_label(sample.labels, "rank", value, sizeof value) && strcmp(value, rank) == 0))
+        if (rank == NULL || (elastic__prom_label(sample.labels, "rank", value, sizeof value) && strcmp(value, rank) == 0))
             return sample.value;
     }
     return -12345;
@@ -180,7 +181,7 @@ static void reconfigure(harness *h, int local_rank, int rank)
 {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "gen/%llu/", (unsigned long long)h->generation);
-    probe__worker_env env = {.rank = rank, .local_rank = local_rank, .world_size = 2, .local_world_size = 2,
+    channel__worker_env env = {.rank = rank, .local_rank = local_rank, .world_size = 2, .local_world_size = 2,
                              .generation = h->generation, .restart_count = 1, .run_id = "probe-test",
                              .store_endpoint = h->endpoint, .store_prefix = prefix,
                              .heartbeat_shm = probe__monitor_heartbeat_path(h->monitor), .heartbeat_slot = local_rank,

@@ -307,10 +307,10 @@ static bool trainer_connected(harness *h) { return h->hellos[0] == 1 && atomic_l
 static bool abort_acked(harness *h) { return h->abort_acks[0] == stress_expected; }
 static bool trainer_ready(harness *h) { return h->readies[0] == stress_expected; }
 
-static void worker_env(harness *h, probe__worker_env *env, char *prefix, size_t size)
+static void worker_env(harness *h, channel__worker_env *env, char *prefix, size_t size)
 {
     snprintf(prefix, size, "gen/%llu/", (unsigned long long)h->generation);
-    *env = (probe__worker_env){.rank = 0, .local_rank = 0, .world_size = 1, .local_world_size = 1,
+    *env = (channel__worker_env){.rank = 0, .local_rank = 0, .world_size = 1, .local_world_size = 1,
                                .generation = h->generation, .restart_count = (int)h->generation - 1,
                                .run_id = "probe-test", .store_endpoint = h->endpoint, .store_prefix = prefix,
                                .heartbeat_shm = probe__monitor_heartbeat_path(h->monitor), .heartbeat_slot = 0,
@@ -325,12 +325,12 @@ TEST_TIMEOUT(stress_worker_abort_hook_fires_while_the_trainer_polls, 120)
     h.opts.startup_timeout_ms = 600000;
     harness_start(&h);
     /* The worker runs in this process, on its own thread, with the environment an agent gives. */
-    probe__worker_env env;
+    channel__worker_env env;
     char prefix[64];
     worker_env(&h, &env, prefix, sizeof prefix);
-    probe__text text;
-    probe__text_init(&text, 8192);
-    ASSERT_OK(probe__worker_env_format(&env, &text));
+    elastic__text text;
+    elastic__text_init(&text, 8192);
+    ASSERT_OK(channel__worker_env_format(&env, &text));
     for (char *line = text.data; line != NULL && *line != '\0';) {
         char *eol = strchr(line, '\n'), *eq = strchr(line, '=');
         ASSERT(eol != NULL && eq != NULL && eq < eol);
@@ -338,7 +338,7 @@ TEST_TIMEOUT(stress_worker_abort_hook_fires_while_the_trainer_polls, 120)
         setenv(line, eq + 1, 1);
         line = eol + 1;
     }
-    probe__text_free(&text);
+    elastic__text_free(&text);
     char log_path[4200];
     snprintf(log_path, sizeof log_path, "%s/trainer.log", test_tmpdir());
     int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

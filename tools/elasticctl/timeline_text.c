@@ -4,7 +4,7 @@
  * hangs, restarts, ends by other nodes, fences, waiting, checkpoints, the
  * job's end) in time order with its offset from the first event.
  */
-#include "agent/timeline.h"
+#include "elasticctl/timeline.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,30 +4,30 @@
  */
 #include "common/common.h"
 #include "common/clock.h"
-#include "probe/channel.h"
+#include "channel/channel.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <unistd.h>
 
-int probe__msg_check_header(const probe__msg_header *header)
+int channel__msg_check_header(const channel__msg_header *header)
 {
-    if (header->magic != PROBE__MSG_MAGIC)
+    if (header->magic != CHANNEL__MSG_MAGIC)
         return elastic__fail(ELASTIC_EPROTO, "control frame: bad magic 0x%x", header->magic);
-    if (header->type < PROBE__MSG_HELLO || header->type >= PROBE__MSG_TYPE_END_)
+    if (header->type < CHANNEL__MSG_HELLO || header->type >= CHANNEL__MSG_TYPE_END_)
         return elastic__fail(ELASTIC_EPROTO, "control frame: unknown type %u", header->type);
-    if (header->length > PROBE__MSG_MAX_PAYLOAD)
+    if (header->length > CHANNEL__MSG_MAX_PAYLOAD)
         return elastic__fail(ELASTIC_ELIMIT, "control frame: payload of %u bytes exceeds %u", header->length,
-                             PROBE__MSG_MAX_PAYLOAD);
+                             CHANNEL__MSG_MAX_PAYLOAD);
     return 0;
 }
 
-static int add_pair(probe__kv *kv, char *line)
+static int add_pair(channel__kv *kv, char *line)
 {
     char *equals = strchr(line, '=');
     if (equals == NULL || equals == line) return elastic__fail(ELASTIC_EPROTO, "control payload: line without KEY=");
-    if (kv->count == PROBE__MSG_MAX_PAIRS)
-        return elastic__fail(ELASTIC_ELIMIT, "control payload: more than %u pairs", PROBE__MSG_MAX_PAIRS);
+    if (kv->count == CHANNEL__MSG_MAX_PAIRS)
+        return elastic__fail(ELASTIC_ELIMIT, "control payload: more than %u pairs", CHANNEL__MSG_MAX_PAIRS);
     *equals = '\0';
     kv->keys[kv->count] = line;
     kv->values[kv->count] = equals + 1;
@@ -35,7 +35,7 @@ static int add_pair(probe__kv *kv, char *line)
     return 0;
 }
 
-int probe__kv_parse(char *buf, size_t len, probe__kv *kv)
+int channel__kv_parse(char *buf, size_t len, channel__kv *kv)
 {
     kv->count = 0;
     if (memchr(buf, '\0', len) != NULL) return elastic__fail(ELASTIC_EPROTO, "control payload: NUL byte");
@@ -53,7 +53,7 @@ int probe__kv_parse(char *buf, size_t len, probe__kv *kv)
     return 0;
 }
 
-const char *probe__kv_get(const probe__kv *kv, const char *key)
+const char *channel__kv_get(const channel__kv *kv, const char *key)
 {
     for (size_t i = 0; i < kv->count; i++)
         if (strcmp(kv->keys[i], key) == 0) return kv->values[i];
@@ -73,11 +73,11 @@ static int write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
-int probe__msg_write(int fd, int type, const char *payload, size_t length)
+int channel__msg_write(int fd, int type, const char *payload, size_t length)
 {
-    if (length > PROBE__MSG_MAX_PAYLOAD) return elastic__fail(ELASTIC_ELIMIT, "control payload too large");
-    char frame[sizeof(probe__msg_header) + PROBE__MSG_MAX_PAYLOAD];
-    probe__msg_header header = {.magic = PROBE__MSG_MAGIC, .type = (uint16_t)type, .length = (uint32_t)length};
+    if (length > CHANNEL__MSG_MAX_PAYLOAD) return elastic__fail(ELASTIC_ELIMIT, "control payload too large");
+    char frame[sizeof(channel__msg_header) + CHANNEL__MSG_MAX_PAYLOAD];
+    channel__msg_header header = {.magic = CHANNEL__MSG_MAGIC, .type = (uint16_t)type, .length = (uint32_t)length};
     memcpy(frame, &header, sizeof header);
     if (length > 0) memcpy(frame + sizeof header, payload, length);
     /* One write: frames of this size are atomic on a unix stream socket in practice,
@@ -106,11 +106,11 @@ static int read_exact(int fd, void *data, size_t len, uint64_t deadline_ms)
     return 0;
 }
 
-int probe__msg_read(int fd, int timeout_ms, probe__msg_header *header, char *payload)
+int channel__msg_read(int fd, int timeout_ms, channel__msg_header *header, char *payload)
 {
     int rc = read_exact(fd, header, sizeof *header, elastic__deadline_ms(timeout_ms));
     if (rc != 0) return rc;
-    rc = probe__msg_check_header(header);
+    rc = channel__msg_check_header(header);
     if (rc != 0) return rc;
     rc = read_exact(fd, payload, header->length, elastic__deadline_ms(5000));
     if (rc == ELASTIC_ETIMEDOUT) rc = elastic__fail(ELASTIC_EPROTO, "control frame truncated");

@@ -4,7 +4,7 @@
  * the header so a stale or foreign file is refused instead of misread.
  */
 #include "common/common.h"
-#include "probe/channel.h"
+#include "channel/channel.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,10 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-_Static_assert(sizeof(probe__hb_header) == 64, "header is one cache line");
-_Static_assert(sizeof(probe__hb_slot) == 128, "slot is two cache lines");
+_Static_assert(sizeof(channel__hb_header) == 64, "header is one cache line");
+_Static_assert(sizeof(channel__hb_slot) == 128, "slot is two cache lines");
 
-struct probe__hb_region {
+struct channel__hb_region {
     void *base;
     size_t size;
     unsigned slot_count;
@@ -25,19 +25,19 @@ struct probe__hb_region {
 
 static size_t region_size(unsigned slot_count)
 {
-    return sizeof(probe__hb_header) + (size_t)slot_count * sizeof(probe__hb_slot);
+    return sizeof(channel__hb_header) + (size_t)slot_count * sizeof(channel__hb_slot);
 }
 
-static probe__hb_slot *slot_at(const probe__hb_region *region, unsigned slot)
+static channel__hb_slot *slot_at(const channel__hb_region *region, unsigned slot)
 {
-    return (probe__hb_slot *)((char *)region->base + sizeof(probe__hb_header)) + slot;
+    return (channel__hb_slot *)((char *)region->base + sizeof(channel__hb_header)) + slot;
 }
 
-static int map_fd(int fd, size_t size, probe__hb_region **out)
+static int map_fd(int fd, size_t size, channel__hb_region **out)
 {
     void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) return elastic__fail(elastic__from_errno(errno), "mmap heartbeat file: %s", strerror(errno));
-    probe__hb_region *region = calloc(1, sizeof *region);
+    channel__hb_region *region = calloc(1, sizeof *region);
     if (region == NULL) {
         munmap(base, size);
         return elastic__fail(ELASTIC_ENOMEM, "heartbeat region");
@@ -48,16 +48,16 @@ static int map_fd(int fd, size_t size, probe__hb_region **out)
     return 0;
 }
 
-int probe__hb_create(const char *path, unsigned slot_count, probe__hb_region **out)
+int channel__hb_create(const char *path, unsigned slot_count, channel__hb_region **out)
 {
-    if (path == NULL || out == NULL || slot_count == 0 || slot_count > PROBE__HB_MAX_SLOTS)
+    if (path == NULL || out == NULL || slot_count == 0 || slot_count > CHANNEL__HB_MAX_SLOTS)
         return elastic__fail(ELASTIC_EINVAL, "heartbeat file: bad path or slot count %u", slot_count);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return elastic__fail(elastic__from_errno(errno), "create %s: %s", path, strerror(errno));
     size_t size = region_size(slot_count);
     int rc = ftruncate(fd, (off_t)size) == 0 ? 0
                                               : elastic__fail(elastic__from_errno(errno), "size %s: %s", path, strerror(errno));
-    probe__hb_region *region = NULL;
+    channel__hb_region *region = NULL;
     if (rc == 0) rc = map_fd(fd, size, &region);
     close(fd);
     if (rc != 0) {
@@ -66,45 +66,45 @@ int probe__hb_create(const char *path, unsigned slot_count, probe__hb_region **o
     }
     region->slot_count = slot_count;
     region->path = elastic__strdup(path);
-    probe__hb_header *header = region->base;
-    header->version = PROBE__HB_VERSION;
+    channel__hb_header *header = region->base;
+    header->version = CHANNEL__HB_VERSION;
     header->slot_count = slot_count;
-    header->slot_size = sizeof(probe__hb_slot);
-    __atomic_store_n(&header->magic, PROBE__HB_MAGIC, __ATOMIC_RELEASE); /* last: marks it complete */
+    header->slot_size = sizeof(channel__hb_slot);
+    __atomic_store_n(&header->magic, CHANNEL__HB_MAGIC, __ATOMIC_RELEASE); /* last: marks it complete */
     *out = region;
     return 0;
 }
 
-static int check_header(const probe__hb_header *header, size_t file_size, const char *path)
+static int check_header(const channel__hb_header *header, size_t file_size, const char *path)
 {
-    if (__atomic_load_n(&header->magic, __ATOMIC_ACQUIRE) != PROBE__HB_MAGIC || header->version != PROBE__HB_VERSION ||
-        header->slot_size != sizeof(probe__hb_slot))
+    if (__atomic_load_n(&header->magic, __ATOMIC_ACQUIRE) != CHANNEL__HB_MAGIC || header->version != CHANNEL__HB_VERSION ||
+        header->slot_size != sizeof(channel__hb_slot))
         return elastic__fail(ELASTIC_EPROTO, "%s is not a heartbeat file of this version", path);
-    if (header->slot_count == 0 || header->slot_count > PROBE__HB_MAX_SLOTS ||
+    if (header->slot_count == 0 || header->slot_count > CHANNEL__HB_MAX_SLOTS ||
         region_size(header->slot_count) > file_size)
         return elastic__fail(ELASTIC_ECORRUPT, "%s: slot count %u does not fit the file", path, header->slot_count);
     return 0;
 }
 
-int probe__hb_attach(const char *path, unsigned slot, probe__hb_region **out, probe__hb_slot **slot_out)
+int channel__hb_attach(const char *path, unsigned slot, channel__hb_region **out, channel__hb_slot **slot_out)
 {
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return elastic__fail(elastic__from_errno(errno), "open %s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < (off_t)region_size(1) || st.st_size > (off_t)region_size(PROBE__HB_MAX_SLOTS)) {
+    if (fstat(fd, &st) != 0 || st.st_size < (off_t)region_size(1) || st.st_size > (off_t)region_size(CHANNEL__HB_MAX_SLOTS)) {
         close(fd);
         return elastic__fail(ELASTIC_ECORRUPT, "%s: size is not that of a heartbeat file", path);
     }
-    probe__hb_region *region = NULL;
+    channel__hb_region *region = NULL;
     int rc = map_fd(fd, (size_t)st.st_size, &region);
     close(fd);
     if (rc != 0) return rc;
-    const probe__hb_header *header = region->base;
+    const channel__hb_header *header = region->base;
     rc = check_header(header, region->size, path);
     if (rc == 0 && slot >= header->slot_count)
         rc = elastic__fail(ELASTIC_ERANGE, "heartbeat slot %u is not below the file's %u slots", slot, header->slot_count);
     if (rc != 0) {
-        probe__hb_close(region, false);
+        channel__hb_close(region, false);
         return rc;
     }
     region->slot_count = header->slot_count;
@@ -113,24 +113,24 @@ int probe__hb_attach(const char *path, unsigned slot, probe__hb_region **out, pr
     return 0;
 }
 
-unsigned probe__hb_slot_count(const probe__hb_region *region) { return region->slot_count; }
+unsigned channel__hb_slot_count(const channel__hb_region *region) { return region->slot_count; }
 
-probe__hb_slot *probe__hb_slot_at(probe__hb_region *region, unsigned slot) { return slot_at(region, slot); }
+channel__hb_slot *channel__hb_slot_at(channel__hb_region *region, unsigned slot) { return slot_at(region, slot); }
 
-void probe__hb_reset(probe__hb_region *region, unsigned slot)
+void channel__hb_reset(channel__hb_region *region, unsigned slot)
 {
     if (slot >= region->slot_count) return;
     uint64_t *words = (uint64_t *)slot_at(region, slot);
     /* The next worker is started after this (fork and exec order it). */
-    for (size_t i = 0; i < sizeof(probe__hb_slot) / sizeof(uint64_t); i++)
+    for (size_t i = 0; i < sizeof(channel__hb_slot) / sizeof(uint64_t); i++)
         __atomic_store_n(&words[i], 0, __ATOMIC_RELEASE);
 }
 
-void probe__hb_read(const probe__hb_region *region, unsigned slot, probe__hb_snapshot *out)
+void channel__hb_read(const channel__hb_region *region, unsigned slot, channel__hb_snapshot *out)
 {
     memset(out, 0, sizeof *out);
     if (slot >= region->slot_count) return;
-    probe__hb_slot *s = slot_at(region, slot);
+    channel__hb_slot *s = slot_at(region, slot);
     out->last_beat_ns = __atomic_load_n(&s->last_beat_ns, __ATOMIC_ACQUIRE);
     out->beats = __atomic_load_n(&s->beats, __ATOMIC_RELAXED);
     out->step = __atomic_load_n(&s->step, __ATOMIC_RELAXED);
@@ -146,7 +146,7 @@ void probe__hb_read(const probe__hb_region *region, unsigned slot, probe__hb_sna
     out->ckpt_wall_ms = __atomic_load_n(&s->ckpt_wall_ms, __ATOMIC_RELAXED);
 }
 
-void probe__hb_close(probe__hb_region *region, bool unlink_file)
+void channel__hb_close(channel__hb_region *region, bool unlink_file)
 {
     if (region == NULL) return;
     munmap(region->base, region->size);

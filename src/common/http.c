@@ -1,13 +1,13 @@
 /*
  * The metrics endpoint's request parser: just enough HTTP/1.x for a scraper.
- * The head is bounded (PROBE__HTTP_MAX_HEAD), the target too; only GET and
+ * The head is bounded (ELASTIC__HTTP_MAX_HEAD), the target too; only GET and
  * HEAD without a body are accepted. Pure and allocation-free, so it is fuzzed.
  */
-#include "probe/probe.h"
+#include "common/http.h"
 
 #include <strings.h>
 
-static int reject(probe__http_request *req, int status, int code, const char *what)
+static int reject(elastic__http_request *req, int status, int code, const char *what)
 {
     req->status = status;
     return elastic__fail(code, "http: %s", what);
@@ -21,7 +21,7 @@ static const char *find_head_end(const char *buf, size_t len)
 }
 
 /* "METHOD SP target SP HTTP/1.x" */
-static int parse_request_line(const char *line, size_t len, probe__http_request *req)
+static int parse_request_line(const char *line, size_t len, elastic__http_request *req)
 {
     const char *sp1 = memchr(line, ' ', len);
     if (sp1 == NULL || sp1 == line) return reject(req, 400, ELASTIC_EPROTO, "bad request line");
@@ -50,7 +50,7 @@ static int parse_request_line(const char *line, size_t len, probe__http_request 
 }
 
 /* A body on GET/HEAD is refused rather than skipped: nothing here needs one. */
-static int check_header_line(const char *line, size_t len, probe__http_request *req)
+static int check_header_line(const char *line, size_t len, elastic__http_request *req)
 {
     const char *colon = memchr(line, ':', len);
     if (colon == NULL || colon == line) return reject(req, 400, ELASTIC_EPROTO, "bad header line");
@@ -71,12 +71,12 @@ static int check_header_line(const char *line, size_t len, probe__http_request *
     return 0;
 }
 
-int probe__http_parse(const char *buf, size_t len, probe__http_request *req)
+int elastic__http_parse(const char *buf, size_t len, elastic__http_request *req)
 {
     memset(req, 0, sizeof *req);
-    const char *end = find_head_end(buf, len < PROBE__HTTP_MAX_HEAD ? len : PROBE__HTTP_MAX_HEAD);
+    const char *end = find_head_end(buf, len < ELASTIC__HTTP_MAX_HEAD ? len : ELASTIC__HTTP_MAX_HEAD);
     if (end == NULL) {
-        if (len >= PROBE__HTTP_MAX_HEAD) return reject(req, 431, ELASTIC_ELIMIT, "request head too large");
+        if (len >= ELASTIC__HTTP_MAX_HEAD) return reject(req, 431, ELASTIC_ELIMIT, "request head too large");
         return 0;
     }
     if (memchr(buf, '\0', (size_t)(end - buf)) != NULL) return reject(req, 400, ELASTIC_EPROTO, "NUL byte in head");

@@ -4,7 +4,8 @@
  * the picture does not show are counted and skipped, malformed ones fail with
  * the file and line named.
  */
-#include "agent/timeline.h"
+#include "elasticctl/ctl.h"
+#include "elasticctl/timeline.h"
 
 #include "common/json.h"
 
@@ -18,14 +19,6 @@ static const char *const kind_names[TL_KINDS] = {
 
 const char *timeline__kind_name(int kind) { return kind >= 0 && kind < TL_KINDS ? kind_names[kind] : "?"; }
 
-static bool get_int(const json__value *obj, const char *key, int64_t min, int64_t max, int64_t *out)
-{
-    double v;
-    if (!json__get_number(obj, key, &v) || v != v || v < (double)min || v > (double)max) return false;
-    *out = (int64_t)v;
-    return true;
-}
-
 static int node_index(timeline *t, const char *name)
 {
     for (int i = 0; i < t->node_count; i++)
@@ -36,7 +29,7 @@ static int node_index(timeline *t, const char *name)
 }
 
 /* Which timeline kind an event is; -1: not shown. */
-static int kind_of(const char *event, const json__value *obj)
+static int kind_of(const char *event, json_object *obj)
 {
     if (strcmp(event, "probe_failed") == 0) {
         const char *probe = json__get_string(obj, "probe");
@@ -65,15 +58,14 @@ static int push(timeline *t, const timeline_event *e)
 /* One line: 0 (kept or skipped) or an error naming what is wrong. */
 static int take_line(timeline *t, const char *line, size_t len, const char *run_id)
 {
-    json__doc *doc = NULL;
-    int rc = json__parse(line, len, &doc);
+    json_object *obj = NULL;
+    int rc = json__parse(line, len, &obj);
     if (rc != 0) return rc;
-    const json__value *obj = json__root(doc);
     const char *event = json__get_string(obj, "event"), *run = json__get_string(obj, "run_id"),
                *node = json__get_string(obj, "node");
     int64_t ts = 0;
-    rc = obj->type != JSON__OBJECT || event == NULL || run == NULL || node == NULL ||
-                 !get_int(obj, "ts_ms", 0, INT64_C(1) << 52, &ts)
+    rc = !json_object_is_type(obj, json_type_object) || event == NULL || run == NULL || node == NULL ||
+                 !json__get_int(obj, "ts_ms", 0, INT64_C(1) << 52, &ts)
              ? elastic__fail(ELASTIC_EPROTO, "not an event (needs ts_ms, event, run_id, node)")
              : 0;
     if (rc == 0 && strlen(run) >= sizeof t->run_id) rc = elastic__fail(ELASTIC_EPROTO, "run_id too long");
@@ -81,7 +73,7 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
     int kind = rc == 0 ? kind_of(event, obj) : -1;
     if (rc != 0 || kind < 0 || (run_id != NULL && strcmp(run, run_id) != 0)) {
         if (rc == 0) t->skipped++;
-        json__free(doc);
+        json_object_put(obj);
         return rc;
     }
     if (t->run_id[0] == '\0') snprintf(t->run_id, sizeof t->run_id, "%s", run);
@@ -92,34 +84,34 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
         rc = elastic__fail(ELASTIC_ELIMIT, "more than %d nodes", TIMELINE_MAX_NODES);
     if (rc == 0) {
         int64_t v;
-        if (get_int(obj, "generation", 0, INT64_MAX / 2, &v)) e.generation = v;
-        if (get_int(obj, "local_rank", 0, TIMELINE_MAX_LOCAL - 1, &v)) e.local_rank = (int)v;
-        if (get_int(obj, "rank", -1, 1 << 24, &v)) e.rank = (int)v;
+        if (json__get_int(obj, "generation", 0, INT64_MAX / 2, &v)) e.generation = v;
+        if (json__get_int(obj, "local_rank", 0, TIMELINE_MAX_LOCAL - 1, &v)) e.local_rank = (int)v;
+        if (json__get_int(obj, "rank", -1, 1 << 24, &v)) e.rank = (int)v;
         static const char *const value_keys[TL_KINDS] = {
             [TL_GENERATION_FORMED] = "world_size", [TL_WORKER_EXITED] = "exit_code", [TL_FAILURE] = "exit_code",
             [TL_GENERATION_STOPPED] = "stop_ms", [TL_RESTARTED] = "recovery_ms", [TL_CHECKPOINT] = "step",
             [TL_WAITING] = "joined", [TL_JOB_END] = "exit_code"};
         static const char *const value2_keys[TL_KINDS] = {
             [TL_GENERATION_FORMED] = "group_world_size", [TL_WORKER_EXITED] = "signal", [TL_FAILURE] = "signal"};
-        if (value_keys[kind] != NULL && get_int(obj, value_keys[kind], -1, INT64_MAX / 2, &v)) e.value = v;
-        if (value2_keys[kind] != NULL && get_int(obj, value2_keys[kind], -1, INT64_MAX / 2, &v)) e.value2 = v;
+        if (value_keys[kind] != NULL && json__get_int(obj, value_keys[kind], -1, INT64_MAX / 2, &v)) e.value = v;
+        if (value2_keys[kind] != NULL && json__get_int(obj, value2_keys[kind], -1, INT64_MAX / 2, &v)) e.value2 = v;
         const char *text = json__get_string(obj, kind == TL_JOB_END ? "status" : kind == TL_WAITING ? "missing" : "reason");
         if (text != NULL) snprintf(e.text, sizeof e.text, "%s", text);
-        if (kind == TL_CHECKPOINT && get_int(obj, "saved_ms", 0, INT64_C(1) << 52, &v)) e.ts_ms = (uint64_t)v;
+        if (kind == TL_CHECKPOINT && json__get_int(obj, "saved_ms", 0, INT64_C(1) << 52, &v)) e.ts_ms = (uint64_t)v;
         /* A worker event without a usable local rank cannot have a lane. */
         bool needs_lane = kind == TL_WORKER_STARTED || kind == TL_WORKER_EXITED || kind == TL_CHECKPOINT;
         if (needs_lane && e.local_rank < 0) t->skipped++;
         else rc = push(t, &e);
         if (rc == 0 && e.local_rank >= t->local_count[e.node]) t->local_count[e.node] = e.local_rank + 1;
     }
-    json__free(doc);
+    json_object_put(obj);
     return rc;
 }
 
 static int load_file(timeline *t, const char *path, const char *run_id)
 {
     FILE *f = fopen(path, "r");
-    if (f == NULL) return elastic__fail(elastic__from_errno(errno), "%s: %s", path, strerror(errno));
+    if (f == NULL) return elastic__fail(errno == ENOENT ? ELASTIC_ENOTFOUND : ELASTIC_EIO, "%s: %s", path, strerror(errno));
     char *line = malloc(TIMELINE_MAX_LINE + 1);
     int rc = line == NULL ? elastic__fail(ELASTIC_ENOMEM, "out of memory") : 0;
     for (long number = 1; rc == 0 && fgets(line, TIMELINE_MAX_LINE + 1, f) != NULL; number++) {
@@ -133,7 +125,7 @@ static int load_file(timeline *t, const char *path, const char *run_id)
         rc = take_line(t, line, len, run_id);
         if (rc != 0) {
             char why[256];
-            snprintf(why, sizeof why, "%s", elastic_last_error());
+            snprintf(why, sizeof why, "%s", ctl_last_error());
             rc = elastic__fail(rc, "%s:%ld: %s", path, number, why);
         }
     }

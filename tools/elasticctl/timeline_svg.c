@@ -5,7 +5,7 @@
  * hangs as marks, checkpoints as ticks), with a time axis and a legend.
  * Every element carries a class and a <title>, so tests and people can read it.
  */
-#include "agent/timeline.h"
+#include "elasticctl/timeline.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,19 +1,20 @@
 /*
- * A growing text buffer with a hard ceiling, for the metrics page and
- * captured debugger output: writes past the ceiling are cut and flagged.
+ * A growing text buffer with a hard ceiling (common/text.h), for the metrics
+ * page, captured debugger output, HTTP and etcd answers: writes past the
+ * ceiling are cut and flagged.
  */
-#include "probe/probe.h"
+#include "common/text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-void probe__text_init(probe__text *t, size_t max)
+void elastic__text_init(elastic__text *t, size_t max)
 {
     memset(t, 0, sizeof *t);
     t->max = max;
 }
 
-static bool reserve(probe__text *t, size_t need)
+static bool reserve(elastic__text *t, size_t need)
 {
     if (need <= t->cap) return true;
     size_t cap = t->cap ? t->cap : 4096;
@@ -27,7 +28,7 @@ static bool reserve(probe__text *t, size_t need)
     return true;
 }
 
-void probe__text_printf(probe__text *t, const char *fmt, ...)
+void elastic__text_printf(elastic__text *t, const char *fmt, ...)
 {
     va_list args;
     va_start(args, fmt);
@@ -50,7 +51,23 @@ void probe__text_printf(probe__text *t, const char *fmt, ...)
     t->len += want;
 }
 
-void probe__text_free(probe__text *t)
+void elastic__text_append(elastic__text *t, const void *bytes, size_t len)
+{
+    size_t want = len;
+    if (t->len + want > t->max) {
+        t->overflow = true;
+        want = t->max - t->len;
+    }
+    if (!reserve(t, t->len + want + 1)) {
+        t->overflow = true;
+        return;
+    }
+    if (want > 0) memcpy(t->data + t->len, bytes, want);
+    t->len += want;
+    t->data[t->len] = '\0';
+}
+
+void elastic__text_free(elastic__text *t)
 {
     free(t->data);
     memset(t, 0, sizeof *t);

@@ -2,9 +2,10 @@
  * A job's history read back from elasticrun event logs (--event-log), for
  * `elasticctl timeline` (an SVG picture) and `elasticctl summary` (the same
  * as text). Several nodes' logs of one job merge into one time-ordered list.
+ * Part of elasticctl only (tools/elasticctl/), not of the library.
  */
-#ifndef ELASTIC_AGENT_TIMELINE_H
-#define ELASTIC_AGENT_TIMELINE_H
+#ifndef ELASTICCTL_TIMELINE_H
+#define ELASTICCTL_TIMELINE_H
 
 #include "common/common.h"
 
@@ -71,4 +72,4 @@ int timeline__write_text(const timeline *t, FILE *out);
 /* Shared by both: "+12.345 s" offsets and a kind's word. */
 const char *timeline__kind_name(int kind);
 
-#endif /* ELASTIC_AGENT_TIMELINE_H */
+#endif /* ELASTICCTL_TIMELINE_H */

@@ -3,7 +3,8 @@
  * `elasticctl status` and the tests need from a scraped /metrics page.
  * Bounded: names and label text longer than the sample's fields are rejected.
  */
-#include "probe/probe.h"
+#include "common/common.h"
+#include "common/prom.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ static const char *labels_end(const char *p)
     return NULL;
 }
 
-int probe__prom_parse_line(const char *line, probe__prom_sample *sample)
+int elastic__prom_parse_line(const char *line, elastic__prom_sample *sample)
 {
     memset(sample, 0, sizeof *sample);
     while (*line == ' ' || *line == '\t') line++;
@@ -52,7 +53,7 @@ int probe__prom_parse_line(const char *line, probe__prom_sample *sample)
     return *value_end == '\0' || *value_end == '\n' || *value_end == '\r' ? 1 : ELASTIC_EPROTO;
 }
 
-bool probe__prom_label(const char *labels, const char *name, char *out, size_t size)
+bool elastic__prom_label(const char *labels, const char *name, char *out, size_t size)
 {
     size_t name_len = strlen(name);
     const char *p = labels;

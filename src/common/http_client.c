@@ -1,0 +1,92 @@
+/*
+ * A minimal HTTP/1.1 GET client (plain TCP, one request per connection):
+ * what `elasticctl status` and the tests use to read an agent's /metrics and
+ * /healthz. The whole exchange has one deadline and the answer is bounded.
+ */
+#include "common/clock.h"
+#include "common/http.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define HTTP_GET_MAX_ANSWER (16u << 20)
+
+static int connect_endpoint(const char *endpoint, uint64_t deadline, int *fd_out)
+{
+    char host[256], port[16];
+    const char *colon = strrchr(endpoint, ':');
+    if (colon == NULL || (size_t)(colon - endpoint) >= sizeof host || strlen(colon + 1) >= sizeof port)
+        return elastic__fail(ELASTIC_EINVAL, "endpoint \"%s\" is not host:port", endpoint);
+    const char *start = endpoint[0] == '[' ? endpoint + 1 : endpoint;
+    size_t host_len = (size_t)(colon - start) - (endpoint[0] == '[' ? 1 : 0);
+    snprintf(host, sizeof host, "%.*s", (int)host_len, start);
+    snprintf(port, sizeof port, "%s", colon + 1);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found = NULL;
+    if (getaddrinfo(host, port, &hints, &found) != 0 || found == NULL)
+        return elastic__fail(ELASTIC_ECONNECT, "cannot resolve %s", endpoint);
+    int fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int rc = fd < 0 ? -1 : connect(fd, found->ai_addr, found->ai_addrlen);
+    freeaddrinfo(found);
+    if (rc != 0 && errno == EINPROGRESS) {
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int err = 0;
+        socklen_t len = sizeof err;
+        rc = poll(&pfd, 1, elastic__ms_left(deadline)) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+                     err == 0 ? 0 : -1;
+    }
+    if (rc != 0) {
+        if (fd >= 0) close(fd);
+        return elastic__fail(ELASTIC_ECONNECT, "connect to %s failed", endpoint);
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+static int exchange(int fd, const char *request, uint64_t deadline, elastic__text *response)
+{
+    size_t sent = 0, len = strlen(request);
+    char buf[16384];
+    while (true) {
+        struct pollfd pfd = {.fd = fd, .events = sent < len ? POLLOUT : POLLIN};
+        int ready = poll(&pfd, 1, elastic__ms_left(deadline));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) return elastic__fail(ELASTIC_ETIMEDOUT, "no complete answer in time");
+        if (sent < len) {
+            ssize_t n = send(fd, request + sent, len - sent, MSG_NOSIGNAL);
+            if (n < 0 && errno != EAGAIN && errno != EINTR) return elastic__fail(ELASTIC_ECONNECT, "send: %s", strerror(errno));
+            if (n > 0) sent += (size_t)n;
+            continue;
+        }
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n == 0) return 0; /* the server closes after one response */
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (n < 0) return elastic__fail(ELASTIC_ECONNECT, "recv: %s", strerror(errno));
+        elastic__text_append(response, buf, (size_t)n);
+        if (response->overflow) return elastic__fail(ELASTIC_ELIMIT, "answer larger than %u bytes", HTTP_GET_MAX_ANSWER);
+    }
+}
+
+int elastic__http_get(const char *endpoint, const char *path, int timeout_ms, elastic__text *body, int *status)
+{
+    uint64_t deadline = elastic__deadline_ms(timeout_ms);
+    int fd = -1;
+    int rc = connect_endpoint(endpoint, deadline, &fd);
+    if (rc != 0) return rc;
+    char request[512];
+    snprintf(request, sizeof request, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, endpoint);
+    elastic__text response;
+    elastic__text_init(&response, HTTP_GET_MAX_ANSWER);
+    rc = exchange(fd, request, deadline, &response);
+    close(fd);
+    const char *head_end = response.data != NULL ? strstr(response.data, "\r\n\r\n") : NULL;
+    if (rc == 0 && (head_end == NULL || sscanf(response.data, "HTTP/1.%*d %d", status) != 1))
+        rc = elastic__fail(ELASTIC_EPROTO, "%s%s: not an HTTP answer", endpoint, path);
+    if (rc == 0) elastic__text_printf(body, "%s", head_end + 4);
+    elastic__text_free(&response);
+    return rc;
+}

@@ -1,0 +1,27 @@
+/*
+ * elasticctl's own code (tools/elasticctl/) behind one small interface, so the
+ * command line (tools/elasticctl.c) sees only libelastic's public API and this
+ * header. Calls return 0 or an ELASTIC_E* code with the detail in
+ * ctl_last_error() (not elastic_last_error(): this code is not the library's).
+ */
+#ifndef ELASTICCTL_CTL_H
+#define ELASTICCTL_CTL_H
+
+#include <stdio.h>
+
+#define CTL_MAX_EVENT_LOGS 256
+
+/* `elasticctl status`: GETs an agent's /metrics and /healthz (--metrics-port;
+ * one deadline for each exchange) and prints the job at a glance to out. */
+int ctl_status(const char *endpoint, int timeout_ms, FILE *out);
+
+/* `elasticctl timeline`: reads the event logs (run_id NULL: they must hold
+ * one job) and writes the SVG picture to svg_path, created only once the
+ * logs were read. */
+int ctl_timeline(const char *const *paths, int count, const char *run_id, const char *svg_path);
+/* `elasticctl summary`: the same logs as text on out. */
+int ctl_summary(const char *const *paths, int count, const char *run_id, FILE *out);
+
+const char *ctl_last_error(void);
+
+#endif /* ELASTICCTL_CTL_H */
