@@ -156,8 +156,13 @@ TEST(ckpt_async_reserve_faults_the_staging_buffer_in_beforehand)
     getrusage(RUSAGE_SELF, &before);
     ASSERT_OK(elastic_ckpt_save_async(c, 1, blobs, 1, 1000));
     getrusage(RUSAGE_SELF, &after);
-    long faults = after.ru_minflt - before.ru_minflt, pages = (long)(len / 4096);
-    if (faults * 10 > pages) FAIL("the first save after reserve took %ld page faults for %ld pages", faults, pages);
+    long faults = after.ru_minflt - before.ru_minflt, pages = (long)(len / 4096), allowed = pages / 10;
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer's shadow of a fresh mapping (a byte per 8) faults in
+     * when the copy is first checked: its own memory, not the buffer's. */
+    allowed += pages / 8 + 16;
+#endif
+    if (faults > allowed) FAIL("the first save after reserve took %ld page faults for %ld pages", faults, pages);
     ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), NULL));
     void *data;
     size_t got;
