@@ -185,7 +185,7 @@ $(BIN_OUT)/%: $(OUT)/tools/%.o $(STATIC_LIB)
 # shares with the library (JSON, text, HTTP GET, Prometheus lines); their
 # elastic__fail is tools/elasticctl/fail.c (the library's copy is hidden).
 CTL_SRC := $(sort $(wildcard tools/elasticctl/*.c)) src/common/json.c src/common/text.c \
-  src/common/http_client.c src/common/promparse.c
+  src/common/http_client.c src/common/promparse.c src/common/parse_int.c src/common/endpoint.c
 CTL_OBJ := $(patsubst %.c,$(OUT)/ctl/%.o,$(CTL_SRC))
 PUBLIC_CFLAGS = $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL))
 
@@ -273,9 +273,10 @@ test: deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PR
 	ELASTIC_SOURCE_DIR=$(CURDIR) \
 	  $(TEST_BIN) $(TEST_FILTER)
 
+# Deadlines scale 2x under ASan+UBSan (about 2x slower), as they do under TSan.
 check:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $(MAKE) VARIANT=asan test
+	  ELASTIC_TEST_TIMEOUT_SCALE=$${ELASTIC_TEST_TIMEOUT_SCALE:-2} $(MAKE) VARIANT=asan test
 
 # Every process of the suite (tests, elasticrun, helpers) writes its TSan
 # reports under build/tsan/reports: a race in a child whose exit code a test

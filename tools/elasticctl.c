@@ -65,12 +65,7 @@ static int parse_args(const char *command, int argc, char **argv, flag_spec *fla
 
 static bool parse_int(const char *text, long long min, long long max, long long *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long long value = strtoll(text, &end, 10);
-    if (text[0] == '\0' || *end != '\0' || errno != 0 || value < min || value > max) return false;
-    *out = value;
-    return true;
+    return ctl_parse_int(text, min, max, out) == 0;
 }
 
 /* --token-file goes through the library's one reading of token files (the

@@ -83,12 +83,13 @@ typedef struct elastic_agent_opts {
     const char *metrics_host;        /* default "127.0.0.1" */
     int straggler_window;            /* probe ticks per straggler window; 0 (default): no scoring */
     int straggler_rounds;            /* slow ticks in a row that make a persistent straggler; 0: only scores */
-    int straggler_evict;             /* 1: a persistent straggler is restarted like a failed worker */
+    int straggler_evict;             /* 1: a straggler rank restarts; a straggler node gives way */
     const char *user_probe;          /* shell command run on an interval; exit 0 = healthy; NULL: none */
     int user_probe_interval_ms;      /* default 10000 */
     int in_process_recovery;         /* 1: workers healthy at a failure stay; only the failed one restarts */
     int abort_ack_timeout_ms;        /* in-process: a survivor acknowledges the abort within this; default 5000 */
     int quiet;                       /* 1: no console lines on stderr (failures, restarts, waiting, the summary) */
+    int straggler_quarantine_ms;     /* evicted node rejoins after this; 0: leaves; default 300 s */
 } elastic_agent_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */

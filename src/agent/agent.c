@@ -4,6 +4,7 @@
  * and the log directories, then runs the group's state machine on a loop.
  */
 #include "agent/group.h"
+#include "common/endpoint.h"
 #include "common/names.h"
 #include "rdzv/rdzv.h"
 
@@ -129,7 +130,9 @@ static int setup_store(elastic_agent *agent)
     } else {
         bool is_static = strcmp(o->rdzv_backend, "static") == 0;
         if (is_static) snprintf(host, sizeof host, "%s", o->master_addr), port = o->master_port;
-        else if ((rc = agent__endpoint_parse(o->rdzv_endpoint, AGENT_C10D_DEFAULT_PORT, host, sizeof host, &port)) != 0)
+        else if ((rc = elastic__endpoint_parse("--rdzv-endpoint", o->rdzv_endpoint,
+                                               AGENT_C10D_DEFAULT_PORT, host, sizeof host,
+                                               &port)) != 0)
             return rc;
         bool should_host = is_static ? o->node_rank == 0
                                      : agent->conf.is_host >= 0 ? agent->conf.is_host == 1 : agent__address_is_local(host);

@@ -7,6 +7,7 @@
 #define ELASTIC_AGENT_INTERNAL_H
 
 #include "common/common.h"
+#include "common/parse_int.h" /* every number the agent reads */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -45,11 +46,10 @@ int agent__rdzv_conf_parse(const char *text, agent_rdzv_conf *conf);
 #define AGENT_STD_ERR 2
 int agent__std_parse(const char *text, int local_rank, int *mask);
 
-/* Integers and seconds read from flags, environment or conf values: strict
- * decimal, bounded; seconds may have a fraction and become milliseconds. */
-int agent__parse_int(const char *text, long min, long max, long *value);
 /* elastic_agent_opts with every default (args.c). */
 void agent__opts_defaults(elastic_agent_opts *opts);
+/* Seconds read from flags, environment or conf values (integers go through
+ * common/parse_int.h): bounded; may have a fraction; become milliseconds. */
 int agent__parse_seconds_ms(const char *text, double max_seconds, int *ms);
 /* torch's bool spelling: 1/0, true/false, t/f, yes/no, y/n (any case). */
 int agent__parse_bool(const char *text, int *value);
@@ -80,10 +80,8 @@ int agent__file_private(int dir, const char *name, int flags);
 /* The same for a path the user named (its last component is not followed). */
 int agent__file_private_path(const char *path, int flags);
 
-/* ---- endpoints (host.c) ----------------------------------------------------- */
+/* ---- endpoints (host.c; parsed by common/endpoint.h) -------------------------- */
 
-/* "host", "host:port", "[v6]:port" -> host and port (default_port if none). */
-int agent__endpoint_parse(const char *endpoint, int default_port, char *host, size_t host_size, int *port);
 /* Whether `host` names this machine (localhost, its hostname, a loopback or
  * interface address). */
 bool agent__address_is_local(const char *host);

@@ -4,6 +4,7 @@
  * abbreviations), PET_<FLAG> environment fallbacks, then the program.
  */
 #include "agent/agent.h"
+#include "common/parse_int.h"
 #include "common/names.h"
 
 #include <dirent.h>
@@ -48,6 +49,7 @@ void agent__opts_defaults(elastic_agent_opts *opts)
     opts->metrics_port = -1;
     opts->user_probe_interval_ms = 10000;
     opts->abort_ack_timeout_ms = 5000;
+    opts->straggler_quarantine_ms = 300000;
 }
 
 ELASTIC_EXTERN int elastic_agent_opts_init(elastic_agent_opts *opts, size_t struct_size)
@@ -68,19 +70,20 @@ static int bounded_string(const char *value, const char **out)
 
 static int set_nnodes(elastic_agent_opts *o, const char *value)
 {
-    long min, max;
+    int min, max;
     char first[32];
     const char *colon = strchr(value, ':');
     size_t first_len = colon ? (size_t)(colon - value) : strlen(value);
     if (first_len >= sizeof first) return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not N or MIN:MAX", value);
     memcpy(first, value, first_len);
     first[first_len] = '\0';
-    if (agent__parse_int(first, 1, ARGS_MAX_NODES, &min) != 0) goto bad;
+    if (elastic__parse_int(NULL, first, 1, ARGS_MAX_NODES, &min) != 0) goto bad;
     max = min;
-    if (colon != NULL && agent__parse_int(colon + 1, 1, ARGS_MAX_NODES, &max) != 0) goto bad;
+    if (colon != NULL && elastic__parse_int(NULL, colon + 1, 1, ARGS_MAX_NODES, &max) != 0)
+        goto bad;
     if (min > max) return elastic__fail(ELASTIC_EINVAL, "\"%s\": MIN is greater than MAX", value);
-    o->min_nodes = (int)min;
-    o->max_nodes = (int)max;
+    o->min_nodes = min;
+    o->max_nodes = max;
     return 0;
 bad:
     return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not N or MIN:MAX with 1 <= MIN <= MAX <= %d", value, ARGS_MAX_NODES);
@@ -111,8 +114,13 @@ static int set_nproc(elastic_agent_opts *o, const char *value)
     } else if (strcmp(value, "gpu") == 0 || strcmp(value, "auto") == 0) {
         if (gpus == 0) return elastic__fail(ELASTIC_EINVAL, "\"gpu\": no GPU found");
         nproc = gpus;
-    } else if (agent__parse_int(value, 1, ARGS_MAX_NPROC, &nproc) != 0) {
-        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not an integer in 1..%d, auto, cpu or gpu", value, ARGS_MAX_NPROC);
+    } else {
+        int count;
+        if (elastic__parse_int(NULL, value, 1, ARGS_MAX_NPROC, &count) != 0)
+            return elastic__fail(ELASTIC_EINVAL,
+                                 "\"%s\" is not an integer in 1..%d, auto, cpu or gpu", value,
+                                 ARGS_MAX_NPROC);
+        nproc = count;
     }
     o->nproc_per_node = nproc < 1 ? 1 : nproc > ARGS_MAX_NPROC ? ARGS_MAX_NPROC : (int)nproc;
     return 0;
@@ -151,12 +159,10 @@ static int set_rdzv_conf(elastic_agent_opts *o, const char *value)
     return rc;
 }
 
-static int set_int_field(int *field, const char *value, long min, long max)
+static int set_int_field(int *field, const char *value, int min, int max)
 {
-    long parsed;
-    if (agent__parse_int(value, min, max, &parsed) != 0)
-        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not an integer in %ld..%ld", value, min, max);
-    *field = (int)parsed;
+    if (elastic__parse_int(NULL, value, min, max, field) != 0)
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not an integer in %d..%d", value, min, max);
     return 0;
 }
 
@@ -184,6 +190,10 @@ static int set_straggler_window(elastic_agent_opts *o, const char *v) { return s
 static int set_straggler_rounds(elastic_agent_opts *o, const char *v) { return set_int_field(&o->straggler_rounds, v, 0, 100000); }
 static int set_user_probe(elastic_agent_opts *o, const char *v) { return bounded_string(v, &o->user_probe); }
 static int set_user_probe_interval(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->user_probe_interval_ms, v, false); }
+static int set_quarantine(elastic_agent_opts *o, const char *v)
+{
+    return set_seconds_field(&o->straggler_quarantine_ms, v, true);
+}
 static int set_abort_ack(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->abort_ack_timeout_ms, v, false); }
 
 static int set_start_method(elastic_agent_opts *o, const char *value)
@@ -207,8 +217,8 @@ static int set_tee(elastic_agent_opts *o, const char *v) { return set_std(&o->te
 
 static int switch_value(const char *value, int *field)
 {
-    long parsed; /* PET_<SWITCH> is read as bool(int(value)), like torch's check_env */
-    if (agent__parse_int(value, -1000000, 1000000, &parsed) != 0)
+    int parsed; /* PET_<SWITCH> is read as bool(int(value)), like torch's check_env */
+    if (elastic__parse_int(NULL, value, -1000000, 1000000, &parsed) != 0)
         return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not an integer", value);
     *field = parsed != 0;
     return 0;
@@ -254,6 +264,7 @@ static const flag_spec flags[] = {
     {"straggler_window", 0, false, true, set_straggler_window},
     {"straggler_rounds", 0, false, true, set_straggler_rounds},
     {"straggler_evict", 0, true, true, set_straggler_evict},
+    {"straggler_quarantine", 0, false, true, set_quarantine},
     {"user_probe", 0, false, true, set_user_probe},
     {"user_probe_interval", 0, false, true, set_user_probe_interval},
     {"in_process_recovery", 0, true, true, set_in_process},

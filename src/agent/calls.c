@@ -25,6 +25,7 @@ static void run_call(agent_group *group, agent_call *call)
         break;
     case AGENT_CALL_SUMMARY: agent__summary_write(group, call->summary_rc, call->error); call->rc = 0; return;
     case AGENT_CALL_NODE_STATS: agent__node_stats_exchange(group, call); break;
+    case AGENT_CALL_EVICT: agent__node_evict_run(group, call); break;
     }
     snprintf(call->error, sizeof call->error, "%s", call->rc != 0 ? elastic_last_error() : "");
 }

@@ -1,9 +1,10 @@
 /*
- * Small value parsers shared by the command line and --rdzv-conf: bounded
- * integers, seconds, torch's booleans, torchrun's Std (--redirects/--tee)
+ * Small value parsers shared by the command line and --rdzv-conf (integers
+ * are common/parse_int.h's): seconds, torch's booleans, torchrun's Std (--redirects/--tee)
  * and the "key=value,..." rendezvous configuration.
  */
 #include "agent/agent.h"
+#include "common/parse_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,19 +14,6 @@
 #include <strings.h>
 
 #define CONF_MAX_TEXT 4096
-
-int agent__parse_int(const char *text, long min, long max, long *value)
-{
-    if (text == NULL || *text == '\0') return ELASTIC_EINVAL;
-    const char *digits = text[0] == '-' || text[0] == '+' ? text + 1 : text;
-    if (!isdigit((unsigned char)digits[0])) return ELASTIC_EINVAL;
-    errno = 0;
-    char *end = NULL;
-    long parsed = strtol(text, &end, 10);
-    if (errno != 0 || *end != '\0' || parsed < min || parsed > max) return ELASTIC_EINVAL;
-    *value = parsed;
-    return 0;
-}
 
 int agent__parse_seconds_ms(const char *text, double max_seconds, int *ms)
 {
@@ -56,13 +44,11 @@ int agent__parse_bool(const char *text, int *value)
 
 int agent__std_parse(const char *text, int local_rank, int *mask)
 {
-    long value;
     if (text == NULL || *text == '\0') return elastic__fail(ELASTIC_EINVAL, "empty value (expected 0-3 or local_rank:std,...)");
     if (strlen(text) >= CONF_MAX_TEXT) return elastic__fail(ELASTIC_EINVAL, "value too long");
     if (strchr(text, ':') == NULL) {
-        if (agent__parse_int(text, 0, 3, &value) != 0)
+        if (elastic__parse_int(NULL, text, 0, 3, mask) != 0)
             return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not 0, 1, 2 or 3", text);
-        *mask = (int)value;
         return 0;
     }
     char copy[CONF_MAX_TEXT];
@@ -71,12 +57,13 @@ int agent__std_parse(const char *text, int local_rank, int *mask)
     char *save = NULL;
     for (char *item = strtok_r(copy, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
         char *colon = strchr(item, ':');
-        long rank, std;
+        int rank, std;
         if (colon == NULL) return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not local_rank:std", item);
         *colon = '\0';
-        if (agent__parse_int(item, 0, 1 << 20, &rank) != 0 || agent__parse_int(colon + 1, 0, 3, &std) != 0)
+        if (elastic__parse_int(NULL, item, 0, 1 << 20, &rank) != 0 ||
+            elastic__parse_int(NULL, colon + 1, 0, 3, &std) != 0)
             return elastic__fail(ELASTIC_EINVAL, "\"%s:%s\" is not local_rank:std with std 0-3", item, colon + 1);
-        if (rank == local_rank) *mask = (int)std;
+        if (rank == local_rank) *mask = std;
     }
     return 0;
 }
@@ -106,10 +93,9 @@ static int conf_apply(agent_rdzv_conf *conf, const char *key, const char *value)
     if (strcmp(key, "read_timeout") == 0) return conf_seconds(key, value, &conf->read_timeout_ms);
     if (strcmp(key, "keep_alive_interval") == 0) return conf_seconds(key, value, &conf->keep_alive_interval_ms);
     if (strcmp(key, "keep_alive_max_attempt") == 0) {
-        long attempts;
-        if (agent__parse_int(value, 1, 1000, &attempts) != 0)
-            return elastic__fail(ELASTIC_EINVAL, "%s: \"%s\" is not an integer in 1..1000", key, value);
-        conf->keep_alive_max_attempt = (int)attempts;
+        if (elastic__parse_int(NULL, value, 1, 1000, &conf->keep_alive_max_attempt) != 0)
+            return elastic__fail(ELASTIC_EINVAL, "%s: \"%s\" is not an integer in 1..1000", key,
+                                 value);
         return 0;
     }
     struct {

@@ -90,7 +90,12 @@ void agent__console_ended_elsewhere(const agent_group *group, const elastic_rdzv
         agent__console(group, "a node is waiting to join; generation %llu ends to admit it", gen);
         break;
     case ELASTIC_RDZV_NODE_LEFT:
-        agent__console(group, "node %s left; generation %llu ends, re-forming without it", cause->node_id, gen);
+        if (strncmp(cause->reason, "straggler evicted", 17) == 0) /* node_straggler.c's reason */
+            agent__console(group, "node %s evicted as the job's straggler; generation %llu ends "
+                                  "(no restart used), re-forming without it", cause->node_id, gen);
+        else
+            agent__console(group, "node %s left; generation %llu ends, re-forming without it",
+                           cause->node_id, gen);
         break;
     default: break; /* the job closed: the end line says so */
     }
@@ -110,6 +115,24 @@ void agent__console_fenced(const agent_group *group, uint64_t generation, const 
 {
     agent__console(group, "fenced out of generation %llu (%s): killing %d local worker(s) now, then rejoining as a new member",
                    (unsigned long long)generation, reason != NULL && *reason ? reason : "its membership lease lapsed", killed);
+}
+
+void agent__console_evicted(const agent_group *group, const agent_call *call)
+{
+    char after[128], who[160];
+    int ms = group->opts->straggler_quarantine_ms;
+    if (ms > 0)
+        snprintf(after, sizeof after, "quarantined for %.0f s, then rejoins as a spare", ms / 1e3);
+    else snprintf(after, sizeof after, "leaving the job (--straggler-quarantine 0)");
+    if (call->replacement[0] != '\0')
+        snprintf(who, sizeof who, "spare %s takes its place", call->replacement);
+    else if (call->waiting > 0) snprintf(who, sizeof who, "a waiting spare takes its place");
+    else snprintf(who, sizeof who, "the others go on without it");
+    agent__console(group,
+                   "node %s is the job's straggler (score %.2f, step %llu ms): stopping its "
+                   "workers; generation %llu ends without using the restart budget, %s; %s",
+                   group->node_id, call->score, (unsigned long long)call->step_ms,
+                   (unsigned long long)call->generation, who, after);
 }
 
 static void format_duration(uint64_t ms, char *out, size_t size)

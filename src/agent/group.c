@@ -13,6 +13,10 @@
  *                          v                  v
  *                        DONE <---------------+   (budget exhausted, job closed, too few nodes)
  *
+ * An evicted straggler node (node_straggler.c) goes RUNNING -> STOPPING ->
+ * QUARANTINED (a timer, --straggler-quarantine) -> RENDEZVOUS, or to DONE
+ * when the quarantine is 0 (it leaves the job for good).
+ *
  * Every transition happens on the loop thread; other threads (the calls
  * thread running rendezvous and store calls, membership news, signal
  * handlers) only post to `wake`. A job that ends here passes through ENDING
@@ -29,6 +33,8 @@
 
 static void begin_rendezvous(agent_group *group);
 static void maybe_stopped(agent_group *group);
+static void begin_quarantine(agent_group *group);
+static void end_now(agent_group *group);
 
 static void set_done(agent_group *group, int exit_code)
 {
@@ -109,6 +115,44 @@ static void finish_shutdown(agent_group *group)
     begin_ending(group, 128 + group->stop_signal, "stopped", agent__call_new(AGENT_CALL_LEAVE));
 }
 
+/* ---- quarantine of an evicted straggler node ------------------------------------ */
+
+static void on_quarantine_over(uv_timer_t *timer)
+{
+    agent_group *group = timer->data;
+    if (group->state != AGENT_QUARANTINED) return;
+    ELASTIC_LOG_I("agent", "quarantine over: rejoining the job as a waiting node");
+    agent_event event;
+    agent__event_begin(&event, group->events, "quarantine_ended");
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_emit(group->events, &event);
+    begin_rendezvous(group);
+}
+
+/* The generation ended by our own eviction (no budget spent): stop the
+ * workers now; the quarantine starts once they are gone. */
+void agent__group_quarantine(agent_group *group)
+{
+    if (group->state != AGENT_RUNNING) return;
+    group->failure_ms = 0; /* no failure: the next start is no "restart" of ours */
+    stop_workers(group, AGENT_STOP_FOR_QUARANTINE);
+    maybe_stopped(group);
+}
+
+static void begin_quarantine(agent_group *group)
+{
+    int ms = group->opts->straggler_quarantine_ms;
+    if (ms <= 0) { /* out for good; counted gone already: nothing to leave */
+        snprintf(group->summary, sizeof group->summary, "evicted as the job's straggler: left");
+        group->ending_exit_code = 0;
+        group->ending_status = "evicted";
+        end_now(group);
+        return;
+    }
+    group->state = AGENT_QUARANTINED;
+    uv_timer_start(&group->quarantine_timer, on_quarantine_over, (uint64_t)ms, 0);
+}
+
 /* Every worker is reaped and its output drained: the generation is over here. */
 static void maybe_stopped(agent_group *group)
 {
@@ -124,6 +168,10 @@ static void maybe_stopped(agent_group *group)
     agent__event_emit(group->events, &event);
     if (group->stop_reason == AGENT_STOP_FOR_SHUTDOWN) {
         finish_shutdown(group);
+        return;
+    }
+    if (group->stop_reason == AGENT_STOP_FOR_QUARANTINE) {
+        begin_quarantine(group);
         return;
     }
     begin_rendezvous(group);
@@ -238,6 +286,7 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
     agent__event_emit(group->events, &event);
     group->state = AGENT_RUNNING;
     group->succeeded = 0;
+    group->evict_refused_logged = false;
     agent__probes_generation_started(group);
     if (agent__workers_start(group) != 0) return; /* a worker that could not start is a failure already handled */
     if (group->failure_ms != 0 && group->monitor != NULL && group->reconfiguring == 0)
@@ -291,11 +340,13 @@ void agent__group_call_done(agent_group *group, agent_call *call)
                       : call->kind == AGENT_CALL_FINISH   ? "finishing"
                       : call->kind == AGENT_CALL_LEAVE    ? "leaving the rendezvous"
                       : call->kind == AGENT_CALL_NODE_STATS ? "exchanging straggler statistics"
+                      : call->kind == AGENT_CALL_EVICT      ? "stepping aside as a straggler"
                                                           : "sharing the failure's detail",
                       elastic_err_name(call->rc), call->error);
     switch (call->kind) {
     case AGENT_CALL_NEXT: rendezvous_finished(group, call->rc, &call->result, call->error); break;
     case AGENT_CALL_NODE_STATS: agent__node_stats_done(group, call); break;
+    case AGENT_CALL_EVICT: agent__node_evict_done(group, call); break;
     case AGENT_CALL_FINISH:
     case AGENT_CALL_LEAVE:
     case AGENT_CALL_SUMMARY:
@@ -334,6 +385,11 @@ static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
                   (cause->kind == ELASTIC_RDZV_NODE_LOST && strcmp(cause->node_id, group->node_id) == 0);
     if (fenced && cause->generation == group->current.generation) handle_fenced(group, cause);
     if (group->state != AGENT_RUNNING || cause->generation != group->current.generation) return;
+    /* Our own eviction, told by the rendezvous before the call is back: the
+     * call's result stops the workers for the quarantine, not a restart. */
+    if (group->evict_in_flight && cause->kind == ELASTIC_RDZV_NODE_LEFT &&
+        strcmp(cause->node_id, group->node_id) == 0)
+        return;
     agent_event event;
     agent__event_begin(&event, group->events, "generation_ended");
     agent__event_int(&event, "generation", (int64_t)cause->generation);
@@ -360,6 +416,13 @@ static void handle_stop_request(agent_group *group, int signum)
     else if (group->state == AGENT_STOPPING) group->stop_reason = AGENT_STOP_FOR_SHUTDOWN;
     else if (group->state == AGENT_ENDING && strcmp(group->ending_status, "failed") != 0) end_now(group); /* don't wait for the store */
     else if (group->state == AGENT_IDLE) finish_shutdown(group);
+    else if (group->state == AGENT_QUARANTINED) { /* no workers; counted gone: nothing to leave */
+        uv_timer_stop(&group->quarantine_timer);
+        set_done(group, 128 + group->stop_signal);
+        snprintf(group->summary, sizeof group->summary, "stopped by signal %d in quarantine",
+                 group->stop_signal);
+        emit_job_end(group, "stopped");
+    }
     else if (group->state == AGENT_RENDEZVOUS) { /* next() blocks on its thread: no workers to stop */
         set_done(group, 128 + group->stop_signal);
         snprintf(group->summary, sizeof group->summary, "stopped by signal %d during the rendezvous", group->stop_signal);
@@ -411,9 +474,12 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
     int rc = pthread_mutex_init(&group->lock, NULL);
     if (rc != 0) return elastic__fail(ELASTIC_ESYS, "mutex: %s", strerror(rc));
     if ((rc = agent__exits_init(group)) != 0 || (rc = uv_timer_init(loop, &group->grace_timer)) != 0 ||
-        (rc = uv_async_init(loop, &group->wake, on_wake)) != 0 || (rc = uv_timer_init(loop, &group->ack_timer)) != 0)
+        (rc = uv_async_init(loop, &group->wake, on_wake)) != 0 ||
+        (rc = uv_timer_init(loop, &group->ack_timer)) != 0 ||
+        (rc = uv_timer_init(loop, &group->quarantine_timer)) != 0)
         return elastic__fail(ELASTIC_ESYS, "agent loop: %s", uv_strerror(rc));
     group->grace_timer.data = group->wake.data = group->ack_timer.data = group;
+    group->quarantine_timer.data = group;
     return agent__waiting_init(group);
 }
 
@@ -430,6 +496,7 @@ bool agent__group_close(agent_group *group)
     uv_close((uv_handle_t *)&group->grace_timer, NULL);
     uv_close((uv_handle_t *)&group->wake, NULL);
     uv_close((uv_handle_t *)&group->ack_timer, NULL);
+    uv_close((uv_handle_t *)&group->quarantine_timer, NULL);
     agent__waiting_close(group);
     /* A rendezvous or store call cannot be interrupted: its thread keeps
      * using the group until it returns. The process is about to exit; our

@@ -180,7 +180,8 @@ typedef enum agent_call_kind {
     AGENT_CALL_LEAVE,                /* shutting down */
     AGENT_CALL_SHARE_FAILURE,        /* put a failure's detail in the job store (key, value) */
     AGENT_CALL_SUMMARY,              /* write the root-cause summary (reads the store) */
-    AGENT_CALL_NODE_STATS            /* publish this node's straggler statistic, read every node's */
+    AGENT_CALL_NODE_STATS,           /* publish this node's straggler statistic, read all */
+    AGENT_CALL_EVICT                 /* this node is the job's straggler: step aside if it may */
 } agent_call_kind;
 
 typedef struct agent_call {
@@ -198,6 +199,11 @@ typedef struct agent_call {
     unsigned node_count;             /* NODE_STATS: the generation's nodes, and what was read (by group rank) */
     probe__node_stat *node_stats;
     bool *node_present;
+    bool evicted;                    /* EVICT (reason in `value`): this node's end won */
+    int waiting;                     /* EVICT: spares waiting in the open round */
+    char replacement[128];           /* EVICT: the likely replacement's node id; "": unknown */
+    double score;                    /* EVICT: the verdict it acts on */
+    uint64_t step_ms;
 } agent_call;
 
 typedef struct agent_calls {
@@ -247,13 +253,15 @@ typedef enum agent_state {
     AGENT_RUNNING,                   /* this generation's workers run */
     AGENT_STOPPING,                  /* workers got SIGTERM (SIGKILL after the grace period) */
     AGENT_ENDING,                    /* over here; a last call (finish, leave, summary) is in flight */
+    AGENT_QUARANTINED,               /* evicted as a straggler: out of the rounds until the timer */
     AGENT_DONE                       /* the job ended for this node: see exit_code */
 } agent_state;
 
 typedef enum agent_stop_reason {
     AGENT_STOP_NONE,
     AGENT_STOP_FOR_RESTART,          /* the generation ended: rendezvous again */
-    AGENT_STOP_FOR_SHUTDOWN          /* SIGTERM/SIGINT to the agent: leave and exit */
+    AGENT_STOP_FOR_SHUTDOWN,         /* SIGTERM/SIGINT to the agent: leave and exit */
+    AGENT_STOP_FOR_QUARANTINE        /* evicted as a straggler: quarantine, then rejoin */
 } agent_stop_reason;
 
 typedef struct agent_exit_watch agent_exit_watch;
@@ -350,6 +358,9 @@ struct agent_group {
     probe__job_straggler *job_straggler; /* job-wide node scores (node_straggler.c); NULL: none yet */
     uint64_t job_straggler_generation;
     bool node_stats_in_flight, node_straggler_reported;
+    bool evict_in_flight;            /* at most one eviction call */
+    bool evict_refused_logged;       /* "no spare" said once per generation */
+    uv_timer_t quarantine_timer;     /* AGENT_QUARANTINED: when to rejoin */
     char probe_dir[96];              /* its heartbeat file and socket (short: a socket path) */
     uv_timer_t ack_timer;            /* in-process recovery: the abort acknowledgement deadline */
     int unhealthy_local_rank;        /* the worker that ended the generation here; -1: none */
@@ -446,6 +457,12 @@ void agent__node_stats_exchange(agent_group *group, agent_call *call);
 /* Back on the loop: scores, /metrics, the node_straggler event. */
 void agent__node_stats_done(agent_group *group, agent_call *call);
 void agent__node_stats_free(agent_group *group);
+/* Runs on the calls thread: step aside from the generation if a spare waits. */
+void agent__node_evict_run(agent_group *group, agent_call *call);
+/* Back on the loop: the event, the console line, the quarantine. */
+void agent__node_evict_done(agent_group *group, agent_call *call);
+/* group.c: stops the workers of an evicted node (its generation has ended). */
+void agent__group_quarantine(agent_group *group);
 
 /* reaper.c: a process that kills every worker's process group (and cgroup)
  * and removes the run directory when the agent dies, SIGKILL included. */
@@ -465,6 +482,8 @@ void agent__console_ended_elsewhere(const agent_group *group, const elastic_rdzv
 void agent__console_running_again(const agent_group *group, uint64_t recovery_ms);
 /* This node lost its membership lease (group.c's handle_fenced). */
 void agent__console_fenced(const agent_group *group, uint64_t generation, const char *reason, int killed);
+/* This node gave way to a spare as the job's straggler (node_straggler.c). */
+void agent__console_evicted(const agent_group *group, const agent_call *call);
 void agent__console_job_end(const agent_group *group, const char *status);
 /* "killed by signal 9 (SIGKILL)", "exit code 3", or "" when neither. */
 void agent__describe_exit(int exit_code, int term_signal, char *out, size_t size);

@@ -1,6 +1,6 @@
 /*
- * Where the job's store lives: parsing "host[:port]" endpoints and deciding
- * whether an endpoint names this machine (then this agent hosts the store,
+ * Where the job's store lives: whether an endpoint's host (parsed by
+ * common/endpoint.c) names this machine (then this agent hosts the store,
  * as torchrun's c10d backend does).
  */
 #include "agent/agent.h"
@@ -13,34 +13,6 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-int agent__endpoint_parse(const char *endpoint, int default_port, char *host, size_t host_size, int *port)
-{
-    const char *port_text = NULL;
-    size_t host_len;
-    if (endpoint == NULL || *endpoint == '\0') return elastic__fail(ELASTIC_EINVAL, "empty endpoint");
-    if (endpoint[0] == '[') { /* [v6]:port */
-        const char *close = strchr(endpoint, ']');
-        if (close == NULL) return elastic__fail(ELASTIC_EINVAL, "\"%s\": missing ]", endpoint);
-        host_len = (size_t)(close - endpoint - 1);
-        endpoint++;
-        if (close[1] == ':') port_text = close + 2;
-        else if (close[1] != '\0') return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not [host]:port", endpoint - 1);
-    } else {
-        const char *colon = strrchr(endpoint, ':');
-        if (colon != NULL && strchr(endpoint, ':') != colon) colon = NULL; /* a bare IPv6 address */
-        host_len = colon ? (size_t)(colon - endpoint) : strlen(endpoint);
-        port_text = colon ? colon + 1 : NULL;
-    }
-    if (host_len == 0 || host_len >= host_size) return elastic__fail(ELASTIC_EINVAL, "\"%s\": bad host", endpoint);
-    memcpy(host, endpoint, host_len);
-    host[host_len] = '\0';
-    long value = default_port;
-    if (port_text != NULL && agent__parse_int(port_text, 0, 65535, &value) != 0)
-        return elastic__fail(ELASTIC_EINVAL, "\"%s\": port is not in 0..65535", port_text);
-    *port = (int)value;
-    return 0;
-}
 
 static bool same_address(const struct sockaddr *a, const struct sockaddr *b)
 {

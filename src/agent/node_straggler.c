@@ -6,6 +6,8 @@
  */
 #include "agent/group.h"
 
+#include "rdzv/rdzv.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -21,7 +23,9 @@ void agent__node_stat(void *user, const probe__node_stat *stat)
 {
     agent_group *group = user;
     const elastic_rdzv_result *g = &group->current;
-    if (group->store == NULL || group->state != AGENT_RUNNING || group->node_stats_in_flight ||
+    /* State first: on etcd the calls thread replaces group->store during a
+     * rendezvous, never while RUNNING. */
+    if (group->state != AGENT_RUNNING || group->store == NULL || group->node_stats_in_flight ||
         g->group_world_size < 2 || g->group_world_size > PROBE__JOB_MAX_NODES)
         return; /* one exchange at a time: a slow store only delays the next */
     agent_call *call = agent__call_new(AGENT_CALL_NODE_STATS);
@@ -42,10 +46,11 @@ void agent__node_stat(void *user, const probe__node_stat *stat)
 static int rank_of_key(const char *key, unsigned nodes)
 {
     const char *slash = strrchr(key, '/');
-    const char *digits = slash != NULL ? slash + 1 : key;
-    if (*digits == '\0' || strlen(digits) > 6 || strspn(digits, "0123456789") != strlen(digits)) return -1;
-    long rank = strtol(digits, NULL, 10);
-    return rank < (long)nodes ? (int)rank : -1;
+    int rank;
+    if (nodes == 0 || elastic__parse_int(NULL, slash != NULL ? slash + 1 : key, 0, (int)nodes - 1,
+                                         &rank) != 0)
+        return -1;
+    return rank;
 }
 
 void agent__node_stats_exchange(agent_group *group, agent_call *call)
@@ -96,6 +101,74 @@ static void emit_node_straggler(agent_group *group, const probe__node_stat *stat
     agent__event_emit(group->events, &event);
 }
 
+/* The job's persistent straggler is this node: with --straggler-evict it
+ * steps aside itself. The slow node is the one decision-maker: it needs no
+ * message to stop and quarantine itself, and the generation's end is one
+ * compare-and-set, so two nodes never evict two nodes in one generation (a
+ * node that lost that race is still a member and simply re-forms). */
+static void maybe_evict(agent_group *group, const probe__node_stat *st, int slow, double score,
+                        unsigned rounds)
+{
+    if (!group->opts->straggler_evict || group->evict_in_flight ||
+        slow != group->current.group_rank || strcmp(st->node_id, group->node_id) != 0 ||
+        agent__membership_handle(group->membership) == NULL)
+        return;
+    agent_call *call = agent__call_new(AGENT_CALL_EVICT);
+    if (call == NULL) return;
+    call->generation = group->current.generation;
+    call->score = score;
+    call->step_ms = st->step_ns / 1000000;
+    snprintf(call->value, sizeof call->value,
+             "straggler evicted: scored %.2f against the job's median for %u rounds (step %llu ms)",
+             score, rounds, (unsigned long long)call->step_ms);
+    group->evict_in_flight = true;
+    agent__call_post(group, call);
+}
+
+void agent__node_evict_run(agent_group *group, agent_call *call)
+{
+    rdzv__step_aside_result result;
+    call->rc = rdzv__step_aside(agent__membership_handle(group->membership), call->value, &result);
+    call->evicted = call->rc == 0 && result.stepped_aside && result.generation == call->generation;
+    call->waiting = result.waiting;
+    snprintf(call->replacement, sizeof call->replacement, "%s", result.replacement);
+}
+
+static void emit_evicted(agent_group *group, const agent_call *call)
+{
+    agent_event event;
+    agent__event_begin(&event, group->events, "straggler_evicted");
+    agent__event_int(&event, "generation", (int64_t)call->generation);
+    agent__event_str(&event, "straggler", group->node_id);
+    char text[32];
+    snprintf(text, sizeof text, "%.3f", call->score);
+    agent__event_str(&event, "score", text);
+    agent__event_int(&event, "step_time_ms", (int64_t)call->step_ms);
+    agent__event_int(&event, "spares_waiting", call->waiting);
+    agent__event_str(&event, "replacement", call->replacement);
+    agent__event_int(&event, "quarantine_ms", group->opts->straggler_quarantine_ms);
+    agent__event_emit(group->events, &event);
+}
+
+void agent__node_evict_done(agent_group *group, agent_call *call)
+{
+    group->evict_in_flight = false;
+    if (call->rc != 0 || group->state != AGENT_RUNNING ||
+        call->generation != group->current.generation)
+        return;
+    if (!call->evicted) {
+        if (!group->evict_refused_logged)
+            ELASTIC_LOG_W("agent", "this node is the job's straggler but stays: no spare waits and "
+                                   "--nnodes' minimum needs it (%d nodes)",
+                          group->current.group_world_size);
+        group->evict_refused_logged = true; /* asked again at each exchange while it holds */
+        return;
+    }
+    emit_evicted(group, call);
+    agent__console_evicted(group, call);
+    agent__group_quarantine(group);
+}
+
 void agent__node_stats_done(agent_group *group, agent_call *call)
 {
     group->node_stats_in_flight = false;
@@ -124,6 +197,7 @@ void agent__node_stats_done(agent_group *group, agent_call *call)
                       st->node_id, scores[slow], rounds);
         emit_node_straggler(group, st, scores[slow], rounds);
     }
+    if (slow >= 0) maybe_evict(group, &call->node_stats[slow], slow, scores[slow], rounds);
     free(scores);
 }
 

@@ -7,6 +7,7 @@
 #include "agent/group.h"
 
 #include "common/clock.h"
+#include "common/parse_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -71,8 +72,9 @@ static void on_worker_event(void *user, int local_rank, int rank, const channel_
         for (; kv->keys[i][n] != '\0' && n + 1 < sizeof key; n++) key[n] = (char)tolower((unsigned char)kv->keys[i][n]);
         key[n] = '\0';
         const char *value = kv->values[i];
-        bool number = *value != '\0' && strlen(value) <= 18 && strspn(value, "0123456789") == strlen(value);
-        if (number) agent__event_int(&event, key, strtoll(value, NULL, 10));
+        int64_t number; /* a field that reads as a number is written as one */
+        if (elastic__parse_i64(NULL, value, 0, INT64_MAX, &number) == 0)
+            agent__event_int(&event, key, number);
         else agent__event_str(&event, key, value);
     }
     agent__event_emit(group->events, &event);

@@ -12,6 +12,7 @@
  * out before a normal exit.
  */
 #include "agent/group.h"
+#include "common/parse_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -36,9 +37,9 @@ static int reaper_spare_cgroup; /* "!": the agent could not leave the cgroup; do
 
 static void groups_apply(const char *line)
 {
-    long pgid = 0;
-    for (const char *c = line + 1; *c >= '0' && *c <= '9' && pgid < 1L << 30; c++) pgid = pgid * 10 + (*c - '0');
-    if (pgid <= 1) return; /* never 0 (our group) or 1 (init) */
+    int64_t pgid; /* never 0 (our group) or 1 (init); the parser touches no library state */
+    size_t digits = strspn(line + 1, "0123456789");
+    if (elastic__parse_i64_n(NULL, line + 1, digits, 2, INT32_MAX, &pgid) != 0) return;
     for (int i = 0; i < REAPER_MAX_GROUPS; i++) {
         if (line[0] == '+' && reaper_groups[i] == 0) {
             reaper_groups[i] = (pid_t)pgid;
@@ -143,6 +144,19 @@ static _Noreturn void reaper_main(int fd, const char *cgroup_dir, const char *ru
     _exit(0);
 }
 
+/* The pid in "elastic-<pid>" followed by `after` ('-' or the end), or 0 (not
+ * such a name, or pid 0 or 1, never an agent's). */
+static int name_pid(const char *name, char after)
+{
+    if (strncmp(name, "elastic-", 8) != 0) return 0;
+    const char *digits = name + 8;
+    size_t n = strspn(digits, "0123456789");
+    int64_t pid;
+    if (digits[n] != after || elastic__parse_i64_n(NULL, digits, n, 2, INT32_MAX, &pid) != 0)
+        return 0;
+    return (int)pid;
+}
+
 /* Removes run directories ("elastic-<pid>-*" under tmp) of agents that died
  * without cleaning up (SIGKILL before the reaper existed, or an old version). */
 void agent__reaper_sweep_stale(const char *tmp)
@@ -151,8 +165,8 @@ void agent__reaper_sweep_stale(const char *tmp)
     if (dir == NULL) return;
     struct dirent *entry;
     while ((entry = readdir(dir)) != NULL) {
-        int pid = 0, end = 0;
-        if (sscanf(entry->d_name, "elastic-%d-%n", &pid, &end) != 1 || end == 0 || pid <= 1) continue;
+        int pid = name_pid(entry->d_name, '-');
+        if (pid == 0) continue;
         if (kill(pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours to judge) */
         char path[PATH_MAX];
         struct stat st;
@@ -210,8 +224,8 @@ static void sweep_stale_cgroups(const char *parent)
     if (dir == NULL) return;
     struct dirent *entry;
     while ((entry = readdir(dir)) != NULL) {
-        int pid = 0, end = 0;
-        if (sscanf(entry->d_name, "elastic-%d%n", &pid, &end) != 1 || entry->d_name[end] != '\0' || pid <= 1) continue;
+        int pid = name_pid(entry->d_name, '\0');
+        if (pid == 0) continue;
         if (kill(pid, 0) == 0 || errno != ESRCH) continue;
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", parent, entry->d_name);

@@ -7,6 +7,7 @@
 #include "agent/group.h"
 
 #include "common/clock.h"
+#include "common/parse_int.h"
 #include "rdzv/rdzv.h"
 
 #include <stdio.h>
@@ -30,11 +31,12 @@ static bool get_text(elastic_store *store, const char *key, char *out, size_t si
     return fits;
 }
 
+/* The number a value starts with ("<round> <sealed> ..." or a counter), or -1. */
 static long leading_int(const char *text)
 {
-    char *end = NULL;
-    long v = strtol(text, &end, 10);
-    return end != text && v >= 0 && v < 1000000000L ? v : -1;
+    int64_t v;
+    if (elastic__parse_i64_n(NULL, text, strcspn(text, " "), 0, 999999999, &v) != 0) return -1;
+    return (long)v;
 }
 
 static void append_name(agent_waiting *w, const char *name)

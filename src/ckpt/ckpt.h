@@ -7,6 +7,7 @@
 #ifndef ELASTIC_CKPT_INTERNAL_H
 #define ELASTIC_CKPT_INTERNAL_H
 
+#include "common/bytes.h"
 #include "common/common.h"
 
 #include <pthread.h>
@@ -88,32 +89,20 @@ typedef struct ckpt_commit_record {
     ckpt_shard_digest *shards; /* world entries */
 } ckpt_commit_record;
 
-/* A growable byte buffer for encoders. */
-typedef struct ckpt_buf {
-    uint8_t *data;
-    size_t len, cap;
-    bool oom;
-} ckpt_buf;
-
-void ckpt__buf_put(ckpt_buf *b, const void *data, size_t len);
-void ckpt__buf_u16(ckpt_buf *b, uint16_t v);
-void ckpt__buf_u32(ckpt_buf *b, uint32_t v);
-void ckpt__buf_u64(ckpt_buf *b, uint64_t v);
-
 uint64_t ckpt__hash(const void *data, size_t len); /* XXH3-64 */
 
 void ckpt__header_encode(const ckpt_header *h, uint8_t out[CKPT_HEADER_BYTES]);
 int ckpt__header_decode(const uint8_t *in, size_t len, ckpt_header *h);
 void ckpt__trailer_encode(const ckpt_trailer *t, uint8_t out[CKPT_TRAILER_BYTES]);
 int ckpt__trailer_decode(const uint8_t *in, size_t len, ckpt_trailer *t);
-int ckpt__manifest_encode(const ckpt_manifest *m, ckpt_buf *out);
+int ckpt__manifest_encode(const ckpt_manifest *m, bytes__buf *out);
 /* Decodes and checks every bound and the chunk layout (chunks follow each
  * other from `data_start` to `data_end`). */
 int ckpt__manifest_decode(const uint8_t *in, size_t len, uint64_t data_start, uint64_t data_end,
                           ckpt_manifest *m);
 void ckpt__manifest_free(ckpt_manifest *m);
 const ckpt_blob *ckpt__manifest_find(const ckpt_manifest *m, const char *name);
-int ckpt__commit_encode(const ckpt_commit_record *r, ckpt_buf *out);
+int ckpt__commit_encode(const ckpt_commit_record *r, bytes__buf *out);
 int ckpt__commit_decode(const uint8_t *in, size_t len, ckpt_commit_record *r);
 void ckpt__commit_free(ckpt_commit_record *r);
 

@@ -38,7 +38,7 @@ int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer
 
 int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r)
 {
-    ckpt_buf buf = {0};
+    bytes__buf buf = {0};
     int rc = ckpt__commit_encode(r, &buf);
     char step_dir[PATH_MAX], tag[32];
     ckpt__step_dir(c->dir, r->step, step_dir, sizeof step_dir);

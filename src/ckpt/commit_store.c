@@ -10,6 +10,7 @@
  *   ckpt/<step>/g<generation>/commit         the commit record
  */
 #include "ckpt/ckpt.h"
+#include "common/parse_int.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -20,18 +21,6 @@
 static void step_key(char *out, size_t cap, uint64_t step, uint64_t generation, const char *what)
 {
     snprintf(out, cap, "ckpt/%" PRIu64 "/g%" PRIu64 "/%s", step, generation, what);
-}
-
-static void put_u64_le(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64_le(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
 }
 
 /* The rank that completes the count: gathers every digest into the record. */
@@ -55,9 +44,11 @@ static int publish_record(elastic_ckpt *c, uint64_t step)
     if (rc == 0) rc = elastic_store_multi_get(o->store, key_ptrs, world, o->commit_timeout_ms, values, lens);
     for (uint32_t i = 0; rc == 0 && i < world; i++) {
         if (lens[i] != 16) rc = elastic__fail(ELASTIC_ECORRUPT, "store key %s: %zu bytes, expected 16", keys[i], lens[i]);
-        else r.shards[i] = (ckpt_shard_digest){get_u64_le(values[i]), get_u64_le((uint8_t *)values[i] + 8)};
+        else
+            r.shards[i] =
+                (ckpt_shard_digest){bytes__le64(values[i]), bytes__le64((uint8_t *)values[i] + 8)};
     }
-    ckpt_buf buf = {0};
+    bytes__buf buf = {0};
     if (rc == 0) rc = ckpt__commit_encode(&r, &buf);
     if (rc == 0) rc = ckpt__fence_check(c, step); /* the last rank may be the fenced one */
     char commit_key[64];
@@ -94,8 +85,8 @@ int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *
     const elastic_ckpt_opts *o = &c->opts;
     char key[64], what[32];
     uint8_t value[16];
-    put_u64_le(value, digest->file_size);
-    put_u64_le(value + 8, digest->manifest_hash);
+    bytes__set_le64(value, digest->file_size);
+    bytes__set_le64(value + 8, digest->manifest_hash);
     snprintf(what, sizeof what, "shard/%" PRIu32, o->rank);
     step_key(key, sizeof key, step, o->generation, what);
     int rc = ckpt__fence_check(c, step);
@@ -128,8 +119,14 @@ int ckpt__store_recover_commit(elastic_ckpt *c, uint64_t step)
     int rc = ELASTIC_ENOTFOUND;
     struct dirent *e;
     while (rc != 0 && (e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
-        uint64_t generation = strtoull(e->d_name + strlen(prefix), NULL, 10);
+        /* "shard-<rank>-g<generation>.elck": anything else is not ours to adopt. */
+        size_t prefix_len = strlen(prefix), name_len = strlen(e->d_name);
+        uint64_t generation;
+        if (strncmp(e->d_name, prefix, prefix_len) != 0 || name_len < prefix_len + 5 ||
+            strcmp(e->d_name + name_len - 5, ".elck") != 0 ||
+            elastic__parse_u64_n(NULL, e->d_name + prefix_len, name_len - prefix_len - 5, 0,
+                                 UINT64_MAX, &generation) != 0)
+            continue;
         char path[PATH_MAX + 300], key[64];
         snprintf(path, sizeof path, "%s/%s", step_dir, e->d_name);
         ckpt_shard_digest own;

@@ -8,6 +8,7 @@
  * COMMIT that raced with a newer generation's start is taken back.
  */
 #include "ckpt/ckpt.h"
+#include "common/parse_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,16 +23,10 @@
 #define NEWEST_KEY "ckpt/newest_generation"
 #define MARKER_DIR "generations"
 
+/* A generation as a marker file's name or the store's value. */
 static bool parse_generation(const char *text, size_t len, uint64_t *out)
 {
-    if (len == 0 || len > 19) return false;
-    uint64_t value = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] < '0' || text[i] > '9') return false;
-        value = value * 10 + (uint64_t)(text[i] - '0');
-    }
-    *out = value;
-    return true;
+    return elastic__parse_u64_n(NULL, text, len, 0, UINT64_MAX, out) == 0;
 }
 
 /* ---- shared directory ------------------------------------------------------ */

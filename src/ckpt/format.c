@@ -1,10 +1,12 @@
 /*
  * The checkpoint's on-disk format: shard header, manifest, trailer and commit
- * record, encoded little-endian (docs/CHECKPOINT.md). Decoders trust nothing:
- * every length and offset is bounded before use. No I/O here, so the fuzz
+ * record, encoded little-endian with common/bytes.h (docs/CHECKPOINT.md).
+ * Decoders trust nothing: every length and offset is bounded before use. No I/O here, so the fuzz
  * target can drive these functions directly.
  */
 #include "ckpt/ckpt.h"
+
+#include "common/bytes.h"
 
 #include <stdlib.h>
 #include <xxhash.h>
@@ -24,97 +26,40 @@ uint64_t ckpt__hash(const void *data, size_t len) { return XXH3_64bits(data, len
 
 size_t ckpt__compress_bound(size_t len) { return ZSTD_compressBound(len); }
 
-/* ---- little-endian helpers ------------------------------------------------ */
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
-
-void ckpt__buf_put(ckpt_buf *b, const void *data, size_t len)
-{
-    if (b->oom) return;
-    if (b->len + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + len) cap *= 2;
-        uint8_t *grown = realloc(b->data, cap);
-        if (grown == NULL) {
-            b->oom = true;
-            return;
-        }
-        b->data = grown;
-        b->cap = cap;
-    }
-    if (len) memcpy(b->data + b->len, data, len);
-    b->len += len;
-}
-
-void ckpt__buf_u16(ckpt_buf *b, uint16_t v)
-{
-    uint8_t p[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
-    ckpt__buf_put(b, p, 2);
-}
-
-void ckpt__buf_u32(ckpt_buf *b, uint32_t v)
-{
-    uint8_t p[4];
-    put_u32(p, v);
-    ckpt__buf_put(b, p, 4);
-}
-
-void ckpt__buf_u64(ckpt_buf *b, uint64_t v)
-{
-    uint8_t p[8];
-    put_u64(p, v);
-    ckpt__buf_put(b, p, 8);
-}
-
 static int corrupt(const char *what) { return elastic__fail(ELASTIC_ECORRUPT, "%s", what); }
 
 /* ---- shard header ----------------------------------------------------------- */
 
 void ckpt__header_encode(const ckpt_header *h, uint8_t out[CKPT_HEADER_BYTES])
 {
-    memset(out, 0, CKPT_HEADER_BYTES);
-    memcpy(out, header_magic, 8);
-    put_u32(out + 8, CKPT_VERSION);
-    put_u32(out + 12, CKPT_HEADER_BYTES);
-    put_u64(out + 16, h->step);
-    put_u64(out + 24, h->generation);
-    put_u32(out + 32, h->rank);
-    put_u32(out + 36, h->world);
-    put_u32(out + 40, h->chunk_size);
+    bytes__buf w = bytes__buf_over(out, CKPT_HEADER_BYTES);
+    bytes__put(&w, header_magic, 8);
+    bytes__put_u32(&w, CKPT_VERSION);
+    bytes__put_u32(&w, CKPT_HEADER_BYTES);
+    bytes__put_u64(&w, h->step);
+    bytes__put_u64(&w, h->generation);
+    bytes__put_u32(&w, h->rank);
+    bytes__put_u32(&w, h->world);
+    bytes__put_u32(&w, h->chunk_size);
+    bytes__put_zeros(&w, CKPT_HEADER_BYTES - 8 - w.len);
     /* The checksum covers the padding too: every byte of the file is checked. */
-    put_u64(out + CKPT_HEADER_BYTES - 8, ckpt__hash(out, CKPT_HEADER_BYTES - 8));
+    bytes__put_u64(&w, ckpt__hash(out, CKPT_HEADER_BYTES - 8));
 }
 
 int ckpt__header_decode(const uint8_t *in, size_t len, ckpt_header *h)
 {
     if (len != CKPT_HEADER_BYTES) return corrupt("shard header truncated");
     if (memcmp(in, header_magic, 8) != 0) return corrupt("shard header: bad magic");
-    if (get_u64(in + CKPT_HEADER_BYTES - 8) != ckpt__hash(in, CKPT_HEADER_BYTES - 8))
+    if (bytes__le64(in + CKPT_HEADER_BYTES - 8) != ckpt__hash(in, CKPT_HEADER_BYTES - 8))
         return corrupt("shard header: checksum mismatch");
-    if (get_u32(in + 8) != CKPT_VERSION) return corrupt("shard header: unknown version");
-    if (get_u32(in + 12) != CKPT_HEADER_BYTES) return corrupt("shard header: bad header size");
-    h->step = get_u64(in + 16);
-    h->generation = get_u64(in + 24);
-    h->rank = get_u32(in + 32);
-    h->world = get_u32(in + 36);
-    h->chunk_size = get_u32(in + 40);
+    bytes__reader r = bytes__reader_of(in + 8, CKPT_HEADER_BYTES - 16);
+    if (bytes__read_u32(&r) != CKPT_VERSION) return corrupt("shard header: unknown version");
+    if (bytes__read_u32(&r) != CKPT_HEADER_BYTES) return corrupt("shard header: bad header size");
+    h->step = bytes__read_u64(&r);
+    h->generation = bytes__read_u64(&r);
+    h->rank = bytes__read_u32(&r);
+    h->world = bytes__read_u32(&r);
+    h->chunk_size = bytes__read_u32(&r);
     if (h->world == 0 || h->world > CKPT_MAX_WORLD || h->rank >= h->world)
         return corrupt("shard header: rank/world out of range");
     return 0;
@@ -124,23 +69,25 @@ int ckpt__header_decode(const uint8_t *in, size_t len, ckpt_header *h)
 
 void ckpt__trailer_encode(const ckpt_trailer *t, uint8_t out[CKPT_TRAILER_BYTES])
 {
-    memcpy(out, trailer_magic, 8);
-    put_u64(out + 8, t->manifest_offset);
-    put_u64(out + 16, t->manifest_len);
-    put_u64(out + 24, t->manifest_hash);
-    put_u64(out + 32, t->step);
-    put_u64(out + 40, ckpt__hash(out, 40));
+    bytes__buf w = bytes__buf_over(out, CKPT_TRAILER_BYTES);
+    bytes__put(&w, trailer_magic, 8);
+    bytes__put_u64(&w, t->manifest_offset);
+    bytes__put_u64(&w, t->manifest_len);
+    bytes__put_u64(&w, t->manifest_hash);
+    bytes__put_u64(&w, t->step);
+    bytes__put_u64(&w, ckpt__hash(out, 40));
 }
 
 int ckpt__trailer_decode(const uint8_t *in, size_t len, ckpt_trailer *t)
 {
     if (len != CKPT_TRAILER_BYTES) return corrupt("trailer truncated");
     if (memcmp(in, trailer_magic, 8) != 0) return corrupt("trailer: bad magic (truncated shard?)");
-    if (get_u64(in + 40) != ckpt__hash(in, 40)) return corrupt("trailer: checksum mismatch");
-    t->manifest_offset = get_u64(in + 8);
-    t->manifest_len = get_u64(in + 16);
-    t->manifest_hash = get_u64(in + 24);
-    t->step = get_u64(in + 32);
+    if (bytes__le64(in + 40) != ckpt__hash(in, 40)) return corrupt("trailer: checksum mismatch");
+    bytes__reader r = bytes__reader_of(in + 8, 32);
+    t->manifest_offset = bytes__read_u64(&r);
+    t->manifest_len = bytes__read_u64(&r);
+    t->manifest_hash = bytes__read_u64(&r);
+    t->step = bytes__read_u64(&r);
     if (t->manifest_len < MANIFEST_FIXED || t->manifest_len > CKPT_MAX_MANIFEST)
         return corrupt("trailer: manifest length out of range");
     return 0;
@@ -148,36 +95,35 @@ int ckpt__trailer_decode(const uint8_t *in, size_t len, ckpt_trailer *t)
 
 /* ---- manifest -------------------------------------------------------------------- */
 
-int ckpt__manifest_encode(const ckpt_manifest *m, ckpt_buf *out)
+int ckpt__manifest_encode(const ckpt_manifest *m, bytes__buf *out)
 {
-    uint8_t fixed[MANIFEST_FIXED] = {0};
-    memcpy(fixed, manifest_magic, 8);
-    put_u32(fixed + 8, CKPT_VERSION);
-    put_u32(fixed + 12, m->chunk_size);
-    put_u64(fixed + 16, m->step);
-    put_u64(fixed + 24, m->generation);
-    put_u32(fixed + 32, m->rank);
-    put_u32(fixed + 36, m->world);
-    put_u32(fixed + 40, (uint32_t)m->blob_count);
-    ckpt__buf_put(out, fixed, sizeof fixed);
+    bytes__put(out, manifest_magic, 8);
+    bytes__put_u32(out, CKPT_VERSION);
+    bytes__put_u32(out, m->chunk_size);
+    bytes__put_u64(out, m->step);
+    bytes__put_u64(out, m->generation);
+    bytes__put_u32(out, m->rank);
+    bytes__put_u32(out, m->world);
+    bytes__put_u32(out, (uint32_t)m->blob_count);
+    bytes__put_u32(out, 0); /* reserved */
     for (size_t i = 0; i < m->blob_count; i++) {
         const ckpt_blob *b = &m->blobs[i];
         size_t name_len = strlen(b->name);
-        ckpt__buf_u16(out, (uint16_t)name_len);
-        ckpt__buf_u16(out, (uint16_t)b->flags);
-        ckpt__buf_u32(out, (uint32_t)b->chunk_count);
-        ckpt__buf_u64(out, b->raw_len);
-        ckpt__buf_put(out, b->name, name_len);
+        bytes__put_u16(out, (uint16_t)name_len);
+        bytes__put_u16(out, (uint16_t)b->flags);
+        bytes__put_u32(out, (uint32_t)b->chunk_count);
+        bytes__put_u64(out, b->raw_len);
+        bytes__put(out, b->name, name_len);
         for (size_t k = 0; k < b->chunk_count; k++) {
             const ckpt_chunk *ch = &m->chunks[b->first_chunk + k];
-            ckpt__buf_u32(out, ch->raw_len);
-            ckpt__buf_u32(out, ch->stored_len);
-            ckpt__buf_u32(out, ch->codec);
-            ckpt__buf_u32(out, 0);
-            ckpt__buf_u64(out, ch->hash);
+            bytes__put_u32(out, ch->raw_len);
+            bytes__put_u32(out, ch->stored_len);
+            bytes__put_u32(out, ch->codec);
+            bytes__put_u32(out, 0);
+            bytes__put_u64(out, ch->hash);
         }
     }
-    return out->oom ? elastic__fail(ELASTIC_ENOMEM, "encoding the manifest") : 0;
+    return out->failed ? elastic__fail(ELASTIC_ENOMEM, "encoding the manifest") : 0;
 }
 
 void ckpt__manifest_free(ckpt_manifest *m)
@@ -189,17 +135,23 @@ void ckpt__manifest_free(ckpt_manifest *m)
 }
 
 /* Reads a blob's chunk entries, checking they tile [*offset, ...) in order. */
-static int decode_chunks(const uint8_t *p, ckpt_manifest *m, ckpt_blob *b, uint64_t *offset, uint64_t data_end)
+static int decode_chunks(bytes__reader *r, ckpt_manifest *m, ckpt_blob *b, uint64_t *offset,
+                         uint64_t data_end)
 {
     uint64_t raw_left = b->raw_len;
     b->data_offset = *offset;
     b->first_chunk = m->chunk_count;
-    for (size_t k = 0; k < b->chunk_count; k++, p += CHUNK_ENTRY) {
-        ckpt_chunk ch = {.offset = *offset, .raw_len = get_u32(p), .stored_len = get_u32(p + 4),
-                         .codec = get_u32(p + 8), .hash = get_u64(p + 16)};
+    for (size_t k = 0; k < b->chunk_count; k++) {
+        ckpt_chunk ch = {.offset = *offset};
+        ch.raw_len = bytes__read_u32(r);
+        ch.stored_len = bytes__read_u32(r);
+        ch.codec = bytes__read_u32(r);
+        uint32_t reserved = bytes__read_u32(r);
+        ch.hash = bytes__read_u64(r);
+        if (r->bad) return corrupt("manifest: chunk entries truncated");
         uint64_t expect_raw = raw_left < m->chunk_size ? raw_left : m->chunk_size;
         if (ch.raw_len != expect_raw || ch.raw_len == 0) return corrupt("manifest: chunk size does not match blob size");
-        if (get_u32(p + 12) != 0) return corrupt("manifest: reserved chunk field set");
+        if (reserved != 0) return corrupt("manifest: reserved chunk field set");
         if (ch.codec == CKPT_CODEC_RAW) {
             if (ch.stored_len != ch.raw_len) return corrupt("manifest: raw chunk with a different stored size");
         } else if (ch.codec != CKPT_CODEC_ZSTD || ch.stored_len == 0 ||
@@ -223,15 +175,16 @@ int ckpt__manifest_decode(const uint8_t *in, size_t len, uint64_t data_start, ui
     memset(m, 0, sizeof *m);
     if (len < MANIFEST_FIXED) return corrupt("manifest truncated");
     if (memcmp(in, manifest_magic, 8) != 0) return corrupt("manifest: bad magic");
-    if (get_u32(in + 8) != CKPT_VERSION) return corrupt("manifest: unknown version");
+    bytes__reader r = bytes__reader_of(in + 8, len - 8);
+    if (bytes__read_u32(&r) != CKPT_VERSION) return corrupt("manifest: unknown version");
     if (data_start > data_end) return corrupt("manifest: data region inverted");
-    m->chunk_size = get_u32(in + 12);
-    m->step = get_u64(in + 16);
-    m->generation = get_u64(in + 24);
-    m->rank = get_u32(in + 32);
-    m->world = get_u32(in + 36);
-    uint32_t blob_count = get_u32(in + 40);
-    if (get_u32(in + 44) != 0) return corrupt("manifest: reserved field set");
+    m->chunk_size = bytes__read_u32(&r);
+    m->step = bytes__read_u64(&r);
+    m->generation = bytes__read_u64(&r);
+    m->rank = bytes__read_u32(&r);
+    m->world = bytes__read_u32(&r);
+    uint32_t blob_count = bytes__read_u32(&r);
+    if (bytes__read_u32(&r) != 0) return corrupt("manifest: reserved field set");
     if (m->chunk_size < CKPT_MIN_CHUNK || m->chunk_size > CKPT_MAX_CHUNK) return corrupt("manifest: bad chunk size");
     if (m->world == 0 || m->world > CKPT_MAX_WORLD || m->rank >= m->world)
         return corrupt("manifest: rank/world out of range");
@@ -246,33 +199,44 @@ int ckpt__manifest_decode(const uint8_t *in, size_t len, uint64_t data_start, ui
         ckpt__manifest_free(m);
         return elastic__fail(ELASTIC_ENOMEM, "decoding a manifest of %zu bytes", len);
     }
-    size_t pos = MANIFEST_FIXED, names_used = 0;
+    size_t names_used = 0;
     uint64_t offset = data_start;
     int rc = 0;
     for (uint32_t i = 0; i < blob_count && rc == 0; i++) {
-        if (len - pos < BLOB_ENTRY_FIXED) { rc = corrupt("manifest: blob entry truncated"); break; }
+        if (r.left < BLOB_ENTRY_FIXED) {
+            rc = corrupt("manifest: blob entry truncated");
+            break;
+        }
         ckpt_blob *b = &m->blobs[i];
-        size_t name_len = get_u16(in + pos);
-        b->flags = get_u16(in + pos + 2);
-        b->chunk_count = get_u32(in + pos + 4);
-        b->raw_len = get_u64(in + pos + 8);
-        pos += BLOB_ENTRY_FIXED;
+        size_t name_len = bytes__read_u16(&r);
+        b->flags = bytes__read_u16(&r);
+        b->chunk_count = bytes__read_u32(&r);
+        b->raw_len = bytes__read_u64(&r);
         uint64_t chunks_needed = b->raw_len / m->chunk_size + (b->raw_len % m->chunk_size != 0);
-        if (name_len == 0 || name_len > CKPT_MAX_NAME || name_len > len - pos) { rc = corrupt("manifest: bad blob name length"); break; }
-        if (memchr(in + pos, '\0', name_len) != NULL) { rc = corrupt("manifest: NUL in a blob name"); break; }
+        if (name_len == 0 || name_len > CKPT_MAX_NAME || name_len > r.left) {
+            rc = corrupt("manifest: bad blob name length");
+            break;
+        }
+        const uint8_t *name = bytes__take(&r, name_len);
+        if (memchr(name, '\0', name_len) != NULL) {
+            rc = corrupt("manifest: NUL in a blob name");
+            break;
+        }
         if (b->flags & ~ELASTIC_CKPT_REPLICATED) { rc = corrupt("manifest: unknown blob flags"); break; }
         if (b->chunk_count != chunks_needed) { rc = corrupt("manifest: chunk count does not match blob size"); break; }
-        memcpy(m->names + names_used, in + pos, name_len);
+        memcpy(m->names + names_used, name, name_len);
         m->names[names_used + name_len] = '\0';
         b->name = m->names + names_used;
         names_used += name_len + 1;
-        pos += name_len;
-        if (b->chunk_count > (len - pos) / CHUNK_ENTRY) { rc = corrupt("manifest: chunk entries truncated"); break; }
-        rc = decode_chunks(in + pos, m, b, &offset, data_end);
-        pos += b->chunk_count * CHUNK_ENTRY;
+        /* Bounds the loop below before it runs: a forged count is not 2^32 iterations. */
+        if (b->chunk_count > r.left / CHUNK_ENTRY) {
+            rc = corrupt("manifest: chunk entries truncated");
+            break;
+        }
+        rc = decode_chunks(&r, m, b, &offset, data_end);
         m->blob_count = i + 1;
     }
-    if (rc == 0 && pos != len) rc = corrupt("manifest: trailing bytes");
+    if (rc == 0 && r.left != 0) rc = corrupt("manifest: trailing bytes");
     if (rc == 0 && offset != data_end) rc = corrupt("manifest: chunks do not cover the data region");
     if (rc == 0) rc = names_unique(m);
     if (rc != 0) ckpt__manifest_free(m);
@@ -307,22 +271,21 @@ const ckpt_blob *ckpt__manifest_find(const ckpt_manifest *m, const char *name)
 
 /* ---- commit record ------------------------------------------------------------------ */
 
-int ckpt__commit_encode(const ckpt_commit_record *r, ckpt_buf *out)
+int ckpt__commit_encode(const ckpt_commit_record *r, bytes__buf *out)
 {
-    uint8_t fixed[COMMIT_FIXED];
-    memcpy(fixed, commit_magic, 8);
-    put_u32(fixed + 8, CKPT_VERSION);
-    put_u32(fixed + 12, r->world);
-    put_u64(fixed + 16, r->step);
-    put_u64(fixed + 24, r->generation);
-    ckpt__buf_put(out, fixed, sizeof fixed);
+    size_t start = out->len;
+    bytes__put(out, commit_magic, 8);
+    bytes__put_u32(out, CKPT_VERSION);
+    bytes__put_u32(out, r->world);
+    bytes__put_u64(out, r->step);
+    bytes__put_u64(out, r->generation);
     for (uint32_t i = 0; i < r->world; i++) {
-        ckpt__buf_u64(out, r->shards[i].file_size);
-        ckpt__buf_u64(out, r->shards[i].manifest_hash);
+        bytes__put_u64(out, r->shards[i].file_size);
+        bytes__put_u64(out, r->shards[i].manifest_hash);
     }
-    if (out->oom) return elastic__fail(ELASTIC_ENOMEM, "encoding a commit record");
-    ckpt__buf_u64(out, ckpt__hash(out->data, out->len));
-    return out->oom ? elastic__fail(ELASTIC_ENOMEM, "encoding a commit record") : 0;
+    if (out->failed) return elastic__fail(ELASTIC_ENOMEM, "encoding a commit record");
+    bytes__put_u64(out, ckpt__hash(out->data + start, out->len - start));
+    return out->failed ? elastic__fail(ELASTIC_ENOMEM, "encoding a commit record") : 0;
 }
 
 int ckpt__commit_decode(const uint8_t *in, size_t len, ckpt_commit_record *r)
@@ -330,19 +293,22 @@ int ckpt__commit_decode(const uint8_t *in, size_t len, ckpt_commit_record *r)
     memset(r, 0, sizeof *r);
     if (len < COMMIT_FIXED + 8) return corrupt("commit record truncated");
     if (memcmp(in, commit_magic, 8) != 0) return corrupt("commit record: bad magic");
-    uint32_t world = get_u32(in + 12);
+    bytes__reader rd = bytes__reader_of(in + 8, len - 8);
+    uint32_t version = bytes__read_u32(&rd);
+    uint32_t world = bytes__read_u32(&rd);
     if (world == 0 || world > CKPT_MAX_WORLD) return corrupt("commit record: world out of range");
     if (len != COMMIT_FIXED + (size_t)world * 16 + 8) return corrupt("commit record: length does not match world");
-    if (get_u64(in + len - 8) != ckpt__hash(in, len - 8)) return corrupt("commit record: checksum mismatch");
-    if (get_u32(in + 8) != CKPT_VERSION) return corrupt("commit record: unknown version");
+    if (bytes__le64(in + len - 8) != ckpt__hash(in, len - 8))
+        return corrupt("commit record: checksum mismatch");
+    if (version != CKPT_VERSION) return corrupt("commit record: unknown version");
     r->world = world;
-    r->step = get_u64(in + 16);
-    r->generation = get_u64(in + 24);
+    r->step = bytes__read_u64(&rd);
+    r->generation = bytes__read_u64(&rd);
     r->shards = malloc(world * sizeof *r->shards);
     if (r->shards == NULL) return elastic__fail(ELASTIC_ENOMEM, "decoding a commit record");
     for (uint32_t i = 0; i < world; i++) {
-        r->shards[i].file_size = get_u64(in + COMMIT_FIXED + 16 * (size_t)i);
-        r->shards[i].manifest_hash = get_u64(in + COMMIT_FIXED + 16 * (size_t)i + 8);
+        r->shards[i].file_size = bytes__read_u64(&rd);
+        r->shards[i].manifest_hash = bytes__read_u64(&rd);
     }
     return 0;
 }

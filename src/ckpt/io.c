@@ -5,6 +5,7 @@
  * only with ELASTIC_TEST_HOOKS: the library that ships has no such hook).
  */
 #include "ckpt/ckpt.h"
+#include "common/parse_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -72,16 +73,9 @@ void ckpt__shard_name(uint32_t rank, uint64_t generation, char *out, size_t cap)
 
 bool ckpt__parse_step_dir(const char *name, uint64_t *step)
 {
+    /* Exactly 20 digits, as ckpt__step_dir writes them. */
     if (strncmp(name, "step-", 5) != 0 || strlen(name) != 25) return false;
-    uint64_t value = 0;
-    for (const char *p = name + 5; *p; p++) {
-        if (*p < '0' || *p > '9') return false;
-        uint64_t digit = (uint64_t)(*p - '0');
-        if (value > (UINT64_MAX - digit) / 10) return false;
-        value = value * 10 + digit;
-    }
-    *step = value;
-    return true;
+    return elastic__parse_u64(NULL, name + 5, 0, UINT64_MAX, step) == 0;
 }
 
 int ckpt__fail_errno(int err, const char *what, const char *path)

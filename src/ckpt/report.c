@@ -7,6 +7,7 @@
 #include "ckpt/ckpt.h"
 
 #include "channel/channel.h"
+#include "common/parse_int.h"
 
 #include <stdlib.h>
 #include <sys/time.h>
@@ -19,9 +20,8 @@ static void attach(void)
 {
     const char *path = getenv(CHANNEL__ENV_HEARTBEAT_SHM), *slot_text = getenv(CHANNEL__ENV_HEARTBEAT_SLOT);
     if (path == NULL || *path == '\0' || slot_text == NULL) return;
-    char *end = NULL;
-    unsigned long slot = strtoul(slot_text, &end, 10);
-    if (end == slot_text || *end != '\0' || slot >= CHANNEL__HB_MAX_SLOTS) return;
+    uint64_t slot;
+    if (elastic__parse_u64(NULL, slot_text, 0, CHANNEL__HB_MAX_SLOTS - 1, &slot) != 0) return;
     if (channel__hb_attach(path, (unsigned)slot, &report_region, &report_slot) != 0) {
         ELASTIC_LOG_D("ckpt", "no heartbeat slot to report checkpoints in: %s", elastic_last_error());
         report_slot = NULL;

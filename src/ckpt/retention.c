@@ -6,6 +6,7 @@
  * uncommitted step, never a broken committed one.
  */
 #include "ckpt/ckpt.h"
+#include "common/parse_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,10 +24,9 @@ static bool temp_owner(const char *name, uint32_t *rank)
     if (strncmp(name, CKPT_TMP_PREFIX "shard-", 11) == 0) p = name + 11;
     else if (strncmp(name, CKPT_TMP_PREFIX CKPT_COMMIT_NAME "-r", 13) == 0) p = name + 13;
     else return false;
-    char *end;
-    errno = 0;
-    unsigned long value = strtoul(p, &end, 10);
-    if (end == p || errno != 0 || value > UINT32_MAX) return false;
+    uint64_t value;
+    if (elastic__parse_u64_n(NULL, p, strspn(p, "0123456789"), 0, UINT32_MAX, &value) != 0)
+        return false;
     *rank = (uint32_t)value;
     return true;
 }

@@ -550,7 +550,7 @@ ELASTIC_EXTERN int elastic_ckpt_put(elastic_ckpt_txn *t, const char *name, const
 /* Manifest, trailer, fsync, close, rename: the rank-local commit. */
 static int finish_shard(elastic_ckpt_txn *t, ckpt_shard_digest *digest)
 {
-    ckpt_buf manifest = {0};
+    bytes__buf manifest = {0};
     int rc = ckpt__manifest_encode(&t->m, &manifest);
     ckpt_trailer tr = {.manifest_offset = t->offset, .manifest_len = manifest.len,
                        .manifest_hash = rc ? 0 : ckpt__hash(manifest.data, manifest.len), .step = t->step};

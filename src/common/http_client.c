@@ -4,7 +4,9 @@
  * /healthz. The whole exchange has one deadline and the answer is bounded.
  */
 #include "common/clock.h"
+#include "common/endpoint.h"
 #include "common/http.h"
+#include "common/parse_int.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -18,19 +20,17 @@
 
 static int connect_endpoint(const char *endpoint, uint64_t deadline, int *fd_out)
 {
-    char host[256], port[16];
-    const char *colon = strrchr(endpoint, ':');
-    if (colon == NULL || (size_t)(colon - endpoint) >= sizeof host || strlen(colon + 1) >= sizeof port)
-        return elastic__fail(ELASTIC_EINVAL, "endpoint \"%s\" is not host:port", endpoint);
-    const char *start = endpoint[0] == '[' ? endpoint + 1 : endpoint;
-    size_t host_len = (size_t)(colon - start) - (endpoint[0] == '[' ? 1 : 0);
-    snprintf(host, sizeof host, "%.*s", (int)host_len, start);
-    snprintf(port, sizeof port, "%s", colon + 1);
+    char host[ELASTIC__HOST_MAX + 1], port[16];
+    int port_number;
+    int rc = elastic__endpoint_parse("endpoint", endpoint, ELASTIC__PORT_REQUIRED, host,
+                                     sizeof host, &port_number);
+    if (rc != 0) return rc;
+    snprintf(port, sizeof port, "%d", port_number);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found = NULL;
     if (getaddrinfo(host, port, &hints, &found) != 0 || found == NULL)
         return elastic__fail(ELASTIC_ECONNECT, "cannot resolve %s", endpoint);
     int fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int rc = fd < 0 ? -1 : connect(fd, found->ai_addr, found->ai_addrlen);
+    rc = fd < 0 ? -1 : connect(fd, found->ai_addr, found->ai_addrlen);
     freeaddrinfo(found);
     if (rc != 0 && errno == EINPROGRESS) {
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
@@ -71,6 +71,17 @@ static int exchange(int fd, const char *request, uint64_t deadline, elastic__tex
     }
 }
 
+/* The status code of "HTTP/1.x NNN ...", or -1. */
+static int status_code(const char *head)
+{
+    int64_t code;
+    if (strncmp(head, "HTTP/1.", 7) != 0 || head[7] < '0' || head[7] > '9' || head[8] != ' ' ||
+        strnlen(head + 9, 4) < 4 || (head[12] != ' ' && head[12] != '\r') ||
+        elastic__parse_i64_n(NULL, head + 9, 3, 100, 599, &code) != 0)
+        return -1;
+    return (int)code;
+}
+
 int elastic__http_get(const char *endpoint, const char *path, int timeout_ms, elastic__text *body, int *status)
 {
     uint64_t deadline = elastic__deadline_ms(timeout_ms);
@@ -84,7 +95,7 @@ int elastic__http_get(const char *endpoint, const char *path, int timeout_ms, el
     rc = exchange(fd, request, deadline, &response);
     close(fd);
     const char *head_end = response.data != NULL ? strstr(response.data, "\r\n\r\n") : NULL;
-    if (rc == 0 && (head_end == NULL || sscanf(response.data, "HTTP/1.%*d %d", status) != 1))
+    if (rc == 0 && (head_end == NULL || (*status = status_code(response.data)) < 0))
         rc = elastic__fail(ELASTIC_EPROTO, "%s%s: not an HTTP answer", endpoint, path);
     if (rc == 0) elastic__text_printf(body, "%s", head_end + 4);
     elastic__text_free(&response);

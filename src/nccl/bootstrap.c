@@ -5,6 +5,7 @@
  * communicator rank 0 publishes the unique id the others wait for.
  */
 #include "common/clock.h"
+#include "common/parse_int.h"
 #include "nccl/nccl.h"
 
 #include <inttypes.h>
@@ -23,19 +24,29 @@ static void key_for(char *out, size_t size, const char *tag, uint64_t build, con
     snprintf(out, size, "nccl/%s/%" PRIu64 "/%s", tag, build, what);
 }
 
-/* "G R N V" from the store, bounded and validated. */
+/* "G R N V" from the store, bounded and validated: four numbers, single spaces. */
 static int parse_record(const char *text, size_t len, member_record *record)
 {
     char copy[96];
     if (len == 0 || len >= sizeof copy) return elastic__fail(ELASTIC_EPROTO, "nccl: member record of %zu bytes", len);
     memcpy(copy, text, len);
     copy[len] = '\0';
-    unsigned long long generation = 0;
-    int consumed = 0;
-    if (sscanf(copy, "%llu %d %d %d%n", &generation, &record->old_rank, &record->old_nranks, &record->version,
-               &consumed) != 4 || (size_t)consumed != len || record->old_rank < -1 || record->old_nranks < 0)
-        return elastic__fail(ELASTIC_EPROTO, "nccl: malformed member record \"%s\"", copy);
-    record->old_generation = generation;
+    static const int64_t lo[4] = {0, -1, 0, INT32_MIN},
+                         hi[4] = {INT64_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
+    int64_t v[4];
+    const char *field = copy;
+    for (int i = 0; i < 4; i++) {
+        size_t n = strcspn(field, " ");
+        bool last = i == 3;
+        if ((field[n] == '\0') != last ||
+            elastic__parse_i64_n(NULL, field, n, lo[i], hi[i], &v[i]) != 0)
+            return elastic__fail(ELASTIC_EPROTO, "nccl: malformed member record \"%s\"", copy);
+        field += n + 1;
+    }
+    record->old_generation = (uint64_t)v[0];
+    record->old_rank = (int)v[1];
+    record->old_nranks = (int)v[2];
+    record->version = (int)v[3];
     return 0;
 }
 

@@ -6,6 +6,8 @@
  */
 #include "probe/probe.h"
 
+#include "common/parse_int.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -70,18 +72,17 @@ static void conn_close(control_conn *conn)
 
 static uint64_t payload_number(const channel__kv *kv, const char *key)
 {
-    const char *text = channel__kv_get(kv, key);
-    if (text == NULL || strlen(text) > 19 || strspn(text, "0123456789") != strlen(text) || text[0] == '\0') return 0;
-    return strtoull(text, NULL, 10);
+    uint64_t value;
+    if (elastic__parse_u64(NULL, channel__kv_get(kv, key), 0, INT64_MAX, &value) != 0) return 0;
+    return value;
 }
 
 static int handle_hello(control_conn *conn, const channel__kv *kv)
 {
     probe__control *c = conn->control;
-    const char *slot_text = channel__kv_get(kv, "SLOT");
-    char *end = NULL;
-    long slot = slot_text != NULL ? strtol(slot_text, &end, 10) : -1;
-    if (conn->slot >= 0 || slot_text == NULL || *end != '\0' || slot < 0 || slot >= (long)c->slots)
+    int slot;
+    if (conn->slot >= 0 || c->slots == 0 ||
+        elastic__parse_int(NULL, channel__kv_get(kv, "SLOT"), 0, (int)c->slots - 1, &slot) != 0)
         return elastic__fail(ELASTIC_EPROTO, "control: bad hello");
     control_conn *previous = c->by_slot[slot];
     if (previous != NULL) conn_close(previous); /* a replaced worker's stale connection */

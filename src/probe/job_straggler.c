@@ -6,6 +6,8 @@
  */
 #include "probe/probe.h"
 
+#include "common/parse_int.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,15 +28,23 @@ int probe__node_stat_parse(const char *buf, size_t len, probe__node_stat *out)
     if (len == 0 || len >= sizeof text) return elastic__fail(ELASTIC_EPROTO, "node statistic of %zu bytes", len);
     memcpy(text, buf, len);
     text[len] = '\0';
-    unsigned long long steps, step_ns;
-    char node[sizeof out->node_id];
-    int used = 0;
-    if (sscanf(text, "v1 %20llu %20llu %127s%n", &steps, &step_ns, node, &used) != 3 || (size_t)used != len ||
-        step_ns > NODE_STAT_MAX_STEP_NS || strspn(node, NODE_ID_CHARS) != strlen(node))
+    /* "v1 <steps> <step_ns> <node id>", single spaces. */
+    if (strncmp(text, "v1 ", 3) != 0)
+        return elastic__fail(ELASTIC_EPROTO, "malformed node statistic");
+    uint64_t steps, step_ns;
+    const char *p = text + 3, *sp1 = strchr(p, ' '),
+               *sp2 = sp1 != NULL ? strchr(sp1 + 1, ' ') : NULL;
+    const char *node = sp2 != NULL ? sp2 + 1 : "";
+    size_t node_len = strlen(node);
+    if (sp2 == NULL ||
+        elastic__parse_u64_n(NULL, p, (size_t)(sp1 - p), 0, UINT64_MAX, &steps) != 0 ||
+        elastic__parse_u64_n(NULL, sp1 + 1, (size_t)(sp2 - sp1 - 1), 0, NODE_STAT_MAX_STEP_NS,
+                             &step_ns) != 0 ||
+        node_len == 0 || node_len >= sizeof out->node_id || strspn(node, NODE_ID_CHARS) != node_len)
         return elastic__fail(ELASTIC_EPROTO, "malformed node statistic");
     out->steps = steps;
     out->step_ns = step_ns;
-    snprintf(out->node_id, sizeof out->node_id, "%s", node);
+    memcpy(out->node_id, node, node_len + 1);
     return 0;
 }
 

@@ -59,6 +59,7 @@ struct probe__monitor {
     double nccl_build_sum[2], nccl_build_last[2];
     uint64_t node_stat_last_ns;      /* the last on_node_stat */
     unsigned node_count;             /* job-wide scores shown on /metrics */
+    uint64_t node_score_rounds;      /* exchanges scored so far (a counter on /metrics) */
     probe__node_stat *node_stats;
     double *node_scores;
 };

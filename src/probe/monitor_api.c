@@ -292,6 +292,7 @@ void probe__monitor_set_node_scores(probe__monitor *m, unsigned n, const probe__
         m->node_count = n;
     }
     if (n == 0) return;
+    m->node_score_rounds++;
     memcpy(m->node_stats, stats, n * sizeof *stats);
     memcpy(m->node_scores, scores, n * sizeof *scores);
 }

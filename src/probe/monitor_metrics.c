@@ -136,6 +136,10 @@ void monitor__render(void *user, elastic__text *out)
     render_workers(m, out, now);
     render_events(m, out);
     if (m->node_count > 0) {
+        metric_head(out, "elastic_node_straggler_rounds_total", "counter",
+                    "Job-wide straggler exchanges this node has scored.");
+        elastic__text_printf(out, "elastic_node_straggler_rounds_total %llu\n",
+                             (unsigned long long)m->node_score_rounds);
         metric_head(out, "elastic_node_straggler_score", "gauge",
                     "Job median step time / this node's (1 typical, lower slower; job-wide).");
         for (unsigned i = 0; i < m->node_count; i++)

@@ -6,6 +6,8 @@
  */
 #include "probe/monitor.h"
 
+#include "common/parse_int.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,9 +22,9 @@ static const char *known_probe(const char *name)
 
 static uint64_t number(const channel__kv *kv, const char *key)
 {
-    const char *text = channel__kv_get(kv, key);
-    if (text == NULL || *text == '\0' || strlen(text) > 19 || strspn(text, "0123456789") != strlen(text)) return 0;
-    return strtoull(text, NULL, 10);
+    uint64_t value;
+    if (elastic__parse_u64(NULL, channel__kv_get(kv, key), 0, INT64_MAX, &value) != 0) return 0;
+    return value;
 }
 
 static void on_fault(probe__monitor *m, monitored_worker *mw, int slot, const channel__kv *kv)

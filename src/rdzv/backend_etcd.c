@@ -5,6 +5,7 @@
  * Range. Watches are in backend_etcd_watch.c, leases in backend_etcd_lease.c.
  */
 #include "rdzv/etcd.h"
+#include "common/parse_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -269,9 +270,9 @@ static int add_one(etcd__backend *b, const char *key, int64_t *result, bool *not
             size_t len = 0;
             rc = etcd__kv_value(kv, &value, &len);
             if (rc == 0) rc = etcd__json_i64(kv, "mod_revision", 0, mod_revision);
-            char *end = NULL;
-            *current = rc == 0 ? strtoll(value, &end, 10) : 0;
-            if (rc == 0 && (len == 0 || end == NULL || *end != '\0'))
+            *current = 0;
+            if (rc == 0 &&
+                elastic__parse_i64_n(NULL, value, len, INT64_MIN, INT64_MAX, current) != 0)
                 rc = elastic__fail(ELASTIC_EINVAL, "etcd: add: key %s holds no integer", key);
             free(value);
             json_object_put(reply);
@@ -319,12 +320,12 @@ static int etcd_add(rdzv__backend *base, const char *key, int64_t delta, int64_t
         json_object *kv = rc == 0 && !succeeded ? txn_kv(reply, "response_range", "kvs") : NULL;
         mod_revision = 0;
         if (kv != NULL) {
-            char *value = NULL, *end = NULL;
+            char *value = NULL;
             size_t len = 0;
             rc = etcd__kv_value(kv, &value, &len);
             if (rc == 0) rc = etcd__json_i64(kv, "mod_revision", 0, &mod_revision);
-            if (rc == 0) current = strtoll(value, &end, 10);
-            if (rc == 0 && (len == 0 || *end != '\0'))
+            if (rc == 0 &&
+                elastic__parse_i64_n(NULL, value, len, INT64_MIN, INT64_MAX, &current) != 0)
                 rc = elastic__fail(ELASTIC_EINVAL, "etcd: add: key %s holds no integer", key);
             free(value);
         }

@@ -5,6 +5,8 @@
  */
 #include "rdzv/rdzv.h"
 
+#include "common/parse_int.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,16 +26,8 @@ bool rdzv__valid_token(const char *text, size_t cap)
 
 int rdzv__parse_int(const char *value, size_t len, int64_t min, int64_t max, int64_t *out)
 {
-    char buf[32];
-    if (value == NULL || len == 0 || len >= sizeof buf) return ELASTIC_ECORRUPT;
-    memcpy(buf, value, len);
-    buf[len] = '\0';
-    char *end = NULL;
-    errno = 0;
-    long long parsed = strtoll(buf, &end, 10);
-    if (errno != 0 || end != buf + len || parsed < min || parsed > max) return ELASTIC_ECORRUPT;
-    *out = parsed;
-    return 0;
+    /* Another node wrote it: a bad number is a corrupt record, not a bad argument. */
+    return elastic__parse_i64_n(NULL, value, len, min, max, out) == 0 ? 0 : ELASTIC_ECORRUPT;
 }
 
 /* Splits a NUL-terminated line at single spaces into at most max fields; with

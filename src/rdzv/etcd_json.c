@@ -4,6 +4,7 @@
  * bounded here so the callers see only valid data.
  */
 #include "rdzv/etcd.h"
+#include "common/parse_int.h"
 
 #include <errno.h>
 #include <openssl/evp.h>
@@ -64,10 +65,8 @@ int etcd__json_i64(json_object *obj, const char *field, int64_t dflt, int64_t *o
     if (!json_object_is_type(value, json_type_string))
         return elastic__fail(ELASTIC_EPROTO, "etcd: field %s is neither a number nor a string", field);
     const char *text = json_object_get_string(value);
-    char *end = NULL;
-    errno = 0;
-    long long parsed = strtoll(text, &end, 10);
-    if (text[0] == '\0' || errno != 0 || end == NULL || *end != '\0' || strlen(text) > 20)
+    int64_t parsed;
+    if (elastic__parse_i64(NULL, text, INT64_MIN, INT64_MAX, &parsed) != 0)
         return elastic__fail(ELASTIC_EPROTO, "etcd: field %s is not a 64-bit integer", field);
     *out = parsed;
     return 0;

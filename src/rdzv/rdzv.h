@@ -217,6 +217,19 @@ void rdzv__note_end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cau
 void rdzv__fill_cause(elastic_rdzv *r, elastic_rdzv_cause *cause, int kind, uint64_t generation,
                       const char *node_id, const char *reason);
 
+/* ---- evict.c ---- */
+
+typedef struct rdzv__step_aside_result {
+    int waiting;                         /* live join records in the open round (spares) */
+    char replacement[RDZV__MAX_ID];      /* the lowest-slot spare's node id; "": unknown or none */
+    uint64_t generation;                 /* the generation it ended */
+    bool stepped_aside;                  /* our cause ended it (kind NODE_LEFT: no budget) */
+} rdzv__step_aside_result;
+/* Ends this node's running generation with `reason` when a spare waits or
+ * the others keep min_nodes; counts it gone so the others re-form at once.
+ * The handle stays usable: next() later joins as a new (waiting) node. */
+int rdzv__step_aside(elastic_rdzv *r, const char *reason, rdzv__step_aside_result *out);
+
 /* ---- guard.c ---- */
 
 /* Starts the lease guard (a no-op when the backend cannot check leases). */

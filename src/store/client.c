@@ -6,6 +6,8 @@
  */
 #include "store/client.h"
 
+#include "common/endpoint.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -105,7 +107,7 @@ static void dispatch(store__session *session, const store__header *h, const uint
  * false on a malformed stream. */
 static bool dispatch_frames(store__session *session)
 {
-    store__buf *in = &session->in;
+    bytes__buf *in = &session->in;
     size_t at = 0;
     bool ok = true;
     while (in->len - at >= STORE__HEADER_BYTES) {
@@ -118,13 +120,13 @@ static bool dispatch_frames(store__session *session)
         }
         size_t total = STORE__HEADER_BYTES + (size_t)h.body_len;
         if (in->len - at < total) {
-            store__buf_reserve(in, total - (in->len - at));
+            bytes__buf_reserve(in, total - (in->len - at));
             break;
         }
         dispatch(session, &h, in->data + at + STORE__HEADER_BYTES);
         at += total;
     }
-    store__buf_consume(in, at);
+    bytes__buf_consume(in, at);
     return ok && !in->failed;
 }
 
@@ -132,7 +134,7 @@ static bool dispatch_frames(store__session *session)
 static int decrypt_input(store__session *session, store__tls *tls, const uint8_t *raw, size_t len,
                          const char **why)
 {
-    store__buf *in = &session->in;
+    bytes__buf *in = &session->in;
     int err = 0;
     pthread_mutex_lock(&session->tls_lock);
     if (len > 0 && !store__tls_feed(tls, raw, len)) {
@@ -140,7 +142,7 @@ static int decrypt_input(store__session *session, store__tls *tls, const uint8_t
         err = ELASTIC_ECONNECT;
     }
     for (size_t got = 1; err == 0 && got > 0;) {
-        if (!store__buf_reserve(in, READ_CHUNK)) {
+        if (!bytes__buf_reserve(in, READ_CHUNK)) {
             *why = "out of memory reading from the store";
             err = ELASTIC_ECONNECT;
             break;
@@ -172,8 +174,8 @@ static int read_once(store__session *session, int fd, int timeout_ms, const char
         if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) return 0;
         flags = MSG_DONTWAIT;
     }
-    store__buf *in = &session->in;
-    if (!store__buf_reserve(in, READ_CHUNK)) {
+    bytes__buf *in = &session->in;
+    if (!bytes__buf_reserve(in, READ_CHUNK)) {
         *why = "out of memory reading from the store";
         return ELASTIC_ECONNECT;
     }
@@ -218,7 +220,7 @@ static void read_for(elastic_store *s, store__call *call, uint64_t deadline_ms)
     }
     session->reading = false;
     if (err != 0) mark_broken(session, why);
-    if (session->in.len == 0 && session->in.cap > 4 * READ_CHUNK) store__buf_free(&session->in);
+    if (session->in.len == 0 && session->in.cap > 4 * READ_CHUNK) bytes__buf_free(&session->in);
 }
 
 /* ---- sending (write_lock held) ------------------------------------------- */
@@ -251,11 +253,11 @@ static int send_keepalives(store__session *session)
     for (store__keepalive *k = session->keepalives; k != NULL; k = k->next) {
         if (k->due_ms <= now && count < 16) {
             uint8_t *f = frames[count++];
-            store__put_le32(f, 8);
-            store__put_le32(f + 4, STORE__KEEPALIVE_ID);
-            store__put_le16(f + 8, STORE__OP_LEASE_KEEPALIVE);
-            store__put_le16(f + 10, 0);
-            store__put_le64(f + 12, k->lease);
+            bytes__set_le32(f, 8);
+            bytes__set_le32(f + 4, STORE__KEEPALIVE_ID);
+            bytes__set_le16(f + 8, STORE__OP_LEASE_KEEPALIVE);
+            bytes__set_le16(f + 10, 0);
+            bytes__set_le64(f + 12, k->lease);
             k->due_ms = now + (uint64_t)k->interval_ms;
         }
         int left = k->due_ms <= now ? 0 : (int)(k->due_ms - now);
@@ -322,7 +324,7 @@ static void session_free(store__session *session)
     if (session->ticker_wake_fd >= 0) close(session->ticker_wake_fd);
     if (session->fd >= 0) close(session->fd);
     store__tls_free(session->tls);
-    store__buf_free(&session->in);
+    bytes__buf_free(&session->in);
     store__token_free(session->token);
     pthread_mutex_destroy(&session->lock);
     pthread_mutex_destroy(&session->write_lock);
@@ -369,7 +371,9 @@ int store__session_open(const char *endpoint, const elastic_store_opts *opts, st
     int err = 0;
     if (session->reader_wake_fd < 0 || session->ticker_wake_fd < 0)
         err = elastic__fail(ELASTIC_ESYS, "eventfd: %s", strerror(errno));
-    if (err == 0) err = store__parse_endpoint(endpoint, session->host, sizeof session->host, &session->port);
+    if (err == 0)
+        err = elastic__endpoint_parse("store endpoint", endpoint, ELASTIC__PORT_REQUIRED,
+                                      session->host, sizeof session->host, &session->port);
     if (err == 0) err = store__token_resolve(opts->token, &session->token);
     if (err == 0) err = first_connect(session);
     if (err == 0 && pthread_create(&session->ticker, NULL, ticker_main, session) != 0)
@@ -427,7 +431,7 @@ static void register_call(store__session *session, store__call *call, elastic_st
 }
 
 /* Sends the frame unless the connection it was registered on is gone. */
-static bool send_frame(store__session *session, uint64_t epoch, const store__buf *request)
+static bool send_frame(store__session *session, uint64_t epoch, const bytes__buf *request)
 {
     pthread_mutex_lock(&session->write_lock);
     bool current = session->epoch == epoch && session->fd >= 0;
@@ -469,7 +473,8 @@ static void notice_idle_hangup(store__session *session)
 }
 
 /* One attempt; *sent says whether the frame may have reached the server. */
-static int attempt(elastic_store *s, store__buf *request, const store__call_opts *co, store__call *call, bool *sent)
+static int attempt(elastic_store *s, bytes__buf *request, const store__call_opts *co,
+                   store__call *call, bool *sent)
 {
     store__session *session = s->session;
     *sent = false;
@@ -480,7 +485,7 @@ static int attempt(elastic_store *s, store__buf *request, const store__call_opts
         if (err != 0) return err;
     }
     register_call(session, call, s);
-    store__put_le32(request->data + 4, call->id);
+    bytes__set_le32(request->data + 4, call->id);
     uint64_t epoch = session->epoch;
     pthread_mutex_unlock(&session->lock);
     *sent = send_frame(session, epoch, request);
@@ -503,8 +508,8 @@ static int fail_from_call(int status, uint16_t op, const store__call *call, cons
     return elastic__fail(status, "store %s: %s", store__op_name(op), elastic_strerror(status));
 }
 
-int store__call_run(elastic_store *s, uint16_t op, store__buf *request, const store__call_opts *co, uint8_t **body,
-                    size_t *len)
+int store__call_run(elastic_store *s, uint16_t op, bytes__buf *request, const store__call_opts *co,
+                    uint8_t **body, size_t *len)
 {
     store__session *session = s->session;
     *body = NULL;

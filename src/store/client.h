@@ -55,7 +55,7 @@ typedef struct store__session {
     bool stopping;
     bool ticker_started;
     pthread_t ticker;
-    store__buf in;              /* bytes read, owned by the reader role */
+    bytes__buf in;              /* bytes read, owned by the reader role */
     uint64_t epoch;             /* bumped by every new connection */
     uint32_t next_id;
     store__call *calls;
@@ -84,7 +84,7 @@ int store__session_open(const char *endpoint, const elastic_store_opts *opts, st
 void store__session_release(store__session *session);
 /* Sends the frame in `request` (its id is filled in) and waits for the
  * response. On success *body and *len hold the response body (free it). */
-int store__call_run(elastic_store *s, uint16_t op, store__buf *request, const store__call_opts *co,
+int store__call_run(elastic_store *s, uint16_t op, bytes__buf *request, const store__call_opts *co,
                     uint8_t **body, size_t *len);
 /* Tells the ticker to re-plan (a keep-alive was added) or to stop. */
 void store__session_wake_ticker(store__session *session);

@@ -66,7 +66,7 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms)
 {
     uint8_t hello[STORE__HELLO_BYTES] = {0};
     memcpy(hello, STORE__MAGIC, 4);
-    store__put_le16(hello + 4, STORE__VERSION);
+    bytes__set_le16(hello + 4, STORE__VERSION);
     int err = store__random_bytes(hello + 8, STORE__NONCE_BYTES);
     if (err == 0) err = store__send_all(fd, hello, sizeof hello);
     uint8_t welcome[STORE__WELCOME_BYTES];
@@ -74,10 +74,10 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms)
     if (err != 0) return err;
     if (memcmp(welcome, STORE__MAGIC, 4) != 0)
         return elastic__fail(ELASTIC_EPROTO, "the peer is not a libelastic store (wrong magic)");
-    if (store__le16(welcome + 4) != STORE__VERSION)
+    if (bytes__le16(welcome + 4) != STORE__VERSION)
         return elastic__fail(ELASTIC_EPROTO, "the store speaks protocol version %u, this client %u",
-                             store__le16(welcome + 4), STORE__VERSION);
-    bool server_auth = store__le16(welcome + 6) & STORE__WELCOME_AUTH;
+                             bytes__le16(welcome + 4), STORE__VERSION);
+    bool server_auth = bytes__le16(welcome + 6) & STORE__WELCOME_AUTH;
     const uint8_t *server_nonce = welcome + 8, *server_proof = welcome + 8 + STORE__NONCE_BYTES;
     if (server_auth && token == NULL)
         return elastic__fail(ELASTIC_EAUTH, "the store requires a token (opts.token, "
@@ -95,7 +95,7 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms)
     uint8_t ready[STORE__READY_BYTES];
     if (err == 0) err = recv_exact(fd, ready, sizeof ready, deadline_ms);
     if (err != 0) return err;
-    int status = (int)(int32_t)store__le32(ready);
+    int status = (int)(int32_t)bytes__le32(ready);
     if (status == ELASTIC_EAUTH) return elastic__fail(ELASTIC_EAUTH, "the store refused our token");
     if (status != 0) return elastic__fail(ELASTIC_EPROTO, "the store refused the handshake (%d)", status);
     return 0;

@@ -121,16 +121,16 @@ static size_t detach_handle(elastic_store *s, uint64_t *leases, size_t max)
 static void revoke_quietly(store__session *session, const uint64_t *leases, size_t count)
 {
     if (count == 0) return;
-    store__buf b = {0};
+    bytes__buf b = {0};
     for (size_t i = 0; i < count; i++) {
         size_t start = store__frame_begin(&b, STORE__KEEPALIVE_ID, STORE__OP_LEASE_REVOKE, 0);
-        store__buf_u64(&b, leases[i]);
+        bytes__put_u64(&b, leases[i]);
         store__frame_end(&b, start);
     }
     pthread_mutex_lock(&session->write_lock);
     if (session->fd >= 0 && !b.failed) store__send_all(session->fd, b.data, b.len);
     pthread_mutex_unlock(&session->write_lock);
-    store__buf_free(&b);
+    bytes__buf_free(&b);
 }
 
 ELASTIC_EXTERN void elastic_store_close(elastic_store *s)

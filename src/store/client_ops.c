@@ -41,25 +41,26 @@ static store__call_opts waiting_call(int timeout_ms)
     return co;
 }
 
-static void put_key(const elastic_store *s, store__buf *b, const char *key)
+static void put_key(const elastic_store *s, bytes__buf *b, const char *key)
 {
     size_t len = strlen(key);
-    store__buf_u32(b, (uint32_t)(s->prefix_len + len));
-    store__buf_put(b, s->prefix, s->prefix_len);
-    store__buf_put(b, key, len);
+    bytes__put_u32(b, (uint32_t)(s->prefix_len + len));
+    bytes__put(b, s->prefix, s->prefix_len);
+    bytes__put(b, key, len);
 }
 
 /* Runs the frame in b (then freed) and keeps the response body. */
-static int run(elastic_store *s, uint16_t op, store__buf *b, size_t frame_start, const store__call_opts *co,
-               uint8_t **body, size_t *len)
+static int run(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame_start,
+               const store__call_opts *co, uint8_t **body, size_t *len)
 {
     store__frame_end(b, frame_start);
     int err = store__call_run(s, op, b, co, body, len);
-    store__buf_free(b);
+    bytes__buf_free(b);
     return err;
 }
 
-static int run_simple(elastic_store *s, uint16_t op, store__buf *b, size_t frame_start, const store__call_opts *co)
+static int run_simple(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame_start,
+                      const store__call_opts *co)
 {
     uint8_t *body = NULL;
     size_t len = 0;
@@ -71,15 +72,15 @@ static int run_simple(elastic_store *s, uint16_t op, store__buf *b, size_t frame
 static int malformed(uint16_t op) { return elastic__fail(ELASTIC_EPROTO, "store %s: malformed response", store__op_name(op)); }
 
 /* Runs a call whose answer is one u64 (add, num_keys, watch, lease_grant). */
-static int run_u64(elastic_store *s, uint16_t op, store__buf *b, size_t frame_start, const store__call_opts *co,
-                   uint64_t *out)
+static int run_u64(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame_start,
+                   const store__call_opts *co, uint64_t *out)
 {
     uint8_t *body;
     size_t len;
     int err = run(s, op, b, frame_start, co, &body, &len);
     if (err != 0) return err;
-    store__reader r = store__reader_of(body, len);
-    *out = store__read_u64(&r);
+    bytes__reader r = bytes__reader_of(body, len);
+    *out = bytes__read_u64(&r);
     free(body);
     return r.bad ? malformed(op) : 0;
 }
@@ -116,11 +117,11 @@ static int write_value(elastic_store *s, uint16_t op, const char *key, const voi
                        const uint64_t *lease)
 {
     CHECK(s != NULL && key != NULL && (value != NULL || len == 0), "store: NULL handle, key or value");
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, op, 0);
     put_key(s, &b, key);
-    store__buf_bytes(&b, value, len);
-    if (lease != NULL) store__buf_u64(&b, *lease);
+    bytes__put_bytes(&b, value, len);
+    if (lease != NULL) bytes__put_u64(&b, *lease);
     store__call_opts co = plain_call(s, op != STORE__OP_APPEND);
     return run_simple(s, op, &b, start, &co);
 }
@@ -144,10 +145,10 @@ ELASTIC_EXTERN int elastic_store_set_leased(elastic_store *s, const char *key, c
 ELASTIC_EXTERN int elastic_store_add(elastic_store *s, const char *key, int64_t delta, int64_t *result)
 {
     CHECK(s != NULL && key != NULL, "store add: NULL handle or key");
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, STORE__OP_ADD, 0);
     put_key(s, &b, key);
-    store__buf_u64(&b, (uint64_t)delta);
+    bytes__put_u64(&b, (uint64_t)delta);
     store__call_opts co = plain_call(s, false);
     uint64_t value = 0;
     int err = run_u64(s, STORE__OP_ADD, &b, start, &co, &value);
@@ -159,21 +160,21 @@ ELASTIC_EXTERN int elastic_store_compare_set(elastic_store *s, const char *key, 
                                              const void *desired, size_t dlen, void **current, size_t *clen)
 {
     CHECK(s != NULL && key != NULL && (desired != NULL || dlen == 0), "store compare_set: NULL handle, key or value");
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, STORE__OP_CAS, 0);
     put_key(s, &b, key);
-    store__buf_u8(&b, expected != NULL);
-    store__buf_bytes(&b, expected, expected ? elen : 0);
-    store__buf_bytes(&b, desired, dlen);
+    bytes__put_u8(&b, expected != NULL);
+    bytes__put_bytes(&b, expected, expected ? elen : 0);
+    bytes__put_bytes(&b, desired, dlen);
     store__call_opts co = plain_call(s, false);
     uint8_t *body;
     size_t len;
     int err = run(s, STORE__OP_CAS, &b, start, &co, &body, &len);
     if (err != 0) return err;
-    store__reader r = store__reader_of(body, len);
-    bool present = store__read_u8(&r) != 0;
+    bytes__reader r = bytes__reader_of(body, len);
+    bool present = bytes__read_u8(&r) != 0;
     uint32_t value_len;
-    const uint8_t *value = store__read_bytes(&r, UINT32_MAX, &value_len);
+    const uint8_t *value = bytes__read_bytes(&r, UINT32_MAX, &value_len);
     if (r.bad) err = malformed(STORE__OP_CAS);
     else if (current != NULL && present) err = copy_value(value, value_len, current, clen);
     else if (current != NULL) {
@@ -187,7 +188,7 @@ ELASTIC_EXTERN int elastic_store_compare_set(elastic_store *s, const char *key, 
 ELASTIC_EXTERN int elastic_store_delete(elastic_store *s, const char *key)
 {
     CHECK(s != NULL && key != NULL, "store delete: NULL handle or key");
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, STORE__OP_DELETE, 0);
     put_key(s, &b, key);
     store__call_opts co = plain_call(s, true);
@@ -198,16 +199,16 @@ ELASTIC_EXTERN int elastic_store_multi_set(elastic_store *s, const char *const *
                                            const size_t *lens, size_t n)
 {
     CHECK(s != NULL && valid_keys(keys, n) && values != NULL && lens != NULL, "store multi_set: bad arguments");
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, STORE__OP_MULTI_SET, 0);
-    store__buf_u32(&b, (uint32_t)n);
+    bytes__put_u32(&b, (uint32_t)n);
     for (size_t i = 0; i < n; i++) {
         if (values[i] == NULL && lens[i] != 0) {
-            store__buf_free(&b);
+            bytes__buf_free(&b);
             return elastic__fail(ELASTIC_EINVAL, "store multi_set: value %zu is NULL", i);
         }
         put_key(s, &b, keys[i]);
-        store__buf_bytes(&b, values[i], lens[i]);
+        bytes__put_bytes(&b, values[i], lens[i]);
     }
     store__call_opts co = plain_call(s, true);
     return run_simple(s, STORE__OP_MULTI_SET, &b, start, &co);
@@ -219,19 +220,19 @@ ELASTIC_EXTERN int elastic_store_multi_set(elastic_store *s, const char *const *
 static int get_one(elastic_store *s, const char *key, bool wait, int timeout_ms, void **value, size_t *len,
                    uint64_t *revision)
 {
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, STORE__OP_GET, wait ? 0 : STORE__FLAG_NOWAIT);
     put_key(s, &b, key);
-    store__buf_u32(&b, wait ? (uint32_t)timeout_ms : 0);
+    bytes__put_u32(&b, wait ? (uint32_t)timeout_ms : 0);
     store__call_opts co = wait ? waiting_call(timeout_ms) : plain_call(s, true);
     uint8_t *body;
     size_t body_len;
     int err = run(s, STORE__OP_GET, &b, start, &co, &body, &body_len);
     if (err != 0) return err;
-    store__reader r = store__reader_of(body, body_len);
-    uint64_t rev = store__read_u64(&r);
+    bytes__reader r = bytes__reader_of(body, body_len);
+    uint64_t rev = bytes__read_u64(&r);
     uint32_t value_len;
-    const uint8_t *data = store__read_bytes(&r, UINT32_MAX, &value_len);
+    const uint8_t *data = bytes__read_bytes(&r, UINT32_MAX, &value_len);
     if (r.bad) err = malformed(STORE__OP_GET);
     else if (value != NULL) err = copy_value(data, value_len, value, len);
     else if (len != NULL) *len = value_len;
@@ -269,11 +270,11 @@ ELASTIC_EXTERN int elastic_store_get_revision(elastic_store *s, const char *key,
 static int keys_request(elastic_store *s, uint16_t op, const char *const *keys, size_t n, int timeout_ms,
                         uint8_t **body, size_t *len)
 {
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, op, 0);
-    store__buf_u32(&b, (uint32_t)n);
+    bytes__put_u32(&b, (uint32_t)n);
     for (size_t i = 0; i < n; i++) put_key(s, &b, keys[i]);
-    store__buf_u32(&b, (uint32_t)timeout_ms);
+    bytes__put_u32(&b, (uint32_t)timeout_ms);
     store__call_opts co = waiting_call(timeout_ms);
     return run(s, op, &b, start, &co, body, len);
 }
@@ -302,12 +303,12 @@ ELASTIC_EXTERN int elastic_store_multi_get(elastic_store *s, const char *const *
     do err = keys_request(s, STORE__OP_MULTI_GET, keys, n, wait_slice(deadline), &body, &len);
     while (wait_again(err, deadline));
     if (err != 0) return err;
-    store__reader r = store__reader_of(body, len);
-    if (store__read_u32(&r) != n) r.bad = true;
+    bytes__reader r = bytes__reader_of(body, len);
+    if (bytes__read_u32(&r) != n) r.bad = true;
     size_t filled = 0;
     for (; filled < n && !r.bad && err == 0; filled++) {
         uint32_t value_len;
-        const uint8_t *data = store__read_bytes(&r, UINT32_MAX, &value_len);
+        const uint8_t *data = bytes__read_bytes(&r, UINT32_MAX, &value_len);
         if (r.bad) break;
         err = copy_value(data, value_len, &values[filled], lens ? &lens[filled] : NULL);
     }
@@ -324,7 +325,7 @@ ELASTIC_EXTERN int elastic_store_multi_get(elastic_store *s, const char *const *
 ELASTIC_EXTERN int elastic_store_num_keys(elastic_store *s, int64_t *count)
 {
     CHECK(s != NULL && count != NULL, "store num_keys: NULL handle or count");
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, STORE__OP_COUNT, 0);
     put_key(s, &b, "");
     store__call_opts co = plain_call(s, true);
@@ -336,13 +337,13 @@ ELASTIC_EXTERN int elastic_store_num_keys(elastic_store *s, int64_t *count)
 }
 
 /* One allocation: n+1 pointers (NULL-terminated), then the strings. */
-static int build_key_list(const elastic_store *s, store__reader *r, uint32_t n, char ***keys)
+static int build_key_list(const elastic_store *s, bytes__reader *r, uint32_t n, char ***keys)
 {
-    store__reader scan = *r;
+    bytes__reader scan = *r;
     size_t bytes = ((size_t)n + 1) * sizeof(char *);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t len;
-        store__read_bytes(&scan, UINT32_MAX, &len);
+        bytes__read_bytes(&scan, UINT32_MAX, &len);
         if (scan.bad || len < s->prefix_len) return ELASTIC_EPROTO;
         bytes += len - s->prefix_len + 1;
     }
@@ -351,7 +352,7 @@ static int build_key_list(const elastic_store *s, store__reader *r, uint32_t n, 
     char *text = (char *)(list + n + 1);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t len;
-        const uint8_t *key = store__read_bytes(r, UINT32_MAX, &len);
+        const uint8_t *key = bytes__read_bytes(r, UINT32_MAX, &len);
         list[i] = text;
         memcpy(text, key + s->prefix_len, len - s->prefix_len);
         text[len - s->prefix_len] = '\0';
@@ -369,15 +370,15 @@ ELASTIC_EXTERN int elastic_store_keys(elastic_store *s, const char *prefix, size
     *n = 0;
     uint8_t *body;
     size_t len;
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, STORE__OP_KEYS, 0);
     put_key(s, &b, prefix ? prefix : "");
-    store__buf_u32(&b, max > UINT32_MAX ? UINT32_MAX : (uint32_t)max);
+    bytes__put_u32(&b, max > UINT32_MAX ? UINT32_MAX : (uint32_t)max);
     store__call_opts co = plain_call(s, true);
     int err = run(s, STORE__OP_KEYS, &b, start, &co, &body, &len);
     if (err != 0) return err;
-    store__reader r = store__reader_of(body, len);
-    uint32_t count = store__read_u32(&r);
+    bytes__reader r = bytes__reader_of(body, len);
+    uint32_t count = bytes__read_u32(&r);
     err = r.bad || count > max ? ELASTIC_EPROTO : build_key_list(s, &r, count, keys);
     free(body);
     if (err == ELASTIC_EPROTO) return malformed(STORE__OP_KEYS);
@@ -388,11 +389,11 @@ ELASTIC_EXTERN int elastic_store_keys(elastic_store *s, const char *prefix, size
 static int watch_once(elastic_store *s, const char *prefix, uint64_t after_revision, int timeout_ms,
                       uint64_t *revision)
 {
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, STORE__OP_WATCH, 0);
     put_key(s, &b, prefix);
-    store__buf_u64(&b, after_revision);
-    store__buf_u32(&b, (uint32_t)timeout_ms);
+    bytes__put_u64(&b, after_revision);
+    bytes__put_u32(&b, (uint32_t)timeout_ms);
     store__call_opts co = waiting_call(timeout_ms);
     return run_u64(s, STORE__OP_WATCH, &b, start, &co, revision);
 }
@@ -412,9 +413,9 @@ ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uin
 
 static int lease_call(elastic_store *s, uint16_t op, uint64_t lease)
 {
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, op, 0);
-    store__buf_u64(&b, lease);
+    bytes__put_u64(&b, lease);
     store__call_opts co = plain_call(s, false);
     return run_simple(s, op, &b, start, &co);
 }
@@ -456,9 +457,9 @@ ELASTIC_EXTERN int elastic_store_lease_grant(elastic_store *s, int ttl_ms, int k
     CHECK(s != NULL && lease != NULL && ttl_ms > 0 && (uint32_t)ttl_ms <= STORE__MAX_WAIT_MS &&
               keepalive_interval_ms >= 0,
           "store lease_grant: bad handle, lease pointer, ttl (1 ms .. 1 day) or interval");
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, STORE__OP_LEASE_GRANT, 0);
-    store__buf_u32(&b, (uint32_t)ttl_ms);
+    bytes__put_u32(&b, (uint32_t)ttl_ms);
     store__call_opts co = plain_call(s, false);
     uint64_t id = 0;
     int err = run_u64(s, STORE__OP_LEASE_GRANT, &b, start, &co, &id);
@@ -480,9 +481,9 @@ ELASTIC_EXTERN int elastic_store_lease_keepalive(elastic_store *s, uint64_t leas
 int store__lease_check(elastic_store *s, uint64_t lease, int timeout_ms)
 {
     CHECK(s != NULL && timeout_ms > 0, "store lease check: NULL handle or no time");
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 0, STORE__OP_LEASE_KEEPALIVE, 0);
-    store__buf_u64(&b, lease);
+    bytes__put_u64(&b, lease);
     /* Idempotent: over a new connection the answer says whether the lease
      * survived the old one (it never does: leases end with their connection). */
     store__call_opts co = {true, elastic__deadline_ms(timeout_ms)};

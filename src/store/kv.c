@@ -6,6 +6,7 @@
 #include "store/kv.h"
 
 #include "common/common.h"
+#include "common/parse_int.h"
 
 #include <inttypes.h>
 #include <openssl/rand.h>
@@ -222,30 +223,13 @@ int store__kv_append(store__kv *kv, const void *key, size_t key_len, const void 
     return 0;
 }
 
-/* A decimal int64 with an optional sign and nothing else. */
-static bool parse_int64(const uint8_t *p, size_t len, int64_t *out)
-{
-    if (len == 0 || len > 20) return false;
-    size_t i = 0;
-    bool negative = p[0] == '-';
-    if (p[0] == '-' || p[0] == '+') i++;
-    if (i == len) return false;
-    uint64_t magnitude = 0;
-    for (; i < len; i++) {
-        if (p[i] < '0' || p[i] > '9') return false;
-        if (magnitude > (UINT64_MAX - 9) / 10) return false;
-        magnitude = magnitude * 10 + (uint64_t)(p[i] - '0');
-    }
-    if (negative ? magnitude > (uint64_t)INT64_MAX + 1 : magnitude > (uint64_t)INT64_MAX) return false;
-    *out = negative ? (int64_t)(0 - magnitude) : (int64_t)magnitude;
-    return true;
-}
-
 int store__kv_add(store__kv *kv, const void *key, size_t key_len, int64_t delta, int64_t *result)
 {
     int64_t current = 0;
     store__entry *existing = store__kv_find(kv, key, key_len);
-    if (existing != NULL && !parse_int64(existing->value, existing->value_len, &current))
+    if (existing != NULL &&
+        elastic__parse_i64_n(NULL, (const char *)existing->value, existing->value_len, INT64_MIN,
+                             INT64_MAX, &current) != 0)
         return elastic__fail(ELASTIC_EINVAL, "the value is not a decimal int64");
     if (__builtin_add_overflow(current, delta, result))
         return elastic__fail(ELASTIC_ERANGE, "%" PRId64 " + %" PRId64 " overflows int64", current, delta);

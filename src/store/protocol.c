@@ -1,7 +1,7 @@
 /*
- * Wire encoding shared by the store's server and client: growable buffers,
- * frame headers, and the request parser every byte from the network passes
- * through (fuzzed by test/fuzz/fuzz_store_frame.c).
+ * Wire encoding shared by the store's server and client: frame headers
+ * (written with common/bytes.h) and the request parser every byte from the
+ * network passes through (fuzzed by test/fuzz/fuzz_store_frame.c).
  */
 #include "store/protocol.h"
 
@@ -9,107 +9,28 @@
 
 #include <stdlib.h>
 
-/* ---- buffers ------------------------------------------------------------- */
-
-void store__buf_free(store__buf *b)
-{
-    free(b->data);
-    memset(b, 0, sizeof *b);
-}
-
-bool store__buf_reserve(store__buf *b, size_t extra)
-{
-    if (b->failed) return false;
-    if (extra > SIZE_MAX / 2 - b->len) {
-        b->failed = true;
-        return false;
-    }
-    size_t need = b->len + extra;
-    if (need <= b->cap) return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < need) cap *= 2;
-    uint8_t *grown = realloc(b->data, cap);
-    if (grown == NULL) {
-        b->failed = true;
-        return false;
-    }
-    b->data = grown;
-    b->cap = cap;
-    return true;
-}
-
-void store__buf_put(store__buf *b, const void *data, size_t len)
-{
-    if (len == 0 || !store__buf_reserve(b, len)) return;
-    memcpy(b->data + b->len, data, len);
-    b->len += len;
-}
-
-void store__buf_u8(store__buf *b, uint8_t v) { store__buf_put(b, &v, 1); }
-
-void store__buf_u16(store__buf *b, uint16_t v)
-{
-    uint8_t p[2];
-    store__put_le16(p, v);
-    store__buf_put(b, p, 2);
-}
-
-void store__buf_u32(store__buf *b, uint32_t v)
-{
-    uint8_t p[4];
-    store__put_le32(p, v);
-    store__buf_put(b, p, 4);
-}
-
-void store__buf_u64(store__buf *b, uint64_t v)
-{
-    uint8_t p[8];
-    store__put_le64(p, v);
-    store__buf_put(b, p, 8);
-}
-
-void store__buf_bytes(store__buf *b, const void *data, size_t len)
-{
-    if (len > UINT32_MAX) {
-        b->failed = true;
-        return;
-    }
-    store__buf_u32(b, (uint32_t)len);
-    store__buf_put(b, data, len);
-}
-
-void store__buf_consume(store__buf *b, size_t n)
-{
-    if (n >= b->len) {
-        b->len = 0;
-        return;
-    }
-    memmove(b->data, b->data + n, b->len - n);
-    b->len -= n;
-}
-
 /* ---- frames -------------------------------------------------------------- */
 
 void store__header_decode(const uint8_t *p, bool response, store__header *h)
 {
-    h->body_len = store__le32(p);
-    h->id = store__le32(p + 4);
-    uint16_t word = store__le16(p + 8);
+    h->body_len = bytes__le32(p);
+    h->id = bytes__le32(p + 4);
+    uint16_t word = bytes__le16(p + 8);
     h->op_or_status = response ? (int32_t)(int16_t)word : (int32_t)word;
-    h->flags = store__le16(p + 10);
+    h->flags = bytes__le16(p + 10);
 }
 
-size_t store__frame_begin(store__buf *b, uint32_t id, int op_or_status, uint16_t flags)
+size_t store__frame_begin(bytes__buf *b, uint32_t id, int op_or_status, uint16_t flags)
 {
     size_t start = b->len;
-    store__buf_u32(b, 0);
-    store__buf_u32(b, id);
-    store__buf_u16(b, (uint16_t)(int16_t)op_or_status);
-    store__buf_u16(b, flags);
+    bytes__put_u32(b, 0);
+    bytes__put_u32(b, id);
+    bytes__put_u16(b, (uint16_t)(int16_t)op_or_status);
+    bytes__put_u16(b, flags);
     return start;
 }
 
-void store__frame_end(store__buf *b, size_t frame_start)
+void store__frame_end(bytes__buf *b, size_t frame_start)
 {
     if (b->failed) return;
     size_t body = b->len - frame_start - STORE__HEADER_BYTES;
@@ -117,59 +38,13 @@ void store__frame_end(store__buf *b, size_t frame_start)
         b->failed = true;
         return;
     }
-    store__put_le32(b->data + frame_start, (uint32_t)body);
-}
-
-/* ---- reader -------------------------------------------------------------- */
-
-static const uint8_t *take(store__reader *r, size_t n)
-{
-    if (r->bad || n > r->left) {
-        r->bad = true;
-        return NULL;
-    }
-    const uint8_t *p = r->p;
-    r->p += n;
-    r->left -= n;
-    return p;
-}
-
-uint8_t store__read_u8(store__reader *r)
-{
-    const uint8_t *p = take(r, 1);
-    return p ? p[0] : 0;
-}
-
-uint32_t store__read_u32(store__reader *r)
-{
-    const uint8_t *p = take(r, 4);
-    return p ? store__le32(p) : 0;
-}
-
-uint64_t store__read_u64(store__reader *r)
-{
-    const uint8_t *p = take(r, 8);
-    return p ? store__le64(p) : 0;
-}
-
-const uint8_t *store__read_bytes(store__reader *r, size_t max, uint32_t *len)
-{
-    uint32_t n = store__read_u32(r);
-    *len = 0;
-    if (r->bad) return NULL;
-    if (n > max) {
-        r->bad = true;
-        return NULL;
-    }
-    const uint8_t *p = take(r, n);
-    if (p != NULL) *len = n;
-    return p;
+    bytes__set_le32(b->data + frame_start, (uint32_t)body);
 }
 
 /* ---- request parser ------------------------------------------------------ */
 
 typedef struct parse_state {
-    store__reader r;
+    bytes__reader r;
     const store__limits *limits;
     int err;
     const char *why;
@@ -187,12 +62,12 @@ static void parse_fail(parse_state *ps, int err, const char *why)
 static store__slice parse_key(parse_state *ps, bool allow_empty)
 {
     store__slice s = {NULL, 0};
-    if (!ps->r.bad && ps->r.left >= 4 && store__le32(ps->r.p) > ps->limits->max_key_bytes) {
+    if (!ps->r.bad && ps->r.left >= 4 && bytes__le32(ps->r.p) > ps->limits->max_key_bytes) {
         parse_fail(ps, ELASTIC_ELIMIT, "key longer than max_key_bytes");
         ps->r.bad = true;
         return s;
     }
-    s.ptr = store__read_bytes(&ps->r, ps->limits->max_key_bytes, &s.len);
+    s.ptr = bytes__read_bytes(&ps->r, ps->limits->max_key_bytes, &s.len);
     if (ps->r.bad) return s;
     if (s.len == 0 && !allow_empty) parse_fail(ps, ELASTIC_EINVAL, "empty key");
     if (s.len > 0 && memchr(s.ptr, 0, s.len) != NULL) parse_fail(ps, ELASTIC_EINVAL, "key contains a NUL byte");
@@ -202,25 +77,25 @@ static store__slice parse_key(parse_state *ps, bool allow_empty)
 static store__slice parse_value(parse_state *ps)
 {
     store__slice s = {NULL, 0};
-    if (!ps->r.bad && ps->r.left >= 4 && store__le32(ps->r.p) > ps->limits->max_value_bytes) {
+    if (!ps->r.bad && ps->r.left >= 4 && bytes__le32(ps->r.p) > ps->limits->max_value_bytes) {
         parse_fail(ps, ELASTIC_ELIMIT, "value larger than max_value_bytes");
         ps->r.bad = true;
         return s;
     }
-    s.ptr = store__read_bytes(&ps->r, ps->limits->max_value_bytes, &s.len);
+    s.ptr = bytes__read_bytes(&ps->r, ps->limits->max_value_bytes, &s.len);
     return s;
 }
 
 static uint32_t parse_timeout(parse_state *ps)
 {
-    uint32_t ms = store__read_u32(&ps->r);
+    uint32_t ms = bytes__read_u32(&ps->r);
     return ms > STORE__MAX_WAIT_MS ? STORE__MAX_WAIT_MS : ms;
 }
 
 /* n keys (or key/value pairs), remembered as a span to walk later. */
 static void parse_list(parse_state *ps, store__request *req, bool with_values)
 {
-    req->n = store__read_u32(&ps->r);
+    req->n = bytes__read_u32(&ps->r);
     if (ps->r.bad) return;
     if (req->n == 0 || req->n > STORE__MAX_LIST) {
         parse_fail(ps, ELASTIC_ELIMIT, "key count is 0 or above the limit");
@@ -246,7 +121,7 @@ static void parse_body(parse_state *ps, store__request *req)
     case STORE__OP_SET_LEASED:
         req->key = parse_key(ps, false);
         req->value = parse_value(ps);
-        req->number = store__read_u64(&ps->r);
+        req->number = bytes__read_u64(&ps->r);
         break;
     case STORE__OP_GET:
         req->key = parse_key(ps, false);
@@ -254,11 +129,11 @@ static void parse_body(parse_state *ps, store__request *req)
         break;
     case STORE__OP_ADD:
         req->key = parse_key(ps, false);
-        req->delta = (int64_t)store__read_u64(&ps->r);
+        req->delta = (int64_t)bytes__read_u64(&ps->r);
         break;
     case STORE__OP_CAS:
         req->key = parse_key(ps, false);
-        req->has_expected = store__read_u8(&ps->r) != 0;
+        req->has_expected = bytes__read_u8(&ps->r) != 0;
         req->expected = parse_value(ps);
         req->value = parse_value(ps);
         break;
@@ -278,21 +153,21 @@ static void parse_body(parse_state *ps, store__request *req)
         break;
     case STORE__OP_KEYS:
         req->key = parse_key(ps, true);
-        req->max = store__read_u32(&ps->r);
+        req->max = bytes__read_u32(&ps->r);
         break;
     case STORE__OP_WATCH:
         req->key = parse_key(ps, true);
-        req->number = store__read_u64(&ps->r);
+        req->number = bytes__read_u64(&ps->r);
         req->timeout_ms = parse_timeout(ps);
         break;
     case STORE__OP_LEASE_GRANT:
-        req->ttl_ms = store__read_u32(&ps->r);
+        req->ttl_ms = bytes__read_u32(&ps->r);
         if (!ps->r.bad && (req->ttl_ms == 0 || req->ttl_ms > STORE__MAX_WAIT_MS))
             parse_fail(ps, ELASTIC_EINVAL, "lease ttl must be 1 ms .. 1 day");
         break;
     case STORE__OP_LEASE_KEEPALIVE:
     case STORE__OP_LEASE_REVOKE:
-        req->number = store__read_u64(&ps->r);
+        req->number = bytes__read_u64(&ps->r);
         break;
     case STORE__OP_PING:
         break;
@@ -309,7 +184,7 @@ int store__parse_request(const store__header *h, const uint8_t *body, const stor
     req->id = h->id;
     req->op = (uint16_t)h->op_or_status;
     req->flags = h->flags;
-    parse_state ps = {store__reader_of(body, h->body_len), limits, 0, NULL};
+    parse_state ps = {bytes__reader_of(body, h->body_len), limits, 0, NULL};
     parse_body(&ps, req);
     if (ps.err == 0 && ps.r.bad) parse_fail(&ps, ELASTIC_EPROTO, "request body is truncated");
     if (ps.err == 0 && ps.r.left != 0) parse_fail(&ps, ELASTIC_EPROTO, "request body has trailing bytes");
@@ -317,10 +192,10 @@ int store__parse_request(const store__header *h, const uint8_t *body, const stor
     return ps.err;
 }
 
-void store__list_next(store__reader *r, bool with_values, store__slice *key, store__slice *value)
+void store__list_next(bytes__reader *r, bool with_values, store__slice *key, store__slice *value)
 {
-    key->ptr = store__read_bytes(r, UINT32_MAX, &key->len);
-    if (with_values) value->ptr = store__read_bytes(r, UINT32_MAX, &value->len);
+    key->ptr = bytes__read_bytes(r, UINT32_MAX, &key->len);
+    if (with_values) value->ptr = bytes__read_bytes(r, UINT32_MAX, &value->len);
 }
 
 const char *store__op_name(int op)

@@ -1,7 +1,8 @@
 /*
  * The store's wire protocol, shared by the server, the client and the fuzz
- * target: constants, little-endian encoding into growable buffers, and the
- * bounded parser that turns a request frame into a validated request.
+ * target: constants, frames (written with common/bytes.h's little-endian
+ * buffers) and the bounded parser that turns a request frame into a
+ * validated request.
  * docs/PROTOCOL.md is the prose version of this file.
  */
 #ifndef ELASTIC_STORE_PROTOCOL_H
@@ -10,6 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "common/bytes.h"
 
 #define STORE__MAGIC "ELST"
 #define STORE__VERSION 1
@@ -47,52 +50,6 @@ enum store__op {
     STORE__OP_END_
 };
 
-/* ---- growable byte buffer ----------------------------------------------- */
-
-typedef struct store__buf {
-    uint8_t *data;
-    size_t len;
-    size_t cap;
-    bool failed; /* an allocation failed: the content is incomplete */
-} store__buf;
-
-void store__buf_free(store__buf *b);
-bool store__buf_reserve(store__buf *b, size_t extra);
-void store__buf_put(store__buf *b, const void *data, size_t len);
-void store__buf_u8(store__buf *b, uint8_t v);
-void store__buf_u16(store__buf *b, uint16_t v);
-void store__buf_u32(store__buf *b, uint32_t v);
-void store__buf_u64(store__buf *b, uint64_t v);
-/* A length-prefixed byte string (u32 length, then the bytes). */
-void store__buf_bytes(store__buf *b, const void *data, size_t len);
-/* Drops the first n bytes (consumed input). */
-void store__buf_consume(store__buf *b, size_t n);
-
-/* ---- fixed-width little-endian access ----------------------------------- */
-
-static inline uint16_t store__le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t store__le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t store__le64(const uint8_t *p)
-{
-    return (uint64_t)store__le32(p) | (uint64_t)store__le32(p + 4) << 32;
-}
-static inline void store__put_le16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static inline void store__put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void store__put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* ---- frames -------------------------------------------------------------- */
 
 /* Every frame after the handshake: body_len, id, op (request) or status
@@ -106,28 +63,10 @@ typedef struct store__header {
 
 void store__header_decode(const uint8_t *p, bool response, store__header *h);
 /* Starts a frame in b; store__frame_end() patches its body length. */
-size_t store__frame_begin(store__buf *b, uint32_t id, int op_or_status, uint16_t flags);
-void store__frame_end(store__buf *b, size_t frame_start);
+size_t store__frame_begin(bytes__buf *b, uint32_t id, int op_or_status, uint16_t flags);
+void store__frame_end(bytes__buf *b, size_t frame_start);
 
 /* ---- parsing ------------------------------------------------------------- */
-
-/* A bounds-checked cursor over a received body. */
-typedef struct store__reader {
-    const uint8_t *p;
-    size_t left;
-    bool bad; /* a read ran past the end: every later read yields zeros */
-} store__reader;
-
-static inline store__reader store__reader_of(const void *data, size_t len)
-{
-    store__reader r = {(const uint8_t *)data, len, false};
-    return r;
-}
-uint8_t store__read_u8(store__reader *r);
-uint32_t store__read_u32(store__reader *r);
-uint64_t store__read_u64(store__reader *r);
-/* A length-prefixed byte string; *len > max or past the end sets bad. */
-const uint8_t *store__read_bytes(store__reader *r, size_t max, uint32_t *len);
 
 typedef struct store__limits {
     size_t max_key_bytes;
@@ -166,7 +105,7 @@ int store__parse_request(const store__header *h, const uint8_t *body, const stor
                          store__request *req, const char **why);
 /* Walks the validated list of a request: the next key (and value for
  * multi_set). */
-void store__list_next(store__reader *r, bool with_values, store__slice *key, store__slice *value);
+void store__list_next(bytes__reader *r, bool with_values, store__slice *key, store__slice *value);
 
 const char *store__op_name(int op);
 

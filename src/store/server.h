@@ -70,8 +70,8 @@ struct store__conn {
     int open_handles; /* freed when both handles have closed */
     uint8_t client_nonce[STORE__NONCE_BYTES];
     uint8_t server_nonce[STORE__NONCE_BYTES];
-    store__buf in;
-    store__buf out;
+    bytes__buf in;
+    bytes__buf out;
     size_t bytes_in_flight; /* handed to uv_write, not yet written */
     size_t in_accounted;    /* in.cap as counted in server->buffered */
     bool paused;            /* reading stopped: over max_buffered_bytes */

@@ -25,9 +25,9 @@ static void account_input(store__conn *conn)
 /* Resizes the input buffer to exactly cap bytes (never below its content). */
 static bool resize_input(store__conn *conn, size_t cap)
 {
-    store__buf *in = &conn->in;
+    bytes__buf *in = &conn->in;
     if (cap == 0) {
-        store__buf_free(in);
+        bytes__buf_free(in);
     } else {
         uint8_t *data = realloc(in->data, cap);
         if (data == NULL) return false;
@@ -62,9 +62,9 @@ static void on_handle_closed(uv_handle_t *handle)
     store__conn *conn = handle->data;
     if (--conn->open_handles > 0) return;
     elastic_store_server *server = conn->server;
-    store__buf_free(&conn->in);
+    bytes__buf_free(&conn->in);
     account_input(conn);
-    store__buf_free(&conn->out);
+    bytes__buf_free(&conn->out);
     store__tls_free(conn->tls);
     free(conn->raw);
     free(conn);
@@ -122,7 +122,7 @@ void store__reply_status(store__conn *conn, uint32_t id, int status, const char 
     size_t start = store__frame_begin(&conn->out, id, status, 0);
     if (message != NULL) {
         size_t len = strlen(message);
-        store__buf_put(&conn->out, message, len < STORE__MAX_ERROR_TEXT ? len : STORE__MAX_ERROR_TEXT);
+        bytes__put(&conn->out, message, len < STORE__MAX_ERROR_TEXT ? len : STORE__MAX_ERROR_TEXT);
     }
     store__frame_end(&conn->out, start);
     store__conn_mark_dirty(conn);
@@ -168,7 +168,7 @@ static void on_written(uv_write_t *req, int status)
 /* Writes conn->out: directly when the socket takes it all, else queued. */
 static void flush_conn(store__conn *conn)
 {
-    store__buf *out = &conn->out;
+    bytes__buf *out = &conn->out;
     if (out->failed) {
         store__conn_close(conn, "out of memory for responses");
         return;
@@ -182,7 +182,7 @@ static void flush_conn(store__conn *conn)
         }
         out->len = 0;
         size_t pending = store__tls_output_bytes(conn->tls);
-        if (pending > 0 && !store__buf_reserve(out, pending)) {
+        if (pending > 0 && !bytes__buf_reserve(out, pending)) {
             store__conn_close(conn, "out of memory for responses");
             return;
         }
@@ -217,7 +217,7 @@ static void flush_conn(store__conn *conn)
         uv_write(&w->req, (uv_stream_t *)&conn->tcp, &buf, 1, on_written);
     }
     out->len = 0;
-    if (out->cap > (64u << 10)) store__buf_free(out); /* do not keep a large burst's buffer */
+    if (out->cap > (64u << 10)) bytes__buf_free(out); /* do not keep a large burst's buffer */
     if (conn->state == CONN_CLOSING && conn->bytes_in_flight == 0) store__conn_close(conn, "closing");
     else if (conn->bytes_in_flight + conn->in.len > conn->server->opts.max_connection_buffer)
         store__conn_close(conn, "peer does not read its responses (max_connection_buffer)");
@@ -272,13 +272,13 @@ static void send_welcome(store__conn *conn, uint16_t version)
 {
     uint8_t welcome[STORE__WELCOME_BYTES] = {0};
     memcpy(welcome, STORE__MAGIC, 4);
-    store__put_le16(welcome + 4, STORE__VERSION);
-    store__put_le16(welcome + 6, conn->server->token ? STORE__WELCOME_AUTH : 0);
+    bytes__set_le16(welcome + 4, STORE__VERSION);
+    bytes__set_le16(welcome + 6, conn->server->token ? STORE__WELCOME_AUTH : 0);
     memcpy(welcome + 8, conn->server_nonce, STORE__NONCE_BYTES);
     if (conn->server->token != NULL)
         store__proof(conn->server->token, true, conn->client_nonce, conn->server_nonce,
                      welcome + 8 + STORE__NONCE_BYTES);
-    store__buf_put(&conn->out, welcome, sizeof welcome);
+    bytes__put(&conn->out, welcome, sizeof welcome);
     store__conn_mark_dirty(conn);
     (void)version;
 }
@@ -291,9 +291,9 @@ static bool handle_hello(store__conn *conn)
         fail_connection(conn, ELASTIC_EPROTO, "wrong magic (not a libelastic store client)");
         return false;
     }
-    uint16_t version = store__le16(p + 4);
+    uint16_t version = bytes__le16(p + 4);
     memcpy(conn->client_nonce, p + 8, STORE__NONCE_BYTES);
-    store__buf_consume(&conn->in, STORE__HELLO_BYTES);
+    bytes__buf_consume(&conn->in, STORE__HELLO_BYTES);
     if (store__random_bytes(conn->server_nonce, STORE__NONCE_BYTES) != 0) {
         fail_connection(conn, ELASTIC_ESYS, "no random bytes for the challenge");
         return false;
@@ -341,10 +341,10 @@ static bool handle_proof(store__conn *conn)
         store__proof(token, false, conn->client_nonce, conn->server_nonce, expected);
         accepted = store__proof_matches(expected, conn->in.data);
     }
-    store__buf_consume(&conn->in, STORE__PROOF_BYTES);
+    bytes__buf_consume(&conn->in, STORE__PROOF_BYTES);
     uint8_t ready[STORE__READY_BYTES];
-    store__put_le32(ready, (uint32_t)(accepted ? 0 : ELASTIC_EAUTH));
-    store__buf_put(&conn->out, ready, sizeof ready);
+    bytes__set_le32(ready, (uint32_t)(accepted ? 0 : ELASTIC_EAUTH));
+    bytes__put(&conn->out, ready, sizeof ready);
     store__conn_mark_dirty(conn);
     if (!accepted) {
         ELASTIC_LOG_W("store", "connection from %s: wrong or missing token", conn->peer);
@@ -394,7 +394,7 @@ static void process_frames(store__conn *conn)
         handled = true;
         if (!go_on) break;
     }
-    store__buf_consume(&conn->in, at);
+    bytes__buf_consume(&conn->in, at);
     if (conn->state != CONN_READY) return;
     /* Each started frame has frame_timeout_ms to complete, counted from the
      * first byte after the previous frame: a trickle cannot hold memory. */
@@ -434,7 +434,7 @@ static size_t input_target(const store__conn *conn)
 {
     size_t len = conn->in.len;
     if (conn->state == CONN_READY && len >= STORE__HEADER_BYTES) {
-        size_t total = STORE__HEADER_BYTES + (size_t)store__le32(conn->in.data);
+        size_t total = STORE__HEADER_BYTES + (size_t)bytes__le32(conn->in.data);
         if (total > len) {
             size_t step = len < READ_CHUNK ? READ_CHUNK : len;
             return total - len < step ? total : len + step;

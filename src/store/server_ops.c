@@ -22,7 +22,7 @@ static void reply_result(store__conn *conn, uint32_t id, int err)
 static void reply_u64(store__conn *conn, uint32_t id, uint64_t value)
 {
     size_t start = store__frame_begin(&conn->out, id, 0, 0);
-    store__buf_u64(&conn->out, value);
+    bytes__put_u64(&conn->out, value);
     store__frame_end(&conn->out, start);
     store__conn_mark_dirty(conn);
 }
@@ -37,11 +37,11 @@ void store__reply_values(store__conn *conn, uint32_t id, uint16_t op, const stor
         return;
     }
     size_t start = store__frame_begin(&conn->out, id, 0, 0);
-    if (op == STORE__OP_MULTI_GET) store__buf_u32(&conn->out, n);
+    if (op == STORE__OP_MULTI_GET) bytes__put_u32(&conn->out, n);
     for (uint32_t i = 0; i < n; i++) {
         const store__entry *e = store__kv_find(kv, keys[i].ptr, keys[i].len);
-        if (op == STORE__OP_GET) store__buf_u64(&conn->out, e->revision);
-        store__buf_bytes(&conn->out, e->value, e->value_len);
+        if (op == STORE__OP_GET) bytes__put_u64(&conn->out, e->revision);
+        bytes__put_bytes(&conn->out, e->value, e->value_len);
     }
     store__frame_end(&conn->out, start);
     store__conn_mark_dirty(conn);
@@ -74,8 +74,8 @@ static void do_compare_set(store__conn *conn, const store__request *req)
         return;
     }
     size_t start = store__frame_begin(&conn->out, req->id, 0, 0);
-    store__buf_u8(&conn->out, current != NULL);
-    store__buf_bytes(&conn->out, current ? current->value : NULL, current ? current->value_len : 0);
+    bytes__put_u8(&conn->out, current != NULL);
+    bytes__put_bytes(&conn->out, current ? current->value : NULL, current ? current->value_len : 0);
     store__frame_end(&conn->out, start);
     store__conn_mark_dirty(conn);
 }
@@ -84,7 +84,7 @@ static void do_compare_set(store__conn *conn, const store__request *req)
 static void do_multi_set(store__conn *conn, const store__request *req)
 {
     store__kv *kv = &conn->server->kv;
-    store__reader r = store__reader_of(req->list, req->list_len);
+    bytes__reader r = bytes__reader_of(req->list, req->list_len);
     size_t bytes = 0;
     store__slice key, value;
     for (uint32_t i = 0; i < req->n; i++) {
@@ -95,7 +95,7 @@ static void do_multi_set(store__conn *conn, const store__request *req)
         store__reply_status(conn, req->id, ELASTIC_ELIMIT, "the store holds max_total_bytes already");
         return;
     }
-    r = store__reader_of(req->list, req->list_len);
+    r = bytes__reader_of(req->list, req->list_len);
     int err = 0;
     for (uint32_t i = 0; i < req->n && err == 0; i++) {
         store__list_next(&r, true, &key, &value);
@@ -105,7 +105,7 @@ static void do_multi_set(store__conn *conn, const store__request *req)
 }
 
 typedef struct keys_walk {
-    store__buf *out;
+    bytes__buf *out;
     uint32_t count, max;
     size_t budget;
 } keys_walk;
@@ -114,7 +114,7 @@ static bool add_key(void *user, const store__entry *e)
 {
     keys_walk *walk = user;
     if (walk->count >= walk->max || e->key_len + 4 > walk->budget) return false;
-    store__buf_bytes(walk->out, e->key, e->key_len);
+    bytes__put_bytes(walk->out, e->key, e->key_len);
     walk->budget -= e->key_len + 4;
     walk->count++;
     return true;
@@ -124,10 +124,10 @@ static void do_keys(store__conn *conn, const store__request *req)
 {
     size_t start = store__frame_begin(&conn->out, req->id, 0, 0);
     size_t count_at = conn->out.len;
-    store__buf_u32(&conn->out, 0);
+    bytes__put_u32(&conn->out, 0);
     keys_walk walk = {&conn->out, 0, req->max, conn->server->max_frame_body - 4};
     store__kv_visit_prefix(&conn->server->kv, req->key.ptr, req->key.len, add_key, &walk);
-    if (!conn->out.failed) store__put_le32(conn->out.data + count_at, walk.count);
+    if (!conn->out.failed) bytes__set_le32(conn->out.data + count_at, walk.count);
     store__frame_end(&conn->out, start);
     store__conn_mark_dirty(conn);
 }

@@ -133,7 +133,7 @@ static bool changed_since(const elastic_store_server *server, const store__slice
 static void reply_revision(store__conn *conn, uint32_t id, uint64_t revision)
 {
     size_t start = store__frame_begin(&conn->out, id, 0, 0);
-    store__buf_u64(&conn->out, revision);
+    bytes__put_u64(&conn->out, revision);
     store__frame_end(&conn->out, start);
     store__conn_mark_dirty(conn);
 }
@@ -223,7 +223,7 @@ static store__slice *request_keys(const store__request *req, uint32_t *n)
     *n = req->n;
     store__slice *keys = malloc(req->n * sizeof *keys);
     if (keys == NULL) return NULL;
-    store__reader r = store__reader_of(req->list, req->list_len);
+    bytes__reader r = bytes__reader_of(req->list, req->list_len);
     for (uint32_t i = 0; i < req->n; i++) store__list_next(&r, false, &keys[i], NULL);
     return keys;
 }

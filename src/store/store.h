@@ -29,11 +29,6 @@ int store__token_read_file(const char *path, char **token);
 /* Wipes and frees a token. */
 void store__token_free(char *token);
 
-/* ---- endpoints (endpoint.c) ---------------------------------------------- */
-
-/* Splits "host:port" or "[v6]:port" into host (without brackets) and port. */
-int store__parse_endpoint(const char *endpoint, char *host, size_t host_size, int *port);
-
 /* ---- lease liveness (client_ops.c) ------------------------------------------ */
 
 /* One keep-alive round trip for `lease`, answered within timeout_ms: 0 alive,

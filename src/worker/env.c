@@ -1,10 +1,13 @@
 /*
  * Parses and validates the worker environment (torchrun's names plus ours).
- * Every value is bounded: integers are strict decimals in range, strings have
+ * Every value is bounded: integers are strict decimals in range
+ * (common/parse_int.h), the store endpoint is common/endpoint.h's, strings have
  * a maximum length and an allowed alphabet, ranks agree with sizes.
  */
 #include "worker/env.h"
 #include "channel/channel.h"
+#include "common/endpoint.h"
+#include "common/parse_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,37 +18,11 @@ const char *worker__getenv(void *ctx, const char *name)
     return getenv(name);
 }
 
-/* A strict unsigned decimal in [min, max]: digits only, no sign or spaces. */
-static int parse_uint(const char *name, const char *value, uint64_t min, uint64_t max, uint64_t *out)
-{
-    if (value[0] == '\0' || strlen(value) > 20) return elastic__fail(ELASTIC_EINVAL, "%s=\"%.32s\" is not a number", name, value);
-    uint64_t result = 0;
-    for (const char *p = value; *p != '\0'; p++) {
-        if (*p < '0' || *p > '9') return elastic__fail(ELASTIC_EINVAL, "%s=\"%.32s\" is not a number", name, value);
-        unsigned digit = (unsigned)(*p - '0');
-        if (result > (UINT64_MAX - digit) / 10) return elastic__fail(ELASTIC_EINVAL, "%s=%.32s overflows", name, value);
-        result = result * 10 + digit;
-    }
-    if (result < min || result > max)
-        return elastic__fail(ELASTIC_EINVAL, "%s=%s is outside [%llu, %llu]", name, value, (unsigned long long)min,
-                             (unsigned long long)max);
-    *out = result;
-    return 0;
-}
-
-static int parse_int(const char *name, const char *value, int min, int max, int *out)
-{
-    uint64_t wide;
-    int rc = parse_uint(name, value, (uint64_t)min, (uint64_t)max, &wide);
-    if (rc == 0) *out = (int)wide;
-    return rc;
-}
-
 /* An optional integer: keeps *out (the default) when the variable is unset. */
 static int lookup_int(worker__lookup_fn lookup, void *ctx, const char *name, int min, int max, int *out)
 {
     const char *value = lookup(ctx, name);
-    return value == NULL ? 0 : parse_int(name, value, min, max, out);
+    return value == NULL ? 0 : elastic__parse_int(name, value, min, max, out);
 }
 
 /* Alphanumerics plus `allowed`; NULL allows any printable ASCII but space. */
@@ -78,14 +55,13 @@ static int lookup_string(worker__lookup_fn lookup, void *ctx, const char *name, 
     return value == NULL ? 0 : copy_checked(name, value, allowed, out, size);
 }
 
-/* "host:port" or "[v6]:port" with a port in 1..65535. */
+/* "host:port" or "[v6]:port", the grammar elastic_store_connect reads it with. */
 static int check_endpoint(const char *name, const char *endpoint)
 {
-    const char *colon = strrchr(endpoint, ':');
-    if (colon == NULL || colon == endpoint) return elastic__fail(ELASTIC_EINVAL, "%s=\"%s\" is not host:port", name, endpoint);
-    if (endpoint[0] == '[' && colon[-1] != ']') return elastic__fail(ELASTIC_EINVAL, "%s=\"%s\": bad IPv6 form", name, endpoint);
+    char host[ELASTIC__HOST_MAX + 1];
     int port;
-    return parse_int(name, colon + 1, 1, 65535, &port);
+    return elastic__endpoint_parse(name, endpoint, ELASTIC__PORT_REQUIRED, host, sizeof host,
+                                   &port);
 }
 
 static int parse_ranks(worker__lookup_fn lookup, void *ctx, elastic_worker_info *info)
@@ -94,8 +70,8 @@ static int parse_ranks(worker__lookup_fn lookup, void *ctx, elastic_worker_info 
     if (rank == NULL || world == NULL)
         return elastic__fail(ELASTIC_EINVAL, "%s is set but %s is not", rank != NULL ? "RANK" : "WORLD_SIZE",
                              rank != NULL ? "WORLD_SIZE" : "RANK");
-    int rc = parse_int("WORLD_SIZE", world, 1, WORKER__MAX_WORLD_SIZE, &info->world_size);
-    if (rc == 0) rc = parse_int("RANK", rank, 0, info->world_size - 1, &info->rank);
+    int rc = elastic__parse_int("WORLD_SIZE", world, 1, WORKER__MAX_WORLD_SIZE, &info->world_size);
+    if (rc == 0) rc = elastic__parse_int("RANK", rank, 0, info->world_size - 1, &info->rank);
     info->local_world_size = info->world_size;
     info->local_rank = info->rank;
     if (rc == 0) rc = lookup_int(lookup, ctx, "LOCAL_WORLD_SIZE", 1, info->world_size, &info->local_world_size);
@@ -120,7 +96,9 @@ static int parse_heartbeat(worker__lookup_fn lookup, void *ctx, worker__env *env
     if (shm == NULL) return 0;
     if (shm[0] != '/') return elastic__fail(ELASTIC_EINVAL, "%s must be an absolute path", CHANNEL__ENV_HEARTBEAT_SHM);
     int rc = copy_checked(CHANNEL__ENV_HEARTBEAT_SHM, shm, NULL, env->heartbeat_shm, sizeof env->heartbeat_shm);
-    if (rc == 0) rc = parse_int(CHANNEL__ENV_HEARTBEAT_SLOT, slot, 0, CHANNEL__HB_MAX_SLOTS - 1, &env->heartbeat_slot);
+    if (rc == 0)
+        rc = elastic__parse_int(CHANNEL__ENV_HEARTBEAT_SLOT, slot, 0, CHANNEL__HB_MAX_SLOTS - 1,
+                                &env->heartbeat_slot);
     return rc;
 }
 
@@ -134,7 +112,9 @@ static int parse_agent(worker__lookup_fn lookup, void *ctx, worker__env *env)
     env->mode = WORKER__AGENT;
     int rc = copy_checked(CHANNEL__ENV_STORE_ENDPOINT, endpoint, host_chars, env->store_endpoint, sizeof env->store_endpoint);
     if (rc == 0) rc = check_endpoint(CHANNEL__ENV_STORE_ENDPOINT, endpoint);
-    if (rc == 0) rc = parse_uint(CHANNEL__ENV_GENERATION, generation, 0, UINT64_MAX / 2, &env->info.generation);
+    if (rc == 0)
+        rc = elastic__parse_u64(CHANNEL__ENV_GENERATION, generation, 0, UINT64_MAX / 2,
+                                &env->info.generation);
     if (rc == 0)
         rc = lookup_string(lookup, ctx, CHANNEL__ENV_STORE_PREFIX, NULL, env->store_prefix, sizeof env->store_prefix);
     if (rc == 0) rc = lookup_string(lookup, ctx, CHANNEL__ENV_RUN_ID, NULL, env->info.run_id, sizeof env->info.run_id);

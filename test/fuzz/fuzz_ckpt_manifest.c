@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ckpt_manifest m;
         if (ckpt__manifest_decode(data, size, CKPT_HEADER_BYTES, data_end, &m) == 0) {
             /* A decoded manifest re-encodes to the same bytes. */
-            ckpt_buf out = {0};
+            bytes__buf out = {0};
             if (ckpt__manifest_encode(&m, &out) == 0 && (out.len != size || memcmp(out.data, data, size) != 0)) abort();
             free(out.data);
             for (size_t i = 0; i < m.blob_count; i++)

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void walk_list(const store__request *req)
 {
     bool pairs = req->op == STORE__OP_MULTI_SET;
-    store__reader r = store__reader_of(req->list, req->list_len);
+    bytes__reader r = bytes__reader_of(req->list, req->list_len);
     for (uint32_t i = 0; i < req->n; i++) {
         store__slice key, value;
         store__list_next(&r, pairs, &key, &value);
@@ -43,11 +43,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size -= STORE__HEADER_BYTES + h.body_len;
     }
     /* The buffer helpers the server frames responses with. */
-    store__buf b = {0};
+    bytes__buf b = {0};
     size_t start = store__frame_begin(&b, 1, 0, 0);
-    store__buf_bytes(&b, data, size);
+    bytes__put_bytes(&b, data, size);
     store__frame_end(&b, start);
     if (!b.failed && b.len != STORE__HEADER_BYTES + 4 + size) __builtin_trap();
-    store__buf_free(&b);
+    bytes__buf_free(&b);
     return 0;
 }

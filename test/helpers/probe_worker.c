@@ -4,6 +4,11 @@
  *   probe_worker hang STEPS      beat STEPS times (10 ms apart), then hang
  *   probe_worker silent          attach and never beat
  *   probe_worker steady STEP_MS  beat forever, one step per STEP_MS
+ *   probe_worker compute STEP_MS [STALL_STEP STALL_MS]  steps of STEP_MS reported
+ *                                with elastic_worker_report_step_time, forever;
+ *                                3x slower while $PROBE_WORKER_SLOW_FILE exists;
+ *                                step STALL_STEP (of the first run) takes STALL_MS;
+ *                                "tick RANK STEP WALL_MS" every 10 steps (the bench's rate)
  *   probe_worker inproc          train; on reconfigure print the new ranks,
  *                                pass a barrier, go on; exit 0 when stopped
  *   probe_worker train STEPS DIR a toy data-parallel job under elasticrun: an
@@ -15,6 +20,7 @@
  */
 #include <elastic.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +31,28 @@ static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* A node's compute time as the straggler scores see it (never returns). */
+static void compute(elastic_worker *w, const elastic_worker_info *info, int step_ms,
+                    long long stall_step, int stall_ms)
+{
+    const char *slow_file = getenv("PROBE_WORKER_SLOW_FILE");
+    for (uint64_t step = 1;; step++) {
+        int ms = slow_file != NULL && access(slow_file, F_OK) == 0 ? 3 * step_ms : step_ms;
+        bool first_run = info->restart_count == 0 && info->generation <= 1;
+        if (first_run && (long long)step == stall_step) ms = stall_ms;
+        sleep_ms(ms);
+        elastic_worker_report_step_time(w, (uint64_t)ms * 1000000u);
+        elastic_worker_heartbeat(w, step);
+        if (step % 10 == 0) {
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            printf("tick %d %llu %lld\n", info->rank, (unsigned long long)step,
+                   (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+            fflush(stdout);
+        }
+    }
 }
 
 /* Not static and not inlined: gdb should show it in the hung stack. */
@@ -215,6 +243,9 @@ int main(int argc, char **argv)
             elastic_worker_heartbeat(w, step);
             sleep_ms(step_ms);
         }
+    } else if (strcmp(argv[1], "compute") == 0 && (argc == 3 || argc == 5)) {
+        bool stall = argc == 5;
+        compute(w, &info, atoi(argv[2]), stall ? atoll(argv[3]) : 0, stall ? atoi(argv[4]) : 0);
     } else if (strcmp(argv[1], "train") == 0 && argc == 4) {
         checkpoint_dir = argv[3];
         rc = train(w, atoll(argv[2]));

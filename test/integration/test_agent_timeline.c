@@ -133,6 +133,28 @@ TEST_TIMEOUT(timeline_summary_prints_the_same_as_text, 60)
     free(text);
 }
 
+/* A straggler node's eviction is one mark, with its score and replacement. */
+TEST_TIMEOUT(timeline_marks_a_straggler_eviction, 60)
+{
+    static const char log_c[] =
+        "{\"ts_ms\":1000,\"event\":\"agent_started\",\"run_id\":\"job7\",\"node\":\"slow\"}\n"
+        "{\"ts_ms\":1100,\"event\":\"generation_formed\",\"run_id\":\"job7\",\"node\":\"slow\","
+        "\"generation\":1,\"world_size\":4,\"group_world_size\":2}\n"
+        "{\"ts_ms\":7000,\"event\":\"straggler_evicted\",\"run_id\":\"job7\",\"node\":\"slow\","
+        "\"generation\":1,\"straggler\":\"slow\",\"score\":\"0.333\",\"step_time_ms\":60,"
+        "\"spares_waiting\":1,\"replacement\":\"spare\",\"quarantine_ms\":8000}\n";
+    char c[512];
+    write_file(agent_harness_path(c, sizeof c, "c.jsonl"), log_c);
+    const char *argv[] = {"elasticctl", "summary", c, NULL};
+    ASSERT_EQ(run_ctl(argv, "evicted"), 0);
+    char *text = output_of("evicted", "out");
+    const char *mark = "+    6.000 s  slow                     probe: evicted as the job's "
+                       "straggler (score 0.333); replaced by spare\n";
+    if (strstr(text, mark) == NULL)
+        FAIL("summary:\n%s", text);
+    free(text);
+}
+
 TEST_TIMEOUT(timeline_refuses_bad_logs_naming_file_and_line, 60)
 {
     char a[512], bad[512], other[512], out[512];

@@ -69,3 +69,23 @@ TEST_TIMEOUT(netns_etcd_job_survives_losing_its_store_host, 120)
 {
     run_netns_script("etcd_store_host_lost.sh");
 }
+
+TEST_TIMEOUT(netns_straggler_node_is_replaced_by_the_waiting_spare, 150)
+{
+    run_netns_script("straggler_spare.sh");
+}
+
+TEST_TIMEOUT(netns_straggler_equal_nodes_and_a_stall_evict_no_one, 150)
+{
+    run_netns_script("straggler_equal.sh");
+}
+
+TEST_TIMEOUT(netns_straggler_node_is_replaced_by_the_waiting_spare_on_etcd, 150)
+{
+    run_netns_script("straggler_spare_etcd.sh");
+}
+
+TEST_TIMEOUT(netns_straggler_leaves_when_min_nodes_allow_and_quarantine_is_0, 150)
+{
+    run_netns_script("straggler_leave.sh");
+}

@@ -268,7 +268,8 @@ TEST_TIMEOUT(etcd_backend_lease_keeps_keys_and_fences_when_etcd_is_gone, 60)
     pthread_mutex_unlock(&f.lock);
     kill(c.m[0].pid, SIGCONT);
     if (!lost) FAIL("no lease loss reported with etcd frozen");
-    if (took > (uint64_t)ttl_ms + 1000) FAIL("fenced %llu ms after etcd froze (TTL %d ms)", (unsigned long long)took, ttl_ms);
+    if (took > (uint64_t)ttl_ms + (uint64_t)test_scaled_ms(1000))
+        FAIL("fenced %llu ms after etcd froze (TTL %d ms)", (unsigned long long)took, ttl_ms);
     printf("# fenced after %llu ms: %s\n", (unsigned long long)took, f.why);
     observer->ops->close(observer);
     b->ops->close(b);

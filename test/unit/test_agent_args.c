@@ -215,20 +215,9 @@ TEST(agent_std_maps_ranks)
     ASSERT_ERR(agent__std_parse("0:1,x", 0, &mask), ELASTIC_EINVAL);
 }
 
-TEST(agent_endpoint_parses_hosts_and_ports)
+/* The endpoint grammar itself: test_common_endpoint.c. */
+TEST(agent_address_is_local_names_this_machine)
 {
-    char host[256];
-    int port;
-    ASSERT_OK(agent__endpoint_parse("node1:1234", 29400, host, sizeof host, &port));
-    ASSERT_STR_EQ(host, "node1");
-    ASSERT_EQ(port, 1234);
-    ASSERT_OK(agent__endpoint_parse("node1", 29400, host, sizeof host, &port));
-    ASSERT_EQ(port, 29400);
-    ASSERT_OK(agent__endpoint_parse("[::1]:99", 29400, host, sizeof host, &port));
-    ASSERT_STR_EQ(host, "::1");
-    ASSERT_EQ(port, 99);
-    ASSERT_ERR(agent__endpoint_parse("node1:99999", 29400, host, sizeof host, &port), ELASTIC_EINVAL);
-    ASSERT_ERR(agent__endpoint_parse(":5", 29400, host, sizeof host, &port), ELASTIC_EINVAL);
     ASSERT(agent__address_is_local("localhost"));
     ASSERT(agent__address_is_local("127.0.0.1"));
     ASSERT(!agent__address_is_local("192.0.2.1")); /* TEST-NET-1: never a local interface */

@@ -47,3 +47,22 @@ TEST(ctl_status_names_an_unhealthy_reason_and_refuses_a_bad_page)
     ASSERT_ERR(ctl_status_format("elastic_generation{ 3\n", 200, "ok", &out), ELASTIC_EPROTO);
     elastic__text_free(&out);
 }
+
+/* The job-wide node scores get one line when the page has them, none otherwise. */
+TEST(ctl_status_shows_job_wide_node_scores)
+{
+    const char *scores = "elastic_job_info{run_id=\"r\",node=\"a\"} 1\n"
+                         "elastic_node_straggler_rounds_total 7\n"
+                         "elastic_node_straggler_score{node=\"a\"} 1.5\n"
+                         "elastic_node_straggler_score{node=\"b\"} 0.333\n";
+    elastic__text out;
+    elastic__text_init(&out, 1 << 16);
+    ASSERT_OK(ctl_status_format(scores, 200, "ok", &out));
+    if (out.data == NULL || strstr(out.data, "node straggler scores (job-wide): a 1.50, b 0.33\n") == NULL)
+        FAIL("%s", out.data ? out.data : "(empty)");
+    elastic__text_free(&out);
+    elastic__text_init(&out, 1 << 16);
+    ASSERT_OK(ctl_status_format(page, 200, "ok", &out));
+    if (out.data == NULL || strstr(out.data, "node straggler scores") != NULL) FAIL("%s", out.data);
+    elastic__text_free(&out);
+}

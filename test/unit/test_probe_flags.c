@@ -40,3 +40,21 @@ TEST(probe_flags_reject_out_of_range)
         ASSERT_ERR(elastic_agent_parse_args(4, cases[i], envp, &o), ELASTIC_EINVAL);
     }
 }
+
+TEST(straggler_quarantine_flag_defaults_parses_and_is_bounded)
+{
+    const char *envp[] = {NULL};
+    elastic_agent_opts o;
+    elastic_agent_opts_init(&o, sizeof o);
+    ASSERT_EQ(o.straggler_quarantine_ms, 300000);
+    const char *set[] = {"elasticrun", "--straggler-quarantine=1.5", "x", NULL};
+    ASSERT_OK(elastic_agent_parse_args(3, set, envp, &o));
+    ASSERT_EQ(o.straggler_quarantine_ms, 1500);
+    const char *leave[] = {"elasticrun", "--straggler-quarantine", "0", "x", NULL};
+    ASSERT_OK(elastic_agent_parse_args(4, leave, envp, &o));
+    ASSERT_EQ(o.straggler_quarantine_ms, 0);
+    const char *negative[] = {"elasticrun", "--straggler-quarantine", "-1", "x", NULL};
+    const char *huge[] = {"elasticrun", "--straggler-quarantine", "99999999999", "x", NULL};
+    ASSERT_ERR(elastic_agent_parse_args(4, negative, envp, &o), ELASTIC_EINVAL);
+    ASSERT_ERR(elastic_agent_parse_args(4, huge, envp, &o), ELASTIC_EINVAL);
+}

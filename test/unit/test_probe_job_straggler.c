@@ -80,7 +80,10 @@ TEST(job_straggler_record_round_trip_and_validation)
     ASSERT_EQ(back.steps, 42);
     ASSERT_EQ(back.step_ns, 123456789);
     ASSERT(strcmp(back.node_id, "host-a") == 0);
-    const char *bad[] = {"", "v2 1 2 a", "v1 x 2 a", "v1 1 2", "v1 1 2 a trailing", "v1 1 99999999999999999 a", "v1 1 2 a\"b"};
+    const char *bad[] = {"", "v2 1 2 a", "v1 x 2 a", "v1 1 2", "v1 1 2 a trailing",
+                         "v1 1 99999999999999999 a", "v1 1 2 a\"b",
+                         /* no sign, single spaces */
+                         "v1 -1 2 a", "v1 +1 2 a", "v1  1 2 a", "v1 1 2  a"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         ASSERT_EQ(probe__node_stat_parse(bad[i], strlen(bad[i]), &back), ELASTIC_EPROTO);
     char big[400];

@@ -121,12 +121,23 @@ TEST(worker_env_rejects_bad_strings)
     expect_rejected("MASTER_ADDR", "host;rm");
     expect_rejected("ELASTIC_STORE_ENDPOINT", "no-port");
     expect_rejected("ELASTIC_STORE_ENDPOINT", "host:99999");
+    expect_rejected("ELASTIC_STORE_ENDPOINT",
+                    "host:"); /* the store client's grammar: common/endpoint.c */
+    expect_rejected("ELASTIC_STORE_ENDPOINT", "::1:4000");
+    expect_rejected("ELASTIC_STORE_ENDPOINT", "[::1]:0");
     expect_rejected("ELASTIC_HEARTBEAT_SHM", "relative/path");
     expect_rejected("ELASTIC_AGENT_SOCKET", "relative.sock");
     char long_id[200];
     memset(long_id, 'a', sizeof long_id - 1);
     long_id[sizeof long_id - 1] = '\0';
     expect_rejected("TORCHELASTIC_RUN_ID", long_id);
+}
+
+TEST(worker_env_reads_a_bracketed_ipv6_store_endpoint)
+{
+    worker__env env;
+    ASSERT_OK(parse_with("ELASTIC_STORE_ENDPOINT", "[::1]:4000", &env));
+    ASSERT_STR_EQ(env.store_endpoint, "[::1]:4000");
 }
 
 TEST(worker_env_rejects_incomplete_sets)

@@ -22,6 +22,10 @@ int ctl_timeline(const char *const *paths, int count, const char *run_id, const 
 /* `elasticctl summary`: the same logs as text on out. */
 int ctl_summary(const char *const *paths, int count, const char *run_id, FILE *out);
 
+/* A whole decimal number in [min, max] by the library's one grammar
+ * (src/common/parse_int.c): 0, or ELASTIC_EINVAL. */
+int ctl_parse_int(const char *text, long long min, long long max, long long *out);
+
 const char *ctl_last_error(void);
 
 #endif /* ELASTICCTL_CTL_H */

@@ -4,11 +4,13 @@
  * generation, restarts, workers, health, and one line per rank.
  */
 #include "common/http.h"
+#include "common/parse_int.h"
 #include "common/prom.h"
 #include "common/text.h"
 #include "elasticctl/ctl.h"
 #include "elasticctl/status.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -28,20 +30,23 @@ typedef struct job_view {
     double failures[5], recovery_last[2], recoveries[2];
     rank_row ranks[STATUS_MAX_RANKS];
     int rank_count;
+    char node_scores[1024];          /* "vm-1 1.00, vm-2 0.33" (job-wide straggler scores) */
 } job_view;
 
 static rank_row *row_for(job_view *v, const char *labels)
 {
     char rank_text[32], local_text[32];
+    int rank, local;
     if (!elastic__prom_label(labels, "rank", rank_text, sizeof rank_text) ||
-        !elastic__prom_label(labels, "local_rank", local_text, sizeof local_text))
+        !elastic__prom_label(labels, "local_rank", local_text, sizeof local_text) ||
+        elastic__parse_int(NULL, rank_text, 0, INT_MAX, &rank) != 0 ||
+        elastic__parse_int(NULL, local_text, 0, INT_MAX, &local) != 0)
         return NULL;
-    int local = atoi(local_text);
     for (int i = 0; i < v->rank_count; i++)
         if (v->ranks[i].local_rank == local) return &v->ranks[i];
     if (v->rank_count == STATUS_MAX_RANKS) return NULL;
     rank_row *row = &v->ranks[v->rank_count++];
-    *row = (rank_row){.rank = atoi(rank_text), .local_rank = local, .pid = -1, .alive = -1, .uptime = -1,
+    *row = (rank_row){.rank = rank, .local_rank = local, .pid = -1, .alive = -1, .uptime = -1,
                       .step = -1, .rate = -1, .age = -1, .score = -1};
     return row;
 }
@@ -68,6 +73,11 @@ static void take_sample(job_view *v, const elastic__prom_sample *s)
         int mode = strcmp(label, modes[1]) == 0;
         if (strcmp(s->name, "elastic_recovery_last_seconds") == 0) v->recovery_last[mode] = s->value;
         if (strcmp(s->name, "elastic_recovery_seconds_count") == 0) v->recoveries[mode] = s->value;
+    } else if (strcmp(s->name, "elastic_node_straggler_score") == 0 &&
+               elastic__prom_label(s->labels, "node", label, sizeof label)) {
+        size_t at = strlen(v->node_scores);
+        snprintf(v->node_scores + at, sizeof v->node_scores - at, "%s%s %.2f", at > 0 ? ", " : "",
+                 label, s->value);
     } else if (strncmp(s->name, "elastic_worker_", 15) == 0) {
         rank_row *row = row_for(v, s->labels);
         if (row == NULL) return;
@@ -132,6 +142,8 @@ int ctl_status_format(const char *metrics, int health_status, const char *health
                            v->failures[0], v->failures[1], v->failures[2], v->failures[3], v->failures[4]);
         elastic__text_printf(out, "recoveries: restart %.0f (last %.3f s), in-process %.0f (last %.3f s)\n",
                            v->recoveries[0], v->recovery_last[0], v->recoveries[1], v->recovery_last[1]);
+        if (v->node_scores[0] != '\0')
+            elastic__text_printf(out, "node straggler scores (job-wide): %s\n", v->node_scores);
     }
     free(v);
     return rc;

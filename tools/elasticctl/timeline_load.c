@@ -35,6 +35,7 @@ static int kind_of(const char *event, json_object *obj)
         const char *probe = json__get_string(obj, "probe");
         return probe != NULL && (strcmp(probe, "hang") == 0 || strcmp(probe, "startup") == 0) ? TL_HANG : TL_PROBE;
     }
+    if (strcmp(event, "straggler_evicted") == 0) return TL_PROBE; /* marked as a probe's verdict */
     for (int k = 0; k < TL_KINDS; k++)
         if (k != TL_HANG && k != TL_PROBE && strcmp(event, kind_names[k]) == 0) return k;
     return -1;
@@ -97,6 +98,14 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
         if (value2_keys[kind] != NULL && json__get_int(obj, value2_keys[kind], -1, INT64_MAX / 2, &v)) e.value2 = v;
         const char *text = json__get_string(obj, kind == TL_JOB_END ? "status" : kind == TL_WAITING ? "missing" : "reason");
         if (text != NULL) snprintf(e.text, sizeof e.text, "%s", text);
+        if (strcmp(event, "straggler_evicted") == 0) {
+            const char *score = json__get_string(obj, "score");
+            const char *spare = json__get_string(obj, "replacement");
+            bool named = spare != NULL && spare[0] != '\0';
+            snprintf(e.text, sizeof e.text, "evicted as the job's straggler (score %.16s)%s%.128s",
+                     score != NULL ? score : "?", named ? "; replaced by " : "",
+                     named ? spare : "");
+        }
         if (kind == TL_CHECKPOINT && json__get_int(obj, "saved_ms", 0, INT64_C(1) << 52, &v)) e.ts_ms = (uint64_t)v;
         /* A worker event without a usable local rank cannot have a lane. */
         bool needs_lane = kind == TL_WORKER_STARTED || kind == TL_WORKER_EXITED || kind == TL_CHECKPOINT;
