@@ -3,7 +3,9 @@
  * (in parallel on the worker pool) and a background thread writes and
  * commits them, so the training stall is the copy. One save in flight; the
  * next waits for it (back-pressure). The staging buffer is kept between
- * saves so only the first copy pays for page faults.
+ * saves so only the first copy pays for page faults; that first copy has
+ * the kernel populate each piece's pages in one call before copying it
+ * (cheaper than a fault per 4 KiB page), on several threads at once.
  */
 #include "ckpt/ckpt.h"
 #include "common/clock.h"
@@ -14,6 +16,12 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL and the copy faults */
+#endif
 
 /* The staging copy, cut into pieces that the caller's thread and the pool
  * threads take in turn: when the pool threads are busy or not scheduled
@@ -26,6 +34,7 @@ typedef struct copy_piece {
     void *dst;
     const void *src;
     size_t len;
+    bool populate;            /* dst is fresh memory: populate it first */
 } copy_piece;
 
 typedef struct copy_job copy_job;
@@ -55,16 +64,31 @@ struct ckpt_async {
     uint64_t result_step;
     char why[256];
     ckpt_worker_ctx *ctx;      /* the background thread's own zstd contexts */
-    uint8_t *stage;            /* staged data and names */
+    uint8_t *stage;            /* staged data and names (mmap) */
     size_t stage_cap;
+    bool stage_fresh;          /* not yet written: the next copy populates it */
+    unsigned stage_maps;       /* times the staging buffer was mapped (tests: reuse) */
     elastic_ckpt_blob *blobs;
     size_t blob_cap, n_blobs;
     copy_job copy;
 };
 
+/* Backs [p, p+len) with writable pages in one call instead of a fault per
+ * page (measured here: 0.26-0.33 s for 512 MiB against 0.44-0.66 s of
+ * faults). The range is widened to whole pages; a neighbour's page being
+ * populated twice is harmless. A kernel without it leaves the faults. */
+static void populate(void *p, size_t len)
+{
+    long size = sysconf(_SC_PAGESIZE);
+    uintptr_t page = size > 0 ? (uintptr_t)size : 4096;
+    uintptr_t start = (uintptr_t)p & ~(page - 1), end = ((uintptr_t)p + len + page - 1) & ~(page - 1);
+    (void)madvise((void *)start, end - start, MADV_POPULATE_WRITE);
+}
+
 static void copy_pieces(copy_job *job)
 {
     for (size_t i; (i = atomic_fetch_add(&job->next, 1)) < job->n;) {
+        if (job->pieces[i].populate) populate(job->pieces[i].dst, job->pieces[i].len);
         memcpy(job->pieces[i].dst, job->pieces[i].src, job->pieces[i].len);
         atomic_fetch_add(&job->finished, 1);
     }
@@ -76,7 +100,7 @@ static void run_copy_helper(ckpt_task *task, ckpt_worker_ctx *ctx)
     copy_pieces(((copy_helper *)task)->job);
 }
 
-static int add_piece(copy_job *job, void *dst, const void *src, size_t len)
+static int add_piece(copy_job *job, void *dst, const void *src, size_t len, bool fresh)
 {
     if (job->n == job->cap) {
         size_t cap = job->cap ? job->cap * 2 : 256;
@@ -85,7 +109,7 @@ static int add_piece(copy_job *job, void *dst, const void *src, size_t len)
         job->pieces = grown;
         job->cap = cap;
     }
-    job->pieces[job->n++] = (copy_piece){dst, src, len};
+    job->pieces[job->n++] = (copy_piece){dst, src, len, fresh};
     return 0;
 }
 
@@ -198,7 +222,7 @@ void ckpt__async_stop(elastic_ckpt *c)
     pthread_mutex_destroy(&a->lock);
     pthread_cond_destroy(&a->changed);
     ckpt__ctx_free(a->ctx);
-    free(a->stage);
+    if (a->stage) munmap(a->stage, a->stage_cap);
     free(a->blobs);
     free(a);
     c->async = NULL;
@@ -224,14 +248,23 @@ static int reserve_stage(ckpt_async *a, size_t n, size_t bytes)
         if (a->blobs == NULL) return elastic__fail(ELASTIC_ENOMEM, "async blob table");
     }
     if (bytes > a->stage_cap) {
-        free(a->stage); /* not realloc: the old contents need no copying */
-        /* Plain pages, not huge ones: the first copy faults them in during the
-         * caller's stall, and asking for huge pages there can mean direct
-         * compaction (measured 3-4x a memcpy here, against ~1x for small
-         * pages). elastic_ckpt_async_reserve moves the faults off the stall. */
-        a->stage = malloc(bytes);
-        a->stage_cap = a->stage ? bytes : 0;
-        if (a->stage == NULL) return elastic__fail(ELASTIC_ENOMEM, "async staging buffer of %zu bytes", bytes);
+        /* Not realloc: the old contents need no copying. mmap, not malloc,
+         * so the pages are known fresh (populated by the copy) and go back
+         * to the kernel at close. No MADV_HUGEPAGE: a huge page fault means
+         * zeroing 2 MiB and maybe direct compaction inside the caller's
+         * stall (measured 1.2-1.7 s for 512 MiB here, against 0.3 s for
+         * populated 4 KiB pages); the kernel's THP default applies. */
+        if (a->stage) munmap(a->stage, a->stage_cap);
+        a->stage_cap = 0;
+        void *stage = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (stage == MAP_FAILED) {
+            a->stage = NULL;
+            return elastic__fail(ELASTIC_ENOMEM, "async staging buffer of %zu bytes: %s", bytes, strerror(errno));
+        }
+        a->stage = stage;
+        a->stage_cap = bytes;
+        a->stage_fresh = true;
+        a->stage_maps++;
     }
     return 0;
 }
@@ -251,11 +284,13 @@ static int stage_blobs(elastic_ckpt *c, ckpt_async *a, const elastic_ckpt_blob *
     if (rc) return rc;
     size_t off = 0;
     a->copy.n = 0;
+    bool fresh = a->stage_fresh;
+    a->stage_fresh = false;
     for (size_t i = 0; i < n; i++) {
         uint8_t *data = a->stage + off;
         for (size_t done = 0; done < blobs[i].len && rc == 0; done += COPY_PIECE) {
             size_t len = blobs[i].len - done < COPY_PIECE ? blobs[i].len - done : COPY_PIECE;
-            rc = add_piece(&a->copy, data + done, (const uint8_t *)blobs[i].data + done, len);
+            rc = add_piece(&a->copy, data + done, (const uint8_t *)blobs[i].data + done, len, fresh);
         }
         if (rc) return rc;
         off += (blobs[i].len + 63) & ~(size_t)63;
@@ -332,9 +367,13 @@ ELASTIC_EXTERN int elastic_ckpt_async_reserve(elastic_ckpt *c, size_t bytes)
     pthread_mutex_unlock(&a->lock);
     if (!idle || !ckpt__txn_try_claim(c)) return elastic__fail(ELASTIC_EBUSY, "a checkpoint transaction is open");
     int rc = reserve_stage(a, 1, want);
-    /* Fault every page in now (writing, so the kernel backs it), so that
-     * the first save_async pays only for its copy. */
-    for (size_t at = 0; rc == 0 && at < a->stage_cap; at += 4096) ((volatile uint8_t *)a->stage)[at] = 0;
+    /* Back every page now (writing, so the kernel backs it), so that the
+     * first save_async pays only for its copy. */
+    if (rc == 0 && a->stage_fresh) {
+        if (madvise(a->stage, a->stage_cap, MADV_POPULATE_WRITE) != 0)
+            for (size_t at = 0; at < a->stage_cap; at += 4096) ((volatile uint8_t *)a->stage)[at] = 0;
+        a->stage_fresh = false;
+    }
     ckpt__txn_release(c);
     return rc;
 }
@@ -353,3 +392,5 @@ ELASTIC_EXTERN int elastic_ckpt_async_wait(elastic_ckpt *c, int timeout_ms, uint
     pthread_mutex_unlock(&a->lock);
     return rc;
 }
+
+unsigned ckpt__async_stage_maps(const elastic_ckpt *c) { return c->async ? c->async->stage_maps : 0; }

@@ -175,9 +175,11 @@ void ckpt__ctx_free(ckpt_worker_ctx *ctx);
  * when that pays, else ELASTIC_ELIMIT (store it raw). It pays when a sample
  * shrinks to a tenth, or shrinks by a fifth at no less than min_bps (this
  * thread's share of the disk's rate: slower compression would make the save
- * slower than storing raw); 0: no speed condition. */
+ * slower than storing raw); 0: no speed condition. quick: only data that
+ * a cheap probe (match finding alone, ~3 GB/s) shrinks to a tenth is
+ * considered at all (zeros, repeats); the rest is stored raw at once. */
 int ckpt__ctx_compress(ckpt_worker_ctx *ctx, int level, const void *src, size_t len, void *dst, size_t dst_cap,
-                       uint64_t min_bps, size_t *out_len);
+                       uint64_t min_bps, bool quick, size_t *out_len);
 int ckpt__ctx_decompress(ckpt_worker_ctx *ctx, const void *src, size_t len, void *dst, size_t raw_len);
 /* A scratch buffer of at least len bytes owned by the context. */
 void *ckpt__ctx_scratch(ckpt_worker_ctx *ctx, size_t len);
@@ -257,5 +259,7 @@ void ckpt__apply_retention(elastic_ckpt *c);
 void ckpt__async_stop(elastic_ckpt *c);
 /* Tests: while held, a staged asynchronous save does not start. */
 int ckpt__async_hold(elastic_ckpt *c, bool hold);
+/* Tests: how many times the staging buffer was mapped (1 while it is reused). */
+unsigned ckpt__async_stage_maps(const elastic_ckpt *c);
 
 #endif /* ELASTIC_CKPT_INTERNAL_H */

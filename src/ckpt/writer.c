@@ -20,13 +20,14 @@
 #define SMALL_WRITE_BUF (1u << 20)    /* small stored chunks are coalesced into writes of this size */
 #define WRITEBACK_STEP (64ull << 20)  /* start kernel writeback every this many bytes */
 #define ADAPT_CHUNKS 16               /* compression is re-judged every this many chunks */
-#define RAW_STREAK 4                  /* raw verdicts in a row after which a blob is sampled sparsely */
+#define RAW_STREAK 4                  /* raw verdicts in a row after which chunks are sampled sparsely */
 #define SAMPLE_EVERY 8                /* then every this many chunks */
 
 typedef struct chunk_slot {
     ckpt_task task;                   /* first: the pool hands back &task */
     int compression, level;
-    bool sampled;                     /* compression was tried (not skipped by the streak) */
+    bool quick;                       /* a raw streak: only a quick probe decides (pool.c) */
+    bool sampled;                     /* result: the chunk was judged by a full sample */
     uint64_t min_bps;                 /* compress only faster than this (pool.c) */
     const uint8_t *src;               /* the caller's memory (borrowed) or in_buf */
     size_t raw_len;
@@ -50,7 +51,8 @@ struct elastic_ckpt_txn {
     uint64_t waited_io_ns;            /* writer blocked on write/writeback, this window */
     uint64_t io_ns;                   /* write, writeback and fsync, the whole transaction */
     unsigned judged, raw_left;        /* chunks since the last judgement; chunks to store raw */
-    unsigned raw_streak, skipped;     /* this blob: samples in a row that said "raw"; samples skipped since */
+    unsigned raw_streak, skipped;     /* samples in a row that said "raw"; samples skipped since */
+    bool blob_start;                  /* the next chunk is a blob's first: always sampled */
     int error;                        /* sticky: the first failure */
     char why[512];                    /* and its detail */
     ckpt_manifest m;
@@ -197,7 +199,7 @@ static void run_chunk(ckpt_task *task, ckpt_worker_ctx *ctx)
     size_t packed = 0;
     if (s->compression == ELASTIC_CKPT_ZSTD &&
         ckpt__ctx_compress(ctx, s->level, s->src, s->raw_len, s->out_buf, ckpt__compress_bound(s->raw_len),
-                           s->min_bps, &packed) == 0) {
+                           s->min_bps, s->quick, &packed) == 0) {
         s->stored = s->out_buf;
         s->stored_len = packed;
         s->codec = CKPT_CODEC_ZSTD;
@@ -206,6 +208,9 @@ static void run_chunk(ckpt_task *task, ckpt_worker_ctx *ctx)
         s->stored_len = s->raw_len;
         s->codec = CKPT_CODEC_RAW;
     }
+    /* A quick probe's "raw" says nothing about entropy-coded gains: it does
+     * not extend the streak; its "compressed" ends it like a sample's. */
+    s->sampled = s->compression == ELASTIC_CKPT_ZSTD && (!s->quick || s->codec == CKPT_CODEC_ZSTD);
     s->hash = ckpt__hash(s->stored, s->stored_len);
 }
 
@@ -309,11 +314,13 @@ static void submit(elastic_ckpt_txn *t, chunk_slot *s, const uint8_t *src, size_
         t->raw_left--;
         s->compression = ELASTIC_CKPT_NONE;
     }
-    /* A blob whose chunks keep coming out raw (float weights) is sampled
-     * only every 8th chunk after 4 such verdicts: its sampling costs little. */
-    if (s->compression == ELASTIC_CKPT_ZSTD && t->raw_streak >= RAW_STREAK && ++t->skipped % SAMPLE_EVERY != 0)
-        s->compression = ELASTIC_CKPT_NONE;
-    s->sampled = s->compression == ELASTIC_CKPT_ZSTD;
+    /* Chunks that keep coming out raw (float weights) get a full sample only
+     * every 8th chunk after 4 such verdicts, and a blob's first chunk; the
+     * others a quick probe that still catches zeros and repeats (zeros after
+     * weights), whose compression ends the streak. */
+    s->quick = s->compression == ELASTIC_CKPT_ZSTD && t->raw_streak >= RAW_STREAK && !t->blob_start &&
+               ++t->skipped % SAMPLE_EVERY != 0;
+    t->blob_start = false;
     s->level = t->c->opts.zstd_level;
     s->min_bps = compress_floor_bps(t->c);
     s->src = src;
@@ -487,7 +494,7 @@ ELASTIC_EXTERN int elastic_ckpt_writer_open(elastic_ckpt_txn *t, const char *nam
             return elastic__fail(ELASTIC_ENOMEM, "blob name");
         }
         w->blob = t->m.blob_count++;
-        t->raw_streak = t->skipped = 0; /* a new blob is judged afresh (zeros after weights) */
+        t->blob_start = true; /* a new blob's first chunk is judged afresh (zeros after weights) */
         t->m.blobs[w->blob] = (ckpt_blob){.name = copy, .flags = flags, .first_chunk = t->m.chunk_count};
     }
     t->writer = w;

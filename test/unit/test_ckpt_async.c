@@ -156,8 +156,13 @@ TEST(ckpt_async_reserve_faults_the_staging_buffer_in_beforehand)
     getrusage(RUSAGE_SELF, &before);
     ASSERT_OK(elastic_ckpt_save_async(c, 1, blobs, 1, 1000));
     getrusage(RUSAGE_SELF, &after);
-    long faults = after.ru_minflt - before.ru_minflt, pages = (long)(len / 4096);
-    if (faults * 10 > pages) FAIL("the first save after reserve took %ld page faults for %ld pages", faults, pages);
+    long faults = after.ru_minflt - before.ru_minflt, pages = (long)(len / 4096), allowed = pages / 10;
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer's shadow of a fresh mapping (a byte per 8) faults in
+     * when the copy is first checked: its own memory, not the buffer's. */
+    allowed += pages / 8 + 16;
+#endif
+    if (faults > allowed) FAIL("the first save after reserve took %ld page faults for %ld pages", faults, pages);
     ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), NULL));
     void *data;
     size_t got;
@@ -166,5 +171,61 @@ TEST(ckpt_async_reserve_faults_the_staging_buffer_in_beforehand)
     ASSERT_MEM_EQ(data, weights, len);
     elastic_free(data);
     free(weights);
+    elastic_ckpt_close(c);
+}
+
+/* The staging buffer is mapped once and kept: later saves of the same size
+ * (or smaller) reuse it and take (almost) no page faults; a larger save maps
+ * a bigger one. The first save's populated copy holds the right bytes. */
+TEST(ckpt_async_keeps_the_staging_buffer_across_saves)
+{
+    ASSERT_EQ(prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0), 0); /* count 4 KiB pages, as in the test above */
+    elastic_ckpt *c = open_dir();
+    ASSERT_EQ(ckpt__async_stage_maps(c), 0);
+    const size_t len = 24u << 20;
+    uint8_t *first = filled(len, 5), *second = filled(len, 6);
+    elastic_ckpt_blob blobs[] = {{"a", first, len / 2 + 17, 0}, {"b", first + len / 2 + 17, len / 2 - 17, 0}};
+    ASSERT_OK(elastic_ckpt_save_async(c, 1, blobs, 2, 1000));
+    ASSERT_EQ(ckpt__async_stage_maps(c), 1);
+    ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), NULL));
+    blobs[0].data = second;
+    blobs[1].data = second + len / 2 + 17;
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
+    ASSERT_OK(elastic_ckpt_save_async(c, 2, blobs, 2, test_scaled_ms(30000)));
+    getrusage(RUSAGE_SELF, &after);
+    ASSERT_EQ(ckpt__async_stage_maps(c), 1);
+#if !defined(__SANITIZE_THREAD__) /* TSan's shadow memory faults are its own */
+    long faults = after.ru_minflt - before.ru_minflt, pages = (long)(len / 4096);
+    if (faults * 10 > pages) FAIL("the second save took %ld page faults for %ld pages", faults, pages);
+#endif
+    ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), NULL));
+    for (uint64_t step = 1; step <= 2; step++) {
+        const uint8_t *expect = step == 1 ? first : second;
+        void *data;
+        size_t got;
+        ASSERT_OK(elastic_ckpt_read(c, step, "a", &data, &got));
+        ASSERT_EQ(got, len / 2 + 17);
+        ASSERT_MEM_EQ(data, expect, got);
+        elastic_free(data);
+        ASSERT_OK(elastic_ckpt_read(c, step, "b", &data, &got));
+        ASSERT_EQ(got, len / 2 - 17);
+        ASSERT_MEM_EQ(data, expect + len / 2 + 17, got);
+        elastic_free(data);
+    }
+    uint8_t *bigger = filled(2 * len, 7);
+    elastic_ckpt_blob big = {"a", bigger, 2 * len, 0};
+    ASSERT_OK(elastic_ckpt_save_async(c, 3, &big, 1, test_scaled_ms(30000)));
+    ASSERT_EQ(ckpt__async_stage_maps(c), 2);
+    ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), NULL));
+    void *data;
+    size_t got;
+    ASSERT_OK(elastic_ckpt_read(c, 3, "a", &data, &got));
+    ASSERT_EQ(got, 2 * len);
+    ASSERT_MEM_EQ(data, bigger, got);
+    elastic_free(data);
+    free(first);
+    free(second);
+    free(bigger);
     elastic_ckpt_close(c);
 }
