@@ -468,7 +468,6 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
     group->loop = loop;
     group->pending_stop_signal = -1;
     group->reaper_fd = -1;
-    group->reaper_pidfd = -1;
     group->state = AGENT_IDLE;
     group->unhealthy_local_rank = -1;
     int rc = pthread_mutex_init(&group->lock, NULL);

@@ -348,7 +348,8 @@ struct agent_group {
 
     int reaper_fd;                   /* the reaper's pipe (reaper.c); -1: none */
     pid_t reaper_pid;
-    int reaper_pidfd;                /* watched on the loop: a reaper that dies is replaced; -1: none */
+    bool reaper_watching;            /* its pipe is polled: a reaper that dies is replaced */
+    pid_t reaper_zombie;             /* a replaced reaper not reaped yet; 0: none */
     uv_poll_t reaper_watch;
     bool reaper_unwatched;           /* the agent is closing: a reaper's end is expected */
     char reaper_cgroup[512];         /* the workers' cgroup v2, the agent's own while it runs; "": none */

@@ -283,9 +283,7 @@ static void watch_reaper(agent_group *group);
 static void on_reaper_watch_closed(uv_handle_t *handle)
 {
     agent_group *group = handle->data;
-    /* Closed as it was opened, by raw system call (see exits.c). */
-    syscall(SYS_close, group->reaper_pidfd);
-    group->reaper_pidfd = -1;
+    group->reaper_watching = false;
     /* The handle may be initialised again only now: watch a replacement. */
     if (group->reaper_fd >= 0 && !group->reaper_unwatched) watch_reaper(group);
 }
@@ -293,25 +291,20 @@ static void on_reaper_watch_closed(uv_handle_t *handle)
 /* The reaper ended while the agent runs (killed by someone, or the OOM
  * killer): without one, a SIGKILL of the agent would leave every worker
  * behind. A new reaper is forked at once and told every live worker. */
-static void on_reaper_exit(uv_poll_t *poll, int status, int events)
+static void on_reaper_gone(uv_poll_t *poll, int status, int events)
 {
     (void)status, (void)events;
     agent_group *group = poll->data;
-    int wstatus = 0;
-    pid_t got;
-    do got = waitpid(group->reaper_pid, &wstatus, WNOHANG);
-    while (got < 0 && errno == EINTR);
-    if (got == 0) return; /* readable before the zombie is reapable: the next poll sees it */
-    uv_close((uv_handle_t *)poll, on_reaper_watch_closed);
+    uv_close((uv_handle_t *)poll, on_reaper_watch_closed); /* stops polling the fd at once */
     if (group->reaper_fd < 0 || group->reaper_unwatched) return; /* stopping: it was told to go */
-    char how[48];
-    if (got > 0 && WIFSIGNALED(wstatus)) snprintf(how, sizeof how, "killed by signal %d", WTERMSIG(wstatus));
-    else if (got > 0 && WIFEXITED(wstatus)) snprintf(how, sizeof how, "exited with %d", WEXITSTATUS(wstatus));
-    else snprintf(how, sizeof how, "gone");
-    ELASTIC_LOG_W("agent", "the reaper (pid %d) %s; starting another so no worker can outlive the agent",
-                  (int)group->reaper_pid, how);
+    ELASTIC_LOG_W("agent", "the reaper (pid %d) is gone; starting another so no worker can outlive the agent",
+                  (int)group->reaper_pid);
     close(group->reaper_fd);
     group->reaper_fd = -1;
+    /* Its pipe end closes as it exits, so it is (about to be) a zombie,
+     * reaped now if it already is, else at stop. */
+    pid_t old = group->reaper_pid;
+    group->reaper_zombie = waitpid(old, NULL, WNOHANG) == old ? 0 : old;
     if (fork_reaper(group) != 0) {
         ELASTIC_LOG_E("agent", "%s: workers would outlive a SIGKILL of the agent", elastic_last_error());
         return;
@@ -320,19 +313,18 @@ static void on_reaper_exit(uv_poll_t *poll, int status, int events)
         if (group->workers[i].running) tell(group, '+', group->workers[i].pid);
 }
 
-/* A pidfd of the reaper on the agent's loop: readable once it has ended. */
+/* The write end of the reaper's pipe on the agent's loop: the kernel marks
+ * it with an error (EPOLLERR) once no reader is left, i.e. the reaper has
+ * ended. (Not a pidfd: a descriptor made by pipe2() is one ThreadSanitizer
+ * knows, where a raw pidfd_open() number can look like another thread's
+ * closed socket.) */
 static void watch_reaper(agent_group *group)
 {
-    group->reaper_pidfd = (int)syscall(SYS_pidfd_open, group->reaper_pid, 0);
-    if (group->reaper_pidfd < 0) return; /* kernels before 5.3: the reaper is not watched */
-    int rc = uv_poll_init(group->loop, &group->reaper_watch, group->reaper_pidfd);
-    if (rc != 0) {
-        syscall(SYS_close, group->reaper_pidfd);
-        group->reaper_pidfd = -1;
-        return;
-    }
+    if (uv_poll_init(group->loop, &group->reaper_watch, group->reaper_fd) != 0) return;
     group->reaper_watch.data = group;
-    uv_poll_start(&group->reaper_watch, UV_READABLE, on_reaper_exit);
+    group->reaper_watching = true;
+    /* No readiness asked for (the pipe is always writable): only its error wakes us. */
+    uv_poll_start(&group->reaper_watch, UV_DISCONNECT, on_reaper_gone);
 }
 
 int agent__reaper_start(agent_group *group)
@@ -367,7 +359,7 @@ void agent__reaper_track(agent_group *group, pid_t old_pgid, pid_t pgid)
 void agent__reaper_unwatch(agent_group *group)
 {
     group->reaper_unwatched = true;
-    if (group->reaper_pidfd >= 0 && !uv_is_closing((uv_handle_t *)&group->reaper_watch))
+    if (group->reaper_watching && !uv_is_closing((uv_handle_t *)&group->reaper_watch))
         uv_close((uv_handle_t *)&group->reaper_watch, on_reaper_watch_closed);
 }
 
@@ -385,4 +377,5 @@ void agent__reaper_stop(agent_group *group)
     int status;
     while (waitpid(group->reaper_pid, &status, 0) < 0 && errno == EINTR) {
     }
+    if (group->reaper_zombie > 0) waitpid(group->reaper_zombie, NULL, WNOHANG); /* ended long ago */
 }
