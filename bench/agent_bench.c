@@ -27,13 +27,13 @@
 #include <unistd.h>
 
 #define MAX_CRASHES 64
-#define MAX_SIZES 8
-#define WAIT_MS 120000
+#define MAX_SIZES   8
+#define WAIT_MS     120000
 
 typedef struct bench_args {
     const char *elasticrun, *worker, *python;
     int sizes[MAX_SIZES], nsizes, crashes;
-    const char *hang_timeout;        /* seconds, as elasticrun's flag; NULL: no hang run */
+    const char *hang_timeout; /* seconds, as elasticrun's flag; NULL: no hang run */
 } bench_args;
 
 typedef struct outcome {
@@ -50,7 +50,10 @@ static long long now_ns(void)
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void sleep_ms(int ms) { nanosleep(&(struct timespec){ms / 1000, (long)(ms % 1000) * 1000000L}, NULL); }
+static void sleep_ms(int ms)
+{
+    nanosleep(&(struct timespec){ ms / 1000, (long)(ms % 1000) * 1000000L }, NULL);
+}
 
 /* Scans the report for the lines of one restart count: how many, the latest
  * start time, and the pid of a given rank. */
@@ -64,7 +67,9 @@ static int scan(const char *report, int restart, int rank, long long *latest_ns,
     while (fgets(line, sizeof line, file) != NULL) {
         int line_rank, line_restart, pid;
         long long t;
-        if (sscanf(line, "start rank=%d restart=%d pid=%d t=%lld", &line_rank, &line_restart, &pid, &t) != 4) continue;
+        if (sscanf(line, "start rank=%d restart=%d pid=%d t=%lld", &line_rank, &line_restart, &pid,
+                   &t) != 4)
+            continue;
         if (line_restart != restart) continue;
         count++;
         if (t > *latest_ns) *latest_ns = t;
@@ -97,7 +102,8 @@ static long peak_rss_kb(pid_t pid)
     return kb;
 }
 
-static pid_t launch(const bench_args *args, bool torchrun, int nproc, const char *report, const char *log_path)
+static pid_t launch(const bench_args *args, bool torchrun, int nproc, const char *report,
+                    const char *log_path)
 {
     char nproc_text[16];
     snprintf(nproc_text, sizeof nproc_text, "%d", nproc);
@@ -108,14 +114,42 @@ static pid_t launch(const bench_args *args, bool torchrun, int nproc, const char
     dup2(log, STDERR_FILENO);
     setpgid(0, 0);
     if (torchrun) {
-        const char *argv[] = {args->python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-                              nproc_text, "--max_restarts", "1000", "--monitor_interval", "0.1", "--redirects", "2",
-                              "--tee", "2", "--no_python", args->worker, report, NULL};
+        const char *argv[] = { args->python,
+                               "-m",
+                               "torch.distributed.run",
+                               "--standalone",
+                               "--nproc_per_node",
+                               nproc_text,
+                               "--max_restarts",
+                               "1000",
+                               "--monitor_interval",
+                               "0.1",
+                               "--redirects",
+                               "2",
+                               "--tee",
+                               "2",
+                               "--no_python",
+                               args->worker,
+                               report,
+                               NULL };
         execv(args->python, (char *const *)argv);
     } else {
-        const char *argv[] = {args->elasticrun, "--standalone", "--nproc_per_node", nproc_text, "--max_restarts", "1000",
-                              "--monitor_interval", "0.1", "--redirects", "2", "--tee", "2", "--no_python",
-                              args->worker, report, NULL};
+        const char *argv[] = { args->elasticrun,
+                               "--standalone",
+                               "--nproc_per_node",
+                               nproc_text,
+                               "--max_restarts",
+                               "1000",
+                               "--monitor_interval",
+                               "0.1",
+                               "--redirects",
+                               "2",
+                               "--tee",
+                               "2",
+                               "--no_python",
+                               args->worker,
+                               report,
+                               NULL };
         execv(args->elasticrun, (char *const *)argv);
     }
     _exit(127);
@@ -123,7 +157,8 @@ static pid_t launch(const bench_args *args, bool torchrun, int nproc, const char
 
 /* elasticrun with heartbeating workers and the hang probe on (the probe
  * tick left at its default: the hang must not wait for it). */
-static pid_t launch_hang(const bench_args *args, int nproc, const char *report, const char *log_path)
+static pid_t launch_hang(const bench_args *args, int nproc, const char *report,
+                         const char *log_path)
 {
     char nproc_text[16];
     snprintf(nproc_text, sizeof nproc_text, "%d", nproc);
@@ -133,8 +168,19 @@ static pid_t launch_hang(const bench_args *args, int nproc, const char *report, 
     dup2(log, STDOUT_FILENO);
     dup2(log, STDERR_FILENO);
     setpgid(0, 0);
-    const char *argv[] = {args->elasticrun, "--standalone", "--nproc_per_node", nproc_text, "--max_restarts", "1000",
-                          "--hang-timeout", args->hang_timeout, "--no_python", args->worker, report, "heartbeat", NULL};
+    const char *argv[] = { args->elasticrun,
+                           "--standalone",
+                           "--nproc_per_node",
+                           nproc_text,
+                           "--max_restarts",
+                           "1000",
+                           "--hang-timeout",
+                           args->hang_timeout,
+                           "--no_python",
+                           args->worker,
+                           report,
+                           "heartbeat",
+                           NULL };
     execv(args->elasticrun, (char *const *)argv);
     _exit(127);
 }
@@ -148,7 +194,8 @@ static bool hung_at(const char *report, int restart, long long *t)
     bool found = false;
     while (!found && fgets(line, sizeof line, file) != NULL) {
         int rank, line_restart, pid;
-        found = sscanf(line, "hung rank=%d restart=%d pid=%d t=%lld", &rank, &line_restart, &pid, t) == 4 &&
+        found = sscanf(line, "hung rank=%d restart=%d pid=%d t=%lld", &rank, &line_restart, &pid,
+                       t) == 4 &&
                 line_restart == restart;
     }
     fclose(file);
@@ -175,16 +222,18 @@ static void stop(pid_t launcher)
 
 static outcome measure(const bench_args *args, bool torchrun, int nproc, const char *dir)
 {
-    outcome result = {0};
+    outcome result = { 0 };
     char report[512], log_path[512];
-    snprintf(report, sizeof report, "%s/%s-%d.report", dir, torchrun ? "torchrun" : "elasticrun", nproc);
-    snprintf(log_path, sizeof log_path, "%s/%s-%d.log", dir, torchrun ? "torchrun" : "elasticrun", nproc);
+    snprintf(report, sizeof report, "%s/%s-%d.report", dir, torchrun ? "torchrun" : "elasticrun",
+             nproc);
+    snprintf(log_path, sizeof log_path, "%s/%s-%d.log", dir, torchrun ? "torchrun" : "elasticrun",
+             nproc);
     unlink(report);
     pid_t launcher = launch(args, torchrun, nproc, report, log_path);
     long long latest;
     if (!wait_generation(report, 0, nproc, &latest)) {
-        fprintf(stderr, "agent_bench: %s with %d workers did not start (see %s)\n", torchrun ? "torchrun" : "elasticrun",
-                nproc, log_path);
+        fprintf(stderr, "agent_bench: %s with %d workers did not start (see %s)\n",
+                torchrun ? "torchrun" : "elasticrun", nproc, log_path);
         stop(launcher);
         return result;
     }
@@ -193,7 +242,8 @@ static outcome measure(const bench_args *args, bool torchrun, int nproc, const c
         pid_t victim = 0;
         int victim_rank = crash % nproc;
         scan(report, crash - 1, victim_rank, &latest, &victim);
-        sleep_ms(300); /* let the previous generation settle (torchrun's monitor, our stop timers) */
+        sleep_ms(
+            300); /* let the previous generation settle (torchrun's monitor, our stop timers) */
         long long killed_at = now_ns();
         if (victim <= 0 || kill(victim, SIGKILL) != 0) break;
         if (!wait_generation(report, crash, nproc, &latest)) {
@@ -207,8 +257,9 @@ static outcome measure(const bench_args *args, bool torchrun, int nproc, const c
     if (result.samples == 0) return result;
     qsort(samples, (size_t)result.samples, sizeof samples[0], compare_double);
     result.ran = true;
-    result.median_ms = result.samples % 2 ? samples[result.samples / 2]
-                                          : (samples[result.samples / 2 - 1] + samples[result.samples / 2]) / 2;
+    result.median_ms = result.samples % 2
+                           ? samples[result.samples / 2]
+                           : (samples[result.samples / 2 - 1] + samples[result.samples / 2]) / 2;
     result.min_ms = samples[0];
     result.max_ms = samples[result.samples - 1];
     return result;
@@ -216,7 +267,7 @@ static outcome measure(const bench_args *args, bool torchrun, int nproc, const c
 
 static outcome measure_hang(const bench_args *args, int nproc, const char *dir)
 {
-    outcome result = {0};
+    outcome result = { 0 };
     char report[512], log_path[512];
     snprintf(report, sizeof report, "%s/hang-%d.report", dir, nproc);
     snprintf(log_path, sizeof log_path, "%s/hang-%d.log", dir, nproc);
@@ -247,8 +298,9 @@ static outcome measure_hang(const bench_args *args, int nproc, const char *dir)
     if (result.samples == 0) return result;
     qsort(samples, (size_t)result.samples, sizeof samples[0], compare_double);
     result.ran = true;
-    result.median_ms = result.samples % 2 ? samples[result.samples / 2]
-                                          : (samples[result.samples / 2 - 1] + samples[result.samples / 2]) / 2;
+    result.median_ms = result.samples % 2
+                           ? samples[result.samples / 2]
+                           : (samples[result.samples / 2 - 1] + samples[result.samples / 2]) / 2;
     result.min_ms = samples[0];
     result.max_ms = samples[result.samples - 1];
     return result;
@@ -256,17 +308,23 @@ static outcome measure_hang(const bench_args *args, int nproc, const char *dir)
 
 static void parse_args(int argc, char **argv, bench_args *args)
 {
-    *args = (bench_args){.python = "/usr/bin/python3", .sizes = {4, 16}, .nsizes = 2, .crashes = 7};
+    *args =
+        (bench_args){ .python = "/usr/bin/python3", .sizes = { 4, 16 }, .nsizes = 2, .crashes = 7 };
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--elasticrun") == 0) args->elasticrun = argv[i + 1];
-        else if (strcmp(argv[i], "--worker") == 0) args->worker = argv[i + 1];
-        else if (strcmp(argv[i], "--python") == 0) args->python = argv[i + 1];
-        else if (strcmp(argv[i], "--crashes") == 0) args->crashes = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--hang-timeout") == 0) args->hang_timeout = argv[i + 1];
+        if (strcmp(argv[i], "--elasticrun") == 0)
+            args->elasticrun = argv[i + 1];
+        else if (strcmp(argv[i], "--worker") == 0)
+            args->worker = argv[i + 1];
+        else if (strcmp(argv[i], "--python") == 0)
+            args->python = argv[i + 1];
+        else if (strcmp(argv[i], "--crashes") == 0)
+            args->crashes = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--hang-timeout") == 0)
+            args->hang_timeout = argv[i + 1];
         else if (strcmp(argv[i], "--sizes") == 0) {
             args->nsizes = 0;
-            for (char *save = NULL, *item = strtok_r(argv[i + 1], ",", &save); item && args->nsizes < MAX_SIZES;
-                 item = strtok_r(NULL, ",", &save))
+            for (char *save = NULL, *item = strtok_r(argv[i + 1], ",", &save);
+                 item && args->nsizes < MAX_SIZES; item = strtok_r(NULL, ",", &save))
                 args->sizes[args->nsizes++] = atoi(item);
         }
     }
@@ -277,7 +335,8 @@ static void parse_args(int argc, char **argv, bench_args *args)
 static bool torch_available(const char *python)
 {
     char command[512];
-    snprintf(command, sizeof command, "%s -c 'import torch.distributed.run' >/dev/null 2>&1", python);
+    snprintf(command, sizeof command, "%s -c 'import torch.distributed.run' >/dev/null 2>&1",
+             python);
     return system(command) == 0;
 }
 
@@ -287,8 +346,8 @@ static void print_row(const char *name, int nproc, const outcome *o)
         printf("| %-10s | %7d | %10s | %8s | %8s | %13s |\n", name, nproc, "n/a", "", "", "");
         return;
     }
-    printf("| %-10s | %7d | %10.1f | %8.1f | %8.1f | %13.1f |\n", name, nproc, o->median_ms, o->min_ms, o->max_ms,
-           o->peak_rss_kb / 1024.0);
+    printf("| %-10s | %7d | %10.1f | %8.1f | %8.1f | %13.1f |\n", name, nproc, o->median_ms,
+           o->min_ms, o->max_ms, o->peak_rss_kb / 1024.0);
 }
 
 int main(int argc, char **argv)
@@ -296,41 +355,50 @@ int main(int argc, char **argv)
     bench_args args;
     parse_args(argc, argv, &args);
     if (args.elasticrun == NULL || args.worker == NULL) {
-        fprintf(stderr, "usage: agent_bench --elasticrun PATH --worker PATH [--sizes 4,16] [--crashes 7]\n");
+        fprintf(
+            stderr,
+            "usage: agent_bench --elasticrun PATH --worker PATH [--sizes 4,16] [--crashes 7]\n");
         return 2;
     }
     char dir[] = "/tmp/agent-bench-XXXXXX";
     if (mkdtemp(dir) == NULL) return 1;
     bool torch = torch_available(args.python);
-    printf("crash -> every worker restarted (kill to the last new worker's start), %d crashes per job\n", args.crashes);
+    printf("crash -> every worker restarted (kill to the last new worker's start), %d crashes per "
+           "job\n",
+           args.crashes);
     printf("| launcher   | workers | median ms  | min ms   | max ms   | peak RSS (MB) |\n");
     printf("|------------|---------|------------|----------|----------|---------------|\n");
     outcome ours[MAX_SIZES], theirs[MAX_SIZES];
     for (int i = 0; i < args.nsizes; i++) {
         ours[i] = measure(&args, false, args.sizes[i], dir);
         print_row("elasticrun", args.sizes[i], &ours[i]);
-        theirs[i] = torch ? measure(&args, true, args.sizes[i], dir) : (outcome){0};
+        theirs[i] = torch ? measure(&args, true, args.sizes[i], dir) : (outcome){ 0 };
         print_row("torchrun", args.sizes[i], &theirs[i]);
         fflush(stdout);
     }
     if (!torch) printf("torchrun: skipped (%s cannot import torch)\n", args.python);
     for (int i = 0; i < args.nsizes; i++)
         if (ours[i].ran && theirs[i].ran)
-            printf("%d workers: elasticrun restarts %.0fx faster, with %.0fx less memory\n", args.sizes[i],
-                   theirs[i].median_ms / ours[i].median_ms, (double)theirs[i].peak_rss_kb / (double)ours[i].peak_rss_kb);
+            printf("%d workers: elasticrun restarts %.0fx faster, with %.0fx less memory\n",
+                   args.sizes[i], theirs[i].median_ms / ours[i].median_ms,
+                   (double)theirs[i].peak_rss_kb / (double)ours[i].peak_rss_kb);
     if (args.hang_timeout != NULL) {
         double timeout_ms = atof(args.hang_timeout) * 1000.0;
         outcome hang = measure_hang(&args, 4, dir);
-        printf("\nhang -> group restarted (the hung worker's last beat to the last new worker's start), "
-               "--hang-timeout %s, 4 workers, %d rounds\n", args.hang_timeout, args.crashes);
+        printf("\nhang -> group restarted (the hung worker's last beat to the last new worker's "
+               "start), "
+               "--hang-timeout %s, 4 workers, %d rounds\n",
+               args.hang_timeout, args.crashes);
         printf("| what                  | median ms  | min ms   | max ms   | median / timeout |\n");
         printf("|-----------------------|------------|----------|----------|------------------|\n");
-        printf("| --hang-timeout itself | %10.1f |          |          |             1.00 |\n", timeout_ms);
+        printf("| --hang-timeout itself | %10.1f |          |          |             1.00 |\n",
+               timeout_ms);
         if (hang.ran)
-            printf("| elasticrun            | %10.1f | %8.1f | %8.1f | %16.3f |\n", hang.median_ms, hang.min_ms,
-                   hang.max_ms, hang.median_ms / timeout_ms);
+            printf("| elasticrun            | %10.1f | %8.1f | %8.1f | %16.3f |\n", hang.median_ms,
+                   hang.min_ms, hang.max_ms, hang.median_ms / timeout_ms);
         else
-            printf("| elasticrun            | %10s |          |          |                  |\n", "n/a");
+            printf("| elasticrun            | %10s |          |          |                  |\n",
+                   "n/a");
     }
     char command[600];
     snprintf(command, sizeof command, "rm -rf %s", dir);

@@ -20,7 +20,10 @@
 
 static volatile sig_atomic_t hang_now;
 
-static void on_usr1(int signum) { (void)signum, hang_now = 1; }
+static void on_usr1(int signum)
+{
+    (void)signum, hang_now = 1;
+}
 
 static long long monotonic_ns(void)
 {
@@ -33,8 +36,8 @@ static int report(const char *path, const char *what, long long t)
 {
     const char *rank = getenv("RANK"), *restart = getenv("TORCHELASTIC_RESTART_COUNT");
     char line[256];
-    int len = snprintf(line, sizeof line, "%s rank=%s restart=%s pid=%d t=%lld\n", what, rank ? rank : "-1",
-                       restart ? restart : "-1", (int)getpid(), t);
+    int len = snprintf(line, sizeof line, "%s rank=%s restart=%s pid=%d t=%lld\n", what,
+                       rank ? rank : "-1", restart ? restart : "-1", (int)getpid(), t);
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0 || write(fd, line, (size_t)len) != len) return 1;
     close(fd);
@@ -59,7 +62,7 @@ int main(int argc, char **argv)
     for (uint64_t step = 1; !hang_now; step++) {
         elastic_worker_heartbeat(w, step);
         last_beat = monotonic_ns();
-        nanosleep(&(struct timespec){0, 20000000L}, NULL);
+        nanosleep(&(struct timespec){ 0, 20000000L }, NULL);
     }
     if (report(argv[1], "hung", last_beat) != 0) return 1;
     for (;;) pause(); /* hung: no more beats */

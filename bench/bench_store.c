@@ -55,7 +55,7 @@ static int tcp_connect(const char *endpoint)
     if (colon == NULL || (size_t)(colon - endpoint) >= sizeof host) die("endpoint", endpoint);
     memcpy(host, endpoint, (size_t)(colon - endpoint));
     host[colon - endpoint] = '\0';
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai = NULL;
     if (getaddrinfo(host, colon + 1, &hints, &ai) != 0) die("resolve", endpoint);
     int fd = socket(ai->ai_family, SOCK_STREAM, 0);
     if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) die("connect", endpoint);
@@ -147,7 +147,7 @@ static int64_t ts_add(int fd, const char *key, int64_t delta)
 /* ---- the two backends behind one interface ------------------------------ */
 
 typedef enum { OP_SET, OP_GET, OP_ADD, OP_WAIT, OP_COUNT_ } op_kind;
-static const char *const op_names[] = {"set", "get", "add", "wait"};
+static const char *const op_names[] = { "set", "get", "add", "wait" };
 
 typedef struct client {
     bool ours;
@@ -171,8 +171,10 @@ static void client_open(client *c, bool ours, const char *endpoint, int index)
 
 static void client_close(client *c)
 {
-    if (c->ours) elastic_store_close(c->store);
-    else close(c->fd);
+    if (c->ours)
+        elastic_store_close(c->store);
+    else
+        close(c->fd);
 }
 
 static void check(int rc, const char *what)
@@ -187,7 +189,7 @@ static void client_op(client *c, op_kind op)
         void *got = NULL;
         size_t len;
         int64_t result;
-        const char *keys[1] = {c->key};
+        const char *keys[1] = { c->key };
         switch (op) {
         case OP_SET: check(elastic_store_set(c->store, c->key, value, 32), "set"); break;
         case OP_GET: check(elastic_store_get(c->store, c->key, 10000, &got, &len), "get"); break;
@@ -238,7 +240,8 @@ static void *worker_main(void *arg)
         if (start >= w->end_ns) break;
         client_op(&w->c, w->op);
         uint64_t took = now_ns() - start;
-        if (w->count < w->capacity) w->samples[w->count++] = took > UINT32_MAX ? UINT32_MAX : (uint32_t)took;
+        if (w->count < w->capacity)
+            w->samples[w->count++] = took > UINT32_MAX ? UINT32_MAX : (uint32_t)took;
         w->ops++;
     }
     return NULL;
@@ -267,7 +270,7 @@ static result run_once(bool ours, const char *endpoint, op_kind op, int clients,
         if (op == OP_GET || op == OP_WAIT) {
             w->op = OP_SET;
             client_op(&w->c, OP_SET); /* the key each client reads */
-            if (!ours) { /* SET has no reply in 1.13: make sure it landed */
+            if (!ours) {              /* SET has no reply in 1.13: make sure it landed */
                 char out[64];
                 ts_get(w->c.fd, w->c.key, out, sizeof out);
             }
@@ -295,9 +298,11 @@ static result run_once(bool ours, const char *endpoint, op_kind op, int clients,
     if (getenv("STORE_BENCH_ONLY") != NULL) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        double cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+        double cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+                     (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
         static double last_cpu;
-        fprintf(stderr, "%s: client cpu %.1f us/op (%.0f ops)\n", ours ? "ours" : "tcpstore", (cpu - last_cpu) / (double)total_ops, (double)total_ops);
+        fprintf(stderr, "%s: client cpu %.1f us/op (%.0f ops)\n", ours ? "ours" : "tcpstore",
+                (cpu - last_cpu) / (double)total_ops, (double)total_ops);
         last_cpu = cpu;
     }
     if (!ours && op == OP_SET) /* unacknowledged sets: count them once the server has them all */
@@ -305,7 +310,7 @@ static result run_once(bool ours, const char *endpoint, op_kind op, int clients,
     if (!ours && op == OP_SET) elapsed = (double)(now_ns() - start) / 1e9;
     for (int i = 0; i < clients; i++) client_close(&workers[i].c);
     qsort(all, total_samples, sizeof all[0], cmp_u32);
-    result r = {(double)total_ops / elapsed, 0, 0};
+    result r = { (double)total_ops / elapsed, 0, 0 };
     if (total_samples > 0) {
         r.p50_us = all[total_samples / 2] / 1000.0;
         r.p99_us = all[(size_t)((double)total_samples * 0.99)] / 1000.0;
@@ -320,7 +325,8 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Medians over runs of each figure. */
-static result run_median(bool ours, const char *endpoint, op_kind op, int clients, double seconds, int runs)
+static result run_median(bool ours, const char *endpoint, op_kind op, int clients, double seconds,
+                         int runs)
 {
     double ops[16], p50[16], p99[16];
     for (int i = 0; i < runs; i++) {
@@ -332,7 +338,7 @@ static result run_median(bool ours, const char *endpoint, op_kind op, int client
     qsort(ops, (size_t)runs, sizeof(double), cmp_double);
     qsort(p50, (size_t)runs, sizeof(double), cmp_double);
     qsort(p99, (size_t)runs, sizeof(double), cmp_double);
-    result m = {ops[runs / 2], p50[runs / 2], p99[runs / 2]};
+    result m = { ops[runs / 2], p50[runs / 2], p99[runs / 2] };
     return m;
 }
 
@@ -419,26 +425,30 @@ static bool selected(const char *op, int clients)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: bench_store OURS_HOST:PORT TCPSTORE_HOST:PORT [seconds-per-run] [runs]\n");
+        fprintf(stderr,
+                "usage: bench_store OURS_HOST:PORT TCPSTORE_HOST:PORT [seconds-per-run] [runs]\n");
         return 2;
     }
     const char *ours = argv[1], *theirs = argv[2];
     double seconds = argc > 3 ? atof(argv[3]) : 0.5;
     int runs = argc > 4 ? atoi(argv[4]) : 3;
-    if (seconds <= 0 || seconds > 60 || runs < 1 || runs > 15) die("arguments", "seconds 0..60, runs 1..15");
+    if (seconds <= 0 || seconds > 60 || runs < 1 || runs > 15)
+        die("arguments", "seconds 0..60, runs 1..15");
     tcpstore_self_check(theirs);
-    static const int client_counts[] = {1, 4, 16, 64};
-    printf("store benchmark: medians of %d runs of %.1f s; latency in microseconds\n", runs, seconds);
-    printf("%-5s %7s | %12s %8s %8s | %12s %8s %8s | %7s\n", "op", "clients", "ours ops/s", "p50", "p99",
-           "tcpstore/s", "p50", "p99", "ratio");
+    static const int client_counts[] = { 1, 4, 16, 64 };
+    printf("store benchmark: medians of %d runs of %.1f s; latency in microseconds\n", runs,
+           seconds);
+    printf("%-5s %7s | %12s %8s %8s | %12s %8s %8s | %7s\n", "op", "clients", "ours ops/s", "p50",
+           "p99", "tcpstore/s", "p50", "p99", "ratio");
     for (int op = 0; op < OP_COUNT_; op++) {
         for (size_t i = 0; i < sizeof client_counts / sizeof client_counts[0]; i++) {
             int n = client_counts[i];
             if (!selected(op_names[op], n)) continue;
             result a = run_median(true, ours, (op_kind)op, n, seconds, runs);
             result b = run_median(false, theirs, (op_kind)op, n, seconds, runs);
-            printf("%-5s %7d | %12.0f %8.1f %8.1f | %12.0f %8.1f %8.1f | %6.2fx\n", op_names[op], n, a.ops_per_s,
-                   a.p50_us, a.p99_us, b.ops_per_s, b.p50_us, b.p99_us, a.ops_per_s / b.ops_per_s);
+            printf("%-5s %7d | %12.0f %8.1f %8.1f | %12.0f %8.1f %8.1f | %6.2fx\n", op_names[op], n,
+                   a.ops_per_s, a.p50_us, a.p99_us, b.ops_per_s, b.p50_us, b.p99_us,
+                   a.ops_per_s / b.ops_per_s);
             fflush(stdout);
         }
     }
@@ -450,10 +460,13 @@ int main(int argc, char **argv)
     }
     qsort(wake_ours, (size_t)runs, sizeof(double), cmp_double);
     qsort(wake_theirs, (size_t)runs, sizeof(double), cmp_double);
-    printf("wake-up p50 (set -> waiter returns, median of %d runs of %d): ours %.1f us, tcpstore %.1f us\n", runs,
-           WAKE_ROUNDS, wake_ours[runs / 2], wake_theirs[runs / 2]);
-    printf("notes: TCPStore 1.13 does not acknowledge SET: its set latency is the send alone, and every 64\n"
-           "       sets (and at the end) a WAIT syncs so the rate counts only what its server did. Its GET is\n"
+    printf("wake-up p50 (set -> waiter returns, median of %d runs of %d): ours %.1f us, tcpstore "
+           "%.1f us\n",
+           runs, WAKE_ROUNDS, wake_ours[runs / 2], wake_theirs[runs / 2]);
+    printf("notes: TCPStore 1.13 does not acknowledge SET: its set latency is the send alone, and "
+           "every 64\n"
+           "       sets (and at the end) a WAIT syncs so the rate counts only what its server did. "
+           "Its GET is\n"
            "       WAIT + GET, as its client does. Ours acknowledges every call.\n");
     return 0;
 }

@@ -63,7 +63,10 @@ static uint64_t next_random(void)
 static float random_float(void)
 {
     uint32_t bits = (uint32_t)next_random();
-    union { uint32_t u; float f; } v = {.u = 0x3F800000u | (bits >> 9)};
+    union {
+        uint32_t u;
+        float f;
+    } v = { .u = 0x3F800000u | (bits >> 9) };
     return (bits & 1) ? v.f - 1.0f : 1.0f - v.f;
 }
 
@@ -82,7 +85,10 @@ static void fill_bf16(float *t, size_t n)
 {
     uint16_t *h = (uint16_t *)t;
     for (size_t i = 0; i < 2 * n; i++) {
-        union { float f; uint32_t u; } v = {.f = normal_weight()};
+        union {
+            float f;
+            uint32_t u;
+        } v = { .f = normal_weight() };
         h[i] = (uint16_t)(v.u >> 16);
     }
 }
@@ -102,7 +108,10 @@ static void fill_tensor(float *t, size_t n, int kind)
         switch (kind) {
         case 0: t[i] = 0.0f; break;
         case 1: {
-            union { float f; uint32_t u; } v = {.f = random_float() * 0.02f};
+            union {
+                float f;
+                uint32_t u;
+            } v = { .f = random_float() * 0.02f };
             v.u &= 0xFFFF0000u;
             t[i] = v.f;
             break;
@@ -134,7 +143,10 @@ static void make_dataset(dataset *d, const char *name, size_t bytes, int mix, in
             fprintf(stderr, "out of memory\n");
             exit(1);
         }
-        fill_tensor(d->tensors[i], d->tensor_bytes / 4, mix == 1 ? i % 4 : mix == 2 ? (int[]){0, 6, 7}[i % 3] : kind);
+        fill_tensor(d->tensors[i], d->tensor_bytes / 4,
+                    mix == 1   ? i % 4
+                    : mix == 2 ? (int[]){ 0, 6, 7 }[i % 3]
+                               : kind);
     }
 }
 
@@ -154,7 +166,9 @@ static void remove_dir(const char *dir)
 static double run_dd(const char *dir, size_t bytes)
 {
     char cmd[4200];
-    snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s/dd.bin' bs=8M count=%zu conv=fsync status=none", dir, bytes >> 23);
+    snprintf(cmd, sizeof cmd,
+             "dd if=/dev/zero of='%s/dd.bin' bs=8M count=%zu conv=fsync status=none", dir,
+             bytes >> 23);
     double start = now_s();
     if (system(cmd) != 0) exit(1);
     double took = now_s() - start;
@@ -169,8 +183,8 @@ static double cpu_s(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           (double)ru.ru_stime.tv_usec / 1e6;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 static double last_save_cpu;
@@ -219,8 +233,10 @@ static double load(const char *dir, const dataset *d, float **into, int check)
         char name[32];
         size_t len;
         snprintf(name, sizeof name, "layer.%d", i);
-        if (into) rc = elastic_ckpt_read_into(c, latest, name, into[i], d->tensor_bytes, &len);
-        else rc = elastic_ckpt_read(c, latest, name, &data[i], &len);
+        if (into)
+            rc = elastic_ckpt_read_into(c, latest, name, into[i], d->tensor_bytes, &len);
+        else
+            rc = elastic_ckpt_read(c, latest, name, &data[i], &len);
         if (rc) die("read", rc);
         if (into) data[i] = into[i];
     }
@@ -249,14 +265,15 @@ static size_t stored_bytes(const char *dir, uint64_t step)
 }
 
 /* loads: also time the four kinds of load (only for the sets in the load table). */
-static void bench_dataset(const char *root, const dataset *d, size_t bytes, int runs, bool loads, double *dd_times,
-                          int *dd_n)
+static void bench_dataset(const char *root, const dataset *d, size_t bytes, int runs, bool loads,
+                          double *dd_times, int *dd_n)
 {
-    double saves[16], raw_saves[16], cpu[16], raw_cpu[16], warm[16], cold[16], into_warm[16], into_cold[16];
+    double saves[16], raw_saves[16], cpu[16], raw_cpu[16], warm[16], cold[16], into_warm[16],
+        into_cold[16];
     size_t stored = 0;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", root, d->name);
-    float *into[TENSORS] = {0}; /* the model's tensors, already in memory */
+    float *into[TENSORS] = { 0 }; /* the model's tensors, already in memory */
     for (int i = 0; loads && i < TENSORS; i++) {
         into[i] = malloc(d->tensor_bytes);
         memset(into[i], 1, d->tensor_bytes); /* 1, not 0: malloc+memset 0 may become calloc */
@@ -277,8 +294,10 @@ static void bench_dataset(const char *root, const dataset *d, size_t bytes, int 
             if ((rc = elastic_ckpt_open(dir, raw_turn ? &raw : NULL, &c)) != 0) die("open", rc);
             double took = save(c, d, 1);
             elastic_ckpt_close(c);
-            if (raw_turn) raw_saves[r] = took, raw_cpu[r] = last_save_cpu;
-            else saves[r] = took, cpu[r] = last_save_cpu, stored = stored_bytes(dir, 1);
+            if (raw_turn)
+                raw_saves[r] = took, raw_cpu[r] = last_save_cpu;
+            else
+                saves[r] = took, cpu[r] = last_save_cpu, stored = stored_bytes(dir, 1);
         }
         if (!loads) continue;
         if (r % 2 == 0) { /* the raw save went last: write the default's files for the loads */
@@ -303,9 +322,11 @@ static void bench_dataset(const char *root, const dataset *d, size_t bytes, int 
     printf("%s_raw_over_default=%.4f\n", d->name, median(pair, runs));
     printf("%s_save_s=%.4f\n%s_stored_bytes=%zu\n", d->name, median(saves, runs), d->name, stored);
     printf("%s_raw_save_s=%.4f\n", d->name, median(raw_saves, runs));
-    printf("%s_save_cpu_s=%.4f\n%s_raw_save_cpu_s=%.4f\n", d->name, median(cpu, runs), d->name, median(raw_cpu, runs));
+    printf("%s_save_cpu_s=%.4f\n%s_raw_save_cpu_s=%.4f\n", d->name, median(cpu, runs), d->name,
+           median(raw_cpu, runs));
     if (!loads) return;
-    printf("%s_load_warm_s=%.4f\n%s_load_cold_s=%.4f\n", d->name, median(warm, runs), d->name, median(cold, runs));
+    printf("%s_load_warm_s=%.4f\n%s_load_cold_s=%.4f\n", d->name, median(warm, runs), d->name,
+           median(cold, runs));
     printf("%s_into_warm_s=%.4f\n%s_into_cold_s=%.4f\n", d->name, median(into_warm, runs), d->name,
            median(into_cold, runs));
 }
@@ -321,7 +342,8 @@ static long minor_faults(void)
 static double copy_into(char *target, const dataset *d)
 {
     double start = now_s();
-    for (int i = 0; i < TENSORS; i++) memcpy(target + (size_t)i * d->tensor_bytes, d->tensors[i], d->tensor_bytes);
+    for (int i = 0; i < TENSORS; i++)
+        memcpy(target + (size_t)i * d->tensor_bytes, d->tensors[i], d->tensor_bytes);
     return now_s() - start;
 }
 
@@ -334,7 +356,8 @@ static void open_async(const char *dir, elastic_ckpt **c)
 
 /* The stall of a save_async call (the copy into the staging buffer) and the
  * page faults it took. */
-static double timed_save_async(elastic_ckpt *c, uint64_t step, const elastic_ckpt_blob *blobs, long *faults)
+static double timed_save_async(elastic_ckpt *c, uint64_t step, const elastic_ckpt_blob *blobs,
+                               long *faults)
 {
     long f0 = minor_faults();
     double start = now_s();
@@ -364,13 +387,14 @@ static void bench_async(const char *root, const dataset *d, int runs)
     char names[TENSORS][32];
     for (int i = 0; i < TENSORS; i++) {
         snprintf(names[i], sizeof names[i], "layer.%d", i);
-        blobs[i] = (elastic_ckpt_blob){names[i], d->tensors[i], d->tensor_bytes, 0};
+        blobs[i] = (elastic_ckpt_blob){ names[i], d->tensors[i], d->tensor_bytes, 0 };
     }
     char *target = malloc(bytes);
     memset(target, 1, bytes);
     for (int r = 0; r < runs; r++) {
         warm[r] = copy_into(target, d);
-        char *region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        char *region =
+            mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (region == MAP_FAILED) die("mmap", ELASTIC_ENOMEM);
         long f0 = minor_faults();
         fresh[r] = copy_into(region, d);
@@ -396,12 +420,14 @@ static void bench_async(const char *root, const dataset *d, int runs)
     if (target[bytes - 1] == 42) printf("# %d\n", target[0]); /* keeps the copies */
     free(target);
     remove_dir(dir);
-    printf("memcpy_warm_s=%.4f\nmemcpy_fresh_s=%.4f\nmemcpy_fresh_faults=%.0f\n", median(warm, runs),
-           median(fresh, runs), median(fresh_f, runs));
-    printf("async_stall_first_s=%.4f\nasync_stall_first_faults=%.0f\n", median(first, runs), median(first_f, runs));
-    printf("async_stall_s=%.4f\nasync_stall_faults=%.0f\n", median(later, runs), median(later_f, runs));
-    printf("async_stall_reserved_first_s=%.4f\nasync_stall_reserved_first_faults=%.0f\n", median(reserved, runs),
-           median(reserved_f, runs));
+    printf("memcpy_warm_s=%.4f\nmemcpy_fresh_s=%.4f\nmemcpy_fresh_faults=%.0f\n",
+           median(warm, runs), median(fresh, runs), median(fresh_f, runs));
+    printf("async_stall_first_s=%.4f\nasync_stall_first_faults=%.0f\n", median(first, runs),
+           median(first_f, runs));
+    printf("async_stall_s=%.4f\nasync_stall_faults=%.0f\n", median(later, runs),
+           median(later_f, runs));
+    printf("async_stall_reserved_first_s=%.4f\nasync_stall_reserved_first_faults=%.0f\n",
+           median(reserved, runs), median(reserved_f, runs));
 }
 
 int main(int argc, char **argv)
@@ -421,17 +447,23 @@ int main(int argc, char **argv)
     }
     elastic_set_log_level(ELASTIC_LOG_ERROR);
     /* name, mix, kind, loads timed */
-    static const struct { const char *name; int mix, kind; bool loads; } kinds[] = {
-        {"random", 0, 3, true}, {"weights", 0, 4, false}, {"bf16", 0, 5, false},
-        {"lowent", 2, 0, false}, {"mix", 1, 0, true},
+    static const struct {
+        const char *name;
+        int mix, kind;
+        bool loads;
+    } kinds[] = {
+        { "random", 0, 3, true },  { "weights", 0, 4, false }, { "bf16", 0, 5, false },
+        { "lowent", 2, 0, false }, { "mix", 1, 0, true },
     };
     enum { KINDS = sizeof kinds / sizeof kinds[0] };
     dataset sets[KINDS];
-    for (int k = 0; k < KINDS; k++) make_dataset(&sets[k], kinds[k].name, bytes, kinds[k].mix, kinds[k].kind);
+    for (int k = 0; k < KINDS; k++)
+        make_dataset(&sets[k], kinds[k].name, bytes, kinds[k].mix, kinds[k].kind);
     double dd_times[KINDS * 16];
     int dd_n = 0;
     printf("bytes=%zu\nruns=%d\n", bytes, runs);
-    bool one_set = strcmp(part, "all") != 0 && strcmp(part, "save") != 0 && strcmp(part, "async") != 0;
+    bool one_set =
+        strcmp(part, "all") != 0 && strcmp(part, "save") != 0 && strcmp(part, "async") != 0;
     if (one_set) async = false;
     for (int k = 0; saves && k < KINDS; k++)
         if (!one_set || strcmp(part, kinds[k].name) == 0)

@@ -26,7 +26,7 @@
 typedef struct node {
     elastic_rdzv *rdzv;
     pthread_t thread;
-    bool rejoin;                         /* second phase: watch for the end, then next() */
+    bool rejoin; /* second phase: watch for the end, then next() */
     int rc;
     uint64_t done_ms;
     elastic_rdzv_result result;
@@ -34,20 +34,22 @@ typedef struct node {
 
 static pthread_barrier_t start_line;
 static uint64_t bench_epoch_ms;
-static const char *etcd_endpoints;      /* --etcd: rendezvous on etcd instead of the store */
-static int keepalive_interval_ms = 500, keepalive_timeout_ms = 2000; /* --keepalive I:T (defaults: the library's) */
+static const char *etcd_endpoints; /* --etcd: rendezvous on etcd instead of the store */
+static int keepalive_interval_ms = 500,
+           keepalive_timeout_ms = 2000; /* --keepalive I:T (defaults: the library's) */
 
 /* RDZV_BENCH_TRACE=1: library log lines with milliseconds since the start. */
 static void trace_log(void *user, int level, const char *module, const char *message)
 {
-    fprintf(stderr, "%6llu %s: %s\n", (unsigned long long)(elastic__now_ms() - bench_epoch_ms), module, message);
+    fprintf(stderr, "%6llu %s: %s\n", (unsigned long long)(elastic__now_ms() - bench_epoch_ms),
+            module, message);
 }
 
 static void *node_main(void *arg)
 {
     node *n = arg;
     if (n->rejoin) {
-        elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+        elastic_rdzv_cause cause = { .struct_size = sizeof cause };
         n->rc = elastic_rdzv_watch(n->rdzv, 120000, &cause);
         if (n->rc != 0) return NULL;
     } else {
@@ -55,7 +57,8 @@ static void *node_main(void *arg)
     }
     n->result.struct_size = sizeof n->result;
     n->rc = elastic_rdzv_next(n->rdzv, &n->result);
-    if (n->rc != 0) fprintf(stderr, "next: %s (%s)\n", elastic_err_name(n->rc), elastic_last_error());
+    if (n->rc != 0)
+        fprintf(stderr, "next: %s (%s)\n", elastic_err_name(n->rc), elastic_last_error());
     n->done_ms = elastic__now_ms();
     return NULL;
 }
@@ -93,7 +96,7 @@ static void node_opts(elastic_rdzv_opts *o, const char *endpoint, const char *ru
 
 static rdzv__traffic total_traffic(node *nodes, int n, int skip)
 {
-    rdzv__traffic t = {0, 0, 0, 0};
+    rdzv__traffic t = { 0, 0, 0, 0 };
     for (int i = 0; i < n; i++) {
         if (i == skip || nodes[i].rdzv == NULL) continue;
         rdzv__traffic *x = &nodes[i].rdzv->backend->traffic;
@@ -118,11 +121,13 @@ static int one_run(int n, int run, run_result *out)
     char endpoint[64] = "", run_id[64];
     if (etcd_endpoints == NULL) {
         int port = 0;
-        if (elastic_store_server_start(&so, &server) != 0 || elastic_store_server_get_port(server, &port) != 0)
+        if (elastic_store_server_start(&so, &server) != 0 ||
+            elastic_store_server_get_port(server, &port) != 0)
             return -1;
         snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
     }
-    snprintf(run_id, sizeof run_id, "bench-%d-%d-%d", n, run, (int)getpid()); /* fresh keys on a shared etcd */
+    snprintf(run_id, sizeof run_id, "bench-%d-%d-%d", n, run,
+             (int)getpid()); /* fresh keys on a shared etcd */
     node *nodes = calloc((size_t)n, sizeof *nodes);
     elastic_rdzv_opts o;
     for (int i = 0; i < n; i++) {
@@ -137,7 +142,8 @@ static int one_run(int n, int run, run_result *out)
     for (int i = 0; i < n; i++) start_thread(&nodes[i]);
     pthread_barrier_wait(&start_line);
     uint64_t start = elastic__now_ms(), last = start;
-    if (getenv("RDZV_BENCH_TRACE") != NULL) fprintf(stderr, "%6llu start\n", (unsigned long long)(start - bench_epoch_ms));
+    if (getenv("RDZV_BENCH_TRACE") != NULL)
+        fprintf(stderr, "%6llu start\n", (unsigned long long)(start - bench_epoch_ms));
     int failed = 0;
     for (int i = 0; i < n; i++) {
         pthread_join(nodes[i].thread, NULL);
@@ -148,7 +154,9 @@ static int one_run(int n, int run, run_result *out)
     rdzv__traffic formed = total_traffic(nodes, n, -1);
     out->form_ms = (double)(last - start);
     out->msgs = (double)(formed.messages - before.messages) / n;
-    out->bytes = (double)(formed.bytes_sent + formed.bytes_received - before.bytes_sent - before.bytes_received) / n;
+    out->bytes = (double)(formed.bytes_sent + formed.bytes_received - before.bytes_sent -
+                          before.bytes_received) /
+                 n;
     out->form_wire = (double)(formed.wire_bytes - before.wire_bytes) / n;
     out->kill_ms = out->kill_msgs = out->kill_bytes = out->kill_wire = 0;
     if (!failed && n > 1) {
@@ -173,7 +181,9 @@ static int one_run(int n, int run, run_result *out)
         rdzv__traffic post = total_traffic(nodes, n, victim);
         out->kill_ms = (double)(last - killed);
         out->kill_msgs = (double)(post.messages - pre.messages) / (n - 1);
-        out->kill_bytes = (double)(post.bytes_sent + post.bytes_received - pre.bytes_sent - pre.bytes_received) / (n - 1);
+        out->kill_bytes =
+            (double)(post.bytes_sent + post.bytes_received - pre.bytes_sent - pre.bytes_received) /
+            (n - 1);
         out->kill_wire = (double)(post.wire_bytes - pre.wire_bytes) / (n - 1);
     }
     for (int i = 0; i < n; i++) elastic_rdzv_free(nodes[i].rdzv);
@@ -196,7 +206,8 @@ static double median(double *v, int n)
 
 static int bench_n(int n, int runs)
 {
-    double form[16], msgs[16], bytes[16], kill[16], kill_msgs[16], kill_bytes[16], form_wire[16], kill_wire[16];
+    double form[16], msgs[16], bytes[16], kill[16], kill_msgs[16], kill_bytes[16], form_wire[16],
+        kill_wire[16];
     for (int r = 0; r < runs; r++) {
         run_result res;
         if (one_run(n, r, &res) != 0) {
@@ -212,9 +223,9 @@ static int bench_n(int n, int runs)
         form_wire[r] = res.form_wire;
         kill_wire[r] = res.kill_wire;
     }
-    printf("%d %.1f %.1f %.0f %.1f %.1f %.0f %.0f %.0f\n", n, median(form, runs), median(msgs, runs), median(bytes, runs),
-           median(kill, runs), median(kill_msgs, runs), median(kill_bytes, runs), median(form_wire, runs),
-           median(kill_wire, runs));
+    printf("%d %.1f %.1f %.0f %.1f %.1f %.0f %.0f %.0f\n", n, median(form, runs),
+           median(msgs, runs), median(bytes, runs), median(kill, runs), median(kill_msgs, runs),
+           median(kill_bytes, runs), median(form_wire, runs), median(kill_wire, runs));
     fflush(stdout);
     return 0;
 }
@@ -225,11 +236,11 @@ static int child_node(const char *endpoint, const char *run_id, int n)
     elastic_rdzv_opts o;
     node_opts(&o, endpoint, run_id, n);
     elastic_rdzv *rdzv = NULL;
-    elastic_rdzv_result result = {.struct_size = sizeof result};
+    elastic_rdzv_result result = { .struct_size = sizeof result };
     if (elastic_rdzv_open(&o, &rdzv) != 0 || elastic_rdzv_next(rdzv, &result) != 0) return 1;
     printf("formed\n");
     fflush(stdout);
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     (void)elastic_rdzv_watch(rdzv, 120000, &cause);
     elastic_rdzv_free(rdzv);
     return 0;
@@ -241,7 +252,8 @@ static int bench_freeze(int n)
     char endpoint[64] = "-", count[16];
     if (etcd_endpoints == NULL) {
         int port = 0;
-        if (elastic_store_server_start(NULL, &server) != 0 || elastic_store_server_get_port(server, &port) != 0)
+        if (elastic_store_server_start(NULL, &server) != 0 ||
+            elastic_store_server_get_port(server, &port) != 0)
             return 1;
         snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
     }
@@ -252,10 +264,11 @@ static int bench_freeze(int n)
     if (pid == 0) {
         dup2(fds[1], STDOUT_FILENO);
         if (etcd_endpoints != NULL)
-            execl("/proc/self/exe", "rdzv_bench", "--etcd", etcd_endpoints, "--node", endpoint, "freeze", count,
-                  (char *)NULL);
+            execl("/proc/self/exe", "rdzv_bench", "--etcd", etcd_endpoints, "--node", endpoint,
+                  "freeze", count, (char *)NULL);
         else
-            execl("/proc/self/exe", "rdzv_bench", "--node", endpoint, "freeze", count, (char *)NULL);
+            execl("/proc/self/exe", "rdzv_bench", "--node", endpoint, "freeze", count,
+                  (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
@@ -316,7 +329,8 @@ int main(int argc, char **argv)
         argv += 2;
         argc -= 2;
     }
-    if (argc == 5 && strcmp(argv[1], "--node") == 0) return child_node(argv[2], argv[3], atoi(argv[4]));
+    if (argc == 5 && strcmp(argv[1], "--node") == 0)
+        return child_node(argv[2], argv[3], atoi(argv[4]));
     if (argc == 3 && strcmp(argv[1], "--freeze") == 0) return bench_freeze(atoi(argv[2]));
     int runs = 3, first = 1;
     if (argc > 2 && strcmp(argv[1], "--runs") == 0) {

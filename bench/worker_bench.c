@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #define WORKERS 4
-#define REPS 5
+#define REPS    5
 
 extern char **environ;
 
@@ -35,7 +35,8 @@ static double median(double *values, int n)
 
 static void die(const char *what, int rc)
 {
-    fprintf(stderr, "worker_bench: %s: %s (%s)\n", what, elastic_err_name(rc), elastic_last_error());
+    fprintf(stderr, "worker_bench: %s: %s (%s)\n", what, elastic_err_name(rc),
+            elastic_last_error());
     exit(1);
 }
 
@@ -94,7 +95,8 @@ static void bench_heartbeat(const char *dir)
     if (rc == 0) rc = elastic_store_server_get_port(server, &port);
     if (rc != 0) die("setup", rc);
     snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
-    setenv("RANK", "0", 1), setenv("WORLD_SIZE", "1", 1), setenv("ELASTIC_STORE_ENDPOINT", endpoint, 1);
+    setenv("RANK", "0", 1), setenv("WORLD_SIZE", "1", 1),
+        setenv("ELASTIC_STORE_ENDPOINT", endpoint, 1);
     setenv("ELASTIC_STORE_PREFIX", "bench/", 1), setenv("ELASTIC_GENERATION", "1", 1);
     setenv("ELASTIC_HEARTBEAT_SHM", shm, 1), setenv("ELASTIC_HEARTBEAT_SLOT", "0", 1);
     elastic_worker *w = NULL;
@@ -195,10 +197,17 @@ static void on_exit_cb(uv_process_t *process, int64_t status, int term_signal)
 static void fill_env(agent *a, int slot, channel__worker_env *env, char *prefix, size_t size)
 {
     snprintf(prefix, size, "bench/gen/%llu/", (unsigned long long)a->generation);
-    *env = (channel__worker_env){.rank = slot, .local_rank = slot, .world_size = WORKERS, .local_world_size = WORKERS,
-                               .generation = a->generation, .run_id = "bench", .store_endpoint = a->endpoint,
-                               .store_prefix = prefix, .heartbeat_shm = probe__monitor_heartbeat_path(a->monitor),
-                               .heartbeat_slot = slot, .agent_socket = probe__monitor_socket_path(a->monitor)};
+    *env = (channel__worker_env){ .rank = slot,
+                                  .local_rank = slot,
+                                  .world_size = WORKERS,
+                                  .local_world_size = WORKERS,
+                                  .generation = a->generation,
+                                  .run_id = "bench",
+                                  .store_endpoint = a->endpoint,
+                                  .store_prefix = prefix,
+                                  .heartbeat_shm = probe__monitor_heartbeat_path(a->monitor),
+                                  .heartbeat_slot = slot,
+                                  .agent_socket = probe__monitor_socket_path(a->monitor) };
 }
 
 static void spawn(agent *a, int slot)
@@ -221,11 +230,16 @@ static void spawn(agent *a, int slot)
         envp[n++] = line;
         line = eol + 1;
     }
-    char *argv[] = {a->self, "worker", "1000", NULL};
-    uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE}, {.flags = UV_INHERIT_FD, .data.fd = 2},
-                                     {.flags = UV_INHERIT_FD, .data.fd = 2}};
-    uv_process_options_t options = {.exit_cb = on_exit_cb, .file = a->self, .args = argv, .env = envp,
-                                    .stdio_count = 3, .stdio = stdio};
+    char *argv[] = { a->self, "worker", "1000", NULL };
+    uv_stdio_container_t stdio[3] = { { .flags = UV_IGNORE },
+                                      { .flags = UV_INHERIT_FD, .data.fd = 2 },
+                                      { .flags = UV_INHERIT_FD, .data.fd = 2 } };
+    uv_process_options_t options = { .exit_cb = on_exit_cb,
+                                     .file = a->self,
+                                     .args = argv,
+                                     .env = envp,
+                                     .stdio_count = 3,
+                                     .stdio = stdio };
     probe__monitor_worker_starting(a->monitor, slot);
     a->procs[slot].data = a;
     a->handle_open[slot] = true;
@@ -249,7 +263,10 @@ static void run_until(agent *a, predicate pred, int arg, const char *what)
     }
 }
 
-static bool exited(agent *a, int slot) { return !a->running[slot]; }
+static bool exited(agent *a, int slot)
+{
+    return !a->running[slot];
+}
 static bool all_exited(agent *a, int unused)
 {
     (void)unused;
@@ -276,12 +293,17 @@ static bool survivors_ready(agent *a, int victim)
         if (i != victim && a->ready_gen[i] != a->generation) return false;
     return true;
 }
-static bool replacement_hello(agent *a, int victim) { return a->hello_gen[victim] == a->generation; }
+static bool replacement_hello(agent *a, int victim)
+{
+    return a->hello_gen[victim] == a->generation;
+}
 
 static void next_generation(agent *a)
 {
     a->generation++;
-    probe__generation_info info = {.generation = a->generation, .world_size = WORKERS, .nodes = 1};
+    probe__generation_info info = { .generation = a->generation,
+                                    .world_size = WORKERS,
+                                    .nodes = 1 };
     probe__monitor_generation_started(a->monitor, &info);
 }
 
@@ -304,7 +326,8 @@ static double in_process_round(agent *a, int victim, double *replacement_ms)
         char prefix[64];
         channel__worker_env env;
         fill_env(a, i, &env, prefix, sizeof prefix);
-        if (probe__monitor_reconfigure_worker(a->monitor, i, &env) != 0) die("reconfigure", ELASTIC_ECONNECT);
+        if (probe__monitor_reconfigure_worker(a->monitor, i, &env) != 0)
+            die("reconfigure", ELASTIC_ECONNECT);
     }
     spawn(a, victim);
     run_until(a, survivors_ready, victim, "survivors back in their loop");
@@ -312,7 +335,8 @@ static double in_process_round(agent *a, int victim, double *replacement_ms)
     run_until(a, replacement_hello, victim, "the replacement");
     *replacement_ms = (double)(a->hello_ns[victim] - start) / 1e6;
     for (int i = 0; i < WORKERS; i++)
-        if (i != victim && a->pids[i] != survivor_pids[i]) die("a survivor changed pid", ELASTIC_ESTATE);
+        if (i != victim && a->pids[i] != survivor_pids[i])
+            die("a survivor changed pid", ELASTIC_ESTATE);
     return survivors_ms;
 }
 
@@ -353,7 +377,7 @@ static void bench_recovery(const char *dir, const char *self, int rounds)
     opts.user = &a;
     if ((rc = probe__monitor_start(&opts, &a.monitor)) != 0) die("monitor", rc);
     a.generation = 1;
-    probe__generation_info info = {.generation = 1, .world_size = WORKERS, .nodes = 1};
+    probe__generation_info info = { .generation = 1, .world_size = WORKERS, .nodes = 1 };
     probe__monitor_generation_started(a.monitor, &info);
     for (int i = 0; i < WORKERS; i++) spawn(&a, i);
     run_until(&a, all_hello, 0, "the first group");
@@ -363,8 +387,10 @@ static void bench_recovery(const char *dir, const char *self, int rounds)
         in_process[r] = in_process_round(&a, r % WORKERS, &replacement[r]);
         full[r] = full_restart_round(&a, r % WORKERS);
     }
-    double in_ms = median(in_process, rounds), repl_ms = median(replacement, rounds), full_ms = median(full, rounds);
-    printf("\n| one of %d workers killed (median of %d rounds) | ms |\n|---|---:|\n", WORKERS, rounds);
+    double in_ms = median(in_process, rounds), repl_ms = median(replacement, rounds),
+           full_ms = median(full, rounds);
+    printf("\n| one of %d workers killed (median of %d rounds) | ms |\n|---|---:|\n", WORKERS,
+           rounds);
     printf("| in-process: survivors back in their training loop | %.2f |\n", in_ms);
     printf("| in-process: replacement process attached | %.2f |\n", repl_ms);
     printf("| peer: full restart of all %d processes, all attached | %.2f |\n", WORKERS, full_ms);
@@ -383,8 +409,10 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "worker") == 0) return run_worker(atoi(argv[2]));
     char dir[] = "/tmp/elastic-bench-XXXXXX";
     if (mkdtemp(dir) == NULL) die("mkdtemp", ELASTIC_ESYS);
-    if (argc == 2 && strcmp(argv[1], "heartbeat") == 0) bench_heartbeat(dir);
-    else if (argc == 3 && strcmp(argv[1], "recovery") == 0) bench_recovery(dir, argv[0], atoi(argv[2]));
+    if (argc == 2 && strcmp(argv[1], "heartbeat") == 0)
+        bench_heartbeat(dir);
+    else if (argc == 3 && strcmp(argv[1], "recovery") == 0)
+        bench_recovery(dir, argv[0], atoi(argv[2]));
     else {
         fprintf(stderr, "usage: worker_bench heartbeat | recovery ROUNDS\n");
         rmdir(dir);

@@ -69,35 +69,35 @@ ELASTIC_EXTERN int elastic_has_feature(const char *name);
  * confused with the others: -1 (the usual "forever") still means no limit, and
  * no positive duration negated or overflowing by one step lands on it. */
 #define ELASTIC_TIMEOUT_NO_LIMIT (-1)
-#define ELASTIC_TIMEOUT_DEFAULT (-2147483647 - 1)
+#define ELASTIC_TIMEOUT_DEFAULT  (-2147483647 - 1)
 
 /* ---- errors -------------------------------------------------------------- */
 
 /* The one list of error codes: X(NAME, value, description). Values are stable. */
-#define ELASTIC_ERRNO_MAP(X)                                                   \
-    X(EINVAL, -1, "invalid argument")                                          \
-    X(ENOMEM, -2, "out of memory")                                             \
-    X(ETIMEDOUT, -3, "timed out")                                              \
-    X(ENOTFOUND, -4, "not found")                                              \
-    X(ECLOSED, -5, "closed")                                                   \
-    X(EAUTH, -6, "authentication failed")                                      \
-    X(EPROTO, -7, "protocol error")                                            \
-    X(EIO, -8, "input/output error")                                           \
-    X(ECONNECT, -9, "connection failed or lost")                               \
-    X(ELIMIT, -10, "exceeds a configured limit")                               \
-    X(EEXIST, -11, "already exists")                                           \
-    X(ENOSPC, -12, "no space left on device")                                  \
-    X(EPERM, -13, "permission denied")                                         \
-    X(ECORRUPT, -14, "data is corrupt")                                        \
-    X(EBUSY, -15, "busy")                                                      \
-    X(ECANCELED, -16, "canceled")                                              \
-    X(ERECONFIGURE, -17, "the worker group changed; reconfigure")              \
-    X(EUNSUPPORTED, -18, "not supported")                                      \
-    X(EBUDGET, -19, "restart budget exhausted")                                \
-    X(ESTATE, -20, "operation not valid in the current state")                 \
-    X(ESYS, -21, "system call failed")                                         \
-    X(ERANGE, -22, "value out of range")                                       \
-    X(ENOTENOUGH, -23, "too few nodes joined before the timeout")              \
+#define ELASTIC_ERRNO_MAP(X)                                      \
+    X(EINVAL, -1, "invalid argument")                             \
+    X(ENOMEM, -2, "out of memory")                                \
+    X(ETIMEDOUT, -3, "timed out")                                 \
+    X(ENOTFOUND, -4, "not found")                                 \
+    X(ECLOSED, -5, "closed")                                      \
+    X(EAUTH, -6, "authentication failed")                         \
+    X(EPROTO, -7, "protocol error")                               \
+    X(EIO, -8, "input/output error")                              \
+    X(ECONNECT, -9, "connection failed or lost")                  \
+    X(ELIMIT, -10, "exceeds a configured limit")                  \
+    X(EEXIST, -11, "already exists")                              \
+    X(ENOSPC, -12, "no space left on device")                     \
+    X(EPERM, -13, "permission denied")                            \
+    X(ECORRUPT, -14, "data is corrupt")                           \
+    X(EBUSY, -15, "busy")                                         \
+    X(ECANCELED, -16, "canceled")                                 \
+    X(ERECONFIGURE, -17, "the worker group changed; reconfigure") \
+    X(EUNSUPPORTED, -18, "not supported")                         \
+    X(EBUDGET, -19, "restart budget exhausted")                   \
+    X(ESTATE, -20, "operation not valid in the current state")    \
+    X(ESYS, -21, "system call failed")                            \
+    X(ERANGE, -22, "value out of range")                          \
+    X(ENOTENOUGH, -23, "too few nodes joined before the timeout") \
     X(EROFS, -24, "read-only file system")
 
 typedef enum elastic_errno {
@@ -105,7 +105,7 @@ typedef enum elastic_errno {
 #define ELASTIC__ERR_ENUM(name, value, text) ELASTIC_##name = (value),
     ELASTIC_ERRNO_MAP(ELASTIC__ERR_ENUM)
 #undef ELASTIC__ERR_ENUM
-    ELASTIC_ERRNO_END_ = -1000
+        ELASTIC_ERRNO_END_ = -1000
 } elastic_errno;
 
 /* A human sentence for a code ("timed out"); never NULL. */

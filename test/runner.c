@@ -51,20 +51,33 @@ void test__skip(const char *reason)
     _exit(SKIP_EXIT_CODE);
 }
 
-const char *test_tmpdir(void) { return current_tmpdir; }
+const char *test_tmpdir(void)
+{
+    return current_tmpdir;
+}
 
 static const char *path_in(const char *env_name, const char *name)
 {
     static _Thread_local char path[PATH_MAX];
     const char *dir = getenv(env_name);
-    if (dir == NULL) test__fail(__FILE__, __LINE__, "%s is not set (run the tests with make test)", env_name);
+    if (dir == NULL)
+        test__fail(__FILE__, __LINE__, "%s is not set (run the tests with make test)", env_name);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     return path;
 }
 
-const char *test_bin_path(const char *name) { return path_in("ELASTIC_BIN_DIR", name); }
-const char *test_helper_path(const char *name) { return path_in("ELASTIC_HELPER_DIR", name); }
-const char *test_example_path(const char *name) { return path_in("ELASTIC_EXAMPLE_DIR", name); }
+const char *test_bin_path(const char *name)
+{
+    return path_in("ELASTIC_BIN_DIR", name);
+}
+const char *test_helper_path(const char *name)
+{
+    return path_in("ELASTIC_HELPER_DIR", name);
+}
+const char *test_example_path(const char *name)
+{
+    return path_in("ELASTIC_EXAMPLE_DIR", name);
+}
 
 const char *test_source_dir(void)
 {
@@ -79,7 +92,10 @@ static int timeout_scale(void)
     return scale >= 1 && scale <= 100 ? scale : 1;
 }
 
-int test_scaled_ms(int ms) { return ms * timeout_scale(); }
+int test_scaled_ms(int ms)
+{
+    return ms * timeout_scale();
+}
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -101,18 +117,19 @@ static bool wait_child(pid_t pid, int timeout_ms, int *status)
 {
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (pidfd >= 0) {
-        struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+        struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
         int ready;
         do ready = poll(&pfd, 1, timeout_ms);
         while (ready < 0 && errno == EINTR);
-        syscall(SYS_close, pidfd); /* as opened: by raw syscall, unseen by TSan (see agent_harness.c) */
+        syscall(SYS_close,
+                pidfd); /* as opened: by raw syscall, unseen by TSan (see agent_harness.c) */
         if (ready == 0) return false;
         return waitpid(pid, status, 0) == pid;
     }
     /* Kernels without pidfd: a coarse wait loop is good enough for a runner. */
     for (int waited = 0; waited < timeout_ms; waited += 10) {
         if (waitpid(pid, status, WNOHANG) == pid) return true;
-        struct timespec ten_ms = {0, 10 * 1000 * 1000};
+        struct timespec ten_ms = { 0, 10 * 1000 * 1000 };
         nanosleep(&ten_ms, NULL);
     }
     return false;
@@ -209,7 +226,7 @@ int main(int argc, char **argv)
         if (name_selected(tc->name, argc, argv)) selected++;
     printf("1..%d\n", selected);
 
-    int counts[3] = {0, 0, 0}, number = 0;
+    int counts[3] = { 0, 0, 0 }, number = 0;
     for (test_case *tc = registered_tests; tc != NULL; tc = tc->next)
         if (name_selected(tc->name, argc, argv)) counts[run_one(tc, ++number, root)]++;
     nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);

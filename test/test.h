@@ -27,68 +27,68 @@ _Noreturn void test__fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 _Noreturn void test__skip(const char *reason);
 
-#define TEST_TIMEOUT(name, seconds)                                                      \
-    static void test_fn_##name(void);                                                    \
-    static test_case test_case_##name = {#name, test_fn_##name, (seconds), NULL};        \
-    __attribute__((constructor)) static void test_register_##name(void)                  \
-    {                                                                                    \
-        test__register(&test_case_##name);                                               \
-    }                                                                                    \
+#define TEST_TIMEOUT(name, seconds)                                                 \
+    static void test_fn_##name(void);                                               \
+    static test_case test_case_##name = { #name, test_fn_##name, (seconds), NULL }; \
+    __attribute__((constructor)) static void test_register_##name(void)             \
+    {                                                                               \
+        test__register(&test_case_##name);                                          \
+    }                                                                               \
     static void test_fn_##name(void)
 
 #define TEST(name) TEST_TIMEOUT(name, 30)
 
 #define SKIP(reason) test__skip(reason)
-#define FAIL(...) test__fail(__FILE__, __LINE__, __VA_ARGS__)
+#define FAIL(...)    test__fail(__FILE__, __LINE__, __VA_ARGS__)
 
-#define ASSERT(cond)                                                                     \
-    do {                                                                                 \
-        if (!(cond)) FAIL("assertion failed: %s", #cond);                                \
+#define ASSERT(cond)                                      \
+    do {                                                  \
+        if (!(cond)) FAIL("assertion failed: %s", #cond); \
     } while (0)
 
-#define ASSERT_EQ(a, b)                                                                  \
-    do {                                                                                 \
-        long long a_ = (long long)(a), b_ = (long long)(b);                              \
-        if (a_ != b_) FAIL("%s == %s: %lld != %lld", #a, #b, a_, b_);                    \
+#define ASSERT_EQ(a, b)                                               \
+    do {                                                              \
+        long long a_ = (long long)(a), b_ = (long long)(b);           \
+        if (a_ != b_) FAIL("%s == %s: %lld != %lld", #a, #b, a_, b_); \
     } while (0)
 
-#define ASSERT_NE(a, b)                                                                  \
-    do {                                                                                 \
-        long long a_ = (long long)(a), b_ = (long long)(b);                              \
-        if (a_ == b_) FAIL("%s != %s: both %lld", #a, #b, a_);                           \
+#define ASSERT_NE(a, b)                                        \
+    do {                                                       \
+        long long a_ = (long long)(a), b_ = (long long)(b);    \
+        if (a_ == b_) FAIL("%s != %s: both %lld", #a, #b, a_); \
     } while (0)
 
-#define ASSERT_LT(a, b)                                                                  \
-    do {                                                                                 \
-        long long a_ = (long long)(a), b_ = (long long)(b);                              \
-        if (!(a_ < b_)) FAIL("%s < %s: %lld >= %lld", #a, #b, a_, b_);                   \
+#define ASSERT_LT(a, b)                                                \
+    do {                                                               \
+        long long a_ = (long long)(a), b_ = (long long)(b);            \
+        if (!(a_ < b_)) FAIL("%s < %s: %lld >= %lld", #a, #b, a_, b_); \
     } while (0)
 
-#define ASSERT_STR_EQ(a, b)                                                              \
-    do {                                                                                 \
-        const char *a_ = (a), *b_ = (b);                                                 \
-        if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0)                             \
+#define ASSERT_STR_EQ(a, b)                                                                     \
+    do {                                                                                        \
+        const char *a_ = (a), *b_ = (b);                                                        \
+        if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0)                                    \
             FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)", b_ ? b_ : "(null)"); \
     } while (0)
 
-#define ASSERT_MEM_EQ(a, b, len)                                                         \
-    do {                                                                                 \
-        if (memcmp((a), (b), (len)) != 0) FAIL("%s and %s differ", #a, #b);              \
+#define ASSERT_MEM_EQ(a, b, len)                                            \
+    do {                                                                    \
+        if (memcmp((a), (b), (len)) != 0) FAIL("%s and %s differ", #a, #b); \
     } while (0)
 
 /* ASSERT_OK(elastic_call(...)): 0, or fails naming the code and its detail. */
-#define ASSERT_OK(expr)                                                                  \
-    do {                                                                                 \
-        int rc_ = (expr);                                                                \
+#define ASSERT_OK(expr)                                                                        \
+    do {                                                                                       \
+        int rc_ = (expr);                                                                      \
         if (rc_ != 0) FAIL("%s: %s (%s)", #expr, elastic_err_name(rc_), elastic_last_error()); \
     } while (0)
 
-#define ASSERT_ERR(expr, code)                                                           \
-    do {                                                                                 \
-        int rc_ = (expr);                                                                \
-        if (rc_ != (code))                                                               \
-            FAIL("%s: expected %s, got %s (%s)", #expr, elastic_err_name(code),          \
-                 elastic_err_name(rc_), elastic_last_error());                           \
+#define ASSERT_ERR(expr, code)                                                  \
+    do {                                                                        \
+        int rc_ = (expr);                                                       \
+        if (rc_ != (code))                                                      \
+            FAIL("%s: expected %s, got %s (%s)", #expr, elastic_err_name(code), \
+                 elastic_err_name(rc_), elastic_last_error());                  \
     } while (0)
 
 /* A fresh directory for this test, removed by the runner afterwards. */

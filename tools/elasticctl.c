@@ -40,13 +40,15 @@ static int usage_error(const char *command, const char *fmt, const char *detail)
 }
 
 /* Flags (--name value or --name=value) anywhere; the rest is positional. */
-static int parse_args(const char *command, int argc, char **argv, flag_spec *flags, parsed_args *out)
+static int parse_args(const char *command, int argc, char **argv, flag_spec *flags,
+                      parsed_args *out)
 {
     out->count = 0;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
-            if (out->count == MAX_POSITIONAL) return usage_error(command, "unexpected argument \"%s\"", arg);
+            if (out->count == MAX_POSITIONAL)
+                return usage_error(command, "unexpected argument \"%s\"", arg);
             out->positional[out->count++] = arg;
             continue;
         }
@@ -56,9 +58,12 @@ static int parse_args(const char *command, int argc, char **argv, flag_spec *fla
         for (flag_spec *f = flags; f->name != NULL; f++)
             if (strlen(f->name) == name_len && strncmp(f->name, name, name_len) == 0) spec = f;
         if (spec == NULL) return usage_error(command, "unknown flag \"%s\"", arg);
-        if (eq != NULL) *spec->value = eq + 1;
-        else if (i + 1 < argc) *spec->value = argv[++i];
-        else return usage_error(command, "flag \"%s\" needs a value", arg);
+        if (eq != NULL)
+            *spec->value = eq + 1;
+        else if (i + 1 < argc)
+            *spec->value = argv[++i];
+        else
+            return usage_error(command, "flag \"%s\" needs a value", arg);
     }
     return 0;
 }
@@ -86,13 +91,17 @@ static int fail(const char *what, int rc)
 static int store_serve(int argc, char **argv)
 {
     const char *host = "127.0.0.1", *port_text = "0", *token_file = NULL;
-    flag_spec flags[] = {{"host", &host}, {"port", &port_text}, {"token-file", &token_file}, {NULL, NULL}};
+    flag_spec flags[] = {
+        { "host", &host }, { "port", &port_text }, { "token-file", &token_file }, { NULL, NULL }
+    };
     parsed_args args;
     int rc = parse_args("store serve", argc, argv, flags, &args);
     if (rc != 0) return rc;
     long long port;
-    if (args.count > 0) return usage_error("store serve", "unexpected argument \"%s\"", args.positional[0]);
-    if (!parse_int(port_text, 0, 65535, &port)) return usage_error("store serve", "--port \"%s\" is not 0..65535", port_text);
+    if (args.count > 0)
+        return usage_error("store serve", "unexpected argument \"%s\"", args.positional[0]);
+    if (!parse_int(port_text, 0, 65535, &port))
+        return usage_error("store serve", "--port \"%s\" is not 0..65535", port_text);
     use_token_file(token_file);
 
     /* Block the signals before the server thread starts so only sigwait sees them. */
@@ -131,8 +140,9 @@ static int op_get(elastic_store *store, const parsed_args *args, int timeout_ms)
 {
     void *value = NULL;
     size_t len = 0;
-    int rc = timeout_ms > 0 ? elastic_store_get(store, args->positional[0], timeout_ms, &value, &len)
-                            : elastic_store_try_get(store, args->positional[0], &value, &len);
+    int rc = timeout_ms > 0
+                 ? elastic_store_get(store, args->positional[0], timeout_ms, &value, &len)
+                 : elastic_store_try_get(store, args->positional[0], &value, &len);
     if (rc != 0) return fail("get", rc);
     fwrite(value, 1, len, stdout);
     putchar('\n');
@@ -142,7 +152,8 @@ static int op_get(elastic_store *store, const parsed_args *args, int timeout_ms)
 
 static int op_set(elastic_store *store, const parsed_args *args, int timeout_ms)
 {
-    int rc = elastic_store_set(store, args->positional[0], args->positional[1], strlen(args->positional[1]));
+    int rc = elastic_store_set(store, args->positional[0], args->positional[1],
+                               strlen(args->positional[1]));
     return rc != 0 ? fail("set", rc) : 0;
 }
 
@@ -168,7 +179,8 @@ static int op_keys(elastic_store *store, const parsed_args *args, int timeout_ms
 {
     char **keys = NULL;
     size_t n = 0;
-    int rc = elastic_store_keys(store, args->count > 0 ? args->positional[0] : "", 1000000, &keys, &n);
+    int rc =
+        elastic_store_keys(store, args->count > 0 ? args->positional[0] : "", 1000000, &keys, &n);
     if (rc != 0) return fail("keys", rc);
     for (size_t i = 0; i < n; i++) printf("%s\n", keys[i]);
     elastic_free(keys);
@@ -183,11 +195,9 @@ typedef struct store_command {
 } store_command;
 
 static const store_command store_commands[] = {
-    {"get", 1, 1, "KEY [--timeout MS]", op_get},
-    {"set", 2, 2, "KEY VALUE", op_set},
-    {"add", 2, 2, "KEY DELTA", op_add},
-    {"del", 1, 1, "KEY", op_del},
-    {"keys", 0, 1, "[PREFIX]", op_keys},
+    { "get", 1, 1, "KEY [--timeout MS]", op_get }, { "set", 2, 2, "KEY VALUE", op_set },
+    { "add", 2, 2, "KEY DELTA", op_add },          { "del", 1, 1, "KEY", op_del },
+    { "keys", 0, 1, "[PREFIX]", op_keys },
 };
 
 static int store_client(const store_command *cmd, int argc, char **argv)
@@ -195,7 +205,10 @@ static int store_client(const store_command *cmd, int argc, char **argv)
     char name[32];
     snprintf(name, sizeof name, "store %s", cmd->name);
     const char *endpoint = NULL, *token_file = NULL, *timeout_text = "0";
-    flag_spec flags[] = {{"endpoint", &endpoint}, {"token-file", &token_file}, {"timeout", &timeout_text}, {NULL, NULL}};
+    flag_spec flags[] = { { "endpoint", &endpoint },
+                          { "token-file", &token_file },
+                          { "timeout", &timeout_text },
+                          { NULL, NULL } };
     parsed_args args;
     int rc = parse_args(name, argc, argv, flags, &args);
     if (rc != 0) return rc;
@@ -223,10 +236,12 @@ static int store_client(const store_command *cmd, int argc, char **argv)
 
 static int cmd_store(int argc, char **argv)
 {
-    if (argc < 1) return usage_error("store", "%s", "needs a subcommand: serve, get, set, add, del, keys");
+    if (argc < 1)
+        return usage_error("store", "%s", "needs a subcommand: serve, get, set, add, del, keys");
     if (strcmp(argv[0], "serve") == 0) return store_serve(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof store_commands / sizeof store_commands[0]; i++)
-        if (strcmp(argv[0], store_commands[i].name) == 0) return store_client(&store_commands[i], argc - 1, argv + 1);
+        if (strcmp(argv[0], store_commands[i].name) == 0)
+            return store_client(&store_commands[i], argc - 1, argv + 1);
     return usage_error("store", "unknown subcommand \"%s\"", argv[0]);
 }
 
@@ -235,14 +250,17 @@ static int cmd_store(int argc, char **argv)
 static int cmd_status(int argc, char **argv)
 {
     const char *endpoint = NULL, *timeout_text = "5000";
-    flag_spec flags[] = {{"endpoint", &endpoint}, {"timeout", &timeout_text}, {NULL, NULL}};
+    flag_spec flags[] = { { "endpoint", &endpoint }, { "timeout", &timeout_text }, { NULL, NULL } };
     parsed_args args;
     int rc = parse_args("status", argc, argv, flags, &args);
     if (rc != 0) return rc;
     long long timeout_ms;
-    if (endpoint == NULL) return usage_error("status", "%s", "needs --endpoint H:P (an agent's --metrics-port)");
-    if (args.count != 0) return usage_error("status", "unexpected argument \"%s\"", args.positional[0]);
-    if (!parse_int(timeout_text, 1, 3600000, &timeout_ms)) return usage_error("status", "bad --timeout \"%s\"", timeout_text);
+    if (endpoint == NULL)
+        return usage_error("status", "%s", "needs --endpoint H:P (an agent's --metrics-port)");
+    if (args.count != 0)
+        return usage_error("status", "unexpected argument \"%s\"", args.positional[0]);
+    if (!parse_int(timeout_text, 1, 3600000, &timeout_ms))
+        return usage_error("status", "bad --timeout \"%s\"", timeout_text);
     rc = ctl_status(endpoint, (int)timeout_ms, stdout);
     if (rc != 0)
         fprintf(stderr, "elasticctl: status: %s (%s)\n", elastic_strerror(rc), ctl_last_error());
@@ -258,8 +276,8 @@ typedef struct event_logs {
 } event_logs;
 
 /* EVENTS.jsonl... [--run-id ID] [-o FILE]: files are positional, any number. */
-static int read_args(const char *command, int argc, char **argv, bool want_output, const char **output,
-                     event_logs *logs)
+static int read_args(const char *command, int argc, char **argv, bool want_output,
+                     const char **output, event_logs *logs)
 {
     const char **paths = logs->paths;
     const char *run_id = NULL;
@@ -267,8 +285,10 @@ static int read_args(const char *command, int argc, char **argv, bool want_outpu
     *output = NULL;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
-        const char **value = strcmp(arg, "--run-id") == 0 ? &run_id
-                           : want_output && (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) ? output : NULL;
+        const char **value =
+            strcmp(arg, "--run-id") == 0                                              ? &run_id
+            : want_output && (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) ? output
+                                                                                      : NULL;
         if (value != NULL) {
             if (i + 1 >= argc) return usage_error(command, "flag \"%s\" needs a value", arg);
             *value = argv[++i];
@@ -280,7 +300,9 @@ static int read_args(const char *command, int argc, char **argv, bool want_outpu
             paths[count++] = arg;
         }
     }
-    if (count == 0) return usage_error(command, "%s", "needs EVENTS.jsonl (an elasticrun --event-log), one per node");
+    if (count == 0)
+        return usage_error(command, "%s",
+                           "needs EVENTS.jsonl (an elasticrun --event-log), one per node");
     if (want_output && *output == NULL) return usage_error(command, "%s", "needs -o FILE.svg");
     logs->count = count;
     logs->run_id = run_id;
@@ -321,14 +343,16 @@ static int cmd_version(int argc, char **argv)
 
 static const char usage_text[] =
     "usage: elasticctl COMMAND ...\n"
-    "  store serve [--host H] [--port P] [--token-file F]   run a store; prints \"listening on H:P\"\n"
+    "  store serve [--host H] [--port P] [--token-file F]   run a store; prints \"listening on "
+    "H:P\"\n"
     "  store get KEY [--timeout MS] --endpoint H:P [--token-file F]\n"
     "  store set KEY VALUE --endpoint H:P [--token-file F]\n"
     "  store add KEY DELTA --endpoint H:P [--token-file F]\n"
     "  store del KEY --endpoint H:P [--token-file F]\n"
     "  store keys [PREFIX] --endpoint H:P [--token-file F]\n"
     "  status --endpoint H:P [--timeout MS]   a job at a glance from an agent's --metrics-port\n"
-    "  timeline EVENTS.jsonl... -o FILE.svg [--run-id ID]   a job's history as a picture (one log per node)\n"
+    "  timeline EVENTS.jsonl... -o FILE.svg [--run-id ID]   a job's history as a picture (one log "
+    "per node)\n"
     "  summary EVENTS.jsonl... [--run-id ID]   the same as text\n"
     "  version\n"
     "Without --token-file the token comes from ELASTIC_STORE_TOKEN, if set.\n";
@@ -345,15 +369,9 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"store", cmd_store},
-    {"status", cmd_status},
-    {"timeline", cmd_timeline},
-    {"summary", cmd_summary},
-    {"version", cmd_version},
-    {"--version", cmd_version},
-    {"help", cmd_help},
-    {"--help", cmd_help},
-    {"-h", cmd_help},
+    { "store", cmd_store },     { "status", cmd_status },   { "timeline", cmd_timeline },
+    { "summary", cmd_summary }, { "version", cmd_version }, { "--version", cmd_version },
+    { "help", cmd_help },       { "--help", cmd_help },     { "-h", cmd_help },
 };
 
 int main(int argc, char **argv)

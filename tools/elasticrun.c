@@ -12,7 +12,10 @@
 
 static elastic_agent *running_agent;
 
-static void on_signal(int signum) { elastic_agent_request_stop(running_agent, signum); }
+static void on_signal(int signum)
+{
+    elastic_agent_request_stop(running_agent, signum);
+}
 
 static void install_signal_handlers(void)
 {

@@ -18,9 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DIM 8
-#define GLOBAL_BATCH 64
-#define LEARNING_RATE 0.05
+#define DIM               8
+#define GLOBAL_BATCH      64
+#define LEARNING_RATE     0.05
 #define REDUCE_TIMEOUT_MS 60000
 
 typedef struct trainer_args {
@@ -30,7 +30,7 @@ typedef struct trainer_args {
 } trainer_args;
 
 typedef struct state {
-    uint64_t step;                   /* steps done */
+    uint64_t step; /* steps done */
     double weights[DIM];
 } state;
 
@@ -43,11 +43,14 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-static double uniform(uint64_t seed) { return (double)(mix(seed) >> 11) / 9007199254740992.0 * 2.0 - 1.0; }
+static double uniform(uint64_t seed)
+{
+    return (double)(mix(seed) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
 
 static void sample(uint64_t step, int index, double x[DIM], double *y)
 {
-    static const double truth[DIM] = {0.5, -1.25, 2.0, 0.75, -0.5, 1.5, -2.0, 0.25};
+    static const double truth[DIM] = { 0.5, -1.25, 2.0, 0.75, -0.5, 1.5, -2.0, 0.25 };
     *y = 0.1;
     for (int d = 0; d < DIM; d++) {
         x[d] = uniform(step * 1000003u + (uint64_t)index * 131u + (uint64_t)d);
@@ -70,13 +73,14 @@ static void partial_gradient(const state *s, int rank, int world, double out[DIM
     }
 }
 
-static int all_reduce(elastic_store *store, uint64_t step, int rank, int world, double grad[DIM + 1])
+static int all_reduce(elastic_store *store, uint64_t step, int rank, int world,
+                      double grad[DIM + 1])
 {
     char key[64];
     snprintf(key, sizeof key, "step/%" PRIu64 "/grad/%d", step, rank);
     int rc = elastic_store_set(store, key, grad, sizeof(double) * (DIM + 1));
     if (rc != 0) return rc;
-    double total[DIM + 1] = {0};
+    double total[DIM + 1] = { 0 };
     for (int peer = 0; peer < world; peer++) { /* in rank order: the same sums on every rank */
         void *value = NULL;
         size_t len = 0;
@@ -113,7 +117,9 @@ static int open_checkpoints(const char *dir, const elastic_worker_info *info, el
 
 static int save_state(elastic_ckpt *ckpt, const state *s)
 {
-    elastic_ckpt_blob blob = {.name = "state", .data = s, .len = sizeof *s, .flags = ELASTIC_CKPT_REPLICATED};
+    elastic_ckpt_blob blob = {
+        .name = "state", .data = s, .len = sizeof *s, .flags = ELASTIC_CKPT_REPLICATED
+    };
     return elastic_ckpt_save(ckpt, s->step, &blob, 1);
 }
 
@@ -133,13 +139,18 @@ static int load_state(elastic_ckpt *ckpt, state *s)
 
 static void parse_args(int argc, char **argv, trainer_args *args)
 {
-    *args = (trainer_args){.steps = 300, .ckpt_every = 10, .step_ms = 10};
+    *args = (trainer_args){ .steps = 300, .ckpt_every = 10, .step_ms = 10 };
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--ckpt-dir") == 0) args->ckpt_dir = argv[i + 1];
-        else if (strcmp(argv[i], "--result") == 0) args->result = argv[i + 1];
-        else if (strcmp(argv[i], "--steps") == 0) args->steps = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--ckpt-every") == 0) args->ckpt_every = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--step-ms") == 0) args->step_ms = atoi(argv[i + 1]);
+        if (strcmp(argv[i], "--ckpt-dir") == 0)
+            args->ckpt_dir = argv[i + 1];
+        else if (strcmp(argv[i], "--result") == 0)
+            args->result = argv[i + 1];
+        else if (strcmp(argv[i], "--steps") == 0)
+            args->steps = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--ckpt-every") == 0)
+            args->ckpt_every = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--step-ms") == 0)
+            args->step_ms = atoi(argv[i + 1]);
     }
 }
 
@@ -152,7 +163,8 @@ static void write_result(const char *path, const state *s, double loss)
         digest = mix(digest ^ bits);
     }
     char line[256];
-    snprintf(line, sizeof line, "steps=%" PRIu64 " loss=%.12g weights=%016" PRIx64 "\n", s->step, loss, digest);
+    snprintf(line, sizeof line, "steps=%" PRIu64 " loss=%.12g weights=%016" PRIx64 "\n", s->step,
+             loss, digest);
     fputs(line, stdout);
     FILE *file = path != NULL ? fopen(path, "w") : NULL;
     if (file != NULL) fputs(line, file), fclose(file);
@@ -169,7 +181,7 @@ int main(int argc, char **argv)
     /* Rank, world size, generation and the generation's store: all from the
      * agent, validated by the library (no environment parsing here). */
     elastic_worker *worker;
-    elastic_worker_info info = {.struct_size = sizeof info};
+    elastic_worker_info info = { .struct_size = sizeof info };
     elastic_store *store = NULL;
     if (elastic_worker_init(NULL, &worker) != 0 || elastic_worker_get_info(worker, &info) != 0 ||
         elastic_worker_get_store(worker, &store) != 0) {
@@ -182,7 +194,8 @@ int main(int argc, char **argv)
     int rc = open_checkpoints(args.ckpt_dir, &info, &ckpt);
     if (rc == 0) rc = load_state(ckpt, &s);
     if (rc != 0) {
-        fprintf(stderr, "demo_trainer: checkpoints in %s: %s\n", args.ckpt_dir, elastic_last_error());
+        fprintf(stderr, "demo_trainer: checkpoints in %s: %s\n", args.ckpt_dir,
+                elastic_last_error());
         return 1;
     }
     if (rank == 0) printf("%s at step %" PRIu64 "\n", s.step > 0 ? "resumed" : "started", s.step);
@@ -194,7 +207,8 @@ int main(int argc, char **argv)
         rc = all_reduce(store, s.step, rank, world, grad);
         if (rc == 0) rc = elastic_worker_heartbeat(worker, s.step);
         if (rc != 0) {
-            fprintf(stderr, "demo_trainer: rank %d step %" PRIu64 ": %s\n", rank, s.step, elastic_strerror(rc));
+            fprintf(stderr, "demo_trainer: rank %d step %" PRIu64 ": %s\n", rank, s.step,
+                    elastic_strerror(rc));
             return 1;
         }
         for (int d = 0; d < DIM; d++) s.weights[d] -= LEARNING_RATE * grad[d];
@@ -203,13 +217,15 @@ int main(int argc, char **argv)
         if (s.step % (uint64_t)args.ckpt_every == 0) {
             rc = save_state(ckpt, &s);
             if (rc != 0) {
-                fprintf(stderr, "demo_trainer: rank %d checkpoint %" PRIu64 ": %s\n", rank, s.step, elastic_last_error());
+                fprintf(stderr, "demo_trainer: rank %d checkpoint %" PRIu64 ": %s\n", rank, s.step,
+                        elastic_last_error());
                 return 1;
             }
             if (rank == 0) printf("step %" PRIu64 " loss %.6f (checkpoint)\n", s.step, loss);
             fflush(stdout);
         }
-        if (args.step_ms > 0) nanosleep(&(struct timespec){0, (long)args.step_ms * 1000000L}, NULL);
+        if (args.step_ms > 0)
+            nanosleep(&(struct timespec){ 0, (long)args.step_ms * 1000000L }, NULL);
     }
     if (rank == 0) write_result(args.result, &s, loss);
     elastic_ckpt_close(ckpt);

@@ -42,54 +42,54 @@ typedef struct elastic_agent elastic_agent;
  * must outlive the agent (elastic_agent_parse_args points them into argv and
  * the environment). */
 typedef struct elastic_agent_opts {
-    size_t struct_size;              /* sizeof(elastic_agent_opts) */
+    size_t struct_size; /* sizeof(elastic_agent_opts) */
     /* membership (torchrun's --nnodes, --rdzv-*, --standalone, ...) */
-    int min_nodes;                   /* default 1 */
-    int max_nodes;                   /* default 1 */
-    int nproc_per_node;              /* workers on this node; default 1 */
-    const char *rdzv_backend;        /* "c10d" or "static"; default "static" (as torchrun) */
-    const char *rdzv_endpoint;       /* "host[:port]"; default "" */
-    const char *run_id;              /* default "none" */
-    const char *rdzv_conf;           /* "key=value,..."; default "" (see docs/OPERATIONS.md) */
-    int standalone;                  /* 1: single node, own store on a free port, random run_id */
-    int max_restarts;                /* job-wide failure budget; default 0 */
-    int monitor_interval_ms;         /* bounds polling probes only; exits are events; default 5000 */
-    const char *role;                /* default "default" */
-    const char *local_addr;          /* this node's address for the others; default: hostname */
-    int node_rank;                   /* static backend: this node's rank; default 0 */
-    const char *master_addr;         /* static backend: the store host; default "127.0.0.1" */
-    int master_port;                 /* static backend: the store port; default 29500 */
+    int min_nodes;             /* default 1 */
+    int max_nodes;             /* default 1 */
+    int nproc_per_node;        /* workers on this node; default 1 */
+    const char *rdzv_backend;  /* "c10d" or "static"; default "static" (as torchrun) */
+    const char *rdzv_endpoint; /* "host[:port]"; default "" */
+    const char *run_id;        /* default "none" */
+    const char *rdzv_conf;     /* "key=value,..."; default "" (see docs/OPERATIONS.md) */
+    int standalone;            /* 1: single node, own store on a free port, random run_id */
+    int max_restarts;          /* job-wide failure budget; default 0 */
+    int monitor_interval_ms;   /* bounds polling probes only; exits are events; default 5000 */
+    const char *role;          /* default "default" */
+    const char *local_addr;    /* this node's address for the others; default: hostname */
+    int node_rank;             /* static backend: this node's rank; default 0 */
+    const char *master_addr;   /* static backend: the store host; default "127.0.0.1" */
+    int master_port;           /* static backend: the store port; default 29500 */
     /* workers' output */
-    const char *log_dir;             /* NULL: a temporary directory (removed at the end) */
-    const char *redirects;           /* torchrun's Std: "0".."3" or "local_rank:std,..."; default "0" */
-    const char *tee;                 /* same form; tee'd lines are prefixed "[<role><rank>]:"; default "0" */
+    const char *log_dir;   /* NULL: a temporary directory (removed at the end) */
+    const char *redirects; /* torchrun's Std: "0".."3" or "local_rank:std,..."; default "0" */
+    const char *tee;       /* same form; tee'd lines are prefixed "[<role><rank>]:"; default "0" */
     /* the program */
-    int no_python;                   /* run argv[0] as the executable */
-    int module;                      /* python -m argv[0] */
-    int run_path;                    /* accepted for torchrun compatibility: same as the default */
-    const char *python;              /* interpreter; default $PYTHON_EXEC, else "python3" on PATH */
-    int argc;                        /* the program and its arguments */
+    int no_python;      /* run argv[0] as the executable */
+    int module;         /* python -m argv[0] */
+    int run_path;       /* accepted for torchrun compatibility: same as the default */
+    const char *python; /* interpreter; default $PYTHON_EXEC, else "python3" on PATH */
+    int argc;           /* the program and its arguments */
     const char *const *argv;
     /* ours */
-    int grace_period_ms;             /* SIGTERM -> SIGKILL delay when stopping workers; default 5000 */
-    int hang_timeout_ms;             /* a worker silent this long is hung (probes); 0 = off (default) */
-    const char *event_log;           /* JSONL event log path; NULL: none */
-    const char *error_file;          /* root-cause JSON path; NULL: $TORCHELASTIC_ERROR_FILE if set */
-    int help;                        /* set by elastic_agent_parse_args for -h/--help */
-    int version;                     /* set by elastic_agent_parse_args for --version */
+    int grace_period_ms;    /* SIGTERM -> SIGKILL delay when stopping workers; default 5000 */
+    int hang_timeout_ms;    /* a worker silent this long is hung (probes); 0 = off (default) */
+    const char *event_log;  /* JSONL event log path; NULL: none */
+    const char *error_file; /* root-cause JSON path; NULL: $TORCHELASTIC_ERROR_FILE if set */
+    int help;               /* set by elastic_agent_parse_args for -h/--help */
+    int version;            /* set by elastic_agent_parse_args for --version */
     /* probes and in-process recovery (docs/PROBES.md); hang_timeout_ms is above */
-    int startup_timeout_ms;          /* no first heartbeat this long: hung; 0 (default): max(600 s, hang timeout) */
-    int metrics_port;                /* /metrics and /healthz on metrics_host; -1 (default): off; 0: a free port */
-    const char *metrics_host;        /* default "127.0.0.1" */
-    int straggler_window;            /* probe ticks per straggler window; 0 (default): no scoring */
-    int straggler_rounds;            /* slow ticks in a row that make a persistent straggler; 0: only scores */
-    int straggler_evict;             /* 1: a straggler rank restarts; a straggler node gives way */
-    const char *user_probe;          /* shell command run on an interval; exit 0 = healthy; NULL: none */
-    int user_probe_interval_ms;      /* default 10000 */
-    int in_process_recovery;         /* 1: workers healthy at a failure stay; only the failed one restarts */
-    int abort_ack_timeout_ms;        /* in-process: a survivor acknowledges the abort within this; default 5000 */
-    int quiet;                       /* 1: no console lines on stderr (failures, restarts, waiting, the summary) */
-    int straggler_quarantine_ms;     /* evicted node rejoins after this; 0: leaves; default 300 s */
+    int startup_timeout_ms; /* no first heartbeat this long: hung; 0 (default): max(600 s, hang timeout) */
+    int metrics_port; /* /metrics and /healthz on metrics_host; -1 (default): off; 0: a free port */
+    const char *metrics_host; /* default "127.0.0.1" */
+    int straggler_window;     /* probe ticks per straggler window; 0 (default): no scoring */
+    int straggler_rounds; /* slow ticks in a row that make a persistent straggler; 0: only scores */
+    int straggler_evict;  /* 1: a straggler rank restarts; a straggler node gives way */
+    const char *user_probe;     /* shell command run on an interval; exit 0 = healthy; NULL: none */
+    int user_probe_interval_ms; /* default 10000 */
+    int in_process_recovery; /* 1: workers healthy at a failure stay; only the failed one restarts */
+    int abort_ack_timeout_ms; /* in-process: a survivor acknowledges the abort within this; default 5000 */
+    int quiet; /* 1: no console lines on stderr (failures, restarts, waiting, the summary) */
+    int straggler_quarantine_ms; /* evicted node rejoins after this; 0: leaves; default 300 s */
 } elastic_agent_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
@@ -103,8 +103,8 @@ ELASTIC_EXTERN int elastic_agent_opts_init(elastic_agent_opts *opts, size_t stru
  * `opts` must have been filled by elastic_agent_opts_init(); only its
  * struct_size bytes are written, and a flag that sets a field beyond them (an
  * older caller's struct) is ELASTIC_EINVAL: it would be lost otherwise. */
-ELASTIC_EXTERN int elastic_agent_parse_args(int argc, const char *const *argv, const char *const *envp,
-                                            elastic_agent_opts *opts);
+ELASTIC_EXTERN int elastic_agent_parse_args(int argc, const char *const *argv,
+                                            const char *const *envp, elastic_agent_opts *opts);
 
 /* The usage text of elasticrun (static storage). */
 ELASTIC_EXTERN const char *elastic_agent_usage(void);
@@ -113,11 +113,11 @@ ELASTIC_EXTERN const char *elastic_agent_usage(void);
  * sizeof(elastic_agent_result) before elastic_agent_run(); the library fills
  * only that many bytes and sets struct_size to what it filled. */
 typedef struct elastic_agent_result {
-    size_t struct_size;              /* set by the caller: sizeof(elastic_agent_result) */
-    int exit_code;                   /* what elasticrun should exit with: 0 when every worker succeeded */
-    uint64_t generations;            /* generations this node took part in */
-    int restarts;                    /* failures the job consumed */
-    char summary[4096];              /* "" on success; else the root cause in a few lines */
+    size_t struct_size;   /* set by the caller: sizeof(elastic_agent_result) */
+    int exit_code;        /* what elasticrun should exit with: 0 when every worker succeeded */
+    uint64_t generations; /* generations this node took part in */
+    int restarts;         /* failures the job consumed */
+    char summary[4096];   /* "" on success; else the root cause in a few lines */
 } elastic_agent_result;
 
 ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **agent);

@@ -39,37 +39,42 @@ typedef struct elastic_ckpt_writer elastic_ckpt_writer;
 
 /* opts.verify: what elastic_ckpt_latest() and _list_steps() check before
  * trusting a step. elastic_ckpt_read() always verifies every byte it returns. */
-#define ELASTIC_CKPT_VERIFY_FULL 0     /* records, manifests and every blob's checksum */
+#define ELASTIC_CKPT_VERIFY_FULL     0 /* records, manifests and every blob's checksum */
 #define ELASTIC_CKPT_VERIFY_MANIFEST 1 /* records and manifests only: cheap for huge checkpoints */
 
 /* Blob flags (elastic_ckpt_put_flags, elastic_ckpt_writer_open). */
-#define ELASTIC_CKPT_REPLICATED 1u /* identical on every rank: any rank (any world size) may read it */
+#define ELASTIC_CKPT_REPLICATED \
+    1u /* identical on every rank: any rank (any world size) may read it */
 
 /* `rank` argument meaning "this rank's shard, else a replicated blob of any shard". */
 #define ELASTIC_CKPT_ANY_RANK (-1)
 
 typedef struct elastic_ckpt_opts {
-    size_t struct_size;       /* sizeof(elastic_ckpt_opts) */
-    int compression;          /* ELASTIC_CKPT_ZSTD (default) or ELASTIC_CKPT_NONE */
-    int zstd_level;           /* default 1; negative levels are faster, up to 19 smaller */
-    int threads;              /* compression/verification threads; default: online CPUs (max 8); 0 or 1: caller's thread */
-    size_t chunk_bytes;       /* blobs are cut into independent chunks of this size; default 4 MiB (64 KiB..64 MiB) */
-    int fsync;                /* ELASTIC_CKPT_FSYNC_FULL (default) or ELASTIC_CKPT_FSYNC_NONE */
-    int verify;               /* ELASTIC_CKPT_VERIFY_FULL (default) or ELASTIC_CKPT_VERIFY_MANIFEST */
-    unsigned keep_last;       /* retention: keep the newest N committed steps; 0 (default): keep all */
-    uint64_t keep_every;      /* also keep every step divisible by this; 0 (default): none */
-    uint32_t rank;            /* this process's rank in the generation; default 0 */
-    uint32_t world;           /* ranks in the generation; default 1 */
-    uint64_t generation;      /* the generation writing (keeps shards of different generations apart); default 0 */
-    elastic_store *store;     /* NULL (default): the global commit record is a file in the shared directory;
+    size_t struct_size; /* sizeof(elastic_ckpt_opts) */
+    int compression;    /* ELASTIC_CKPT_ZSTD (default) or ELASTIC_CKPT_NONE */
+    int zstd_level;     /* default 1; negative levels are faster, up to 19 smaller */
+    int threads; /* compression/verification threads; default: online CPUs (max 8); 0 or 1: caller's thread */
+    size_t
+        chunk_bytes; /* blobs are cut into independent chunks of this size; default 4 MiB (64 KiB..64 MiB) */
+    int fsync;           /* ELASTIC_CKPT_FSYNC_FULL (default) or ELASTIC_CKPT_FSYNC_NONE */
+    int verify;          /* ELASTIC_CKPT_VERIFY_FULL (default) or ELASTIC_CKPT_VERIFY_MANIFEST */
+    unsigned keep_last;  /* retention: keep the newest N committed steps; 0 (default): keep all */
+    uint64_t keep_every; /* also keep every step divisible by this; 0 (default): none */
+    uint32_t rank;       /* this process's rank in the generation; default 0 */
+    uint32_t world;      /* ranks in the generation; default 1 */
+    uint64_t
+        generation; /* the generation writing (keeps shards of different generations apart); default 0 */
+    elastic_store
+        *store; /* NULL (default): the global commit record is a file in the shared directory;
                                     else it goes through this store (its prefix scopes the job) */
-    int shared_storage;       /* 1: every rank sees the same directory (all shards are checked);
+    int shared_storage;    /* 1: every rank sees the same directory (all shards are checked);
                                  0: each rank has its own; default: 1 without a store, 0 with one */
-    int commit_timeout_ms;    /* store mode: how long commit waits for the other ranks; default 600000;
+    int commit_timeout_ms; /* store mode: how long commit waits for the other ranks; default 600000;
                                  < 0: no limit; 0: only if they already committed;
                                  ELASTIC_TIMEOUT_DEFAULT: the store handle's timeout_ms */
-    uint64_t max_blob_bytes;  /* reads refuse blobs larger than this; default 1 TiB */
-    unsigned file_mode;       /* mode of the files written; default 0600 (private). 0640: the group may read
+    uint64_t max_blob_bytes; /* reads refuse blobs larger than this; default 1 TiB */
+    unsigned
+        file_mode; /* mode of the files written; default 0600 (private). 0640: the group may read
                                  (directories get x wherever r is: 0700 / 0750). Bits outside 0666 are refused */
 } elastic_ckpt_opts;
 
@@ -80,7 +85,8 @@ ELASTIC_EXTERN int elastic_ckpt_opts_init(elastic_ckpt_opts *opts, size_t struct
  * directory and removes what crashed writers left behind (temporary files;
  * uncommitted steps when world is 1). A read-only directory can be opened and
  * read; writing then fails with ELASTIC_EROFS / ELASTIC_EPERM. */
-ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *opts, elastic_ckpt **ckpt);
+ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *opts,
+                                     elastic_ckpt **ckpt);
 /* Frees the handle. An asynchronous save still running is canceled (its step
  * is not committed): call elastic_ckpt_async_wait() first to keep it. */
 ELASTIC_EXTERN void elastic_ckpt_close(elastic_ckpt *ckpt);
@@ -93,7 +99,8 @@ ELASTIC_EXTERN void elastic_ckpt_close(elastic_ckpt *ckpt);
 ELASTIC_EXTERN int elastic_ckpt_begin(elastic_ckpt *ckpt, uint64_t step, elastic_ckpt_txn **txn);
 /* Adds a blob (names: 1..1024 bytes, unique in the shard). The data is
  * consumed before the call returns. */
-ELASTIC_EXTERN int elastic_ckpt_put(elastic_ckpt_txn *txn, const char *name, const void *data, size_t len);
+ELASTIC_EXTERN int elastic_ckpt_put(elastic_ckpt_txn *txn, const char *name, const void *data,
+                                    size_t len);
 /* Like put, with ELASTIC_CKPT_* blob flags. With shared storage only rank 0
  * writes a replicated blob; other ranks' calls record nothing. */
 ELASTIC_EXTERN int elastic_ckpt_put_flags(elastic_ckpt_txn *txn, const char *name, const void *data,
@@ -103,7 +110,8 @@ ELASTIC_EXTERN int elastic_ckpt_put_flags(elastic_ckpt_txn *txn, const char *nam
  * writer open per transaction; close it before the next put or commit. */
 ELASTIC_EXTERN int elastic_ckpt_writer_open(elastic_ckpt_txn *txn, const char *name, unsigned flags,
                                             elastic_ckpt_writer **writer);
-ELASTIC_EXTERN int elastic_ckpt_writer_write(elastic_ckpt_writer *writer, const void *data, size_t len);
+ELASTIC_EXTERN int elastic_ckpt_writer_write(elastic_ckpt_writer *writer, const void *data,
+                                             size_t len);
 /* Finishes the blob and frees the writer (also after an error). */
 ELASTIC_EXTERN int elastic_ckpt_writer_close(elastic_ckpt_writer *writer);
 
@@ -127,7 +135,8 @@ typedef struct elastic_ckpt_blob {
 } elastic_ckpt_blob;
 
 /* begin + put of every blob + commit. */
-ELASTIC_EXTERN int elastic_ckpt_save(elastic_ckpt *ckpt, uint64_t step, const elastic_ckpt_blob *blobs, size_t n);
+ELASTIC_EXTERN int elastic_ckpt_save(elastic_ckpt *ckpt, uint64_t step,
+                                     const elastic_ckpt_blob *blobs, size_t n);
 
 /* ---- asynchronous save --------------------------------------------------- */
 
@@ -137,8 +146,9 @@ ELASTIC_EXTERN int elastic_ckpt_save(elastic_ckpt *ckpt, uint64_t step, const el
  * finish (back-pressure), else ELASTIC_EBUSY.
  * The copy's memory is kept for the next save, so only the first copy pays
  * for page faults. */
-ELASTIC_EXTERN int elastic_ckpt_save_async(elastic_ckpt *ckpt, uint64_t step, const elastic_ckpt_blob *blobs,
-                                           size_t n, int timeout_ms);
+ELASTIC_EXTERN int elastic_ckpt_save_async(elastic_ckpt *ckpt, uint64_t step,
+                                           const elastic_ckpt_blob *blobs, size_t n,
+                                           int timeout_ms);
 /* Optional, once at start-up: allocates the staging buffer for asynchronous
  * saves of up to `bytes` of blob data and faults every page in now, so even
  * the first elastic_ckpt_save_async stalls only for its copy (fresh memory
@@ -165,23 +175,25 @@ ELASTIC_EXTERN int elastic_ckpt_latest(elastic_ckpt *ckpt, uint64_t *step);
 /* Reads a blob of a committed step: this rank's shard first, then a
  * replicated blob of any shard. *data is freed with elastic_free(). Every
  * byte is verified: ELASTIC_ECORRUPT when a checksum does not match. */
-ELASTIC_EXTERN int elastic_ckpt_read(elastic_ckpt *ckpt, uint64_t step, const char *name, void **data,
-                                     size_t *len);
+ELASTIC_EXTERN int elastic_ckpt_read(elastic_ckpt *ckpt, uint64_t step, const char *name,
+                                     void **data, size_t *len);
 /* Into the caller's buffer: ELASTIC_ELIMIT (with *len set) when cap is too small. */
-ELASTIC_EXTERN int elastic_ckpt_read_into(elastic_ckpt *ckpt, uint64_t step, const char *name, void *buf,
-                                          size_t cap, size_t *len);
+ELASTIC_EXTERN int elastic_ckpt_read_into(elastic_ckpt *ckpt, uint64_t step, const char *name,
+                                          void *buf, size_t cap, size_t *len);
 /* A blob of the shard written by `rank` (ELASTIC_CKPT_ANY_RANK: as read),
  * for resharding after the world size changed. */
-ELASTIC_EXTERN int elastic_ckpt_read_shard(elastic_ckpt *ckpt, uint64_t step, int rank, const char *name,
-                                           void **data, size_t *len);
+ELASTIC_EXTERN int elastic_ckpt_read_shard(elastic_ckpt *ckpt, uint64_t step, int rank,
+                                           const char *name, void **data, size_t *len);
 /* The size of a blob as read would return it. */
-ELASTIC_EXTERN int elastic_ckpt_blob_len(elastic_ckpt *ckpt, uint64_t step, const char *name, size_t *len);
+ELASTIC_EXTERN int elastic_ckpt_blob_len(elastic_ckpt *ckpt, uint64_t step, const char *name,
+                                         size_t *len);
 
 /* Committed, verifying steps, oldest first. *steps is freed with elastic_free(). */
 ELASTIC_EXTERN int elastic_ckpt_list_steps(elastic_ckpt *ckpt, uint64_t **steps, size_t *n);
 /* Blob names of a step in `rank`'s shard (ELASTIC_CKPT_ANY_RANK: every name
  * read can find). *names is one allocation, freed with elastic_free(). */
-ELASTIC_EXTERN int elastic_ckpt_list_blobs(elastic_ckpt *ckpt, uint64_t step, int rank, char ***names, size_t *n);
+ELASTIC_EXTERN int elastic_ckpt_list_blobs(elastic_ckpt *ckpt, uint64_t step, int rank,
+                                           char ***names, size_t *n);
 /* The world size and generation that wrote a committed step. */
 ELASTIC_EXTERN int elastic_ckpt_step_info(elastic_ckpt *ckpt, uint64_t step, uint32_t *world,
                                           uint64_t *generation);

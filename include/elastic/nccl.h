@@ -30,17 +30,17 @@ extern "C" {
 typedef struct elastic_nccl_comm elastic_nccl_comm;
 
 typedef struct elastic_nccl_opts {
-    size_t struct_size;              /* sizeof(elastic_nccl_opts), set by elastic_nccl_opts_init */
-    const char *tag;                 /* names the communicator among the worker's ([A-Za-z0-9_.-], at most
+    size_t struct_size;  /* sizeof(elastic_nccl_opts), set by elastic_nccl_opts_init */
+    const char *tag;     /* names the communicator among the worker's ([A-Za-z0-9_.-], at most
                                         63 characters); every rank uses the same; default "default" */
-    int device;                      /* CUDA device; -1 (default): the local rank */
-    int init_timeout_ms;             /* unique-id exchange plus NCCL's own init (and each rebuild); default
+    int device;          /* CUDA device; -1 (default): the local rank */
+    int init_timeout_ms; /* unique-id exchange plus NCCL's own init (and each rebuild); default
                                         120000; < 0: no limit; 0 is ELASTIC_EINVAL */
-    int collective_timeout_ms;       /* a threshold: a watched collective not done after this is a hang;
+    int collective_timeout_ms; /* a threshold: a watched collective not done after this is a hang;
                                         default 60000 (NCCL and PyTorch wait 600000); <= 0: no deadline,
                                         async errors only */
-    int watchdog_interval_ms;        /* how often the watchdog polls; default 100 */
-    int rebuild_on_reconfigure;      /* 1 (default): elastic_worker_poll() rebuilds the communicator before
+    int watchdog_interval_ms;  /* how often the watchdog polls; default 100 */
+    int rebuild_on_reconfigure; /* 1 (default): elastic_worker_poll() rebuilds the communicator before
                                         the trainer's reconfigure callback runs; 0: the trainer calls
                                         elastic_nccl_comm_rebuild() itself */
 } elastic_nccl_opts;
@@ -96,22 +96,23 @@ ELASTIC_EXTERN int elastic_nccl_comm_abort(elastic_nccl_comm *comm);
 ELASTIC_EXTERN int elastic_nccl_comm_rebuild(elastic_nccl_comm *comm);
 
 typedef enum elastic_nccl_rebuild_method {
-    ELASTIC_NCCL_CREATED = 0,        /* a new unique id through the store */
-    ELASTIC_NCCL_SHRUNK = 1          /* ncclCommShrink of the previous communicator */
+    ELASTIC_NCCL_CREATED = 0, /* a new unique id through the store */
+    ELASTIC_NCCL_SHRUNK = 1   /* ncclCommShrink of the previous communicator */
 } elastic_nccl_rebuild_method;
 
 typedef struct elastic_nccl_info {
-    size_t struct_size;              /* the caller sets sizeof(elastic_nccl_info); the library sets the bytes filled */
-    int rank;                        /* in the communicator */
+    size_t
+        struct_size; /* the caller sets sizeof(elastic_nccl_info); the library sets the bytes filled */
+    int rank;        /* in the communicator */
     int nranks;
     int device;
-    int nccl_version;                /* NCCL_VERSION_CODE of the loaded library (22809 for 2.28.9) */
-    uint64_t generation;             /* the worker generation it was built for */
-    uint64_t collectives;            /* elastic_nccl_watch() calls since it was built */
-    int aborted;                     /* 1 once aborted and not yet rebuilt */
-    int rebuilds;                    /* rebuilds so far */
-    int last_method;                 /* elastic_nccl_rebuild_method of the last build */
-    int last_build_ms;               /* how long the last init or rebuild took */
+    int nccl_version;     /* NCCL_VERSION_CODE of the loaded library (22809 for 2.28.9) */
+    uint64_t generation;  /* the worker generation it was built for */
+    uint64_t collectives; /* elastic_nccl_watch() calls since it was built */
+    int aborted;          /* 1 once aborted and not yet rebuilt */
+    int rebuilds;         /* rebuilds so far */
+    int last_method;      /* elastic_nccl_rebuild_method of the last build */
+    int last_build_ms;    /* how long the last init or rebuild took */
 } elastic_nccl_info;
 
 ELASTIC_EXTERN int elastic_nccl_comm_get_info(elastic_nccl_comm *comm, elastic_nccl_info *info);

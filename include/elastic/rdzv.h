@@ -30,39 +30,42 @@ extern "C" {
 typedef struct elastic_rdzv elastic_rdzv;
 
 typedef struct elastic_rdzv_opts {
-    size_t struct_size;              /* sizeof(elastic_rdzv_opts) */
-    const char *run_id;              /* required: names the job; keys live under "rdzv/<run_id>/" (store);
+    size_t struct_size;   /* sizeof(elastic_rdzv_opts) */
+    const char *run_id;   /* required: names the job; keys live under "rdzv/<run_id>/" (store);
                                         1..ELASTIC_RUN_ID_MAX characters of [A-Za-z0-9._-] */
-    const char *endpoint;            /* store "host:port", used when `store` is NULL */
-    elastic_store *store;            /* an open handle to use instead (not owned, outlives the rdzv) */
-    const char *token;               /* store token when connecting by endpoint (NULL: environment) */
-    int min_nodes;                   /* default 1 */
-    int max_nodes;                   /* default 1; >= min_nodes */
-    int join_timeout_ms;             /* below min_nodes this long -> ELASTIC_ENOTENOUGH; default 600000; > 0 */
-    int last_call_timeout_ms;        /* once min_nodes are in, wait this long for more; default 30000 */
-    int keepalive_interval_ms;       /* heartbeat period; default 500, at least 100 */
-    int keepalive_timeout_ms;        /* silent this long -> evicted; default 2000, at least 100 */
-    int max_restarts;                /* job-wide failure budget; default 0 */
-    const char *node_addr;           /* address other nodes and workers reach this node at; default: hostname */
-    int local_world_size;            /* workers on this node; default 1 */
-    const char *node_id;             /* unique per node; default "<hostname>-<pid>-<random>" */
+    const char *endpoint; /* store "host:port", used when `store` is NULL */
+    elastic_store *store; /* an open handle to use instead (not owned, outlives the rdzv) */
+    const char *token;    /* store token when connecting by endpoint (NULL: environment) */
+    int min_nodes;        /* default 1 */
+    int max_nodes;        /* default 1; >= min_nodes */
+    int join_timeout_ms;  /* below min_nodes this long -> ELASTIC_ENOTENOUGH; default 600000; > 0 */
+    int last_call_timeout_ms;  /* once min_nodes are in, wait this long for more; default 30000 */
+    int keepalive_interval_ms; /* heartbeat period; default 500, at least 100 */
+    int keepalive_timeout_ms;  /* silent this long -> evicted; default 2000, at least 100 */
+    int max_restarts;          /* job-wide failure budget; default 0 */
+    const char
+        *node_addr; /* address other nodes and workers reach this node at; default: hostname */
+    int local_world_size; /* workers on this node; default 1 */
+    const char *node_id;  /* unique per node; default "<hostname>-<pid>-<random>" */
     /* Where the rendezvous keeps its keys (docs/RDZV.md): the job's store
      * (above) or etcd v3 through its JSON gateway. The fields below are read
      * only with ELASTIC_RDZV_BACKEND_ETCD. */
-    int backend;                     /* elastic_rdzv_backend; default ELASTIC_RDZV_BACKEND_STORE */
-    const char *etcd_endpoints;      /* "host:port[,host:port...]": tried in turn, the last one that answered first */
-    const char *etcd_prefix;         /* keys live under "<prefix>/<run_id>/"; NULL: "/elastic" */
-    const char *etcd_ca_file;        /* TLS (https): the CA that signed etcd's certificate; NULL: plain http */
-    const char *etcd_cert_file;      /* TLS client certificate and its key; NULL: none */
+    int backend; /* elastic_rdzv_backend; default ELASTIC_RDZV_BACKEND_STORE */
+    const char *
+        etcd_endpoints; /* "host:port[,host:port...]": tried in turn, the last one that answered first */
+    const char *etcd_prefix; /* keys live under "<prefix>/<run_id>/"; NULL: "/elastic" */
+    const char
+        *etcd_ca_file; /* TLS (https): the CA that signed etcd's certificate; NULL: plain http */
+    const char *etcd_cert_file; /* TLS client certificate and its key; NULL: none */
     const char *etcd_key_file;
-    const char *etcd_user;           /* etcd authentication; NULL: none */
+    const char *etcd_user; /* etcd authentication; NULL: none */
     const char *etcd_password;
-    int etcd_timeout_ms;             /* deadline of each etcd request; default 5000; > 0 (every request has one) */
+    int etcd_timeout_ms; /* deadline of each etcd request; default 5000; > 0 (every request has one) */
 } elastic_rdzv_opts;
 
 typedef enum elastic_rdzv_backend {
-    ELASTIC_RDZV_BACKEND_STORE = 0,  /* the job's own store (endpoint or store) */
-    ELASTIC_RDZV_BACKEND_ETCD = 1    /* etcd v3 (etcd_* fields): no single node's loss ends the job */
+    ELASTIC_RDZV_BACKEND_STORE = 0, /* the job's own store (endpoint or store) */
+    ELASTIC_RDZV_BACKEND_ETCD = 1 /* etcd v3 (etcd_* fields): no single node's loss ends the job */
 } elastic_rdzv_backend;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
@@ -72,27 +75,27 @@ ELASTIC_EXTERN int elastic_rdzv_opts_init(elastic_rdzv_opts *opts, size_t struct
  * set struct_size = sizeof(elastic_rdzv_result) before the call; the library
  * fills only that many bytes and sets struct_size to what it filled. */
 typedef struct elastic_rdzv_result {
-    size_t struct_size;              /* set by the caller: sizeof(elastic_rdzv_result) */
-    uint64_t generation;             /* grows by at least 1 per generation, never reused */
-    int group_rank;                  /* this node's rank among nodes, 0..group_world_size-1 */
-    int group_world_size;            /* nodes in the generation */
-    int rank_base;                   /* global rank of this node's local rank 0 */
-    int local_world_size;            /* workers on this node */
-    int world_size;                  /* workers in the generation (sum over nodes) */
-    int restart_count;               /* failures the job has consumed so far */
-    int max_restarts;                /* the job's budget */
-    char master_addr[256];           /* group rank 0's node_addr */
-    int master_port;                 /* a free port on group rank 0's node, new each generation */
+    size_t struct_size;    /* set by the caller: sizeof(elastic_rdzv_result) */
+    uint64_t generation;   /* grows by at least 1 per generation, never reused */
+    int group_rank;        /* this node's rank among nodes, 0..group_world_size-1 */
+    int group_world_size;  /* nodes in the generation */
+    int rank_base;         /* global rank of this node's local rank 0 */
+    int local_world_size;  /* workers on this node */
+    int world_size;        /* workers in the generation (sum over nodes) */
+    int restart_count;     /* failures the job has consumed so far */
+    int max_restarts;      /* the job's budget */
+    char master_addr[256]; /* group rank 0's node_addr */
+    int master_port;       /* a free port on group rank 0's node, new each generation */
 } elastic_rdzv_result;
 
 /* Why a generation ended. */
 typedef enum elastic_rdzv_cause_kind {
-    ELASTIC_RDZV_FAILURE = 1,        /* a worker or probe failed: consumes the restart budget */
-    ELASTIC_RDZV_NODE_LOST = 2,      /* a member's heartbeat lapsed or its connection closed */
-    ELASTIC_RDZV_NODES_WAITING = 3,  /* a node is waiting to join and there is room */
-    ELASTIC_RDZV_NODE_LEFT = 4,      /* a member left on purpose (scale-down) */
-    ELASTIC_RDZV_JOB_ENDED = 5,      /* the job is done or was stopped (elastic_rdzv_end_job) */
-    ELASTIC_RDZV_FENCED = 6          /* this node lost its lease (cut off, frozen, store gone): it
+    ELASTIC_RDZV_FAILURE = 1,       /* a worker or probe failed: consumes the restart budget */
+    ELASTIC_RDZV_NODE_LOST = 2,     /* a member's heartbeat lapsed or its connection closed */
+    ELASTIC_RDZV_NODES_WAITING = 3, /* a node is waiting to join and there is room */
+    ELASTIC_RDZV_NODE_LEFT = 4,     /* a member left on purpose (scale-down) */
+    ELASTIC_RDZV_JOB_ENDED = 5,     /* the job is done or was stopped (elastic_rdzv_end_job) */
+    ELASTIC_RDZV_FENCED = 6         /* this node lost its lease (cut off, frozen, store gone): it
                                       * is no member any more and rejoins as a new one; only ever
                                       * reported locally, never written to the store */
 } elastic_rdzv_cause_kind;
@@ -104,15 +107,15 @@ typedef enum elastic_rdzv_cause_kind {
  * elastic_rdzv_change_fn callback it is the library's own: read struct_size
  * before fields newer than your header. */
 typedef struct elastic_rdzv_cause {
-    size_t struct_size;              /* sizeof(elastic_rdzv_cause) */
-    int kind;                        /* elastic_rdzv_cause_kind */
-    uint64_t generation;             /* the generation that ended */
-    char node_id[128];               /* node that reported or was lost */
-    int rank;                        /* failed worker's global rank, -1 if none */
-    int exit_code;                   /* worker's exit code, -1 if none */
-    int signal;                      /* signal that killed it, 0 if none */
-    char reason[256];                /* probe name or a short sentence */
-    uint64_t time_ms;                /* wall clock (ms since the epoch) when it happened */
+    size_t struct_size;  /* sizeof(elastic_rdzv_cause) */
+    int kind;            /* elastic_rdzv_cause_kind */
+    uint64_t generation; /* the generation that ended */
+    char node_id[128];   /* node that reported or was lost */
+    int rank;            /* failed worker's global rank, -1 if none */
+    int exit_code;       /* worker's exit code, -1 if none */
+    int signal;          /* signal that killed it, 0 if none */
+    char reason[256];    /* probe name or a short sentence */
+    uint64_t time_ms;    /* wall clock (ms since the epoch) when it happened */
 } elastic_rdzv_cause;
 
 /* Connects (or adopts the store), starts this node's heartbeat on the
@@ -135,13 +138,15 @@ ELASTIC_EXTERN int elastic_rdzv_end_generation(elastic_rdzv *rdzv, const elastic
  * was lost, nodes are waiting, the job ended) and fills *cause; or
  * ELASTIC_ETIMEDOUT after timeout_ms (< 0 and ELASTIC_TIMEOUT_DEFAULT: no limit;
  * 0: just look). */
-ELASTIC_EXTERN int elastic_rdzv_watch(elastic_rdzv *rdzv, int timeout_ms, elastic_rdzv_cause *cause);
+ELASTIC_EXTERN int elastic_rdzv_watch(elastic_rdzv *rdzv, int timeout_ms,
+                                      elastic_rdzv_cause *cause);
 
 /* The same news as a callback, run on the library's watcher thread once per
  * generation as soon as it must end. It must not call elastic_rdzv_free; other
  * calls on the handle are allowed. `cause` is valid during the call. NULL unregisters. */
 typedef void (*elastic_rdzv_change_fn)(void *user, const elastic_rdzv_cause *cause);
-ELASTIC_EXTERN int elastic_rdzv_on_change(elastic_rdzv *rdzv, elastic_rdzv_change_fn fn, void *user);
+ELASTIC_EXTERN int elastic_rdzv_on_change(elastic_rdzv *rdzv, elastic_rdzv_change_fn fn,
+                                          void *user);
 
 /* The first failure the job recorded (for a root-cause summary), or
  * ELASTIC_ENOTFOUND when there was none. */

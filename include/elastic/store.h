@@ -32,29 +32,34 @@ typedef struct elastic_store elastic_store;
 /* ---- server -------------------------------------------------------------- */
 
 typedef struct elastic_store_server_opts {
-    size_t struct_size;              /* sizeof(elastic_store_server_opts) */
-    const char *host;                /* address to bind; default "127.0.0.1"; "::" or "0.0.0.0" for all */
-    int port;                        /* 0 (default) picks a free port; see elastic_store_server_get_port() */
-    const char *token;               /* shared secret; NULL: ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN from the
+    size_t struct_size; /* sizeof(elastic_store_server_opts) */
+    const char *host;   /* address to bind; default "127.0.0.1"; "::" or "0.0.0.0" for all */
+    int port;           /* 0 (default) picks a free port; see elastic_store_server_get_port() */
+    const char
+        *token; /* shared secret; NULL: ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN from the
                                         environment, else no auth */
-    size_t max_key_bytes;            /* default 4096 */
-    size_t max_value_bytes;          /* default 16 MiB */
-    size_t max_connections;          /* default 4096; further connections are closed at once */
-    size_t max_connection_buffer;    /* bytes buffered per connection (in + out); default 64 MiB */
-    size_t max_total_bytes;          /* keys + values held; default 1 GiB; sets beyond it fail with ELASTIC_ELIMIT */
-    int handshake_timeout_ms;        /* a connection must finish the handshake in this; default 5000 */
-    int idle_timeout_ms;             /* a connection with no request and no pending wait is closed after this;
+    size_t max_key_bytes;         /* default 4096 */
+    size_t max_value_bytes;       /* default 16 MiB */
+    size_t max_connections;       /* default 4096; further connections are closed at once */
+    size_t max_connection_buffer; /* bytes buffered per connection (in + out); default 64 MiB */
+    size_t
+        max_total_bytes; /* keys + values held; default 1 GiB; sets beyond it fail with ELASTIC_ELIMIT */
+    int handshake_timeout_ms; /* a connection must finish the handshake in this; default 5000 */
+    int idle_timeout_ms; /* a connection with no request and no pending wait is closed after this;
                                         < 0 (default): never; 0 is not allowed */
-    size_t max_pending_waits;        /* get/wait/watch calls parked per connection; default 1024; more fail with ELASTIC_ELIMIT */
-    size_t max_buffered_bytes;       /* partial frames and unsent responses of all connections together; default 64 MiB;
+    size_t
+        max_pending_waits; /* get/wait/watch calls parked per connection; default 1024; more fail with ELASTIC_ELIMIT */
+    size_t
+        max_buffered_bytes; /* partial frames and unsent responses of all connections together; default 64 MiB;
                                         beyond it connections holding over 64 KiB are paused */
-    int frame_timeout_ms;            /* a started frame must be complete within this, else the connection is closed;
+    int frame_timeout_ms; /* a started frame must be complete within this, else the connection is closed;
                                         default 30000 */
 } elastic_store_server_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults.
  * ELASTIC_EINVAL when struct_size is below its first field or absurd. */
-ELASTIC_EXTERN int elastic_store_server_opts_init(elastic_store_server_opts *opts, size_t struct_size);
+ELASTIC_EXTERN int elastic_store_server_opts_init(elastic_store_server_opts *opts,
+                                                  size_t struct_size);
 
 /* Starts the server on its own thread; returns once it listens. */
 ELASTIC_EXTERN int elastic_store_server_start(const elastic_store_server_opts *opts,
@@ -68,12 +73,13 @@ ELASTIC_EXTERN void elastic_store_server_close(elastic_store_server *server);
 /* ---- client -------------------------------------------------------------- */
 
 typedef struct elastic_store_opts {
-    size_t struct_size;              /* sizeof(elastic_store_opts) */
-    const char *prefix;              /* prepended to every key ("job7/gen3/"); default "" */
-    const char *token;               /* NULL: the file named by ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN from
+    size_t struct_size; /* sizeof(elastic_store_opts) */
+    const char *prefix; /* prepended to every key ("job7/gen3/"); default "" */
+    const char
+        *token; /* NULL: the file named by ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN from
                                         the environment, else none */
-    int connect_timeout_ms;          /* default 10000; connection attempts are retried until then; < 0: no limit */
-    int timeout_ms;                  /* per-call deadline for calls without their own, and what
+    int connect_timeout_ms; /* default 10000; connection attempts are retried until then; < 0: no limit */
+    int timeout_ms;         /* per-call deadline for calls without their own, and what
                                         ELASTIC_TIMEOUT_DEFAULT means for this handle; default 30000; < 0: no limit */
 } elastic_store_opts;
 
@@ -95,33 +101,37 @@ ELASTIC_EXTERN int elastic_store_clone(elastic_store *store, const char *prefix,
 ELASTIC_EXTERN void elastic_store_close(elastic_store *store);
 
 /* Keys are NUL-terminated strings; values are byte strings (may be empty). */
-ELASTIC_EXTERN int elastic_store_set(elastic_store *s, const char *key, const void *value, size_t len);
+ELASTIC_EXTERN int elastic_store_set(elastic_store *s, const char *key, const void *value,
+                                     size_t len);
 /* Waits up to timeout_ms (see "timeouts" in <elastic.h>) for the key to exist;
  * ELASTIC_ETIMEDOUT if it does not. *value is NUL-terminated for convenience
  * (not counted in *len) and released with elastic_free(). */
 ELASTIC_EXTERN int elastic_store_get(elastic_store *s, const char *key, int timeout_ms,
                                      void **value, size_t *len);
 /* Like get without waiting: ELASTIC_ENOTFOUND when absent. */
-ELASTIC_EXTERN int elastic_store_try_get(elastic_store *s, const char *key, void **value, size_t *len);
+ELASTIC_EXTERN int elastic_store_try_get(elastic_store *s, const char *key, void **value,
+                                         size_t *len);
 /* Atomically adds delta to the decimal int64 stored at key (absent = 0) and
  * returns the new value. ELASTIC_EINVAL if the value is not such an integer;
  * ELASTIC_ERANGE on overflow. */
-ELASTIC_EXTERN int elastic_store_add(elastic_store *s, const char *key, int64_t delta, int64_t *result);
+ELASTIC_EXTERN int elastic_store_add(elastic_store *s, const char *key, int64_t delta,
+                                     int64_t *result);
 /* If the key's value equals `expected` (expected == NULL: the key is absent),
  * sets it to `desired`. Either way returns the value now stored in *current
  * (NULL with *clen 0 when absent), so success is "*current equals desired". */
 ELASTIC_EXTERN int elastic_store_compare_set(elastic_store *s, const char *key,
-                                             const void *expected, size_t elen,
-                                             const void *desired, size_t dlen,
-                                             void **current, size_t *clen);
+                                             const void *expected, size_t elen, const void *desired,
+                                             size_t dlen, void **current, size_t *clen);
 /* Waits until every key exists. */
-ELASTIC_EXTERN int elastic_store_wait(elastic_store *s, const char *const *keys, size_t n, int timeout_ms);
+ELASTIC_EXTERN int elastic_store_wait(elastic_store *s, const char *const *keys, size_t n,
+                                      int timeout_ms);
 /* ELASTIC_ENOTFOUND when the key was absent. */
 ELASTIC_EXTERN int elastic_store_delete(elastic_store *s, const char *key);
 /* Number of keys under this handle's prefix. */
 ELASTIC_EXTERN int elastic_store_num_keys(elastic_store *s, int64_t *count);
 /* Appends bytes to the value (creating it). */
-ELASTIC_EXTERN int elastic_store_append(elastic_store *s, const char *key, const void *value, size_t len);
+ELASTIC_EXTERN int elastic_store_append(elastic_store *s, const char *key, const void *value,
+                                        size_t len);
 /* Gets n keys in one round trip, waiting up to timeout_ms for all to exist.
  * values[i]/lens[i] are filled; each value is freed with elastic_free(). */
 ELASTIC_EXTERN int elastic_store_multi_get(elastic_store *s, const char *const *keys, size_t n,
@@ -148,8 +158,8 @@ ELASTIC_EXTERN int elastic_store_get_revision(elastic_store *s, const char *key,
  * `after_revision`, or immediately if that already happened. *revision gets
  * the store's revision at that moment; pass it back as after_revision to
  * watch on. ELASTIC_ETIMEDOUT when nothing changed in timeout_ms. */
-ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uint64_t after_revision,
-                                       int timeout_ms, uint64_t *revision);
+ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix,
+                                       uint64_t after_revision, int timeout_ms, uint64_t *revision);
 
 /* ---- leases: presence that ends when its owner dies ----------------------- */
 
@@ -159,8 +169,8 @@ ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uin
  * the keep-alives, so a busy or blocked caller does not lose it. Its id is
  * random; only this handle and its clones (one connection) may keep it alive,
  * revoke it or attach keys to it: any other connection gets ELASTIC_EPERM. */
-ELASTIC_EXTERN int elastic_store_lease_grant(elastic_store *s, int ttl_ms, int keepalive_interval_ms,
-                                             uint64_t *lease);
+ELASTIC_EXTERN int elastic_store_lease_grant(elastic_store *s, int ttl_ms,
+                                             int keepalive_interval_ms, uint64_t *lease);
 /* Sends one keep-alive now. ELASTIC_ENOTFOUND when the lease already ended. */
 ELASTIC_EXTERN int elastic_store_lease_keepalive(elastic_store *s, uint64_t lease);
 /* Ends the lease now, deleting its keys. */

@@ -31,12 +31,12 @@ extern "C" {
 typedef struct elastic_worker elastic_worker;
 
 typedef struct elastic_worker_opts {
-    size_t struct_size;              /* sizeof(elastic_worker_opts) */
-    int store_connect_timeout_ms;    /* connecting to the job's store; default 10000 */
-    int store_timeout_ms;            /* per-call store deadline, and what ELASTIC_TIMEOUT_DEFAULT means for
+    size_t struct_size;           /* sizeof(elastic_worker_opts) */
+    int store_connect_timeout_ms; /* connecting to the job's store; default 10000 */
+    int store_timeout_ms; /* per-call store deadline, and what ELASTIC_TIMEOUT_DEFAULT means for
                                         barrier and the store handle; default 30000 */
-    int reconfigure_timeout_ms;      /* poll() waits this long for the next generation after an abort; default 600000 */
-    int stack_dump_signal;           /* signal on which the library writes the trainer thread's backtrace to stderr
+    int reconfigure_timeout_ms; /* poll() waits this long for the next generation after an abort; default 600000 */
+    int stack_dump_signal; /* signal on which the library writes the trainer thread's backtrace to stderr
                                         when the agent's hang probe asks (only installed under an agent and only if
                                         the signal still has its default action); default SIGUSR2 (12); 0: never */
 } elastic_worker_opts;
@@ -50,18 +50,18 @@ ELASTIC_EXTERN int elastic_worker_opts_init(elastic_worker_opts *opts, size_t st
  * filled. In the reconfigure callback it is the library's own: read
  * struct_size before fields newer than your header. */
 typedef struct elastic_worker_info {
-    size_t struct_size;              /* set by the caller: sizeof(elastic_worker_info) */
-    int rank;                        /* global rank, 0..world_size-1 */
-    int local_rank;                  /* rank on this node, 0..local_world_size-1 */
-    int world_size;                  /* workers in the generation */
-    int local_world_size;            /* workers on this node */
-    int group_rank;                  /* this node's rank among the nodes */
-    int restart_count;               /* failures the job has consumed so far */
-    uint64_t generation;             /* grows with every failure or membership change */
-    int master_port;                 /* 0 when not set */
-    int attached;                    /* 1 under an agent (heartbeats and control channel), 0 alone */
-    char run_id[128];                /* the job's name ("" alone without TORCHELASTIC_RUN_ID) */
-    char master_addr[256];           /* "" when not set */
+    size_t struct_size;    /* set by the caller: sizeof(elastic_worker_info) */
+    int rank;              /* global rank, 0..world_size-1 */
+    int local_rank;        /* rank on this node, 0..local_world_size-1 */
+    int world_size;        /* workers in the generation */
+    int local_world_size;  /* workers on this node */
+    int group_rank;        /* this node's rank among the nodes */
+    int restart_count;     /* failures the job has consumed so far */
+    uint64_t generation;   /* grows with every failure or membership change */
+    int master_port;       /* 0 when not set */
+    int attached;          /* 1 under an agent (heartbeats and control channel), 0 alone */
+    char run_id[128];      /* the job's name ("" alone without TORCHELASTIC_RUN_ID) */
+    char master_addr[256]; /* "" when not set */
 } elastic_worker_info;
 
 /* Attaches from the environment the agent set (RANK, LOCAL_RANK, WORLD_SIZE,
@@ -98,12 +98,14 @@ ELASTIC_EXTERN int elastic_worker_report_step_time(elastic_worker *w, uint64_t c
  * Register it right after init: an abort that arrives before it is registered
  * runs no hook (poll still reports the change). NULL unregisters. */
 typedef void (*elastic_worker_abort_fn)(void *user, uint64_t generation, const char *reason);
-ELASTIC_EXTERN int elastic_worker_on_abort(elastic_worker *w, elastic_worker_abort_fn fn, void *user);
+ELASTIC_EXTERN int elastic_worker_on_abort(elastic_worker *w, elastic_worker_abort_fn fn,
+                                           void *user);
 
 /* Runs on the trainer's thread inside elastic_worker_poll() with the new
  * generation's info, after the store has been re-scoped to it. NULL unregisters. */
 typedef void (*elastic_worker_reconfigure_fn)(void *user, const elastic_worker_info *info);
-ELASTIC_EXTERN int elastic_worker_on_reconfigure(elastic_worker *w, elastic_worker_reconfigure_fn fn, void *user);
+ELASTIC_EXTERN int elastic_worker_on_reconfigure(elastic_worker *w,
+                                                 elastic_worker_reconfigure_fn fn, void *user);
 
 /* Call once per step. 0 while the group is unchanged (one atomic load). When
  * the generation ended (in-process recovery), waits up to

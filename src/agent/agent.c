@@ -30,9 +30,9 @@ struct elastic_agent {
     agent_group group;
     bool group_ready;
     bool ran;
-    int accepting_stop;              /* atomic: request_stop may touch the loop */
-    elastic_store_server *server;    /* when this node hosts the job's store (c10d, static) */
-    agent_jobstore jobstore;         /* etcd-v3: the store re-hosted every generation */
+    int accepting_stop;           /* atomic: request_stop may touch the loop */
+    elastic_store_server *server; /* when this node hosts the job's store (c10d, static) */
+    agent_jobstore jobstore;      /* etcd-v3: the store re-hosted every generation */
     char etcd_password[256];
     elastic_store *store;
     agent_events *events;
@@ -41,10 +41,10 @@ struct elastic_agent {
     char node_id[200];
     char hostname[128];
     char store_endpoint[300];
-    char *token;                     /* the store token (NULL: none) */
-    char token_file[800];            /* where the workers read it ("": not written) */
+    char *token;          /* the store token (NULL: none) */
+    char token_file[800]; /* where the workers read it ("": not written) */
     char log_root[700];
-    int log_root_fd;                 /* the log root, opened once: everything below it goes through it */
+    int log_root_fd; /* the log root, opened once: everything below it goes through it */
     bool log_root_is_temporary;
     elastic_agent *next_abandoned;
 };
@@ -60,17 +60,21 @@ static void random_hex(char *out, size_t bytes)
     if (bytes > sizeof raw) bytes = sizeof raw;
     if (getrandom(raw, bytes, 0) != (ssize_t)bytes) {
         uint64_t mix = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
-        for (size_t i = 0; i < bytes; i++) raw[i] = (unsigned char)(mix >> (8 * (i % 8))) ^ (unsigned char)i;
+        for (size_t i = 0; i < bytes; i++)
+            raw[i] = (unsigned char)(mix >> (8 * (i % 8))) ^ (unsigned char)i;
     }
     for (size_t i = 0; i < bytes; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
 }
 
-static bool local_only(const elastic_agent *agent) { return agent->opts.max_nodes == 1; }
+static bool local_only(const elastic_agent *agent)
+{
+    return agent->opts.max_nodes == 1;
+}
 
 static bool on_etcd(const elastic_agent *agent)
 {
-    return !local_only(agent) &&
-           (strcmp(agent->opts.rdzv_backend, "etcd-v3") == 0 || strcmp(agent->opts.rdzv_backend, "etcd") == 0);
+    return !local_only(agent) && (strcmp(agent->opts.rdzv_backend, "etcd-v3") == 0 ||
+                                  strcmp(agent->opts.rdzv_backend, "etcd") == 0);
 }
 
 static const char *node_address(const elastic_agent *agent)
@@ -101,12 +105,14 @@ static int setup_store(elastic_agent *agent)
     int port, rc;
     /* On etcd a store without a configured token gets a random one per host,
      * published in etcd (jobstore.c): no warning about an open store then. */
-    if ((rc = agent__token_load(&agent->conf, !local_only(agent) && !on_etcd(agent), &agent->token)) != 0) return rc;
+    if ((rc = agent__token_load(&agent->conf, !local_only(agent) && !on_etcd(agent),
+                                &agent->token)) != 0)
+        return rc;
     if (on_etcd(agent)) { /* no store yet: each generation's rank 0 hosts one (jobstore.c) */
         agent_jobstore *js = &agent->jobstore;
         js->bind_host = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr
-                        : o->local_addr != NULL                 ? o->local_addr
-                                                                : "0.0.0.0";
+                        : o->local_addr != NULL                ? o->local_addr
+                                                               : "0.0.0.0";
         js->advertise_host = o->local_addr != NULL ? o->local_addr : agent->hostname;
         js->fixed_token = agent->token;
         js->read_timeout_ms = agent->conf.read_timeout_ms > 0 ? agent->conf.read_timeout_ms : 0;
@@ -121,7 +127,8 @@ static int setup_store(elastic_agent *agent)
     }
     if (local_only(agent)) {
         if (agent->token == NULL) { /* only our workers need it */
-            if ((agent->token = malloc(33)) == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+            if ((agent->token = malloc(33)) == NULL)
+                return elastic__fail(ELASTIC_ENOMEM, "out of memory");
             random_hex(agent->token, 16);
         }
         snprintf(host, sizeof host, "%s", node_address(agent));
@@ -129,27 +136,35 @@ static int setup_store(elastic_agent *agent)
         if ((rc = elastic_store_server_get_port(agent->server, &port)) != 0) return rc;
     } else {
         bool is_static = strcmp(o->rdzv_backend, "static") == 0;
-        if (is_static) snprintf(host, sizeof host, "%s", o->master_addr), port = o->master_port;
+        if (is_static)
+            snprintf(host, sizeof host, "%s", o->master_addr), port = o->master_port;
         else if ((rc = elastic__endpoint_parse("--rdzv-endpoint", o->rdzv_endpoint,
                                                AGENT_C10D_DEFAULT_PORT, host, sizeof host,
                                                &port)) != 0)
             return rc;
-        bool should_host = is_static ? o->node_rank == 0
-                                     : agent->conf.is_host >= 0 ? agent->conf.is_host == 1 : agent__address_is_local(host);
+        bool should_host = is_static                  ? o->node_rank == 0
+                           : agent->conf.is_host >= 0 ? agent->conf.is_host == 1
+                                                      : agent__address_is_local(host);
         if (should_host) {
             /* The endpoint's own address, not every interface, unless told. */
-            const char *bind = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr : host;
+            const char *bind =
+                agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr : host;
             rc = host_store(agent, bind, port);
             if (rc == 0 && agent__name_is_loopback_alias(bind))
-                ELASTIC_LOG_W("agent", "the store listens on %s, a loopback address on this host: other hosts cannot "
-                                       "reach it (set --rdzv-conf store_bind_addr=0.0.0.0 or an interface's address)",
-                              bind);
+                ELASTIC_LOG_W(
+                    "agent",
+                    "the store listens on %s, a loopback address on this host: other hosts cannot "
+                    "reach it (set --rdzv-conf store_bind_addr=0.0.0.0 or an interface's address)",
+                    bind);
             bool explicit_host = is_static || agent->conf.is_host == 1;
             if (rc != 0 && explicit_host) return rc;
-            if (rc != 0) ELASTIC_LOG_I("agent", "store port %d taken (%s): joining as a client", port, elastic_last_error());
+            if (rc != 0)
+                ELASTIC_LOG_I("agent", "store port %d taken (%s): joining as a client", port,
+                              elastic_last_error());
         }
     }
-    snprintf(agent->store_endpoint, sizeof agent->store_endpoint, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+    snprintf(agent->store_endpoint, sizeof agent->store_endpoint,
+             strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     elastic_store_opts client_opts;
     elastic_store_opts_init(&client_opts, sizeof client_opts);
     client_opts.token = agent->token;
@@ -165,19 +180,25 @@ static int read_etcd_password(elastic_agent *agent)
     const char *path = agent->conf.password_file;
     if (path[0] == '\0') {
         const char *env = getenv("ELASTIC_ETCD_PASSWORD");
-        if (env == NULL) return elastic__fail(ELASTIC_EINVAL, "etcd user given without password_file or ELASTIC_ETCD_PASSWORD");
-        if (strlen(env) >= sizeof agent->etcd_password) return elastic__fail(ELASTIC_EINVAL, "ELASTIC_ETCD_PASSWORD is too long");
+        if (env == NULL)
+            return elastic__fail(ELASTIC_EINVAL,
+                                 "etcd user given without password_file or ELASTIC_ETCD_PASSWORD");
+        if (strlen(env) >= sizeof agent->etcd_password)
+            return elastic__fail(ELASTIC_EINVAL, "ELASTIC_ETCD_PASSWORD is too long");
         snprintf(agent->etcd_password, sizeof agent->etcd_password, "%s", env);
         return 0;
     }
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return elastic__fail(elastic__from_errno(errno), "password_file %s: %s", path, strerror(errno));
+    if (fd < 0)
+        return elastic__fail(elastic__from_errno(errno), "password_file %s: %s", path,
+                             strerror(errno));
     ssize_t n = read(fd, agent->etcd_password, sizeof agent->etcd_password - 1);
     close(fd);
     if (n < 0) return elastic__fail(ELASTIC_EIO, "password_file %s: %s", path, strerror(errno));
     agent->etcd_password[n] = '\0';
     agent->etcd_password[strcspn(agent->etcd_password, "\r\n")] = '\0';
-    if (agent->etcd_password[0] == '\0') return elastic__fail(ELASTIC_EINVAL, "password_file %s is empty", path);
+    if (agent->etcd_password[0] == '\0')
+        return elastic__fail(ELASTIC_EINVAL, "password_file %s is empty", path);
     return 0;
 }
 
@@ -185,7 +206,8 @@ static int setup_membership(elastic_agent *agent)
 {
     const elastic_agent_opts *o = &agent->opts;
     if (local_only(agent))
-        return agent__membership_local(o->nproc_per_node, o->max_restarts, node_address(agent), &agent->membership);
+        return agent__membership_local(o->nproc_per_node, o->max_restarts, node_address(agent),
+                                       &agent->membership);
     elastic_rdzv_opts rdzv_opts;
     elastic_rdzv_opts_init(&rdzv_opts, sizeof rdzv_opts);
     rdzv_opts.run_id = agent->run_id;
@@ -198,14 +220,17 @@ static int setup_membership(elastic_agent *agent)
     rdzv_opts.node_id = agent->node_id;
     const agent_rdzv_conf *conf = &agent->conf;
     if (conf->join_timeout_ms > 0) rdzv_opts.join_timeout_ms = conf->join_timeout_ms;
-    if (conf->last_call_timeout_ms >= 0) rdzv_opts.last_call_timeout_ms = conf->last_call_timeout_ms;
-    if (conf->keep_alive_interval_ms > 0) rdzv_opts.keepalive_interval_ms = conf->keep_alive_interval_ms;
+    if (conf->last_call_timeout_ms >= 0)
+        rdzv_opts.last_call_timeout_ms = conf->last_call_timeout_ms;
+    if (conf->keep_alive_interval_ms > 0)
+        rdzv_opts.keepalive_interval_ms = conf->keep_alive_interval_ms;
     if (rdzv_opts.keepalive_interval_ms < 100) rdzv_opts.keepalive_interval_ms = 100;
     int attempts = conf->keep_alive_max_attempt > 0 ? conf->keep_alive_max_attempt : 4;
     if (conf->keep_alive_interval_ms > 0 || conf->keep_alive_max_attempt > 0)
         rdzv_opts.keepalive_timeout_ms = rdzv_opts.keepalive_interval_ms * attempts;
     if (!on_etcd(agent))
-        return agent__membership_rdzv(&rdzv_opts, agent__group_on_change, &agent->group, &agent->membership);
+        return agent__membership_rdzv(&rdzv_opts, agent__group_on_change, &agent->group,
+                                      &agent->membership);
     rdzv_opts.store = NULL;
     rdzv_opts.backend = ELASTIC_RDZV_BACKEND_ETCD;
     rdzv_opts.etcd_endpoints = o->rdzv_endpoint;
@@ -222,16 +247,16 @@ static int setup_membership(elastic_agent *agent)
     }
     /* The generation's store host must publish within a few keep-alive timeouts. */
     agent->jobstore.lookup_timeout_ms = 3 * rdzv_opts.keepalive_timeout_ms + 2000;
-    return agent__membership_etcd(&rdzv_opts, &agent->jobstore, agent__group_on_change, &agent->group,
-                                  &agent->membership);
+    return agent__membership_etcd(&rdzv_opts, &agent->jobstore, agent__group_on_change,
+                                  &agent->group, &agent->membership);
 }
 
 /* ---- a store host outlives its own workers ---------------------------------------- */
 
 typedef struct closed_watch {
-    elastic_rdzv *rdzv;              /* the rendezvous knows where its backend marks the end */
-    int stop;                        /* atomic */
-    int done;                        /* atomic */
+    elastic_rdzv *rdzv; /* the rendezvous knows where its backend marks the end */
+    int stop;           /* atomic */
+    int done;           /* atomic */
     uv_async_t *wake;
 } closed_watch;
 
@@ -246,7 +271,10 @@ static void closed_watch_main(void *arg)
     uv_async_send(watch->wake);
 }
 
-static void on_serve_timer(uv_timer_t *timer) { *(bool *)timer->data = true; }
+static void on_serve_timer(uv_timer_t *timer)
+{
+    *(bool *)timer->data = true;
+}
 
 /* The job failed, but the other nodes still read its root cause from the
  * store we host: keep serving for close_timeout (default 2 s) or until told
@@ -268,7 +296,8 @@ static void serve_a_while(elastic_agent *agent)
  * still use: serve until the job closes or we are told to stop. */
 static void serve_until_closed(elastic_agent *agent)
 {
-    closed_watch watch = {.rdzv = agent__membership_handle(agent->membership), .wake = &agent->group.wake};
+    closed_watch watch = { .rdzv = agent__membership_handle(agent->membership),
+                           .wake = &agent->group.wake };
     uv_thread_t thread;
     if (watch.rdzv == NULL || uv_thread_create(&thread, closed_watch_main, &watch) != 0) return;
     ELASTIC_LOG_I("agent", "workers done; serving the job's store until every node has finished");
@@ -285,7 +314,8 @@ static void serve_until_closed(elastic_agent *agent)
 static int setup_log_root(elastic_agent *agent)
 {
     if (agent->opts.log_dir != NULL) {
-        snprintf(agent->log_root, sizeof agent->log_root, "%s/%s", agent->opts.log_dir, agent->run_id);
+        snprintf(agent->log_root, sizeof agent->log_root, "%s/%s", agent->opts.log_dir,
+                 agent->run_id);
         agent->group.write_logs = true;
         int parent = -1;
         int rc = agent__dir_open_user(agent->opts.log_dir, &parent);
@@ -299,19 +329,23 @@ static int setup_log_root(elastic_agent *agent)
         return 0;
     }
     const char *tmp = getenv("TMPDIR");
-    snprintf(agent->log_root, sizeof agent->log_root, "%s/elasticrun-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", agent->run_id);
+    snprintf(agent->log_root, sizeof agent->log_root, "%s/elasticrun-%s-XXXXXX",
+             tmp && *tmp ? tmp : "/tmp", agent->run_id);
     if (mkdtemp(agent->log_root) == NULL)
-        return elastic__fail(elastic__from_errno(errno), "mkdtemp %s: %s", agent->log_root, strerror(errno));
+        return elastic__fail(elastic__from_errno(errno), "mkdtemp %s: %s", agent->log_root,
+                             strerror(errno));
     agent->log_root_fd = open(agent->log_root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (agent->log_root_fd < 0)
-        return elastic__fail(elastic__from_errno(errno), "%s: %s", agent->log_root, strerror(errno));
+        return elastic__fail(elastic__from_errno(errno), "%s: %s", agent->log_root,
+                             strerror(errno));
     int redirects = 0, tee = 0;
     agent__std_parse(agent->opts.redirects, 0, &redirects);
     agent__std_parse(agent->opts.tee, 0, &tee);
     /* Without --log-dir only error files land here, and go with the agent;
      * redirected output is kept for the user to read. */
-    agent->log_root_is_temporary = strchr(agent->opts.redirects, ':') == NULL && strchr(agent->opts.tee, ':') == NULL &&
-                                   redirects == 0 && tee == 0;
+    agent->log_root_is_temporary = strchr(agent->opts.redirects, ':') == NULL &&
+                                   strchr(agent->opts.tee, ':') == NULL && redirects == 0 &&
+                                   tee == 0;
     if (!agent->log_root_is_temporary) ELASTIC_LOG_W("agent", "worker logs in %s", agent->log_root);
     return 0;
 }
@@ -327,10 +361,12 @@ static int remove_entry(const char *path, const struct stat *st, int type, struc
 
 static int validate(const elastic_agent_opts *o)
 {
-    if (o->argc < 1 || o->argv == NULL) return elastic__fail(ELASTIC_EINVAL, "no training program given");
-    if (o->nproc_per_node < 1 || o->min_nodes < 1 || o->max_nodes < o->min_nodes || o->max_restarts < 0 ||
-        o->grace_period_ms < 0 || o->role == NULL || o->run_id == NULL || o->redirects == NULL || o->tee == NULL ||
-        o->rdzv_backend == NULL || o->rdzv_endpoint == NULL)
+    if (o->argc < 1 || o->argv == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "no training program given");
+    if (o->nproc_per_node < 1 || o->min_nodes < 1 || o->max_nodes < o->min_nodes ||
+        o->max_restarts < 0 || o->grace_period_ms < 0 || o->role == NULL || o->run_id == NULL ||
+        o->redirects == NULL || o->tee == NULL || o->rdzv_backend == NULL ||
+        o->rdzv_endpoint == NULL)
         return elastic__fail(ELASTIC_EINVAL, "invalid agent options");
     if (!o->standalone && elastic__check_run_id(o->run_id, "agent") != 0) return ELASTIC_EINVAL;
     int mask;
@@ -350,19 +386,23 @@ static int setup(elastic_agent *agent)
     if (agent->opts.standalone) {
         char hex[33];
         random_hex(hex, 16);
-        snprintf(agent->run_id, sizeof agent->run_id, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
+        snprintf(agent->run_id, sizeof agent->run_id, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8,
+                 hex + 12, hex + 16, hex + 20);
     } else {
         snprintf(agent->run_id, sizeof agent->run_id, "%s", agent->opts.run_id);
     }
     snprintf(agent->hostname, sizeof agent->hostname, "node");
     gethostname(agent->hostname, sizeof agent->hostname - 1);
     snprintf(agent->node_id, sizeof agent->node_id, "%s-%d", agent->hostname, (int)getpid());
-    if ((rc = uv_loop_init(&agent->loop)) != 0) return elastic__fail(ELASTIC_ESYS, "uv_loop_init: %s", uv_strerror(rc));
+    if ((rc = uv_loop_init(&agent->loop)) != 0)
+        return elastic__fail(ELASTIC_ESYS, "uv_loop_init: %s", uv_strerror(rc));
     agent->loop_ready = true;
     if ((rc = agent__group_init(&agent->group, &agent->loop)) != 0) return rc;
     agent->group_ready = true;
-    if ((rc = setup_log_root(agent)) != 0 || (rc = setup_store(agent)) != 0 || (rc = setup_membership(agent)) != 0 ||
-        (rc = agent__events_open(agent->opts.event_log, agent->run_id, agent->node_id, &agent->events)) != 0)
+    if ((rc = setup_log_root(agent)) != 0 || (rc = setup_store(agent)) != 0 ||
+        (rc = setup_membership(agent)) != 0 ||
+        (rc = agent__events_open(agent->opts.event_log, agent->run_id, agent->node_id,
+                                 &agent->events)) != 0)
         return rc;
     agent_group *group = &agent->group;
     group->opts = &agent->opts;
@@ -380,7 +420,8 @@ static int setup(elastic_agent *agent)
     if (agent->token != NULL) {
         /* Workers read the token from the agent's private run directory: it
          * never sits in their environment (nor their children's). */
-        rc = agent__token_publish(group->probe_dir, agent->token, agent->token_file, sizeof agent->token_file);
+        rc = agent__token_publish(group->probe_dir, agent->token, agent->token_file,
+                                  sizeof agent->token_file);
         if (rc != 0) return rc;
         group->store_token_file = agent->token_file;
     }
@@ -422,20 +463,24 @@ ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_
 ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result *result)
 {
     elastic__clear_error();
-    if (agent == NULL || result == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_agent_run: NULL argument");
+    if (agent == NULL || result == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "elastic_agent_run: NULL argument");
     int rc = elastic__struct_size_check(result->struct_size, "elastic_agent_result");
     if (rc != 0) return rc;
     if (agent->ran) return elastic__fail(ELASTIC_ESTATE, "elastic_agent_run: an agent runs once");
     agent->ran = true;
-    if (!agent->opts.quiet) agent__python_start_line(&agent->opts, agent->run_id); /* a console line too */
+    if (!agent->opts.quiet)
+        agent__python_start_line(&agent->opts, agent->run_id); /* a console line too */
     agent__group_start(&agent->group);
     while (agent->group.state != AGENT_DONE) uv_run(&agent->loop, UV_RUN_ONCE);
     bool hosting = agent->server != NULL || agent__jobstore_hosting(&agent->jobstore);
     if (hosting && !local_only(agent) && agent->group.stop_signal == 0) {
-        if (agent->group.exit_code == 0) serve_until_closed(agent);
-        else serve_a_while(agent);
+        if (agent->group.exit_code == 0)
+            serve_until_closed(agent);
+        else
+            serve_a_while(agent);
     }
-    elastic_agent_result full = {.struct_size = sizeof full};
+    elastic_agent_result full = { .struct_size = sizeof full };
     full.exit_code = agent->group.exit_code;
     full.generations = agent->group.generations;
     full.restarts = agent->group.current.restart_count;
@@ -462,7 +507,8 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     if (agent->group_ready) {
         agent__workers_signal(&agent->group, SIGKILL); /* only if the run ended abnormally */
         if (!agent__group_close(&agent->group)) {
-            ELASTIC_LOG_I("agent", "leaving with a rendezvous in flight; the process should exit now");
+            ELASTIC_LOG_I("agent",
+                          "leaving with a rendezvous in flight; the process should exit now");
             pthread_mutex_lock(&abandoned_lock); /* its thread still uses the agent: keep it all */
             agent->next_abandoned = abandoned_agents;
             abandoned_agents = agent;
@@ -471,14 +517,16 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
         }
     }
     if (agent->token_file[0] != '\0') unlink(agent->token_file); /* before its directory goes */
-    if (agent->group_ready) agent__probes_stop(&agent->group); /* its handles close with their callbacks */
+    if (agent->group_ready)
+        agent__probes_stop(&agent->group); /* its handles close with their callbacks */
     if (agent->loop_ready) {
         uv_walk(&agent->loop, close_any, NULL);
         uv_run(&agent->loop, UV_RUN_DEFAULT);
         uv_loop_close(&agent->loop);
     }
     if (agent->group_ready) agent__group_destroy(&agent->group);
-    agent__jobstore_close(&agent->jobstore); /* its watcher uses the membership and the group's store */
+    agent__jobstore_close(
+        &agent->jobstore); /* its watcher uses the membership and the group's store */
     if (agent->membership != NULL) agent->membership->ops->destroy(agent->membership);
     elastic_store_close(agent->store);
     if (on_etcd(agent) && agent->group_ready) elastic_store_close(agent->group.store);

@@ -16,23 +16,23 @@
 
 /* The keys of --rdzv-conf that change what we do; -1 / 0 means "not given". */
 typedef struct agent_rdzv_conf {
-    int join_timeout_ms;          /* join_timeout (s) */
-    int last_call_timeout_ms;     /* last_call_timeout (s) */
-    int close_timeout_ms;         /* close_timeout (s): how long a store host serves after a failed job */
-    int read_timeout_ms;          /* read_timeout (s): store calls */
-    int keep_alive_interval_ms;   /* keep_alive_interval (s) */
-    int keep_alive_max_attempt;   /* keep_alive_max_attempt */
-    int is_host;                  /* is_host: -1 unset, 0, 1 */
-    int require_token;            /* require_token: -1 unset, 0, 1 (refuse multi-node, no token) */
-    char token_file[4096];        /* token_file: the store token's file ("" unset) */
-    char store_bind_addr[256];    /* store_bind_addr: hosted store's address ("": the endpoint's) */
+    int join_timeout_ms;      /* join_timeout (s) */
+    int last_call_timeout_ms; /* last_call_timeout (s) */
+    int close_timeout_ms; /* close_timeout (s): how long a store host serves after a failed job */
+    int read_timeout_ms;  /* read_timeout (s): store calls */
+    int keep_alive_interval_ms; /* keep_alive_interval (s) */
+    int keep_alive_max_attempt; /* keep_alive_max_attempt */
+    int is_host;                /* is_host: -1 unset, 0, 1 */
+    int require_token;          /* require_token: -1 unset, 0, 1 (refuse multi-node, no token) */
+    char token_file[4096];      /* token_file: the store token's file ("" unset) */
+    char store_bind_addr[256];  /* store_bind_addr: hosted store's address ("": the endpoint's) */
     /* etcd-v3 only (empty: not given): TLS files, auth and the key prefix. */
-    char cacert[256];             /* cacert: CA file; https when set */
-    char cert[256];               /* cert, key: client certificate and its key */
+    char cacert[256]; /* cacert: CA file; https when set */
+    char cert[256];   /* cert, key: client certificate and its key */
     char key[256];
-    char user[128];               /* user (etcd auth), password from password_file or ELASTIC_ETCD_PASSWORD */
+    char user[128]; /* user (etcd auth), password from password_file or ELASTIC_ETCD_PASSWORD */
     char password_file[256];
-    char etcd_prefix[128];        /* etcd_prefix: keys under "<prefix>/<run_id>/" (default /elastic) */
+    char etcd_prefix[128]; /* etcd_prefix: keys under "<prefix>/<run_id>/" (default /elastic) */
 } agent_rdzv_conf;
 
 /* Parses "key=value,..." as torchrun does (keys and values trimmed; empty

@@ -12,20 +12,20 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define ARGS_MAX_NODES 100000
-#define ARGS_MAX_NPROC 4096
+#define ARGS_MAX_NODES    100000
+#define ARGS_MAX_NPROC    4096
 #define ARGS_MAX_RESTARTS 1000000
-#define ARGS_MAX_SECONDS (86400.0 * 30)
-#define ARGS_MAX_STRING 4096
+#define ARGS_MAX_SECONDS  (86400.0 * 30)
+#define ARGS_MAX_STRING   4096
 
 typedef int (*flag_apply_fn)(elastic_agent_opts *opts, const char *value);
 
 typedef struct flag_spec {
-    const char *name;          /* canonical spelling, underscores */
-    char short_name;           /* 'r' for -r, or 0 */
-    bool is_switch;            /* takes no value (store_true) */
-    bool from_env;             /* PET_<NAME> is a fallback */
-    flag_apply_fn apply;       /* switches get "1" or "0" */
+    const char *name;    /* canonical spelling, underscores */
+    char short_name;     /* 'r' for -r, or 0 */
+    bool is_switch;      /* takes no value (store_true) */
+    bool from_env;       /* PET_<NAME> is a fallback */
+    flag_apply_fn apply; /* switches get "1" or "0" */
 } flag_spec;
 
 void agent__opts_defaults(elastic_agent_opts *opts)
@@ -63,7 +63,8 @@ ELASTIC_EXTERN int elastic_agent_opts_init(elastic_agent_opts *opts, size_t stru
 
 static int bounded_string(const char *value, const char **out)
 {
-    if (strlen(value) >= ARGS_MAX_STRING) return elastic__fail(ELASTIC_EINVAL, "longer than %d bytes", ARGS_MAX_STRING - 1);
+    if (strlen(value) >= ARGS_MAX_STRING)
+        return elastic__fail(ELASTIC_EINVAL, "longer than %d bytes", ARGS_MAX_STRING - 1);
     *out = value;
     return 0;
 }
@@ -74,7 +75,8 @@ static int set_nnodes(elastic_agent_opts *o, const char *value)
     char first[32];
     const char *colon = strchr(value, ':');
     size_t first_len = colon ? (size_t)(colon - value) : strlen(value);
-    if (first_len >= sizeof first) return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not N or MIN:MAX", value);
+    if (first_len >= sizeof first)
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not N or MIN:MAX", value);
     memcpy(first, value, first_len);
     first[first_len] = '\0';
     if (elastic__parse_int(NULL, first, 1, ARGS_MAX_NODES, &min) != 0) goto bad;
@@ -86,7 +88,8 @@ static int set_nnodes(elastic_agent_opts *o, const char *value)
     o->max_nodes = max;
     return 0;
 bad:
-    return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not N or MIN:MAX with 1 <= MIN <= MAX <= %d", value, ARGS_MAX_NODES);
+    return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not N or MIN:MAX with 1 <= MIN <= MAX <= %d",
+                         value, ARGS_MAX_NODES);
 }
 
 /* GPUs as the NVIDIA driver shows them (/dev/nvidia0, /dev/nvidia1, ...). */
@@ -97,7 +100,8 @@ static int count_gpus(void)
     int gpus = 0;
     for (struct dirent *entry; (entry = readdir(dev)) != NULL;) {
         const char *suffix = entry->d_name + strlen("nvidia");
-        if (strncmp(entry->d_name, "nvidia", 6) == 0 && *suffix != '\0' && strspn(suffix, "0123456789") == strlen(suffix))
+        if (strncmp(entry->d_name, "nvidia", 6) == 0 && *suffix != '\0' &&
+            strspn(suffix, "0123456789") == strlen(suffix))
             gpus++;
     }
     closedir(dev);
@@ -130,18 +134,40 @@ static int set_backend(elastic_agent_opts *o, const char *value)
 {
     if (strcmp(value, "etcd") == 0) value = "etcd-v3"; /* one spelling from here on */
     if (strcmp(value, "c10d") != 0 && strcmp(value, "static") != 0 && strcmp(value, "etcd-v3") != 0)
-        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not supported (c10d, static, etcd-v3 or etcd)", value);
+        return elastic__fail(ELASTIC_EINVAL,
+                             "\"%s\" is not supported (c10d, static, etcd-v3 or etcd)", value);
     o->rdzv_backend = value;
     return 0;
 }
 
-static int set_endpoint(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->rdzv_endpoint); }
-static int set_role(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->role); }
-static int set_log_dir(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->log_dir); }
-static int set_local_addr(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->local_addr); }
-static int set_master_addr(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->master_addr); }
-static int set_event_log(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->event_log); }
-static int set_error_file(elastic_agent_opts *o, const char *value) { return bounded_string(value, &o->error_file); }
+static int set_endpoint(elastic_agent_opts *o, const char *value)
+{
+    return bounded_string(value, &o->rdzv_endpoint);
+}
+static int set_role(elastic_agent_opts *o, const char *value)
+{
+    return bounded_string(value, &o->role);
+}
+static int set_log_dir(elastic_agent_opts *o, const char *value)
+{
+    return bounded_string(value, &o->log_dir);
+}
+static int set_local_addr(elastic_agent_opts *o, const char *value)
+{
+    return bounded_string(value, &o->local_addr);
+}
+static int set_master_addr(elastic_agent_opts *o, const char *value)
+{
+    return bounded_string(value, &o->master_addr);
+}
+static int set_event_log(elastic_agent_opts *o, const char *value)
+{
+    return bounded_string(value, &o->event_log);
+}
+static int set_error_file(elastic_agent_opts *o, const char *value)
+{
+    return bounded_string(value, &o->error_file);
+}
 
 static int set_run_id(elastic_agent_opts *o, const char *value)
 {
@@ -166,40 +192,84 @@ static int set_int_field(int *field, const char *value, int min, int max)
     return 0;
 }
 
-static int set_max_restarts(elastic_agent_opts *o, const char *v) { return set_int_field(&o->max_restarts, v, 0, ARGS_MAX_RESTARTS); }
-static int set_node_rank(elastic_agent_opts *o, const char *v) { return set_int_field(&o->node_rank, v, 0, ARGS_MAX_NODES - 1); }
-static int set_master_port(elastic_agent_opts *o, const char *v) { return set_int_field(&o->master_port, v, 0, 65535); }
+static int set_max_restarts(elastic_agent_opts *o, const char *v)
+{
+    return set_int_field(&o->max_restarts, v, 0, ARGS_MAX_RESTARTS);
+}
+static int set_node_rank(elastic_agent_opts *o, const char *v)
+{
+    return set_int_field(&o->node_rank, v, 0, ARGS_MAX_NODES - 1);
+}
+static int set_master_port(elastic_agent_opts *o, const char *v)
+{
+    return set_int_field(&o->master_port, v, 0, 65535);
+}
 
 static int set_seconds_field(int *field, const char *value, bool zero_ok)
 {
     int ms;
     if (agent__parse_seconds_ms(value, ARGS_MAX_SECONDS, &ms) != 0 || (!zero_ok && ms == 0))
-        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not a number of seconds%s", value, zero_ok ? "" : " above 0");
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not a number of seconds%s", value,
+                             zero_ok ? "" : " above 0");
     *field = ms;
     return 0;
 }
 
-static int set_monitor(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->monitor_interval_ms, v, false); }
-static int set_grace(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->grace_period_ms, v, true); }
-static int set_hang(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->hang_timeout_ms, v, true); }
+static int set_monitor(elastic_agent_opts *o, const char *v)
+{
+    return set_seconds_field(&o->monitor_interval_ms, v, false);
+}
+static int set_grace(elastic_agent_opts *o, const char *v)
+{
+    return set_seconds_field(&o->grace_period_ms, v, true);
+}
+static int set_hang(elastic_agent_opts *o, const char *v)
+{
+    return set_seconds_field(&o->hang_timeout_ms, v, true);
+}
 /* probes and in-process recovery (src/probe/, docs/PROBES.md) */
-static int set_startup(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->startup_timeout_ms, v, true); }
-static int set_metrics_port(elastic_agent_opts *o, const char *v) { return set_int_field(&o->metrics_port, v, 0, 65535); }
-static int set_metrics_host(elastic_agent_opts *o, const char *v) { return bounded_string(v, &o->metrics_host); }
-static int set_straggler_window(elastic_agent_opts *o, const char *v) { return set_int_field(&o->straggler_window, v, 0, 1024); }
-static int set_straggler_rounds(elastic_agent_opts *o, const char *v) { return set_int_field(&o->straggler_rounds, v, 0, 100000); }
-static int set_user_probe(elastic_agent_opts *o, const char *v) { return bounded_string(v, &o->user_probe); }
-static int set_user_probe_interval(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->user_probe_interval_ms, v, false); }
+static int set_startup(elastic_agent_opts *o, const char *v)
+{
+    return set_seconds_field(&o->startup_timeout_ms, v, true);
+}
+static int set_metrics_port(elastic_agent_opts *o, const char *v)
+{
+    return set_int_field(&o->metrics_port, v, 0, 65535);
+}
+static int set_metrics_host(elastic_agent_opts *o, const char *v)
+{
+    return bounded_string(v, &o->metrics_host);
+}
+static int set_straggler_window(elastic_agent_opts *o, const char *v)
+{
+    return set_int_field(&o->straggler_window, v, 0, 1024);
+}
+static int set_straggler_rounds(elastic_agent_opts *o, const char *v)
+{
+    return set_int_field(&o->straggler_rounds, v, 0, 100000);
+}
+static int set_user_probe(elastic_agent_opts *o, const char *v)
+{
+    return bounded_string(v, &o->user_probe);
+}
+static int set_user_probe_interval(elastic_agent_opts *o, const char *v)
+{
+    return set_seconds_field(&o->user_probe_interval_ms, v, false);
+}
 static int set_quarantine(elastic_agent_opts *o, const char *v)
 {
     return set_seconds_field(&o->straggler_quarantine_ms, v, true);
 }
-static int set_abort_ack(elastic_agent_opts *o, const char *v) { return set_seconds_field(&o->abort_ack_timeout_ms, v, false); }
+static int set_abort_ack(elastic_agent_opts *o, const char *v)
+{
+    return set_seconds_field(&o->abort_ack_timeout_ms, v, false);
+}
 
 static int set_start_method(elastic_agent_opts *o, const char *value)
 {
     /* Accepted for compatibility: every worker is a fresh exec'd process. */
-    if (strcmp(value, "spawn") != 0 && strcmp(value, "fork") != 0 && strcmp(value, "forkserver") != 0)
+    if (strcmp(value, "spawn") != 0 && strcmp(value, "fork") != 0 &&
+        strcmp(value, "forkserver") != 0)
         return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not spawn, fork or forkserver", value);
     return 0;
 }
@@ -212,8 +282,14 @@ static int set_std(const char **field, const char *value)
     return rc;
 }
 
-static int set_redirects(elastic_agent_opts *o, const char *v) { return set_std(&o->redirects, v); }
-static int set_tee(elastic_agent_opts *o, const char *v) { return set_std(&o->tee, v); }
+static int set_redirects(elastic_agent_opts *o, const char *v)
+{
+    return set_std(&o->redirects, v);
+}
+static int set_tee(elastic_agent_opts *o, const char *v)
+{
+    return set_std(&o->tee, v);
+}
 
 static int switch_value(const char *value, int *field)
 {
@@ -224,56 +300,83 @@ static int switch_value(const char *value, int *field)
     return 0;
 }
 
-static int set_standalone(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->standalone); }
-static int set_module(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->module); }
-static int set_no_python(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->no_python); }
-static int set_run_path(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->run_path); }
-static int set_help(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->help); }
-static int set_version(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->version); }
-static int set_straggler_evict(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->straggler_evict); }
-static int set_in_process(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->in_process_recovery); }
-static int set_quiet(elastic_agent_opts *o, const char *v) { return switch_value(v, &o->quiet); }
+static int set_standalone(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->standalone);
+}
+static int set_module(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->module);
+}
+static int set_no_python(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->no_python);
+}
+static int set_run_path(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->run_path);
+}
+static int set_help(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->help);
+}
+static int set_version(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->version);
+}
+static int set_straggler_evict(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->straggler_evict);
+}
+static int set_in_process(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->in_process_recovery);
+}
+static int set_quiet(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->quiet);
+}
 
 static const flag_spec flags[] = {
-    {"nnodes", 0, false, true, set_nnodes},
-    {"nproc_per_node", 0, false, true, set_nproc},
-    {"rdzv_backend", 0, false, true, set_backend},
-    {"rdzv_endpoint", 0, false, true, set_endpoint},
-    {"rdzv_id", 0, false, true, set_run_id},
-    {"rdzv_conf", 0, false, true, set_rdzv_conf},
-    {"standalone", 0, true, true, set_standalone},
-    {"max_restarts", 0, false, true, set_max_restarts},
-    {"monitor_interval", 0, false, true, set_monitor},
-    {"start_method", 0, false, true, set_start_method},
-    {"role", 0, false, true, set_role},
-    {"module", 'm', true, true, set_module},
-    {"no_python", 0, true, true, set_no_python},
-    {"run_path", 0, true, true, set_run_path},
-    {"log_dir", 0, false, true, set_log_dir},
-    {"redirects", 'r', false, true, set_redirects},
-    {"tee", 't', false, true, set_tee},
-    {"local_addr", 0, false, true, set_local_addr},
-    {"node_rank", 0, false, true, set_node_rank},
-    {"master_addr", 0, false, true, set_master_addr},
-    {"master_port", 0, false, true, set_master_port},
-    {"grace_period", 0, false, true, set_grace},
-    {"hang_timeout", 0, false, true, set_hang},
-    {"startup_timeout", 0, false, true, set_startup},
-    {"metrics_port", 0, false, true, set_metrics_port},
-    {"metrics_host", 0, false, true, set_metrics_host},
-    {"straggler_window", 0, false, true, set_straggler_window},
-    {"straggler_rounds", 0, false, true, set_straggler_rounds},
-    {"straggler_evict", 0, true, true, set_straggler_evict},
-    {"straggler_quarantine", 0, false, true, set_quarantine},
-    {"user_probe", 0, false, true, set_user_probe},
-    {"user_probe_interval", 0, false, true, set_user_probe_interval},
-    {"in_process_recovery", 0, true, true, set_in_process},
-    {"abort_ack_timeout", 0, false, true, set_abort_ack},
-    {"event_log", 0, false, true, set_event_log},
-    {"error_file", 0, false, true, set_error_file},
-    {"quiet", 'q', true, true, set_quiet},
-    {"help", 'h', true, false, set_help},
-    {"version", 0, true, false, set_version},
+    { "nnodes", 0, false, true, set_nnodes },
+    { "nproc_per_node", 0, false, true, set_nproc },
+    { "rdzv_backend", 0, false, true, set_backend },
+    { "rdzv_endpoint", 0, false, true, set_endpoint },
+    { "rdzv_id", 0, false, true, set_run_id },
+    { "rdzv_conf", 0, false, true, set_rdzv_conf },
+    { "standalone", 0, true, true, set_standalone },
+    { "max_restarts", 0, false, true, set_max_restarts },
+    { "monitor_interval", 0, false, true, set_monitor },
+    { "start_method", 0, false, true, set_start_method },
+    { "role", 0, false, true, set_role },
+    { "module", 'm', true, true, set_module },
+    { "no_python", 0, true, true, set_no_python },
+    { "run_path", 0, true, true, set_run_path },
+    { "log_dir", 0, false, true, set_log_dir },
+    { "redirects", 'r', false, true, set_redirects },
+    { "tee", 't', false, true, set_tee },
+    { "local_addr", 0, false, true, set_local_addr },
+    { "node_rank", 0, false, true, set_node_rank },
+    { "master_addr", 0, false, true, set_master_addr },
+    { "master_port", 0, false, true, set_master_port },
+    { "grace_period", 0, false, true, set_grace },
+    { "hang_timeout", 0, false, true, set_hang },
+    { "startup_timeout", 0, false, true, set_startup },
+    { "metrics_port", 0, false, true, set_metrics_port },
+    { "metrics_host", 0, false, true, set_metrics_host },
+    { "straggler_window", 0, false, true, set_straggler_window },
+    { "straggler_rounds", 0, false, true, set_straggler_rounds },
+    { "straggler_evict", 0, true, true, set_straggler_evict },
+    { "straggler_quarantine", 0, false, true, set_quarantine },
+    { "user_probe", 0, false, true, set_user_probe },
+    { "user_probe_interval", 0, false, true, set_user_probe_interval },
+    { "in_process_recovery", 0, true, true, set_in_process },
+    { "abort_ack_timeout", 0, false, true, set_abort_ack },
+    { "event_log", 0, false, true, set_event_log },
+    { "error_file", 0, false, true, set_error_file },
+    { "quiet", 'q', true, true, set_quiet },
+    { "help", 'h', true, false, set_help },
+    { "version", 0, true, false, set_version },
 };
 
 /* ---- lookup --------------------------------------------------------------- */
@@ -316,7 +419,8 @@ static void dashed(const char *name, char *out, size_t out_size)
 }
 
 /* Applies one value, prefixing a failure with where it came from. */
-static int apply_flag(elastic_agent_opts *opts, const flag_spec *flag, const char *value, const char *where)
+static int apply_flag(elastic_agent_opts *opts, const flag_spec *flag, const char *value,
+                      const char *where)
 {
     int rc = flag->apply(opts, value);
     if (rc == 0) return 0;
@@ -339,7 +443,9 @@ static int apply_environment(elastic_agent_opts *opts, const char *const *envp)
         if (!flags[i].from_env) continue;
         char env_name[64] = "PET_";
         for (size_t c = 0; flags[i].name[c] != '\0' && c + 5 < sizeof env_name; c++)
-            env_name[4 + c] = (char)(flags[i].name[c] >= 'a' && flags[i].name[c] <= 'z' ? flags[i].name[c] - 32 : flags[i].name[c]);
+            env_name[4 + c] =
+                (char)(flags[i].name[c] >= 'a' && flags[i].name[c] <= 'z' ? flags[i].name[c] - 32
+                                                                          : flags[i].name[c]);
         const char *value = env_lookup(envp, env_name);
         if (value == NULL) continue;
         int rc = apply_flag(opts, &flags[i], value, env_name);
@@ -355,10 +461,13 @@ static int parse_long(elastic_agent_opts *opts, int argc, const char *const *arg
     const char *equals = strchr(text, '=');
     char name[64];
     size_t name_len = equals ? (size_t)(equals - text) : strlen(text);
-    if (name_len >= sizeof name) return elastic__fail(ELASTIC_EINVAL, "unknown flag %.80s", argv[at]);
+    if (name_len >= sizeof name)
+        return elastic__fail(ELASTIC_EINVAL, "unknown flag %.80s", argv[at]);
     normalize(text, name_len, name, sizeof name);
     const flag_spec *flag = find_long(name);
-    if (flag == NULL) return elastic__fail(ELASTIC_EINVAL, "unknown or ambiguous flag %.80s (see --help)", argv[at]);
+    if (flag == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "unknown or ambiguous flag %.80s (see --help)",
+                             argv[at]);
     char where[80] = "--";
     dashed(flag->name, where + 2, sizeof where - 2);
     if (flag->is_switch) {
@@ -374,14 +483,19 @@ static int parse_long(elastic_agent_opts *opts, int argc, const char *const *arg
 static int parse_short(elastic_agent_opts *opts, int argc, const char *const *argv, int at)
 {
     const flag_spec *flag = find_short(argv[at][1]);
-    if (flag == NULL) return elastic__fail(ELASTIC_EINVAL, "unknown flag %.80s (see --help)", argv[at]);
-    char where[4] = {'-', flag->short_name, '\0', '\0'};
+    if (flag == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "unknown flag %.80s (see --help)", argv[at]);
+    char where[4] = { '-', flag->short_name, '\0', '\0' };
     const char *attached = argv[at] + 2;
     if (flag->is_switch) {
-        if (*attached != '\0') return elastic__fail(ELASTIC_EINVAL, "unknown flag %.80s (see --help)", argv[at]);
+        if (*attached != '\0')
+            return elastic__fail(ELASTIC_EINVAL, "unknown flag %.80s (see --help)", argv[at]);
         return apply_flag(opts, flag, "1", where) == 0 ? 1 : ELASTIC_EINVAL;
     }
-    if (*attached != '\0') return apply_flag(opts, flag, attached[0] == '=' ? attached + 1 : attached, where) == 0 ? 1 : ELASTIC_EINVAL;
+    if (*attached != '\0')
+        return apply_flag(opts, flag, attached[0] == '=' ? attached + 1 : attached, where) == 0
+                   ? 1
+                   : ELASTIC_EINVAL;
     if (at + 1 >= argc) return elastic__fail(ELASTIC_EINVAL, "%s needs a value", where);
     return apply_flag(opts, flag, argv[at + 1], where) == 0 ? 2 : ELASTIC_EINVAL;
 }
@@ -389,24 +503,34 @@ static int parse_short(elastic_agent_opts *opts, int argc, const char *const *ar
 static int check_combination(const elastic_agent_opts *opts)
 {
     if (opts->help || opts->version) return 0;
-    if (opts->argc == 0) return elastic__fail(ELASTIC_EINVAL, "no training program given (see --help)");
+    if (opts->argc == 0)
+        return elastic__fail(ELASTIC_EINVAL, "no training program given (see --help)");
     if (opts->module && opts->no_python)
         return elastic__fail(ELASTIC_EINVAL, "--module and --no-python cannot be used together");
     if (opts->standalone && opts->max_nodes > 1)
-        return elastic__fail(ELASTIC_EINVAL, "--standalone runs one node, but --nnodes allows %d", opts->max_nodes);
-    if (strcmp(opts->rdzv_backend, "static") == 0 && opts->min_nodes != opts->max_nodes && !opts->standalone)
-        return elastic__fail(ELASTIC_EINVAL, "--rdzv-backend static needs a fixed --nnodes, not %d:%d",
+        return elastic__fail(ELASTIC_EINVAL, "--standalone runs one node, but --nnodes allows %d",
+                             opts->max_nodes);
+    if (strcmp(opts->rdzv_backend, "static") == 0 && opts->min_nodes != opts->max_nodes &&
+        !opts->standalone)
+        return elastic__fail(ELASTIC_EINVAL,
+                             "--rdzv-backend static needs a fixed --nnodes, not %d:%d",
                              opts->min_nodes, opts->max_nodes);
-    if (strlen(opts->rdzv_endpoint) == 0 && strcmp(opts->rdzv_backend, "etcd-v3") == 0 && !opts->standalone)
-        return elastic__fail(ELASTIC_EINVAL, "--rdzv-backend etcd-v3 needs --rdzv-endpoint host:port[,host:port...]");
-    if (strlen(opts->rdzv_endpoint) == 0 && strcmp(opts->rdzv_backend, "c10d") == 0 && !opts->standalone && opts->max_nodes > 1)
-        return elastic__fail(ELASTIC_EINVAL, "--rdzv-backend c10d needs --rdzv-endpoint host[:port]");
+    if (strlen(opts->rdzv_endpoint) == 0 && strcmp(opts->rdzv_backend, "etcd-v3") == 0 &&
+        !opts->standalone)
+        return elastic__fail(
+            ELASTIC_EINVAL,
+            "--rdzv-backend etcd-v3 needs --rdzv-endpoint host:port[,host:port...]");
+    if (strlen(opts->rdzv_endpoint) == 0 && strcmp(opts->rdzv_backend, "c10d") == 0 &&
+        !opts->standalone && opts->max_nodes > 1)
+        return elastic__fail(ELASTIC_EINVAL,
+                             "--rdzv-backend c10d needs --rdzv-endpoint host[:port]");
     return 0;
 }
 
 extern char **environ;
 
-static int parse_into(int argc, const char *const *argv, const char *const *envp, elastic_agent_opts *opts)
+static int parse_into(int argc, const char *const *argv, const char *const *envp,
+                      elastic_agent_opts *opts)
 {
     int rc = apply_environment(opts, envp != NULL ? envp : (const char *const *)environ);
     if (rc != 0) return rc;
@@ -419,7 +543,8 @@ static int parse_into(int argc, const char *const *argv, const char *const *envp
             break;
         }
         if (arg[0] != '-' || arg[1] == '\0') break; /* the training program */
-        int used = arg[1] == '-' ? parse_long(opts, argc, argv, at) : parse_short(opts, argc, argv, at);
+        int used =
+            arg[1] == '-' ? parse_long(opts, argc, argv, at) : parse_short(opts, argc, argv, at);
         if (used < 0) return used;
         at += used;
     }
@@ -427,18 +552,20 @@ static int parse_into(int argc, const char *const *argv, const char *const *envp
     opts->argv = opts->argc > 0 ? argv + at : NULL;
     for (int i = 0; i < opts->argc; i++)
         if (opts->argv[i] == NULL || strlen(opts->argv[i]) >= 65536)
-            return elastic__fail(ELASTIC_EINVAL, "program argument %d is missing or longer than 64 KiB", i);
+            return elastic__fail(ELASTIC_EINVAL,
+                                 "program argument %d is missing or longer than 64 KiB", i);
     return check_combination(opts);
 }
 
 /* Parses into a full struct, then hands back only the caller's part; a flag
  * that set a field the caller's (older) struct lacks would be lost: refuse. */
-ELASTIC_EXTERN int elastic_agent_parse_args(int argc, const char *const *argv, const char *const *envp,
-                                            elastic_agent_opts *opts)
+ELASTIC_EXTERN int elastic_agent_parse_args(int argc, const char *const *argv,
+                                            const char *const *envp, elastic_agent_opts *opts)
 {
     elastic__clear_error();
     if (opts == NULL || argc < 0 || (argc > 0 && argv == NULL))
-        return elastic__fail(ELASTIC_EINVAL, "elastic_agent_parse_args: NULL opts, or argv NULL with argc > 0");
+        return elastic__fail(ELASTIC_EINVAL,
+                             "elastic_agent_parse_args: NULL opts, or argv NULL with argc > 0");
     elastic_agent_opts full, before;
     agent__opts_defaults(&full);
     int rc = ELASTIC__STRUCT_READ(&full, opts, "elastic_agent_opts");
@@ -447,10 +574,11 @@ ELASTIC_EXTERN int elastic_agent_parse_args(int argc, const char *const *argv, c
     rc = parse_into(argc, argv, envp, &full);
     size_t known = opts->struct_size < sizeof full ? opts->struct_size : sizeof full;
     if (rc == 0 && memcmp((char *)&full + known, (char *)&before + known, sizeof full - known) != 0)
-        return elastic__fail(ELASTIC_EINVAL,
-                             "a flag sets an option this program's elastic_agent_opts (%zu of %zu bytes) lacks: "
-                             "it was built against an older libelastic",
-                             opts->struct_size, sizeof full);
+        return elastic__fail(
+            ELASTIC_EINVAL,
+            "a flag sets an option this program's elastic_agent_opts (%zu of %zu bytes) lacks: "
+            "it was built against an older libelastic",
+            opts->struct_size, sizeof full);
     if (rc == 0) rc = ELASTIC__STRUCT_WRITE(opts, &full, "elastic_agent_opts");
     return rc;
 }

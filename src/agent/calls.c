@@ -21,9 +21,14 @@ static void run_call(agent_group *group, agent_call *call)
     case AGENT_CALL_FINISH: call->rc = m->ops->finish(m); break;
     case AGENT_CALL_LEAVE: call->rc = m->ops->leave(m); break;
     case AGENT_CALL_SHARE_FAILURE:
-        call->rc = group->store != NULL ? elastic_store_set(group->store, call->key, call->value, strlen(call->value)) : 0;
+        call->rc = group->store != NULL ? elastic_store_set(group->store, call->key, call->value,
+                                                            strlen(call->value))
+                                        : 0;
         break;
-    case AGENT_CALL_SUMMARY: agent__summary_write(group, call->summary_rc, call->error); call->rc = 0; return;
+    case AGENT_CALL_SUMMARY:
+        agent__summary_write(group, call->summary_rc, call->error);
+        call->rc = 0;
+        return;
     case AGENT_CALL_NODE_STATS: agent__node_stats_exchange(group, call); break;
     case AGENT_CALL_EVICT: agent__node_evict_run(group, call); break;
     }
@@ -36,7 +41,8 @@ static void *calls_main(void *arg)
     agent_calls *calls = &group->calls;
     pthread_mutex_lock(&group->lock);
     for (;;) {
-        while (calls->queue == NULL && !calls->stopping) pthread_cond_wait(&calls->wake, &group->lock);
+        while (calls->queue == NULL && !calls->stopping)
+            pthread_cond_wait(&calls->wake, &group->lock);
         if (calls->queue == NULL) break; /* stopping, nothing left */
         agent_call *call = calls->queue;
         calls->queue = call->next;

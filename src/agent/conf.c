@@ -30,8 +30,8 @@ int agent__parse_seconds_ms(const char *text, double max_seconds, int *ms)
 
 int agent__parse_bool(const char *text, int *value)
 {
-    static const char *const truthy[] = {"1", "true", "t", "yes", "y"};
-    static const char *const falsy[] = {"0", "false", "f", "no", "n"};
+    static const char *const truthy[] = { "1", "true", "t", "yes", "y" };
+    static const char *const falsy[] = { "0", "false", "f", "no", "n" };
     if (text == NULL) return ELASTIC_EINVAL;
     for (size_t i = 0; i < ELASTIC__ARRAY_LEN(truthy); i++) {
         if (strcasecmp(text, truthy[i]) == 0) return *value = 1, 0;
@@ -44,7 +44,8 @@ int agent__parse_bool(const char *text, int *value)
 
 int agent__std_parse(const char *text, int local_rank, int *mask)
 {
-    if (text == NULL || *text == '\0') return elastic__fail(ELASTIC_EINVAL, "empty value (expected 0-3 or local_rank:std,...)");
+    if (text == NULL || *text == '\0')
+        return elastic__fail(ELASTIC_EINVAL, "empty value (expected 0-3 or local_rank:std,...)");
     if (strlen(text) >= CONF_MAX_TEXT) return elastic__fail(ELASTIC_EINVAL, "value too long");
     if (strchr(text, ':') == NULL) {
         if (elastic__parse_int(NULL, text, 0, 3, mask) != 0)
@@ -58,11 +59,13 @@ int agent__std_parse(const char *text, int local_rank, int *mask)
     for (char *item = strtok_r(copy, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
         char *colon = strchr(item, ':');
         int rank, std;
-        if (colon == NULL) return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not local_rank:std", item);
+        if (colon == NULL)
+            return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not local_rank:std", item);
         *colon = '\0';
         if (elastic__parse_int(NULL, item, 0, 1 << 20, &rank) != 0 ||
             elastic__parse_int(NULL, colon + 1, 0, 3, &std) != 0)
-            return elastic__fail(ELASTIC_EINVAL, "\"%s:%s\" is not local_rank:std with std 0-3", item, colon + 1);
+            return elastic__fail(ELASTIC_EINVAL, "\"%s:%s\" is not local_rank:std with std 0-3",
+                                 item, colon + 1);
         if (rank == local_rank) *mask = std;
     }
     return 0;
@@ -88,10 +91,12 @@ static int conf_seconds(const char *key, const char *value, int *ms)
 static int conf_apply(agent_rdzv_conf *conf, const char *key, const char *value)
 {
     if (strcmp(key, "join_timeout") == 0) return conf_seconds(key, value, &conf->join_timeout_ms);
-    if (strcmp(key, "last_call_timeout") == 0) return conf_seconds(key, value, &conf->last_call_timeout_ms);
+    if (strcmp(key, "last_call_timeout") == 0)
+        return conf_seconds(key, value, &conf->last_call_timeout_ms);
     if (strcmp(key, "close_timeout") == 0) return conf_seconds(key, value, &conf->close_timeout_ms);
     if (strcmp(key, "read_timeout") == 0) return conf_seconds(key, value, &conf->read_timeout_ms);
-    if (strcmp(key, "keep_alive_interval") == 0) return conf_seconds(key, value, &conf->keep_alive_interval_ms);
+    if (strcmp(key, "keep_alive_interval") == 0)
+        return conf_seconds(key, value, &conf->keep_alive_interval_ms);
     if (strcmp(key, "keep_alive_max_attempt") == 0) {
         if (elastic__parse_int(NULL, value, 1, 1000, &conf->keep_alive_max_attempt) != 0)
             return elastic__fail(ELASTIC_EINVAL, "%s: \"%s\" is not an integer in 1..1000", key,
@@ -102,21 +107,23 @@ static int conf_apply(agent_rdzv_conf *conf, const char *key, const char *value)
         const char *name;
         char *field;
         size_t size;
-    } strings[] = {{"cacert", conf->cacert, sizeof conf->cacert},
-                   {"cert", conf->cert, sizeof conf->cert},
-                   {"key", conf->key, sizeof conf->key},
-                   {"user", conf->user, sizeof conf->user},
-                   {"password_file", conf->password_file, sizeof conf->password_file},
-                   {"etcd_prefix", conf->etcd_prefix, sizeof conf->etcd_prefix}};
+    } strings[] = { { "cacert", conf->cacert, sizeof conf->cacert },
+                    { "cert", conf->cert, sizeof conf->cert },
+                    { "key", conf->key, sizeof conf->key },
+                    { "user", conf->user, sizeof conf->user },
+                    { "password_file", conf->password_file, sizeof conf->password_file },
+                    { "etcd_prefix", conf->etcd_prefix, sizeof conf->etcd_prefix } };
     for (size_t i = 0; i < ELASTIC__ARRAY_LEN(strings); i++) {
         if (strcmp(key, strings[i].name) != 0) continue;
         if (strlen(value) >= strings[i].size)
-            return elastic__fail(ELASTIC_EINVAL, "%s: longer than %zu bytes", key, strings[i].size - 1);
+            return elastic__fail(ELASTIC_EINVAL, "%s: longer than %zu bytes", key,
+                                 strings[i].size - 1);
         snprintf(strings[i].field, strings[i].size, "%s", value);
         return 0;
     }
     if (strcmp(key, "password") == 0) /* visible in ps and shell history */
-        return elastic__fail(ELASTIC_EINVAL, "password: give password_file=PATH or ELASTIC_ETCD_PASSWORD instead");
+        return elastic__fail(ELASTIC_EINVAL,
+                             "password: give password_file=PATH or ELASTIC_ETCD_PASSWORD instead");
     if (strcmp(key, "is_host") == 0) {
         if (agent__parse_bool(value, &conf->is_host) != 0)
             return elastic__fail(ELASTIC_EINVAL, "is_host: \"%s\" is not a boolean", value);
@@ -142,9 +149,14 @@ static int conf_apply(agent_rdzv_conf *conf, const char *key, const char *value)
 
 int agent__rdzv_conf_parse(const char *text, agent_rdzv_conf *conf)
 {
-    *conf = (agent_rdzv_conf){.join_timeout_ms = -1, .last_call_timeout_ms = -1, .close_timeout_ms = -1,
-                              .read_timeout_ms = -1, .keep_alive_interval_ms = -1,
-                              .keep_alive_max_attempt = -1, .is_host = -1, .require_token = -1};
+    *conf = (agent_rdzv_conf){ .join_timeout_ms = -1,
+                               .last_call_timeout_ms = -1,
+                               .close_timeout_ms = -1,
+                               .read_timeout_ms = -1,
+                               .keep_alive_interval_ms = -1,
+                               .keep_alive_max_attempt = -1,
+                               .is_host = -1,
+                               .require_token = -1 };
     if (text == NULL || *text == '\0') return 0;
     if (strlen(text) >= CONF_MAX_TEXT)
         return elastic__fail(ELASTIC_EINVAL, "longer than %d bytes", CONF_MAX_TEXT - 1);

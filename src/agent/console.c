@@ -25,7 +25,9 @@ void agent__console(const agent_group *group, const char *fmt, ...)
     int n = vsnprintf(line + at, sizeof line - (size_t)at - 1, fmt, args);
     va_end(args);
     if (n < 0) return;
-    size_t len = (size_t)at + ((size_t)n < sizeof line - (size_t)at - 1 ? (size_t)n : sizeof line - (size_t)at - 2);
+    size_t len =
+        (size_t)at +
+        ((size_t)n < sizeof line - (size_t)at - 1 ? (size_t)n : sizeof line - (size_t)at - 2);
     line[len++] = '\n';
     ssize_t written;
     do written = write(STDERR_FILENO, line, len);
@@ -35,10 +37,14 @@ void agent__console(const agent_group *group, const char *fmt, ...)
 void agent__describe_exit(int exit_code, int term_signal, char *out, size_t size)
 {
     const char *abbrev = term_signal > 0 ? sigabbrev_np(term_signal) : NULL;
-    if (term_signal > 0 && abbrev != NULL) snprintf(out, size, "killed by signal %d (SIG%s)", term_signal, abbrev);
-    else if (term_signal > 0) snprintf(out, size, "killed by signal %d", term_signal);
-    else if (exit_code >= 0) snprintf(out, size, "exit code %d", exit_code);
-    else out[0] = '\0';
+    if (term_signal > 0 && abbrev != NULL)
+        snprintf(out, size, "killed by signal %d (SIG%s)", term_signal, abbrev);
+    else if (term_signal > 0)
+        snprintf(out, size, "killed by signal %d", term_signal);
+    else if (exit_code >= 0)
+        snprintf(out, size, "exit code %d", exit_code);
+    else
+        out[0] = '\0';
 }
 
 /* The reason once: a probe's own words plus how the worker ended, or only
@@ -47,10 +53,13 @@ void agent__describe_cause(const elastic_rdzv_cause *cause, char *out, size_t si
 {
     char how[96];
     agent__describe_exit(cause->exit_code, cause->signal, how, sizeof how);
-    bool reason_is_exit = cause->reason[0] == '\0' || strncmp(cause->reason, "killed by signal", 16) == 0 ||
+    bool reason_is_exit = cause->reason[0] == '\0' ||
+                          strncmp(cause->reason, "killed by signal", 16) == 0 ||
                           strncmp(cause->reason, "exited with code", 16) == 0;
-    if (reason_is_exit || how[0] == '\0') snprintf(out, size, "%s", reason_is_exit ? how : cause->reason);
-    else snprintf(out, size, "%s (%s)", cause->reason, how);
+    if (reason_is_exit || how[0] == '\0')
+        snprintf(out, size, "%s", reason_is_exit ? how : cause->reason);
+    else
+        snprintf(out, size, "%s (%s)", cause->reason, how);
     if (out[0] == '\0') snprintf(out, size, "failed");
 }
 
@@ -58,17 +67,20 @@ void agent__describe_cause(const elastic_rdzv_cause *cause, char *out, size_t si
 static void budget_text(const agent_group *group, char *out, size_t size)
 {
     int max = group->current.max_restarts, left = max - group->current.restart_count - 1;
-    if (left < 0) snprintf(out, size, "no restarts left (--max-restarts %d): the job fails", max);
-    else snprintf(out, size, "restarting (%d of %d restart%s left)", left, max, max == 1 ? "" : "s");
+    if (left < 0)
+        snprintf(out, size, "no restarts left (--max-restarts %d): the job fails", max);
+    else
+        snprintf(out, size, "restarting (%d of %d restart%s left)", left, max, max == 1 ? "" : "s");
 }
 
-void agent__console_failure(const agent_group *group, const agent_worker *worker, const elastic_rdzv_cause *cause)
+void agent__console_failure(const agent_group *group, const agent_worker *worker,
+                            const elastic_rdzv_cause *cause)
 {
     char what[400], budget[96];
     agent__describe_cause(cause, what, sizeof what);
     budget_text(group, budget, sizeof budget);
-    agent__console(group, "rank %d (local rank %d, pid %d) on node %s failed: %s; %s", worker->rank, worker->local_rank,
-                   (int)worker->pid, group->node_id, what, budget);
+    agent__console(group, "rank %d (local rank %d, pid %d) on node %s failed: %s; %s", worker->rank,
+                   worker->local_rank, (int)worker->pid, group->node_id, what, budget);
 }
 
 void agent__console_ended_elsewhere(const agent_group *group, const elastic_rdzv_cause *cause)
@@ -79,20 +91,22 @@ void agent__console_ended_elsewhere(const agent_group *group, const elastic_rdzv
     case ELASTIC_RDZV_FAILURE:
         agent__describe_cause(cause, what, sizeof what);
         budget_text(group, budget, sizeof budget);
-        agent__console(group, "rank %d on node %s failed: %s; generation %llu ends, %s", cause->rank, cause->node_id,
-                       what, gen, budget);
+        agent__console(group, "rank %d on node %s failed: %s; generation %llu ends, %s",
+                       cause->rank, cause->node_id, what, gen, budget);
         break;
     case ELASTIC_RDZV_NODE_LOST:
-        agent__console(group, "node %s lost (%s); generation %llu ends, re-forming without it", cause->node_id,
-                       cause->reason[0] ? cause->reason : "its lease ended", gen);
+        agent__console(group, "node %s lost (%s); generation %llu ends, re-forming without it",
+                       cause->node_id, cause->reason[0] ? cause->reason : "its lease ended", gen);
         break;
     case ELASTIC_RDZV_NODES_WAITING:
         agent__console(group, "a node is waiting to join; generation %llu ends to admit it", gen);
         break;
     case ELASTIC_RDZV_NODE_LEFT:
         if (strncmp(cause->reason, "straggler evicted", 17) == 0) /* node_straggler.c's reason */
-            agent__console(group, "node %s evicted as the job's straggler; generation %llu ends "
-                                  "(no restart used), re-forming without it", cause->node_id, gen);
+            agent__console(group,
+                           "node %s evicted as the job's straggler; generation %llu ends "
+                           "(no restart used), re-forming without it",
+                           cause->node_id, gen);
         else
             agent__console(group, "node %s left; generation %llu ends, re-forming without it",
                            cause->node_id, gen);
@@ -104,17 +118,24 @@ void agent__console_ended_elsewhere(const agent_group *group, const elastic_rdzv
 void agent__console_running_again(const agent_group *group, uint64_t recovery_ms)
 {
     char took[32];
-    if (recovery_ms < 1000) snprintf(took, sizeof took, "%llu ms", (unsigned long long)recovery_ms);
-    else snprintf(took, sizeof took, "%.2f s", (double)recovery_ms / 1000.0);
-    agent__console(group, "generation %llu running: world size %d (%d node%s), %s after the failure",
-                   (unsigned long long)group->current.generation, group->current.world_size,
-                   group->current.group_world_size, group->current.group_world_size == 1 ? "" : "s", took);
+    if (recovery_ms < 1000)
+        snprintf(took, sizeof took, "%llu ms", (unsigned long long)recovery_ms);
+    else
+        snprintf(took, sizeof took, "%.2f s", (double)recovery_ms / 1000.0);
+    agent__console(
+        group, "generation %llu running: world size %d (%d node%s), %s after the failure",
+        (unsigned long long)group->current.generation, group->current.world_size,
+        group->current.group_world_size, group->current.group_world_size == 1 ? "" : "s", took);
 }
 
-void agent__console_fenced(const agent_group *group, uint64_t generation, const char *reason, int killed)
+void agent__console_fenced(const agent_group *group, uint64_t generation, const char *reason,
+                           int killed)
 {
-    agent__console(group, "fenced out of generation %llu (%s): killing %d local worker(s) now, then rejoining as a new member",
-                   (unsigned long long)generation, reason != NULL && *reason ? reason : "its membership lease lapsed", killed);
+    agent__console(group,
+                   "fenced out of generation %llu (%s): killing %d local worker(s) now, then "
+                   "rejoining as a new member",
+                   (unsigned long long)generation,
+                   reason != NULL && *reason ? reason : "its membership lease lapsed", killed);
 }
 
 void agent__console_evicted(const agent_group *group, const agent_call *call)
@@ -123,11 +144,14 @@ void agent__console_evicted(const agent_group *group, const agent_call *call)
     int ms = group->opts->straggler_quarantine_ms;
     if (ms > 0)
         snprintf(after, sizeof after, "quarantined for %.0f s, then rejoins as a spare", ms / 1e3);
-    else snprintf(after, sizeof after, "leaving the job (--straggler-quarantine 0)");
+    else
+        snprintf(after, sizeof after, "leaving the job (--straggler-quarantine 0)");
     if (call->replacement[0] != '\0')
         snprintf(who, sizeof who, "spare %s takes its place", call->replacement);
-    else if (call->waiting > 0) snprintf(who, sizeof who, "a waiting spare takes its place");
-    else snprintf(who, sizeof who, "the others go on without it");
+    else if (call->waiting > 0)
+        snprintf(who, sizeof who, "a waiting spare takes its place");
+    else
+        snprintf(who, sizeof who, "the others go on without it");
     agent__console(group,
                    "node %s is the job's straggler (score %.2f, step %llu ms): stopping its "
                    "workers; generation %llu ends without using the restart budget, %s; %s",
@@ -137,10 +161,16 @@ void agent__console_evicted(const agent_group *group, const agent_call *call)
 
 static void format_duration(uint64_t ms, char *out, size_t size)
 {
-    if (ms < 1000) snprintf(out, size, "%llu ms", (unsigned long long)ms);
-    else if (ms < 60000) snprintf(out, size, "%.1f s", (double)ms / 1000.0);
-    else if (ms < 3600000) snprintf(out, size, "%llum%02llus", (unsigned long long)(ms / 60000), (unsigned long long)(ms / 1000 % 60));
-    else snprintf(out, size, "%lluh%02llum", (unsigned long long)(ms / 3600000), (unsigned long long)(ms / 60000 % 60));
+    if (ms < 1000)
+        snprintf(out, size, "%llu ms", (unsigned long long)ms);
+    else if (ms < 60000)
+        snprintf(out, size, "%.1f s", (double)ms / 1000.0);
+    else if (ms < 3600000)
+        snprintf(out, size, "%llum%02llus", (unsigned long long)(ms / 60000),
+                 (unsigned long long)(ms / 1000 % 60));
+    else
+        snprintf(out, size, "%lluh%02llum", (unsigned long long)(ms / 3600000),
+                 (unsigned long long)(ms / 60000 % 60));
 }
 
 void agent__console_job_end(const agent_group *group, const char *status)
@@ -154,13 +184,14 @@ void agent__console_job_end(const agent_group *group, const char *status)
         char when[16];
         gmtime_r(&seconds, &tm);
         strftime(when, sizeof when, "%H:%M:%SZ", &tm);
-        snprintf(ckpt, sizeof ckpt, "last checkpoint step %llu (rank %d, %s)", (unsigned long long)group->ckpt_step,
-                 group->ckpt_rank, when);
+        snprintf(ckpt, sizeof ckpt, "last checkpoint step %llu (rank %d, %s)",
+                 (unsigned long long)group->ckpt_step, group->ckpt_rank, when);
     } else {
         snprintf(ckpt, sizeof ckpt, "no checkpoint reported");
     }
     int restarts = group->current.restart_count;
-    agent__console(group, "job %s after %s: %llu generation%s, %d restart%s, %s lost to failures, %s", status, took,
-                   (unsigned long long)group->generations, group->generations == 1 ? "" : "s", restarts,
-                   restarts == 1 ? "" : "s", lost, ckpt);
+    agent__console(
+        group, "job %s after %s: %llu generation%s, %d restart%s, %s lost to failures, %s", status,
+        took, (unsigned long long)group->generations, group->generations == 1 ? "" : "s", restarts,
+        restarts == 1 ? "" : "s", lost, ckpt);
 }

@@ -69,12 +69,32 @@ void agent__strv_free(char **items)
 
 /* The variables we set replace inherited ones of the same name. */
 static const char *const owned_names[] = {
-    "LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
-    "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
-    "TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "OMP_NUM_THREADS", "ELASTIC_STORE_ENDPOINT", "ELASTIC_STORE_PREFIX", "ELASTIC_GENERATION",
-    "ELASTIC_RUN_ID", "ELASTIC_STORE_TOKEN", "ELASTIC_STORE_TOKEN_FILE", "ELASTIC_HEARTBEAT_SHM",
+    "LOCAL_RANK",
+    "RANK",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "ROLE_NAME",
+    "LOCAL_WORLD_SIZE",
+    "WORLD_SIZE",
+    "GROUP_WORLD_SIZE",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_ERROR_FILE",
+    "NCCL_ASYNC_ERROR_HANDLING",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "OMP_NUM_THREADS",
+    "ELASTIC_STORE_ENDPOINT",
+    "ELASTIC_STORE_PREFIX",
+    "ELASTIC_GENERATION",
+    "ELASTIC_RUN_ID",
+    "ELASTIC_STORE_TOKEN",
+    "ELASTIC_STORE_TOKEN_FILE",
+    "ELASTIC_HEARTBEAT_SHM",
     "ELASTIC_HEARTBEAT_SLOT",
     "ELASTIC_AGENT_SOCKET",
 };
@@ -91,29 +111,41 @@ static bool is_owned(const char *entry)
 static void push_inherited_or(strv *v, const char *name, const char *fallback)
 {
     const char *value = getenv(name);
-    if (value != NULL) strv_pushf(v, "%s=%s", name, value);
-    else if (fallback != NULL) strv_pushf(v, "%s=%s", name, fallback);
+    if (value != NULL)
+        strv_pushf(v, "%s=%s", name, value);
+    else if (fallback != NULL)
+        strv_pushf(v, "%s=%s", name, fallback);
 }
 
 int agent__env_build(const agent_worker_env *spec, char ***envp)
 {
-    strv v = {0};
+    strv v = { 0 };
     const elastic_rdzv_result *g = spec->generation;
     const elastic_agent_opts *o = spec->opts;
     for (char **entry = environ; entry != NULL && *entry != NULL; entry++)
         if (!is_owned(*entry)) strv_push(&v, elastic__strdup(*entry));
     /* The per-generation variables come from the one formatter that also
      * writes the in-process RECONFIGURE payload, so the two cannot drift. */
-    channel__worker_env shared = {
-        .rank = g->rank_base + spec->local_rank, .local_rank = spec->local_rank, .world_size = g->world_size,
-        .local_world_size = g->local_world_size, .group_rank = g->group_rank, .restart_count = g->restart_count,
-        .generation = g->generation, .run_id = spec->run_id, .master_addr = g->master_addr,
-        .master_port = g->master_port, .store_endpoint = spec->store_endpoint, .store_prefix = spec->store_prefix,
-        .heartbeat_shm = spec->heartbeat_shm, .heartbeat_slot = spec->local_rank, .agent_socket = spec->agent_socket};
+    channel__worker_env shared = { .rank = g->rank_base + spec->local_rank,
+                                   .local_rank = spec->local_rank,
+                                   .world_size = g->world_size,
+                                   .local_world_size = g->local_world_size,
+                                   .group_rank = g->group_rank,
+                                   .restart_count = g->restart_count,
+                                   .generation = g->generation,
+                                   .run_id = spec->run_id,
+                                   .master_addr = g->master_addr,
+                                   .master_port = g->master_port,
+                                   .store_endpoint = spec->store_endpoint,
+                                   .store_prefix = spec->store_prefix,
+                                   .heartbeat_shm = spec->heartbeat_shm,
+                                   .heartbeat_slot = spec->local_rank,
+                                   .agent_socket = spec->agent_socket };
     elastic__text lines;
     elastic__text_init(&lines, 64 * 1024);
     int rc = channel__worker_env_format(&shared, &lines);
-    for (char *line = lines.data, *end; rc == 0 && line != NULL && (end = strchr(line, '\n')) != NULL; line = end + 1)
+    for (char *line = lines.data, *end;
+         rc == 0 && line != NULL && (end = strchr(line, '\n')) != NULL; line = end + 1)
         strv_push(&v, strndup(line, (size_t)(end - line)));
     elastic__text_free(&lines);
     if (rc != 0) {
@@ -138,7 +170,8 @@ int agent__env_build(const agent_worker_env *spec, char ***envp)
 
 void agent__worker_store_prefix(const agent_group *group, char *out, size_t size)
 {
-    snprintf(out, size, "job/%s/gen/%llu/", group->run_id, (unsigned long long)group->current.generation);
+    snprintf(out, size, "job/%s/gen/%llu/", group->run_id,
+             (unsigned long long)group->current.generation);
 }
 
 /* torchrun's macro: "${local_rank}" in an argument becomes the local rank. */
@@ -149,14 +182,15 @@ static char *substitute_local_rank(const char *arg, int local_rank)
     if (at == NULL) return elastic__strdup(arg);
     char *out = NULL;
     char *rest = substitute_local_rank(at + strlen(macro), local_rank);
-    if (rest == NULL || asprintf(&out, "%.*s%d%s", (int)(at - arg), arg, local_rank, rest) < 0) out = NULL;
+    if (rest == NULL || asprintf(&out, "%.*s%d%s", (int)(at - arg), arg, local_rank, rest) < 0)
+        out = NULL;
     free(rest);
     return out;
 }
 
 int agent__command_build(const elastic_agent_opts *o, int local_rank, char ***argv)
 {
-    strv v = {0};
+    strv v = { 0 };
     if (o->argc < 1) return elastic__fail(ELASTIC_EINVAL, "no program to run");
     if (!o->no_python) {
         strv_push(&v, elastic__strdup(agent__python_interpreter(o)));

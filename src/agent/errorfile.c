@@ -10,7 +10,8 @@
 #include <stdio.h>
 
 /* Appends `text` with every line indented; returns the new length. */
-static size_t append_indented(char *out, size_t size, size_t used, const char *text, const char *indent)
+static size_t append_indented(char *out, size_t size, size_t used, const char *text,
+                              const char *indent)
 {
     const char *line = text;
     while (*line != '\0' && used + 1 < size) {
@@ -38,7 +39,8 @@ size_t agent__error_file_render(const char *json, char *out, size_t size)
     if (stack != NULL && *stack != '\0') {
         used = append_indented(out, size, used, stack, "  ");
         /* A Python traceback ends with the error itself: print it once. */
-        if (text != NULL && strstr(stack, text) == NULL) used = append_indented(out, size, used, text, "  ");
+        if (text != NULL && strstr(stack, text) == NULL)
+            used = append_indented(out, size, used, text, "  ");
     } else if (text != NULL) {
         used = append_indented(out, size, used, text, "  ");
     }

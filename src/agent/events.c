@@ -14,12 +14,13 @@
 #include <unistd.h>
 
 struct agent_events {
-    int fd;                          /* -1: no file */
+    int fd; /* -1: no file */
     char run_id[160];
     char node_id[160];
 };
 
-int agent__events_open(const char *path, const char *run_id, const char *node_id, agent_events **out)
+int agent__events_open(const char *path, const char *run_id, const char *node_id,
+                       agent_events **out)
 {
     agent_events *events = calloc(1, sizeof *events);
     if (events == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
@@ -54,11 +55,16 @@ void agent__json_escape(const char *text, char *out, size_t size)
     for (; text != NULL && *text != '\0'; text++) {
         unsigned char c = (unsigned char)*text;
         char escaped[8];
-        if (c == '"' || c == '\\') snprintf(escaped, sizeof escaped, "\\%c", c);
-        else if (c == '\n') snprintf(escaped, sizeof escaped, "\\n");
-        else if (c == '\t') snprintf(escaped, sizeof escaped, "\\t");
-        else if (c < 0x20 || c == 0x7f) snprintf(escaped, sizeof escaped, "\\u%04x", c);
-        else escaped[0] = (char)c, escaped[1] = '\0';
+        if (c == '"' || c == '\\')
+            snprintf(escaped, sizeof escaped, "\\%c", c);
+        else if (c == '\n')
+            snprintf(escaped, sizeof escaped, "\\n");
+        else if (c == '\t')
+            snprintf(escaped, sizeof escaped, "\\t");
+        else if (c < 0x20 || c == 0x7f)
+            snprintf(escaped, sizeof escaped, "\\u%04x", c);
+        else
+            escaped[0] = (char)c, escaped[1] = '\0';
         size_t len = strlen(escaped);
         if (at + len + 1 > size) break;
         memcpy(out + at, escaped, len);

@@ -20,9 +20,9 @@
 
 struct agent_exit_watch {
     uv_poll_t poll;
-    uv_timer_t retry;                /* a readable pidfd whose waitpid() found nothing yet */
+    uv_timer_t retry; /* a readable pidfd whose waitpid() found nothing yet */
     int pidfd;
-    int open_handles;                /* freed once both handles have closed */
+    int open_handles; /* freed once both handles have closed */
     agent_group *group;
 };
 
@@ -52,9 +52,15 @@ static void close_watch(agent_exit_watch *watch)
 }
 
 /* Reaps what has ended (closing this watch when its worker was reaped). */
-static void reap_now(agent_exit_watch *watch) { agent__group_workers_exited(watch->group); }
+static void reap_now(agent_exit_watch *watch)
+{
+    agent__group_workers_exited(watch->group);
+}
 
-static void on_retry(uv_timer_t *timer) { reap_now(timer->data); }
+static void on_retry(uv_timer_t *timer)
+{
+    reap_now(timer->data);
+}
 
 static void on_pidfd(uv_poll_t *poll, int status, int events)
 {
@@ -129,7 +135,8 @@ static void keep_exit_statuses(void)
     struct sigaction current;
     if (sigaction(SIGCHLD, NULL, &current) != 0) return;
     if (current.sa_handler != SIG_IGN && !(current.sa_flags & SA_NOCLDWAIT)) return;
-    ELASTIC_LOG_I("agent", "SIGCHLD was ignored: restoring its default so worker exit codes are kept");
+    ELASTIC_LOG_I("agent",
+                  "SIGCHLD was ignored: restoring its default so worker exit codes are kept");
     if (current.sa_handler == SIG_IGN) current.sa_handler = SIG_DFL;
     current.sa_flags &= ~SA_NOCLDWAIT;
     sigaction(SIGCHLD, &current, NULL);

@@ -62,7 +62,8 @@ static void emit_job_end(agent_group *group, const char *status)
 static void on_grace_expired(uv_timer_t *timer)
 {
     agent_group *group = timer->data;
-    ELASTIC_LOG_W("agent", "workers still alive %d ms after SIGTERM: SIGKILL", group->opts->grace_period_ms);
+    ELASTIC_LOG_W("agent", "workers still alive %d ms after SIGTERM: SIGKILL",
+                  group->opts->grace_period_ms);
     agent__workers_signal(group, SIGKILL);
 }
 
@@ -73,11 +74,16 @@ static void stop_workers(agent_group *group, agent_stop_reason reason)
     group->stop_reason = reason;
     group->stop_started_ms = elastic__now_ms();
     if (group->monitor != NULL) probe__monitor_pause(group->monitor);
-    bool in_process = reason == AGENT_STOP_FOR_RESTART &&
-                      agent__inprocess_stop(group, group->unhealthy_local_rank, group->unhealthy_reason);
-    if (in_process) group->inprocess_failure_ms = group->failure_ms;
-    else agent__workers_signal(group, SIGTERM);
-    if (group->running > 0) uv_timer_start(&group->grace_timer, on_grace_expired, (uint64_t)group->opts->grace_period_ms, 0);
+    bool in_process =
+        reason == AGENT_STOP_FOR_RESTART &&
+        agent__inprocess_stop(group, group->unhealthy_local_rank, group->unhealthy_reason);
+    if (in_process)
+        group->inprocess_failure_ms = group->failure_ms;
+    else
+        agent__workers_signal(group, SIGTERM);
+    if (group->running > 0)
+        uv_timer_start(&group->grace_timer, on_grace_expired,
+                       (uint64_t)group->opts->grace_period_ms, 0);
 }
 
 static void begin_stopping(agent_group *group, agent_stop_reason reason)
@@ -106,7 +112,8 @@ static void finish_shutdown(agent_group *group)
 {
     snprintf(group->summary, sizeof group->summary, "stopped by signal %d (%s)", group->stop_signal,
              group->stop_signal > 0 ? strsignal(group->stop_signal) : "request");
-    if (group->fenced_wall_ms != 0 && group->state != AGENT_RUNNING) { /* no member: nothing to leave */
+    if (group->fenced_wall_ms != 0 &&
+        group->state != AGENT_RUNNING) { /* no member: nothing to leave */
         group->ending_exit_code = 128 + group->stop_signal;
         group->ending_status = "stopped";
         end_now(group);
@@ -156,7 +163,8 @@ static void begin_quarantine(agent_group *group)
 /* Every worker is reaped and its output drained: the generation is over here. */
 static void maybe_stopped(agent_group *group)
 {
-    if (group->state != AGENT_STOPPING || group->running > agent__inprocess_kept(group) || group->closing_streams > 0)
+    if (group->state != AGENT_STOPPING || group->running > agent__inprocess_kept(group) ||
+        group->closing_streams > 0)
         return;
     uv_timer_stop(&group->grace_timer);
     uv_timer_stop(&group->ack_timer);
@@ -177,7 +185,10 @@ static void maybe_stopped(agent_group *group)
     begin_rendezvous(group);
 }
 
-void agent__group_maybe_stopped(agent_group *group) { maybe_stopped(group); }
+void agent__group_maybe_stopped(agent_group *group)
+{
+    maybe_stopped(group);
+}
 
 void agent__group_stream_closed(agent_group *group)
 {
@@ -187,8 +198,8 @@ void agent__group_stream_closed(agent_group *group)
 
 /* ---- the single place a local worker is declared unhealthy ------------------ */
 
-static void end_generation_for(agent_group *group, agent_worker *worker, const char *reason, int exit_code,
-                               int term_signal, bool keep_worker);
+static void end_generation_for(agent_group *group, agent_worker *worker, const char *reason,
+                               int exit_code, int term_signal, bool keep_worker);
 
 void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, const char *reason,
                                    int exit_code, int term_signal)
@@ -201,25 +212,32 @@ void agent__group_worker_faulted(agent_group *group, agent_worker *worker, const
     end_generation_for(group, worker, reason, -1, 0, true);
 }
 
-static void end_generation_for(agent_group *group, agent_worker *worker, const char *reason, int exit_code,
-                               int term_signal, bool keep_worker)
+static void end_generation_for(agent_group *group, agent_worker *worker, const char *reason,
+                               int exit_code, int term_signal, bool keep_worker)
 {
     if (group->state != AGENT_RUNNING) return; /* already stopping: the first cause wins */
     group->failure_ms = elastic__now_ms();
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause, .kind = ELASTIC_RDZV_FAILURE, .generation = group->current.generation,
-                                .rank = worker->rank, .exit_code = exit_code, .signal = term_signal,
-                                .time_ms = elastic__wall_ms()};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause,
+                                 .kind = ELASTIC_RDZV_FAILURE,
+                                 .generation = group->current.generation,
+                                 .rank = worker->rank,
+                                 .exit_code = exit_code,
+                                 .signal = term_signal,
+                                 .time_ms = elastic__wall_ms() };
     snprintf(cause.node_id, sizeof cause.node_id, "%s", group->node_id);
     snprintf(cause.reason, sizeof cause.reason, "%s", reason);
     /* The generation's store host died and the worker died of it: a lost
      * node, not a failure of ours (it costs no budget). */
     if (agent__jobstore_lost(group->jobstore, group->current.generation)) {
-        cause.kind = ELASTIC_RDZV_NODE_LOST; /* named by its address: never this node, which is no loss */
+        cause.kind =
+            ELASTIC_RDZV_NODE_LOST; /* named by its address: never this node, which is no loss */
         snprintf(cause.node_id, sizeof cause.node_id, "%.127s", group->current.master_addr);
-        snprintf(cause.reason, sizeof cause.reason, "job store host lost (rank %d: %.150s)", worker->rank, reason);
+        snprintf(cause.reason, sizeof cause.reason, "job store host lost (rank %d: %.150s)",
+                 worker->rank, reason);
     }
     group->unhealthy_local_rank = keep_worker ? -1 : worker->local_rank;
-    snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "rank %d: %s", worker->rank, reason);
+    snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "rank %d: %s", worker->rank,
+             reason);
     /* Workers first: every millisecond here is a millisecond of recovery. The
      * next rendezvous waits (maybe_stopped below) until the generation ended. */
     stop_workers(group, AGENT_STOP_FOR_RESTART);
@@ -256,8 +274,10 @@ static void on_worker_exit(agent_group *group, agent_worker *worker)
         return;
     }
     char reason[128];
-    if (worker->term_signal != 0) agent__describe_exit(-1, worker->term_signal, reason, sizeof reason);
-    else snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
+    if (worker->term_signal != 0)
+        agent__describe_exit(-1, worker->term_signal, reason, sizeof reason);
+    else
+        snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
     agent__group_worker_unhealthy(group, worker, reason, worker->exit_code, worker->term_signal);
 }
 
@@ -282,15 +302,18 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
     agent__event_int(&event, "local_world_size", result->local_world_size);
     agent__event_int(&event, "world_size", result->world_size);
     agent__event_int(&event, "restart_count", result->restart_count);
-    agent__event_int(&event, "rendezvous_ms", (int64_t)(elastic__now_ms() - group->rendezvous_started_ms));
+    agent__event_int(&event, "rendezvous_ms",
+                     (int64_t)(elastic__now_ms() - group->rendezvous_started_ms));
     agent__event_emit(group->events, &event);
     group->state = AGENT_RUNNING;
     group->succeeded = 0;
     group->evict_refused_logged = false;
     agent__probes_generation_started(group);
-    if (agent__workers_start(group) != 0) return; /* a worker that could not start is a failure already handled */
+    if (agent__workers_start(group) != 0)
+        return; /* a worker that could not start is a failure already handled */
     if (group->failure_ms != 0 && group->monitor != NULL && group->reconfiguring == 0)
-        probe__monitor_record_recovery(group->monitor, (double)(elastic__now_ms() - group->failure_ms) / 1000.0, false);
+        probe__monitor_record_recovery(
+            group->monitor, (double)(elastic__now_ms() - group->failure_ms) / 1000.0, false);
     if (group->failure_ms != 0) {
         uint64_t recovery_ms = elastic__now_ms() - group->failure_ms;
         agent__event_begin(&event, group->events, "restarted");
@@ -303,11 +326,12 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
     }
 }
 
-static void rendezvous_finished(agent_group *group, int rc, const elastic_rdzv_result *result, const char *error)
+static void rendezvous_finished(agent_group *group, int rc, const elastic_rdzv_result *result,
+                                const char *error)
 {
     agent__waiting_stop(group);
     if (group->state != AGENT_RENDEZVOUS) return; /* stopped while next() blocked */
-    if (group->stop_signal != 0) { /* SIGTERM arrived while we waited */
+    if (group->stop_signal != 0) {                /* SIGTERM arrived while we waited */
         if (rc == 0) group->current = *result;
         finish_shutdown(group);
         return;
@@ -336,12 +360,12 @@ void agent__group_call_done(agent_group *group, agent_call *call)
 {
     if (call->rc != 0 && call->kind != AGENT_CALL_NEXT)
         ELASTIC_LOG_W("agent", "%s: %s (%s)",
-                      call->kind == AGENT_CALL_END        ? "ending the generation"
-                      : call->kind == AGENT_CALL_FINISH   ? "finishing"
-                      : call->kind == AGENT_CALL_LEAVE    ? "leaving the rendezvous"
+                      call->kind == AGENT_CALL_END          ? "ending the generation"
+                      : call->kind == AGENT_CALL_FINISH     ? "finishing"
+                      : call->kind == AGENT_CALL_LEAVE      ? "leaving the rendezvous"
                       : call->kind == AGENT_CALL_NODE_STATS ? "exchanging straggler statistics"
                       : call->kind == AGENT_CALL_EVICT      ? "stepping aside as a straggler"
-                                                          : "sharing the failure's detail",
+                                                            : "sharing the failure's detail",
                       elastic_err_name(call->rc), call->error);
     switch (call->kind) {
     case AGENT_CALL_NEXT: rendezvous_finished(group, call->rc, &call->result, call->error); break;
@@ -372,7 +396,9 @@ static void handle_fenced(agent_group *group, const elastic_rdzv_cause *cause)
     agent__event_emit(group->events, &event);
     /* Said once, on the console; with --quiet the log still says it. */
     if (group->opts->quiet)
-        ELASTIC_LOG_E("agent", "fenced out of generation %llu (%s): killing %d local worker(s) now, then rejoining as a new member",
+        ELASTIC_LOG_E("agent",
+                      "fenced out of generation %llu (%s): killing %d local worker(s) now, then "
+                      "rejoining as a new member",
                       (unsigned long long)cause->generation, cause->reason, group->running);
     agent__console_fenced(group, cause->generation, cause->reason, group->running);
 }
@@ -381,8 +407,9 @@ static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
 {
     /* This node itself lost (FENCED, or named lost by the others): its lease
      * lapsed, so the others may already run without it. */
-    bool fenced = cause->kind == ELASTIC_RDZV_FENCED ||
-                  (cause->kind == ELASTIC_RDZV_NODE_LOST && strcmp(cause->node_id, group->node_id) == 0);
+    bool fenced =
+        cause->kind == ELASTIC_RDZV_FENCED ||
+        (cause->kind == ELASTIC_RDZV_NODE_LOST && strcmp(cause->node_id, group->node_id) == 0);
     if (fenced && cause->generation == group->current.generation) handle_fenced(group, cause);
     if (group->state != AGENT_RUNNING || cause->generation != group->current.generation) return;
     /* Our own eviction, told by the rendezvous before the call is back: the
@@ -401,7 +428,8 @@ static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
     if (!fenced) agent__console_ended_elsewhere(group, cause); /* the fenced line said it */
     group->failure_ms = elastic__now_ms();
     group->unhealthy_local_rank = -1;
-    snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "%.100s: %.150s", cause->node_id, cause->reason);
+    snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "%.100s: %.150s",
+             cause->node_id, cause->reason);
     stop_workers(group, AGENT_STOP_FOR_RESTART);
     if (fenced) agent__workers_signal(group, SIGKILL); /* now, not after a grace period */
     maybe_stopped(group);
@@ -412,20 +440,25 @@ static void handle_stop_request(agent_group *group, int signum)
     if (group->stop_signal != 0) return;
     group->stop_signal = signum > 0 ? signum : SIGTERM;
     ELASTIC_LOG_I("agent", "stop requested (signal %d)", group->stop_signal);
-    if (group->state == AGENT_RUNNING) begin_stopping(group, AGENT_STOP_FOR_SHUTDOWN);
-    else if (group->state == AGENT_STOPPING) group->stop_reason = AGENT_STOP_FOR_SHUTDOWN;
-    else if (group->state == AGENT_ENDING && strcmp(group->ending_status, "failed") != 0) end_now(group); /* don't wait for the store */
-    else if (group->state == AGENT_IDLE) finish_shutdown(group);
+    if (group->state == AGENT_RUNNING)
+        begin_stopping(group, AGENT_STOP_FOR_SHUTDOWN);
+    else if (group->state == AGENT_STOPPING)
+        group->stop_reason = AGENT_STOP_FOR_SHUTDOWN;
+    else if (group->state == AGENT_ENDING && strcmp(group->ending_status, "failed") != 0)
+        end_now(group); /* don't wait for the store */
+    else if (group->state == AGENT_IDLE)
+        finish_shutdown(group);
     else if (group->state == AGENT_QUARANTINED) { /* no workers; counted gone: nothing to leave */
         uv_timer_stop(&group->quarantine_timer);
         set_done(group, 128 + group->stop_signal);
         snprintf(group->summary, sizeof group->summary, "stopped by signal %d in quarantine",
                  group->stop_signal);
         emit_job_end(group, "stopped");
-    }
-    else if (group->state == AGENT_RENDEZVOUS) { /* next() blocks on its thread: no workers to stop */
+    } else if (group->state ==
+               AGENT_RENDEZVOUS) { /* next() blocks on its thread: no workers to stop */
         set_done(group, 128 + group->stop_signal);
-        snprintf(group->summary, sizeof group->summary, "stopped by signal %d during the rendezvous", group->stop_signal);
+        snprintf(group->summary, sizeof group->summary,
+                 "stopped by signal %d during the rendezvous", group->stop_signal);
         emit_job_end(group, "stopped");
     }
     /* DONE: stop_signal tells a store host to stop serving. */
@@ -472,7 +505,8 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
     group->unhealthy_local_rank = -1;
     int rc = pthread_mutex_init(&group->lock, NULL);
     if (rc != 0) return elastic__fail(ELASTIC_ESYS, "mutex: %s", strerror(rc));
-    if ((rc = agent__exits_init(group)) != 0 || (rc = uv_timer_init(loop, &group->grace_timer)) != 0 ||
+    if ((rc = agent__exits_init(group)) != 0 ||
+        (rc = uv_timer_init(loop, &group->grace_timer)) != 0 ||
         (rc = uv_async_init(loop, &group->wake, on_wake)) != 0 ||
         (rc = uv_timer_init(loop, &group->ack_timer)) != 0 ||
         (rc = uv_timer_init(loop, &group->quarantine_timer)) != 0)

@@ -18,17 +18,20 @@ static bool same_address(const struct sockaddr *a, const struct sockaddr *b)
 {
     if (a == NULL || b == NULL || a->sa_family != b->sa_family) return false;
     if (a->sa_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
     if (a->sa_family == AF_INET6)
-        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
-                      sizeof(struct in6_addr)) == 0;
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
     return false;
 }
 
 static bool is_loopback(const struct sockaddr *sa)
 {
-    if (sa->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-    if (sa->sa_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
     return false;
 }
 
@@ -37,7 +40,7 @@ bool agent__address_is_local(const char *host)
     char hostname[256];
     if (strcmp(host, "localhost") == 0) return true;
     if (gethostname(hostname, sizeof hostname) == 0 && strcmp(host, hostname) == 0) return true;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found = NULL;
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *found = NULL;
     if (getaddrinfo(host, NULL, &hints, &found) != 0) return false;
     struct ifaddrs *interfaces = NULL;
     bool local = false;
@@ -54,8 +57,9 @@ bool agent__address_is_local(const char *host)
 
 bool agent__name_is_loopback_alias(const char *host)
 {
-    struct addrinfo hints = {
-        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST};
+    struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICHOST };
     struct addrinfo *found = NULL;
     if (getaddrinfo(host, NULL, &hints, &found) == 0) { /* a literal address means what it says */
         freeaddrinfo(found);

@@ -21,8 +21,8 @@ static void on_ack_timeout(uv_timer_t *timer)
     for (int i = 0; i < group->nworkers; i++) {
         agent_worker *worker = &group->workers[i];
         if (!worker->survivor || worker->abort_acked || !worker->running) continue;
-        ELASTIC_LOG_W("agent", "rank %d did not acknowledge the abort in %d ms: restarting it", worker->rank,
-                      group->opts->abort_ack_timeout_ms);
+        ELASTIC_LOG_W("agent", "rank %d did not acknowledge the abort in %d ms: restarting it",
+                      worker->rank, group->opts->abort_ack_timeout_ms);
         worker->survivor = false;
         agent__proc_signal_group(worker->pid, SIGKILL);
     }
@@ -30,7 +30,8 @@ static void on_ack_timeout(uv_timer_t *timer)
 
 bool agent__inprocess_stop(agent_group *group, int failed_local_rank, const char *reason)
 {
-    if (!group->opts->in_process_recovery || group->monitor == NULL || group->workers == NULL) return false;
+    if (!group->opts->in_process_recovery || group->monitor == NULL || group->workers == NULL)
+        return false;
     probe__monitor_pause(group->monitor);
     int kept = 0;
     for (int i = 0; i < group->nworkers; i++) {
@@ -46,7 +47,8 @@ bool agent__inprocess_stop(agent_group *group, int failed_local_rank, const char
         }
     }
     ELASTIC_LOG_I("agent", "in-process recovery: %d of %d workers kept", kept, group->nworkers);
-    uv_timer_start(&group->ack_timer, on_ack_timeout, (uint64_t)group->opts->abort_ack_timeout_ms, 0);
+    uv_timer_start(&group->ack_timer, on_ack_timeout, (uint64_t)group->opts->abort_ack_timeout_ms,
+                   0);
     return true;
 }
 
@@ -60,7 +62,8 @@ int agent__inprocess_kept(const agent_group *group)
     return kept;
 }
 
-void agent__inprocess_on_control(void *user, int slot, int type, uint64_t generation, uint64_t sent_ns)
+void agent__inprocess_on_control(void *user, int slot, int type, uint64_t generation,
+                                 uint64_t sent_ns)
 {
     agent_group *group = user;
     if (group->workers == NULL || slot < 0 || slot >= group->nworkers) return;
@@ -68,7 +71,8 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
     if (type == CHANNEL__MSG_ABORT_ACK && worker->survivor && group->state == AGENT_STOPPING) {
         worker->abort_acked = true;
         agent__group_maybe_stopped(group);
-    } else if (type == CHANNEL__MSG_READY && generation == group->current.generation && worker->reconfiguring) {
+    } else if (type == CHANNEL__MSG_READY && generation == group->current.generation &&
+               worker->reconfiguring) {
         worker->reconfiguring = false;
         /* the worker's own clock: when it was back in its loop, not when we read it */
         uint64_t back_ms = sent_ns != 0 ? sent_ns / 1000000u : elastic__now_ms();
@@ -95,17 +99,26 @@ int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker)
     char prefix[400];
     agent__worker_store_prefix(group, prefix, sizeof prefix);
     worker->rank = g->rank_base + worker->local_rank;
-    channel__worker_env env = {
-        .rank = worker->rank, .local_rank = worker->local_rank, .world_size = g->world_size,
-        .local_world_size = g->local_world_size, .group_rank = g->group_rank, .restart_count = g->restart_count,
-        .generation = g->generation, .run_id = group->run_id, .master_addr = g->master_addr,
-        .master_port = g->master_port, .store_endpoint = group->store_endpoint, .store_prefix = prefix,
-        .heartbeat_shm = probe__monitor_heartbeat_path(group->monitor), .heartbeat_slot = worker->local_rank,
-        .agent_socket = probe__monitor_socket_path(group->monitor)};
+    channel__worker_env env = { .rank = worker->rank,
+                                .local_rank = worker->local_rank,
+                                .world_size = g->world_size,
+                                .local_world_size = g->local_world_size,
+                                .group_rank = g->group_rank,
+                                .restart_count = g->restart_count,
+                                .generation = g->generation,
+                                .run_id = group->run_id,
+                                .master_addr = g->master_addr,
+                                .master_port = g->master_port,
+                                .store_endpoint = group->store_endpoint,
+                                .store_prefix = prefix,
+                                .heartbeat_shm = probe__monitor_heartbeat_path(group->monitor),
+                                .heartbeat_slot = worker->local_rank,
+                                .agent_socket = probe__monitor_socket_path(group->monitor) };
     worker->survivor = worker->abort_acked = false;
     int rc = probe__monitor_reconfigure_worker(group->monitor, worker->local_rank, &env);
     if (rc != 0) {
-        ELASTIC_LOG_W("agent", "rank %d: reconfigure not sent (%s): stopping it", worker->rank, elastic_last_error());
+        ELASTIC_LOG_W("agent", "rank %d: reconfigure not sent (%s): stopping it", worker->rank,
+                      elastic_last_error());
         agent__proc_signal_group(worker->pid, SIGKILL);
         return rc;
     }

@@ -19,9 +19,11 @@ static void random_token(char *out, size_t size)
     unsigned char raw[16];
     if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
         uint64_t mix = elastic__now_ns() ^ ((uint64_t)getpid() << 32);
-        for (size_t i = 0; i < sizeof raw; i++) raw[i] = (unsigned char)(mix >> (8 * (i % 8))) ^ (unsigned char)i;
+        for (size_t i = 0; i < sizeof raw; i++)
+            raw[i] = (unsigned char)(mix >> (8 * (i % 8))) ^ (unsigned char)i;
     }
-    for (size_t i = 0; i < sizeof raw && 2 * i + 2 < size; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    for (size_t i = 0; i < sizeof raw && 2 * i + 2 < size; i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
 }
 
 /* Starts our store (once: a host that stays rank 0 keeps its data), with
@@ -44,7 +46,8 @@ static int host(agent_jobstore *js, char *endpoint, size_t size)
     if (js->published == 0 || js->logged_port != port)
         ELASTIC_LOG_I("agent", "hosting the job's store on %s:%d", js->advertise_host, port);
     js->logged_port = port;
-    snprintf(endpoint, size, strchr(js->advertise_host, ':') ? "[%s]:%d" : "%s:%d", js->advertise_host, port);
+    snprintf(endpoint, size, strchr(js->advertise_host, ':') ? "[%s]:%d" : "%s:%d",
+             js->advertise_host, port);
     return 0;
 }
 
@@ -78,11 +81,11 @@ static void *watcher_main(void *arg)
         char why[200];
         snprintf(why, sizeof why, "%.190s", elastic_last_error());
         __atomic_store_n(&js->lost_generation, js->watch_generation, __ATOMIC_RELEASE);
-        ELASTIC_LOG_W("agent", "job store host of generation %llu lost (%s)", (unsigned long long)js->watch_generation,
-                      why);
+        ELASTIC_LOG_W("agent", "job store host of generation %llu lost (%s)",
+                      (unsigned long long)js->watch_generation, why);
         if (rdzv__jobstore_host_lost(js->watch_rdzv, js->watch_generation, why) != 0)
-            ELASTIC_LOG_W("agent", "ending generation %llu: %s", (unsigned long long)js->watch_generation,
-                          elastic_last_error());
+            ELASTIC_LOG_W("agent", "ending generation %llu: %s",
+                          (unsigned long long)js->watch_generation, elastic_last_error());
         break;
     }
     return NULL;
@@ -92,20 +95,25 @@ static void watcher_stop(agent_jobstore *js)
 {
     if (!js->watching) return;
     __atomic_store_n(&js->watcher_stop, 1, __ATOMIC_RELEASE);
-    (void)elastic_store_set(js->watch_store, js->watch_key, "1", 1); /* fails harmlessly once the host is gone */
+    (void)elastic_store_set(js->watch_store, js->watch_key, "1",
+                            1); /* fails harmlessly once the host is gone */
     pthread_join(js->watcher, NULL);
     js->watching = false;
 }
 
-static void watcher_start(agent_jobstore *js, elastic_rdzv *r, elastic_store *store, uint64_t generation)
+static void watcher_start(agent_jobstore *js, elastic_rdzv *r, elastic_store *store,
+                          uint64_t generation)
 {
     js->watch_rdzv = r;
     js->watch_store = store;
     js->watch_generation = generation;
-    snprintf(js->watch_key, sizeof js->watch_key, "agent/watch/%p/%llu", (void *)js, (unsigned long long)generation);
+    snprintf(js->watch_key, sizeof js->watch_key, "agent/watch/%p/%llu", (void *)js,
+             (unsigned long long)generation);
     __atomic_store_n(&js->watcher_stop, 0, __ATOMIC_RELEASE);
     js->watching = pthread_create(&js->watcher, NULL, watcher_main, js) == 0;
-    if (!js->watching) ELASTIC_LOG_W("agent", "cannot watch the job store's connection: losing its host costs budget");
+    if (!js->watching)
+        ELASTIC_LOG_W("agent",
+                      "cannot watch the job store's connection: losing its host costs budget");
 }
 
 bool agent__jobstore_lost(agent_jobstore *js, uint64_t generation)
@@ -132,14 +140,16 @@ int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rd
     if (result->group_rank == 0) {
         rc = host(js, endpoint, sizeof endpoint);
         /* A configured token stays off etcd: every node has it already. */
-        if (rc == 0) rc = rdzv__jobstore_publish(r, result->generation, endpoint, js->fixed_token ? "" : js->host_token);
+        if (rc == 0)
+            rc = rdzv__jobstore_publish(r, result->generation, endpoint,
+                                        js->fixed_token ? "" : js->host_token);
         if (rc != 0) return rc;
         snprintf(token, sizeof token, "%s", js->fixed_token ? "" : js->host_token);
         if (js->published != 0) rdzv__jobstore_forget(r, js->published);
         js->published = result->generation;
     } else {
-        rc = rdzv__jobstore_lookup(r, result->generation, js->lookup_timeout_ms, endpoint, sizeof endpoint, token,
-                                   sizeof token);
+        rc = rdzv__jobstore_lookup(r, result->generation, js->lookup_timeout_ms, endpoint,
+                                   sizeof endpoint, token, sizeof token);
         if (rc != 0) return rc;
     }
     elastic_store *store = NULL;
@@ -159,14 +169,18 @@ int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rd
     *js->group_store = store;
     watcher_start(js, r, store, result->generation);
     snprintf(js->endpoint, js->endpoint_size, "%s", endpoint);
-    if (result->group_rank != 0 && js->server != NULL) { /* we hosted an older generation: nobody uses it now */
+    if (result->group_rank != 0 &&
+        js->server != NULL) { /* we hosted an older generation: nobody uses it now */
         elastic_store_server_close(js->server);
         js->server = NULL;
     }
     return 0;
 }
 
-bool agent__jobstore_hosting(const agent_jobstore *js) { return js != NULL && js->server != NULL; }
+bool agent__jobstore_hosting(const agent_jobstore *js)
+{
+    return js != NULL && js->server != NULL;
+}
 
 void agent__jobstore_close(agent_jobstore *js)
 {

@@ -29,13 +29,17 @@ static int free_port(const char *addr, int *port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return elastic__fail(ELASTIC_ESYS, "socket: %s", strerror(errno));
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = 0 };
     if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof sa;
-    int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && getsockname(fd, (struct sockaddr *)&sa, &len) == 0 ? 0 : -1;
+    int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+                     getsockname(fd, (struct sockaddr *)&sa, &len) == 0
+                 ? 0
+                 : -1;
     int saved = errno;
     close(fd);
-    if (rc != 0) return elastic__fail(ELASTIC_ESYS, "finding a free port on %s: %s", addr, strerror(saved));
+    if (rc != 0)
+        return elastic__fail(ELASTIC_ESYS, "finding a free port on %s: %s", addr, strerror(saved));
     *port = ntohs(sa.sin_port);
     return 0;
 }
@@ -44,7 +48,8 @@ static int local_next(agent_membership *m, elastic_rdzv_result *result)
 {
     local_membership *local = (local_membership *)m;
     if (local->failures > local->max_restarts)
-        return elastic__fail(ELASTIC_EBUDGET, "%d failures with --max-restarts %d", local->failures, local->max_restarts);
+        return elastic__fail(ELASTIC_EBUDGET, "%d failures with --max-restarts %d", local->failures,
+                             local->max_restarts);
     memset(result, 0, sizeof *result);
     result->struct_size = sizeof *result;
     int rc = free_port(local->master_addr, &result->master_port);
@@ -90,7 +95,10 @@ static int local_first_failure(agent_membership *m, elastic_rdzv_cause *cause)
     return 0;
 }
 
-static void local_destroy(agent_membership *m) { free(m); }
+static void local_destroy(agent_membership *m)
+{
+    free(m);
+}
 
 static const agent_membership_ops local_ops = {
     .next_blocks = false,
@@ -102,7 +110,8 @@ static const agent_membership_ops local_ops = {
     .destroy = local_destroy,
 };
 
-int agent__membership_local(int nproc, int max_restarts, const char *master_addr, agent_membership **out)
+int agent__membership_local(int nproc, int max_restarts, const char *master_addr,
+                            agent_membership **out)
 {
     local_membership *local = calloc(1, sizeof *local);
     if (local == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");

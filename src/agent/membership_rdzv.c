@@ -12,10 +12,13 @@
 typedef struct rdzv_membership {
     agent_membership base;
     elastic_rdzv *rdzv;
-    agent_jobstore *jobstore;        /* etcd: the per-generation store; NULL otherwise */
+    agent_jobstore *jobstore; /* etcd: the per-generation store; NULL otherwise */
 } rdzv_membership;
 
-static elastic_rdzv *handle(agent_membership *m) { return ((rdzv_membership *)m)->rdzv; }
+static elastic_rdzv *handle(agent_membership *m)
+{
+    return ((rdzv_membership *)m)->rdzv;
+}
 
 static int rdzv_next(agent_membership *m, elastic_rdzv_result *result)
 {
@@ -32,8 +35,9 @@ static int rdzv_next(agent_membership *m, elastic_rdzv_result *result)
         snprintf(reason, sizeof reason, "job store of generation %llu unreachable: %.180s",
                  (unsigned long long)result->generation, elastic_last_error());
         ELASTIC_LOG_W("agent", "%s", reason);
-        elastic_rdzv_cause cause = {.struct_size = sizeof cause, .kind = ELASTIC_RDZV_NODE_LOST, .rank = -1,
-                                    .exit_code = -1};
+        elastic_rdzv_cause cause = {
+            .struct_size = sizeof cause, .kind = ELASTIC_RDZV_NODE_LOST, .rank = -1, .exit_code = -1
+        };
         snprintf(cause.reason, sizeof cause.reason, "%s", reason);
         rc = elastic_rdzv_end_generation(handle(m), &cause);
         if (rc != 0) return rc;
@@ -45,8 +49,14 @@ static int rdzv_end_generation(agent_membership *m, const elastic_rdzv_cause *ca
     return elastic_rdzv_end_generation(handle(m), cause);
 }
 
-static int rdzv_finish(agent_membership *m) { return elastic_rdzv_finish(handle(m)); }
-static int rdzv_leave(agent_membership *m) { return elastic_rdzv_leave(handle(m)); }
+static int rdzv_finish(agent_membership *m)
+{
+    return elastic_rdzv_finish(handle(m));
+}
+static int rdzv_leave(agent_membership *m)
+{
+    return elastic_rdzv_leave(handle(m));
+}
 
 static int rdzv_first_failure(agent_membership *m, elastic_rdzv_cause *cause)
 {
@@ -74,15 +84,16 @@ elastic_rdzv *agent__membership_handle(agent_membership *m)
     return m != NULL && m->ops == &rdzv_ops ? handle(m) : NULL;
 }
 
-int agent__membership_etcd(const elastic_rdzv_opts *opts, agent_jobstore *jobstore, agent_change_fn on_change,
-                           void *user, agent_membership **out)
+int agent__membership_etcd(const elastic_rdzv_opts *opts, agent_jobstore *jobstore,
+                           agent_change_fn on_change, void *user, agent_membership **out)
 {
     int rc = agent__membership_rdzv(opts, on_change, user, out);
     if (rc == 0) ((rdzv_membership *)*out)->jobstore = jobstore;
     return rc;
 }
 
-int agent__membership_rdzv(const elastic_rdzv_opts *opts, agent_change_fn on_change, void *user, agent_membership **out)
+int agent__membership_rdzv(const elastic_rdzv_opts *opts, agent_change_fn on_change, void *user,
+                           agent_membership **out)
 {
     rdzv_membership *membership = calloc(1, sizeof *membership);
     if (membership == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");

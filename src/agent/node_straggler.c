@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define NODE_STATS_ROUNDS_DEFAULT 3  /* without --straggler-rounds: rounds of the exchange */
-#define NODE_STRAGGLER_THRESHOLD 0.7 /* the per-rank probe's default threshold */
+#define NODE_STATS_ROUNDS_DEFAULT 3   /* without --straggler-rounds: rounds of the exchange */
+#define NODE_STRAGGLER_THRESHOLD  0.7 /* the per-rank probe's default threshold */
 
 static void stats_prefix(const agent_group *group, uint64_t generation, char *out, size_t size)
 {
@@ -47,8 +47,8 @@ static int rank_of_key(const char *key, unsigned nodes)
 {
     const char *slash = strrchr(key, '/');
     int rank;
-    if (nodes == 0 || elastic__parse_int(NULL, slash != NULL ? slash + 1 : key, 0, (int)nodes - 1,
-                                         &rank) != 0)
+    if (nodes == 0 ||
+        elastic__parse_int(NULL, slash != NULL ? slash + 1 : key, 0, (int)nodes - 1, &rank) != 0)
         return -1;
     return rank;
 }
@@ -72,8 +72,11 @@ void agent__node_stats_exchange(agent_group *group, agent_call *call)
     }
     void **values = calloc(n, sizeof *values);
     size_t *lens = calloc(n, sizeof *lens);
-    if (values == NULL || lens == NULL) call->rc = elastic__fail(ELASTIC_ENOMEM, "straggler statistics");
-    else call->rc = elastic_store_multi_get(group->store, (const char *const *)keys, n, 0, values, lens);
+    if (values == NULL || lens == NULL)
+        call->rc = elastic__fail(ELASTIC_ENOMEM, "straggler statistics");
+    else
+        call->rc =
+            elastic_store_multi_get(group->store, (const char *const *)keys, n, 0, values, lens);
     for (size_t i = 0; call->rc == 0 && i < n; i++) {
         int rank = rank_of_key(keys[i], call->node_count);
         if (rank >= 0 && probe__node_stat_parse(values[i], lens[i], &call->node_stats[rank]) == 0)
@@ -87,7 +90,8 @@ void agent__node_stats_exchange(agent_group *group, agent_call *call)
     elastic_free(keys);
 }
 
-static void emit_node_straggler(agent_group *group, const probe__node_stat *stat, double score, unsigned rounds)
+static void emit_node_straggler(agent_group *group, const probe__node_stat *stat, double score,
+                                unsigned rounds)
 {
     agent_event event;
     agent__event_begin(&event, group->events, "node_straggler");
@@ -158,8 +162,9 @@ void agent__node_evict_done(agent_group *group, agent_call *call)
         return;
     if (!call->evicted) {
         if (!group->evict_refused_logged)
-            ELASTIC_LOG_W("agent", "this node is the job's straggler but stays: no spare waits and "
-                                   "--nnodes' minimum needs it (%d nodes)",
+            ELASTIC_LOG_W("agent",
+                          "this node is the job's straggler but stays: no spare waits and "
+                          "--nnodes' minimum needs it (%d nodes)",
                           group->current.group_world_size);
         group->evict_refused_logged = true; /* asked again at each exchange while it holds */
         return;
@@ -172,8 +177,8 @@ void agent__node_evict_done(agent_group *group, agent_call *call)
 void agent__node_stats_done(agent_group *group, agent_call *call)
 {
     group->node_stats_in_flight = false;
-    if (call->rc != 0 || call->node_stats == NULL || call->generation != group->current.generation ||
-        group->state != AGENT_RUNNING)
+    if (call->rc != 0 || call->node_stats == NULL ||
+        call->generation != group->current.generation || group->state != AGENT_RUNNING)
         return; /* a stale round: the next one comes within the period */
     if (group->job_straggler == NULL || group->job_straggler_generation != call->generation) {
         probe__job_straggler_free(group->job_straggler);
@@ -183,17 +188,21 @@ void agent__node_stats_done(agent_group *group, agent_call *call)
         group->job_straggler_generation = call->generation;
     }
     const elastic_agent_opts *o = group->opts;
-    unsigned rounds = o->straggler_rounds > 0 ? (unsigned)o->straggler_rounds : NODE_STATS_ROUNDS_DEFAULT;
+    unsigned rounds =
+        o->straggler_rounds > 0 ? (unsigned)o->straggler_rounds : NODE_STATS_ROUNDS_DEFAULT;
     uint64_t warmup = o->straggler_window > 0 ? (uint64_t)o->straggler_window : 1;
     double *scores = calloc(call->node_count, sizeof *scores);
     if (scores == NULL) return;
-    int slow = probe__job_straggler_evaluate(group->job_straggler, call->node_stats, call->node_present, warmup,
-                                             NODE_STRAGGLER_THRESHOLD, rounds, scores);
-    if (group->monitor != NULL) probe__monitor_set_node_scores(group->monitor, call->node_count, call->node_stats, scores);
+    int slow =
+        probe__job_straggler_evaluate(group->job_straggler, call->node_stats, call->node_present,
+                                      warmup, NODE_STRAGGLER_THRESHOLD, rounds, scores);
+    if (group->monitor != NULL)
+        probe__monitor_set_node_scores(group->monitor, call->node_count, call->node_stats, scores);
     if (slow >= 0 && !group->node_straggler_reported) {
         group->node_straggler_reported = true; /* once per generation */
         const probe__node_stat *st = &call->node_stats[slow];
-        ELASTIC_LOG_W("agent", "node %s is a straggler: scored %.2f against the job's median for %u rounds",
+        ELASTIC_LOG_W("agent",
+                      "node %s is a straggler: scored %.2f against the job's median for %u rounds",
                       st->node_id, scores[slow], rounds);
         emit_node_straggler(group, st, scores[slow], rounds);
     }

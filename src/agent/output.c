@@ -121,7 +121,7 @@ void agent__stream_finish(agent_stream *stream)
             deliver(stream, buffer, (size_t)got);
         }
     }
-    if (stream->line_len > 0) { /* a last line without its newline: end it */
+    if (stream->line_len > 0) {                  /* a last line without its newline: end it */
         stream->line[stream->line_len++] = '\n'; /* to_console flushes before the buffer is full */
         flush_line(stream);
     }

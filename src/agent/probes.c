@@ -19,7 +19,8 @@
 static agent_worker *worker_at(agent_group *group, int local_rank)
 {
     if (group->workers == NULL || group->nworkers == 0) return NULL;
-    if (local_rank < 0) return &group->workers[0]; /* a node-wide probe: the cause names local rank 0 */
+    if (local_rank < 0)
+        return &group->workers[0]; /* a node-wide probe: the cause names local rank 0 */
     return local_rank < group->nworkers ? &group->workers[local_rank] : NULL;
 }
 
@@ -46,9 +47,12 @@ static void on_failure(void *user, const probe__failure *f)
      * does not even see it): its stacks are written, so kill it now rather
      * than after the grace period. */
     bool hung = strcmp(f->probe, "hang") == 0 || strcmp(f->probe, "startup") == 0;
-    if (hung && worker->running && f->local_rank >= 0) agent__proc_signal_group(worker->pid, SIGKILL);
-    if (strncmp(f->probe, "nccl_", 5) == 0) agent__group_worker_faulted(group, worker, f->reason);
-    else agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
+    if (hung && worker->running && f->local_rank >= 0)
+        agent__proc_signal_group(worker->pid, SIGKILL);
+    if (strncmp(f->probe, "nccl_", 5) == 0)
+        agent__group_worker_faulted(group, worker, f->reason);
+    else
+        agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
 }
 
 /* A worker library's event (nccl_comm_built) into the event log, its fields as sent. */
@@ -69,13 +73,15 @@ static void on_worker_event(void *user, int local_rank, int rank, const channel_
             continue;
         char key[32];
         size_t n = 0;
-        for (; kv->keys[i][n] != '\0' && n + 1 < sizeof key; n++) key[n] = (char)tolower((unsigned char)kv->keys[i][n]);
+        for (; kv->keys[i][n] != '\0' && n + 1 < sizeof key; n++)
+            key[n] = (char)tolower((unsigned char)kv->keys[i][n]);
         key[n] = '\0';
         const char *value = kv->values[i];
         int64_t number; /* a field that reads as a number is written as one */
         if (elastic__parse_i64(NULL, value, 0, INT64_MAX, &number) == 0)
             agent__event_int(&event, key, number);
-        else agent__event_str(&event, key, value);
+        else
+            agent__event_str(&event, key, value);
     }
     agent__event_emit(group->events, &event);
 }
@@ -105,7 +111,8 @@ static void on_straggler(void *user, const probe__failure *f)
     agent_group *group = user;
     emit_probe_event(group, "straggler", f);
     agent_worker *worker = worker_at(group, f->local_rank);
-    if (group->opts->straggler_evict && worker != NULL) agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
+    if (group->opts->straggler_evict && worker != NULL)
+        agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
 }
 
 int agent__probes_start(agent_group *group)
@@ -127,7 +134,8 @@ int agent__probes_start(agent_group *group)
     opts.local_world_size = (unsigned)o->nproc_per_node;
     opts.run_id = group->run_id;
     opts.node_id = group->node_id;
-    opts.interval_ms = o->monitor_interval_ms > 0 && o->monitor_interval_ms < 1000 ? o->monitor_interval_ms : 1000;
+    opts.interval_ms =
+        o->monitor_interval_ms > 0 && o->monitor_interval_ms < 1000 ? o->monitor_interval_ms : 1000;
     opts.hang_timeout_ms = o->hang_timeout_ms;
     opts.startup_timeout_ms = o->startup_timeout_ms;
     opts.straggler_window = (unsigned)o->straggler_window;
@@ -168,9 +176,11 @@ void agent__probes_generation_started(agent_group *group)
 {
     if (group->monitor == NULL) return;
     const elastic_rdzv_result *g = &group->current;
-    probe__generation_info info = {.generation = g->generation, .restart_count = g->restart_count,
-                                   .world_size = g->world_size, .nodes = g->group_world_size,
-                                   .group_rank = g->group_rank};
+    probe__generation_info info = { .generation = g->generation,
+                                    .restart_count = g->restart_count,
+                                    .world_size = g->world_size,
+                                    .nodes = g->group_world_size,
+                                    .group_rank = g->group_rank };
     probe__monitor_generation_started(group->monitor, &info);
 }
 
@@ -190,5 +200,6 @@ void agent__probes_worker_exited(agent_group *group, agent_worker *worker)
 {
     if (group->monitor == NULL) return;
     probe__monitor_worker_exited(group->monitor, worker->local_rank);
-    if (worker->exit_code != 0 && group->state == AGENT_RUNNING) probe__monitor_count_failure(group->monitor, "exit");
+    if (worker->exit_code != 0 && group->state == AGENT_RUNNING)
+        probe__monitor_count_failure(group->monitor, "exit");
 }

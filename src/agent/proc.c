@@ -24,7 +24,8 @@
 int agent__resolve_program(const char *name, char *path, size_t path_size)
 {
     if (strchr(name, '/') != NULL) {
-        if (access(name, X_OK) != 0) return elastic__fail(ELASTIC_ENOTFOUND, "%s: not executable", name);
+        if (access(name, X_OK) != 0)
+            return elastic__fail(ELASTIC_ENOTFOUND, "%s: not executable", name);
         snprintf(path, path_size, "%s", name);
         return 0;
     }
@@ -32,10 +33,11 @@ int agent__resolve_program(const char *name, char *path, size_t path_size)
     if (search == NULL || *search == '\0') search = "/usr/local/bin:/usr/bin:/bin";
     while (*search != '\0') {
         size_t dir_len = strcspn(search, ":");
-        int written = snprintf(path, path_size, "%.*s/%s", (int)dir_len, dir_len ? search : ".", name);
+        int written =
+            snprintf(path, path_size, "%.*s/%s", (int)dir_len, dir_len ? search : ".", name);
         struct stat st;
-        if (written > 0 && (size_t)written < path_size && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-            access(path, X_OK) == 0)
+        if (written > 0 && (size_t)written < path_size && stat(path, &st) == 0 &&
+            S_ISREG(st.st_mode) && access(path, X_OK) == 0)
             return 0;
         search += dir_len;
         if (*search == ':') search++;
@@ -59,7 +61,8 @@ static int exec_child(void *arg)
      * them before unblocking; ignored signals stay ignored, as exec keeps them. */
     for (int signum = 1; signum < NSIG; signum++) {
         struct sigaction current;
-        if (signum == SIGKILL || signum == SIGSTOP || sigaction(signum, NULL, &current) != 0) continue;
+        if (signum == SIGKILL || signum == SIGSTOP || sigaction(signum, NULL, &current) != 0)
+            continue;
         if (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN) signal(signum, SIG_DFL);
     }
     signal(SIGPIPE, SIG_DFL);
@@ -123,7 +126,8 @@ static pid_t start_child(child_context *child)
     sigset_t all, saved;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
-    pid_t pid = clone(exec_child, stack + CHILD_STACK_BYTES, CLONE_VM | CLONE_VFORK | SIGCHLD, child);
+    pid_t pid =
+        clone(exec_child, stack + CHILD_STACK_BYTES, CLONE_VM | CLONE_VFORK | SIGCHLD, child);
     int saved_errno = errno;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
     free(stack);
@@ -134,13 +138,16 @@ static pid_t start_child(child_context *child)
 
 int agent__proc_spawn(const agent_spawn *spec, pid_t *pid, int *out_read, int *err_read)
 {
-    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-    if ((out_read != NULL && pipe2(out_pipe, O_CLOEXEC) != 0) || (err_read != NULL && pipe2(err_pipe, O_CLOEXEC) != 0)) {
+    int out_pipe[2] = { -1, -1 }, err_pipe[2] = { -1, -1 };
+    if ((out_read != NULL && pipe2(out_pipe, O_CLOEXEC) != 0) ||
+        (err_read != NULL && pipe2(err_pipe, O_CLOEXEC) != 0)) {
         int saved = errno;
         if (out_pipe[0] >= 0) close(out_pipe[0]), close(out_pipe[1]);
         return elastic__fail(ELASTIC_ESYS, "pipe: %s", strerror(saved));
     }
-    child_context child = {.spec = spec, .agent_pid = getpid(), .out_fd = out_pipe[1], .err_fd = err_pipe[1]};
+    child_context child = {
+        .spec = spec, .agent_pid = getpid(), .out_fd = out_pipe[1], .err_fd = err_pipe[1]
+    };
     pid_t created = start_child(&child);
     int saved = errno;
     if (out_pipe[1] >= 0) close(out_pipe[1]);

@@ -33,7 +33,7 @@ static bool read_until_eof(int fd, char *out, size_t size, uint64_t deadline)
     for (;;) {
         int left = elastic__ms_left(deadline);
         if (left == 0) return false;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
+        struct pollfd p = { .fd = fd, .events = POLLIN };
         int ready = poll(&p, 1, left);
         if (ready < 0 && errno == EINTR) continue;
         if (ready <= 0) return false;
@@ -52,8 +52,8 @@ static bool read_until_eof(int fd, char *out, size_t size, uint64_t deadline)
  * to stderr in Python 2), within a deadline. */
 static int python_version(const char *path, char *out, size_t size)
 {
-    const char *argv[] = {path, "--version", NULL};
-    agent_spawn spawn = {.path = path, .argv = argv, .envp = (const char *const *)environ};
+    const char *argv[] = { path, "--version", NULL };
+    agent_spawn spawn = { .path = path, .argv = argv, .envp = (const char *const *)environ };
     pid_t pid;
     int out_fd = -1, err_fd = -1;
     int rc = agent__proc_spawn(&spawn, &pid, &out_fd, &err_fd);
@@ -97,11 +97,10 @@ void agent__python_start_line(const elastic_agent_opts *o, const char *run_id)
 {
     char line[5200], interpreter[4400] = "";
     if (!o->no_python) agent__python_describe(o, interpreter, sizeof interpreter);
-    int len = snprintf(line, sizeof line,
-                       "elasticrun: run %s: %d worker%s on this node: %s%s%s%s\n", run_id,
-                       o->nproc_per_node, o->nproc_per_node == 1 ? "" : "s", interpreter,
-                       o->no_python ? "" : " -u ", o->module ? "-m " : "",
-                       o->argc > 0 ? o->argv[0] : "");
+    int len =
+        snprintf(line, sizeof line, "elasticrun: run %s: %d worker%s on this node: %s%s%s%s\n",
+                 run_id, o->nproc_per_node, o->nproc_per_node == 1 ? "" : "s", interpreter,
+                 o->no_python ? "" : " -u ", o->module ? "-m " : "", o->argc > 0 ? o->argv[0] : "");
     if (len < 0) return;
     if ((size_t)len >= sizeof line) len = (int)sizeof line - 1, line[len - 1] = '\n';
     ssize_t written;

@@ -87,7 +87,8 @@ static void remove_dir(const char *dir)
         for (long at = 0; at < n;) {
             struct dirent64 *entry = (struct dirent64 *)(buf + at);
             at += entry->d_reclen;
-            if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0) unlinkat(fd, entry->d_name, 0);
+            if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0)
+                unlinkat(fd, entry->d_name, 0);
         }
     }
     close(fd);
@@ -126,8 +127,10 @@ static _Noreturn void reaper_main(int fd, const char *cgroup_dir, const char *ru
                 continue;
             }
             line[len] = '\0';
-            if (len == 1 && line[0] == '!') reaper_spare_cgroup = 1;
-            else if (len > 1) groups_apply(line);
+            if (len == 1 && line[0] == '!')
+                reaper_spare_cgroup = 1;
+            else if (len > 1)
+                groups_apply(line);
             len = 0;
         }
     }
@@ -189,7 +192,8 @@ static bool own_cgroup2(char *dir, size_t size)
     while (mount[0] == '\0' && fgets(line, sizeof line, f) != NULL) {
         char *sep = strstr(line, " - cgroup2 ");
         char point[512];
-        if (sep != NULL && sscanf(line, "%*s %*s %*s %*s %511s", point) == 1) snprintf(mount, sizeof mount, "%s", point);
+        if (sep != NULL && sscanf(line, "%*s %*s %*s %*s %511s", point) == 1)
+            snprintf(mount, sizeof mount, "%s", point);
     }
     fclose(f);
     f = fopen("/proc/self/cgroup", "re");
@@ -244,7 +248,8 @@ static void make_worker_cgroup(agent_group *group)
     char dir[sizeof group->reaper_cgroup];
     snprintf(dir, sizeof dir, "%s/elastic-%d", parent, (int)getpid());
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        ELASTIC_LOG_I("agent", "no cgroup for the workers (%s: %s): process groups only", dir, strerror(errno));
+        ELASTIC_LOG_I("agent", "no cgroup for the workers (%s: %s): process groups only", dir,
+                      strerror(errno));
         return;
     }
     char kill_path[sizeof dir + 16];
@@ -260,7 +265,8 @@ static void make_worker_cgroup(agent_group *group)
 static int fork_reaper(agent_group *group)
 {
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) return elastic__fail(ELASTIC_ESYS, "reaper pipe: %s", strerror(errno));
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return elastic__fail(ELASTIC_ESYS, "reaper pipe: %s", strerror(errno));
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -295,10 +301,11 @@ static void on_reaper_gone(uv_poll_t *poll, int status, int events)
 {
     (void)status, (void)events;
     agent_group *group = poll->data;
-    uv_close((uv_handle_t *)poll, on_reaper_watch_closed); /* stops polling the fd at once */
+    uv_close((uv_handle_t *)poll, on_reaper_watch_closed);       /* stops polling the fd at once */
     if (group->reaper_fd < 0 || group->reaper_unwatched) return; /* stopping: it was told to go */
-    ELASTIC_LOG_W("agent", "the reaper (pid %d) is gone; starting another so no worker can outlive the agent",
-                  (int)group->reaper_pid);
+    ELASTIC_LOG_W(
+        "agent", "the reaper (pid %d) is gone; starting another so no worker can outlive the agent",
+        (int)group->reaper_pid);
     close(group->reaper_fd);
     group->reaper_fd = -1;
     /* Its pipe end closes as it exits, so it is (about to be) a zombie,
@@ -306,7 +313,8 @@ static void on_reaper_gone(uv_poll_t *poll, int status, int events)
     pid_t old = group->reaper_pid;
     group->reaper_zombie = waitpid(old, NULL, WNOHANG) == old ? 0 : old;
     if (fork_reaper(group) != 0) {
-        ELASTIC_LOG_E("agent", "%s: workers would outlive a SIGKILL of the agent", elastic_last_error());
+        ELASTIC_LOG_E("agent", "%s: workers would outlive a SIGKILL of the agent",
+                      elastic_last_error());
         return;
     }
     for (int i = 0; i < group->nworkers; i++)
@@ -333,7 +341,8 @@ int agent__reaper_start(agent_group *group)
     int rc = fork_reaper(group);
     if (rc != 0) return rc;
     if (group->reaper_cgroup[0] != '\0' && join_cgroup(group->reaper_cgroup) != 0) {
-        ELASTIC_LOG_I("agent", "cannot enter %s (%s): process groups only", group->reaper_cgroup, strerror(errno));
+        ELASTIC_LOG_I("agent", "cannot enter %s (%s): process groups only", group->reaper_cgroup,
+                      strerror(errno));
         group->reaper_cgroup[0] = '\0'; /* the reaper finds it empty and removes it */
     }
     watch_reaper(group);
@@ -368,7 +377,8 @@ void agent__reaper_stop(agent_group *group)
     if (group->reaper_fd < 0) return;
     /* Out of the workers' cgroup first: the reaper kills whatever is left in it. */
     if (group->reaper_cgroup[0] != '\0' && join_cgroup(group->reaper_parent_cgroup) != 0) {
-        ELASTIC_LOG_W("agent", "cannot leave %s (%s): leaving its processes alone", group->reaper_cgroup, strerror(errno));
+        ELASTIC_LOG_W("agent", "cannot leave %s (%s): leaving its processes alone",
+                      group->reaper_cgroup, strerror(errno));
         ssize_t n = write(group->reaper_fd, "!\n", 2);
         (void)n;
     }

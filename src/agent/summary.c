@@ -32,20 +32,25 @@ static size_t read_small_file(const char *path, char *out, size_t size)
     return len;
 }
 
-static void failure_key(const agent_group *group, uint64_t generation, const char *node_id, char *key, size_t size)
+static void failure_key(const agent_group *group, uint64_t generation, const char *node_id,
+                        char *key, size_t size)
 {
-    snprintf(key, size, "agent/%s/failure/%llu/%s", group->run_id, (unsigned long long)generation, node_id);
+    snprintf(key, size, "agent/%s/failure/%llu/%s", group->run_id, (unsigned long long)generation,
+             node_id);
 }
 
-void agent__failure_record(agent_group *group, agent_worker *worker, const elastic_rdzv_cause *cause)
+void agent__failure_record(agent_group *group, agent_worker *worker,
+                           const elastic_rdzv_cause *cause)
 {
     agent_failure *failure = &group->local_failure;
     if (failure->valid) return; /* the summary names the first failure */
     failure->valid = true;
     failure->cause = *cause;
     failure->local_rank = worker->local_rank;
-    failure->detail_is_error_file = read_small_file(worker->error_file, failure->detail, sizeof failure->detail) > 0;
-    if (!failure->detail_is_error_file) agent__stream_tail(&worker->err, failure->detail, sizeof failure->detail);
+    failure->detail_is_error_file =
+        read_small_file(worker->error_file, failure->detail, sizeof failure->detail) > 0;
+    if (!failure->detail_is_error_file)
+        agent__stream_tail(&worker->err, failure->detail, sizeof failure->detail);
 }
 
 void agent__failure_share(agent_group *group, const elastic_rdzv_cause *cause)
@@ -72,12 +77,13 @@ static void format_time(uint64_t wall_ms, char *out, size_t size)
 }
 
 /* The first failure's detail: ours, or the failing node's from the store. */
-static bool failure_detail(agent_group *group, const elastic_rdzv_cause *cause, char *out, size_t size, bool *is_error_file)
+static bool failure_detail(agent_group *group, const elastic_rdzv_cause *cause, char *out,
+                           size_t size, bool *is_error_file)
 {
     const agent_failure *local = &group->local_failure;
     *is_error_file = false;
-    if (local->valid && local->cause.generation == cause->generation && local->cause.rank == cause->rank &&
-        strcmp(local->cause.node_id, cause->node_id) == 0) {
+    if (local->valid && local->cause.generation == cause->generation &&
+        local->cause.rank == cause->rank && strcmp(local->cause.node_id, cause->node_id) == 0) {
         snprintf(out, size, "%s", local->detail);
         *is_error_file = local->detail_is_error_file;
         return true;
@@ -94,50 +100,59 @@ static bool failure_detail(agent_group *group, const elastic_rdzv_cause *cause, 
     return true;
 }
 
-static void write_error_file(const agent_group *group, const char *detail, bool detail_is_error_file)
+static void write_error_file(const agent_group *group, const char *detail,
+                             bool detail_is_error_file)
 {
-    const char *path = group->opts->error_file != NULL ? group->opts->error_file : getenv("TORCHELASTIC_ERROR_FILE");
+    const char *path = group->opts->error_file != NULL ? group->opts->error_file
+                                                       : getenv("TORCHELASTIC_ERROR_FILE");
     if (path == NULL || *path == '\0') return;
     char escaped[2 * sizeof group->summary];
     char json[sizeof escaped + 128];
     const char *content = detail;
     if (!detail_is_error_file) {
         agent__json_escape(group->summary, escaped, sizeof escaped);
-        snprintf(json, sizeof json, "{\"message\": {\"message\": \"%s\", \"extraInfo\": {\"timestamp\": \"%llu\"}}}\n",
+        snprintf(json, sizeof json,
+                 "{\"message\": {\"message\": \"%s\", \"extraInfo\": {\"timestamp\": \"%llu\"}}}\n",
                  escaped, (unsigned long long)time(NULL));
         content = json;
     }
     int fd = agent__file_private_path(path, O_WRONLY | O_CREAT | O_TRUNC);
-    if (fd < 0) ELASTIC_LOG_W("agent", "error file %s: %s", path, elastic_last_error());
+    if (fd < 0)
+        ELASTIC_LOG_W("agent", "error file %s: %s", path, elastic_last_error());
     else if (write(fd, content, strlen(content)) != (ssize_t)strlen(content))
         ELASTIC_LOG_W("agent", "error file %s: %s", path, strerror(errno));
     if (fd >= 0) close(fd);
 }
 
-static void describe_failure(agent_group *group, const elastic_rdzv_cause *cause, char *detail, size_t detail_size,
-                             bool *is_error_file)
+static void describe_failure(agent_group *group, const elastic_rdzv_cause *cause, char *detail,
+                             size_t detail_size, bool *is_error_file)
 {
     char when[40], what[400];
     format_time(cause->time_ms, when, sizeof when);
-    agent__describe_cause(cause, what, sizeof what); /* the reason once, not "killed ... (killed ...)" */
+    agent__describe_cause(cause, what,
+                          sizeof what); /* the reason once, not "killed ... (killed ...)" */
     size_t used = strlen(group->summary);
     used += (size_t)snprintf(group->summary + used, sizeof group->summary - used,
-                             "first failure: rank %d on node %s, generation %llu, at %s: %s\n", cause->rank,
-                             cause->node_id, (unsigned long long)cause->generation, when, what);
-    if (used >= sizeof group->summary || !failure_detail(group, cause, detail, detail_size, is_error_file) || detail[0] == '\0')
+                             "first failure: rank %d on node %s, generation %llu, at %s: %s\n",
+                             cause->rank, cause->node_id, (unsigned long long)cause->generation,
+                             when, what);
+    if (used >= sizeof group->summary ||
+        !failure_detail(group, cause, detail, detail_size, is_error_file) || detail[0] == '\0')
         return;
     char rendered[AGENT_TAIL_BYTES + 512];
     if (*is_error_file && agent__error_file_render(detail, rendered, sizeof rendered) > 0)
-        snprintf(group->summary + used, sizeof group->summary - used, "error of rank %d (its error file):\n%s",
-                 cause->rank, rendered);
+        snprintf(group->summary + used, sizeof group->summary - used,
+                 "error of rank %d (its error file):\n%s", cause->rank, rendered);
     else
         snprintf(group->summary + used, sizeof group->summary - used, "%s of rank %d:\n%s%s",
                  *is_error_file ? "error file" : "last lines of stderr", cause->rank, detail,
                  detail[strlen(detail) - 1] == '\n' ? "" : "\n");
     used = strlen(group->summary);
     char hint[5000];
-    if (used + 1 < sizeof group->summary && agent__python_hint(group->opts, detail, hint, sizeof hint)) {
-        size_t n = strnlen(hint, sizeof group->summary - used - 1); /* the hint may be cut, the summary not */
+    if (used + 1 < sizeof group->summary &&
+        agent__python_hint(group->opts, detail, hint, sizeof hint)) {
+        size_t n = strnlen(hint, sizeof group->summary - used -
+                                     1); /* the hint may be cut, the summary not */
         memcpy(group->summary + used, hint, n);
         group->summary[used + n] = '\0';
     }
@@ -147,20 +162,24 @@ void agent__summary_write(agent_group *group, int rc, const char *why)
 {
     char detail[AGENT_TAIL_BYTES + 1] = "";
     bool is_error_file = false;
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     if (rc == ELASTIC_EBUDGET) {
-        snprintf(group->summary, sizeof group->summary, "the job failed: restart budget exhausted (--max-restarts %d)\n",
+        snprintf(group->summary, sizeof group->summary,
+                 "the job failed: restart budget exhausted (--max-restarts %d)\n",
                  group->opts->max_restarts);
         if (group->membership->ops->first_failure(group->membership, &cause) == 0)
             describe_failure(group, &cause, detail, sizeof detail, &is_error_file);
-    } else if (group->fenced_wall_ms != 0 && (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT || rc == ELASTIC_ECLOSED)) {
+    } else if (group->fenced_wall_ms != 0 &&
+               (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT || rc == ELASTIC_ECLOSED)) {
         /* Cut off from the store and it never came back (c10d cannot go on
          * without the host that served it): one line says which and when. */
         char when[40];
         format_time(group->fenced_wall_ms, when, sizeof when);
         bool etcd = strncmp(group->opts->rdzv_backend, "etcd", 4) == 0;
-        snprintf(group->summary, sizeof group->summary, "the job failed: lost %s at %s%s at %s: %s; then %s\n",
-                 etcd ? "etcd" : "the job's store", etcd ? group->opts->rdzv_endpoint : group->store_endpoint,
+        snprintf(group->summary, sizeof group->summary,
+                 "the job failed: lost %s at %s%s at %s: %s; then %s\n",
+                 etcd ? "etcd" : "the job's store",
+                 etcd ? group->opts->rdzv_endpoint : group->store_endpoint,
                  etcd ? "" : " (the store's host)", when, group->fenced_reason,
                  why != NULL && *why ? why : elastic_strerror(rc));
     } else if (group->local_failure.valid) {
@@ -168,11 +187,12 @@ void agent__summary_write(agent_group *group, int rc, const char *why)
         snprintf(group->summary, sizeof group->summary, "the job failed: ");
         describe_failure(group, &group->local_failure.cause, detail, sizeof detail, &is_error_file);
         size_t used = strlen(group->summary);
-        snprintf(group->summary + used, sizeof group->summary - used, "then the rendezvous failed: %s%s%s\n",
-                 elastic_strerror(rc), why != NULL && *why ? ": " : "", why != NULL ? why : "");
-    } else {
-        snprintf(group->summary, sizeof group->summary, "the job failed: rendezvous: %s%s%s\n", elastic_strerror(rc),
+        snprintf(group->summary + used, sizeof group->summary - used,
+                 "then the rendezvous failed: %s%s%s\n", elastic_strerror(rc),
                  why != NULL && *why ? ": " : "", why != NULL ? why : "");
+    } else {
+        snprintf(group->summary, sizeof group->summary, "the job failed: rendezvous: %s%s%s\n",
+                 elastic_strerror(rc), why != NULL && *why ? ": " : "", why != NULL ? why : "");
     }
     write_error_file(group, detail, is_error_file);
 }

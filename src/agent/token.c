@@ -38,7 +38,10 @@ int agent__token_load(const agent_rdzv_conf *conf, bool multi_node, char **token
     return 0;
 }
 
-void agent__token_free(char *token) { store__token_free(token); }
+void agent__token_free(char *token)
+{
+    store__token_free(token);
+}
 
 int agent__token_publish(const char *dir, const char *token, char *path, size_t size)
 {

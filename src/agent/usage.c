@@ -14,7 +14,8 @@ static const char usage_text[] =
     "  --nnodes N|MIN:MAX          nodes in the job (default 1)\n"
     "  --nproc-per-node N|auto|cpu|gpu  workers on this node (default 1)\n"
     "  --rdzv-backend c10d|static|etcd-v3  c10d: elastic membership on the embedded store;\n"
-    "                       etcd-v3 (alias etcd): on etcd, the job's store re-hosted each generation\n"
+    "                       etcd-v3 (alias etcd): on etcd, the job's store re-hosted each "
+    "generation\n"
     "                       (default static)\n"
     "  --rdzv-endpoint HOST[:PORT] the job's store; the agent at that address hosts it\n"
     "                              (etcd-v3: HOST:PORT,HOST:PORT,... of the etcd cluster)\n"
@@ -39,7 +40,8 @@ static const char usage_text[] =
     "\n"
     "output:\n"
     "  --log-dir DIR               logs per generation and rank\n"
-    "  -r, --redirects STD         0-3 or rank:std,... : send stdout(1)/stderr(2) to log files only\n"
+    "  -r, --redirects STD         0-3 or rank:std,... : send stdout(1)/stderr(2) to log files "
+    "only\n"
     "  -t, --tee STD               same, and to the console with a [<role><rank>]: prefix\n"
     "\n"
     "elasticrun's own:\n"
@@ -57,12 +59,18 @@ static const char usage_text[] =
     "                              (default 300; 0: it leaves the job for good)\n"
     "  --user-probe COMMAND        run on an interval; a non-zero exit fails the node\n"
     "  --user-probe-interval SECONDS   default 10\n"
-    "  --in-process-recovery       healthy workers survive a failure elsewhere (reconfigured in place)\n"
-    "  --abort-ack-timeout SECONDS in-process: survivors acknowledge the abort within this (default 5)\n"
+    "  --in-process-recovery       healthy workers survive a failure elsewhere (reconfigured in "
+    "place)\n"
+    "  --abort-ack-timeout SECONDS in-process: survivors acknowledge the abort within this "
+    "(default 5)\n"
     "  --event-log PATH            JSONL events: generations, workers, failures, restarts\n"
     "  --error-file PATH           root-cause JSON (default $TORCHELASTIC_ERROR_FILE)\n"
-    "  -q, --quiet                 no console lines of our own (failures, restarts, waiting, summary)\n"
+    "  -q, --quiet                 no console lines of our own (failures, restarts, waiting, "
+    "summary)\n"
     "  -h, --help                  this text\n"
     "  --version                   the library version\n";
 
-ELASTIC_EXTERN const char *elastic_agent_usage(void) { return usage_text; }
+ELASTIC_EXTERN const char *elastic_agent_usage(void)
+{
+    return usage_text;
+}

@@ -38,10 +38,12 @@ static void looked(uv_work_t *req, int status)
     char missing[sizeof w->missing + 32] = "";
     if (w->missing_count > 0) snprintf(missing, sizeof missing, "; missing: %s", w->missing);
     char wanted[48];
-    if (group->opts->min_nodes == group->opts->max_nodes) snprintf(wanted, sizeof wanted, "%d", group->opts->min_nodes);
-    else snprintf(wanted, sizeof wanted, "%d to %d", group->opts->min_nodes, group->opts->max_nodes);
-    agent__console(group, "waiting for nodes: %d joined, %s wanted, %.0f s so far%s", w->joined, wanted,
-                   (double)waited / 1000.0, missing);
+    if (group->opts->min_nodes == group->opts->max_nodes)
+        snprintf(wanted, sizeof wanted, "%d", group->opts->min_nodes);
+    else
+        snprintf(wanted, sizeof wanted, "%d to %d", group->opts->min_nodes, group->opts->max_nodes);
+    agent__console(group, "waiting for nodes: %d joined, %s wanted, %.0f s so far%s", w->joined,
+                   wanted, (double)waited / 1000.0, missing);
     agent_event event;
     agent__event_begin(&event, group->events, "waiting");
     agent__event_int(&event, "joined", w->joined);
@@ -64,8 +66,8 @@ static void on_waiting_timer(uv_timer_t *timer)
     agent_waiting *w = timer->data;
     if (w->in_flight || w->group->state != AGENT_RENDEZVOUS) return;
     if (!rendezvous_in_store(w->group)) {
-        agent__console(w->group, "waiting for nodes: %d to %d wanted, %.0f s so far", w->group->opts->min_nodes,
-                       w->group->opts->max_nodes,
+        agent__console(w->group, "waiting for nodes: %d to %d wanted, %.0f s so far",
+                       w->group->opts->min_nodes, w->group->opts->max_nodes,
                        (double)(elastic__now_ms() - w->group->rendezvous_started_ms) / 1000.0);
         return;
     }
@@ -86,11 +88,18 @@ int agent__waiting_init(agent_group *group)
 
 void agent__waiting_start(agent_group *group)
 {
-    if (group->opts == NULL || group->opts->max_nodes <= 1) return; /* one node: nobody to wait for */
+    if (group->opts == NULL || group->opts->max_nodes <= 1)
+        return; /* one node: nobody to wait for */
     if (rendezvous_in_store(group) && group->store == NULL) return;
     uv_timer_start(&group->waiting.timer, on_waiting_timer, WAITING_EVERY_MS, WAITING_EVERY_MS);
 }
 
-void agent__waiting_stop(agent_group *group) { uv_timer_stop(&group->waiting.timer); }
+void agent__waiting_stop(agent_group *group)
+{
+    uv_timer_stop(&group->waiting.timer);
+}
 
-void agent__waiting_close(agent_group *group) { uv_close((uv_handle_t *)&group->waiting.timer, NULL); }
+void agent__waiting_close(agent_group *group)
+{
+    uv_close((uv_handle_t *)&group->waiting.timer, NULL);
+}

@@ -42,12 +42,15 @@ static int open_log(const agent_worker *worker, int dir_fd, const char *name)
     return fd;
 }
 
-static void on_stream_closed(void *owner) { agent__group_stream_closed(owner); }
+static void on_stream_closed(void *owner)
+{
+    agent__group_stream_closed(owner);
+}
 
 /* Where a stream goes: redirected = file only; tee'd = file and console with
  * a "[<role><rank>]:" prefix; neither = console as is (and the file with --log-dir). */
-static void setup_stream(agent_group *group, agent_worker *worker, int dir_fd, agent_stream *stream, int bit,
-                         int console_fd)
+static void setup_stream(agent_group *group, agent_worker *worker, int dir_fd, agent_stream *stream,
+                         int bit, int console_fd)
 {
     int redirect_mask = 0, tee_mask = 0;
     agent__std_parse(group->opts->redirects, worker->local_rank, &redirect_mask);
@@ -59,8 +62,11 @@ static void setup_stream(agent_group *group, agent_worker *worker, int dir_fd, a
     stream->on_closed = on_stream_closed;
     stream->keep_tail = bit == AGENT_STD_ERR;
     /* torchrun's prefix: the role and the global rank, "[default0]:" */
-    if (tee_mask & bit) snprintf(stream->prefix, sizeof stream->prefix, "[%.*s%d]:", 40, group->opts->role, worker->rank);
-    else if (redirect_mask & bit) stream->console_fd = -1;
+    if (tee_mask & bit)
+        snprintf(stream->prefix, sizeof stream->prefix, "[%.*s%d]:", 40, group->opts->role,
+                 worker->rank);
+    else if (redirect_mask & bit)
+        stream->console_fd = -1;
     if (group->write_logs || ((redirect_mask | tee_mask) & bit))
         stream->file_fd =
             open_log(worker, dir_fd, bit == AGENT_STD_OUT ? "stdout.log" : "stderr.log");
@@ -98,12 +104,15 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
         .error_file = worker->error_file,
         .local_rank = worker->local_rank,
         .heartbeat_shm = group->monitor ? probe__monitor_heartbeat_path(group->monitor) : NULL,
-        .agent_socket = group->monitor ? probe__monitor_socket_path(group->monitor) : NULL};
+        .agent_socket = group->monitor ? probe__monitor_socket_path(group->monitor) : NULL
+    };
     char **envp = NULL;
     int rc = agent__env_build(&spec, &envp);
     if (rc != 0) return rc;
     int out_fd = -1, err_fd = -1;
-    agent_spawn spawn = {.path = path, .argv = (const char *const *)argv, .envp = (const char *const *)envp};
+    agent_spawn spawn = { .path = path,
+                          .argv = (const char *const *)argv,
+                          .envp = (const char *const *)envp };
     agent__probes_worker_starting(group, worker);
     pid_t old_pid = worker->pid;
     rc = agent__proc_spawn(&spawn, &worker->pid, &out_fd, &err_fd);
@@ -117,11 +126,13 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
     group->running++;
     if (agent__stream_open(group->loop, &worker->out, out_fd) != 0 ||
         agent__stream_open(group->loop, &worker->err, err_fd) != 0)
-        ELASTIC_LOG_W("agent", "rank %d: output not relayed: %s", worker->rank, elastic_last_error());
+        ELASTIC_LOG_W("agent", "rank %d: output not relayed: %s", worker->rank,
+                      elastic_last_error());
     return 0;
 }
 
-void agent__event_worker(agent_event *event, const agent_group *group, const char *name, const agent_worker *worker)
+void agent__event_worker(agent_event *event, const agent_group *group, const char *name,
+                         const agent_worker *worker)
 {
     agent__event_begin(event, group->events, name);
     agent__event_int(event, "generation", (int64_t)group->current.generation);
@@ -149,14 +160,16 @@ int agent__workers_start(agent_group *group)
     /* The last generation's workers are reaped and their streams closed
      * (STOPPING waited for both): forget their pids before anything can fail. */
     for (int i = 0; i < nworkers; i++) /* in-process recovery keeps the workers that acknowledged */
-        if (!(group->workers[i].survivor && group->workers[i].abort_acked && group->workers[i].running))
+        if (!(group->workers[i].survivor && group->workers[i].abort_acked &&
+              group->workers[i].running))
             memset(&group->workers[i], 0, sizeof group->workers[i]);
     group->nworkers = nworkers;
     group->reconfiguring = 0;
     for (int local_rank = 0; local_rank < nworkers; local_rank++) {
         agent_worker *worker = &group->workers[local_rank];
         if (worker->running) {
-            agent__inprocess_reconfigure(group, worker); /* a failure to send kills it: reaped as a failure */
+            agent__inprocess_reconfigure(
+                group, worker); /* a failure to send kills it: reaped as a failure */
             continue;
         }
         char path[4096];
@@ -188,8 +201,10 @@ void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agen
         do got = waitpid(worker->pid, &status, WNOHANG);
         while (got < 0 && errno == EINTR);
         if (got == 0 || (got < 0 && errno != ECHILD)) continue;
-        if (got < 0) { /* someone else reaped it (a host program that ignores SIGCHLD): status unknown */
-            ELASTIC_LOG_W("agent", "rank %d (pid %d) was reaped outside the agent", worker->rank, (int)worker->pid);
+        if (got <
+            0) { /* someone else reaped it (a host program that ignores SIGCHLD): status unknown */
+            ELASTIC_LOG_W("agent", "rank %d (pid %d) was reaped outside the agent", worker->rank,
+                          (int)worker->pid);
             status = 0xff00; /* as exit(255) */
         }
         agent__exit_watch_stop(worker);
@@ -209,7 +224,8 @@ void agent__workers_signal(agent_group *group, int signum)
 {
     for (int i = 0; i < group->nworkers; i++) {
         const agent_worker *worker = &group->workers[i];
-        if (worker->survivor && group->state == AGENT_STOPPING) continue; /* kept for in-process recovery */
+        if (worker->survivor && group->state == AGENT_STOPPING)
+            continue; /* kept for in-process recovery */
         if (worker->pid > 0) agent__proc_signal_group(worker->pid, signum);
     }
 }

@@ -16,24 +16,24 @@
 /* ---- environment ---------------------------------------------------------- */
 
 #define CHANNEL__ENV_STORE_ENDPOINT "ELASTIC_STORE_ENDPOINT"
-#define CHANNEL__ENV_STORE_PREFIX "ELASTIC_STORE_PREFIX"
-#define CHANNEL__ENV_GENERATION "ELASTIC_GENERATION"
-#define CHANNEL__ENV_RUN_ID "ELASTIC_RUN_ID"
-#define CHANNEL__ENV_HEARTBEAT_SHM "ELASTIC_HEARTBEAT_SHM"
+#define CHANNEL__ENV_STORE_PREFIX   "ELASTIC_STORE_PREFIX"
+#define CHANNEL__ENV_GENERATION     "ELASTIC_GENERATION"
+#define CHANNEL__ENV_RUN_ID         "ELASTIC_RUN_ID"
+#define CHANNEL__ENV_HEARTBEAT_SHM  "ELASTIC_HEARTBEAT_SHM"
 #define CHANNEL__ENV_HEARTBEAT_SLOT "ELASTIC_HEARTBEAT_SLOT"
-#define CHANNEL__ENV_AGENT_SOCKET "ELASTIC_AGENT_SOCKET"
+#define CHANNEL__ENV_AGENT_SOCKET   "ELASTIC_AGENT_SOCKET"
 
 /* ---- heartbeat shared memory --------------------------------------------- */
 
-#define CHANNEL__HB_MAGIC UINT64_C(0x31424853414c45) /* "ELASHB1" */
-#define CHANNEL__HB_VERSION 1u
+#define CHANNEL__HB_MAGIC     UINT64_C(0x31424853414c45) /* "ELASHB1" */
+#define CHANNEL__HB_VERSION   1u
 #define CHANNEL__HB_MAX_SLOTS 4096u
 
 typedef struct channel__hb_header {
     uint64_t magic;
     uint32_t version;
     uint32_t slot_count;
-    uint32_t slot_size;              /* sizeof(channel__hb_slot), checked by the worker */
+    uint32_t slot_size; /* sizeof(channel__hb_slot), checked by the worker */
     uint32_t reserved;
     uint8_t pad[40];
 } channel__hb_header;
@@ -44,20 +44,20 @@ typedef struct channel__hb_header {
  * so a reader may see a beat's fields from two neighbouring beats: harmless
  * for monitoring. */
 typedef struct channel__hb_slot {
-    uint64_t step;                   /* last step reported */
-    uint64_t beats;                  /* heartbeats so far (0: none yet) */
-    uint64_t last_beat_ns;           /* CLOCK_MONOTONIC of the last beat */
-    uint64_t interval_sum_ns;        /* time between beats, summed over beats that advanced the step */
-    uint64_t interval_steps;         /* steps those intervals covered */
-    uint64_t compute_sum_ns;         /* elastic_worker_report_step_time() sums */
+    uint64_t step;            /* last step reported */
+    uint64_t beats;           /* heartbeats so far (0: none yet) */
+    uint64_t last_beat_ns;    /* CLOCK_MONOTONIC of the last beat */
+    uint64_t interval_sum_ns; /* time between beats, summed over beats that advanced the step */
+    uint64_t interval_steps;  /* steps those intervals covered */
+    uint64_t compute_sum_ns;  /* elastic_worker_report_step_time() sums */
     uint64_t compute_count;
-    uint32_t pid;                    /* the attached worker's pid */
-    int32_t stack_signal;            /* signal whose handler writes a backtrace; 0: none installed */
+    uint32_t pid;         /* the attached worker's pid */
+    int32_t stack_signal; /* signal whose handler writes a backtrace; 0: none installed */
     /* second line: rarely written, kept off the hot line */
-    uint64_t stack_dumps;            /* backtraces the worker's signal handler wrote */
-    uint64_t ckpt_saves;             /* checkpoint steps this worker saved (src/ckpt/report.c); written last */
-    uint64_t ckpt_step;              /* the last of them */
-    uint64_t ckpt_wall_ms;           /* when (ms since the epoch) */
+    uint64_t stack_dumps; /* backtraces the worker's signal handler wrote */
+    uint64_t ckpt_saves;  /* checkpoint steps this worker saved (src/ckpt/report.c); written last */
+    uint64_t ckpt_step;   /* the last of them */
+    uint64_t ckpt_wall_ms; /* when (ms since the epoch) */
     uint8_t reserved[32];
 } channel__hb_slot;
 
@@ -92,9 +92,9 @@ void channel__hb_close(channel__hb_region *region, bool unlink_file);
 /* A frame is a channel__msg_header followed by `length` bytes of payload: lines
  * "KEY=value\n" (the same names and rules as the environment). Both sides reject
  * frames with an unknown type or a payload over CHANNEL__MSG_MAX_PAYLOAD. */
-#define CHANNEL__MSG_MAGIC 0x454cu
+#define CHANNEL__MSG_MAGIC       0x454cu
 #define CHANNEL__MSG_MAX_PAYLOAD 8192u
-#define CHANNEL__MSG_MAX_PAIRS 64u
+#define CHANNEL__MSG_MAX_PAIRS   64u
 
 typedef enum channel__msg_type {
     CHANNEL__MSG_HELLO = 1,       /* worker -> agent: SLOT, PID, GENERATION */
@@ -149,14 +149,14 @@ int channel__msg_read(int fd, int timeout_ms, channel__msg_header *header, char 
 typedef struct channel__worker_env {
     int rank, local_rank, world_size, local_world_size, group_rank, restart_count;
     uint64_t generation;
-    const char *run_id;              /* TORCHELASTIC_RUN_ID and ELASTIC_RUN_ID */
-    const char *master_addr;         /* NULL: not set */
-    int master_port;                 /* 0: not set */
-    const char *store_endpoint;      /* NULL: no ELASTIC_* variables at all */
+    const char *run_id;         /* TORCHELASTIC_RUN_ID and ELASTIC_RUN_ID */
+    const char *master_addr;    /* NULL: not set */
+    int master_port;            /* 0: not set */
+    const char *store_endpoint; /* NULL: no ELASTIC_* variables at all */
     const char *store_prefix;
-    const char *heartbeat_shm;       /* NULL: none */
+    const char *heartbeat_shm; /* NULL: none */
     int heartbeat_slot;
-    const char *agent_socket;        /* NULL: none */
+    const char *agent_socket; /* NULL: none */
 } channel__worker_env;
 
 /* Appends "KEY=value\n" for every variable to out. ELASTIC_EINVAL when a

@@ -36,7 +36,9 @@ static channel__hb_slot *slot_at(const channel__hb_region *region, unsigned slot
 static int map_fd(int fd, size_t size, channel__hb_region **out)
 {
     void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) return elastic__fail(elastic__from_errno(errno), "mmap heartbeat file: %s", strerror(errno));
+    if (base == MAP_FAILED)
+        return elastic__fail(elastic__from_errno(errno), "mmap heartbeat file: %s",
+                             strerror(errno));
     channel__hb_region *region = calloc(1, sizeof *region);
     if (region == NULL) {
         munmap(base, size);
@@ -51,12 +53,15 @@ static int map_fd(int fd, size_t size, channel__hb_region **out)
 int channel__hb_create(const char *path, unsigned slot_count, channel__hb_region **out)
 {
     if (path == NULL || out == NULL || slot_count == 0 || slot_count > CHANNEL__HB_MAX_SLOTS)
-        return elastic__fail(ELASTIC_EINVAL, "heartbeat file: bad path or slot count %u", slot_count);
+        return elastic__fail(ELASTIC_EINVAL, "heartbeat file: bad path or slot count %u",
+                             slot_count);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return elastic__fail(elastic__from_errno(errno), "create %s: %s", path, strerror(errno));
+    if (fd < 0)
+        return elastic__fail(elastic__from_errno(errno), "create %s: %s", path, strerror(errno));
     size_t size = region_size(slot_count);
-    int rc = ftruncate(fd, (off_t)size) == 0 ? 0
-                                              : elastic__fail(elastic__from_errno(errno), "size %s: %s", path, strerror(errno));
+    int rc = ftruncate(fd, (off_t)size) == 0
+                 ? 0
+                 : elastic__fail(elastic__from_errno(errno), "size %s: %s", path, strerror(errno));
     channel__hb_region *region = NULL;
     if (rc == 0) rc = map_fd(fd, size, &region);
     close(fd);
@@ -70,28 +75,33 @@ int channel__hb_create(const char *path, unsigned slot_count, channel__hb_region
     header->version = CHANNEL__HB_VERSION;
     header->slot_count = slot_count;
     header->slot_size = sizeof(channel__hb_slot);
-    __atomic_store_n(&header->magic, CHANNEL__HB_MAGIC, __ATOMIC_RELEASE); /* last: marks it complete */
+    __atomic_store_n(&header->magic, CHANNEL__HB_MAGIC,
+                     __ATOMIC_RELEASE); /* last: marks it complete */
     *out = region;
     return 0;
 }
 
 static int check_header(const channel__hb_header *header, size_t file_size, const char *path)
 {
-    if (__atomic_load_n(&header->magic, __ATOMIC_ACQUIRE) != CHANNEL__HB_MAGIC || header->version != CHANNEL__HB_VERSION ||
-        header->slot_size != sizeof(channel__hb_slot))
+    if (__atomic_load_n(&header->magic, __ATOMIC_ACQUIRE) != CHANNEL__HB_MAGIC ||
+        header->version != CHANNEL__HB_VERSION || header->slot_size != sizeof(channel__hb_slot))
         return elastic__fail(ELASTIC_EPROTO, "%s is not a heartbeat file of this version", path);
     if (header->slot_count == 0 || header->slot_count > CHANNEL__HB_MAX_SLOTS ||
         region_size(header->slot_count) > file_size)
-        return elastic__fail(ELASTIC_ECORRUPT, "%s: slot count %u does not fit the file", path, header->slot_count);
+        return elastic__fail(ELASTIC_ECORRUPT, "%s: slot count %u does not fit the file", path,
+                             header->slot_count);
     return 0;
 }
 
-int channel__hb_attach(const char *path, unsigned slot, channel__hb_region **out, channel__hb_slot **slot_out)
+int channel__hb_attach(const char *path, unsigned slot, channel__hb_region **out,
+                       channel__hb_slot **slot_out)
 {
     int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return elastic__fail(elastic__from_errno(errno), "open %s: %s", path, strerror(errno));
+    if (fd < 0)
+        return elastic__fail(elastic__from_errno(errno), "open %s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < (off_t)region_size(1) || st.st_size > (off_t)region_size(CHANNEL__HB_MAX_SLOTS)) {
+    if (fstat(fd, &st) != 0 || st.st_size < (off_t)region_size(1) ||
+        st.st_size > (off_t)region_size(CHANNEL__HB_MAX_SLOTS)) {
         close(fd);
         return elastic__fail(ELASTIC_ECORRUPT, "%s: size is not that of a heartbeat file", path);
     }
@@ -102,7 +112,8 @@ int channel__hb_attach(const char *path, unsigned slot, channel__hb_region **out
     const channel__hb_header *header = region->base;
     rc = check_header(header, region->size, path);
     if (rc == 0 && slot >= header->slot_count)
-        rc = elastic__fail(ELASTIC_ERANGE, "heartbeat slot %u is not below the file's %u slots", slot, header->slot_count);
+        rc = elastic__fail(ELASTIC_ERANGE, "heartbeat slot %u is not below the file's %u slots",
+                           slot, header->slot_count);
     if (rc != 0) {
         channel__hb_close(region, false);
         return rc;
@@ -113,9 +124,15 @@ int channel__hb_attach(const char *path, unsigned slot, channel__hb_region **out
     return 0;
 }
 
-unsigned channel__hb_slot_count(const channel__hb_region *region) { return region->slot_count; }
+unsigned channel__hb_slot_count(const channel__hb_region *region)
+{
+    return region->slot_count;
+}
 
-channel__hb_slot *channel__hb_slot_at(channel__hb_region *region, unsigned slot) { return slot_at(region, slot); }
+channel__hb_slot *channel__hb_slot_at(channel__hb_region *region, unsigned slot)
+{
+    return slot_at(region, slot);
+}
 
 void channel__hb_reset(channel__hb_region *region, unsigned slot)
 {
@@ -141,7 +158,8 @@ void channel__hb_read(const channel__hb_region *region, unsigned slot, channel__
     out->pid = __atomic_load_n(&s->pid, __ATOMIC_RELAXED);
     out->stack_signal = __atomic_load_n(&s->stack_signal, __ATOMIC_RELAXED);
     out->stack_dumps = __atomic_load_n(&s->stack_dumps, __ATOMIC_ACQUIRE);
-    out->ckpt_saves = __atomic_load_n(&s->ckpt_saves, __ATOMIC_ACQUIRE); /* pairs with the release in report.c */
+    out->ckpt_saves =
+        __atomic_load_n(&s->ckpt_saves, __ATOMIC_ACQUIRE); /* pairs with the release in report.c */
     out->ckpt_step = __atomic_load_n(&s->ckpt_step, __ATOMIC_RELAXED);
     out->ckpt_wall_ms = __atomic_load_n(&s->ckpt_wall_ms, __ATOMIC_RELAXED);
 }

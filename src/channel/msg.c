@@ -17,17 +17,19 @@ int channel__msg_check_header(const channel__msg_header *header)
     if (header->type < CHANNEL__MSG_HELLO || header->type >= CHANNEL__MSG_TYPE_END_)
         return elastic__fail(ELASTIC_EPROTO, "control frame: unknown type %u", header->type);
     if (header->length > CHANNEL__MSG_MAX_PAYLOAD)
-        return elastic__fail(ELASTIC_ELIMIT, "control frame: payload of %u bytes exceeds %u", header->length,
-                             CHANNEL__MSG_MAX_PAYLOAD);
+        return elastic__fail(ELASTIC_ELIMIT, "control frame: payload of %u bytes exceeds %u",
+                             header->length, CHANNEL__MSG_MAX_PAYLOAD);
     return 0;
 }
 
 static int add_pair(channel__kv *kv, char *line)
 {
     char *equals = strchr(line, '=');
-    if (equals == NULL || equals == line) return elastic__fail(ELASTIC_EPROTO, "control payload: line without KEY=");
+    if (equals == NULL || equals == line)
+        return elastic__fail(ELASTIC_EPROTO, "control payload: line without KEY=");
     if (kv->count == CHANNEL__MSG_MAX_PAIRS)
-        return elastic__fail(ELASTIC_ELIMIT, "control payload: more than %u pairs", CHANNEL__MSG_MAX_PAIRS);
+        return elastic__fail(ELASTIC_ELIMIT, "control payload: more than %u pairs",
+                             CHANNEL__MSG_MAX_PAIRS);
     *equals = '\0';
     kv->keys[kv->count] = line;
     kv->values[kv->count] = equals + 1;
@@ -38,7 +40,8 @@ static int add_pair(channel__kv *kv, char *line)
 int channel__kv_parse(char *buf, size_t len, channel__kv *kv)
 {
     kv->count = 0;
-    if (memchr(buf, '\0', len) != NULL) return elastic__fail(ELASTIC_EPROTO, "control payload: NUL byte");
+    if (memchr(buf, '\0', len) != NULL)
+        return elastic__fail(ELASTIC_EPROTO, "control payload: NUL byte");
     size_t start = 0;
     for (size_t i = 0; i <= len; i++) {
         if (i < len && buf[i] != '\n') continue;
@@ -66,7 +69,8 @@ static int write_all(int fd, const void *data, size_t len)
     while (len > 0) {
         ssize_t n = write(fd, p, len);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return elastic__fail(elastic__from_errno(errno), "control write: %s", strerror(errno));
+        if (n < 0)
+            return elastic__fail(elastic__from_errno(errno), "control write: %s", strerror(errno));
         p += n;
         len -= (size_t)n;
     }
@@ -75,9 +79,12 @@ static int write_all(int fd, const void *data, size_t len)
 
 int channel__msg_write(int fd, int type, const char *payload, size_t length)
 {
-    if (length > CHANNEL__MSG_MAX_PAYLOAD) return elastic__fail(ELASTIC_ELIMIT, "control payload too large");
+    if (length > CHANNEL__MSG_MAX_PAYLOAD)
+        return elastic__fail(ELASTIC_ELIMIT, "control payload too large");
     char frame[sizeof(channel__msg_header) + CHANNEL__MSG_MAX_PAYLOAD];
-    channel__msg_header header = {.magic = CHANNEL__MSG_MAGIC, .type = (uint16_t)type, .length = (uint32_t)length};
+    channel__msg_header header = { .magic = CHANNEL__MSG_MAGIC,
+                                   .type = (uint16_t)type,
+                                   .length = (uint32_t)length };
     memcpy(frame, &header, sizeof header);
     if (length > 0) memcpy(frame + sizeof header, payload, length);
     /* One write: frames of this size are atomic on a unix stream socket in practice,
@@ -91,14 +98,17 @@ static int read_exact(int fd, void *data, size_t len, uint64_t deadline_ms)
 {
     char *p = data;
     while (len > 0) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int ready = poll(&pfd, 1, elastic__ms_left(deadline_ms) == INT32_MAX ? -1 : elastic__ms_left(deadline_ms));
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        int ready =
+            poll(&pfd, 1,
+                 elastic__ms_left(deadline_ms) == INT32_MAX ? -1 : elastic__ms_left(deadline_ms));
         if (ready < 0 && errno == EINTR) continue;
         if (ready < 0) return elastic__fail(ELASTIC_ESYS, "control poll: %s", strerror(errno));
         if (ready == 0) return elastic__fail(ELASTIC_ETIMEDOUT, "control read timed out");
         ssize_t n = read(fd, p, len);
         if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n < 0) return elastic__fail(elastic__from_errno(errno), "control read: %s", strerror(errno));
+        if (n < 0)
+            return elastic__fail(elastic__from_errno(errno), "control read: %s", strerror(errno));
         if (n == 0) return elastic__fail(ELASTIC_ECLOSED, "control channel closed");
         p += n;
         len -= (size_t)n;

@@ -27,47 +27,47 @@
  * threads take in turn: when the pool threads are busy or not scheduled
  * (a loaded machine) the caller simply copies more itself, so the stall
  * stays near one memcpy and never waits for a thread that has not started. */
-#define COPY_PIECE (4u << 20)
+#define COPY_PIECE   (4u << 20)
 #define COPY_HELPERS 16
 
 typedef struct copy_piece {
     void *dst;
     const void *src;
     size_t len;
-    bool populate;            /* dst is fresh memory: populate it first */
+    bool populate; /* dst is fresh memory: populate it first */
 } copy_piece;
 
 typedef struct copy_job copy_job;
 
 typedef struct copy_helper {
-    ckpt_task task;           /* first: the pool hands back &task */
+    ckpt_task task; /* first: the pool hands back &task */
     copy_job *job;
 } copy_helper;
 
 struct copy_job {
     copy_piece *pieces;
     size_t n, cap;
-    atomic_size_t next;       /* the next piece to take */
-    atomic_size_t finished;   /* pieces copied */
+    atomic_size_t next;     /* the next piece to take */
+    atomic_size_t finished; /* pieces copied */
     copy_helper helpers[COPY_HELPERS];
-    size_t helpers_queued;    /* submitted to the pool, not yet waited for */
+    size_t helpers_queued; /* submitted to the pool, not yet waited for */
 };
 
 struct ckpt_async {
     pthread_t thread;
     pthread_mutex_t lock;
-    pthread_cond_t changed;    /* a save was staged or finished, or stopping */
+    pthread_cond_t changed; /* a save was staged or finished, or stopping */
     bool busy, stop;
-    bool held;                 /* tests: a staged save waits until released */
-    uint64_t step;             /* of the staged / running save */
-    int result;                /* of the last finished save */
+    bool held;     /* tests: a staged save waits until released */
+    uint64_t step; /* of the staged / running save */
+    int result;    /* of the last finished save */
     uint64_t result_step;
     char why[256];
-    ckpt_worker_ctx *ctx;      /* the background thread's own zstd contexts */
-    uint8_t *stage;            /* staged data and names (mmap) */
+    ckpt_worker_ctx *ctx; /* the background thread's own zstd contexts */
+    uint8_t *stage;       /* staged data and names (mmap) */
     size_t stage_cap;
-    bool stage_fresh;          /* not yet written: the next copy populates it */
-    unsigned stage_maps;       /* times the staging buffer was mapped (tests: reuse) */
+    bool stage_fresh;    /* not yet written: the next copy populates it */
+    unsigned stage_maps; /* times the staging buffer was mapped (tests: reuse) */
     elastic_ckpt_blob *blobs;
     size_t blob_cap, n_blobs;
     copy_job copy;
@@ -81,7 +81,8 @@ static void populate(void *p, size_t len)
 {
     long size = sysconf(_SC_PAGESIZE);
     uintptr_t page = size > 0 ? (uintptr_t)size : 4096;
-    uintptr_t start = (uintptr_t)p & ~(page - 1), end = ((uintptr_t)p + len + page - 1) & ~(page - 1);
+    uintptr_t start = (uintptr_t)p & ~(page - 1),
+              end = ((uintptr_t)p + len + page - 1) & ~(page - 1);
     (void)madvise((void *)start, end - start, MADV_POPULATE_WRITE);
 }
 
@@ -109,7 +110,7 @@ static int add_piece(copy_job *job, void *dst, const void *src, size_t len, bool
         job->pieces = grown;
         job->cap = cap;
     }
-    job->pieces[job->n++] = (copy_piece){dst, src, len, fresh};
+    job->pieces[job->n++] = (copy_piece){ dst, src, len, fresh };
     return 0;
 }
 
@@ -118,7 +119,8 @@ static void run_copy(elastic_ckpt *c, copy_job *job)
 {
     /* Helpers of the previous copy found nothing left long ago; collect them
      * before their tasks are reused. */
-    for (size_t i = 0; i < job->helpers_queued; i++) ckpt__pool_wait(c->pool, &job->helpers[i].task);
+    for (size_t i = 0; i < job->helpers_queued; i++)
+        ckpt__pool_wait(c->pool, &job->helpers[i].task);
     job->helpers_queued = 0;
     atomic_store(&job->next, 0);
     atomic_store(&job->finished, 0);
@@ -126,7 +128,7 @@ static void run_copy(elastic_ckpt *c, copy_job *job)
     if (helpers > COPY_HELPERS) helpers = COPY_HELPERS;
     if (helpers > job->n / 2) helpers = job->n / 2;
     for (size_t i = 0; i < helpers; i++) {
-        job->helpers[i] = (copy_helper){.task.run = run_copy_helper, .job = job};
+        job->helpers[i] = (copy_helper){ .task.run = run_copy_helper, .job = job };
         ckpt__pool_submit(c->pool, c->ctx, &job->helpers[i].task);
     }
     job->helpers_queued = helpers;
@@ -143,8 +145,12 @@ static void run_save(elastic_ckpt *c, ckpt_async *a)
         pthread_mutex_lock(&a->lock);
         bool stop = a->stop;
         pthread_mutex_unlock(&a->lock);
-        if (stop) rc = elastic__fail(ELASTIC_ECANCELED, "the checkpoint handle was closed during the save");
-        else rc = elastic_ckpt_put_flags(txn, a->blobs[i].name, a->blobs[i].data, a->blobs[i].len, a->blobs[i].flags);
+        if (stop)
+            rc = elastic__fail(ELASTIC_ECANCELED,
+                               "the checkpoint handle was closed during the save");
+        else
+            rc = elastic_ckpt_put_flags(txn, a->blobs[i].name, a->blobs[i].data, a->blobs[i].len,
+                                        a->blobs[i].flags);
     }
     if (rc == 0) {
         rc = elastic_ckpt_commit(txn);
@@ -158,8 +164,9 @@ static void run_save(elastic_ckpt *c, ckpt_async *a)
     a->busy = false;
     pthread_cond_broadcast(&a->changed);
     pthread_mutex_unlock(&a->lock);
-    if (rc) ELASTIC_LOG_W("ckpt", "asynchronous save of step %" PRIu64 " failed: %s (%s)", a->result_step,
-                          elastic_strerror(rc), a->why);
+    if (rc)
+        ELASTIC_LOG_W("ckpt", "asynchronous save of step %" PRIu64 " failed: %s (%s)",
+                      a->result_step, elastic_strerror(rc), a->why);
 }
 
 static void *async_main(void *arg)
@@ -217,7 +224,8 @@ void ckpt__async_stop(elastic_ckpt *c)
     pthread_cond_broadcast(&a->changed);
     pthread_mutex_unlock(&a->lock);
     pthread_join(a->thread, NULL);
-    for (size_t i = 0; i < a->copy.helpers_queued; i++) ckpt__pool_wait(c->pool, &a->copy.helpers[i].task);
+    for (size_t i = 0; i < a->copy.helpers_queued; i++)
+        ckpt__pool_wait(c->pool, &a->copy.helpers[i].task);
     free(a->copy.pieces);
     pthread_mutex_destroy(&a->lock);
     pthread_cond_destroy(&a->changed);
@@ -259,7 +267,8 @@ static int reserve_stage(ckpt_async *a, size_t n, size_t bytes)
         void *stage = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (stage == MAP_FAILED) {
             a->stage = NULL;
-            return elastic__fail(ELASTIC_ENOMEM, "async staging buffer of %zu bytes: %s", bytes, strerror(errno));
+            return elastic__fail(ELASTIC_ENOMEM, "async staging buffer of %zu bytes: %s", bytes,
+                                 strerror(errno));
         }
         a->stage = stage;
         a->stage_cap = bytes;
@@ -274,10 +283,13 @@ static int stage_blobs(elastic_ckpt *c, ckpt_async *a, const elastic_ckpt_blob *
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
         size_t name_len = blobs[i].name ? strnlen(blobs[i].name, CKPT_MAX_NAME + 1) : 0;
-        if (name_len == 0 || name_len > CKPT_MAX_NAME || (blobs[i].data == NULL && blobs[i].len > 0))
-            return elastic__fail(ELASTIC_EINVAL, "ckpt save_async: blob %zu has a bad name or data", i);
+        if (name_len == 0 || name_len > CKPT_MAX_NAME ||
+            (blobs[i].data == NULL && blobs[i].len > 0))
+            return elastic__fail(ELASTIC_EINVAL, "ckpt save_async: blob %zu has a bad name or data",
+                                 i);
         size_t need = ((blobs[i].len + 63) & ~(size_t)63) + name_len + 1 + 64;
-        if (need < blobs[i].len || bytes + need < bytes) return elastic__fail(ELASTIC_ERANGE, "ckpt save_async: too large");
+        if (need < blobs[i].len || bytes + need < bytes)
+            return elastic__fail(ELASTIC_ERANGE, "ckpt save_async: too large");
         bytes += need;
     }
     int rc = reserve_stage(a, n, bytes ? bytes : 1);
@@ -290,7 +302,8 @@ static int stage_blobs(elastic_ckpt *c, ckpt_async *a, const elastic_ckpt_blob *
         uint8_t *data = a->stage + off;
         for (size_t done = 0; done < blobs[i].len && rc == 0; done += COPY_PIECE) {
             size_t len = blobs[i].len - done < COPY_PIECE ? blobs[i].len - done : COPY_PIECE;
-            rc = add_piece(&a->copy, data + done, (const uint8_t *)blobs[i].data + done, len, fresh);
+            rc =
+                add_piece(&a->copy, data + done, (const uint8_t *)blobs[i].data + done, len, fresh);
         }
         if (rc) return rc;
         off += (blobs[i].len + 63) & ~(size_t)63;
@@ -298,7 +311,9 @@ static int stage_blobs(elastic_ckpt *c, ckpt_async *a, const elastic_ckpt_blob *
         size_t name_len = strlen(blobs[i].name) + 1;
         memcpy(name, blobs[i].name, name_len);
         off += (name_len + 63) & ~(size_t)63;
-        a->blobs[i] = (elastic_ckpt_blob){.name = name, .data = data, .len = blobs[i].len, .flags = blobs[i].flags};
+        a->blobs[i] = (elastic_ckpt_blob){
+            .name = name, .data = data, .len = blobs[i].len, .flags = blobs[i].flags
+        };
     }
     run_copy(c, &a->copy);
     a->n_blobs = n;
@@ -318,11 +333,12 @@ int ckpt__async_hold(elastic_ckpt *c, bool hold)
     return 0;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_save_async(elastic_ckpt *c, uint64_t step, const elastic_ckpt_blob *blobs, size_t n,
-                                           int timeout_ms)
+ELASTIC_EXTERN int elastic_ckpt_save_async(elastic_ckpt *c, uint64_t step,
+                                           const elastic_ckpt_blob *blobs, size_t n, int timeout_ms)
 {
     elastic__clear_error();
-    if (c == NULL || (blobs == NULL && n > 0)) return elastic__fail(ELASTIC_EINVAL, "ckpt save_async: NULL argument");
+    if (c == NULL || (blobs == NULL && n > 0))
+        return elastic__fail(ELASTIC_EINVAL, "ckpt save_async: NULL argument");
     if (step == UINT64_MAX)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: step UINT64_MAX can never be superseded");
     if (c->async == NULL) {
@@ -333,8 +349,12 @@ ELASTIC_EXTERN int elastic_ckpt_save_async(elastic_ckpt *c, uint64_t step, const
     pthread_mutex_lock(&a->lock);
     bool idle = wait_idle(a, elastic__deadline_ms(timeout_ms));
     pthread_mutex_unlock(&a->lock);
-    if (!idle) return elastic__fail(ELASTIC_EBUSY, "the previous asynchronous save (step %" PRIu64 ") is still running", a->step);
-    if (!ckpt__txn_try_claim(c)) return elastic__fail(ELASTIC_EBUSY, "a checkpoint transaction is open");
+    if (!idle)
+        return elastic__fail(ELASTIC_EBUSY,
+                             "the previous asynchronous save (step %" PRIu64 ") is still running",
+                             a->step);
+    if (!ckpt__txn_try_claim(c))
+        return elastic__fail(ELASTIC_EBUSY, "a checkpoint transaction is open");
     /* Idle and claimed: the background thread does not touch the stage now. */
     int rc = stage_blobs(c, a, blobs, n);
     if (rc) {
@@ -356,7 +376,8 @@ ELASTIC_EXTERN int elastic_ckpt_async_reserve(elastic_ckpt *c, size_t bytes)
     /* Names and alignment take a little more than the data: a slack of
      * 1 MiB plus 1/256 covers thousands of blobs. */
     size_t want = bytes + bytes / 256 + (1u << 20);
-    if (want < bytes) return elastic__fail(ELASTIC_ERANGE, "ckpt async_reserve: %zu bytes is too large", bytes);
+    if (want < bytes)
+        return elastic__fail(ELASTIC_ERANGE, "ckpt async_reserve: %zu bytes is too large", bytes);
     if (c->async == NULL) {
         int rc = async_start(c);
         if (rc) return rc;
@@ -365,13 +386,15 @@ ELASTIC_EXTERN int elastic_ckpt_async_reserve(elastic_ckpt *c, size_t bytes)
     pthread_mutex_lock(&a->lock);
     bool idle = wait_idle(a, elastic__deadline_ms(-1));
     pthread_mutex_unlock(&a->lock);
-    if (!idle || !ckpt__txn_try_claim(c)) return elastic__fail(ELASTIC_EBUSY, "a checkpoint transaction is open");
+    if (!idle || !ckpt__txn_try_claim(c))
+        return elastic__fail(ELASTIC_EBUSY, "a checkpoint transaction is open");
     int rc = reserve_stage(a, 1, want);
     /* Back every page now (writing, so the kernel backs it), so that the
      * first save_async pays only for its copy. */
     if (rc == 0 && a->stage_fresh) {
         if (madvise(a->stage, a->stage_cap, MADV_POPULATE_WRITE) != 0)
-            for (size_t at = 0; at < a->stage_cap; at += 4096) ((volatile uint8_t *)a->stage)[at] = 0;
+            for (size_t at = 0; at < a->stage_cap; at += 4096)
+                ((volatile uint8_t *)a->stage)[at] = 0;
         a->stage_fresh = false;
     }
     ckpt__txn_release(c);
@@ -386,11 +409,16 @@ ELASTIC_EXTERN int elastic_ckpt_async_wait(elastic_ckpt *c, int timeout_ms, uint
     if (a == NULL) return 0;
     pthread_mutex_lock(&a->lock);
     bool idle = wait_idle(a, elastic__deadline_ms(timeout_ms));
-    int rc = idle ? a->result : elastic__fail(ELASTIC_ETIMEDOUT, "step %" PRIu64 " is still being saved", a->step);
+    int rc =
+        idle ? a->result
+             : elastic__fail(ELASTIC_ETIMEDOUT, "step %" PRIu64 " is still being saved", a->step);
     if (idle && step) *step = a->result_step;
     if (idle && rc) elastic__fail(rc, "%s", a->why);
     pthread_mutex_unlock(&a->lock);
     return rc;
 }
 
-unsigned ckpt__async_stage_maps(const elastic_ckpt *c) { return c->async ? c->async->stage_maps : 0; }
+unsigned ckpt__async_stage_maps(const elastic_ckpt *c)
+{
+    return c->async ? c->async->stage_maps : 0;
+}

@@ -37,11 +37,15 @@ ELASTIC_EXTERN int elastic_ckpt_opts_init(elastic_ckpt_opts *opts, size_t struct
 static int check_opts(elastic_ckpt_opts *o)
 {
     if (o->compression != ELASTIC_CKPT_NONE && o->compression != ELASTIC_CKPT_ZSTD)
-        return elastic__fail(ELASTIC_EINVAL, "ckpt: compression must be ELASTIC_CKPT_NONE or _ZSTD");
-    if (o->zstd_level < -100 || o->zstd_level > 22) return elastic__fail(ELASTIC_EINVAL, "ckpt: zstd_level out of range");
-    if (o->threads < 0 || o->threads > 256) return elastic__fail(ELASTIC_EINVAL, "ckpt: threads out of range");
+        return elastic__fail(ELASTIC_EINVAL,
+                             "ckpt: compression must be ELASTIC_CKPT_NONE or _ZSTD");
+    if (o->zstd_level < -100 || o->zstd_level > 22)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: zstd_level out of range");
+    if (o->threads < 0 || o->threads > 256)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: threads out of range");
     if (o->chunk_bytes < CKPT_MIN_CHUNK || o->chunk_bytes > CKPT_MAX_CHUNK)
-        return elastic__fail(ELASTIC_EINVAL, "ckpt: chunk_bytes must be %u..%u", CKPT_MIN_CHUNK, CKPT_MAX_CHUNK);
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: chunk_bytes must be %u..%u", CKPT_MIN_CHUNK,
+                             CKPT_MAX_CHUNK);
     if (o->fsync != ELASTIC_CKPT_FSYNC_FULL && o->fsync != ELASTIC_CKPT_FSYNC_NONE)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: unknown fsync policy");
     if (o->verify != ELASTIC_CKPT_VERIFY_FULL && o->verify != ELASTIC_CKPT_VERIFY_MANIFEST)
@@ -50,10 +54,12 @@ static int check_opts(elastic_ckpt_opts *o)
         return elastic__fail(ELASTIC_EINVAL,
                              "ckpt: file_mode must include 0600 and stay within 0666");
     if (o->world == 0 || o->world > CKPT_MAX_WORLD || o->rank >= o->world)
-        return elastic__fail(ELASTIC_EINVAL, "ckpt: rank %u / world %u out of range", o->rank, o->world);
+        return elastic__fail(ELASTIC_EINVAL, "ckpt: rank %u / world %u out of range", o->rank,
+                             o->world);
     if (o->shared_storage < 0) o->shared_storage = o->store == NULL;
     if (o->world > 1 && o->store == NULL && !o->shared_storage)
-        return elastic__fail(ELASTIC_EINVAL, "ckpt: several ranks without a store need shared storage");
+        return elastic__fail(ELASTIC_EINVAL,
+                             "ckpt: several ranks without a store need shared storage");
     return 0;
 }
 
@@ -73,11 +79,14 @@ static void free_handle(elastic_ckpt *c)
     free(c);
 }
 
-ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *opts, elastic_ckpt **out)
+ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *opts,
+                                     elastic_ckpt **out)
 {
     elastic__clear_error();
-    if (dir == NULL || *dir == '\0' || out == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt open: NULL argument");
-    if (strlen(dir) > 3900) return elastic__fail(ELASTIC_EINVAL, "ckpt open: directory path too long");
+    if (dir == NULL || *dir == '\0' || out == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt open: NULL argument");
+    if (strlen(dir) > 3900)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt open: directory path too long");
     elastic_ckpt_opts o;
     opts_defaults(&o);
     int rc = ELASTIC__STRUCT_READ(&o, opts, "elastic_ckpt_opts");
@@ -86,7 +95,8 @@ ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *o
     struct stat st;
     /* Every rank opens the shared directory at once: another's mkdir may win. */
     if (stat(dir, &st) != 0 &&
-        (errno != ENOENT || (mkdir(dir, ckpt__dir_mode(&o)) != 0 && errno != EEXIST) || stat(dir, &st) != 0))
+        (errno != ENOENT || (mkdir(dir, ckpt__dir_mode(&o)) != 0 && errno != EEXIST) ||
+         stat(dir, &st) != 0))
         return ckpt__fail_errno(errno, "create", dir);
     if (!S_ISDIR(st.st_mode)) return elastic__fail(ELASTIC_EINVAL, "%s is not a directory", dir);
     elastic_ckpt *c = calloc(1, sizeof *c);

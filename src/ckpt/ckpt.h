@@ -17,28 +17,28 @@
 
 /* ---- format (docs/CHECKPOINT.md) ----------------------------------------- */
 
-#define CKPT_VERSION 1u
-#define CKPT_HEADER_BYTES 4096u     /* the shard header, padded so data starts page-aligned */
+#define CKPT_VERSION       1u
+#define CKPT_HEADER_BYTES  4096u /* the shard header, padded so data starts page-aligned */
 #define CKPT_TRAILER_BYTES 48u
-#define CKPT_MAX_NAME 1024u
-#define CKPT_MAX_BLOBS (1u << 20)
-#define CKPT_MAX_MANIFEST (256u << 20)
-#define CKPT_MAX_WORLD (1u << 20)
-#define CKPT_MIN_CHUNK (64u << 10)
-#define CKPT_MAX_CHUNK (64u << 20)
-#define CKPT_CODEC_RAW 0u
-#define CKPT_CODEC_ZSTD 1u
+#define CKPT_MAX_NAME      1024u
+#define CKPT_MAX_BLOBS     (1u << 20)
+#define CKPT_MAX_MANIFEST  (256u << 20)
+#define CKPT_MAX_WORLD     (1u << 20)
+#define CKPT_MIN_CHUNK     (64u << 10)
+#define CKPT_MAX_CHUNK     (64u << 20)
+#define CKPT_CODEC_RAW     0u
+#define CKPT_CODEC_ZSTD    1u
 
 typedef struct ckpt_chunk {
-    uint64_t offset;     /* in the shard file (derived, not stored) */
+    uint64_t offset; /* in the shard file (derived, not stored) */
     uint32_t raw_len;
     uint32_t stored_len;
     uint32_t codec;
-    uint64_t hash;       /* XXH3-64 of the stored bytes */
+    uint64_t hash; /* XXH3-64 of the stored bytes */
 } ckpt_chunk;
 
 typedef struct ckpt_blob {
-    const char *name;    /* points into the manifest's name storage */
+    const char *name; /* points into the manifest's name storage */
     uint32_t flags;
     uint64_t raw_len;
     uint64_t data_offset;
@@ -57,7 +57,7 @@ typedef struct ckpt_manifest {
     size_t blob_count, blob_cap;
     ckpt_chunk *chunks;
     size_t chunk_count, chunk_cap;
-    char *names;         /* decoded manifests: one allocation holding every name */
+    char *names; /* decoded manifests: one allocation holding every name */
 } ckpt_manifest;
 
 /* Identity fields of a shard header. */
@@ -109,7 +109,7 @@ void ckpt__commit_free(ckpt_commit_record *r);
 /* ---- file system ---------------------------------------------------------- */
 
 #define CKPT_COMMIT_NAME "COMMIT"
-#define CKPT_TMP_PREFIX ".tmp-"
+#define CKPT_TMP_PREFIX  ".tmp-"
 
 /* Memory for a large blob (huge pages where the kernel has them); free() it. */
 void *ckpt__alloc_large(size_t len);
@@ -130,8 +130,8 @@ int ckpt__fsync_fd(int fd, const char *path);
 int ckpt__fsync_dir(const char *path);
 /* Writes a small file (mode `mode`) atomically: temp in the same directory,
  * fsync (when `durable`), rename, fsync the directory. */
-int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag, const void *data,
-                            size_t len, bool durable, unsigned mode);
+int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag,
+                            const void *data, size_t len, bool durable, unsigned mode);
 /* Directories get search permission wherever files are readable. */
 static inline unsigned ckpt__dir_mode(const elastic_ckpt_opts *o)
 {
@@ -157,7 +157,7 @@ typedef struct ckpt_worker_ctx ckpt_worker_ctx; /* per-thread zstd contexts */
 
 typedef struct ckpt_task {
     void (*run)(struct ckpt_task *task, ckpt_worker_ctx *ctx);
-    int done;            /* guarded by the pool's lock */
+    int done; /* guarded by the pool's lock */
     struct ckpt_task *next;
 } ckpt_task;
 
@@ -178,9 +178,10 @@ void ckpt__ctx_free(ckpt_worker_ctx *ctx);
  * slower than storing raw); 0: no speed condition. quick: only data that
  * a cheap probe (match finding alone, ~3 GB/s) shrinks to a tenth is
  * considered at all (zeros, repeats); the rest is stored raw at once. */
-int ckpt__ctx_compress(ckpt_worker_ctx *ctx, int level, const void *src, size_t len, void *dst, size_t dst_cap,
-                       uint64_t min_bps, bool quick, size_t *out_len);
-int ckpt__ctx_decompress(ckpt_worker_ctx *ctx, const void *src, size_t len, void *dst, size_t raw_len);
+int ckpt__ctx_compress(ckpt_worker_ctx *ctx, int level, const void *src, size_t len, void *dst,
+                       size_t dst_cap, uint64_t min_bps, bool quick, size_t *out_len);
+int ckpt__ctx_decompress(ckpt_worker_ctx *ctx, const void *src, size_t len, void *dst,
+                         size_t raw_len);
 /* A scratch buffer of at least len bytes owned by the context. */
 void *ckpt__ctx_scratch(ckpt_worker_ctx *ctx, size_t len);
 size_t ckpt__compress_bound(size_t len);
@@ -193,12 +194,12 @@ typedef struct ckpt_step_view ckpt_step_view;
 struct elastic_ckpt {
     char *dir;
     elastic_ckpt_opts opts;
-    ckpt_pool *pool;          /* NULL when opts.threads <= 1 */
-    ckpt_worker_ctx *ctx;     /* the caller thread's contexts */
-    bool txn_open;            /* a transaction (sync or async) is open */
-    pthread_mutex_t lock;     /* guards txn_open against the async thread */
+    ckpt_pool *pool;      /* NULL when opts.threads <= 1 */
+    ckpt_worker_ctx *ctx; /* the caller thread's contexts */
+    bool txn_open;        /* a transaction (sync or async) is open */
+    pthread_mutex_t lock; /* guards txn_open against the async thread */
     ckpt_async *async;
-    ckpt_step_view *view;     /* the last step opened for reading (guarded by read_lock) */
+    ckpt_step_view *view;      /* the last step opened for reading (guarded by read_lock) */
     pthread_mutex_t read_lock; /* one read call at a time: they share view and ctx */
     unsigned tmp_counter;
     /* Buffers of the last transaction, reused by the next: fresh memory is
@@ -206,7 +207,7 @@ struct elastic_ckpt {
     struct ckpt_buffers {
         uint8_t *in[16], *out[16], *small;
     } spare;
-    uint64_t disk_bps;        /* atomic: the write rate the last saves saw (bytes/s); 0: none yet */
+    uint64_t disk_bps; /* atomic: the write rate the last saves saw (bytes/s); 0: none yet */
 };
 
 /* ---- writer (writer.c) --------------------------------------------------------- */

@@ -23,7 +23,8 @@ int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer
     uint8_t raw[CKPT_TRAILER_BYTES];
     int rc = fstat(fd, &st) == 0 ? 0 : ckpt__fail_errno(errno, "stat", path);
     if (rc == 0 && (uint64_t)st.st_size < CKPT_HEADER_BYTES + CKPT_TRAILER_BYTES)
-        rc = elastic__fail(ELASTIC_ECORRUPT, "%s: truncated (%lld bytes)", path, (long long)st.st_size);
+        rc = elastic__fail(ELASTIC_ECORRUPT, "%s: truncated (%lld bytes)", path,
+                           (long long)st.st_size);
     if (rc == 0) rc = ckpt__pread_all(fd, raw, sizeof raw, (uint64_t)st.st_size - sizeof raw, path);
     close(fd);
     ckpt_trailer t;
@@ -38,7 +39,7 @@ int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer
 
 int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r)
 {
-    bytes__buf buf = {0};
+    bytes__buf buf = { 0 };
     int rc = ckpt__commit_encode(r, &buf);
     char step_dir[PATH_MAX], tag[32];
     ckpt__step_dir(c->dir, r->step, step_dir, sizeof step_dir);
@@ -55,7 +56,7 @@ int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r)
 static int shared_dir_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *own)
 {
     const elastic_ckpt_opts *o = &c->opts;
-    ckpt_commit_record r = {.step = step, .generation = o->generation, .world = o->world};
+    ckpt_commit_record r = { .step = step, .generation = o->generation, .world = o->world };
     r.shards = calloc(o->world, sizeof *r.shards);
     if (r.shards == NULL) return elastic__fail(ELASTIC_ENOMEM, "commit record");
     char step_dir[PATH_MAX], path[PATH_MAX + 128], shard[96];
@@ -69,7 +70,9 @@ static int shared_dir_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_di
         ckpt__shard_name(rank, o->generation, shard, sizeof shard);
         snprintf(path, sizeof path, "%s/%s", step_dir, shard);
         int rc = ckpt__shard_digest(path, &r.shards[rank], NULL);
-        if (rc == ELASTIC_ECORRUPT) ELASTIC_LOG_W("ckpt", "step %" PRIu64 ": not committing: %s", step, elastic_last_error());
+        if (rc == ELASTIC_ECORRUPT)
+            ELASTIC_LOG_W("ckpt", "step %" PRIu64 ": not committing: %s", step,
+                          elastic_last_error());
         all_there = rc == 0;
     }
     int rc = all_there ? ckpt__fence_check(c, step) : 0;
@@ -80,7 +83,8 @@ static int shared_dir_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_di
             snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
             unlink(path);
         }
-        if (rc == 0) ELASTIC_LOG_D("ckpt", "step %" PRIu64 " committed by rank %" PRIu32, step, o->rank);
+        if (rc == 0)
+            ELASTIC_LOG_D("ckpt", "step %" PRIu64 " committed by rank %" PRIu32, step, o->rank);
     }
     ckpt__commit_free(&r);
     if (rc == 0 && all_there) ckpt__apply_retention(c);

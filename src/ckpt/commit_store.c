@@ -28,27 +28,34 @@ static int publish_record(elastic_ckpt *c, uint64_t step)
 {
     const elastic_ckpt_opts *o = &c->opts;
     uint32_t world = o->world;
-    char (*keys)[64] = calloc(world, sizeof *keys);
+    char(*keys)[64] = calloc(world, sizeof *keys);
     const char **key_ptrs = calloc(world, sizeof *key_ptrs);
     void **values = calloc(world, sizeof *values);
     size_t *lens = calloc(world, sizeof *lens);
-    ckpt_commit_record r = {.step = step, .generation = o->generation, .world = world,
-                            .shards = calloc(world, sizeof *r.shards)};
-    int rc = keys && key_ptrs && values && lens && r.shards ? 0 : elastic__fail(ELASTIC_ENOMEM, "commit record");
+    ckpt_commit_record r = { .step = step,
+                             .generation = o->generation,
+                             .world = world,
+                             .shards = calloc(world, sizeof *r.shards) };
+    int rc = keys && key_ptrs && values && lens && r.shards
+                 ? 0
+                 : elastic__fail(ELASTIC_ENOMEM, "commit record");
     for (uint32_t i = 0; rc == 0 && i < world; i++) {
         char what[32];
         snprintf(what, sizeof what, "shard/%" PRIu32, i);
         step_key(keys[i], sizeof keys[i], step, o->generation, what);
         key_ptrs[i] = keys[i];
     }
-    if (rc == 0) rc = elastic_store_multi_get(o->store, key_ptrs, world, o->commit_timeout_ms, values, lens);
+    if (rc == 0)
+        rc = elastic_store_multi_get(o->store, key_ptrs, world, o->commit_timeout_ms, values, lens);
     for (uint32_t i = 0; rc == 0 && i < world; i++) {
-        if (lens[i] != 16) rc = elastic__fail(ELASTIC_ECORRUPT, "store key %s: %zu bytes, expected 16", keys[i], lens[i]);
+        if (lens[i] != 16)
+            rc = elastic__fail(ELASTIC_ECORRUPT, "store key %s: %zu bytes, expected 16", keys[i],
+                               lens[i]);
         else
-            r.shards[i] =
-                (ckpt_shard_digest){bytes__le64(values[i]), bytes__le64((uint8_t *)values[i] + 8)};
+            r.shards[i] = (ckpt_shard_digest){ bytes__le64(values[i]),
+                                               bytes__le64((uint8_t *)values[i] + 8) };
     }
-    bytes__buf buf = {0};
+    bytes__buf buf = { 0 };
     if (rc == 0) rc = ckpt__commit_encode(&r, &buf);
     if (rc == 0) rc = ckpt__fence_check(c, step); /* the last rank may be the fenced one */
     char commit_key[64];
@@ -66,15 +73,18 @@ static int publish_record(elastic_ckpt *c, uint64_t step)
 
 /* Checks a record from the store against this rank's shard and keeps it as
  * the step's local COMMIT file. */
-static int adopt_record(elastic_ckpt *c, uint64_t step, uint64_t generation, const void *data, size_t len,
-                        const ckpt_shard_digest *own)
+static int adopt_record(elastic_ckpt *c, uint64_t step, uint64_t generation, const void *data,
+                        size_t len, const ckpt_shard_digest *own)
 {
     ckpt_commit_record r;
     int rc = ckpt__commit_decode(data, len, &r);
     if (rc) return ckpt__fail_in(rc, "the store's commit record");
     if (r.step != step || r.generation != generation || c->opts.rank >= r.world ||
-        r.shards[c->opts.rank].file_size != own->file_size || r.shards[c->opts.rank].manifest_hash != own->manifest_hash)
-        rc = elastic__fail(ELASTIC_ECORRUPT, "the store's commit record of step %" PRIu64 " does not list this shard", step);
+        r.shards[c->opts.rank].file_size != own->file_size ||
+        r.shards[c->opts.rank].manifest_hash != own->manifest_hash)
+        rc = elastic__fail(ELASTIC_ECORRUPT,
+                           "the store's commit record of step %" PRIu64 " does not list this shard",
+                           step);
     if (rc == 0) rc = ckpt__write_commit_record(c, &r);
     ckpt__commit_free(&r);
     return rc;
@@ -100,7 +110,8 @@ int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *
     step_key(key, sizeof key, step, o->generation, "commit");
     if (rc == 0) rc = elastic_store_get(o->store, key, o->commit_timeout_ms, &record, &len);
     if (rc == ELASTIC_ETIMEDOUT)
-        rc = elastic__fail(rc, "step %" PRIu64 ": not every rank committed within %d ms", step, o->commit_timeout_ms);
+        rc = elastic__fail(rc, "step %" PRIu64 ": not every rank committed within %d ms", step,
+                           o->commit_timeout_ms);
     if (rc == 0) rc = adopt_record(c, step, o->generation, record, len, digest);
     elastic_free(record);
     if (rc == 0 && (!o->shared_storage || o->rank == 0)) ckpt__apply_retention(c);
@@ -115,7 +126,8 @@ int ckpt__store_recover_commit(elastic_ckpt *c, uint64_t step)
     ckpt__step_dir(c->dir, step, step_dir, sizeof step_dir);
     snprintf(prefix, sizeof prefix, "shard-%05" PRIu32 "-g", c->opts.rank);
     DIR *d = opendir(step_dir);
-    if (d == NULL) return elastic__fail(ELASTIC_ENOTFOUND, "step %" PRIu64 " is not committed", step);
+    if (d == NULL)
+        return elastic__fail(ELASTIC_ENOTFOUND, "step %" PRIu64 " is not committed", step);
     int rc = ELASTIC_ENOTFOUND;
     struct dirent *e;
     while (rc != 0 && (e = readdir(d)) != NULL) {
@@ -133,11 +145,13 @@ int ckpt__store_recover_commit(elastic_ckpt *c, uint64_t step)
         void *record = NULL;
         size_t len = 0;
         step_key(key, sizeof key, step, generation, "commit");
-        if (ckpt__shard_digest(path, &own, NULL) == 0 && elastic_store_try_get(c->opts.store, key, &record, &len) == 0)
+        if (ckpt__shard_digest(path, &own, NULL) == 0 &&
+            elastic_store_try_get(c->opts.store, key, &record, &len) == 0)
             rc = adopt_record(c, step, generation, record, len, &own);
         elastic_free(record);
     }
     closedir(d);
-    if (rc == 0) ELASTIC_LOG_I("ckpt", "step %" PRIu64 ": commit record recovered from the store", step);
+    if (rc == 0)
+        ELASTIC_LOG_I("ckpt", "step %" PRIu64 ": commit record recovered from the store", step);
     return rc ? elastic__fail(ELASTIC_ENOTFOUND, "step %" PRIu64 " is not committed", step) : 0;
 }

@@ -35,7 +35,8 @@ static int dir_register(elastic_ckpt *c)
 {
     char dir[PATH_MAX], path[PATH_MAX + 32];
     snprintf(dir, sizeof dir, "%s/" MARKER_DIR, c->dir);
-    if (mkdir(dir, ckpt__dir_mode(&c->opts)) != 0 && errno != EEXIST) return ckpt__fail_errno(errno, "create", dir);
+    if (mkdir(dir, ckpt__dir_mode(&c->opts)) != 0 && errno != EEXIST)
+        return ckpt__fail_errno(errno, "create", dir);
     snprintf(path, sizeof path, "%s/%" PRIu64, dir, c->opts.generation);
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, c->opts.file_mode);
     if (fd < 0) return ckpt__fail_errno(errno, "create", path);
@@ -53,7 +54,8 @@ static int dir_newest(elastic_ckpt *c, uint64_t *newest)
     struct dirent *entry;
     uint64_t generation;
     while ((entry = readdir(d)) != NULL)
-        if (parse_generation(entry->d_name, strlen(entry->d_name), &generation) && generation > *newest)
+        if (parse_generation(entry->d_name, strlen(entry->d_name), &generation) &&
+            generation > *newest)
             *newest = generation;
     closedir(d);
     return 0;
@@ -61,7 +63,8 @@ static int dir_newest(elastic_ckpt *c, uint64_t *newest)
 
 /* ---- store ------------------------------------------------------------------- */
 
-static int store_newest(elastic_ckpt *c, uint64_t *newest, char *raw, size_t raw_size, size_t *raw_len)
+static int store_newest(elastic_ckpt *c, uint64_t *newest, char *raw, size_t raw_size,
+                        size_t *raw_len)
 {
     void *value = NULL;
     size_t len = 0;
@@ -72,7 +75,8 @@ static int store_newest(elastic_ckpt *c, uint64_t *newest, char *raw, size_t raw
     if (rc != 0) return rc;
     if (!parse_generation(value, len, newest) || len >= raw_size)
         rc = elastic__fail(ELASTIC_ECORRUPT, "store key " NEWEST_KEY " is not a generation");
-    else memcpy(raw, value, len), *raw_len = len;
+    else
+        memcpy(raw, value, len), *raw_len = len;
     elastic_free(value);
     return rc;
 }
@@ -88,9 +92,10 @@ static int store_register(elastic_ckpt *c)
         if (rc != 0 || (raw_len > 0 && newest >= c->opts.generation)) return rc;
         void *current = NULL;
         size_t current_len = 0;
-        rc = elastic_store_compare_set(c->opts.store, NEWEST_KEY, raw_len > 0 ? raw : NULL, raw_len, mine,
-                                       (size_t)mine_len, &current, &current_len);
-        bool won = rc == 0 && current_len == (size_t)mine_len && memcmp(current, mine, current_len) == 0;
+        rc = elastic_store_compare_set(c->opts.store, NEWEST_KEY, raw_len > 0 ? raw : NULL, raw_len,
+                                       mine, (size_t)mine_len, &current, &current_len);
+        bool won =
+            rc == 0 && current_len == (size_t)mine_len && memcmp(current, mine, current_len) == 0;
         elastic_free(current);
         if (rc != 0 || won) return rc;
     }
@@ -111,11 +116,12 @@ int ckpt__fence_check(elastic_ckpt *c, uint64_t step)
     uint64_t newest;
     char raw[24];
     size_t raw_len;
-    int rc = c->opts.store != NULL ? store_newest(c, &newest, raw, sizeof raw, &raw_len) : dir_newest(c, &newest);
+    int rc = c->opts.store != NULL ? store_newest(c, &newest, raw, sizeof raw, &raw_len)
+                                   : dir_newest(c, &newest);
     if (rc != 0) return rc;
     if (newest <= c->opts.generation) return 0;
     return elastic__fail(ELASTIC_ESTATE,
-                         "step %" PRIu64 " not committed: generation %" PRIu64 " is fenced, generation %" PRIu64
-                         " has started since",
+                         "step %" PRIu64 " not committed: generation %" PRIu64
+                         " is fenced, generation %" PRIu64 " has started since",
                          step, c->opts.generation, newest);
 }

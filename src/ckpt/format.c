@@ -12,21 +12,30 @@
 #include <xxhash.h>
 #include <zstd.h>
 
-static const char header_magic[8] = {'E', 'L', 'C', 'K', 'S', 'H', 'R', 'D'};
-static const char manifest_magic[8] = {'E', 'L', 'C', 'K', 'M', 'A', 'N', 'I'};
-static const char trailer_magic[8] = {'E', 'L', 'C', 'K', 'T', 'A', 'I', 'L'};
-static const char commit_magic[8] = {'E', 'L', 'C', 'K', 'C', 'M', 'I', 'T'};
+static const char header_magic[8] = { 'E', 'L', 'C', 'K', 'S', 'H', 'R', 'D' };
+static const char manifest_magic[8] = { 'E', 'L', 'C', 'K', 'M', 'A', 'N', 'I' };
+static const char trailer_magic[8] = { 'E', 'L', 'C', 'K', 'T', 'A', 'I', 'L' };
+static const char commit_magic[8] = { 'E', 'L', 'C', 'K', 'C', 'M', 'I', 'T' };
 
-#define MANIFEST_FIXED 48u
+#define MANIFEST_FIXED   48u
 #define BLOB_ENTRY_FIXED 16u
-#define CHUNK_ENTRY 24u
-#define COMMIT_FIXED 32u
+#define CHUNK_ENTRY      24u
+#define COMMIT_FIXED     32u
 
-uint64_t ckpt__hash(const void *data, size_t len) { return XXH3_64bits(data, len); }
+uint64_t ckpt__hash(const void *data, size_t len)
+{
+    return XXH3_64bits(data, len);
+}
 
-size_t ckpt__compress_bound(size_t len) { return ZSTD_compressBound(len); }
+size_t ckpt__compress_bound(size_t len)
+{
+    return ZSTD_compressBound(len);
+}
 
-static int corrupt(const char *what) { return elastic__fail(ELASTIC_ECORRUPT, "%s", what); }
+static int corrupt(const char *what)
+{
+    return elastic__fail(ELASTIC_ECORRUPT, "%s", what);
+}
 
 /* ---- shard header ----------------------------------------------------------- */
 
@@ -142,7 +151,7 @@ static int decode_chunks(bytes__reader *r, ckpt_manifest *m, ckpt_blob *b, uint6
     b->data_offset = *offset;
     b->first_chunk = m->chunk_count;
     for (size_t k = 0; k < b->chunk_count; k++) {
-        ckpt_chunk ch = {.offset = *offset};
+        ckpt_chunk ch = { .offset = *offset };
         ch.raw_len = bytes__read_u32(r);
         ch.stored_len = bytes__read_u32(r);
         ch.codec = bytes__read_u32(r);
@@ -150,15 +159,18 @@ static int decode_chunks(bytes__reader *r, ckpt_manifest *m, ckpt_blob *b, uint6
         ch.hash = bytes__read_u64(r);
         if (r->bad) return corrupt("manifest: chunk entries truncated");
         uint64_t expect_raw = raw_left < m->chunk_size ? raw_left : m->chunk_size;
-        if (ch.raw_len != expect_raw || ch.raw_len == 0) return corrupt("manifest: chunk size does not match blob size");
+        if (ch.raw_len != expect_raw || ch.raw_len == 0)
+            return corrupt("manifest: chunk size does not match blob size");
         if (reserved != 0) return corrupt("manifest: reserved chunk field set");
         if (ch.codec == CKPT_CODEC_RAW) {
-            if (ch.stored_len != ch.raw_len) return corrupt("manifest: raw chunk with a different stored size");
+            if (ch.stored_len != ch.raw_len)
+                return corrupt("manifest: raw chunk with a different stored size");
         } else if (ch.codec != CKPT_CODEC_ZSTD || ch.stored_len == 0 ||
                    ch.stored_len > ckpt__compress_bound(ch.raw_len)) {
             return corrupt("manifest: bad chunk codec or stored size");
         }
-        if (ch.stored_len > data_end - *offset) return corrupt("manifest: chunk extends past the data");
+        if (ch.stored_len > data_end - *offset)
+            return corrupt("manifest: chunk extends past the data");
         *offset += ch.stored_len;
         raw_left -= ch.raw_len;
         m->chunks[m->chunk_count++] = ch;
@@ -185,7 +197,8 @@ int ckpt__manifest_decode(const uint8_t *in, size_t len, uint64_t data_start, ui
     m->world = bytes__read_u32(&r);
     uint32_t blob_count = bytes__read_u32(&r);
     if (bytes__read_u32(&r) != 0) return corrupt("manifest: reserved field set");
-    if (m->chunk_size < CKPT_MIN_CHUNK || m->chunk_size > CKPT_MAX_CHUNK) return corrupt("manifest: bad chunk size");
+    if (m->chunk_size < CKPT_MIN_CHUNK || m->chunk_size > CKPT_MAX_CHUNK)
+        return corrupt("manifest: bad chunk size");
     if (m->world == 0 || m->world > CKPT_MAX_WORLD || m->rank >= m->world)
         return corrupt("manifest: rank/world out of range");
     if (blob_count > CKPT_MAX_BLOBS || blob_count > (len - MANIFEST_FIXED) / BLOB_ENTRY_FIXED)
@@ -222,8 +235,14 @@ int ckpt__manifest_decode(const uint8_t *in, size_t len, uint64_t data_start, ui
             rc = corrupt("manifest: NUL in a blob name");
             break;
         }
-        if (b->flags & ~ELASTIC_CKPT_REPLICATED) { rc = corrupt("manifest: unknown blob flags"); break; }
-        if (b->chunk_count != chunks_needed) { rc = corrupt("manifest: chunk count does not match blob size"); break; }
+        if (b->flags & ~ELASTIC_CKPT_REPLICATED) {
+            rc = corrupt("manifest: unknown blob flags");
+            break;
+        }
+        if (b->chunk_count != chunks_needed) {
+            rc = corrupt("manifest: chunk count does not match blob size");
+            break;
+        }
         memcpy(m->names + names_used, name, name_len);
         m->names[names_used + name_len] = '\0';
         b->name = m->names + names_used;
@@ -237,7 +256,8 @@ int ckpt__manifest_decode(const uint8_t *in, size_t len, uint64_t data_start, ui
         m->blob_count = i + 1;
     }
     if (rc == 0 && r.left != 0) rc = corrupt("manifest: trailing bytes");
-    if (rc == 0 && offset != data_end) rc = corrupt("manifest: chunks do not cover the data region");
+    if (rc == 0 && offset != data_end)
+        rc = corrupt("manifest: chunks do not cover the data region");
     if (rc == 0) rc = names_unique(m);
     if (rc != 0) ckpt__manifest_free(m);
     return rc;
@@ -297,7 +317,8 @@ int ckpt__commit_decode(const uint8_t *in, size_t len, ckpt_commit_record *r)
     uint32_t version = bytes__read_u32(&rd);
     uint32_t world = bytes__read_u32(&rd);
     if (world == 0 || world > CKPT_MAX_WORLD) return corrupt("commit record: world out of range");
-    if (len != COMMIT_FIXED + (size_t)world * 16 + 8) return corrupt("commit record: length does not match world");
+    if (len != COMMIT_FIXED + (size_t)world * 16 + 8)
+        return corrupt("commit record: length does not match world");
     if (bytes__le64(in + len - 8) != ckpt__hash(in, len - 8))
         return corrupt("commit record: checksum mismatch");
     if (version != CKPT_VERSION) return corrupt("commit record: unknown version");

@@ -86,9 +86,9 @@ int ckpt__fail_errno(int err, const char *what, const char *path)
 int ckpt__fail_in(int rc, const char *path)
 {
     char detail[512];
-    snprintf(detail, sizeof detail, "%s", elastic_last_error()); /* the detail buffer is rewritten below */
-    if (strstr(detail, path) != NULL)
-        return elastic__fail(rc, "%s", detail);
+    snprintf(detail, sizeof detail, "%s",
+             elastic_last_error()); /* the detail buffer is rewritten below */
+    if (strstr(detail, path) != NULL) return elastic__fail(rc, "%s", detail);
     return elastic__fail(rc, "%s: %s", path, detail);
 }
 
@@ -124,7 +124,8 @@ int ckpt__pread_all(int fd, void *buf, size_t len, uint64_t offset, const char *
 
 int ckpt__fsync_fd(int fd, const char *path)
 {
-    if (fault_fires(CKPT_FAULT_FSYNC) || fsync(fd) != 0) return ckpt__fail_errno(errno, "fsync", path);
+    if (fault_fires(CKPT_FAULT_FSYNC) || fsync(fd) != 0)
+        return ckpt__fail_errno(errno, "fsync", path);
     return 0;
 }
 
@@ -137,11 +138,12 @@ int ckpt__fsync_dir(const char *path)
     return rc;
 }
 
-int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag, const void *data,
-                            size_t len, bool durable, unsigned mode)
+int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag,
+                            const void *data, size_t len, bool durable, unsigned mode)
 {
     char tmp[4096], final[4096];
-    snprintf(tmp, sizeof tmp, "%s/" CKPT_TMP_PREFIX "%s-%s.%ld", dir, name, tmp_tag, (long)getpid());
+    snprintf(tmp, sizeof tmp, "%s/" CKPT_TMP_PREFIX "%s-%s.%ld", dir, name, tmp_tag,
+             (long)getpid());
     snprintf(final, sizeof final, "%s/%s", dir, name);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0) return ckpt__fail_errno(errno, "create", tmp);
@@ -164,11 +166,14 @@ int ckpt__read_small_file(const char *path, size_t max, uint8_t **data, size_t *
     if (fd < 0) return ckpt__fail_errno(errno, "open", path);
     struct stat st;
     int rc = 0;
-    if (fstat(fd, &st) != 0) rc = ckpt__fail_errno(errno, "stat", path);
+    if (fstat(fd, &st) != 0)
+        rc = ckpt__fail_errno(errno, "stat", path);
     else if ((uint64_t)st.st_size > max)
-        rc = elastic__fail(ELASTIC_ECORRUPT, "%s: %lld bytes, more than %zu", path, (long long)st.st_size, max);
+        rc = elastic__fail(ELASTIC_ECORRUPT, "%s: %lld bytes, more than %zu", path,
+                           (long long)st.st_size, max);
     uint8_t *buf = NULL;
-    if (rc == 0 && (buf = malloc((size_t)st.st_size + 1)) == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "reading %s", path);
+    if (rc == 0 && (buf = malloc((size_t)st.st_size + 1)) == NULL)
+        rc = elastic__fail(ELASTIC_ENOMEM, "reading %s", path);
     if (rc == 0) rc = ckpt__pread_all(fd, buf, (size_t)st.st_size, 0, path);
     close(fd);
     if (rc != 0) {
@@ -189,14 +194,17 @@ int ckpt__remove_step_dir(const char *path)
     char entry_path[4096];
     snprintf(entry_path, sizeof entry_path, "%s/" CKPT_COMMIT_NAME, path);
     int rc = 0;
-    if (unlink(entry_path) != 0 && errno != ENOENT) rc = ckpt__fail_errno(errno, "remove", entry_path);
+    if (unlink(entry_path) != 0 && errno != ENOENT)
+        rc = ckpt__fail_errno(errno, "remove", entry_path);
     struct dirent *e;
     while (rc == 0 && (e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         snprintf(entry_path, sizeof entry_path, "%s/%s", path, e->d_name);
-        if (unlink(entry_path) != 0 && errno != ENOENT) rc = ckpt__fail_errno(errno, "remove", entry_path);
+        if (unlink(entry_path) != 0 && errno != ENOENT)
+            rc = ckpt__fail_errno(errno, "remove", entry_path);
     }
     closedir(d);
-    if (rc == 0 && rmdir(path) != 0 && errno != ENOENT) rc = ckpt__fail_errno(errno, "remove", path);
+    if (rc == 0 && rmdir(path) != 0 && errno != ENOENT)
+        rc = ckpt__fail_errno(errno, "remove", path);
     return rc;
 }

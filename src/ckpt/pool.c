@@ -14,7 +14,7 @@
 struct ckpt_worker_ctx {
     ZSTD_CCtx *cctx;
     int cctx_level;
-    ZSTD_CCtx *probe;         /* at PROBE_LEVEL, for quick looks */
+    ZSTD_CCtx *probe; /* at PROBE_LEVEL, for quick looks */
     ZSTD_DCtx *dctx;
     void *scratch;
     size_t scratch_len;
@@ -22,15 +22,18 @@ struct ckpt_worker_ctx {
 
 struct ckpt_pool {
     pthread_mutex_t lock;
-    pthread_cond_t work;     /* a task was queued, or stopping */
-    pthread_cond_t done;     /* a task finished */
+    pthread_cond_t work; /* a task was queued, or stopping */
+    pthread_cond_t done; /* a task finished */
     ckpt_task *head, *tail;
     bool stopping;
     int threads;
     pthread_t *tids;
 };
 
-ckpt_worker_ctx *ckpt__ctx_new(void) { return calloc(1, sizeof(ckpt_worker_ctx)); }
+ckpt_worker_ctx *ckpt__ctx_new(void)
+{
+    return calloc(1, sizeof(ckpt_worker_ctx));
+}
 
 void ckpt__ctx_free(ckpt_worker_ctx *ctx)
 {
@@ -57,9 +60,9 @@ void *ckpt__ctx_scratch(ckpt_worker_ctx *ctx, size_t len)
  * (on save and on every load). Data that shrinks to a tenth (zeros, masks,
  * counters) always pays; data that shrinks by a fifth pays only when this
  * thread compresses it faster than its share of the disk's rate. */
-#define SAMPLE_BYTES (64u << 10)
+#define SAMPLE_BYTES      (64u << 10)
 #define ALWAYS_PAYS_RATIO 0.10
-#define MAY_PAY_RATIO 0.80
+#define MAY_PAY_RATIO     0.80
 
 /* The quick probe: zstd's fastest mode finds runs and repeats but does no
  * entropy coding, so it passes over random or float bytes at ~3 GB/s; a
@@ -68,7 +71,8 @@ void *ckpt__ctx_scratch(ckpt_worker_ctx *ctx, size_t len)
 #define PROBE_LEVEL (-7)
 
 /* Whether the quick probe shrinks the chunk's prefix to a tenth. */
-static bool probe_finds_repeats(ckpt_worker_ctx *ctx, const void *src, size_t len, void *dst, size_t dst_cap)
+static bool probe_finds_repeats(ckpt_worker_ctx *ctx, const void *src, size_t len, void *dst,
+                                size_t dst_cap)
 {
     if (ctx->probe == NULL) {
         if ((ctx->probe = ZSTD_createCCtx()) == NULL) return false;
@@ -79,11 +83,12 @@ static bool probe_finds_repeats(ckpt_worker_ctx *ctx, const void *src, size_t le
     return !ZSTD_isError(packed) && (double)packed <= ALWAYS_PAYS_RATIO * (double)n;
 }
 
-int ckpt__ctx_compress(ckpt_worker_ctx *ctx, int level, const void *src, size_t len, void *dst, size_t dst_cap,
-                       uint64_t min_bps, bool quick, size_t *out_len)
+int ckpt__ctx_compress(ckpt_worker_ctx *ctx, int level, const void *src, size_t len, void *dst,
+                       size_t dst_cap, uint64_t min_bps, bool quick, size_t *out_len)
 {
     if (quick && !probe_finds_repeats(ctx, src, len, dst, dst_cap)) return ELASTIC_ELIMIT;
-    if (ctx->cctx == NULL && (ctx->cctx = ZSTD_createCCtx()) == NULL) return elastic__fail(ELASTIC_ENOMEM, "zstd context");
+    if (ctx->cctx == NULL && (ctx->cctx = ZSTD_createCCtx()) == NULL)
+        return elastic__fail(ELASTIC_ENOMEM, "zstd context");
     if (ctx->cctx_level != level) {
         ZSTD_CCtx_reset(ctx->cctx, ZSTD_reset_session_and_parameters);
         ZSTD_CCtx_setParameter(ctx->cctx, ZSTD_c_compressionLevel, level);
@@ -94,8 +99,10 @@ int ckpt__ctx_compress(ckpt_worker_ctx *ctx, int level, const void *src, size_t 
         size_t sample = ZSTD_compress2(ctx->cctx, dst, dst_cap, src, SAMPLE_BYTES);
         uint64_t took_ns = elastic__now_ns() - start + 1;
         if (ZSTD_isError(sample)) return ELASTIC_ELIMIT;
-        double ratio = (double)sample / SAMPLE_BYTES, bps = (double)SAMPLE_BYTES * 1e9 / (double)took_ns;
-        bool pays = ratio <= ALWAYS_PAYS_RATIO || (ratio <= MAY_PAY_RATIO && (min_bps == 0 || bps >= (double)min_bps));
+        double ratio = (double)sample / SAMPLE_BYTES,
+               bps = (double)SAMPLE_BYTES * 1e9 / (double)took_ns;
+        bool pays = ratio <= ALWAYS_PAYS_RATIO ||
+                    (ratio <= MAY_PAY_RATIO && (min_bps == 0 || bps >= (double)min_bps));
         if (!pays) return ELASTIC_ELIMIT;
     }
     size_t n = ZSTD_compress2(ctx->cctx, dst, dst_cap, src, len);
@@ -104,12 +111,15 @@ int ckpt__ctx_compress(ckpt_worker_ctx *ctx, int level, const void *src, size_t 
     return 0;
 }
 
-int ckpt__ctx_decompress(ckpt_worker_ctx *ctx, const void *src, size_t len, void *dst, size_t raw_len)
+int ckpt__ctx_decompress(ckpt_worker_ctx *ctx, const void *src, size_t len, void *dst,
+                         size_t raw_len)
 {
-    if (ctx->dctx == NULL && (ctx->dctx = ZSTD_createDCtx()) == NULL) return elastic__fail(ELASTIC_ENOMEM, "zstd context");
+    if (ctx->dctx == NULL && (ctx->dctx = ZSTD_createDCtx()) == NULL)
+        return elastic__fail(ELASTIC_ENOMEM, "zstd context");
     size_t n = ZSTD_decompressDCtx(ctx->dctx, dst, raw_len, src, len);
     if (ZSTD_isError(n)) return elastic__fail(ELASTIC_ECORRUPT, "zstd: %s", ZSTD_getErrorName(n));
-    if (n != raw_len) return elastic__fail(ELASTIC_ECORRUPT, "zstd: %zu bytes instead of %zu", n, raw_len);
+    if (n != raw_len)
+        return elastic__fail(ELASTIC_ECORRUPT, "zstd: %zu bytes instead of %zu", n, raw_len);
     return 0;
 }
 
@@ -139,7 +149,10 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-int ckpt__pool_threads(const ckpt_pool *pool) { return pool != NULL && pool->threads > 0 ? pool->threads : 1; }
+int ckpt__pool_threads(const ckpt_pool *pool)
+{
+    return pool != NULL && pool->threads > 0 ? pool->threads : 1;
+}
 
 int ckpt__pool_start(int threads, ckpt_pool **out)
 {
@@ -159,7 +172,8 @@ int ckpt__pool_start(int threads, ckpt_pool **out)
         if (pthread_create(&pool->tids[i], NULL, worker_main, pool) != 0) {
             pool->threads = i;
             ckpt__pool_stop(pool);
-            return elastic__fail(ELASTIC_ESYS, "starting checkpoint worker thread: %s", strerror(errno));
+            return elastic__fail(ELASTIC_ESYS, "starting checkpoint worker thread: %s",
+                                 strerror(errno));
         }
     }
     pool->threads = threads;
@@ -192,8 +206,10 @@ void ckpt__pool_submit(ckpt_pool *pool, ckpt_worker_ctx *inline_ctx, ckpt_task *
     }
     task->done = 0;
     pthread_mutex_lock(&pool->lock);
-    if (pool->tail) pool->tail->next = task;
-    else pool->head = task;
+    if (pool->tail)
+        pool->tail->next = task;
+    else
+        pool->head = task;
     pool->tail = task;
     pthread_cond_signal(&pool->work);
     pthread_mutex_unlock(&pool->lock);

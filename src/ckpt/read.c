@@ -11,10 +11,10 @@
 #include <stdlib.h>
 
 typedef struct read_task {
-    ckpt_task task;          /* first: the pool hands back &task */
+    ckpt_task task; /* first: the pool hands back &task */
     const ckpt_shard_view *shard;
     const ckpt_chunk *chunk;
-    uint8_t *dst;            /* NULL: verify only */
+    uint8_t *dst; /* NULL: verify only */
     int rc;
     char why[200];
 } read_task;
@@ -26,17 +26,20 @@ static void run_read(ckpt_task *task, ckpt_worker_ctx *ctx)
     bool into_dst = r->dst != NULL && ch->codec == CKPT_CODEC_RAW;
     uint8_t *stored = into_dst ? r->dst : ckpt__ctx_scratch(ctx, ch->stored_len);
     if (stored == NULL) r->rc = elastic__fail(ELASTIC_ENOMEM, "chunk buffer");
-    if (r->rc == 0) r->rc = ckpt__pread_all(r->shard->fd, stored, ch->stored_len, ch->offset, r->shard->path);
+    if (r->rc == 0)
+        r->rc = ckpt__pread_all(r->shard->fd, stored, ch->stored_len, ch->offset, r->shard->path);
     if (r->rc == 0 && ckpt__hash(stored, ch->stored_len) != ch->hash)
-        r->rc = elastic__fail(ELASTIC_ECORRUPT, "%s: chunk at offset %" PRIu64 ": checksum mismatch", r->shard->path,
-                              ch->offset);
+        r->rc =
+            elastic__fail(ELASTIC_ECORRUPT, "%s: chunk at offset %" PRIu64 ": checksum mismatch",
+                          r->shard->path, ch->offset);
     if (r->rc == 0 && r->dst != NULL && !into_dst)
         r->rc = ckpt__ctx_decompress(ctx, stored, ch->stored_len, r->dst, ch->raw_len);
     if (r->rc) snprintf(r->why, sizeof r->why, "%s", elastic_last_error());
 }
 
 /* Runs one task per chunk (dst NULL: checksums only), a bounded window at a time. */
-static int run_chunks(elastic_ckpt *c, const ckpt_shard_view *s, const ckpt_chunk *chunks, size_t n, uint8_t *dst)
+static int run_chunks(elastic_ckpt *c, const ckpt_shard_view *s, const ckpt_chunk *chunks, size_t n,
+                      uint8_t *dst)
 {
     enum { WINDOW = 32 };
     read_task tasks[WINDOW];
@@ -46,8 +49,10 @@ static int run_chunks(elastic_ckpt *c, const ckpt_shard_view *s, const ckpt_chun
     while (finished < n) {
         while (submitted < n && submitted - finished < WINDOW && rc == 0) {
             read_task *t = &tasks[submitted % WINDOW];
-            *t = (read_task){.task.run = run_read, .shard = s, .chunk = &chunks[submitted],
-                             .dst = dst ? dst + dst_off : NULL};
+            *t = (read_task){ .task.run = run_read,
+                              .shard = s,
+                              .chunk = &chunks[submitted],
+                              .dst = dst ? dst + dst_off : NULL };
             dst_off += chunks[submitted].raw_len;
             submitted++;
             ckpt__pool_submit(c->pool, c->ctx, &t->task);
@@ -75,22 +80,24 @@ int ckpt__view_verify_data(elastic_ckpt *c, ckpt_step_view *v)
 /* ---- finding a blob -------------------------------------------------------- */
 
 /* A blob of one rank's shard. */
-static int find_blob(const ckpt_step_view *v, int rank, const char *name, const ckpt_shard_view **shard,
-                     const ckpt_blob **blob)
+static int find_blob(const ckpt_step_view *v, int rank, const char *name,
+                     const ckpt_shard_view **shard, const ckpt_blob **blob)
 {
     if (rank < 0 || (uint32_t)rank >= v->record.world)
-        return elastic__fail(ELASTIC_EINVAL, "rank %d: step %" PRIu64 " has %" PRIu32 " shards", rank, v->step,
-                             v->record.world);
+        return elastic__fail(ELASTIC_EINVAL, "rank %d: step %" PRIu64 " has %" PRIu32 " shards",
+                             rank, v->step, v->record.world);
     *shard = &v->shards[rank];
     *blob = (*shard)->fd >= 0 ? ckpt__manifest_find(&(*shard)->m, name) : NULL;
     if (*blob == NULL)
-        return elastic__fail(ELASTIC_ENOTFOUND, "no blob \"%s\" in rank %d's shard of step %" PRIu64, name, rank, v->step);
+        return elastic__fail(ELASTIC_ENOTFOUND,
+                             "no blob \"%s\" in rank %d's shard of step %" PRIu64, name, rank,
+                             v->step);
     return 0;
 }
 
 /* This rank's shard first, then a replicated copy in any shard. */
-static int find_any(const ckpt_step_view *v, uint32_t own_rank, const char *name, const ckpt_shard_view **shard,
-                    const ckpt_blob **blob)
+static int find_any(const ckpt_step_view *v, uint32_t own_rank, const char *name,
+                    const ckpt_shard_view **shard, const ckpt_blob **blob)
 {
     if (own_rank < v->record.world && find_blob(v, (int)own_rank, name, shard, blob) == 0) return 0;
     for (uint32_t r = 0; r < v->record.world; r++) {
@@ -102,23 +109,27 @@ static int find_any(const ckpt_step_view *v, uint32_t own_rank, const char *name
             return 0;
         }
     }
-    return elastic__fail(ELASTIC_ENOTFOUND, "no blob \"%s\" for rank %" PRIu32 " in step %" PRIu64, name, own_rank,
-                         v->step);
+    return elastic__fail(ELASTIC_ENOTFOUND, "no blob \"%s\" for rank %" PRIu32 " in step %" PRIu64,
+                         name, own_rank, v->step);
 }
 
-static int lookup(elastic_ckpt *c, uint64_t step, int rank, const char *name, const ckpt_shard_view **shard,
-                  const ckpt_blob **blob)
+static int lookup(elastic_ckpt *c, uint64_t step, int rank, const char *name,
+                  const ckpt_shard_view **shard, const ckpt_blob **blob)
 {
     if (name == NULL) return elastic__fail(ELASTIC_EINVAL, "blob name is NULL");
     ckpt_step_view *v;
     int rc = ckpt__view_get(c, step, ELASTIC_CKPT_VERIFY_MANIFEST, &v);
     if (rc) return rc;
-    if (rank == ELASTIC_CKPT_ANY_RANK) rc = find_any(v, c->opts.rank, name, shard, blob);
-    else rc = find_blob(v, rank, name, shard, blob);
+    if (rank == ELASTIC_CKPT_ANY_RANK)
+        rc = find_any(v, c->opts.rank, name, shard, blob);
+    else
+        rc = find_blob(v, rank, name, shard, blob);
     if (rc == 0 && (*blob)->raw_len > c->opts.max_blob_bytes)
-        return elastic__fail(ELASTIC_ELIMIT, "blob \"%s\" has %" PRIu64 " bytes, more than max_blob_bytes", name,
+        return elastic__fail(ELASTIC_ELIMIT,
+                             "blob \"%s\" has %" PRIu64 " bytes, more than max_blob_bytes", name,
                              (*blob)->raw_len);
-    if (rc == 0 && (*blob)->raw_len > SIZE_MAX / 2) return elastic__fail(ELASTIC_ELIMIT, "blob too large for memory");
+    if (rc == 0 && (*blob)->raw_len > SIZE_MAX / 2)
+        return elastic__fail(ELASTIC_ELIMIT, "blob too large for memory");
     return rc;
 }
 
@@ -127,16 +138,19 @@ static int read_blob(elastic_ckpt *c, const ckpt_shard_view *s, const ckpt_blob 
     return run_chunks(c, s, &s->m.chunks[b->first_chunk], b->chunk_count, dst);
 }
 
-static int read_alloc(elastic_ckpt *c, uint64_t step, int rank, const char *name, void **data, size_t *len)
+static int read_alloc(elastic_ckpt *c, uint64_t step, int rank, const char *name, void **data,
+                      size_t *len)
 {
     elastic__clear_error();
-    if (c == NULL || data == NULL || len == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt read: NULL argument");
+    if (c == NULL || data == NULL || len == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt read: NULL argument");
     const ckpt_shard_view *s;
     const ckpt_blob *b;
     int rc = lookup(c, step, rank, name, &s, &b);
     if (rc) return rc;
     void *buf = ckpt__alloc_large((size_t)b->raw_len);
-    if (buf == NULL) return elastic__fail(ELASTIC_ENOMEM, "blob \"%s\" of %" PRIu64 " bytes", name, b->raw_len);
+    if (buf == NULL)
+        return elastic__fail(ELASTIC_ENOMEM, "blob \"%s\" of %" PRIu64 " bytes", name, b->raw_len);
     rc = read_blob(c, s, b, buf);
     if (rc) {
         free(buf);
@@ -152,7 +166,8 @@ static int read_alloc(elastic_ckpt *c, uint64_t step, int rank, const char *name
 static int latest_unlocked(elastic_ckpt *c, uint64_t *step)
 {
     elastic__clear_error();
-    if (c == NULL || step == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt latest: NULL argument");
+    if (c == NULL || step == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt latest: NULL argument");
     uint64_t *all;
     size_t n;
     int rc = ckpt__scan_steps(c->dir, &all, &n);
@@ -161,9 +176,13 @@ static int latest_unlocked(elastic_ckpt *c, uint64_t *step)
     for (size_t i = n; i-- > 0 && rc != 0;) {
         ckpt_step_view *v;
         rc = ckpt__view_get(c, all[i], c->opts.verify, &v);
-        if (rc == 0) *step = all[i];
-        else if (rc == ELASTIC_ENOTFOUND) ELASTIC_LOG_I("ckpt", "skipping step %" PRIu64 ": %s", all[i], elastic_last_error());
-        else ELASTIC_LOG_W("ckpt", "skipping step %" PRIu64 ": %s (%s)", all[i], elastic_strerror(rc), elastic_last_error());
+        if (rc == 0)
+            *step = all[i];
+        else if (rc == ELASTIC_ENOTFOUND)
+            ELASTIC_LOG_I("ckpt", "skipping step %" PRIu64 ": %s", all[i], elastic_last_error());
+        else
+            ELASTIC_LOG_W("ckpt", "skipping step %" PRIu64 ": %s (%s)", all[i],
+                          elastic_strerror(rc), elastic_last_error());
     }
     free(all);
     if (rc) return elastic__fail(ELASTIC_ENOTFOUND, "no valid checkpoint in %s", c->dir);
@@ -175,12 +194,14 @@ static int read_unlocked(elastic_ckpt *c, uint64_t step, const char *name, void 
     return read_alloc(c, step, ELASTIC_CKPT_ANY_RANK, name, data, len);
 }
 
-static int read_shard_unlocked(elastic_ckpt *c, uint64_t step, int rank, const char *name, void **data, size_t *len)
+static int read_shard_unlocked(elastic_ckpt *c, uint64_t step, int rank, const char *name,
+                               void **data, size_t *len)
 {
     return read_alloc(c, step, rank, name, data, len);
 }
 
-static int read_into_unlocked(elastic_ckpt *c, uint64_t step, const char *name, void *buf, size_t cap, size_t *len)
+static int read_into_unlocked(elastic_ckpt *c, uint64_t step, const char *name, void *buf,
+                              size_t cap, size_t *len)
 {
     elastic__clear_error();
     if (c == NULL || len == NULL || (buf == NULL && cap > 0))
@@ -191,14 +212,16 @@ static int read_into_unlocked(elastic_ckpt *c, uint64_t step, const char *name, 
     if (rc) return rc;
     *len = (size_t)b->raw_len;
     if (b->raw_len > cap)
-        return elastic__fail(ELASTIC_ELIMIT, "blob \"%s\" has %" PRIu64 " bytes, the buffer %zu", name, b->raw_len, cap);
+        return elastic__fail(ELASTIC_ELIMIT, "blob \"%s\" has %" PRIu64 " bytes, the buffer %zu",
+                             name, b->raw_len, cap);
     return read_blob(c, s, b, buf);
 }
 
 static int blob_len_unlocked(elastic_ckpt *c, uint64_t step, const char *name, size_t *len)
 {
     elastic__clear_error();
-    if (c == NULL || len == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt blob_len: NULL argument");
+    if (c == NULL || len == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt blob_len: NULL argument");
     const ckpt_shard_view *s;
     const ckpt_blob *b;
     int rc = lookup(c, step, ELASTIC_CKPT_ANY_RANK, name, &s, &b);
@@ -209,7 +232,8 @@ static int blob_len_unlocked(elastic_ckpt *c, uint64_t step, const char *name, s
 static int list_steps_unlocked(elastic_ckpt *c, uint64_t **steps, size_t *n)
 {
     elastic__clear_error();
-    if (c == NULL || steps == NULL || n == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt list_steps: NULL argument");
+    if (c == NULL || steps == NULL || n == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt list_steps: NULL argument");
     int rc = ckpt__valid_steps(c, c->opts.verify, SIZE_MAX, steps, n);
     for (size_t i = 0; rc == 0 && i < *n / 2; i++) { /* newest first -> oldest first */
         uint64_t tmp = (*steps)[i];
@@ -232,15 +256,19 @@ static int step_info_unlocked(elastic_ckpt *c, uint64_t step, uint32_t *world, u
 }
 
 /* Whether the name is visible to list_blobs for `rank`. */
-static bool listed(const ckpt_step_view *v, int rank, uint32_t own, uint32_t shard_rank, const ckpt_blob *b)
+static bool listed(const ckpt_step_view *v, int rank, uint32_t own, uint32_t shard_rank,
+                   const ckpt_blob *b)
 {
     if (rank != ELASTIC_CKPT_ANY_RANK) return true;
     if (shard_rank == own) return true;
     if (!(b->flags & ELASTIC_CKPT_REPLICATED)) return false;
     /* Listed once: skip it when own shard or an earlier shard already has it. */
-    if (own < v->record.world && v->shards[own].fd >= 0 && ckpt__manifest_find(&v->shards[own].m, b->name)) return false;
+    if (own < v->record.world && v->shards[own].fd >= 0 &&
+        ckpt__manifest_find(&v->shards[own].m, b->name))
+        return false;
     for (uint32_t r = 0; r < shard_rank; r++) {
-        const ckpt_blob *e = v->shards[r].fd >= 0 ? ckpt__manifest_find(&v->shards[r].m, b->name) : NULL;
+        const ckpt_blob *e =
+            v->shards[r].fd >= 0 ? ckpt__manifest_find(&v->shards[r].m, b->name) : NULL;
         if (e && (e->flags & ELASTIC_CKPT_REPLICATED)) return false;
     }
     return true;
@@ -249,13 +277,14 @@ static bool listed(const ckpt_step_view *v, int rank, uint32_t own, uint32_t sha
 static int list_blobs_unlocked(elastic_ckpt *c, uint64_t step, int rank, char ***names, size_t *n)
 {
     elastic__clear_error();
-    if (c == NULL || names == NULL || n == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt list_blobs: NULL argument");
+    if (c == NULL || names == NULL || n == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt list_blobs: NULL argument");
     ckpt_step_view *v;
     int rc = ckpt__view_get(c, step, ELASTIC_CKPT_VERIFY_MANIFEST, &v);
     if (rc) return rc;
     if (rank != ELASTIC_CKPT_ANY_RANK && (rank < 0 || (uint32_t)rank >= v->record.world))
-        return elastic__fail(ELASTIC_EINVAL, "rank %d: step %" PRIu64 " has %" PRIu32 " shards", rank, step,
-                             v->record.world);
+        return elastic__fail(ELASTIC_EINVAL, "rank %d: step %" PRIu64 " has %" PRIu32 " shards",
+                             rank, step, v->record.world);
     uint32_t first = rank == ELASTIC_CKPT_ANY_RANK ? 0 : (uint32_t)rank;
     uint32_t last = rank == ELASTIC_CKPT_ANY_RANK ? v->record.world : (uint32_t)rank + 1;
     size_t count = 0, bytes = 0;
@@ -301,7 +330,8 @@ ELASTIC_EXTERN int elastic_ckpt_latest(elastic_ckpt *c, uint64_t *step)
     return rc;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_read(elastic_ckpt *c, uint64_t step, const char *name, void **data, size_t *len)
+ELASTIC_EXTERN int elastic_ckpt_read(elastic_ckpt *c, uint64_t step, const char *name, void **data,
+                                     size_t *len)
 {
     if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_read: NULL handle");
     pthread_mutex_lock(&c->read_lock);
@@ -310,8 +340,8 @@ ELASTIC_EXTERN int elastic_ckpt_read(elastic_ckpt *c, uint64_t step, const char 
     return rc;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_read_shard(elastic_ckpt *c, uint64_t step, int rank, const char *name, void **data,
-                                           size_t *len)
+ELASTIC_EXTERN int elastic_ckpt_read_shard(elastic_ckpt *c, uint64_t step, int rank,
+                                           const char *name, void **data, size_t *len)
 {
     if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_read_shard: NULL handle");
     pthread_mutex_lock(&c->read_lock);
@@ -320,8 +350,8 @@ ELASTIC_EXTERN int elastic_ckpt_read_shard(elastic_ckpt *c, uint64_t step, int r
     return rc;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_read_into(elastic_ckpt *c, uint64_t step, const char *name, void *buf, size_t cap,
-                                          size_t *len)
+ELASTIC_EXTERN int elastic_ckpt_read_into(elastic_ckpt *c, uint64_t step, const char *name,
+                                          void *buf, size_t cap, size_t *len)
 {
     if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_read_into: NULL handle");
     pthread_mutex_lock(&c->read_lock);
@@ -330,7 +360,8 @@ ELASTIC_EXTERN int elastic_ckpt_read_into(elastic_ckpt *c, uint64_t step, const 
     return rc;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_blob_len(elastic_ckpt *c, uint64_t step, const char *name, size_t *len)
+ELASTIC_EXTERN int elastic_ckpt_blob_len(elastic_ckpt *c, uint64_t step, const char *name,
+                                         size_t *len)
 {
     if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_blob_len: NULL handle");
     pthread_mutex_lock(&c->read_lock);
@@ -348,7 +379,8 @@ ELASTIC_EXTERN int elastic_ckpt_list_steps(elastic_ckpt *c, uint64_t **steps, si
     return rc;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_step_info(elastic_ckpt *c, uint64_t step, uint32_t *world, uint64_t *generation)
+ELASTIC_EXTERN int elastic_ckpt_step_info(elastic_ckpt *c, uint64_t step, uint32_t *world,
+                                          uint64_t *generation)
 {
     if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_step_info: NULL handle");
     pthread_mutex_lock(&c->read_lock);
@@ -357,7 +389,8 @@ ELASTIC_EXTERN int elastic_ckpt_step_info(elastic_ckpt *c, uint64_t step, uint32
     return rc;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_list_blobs(elastic_ckpt *c, uint64_t step, int rank, char ***names, size_t *n)
+ELASTIC_EXTERN int elastic_ckpt_list_blobs(elastic_ckpt *c, uint64_t step, int rank, char ***names,
+                                           size_t *n)
 {
     if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_list_blobs: NULL handle");
     pthread_mutex_lock(&c->read_lock);

@@ -18,12 +18,14 @@ static channel__hb_slot *report_slot;
 
 static void attach(void)
 {
-    const char *path = getenv(CHANNEL__ENV_HEARTBEAT_SHM), *slot_text = getenv(CHANNEL__ENV_HEARTBEAT_SLOT);
+    const char *path = getenv(CHANNEL__ENV_HEARTBEAT_SHM),
+               *slot_text = getenv(CHANNEL__ENV_HEARTBEAT_SLOT);
     if (path == NULL || *path == '\0' || slot_text == NULL) return;
     uint64_t slot;
     if (elastic__parse_u64(NULL, slot_text, 0, CHANNEL__HB_MAX_SLOTS - 1, &slot) != 0) return;
     if (channel__hb_attach(path, (unsigned)slot, &report_region, &report_slot) != 0) {
-        ELASTIC_LOG_D("ckpt", "no heartbeat slot to report checkpoints in: %s", elastic_last_error());
+        ELASTIC_LOG_D("ckpt", "no heartbeat slot to report checkpoints in: %s",
+                      elastic_last_error());
         report_slot = NULL;
     }
 }
@@ -35,7 +37,9 @@ void ckpt__report_saved(uint64_t step)
     struct timeval now;
     gettimeofday(&now, NULL);
     __atomic_store_n(&report_slot->ckpt_step, step, __ATOMIC_RELAXED);
-    __atomic_store_n(&report_slot->ckpt_wall_ms, (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_usec / 1000u,
+    __atomic_store_n(&report_slot->ckpt_wall_ms,
+                     (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_usec / 1000u,
                      __ATOMIC_RELAXED);
-    __atomic_fetch_add(&report_slot->ckpt_saves, 1, __ATOMIC_RELEASE); /* last: the agent reads it first */
+    __atomic_fetch_add(&report_slot->ckpt_saves, 1,
+                       __ATOMIC_RELEASE); /* last: the agent reads it first */
 }

@@ -21,9 +21,12 @@
 static bool temp_owner(const char *name, uint32_t *rank)
 {
     const char *p;
-    if (strncmp(name, CKPT_TMP_PREFIX "shard-", 11) == 0) p = name + 11;
-    else if (strncmp(name, CKPT_TMP_PREFIX CKPT_COMMIT_NAME "-r", 13) == 0) p = name + 13;
-    else return false;
+    if (strncmp(name, CKPT_TMP_PREFIX "shard-", 11) == 0)
+        p = name + 11;
+    else if (strncmp(name, CKPT_TMP_PREFIX CKPT_COMMIT_NAME "-r", 13) == 0)
+        p = name + 13;
+    else
+        return false;
     uint64_t value;
     if (elastic__parse_u64_n(NULL, p, strspn(p, "0123456789"), 0, UINT32_MAX, &value) != 0)
         return false;
@@ -55,8 +58,10 @@ static bool clean_step_dir(elastic_ckpt *c, const char *step_dir)
         if (strcmp(e->d_name, CKPT_COMMIT_NAME) == 0) committed = true;
         if (!temp_is_ours(&c->opts, e->d_name)) continue;
         snprintf(path, sizeof path, "%s/%s", step_dir, e->d_name);
-        if (unlink(path) == 0) ELASTIC_LOG_I("ckpt", "removed leftover %s", path);
-        else ELASTIC_LOG_D("ckpt", "cannot remove leftover %s: %s", path, strerror(errno));
+        if (unlink(path) == 0)
+            ELASTIC_LOG_I("ckpt", "removed leftover %s", path);
+        else
+            ELASTIC_LOG_D("ckpt", "cannot remove leftover %s: %s", path, strerror(errno));
     }
     closedir(d);
     return committed;
@@ -103,8 +108,10 @@ void ckpt__apply_retention(elastic_ckpt *c)
         for (size_t i = 0; i < n_all && all[i] < valid[0]; i++) {
             if (kept(o, valid, n_valid, all[i])) continue;
             ckpt__step_dir(c->dir, all[i], step_dir, sizeof step_dir);
-            if (ckpt__remove_step_dir(step_dir) == 0) ELASTIC_LOG_D("ckpt", "retention removed step %" PRIu64, all[i]);
-            else ELASTIC_LOG_W("ckpt", "retention: %s", elastic_last_error());
+            if (ckpt__remove_step_dir(step_dir) == 0)
+                ELASTIC_LOG_D("ckpt", "retention removed step %" PRIu64, all[i]);
+            else
+                ELASTIC_LOG_W("ckpt", "retention: %s", elastic_last_error());
         }
         free(all);
     }

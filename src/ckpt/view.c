@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #define MAX_COMMIT_RECORD (32u + 16u * CKPT_MAX_WORLD + 8u)
-#define MAX_STEP_DIRS (1u << 20)
+#define MAX_STEP_DIRS     (1u << 20)
 
 void ckpt__view_free(ckpt_step_view *v)
 {
@@ -36,15 +36,18 @@ static int load_commit_record(elastic_ckpt *c, ckpt_step_view *v)
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, v->step_dir);
     struct stat st;
-    if (stat(path, &st) != 0 && errno == ENOENT && c->opts.store != NULL && ckpt__store_recover_commit(c, v->step) != 0)
+    if (stat(path, &st) != 0 && errno == ENOENT && c->opts.store != NULL &&
+        ckpt__store_recover_commit(c, v->step) != 0)
         return ELASTIC_ENOTFOUND;
     if (stat(path, &st) != 0) {
-        if (errno == ENOENT) return elastic__fail(ELASTIC_ENOTFOUND, "step %" PRIu64 " is not committed", v->step);
+        if (errno == ENOENT)
+            return elastic__fail(ELASTIC_ENOTFOUND, "step %" PRIu64 " is not committed", v->step);
         return ckpt__fail_errno(errno, "stat", path);
     }
     v->commit_ino = st.st_ino;
     v->commit_mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
-    uint8_t *data = NULL; /* stays NULL when the read fails (another rank's retention may remove the step) */
+    uint8_t *data =
+        NULL; /* stays NULL when the read fails (another rank's retention may remove the step) */
     size_t len;
     int rc = ckpt__read_small_file(path, MAX_COMMIT_RECORD, &data, &len);
     if (rc == 0) rc = ckpt__commit_decode(data, len, &v->record);
@@ -65,8 +68,8 @@ static int load_shard(ckpt_step_view *v, uint32_t rank, ckpt_shard_view *s, cons
     struct stat st;
     if (fstat(s->fd, &st) != 0) return ckpt__fail_errno(errno, "stat", path);
     if ((uint64_t)st.st_size != want->file_size)
-        return elastic__fail(ELASTIC_ECORRUPT, "%s: %lld bytes, the commit record says %" PRIu64, path,
-                             (long long)st.st_size, want->file_size);
+        return elastic__fail(ELASTIC_ECORRUPT, "%s: %lld bytes, the commit record says %" PRIu64,
+                             path, (long long)st.st_size, want->file_size);
     if (want->file_size < CKPT_HEADER_BYTES + CKPT_TRAILER_BYTES)
         return elastic__fail(ELASTIC_ECORRUPT, "%s: too short", path);
     uint8_t header[CKPT_HEADER_BYTES], trailer[CKPT_TRAILER_BYTES];
@@ -74,27 +77,33 @@ static int load_shard(ckpt_step_view *v, uint32_t rank, ckpt_shard_view *s, cons
     ckpt_trailer t;
     int rc = ckpt__pread_all(s->fd, header, sizeof header, 0, path);
     if (rc == 0) rc = ckpt__header_decode(header, sizeof header, &h);
-    if (rc == 0) rc = ckpt__pread_all(s->fd, trailer, sizeof trailer, want->file_size - sizeof trailer, path);
+    if (rc == 0)
+        rc =
+            ckpt__pread_all(s->fd, trailer, sizeof trailer, want->file_size - sizeof trailer, path);
     if (rc == 0) rc = ckpt__trailer_decode(trailer, sizeof trailer, &t);
     if (rc) return ckpt__fail_in(rc, path);
-    if (h.step != v->step || h.generation != v->record.generation || h.rank != rank || h.world != v->record.world ||
-        t.step != v->step)
+    if (h.step != v->step || h.generation != v->record.generation || h.rank != rank ||
+        h.world != v->record.world || t.step != v->step)
         return elastic__fail(ELASTIC_ECORRUPT, "%s: header does not match the commit record", path);
     if (t.manifest_hash != want->manifest_hash)
-        return elastic__fail(ELASTIC_ECORRUPT, "%s: manifest checksum differs from the commit record", path);
+        return elastic__fail(ELASTIC_ECORRUPT,
+                             "%s: manifest checksum differs from the commit record", path);
     if (t.manifest_offset < CKPT_HEADER_BYTES || t.manifest_offset > want->file_size ||
         want->file_size - t.manifest_offset != t.manifest_len + CKPT_TRAILER_BYTES)
         return elastic__fail(ELASTIC_ECORRUPT, "%s: manifest position out of range", path);
     uint8_t *raw = malloc(t.manifest_len);
-    if (raw == NULL) return elastic__fail(ELASTIC_ENOMEM, "manifest of %" PRIu64 " bytes", t.manifest_len);
+    if (raw == NULL)
+        return elastic__fail(ELASTIC_ENOMEM, "manifest of %" PRIu64 " bytes", t.manifest_len);
     rc = ckpt__pread_all(s->fd, raw, t.manifest_len, t.manifest_offset, path);
     if (rc == 0 && ckpt__hash(raw, t.manifest_len) != t.manifest_hash)
         rc = elastic__fail(ELASTIC_ECORRUPT, "manifest checksum mismatch");
-    if (rc == 0) rc = ckpt__manifest_decode(raw, t.manifest_len, CKPT_HEADER_BYTES, t.manifest_offset, &s->m);
+    if (rc == 0)
+        rc =
+            ckpt__manifest_decode(raw, t.manifest_len, CKPT_HEADER_BYTES, t.manifest_offset, &s->m);
     free(raw);
     if (rc) return ckpt__fail_in(rc, path);
-    if (s->m.step != h.step || s->m.generation != h.generation || s->m.rank != h.rank || s->m.world != h.world ||
-        s->m.chunk_size != h.chunk_size)
+    if (s->m.step != h.step || s->m.generation != h.generation || s->m.rank != h.rank ||
+        s->m.world != h.world || s->m.chunk_size != h.chunk_size)
         return elastic__fail(ELASTIC_ECORRUPT, "%s: manifest does not match the header", path);
     return 0;
 }
@@ -111,7 +120,8 @@ static int load_shards(elastic_ckpt *c, ckpt_step_view *v)
         ckpt__shard_name(r, v->record.generation, name, sizeof name);
         snprintf(s->path, sizeof s->path, "%s/%s", v->step_dir, name);
         s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
-        if (s->fd < 0 && errno == ENOENT && !c->opts.shared_storage) continue; /* on another rank's disk */
+        if (s->fd < 0 && errno == ENOENT && !c->opts.shared_storage)
+            continue; /* on another rank's disk */
         if (s->fd < 0)
             return errno == ENOENT ? elastic__fail(ELASTIC_ECORRUPT, "%s is missing", s->path)
                                    : ckpt__fail_errno(errno, "open", s->path);
@@ -119,7 +129,8 @@ static int load_shards(elastic_ckpt *c, ckpt_step_view *v)
         if (rc) return rc;
         present++;
     }
-    if (present == 0) return elastic__fail(ELASTIC_ENOTFOUND, "no shard of step %" PRIu64 " is here", v->step);
+    if (present == 0)
+        return elastic__fail(ELASTIC_ENOTFOUND, "no shard of step %" PRIu64 " is here", v->step);
     return 0;
 }
 
@@ -146,12 +157,14 @@ int ckpt__view_open(elastic_ckpt *c, uint64_t step, int verify, ckpt_step_view *
 static bool cached_view_fits(elastic_ckpt *c, uint64_t step, int verify)
 {
     ckpt_step_view *v = c->view;
-    if (v == NULL || v->step != step || (verify == ELASTIC_CKPT_VERIFY_FULL && !v->verified_full)) return false;
+    if (v == NULL || v->step != step || (verify == ELASTIC_CKPT_VERIFY_FULL && !v->verified_full))
+        return false;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, v->step_dir);
     struct stat st;
     return stat(path, &st) == 0 && st.st_ino == v->commit_ino &&
-           (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec == v->commit_mtime_ns;
+           (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec ==
+               v->commit_mtime_ns;
 }
 
 int ckpt__view_get(elastic_ckpt *c, uint64_t step, int verify, ckpt_step_view **out)
@@ -185,7 +198,8 @@ int ckpt__scan_steps(const char *dir, uint64_t **steps, size_t *n)
         uint64_t step;
         if (!ckpt__parse_step_dir(e->d_name, &step)) continue;
         if (count == MAX_STEP_DIRS) {
-            rc = elastic__fail(ELASTIC_ELIMIT, "%s: more than %u step directories", dir, MAX_STEP_DIRS);
+            rc = elastic__fail(ELASTIC_ELIMIT, "%s: more than %u step directories", dir,
+                               MAX_STEP_DIRS);
             break;
         }
         if (count == cap) {
@@ -231,8 +245,8 @@ int ckpt__valid_steps(elastic_ckpt *c, int verify, size_t max, uint64_t **steps,
         } else if (rc == ELASTIC_ENOTFOUND) {
             ELASTIC_LOG_I("ckpt", "skipping step %" PRIu64 ": %s", all[i], elastic_last_error());
         } else {
-            ELASTIC_LOG_W("ckpt", "skipping step %" PRIu64 ": %s (%s)", all[i], elastic_strerror(rc),
-                          elastic_last_error());
+            ELASTIC_LOG_W("ckpt", "skipping step %" PRIu64 ": %s (%s)", all[i],
+                          elastic_strerror(rc), elastic_last_error());
         }
     }
     free(all);

@@ -12,7 +12,7 @@
 #include <sys/types.h>
 
 typedef struct ckpt_shard_view {
-    int fd;                  /* -1: not on this rank's storage */
+    int fd; /* -1: not on this rank's storage */
     char path[PATH_MAX + 128];
     ckpt_manifest m;
 } ckpt_shard_view;
@@ -23,7 +23,7 @@ struct ckpt_step_view {
     ckpt_commit_record record;
     ckpt_shard_view *shards; /* record.world entries */
     bool verified_full;
-    ino_t commit_ino;        /* identity of the COMMIT file the view was built from */
+    ino_t commit_ino; /* identity of the COMMIT file the view was built from */
     uint64_t commit_mtime_ns;
 };
 

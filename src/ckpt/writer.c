@@ -16,24 +16,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define WINDOW_MAX 16                 /* chunks in flight per transaction */
-#define SMALL_WRITE_BUF (1u << 20)    /* small stored chunks are coalesced into writes of this size */
-#define WRITEBACK_STEP (64ull << 20)  /* start kernel writeback every this many bytes */
-#define ADAPT_CHUNKS 16               /* compression is re-judged every this many chunks */
-#define RAW_STREAK 4                  /* raw verdicts in a row after which chunks are sampled sparsely */
-#define SAMPLE_EVERY 8                /* then every this many chunks */
+#define WINDOW_MAX      16         /* chunks in flight per transaction */
+#define SMALL_WRITE_BUF (1u << 20) /* small stored chunks are coalesced into writes of this size */
+#define WRITEBACK_STEP  (64ull << 20) /* start kernel writeback every this many bytes */
+#define ADAPT_CHUNKS    16            /* compression is re-judged every this many chunks */
+#define RAW_STREAK      4 /* raw verdicts in a row after which chunks are sampled sparsely */
+#define SAMPLE_EVERY    8 /* then every this many chunks */
 
 typedef struct chunk_slot {
-    ckpt_task task;                   /* first: the pool hands back &task */
+    ckpt_task task; /* first: the pool hands back &task */
     int compression, level;
-    bool quick;                       /* a raw streak: only a quick probe decides (pool.c) */
-    bool sampled;                     /* result: the chunk was judged by a full sample */
-    uint64_t min_bps;                 /* compress only faster than this (pool.c) */
-    const uint8_t *src;               /* the caller's memory (borrowed) or in_buf */
+    bool quick;         /* a raw streak: only a quick probe decides (pool.c) */
+    bool sampled;       /* result: the chunk was judged by a full sample */
+    uint64_t min_bps;   /* compress only faster than this (pool.c) */
+    const uint8_t *src; /* the caller's memory (borrowed) or in_buf */
     size_t raw_len;
     bool borrowed;
-    uint8_t *in_buf, *out_buf;        /* chunk_size / compress bound, allocated on first use */
-    const uint8_t *stored;            /* results */
+    uint8_t *in_buf, *out_buf; /* chunk_size / compress bound, allocated on first use */
+    const uint8_t *stored;     /* results */
     size_t stored_len;
     uint32_t codec;
     uint64_t hash;
@@ -41,23 +41,23 @@ typedef struct chunk_slot {
 
 struct elastic_ckpt_txn {
     elastic_ckpt *c;
-    ckpt_worker_ctx *ctx;             /* for chunks run on this thread (no pool) */
+    ckpt_worker_ctx *ctx; /* for chunks run on this thread (no pool) */
     uint64_t step;
     char step_dir[PATH_MAX], tmp_path[PATH_MAX + 256], final_path[PATH_MAX + 256];
     int fd;
     bool created_dir;
-    uint64_t offset, writeback_done;  /* bytes in the file; bytes handed to writeback */
-    uint64_t waited_cpu_ns;           /* writer blocked on compression, this window */
-    uint64_t waited_io_ns;            /* writer blocked on write/writeback, this window */
-    uint64_t io_ns;                   /* write, writeback and fsync, the whole transaction */
-    unsigned judged, raw_left;        /* chunks since the last judgement; chunks to store raw */
-    unsigned raw_streak, skipped;     /* samples in a row that said "raw"; samples skipped since */
-    bool blob_start;                  /* the next chunk is a blob's first: always sampled */
-    int error;                        /* sticky: the first failure */
-    char why[512];                    /* and its detail */
+    uint64_t offset, writeback_done; /* bytes in the file; bytes handed to writeback */
+    uint64_t waited_cpu_ns;          /* writer blocked on compression, this window */
+    uint64_t waited_io_ns;           /* writer blocked on write/writeback, this window */
+    uint64_t io_ns;                  /* write, writeback and fsync, the whole transaction */
+    unsigned judged, raw_left;       /* chunks since the last judgement; chunks to store raw */
+    unsigned raw_streak, skipped;    /* samples in a row that said "raw"; samples skipped since */
+    bool blob_start;                 /* the next chunk is a blob's first: always sampled */
+    int error;                       /* sticky: the first failure */
+    char why[512];                   /* and its detail */
     ckpt_manifest m;
     chunk_slot slots[WINDOW_MAX];
-    size_t window, head, count;       /* ring of submitted-but-unwritten slots */
+    size_t window, head, count; /* ring of submitted-but-unwritten slots */
     uint8_t *small_buf;
     size_t small_len;
     elastic_ckpt_writer *writer;
@@ -65,9 +65,9 @@ struct elastic_ckpt_txn {
 
 struct elastic_ckpt_writer {
     elastic_ckpt_txn *txn;
-    size_t blob;                      /* index in txn->m.blobs */
-    size_t fill_len;                  /* bytes copied into the next slot's in_buf */
-    bool skip;                        /* a replicated blob another rank writes */
+    size_t blob;     /* index in txn->m.blobs */
+    size_t fill_len; /* bytes copied into the next slot's in_buf */
+    bool skip;       /* a replicated blob another rank writes */
 };
 
 /* ---- one transaction at a time ----------------------------------------------- */
@@ -106,14 +106,17 @@ static int txn_fail(elastic_ckpt_txn *t, int rc)
         t->error = rc;
         snprintf(t->why, sizeof t->why, "%s", elastic_last_error());
         drop_files(t);
-        ELASTIC_LOG_W("ckpt", "step %llu: %s (%s)", (unsigned long long)t->step, elastic_strerror(rc),
-                      elastic_last_error());
+        ELASTIC_LOG_W("ckpt", "step %llu: %s (%s)", (unsigned long long)t->step,
+                      elastic_strerror(rc), elastic_last_error());
     }
     return t->error;
 }
 
 /* The first failure again, with its detail, for calls after it. */
-static int txn_error(const elastic_ckpt_txn *t) { return elastic__fail(t->error, "%s", t->why); }
+static int txn_error(const elastic_ckpt_txn *t)
+{
+    return elastic__fail(t->error, "%s", t->why);
+}
 
 /* Waits until no worker uses the transaction's buffers. */
 static void wait_workers(elastic_ckpt_txn *t)
@@ -152,8 +155,11 @@ static int flush_small(elastic_ckpt_txn *t)
  * little left to do (the disk works while we compress). */
 static void start_writeback(elastic_ckpt_txn *t)
 {
-    if (t->c->opts.fsync != ELASTIC_CKPT_FSYNC_FULL || t->offset - t->writeback_done < WRITEBACK_STEP) return;
-    sync_file_range(t->fd, (off_t)t->writeback_done, (off_t)(t->offset - t->writeback_done), SYNC_FILE_RANGE_WRITE);
+    if (t->c->opts.fsync != ELASTIC_CKPT_FSYNC_FULL ||
+        t->offset - t->writeback_done < WRITEBACK_STEP)
+        return;
+    sync_file_range(t->fd, (off_t)t->writeback_done, (off_t)(t->offset - t->writeback_done),
+                    SYNC_FILE_RANGE_WRITE);
     t->writeback_done = t->offset;
 }
 
@@ -185,9 +191,11 @@ static int push_chunk(elastic_ckpt_txn *t, const chunk_slot *s)
         t->m.chunks = grown;
         t->m.chunk_cap = cap;
     }
-    t->m.chunks[t->m.chunk_count++] = (ckpt_chunk){.offset = t->offset, .raw_len = (uint32_t)s->raw_len,
-                                                   .stored_len = (uint32_t)s->stored_len, .codec = s->codec,
-                                                   .hash = s->hash};
+    t->m.chunks[t->m.chunk_count++] = (ckpt_chunk){ .offset = t->offset,
+                                                    .raw_len = (uint32_t)s->raw_len,
+                                                    .stored_len = (uint32_t)s->stored_len,
+                                                    .codec = s->codec,
+                                                    .hash = s->hash };
     return 0;
 }
 
@@ -198,8 +206,8 @@ static void run_chunk(ckpt_task *task, ckpt_worker_ctx *ctx)
     chunk_slot *s = (chunk_slot *)task;
     size_t packed = 0;
     if (s->compression == ELASTIC_CKPT_ZSTD &&
-        ckpt__ctx_compress(ctx, s->level, s->src, s->raw_len, s->out_buf, ckpt__compress_bound(s->raw_len),
-                           s->min_bps, s->quick, &packed) == 0) {
+        ckpt__ctx_compress(ctx, s->level, s->src, s->raw_len, s->out_buf,
+                           ckpt__compress_bound(s->raw_len), s->min_bps, s->quick, &packed) == 0) {
         s->stored = s->out_buf;
         s->stored_len = packed;
         s->codec = CKPT_CODEC_ZSTD;
@@ -223,7 +231,8 @@ static void run_chunk(ckpt_task *task, ckpt_worker_ctx *ctx)
 static void judge_compression(elastic_ckpt_txn *t)
 {
     if (++t->judged < ADAPT_CHUNKS) return;
-    if (t->offset > WRITEBACK_STEP && t->waited_cpu_ns > t->waited_io_ns) t->raw_left = ADAPT_CHUNKS;
+    if (t->offset > WRITEBACK_STEP && t->waited_cpu_ns > t->waited_io_ns)
+        t->raw_left = ADAPT_CHUNKS;
     t->judged = 0;
     t->waited_cpu_ns = t->waited_io_ns = 0;
 }
@@ -240,8 +249,10 @@ static int write_oldest(elastic_ckpt_txn *t)
     int rc = push_chunk(t, s);
     if (rc == 0) rc = append(t, s->stored, s->stored_len);
     if (s->sampled) { /* the verdict on this chunk steers how often the next ones are sampled */
-        if (s->codec == CKPT_CODEC_RAW) t->raw_streak++;
-        else t->raw_streak = t->skipped = 0;
+        if (s->codec == CKPT_CODEC_RAW)
+            t->raw_streak++;
+        else
+            t->raw_streak = t->skipped = 0;
     }
     uint64_t io = elastic__now_ns() - computed;
     t->waited_cpu_ns += computed - start;
@@ -299,14 +310,16 @@ static uint64_t compress_floor_bps(elastic_ckpt *c)
  * counts as free, so it errs towards a faster disk, i.e. towards raw). */
 static void note_disk_rate(elastic_ckpt_txn *t)
 {
-    if (t->c->opts.fsync != ELASTIC_CKPT_FSYNC_FULL || t->offset < (8u << 20) || t->io_ns == 0) return;
+    if (t->c->opts.fsync != ELASTIC_CKPT_FSYNC_FULL || t->offset < (8u << 20) || t->io_ns == 0)
+        return;
     double rate = (double)t->offset * 1e9 / (double)t->io_ns;
     uint64_t old = __atomic_load_n(&t->c->disk_bps, __ATOMIC_RELAXED);
     uint64_t next = old == 0 ? (uint64_t)rate : (uint64_t)(0.5 * (double)old + 0.5 * rate);
     __atomic_store_n(&t->c->disk_bps, next, __ATOMIC_RELAXED);
 }
 
-static void submit(elastic_ckpt_txn *t, chunk_slot *s, const uint8_t *src, size_t len, bool borrowed)
+static void submit(elastic_ckpt_txn *t, chunk_slot *s, const uint8_t *src, size_t len,
+                   bool borrowed)
 {
     s->task.run = run_chunk;
     s->compression = t->c->opts.compression;
@@ -318,8 +331,8 @@ static void submit(elastic_ckpt_txn *t, chunk_slot *s, const uint8_t *src, size_
      * every 8th chunk after 4 such verdicts, and a blob's first chunk; the
      * others a quick probe that still catches zeros and repeats (zeros after
      * weights), whose compression ends the streak. */
-    s->quick = s->compression == ELASTIC_CKPT_ZSTD && t->raw_streak >= RAW_STREAK && !t->blob_start &&
-               ++t->skipped % SAMPLE_EVERY != 0;
+    s->quick = s->compression == ELASTIC_CKPT_ZSTD && t->raw_streak >= RAW_STREAK &&
+               !t->blob_start && ++t->skipped % SAMPLE_EVERY != 0;
     t->blob_start = false;
     s->level = t->c->opts.zstd_level;
     s->min_bps = compress_floor_bps(t->c);
@@ -377,7 +390,8 @@ static int open_step_dir(elastic_ckpt_txn *t)
     char commit_path[PATH_MAX + 16];
     snprintf(commit_path, sizeof commit_path, "%s/" CKPT_COMMIT_NAME, t->step_dir);
     if (access(commit_path, F_OK) == 0)
-        return elastic__fail(ELASTIC_EEXIST, "step %llu is already committed", (unsigned long long)t->step);
+        return elastic__fail(ELASTIC_EEXIST, "step %llu is already committed",
+                             (unsigned long long)t->step);
     return 0;
 }
 
@@ -392,8 +406,11 @@ static int open_temp_shard(elastic_ckpt_txn *t)
     t->fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                  t->c->opts.file_mode);
     if (t->fd < 0) return ckpt__fail_errno(errno, "create", t->tmp_path);
-    ckpt_header h = {.step = t->step, .generation = o->generation, .rank = o->rank, .world = o->world,
-                     .chunk_size = t->m.chunk_size};
+    ckpt_header h = { .step = t->step,
+                      .generation = o->generation,
+                      .rank = o->rank,
+                      .world = o->world,
+                      .chunk_size = t->m.chunk_size };
     ckpt__header_encode(&h, t->small_buf);
     t->small_len = CKPT_HEADER_BYTES;
     t->offset = CKPT_HEADER_BYTES;
@@ -426,8 +443,11 @@ int ckpt__txn_begin(elastic_ckpt *c, uint64_t step, ckpt_worker_ctx *ctx, elasti
     t->ctx = ctx;
     t->step = step;
     t->fd = -1;
-    t->m = (ckpt_manifest){.step = step, .generation = c->opts.generation, .rank = c->opts.rank,
-                           .world = c->opts.world, .chunk_size = (uint32_t)c->opts.chunk_bytes};
+    t->m = (ckpt_manifest){ .step = step,
+                            .generation = c->opts.generation,
+                            .rank = c->opts.rank,
+                            .world = c->opts.world,
+                            .chunk_size = (uint32_t)c->opts.chunk_bytes };
     int threads = c->opts.threads > 1 ? c->opts.threads : 1;
     t->window = c->pool ? (size_t)(2 * threads + 2 < WINDOW_MAX ? 2 * threads + 2 : WINDOW_MAX) : 1;
     int rc = open_step_dir(t);
@@ -448,17 +468,21 @@ ELASTIC_EXTERN int elastic_ckpt_begin(elastic_ckpt *c, uint64_t step, elastic_ck
     if (c == NULL || txn == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt begin: NULL argument");
     if (step == UINT64_MAX)
         return elastic__fail(ELASTIC_EINVAL, "ckpt: step UINT64_MAX can never be superseded");
-    if (!ckpt__txn_try_claim(c)) return elastic__fail(ELASTIC_EBUSY, "a checkpoint transaction or save is in progress");
+    if (!ckpt__txn_try_claim(c))
+        return elastic__fail(ELASTIC_EBUSY, "a checkpoint transaction or save is in progress");
     return ckpt__txn_begin(c, step, c->ctx, txn);
 }
 
 static int check_name(const ckpt_manifest *m, const char *name)
 {
     size_t len = name ? strnlen(name, CKPT_MAX_NAME + 1) : 0;
-    if (len == 0 || len > CKPT_MAX_NAME) return elastic__fail(ELASTIC_EINVAL, "blob name must be 1..%u bytes", CKPT_MAX_NAME);
-    if (m->blob_count >= CKPT_MAX_BLOBS) return elastic__fail(ELASTIC_ELIMIT, "more than %u blobs", CKPT_MAX_BLOBS);
+    if (len == 0 || len > CKPT_MAX_NAME)
+        return elastic__fail(ELASTIC_EINVAL, "blob name must be 1..%u bytes", CKPT_MAX_NAME);
+    if (m->blob_count >= CKPT_MAX_BLOBS)
+        return elastic__fail(ELASTIC_ELIMIT, "more than %u blobs", CKPT_MAX_BLOBS);
     for (size_t i = 0; i < m->blob_count; i++)
-        if (strcmp(m->blobs[i].name, name) == 0) return elastic__fail(ELASTIC_EEXIST, "blob \"%s\" already put", name);
+        if (strcmp(m->blobs[i].name, name) == 0)
+            return elastic__fail(ELASTIC_EEXIST, "blob \"%s\" already put", name);
     return 0;
 }
 
@@ -466,10 +490,12 @@ ELASTIC_EXTERN int elastic_ckpt_writer_open(elastic_ckpt_txn *t, const char *nam
                                             elastic_ckpt_writer **writer)
 {
     elastic__clear_error();
-    if (t == NULL || writer == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt writer: NULL argument");
+    if (t == NULL || writer == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt writer: NULL argument");
     if (t->error) return txn_error(t);
     if (t->writer) return elastic__fail(ELASTIC_ESTATE, "another blob writer is open");
-    if (flags & ~ELASTIC_CKPT_REPLICATED) return elastic__fail(ELASTIC_EINVAL, "unknown blob flags 0x%x", flags);
+    if (flags & ~ELASTIC_CKPT_REPLICATED)
+        return elastic__fail(ELASTIC_EINVAL, "unknown blob flags 0x%x", flags);
     int rc = check_name(&t->m, name);
     if (rc) return rc;
     elastic_ckpt_writer *w = calloc(1, sizeof *w);
@@ -495,7 +521,8 @@ ELASTIC_EXTERN int elastic_ckpt_writer_open(elastic_ckpt_txn *t, const char *nam
         }
         w->blob = t->m.blob_count++;
         t->blob_start = true; /* a new blob's first chunk is judged afresh (zeros after weights) */
-        t->m.blobs[w->blob] = (ckpt_blob){.name = copy, .flags = flags, .first_chunk = t->m.chunk_count};
+        t->m.blobs[w->blob] =
+            (ckpt_blob){ .name = copy, .flags = flags, .first_chunk = t->m.chunk_count };
     }
     t->writer = w;
     *writer = w;
@@ -505,7 +532,8 @@ ELASTIC_EXTERN int elastic_ckpt_writer_open(elastic_ckpt_txn *t, const char *nam
 ELASTIC_EXTERN int elastic_ckpt_writer_write(elastic_ckpt_writer *w, const void *data, size_t len)
 {
     elastic__clear_error();
-    if (w == NULL || (data == NULL && len > 0)) return elastic__fail(ELASTIC_EINVAL, "ckpt write: NULL argument");
+    if (w == NULL || (data == NULL && len > 0))
+        return elastic__fail(ELASTIC_EINVAL, "ckpt write: NULL argument");
     if (w->txn->error) return txn_error(w->txn);
     if (w->skip || len == 0) return 0;
     w->txn->m.blobs[w->blob].raw_len += len;
@@ -531,8 +559,8 @@ ELASTIC_EXTERN int elastic_ckpt_writer_close(elastic_ckpt_writer *w)
     return t->error ? txn_error(t) : 0;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_put_flags(elastic_ckpt_txn *t, const char *name, const void *data, size_t len,
-                                          unsigned flags)
+ELASTIC_EXTERN int elastic_ckpt_put_flags(elastic_ckpt_txn *t, const char *name, const void *data,
+                                          size_t len, unsigned flags)
 {
     elastic_ckpt_writer *w;
     int rc = elastic_ckpt_writer_open(t, name, flags, &w);
@@ -542,7 +570,8 @@ ELASTIC_EXTERN int elastic_ckpt_put_flags(elastic_ckpt_txn *t, const char *name,
     return rc ? rc : close_rc;
 }
 
-ELASTIC_EXTERN int elastic_ckpt_put(elastic_ckpt_txn *t, const char *name, const void *data, size_t len)
+ELASTIC_EXTERN int elastic_ckpt_put(elastic_ckpt_txn *t, const char *name, const void *data,
+                                    size_t len)
 {
     return elastic_ckpt_put_flags(t, name, data, len, 0);
 }
@@ -550,10 +579,12 @@ ELASTIC_EXTERN int elastic_ckpt_put(elastic_ckpt_txn *t, const char *name, const
 /* Manifest, trailer, fsync, close, rename: the rank-local commit. */
 static int finish_shard(elastic_ckpt_txn *t, ckpt_shard_digest *digest)
 {
-    bytes__buf manifest = {0};
+    bytes__buf manifest = { 0 };
     int rc = ckpt__manifest_encode(&t->m, &manifest);
-    ckpt_trailer tr = {.manifest_offset = t->offset, .manifest_len = manifest.len,
-                       .manifest_hash = rc ? 0 : ckpt__hash(manifest.data, manifest.len), .step = t->step};
+    ckpt_trailer tr = { .manifest_offset = t->offset,
+                        .manifest_len = manifest.len,
+                        .manifest_hash = rc ? 0 : ckpt__hash(manifest.data, manifest.len),
+                        .step = t->step };
     uint8_t trailer[CKPT_TRAILER_BYTES];
     ckpt__trailer_encode(&tr, trailer);
     if (rc == 0) rc = append(t, manifest.data, manifest.len);
@@ -561,14 +592,17 @@ static int finish_shard(elastic_ckpt_txn *t, ckpt_shard_digest *digest)
     if (rc == 0) rc = append(t, trailer, sizeof trailer);
     if (rc == 0 && t->small_len > 0 && (rc = flush_small(t)) != 0) txn_fail(t, rc);
     uint64_t fsync_start = elastic__now_ns();
-    if (rc == 0 && t->c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL && (rc = ckpt__fsync_fd(t->fd, t->tmp_path)) != 0)
+    if (rc == 0 && t->c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL &&
+        (rc = ckpt__fsync_fd(t->fd, t->tmp_path)) != 0)
         txn_fail(t, rc);
     t->io_ns += elastic__now_ns() - fsync_start;
-    if (rc == 0 && close(t->fd) != 0) rc = txn_fail(t, ckpt__fail_errno(errno, "close", t->tmp_path));
+    if (rc == 0 && close(t->fd) != 0)
+        rc = txn_fail(t, ckpt__fail_errno(errno, "close", t->tmp_path));
     t->fd = -1;
     if (rc == 0 && rename(t->tmp_path, t->final_path) != 0)
         rc = txn_fail(t, ckpt__fail_errno(errno, "rename", t->tmp_path));
-    if (rc == 0 && t->c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL && (rc = ckpt__fsync_dir(t->step_dir)) != 0)
+    if (rc == 0 && t->c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL &&
+        (rc = ckpt__fsync_dir(t->step_dir)) != 0)
         txn_fail(t, rc);
     digest->file_size = t->offset;
     digest->manifest_hash = tr.manifest_hash;
@@ -592,12 +626,15 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
         unlink(t->final_path); /* renamed, then its directory fsync failed */
         drop_files(t);
     } else if ((rc = ckpt__global_commit(t->c, t->step, &digest)) != 0) {
-        ELASTIC_LOG_W("ckpt", "step %llu: global commit failed: %s", (unsigned long long)t->step, elastic_last_error());
+        ELASTIC_LOG_W("ckpt", "step %llu: global commit failed: %s", (unsigned long long)t->step,
+                      elastic_last_error());
         /* With one rank nothing of a failed commit stays (the record may be
          * renamed into place with its directory fsync failed). With several
          * the shard stays: another rank may still commit the step with it. */
-        if (t->c->opts.world == 1) ckpt__remove_step_dir(t->step_dir);
-        else drop_files(t);
+        if (t->c->opts.world == 1)
+            ckpt__remove_step_dir(t->step_dir);
+        else
+            drop_files(t);
     } else {
         note_disk_rate(t);
         ckpt__report_saved(t->step);
@@ -613,7 +650,8 @@ ELASTIC_EXTERN void elastic_ckpt_abort(elastic_ckpt_txn *t)
     txn_free(t);
 }
 
-ELASTIC_EXTERN int elastic_ckpt_save(elastic_ckpt *c, uint64_t step, const elastic_ckpt_blob *blobs, size_t n)
+ELASTIC_EXTERN int elastic_ckpt_save(elastic_ckpt *c, uint64_t step, const elastic_ckpt_blob *blobs,
+                                     size_t n)
 {
     if (blobs == NULL && n > 0) return elastic__fail(ELASTIC_EINVAL, "ckpt save: NULL blobs");
     elastic_ckpt_txn *t = NULL;

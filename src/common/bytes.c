@@ -65,7 +65,10 @@ void bytes__put_zeros(bytes__buf *b, size_t len)
     b->len += len;
 }
 
-void bytes__put_u8(bytes__buf *b, uint8_t v) { bytes__put(b, &v, 1); }
+void bytes__put_u8(bytes__buf *b, uint8_t v)
+{
+    bytes__put(b, &v, 1);
+}
 
 void bytes__put_u16(bytes__buf *b, uint16_t v)
 {

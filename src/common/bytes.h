@@ -14,7 +14,10 @@
 
 /* ---- fixed-width access at a known position ------------------------------ */
 
-static inline uint16_t bytes__le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint16_t bytes__le16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
 static inline uint32_t bytes__le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -53,7 +56,7 @@ typedef struct bytes__buf {
 /* A writer over the caller's array of `cap` bytes (writes beyond fail). */
 static inline bytes__buf bytes__buf_over(void *array, size_t cap)
 {
-    bytes__buf b = {(uint8_t *)array, 0, cap, cap, true, false};
+    bytes__buf b = { (uint8_t *)array, 0, cap, cap, true, false };
     return b;
 }
 /* Frees a growable buffer's memory and empties it (keeps limit and fixed). */
@@ -81,7 +84,7 @@ typedef struct bytes__reader {
 
 static inline bytes__reader bytes__reader_of(const void *data, size_t len)
 {
-    bytes__reader r = {(const uint8_t *)data, len, false};
+    bytes__reader r = { (const uint8_t *)data, len, false };
     return r;
 }
 /* The next n bytes, or NULL (and bad set) when fewer are left. */

@@ -15,7 +15,10 @@ static inline uint64_t elastic__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static inline uint64_t elastic__now_ms(void) { return elastic__now_ns() / 1000000u; }
+static inline uint64_t elastic__now_ms(void)
+{
+    return elastic__now_ns() / 1000000u;
+}
 
 /* Wall-clock milliseconds since the epoch, for timestamps shown to people. */
 static inline uint64_t elastic__wall_ms(void)

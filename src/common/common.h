@@ -13,7 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define ELASTIC__PRINTF(fmt_index, args_index) __attribute__((format(printf, fmt_index, args_index)))
+#define ELASTIC__PRINTF(fmt_index, args_index) \
+    __attribute__((format(printf, fmt_index, args_index)))
 #define ELASTIC__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Records a detail for elastic_last_error() and returns `code`, so a failure
@@ -52,8 +53,10 @@ int elastic__struct_read(void *dst, size_t full_size, const void *caller, const 
 int elastic__struct_write(void *caller, const void *src, size_t full_size, const char *type);
 #define ELASTIC__STRUCT_INIT(opts, size, defaults, type) \
     elastic__struct_init((opts), (size), (defaults), sizeof(*(defaults)), (type))
-#define ELASTIC__STRUCT_READ(dst, caller, type) elastic__struct_read((dst), sizeof(*(dst)), (caller), (type))
-#define ELASTIC__STRUCT_WRITE(caller, src, type) elastic__struct_write((caller), (src), sizeof(*(src)), (type))
+#define ELASTIC__STRUCT_READ(dst, caller, type) \
+    elastic__struct_read((dst), sizeof(*(dst)), (caller), (type))
+#define ELASTIC__STRUCT_WRITE(caller, src, type) \
+    elastic__struct_write((caller), (src), sizeof(*(src)), (type))
 
 /* Duplicates a string; NULL stays NULL. */
 char *elastic__strdup(const char *s);

@@ -13,7 +13,8 @@ ELASTIC_EXTERN const char *elastic_strerror(int err)
 {
     switch (err) {
     case ELASTIC_OK: return "success";
-#define ELASTIC__ERR_TEXT(name, value, text) case ELASTIC_##name: return text;
+#define ELASTIC__ERR_TEXT(name, value, text) \
+    case ELASTIC_##name: return text;
         ELASTIC_ERRNO_MAP(ELASTIC__ERR_TEXT)
 #undef ELASTIC__ERR_TEXT
     default: return "unknown error";
@@ -24,16 +25,23 @@ ELASTIC_EXTERN const char *elastic_err_name(int err)
 {
     switch (err) {
     case ELASTIC_OK: return "ELASTIC_OK";
-#define ELASTIC__ERR_NAME(name, value, text) case ELASTIC_##name: return "ELASTIC_" #name;
+#define ELASTIC__ERR_NAME(name, value, text) \
+    case ELASTIC_##name: return "ELASTIC_" #name;
         ELASTIC_ERRNO_MAP(ELASTIC__ERR_NAME)
 #undef ELASTIC__ERR_NAME
     default: return "ELASTIC_EUNKNOWN";
     }
 }
 
-ELASTIC_EXTERN const char *elastic_last_error(void) { return last_error_detail; }
+ELASTIC_EXTERN const char *elastic_last_error(void)
+{
+    return last_error_detail;
+}
 
-void elastic__clear_error(void) { last_error_detail[0] = '\0'; }
+void elastic__clear_error(void)
+{
+    last_error_detail[0] = '\0';
+}
 
 int elastic__fail(int code, const char *fmt, ...)
 {

@@ -16,7 +16,8 @@ static int reject(elastic__http_request *req, int status, int code, const char *
 static const char *find_head_end(const char *buf, size_t len)
 {
     for (size_t i = 0; i + 3 < len; i++)
-        if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' && buf[i + 3] == '\n') return buf + i + 4;
+        if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' && buf[i + 3] == '\n')
+            return buf + i + 4;
     return NULL;
 }
 
@@ -32,7 +33,8 @@ static int parse_request_line(const char *line, size_t len, elastic__http_reques
     size_t version_len = len - (size_t)(sp2 + 1 - line);
     if (version_len != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 || (sp2[8] != '0' && sp2[8] != '1'))
         return reject(req, 505, ELASTIC_EPROTO, "unsupported version");
-    if (method_len >= sizeof req->method) return reject(req, 405, ELASTIC_EPROTO, "method not allowed");
+    if (method_len >= sizeof req->method)
+        return reject(req, 405, ELASTIC_EPROTO, "method not allowed");
     memcpy(req->method, line, method_len);
     req->method[method_len] = '\0';
     if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0)
@@ -66,7 +68,8 @@ static int check_header_line(const char *line, size_t len, elastic__http_request
         const char *end = line + len;
         while (value < end && (*value == ' ' || *value == '\t')) value++;
         while (end > value && (end[-1] == ' ' || end[-1] == '\t')) end--;
-        if (end - value != 1 || *value != '0') return reject(req, 400, ELASTIC_EPROTO, "request body not accepted");
+        if (end - value != 1 || *value != '0')
+            return reject(req, 400, ELASTIC_EPROTO, "request body not accepted");
     }
     return 0;
 }
@@ -74,19 +77,23 @@ static int check_header_line(const char *line, size_t len, elastic__http_request
 int elastic__http_parse(const char *buf, size_t len, elastic__http_request *req)
 {
     memset(req, 0, sizeof *req);
-    const char *end = find_head_end(buf, len < ELASTIC__HTTP_MAX_HEAD ? len : ELASTIC__HTTP_MAX_HEAD);
+    const char *end =
+        find_head_end(buf, len < ELASTIC__HTTP_MAX_HEAD ? len : ELASTIC__HTTP_MAX_HEAD);
     if (end == NULL) {
-        if (len >= ELASTIC__HTTP_MAX_HEAD) return reject(req, 431, ELASTIC_ELIMIT, "request head too large");
+        if (len >= ELASTIC__HTTP_MAX_HEAD)
+            return reject(req, 431, ELASTIC_ELIMIT, "request head too large");
         return 0;
     }
-    if (memchr(buf, '\0', (size_t)(end - buf)) != NULL) return reject(req, 400, ELASTIC_EPROTO, "NUL byte in head");
+    if (memchr(buf, '\0', (size_t)(end - buf)) != NULL)
+        return reject(req, 400, ELASTIC_EPROTO, "NUL byte in head");
     const char *line = buf;
     bool first = true;
     while (line < end - 2) { /* the head's last line is the empty one */
         const char *eol = line;
         while (!(eol[0] == '\r' && eol[1] == '\n')) eol++;
         size_t line_len = (size_t)(eol - line);
-        int rc = first ? parse_request_line(line, line_len, req) : check_header_line(line, line_len, req);
+        int rc = first ? parse_request_line(line, line_len, req)
+                       : check_header_line(line, line_len, req);
         if (rc != 0) return rc;
         first = false;
         line = eol + 2;

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#define ELASTIC__HTTP_MAX_HEAD 8192
+#define ELASTIC__HTTP_MAX_HEAD   8192
 #define ELASTIC__HTTP_MAX_TARGET 256
 
 typedef struct elastic__http_request {

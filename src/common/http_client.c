@@ -26,18 +26,20 @@ static int connect_endpoint(const char *endpoint, uint64_t deadline, int *fd_out
                                      sizeof host, &port_number);
     if (rc != 0) return rc;
     snprintf(port, sizeof port, "%d", port_number);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found = NULL;
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *found = NULL;
     if (getaddrinfo(host, port, &hints, &found) != 0 || found == NULL)
         return elastic__fail(ELASTIC_ECONNECT, "cannot resolve %s", endpoint);
     int fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     rc = fd < 0 ? -1 : connect(fd, found->ai_addr, found->ai_addrlen);
     freeaddrinfo(found);
     if (rc != 0 && errno == EINPROGRESS) {
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
         int err = 0;
         socklen_t len = sizeof err;
-        rc = poll(&pfd, 1, elastic__ms_left(deadline)) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
-                     err == 0 ? 0 : -1;
+        rc = poll(&pfd, 1, elastic__ms_left(deadline)) == 1 &&
+                     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0
+                 ? 0
+                 : -1;
     }
     if (rc != 0) {
         if (fd >= 0) close(fd);
@@ -52,13 +54,14 @@ static int exchange(int fd, const char *request, uint64_t deadline, elastic__tex
     size_t sent = 0, len = strlen(request);
     char buf[16384];
     while (true) {
-        struct pollfd pfd = {.fd = fd, .events = sent < len ? POLLOUT : POLLIN};
+        struct pollfd pfd = { .fd = fd, .events = sent < len ? POLLOUT : POLLIN };
         int ready = poll(&pfd, 1, elastic__ms_left(deadline));
         if (ready < 0 && errno == EINTR) continue;
         if (ready <= 0) return elastic__fail(ELASTIC_ETIMEDOUT, "no complete answer in time");
         if (sent < len) {
             ssize_t n = send(fd, request + sent, len - sent, MSG_NOSIGNAL);
-            if (n < 0 && errno != EAGAIN && errno != EINTR) return elastic__fail(ELASTIC_ECONNECT, "send: %s", strerror(errno));
+            if (n < 0 && errno != EAGAIN && errno != EINTR)
+                return elastic__fail(ELASTIC_ECONNECT, "send: %s", strerror(errno));
             if (n > 0) sent += (size_t)n;
             continue;
         }
@@ -67,7 +70,9 @@ static int exchange(int fd, const char *request, uint64_t deadline, elastic__tex
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
         if (n < 0) return elastic__fail(ELASTIC_ECONNECT, "recv: %s", strerror(errno));
         elastic__text_append(response, buf, (size_t)n);
-        if (response->overflow) return elastic__fail(ELASTIC_ELIMIT, "answer larger than %u bytes", HTTP_GET_MAX_ANSWER);
+        if (response->overflow)
+            return elastic__fail(ELASTIC_ELIMIT, "answer larger than %u bytes",
+                                 HTTP_GET_MAX_ANSWER);
     }
 }
 
@@ -82,14 +87,16 @@ static int status_code(const char *head)
     return (int)code;
 }
 
-int elastic__http_get(const char *endpoint, const char *path, int timeout_ms, elastic__text *body, int *status)
+int elastic__http_get(const char *endpoint, const char *path, int timeout_ms, elastic__text *body,
+                      int *status)
 {
     uint64_t deadline = elastic__deadline_ms(timeout_ms);
     int fd = -1;
     int rc = connect_endpoint(endpoint, deadline, &fd);
     if (rc != 0) return rc;
     char request[512];
-    snprintf(request, sizeof request, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, endpoint);
+    snprintf(request, sizeof request, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
+             path, endpoint);
     elastic__text response;
     elastic__text_init(&response, HTTP_GET_MAX_ANSWER);
     rc = exchange(fd, request, deadline, &response);

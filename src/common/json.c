@@ -36,8 +36,10 @@ int json__parse(const char *text, size_t len, json_object **out)
 {
     *out = NULL;
     if (len > JSON__MAX_INPUT)
-        return elastic__fail(ELASTIC_EPROTO, "JSON: a text of %zu bytes (at most %u)", len, JSON__MAX_INPUT);
-    if (has_control_byte(text, len)) return elastic__fail(ELASTIC_EPROTO, "JSON: a raw control byte in the text");
+        return elastic__fail(ELASTIC_EPROTO, "JSON: a text of %zu bytes (at most %u)", len,
+                             JSON__MAX_INPUT);
+    if (has_control_byte(text, len))
+        return elastic__fail(ELASTIC_EPROTO, "JSON: a raw control byte in the text");
     json_tokener *tok = json_tokener_new_ex(JSON__MAX_DEPTH);
     if (tok == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
     json_tokener_set_flags(tok, JSON__TOKENER_FLAGS);
@@ -46,8 +48,10 @@ int json__parse(const char *text, size_t len, json_object **out)
     size_t end = json_tokener_get_parse_end(tok);
     json_tokener_free(tok);
     int rc = 0;
-    if (err == json_tokener_continue) rc = elastic__fail(ELASTIC_EPROTO, "JSON: the text ends inside a value");
-    else if (err != json_tokener_success) rc = elastic__fail(ELASTIC_EPROTO, "JSON: %s", json_tokener_error_desc(err));
+    if (err == json_tokener_continue)
+        rc = elastic__fail(ELASTIC_EPROTO, "JSON: the text ends inside a value");
+    else if (err != json_tokener_success)
+        rc = elastic__fail(ELASTIC_EPROTO, "JSON: %s", json_tokener_error_desc(err));
     else if (!only_space(text + end, len - end))
         rc = elastic__fail(ELASTIC_EPROTO, "JSON: the text goes on after its value");
     if (rc != 0) {
@@ -80,7 +84,8 @@ bool json__get_int(json_object *obj, const char *key, int64_t min, int64_t max, 
     json_object *value = json__get(obj, key);
     int64_t v;
     if (value != NULL && json_object_is_type(value, json_type_int)) {
-        v = json_object_get_int64(value); /* json-c clamps what does not fit: out of any range asked */
+        v = json_object_get_int64(
+            value); /* json-c clamps what does not fit: out of any range asked */
     } else if (value != NULL && json_object_is_type(value, json_type_double)) {
         double d = json_object_get_double(value);
         if (!isfinite(d) || d != floor(d) || d < -9.0e18 || d > 9.0e18) return false;

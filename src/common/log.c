@@ -14,7 +14,7 @@ static elastic_log_fn sink_fn;
 static void *sink_user;
 static int max_level = -1; /* -1: not yet read from ELASTIC_LOG_LEVEL */
 
-static const char *const level_names[] = {"error", "warn", "info", "debug"};
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
 
 static int level_from_env(void)
 {

@@ -11,7 +11,7 @@
 
 typedef struct elastic__prom_sample {
     char name[128];
-    char labels[512];                /* the raw text between the braces ("" when none) */
+    char labels[512]; /* the raw text between the braces ("" when none) */
     double value;
 } elastic__prom_sample;
 

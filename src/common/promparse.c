@@ -20,9 +20,12 @@ static const char *labels_end(const char *p)
 {
     bool quoted = false;
     for (; *p != '\0'; p++) {
-        if (quoted && *p == '\\' && p[1] != '\0') p++;
-        else if (*p == '"') quoted = !quoted;
-        else if (!quoted && *p == '}') return p;
+        if (quoted && *p == '\\' && p[1] != '\0')
+            p++;
+        else if (*p == '"')
+            quoted = !quoted;
+        else if (!quoted && *p == '}')
+            return p;
     }
     return NULL;
 }

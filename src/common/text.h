@@ -12,9 +12,9 @@
 #include <stddef.h>
 
 typedef struct elastic__text {
-    char *data;                      /* NUL-terminated once anything was written; NULL before */
+    char *data; /* NUL-terminated once anything was written; NULL before */
     size_t len, cap, max;
-    bool overflow;                   /* a write was cut at max (or memory ran out) */
+    bool overflow; /* a write was cut at max (or memory ran out) */
 } elastic__text;
 
 void elastic__text_init(elastic__text *t, size_t max);

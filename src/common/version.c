@@ -7,17 +7,23 @@
 #include <stdlib.h>
 
 #define ELASTIC__STR2(x) #x
-#define ELASTIC__STR(x) ELASTIC__STR2(x)
+#define ELASTIC__STR(x)  ELASTIC__STR2(x)
 
-ELASTIC_EXTERN unsigned elastic_version(void) { return ELASTIC_VERSION_HEX; }
+ELASTIC_EXTERN unsigned elastic_version(void)
+{
+    return ELASTIC_VERSION_HEX;
+}
 
 ELASTIC_EXTERN const char *elastic_version_string(void)
 {
-    return ELASTIC__STR(ELASTIC_VERSION_MAJOR) "." ELASTIC__STR(ELASTIC_VERSION_MINOR) "." ELASTIC__STR(
-        ELASTIC_VERSION_PATCH);
+    return ELASTIC__STR(ELASTIC_VERSION_MAJOR) "." ELASTIC__STR(
+        ELASTIC_VERSION_MINOR) "." ELASTIC__STR(ELASTIC_VERSION_PATCH);
 }
 
-ELASTIC_EXTERN void elastic_free(void *ptr) { free(ptr); }
+ELASTIC_EXTERN void elastic_free(void *ptr)
+{
+    free(ptr);
+}
 
 char *elastic__strdup(const char *s)
 {

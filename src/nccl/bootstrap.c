@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define BOOTSTRAP_CHUNK 512          /* keys per multi_get round trip */
+#define BOOTSTRAP_CHUNK 512 /* keys per multi_get round trip */
 
 typedef struct member_record {
     uint64_t old_generation;
@@ -28,11 +28,12 @@ static void key_for(char *out, size_t size, const char *tag, uint64_t build, con
 static int parse_record(const char *text, size_t len, member_record *record)
 {
     char copy[96];
-    if (len == 0 || len >= sizeof copy) return elastic__fail(ELASTIC_EPROTO, "nccl: member record of %zu bytes", len);
+    if (len == 0 || len >= sizeof copy)
+        return elastic__fail(ELASTIC_EPROTO, "nccl: member record of %zu bytes", len);
     memcpy(copy, text, len);
     copy[len] = '\0';
-    static const int64_t lo[4] = {0, -1, 0, INT32_MIN},
-                         hi[4] = {INT64_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
+    static const int64_t lo[4] = { 0, -1, 0, INT32_MIN },
+                         hi[4] = { INT64_MAX, INT32_MAX, INT32_MAX, INT32_MAX };
     int64_t v[4];
     const char *field = copy;
     for (int i = 0; i < 4; i++) {
@@ -50,8 +51,8 @@ static int parse_record(const char *text, size_t len, member_record *record)
     return 0;
 }
 
-static int read_records(elastic_store *store, const char *tag, uint64_t build, int nranks, int deadline_ms,
-                        member_record *records)
+static int read_records(elastic_store *store, const char *tag, uint64_t build, int nranks,
+                        int deadline_ms, member_record *records)
 {
     static _Thread_local char keys_text[BOOTSTRAP_CHUNK][NCCL__TAG_MAX + 64];
     const char *keys[BOOTSTRAP_CHUNK];
@@ -70,8 +71,8 @@ static int read_records(elastic_store *store, const char *tag, uint64_t build, i
         int rc = left > 0 ? elastic_store_multi_get(store, keys, (size_t)n, left, values, lens)
                           : elastic__fail(ELASTIC_ETIMEDOUT, "deadline passed");
         if (rc != 0)
-            return elastic__fail(rc, "nccl: waiting for the %d ranks of communicator \"%s\": %s", nranks, tag,
-                                 elastic_last_error());
+            return elastic__fail(rc, "nccl: waiting for the %d ranks of communicator \"%s\": %s",
+                                 nranks, tag, elastic_last_error());
         for (int i = 0; i < n; i++) {
             if (rc == 0) rc = parse_record(values[i], lens[i], &records[first + i]);
             elastic_free(values[i]);
@@ -91,9 +92,9 @@ static void derive_plan(const member_record *records, int nranks, nccl__plan *pl
     if (first->old_rank < 0 || first->old_nranks <= nranks) return;
     for (int i = 0; i < nranks; i++) {
         const member_record *r = &records[i];
-        if (r->old_rank < 0 || r->old_generation != first->old_generation || r->old_nranks != first->old_nranks ||
-            r->version < NCCL__SHRINK_VERSION || r->old_rank >= r->old_nranks ||
-            (i > 0 && r->old_rank <= records[i - 1].old_rank))
+        if (r->old_rank < 0 || r->old_generation != first->old_generation ||
+            r->old_nranks != first->old_nranks || r->version < NCCL__SHRINK_VERSION ||
+            r->old_rank >= r->old_nranks || (i > 0 && r->old_rank <= records[i - 1].old_rank))
             return;
     }
     int next = 0;
@@ -108,18 +109,19 @@ static void derive_plan(const member_record *records, int nranks, nccl__plan *pl
     plan->shrink = true;
 }
 
-int nccl__bootstrap_plan(elastic_nccl_comm *c, const elastic_worker_info *info, int old_rank, int old_nranks,
-                         uint64_t old_generation, int deadline_ms, nccl__plan *plan)
+int nccl__bootstrap_plan(elastic_nccl_comm *c, const elastic_worker_info *info, int old_rank,
+                         int old_nranks, uint64_t old_generation, int deadline_ms, nccl__plan *plan)
 {
     elastic_store *store = NULL;
     if (elastic_worker_get_store(c->worker, &store) != 0 || store == NULL)
-        return elastic__fail(ELASTIC_EUNSUPPORTED, "nccl: the worker has no store (plain torchrun?) to exchange ids");
+        return elastic__fail(ELASTIC_EUNSUPPORTED,
+                             "nccl: the worker has no store (plain torchrun?) to exchange ids");
     char key[NCCL__TAG_MAX + 64], what[32], record[96];
     snprintf(what, sizeof what, "member/%d", info->rank);
     key_for(key, sizeof key, c->tag, c->builds, what);
     int shrinkable = old_rank >= 0 && c->api->comm_shrink != NULL;
-    int length = snprintf(record, sizeof record, "%" PRIu64 " %d %d %d", old_generation, shrinkable ? old_rank : -1,
-                          shrinkable ? old_nranks : 0, c->api->version);
+    int length = snprintf(record, sizeof record, "%" PRIu64 " %d %d %d", old_generation,
+                          shrinkable ? old_rank : -1, shrinkable ? old_nranks : 0, c->api->version);
     int rc = elastic_store_set(store, key, record, (size_t)length);
     if (rc != 0) return rc;
     member_record *records = calloc((size_t)info->world_size, sizeof *records);
@@ -130,8 +132,8 @@ int nccl__bootstrap_plan(elastic_nccl_comm *c, const elastic_worker_info *info, 
     return rc;
 }
 
-int nccl__bootstrap_unique_id(const nccl__api *api, elastic_store *store, const char *tag, uint64_t build, int rank,
-                              int timeout_ms, nccl__unique_id *id)
+int nccl__bootstrap_unique_id(const nccl__api *api, elastic_store *store, const char *tag,
+                              uint64_t build, int rank, int timeout_ms, nccl__unique_id *id)
 {
     char key[NCCL__TAG_MAX + 64];
     key_for(key, sizeof key, tag, build, "id");
@@ -146,8 +148,10 @@ int nccl__bootstrap_unique_id(const nccl__api *api, elastic_store *store, const 
     if (rc != 0)
         return elastic__fail(rc, "nccl: no unique id from rank 0 for communicator \"%s\": %s", tag,
                              elastic_last_error());
-    if (len != sizeof *id) rc = elastic__fail(ELASTIC_EPROTO, "nccl: unique id of %zu bytes", len);
-    else memcpy(id, value, sizeof *id);
+    if (len != sizeof *id)
+        rc = elastic__fail(ELASTIC_EPROTO, "nccl: unique id of %zu bytes", len);
+    else
+        memcpy(id, value, sizeof *id);
     elastic_free(value);
     return rc;
 }

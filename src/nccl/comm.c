@@ -11,14 +11,18 @@
 #include <stdlib.h>
 
 #define NCCL__MAX_TIMEOUT_MS (24 * 3600 * 1000)
-#define NCCL__POLL_MS 2              /* NCCL's non-blocking calls have no completion callback */
+#define NCCL__POLL_MS        2 /* NCCL's non-blocking calls have no completion callback */
 
 ELASTIC_EXTERN int elastic_nccl_opts_init(elastic_nccl_opts *opts, size_t struct_size)
 {
     if (opts == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_nccl_opts is NULL");
-    elastic_nccl_opts defaults = {.struct_size = sizeof defaults, .tag = "default", .device = -1,
-                                  .init_timeout_ms = 120000, .collective_timeout_ms = 60000,
-                                  .watchdog_interval_ms = 100, .rebuild_on_reconfigure = 1};
+    elastic_nccl_opts defaults = { .struct_size = sizeof defaults,
+                                   .tag = "default",
+                                   .device = -1,
+                                   .init_timeout_ms = 120000,
+                                   .collective_timeout_ms = 60000,
+                                   .watchdog_interval_ms = 100,
+                                   .rebuild_on_reconfigure = 1 };
     return ELASTIC__STRUCT_INIT(opts, struct_size, &defaults, "elastic_nccl_opts");
 }
 
@@ -26,12 +30,15 @@ static int check_opts(const elastic_nccl_opts *o)
 {
     const char *tag = o->tag;
     if (tag == NULL || *tag == '\0' || strlen(tag) > NCCL__TAG_MAX ||
-        strspn(tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(tag))
-        return elastic__fail(ELASTIC_EINVAL, "nccl: tag must be 1-%d characters of [A-Za-z0-9_.-]", NCCL__TAG_MAX);
+        strspn(tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+            strlen(tag))
+        return elastic__fail(ELASTIC_EINVAL, "nccl: tag must be 1-%d characters of [A-Za-z0-9_.-]",
+                             NCCL__TAG_MAX);
     if (o->init_timeout_ms == 0 || o->init_timeout_ms > NCCL__MAX_TIMEOUT_MS ||
         o->collective_timeout_ms > NCCL__MAX_TIMEOUT_MS || o->watchdog_interval_ms <= 0 ||
         o->watchdog_interval_ms > 60000 || o->device < -1)
-        return elastic__fail(ELASTIC_EINVAL, "nccl: a timeout, the watchdog interval or the device is out of range");
+        return elastic__fail(
+            ELASTIC_EINVAL, "nccl: a timeout, the watchdog interval or the device is out of range");
     return 0;
 }
 
@@ -41,15 +48,18 @@ static int select_device(const nccl__api *api, int wanted, int local_rank, int *
     int count = 0;
     int err = api->cuda_get_device_count(&count);
     if (err != CUDA__SUCCESS || count <= 0)
-        return elastic__fail(ELASTIC_EUNSUPPORTED, "nccl: no CUDA device here (cudaGetDeviceCount: %s)",
+        return elastic__fail(ELASTIC_EUNSUPPORTED,
+                             "nccl: no CUDA device here (cudaGetDeviceCount: %s)",
                              err != CUDA__SUCCESS ? api->cuda_get_error_string(err) : "0 devices");
     *device = wanted >= 0 ? wanted : local_rank;
     if (*device >= count)
-        return elastic__fail(ELASTIC_EINVAL, "nccl: device %d, but this machine has %d (local rank %d)", *device,
+        return elastic__fail(ELASTIC_EINVAL,
+                             "nccl: device %d, but this machine has %d (local rank %d)", *device,
                              count, local_rank);
     err = api->cuda_set_device(*device);
     if (err != CUDA__SUCCESS)
-        return elastic__fail(ELASTIC_EIO, "nccl: cudaSetDevice(%d): %s", *device, api->cuda_get_error_string(err));
+        return elastic__fail(ELASTIC_EIO, "nccl: cudaSetDevice(%d): %s", *device,
+                             api->cuda_get_error_string(err));
     return 0;
 }
 
@@ -70,7 +80,8 @@ int nccl__wait_ready(elastic_nccl_comm *c, void *nccl, uint64_t deadline_ms, con
         }
         if (elastic__ms_left(deadline_ms) <= 0) {
             pthread_mutex_unlock(&c->lock);
-            return elastic__fail(ELASTIC_ETIMEDOUT, "nccl: %s of \"%s\" (rank %d of %d) not done in time", what,
+            return elastic__fail(ELASTIC_ETIMEDOUT,
+                                 "nccl: %s of \"%s\" (rank %d of %d) not done in time", what,
                                  c->tag, c->rank, c->nranks);
         }
         struct timespec at = elastic__timespec_at(elastic__now_ms() + NCCL__POLL_MS);
@@ -120,14 +131,15 @@ int nccl__create(elastic_nccl_comm *c, const elastic_worker_info *info, uint64_t
 
 void nccl__report_build(elastic_nccl_comm *c, const char *method, int ms)
 {
-    ELASTIC_LOG_I("nccl", "communicator \"%s\" %s in %d ms: rank %d of %d, generation %" PRIu64, c->tag, method, ms,
-                  c->rank, c->nranks, c->generation);
+    ELASTIC_LOG_I("nccl", "communicator \"%s\" %s in %d ms: rank %d of %d, generation %" PRIu64,
+                  c->tag, method, ms, c->rank, c->nranks, c->generation);
     char payload[256];
     snprintf(payload, sizeof payload,
-             "NAME=nccl_comm_built\nTAG=%s\nMETHOD=%s\nMS=%d\nRANK=%d\nNRANKS=%d\nREBUILDS=%d\nGENERATION=%" PRIu64
-             "\n",
+             "NAME=nccl_comm_built\nTAG=%s\nMETHOD=%s\nMS=%d\nRANK=%d\nNRANKS=%d\nREBUILDS=%"
+             "d\nGENERATION=%" PRIu64 "\n",
              c->tag, method, ms, c->rank, c->nranks, c->rebuilds, c->generation);
-    if (c->worker->control_fd >= 0 && worker__control_send(c->worker, CHANNEL__MSG_EVENT, payload) != 0)
+    if (c->worker->control_fd >= 0 &&
+        worker__control_send(c->worker, CHANNEL__MSG_EVENT, payload) != 0)
         ELASTIC_LOG_W("nccl", "build event not sent to the agent: %s", elastic_last_error());
 }
 
@@ -146,7 +158,8 @@ static int comm_alloc(elastic_worker *w, const elastic_nccl_opts *opts, elastic_
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    if (rc == 0 && (pthread_mutex_init(&c->lock, NULL) != 0 || pthread_cond_init(&c->wake, &attr) != 0))
+    if (rc == 0 &&
+        (pthread_mutex_init(&c->lock, NULL) != 0 || pthread_cond_init(&c->wake, &attr) != 0))
         rc = elastic__fail(ELASTIC_ESYS, "nccl: locks");
     pthread_condattr_destroy(&attr);
     if (rc != 0) {
@@ -164,16 +177,18 @@ static void comm_free(elastic_nccl_comm *c)
     free(c);
 }
 
-ELASTIC_EXTERN int elastic_nccl_comm_init(elastic_worker *w, const elastic_nccl_opts *opts, elastic_nccl_comm **comm)
+ELASTIC_EXTERN int elastic_nccl_comm_init(elastic_worker *w, const elastic_nccl_opts *opts,
+                                          elastic_nccl_comm **comm)
 {
     elastic__clear_error();
-    if (w == NULL || comm == NULL) return elastic__fail(ELASTIC_EINVAL, "nccl: worker or comm is NULL");
+    if (w == NULL || comm == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "nccl: worker or comm is NULL");
     *comm = NULL;
     uint64_t started = elastic__now_ms();
     elastic_nccl_comm *c = NULL;
     int rc = comm_alloc(w, opts, &c);
     if (rc != 0) return rc;
-    elastic_worker_info info = {.struct_size = sizeof info};
+    elastic_worker_info info = { .struct_size = sizeof info };
     elastic_worker_get_info(w, &info);
     rc = nccl__load(&c->api);
     if (rc == 0) rc = select_device(c->api, c->opts.device, info.local_rank, &c->device);
@@ -218,13 +233,16 @@ ELASTIC_EXTERN int elastic_nccl_comm_check(elastic_nccl_comm *comm)
     pthread_mutex_lock(&comm->lock);
     bool ready = comm->state == NCCL__STATE_READY;
     pthread_mutex_unlock(&comm->lock);
-    return ready ? 0 : elastic__fail(ELASTIC_ERECONFIGURE, "nccl: communicator \"%s\" was aborted", comm->tag);
+    return ready ? 0
+                 : elastic__fail(ELASTIC_ERECONFIGURE, "nccl: communicator \"%s\" was aborted",
+                                 comm->tag);
 }
 
 ELASTIC_EXTERN int elastic_nccl_comm_get_info(elastic_nccl_comm *comm, elastic_nccl_info *info)
 {
-    if (comm == NULL || info == NULL) return elastic__fail(ELASTIC_EINVAL, "nccl: comm or info is NULL");
-    elastic_nccl_info out = {.struct_size = sizeof out};
+    if (comm == NULL || info == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "nccl: comm or info is NULL");
+    elastic_nccl_info out = { .struct_size = sizeof out };
     pthread_mutex_lock(&comm->lock);
     out.rank = comm->rank;
     out.nranks = comm->nranks;
@@ -252,7 +270,9 @@ ELASTIC_EXTERN void elastic_nccl_comm_destroy(elastic_nccl_comm *comm)
     comm->state = NCCL__STATE_NONE;
     pthread_mutex_unlock(&comm->lock);
     /* A healthy communicator is destroyed; a broken one can only be aborted. */
-    if (nccl != NULL && state == NCCL__STATE_READY) comm->api->comm_destroy(nccl);
-    else if (nccl != NULL) comm->api->comm_abort(nccl);
+    if (nccl != NULL && state == NCCL__STATE_READY)
+        comm->api->comm_destroy(nccl);
+    else if (nccl != NULL)
+        comm->api->comm_abort(nccl);
     comm_free(comm);
 }

@@ -24,13 +24,14 @@ static bool library_loadable(const char *const *names)
 
 ELASTIC_EXTERN int elastic_has_feature(const char *name)
 {
-    static const char *const built_in[] = {"store", "auth", "zstd", "xxhash", "etcd"};
-    static const char *const cuda_names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
+    static const char *const built_in[] = { "store", "auth", "zstd", "xxhash", "etcd" };
+    static const char *const cuda_names[] = { "libcudart.so.13", "libcudart.so.12", "libcudart.so",
+                                              NULL };
     if (name == NULL) return 0;
     for (size_t i = 0; i < ELASTIC__ARRAY_LEN(built_in); i++)
         if (strcmp(name, built_in[i]) == 0) return 1;
-    if (strcmp(name, "nccl") == 0) return nccl__loadable(); /* both libraries, their versions checked */
+    if (strcmp(name, "nccl") == 0)
+        return nccl__loadable(); /* both libraries, their versions checked */
     if (strcmp(name, "cuda") == 0) return library_loadable(cuda_names);
     return 0;
 }
-

@@ -20,14 +20,14 @@ typedef struct nccl__unique_id {
 } nccl__unique_id;
 
 /* ncclResult_t values */
-#define NCCL__SUCCESS 0
-#define NCCL__IN_PROGRESS 7
-#define NCCL__SHRINK_ABORT 0x01
-#define NCCL__CONFIG_MAGIC 0xcafebeefu
+#define NCCL__SUCCESS          0
+#define NCCL__IN_PROGRESS      7
+#define NCCL__SHRINK_ABORT     0x01
+#define NCCL__CONFIG_MAGIC     0xcafebeefu
 #define NCCL__CONFIG_UNDEF_INT (-2147483647 - 1)
 /* cudaError_t values */
-#define CUDA__SUCCESS 0
-#define CUDA__ERROR_NOT_READY 600
+#define CUDA__SUCCESS              0
+#define CUDA__ERROR_NOT_READY      600
 #define CUDA__EVENT_DISABLE_TIMING 0x02u
 
 /* ncclConfig_t as of NCCL 2.28 (size, magic and version tell NCCL which
@@ -40,27 +40,29 @@ typedef struct nccl__config {
     const char *net_name;
     int split_share, traffic_class;
     const char *comm_name;
-    int collnet_enable, cta_policy, shrink_share, nvls_ctas, channels_per_net_peer, nvlink_centric_sched;
+    int collnet_enable, cta_policy, shrink_share, nvls_ctas, channels_per_net_peer,
+        nvlink_centric_sched;
 } nccl__config;
 
-#define NCCL__MIN_VERSION 21800      /* non-blocking init and async errors as we use them */
-#define NCCL__SHRINK_VERSION 22700   /* ncclCommShrink */
-#define CUDA__MIN_VERSION 11000
+#define NCCL__MIN_VERSION    21800 /* non-blocking init and async errors as we use them */
+#define NCCL__SHRINK_VERSION 22700 /* ncclCommShrink */
+#define CUDA__MIN_VERSION    11000
 
 typedef struct nccl__api {
-    int version;                     /* NCCL_VERSION_CODE */
-    int cuda_version;                /* cudaRuntimeGetVersion */
+    int version;      /* NCCL_VERSION_CODE */
+    int cuda_version; /* cudaRuntimeGetVersion */
     int (*get_version)(int *);
     int (*get_unique_id)(nccl__unique_id *);
-    int (*comm_init_rank_config)(void **comm, int nranks, nccl__unique_id id, int rank, nccl__config *config);
+    int (*comm_init_rank_config)(void **comm, int nranks, nccl__unique_id id, int rank,
+                                 nccl__config *config);
     int (*comm_get_async_error)(void *comm, int *error);
     int (*comm_abort)(void *comm);
     int (*comm_destroy)(void *comm);
-    int (*comm_revoke)(void *comm, int flags);                          /* NULL before 2.28 */
+    int (*comm_revoke)(void *comm, int flags); /* NULL before 2.28 */
     int (*comm_shrink)(void *comm, int *exclude, int count, void **newcomm, nccl__config *config,
-                       int flags);                                      /* NULL before 2.27 */
+                       int flags); /* NULL before 2.27 */
     const char *(*get_error_string)(int result);
-    const char *(*get_last_error)(void *comm);                          /* may be NULL */
+    const char *(*get_last_error)(void *comm); /* may be NULL */
     int (*cuda_get_device_count)(int *);
     int (*cuda_set_device)(int);
     int (*cuda_event_create_with_flags)(void **event, unsigned flags);
@@ -83,21 +85,21 @@ int nccl__fail(const nccl__api *api, void *comm, int result, const char *what);
 
 /* ---- the communicator ------------------------------------------------------ */
 
-#define NCCL__TAG_MAX 63
-#define NCCL__WATCH_SLOTS 256        /* collectives in flight the watchdog tracks one by one */
+#define NCCL__TAG_MAX     63
+#define NCCL__WATCH_SLOTS 256 /* collectives in flight the watchdog tracks one by one */
 
 typedef enum nccl__state {
-    NCCL__STATE_NONE,                /* no NCCL communicator (before init, or after a failed rebuild) */
-    NCCL__STATE_BUILDING,            /* NCCL's non-blocking init or shrink is under way */
+    NCCL__STATE_NONE,     /* no NCCL communicator (before init, or after a failed rebuild) */
+    NCCL__STATE_BUILDING, /* NCCL's non-blocking init or shrink is under way */
     NCCL__STATE_READY,
-    NCCL__STATE_REVOKED,             /* in-flight work stopped; kept so that it can be shrunk */
-    NCCL__STATE_ABORTED              /* ncclCommAbort ran: the NCCL object is gone */
+    NCCL__STATE_REVOKED, /* in-flight work stopped; kept so that it can be shrunk */
+    NCCL__STATE_ABORTED  /* ncclCommAbort ran: the NCCL object is gone */
 } nccl__state;
 
 typedef struct nccl__watch_slot {
     void *event;
-    uint64_t collective;             /* the number of the last collective it covers */
-    uint64_t since_ns;               /* when the first collective it covers was marked */
+    uint64_t collective; /* the number of the last collective it covers */
+    uint64_t since_ns;   /* when the first collective it covers was marked */
 } nccl__watch_slot;
 
 struct elastic_nccl_comm {
@@ -105,19 +107,19 @@ struct elastic_nccl_comm {
     elastic_nccl_opts opts;
     char tag[NCCL__TAG_MAX + 1];
     const nccl__api *api;
-    worker__hook hook;               /* abort and reconfigure hooks on the worker */
+    worker__hook hook; /* abort and reconfigure hooks on the worker */
     bool hook_added;
 
-    pthread_mutex_t lock;            /* guards everything below */
+    pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t wake;
-    void *nccl;                      /* ncclComm_t, NULL in NONE and ABORTED */
+    void *nccl; /* ncclComm_t, NULL in NONE and ABORTED */
     nccl__state state;
     int rank, nranks, device;
-    uint64_t generation;             /* of the worker when built */
-    uint64_t builds;                 /* builds in this generation so far: numbers the store keys */
+    uint64_t generation; /* of the worker when built */
+    uint64_t builds;     /* builds in this generation so far: numbers the store keys */
     uint64_t collectives;
     int rebuilds, last_method, last_build_ms;
-    bool faulted;                    /* the watchdog reported a fault in this generation */
+    bool faulted; /* the watchdog reported a fault in this generation */
 
     /* watched collectives: a ring, oldest at head */
     nccl__watch_slot slots[NCCL__WATCH_SLOTS];
@@ -133,18 +135,19 @@ struct elastic_nccl_comm {
  * the plan they all derive from the same list. */
 typedef struct nccl__plan {
     bool shrink;
-    int exclude[4096];               /* old ranks that are gone (shrink only) */
+    int exclude[4096]; /* old ranks that are gone (shrink only) */
     int exclude_count;
 } nccl__plan;
 
 /* Publishes this rank's membership record for build number `build` and reads
  * everyone's; the plan is the same on every rank. old_rank < 0: no usable
  * communicator to shrink. */
-int nccl__bootstrap_plan(elastic_nccl_comm *c, const elastic_worker_info *info, int old_rank, int old_nranks,
-                         uint64_t old_generation, int deadline_ms, nccl__plan *plan);
+int nccl__bootstrap_plan(elastic_nccl_comm *c, const elastic_worker_info *info, int old_rank,
+                         int old_nranks, uint64_t old_generation, int deadline_ms,
+                         nccl__plan *plan);
 /* Rank 0 creates and publishes the unique id; the others wait for it. */
-int nccl__bootstrap_unique_id(const nccl__api *api, elastic_store *store, const char *tag, uint64_t build, int rank,
-                              int timeout_ms, nccl__unique_id *id);
+int nccl__bootstrap_unique_id(const nccl__api *api, elastic_store *store, const char *tag,
+                              uint64_t build, int rank, int timeout_ms, nccl__unique_id *id);
 
 /* comm.c */
 /* Polls a non-blocking communicator until it is ready, failed, or the deadline passed. */

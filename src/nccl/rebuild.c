@@ -13,14 +13,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define REVOKE_QUIESCE_MS 10000      /* how long a revoked communicator may take to settle before shrink */
+#define REVOKE_QUIESCE_MS \
+    10000 /* how long a revoked communicator may take to settle before shrink */
 
 int nccl__abort(elastic_nccl_comm *c, const char *why)
 {
     pthread_mutex_lock(&c->lock);
     void *nccl = c->nccl;
     bool revoke = false;
-    if (c->state == NCCL__STATE_READY && c->api->comm_revoke != NULL && c->api->comm_shrink != NULL) {
+    if (c->state == NCCL__STATE_READY && c->api->comm_revoke != NULL &&
+        c->api->comm_shrink != NULL) {
         revoke = true; /* the object stays: the next generation may shrink it */
         c->state = NCCL__STATE_REVOKED;
     } else if (c->state == NCCL__STATE_READY || c->state == NCCL__STATE_BUILDING) {
@@ -46,8 +48,9 @@ int nccl__abort(elastic_nccl_comm *c, const char *why)
         pthread_mutex_unlock(&c->lock);
         if (ours) result = c->api->comm_abort(nccl);
     }
-    ELASTIC_LOG_I("nccl", "communicator \"%s\" %s in %llu ms (%s)", c->tag, revoke ? "revoked" : "aborted",
-                  (unsigned long long)(elastic__now_ms() - started), why);
+    ELASTIC_LOG_I("nccl", "communicator \"%s\" %s in %llu ms (%s)", c->tag,
+                  revoke ? "revoked" : "aborted", (unsigned long long)(elastic__now_ms() - started),
+                  why);
     return 0;
 }
 
@@ -64,7 +67,9 @@ static void wait_quiescent(elastic_nccl_comm *c, void *old, uint64_t deadline_ms
     uint64_t settle = elastic__deadline_ms(REVOKE_QUIESCE_MS);
     if (settle > deadline_ms) settle = deadline_ms;
     int rc = nccl__wait_ready(c, old, settle, "ncclCommRevoke");
-    if (rc != 0) ELASTIC_LOG_I("nccl", "revoked communicator not quiescent before shrink: %s", elastic_last_error());
+    if (rc != 0)
+        ELASTIC_LOG_I("nccl", "revoked communicator not quiescent before shrink: %s",
+                      elastic_last_error());
 }
 
 static int shrink(elastic_nccl_comm *c, void *old, const nccl__plan *plan, uint64_t deadline_ms)
@@ -75,7 +80,8 @@ static int shrink(elastic_nccl_comm *c, void *old, const nccl__plan *plan, uint6
     void *fresh = NULL;
     int exclude[ELASTIC__ARRAY_LEN(plan->exclude)];
     memcpy(exclude, plan->exclude, (size_t)plan->exclude_count * sizeof exclude[0]);
-    int result = c->api->comm_shrink(old, exclude, plan->exclude_count, &fresh, &config, NCCL__SHRINK_ABORT);
+    int result =
+        c->api->comm_shrink(old, exclude, plan->exclude_count, &fresh, &config, NCCL__SHRINK_ABORT);
     if (result != NCCL__SUCCESS && result != NCCL__IN_PROGRESS) {
         if (fresh != NULL) c->api->comm_abort(fresh);
         return nccl__fail(c->api, old, result, "ncclCommShrink");
@@ -124,14 +130,15 @@ static void finish(elastic_nccl_comm *c, bool shrunk, uint64_t started_ms)
 int nccl__rebuild(elastic_nccl_comm *c)
 {
     uint64_t started = elastic__now_ms();
-    elastic_worker_info info = {.struct_size = sizeof info};
+    elastic_worker_info info = { .struct_size = sizeof info };
     elastic_worker_get_info(c->worker, &info);
     pthread_mutex_lock(&c->lock);
     bool current = c->state == NCCL__STATE_READY && c->generation == info.generation;
     bool was_ready = c->state == NCCL__STATE_READY;
     pthread_mutex_unlock(&c->lock);
     if (current) return 0;
-    if (was_ready) nccl__abort(c, "rebuild for a new generation"); /* nobody aborted it: do it now */
+    if (was_ready)
+        nccl__abort(c, "rebuild for a new generation"); /* nobody aborted it: do it now */
     pthread_mutex_lock(&c->lock);
     bool keeps_old = c->state == NCCL__STATE_REVOKED && c->nccl != NULL;
     int old_rank = keeps_old ? c->rank : -1, old_nranks = c->nranks;
@@ -145,14 +152,16 @@ int nccl__rebuild(elastic_nccl_comm *c)
     uint64_t deadline = elastic__deadline_ms(c->opts.init_timeout_ms);
     nccl__plan *plan = malloc(sizeof *plan);
     if (plan == NULL) return elastic__fail(ELASTIC_ENOMEM, "nccl: plan");
-    int rc = nccl__bootstrap_plan(c, &info, old_rank, old_nranks, old_generation, elastic__ms_left(deadline), plan);
+    int rc = nccl__bootstrap_plan(c, &info, old_rank, old_nranks, old_generation,
+                                  elastic__ms_left(deadline), plan);
     void *old = NULL;
     if (rc == 0 && plan->shrink) {
         pthread_mutex_lock(&c->lock);
         old = c->nccl;
         pthread_mutex_unlock(&c->lock);
         rc = old != NULL ? shrink(c, old, plan, deadline)
-                         : elastic__fail(ELASTIC_ECANCELED, "nccl: \"%s\" aborted before its shrink", c->tag);
+                         : elastic__fail(ELASTIC_ECANCELED,
+                                         "nccl: \"%s\" aborted before its shrink", c->tag);
     } else if (rc == 0) {
         old = detach_old(c);
         if (old != NULL) c->api->comm_abort(old);
@@ -192,13 +201,13 @@ static void on_reconfigure(void *user, const elastic_worker_info *info)
     if (!c->opts.rebuild_on_reconfigure) return;
     int rc = nccl__rebuild(c);
     if (rc != 0)
-        ELASTIC_LOG_E("nccl", "rebuilding \"%s\" for generation %llu: %s", c->tag, (unsigned long long)info->generation,
-                      elastic_last_error());
+        ELASTIC_LOG_E("nccl", "rebuilding \"%s\" for generation %llu: %s", c->tag,
+                      (unsigned long long)info->generation, elastic_last_error());
 }
 
 void nccl__hooks_add(elastic_nccl_comm *c)
 {
-    c->hook = (worker__hook){.on_abort = on_abort, .on_reconfigure = on_reconfigure, .user = c};
+    c->hook = (worker__hook){ .on_abort = on_abort, .on_reconfigure = on_reconfigure, .user = c };
     worker__hook_add(c->worker, &c->hook);
     c->hook_added = true;
 }

@@ -42,25 +42,31 @@ ELASTIC_EXTERN int elastic_nccl_watch(elastic_nccl_comm *comm, void *stream)
     pthread_mutex_lock(&comm->lock);
     int rc = 0;
     if (comm->state != NCCL__STATE_READY) {
-        rc = elastic__fail(ELASTIC_ERECONFIGURE, "nccl: communicator \"%s\" was aborted", comm->tag);
+        rc =
+            elastic__fail(ELASTIC_ERECONFIGURE, "nccl: communicator \"%s\" was aborted", comm->tag);
     } else if (comm->count == NCCL__WATCH_SLOTS) {
         /* Full: the newest slot now covers this collective too; its deadline
          * still counts from its first one, which is the stricter choice. */
         nccl__watch_slot *newest = &comm->slots[(comm->head + comm->count - 1) % NCCL__WATCH_SLOTS];
         int err = comm->api->cuda_event_record(newest->event, stream);
         if (err != CUDA__SUCCESS)
-            rc = elastic__fail(ELASTIC_EIO, "nccl: cudaEventRecord: %s", comm->api->cuda_get_error_string(err));
-        else newest->collective = ++comm->collectives;
+            rc = elastic__fail(ELASTIC_EIO, "nccl: cudaEventRecord: %s",
+                               comm->api->cuda_get_error_string(err));
+        else
+            newest->collective = ++comm->collectives;
     } else {
         void *event = NULL;
         rc = take_event(comm, &event);
         int err = rc == 0 ? comm->api->cuda_event_record(event, stream) : CUDA__SUCCESS;
         if (err != CUDA__SUCCESS) {
             comm->spare_events[comm->spare_count++] = event;
-            rc = elastic__fail(ELASTIC_EIO, "nccl: cudaEventRecord: %s", comm->api->cuda_get_error_string(err));
+            rc = elastic__fail(ELASTIC_EIO, "nccl: cudaEventRecord: %s",
+                               comm->api->cuda_get_error_string(err));
         } else if (rc == 0) {
             nccl__watch_slot *slot = &comm->slots[(comm->head + comm->count) % NCCL__WATCH_SLOTS];
-            *slot = (nccl__watch_slot){.event = event, .collective = ++comm->collectives, .since_ns = elastic__now_ns()};
+            *slot = (nccl__watch_slot){ .event = event,
+                                        .collective = ++comm->collectives,
+                                        .since_ns = elastic__now_ns() };
             comm->count++;
         }
     }
@@ -71,8 +77,8 @@ ELASTIC_EXTERN int elastic_nccl_watch(elastic_nccl_comm *comm, void *stream)
 /* ---- faults -------------------------------------------------------------------- */
 
 typedef struct nccl__fault {
-    const char *probe;               /* "nccl_timeout" or "nccl_error" */
-    uint64_t generation;             /* copied under the lock: a rebuild may change them */
+    const char *probe;   /* "nccl_timeout" or "nccl_error" */
+    uint64_t generation; /* copied under the lock: a rebuild may change them */
     int rank;
     uint64_t collective;
     uint64_t waited_ms;
@@ -96,8 +102,8 @@ static void raise_fault(elastic_nccl_comm *c, nccl__fault *fault)
     snprintf(payload, sizeof payload,
              "PROBE=%s\nREASON=%s\nGENERATION=%" PRIu64 "\nRANK=%d\nCOMM=%s\nCOLLECTIVE=%" PRIu64
              "\nWAITED_MS=%" PRIu64 "\nTIME_NS=%" PRIu64 "\n",
-             fault->probe, fault->reason, fault->generation, fault->rank, c->tag, fault->collective, fault->waited_ms,
-             elastic__now_ns());
+             fault->probe, fault->reason, fault->generation, fault->rank, c->tag, fault->collective,
+             fault->waited_ms, elastic__now_ns());
     if (worker__report_fault(c->worker, payload) != 0)
         ELASTIC_LOG_W("nccl", "the fault was not reported to the agent: %s", elastic_last_error());
     nccl__abort(c, fault->probe);
@@ -116,8 +122,9 @@ static bool check_async_error(elastic_nccl_comm *c, nccl__fault *fault)
     fault->collective = c->collectives;
     fault->waited_ms = 0;
     snprintf(fault->reason, sizeof fault->reason,
-             "nccl_error: rank %d, communicator \"%s\", after collective %" PRIu64 ": %s (%d)%s%.160s", c->rank,
-             c->tag, c->collectives, text != NULL ? text : "NCCL error", error,
+             "nccl_error: rank %d, communicator \"%s\", after collective %" PRIu64
+             ": %s (%d)%s%.160s",
+             c->rank, c->tag, c->collectives, text != NULL ? text : "NCCL error", error,
              last != NULL && *last != '\0' ? ": " : "", last != NULL ? last : "");
     return true;
 }
@@ -137,11 +144,13 @@ static bool check_collectives(elastic_nccl_comm *c, uint64_t now_ns, nccl__fault
         uint64_t waited_ms = (now_ns - slot->since_ns) / 1000000u;
         fault->collective = slot->collective;
         fault->waited_ms = waited_ms;
-        if (err != CUDA__ERROR_NOT_READY) { /* a sticky CUDA error: the device is lost for this process */
+        if (err !=
+            CUDA__ERROR_NOT_READY) { /* a sticky CUDA error: the device is lost for this process */
             fault->probe = "nccl_error";
             snprintf(fault->reason, sizeof fault->reason,
-                     "nccl_error: rank %d, communicator \"%s\", collective %" PRIu64 ": CUDA error %d (%s)", c->rank,
-                     c->tag, slot->collective, err, c->api->cuda_get_error_string(err));
+                     "nccl_error: rank %d, communicator \"%s\", collective %" PRIu64
+                     ": CUDA error %d (%s)",
+                     c->rank, c->tag, slot->collective, err, c->api->cuda_get_error_string(err));
             return true;
         }
         int timeout_ms = c->opts.collective_timeout_ms;
@@ -160,14 +169,17 @@ static void *watchdog_main(void *arg)
 {
     elastic_nccl_comm *c = arg;
     int err = c->api->cuda_set_device(c->device); /* events belong to the device's context */
-    if (err != CUDA__SUCCESS) ELASTIC_LOG_W("nccl", "watchdog: cudaSetDevice(%d) failed (%d)", c->device, err);
+    if (err != CUDA__SUCCESS)
+        ELASTIC_LOG_W("nccl", "watchdog: cudaSetDevice(%d) failed (%d)", c->device, err);
     pthread_mutex_lock(&c->lock);
     while (!c->stopping) {
-        struct timespec at = elastic__timespec_at(elastic__now_ms() + (uint64_t)c->opts.watchdog_interval_ms);
+        struct timespec at =
+            elastic__timespec_at(elastic__now_ms() + (uint64_t)c->opts.watchdog_interval_ms);
         pthread_cond_timedwait(&c->wake, &c->lock, &at);
         if (c->stopping || c->state != NCCL__STATE_READY || c->faulted) continue;
         nccl__fault fault;
-        bool found = check_async_error(c, &fault) || check_collectives(c, elastic__now_ns(), &fault);
+        bool found =
+            check_async_error(c, &fault) || check_collectives(c, elastic__now_ns(), &fault);
         if (!found) continue;
         c->faulted = true; /* once per build: the abort that follows is the answer */
         fault.generation = c->generation;

@@ -19,7 +19,7 @@ typedef struct control_conn {
     uv_pipe_t pipe;
     probe__control *control;
     struct control_conn *prev, *next;
-    int slot;                        /* -1 until the worker said hello */
+    int slot; /* -1 until the worker said hello */
     size_t len;
     bool closing;
     char buf[CONTROL_FRAME_MAX + 1];
@@ -51,8 +51,10 @@ static void conn_closed(uv_handle_t *handle)
 {
     control_conn *conn = handle->data;
     probe__control *c = conn->control;
-    if (conn->prev != NULL) conn->prev->next = conn->next;
-    else c->conns = conn->next;
+    if (conn->prev != NULL)
+        conn->prev->next = conn->next;
+    else
+        c->conns = conn->next;
     if (conn->next != NULL) conn->next->prev = conn->prev;
     free(conn);
     maybe_free(c);
@@ -96,18 +98,22 @@ static int handle_frame(control_conn *conn, const channel__msg_header *header, c
     channel__kv kv;
     int rc = channel__kv_parse(payload, header->length, &kv);
     if (rc != 0) return rc;
-    if (header->type == CHANNEL__MSG_HELLO) rc = handle_hello(conn, &kv);
-    else if ((header->type == CHANNEL__MSG_FAULT || header->type == CHANNEL__MSG_EVENT) && conn->slot >= 0) {
+    if (header->type == CHANNEL__MSG_HELLO)
+        rc = handle_hello(conn, &kv);
+    else if ((header->type == CHANNEL__MSG_FAULT || header->type == CHANNEL__MSG_EVENT) &&
+             conn->slot >= 0) {
         probe__control *c = conn->control;
         if (c->report_fn != NULL) c->report_fn(c->report_user, conn->slot, header->type, &kv);
         return 0;
     } else if (header->type != CHANNEL__MSG_ABORT_ACK && header->type != CHANNEL__MSG_READY &&
                header->type != CHANNEL__MSG_FAULT && header->type != CHANNEL__MSG_EVENT)
-        return elastic__fail(ELASTIC_EPROTO, "control: message type %u is not for the agent", header->type);
-    else if (conn->slot < 0) return elastic__fail(ELASTIC_EPROTO, "control: message before hello");
+        return elastic__fail(ELASTIC_EPROTO, "control: message type %u is not for the agent",
+                             header->type);
+    else if (conn->slot < 0)
+        return elastic__fail(ELASTIC_EPROTO, "control: message before hello");
     if (rc == 0)
-        conn->control->fn(conn->control->user, conn->slot, header->type, payload_number(&kv, "GENERATION"),
-                          payload_number(&kv, "TIME_NS"));
+        conn->control->fn(conn->control->user, conn->slot, header->type,
+                          payload_number(&kv, "GENERATION"), payload_number(&kv, "TIME_NS"));
     return rc;
 }
 
@@ -123,7 +129,7 @@ static int drain(control_conn *conn)
         size_t frame = sizeof header + header.length;
         if (conn->len - offset < frame) break;
         char *payload = conn->buf + offset + sizeof header;
-        char saved = payload[header.length];    /* the next frame's first byte */
+        char saved = payload[header.length];       /* the next frame's first byte */
         rc = handle_frame(conn, &header, payload); /* may write payload[length] */
         payload[header.length] = saved;
         if (rc != 0 || conn->closing) return rc;
@@ -161,8 +167,8 @@ static bool same_user(uv_pipe_t *pipe)
     uv_os_fd_t fd;
     struct ucred cred;
     socklen_t len = sizeof cred;
-    return uv_fileno((uv_handle_t *)pipe, &fd) == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
-           cred.uid == geteuid();
+    return uv_fileno((uv_handle_t *)pipe, &fd) == 0 &&
+           getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid();
 }
 
 static void on_connection(uv_stream_t *listener, int status)
@@ -192,14 +198,15 @@ static void on_listener_closed(uv_handle_t *handle)
     maybe_free(c);
 }
 
-int probe__control_start(uv_loop_t *loop, const char *path, unsigned slots, probe__control_fn fn, void *user,
-                         probe__control **out)
+int probe__control_start(uv_loop_t *loop, const char *path, unsigned slots, probe__control_fn fn,
+                         void *user, probe__control **out)
 {
-    if (path == NULL || strlen(path) >= 108 || slots == 0 || slots > CHANNEL__HB_MAX_SLOTS || fn == NULL)
+    if (path == NULL || strlen(path) >= 108 || slots == 0 || slots > CHANNEL__HB_MAX_SLOTS ||
+        fn == NULL)
         return elastic__fail(ELASTIC_EINVAL, "control socket: bad path or slots");
     probe__control *c = calloc(1, sizeof *c);
     if (c == NULL) return elastic__fail(ELASTIC_ENOMEM, "control socket");
-    *c = (probe__control){.loop = loop, .slots = slots, .fn = fn, .user = user};
+    *c = (probe__control){ .loop = loop, .slots = slots, .fn = fn, .user = user };
     c->path = elastic__strdup(path);
     c->by_slot = calloc(slots, sizeof *c->by_slot);
     uv_pipe_init(loop, &c->listener, 0);
@@ -224,20 +231,25 @@ static void on_sent(uv_write_t *req, int status)
 int probe__control_send(probe__control *c, unsigned slot, int type, const char *payload)
 {
     size_t length = strlen(payload);
-    if (slot >= c->slots || length > CHANNEL__MSG_MAX_PAYLOAD) return elastic__fail(ELASTIC_EINVAL, "control send");
+    if (slot >= c->slots || length > CHANNEL__MSG_MAX_PAYLOAD)
+        return elastic__fail(ELASTIC_EINVAL, "control send");
     control_conn *conn = c->by_slot[slot];
-    if (conn == NULL) return elastic__fail(ELASTIC_ENOTFOUND, "worker in slot %u is not connected", slot);
+    if (conn == NULL)
+        return elastic__fail(ELASTIC_ENOTFOUND, "worker in slot %u is not connected", slot);
     uv_write_t *req = malloc(sizeof *req + sizeof(channel__msg_header) + length);
     if (req == NULL) return elastic__fail(ELASTIC_ENOMEM, "control send");
     char *frame = (char *)(req + 1);
-    channel__msg_header header = {.magic = CHANNEL__MSG_MAGIC, .type = (uint16_t)type, .length = (uint32_t)length};
+    channel__msg_header header = { .magic = CHANNEL__MSG_MAGIC,
+                                   .type = (uint16_t)type,
+                                   .length = (uint32_t)length };
     memcpy(frame, &header, sizeof header);
     memcpy(frame + sizeof header, payload, length);
     uv_buf_t buf = uv_buf_init(frame, (unsigned)(sizeof header + length));
     int err = uv_write(req, (uv_stream_t *)&conn->pipe, &buf, 1, on_sent);
     if (err != 0) {
         free(req);
-        return elastic__fail(ELASTIC_ECONNECT, "control send to slot %u: %s", slot, uv_strerror(err));
+        return elastic__fail(ELASTIC_ECONNECT, "control send to slot %u: %s", slot,
+                             uv_strerror(err));
     }
     return 0;
 }
@@ -248,7 +260,10 @@ void probe__control_on_report(probe__control *c, probe__control_report_fn fn, vo
     c->report_user = user;
 }
 
-bool probe__control_connected(const probe__control *c, unsigned slot) { return slot < c->slots && c->by_slot[slot] != NULL; }
+bool probe__control_connected(const probe__control *c, unsigned slot)
+{
+    return slot < c->slots && c->by_slot[slot] != NULL;
+}
 
 void probe__control_stop(probe__control *c)
 {

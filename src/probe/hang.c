@@ -6,7 +6,8 @@
  */
 #include "probe/probe.h"
 
-void probe__hang_start(probe__hang_state *state, const channel__hb_snapshot *snapshot, uint64_t now_ns)
+void probe__hang_start(probe__hang_state *state, const channel__hb_snapshot *snapshot,
+                       uint64_t now_ns)
 {
     state->started_ns = now_ns;
     state->baseline_beats = snapshot->beats;
@@ -22,8 +23,9 @@ uint64_t probe__hang_deadline(const probe__hang_state *state, const channel__hb_
     return limit > 0 ? since + limit : 0;
 }
 
-bool probe__hang_check(const probe__hang_state *state, const channel__hb_snapshot *snapshot, uint64_t now_ns,
-                       uint64_t hang_timeout_ns, uint64_t startup_timeout_ns, uint64_t *silent_ns, bool *started)
+bool probe__hang_check(const probe__hang_state *state, const channel__hb_snapshot *snapshot,
+                       uint64_t now_ns, uint64_t hang_timeout_ns, uint64_t startup_timeout_ns,
+                       uint64_t *silent_ns, bool *started)
 {
     bool beat_since_start = snapshot->beats > state->baseline_beats;
     /* The worker's last beat may predate started_ns (a survivor re-baselined

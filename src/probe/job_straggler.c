@@ -13,19 +13,22 @@
 #include <stdlib.h>
 
 /* A node id goes into a metrics label: no quotes, backslashes or spaces. */
-#define NODE_ID_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.:@"
+#define NODE_ID_CHARS         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.:@"
 #define NODE_STAT_MAX_STEP_NS (3600ull * 1000000000ull) /* an hour per step: beyond it, garbage */
 
 int probe__node_stat_format(const probe__node_stat *st, char *buf, size_t size)
 {
-    int n = snprintf(buf, size, "v1 %" PRIu64 " %" PRIu64 " %s", st->steps, st->step_ns, st->node_id);
-    return n > 0 && (size_t)n < size ? 0 : elastic__fail(ELASTIC_EINVAL, "node statistic does not fit");
+    int n =
+        snprintf(buf, size, "v1 %" PRIu64 " %" PRIu64 " %s", st->steps, st->step_ns, st->node_id);
+    return n > 0 && (size_t)n < size ? 0
+                                     : elastic__fail(ELASTIC_EINVAL, "node statistic does not fit");
 }
 
 int probe__node_stat_parse(const char *buf, size_t len, probe__node_stat *out)
 {
     char text[PROBE__NODE_STAT_BYTES];
-    if (len == 0 || len >= sizeof text) return elastic__fail(ELASTIC_EPROTO, "node statistic of %zu bytes", len);
+    if (len == 0 || len >= sizeof text)
+        return elastic__fail(ELASTIC_EPROTO, "node statistic of %zu bytes", len);
     memcpy(text, buf, len);
     text[len] = '\0';
     /* "v1 <steps> <step_ns> <node id>", single spaces. */
@@ -50,8 +53,8 @@ int probe__node_stat_parse(const char *buf, size_t len, probe__node_stat *out)
 
 struct probe__job_straggler {
     unsigned nodes;
-    unsigned *below;                 /* consecutive rounds under the threshold, per node */
-    uint64_t *last_steps;            /* steps seen last round: a node that did not advance is not scored */
+    unsigned *below;      /* consecutive rounds under the threshold, per node */
+    uint64_t *last_steps; /* steps seen last round: a node that did not advance is not scored */
     double *times;
 };
 
@@ -83,8 +86,9 @@ void probe__job_straggler_free(probe__job_straggler *j)
     free(j);
 }
 
-int probe__job_straggler_evaluate(probe__job_straggler *j, const probe__node_stat *stats, const bool *present,
-                                  uint64_t warmup_steps, double threshold, unsigned rounds, double *scores)
+int probe__job_straggler_evaluate(probe__job_straggler *j, const probe__node_stat *stats,
+                                  const bool *present, uint64_t warmup_steps, double threshold,
+                                  unsigned rounds, double *scores)
 {
     for (unsigned i = 0; i < j->nodes; i++) {
         bool fresh = present[i] && stats[i].steps > j->last_steps[i];

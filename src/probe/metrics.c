@@ -10,7 +10,7 @@
 
 #define METRICS_MAX_CONNECTIONS 64
 #define METRICS_READ_TIMEOUT_MS 5000
-#define METRICS_MAX_BODY (16u << 20)
+#define METRICS_MAX_BODY        (16u << 20)
 
 typedef struct metrics_conn {
     uv_tcp_t tcp;
@@ -47,8 +47,10 @@ static void conn_release(uv_handle_t *handle)
     metrics_conn *conn = handle->data;
     if (--conn->open_handles > 0) return;
     probe__metrics_server *server = conn->server;
-    if (conn->prev != NULL) conn->prev->next = conn->next;
-    else server->conns = conn->next;
+    if (conn->prev != NULL)
+        conn->prev->next = conn->next;
+    else
+        server->conns = conn->next;
     if (conn->next != NULL) conn->next->prev = conn->prev;
     server->connections--;
     free(conn->response);
@@ -85,14 +87,16 @@ static const char *status_text(int status)
     }
 }
 
-static void respond(metrics_conn *conn, int status, const char *type, const char *body, size_t body_len, bool head_only)
+static void respond(metrics_conn *conn, int status, const char *type, const char *body,
+                    size_t body_len, bool head_only)
 {
     conn->responding = true;
     uv_read_stop((uv_stream_t *)&conn->tcp);
     char header[256];
-    int n = snprintf(header, sizeof header,
-                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
-                     status_text(status), type, body_len);
+    int n = snprintf(
+        header, sizeof header,
+        "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+        status, status_text(status), type, body_len);
     size_t total = (size_t)n + (head_only ? 0 : body_len);
     conn->response = malloc(total);
     if (conn->response == NULL) {
@@ -103,7 +107,8 @@ static void respond(metrics_conn *conn, int status, const char *type, const char
     if (!head_only && body_len > 0) memcpy(conn->response + n, body, body_len);
     uv_buf_t buf = uv_buf_init(conn->response, (unsigned)total);
     conn->write.data = conn;
-    if (uv_write(&conn->write, (uv_stream_t *)&conn->tcp, &buf, 1, on_written) != 0) conn_close(conn);
+    if (uv_write(&conn->write, (uv_stream_t *)&conn->tcp, &buf, 1, on_written) != 0)
+        conn_close(conn);
 }
 
 static void route(metrics_conn *conn, const elastic__http_request *req)
@@ -114,8 +119,8 @@ static void route(metrics_conn *conn, const elastic__http_request *req)
         elastic__text text;
         elastic__text_init(&text, METRICS_MAX_BODY);
         server->render(server->user, &text);
-        respond(conn, 200, "text/plain; version=0.0.4; charset=utf-8", text.data != NULL ? text.data : "", text.len,
-                head_only);
+        respond(conn, 200, "text/plain; version=0.0.4; charset=utf-8",
+                text.data != NULL ? text.data : "", text.len, head_only);
         elastic__text_free(&text);
     } else if (strcmp(req->path, "/healthz") == 0) {
         char reason[256] = "";
@@ -146,9 +151,12 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     conn->len += (size_t)nread;
     elastic__http_request req;
     int rc = elastic__http_parse(conn->head, conn->len, &req);
-    if (rc > 0) route(conn, &req);
-    else if (rc < 0) respond(conn, req.status, "text/plain; charset=utf-8", "bad request\n", 12, false);
-    else if (conn->len == sizeof conn->head) respond(conn, 431, "text/plain; charset=utf-8", "too large\n", 10, false);
+    if (rc > 0)
+        route(conn, &req);
+    else if (rc < 0)
+        respond(conn, req.status, "text/plain; charset=utf-8", "bad request\n", 12, false);
+    else if (conn->len == sizeof conn->head)
+        respond(conn, 431, "text/plain; charset=utf-8", "too large\n", 10, false);
 }
 
 static void on_read_timeout(uv_timer_t *timer)
@@ -172,7 +180,8 @@ static void on_connection(uv_stream_t *listener, int status)
     if (server->conns != NULL) server->conns->prev = conn;
     server->conns = conn;
     server->connections++;
-    if (uv_accept(listener, (uv_stream_t *)&conn->tcp) != 0 || server->connections > METRICS_MAX_CONNECTIONS) {
+    if (uv_accept(listener, (uv_stream_t *)&conn->tcp) != 0 ||
+        server->connections > METRICS_MAX_CONNECTIONS) {
         conn_close(conn);
         return;
     }
@@ -187,7 +196,9 @@ static int bind_listener(probe__metrics_server *server, const char *host, int po
                                         : uv_ip4_addr(host, port, (struct sockaddr_in *)&addr);
     if (err == 0) err = uv_tcp_bind(&server->listener, (const struct sockaddr *)&addr, 0);
     if (err == 0) err = uv_listen((uv_stream_t *)&server->listener, 64, on_connection);
-    if (err != 0) return elastic__fail(ELASTIC_ECONNECT, "metrics endpoint %s:%d: %s", host, port, uv_strerror(err));
+    if (err != 0)
+        return elastic__fail(ELASTIC_ECONNECT, "metrics endpoint %s:%d: %s", host, port,
+                             uv_strerror(err));
     int len = sizeof addr;
     uv_tcp_getsockname(&server->listener, (struct sockaddr *)&addr, &len);
     server->port = ntohs(addr.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&addr)->sin6_port
@@ -202,14 +213,16 @@ static void on_listener_closed(uv_handle_t *handle)
     maybe_free_server(server);
 }
 
-int probe__metrics_start(uv_loop_t *loop, const char *host, int port, probe__metrics_render_fn render,
-                         probe__health_fn health, void *user, probe__metrics_server **out)
+int probe__metrics_start(uv_loop_t *loop, const char *host, int port,
+                         probe__metrics_render_fn render, probe__health_fn health, void *user,
+                         probe__metrics_server **out)
 {
     if (port < 0 || port > 65535 || render == NULL || health == NULL)
         return elastic__fail(ELASTIC_EINVAL, "metrics endpoint: port %d", port);
     probe__metrics_server *server = calloc(1, sizeof *server);
     if (server == NULL) return elastic__fail(ELASTIC_ENOMEM, "metrics endpoint");
-    *server = (probe__metrics_server){.loop = loop, .render = render, .health = health, .user = user};
+    *server =
+        (probe__metrics_server){ .loop = loop, .render = render, .health = health, .user = user };
     uv_tcp_init(loop, &server->listener);
     server->listener.data = server;
     int rc = bind_listener(server, host != NULL ? host : "127.0.0.1", port);
@@ -221,7 +234,10 @@ int probe__metrics_start(uv_loop_t *loop, const char *host, int port, probe__met
     return 0;
 }
 
-int probe__metrics_port(const probe__metrics_server *server) { return server->port; }
+int probe__metrics_port(const probe__metrics_server *server)
+{
+    return server->port;
+}
 
 void probe__metrics_stop(probe__metrics_server *server)
 {

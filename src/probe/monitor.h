@@ -13,24 +13,25 @@
 typedef struct monitored_worker {
     probe__monitor *monitor;
     unsigned slot;
-    bool running;                    /* a process is in the slot */
-    bool failed;                     /* reported (or being reported) this generation */
+    bool running; /* a process is in the slot */
+    bool failed;  /* reported (or being reported) this generation */
     int rank, pid, log_fd;
     probe__hang_state hang;
     channel__hb_snapshot last;
     uint64_t rate_since_ns;
-    double steps_per_second;         /* < 0: not measured yet (no two beats) */
+    double steps_per_second; /* < 0: not measured yet (no two beats) */
     int shown_pid;
-    uint64_t ckpt_saves_seen;        /* the slot's ckpt_saves already passed to on_checkpoint */                   /* the last process in the slot, kept after it exited (status) */
-    uint64_t started_ns, exited_ns;  /* its start and end (monotonic; exited 0: running) */
+    uint64_t ckpt_saves_seen;
+        /* the slot's ckpt_saves already passed to on_checkpoint */ /* the last process in the slot, kept after it exited (status) */
+    uint64_t started_ns, exited_ns; /* its start and end (monotonic; exited 0: running) */
     probe__stack_dump *dump;
-    uv_timer_t dump_timer;           /* waits for the worker's own backtrace */
+    uv_timer_t dump_timer; /* waits for the worker's own backtrace */
     bool waiting_for_dump;
     uint64_t dumps_before, dump_deadline_ms;
-    probe__failure pending;          /* reported once its stacks are out */
+    probe__failure pending; /* reported once its stacks are out */
 } monitored_worker;
 
-#define MONITOR_PROBES 7             /* hang, startup, straggler, user, exit, nccl_timeout, nccl_error */
+#define MONITOR_PROBES 7 /* hang, startup, straggler, user, exit, nccl_timeout, nccl_error */
 
 struct probe__monitor {
     probe__monitor_opts opts;
@@ -43,7 +44,7 @@ struct probe__monitor {
     probe__user_probe *user_probe;
     probe__straggler *straggler;
     uv_timer_t timer;
-    uv_timer_t hang_timer;           /* fires at the earliest hang deadline (monitor.c) */
+    uv_timer_t hang_timer; /* fires at the earliest hang deadline (monitor.c) */
     int open_handles;
     monitored_worker *workers;
     double *scores;
@@ -53,13 +54,13 @@ struct probe__monitor {
     bool paused, healthy, straggler_reported, user_probe_reported, user_probe_healthy;
     char unhealthy_reason[256];
     uint64_t failures[MONITOR_PROBES];
-    uint64_t recoveries[2];          /* [0] full restart, [1] in-process */
+    uint64_t recoveries[2]; /* [0] full restart, [1] in-process */
     double recovery_sum[2], recovery_last[2];
-    uint64_t nccl_builds[2];         /* [0] created, [1] shrunk (the workers' nccl_comm_built events) */
+    uint64_t nccl_builds[2]; /* [0] created, [1] shrunk (the workers' nccl_comm_built events) */
     double nccl_build_sum[2], nccl_build_last[2];
-    uint64_t node_stat_last_ns;      /* the last on_node_stat */
-    unsigned node_count;             /* job-wide scores shown on /metrics */
-    uint64_t node_score_rounds;      /* exchanges scored so far (a counter on /metrics) */
+    uint64_t node_stat_last_ns; /* the last on_node_stat */
+    unsigned node_count;        /* job-wide scores shown on /metrics */
+    uint64_t node_score_rounds; /* exchanges scored so far (a counter on /metrics) */
     probe__node_stat *node_stats;
     double *node_scores;
 };

@@ -37,8 +37,10 @@ static int derive_timeouts(probe__monitor *m)
     m->startup_timeout_ns = (uint64_t)o->startup_timeout_ms * 1000000u;
     int n = snprintf(m->heartbeat_path, sizeof m->heartbeat_path, "%s/heartbeat", o->run_dir);
     int k = snprintf(m->socket_path, sizeof m->socket_path, "%s/agent.sock", o->run_dir);
-    if (n < 0 || (size_t)n >= sizeof m->heartbeat_path || k < 0 || (size_t)k >= sizeof m->socket_path)
-        return elastic__fail(ELASTIC_EINVAL, "monitor: run directory path too long for a unix socket");
+    if (n < 0 || (size_t)n >= sizeof m->heartbeat_path || k < 0 ||
+        (size_t)k >= sizeof m->socket_path)
+        return elastic__fail(ELASTIC_EINVAL,
+                             "monitor: run directory path too long for a unix socket");
     snprintf(m->run_id, sizeof m->run_id, "%s", o->run_id != NULL ? o->run_id : "");
     snprintf(m->node_id, sizeof m->node_id, "%s", o->node_id != NULL ? o->node_id : "");
     o->run_id = o->node_id = NULL; /* borrowed strings are not kept */
@@ -52,16 +54,19 @@ static int allocate(probe__monitor *m)
     m->scores = malloc(n * sizeof *m->scores);
     if (m->workers == NULL || m->scores == NULL) return elastic__fail(ELASTIC_ENOMEM, "monitor");
     for (unsigned i = 0; i < n; i++) {
-        m->workers[i] = (monitored_worker){.monitor = m, .slot = i, .rank = -1, .log_fd = -1};
+        m->workers[i] = (monitored_worker){ .monitor = m, .slot = i, .rank = -1, .log_fd = -1 };
         m->scores[i] = -1;
     }
-    return m->opts.straggler_window > 0 ? probe__straggler_create(n, m->opts.straggler_window, &m->straggler) : 0;
+    return m->opts.straggler_window > 0
+               ? probe__straggler_create(n, m->opts.straggler_window, &m->straggler)
+               : 0;
 }
 
 static void on_control(void *user, int slot, int type, uint64_t generation, uint64_t sent_ns)
 {
     probe__monitor *m = user;
-    if (m->opts.on_control != NULL) m->opts.on_control(m->opts.user, slot, type, generation, sent_ns);
+    if (m->opts.on_control != NULL)
+        m->opts.on_control(m->opts.user, slot, type, generation, sent_ns);
 }
 
 static void on_user_probe(void *user, bool healthy, const char *reason)
@@ -70,7 +75,7 @@ static void on_user_probe(void *user, bool healthy, const char *reason)
     m->user_probe_healthy = healthy;
     if (healthy || m->paused || m->user_probe_reported) return;
     m->user_probe_reported = true;
-    probe__failure f = {.probe = "user", .local_rank = -1, .rank = -1};
+    probe__failure f = { .probe = "user", .local_rank = -1, .rank = -1 };
     snprintf(f.reason, sizeof f.reason, "user probe: %s", reason);
     monitor__report(m, &f);
 }
@@ -79,23 +84,26 @@ static int start_services(probe__monitor *m)
 {
     const probe__monitor_opts *o = &m->opts;
     int rc = channel__hb_create(m->heartbeat_path, o->local_world_size, &m->region);
-    if (rc == 0) rc = probe__control_start(o->loop, m->socket_path, o->local_world_size, on_control, m, &m->control);
+    if (rc == 0)
+        rc = probe__control_start(o->loop, m->socket_path, o->local_world_size, on_control, m,
+                                  &m->control);
     if (rc == 0) probe__control_on_report(m->control, monitor__on_report, m);
     if (rc == 0 && o->metrics_port >= 0)
-        rc = probe__metrics_start(o->loop, o->metrics_host, o->metrics_port, monitor__render, monitor__health, m,
-                                  &m->metrics);
+        rc = probe__metrics_start(o->loop, o->metrics_host, o->metrics_port, monitor__render,
+                                  monitor__health, m, &m->metrics);
     if (rc == 0 && (o->user_probe_command != NULL || o->user_probe_fn != NULL)) {
         m->user_probe_healthy = true;
-        rc = probe__user_probe_start(o->loop, o->user_probe_command, o->user_probe_fn, o->user_probe_user,
-                                     o->user_probe_interval_ms, o->user_probe_timeout_ms, on_user_probe, m,
-                                     &m->user_probe);
+        rc = probe__user_probe_start(o->loop, o->user_probe_command, o->user_probe_fn,
+                                     o->user_probe_user, o->user_probe_interval_ms,
+                                     o->user_probe_timeout_ms, on_user_probe, m, &m->user_probe);
     }
     return rc;
 }
 
 int probe__monitor_start(const probe__monitor_opts *opts, probe__monitor **out)
 {
-    int rc = opts != NULL ? monitor__check_opts(opts) : elastic__fail(ELASTIC_EINVAL, "monitor: no options");
+    int rc = opts != NULL ? monitor__check_opts(opts)
+                          : elastic__fail(ELASTIC_EINVAL, "monitor: no options");
     if (rc != 0) return rc;
     probe__monitor *m = calloc(1, sizeof *m);
     if (m == NULL) return elastic__fail(ELASTIC_ENOMEM, "monitor");
@@ -119,7 +127,8 @@ int probe__monitor_start(const probe__monitor_opts *opts, probe__monitor **out)
         probe__monitor_stop(m);
         return rc;
     }
-    uv_timer_start(&m->timer, monitor__tick, (uint64_t)m->opts.interval_ms, (uint64_t)m->opts.interval_ms);
+    uv_timer_start(&m->timer, monitor__tick, (uint64_t)m->opts.interval_ms,
+                   (uint64_t)m->opts.interval_ms);
     *out = m;
     return 0;
 }
@@ -144,9 +153,18 @@ void probe__monitor_stop(probe__monitor *m)
     uv_close((uv_handle_t *)&m->timer, release);
 }
 
-const char *probe__monitor_heartbeat_path(const probe__monitor *m) { return m->heartbeat_path; }
-const char *probe__monitor_socket_path(const probe__monitor *m) { return m->socket_path; }
-int probe__monitor_metrics_port(const probe__monitor *m) { return m->metrics != NULL ? probe__metrics_port(m->metrics) : -1; }
+const char *probe__monitor_heartbeat_path(const probe__monitor *m)
+{
+    return m->heartbeat_path;
+}
+const char *probe__monitor_socket_path(const probe__monitor *m)
+{
+    return m->socket_path;
+}
+int probe__monitor_metrics_port(const probe__monitor *m)
+{
+    return m->metrics != NULL ? probe__metrics_port(m->metrics) : -1;
+}
 
 /* ---- generations ------------------------------------------------------------ */
 
@@ -169,13 +187,18 @@ void probe__monitor_generation_started(probe__monitor *m, const probe__generatio
     monitor__arm_hang_timer(m);
 }
 
-void probe__monitor_pause(probe__monitor *m) { m->paused = true; }
+void probe__monitor_pause(probe__monitor *m)
+{
+    m->paused = true;
+}
 
 /* ---- workers ---------------------------------------------------------------- */
 
 static monitored_worker *worker_at(const probe__monitor *m, int local_rank)
 {
-    return local_rank >= 0 && (unsigned)local_rank < m->opts.local_world_size ? &m->workers[local_rank] : NULL;
+    return local_rank >= 0 && (unsigned)local_rank < m->opts.local_world_size
+               ? &m->workers[local_rank]
+               : NULL;
 }
 
 void probe__monitor_worker_starting(probe__monitor *m, int local_rank)
@@ -231,37 +254,44 @@ void probe__monitor_worker_exited(probe__monitor *m, int local_rank)
 
 int probe__monitor_abort_worker(probe__monitor *m, int local_rank, const char *reason)
 {
-    if (worker_at(m, local_rank) == NULL) return elastic__fail(ELASTIC_EINVAL, "no local rank %d", local_rank);
+    if (worker_at(m, local_rank) == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "no local rank %d", local_rank);
     char payload[512];
     char clean[256];
     snprintf(clean, sizeof clean, "%s", reason != NULL ? reason : "");
     for (char *p = clean; *p != '\0'; p++)
         if (*p == '\n') *p = ' ';
-    snprintf(payload, sizeof payload, "GENERATION=%llu\nREASON=%s\n", (unsigned long long)m->generation.generation,
-             clean);
+    snprintf(payload, sizeof payload, "GENERATION=%llu\nREASON=%s\n",
+             (unsigned long long)m->generation.generation, clean);
     return probe__control_send(m->control, (unsigned)local_rank, CHANNEL__MSG_ABORT, payload);
 }
 
-int probe__monitor_reconfigure_worker(probe__monitor *m, int local_rank, const channel__worker_env *env)
+int probe__monitor_reconfigure_worker(probe__monitor *m, int local_rank,
+                                      const channel__worker_env *env)
 {
-    if (worker_at(m, local_rank) == NULL) return elastic__fail(ELASTIC_EINVAL, "no local rank %d", local_rank);
+    if (worker_at(m, local_rank) == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "no local rank %d", local_rank);
     elastic__text text;
     elastic__text_init(&text, CHANNEL__MSG_MAX_PAYLOAD);
     int rc = channel__worker_env_format(env, &text);
-    if (rc == 0) rc = probe__control_send(m->control, (unsigned)local_rank, CHANNEL__MSG_RECONFIGURE, text.data);
+    if (rc == 0)
+        rc = probe__control_send(m->control, (unsigned)local_rank, CHANNEL__MSG_RECONFIGURE,
+                                 text.data);
     elastic__text_free(&text);
     return rc;
 }
 
 int probe__monitor_stop_worker(probe__monitor *m, int local_rank)
 {
-    if (worker_at(m, local_rank) == NULL) return elastic__fail(ELASTIC_EINVAL, "no local rank %d", local_rank);
+    if (worker_at(m, local_rank) == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "no local rank %d", local_rank);
     return probe__control_send(m->control, (unsigned)local_rank, CHANNEL__MSG_STOP, "");
 }
 
 bool probe__monitor_worker_connected(const probe__monitor *m, int local_rank)
 {
-    return worker_at(m, local_rank) != NULL && probe__control_connected(m->control, (unsigned)local_rank);
+    return worker_at(m, local_rank) != NULL &&
+           probe__control_connected(m->control, (unsigned)local_rank);
 }
 
 void probe__monitor_record_recovery(probe__monitor *m, double seconds, bool in_process)
@@ -272,7 +302,10 @@ void probe__monitor_record_recovery(probe__monitor *m, double seconds, bool in_p
     m->recovery_last[mode] = seconds;
 }
 
-void probe__monitor_count_failure(probe__monitor *m, const char *probe) { monitor__count(m, probe); }
+void probe__monitor_count_failure(probe__monitor *m, const char *probe)
+{
+    monitor__count(m, probe);
+}
 
 void probe__monitor_scores(const probe__monitor *m, double *scores)
 {

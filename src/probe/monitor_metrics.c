@@ -9,8 +9,9 @@
 
 #include <stdio.h>
 
-static const char *const probe_names[MONITOR_PROBES] = {"hang", "startup", "straggler", "user", "exit",
-                                                        "nccl_timeout", "nccl_error"};
+static const char *const probe_names[MONITOR_PROBES] = { "hang",      "startup", "straggler",
+                                                         "user",      "exit",    "nccl_timeout",
+                                                         "nccl_error" };
 
 void monitor__count(probe__monitor *m, const char *probe)
 {
@@ -38,7 +39,8 @@ static void render_group(const probe__monitor *m, elastic__text *out)
     metric_head(out, "elastic_job_info", "gauge", "The job and node this agent serves.");
     elastic__text_printf(out, "elastic_job_info{run_id=\"%s\",node=\"%s\"} 1\n", run_id, node_id);
     metric_head(out, "elastic_generation", "gauge", "The worker group's current generation.");
-    elastic__text_printf(out, "elastic_generation %llu\n", (unsigned long long)m->generation.generation);
+    elastic__text_printf(out, "elastic_generation %llu\n",
+                         (unsigned long long)m->generation.generation);
     metric_head(out, "elastic_restarts_total", "counter", "Failures the job has consumed.");
     elastic__text_printf(out, "elastic_restarts_total %d\n", m->generation.restart_count);
     metric_head(out, "elastic_nodes", "gauge", "Nodes in the generation.");
@@ -49,7 +51,8 @@ static void render_group(const probe__monitor *m, elastic__text *out)
     elastic__text_printf(out, "elastic_group_rank %d\n", m->generation.group_rank);
     metric_head(out, "elastic_workers", "gauge", "Workers this node runs.");
     elastic__text_printf(out, "elastic_workers %u\n", m->opts.local_world_size);
-    metric_head(out, "elastic_workers_alive", "gauge", "Workers of this node with a running process.");
+    metric_head(out, "elastic_workers_alive", "gauge",
+                "Workers of this node with a running process.");
     elastic__text_printf(out, "elastic_workers_alive %u\n", workers_alive(m));
     metric_head(out, "elastic_healthy", "gauge", "1 when no probe has failed in this generation.");
     elastic__text_printf(out, "elastic_healthy %d\n", m->healthy ? 1 : 0);
@@ -57,12 +60,18 @@ static void render_group(const probe__monitor *m, elastic__text *out)
 
 static void render_workers(const probe__monitor *m, elastic__text *out, uint64_t now_ns)
 {
-    static const struct { const char *name, *type, *help; } heads[] = {
-        {"elastic_worker_heartbeat_age_seconds", "gauge", "Time since the worker's last heartbeat."},
-        {"elastic_worker_step", "gauge", "The last step the worker reported."},
-        {"elastic_worker_steps_per_second", "gauge", "Steps per second over the last probe interval."},
-        {"elastic_worker_step_time_seconds", "gauge", "Mean step time over the straggler window."},
-        {"elastic_worker_straggler_score", "gauge", "Group median step time / this worker's (1 typical, lower slower)."},
+    static const struct {
+        const char *name, *type, *help;
+    } heads[] = {
+        { "elastic_worker_heartbeat_age_seconds", "gauge",
+          "Time since the worker's last heartbeat." },
+        { "elastic_worker_step", "gauge", "The last step the worker reported." },
+        { "elastic_worker_steps_per_second", "gauge",
+          "Steps per second over the last probe interval." },
+        { "elastic_worker_step_time_seconds", "gauge",
+          "Mean step time over the straggler window." },
+        { "elastic_worker_straggler_score", "gauge",
+          "Group median step time / this worker's (1 typical, lower slower)." },
     };
     for (size_t h = 0; h < ELASTIC__ARRAY_LEN(heads); h++) {
         metric_head(out, heads[h].name, heads[h].type, heads[h].help);
@@ -72,13 +81,20 @@ static void render_workers(const probe__monitor *m, elastic__text *out, uint64_t
             channel__hb_read(m->region, mw->slot, &now);
             if (!mw->running || now.beats == 0) continue;
             double value;
-            if (h == 0) value = now_ns > now.last_beat_ns ? (double)(now_ns - now.last_beat_ns) / 1e9 : 0;
-            else if (h == 1) value = (double)now.step;
-            else if (h == 2) value = mw->steps_per_second;
-            else if (h == 3) value = m->straggler != NULL ? probe__straggler_step_ns(m->straggler, i) / 1e9 : 0;
-            else value = m->scores[i];
-            if ((h == 2 && value < 0) || (h == 3 && value <= 0) || (h == 4 && value < 0)) continue; /* no data yet */
-            elastic__text_printf(out, "%s{rank=\"%d\",local_rank=\"%u\"} %.6g\n", heads[h].name, mw->rank, i, value);
+            if (h == 0)
+                value = now_ns > now.last_beat_ns ? (double)(now_ns - now.last_beat_ns) / 1e9 : 0;
+            else if (h == 1)
+                value = (double)now.step;
+            else if (h == 2)
+                value = mw->steps_per_second;
+            else if (h == 3)
+                value = m->straggler != NULL ? probe__straggler_step_ns(m->straggler, i) / 1e9 : 0;
+            else
+                value = m->scores[i];
+            if ((h == 2 && value < 0) || (h == 3 && value <= 0) || (h == 4 && value < 0))
+                continue; /* no data yet */
+            elastic__text_printf(out, "%s{rank=\"%d\",local_rank=\"%u\"} %.6g\n", heads[h].name,
+                                 mw->rank, i, value);
         }
     }
 }
@@ -86,10 +102,12 @@ static void render_workers(const probe__monitor *m, elastic__text *out, uint64_t
 /* Every worker that ran in its slot, whether it heartbeats or not. */
 static void render_processes(const probe__monitor *m, elastic__text *out, uint64_t now_ns)
 {
-    static const struct { const char *name, *help; } heads[] = {
-        {"elastic_worker_pid", "The worker's process id (the last one, after it exited)."},
-        {"elastic_worker_alive", "1 while the worker's process runs."},
-        {"elastic_worker_uptime_seconds", "How long the worker's process has run (or ran)."},
+    static const struct {
+        const char *name, *help;
+    } heads[] = {
+        { "elastic_worker_pid", "The worker's process id (the last one, after it exited)." },
+        { "elastic_worker_alive", "1 while the worker's process runs." },
+        { "elastic_worker_uptime_seconds", "How long the worker's process has run (or ran)." },
     };
     for (size_t h = 0; h < ELASTIC__ARRAY_LEN(heads); h++) {
         metric_head(out, heads[h].name, "gauge", heads[h].help);
@@ -97,34 +115,46 @@ static void render_processes(const probe__monitor *m, elastic__text *out, uint64
             const monitored_worker *mw = &m->workers[i];
             if (mw->started_ns == 0) continue;
             uint64_t end = mw->exited_ns != 0 ? mw->exited_ns : now_ns;
-            double value = h == 0 ? (double)mw->shown_pid : h == 1 ? (double)mw->running
-                                                          : (double)(end > mw->started_ns ? end - mw->started_ns : 0) / 1e9;
-            elastic__text_printf(out, "%s{rank=\"%d\",local_rank=\"%u\"} %.6g\n", heads[h].name, mw->rank, i, value);
+            double value = h == 0 ? (double)mw->shown_pid
+                           : h == 1
+                               ? (double)mw->running
+                               : (double)(end > mw->started_ns ? end - mw->started_ns : 0) / 1e9;
+            elastic__text_printf(out, "%s{rank=\"%d\",local_rank=\"%u\"} %.6g\n", heads[h].name,
+                                 mw->rank, i, value);
         }
     }
 }
 
 static void render_events(const probe__monitor *m, elastic__text *out)
 {
-    metric_head(out, "elastic_probe_failures_total", "counter", "Workers or nodes declared unhealthy, by probe.");
+    metric_head(out, "elastic_probe_failures_total", "counter",
+                "Workers or nodes declared unhealthy, by probe.");
     for (int i = 0; i < MONITOR_PROBES; i++)
-        elastic__text_printf(out, "elastic_probe_failures_total{probe=\"%s\"} %llu\n", probe_names[i],
-                           (unsigned long long)m->failures[i]);
-    static const char *const modes[2] = {"restart", "in_process"};
-    metric_head(out, "elastic_recovery_seconds", "summary", "Failure to workers back in their loop.");
+        elastic__text_printf(out, "elastic_probe_failures_total{probe=\"%s\"} %llu\n",
+                             probe_names[i], (unsigned long long)m->failures[i]);
+    static const char *const modes[2] = { "restart", "in_process" };
+    metric_head(out, "elastic_recovery_seconds", "summary",
+                "Failure to workers back in their loop.");
     for (int i = 0; i < 2; i++)
-        elastic__text_printf(out, "elastic_recovery_seconds_sum{mode=\"%s\"} %.6f\nelastic_recovery_seconds_count{mode=\"%s\"} %llu\n",
-                           modes[i], m->recovery_sum[i], modes[i], (unsigned long long)m->recoveries[i]);
+        elastic__text_printf(out,
+                             "elastic_recovery_seconds_sum{mode=\"%s\"} "
+                             "%.6f\nelastic_recovery_seconds_count{mode=\"%s\"} %llu\n",
+                             modes[i], m->recovery_sum[i], modes[i],
+                             (unsigned long long)m->recoveries[i]);
     metric_head(out, "elastic_recovery_last_seconds", "gauge", "Duration of the last recovery.");
     for (int i = 0; i < 2; i++)
         if (m->recoveries[i] > 0)
-            elastic__text_printf(out, "elastic_recovery_last_seconds{mode=\"%s\"} %.6f\n", modes[i], m->recovery_last[i]);
-    static const char *const methods[2] = {"created", "shrunk"};
-    metric_head(out, "elastic_nccl_comm_build_seconds", "summary", "NCCL communicator (re)builds by the workers.");
+            elastic__text_printf(out, "elastic_recovery_last_seconds{mode=\"%s\"} %.6f\n", modes[i],
+                                 m->recovery_last[i]);
+    static const char *const methods[2] = { "created", "shrunk" };
+    metric_head(out, "elastic_nccl_comm_build_seconds", "summary",
+                "NCCL communicator (re)builds by the workers.");
     for (int i = 0; i < 2; i++)
-        elastic__text_printf(out, "elastic_nccl_comm_build_seconds_sum{method=\"%s\"} %.6f\n"
-                           "elastic_nccl_comm_build_seconds_count{method=\"%s\"} %llu\n",
-                           methods[i], m->nccl_build_sum[i], methods[i], (unsigned long long)m->nccl_builds[i]);
+        elastic__text_printf(out,
+                             "elastic_nccl_comm_build_seconds_sum{method=\"%s\"} %.6f\n"
+                             "elastic_nccl_comm_build_seconds_count{method=\"%s\"} %llu\n",
+                             methods[i], m->nccl_build_sum[i], methods[i],
+                             (unsigned long long)m->nccl_builds[i]);
 }
 
 void monitor__render(void *user, elastic__text *out)
@@ -144,8 +174,8 @@ void monitor__render(void *user, elastic__text *out)
                     "Job median step time / this node's (1 typical, lower slower; job-wide).");
         for (unsigned i = 0; i < m->node_count; i++)
             if (m->node_scores[i] >= 0)
-                elastic__text_printf(out, "elastic_node_straggler_score{node=\"%s\"} %.6g\n", m->node_stats[i].node_id,
-                                   m->node_scores[i]);
+                elastic__text_printf(out, "elastic_node_straggler_score{node=\"%s\"} %.6g\n",
+                                     m->node_stats[i].node_id, m->node_scores[i]);
     }
 }
 

@@ -14,7 +14,7 @@
 /* The probe names a worker may report; anything else is refused. */
 static const char *known_probe(const char *name)
 {
-    static const char *const names[] = {"nccl_timeout", "nccl_error"};
+    static const char *const names[] = { "nccl_timeout", "nccl_error" };
     for (size_t i = 0; name != NULL && i < ELASTIC__ARRAY_LEN(names); i++)
         if (strcmp(name, names[i]) == 0) return names[i];
     return NULL;
@@ -32,14 +32,20 @@ static void on_fault(probe__monitor *m, monitored_worker *mw, int slot, const ch
     const char *probe = known_probe(channel__kv_get(kv, "PROBE"));
     const char *reason = channel__kv_get(kv, "REASON");
     if (probe == NULL || reason == NULL) {
-        ELASTIC_LOG_W("probe", "local rank %d reported a fault without a known PROBE and a REASON: ignored", slot);
+        ELASTIC_LOG_W("probe",
+                      "local rank %d reported a fault without a known PROBE and a REASON: ignored",
+                      slot);
         return;
     }
-    if (number(kv, "GENERATION") != m->generation.generation) return; /* about a generation already over */
-    if (m->paused || !mw->running || mw->failed) return;             /* the group is already going down */
+    if (number(kv, "GENERATION") != m->generation.generation)
+        return;                                          /* about a generation already over */
+    if (m->paused || !mw->running || mw->failed) return; /* the group is already going down */
     mw->failed = true;
-    probe__failure f = {.probe = probe, .local_rank = slot, .rank = mw->rank, .last_step = mw->last.step,
-                        .silent_ms = number(kv, "WAITED_MS")};
+    probe__failure f = { .probe = probe,
+                         .local_rank = slot,
+                         .rank = mw->rank,
+                         .last_step = mw->last.step,
+                         .silent_ms = number(kv, "WAITED_MS") };
     snprintf(f.reason, sizeof f.reason, "%.200s (pid %d)", reason, mw->pid);
     monitor__report(m, &f);
 }
@@ -64,6 +70,8 @@ void monitor__on_report(void *user, int slot, int type, const channel__kv *kv)
     probe__monitor *m = user;
     if (slot < 0 || (unsigned)slot >= m->opts.local_world_size) return;
     monitored_worker *mw = &m->workers[slot];
-    if (type == CHANNEL__MSG_FAULT) on_fault(m, mw, slot, kv);
-    else if (type == CHANNEL__MSG_EVENT) on_event(m, mw, slot, kv);
+    if (type == CHANNEL__MSG_FAULT)
+        on_fault(m, mw, slot, kv);
+    else if (type == CHANNEL__MSG_EVENT)
+        on_event(m, mw, slot, kv);
 }

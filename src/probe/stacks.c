@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define STACK_OUTPUT_MAX (1u << 20)
+#define STACK_OUTPUT_MAX      (1u << 20)
 #define STACK_DEBUGGER_MIN_MS 1000
 
 struct probe__stack_dump {
@@ -23,7 +23,7 @@ struct probe__stack_dump {
     uv_timer_t timer;
     int open_handles;
     int pid, log_fd, fallback_signal;
-    bool spawned;                    /* uv_spawn was called: the process handle needs closing */
+    bool spawned; /* uv_spawn was called: the process handle needs closing */
     bool process_exited, output_ended, finished, canceled;
     elastic__text captured;
     probe__stack_done_fn done;
@@ -97,7 +97,8 @@ static void finish(probe__stack_dump *dump)
         /* nothing to report */
     } else if (frames) {
         char header[128];
-        int n = snprintf(header, sizeof header, "elastic: stacks of pid %d (%s)\n", dump->pid, dump->how);
+        int n = snprintf(header, sizeof header, "elastic: stacks of pid %d (%s)\n", dump->pid,
+                         dump->how);
         write_log(dump->log_fd, header, (size_t)n);
         write_log(dump->log_fd, dump->captured.data, dump->captured.len);
         ok = true;
@@ -159,15 +160,21 @@ static int spawn_debugger(probe__stack_dump *dump, const char *debugger, int tim
 {
     char pid_text[16];
     snprintf(pid_text, sizeof pid_text, "%d", dump->pid);
-    char *gdb_args[] = {"gdb", "-p", pid_text, "-batch", "-nx", "-q", "-ex", "set pagination off",
-                        "-ex", "thread apply all bt", NULL};
-    char *eu_args[] = {"eu-stack", "-p", pid_text, NULL};
+    char *gdb_args[] = { "gdb",    "-p",
+                         pid_text, "-batch",
+                         "-nx",    "-q",
+                         "-ex",    "set pagination off",
+                         "-ex",    "thread apply all bt",
+                         NULL };
+    char *eu_args[] = { "eu-stack", "-p", pid_text, NULL };
     uv_stdio_container_t stdio[3] = {
-        {.flags = UV_IGNORE},
-        {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&dump->output},
-        {.flags = UV_INHERIT_FD, .data.fd = dump->log_fd},
+        { .flags = UV_IGNORE },
+        { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&dump->output },
+        { .flags = UV_INHERIT_FD, .data.fd = dump->log_fd },
     };
-    uv_process_options_t options = {.exit_cb = on_exit_cb, .file = debugger, .stdio_count = 3, .stdio = stdio};
+    uv_process_options_t options = {
+        .exit_cb = on_exit_cb, .file = debugger, .stdio_count = 3, .stdio = stdio
+    };
     options.args = strcmp(debugger, "gdb") == 0 ? gdb_args : eu_args;
     dump->spawned = true; /* uv_spawn initialises the handle even when it fails */
     int err = uv_spawn(dump->loop, &dump->process, &options);
@@ -177,14 +184,17 @@ static int spawn_debugger(probe__stack_dump *dump, const char *debugger, int tim
     return 0;
 }
 
-int probe__stack_dump_start(uv_loop_t *loop, int pid, int log_fd, int fallback_signal, int timeout_ms,
-                            probe__stack_done_fn done, void *user, probe__stack_dump **out)
+int probe__stack_dump_start(uv_loop_t *loop, int pid, int log_fd, int fallback_signal,
+                            int timeout_ms, probe__stack_done_fn done, void *user,
+                            probe__stack_dump **out)
 {
-    if (pid <= 0 || timeout_ms <= 0 || done == NULL) return elastic__fail(ELASTIC_EINVAL, "stack dump arguments");
+    if (pid <= 0 || timeout_ms <= 0 || done == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "stack dump arguments");
     probe__stack_dump *dump = calloc(1, sizeof *dump);
     if (dump == NULL) return elastic__fail(ELASTIC_ENOMEM, "stack dump");
-    *dump = (probe__stack_dump){.loop = loop, .pid = pid, .fallback_signal = fallback_signal, .done = done,
-                                .user = user};
+    *dump = (probe__stack_dump){
+        .loop = loop, .pid = pid, .fallback_signal = fallback_signal, .done = done, .user = user
+    };
     dump->log_fd = fcntl(log_fd >= 0 ? log_fd : STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
     elastic__text_init(&dump->captured, STACK_OUTPUT_MAX);
     uv_pipe_init(loop, &dump->output, 0);
@@ -192,7 +202,8 @@ int probe__stack_dump_start(uv_loop_t *loop, int pid, int log_fd, int fallback_s
     dump->output.data = dump->timer.data = dump->process.data = dump;
     /* Attaching a debugger takes a good fraction of a second: within a
      * shorter budget the worker's own handler writes its backtrace instead. */
-    const char *debugger = fallback_signal != 0 && timeout_ms < STACK_DEBUGGER_MIN_MS ? NULL : probe__stack_debugger();
+    const char *debugger =
+        fallback_signal != 0 && timeout_ms < STACK_DEBUGGER_MIN_MS ? NULL : probe__stack_debugger();
     dump->how = debugger != NULL ? debugger : "none";
     int rc = dump->log_fd < 0 ? elastic__fail(ELASTIC_ESYS, "dup log fd: %s", strerror(errno)) : 0;
     if (rc == 0 && debugger != NULL) rc = spawn_debugger(dump, debugger, timeout_ms);

@@ -9,14 +9,14 @@
 #include <stdlib.h>
 
 typedef struct sample {
-    uint64_t sum_ns, steps;          /* cumulative, as read from the slot */
+    uint64_t sum_ns, steps; /* cumulative, as read from the slot */
 } sample;
 
 struct probe__straggler {
     unsigned ranks, window;
-    sample *ring;                    /* ranks * (window + 1): cumulative values, oldest first per rank */
-    unsigned *filled;                /* samples held per rank */
-    unsigned *below;                 /* consecutive rounds below the threshold */
+    sample *ring;     /* ranks * (window + 1): cumulative values, oldest first per rank */
+    unsigned *filled; /* samples held per rank */
+    unsigned *below;  /* consecutive rounds below the threshold */
 };
 
 int probe__straggler_create(unsigned ranks, unsigned window, probe__straggler **out)
@@ -54,7 +54,10 @@ void probe__straggler_reset(probe__straggler *s)
     memset(s->below, 0, s->ranks * sizeof *s->below);
 }
 
-static sample *rank_ring(const probe__straggler *s, unsigned rank) { return s->ring + (size_t)rank * (s->window + 1); }
+static sample *rank_ring(const probe__straggler *s, unsigned rank)
+{
+    return s->ring + (size_t)rank * (s->window + 1);
+}
 
 void probe__straggler_sample(probe__straggler *s, unsigned rank, uint64_t sum_ns, uint64_t steps)
 {
@@ -68,7 +71,7 @@ void probe__straggler_sample(probe__straggler *s, unsigned rank, uint64_t sum_ns
         memmove(ring, ring + 1, s->window * sizeof *ring);
         n--;
     }
-    ring[n] = (sample){sum_ns, steps};
+    ring[n] = (sample){ sum_ns, steps };
     s->filled[rank] = n + 1;
 }
 
@@ -87,8 +90,8 @@ static int compare_double(const void *a, const void *b)
 }
 
 /* The one scoring rule, shared by the ranks of a node and the nodes of a job. */
-int probe__straggler_judge(const double *times, unsigned n, double threshold, unsigned rounds, unsigned *below,
-                           double *scores)
+int probe__straggler_judge(const double *times, unsigned n, double threshold, unsigned rounds,
+                           unsigned *below, double *scores)
 {
     double *sorted = malloc((n > 0 ? n : 1) * sizeof *sorted);
     unsigned with_data = 0;
@@ -107,9 +110,12 @@ int probe__straggler_judge(const double *times, unsigned n, double threshold, un
     int worst = -1;
     if (below == NULL) return -1;
     for (unsigned i = 0; i < n; i++) {
-        if (scores[i] >= 0 && scores[i] < threshold) below[i]++;
-        else below[i] = 0;
-        if (rounds > 0 && below[i] >= rounds && (worst < 0 || scores[i] < scores[worst])) worst = (int)i;
+        if (scores[i] >= 0 && scores[i] < threshold)
+            below[i]++;
+        else
+            below[i] = 0;
+        if (rounds > 0 && below[i] >= rounds && (worst < 0 || scores[i] < scores[worst]))
+            worst = (int)i;
     }
     return worst;
 }
@@ -131,7 +137,8 @@ void probe__straggler_scores(const probe__straggler *s, double *scores)
     free(times);
 }
 
-int probe__straggler_evaluate(probe__straggler *s, double threshold, unsigned rounds, double *scores)
+int probe__straggler_evaluate(probe__straggler *s, double threshold, unsigned rounds,
+                              double *scores)
 {
     double *times;
     for (unsigned r = 0; r < s->ranks; r++) scores[r] = -1;

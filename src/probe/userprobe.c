@@ -47,9 +47,12 @@ static void on_command_exit(uv_process_t *process, int64_t status, int term_sign
     uv_timer_stop(&probe->timeout_timer);
     uv_close((uv_handle_t *)process, release);
     char reason[160];
-    if (probe->timed_out) snprintf(reason, sizeof reason, "user probe timed out after %d ms", probe->timeout_ms);
-    else if (term_signal != 0) snprintf(reason, sizeof reason, "user probe killed by signal %d", term_signal);
-    else snprintf(reason, sizeof reason, "user probe exited with %lld", (long long)status);
+    if (probe->timed_out)
+        snprintf(reason, sizeof reason, "user probe timed out after %d ms", probe->timeout_ms);
+    else if (term_signal != 0)
+        snprintf(reason, sizeof reason, "user probe killed by signal %d", term_signal);
+    else
+        snprintf(reason, sizeof reason, "user probe exited with %lld", (long long)status);
     report(probe, !probe->timed_out && term_signal == 0 && status == 0, reason);
 }
 
@@ -62,11 +65,15 @@ static void on_command_timeout(uv_timer_t *timer)
 
 static void run_command(probe__user_probe *probe)
 {
-    char *args[] = {"/bin/sh", "-c", probe->command, NULL};
-    uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE}, {.flags = UV_INHERIT_FD, .data.fd = 2},
-                                     {.flags = UV_INHERIT_FD, .data.fd = 2}};
-    uv_process_options_t options = {
-        .exit_cb = on_command_exit, .file = "/bin/sh", .args = args, .stdio_count = 3, .stdio = stdio};
+    char *args[] = { "/bin/sh", "-c", probe->command, NULL };
+    uv_stdio_container_t stdio[3] = { { .flags = UV_IGNORE },
+                                      { .flags = UV_INHERIT_FD, .data.fd = 2 },
+                                      { .flags = UV_INHERIT_FD, .data.fd = 2 } };
+    uv_process_options_t options = { .exit_cb = on_command_exit,
+                                     .file = "/bin/sh",
+                                     .args = args,
+                                     .stdio_count = 3,
+                                     .stdio = stdio };
     probe->process.data = probe;
     probe->open_handles++; /* uv_spawn initialises the handle even when it fails */
     int err = uv_spawn(probe->loop, &probe->process, &options);
@@ -100,17 +107,26 @@ static void schedule(probe__user_probe *probe)
     uv_timer_start(&probe->interval_timer, on_interval, (uint64_t)probe->interval_ms, 0);
 }
 
-int probe__user_probe_start(uv_loop_t *loop, const char *command, probe__user_fn fn, void *fn_user, int interval_ms,
-                            int timeout_ms, probe__user_result_fn result, void *user, probe__user_probe **out)
+int probe__user_probe_start(uv_loop_t *loop, const char *command, probe__user_fn fn, void *fn_user,
+                            int interval_ms, int timeout_ms, probe__user_result_fn result,
+                            void *user, probe__user_probe **out)
 {
     if ((command == NULL) == (fn == NULL) || interval_ms <= 0 || timeout_ms <= 0 || result == NULL)
-        return elastic__fail(ELASTIC_EINVAL, "user probe: give a command or a callback, and positive intervals");
+        return elastic__fail(ELASTIC_EINVAL,
+                             "user probe: give a command or a callback, and positive intervals");
     if (command != NULL && (command[0] == '\0' || strlen(command) > 4096))
-        return elastic__fail(ELASTIC_EINVAL, "user probe: command is empty or longer than 4096 bytes");
+        return elastic__fail(ELASTIC_EINVAL,
+                             "user probe: command is empty or longer than 4096 bytes");
     probe__user_probe *probe = calloc(1, sizeof *probe);
     if (probe == NULL) return elastic__fail(ELASTIC_ENOMEM, "user probe");
-    *probe = (probe__user_probe){.loop = loop, .fn = fn, .fn_user = fn_user, .interval_ms = interval_ms,
-                                 .timeout_ms = timeout_ms, .result = result, .user = user, .open_handles = 2};
+    *probe = (probe__user_probe){ .loop = loop,
+                                  .fn = fn,
+                                  .fn_user = fn_user,
+                                  .interval_ms = interval_ms,
+                                  .timeout_ms = timeout_ms,
+                                  .result = result,
+                                  .user = user,
+                                  .open_handles = 2 };
     probe->command = elastic__strdup(command);
     if (command != NULL && probe->command == NULL) {
         free(probe);

@@ -40,29 +40,41 @@ static int check_opts(const elastic_rdzv_opts *o)
 {
     if (elastic__check_run_id(o->run_id, "rdzv") != 0) return ELASTIC_EINVAL;
     if (o->min_nodes < 1 || o->max_nodes < o->min_nodes || o->max_nodes > RDZV__MAX_NODES)
-        return elastic__fail(ELASTIC_EINVAL, "rdzv: need 1 <= min_nodes (%d) <= max_nodes (%d) <= %d",
-                             o->min_nodes, o->max_nodes, RDZV__MAX_NODES);
+        return elastic__fail(ELASTIC_EINVAL,
+                             "rdzv: need 1 <= min_nodes (%d) <= max_nodes (%d) <= %d", o->min_nodes,
+                             o->max_nodes, RDZV__MAX_NODES);
     if (o->join_timeout_ms < 1 || o->last_call_timeout_ms < 0)
-        return elastic__fail(ELASTIC_EINVAL, "rdzv: join_timeout_ms must be > 0 and last_call_timeout_ms >= 0");
+        return elastic__fail(ELASTIC_EINVAL,
+                             "rdzv: join_timeout_ms must be > 0 and last_call_timeout_ms >= 0");
     if (o->keepalive_interval_ms < 100 || o->keepalive_timeout_ms < 100 ||
         o->keepalive_timeout_ms < o->keepalive_interval_ms)
-        return elastic__fail(ELASTIC_EINVAL,
-                             "rdzv: keepalive_interval_ms (%d) and keepalive_timeout_ms (%d) must be >= 100, "
-                             "the timeout no shorter than the interval",
-                             o->keepalive_interval_ms, o->keepalive_timeout_ms);
+        return elastic__fail(
+            ELASTIC_EINVAL,
+            "rdzv: keepalive_interval_ms (%d) and keepalive_timeout_ms (%d) must be >= 100, "
+            "the timeout no shorter than the interval",
+            o->keepalive_interval_ms, o->keepalive_timeout_ms);
     if (o->backend != ELASTIC_RDZV_BACKEND_STORE && o->backend != ELASTIC_RDZV_BACKEND_ETCD)
         return elastic__fail(ELASTIC_EINVAL, "rdzv: unknown backend %d", o->backend);
-    if (o->backend == ELASTIC_RDZV_BACKEND_ETCD && (o->etcd_endpoints == NULL || o->etcd_endpoints[0] == '\0'))
-        return elastic__fail(ELASTIC_EINVAL, "rdzv: the etcd backend needs etcd_endpoints (host:port[,host:port...])");
-    if (o->backend == ELASTIC_RDZV_BACKEND_ETCD && o->etcd_timeout_ms <= 0) /* every etcd request has a deadline */
-        return elastic__fail(ELASTIC_EINVAL, "rdzv: etcd_timeout_ms must be > 0, not %d", o->etcd_timeout_ms);
-    if (o->max_restarts < 0 || o->local_world_size < 1 || o->local_world_size > RDZV__MAX_LOCAL_WORLD)
-        return elastic__fail(ELASTIC_EINVAL, "rdzv: max_restarts must be >= 0, local_world_size 1..%d",
+    if (o->backend == ELASTIC_RDZV_BACKEND_ETCD &&
+        (o->etcd_endpoints == NULL || o->etcd_endpoints[0] == '\0'))
+        return elastic__fail(
+            ELASTIC_EINVAL,
+            "rdzv: the etcd backend needs etcd_endpoints (host:port[,host:port...])");
+    if (o->backend == ELASTIC_RDZV_BACKEND_ETCD &&
+        o->etcd_timeout_ms <= 0) /* every etcd request has a deadline */
+        return elastic__fail(ELASTIC_EINVAL, "rdzv: etcd_timeout_ms must be > 0, not %d",
+                             o->etcd_timeout_ms);
+    if (o->max_restarts < 0 || o->local_world_size < 1 ||
+        o->local_world_size > RDZV__MAX_LOCAL_WORLD)
+        return elastic__fail(ELASTIC_EINVAL,
+                             "rdzv: max_restarts must be >= 0, local_world_size 1..%d",
                              RDZV__MAX_LOCAL_WORLD);
     if (o->node_addr != NULL && !rdzv__valid_token(o->node_addr, RDZV__MAX_ADDR))
-        return elastic__fail(ELASTIC_EINVAL, "rdzv: node_addr must be 1..255 printable characters without spaces");
+        return elastic__fail(ELASTIC_EINVAL,
+                             "rdzv: node_addr must be 1..255 printable characters without spaces");
     if (o->node_id != NULL && !rdzv__valid_token(o->node_id, RDZV__MAX_ID))
-        return elastic__fail(ELASTIC_EINVAL, "rdzv: node_id must be 1..127 printable characters without spaces");
+        return elastic__fail(ELASTIC_EINVAL,
+                             "rdzv: node_id must be 1..127 printable characters without spaces");
     return 0;
 }
 
@@ -78,7 +90,8 @@ static int fill_identity(elastic_rdzv *r, const elastic_rdzv_opts *o)
         return 0;
     }
     uint32_t nonce = 0;
-    if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) nonce = (uint32_t)elastic__now_ns();
+    if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
+        nonce = (uint32_t)elastic__now_ns();
     snprintf(r->node_id, sizeof r->node_id, "%.64s-%d-%08x", host, (int)getpid(), nonce);
     return 0;
 }
@@ -128,9 +141,14 @@ ELASTIC_EXTERN int elastic_rdzv_open(const elastic_rdzv_opts *opts, elastic_rdzv
     char prefix[RDZV__MAX_ID + 8];
     snprintf(prefix, sizeof prefix, "rdzv/%s/", r->run_id);
     if (o.backend == ELASTIC_RDZV_BACKEND_ETCD) {
-        rdzv__etcd_conf conf = {.endpoints = o.etcd_endpoints, .prefix = o.etcd_prefix, .ca_file = o.etcd_ca_file,
-                                .cert_file = o.etcd_cert_file, .key_file = o.etcd_key_file, .user = o.etcd_user,
-                                .password = o.etcd_password, .timeout_ms = o.etcd_timeout_ms};
+        rdzv__etcd_conf conf = { .endpoints = o.etcd_endpoints,
+                                 .prefix = o.etcd_prefix,
+                                 .ca_file = o.etcd_ca_file,
+                                 .cert_file = o.etcd_cert_file,
+                                 .key_file = o.etcd_key_file,
+                                 .user = o.etcd_user,
+                                 .password = o.etcd_password,
+                                 .timeout_ms = o.etcd_timeout_ms };
         rc = rdzv__backend_etcd_open(&conf, r->run_id, &r->backend);
     } else {
         rc = rdzv__backend_store_open(o.store, o.endpoint, o.token, prefix, &r->backend);
@@ -138,7 +156,8 @@ ELASTIC_EXTERN int elastic_rdzv_open(const elastic_rdzv_opts *opts, elastic_rdzv
     if (rc == 0) {
         r->backend->on_lease_lost = rdzv__on_lease_lost;
         r->backend->lease_lost_user = r;
-        rc = r->backend->ops->lease_grant(r->backend, r->keepalive_timeout_ms, r->keepalive_interval_ms, &r->lease);
+        rc = r->backend->ops->lease_grant(r->backend, r->keepalive_timeout_ms,
+                                          r->keepalive_interval_ms, &r->lease);
         r->have_lease = rc == 0;
     }
     if (rc == 0) rc = rdzv__monitor_start(r);
@@ -166,7 +185,8 @@ ELASTIC_EXTERN void elastic_rdzv_free(elastic_rdzv *r)
 }
 
 /* The generation this node is a member of, or ELASTIC_ESTATE. */
-static int current_generation(elastic_rdzv *r, uint64_t *generation, int *slot, int *size, bool *running)
+static int current_generation(elastic_rdzv *r, uint64_t *generation, int *slot, int *size,
+                              bool *running)
 {
     pthread_mutex_lock(&r->lock);
     int phase = r->phase;
@@ -182,7 +202,8 @@ static int current_generation(elastic_rdzv *r, uint64_t *generation, int *slot, 
 ELASTIC_EXTERN int elastic_rdzv_end_generation(elastic_rdzv *r, const elastic_rdzv_cause *cause)
 {
     elastic__clear_error();
-    if (r == NULL || cause == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_end_generation: NULL argument");
+    if (r == NULL || cause == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "rdzv_end_generation: NULL argument");
     elastic_rdzv_cause recorded;
     rdzv__fill_cause(r, &recorded, 0, 0, "", "");
     recorded.time_ms = 0;
@@ -190,13 +211,15 @@ ELASTIC_EXTERN int elastic_rdzv_end_generation(elastic_rdzv *r, const elastic_rd
     if (rc != 0) return rc;
     recorded.struct_size = sizeof recorded;
     if (recorded.kind < ELASTIC_RDZV_FAILURE || recorded.kind > ELASTIC_RDZV_JOB_ENDED)
-        return elastic__fail(ELASTIC_EINVAL, "rdzv_end_generation: unknown cause kind %d", recorded.kind);
+        return elastic__fail(ELASTIC_EINVAL, "rdzv_end_generation: unknown cause kind %d",
+                             recorded.kind);
     uint64_t generation;
     int slot, size;
     bool running, won;
     rc = current_generation(r, &generation, &slot, &size, &running);
     if (rc != 0) return rc;
-    if (recorded.node_id[0] == '\0') snprintf(recorded.node_id, sizeof recorded.node_id, "%s", r->node_id);
+    if (recorded.node_id[0] == '\0')
+        snprintf(recorded.node_id, sizeof recorded.node_id, "%s", r->node_id);
     if (recorded.time_ms == 0) recorded.time_ms = elastic__wall_ms();
     return rdzv__end(r, generation, &recorded, &won);
 }
@@ -204,7 +227,8 @@ ELASTIC_EXTERN int elastic_rdzv_end_generation(elastic_rdzv *r, const elastic_rd
 ELASTIC_EXTERN int elastic_rdzv_watch(elastic_rdzv *r, int timeout_ms, elastic_rdzv_cause *cause)
 {
     elastic__clear_error();
-    if (r == NULL || cause == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_watch: NULL argument");
+    if (r == NULL || cause == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "rdzv_watch: NULL argument");
     int rc = elastic__struct_size_check(cause->struct_size, "elastic_rdzv_cause");
     if (rc != 0) return rc;
     /* The handle has no default timeout: ELASTIC_TIMEOUT_DEFAULT, like any negative, has no limit. */
@@ -219,7 +243,8 @@ ELASTIC_EXTERN int elastic_rdzv_watch(elastic_rdzv *r, int timeout_ms, elastic_r
     if (phase == RDZV__ENDED) ended = r->cause;
     pthread_mutex_unlock(&r->lock);
     if (phase == RDZV__ENDED) return ELASTIC__STRUCT_WRITE(cause, &ended, "elastic_rdzv_cause");
-    if (phase == RDZV__RUNNING) return elastic__fail(ELASTIC_ETIMEDOUT, "rdzv_watch: generation still running");
+    if (phase == RDZV__RUNNING)
+        return elastic__fail(ELASTIC_ETIMEDOUT, "rdzv_watch: generation still running");
     return elastic__fail(ELASTIC_ESTATE, "rdzv_watch: this node is in no generation");
 }
 
@@ -237,13 +262,15 @@ ELASTIC_EXTERN int elastic_rdzv_on_change(elastic_rdzv *r, elastic_rdzv_change_f
 ELASTIC_EXTERN int elastic_rdzv_first_failure(elastic_rdzv *r, elastic_rdzv_cause *cause)
 {
     elastic__clear_error();
-    if (r == NULL || cause == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_first_failure: NULL argument");
+    if (r == NULL || cause == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "rdzv_first_failure: NULL argument");
     int rc = elastic__struct_size_check(cause->struct_size, "elastic_rdzv_cause");
     if (rc != 0) return rc;
     void *value = NULL;
     size_t len = 0;
     rc = r->backend->ops->get(r->backend, "first_failure", &value, &len);
-    if (rc == ELASTIC_ENOTFOUND) return elastic__fail(rc, "rdzv: run %s recorded no failure", r->run_id);
+    if (rc == ELASTIC_ENOTFOUND)
+        return elastic__fail(rc, "rdzv: run %s recorded no failure", r->run_id);
     elastic_rdzv_cause decoded;
     if (rc == 0) rc = rdzv__cause_decode(value, len, &decoded);
     elastic_free(value);

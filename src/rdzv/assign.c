@@ -23,7 +23,8 @@ size_t rdzv__order_members(rdzv__record *records, size_t n, uint64_t prev_genera
 {
     /* A rank from an older generation says nothing about order now. */
     for (size_t i = 0; i < n; i++)
-        if (prev_generation == 0 || records[i].prev_generation != prev_generation) records[i].prev_rank = -1;
+        if (prev_generation == 0 || records[i].prev_generation != prev_generation)
+            records[i].prev_rank = -1;
     qsort(records, n, sizeof *records, compare_members);
     return n < (size_t)max_nodes ? n : (size_t)max_nodes;
 }

@@ -51,7 +51,7 @@ typedef struct rdzv__traffic {
     uint64_t messages;
     uint64_t bytes_sent;
     uint64_t bytes_received;
-    uint64_t wire_bytes;             /* etcd: HTTP bytes both ways (JSON, base64, headers, keep-alives) */
+    uint64_t wire_bytes; /* etcd: HTTP bytes both ways (JSON, base64, headers, keep-alives) */
 } rdzv__traffic;
 
 /* Fencing: runs once, on the backend's own thread, when this node's lease
@@ -62,22 +62,23 @@ typedef void (*rdzv__lease_lost_fn)(void *user, uint64_t lease, const char *why)
 
 struct rdzv__backend {
     const rdzv__backend_ops *ops;
-    rdzv__traffic traffic;           /* updated atomically by the calls */
-    rdzv__lease_lost_fn on_lease_lost;   /* set before lease_grant; NULL: nobody listens */
+    rdzv__traffic traffic;             /* updated atomically by the calls */
+    rdzv__lease_lost_fn on_lease_lost; /* set before lease_grant; NULL: nobody listens */
     void *lease_lost_user;
 };
 
 /* Where and how to reach etcd (strings are copied). */
 typedef struct rdzv__etcd_conf {
-    const char *endpoints;           /* "host:port[,host:port...]" */
-    const char *prefix;              /* keys under "<prefix>/<run_id>/"; NULL: "/elastic" */
-    const char *ca_file, *cert_file, *key_file;  /* TLS (https when ca_file is set) */
-    const char *user, *password;     /* etcd auth */
-    int timeout_ms;                  /* per call; 0: 5000 */
+    const char *endpoints; /* "host:port[,host:port...]" */
+    const char *prefix;    /* keys under "<prefix>/<run_id>/"; NULL: "/elastic" */
+    const char *ca_file, *cert_file, *key_file; /* TLS (https when ca_file is set) */
+    const char *user, *password;                /* etcd auth */
+    int timeout_ms;                             /* per call; 0: 5000 */
 } rdzv__etcd_conf;
 
 /* Opens the etcd backend (backend_etcd.c): keys under "<prefix>/<run_id>/rdzv/". */
-int rdzv__backend_etcd_open(const rdzv__etcd_conf *conf, const char *run_id, rdzv__backend **backend);
+int rdzv__backend_etcd_open(const rdzv__etcd_conf *conf, const char *run_id,
+                            rdzv__backend **backend);
 
 /* Opens the store backend: a clone of `store` (when not NULL) or a new
  * connection to endpoint, with every key under `prefix`. */

@@ -16,15 +16,19 @@
  * one Put each instead of compare-and-set retries. Rendezvous values are
  * printable text, so the marker cannot collide with them. */
 static const char COUNTER[] = "\001c";
-#define COUNTER_LEN 2
-#define ADD_ATTEMPTS 1000            /* contention bound for other deltas */
+#define COUNTER_LEN  2
+#define ADD_ATTEMPTS 1000 /* contention bound for other deltas */
 
-static etcd__backend *self(rdzv__backend *b) { return (etcd__backend *)b; }
+static etcd__backend *self(rdzv__backend *b)
+{
+    return (etcd__backend *)b;
+}
 
 int etcd__full_key(etcd__backend *b, const char *key, char *out, size_t cap)
 {
     size_t len = strlen(key);
-    if (b->prefix_len + len + 1 > cap) return elastic__fail(ELASTIC_EINVAL, "etcd: key \"%.60s\" is too long", key);
+    if (b->prefix_len + len + 1 > cap)
+        return elastic__fail(ELASTIC_EINVAL, "etcd: key \"%.60s\" is too long", key);
     memcpy(out, b->prefix, b->prefix_len);
     memcpy(out + b->prefix_len, key, len + 1);
     return 0;
@@ -38,7 +42,8 @@ int etcd__kv_value(json_object *kv, char **value, size_t *len)
     rc = etcd__json_i64(kv, "version", 0, &version);
     free(*value);
     *value = NULL;
-    if (rc != 0 || version < 1) return rc != 0 ? rc : elastic__fail(ELASTIC_EPROTO, "etcd: counter without a version");
+    if (rc != 0 || version < 1)
+        return rc != 0 ? rc : elastic__fail(ELASTIC_EPROTO, "etcd: counter without a version");
     char text[24];
     int n = snprintf(text, sizeof text, "%" PRId64, version);
     *value = elastic__strdup(text);
@@ -57,8 +62,8 @@ static json_object *key_object(etcd__backend *b, const char *key)
     return o;
 }
 
-static json_object *put_object(etcd__backend *b, const char *key, const void *value, size_t len, int64_t lease,
-                               bool prev_kv)
+static json_object *put_object(etcd__backend *b, const char *key, const void *value, size_t len,
+                               int64_t lease, bool prev_kv)
 {
     json_object *o = key_object(b, key), *encoded = etcd__b64(value, len);
     if (o == NULL || encoded == NULL) {
@@ -81,22 +86,25 @@ static json_object *wrap(const char *name, json_object *inner)
 }
 
 /* compare: "VALUE" == value, or "CREATE"/"MOD" == revision. */
-static json_object *compare_object(etcd__backend *b, const char *key, const char *target, const void *value,
-                                   size_t len, int64_t revision)
+static json_object *compare_object(etcd__backend *b, const char *key, const char *target,
+                                   const void *value, size_t len, int64_t revision)
 {
     json_object *o = key_object(b, key);
     if (o == NULL) return NULL;
     json_object_object_add(o, "target", json_object_new_string(target));
     json_object_object_add(o, "result", json_object_new_string("EQUAL"));
-    if (strcmp(target, "VALUE") == 0) json_object_object_add(o, "value", etcd__b64(value, len));
-    else if (strcmp(target, "CREATE") == 0) json_object_object_add(o, "create_revision", json_object_new_int64(revision));
-    else json_object_object_add(o, "mod_revision", json_object_new_int64(revision));
+    if (strcmp(target, "VALUE") == 0)
+        json_object_object_add(o, "value", etcd__b64(value, len));
+    else if (strcmp(target, "CREATE") == 0)
+        json_object_object_add(o, "create_revision", json_object_new_int64(revision));
+    else
+        json_object_object_add(o, "mod_revision", json_object_new_int64(revision));
     return o;
 }
 
 /* A Txn of one compare, one success op, and a read of key on failure. */
-static int txn(etcd__backend *b, json_object *compare, json_object *success, const char *key, json_object **reply,
-               bool *succeeded)
+static int txn(etcd__backend *b, json_object *compare, json_object *success, const char *key,
+               json_object **reply, bool *succeeded)
 {
     *reply = NULL;
     if (compare == NULL || success == NULL) {
@@ -104,8 +112,8 @@ static int txn(etcd__backend *b, json_object *compare, json_object *success, con
         json_object_put(success);
         return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" or its value is too large", key);
     }
-    json_object *body = json_object_new_object(), *cmp = json_object_new_array(), *ok = json_object_new_array(),
-                *fail = json_object_new_array();
+    json_object *body = json_object_new_object(), *cmp = json_object_new_array(),
+                *ok = json_object_new_array(), *fail = json_object_new_array();
     if (compare != NULL) json_object_array_add(cmp, compare);
     json_object_array_add(ok, success);
     json_object_array_add(fail, wrap("request_range", key_object(b, key)));
@@ -125,7 +133,8 @@ static json_object *txn_kv(json_object *reply, const char *kind, const char *fie
 {
     json_object *responses = etcd__json_field(reply, "responses", json_type_array);
     if (responses == NULL || json_object_array_length(responses) < 1) return NULL;
-    json_object *inner = etcd__json_field(json_object_array_get_idx(responses, 0), kind, json_type_object);
+    json_object *inner =
+        etcd__json_field(json_object_array_get_idx(responses, 0), kind, json_type_object);
     if (strcmp(field, "kvs") == 0) {
         json_object *kvs = etcd__json_field(inner, "kvs", json_type_array);
         if (kvs == NULL || json_object_array_length(kvs) < 1) return NULL;
@@ -146,9 +155,13 @@ static int etcd_get(rdzv__backend *base, const char *key, void **value, size_t *
     int rc = etcd__call(b->client, "/v3/kv/range", key_object(b, key), 0, false, &reply);
     if (rc == 0) {
         json_object *kvs = etcd__json_field(reply, "kvs", json_type_array);
-        json_object *kv = kvs != NULL && json_object_array_length(kvs) > 0 ? json_object_array_get_idx(kvs, 0) : NULL;
-        if (kv == NULL || !json_object_is_type(kv, json_type_object)) rc = ELASTIC_ENOTFOUND;
-        else rc = etcd__kv_value(kv, (char **)value, len);
+        json_object *kv = kvs != NULL && json_object_array_length(kvs) > 0
+                              ? json_object_array_get_idx(kvs, 0)
+                              : NULL;
+        if (kv == NULL || !json_object_is_type(kv, json_type_object))
+            rc = ELASTIC_ENOTFOUND;
+        else
+            rc = etcd__kv_value(kv, (char **)value, len);
     }
     json_object_put(reply);
     rdzv__count(base, strlen(key), rc == 0 ? *len : 0);
@@ -159,18 +172,20 @@ static int etcd_set(rdzv__backend *base, const char *key, const void *value, siz
 {
     json_object *reply = NULL;
     rdzv__count(base, strlen(key) + len, 0);
-    int rc = etcd__call(self(base)->client, "/v3/kv/put", put_object(self(base), key, value, len, 0, false), 0, false,
-                        &reply);
+    int rc = etcd__call(self(base)->client, "/v3/kv/put",
+                        put_object(self(base), key, value, len, 0, false), 0, false, &reply);
     json_object_put(reply);
     return rc;
 }
 
-static int etcd_set_leased(rdzv__backend *base, const char *key, const void *value, size_t len, uint64_t lease)
+static int etcd_set_leased(rdzv__backend *base, const char *key, const void *value, size_t len,
+                           uint64_t lease)
 {
     json_object *reply = NULL;
     rdzv__count(base, strlen(key) + len + 8, 0);
-    int rc = etcd__call(self(base)->client, "/v3/kv/put", put_object(self(base), key, value, len, (int64_t)lease, false),
-                        0, false, &reply);
+    int rc = etcd__call(self(base)->client, "/v3/kv/put",
+                        put_object(self(base), key, value, len, (int64_t)lease, false), 0, false,
+                        &reply);
     json_object_put(reply);
     return rc;
 }
@@ -178,8 +193,8 @@ static int etcd_set_leased(rdzv__backend *base, const char *key, const void *val
 /* One Txn per ETCD__MAX_TXN_OPS keys (etcd's --max-txn-ops default): each
  * chunk is atomic; the rendezvous needs no atomicity across them (every
  * reader waits for its own key). */
-static int etcd_multi_set(rdzv__backend *base, const char *const *keys, const void *const *values, const size_t *lens,
-                          size_t n)
+static int etcd_multi_set(rdzv__backend *base, const char *const *keys, const void *const *values,
+                          const size_t *lens, size_t n)
 {
     etcd__backend *b = self(base);
     for (size_t first = 0; first < n; first += ETCD__MAX_TXN_OPS) {
@@ -190,7 +205,8 @@ static int etcd_multi_set(rdzv__backend *base, const char *const *keys, const vo
             json_object *put = put_object(b, keys[i], values[i], lens[i], 0, false);
             if (put == NULL) {
                 json_object_put(body);
-                return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" or its value is too large", keys[i]);
+                return elastic__fail(ELASTIC_ELIMIT,
+                                     "etcd: key \"%.60s\" or its value is too large", keys[i]);
             }
             json_object_array_add(ops, wrap("request_put", put));
             sent += strlen(keys[i]) + lens[i];
@@ -208,7 +224,8 @@ static int etcd_del(rdzv__backend *base, const char *key)
 {
     json_object *reply = NULL;
     rdzv__count(base, strlen(key), 0);
-    int rc = etcd__call(self(base)->client, "/v3/kv/deleterange", key_object(self(base), key), 0, false, &reply);
+    int rc = etcd__call(self(base)->client, "/v3/kv/deleterange", key_object(self(base), key), 0,
+                        false, &reply);
     if (rc == 0) {
         int64_t deleted = 0;
         rc = etcd__json_i64(reply, "deleted", 0, &deleted);
@@ -230,11 +247,14 @@ static int etcd_compare_set(rdzv__backend *base, const char *key, const void *ex
     bool succeeded = false;
     /* Re-sending a compare-and-set is harmless: if the first one applied,
      * the second fails its compare and reads back what the first wrote. */
-    int rc = txn(b, compare, wrap("request_put", put_object(b, key, desired, dlen, 0, false)), key, &reply, &succeeded);
+    int rc = txn(b, compare, wrap("request_put", put_object(b, key, desired, dlen, 0, false)), key,
+                 &reply, &succeeded);
     if (rc == 0 && succeeded) {
         *current = malloc(dlen + 1);
-        if (*current == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
-        else memcpy(*current, desired, dlen), ((char *)*current)[dlen] = '\0', *clen = dlen;
+        if (*current == NULL)
+            rc = elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
+        else
+            memcpy(*current, desired, dlen), ((char *)*current)[dlen] = '\0', *clen = dlen;
     } else if (rc == 0) {
         json_object *kv = txn_kv(reply, "response_range", "kvs");
         if (kv != NULL) rc = etcd__kv_value(kv, (char **)current, clen);
@@ -246,21 +266,23 @@ static int etcd_compare_set(rdzv__backend *base, const char *key, const void *ex
 
 /* add(+1) on a counter: one Txn that writes the marker if the key holds it
  * (the result is the new version), or creates it. */
-static int add_one(etcd__backend *b, const char *key, int64_t *result, bool *not_counter, int64_t *mod_revision,
-                   int64_t *current)
+static int add_one(etcd__backend *b, const char *key, int64_t *result, bool *not_counter,
+                   int64_t *mod_revision, int64_t *current)
 {
     for (int attempt = 0; attempt < ADD_ATTEMPTS; attempt++) {
         json_object *reply = NULL;
         bool succeeded = false;
         json_object *put = put_object(b, key, COUNTER, COUNTER_LEN, 0, true);
-        int rc = txn(b, compare_object(b, key, "VALUE", COUNTER, COUNTER_LEN, 0), wrap("request_put", put), key,
-                     &reply, &succeeded);
+        int rc = txn(b, compare_object(b, key, "VALUE", COUNTER, COUNTER_LEN, 0),
+                     wrap("request_put", put), key, &reply, &succeeded);
         if (rc != 0) return rc;
-        json_object *kv = succeeded ? txn_kv(reply, "response_put", "prev_kv") : txn_kv(reply, "response_range", "kvs");
+        json_object *kv = succeeded ? txn_kv(reply, "response_put", "prev_kv")
+                                    : txn_kv(reply, "response_range", "kvs");
         int64_t version = 0;
         if (succeeded) {
-            rc = kv != NULL ? etcd__json_i64(kv, "version", 0, &version)
-                            : elastic__fail(ELASTIC_EPROTO, "etcd: add: no previous version in the reply");
+            rc = kv != NULL
+                     ? etcd__json_i64(kv, "version", 0, &version)
+                     : elastic__fail(ELASTIC_EPROTO, "etcd: add: no previous version in the reply");
             json_object_put(reply);
             if (rc == 0) *result = version + 1;
             return rc;
@@ -282,7 +304,8 @@ static int add_one(etcd__backend *b, const char *key, int64_t *result, bool *not
         json_object_put(reply);
         /* Absent: create it as a counter at 1, unless someone else just did. */
         put = put_object(b, key, COUNTER, COUNTER_LEN, 0, false);
-        rc = txn(b, compare_object(b, key, "CREATE", NULL, 0, 0), wrap("request_put", put), key, &reply, &succeeded);
+        rc = txn(b, compare_object(b, key, "CREATE", NULL, 0, 0), wrap("request_put", put), key,
+                 &reply, &succeeded);
         json_object_put(reply);
         if (rc != 0) return rc;
         if (succeeded) {
@@ -306,16 +329,18 @@ static int etcd_add(rdzv__backend *base, const char *key, int64_t delta, int64_t
     /* A plain decimal value (or delta != 1): compare-and-set on mod_revision. */
     for (int attempt = 0; attempt < ADD_ATTEMPTS; attempt++) {
         if (mod_revision == 0 && attempt > 0) current = 0;
-        if ((delta > 0 && current > INT64_MAX - delta) || (delta < 0 && current < INT64_MIN - delta))
+        if ((delta > 0 && current > INT64_MAX - delta) ||
+            (delta < 0 && current < INT64_MIN - delta))
             return elastic__fail(ELASTIC_ERANGE, "etcd: add on %s overflows", key);
         char text[24];
         int n = snprintf(text, sizeof text, "%" PRId64, current + delta);
-        json_object *compare = mod_revision != 0 ? compare_object(b, key, "MOD", NULL, 0, mod_revision)
-                                                 : compare_object(b, key, "CREATE", NULL, 0, 0);
+        json_object *compare = mod_revision != 0
+                                   ? compare_object(b, key, "MOD", NULL, 0, mod_revision)
+                                   : compare_object(b, key, "CREATE", NULL, 0, 0);
         json_object *reply = NULL;
         bool succeeded = false;
-        int rc = txn(b, compare, wrap("request_put", put_object(b, key, text, (size_t)n, 0, false)), key, &reply,
-                     &succeeded);
+        int rc = txn(b, compare, wrap("request_put", put_object(b, key, text, (size_t)n, 0, false)),
+                     key, &reply, &succeeded);
         if (rc == 0 && succeeded) *result = current + delta;
         json_object *kv = rc == 0 && !succeeded ? txn_kv(reply, "response_range", "kvs") : NULL;
         mod_revision = 0;
@@ -356,7 +381,8 @@ static int etcd_keys(rdzv__backend *base, const char *prefix, size_t max, char *
     if (count > max) count = max;
     char **decoded = calloc(count + 1, sizeof *decoded);
     size_t *lens = calloc(count + 1, sizeof *lens);
-    if (rc == 0 && (decoded == NULL || lens == NULL)) rc = elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
+    if (rc == 0 && (decoded == NULL || lens == NULL))
+        rc = elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
     size_t full_len = strlen(full);
     for (size_t i = 0; rc == 0 && i < count; i++) {
         json_object *kv = json_object_array_get_idx(kvs, i);
@@ -416,12 +442,14 @@ static const rdzv__backend_ops etcd_ops = {
     .close = etcd_close,
 };
 
-int rdzv__backend_etcd_open(const rdzv__etcd_conf *conf, const char *run_id, rdzv__backend **backend)
+int rdzv__backend_etcd_open(const rdzv__etcd_conf *conf, const char *run_id,
+                            rdzv__backend **backend)
 {
     *backend = NULL;
     const char *root = conf->prefix != NULL && conf->prefix[0] != '\0' ? conf->prefix : "/elastic";
     if (strlen(root) > 128 || strchr(root, ' ') != NULL)
-        return elastic__fail(ELASTIC_EINVAL, "etcd: prefix must be up to 128 characters without spaces");
+        return elastic__fail(ELASTIC_EINVAL,
+                             "etcd: prefix must be up to 128 characters without spaces");
     etcd__backend *b = calloc(1, sizeof *b);
     if (b == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
     b->base.ops = &etcd_ops;
@@ -435,9 +463,13 @@ int rdzv__backend_etcd_open(const rdzv__etcd_conf *conf, const char *run_id, rdz
     pthread_mutex_init(&b->keeper.lock, NULL);
     pthread_cond_init(&b->keeper.wake, &attr);
     pthread_condattr_destroy(&attr);
-    etcd__opts opts = {.endpoints = conf->endpoints, .ca_file = conf->ca_file, .cert_file = conf->cert_file,
-                       .key_file = conf->key_file, .user = conf->user, .password = conf->password,
-                       .timeout_ms = conf->timeout_ms};
+    etcd__opts opts = { .endpoints = conf->endpoints,
+                        .ca_file = conf->ca_file,
+                        .cert_file = conf->cert_file,
+                        .key_file = conf->key_file,
+                        .user = conf->user,
+                        .password = conf->password,
+                        .timeout_ms = conf->timeout_ms };
     int rc = etcd__client_open(&opts, &b->client);
     if (rc != 0) {
         etcd_close(&b->base);

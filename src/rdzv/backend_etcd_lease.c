@@ -21,8 +21,10 @@ static int keep_alive_once(etcd__backend *b, int64_t lease, int timeout_ms)
     if (rc != 0) return rc;
     json_object *result = etcd__json_field(reply, "result", json_type_object);
     int64_t ttl = 0;
-    if (result == NULL) rc = elastic__fail(ELASTIC_EPROTO, "etcd keepalive: no result in the reply");
-    else rc = etcd__json_i64(result, "TTL", 0, &ttl);
+    if (result == NULL)
+        rc = elastic__fail(ELASTIC_EPROTO, "etcd keepalive: no result in the reply");
+    else
+        rc = etcd__json_i64(result, "TTL", 0, &ttl);
     json_object_put(reply);
     if (rc != 0) return rc;
     return ttl > 0 ? 1 : 0;
@@ -31,7 +33,8 @@ static int keep_alive_once(etcd__backend *b, int64_t lease, int timeout_ms)
 static void report_lost(etcd__backend *b, int64_t lease, const char *why)
 {
     ELASTIC_LOG_W("rdzv", "etcd lease %" PRIx64 " lost: %s", (uint64_t)lease, why);
-    if (b->base.on_lease_lost != NULL) b->base.on_lease_lost(b->base.lease_lost_user, (uint64_t)lease, why);
+    if (b->base.on_lease_lost != NULL)
+        b->base.on_lease_lost(b->base.lease_lost_user, (uint64_t)lease, why);
 }
 
 static void *keeper_main(void *arg)
@@ -54,9 +57,11 @@ static void *keeper_main(void *arg)
         int left = sent < expires ? (int)(expires - sent) : 1;
         int alive = keep_alive_once(b, lease, left);
         char why[300] = "";
-        if (alive == 0) snprintf(why, sizeof why, "etcd says the lease has expired");
+        if (alive == 0)
+            snprintf(why, sizeof why, "etcd says the lease has expired");
         else if (alive < 0 && elastic__now_ms() >= expires)
-            snprintf(why, sizeof why, "no keep-alive acknowledged for %d ms (%s)", k->ttl_ms, elastic_last_error());
+            snprintf(why, sizeof why, "no keep-alive acknowledged for %d ms (%s)", k->ttl_ms,
+                     elastic_last_error());
         pthread_mutex_lock(&k->lock);
         if (alive == 1) k->last_ok_ms = sent;
         if (why[0] != '\0' && !k->stop) {
@@ -100,7 +105,8 @@ int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms
     int64_t id = 0;
     if (rc == 0) rc = etcd__json_i64(reply, "ID", 0, &id);
     json_object_put(reply);
-    if (rc == 0 && id <= 0) rc = elastic__fail(ELASTIC_EPROTO, "etcd lease grant: no lease ID in the reply");
+    if (rc == 0 && id <= 0)
+        rc = elastic__fail(ELASTIC_EPROTO, "etcd lease grant: no lease ID in the reply");
     if (rc != 0) return rc;
     *lease = (uint64_t)id;
     if (keepalive_interval_ms == 0) return 0;
@@ -114,7 +120,8 @@ int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms
     rc = pthread_create(&k->thread, NULL, keeper_main, b);
     k->running = rc == 0;
     pthread_mutex_unlock(&k->lock);
-    if (rc != 0) return elastic__fail(ELASTIC_ESYS, "etcd lease: cannot start the keep-alive thread");
+    if (rc != 0)
+        return elastic__fail(ELASTIC_ESYS, "etcd lease: cannot start the keep-alive thread");
     return 0;
 }
 

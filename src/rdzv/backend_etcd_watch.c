@@ -16,7 +16,7 @@ typedef struct watch_ctx {
     const char *key;
     bool prefix;
     int64_t start_revision;
-    uint64_t revision;               /* out: the change's revision */
+    uint64_t revision; /* out: the change's revision */
     char error[200];
 } watch_ctx;
 
@@ -43,7 +43,8 @@ static int on_watch_message(void *user, json_object *message)
     json_object *error = etcd__json_field(message, "error", json_type_object);
     if (error != NULL) {
         json_object *text = etcd__json_field(error, "message", json_type_string);
-        snprintf(w->error, sizeof w->error, "%.150s", text != NULL ? json_object_get_string(text) : "watch error");
+        snprintf(w->error, sizeof w->error, "%.150s",
+                 text != NULL ? json_object_get_string(text) : "watch error");
         return ELASTIC_EPROTO;
     }
     json_object *result = etcd__json_field(message, "result", json_type_object);
@@ -65,9 +66,11 @@ static int on_watch_message(void *user, json_object *message)
     json_object *events = etcd__json_field(result, "events", json_type_array);
     size_t n = events != NULL ? json_object_array_length(events) : 0;
     for (size_t i = 0; i < n; i++) {
-        json_object *kv = etcd__json_field(json_object_array_get_idx(events, i), "kv", json_type_object);
+        json_object *kv =
+            etcd__json_field(json_object_array_get_idx(events, i), "kv", json_type_object);
         int64_t mod = 0;
-        if (kv == NULL || etcd__json_i64(kv, "mod_revision", 0, &mod) != 0 || mod < w->start_revision) {
+        if (kv == NULL || etcd__json_i64(kv, "mod_revision", 0, &mod) != 0 ||
+            mod < w->start_revision) {
             snprintf(w->error, sizeof w->error, "malformed watch event");
             return ELASTIC_EPROTO;
         }
@@ -78,24 +81,30 @@ static int on_watch_message(void *user, json_object *message)
     return 1;
 }
 
-int etcd__watch_from(etcd__backend *b, const char *full_key, bool prefix, int64_t start_revision, int timeout_ms,
-                     uint64_t *revision)
+int etcd__watch_from(etcd__backend *b, const char *full_key, bool prefix, int64_t start_revision,
+                     int timeout_ms, uint64_t *revision)
 {
-    watch_ctx w = {.b = b, .key = full_key, .prefix = prefix, .start_revision = start_revision > 0 ? start_revision : 1};
+    watch_ctx w = { .b = b,
+                    .key = full_key,
+                    .prefix = prefix,
+                    .start_revision = start_revision > 0 ? start_revision : 1 };
     int rc = etcd__stream(b->client, "/v3/watch", watch_body, timeout_ms, on_watch_message, &w);
-    if (rc == ELASTIC_EPROTO && w.error[0] != '\0') return elastic__fail(rc, "etcd watch: %s", w.error);
+    if (rc == ELASTIC_EPROTO && w.error[0] != '\0')
+        return elastic__fail(rc, "etcd watch: %s", w.error);
     if (rc == 0) *revision = w.revision;
     return rc;
 }
 
-int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision, int timeout_ms, uint64_t *revision)
+int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision, int timeout_ms,
+                uint64_t *revision)
 {
     etcd__backend *b = (etcd__backend *)base;
     char full[512];
     int rc = etcd__full_key(b, prefix, full, sizeof full);
     if (rc != 0) return rc;
     rdzv__count(base, strlen(prefix) + 12, 8);
-    if (after_revision >= (uint64_t)INT64_MAX) return elastic__fail(ELASTIC_EINVAL, "etcd watch: revision too large");
+    if (after_revision >= (uint64_t)INT64_MAX)
+        return elastic__fail(ELASTIC_EINVAL, "etcd watch: revision too large");
     bool is_prefix = full[0] != '\0' && full[strlen(full) - 1] == '/';
     return etcd__watch_from(b, full, is_prefix, (int64_t)after_revision + 1, timeout_ms, revision);
 }
@@ -103,8 +112,8 @@ int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision
 /* Reads every key, one Txn per ETCD__MAX_TXN_OPS keys; *missing: the first
  * absent one (or -1), and *revision: the store revision the first read of
  * that key saw. */
-static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **values, size_t *lens, long *missing,
-                    int64_t *revision)
+static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **values,
+                    size_t *lens, long *missing, int64_t *revision)
 {
     int rc = 0;
     *missing = -1;
@@ -122,19 +131,26 @@ static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **
             json_object_array_add(ops, op);
         }
         json_object *reply = NULL;
-        if (rc != 0) json_object_put(body);
-        else rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
+        if (rc != 0)
+            json_object_put(body);
+        else
+            rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
         rdzv__count(&b->base, 0, 0);
-        json_object *responses = rc == 0 ? etcd__json_field(reply, "responses", json_type_array) : NULL;
+        json_object *responses =
+            rc == 0 ? etcd__json_field(reply, "responses", json_type_array) : NULL;
         json_object *header = rc == 0 ? etcd__json_field(reply, "header", json_type_object) : NULL;
         if (rc == 0) rc = etcd__json_i64(header, "revision", 0, revision);
         if (rc == 0 && (responses == NULL || json_object_array_length(responses) != last - first))
-            rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of %zu reads answered with another count", last - first);
+            rc =
+                elastic__fail(ELASTIC_EPROTO,
+                              "etcd: a Txn of %zu reads answered with another count", last - first);
         for (size_t i = first; rc == 0 && i < last; i++) {
-            json_object *range = etcd__json_field(json_object_array_get_idx(responses, i - first), "response_range",
-                                                  json_type_object);
+            json_object *range = etcd__json_field(json_object_array_get_idx(responses, i - first),
+                                                  "response_range", json_type_object);
             json_object *kvs = etcd__json_field(range, "kvs", json_type_array);
-            json_object *kv = kvs != NULL && json_object_array_length(kvs) > 0 ? json_object_array_get_idx(kvs, 0) : NULL;
+            json_object *kv = kvs != NULL && json_object_array_length(kvs) > 0
+                                  ? json_object_array_get_idx(kvs, 0)
+                                  : NULL;
             if (kv == NULL || !json_object_is_type(kv, json_type_object)) {
                 *missing = (long)i;
                 break;
@@ -153,8 +169,8 @@ static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **
     return rc;
 }
 
-int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int timeout_ms, void **values,
-                    size_t *lens)
+int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int timeout_ms,
+                    void **values, size_t *lens)
 {
     etcd__backend *b = (etcd__backend *)base;
     uint64_t deadline = elastic__deadline_ms(timeout_ms);
@@ -174,7 +190,8 @@ int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int 
         /* Wait for the first absent key to appear after what we read. */
         int left = elastic__ms_left(deadline);
         if (left <= 0) {
-            rc = elastic__fail(ELASTIC_ETIMEDOUT, "etcd: key %s absent after %d ms", keys[missing], timeout_ms);
+            rc = elastic__fail(ELASTIC_ETIMEDOUT, "etcd: key %s absent after %d ms", keys[missing],
+                               timeout_ms);
             break;
         }
         char full[512];
@@ -183,7 +200,8 @@ int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int 
         if (rc == 0) rc = etcd__watch_from(b, full, false, revision + 1, left, &changed);
         rdzv__count(base, strlen(keys[missing]) + 12, 8);
         if (rc == ELASTIC_ETIMEDOUT) {
-            rc = elastic__fail(ELASTIC_ETIMEDOUT, "etcd: key %s absent after %d ms", keys[missing], timeout_ms);
+            rc = elastic__fail(ELASTIC_ETIMEDOUT, "etcd: key %s absent after %d ms", keys[missing],
+                               timeout_ms);
             break;
         }
         if (rc != 0) break;

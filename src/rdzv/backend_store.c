@@ -10,10 +10,13 @@
 
 typedef struct store_backend {
     rdzv__backend base;
-    elastic_store *store;            /* owned: a clone or our own connection */
+    elastic_store *store; /* owned: a clone or our own connection */
 } store_backend;
 
-static elastic_store *handle(rdzv__backend *b) { return ((store_backend *)b)->store; }
+static elastic_store *handle(rdzv__backend *b)
+{
+    return ((store_backend *)b)->store;
+}
 
 static int store_get(rdzv__backend *b, const char *key, void **value, size_t *len)
 {
@@ -65,13 +68,14 @@ static int store_add(rdzv__backend *b, const char *key, int64_t delta, int64_t *
 static int store_compare_set(rdzv__backend *b, const char *key, const void *expected, size_t elen,
                              const void *desired, size_t dlen, void **current, size_t *clen)
 {
-    int rc = elastic_store_compare_set(handle(b), key, expected, elen, desired, dlen, current, clen);
+    int rc =
+        elastic_store_compare_set(handle(b), key, expected, elen, desired, dlen, current, clen);
     rdzv__count(b, strlen(key) + elen + dlen, rc == 0 ? *clen : 0);
     return rc;
 }
 
-static int store_watch(rdzv__backend *b, const char *prefix, uint64_t after_revision, int timeout_ms,
-                       uint64_t *revision)
+static int store_watch(rdzv__backend *b, const char *prefix, uint64_t after_revision,
+                       int timeout_ms, uint64_t *revision)
 {
     rdzv__count(b, strlen(prefix) + 12, 8);
     return elastic_store_watch(handle(b), prefix, after_revision, timeout_ms, revision);
@@ -86,7 +90,8 @@ static int store_keys(rdzv__backend *b, const char *prefix, size_t max, char ***
     return rc;
 }
 
-static int store_lease_grant(rdzv__backend *b, int ttl_ms, int keepalive_interval_ms, uint64_t *lease)
+static int store_lease_grant(rdzv__backend *b, int ttl_ms, int keepalive_interval_ms,
+                             uint64_t *lease)
 {
     rdzv__count(b, 8, 8);
     return elastic_store_lease_grant(handle(b), ttl_ms, keepalive_interval_ms, lease);
@@ -151,7 +156,8 @@ int rdzv__backend_store_open(elastic_store *store, const char *endpoint, const c
         opts.token = token;
         rc = elastic_store_connect(endpoint, &opts, &b->store);
     } else {
-        rc = elastic__fail(ELASTIC_EINVAL, "rdzv: neither a store handle nor an endpoint was given");
+        rc =
+            elastic__fail(ELASTIC_EINVAL, "rdzv: neither a store handle nor an endpoint was given");
     }
     if (rc != 0) {
         free(b);

@@ -73,11 +73,12 @@ static int bounded_copy(const char *value, size_t len, char *buf, size_t cap)
 
 static size_t record_line(const rdzv__record *rec, bool with_slot, char *buf, size_t cap)
 {
-    int n = with_slot
-                ? snprintf(buf, cap, "%d %d %d %" PRIu64 " %d %s %s\n", rec->slot, rec->local_world_size,
-                           rec->master_port, rec->prev_generation, rec->prev_rank, rec->node_id, rec->addr)
-                : snprintf(buf, cap, "R1 %d %d %" PRIu64 " %d %s %s", rec->local_world_size,
-                           rec->master_port, rec->prev_generation, rec->prev_rank, rec->node_id, rec->addr);
+    int n = with_slot ? snprintf(buf, cap, "%d %d %d %" PRIu64 " %d %s %s\n", rec->slot,
+                                 rec->local_world_size, rec->master_port, rec->prev_generation,
+                                 rec->prev_rank, rec->node_id, rec->addr)
+                      : snprintf(buf, cap, "R1 %d %d %" PRIu64 " %d %s %s", rec->local_world_size,
+                                 rec->master_port, rec->prev_generation, rec->prev_rank,
+                                 rec->node_id, rec->addr);
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
 
@@ -90,8 +91,8 @@ size_t rdzv__record_encode(const rdzv__record *rec, char *buf, size_t cap)
 static int record_fields(char **f, rdzv__record *rec)
 {
     int64_t lws, port, prev_gen, prev_rank;
-    if (field_int(f[0], 1, RDZV__MAX_LOCAL_WORLD, &lws) != 0 || field_int(f[1], 0, 65535, &port) != 0 ||
-        field_int(f[2], 0, INT64_MAX, &prev_gen) != 0 ||
+    if (field_int(f[0], 1, RDZV__MAX_LOCAL_WORLD, &lws) != 0 ||
+        field_int(f[1], 0, 65535, &port) != 0 || field_int(f[2], 0, INT64_MAX, &prev_gen) != 0 ||
         field_int(f[3], -1, RDZV__MAX_NODES - 1, &prev_rank) != 0)
         return ELASTIC_ECORRUPT;
     rec->local_world_size = (int)lws;
@@ -124,9 +125,10 @@ size_t rdzv__assignment_encode(const rdzv__assignment *a, char *buf, size_t cap)
     case RDZV__VOID: n = snprintf(buf, cap, "V"); break;
     case RDZV__CLOSED: n = snprintf(buf, cap, "C"); break;
     default:
-        n = snprintf(buf, cap, "A1 %" PRIu64 " %d %d %d %d %d %d %d %d %s %s", a->generation, a->group_rank,
-                     a->group_world_size, a->rank_base, a->local_world_size, a->world_size,
-                     a->restart_count, a->master_port, a->next_slot, a->master_addr, a->next_node_id);
+        n = snprintf(buf, cap, "A1 %" PRIu64 " %d %d %d %d %d %d %d %d %s %s", a->generation,
+                     a->group_rank, a->group_world_size, a->rank_base, a->local_world_size,
+                     a->world_size, a->restart_count, a->master_port, a->next_slot, a->master_addr,
+                     a->next_node_id);
     }
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
@@ -134,9 +136,11 @@ size_t rdzv__assignment_encode(const rdzv__assignment *a, char *buf, size_t cap)
 static int assignment_fields(char **f, rdzv__assignment *a)
 {
     int64_t v[9];
-    static const int64_t lo[9] = {1, 0, 1, 0, 1, 1, 0, 1, 1};
-    static const int64_t hi[9] = {INT64_MAX, RDZV__MAX_NODES - 1, RDZV__MAX_NODES, INT32_MAX,
-                                  RDZV__MAX_LOCAL_WORLD, INT32_MAX, INT32_MAX, 65535, INT32_MAX};
+    static const int64_t lo[9] = { 1, 0, 1, 0, 1, 1, 0, 1, 1 };
+    static const int64_t hi[9] = {
+        INT64_MAX, RDZV__MAX_NODES - 1, RDZV__MAX_NODES, INT32_MAX, RDZV__MAX_LOCAL_WORLD,
+        INT32_MAX, INT32_MAX,           65535,           INT32_MAX
+    };
     for (int i = 0; i < 9; i++)
         if (field_int(f[i], lo[i], hi[i], &v[i]) != 0) return ELASTIC_ECORRUPT;
     if (v[1] >= v[2] || v[3] + v[4] > v[5]) return ELASTIC_ECORRUPT;
@@ -162,10 +166,14 @@ int rdzv__assignment_decode(const char *value, size_t len, rdzv__assignment *a)
     char *f[MAX_FIELDS];
     memset(a, 0, sizeof *a);
     if (bounded_copy(value, len, buf, sizeof buf) != 0) goto corrupt;
-    if (strcmp(buf, "X") == 0) a->outcome = RDZV__EXCLUDED;
-    else if (strcmp(buf, "V") == 0) a->outcome = RDZV__VOID;
-    else if (strcmp(buf, "C") == 0) a->outcome = RDZV__CLOSED;
-    else if (split(buf, f, 13, false) != 12 || strcmp(f[0], "A1") != 0 || assignment_fields(f + 1, a) != 0)
+    if (strcmp(buf, "X") == 0)
+        a->outcome = RDZV__EXCLUDED;
+    else if (strcmp(buf, "V") == 0)
+        a->outcome = RDZV__VOID;
+    else if (strcmp(buf, "C") == 0)
+        a->outcome = RDZV__CLOSED;
+    else if (split(buf, f, 13, false) != 12 || strcmp(f[0], "A1") != 0 ||
+             assignment_fields(f + 1, a) != 0)
         goto corrupt;
     return 0;
 corrupt:
@@ -180,9 +188,11 @@ size_t rdzv__cause_encode(const elastic_rdzv_cause *cause, char *buf, size_t cap
     snprintf(reason, sizeof reason, "%s", cause->reason);
     for (char *p = reason; *p != '\0'; p++)
         if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f) *p = ' ';
-    const char *node = rdzv__valid_token(cause->node_id, sizeof cause->node_id) ? cause->node_id : "-";
-    int n = snprintf(buf, cap, "C1 %d %" PRIu64 " %d %d %d %" PRIu64 " %s %s", cause->kind, cause->generation,
-                     cause->rank, cause->exit_code, cause->signal, cause->time_ms, node, reason);
+    const char *node =
+        rdzv__valid_token(cause->node_id, sizeof cause->node_id) ? cause->node_id : "-";
+    int n = snprintf(buf, cap, "C1 %d %" PRIu64 " %d %d %d %" PRIu64 " %s %s", cause->kind,
+                     cause->generation, cause->rank, cause->exit_code, cause->signal,
+                     cause->time_ms, node, reason);
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
 
@@ -194,11 +204,13 @@ int rdzv__cause_decode(const char *value, size_t len, elastic_rdzv_cause *cause)
     memset(cause, 0, sizeof *cause);
     cause->struct_size = sizeof *cause;
     if (bounded_copy(value, len, buf, sizeof buf) != 0 || split(buf, f, 9, true) != 9 ||
-        strcmp(f[0], "C1") != 0 || field_int(f[1], ELASTIC_RDZV_FAILURE, ELASTIC_RDZV_JOB_ENDED, &kind) != 0 ||
+        strcmp(f[0], "C1") != 0 ||
+        field_int(f[1], ELASTIC_RDZV_FAILURE, ELASTIC_RDZV_JOB_ENDED, &kind) != 0 ||
         field_int(f[2], 0, INT64_MAX, &gen) != 0 || field_int(f[3], -1, INT32_MAX, &rank) != 0 ||
         field_int(f[4], -1, 255, &exit_code) != 0 || field_int(f[5], 0, 128, &sig) != 0 ||
         field_int(f[6], 0, INT64_MAX, &time_ms) != 0)
-        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: corrupt generation-end record (%zu bytes)", len);
+        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: corrupt generation-end record (%zu bytes)",
+                             len);
     if (strcmp(f[7], "-") != 0 && copy_token(cause->node_id, sizeof cause->node_id, f[7]) != 0)
         return elastic__fail(ELASTIC_ECORRUPT, "rdzv: corrupt node id in a generation-end record");
     cause->kind = (int)kind;
@@ -219,8 +231,9 @@ int rdzv__info_encode(const rdzv__info *info, const rdzv__record *members, char 
     size_t cap = 96 + n * (RDZV__MAX_ID + RDZV__MAX_ADDR + 64);
     char *out = malloc(cap);
     if (out == NULL) return elastic__fail(ELASTIC_ENOMEM, "rdzv: out of memory");
-    int used = snprintf(out, cap, "I1 %d %" PRIu64 " %d %d %d\n", info->formed ? 1 : 0, info->generation,
-                        info->group_world_size, info->sealed_count, info->restart_count);
+    int used =
+        snprintf(out, cap, "I1 %d %" PRIu64 " %d %d %d\n", info->formed ? 1 : 0, info->generation,
+                 info->group_world_size, info->sealed_count, info->restart_count);
     size_t pos = (size_t)used;
     for (size_t i = 0; i < n; i++) {
         size_t wrote = record_line(&members[i], true, out + pos, cap - pos);
@@ -239,9 +252,11 @@ static int info_header(char *line, rdzv__info *info)
 {
     char *f[MAX_FIELDS];
     int64_t formed, gen, gws, sealed, restarts;
-    if (split(line, f, 7, false) != 6 || strcmp(f[0], "I1") != 0 || field_int(f[1], 0, 1, &formed) != 0 ||
-        field_int(f[2], 1, INT64_MAX, &gen) != 0 || field_int(f[3], 0, RDZV__MAX_NODES, &gws) != 0 ||
-        field_int(f[4], 0, INT32_MAX, &sealed) != 0 || field_int(f[5], 0, INT32_MAX, &restarts) != 0)
+    if (split(line, f, 7, false) != 6 || strcmp(f[0], "I1") != 0 ||
+        field_int(f[1], 0, 1, &formed) != 0 || field_int(f[2], 1, INT64_MAX, &gen) != 0 ||
+        field_int(f[3], 0, RDZV__MAX_NODES, &gws) != 0 ||
+        field_int(f[4], 0, INT32_MAX, &sealed) != 0 ||
+        field_int(f[5], 0, INT32_MAX, &restarts) != 0)
         return ELASTIC_ECORRUPT;
     info->formed = formed == 1;
     info->generation = (uint64_t)gen;
@@ -255,7 +270,8 @@ static int member_line(char *line, rdzv__record *rec)
 {
     char *f[MAX_FIELDS];
     int64_t slot;
-    if (split(line, f, 8, false) != 7 || field_int(f[0], 1, INT32_MAX, &slot) != 0) return ELASTIC_ECORRUPT;
+    if (split(line, f, 8, false) != 7 || field_int(f[0], 1, INT32_MAX, &slot) != 0)
+        return ELASTIC_ECORRUPT;
     rec->slot = (int)slot;
     return record_fields(f + 1, rec);
 }

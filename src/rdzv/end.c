@@ -44,7 +44,7 @@ static int wake_members(elastic_rdzv *r, uint64_t generation)
     int rc = rdzv__read_info(r, generation, r->keepalive_timeout_ms, &info, &members);
     if (rc != 0) return rc;
     size_t n = (size_t)info.group_world_size;
-    char (*keys)[64] = calloc(n > 0 ? n : 1, sizeof *keys);
+    char(*keys)[64] = calloc(n > 0 ? n : 1, sizeof *keys);
     const char **key_ptrs = calloc(n > 0 ? n : 1, sizeof *key_ptrs);
     const void **values = calloc(n > 0 ? n : 1, sizeof *values);
     size_t *lens = calloc(n > 0 ? n : 1, sizeof *lens);
@@ -69,19 +69,21 @@ static int wake_members(elastic_rdzv *r, uint64_t generation)
 
 /* A FAILURE consumes one restart from the job-wide budget; the first failure
  * is kept for the root-cause summary; past the budget the job shuts. */
-static int consume_budget(elastic_rdzv *r, const elastic_rdzv_cause *cause, const char *encoded, size_t len)
+static int consume_budget(elastic_rdzv *r, const elastic_rdzv_cause *cause, const char *encoded,
+                          size_t len)
 {
     int64_t used = 0;
     int rc = r->backend->ops->add(r->backend, "restarts", 1, &used);
     if (rc != 0) return rc;
     void *current = NULL;
     size_t clen = 0;
-    rc = r->backend->ops->compare_set(r->backend, "first_failure", NULL, 0, encoded, len, &current, &clen);
+    rc = r->backend->ops->compare_set(r->backend, "first_failure", NULL, 0, encoded, len, &current,
+                                      &clen);
     elastic_free(current);
     if (rc != 0) return rc;
     if (used <= r->max_restarts) return 0;
-    ELASTIC_LOG_W("rdzv", "run %s: failure %" PRId64 " exceeds max_restarts %d; shutting the job", r->run_id,
-                  used, r->max_restarts);
+    ELASTIC_LOG_W("rdzv", "run %s: failure %" PRId64 " exceeds max_restarts %d; shutting the job",
+                  r->run_id, used, r->max_restarts);
     return rdzv__shut_job(r, cause, true);
 }
 
@@ -101,8 +103,8 @@ int rdzv__end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *ca
     elastic_free(current);
     if (rc != 0) return rc;
     if (*won) {
-        ELASTIC_LOG_I("rdzv", "run %s: generation %" PRIu64 " ended (kind %d, node %s: %s)", r->run_id,
-                      generation, recorded.kind, recorded.node_id, recorded.reason);
+        ELASTIC_LOG_I("rdzv", "run %s: generation %" PRIu64 " ended (kind %d, node %s: %s)",
+                      r->run_id, generation, recorded.kind, recorded.node_id, recorded.reason);
         if (recorded.kind == ELASTIC_RDZV_FAILURE) rc = consume_budget(r, &recorded, encoded, len);
         int wake_rc = wake_members(r, generation);
         if (rc == 0) rc = wake_rc;
@@ -119,8 +121,9 @@ static int wake_waiting(elastic_rdzv *r, uint64_t round)
     rdzv__key_round(key, sizeof key, round, "count");
     int rc = rdzv__read_int(r, key, 0, &count);
     if (rc != 0 || count <= 0) return rc;
-    if (count > RDZV__MAX_NODES * 4) return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
-    char (*keys)[64] = calloc((size_t)count, sizeof *keys);
+    if (count > RDZV__MAX_NODES * 4)
+        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
+    char(*keys)[64] = calloc((size_t)count, sizeof *keys);
     const char **key_ptrs = calloc((size_t)count, sizeof *key_ptrs);
     const void **values = calloc((size_t)count, sizeof *values);
     size_t *lens = calloc((size_t)count, sizeof *lens);
@@ -151,7 +154,8 @@ int rdzv__shut_job(elastic_rdzv *r, const elastic_rdzv_cause *cause, bool budget
     if (len == 0) return elastic__fail(ELASTIC_EINVAL, "rdzv: cause does not encode");
     void *current = NULL;
     size_t clen = 0;
-    int rc = r->backend->ops->compare_set(r->backend, "closed", NULL, 0, value, len + 2, &current, &clen);
+    int rc = r->backend->ops->compare_set(r->backend, "closed", NULL, 0, value, len + 2, &current,
+                                          &clen);
     elastic_free(current);
     if (rc != 0) return rc;
     /* A round may be sealed meanwhile: follow the pointer until it holds still

@@ -12,23 +12,23 @@
 #include <json-c/json.h>
 #include <pthread.h>
 
-#define ETCD__MAX_ENDPOINTS 16
-#define ETCD__MAX_RESPONSE (8u << 20)    /* one reply; a larger one is an error */
-#define ETCD__MAX_VALUE (1u << 20)       /* one decoded key or value */
-#define ETCD__DEFAULT_TIMEOUT_MS 5000    /* a call's deadline unless told otherwise */
-#define ETCD__CONNECT_TIMEOUT_MS 1000    /* per endpoint, so a dead one costs little */
-#define ETCD__POOL 8                     /* idle curl handles kept (reused connections) */
-#define ETCD__MAX_TXN_OPS 128            /* etcd's default --max-txn-ops: larger batches are split */
+#define ETCD__MAX_ENDPOINTS      16
+#define ETCD__MAX_RESPONSE       (8u << 20) /* one reply; a larger one is an error */
+#define ETCD__MAX_VALUE          (1u << 20) /* one decoded key or value */
+#define ETCD__DEFAULT_TIMEOUT_MS 5000       /* a call's deadline unless told otherwise */
+#define ETCD__CONNECT_TIMEOUT_MS 1000       /* per endpoint, so a dead one costs little */
+#define ETCD__POOL               8          /* idle curl handles kept (reused connections) */
+#define ETCD__MAX_TXN_OPS        128 /* etcd's default --max-txn-ops: larger batches are split */
 
 /* What the backend is told (every string copied). */
 typedef struct etcd__opts {
-    const char *endpoints;           /* "host:port[,host:port...]", http unless ca_file is set */
-    const char *ca_file;             /* TLS: verify etcd against this CA (https) */
-    const char *cert_file;           /* TLS client certificate (with key_file) */
+    const char *endpoints; /* "host:port[,host:port...]", http unless ca_file is set */
+    const char *ca_file;   /* TLS: verify etcd against this CA (https) */
+    const char *cert_file; /* TLS client certificate (with key_file) */
     const char *key_file;
-    const char *user;                /* etcd auth (with password) */
+    const char *user; /* etcd auth (with password) */
     const char *password;
-    int timeout_ms;                  /* per call; 0: ETCD__DEFAULT_TIMEOUT_MS */
+    int timeout_ms; /* per call; 0: ETCD__DEFAULT_TIMEOUT_MS */
 } etcd__opts;
 
 typedef struct etcd__client etcd__client;
@@ -44,8 +44,8 @@ int etcd__client_timeout_ms(const etcd__client *client);
  * request may have reached etcd (a timeout mid-call), do not send it again.
  * *reply: the parsed JSON object (json_object_put). etcd's own errors map
  * to ELASTIC_E* codes with etcd's message. */
-int etcd__call(etcd__client *c, const char *path, json_object *body, int timeout_ms, bool retry_unsent_only,
-               json_object **reply);
+int etcd__call(etcd__client *c, const char *path, json_object *body, int timeout_ms,
+               bool retry_unsent_only, json_object **reply);
 
 /* Streaming call (/v3/watch): on_message runs for each JSON message in the
  * reply stream until it returns non-zero (that value is returned) or
@@ -53,8 +53,8 @@ int etcd__call(etcd__client *c, const char *path, json_object *body, int timeout
  * re-opened on the next one with `reopen` asked for a new body. */
 typedef int (*etcd__message_fn)(void *user, json_object *message);
 typedef json_object *(*etcd__body_fn)(void *user);
-int etcd__stream(etcd__client *c, const char *path, etcd__body_fn body, int timeout_ms, etcd__message_fn on_message,
-                 void *user);
+int etcd__stream(etcd__client *c, const char *path, etcd__body_fn body, int timeout_ms,
+                 etcd__message_fn on_message, void *user);
 
 /* ---- JSON helpers (etcd_json.c) ---- */
 
@@ -79,17 +79,17 @@ typedef struct etcd__keeper {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_t thread;
-    bool running;                    /* the thread exists (join it) */
+    bool running; /* the thread exists (join it) */
     bool stop;
     int64_t lease;
     int ttl_ms, interval_ms;
-    uint64_t last_ok_ms;             /* when the last acknowledged keep-alive was sent */
+    uint64_t last_ok_ms; /* when the last acknowledged keep-alive was sent */
 } etcd__keeper;
 
 typedef struct etcd__backend {
     rdzv__backend base;
     etcd__client *client;
-    char prefix[320];                /* "<root>/<run_id>/rdzv/": every key starts with it */
+    char prefix[320]; /* "<root>/<run_id>/rdzv/": every key starts with it */
     size_t prefix_len;
     etcd__keeper keeper;
 } etcd__backend;
@@ -101,10 +101,10 @@ int etcd__full_key(etcd__backend *b, const char *key, char *out, size_t cap);
 int etcd__kv_value(json_object *kv, char **value, size_t *len);
 /* Waits (watch from start_revision) for a change to key, or to every key
  * under it when prefix; *revision: the change's revision. */
-int etcd__watch_from(etcd__backend *b, const char *full_key, bool prefix, int64_t start_revision, int timeout_ms,
-                     uint64_t *revision);
-int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int timeout_ms, void **values,
-                    size_t *lens);
+int etcd__watch_from(etcd__backend *b, const char *full_key, bool prefix, int64_t start_revision,
+                     int timeout_ms, uint64_t *revision);
+int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int timeout_ms,
+                    void **values, size_t *lens);
 int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision, int timeout_ms,
                 uint64_t *revision);
 int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms, uint64_t *lease);

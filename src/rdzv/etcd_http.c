@@ -13,32 +13,35 @@
 #include <stdlib.h>
 
 struct etcd__client {
-    char *endpoints[ETCD__MAX_ENDPOINTS];  /* "http(s)://host:port" */
+    char *endpoints[ETCD__MAX_ENDPOINTS]; /* "http(s)://host:port" */
     size_t n;
     char *ca_file, *cert_file, *key_file, *user, *password;
     int timeout_ms;
-    pthread_mutex_t lock;                  /* guards everything below */
-    size_t preferred;                      /* the endpoint that answered last */
-    char token[512];                       /* etcd auth token; "" without auth */
+    pthread_mutex_t lock; /* guards everything below */
+    size_t preferred;     /* the endpoint that answered last */
+    char token[512];      /* etcd auth token; "" without auth */
     CURL *pool[ETCD__POOL];
     size_t pooled;
-    uint64_t *wire_bytes;                  /* where HTTP bytes are counted; NULL: nowhere */
+    uint64_t *wire_bytes; /* where HTTP bytes are counted; NULL: nowhere */
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static CURLcode global_rc;
 
-static void global_init(void) { global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+static void global_init(void)
+{
+    global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
 
 /* ---- one HTTP exchange ------------------------------------------------------------ */
 
 typedef struct exchange {
-    elastic__text reply;             /* the reply so far (unary calls) */
+    elastic__text reply; /* the reply so far (unary calls) */
     bool too_large;
-    json_tokener *tok;               /* streaming calls: messages parsed as they come */
+    json_tokener *tok; /* streaming calls: messages parsed as they come */
     etcd__message_fn on_message;
     void *user;
-    int stop;                        /* what on_message returned to stop the stream */
+    int stop; /* what on_message returned to stop the stream */
     bool corrupt;
     char corrupt_detail[128];
 } exchange;
@@ -48,7 +51,9 @@ static size_t on_stream_bytes(exchange *x, const char *data, size_t size)
     size_t offset = 0;
     while (offset < size) {
         /* Newlines between messages are not part of any JSON value. */
-        while (offset < size && (data[offset] == '\n' || data[offset] == '\r' || data[offset] == ' ')) offset++;
+        while (offset < size &&
+               (data[offset] == '\n' || data[offset] == '\r' || data[offset] == ' '))
+            offset++;
         if (offset == size) break;
         json_object *message = json_tokener_parse_ex(x->tok, data + offset, (int)(size - offset));
         enum json_tokener_error err = json_tokener_get_error(x->tok);
@@ -56,8 +61,8 @@ static size_t on_stream_bytes(exchange *x, const char *data, size_t size)
         if (message == NULL || !json_object_is_type(message, json_type_object)) {
             json_object_put(message);
             x->corrupt = true;
-            snprintf(x->corrupt_detail, sizeof x->corrupt_detail, "bad JSON in the watch stream (%s)",
-                     json_tokener_error_desc(err));
+            snprintf(x->corrupt_detail, sizeof x->corrupt_detail,
+                     "bad JSON in the watch stream (%s)", json_tokener_error_desc(err));
             return 0;
         }
         offset += json_tokener_get_parse_end(x->tok);
@@ -106,15 +111,15 @@ static void give_handle(etcd__client *c, CURL *h, bool reusable)
 }
 
 typedef enum attempt_result {
-    ATTEMPT_DONE,                    /* an HTTP answer (maybe etcd's error) */
-    ATTEMPT_UNSENT,                  /* could not reach the endpoint: safe to try the next */
-    ATTEMPT_LOST,                    /* sent, then timed out or dropped: the request may have applied */
-    ATTEMPT_FAILED                   /* our own error (memory, a bad reply) */
+    ATTEMPT_DONE,   /* an HTTP answer (maybe etcd's error) */
+    ATTEMPT_UNSENT, /* could not reach the endpoint: safe to try the next */
+    ATTEMPT_LOST,   /* sent, then timed out or dropped: the request may have applied */
+    ATTEMPT_FAILED  /* our own error (memory, a bad reply) */
 } attempt_result;
 
 /* One POST to one endpoint. */
-static attempt_result post(etcd__client *c, size_t endpoint, const char *path, const char *body, int timeout_ms,
-                           exchange *x, long *status, char *why, size_t why_cap)
+static attempt_result post(etcd__client *c, size_t endpoint, const char *path, const char *body,
+                           int timeout_ms, exchange *x, long *status, char *why, size_t why_cap)
 {
     CURL *h = take_handle(c);
     if (h == NULL) {
@@ -124,7 +129,8 @@ static attempt_result post(etcd__client *c, size_t endpoint, const char *path, c
     char url[600], auth[600] = "";
     snprintf(url, sizeof url, "%s%s", c->endpoints[endpoint], path);
     struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
-    headers = curl_slist_append(headers, "Expect:"); /* no 100-continue round trip for larger bodies */
+    headers =
+        curl_slist_append(headers, "Expect:"); /* no 100-continue round trip for larger bodies */
     pthread_mutex_lock(&c->lock);
     if (c->token[0] != '\0') snprintf(auth, sizeof auth, "Authorization: %s", c->token);
     pthread_mutex_unlock(&c->lock);
@@ -136,8 +142,9 @@ static attempt_result post(etcd__client *c, size_t endpoint, const char *path, c
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : 1));
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-                     (long)(timeout_ms < ETCD__CONNECT_TIMEOUT_MS ? (timeout_ms > 0 ? timeout_ms : 1)
-                                                                  : ETCD__CONNECT_TIMEOUT_MS));
+                     (long)(timeout_ms < ETCD__CONNECT_TIMEOUT_MS
+                                ? (timeout_ms > 0 ? timeout_ms : 1)
+                                : ETCD__CONNECT_TIMEOUT_MS));
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_bytes);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
@@ -154,19 +161,19 @@ static attempt_result post(etcd__client *c, size_t endpoint, const char *path, c
     curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &downloaded);
     curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &request_headers);
     curl_easy_getinfo(h, CURLINFO_HEADER_SIZE, &reply_headers);
-    if (c->wire_bytes != NULL)
-        /* REQUEST_SIZE already holds the body of a POST. */
+    if (c->wire_bytes != NULL) /* REQUEST_SIZE already holds the body of a POST. */
         __atomic_fetch_add(c->wire_bytes, (uint64_t)(downloaded + request_headers + reply_headers),
                            __ATOMIC_RELAXED);
     give_handle(c, h, rc == CURLE_OK);
     if (rc == CURLE_OK) return ATTEMPT_DONE;
     snprintf(why, why_cap, "%s: %s", c->endpoints[endpoint], curl_easy_strerror(rc));
-    if (rc == CURLE_WRITE_ERROR && (x->stop != 0 || x->too_large || x->corrupt)) return ATTEMPT_DONE;
-    if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY ||
-        (rc == CURLE_OPERATION_TIMEDOUT && uploaded <= 0))
+    if (rc == CURLE_WRITE_ERROR && (x->stop != 0 || x->too_large || x->corrupt))
+        return ATTEMPT_DONE;
+    if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+        rc == CURLE_COULDNT_RESOLVE_PROXY || (rc == CURLE_OPERATION_TIMEDOUT && uploaded <= 0))
         return ATTEMPT_UNSENT;
-    if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CERTPROBLEM ||
-        rc == CURLE_SSL_CACERT_BADFILE)
+    if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION ||
+        rc == CURLE_SSL_CERTPROBLEM || rc == CURLE_SSL_CACERT_BADFILE)
         return ATTEMPT_FAILED;
     return ATTEMPT_LOST;
 }
@@ -174,16 +181,24 @@ static attempt_result post(etcd__client *c, size_t endpoint, const char *path, c
 /* ---- etcd's errors ------------------------------------------------------------------ */
 
 /* gRPC status codes the gateway returns in {"error","code","message"}. */
-enum { GRPC_INVALID_ARGUMENT = 3, GRPC_NOT_FOUND = 5, GRPC_PERMISSION_DENIED = 7, GRPC_FAILED_PRECONDITION = 9,
-       GRPC_UNAVAILABLE = 14, GRPC_UNAUTHENTICATED = 16 };
+enum {
+    GRPC_INVALID_ARGUMENT = 3,
+    GRPC_NOT_FOUND = 5,
+    GRPC_PERMISSION_DENIED = 7,
+    GRPC_FAILED_PRECONDITION = 9,
+    GRPC_UNAVAILABLE = 14,
+    GRPC_UNAUTHENTICATED = 16
+};
 
 /* 0 when the reply is no error; else the code and etcd's message. A
  * temporarily leaderless member (UNAVAILABLE) sets *transient. */
-static int reply_error(json_object *reply, long status, char *why, size_t why_cap, bool *transient, bool *auth)
+static int reply_error(json_object *reply, long status, char *why, size_t why_cap, bool *transient,
+                       bool *auth)
 {
     *transient = *auth = false;
     json_object *error = NULL, *code_obj = NULL;
-    if (!json_object_object_get_ex(reply, "error", &error) && !json_object_object_get_ex(reply, "code", &code_obj)) {
+    if (!json_object_object_get_ex(reply, "error", &error) &&
+        !json_object_object_get_ex(reply, "code", &code_obj)) {
         if (status >= 200 && status < 300) return 0;
         snprintf(why, why_cap, "HTTP %ld", status);
         *transient = status >= 500;
@@ -191,7 +206,8 @@ static int reply_error(json_object *reply, long status, char *why, size_t why_ca
     }
     json_object *message = NULL;
     const char *text = NULL;
-    if (json_object_object_get_ex(reply, "message", &message) && json_object_is_type(message, json_type_string))
+    if (json_object_object_get_ex(reply, "message", &message) &&
+        json_object_is_type(message, json_type_string))
         text = json_object_get_string(message);
     else if (error != NULL && json_object_is_type(error, json_type_string))
         text = json_object_get_string(error);
@@ -199,7 +215,8 @@ static int reply_error(json_object *reply, long status, char *why, size_t why_ca
     if (etcd__json_i64(reply, "code", 0, &code) != 0) code = 0;
     snprintf(why, why_cap, "etcd: %.200s (code %d)", text != NULL ? text : "error", (int)code);
     /* etcd reports a bad login or a missing user as INVALID_ARGUMENT. */
-    if (text != NULL && (strstr(text, "authentication failed") != NULL || strstr(text, "user name is empty") != NULL))
+    if (text != NULL && (strstr(text, "authentication failed") != NULL ||
+                         strstr(text, "user name is empty") != NULL))
         return ELASTIC_EAUTH;
     switch (code) {
     case GRPC_NOT_FOUND: return ELASTIC_ENOTFOUND;
@@ -217,8 +234,8 @@ static int authenticate(etcd__client *c, int timeout_ms);
 /* ---- calls ----------------------------------------------------------------------------- */
 
 /* Tries every endpoint, starting with the preferred one, until the deadline. */
-static int call_once(etcd__client *c, const char *path, const char *text, uint64_t deadline, bool retry_unsent_only,
-                     json_object **reply, bool *auth_failed)
+static int call_once(etcd__client *c, const char *path, const char *text, uint64_t deadline,
+                     bool retry_unsent_only, json_object **reply, bool *auth_failed)
 {
     char why[512] = "no endpoint answered";
     pthread_mutex_lock(&c->lock);
@@ -231,13 +248,13 @@ static int call_once(etcd__client *c, const char *path, const char *text, uint64
         int left = elastic__ms_left(deadline);
         if (left <= 0) break;
         if (i > 0 && i % c->n == 0) { /* every endpoint failed this lap: pause before the next */
-            struct timespec pause = {0, (long)(round < 4 ? 50 << round : 500) * 1000000L};
+            struct timespec pause = { 0, (long)(round < 4 ? 50 << round : 500) * 1000000L };
             round++;
             nanosleep(&pause, NULL);
             if ((left = elastic__ms_left(deadline)) <= 0) break;
         }
         size_t endpoint = (first + i) % c->n;
-        exchange x = {0};
+        exchange x = { 0 };
         elastic__text_init(&x.reply, ETCD__MAX_RESPONSE - 1);
         long status = 0;
         attempt_result result = post(c, endpoint, path, text, left, &x, &status, why, sizeof why);
@@ -247,7 +264,8 @@ static int call_once(etcd__client *c, const char *path, const char *text, uint64
         }
         if (result == ATTEMPT_LOST && retry_unsent_only) {
             elastic__text_free(&x.reply);
-            return elastic__fail(ELASTIC_ECONNECT, "etcd %s: %s (the request may have applied)", path, why);
+            return elastic__fail(ELASTIC_ECONNECT, "etcd %s: %s (the request may have applied)",
+                                 path, why);
         }
         if (result != ATTEMPT_DONE) {
             elastic__text_free(&x.reply);
@@ -258,13 +276,15 @@ static int call_once(etcd__client *c, const char *path, const char *text, uint64
         }
         if (x.too_large) {
             elastic__text_free(&x.reply);
-            return elastic__fail(ELASTIC_ELIMIT, "etcd %s: reply larger than %u bytes", path, ETCD__MAX_RESPONSE);
+            return elastic__fail(ELASTIC_ELIMIT, "etcd %s: reply larger than %u bytes", path,
+                                 ETCD__MAX_RESPONSE);
         }
         json_object *parsed = x.reply.data != NULL ? json_tokener_parse(x.reply.data) : NULL;
         elastic__text_free(&x.reply);
         if (parsed == NULL || !json_object_is_type(parsed, json_type_object)) {
             json_object_put(parsed);
-            snprintf(why, sizeof why, "%s: HTTP %ld with no JSON object", c->endpoints[endpoint], status);
+            snprintf(why, sizeof why, "%s: HTTP %ld with no JSON object", c->endpoints[endpoint],
+                     status);
             rc = ELASTIC_EPROTO;
             continue;
         }
@@ -282,12 +302,12 @@ static int call_once(etcd__client *c, const char *path, const char *text, uint64
         *reply = parsed;
         return 0;
     }
-    return elastic__fail(rc == 0 ? ELASTIC_ECONNECT : rc, "etcd %s: no endpoint answered within the deadline (%s)",
-                         path, why);
+    return elastic__fail(rc == 0 ? ELASTIC_ECONNECT : rc,
+                         "etcd %s: no endpoint answered within the deadline (%s)", path, why);
 }
 
-int etcd__call(etcd__client *c, const char *path, json_object *body, int timeout_ms, bool retry_unsent_only,
-               json_object **reply)
+int etcd__call(etcd__client *c, const char *path, json_object *body, int timeout_ms,
+               bool retry_unsent_only, json_object **reply)
 {
     *reply = NULL;
     if (body == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd %s: out of memory", path);
@@ -298,7 +318,8 @@ int etcd__call(etcd__client *c, const char *path, json_object *body, int timeout
     bool auth_failed;
     int rc = call_once(c, path, text, deadline, retry_unsent_only, reply, &auth_failed);
     /* An expired auth token: log in again once and repeat. */
-    if (rc == ELASTIC_EAUTH && auth_failed && c->user != NULL && authenticate(c, elastic__ms_left(deadline)) == 0)
+    if (rc == ELASTIC_EAUTH && auth_failed && c->user != NULL &&
+        authenticate(c, elastic__ms_left(deadline)) == 0)
         rc = call_once(c, path, text, deadline, retry_unsent_only, reply, &auth_failed);
     free(text);
     return rc;
@@ -314,20 +335,26 @@ int etcd__stream(etcd__client *c, const char *path, etcd__body_fn make_body, int
     pthread_mutex_unlock(&c->lock);
     for (size_t i = 0;; i++) {
         int left = elastic__ms_left(deadline);
-        if (left <= 0) return elastic__fail(ELASTIC_ETIMEDOUT, "etcd %s: nothing within %d ms", path, timeout_ms);
+        if (left <= 0)
+            return elastic__fail(ELASTIC_ETIMEDOUT, "etcd %s: nothing within %d ms", path,
+                                 timeout_ms);
         if (i > 0 && i % c->n == 0) {
-            struct timespec pause = {0, 100 * 1000000L};
+            struct timespec pause = { 0, 100 * 1000000L };
             nanosleep(&pause, NULL);
         }
         json_object *body = make_body(user);
-        char *text = body != NULL ? elastic__strdup(json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN)) : NULL;
+        char *text =
+            body != NULL
+                ? elastic__strdup(json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN))
+                : NULL;
         json_object_put(body);
         if (text == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd %s: out of memory", path);
         size_t endpoint = (first + i) % c->n;
-        exchange x = {.tok = json_tokener_new_ex(32), .on_message = on_message, .user = user};
+        exchange x = { .tok = json_tokener_new_ex(32), .on_message = on_message, .user = user };
         long status = 0;
         attempt_result result =
-            x.tok != NULL ? post(c, endpoint, path, text, left, &x, &status, why, sizeof why) : ATTEMPT_FAILED;
+            x.tok != NULL ? post(c, endpoint, path, text, left, &x, &status, why, sizeof why)
+                          : ATTEMPT_FAILED;
         free(text);
         if (x.tok != NULL) json_tokener_free(x.tok);
         if (x.stop != 0) return x.stop < 0 ? x.stop : 0;
@@ -335,7 +362,8 @@ int etcd__stream(etcd__client *c, const char *path, etcd__body_fn make_body, int
         if (result == ATTEMPT_FAILED) return elastic__fail(ELASTIC_EIO, "etcd %s: %s", path, why);
         /* Timed out with the stream open: nothing happened. */
         if (result == ATTEMPT_LOST && elastic__ms_left(deadline) <= 0)
-            return elastic__fail(ELASTIC_ETIMEDOUT, "etcd %s: nothing within %d ms", path, timeout_ms);
+            return elastic__fail(ELASTIC_ETIMEDOUT, "etcd %s: nothing within %d ms", path,
+                                 timeout_ms);
         /* The endpoint dropped the stream (or refused it): the next one,
          * from the same revision, so no event is missed. */
     }
@@ -347,15 +375,17 @@ static int authenticate(etcd__client *c, int timeout_ms)
 {
     json_object *body = json_object_new_object();
     json_object_object_add(body, "name", json_object_new_string(c->user));
-    json_object_object_add(body, "password", json_object_new_string(c->password != NULL ? c->password : ""));
+    json_object_object_add(body, "password",
+                           json_object_new_string(c->password != NULL ? c->password : ""));
     pthread_mutex_lock(&c->lock);
     c->token[0] = '\0';
     pthread_mutex_unlock(&c->lock);
     json_object *reply = NULL, *token = NULL;
     int rc = etcd__call(c, "/v3/auth/authenticate", body, timeout_ms, false, &reply);
     if (rc != 0) return rc;
-    if (!json_object_object_get_ex(reply, "token", &token) || !json_object_is_type(token, json_type_string) ||
-        json_object_get_string_len(token) <= 0 || json_object_get_string_len(token) >= 500 ||
+    if (!json_object_object_get_ex(reply, "token", &token) ||
+        !json_object_is_type(token, json_type_string) || json_object_get_string_len(token) <= 0 ||
+        json_object_get_string_len(token) >= 500 ||
         strpbrk(json_object_get_string(token), "\r\n") != NULL) {
         json_object_put(reply);
         return elastic__fail(ELASTIC_EPROTO, "etcd auth: the reply carries no valid token");
@@ -379,12 +409,16 @@ static int parse_endpoints(etcd__client *c, const char *list)
         size_t trimmed = len;
         while (trimmed > 0 && p[trimmed - 1] == ' ') trimmed--;
         if (trimmed == 0 || trimmed > 255)
-            return elastic__fail(ELASTIC_EINVAL, "etcd: empty or overlong endpoint in \"%.100s\"", list);
+            return elastic__fail(ELASTIC_EINVAL, "etcd: empty or overlong endpoint in \"%.100s\"",
+                                 list);
         if (c->n == ETCD__MAX_ENDPOINTS)
-            return elastic__fail(ELASTIC_ELIMIT, "etcd: more than %d endpoints", ETCD__MAX_ENDPOINTS);
+            return elastic__fail(ELASTIC_ELIMIT, "etcd: more than %d endpoints",
+                                 ETCD__MAX_ENDPOINTS);
         for (size_t i = 0; i < trimmed; i++)
-            if (p[i] <= ' ' || p[i] > '~' || p[i] == '/' || p[i] == '@' || p[i] == '?' || p[i] == '#')
-                return elastic__fail(ELASTIC_EINVAL, "etcd: endpoint \"%.*s\" is not host:port", (int)trimmed, p);
+            if (p[i] <= ' ' || p[i] > '~' || p[i] == '/' || p[i] == '@' || p[i] == '?' ||
+                p[i] == '#')
+                return elastic__fail(ELASTIC_EINVAL, "etcd: endpoint \"%.*s\" is not host:port",
+                                     (int)trimmed, p);
         /* An explicit scheme is accepted too: http://h:p, https://h:p. */
         char *url = malloc(trimmed + 16);
         if (url == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
@@ -393,11 +427,15 @@ static int parse_endpoints(etcd__client *c, const char *list)
         p += len;
         if (*p == ',') p++;
     }
-    if (c->n == 0) return elastic__fail(ELASTIC_EINVAL, "etcd: no endpoint given (host:port[,host:port...])");
+    if (c->n == 0)
+        return elastic__fail(ELASTIC_EINVAL, "etcd: no endpoint given (host:port[,host:port...])");
     return 0;
 }
 
-static char *copy(const char *text) { return text != NULL && *text != '\0' ? elastic__strdup(text) : NULL; }
+static char *copy(const char *text)
+{
+    return text != NULL && *text != '\0' ? elastic__strdup(text) : NULL;
+}
 
 int etcd__client_open(const etcd__opts *opts, etcd__client **out)
 {
@@ -407,7 +445,8 @@ int etcd__client_open(const etcd__opts *opts, etcd__client **out)
     if (opts->endpoints == NULL) return elastic__fail(ELASTIC_EINVAL, "etcd: no endpoint given");
     const char *list = opts->endpoints;
     for (const char *s = list; (s = strstr(s, "://")) != NULL; s += 3)
-        return elastic__fail(ELASTIC_EINVAL, "etcd: give endpoints as host:port (TLS comes from ca_file), not URLs");
+        return elastic__fail(
+            ELASTIC_EINVAL, "etcd: give endpoints as host:port (TLS comes from ca_file), not URLs");
     etcd__client *c = calloc(1, sizeof *c);
     if (c == NULL || pthread_mutex_init(&c->lock, NULL) != 0) {
         free(c);
@@ -432,9 +471,15 @@ int etcd__client_open(const etcd__opts *opts, etcd__client **out)
     return 0;
 }
 
-int etcd__client_timeout_ms(const etcd__client *c) { return c->timeout_ms; }
+int etcd__client_timeout_ms(const etcd__client *c)
+{
+    return c->timeout_ms;
+}
 
-void etcd__client_count_wire(etcd__client *c, uint64_t *counter) { c->wire_bytes = counter; }
+void etcd__client_count_wire(etcd__client *c, uint64_t *counter)
+{
+    c->wire_bytes = counter;
+}
 
 void etcd__client_close(etcd__client *c)
 {

@@ -36,10 +36,13 @@ int etcd__unb64(json_object *value, char **out, size_t *len)
     size_t text_len = (size_t)json_object_get_string_len(value);
     const char *text = json_object_get_string(value);
     if (text_len % 4 != 0 || text_len / 4 * 3 > ETCD__MAX_VALUE)
-        return elastic__fail(ELASTIC_EPROTO, "etcd: malformed or oversized base64 (%zu characters)", text_len);
+        return elastic__fail(ELASTIC_EPROTO, "etcd: malformed or oversized base64 (%zu characters)",
+                             text_len);
     char *buf = malloc(text_len / 4 * 3 + 1);
     if (buf == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
-    int n = text_len > 0 ? EVP_DecodeBlock((unsigned char *)buf, (const unsigned char *)text, (int)text_len) : 0;
+    int n = text_len > 0
+                ? EVP_DecodeBlock((unsigned char *)buf, (const unsigned char *)text, (int)text_len)
+                : 0;
     if (n < 0) {
         free(buf);
         return elastic__fail(ELASTIC_EPROTO, "etcd: malformed base64");
@@ -63,7 +66,8 @@ int etcd__json_i64(json_object *obj, const char *field, int64_t dflt, int64_t *o
         return 0;
     }
     if (!json_object_is_type(value, json_type_string))
-        return elastic__fail(ELASTIC_EPROTO, "etcd: field %s is neither a number nor a string", field);
+        return elastic__fail(ELASTIC_EPROTO, "etcd: field %s is neither a number nor a string",
+                             field);
     const char *text = json_object_get_string(value);
     int64_t parsed;
     if (elastic__parse_i64(NULL, text, INT64_MIN, INT64_MAX, &parsed) != 0)

@@ -30,8 +30,7 @@ static int waiting_spares(elastic_rdzv *r, uint64_t round, int *waiting, char *f
         size_t len = strlen(names[i]);
         int64_t slot = 0;
         if (len < prefix_len + 5 || strcmp(names[i] + len - 4, "/rec") != 0 ||
-            rdzv__parse_int(names[i] + prefix_len, len - prefix_len - 4, 1, INT32_MAX,
-                            &slot) != 0)
+            rdzv__parse_int(names[i] + prefix_len, len - prefix_len - 4, 1, INT32_MAX, &slot) != 0)
             continue;
         (*waiting)++;
         if (lowest == NULL || slot < lowest_slot) {
@@ -61,8 +60,8 @@ int rdzv__step_aside(elastic_rdzv *r, const char *reason, rdzv__step_aside_resul
     pthread_mutex_unlock(&r->lock);
     if (!running)
         return elastic__fail(ELASTIC_ESTATE, "rdzv: run %s: no generation to leave", r->run_id);
-    int rc = waiting_spares(r, generation + 1, &out->waiting, out->replacement,
-                            sizeof out->replacement);
+    int rc =
+        waiting_spares(r, generation + 1, &out->waiting, out->replacement, sizeof out->replacement);
     if (rc != 0) return rc;
     if (out->waiting == 0 && size - 1 < r->min_nodes) return 0; /* no one takes over; too few */
     elastic_rdzv_cause cause;

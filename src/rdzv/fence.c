@@ -21,8 +21,10 @@ void rdzv__on_lease_lost(void *user, uint64_t lease, const char *why)
     if (!current) return;
     __atomic_store_n(&r->lease_lost, 1, __ATOMIC_RELEASE);
     /* The agent prints the one console line (it knows what it stops). */
-    ELASTIC_LOG_I("rdzv", "run %s: node %s FENCED: its lease ended (%s); %s", r->run_id, r->node_id, why,
-                  running ? "the generation ends here and its workers stop" : "it takes a new lease to join again");
+    ELASTIC_LOG_I("rdzv", "run %s: node %s FENCED: its lease ended (%s); %s", r->run_id, r->node_id,
+                  why,
+                  running ? "the generation ends here and its workers stop"
+                          : "it takes a new lease to join again");
     if (!running) return;
     char reason[200];
     snprintf(reason, sizeof reason, "lease lost (%.150s)", why);

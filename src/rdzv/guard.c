@@ -20,8 +20,8 @@ void rdzv__fence(elastic_rdzv *r, uint64_t generation, const char *reason)
     if (ours) r->fenced = true;
     pthread_mutex_unlock(&r->lock);
     if (!ours) return;
-    ELASTIC_LOG_I("rdzv", "run %s: node %s fenced out of generation %" PRIu64 ": %s", r->run_id, r->node_id,
-                  generation, reason);
+    ELASTIC_LOG_I("rdzv", "run %s: node %s fenced out of generation %" PRIu64 ": %s", r->run_id,
+                  r->node_id, generation, reason);
     rdzv__note_end(r, generation, &cause);
     rdzv__notify(r, generation, &cause);
 }
@@ -39,19 +39,24 @@ static bool check_once(elastic_rdzv *r, uint64_t generation, uint64_t lease, uin
     uint64_t sent_ms = elastic__now_ms();
     uint64_t silent_ms = sent_ms - *last_ok_ms;
     /* Wait for the answer no longer than the lease can still live. */
-    int budget = (int)(silent_ms < (uint64_t)r->keepalive_timeout_ms ? (uint64_t)r->keepalive_timeout_ms - silent_ms : 0);
+    int budget = (int)(silent_ms < (uint64_t)r->keepalive_timeout_ms
+                           ? (uint64_t)r->keepalive_timeout_ms - silent_ms
+                           : 0);
     int rc = r->backend->ops->lease_check(r->backend, lease, budget > 50 ? budget : 50);
     char reason[256];
     if (rc == 0) {
         *last_ok_ms = sent_ms;
         return false;
     }
-    if (rc == ELASTIC_ENOTFOUND || rc == ELASTIC_EPERM) { /* EPERM: no longer this connection's lease */
-        snprintf(reason, sizeof reason, "the store ended our lease (silent for %" PRIu64 " ms)", silent_ms);
+    if (rc == ELASTIC_ENOTFOUND ||
+        rc == ELASTIC_EPERM) { /* EPERM: no longer this connection's lease */
+        snprintf(reason, sizeof reason, "the store ended our lease (silent for %" PRIu64 " ms)",
+                 silent_ms);
     } else if (rc == ELASTIC_ECONNECT || rc == ELASTIC_ECLOSED) {
         snprintf(reason, sizeof reason, "lost the store: %.200s", elastic_last_error());
     } else if (elastic__now_ms() - *last_ok_ms >= (uint64_t)r->keepalive_timeout_ms) {
-        snprintf(reason, sizeof reason, "no answer from the store for %" PRIu64 " ms (keep-alive timeout %d ms)",
+        snprintf(reason, sizeof reason,
+                 "no answer from the store for %" PRIu64 " ms (keep-alive timeout %d ms)",
                  elastic__now_ms() - *last_ok_ms, r->keepalive_timeout_ms);
     } else {
         return false; /* slow, not yet lost: the next check decides */
@@ -88,7 +93,8 @@ static void *guard_main(void *arg)
 
 int rdzv__guard_start(elastic_rdzv *r)
 {
-    if (r->backend->ops->lease_check == NULL) { /* etcd: its keeper reports a lost lease (fence.c) */
+    if (r->backend->ops->lease_check ==
+        NULL) { /* etcd: its keeper reports a lost lease (fence.c) */
         ELASTIC_LOG_D("rdzv", "run %s: fencing on the backend's lease-lost report only", r->run_id);
         return 0;
     }

@@ -10,19 +10,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-int rdzv__jobstore_publish(elastic_rdzv *r, uint64_t generation, const char *endpoint, const char *token)
+int rdzv__jobstore_publish(elastic_rdzv *r, uint64_t generation, const char *endpoint,
+                           const char *token)
 {
     char key[64], value[RDZV__MAX_RECORD];
-    if (!rdzv__valid_token(endpoint, RDZV__MAX_ADDR) || (token[0] != '\0' && !rdzv__valid_token(token, 128)))
+    if (!rdzv__valid_token(endpoint, RDZV__MAX_ADDR) ||
+        (token[0] != '\0' && !rdzv__valid_token(token, 128)))
         return elastic__fail(ELASTIC_EINVAL, "rdzv: job store endpoint or token is not a token");
     int len = snprintf(value, sizeof value, "S1 %s %s", endpoint, token[0] != '\0' ? token : "-");
     rdzv__key_round(key, sizeof key, generation, "store");
-    if (!r->have_lease) return elastic__fail(ELASTIC_ESTATE, "rdzv: no lease to publish the job store on");
+    if (!r->have_lease)
+        return elastic__fail(ELASTIC_ESTATE, "rdzv: no lease to publish the job store on");
     return r->backend->ops->set_leased(r->backend, key, value, (size_t)len, r->lease);
 }
 
-int rdzv__jobstore_lookup(elastic_rdzv *r, uint64_t generation, int timeout_ms, char *endpoint, size_t endpoint_size,
-                          char *token, size_t token_size)
+int rdzv__jobstore_lookup(elastic_rdzv *r, uint64_t generation, int timeout_ms, char *endpoint,
+                          size_t endpoint_size, char *token, size_t token_size)
 {
     char key[64];
     void *value = NULL;
@@ -33,11 +36,14 @@ int rdzv__jobstore_lookup(elastic_rdzv *r, uint64_t generation, int timeout_ms, 
     char ep[RDZV__MAX_ADDR], tok[128];
     char format[32];
     snprintf(format, sizeof format, "S1 %%%zus %%%zus", sizeof ep - 1, sizeof tok - 1);
-    bool ok = len < RDZV__MAX_RECORD && strlen(value) == len && sscanf(value, format, ep, tok) == 2 &&
-              rdzv__valid_token(ep, sizeof ep) && strlen(ep) < endpoint_size && strlen(tok) < token_size;
+    bool ok = len < RDZV__MAX_RECORD && strlen(value) == len &&
+              sscanf(value, format, ep, tok) == 2 && rdzv__valid_token(ep, sizeof ep) &&
+              strlen(ep) < endpoint_size && strlen(tok) < token_size;
     elastic_free(value);
-    if (!ok) return elastic__fail(ELASTIC_ECORRUPT, "rdzv: run %s: corrupt job store record of generation %llu",
-                                  r->run_id, (unsigned long long)generation);
+    if (!ok)
+        return elastic__fail(ELASTIC_ECORRUPT,
+                             "rdzv: run %s: corrupt job store record of generation %llu", r->run_id,
+                             (unsigned long long)generation);
     snprintf(endpoint, endpoint_size, "%s", ep);
     snprintf(token, token_size, "%s", strcmp(tok, "-") == 0 ? "" : tok);
     return 0;
@@ -56,7 +62,8 @@ int rdzv__jobstore_host_lost(elastic_rdzv *r, uint64_t generation, const char *w
     rdzv__record *members = NULL;
     int rc = rdzv__read_info(r, generation, 0, &info, &members);
     if (rc == 0 && (info.group_world_size < 1 || members == NULL))
-        rc = elastic__fail(ELASTIC_ECORRUPT, "rdzv: generation %llu has no members", (unsigned long long)generation);
+        rc = elastic__fail(ELASTIC_ECORRUPT, "rdzv: generation %llu has no members",
+                           (unsigned long long)generation);
     if (rc != 0) {
         free(members);
         return rc;

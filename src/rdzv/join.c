@@ -20,7 +20,9 @@ static int pick_free_port(int *port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return elastic__fail(ELASTIC_ESYS, "rdzv: socket: cannot pick a master port");
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY), .sin_port = 0};
+    struct sockaddr_in addr = { .sin_family = AF_INET,
+                                .sin_addr.s_addr = htonl(INADDR_ANY),
+                                .sin_port = 0 };
     socklen_t len = sizeof addr;
     int rc = bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
                      getsockname(fd, (struct sockaddr *)&addr, &len) == 0
@@ -36,7 +38,8 @@ static int ensure_lease(elastic_rdzv *r, bool renew)
     /* A fenced node's lease is gone (or about to go): never reuse it. */
     if (__atomic_exchange_n(&r->lease_lost, 0, __ATOMIC_ACQ_REL)) renew = true;
     if (r->have_lease && !renew) return 0;
-    int rc = r->backend->ops->lease_grant(r->backend, r->keepalive_timeout_ms, r->keepalive_interval_ms, &r->lease);
+    int rc = r->backend->ops->lease_grant(r->backend, r->keepalive_timeout_ms,
+                                          r->keepalive_interval_ms, &r->lease);
     r->have_lease = rc == 0;
     return rc;
 }
@@ -44,7 +47,7 @@ static int ensure_lease(elastic_rdzv *r, bool renew)
 /* Writes this node's leased join record (a new lease if the old one ended). */
 static int write_record(elastic_rdzv *r, uint64_t round, int slot)
 {
-    rdzv__record rec = {.local_world_size = r->local_world_size, .prev_rank = -1};
+    rdzv__record rec = { .local_world_size = r->local_world_size, .prev_rank = -1 };
     int rc = pick_free_port(&rec.master_port);
     if (rc != 0) return rc;
     pthread_mutex_lock(&r->lock);
@@ -86,7 +89,8 @@ static int end_if_room(elastic_rdzv *r, uint64_t running)
     rc = rdzv__read_end(r, running, &cause);
     if (rc != ELASTIC_ENOTFOUND) return rc;
     bool won;
-    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_NODES_WAITING, running, NULL, "a node is waiting to join");
+    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_NODES_WAITING, running, NULL,
+                     "a node is waiting to join");
     return rdzv__end(r, running, &cause, &won);
 }
 
@@ -121,8 +125,10 @@ static int assignment_from_info(elastic_rdzv *r, uint64_t round, int slot, rdzv_
     rdzv__assignment *all = calloc(n > 0 ? n : 1, sizeof *all);
     memset(a, 0, sizeof *a);
     a->outcome = info.formed ? RDZV__EXCLUDED : RDZV__VOID;
-    if (all == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "rdzv: out of memory");
-    else rdzv__assign_all(members, n, round, info.restart_count, all);
+    if (all == NULL)
+        rc = elastic__fail(ELASTIC_ENOMEM, "rdzv: out of memory");
+    else
+        rdzv__assign_all(members, n, round, info.restart_count, all);
     for (size_t i = 0; rc == 0 && i < n; i++)
         if (members[i].slot == slot) *a = all[i];
     free(all);
@@ -166,8 +172,8 @@ static int join_deadline(elastic_rdzv *r, uint64_t round, int slot, uint64_t *de
 
 /* Waits for r/<round>/n/<slot>/a with one parked read per check period
  * (the store answers the moment the sealer or a closer writes it). */
-static int await_assignment(elastic_rdzv *r, uint64_t round, int slot, uint64_t joined_at, uint64_t *deadline,
-                            rdzv__assignment *a)
+static int await_assignment(elastic_rdzv *r, uint64_t round, int slot, uint64_t joined_at,
+                            uint64_t *deadline, rdzv__assignment *a)
 {
     char key[64];
     uint64_t check_at = next_check(r, slot, joined_at, joined_at), orphan_since = 0;
@@ -179,8 +185,12 @@ static int await_assignment(elastic_rdzv *r, uint64_t round, int slot, uint64_t 
             if (rc != 0) return rc;
         }
         if (now >= check_at) {
-            rdzv__seal_hint hint = {.round = round, .slot = slot, .prev_size = -1, .back = -1,
-                                    .timer_fired = true, .joined_at_ms = joined_at};
+            rdzv__seal_hint hint = { .round = round,
+                                     .slot = slot,
+                                     .prev_size = -1,
+                                     .back = -1,
+                                     .timer_fired = true,
+                                     .joined_at_ms = joined_at };
             rdzv__round_ptr ptr;
             int rc = rdzv__read_round(r, &ptr);
             if (rc == 0) rc = rdzv__maybe_seal(r, &ptr, &hint);
@@ -191,7 +201,8 @@ static int await_assignment(elastic_rdzv *r, uint64_t round, int slot, uint64_t 
                 return rc == ELASTIC_ENOTFOUND ? assignment_from_info(r, round, slot, a) : rc;
             }
             check_at = next_check(r, slot, joined_at, now);
-            if (orphan_since != 0 && orphan_since + 3u * (uint64_t)r->keepalive_timeout_ms < check_at)
+            if (orphan_since != 0 &&
+                orphan_since + 3u * (uint64_t)r->keepalive_timeout_ms < check_at)
                 check_at = orphan_since + 3u * (uint64_t)r->keepalive_timeout_ms;
         }
         uint64_t until = check_at < *deadline ? check_at : *deadline;
@@ -206,14 +217,16 @@ static int await_assignment(elastic_rdzv *r, uint64_t round, int slot, uint64_t 
 }
 
 /* One attempt in round `round`: join, help complete it, wait for the outcome. */
-static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv__assignment *a, int *slot_out)
+static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv__assignment *a,
+                      int *slot_out)
 {
     char key[64];
     int64_t slot = 0, back = -1;
     rdzv__key_round(key, sizeof key, round, "count");
     int rc = r->backend->ops->add(r->backend, key, 1, &slot);
     if (rc != 0) return rc;
-    if (slot < 1 || slot > INT32_MAX / 2) return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
+    if (slot < 1 || slot > INT32_MAX / 2)
+        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
     *slot_out = (int)slot;
     rc = write_record(r, round, (int)slot);
     if (rc != 0) return rc;
@@ -242,8 +255,11 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
         rc = end_if_room(r, round - 1);
         if (rc != 0) return rc;
     }
-    rdzv__seal_hint hint = {.round = round, .slot = (int)slot, .prev_size = prev_size, .back = back,
-                            .joined_at_ms = joined_at};
+    rdzv__seal_hint hint = { .round = round,
+                             .slot = (int)slot,
+                             .prev_size = prev_size,
+                             .back = back,
+                             .joined_at_ms = joined_at };
     rc = rdzv__maybe_seal(r, &ptr, &hint);
     if (rc == 0) rc = await_assignment(r, round, (int)slot, joined_at, deadline, a);
     /* Not admitted: our record there must not count us as alive later. */
@@ -252,7 +268,8 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
 }
 
 /* This node is in generation a->generation: remember, watch, report. */
-static void become_member(elastic_rdzv *r, int slot, const rdzv__assignment *a, elastic_rdzv_result *result)
+static void become_member(elastic_rdzv *r, int slot, const rdzv__assignment *a,
+                          elastic_rdzv_result *result)
 {
     pthread_mutex_lock(&r->lock);
     uint64_t previous = r->generation;
@@ -310,10 +327,12 @@ static int check_phase(elastic_rdzv *r)
         return elastic__fail(code, "rdzv: run %s is %s", r->run_id,
                              code == ELASTIC_EBUDGET ? "out of restart budget" : "closed");
     case RDZV__DEPARTED:
-        return elastic__fail(ELASTIC_ESTATE, "rdzv: this node already finished or left run %s", r->run_id);
+        return elastic__fail(ELASTIC_ESTATE, "rdzv: this node already finished or left run %s",
+                             r->run_id);
     case RDZV__RUNNING:
         return elastic__fail(ELASTIC_ESTATE,
-                             "rdzv: generation %" PRIu64 " is still running; end it before the next rendezvous",
+                             "rdzv: generation %" PRIu64
+                             " is still running; end it before the next rendezvous",
                              generation);
     default: return 0;
     }
@@ -329,7 +348,8 @@ static int await_store_after_fence(elastic_rdzv *r, uint64_t deadline)
     for (;;) {
         int left = elastic__ms_left(deadline);
         if (left <= 0)
-            return elastic__fail(ELASTIC_ETIMEDOUT, "rdzv: run %s: the store did not answer for join_timeout %d ms",
+            return elastic__fail(ELASTIC_ETIMEDOUT,
+                                 "rdzv: run %s: the store did not answer for join_timeout %d ms",
                                  r->run_id, r->join_timeout_ms);
         int wait = left < r->keepalive_interval_ms ? left : r->keepalive_interval_ms;
         uint64_t started = elastic__now_ms();
@@ -341,7 +361,8 @@ static int await_store_after_fence(elastic_rdzv *r, uint64_t deadline)
             return 0;
         }
         if (rc == ELASTIC_ECONNECT || rc == ELASTIC_ECLOSED) return rc;
-        if (rc != ELASTIC_ETIMEDOUT) return 0; /* any answer: the store is back (our lease is gone) */
+        if (rc != ELASTIC_ETIMEDOUT)
+            return 0; /* any answer: the store is back (our lease is gone) */
         uint64_t next = started + (uint64_t)wait;
         uint64_t now = elastic__now_ms();
         if (next > now) usleep((useconds_t)(next - now) * 1000u);
@@ -351,7 +372,8 @@ static int await_store_after_fence(elastic_rdzv *r, uint64_t deadline)
 ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *result)
 {
     elastic__clear_error();
-    if (r == NULL || result == NULL) return elastic__fail(ELASTIC_EINVAL, "rdzv_next: NULL argument");
+    if (r == NULL || result == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "rdzv_next: NULL argument");
     int rc = elastic__struct_size_check(result->struct_size, "elastic_rdzv_result");
     if (rc == 0) rc = check_phase(r);
     if (rc != 0) return rc;
@@ -380,8 +402,8 @@ ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *resul
             elastic_rdzv_result full;
             become_member(r, slot, &a, &full);
             ELASTIC__STRUCT_WRITE(result, &full, "elastic_rdzv_result");
-            ELASTIC_LOG_I("rdzv", "run %s: node %s is group rank %d of %d in generation %" PRIu64, r->run_id,
-                          r->node_id, a.group_rank, a.group_world_size, a.generation);
+            ELASTIC_LOG_I("rdzv", "run %s: node %s is group rank %d of %d in generation %" PRIu64,
+                          r->run_id, r->node_id, a.group_rank, a.group_world_size, a.generation);
             return 0;
         }
         if (a.outcome == RDZV__CLOSED) {

@@ -46,7 +46,7 @@ static int64_t leading_int(const char *text)
 
 /* The live join records of `round` (at most LOOK_MAX_SLOTS); *n set. */
 static rdzv__record *joined_records(elastic_store *store, const char *run_id, uint64_t round,
-                                   int joined, int *n)
+                                    int joined, int *n)
 {
     int slots = joined < LOOK_MAX_SLOTS ? joined : LOOK_MAX_SLOTS;
     rdzv__record *records = calloc((size_t)slots + 1, sizeof *records);
@@ -76,7 +76,8 @@ int rdzv__look_open_round(elastic_store *store, const char *run_id, const char *
     rdzv__key_round(rel, sizeof rel, round, "count");
     full_key(key, sizeof key, run_id, rel);
     out->joined = get_text(store, key, text, sizeof text, NULL) ? (int)leading_int(text) : 0;
-    if (out->joined < 0) return elastic__fail(ELASTIC_ECORRUPT, "rdzv: round %" PRIu64 "'s count", round);
+    if (out->joined < 0)
+        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: round %" PRIu64 "'s count", round);
     if (last_generation == 0) return 0;
     /* Who of the last generation is not back: its members minus the live join records. */
     rdzv__key_round(rel, sizeof rel, last_generation, "info");
@@ -93,7 +94,8 @@ int rdzv__look_open_round(elastic_store *store, const char *run_id, const char *
     rdzv__record *joined = joined_records(store, run_id, round, out->joined, &njoined);
     for (int i = 0; i < info.group_world_size; i++) {
         bool back = strcmp(members[i].node_id, self) == 0;
-        for (int j = 0; j < njoined && !back; j++) back = strcmp(members[i].node_id, joined[j].node_id) == 0;
+        for (int j = 0; j < njoined && !back; j++)
+            back = strcmp(members[i].node_id, joined[j].node_id) == 0;
         if (back) continue;
         size_t used = strlen(out->missing), need = strlen(members[i].node_id) + (used ? 2 : 0);
         if (used + need < sizeof out->missing)

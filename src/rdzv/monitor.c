@@ -29,8 +29,10 @@ static int read_area(elastic_rdzv *r, uint64_t generation, int slot, area_state 
     memset(state, 0, sizeof *state);
     for (size_t i = 0; i < n; i++) {
         const char *name = strncmp(names[i], prefix, plen) == 0 ? names[i] + plen : names[i];
-        if (strcmp(name, "rec") == 0) state->alive = true;
-        else if (strcmp(name, "done") == 0) state->done = true;
+        if (strcmp(name, "rec") == 0)
+            state->alive = true;
+        else if (strcmp(name, "done") == 0)
+            state->done = true;
     }
     elastic_free(names);
     return 0;
@@ -62,7 +64,8 @@ static int skip_finished(elastic_rdzv *r, uint64_t generation, int *slot, char *
     if (rc == 0) rc = rdzv__assignment_decode(value, len, &a);
     elastic_free(value);
     if (rc != 0) return rc;
-    if (a.outcome != RDZV__ASSIGNED) return elastic__fail(ELASTIC_ECORRUPT, "rdzv: %s is no member", key);
+    if (a.outcome != RDZV__ASSIGNED)
+        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: %s is no member", key);
     *slot = a.next_slot;
     snprintf(node_id, RDZV__MAX_ID, "%s", a.next_node_id);
     return 0;
@@ -76,10 +79,12 @@ static void report_lost(elastic_rdzv *r, uint64_t generation, const char *node_i
     bool won;
     rdzv__key_round(key, sizeof key, generation, "gone");
     int rc = r->backend->ops->add(r->backend, key, 1, &gone);
-    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_NODE_LOST, generation, node_id, "lease ended (node silent or gone)");
+    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_NODE_LOST, generation, node_id,
+                     "lease ended (node silent or gone)");
     if (rc == 0) rc = rdzv__end(r, generation, &cause, &won);
     if (rc != 0)
-        ELASTIC_LOG_W("rdzv", "run %s: reporting lost node %s: %s", r->run_id, node_id, elastic_last_error());
+        ELASTIC_LOG_W("rdzv", "run %s: reporting lost node %s: %s", r->run_id, node_id,
+                      elastic_last_error());
 }
 
 /* Whether the monitor should still follow `generation`; publishes the area. */
@@ -130,9 +135,11 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
         /* Most wake-ups are the end broadcast: look for the end first. */
         elastic_rdzv_cause cause;
         if (rc == 0) rc = rdzv__read_end(r, generation, &cause);
-        if (rc == 0 && cause.kind == ELASTIC_RDZV_NODE_LOST && strcmp(cause.node_id, r->node_id) == 0) {
+        if (rc == 0 && cause.kind == ELASTIC_RDZV_NODE_LOST &&
+            strcmp(cause.node_id, r->node_id) == 0) {
             /* The others lost us (we were frozen or cut off) and moved on. */
-            rdzv__fence(r, generation, "the other nodes lost this node's lease and ended its generation");
+            rdzv__fence(r, generation,
+                        "the other nodes lost this node's lease and ended its generation");
             return;
         }
         if (rc == 0) {
@@ -224,7 +231,8 @@ static void kick(elastic_rdzv *r, uint64_t generation, int area_slot, int my_slo
     rdzv__key_slot(key, sizeof key, generation, area_slot, name);
     int rc = r->have_lease ? r->backend->ops->set_leased(r->backend, key, "1", 1, r->lease)
                            : r->backend->ops->set(r->backend, key, "1", 1);
-    if (rc != 0) ELASTIC_LOG_D("rdzv", "run %s: waking the monitor: %s", r->run_id, elastic_last_error());
+    if (rc != 0)
+        ELASTIC_LOG_D("rdzv", "run %s: waking the monitor: %s", r->run_id, elastic_last_error());
 }
 
 void rdzv__monitor_unwatch(elastic_rdzv *r)

@@ -13,8 +13,8 @@
 
 /* One slot's outcome and, for members, its assignment text. */
 typedef struct slot_plan {
-    size_t count;                    /* slots 1..count */
-    char (*text)[RDZV__MAX_RECORD];  /* text[slot-1] */
+    size_t count;                   /* slots 1..count */
+    char (*text)[RDZV__MAX_RECORD]; /* text[slot-1] */
     size_t *len;
 } slot_plan;
 
@@ -23,9 +23,11 @@ static int plan_alloc(slot_plan *plan, size_t count, int fill_outcome)
     plan->count = count;
     plan->text = calloc(count > 0 ? count : 1, sizeof *plan->text);
     plan->len = calloc(count > 0 ? count : 1, sizeof *plan->len);
-    if (plan->text == NULL || plan->len == NULL) return elastic__fail(ELASTIC_ENOMEM, "rdzv: out of memory");
-    rdzv__assignment a = {.outcome = fill_outcome};
-    for (size_t i = 0; i < count; i++) plan->len[i] = rdzv__assignment_encode(&a, plan->text[i], RDZV__MAX_RECORD);
+    if (plan->text == NULL || plan->len == NULL)
+        return elastic__fail(ELASTIC_ENOMEM, "rdzv: out of memory");
+    rdzv__assignment a = { .outcome = fill_outcome };
+    for (size_t i = 0; i < count; i++)
+        plan->len[i] = rdzv__assignment_encode(&a, plan->text[i], RDZV__MAX_RECORD);
     return 0;
 }
 
@@ -39,7 +41,7 @@ static void plan_free(slot_plan *plan)
 static int publish(elastic_rdzv *r, uint64_t round, int group_world_size, const slot_plan *plan)
 {
     size_t n = plan->count + 1;
-    char (*keys)[64] = calloc(n, sizeof *keys);
+    char(*keys)[64] = calloc(n, sizeof *keys);
     const char **key_ptrs = calloc(n, sizeof *key_ptrs);
     const void **values = calloc(n, sizeof *values);
     size_t *lens = calloc(n, sizeof *lens);
@@ -65,8 +67,8 @@ out:
 }
 
 /* Commits r/<round>/info; *won false when another node committed first. */
-static int commit_info(elastic_rdzv *r, uint64_t round, const rdzv__info *info, const rdzv__record *members,
-                       bool *won)
+static int commit_info(elastic_rdzv *r, uint64_t round, const rdzv__info *info,
+                       const rdzv__record *members, bool *won)
 {
     char key[64];
     char *blob = NULL;
@@ -86,9 +88,10 @@ static int commit_info(elastic_rdzv *r, uint64_t round, const rdzv__info *info, 
 /* Reads the join records of slots 1..count that are alive. A record still in
  * flight (its node added but has not written yet) gets keepalive_timeout to
  * appear; after that, only the listed ones count. */
-static int read_records(elastic_rdzv *r, uint64_t round, size_t count, rdzv__record *out, size_t *n_out)
+static int read_records(elastic_rdzv *r, uint64_t round, size_t count, rdzv__record *out,
+                        size_t *n_out)
 {
-    char (*keys)[64] = calloc(count, sizeof *keys);
+    char(*keys)[64] = calloc(count, sizeof *keys);
     const char **key_ptrs = calloc(count, sizeof *key_ptrs);
     void **values = calloc(count, sizeof *values);
     size_t *lens = calloc(count, sizeof *lens);
@@ -99,13 +102,16 @@ static int read_records(elastic_rdzv *r, uint64_t round, size_t count, rdzv__rec
         rdzv__key_slot(keys[i], sizeof keys[i], round, (int)i + 1, "rec");
         key_ptrs[i] = keys[i];
     }
-    rc = r->backend->ops->multi_get(r->backend, key_ptrs, count, r->keepalive_timeout_ms, values, lens);
+    rc = r->backend->ops->multi_get(r->backend, key_ptrs, count, r->keepalive_timeout_ms, values,
+                                    lens);
     if (rc == ELASTIC_ETIMEDOUT || rc == ELASTIC_ENOTFOUND) {
         /* Some node died while joining: read the survivors one by one. */
         for (size_t i = 0; i < count; i++) {
             rc = r->backend->ops->get(r->backend, key_ptrs[i], &values[i], &lens[i]);
-            if (rc == ELASTIC_ENOTFOUND) values[i] = NULL;
-            else if (rc != 0) goto out;
+            if (rc == ELASTIC_ENOTFOUND)
+                values[i] = NULL;
+            else if (rc != 0)
+                goto out;
         }
     } else if (rc != 0) {
         goto out;
@@ -115,8 +121,8 @@ static int read_records(elastic_rdzv *r, uint64_t round, size_t count, rdzv__rec
         if (values[i] == NULL) continue;
         rdzv__record *rec = &out[*n_out];
         if (rdzv__record_decode(values[i], lens[i], rec) != 0) {
-            ELASTIC_LOG_W("rdzv", "run %s round %" PRIu64 ": ignoring slot %zu: %s", r->run_id, round, i + 1,
-                          elastic_last_error());
+            ELASTIC_LOG_W("rdzv", "run %s round %" PRIu64 ": ignoring slot %zu: %s", r->run_id,
+                          round, i + 1, elastic_last_error());
             continue;
         }
         rec->slot = (int)i + 1;
@@ -131,20 +137,27 @@ out:
     return rc == ELASTIC_ENOMEM ? elastic__fail(rc, "rdzv: out of memory") : rc;
 }
 
-static int publish_generation(elastic_rdzv *r, uint64_t round, size_t count, uint64_t prev_generation)
+static int publish_generation(elastic_rdzv *r, uint64_t round, size_t count,
+                              uint64_t prev_generation)
 {
     rdzv__record *records = calloc(count > 0 ? count : 1, sizeof *records);
     rdzv__assignment *assigned = calloc(count > 0 ? count : 1, sizeof *assigned);
-    slot_plan plan = {0};
+    slot_plan plan = { 0 };
     size_t valid = 0;
-    int rc = records == NULL || assigned == NULL ? elastic__fail(ELASTIC_ENOMEM, "rdzv: out of memory") : 0;
+    int rc = records == NULL || assigned == NULL
+                 ? elastic__fail(ELASTIC_ENOMEM, "rdzv: out of memory")
+                 : 0;
     if (rc == 0) rc = read_records(r, round, count, records, &valid);
-    size_t admitted = rc == 0 ? rdzv__order_members(records, valid, prev_generation, r->max_nodes) : 0;
+    size_t admitted =
+        rc == 0 ? rdzv__order_members(records, valid, prev_generation, r->max_nodes) : 0;
     int64_t restarts = 0;
     if (rc == 0) rc = rdzv__read_int(r, "restarts", 0, &restarts);
     bool formed = admitted >= (size_t)r->min_nodes;
-    rdzv__info info = {.formed = formed, .generation = round, .group_world_size = formed ? (int)admitted : 0,
-                       .sealed_count = (int)count, .restart_count = (int)restarts};
+    rdzv__info info = { .formed = formed,
+                        .generation = round,
+                        .group_world_size = formed ? (int)admitted : 0,
+                        .sealed_count = (int)count,
+                        .restart_count = (int)restarts };
     bool won = false;
     if (rc == 0) rc = commit_info(r, round, &info, records, &won);
     if (rc != 0 || !won) goto out;
@@ -158,8 +171,8 @@ static int publish_generation(elastic_rdzv *r, uint64_t round, size_t count, uin
             plan.len[at] = rdzv__assignment_encode(&assigned[i], plan.text[at], RDZV__MAX_RECORD);
         }
     }
-    ELASTIC_LOG_I("rdzv", "run %s: generation %" PRIu64 " %s with %zu of %zu node(s)", r->run_id, round,
-                  formed ? "formed" : "void", admitted, count);
+    ELASTIC_LOG_I("rdzv", "run %s: generation %" PRIu64 " %s with %zu of %zu node(s)", r->run_id,
+                  round, formed ? "formed" : "void", admitted, count);
     rc = publish(r, round, info.group_world_size, &plan);
     /* Round-2 ended before round-1 could form: nobody reads its keys now. */
     if (rc == 0 && round > 2) rdzv__forget_round(r, round - 2);
@@ -178,14 +191,16 @@ int rdzv__seal(elastic_rdzv *r, const rdzv__round_ptr *ptr, bool prev_formed)
     rdzv__key_round(key, sizeof key, round, "count");
     int rc = rdzv__read_int(r, key, 0, &count);
     if (rc != 0) return rc;
-    if (count < 1 || count > INT32_MAX) return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
+    if (count < 1 || count > INT32_MAX)
+        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
     /* The sealer's id makes the new value unique, so "current == desired"
      * means this node won. */
-    int dlen = snprintf(desired, sizeof desired, "%" PRIu64 " %d %s", round + 1, (int)count, r->node_id);
+    int dlen =
+        snprintf(desired, sizeof desired, "%" PRIu64 " %d %s", round + 1, (int)count, r->node_id);
     void *current = NULL;
     size_t clen = 0;
-    rc = r->backend->ops->compare_set(r->backend, "round", ptr->len > 0 ? ptr->raw : NULL, ptr->len, desired,
-                                      (size_t)dlen, &current, &clen);
+    rc = r->backend->ops->compare_set(r->backend, "round", ptr->len > 0 ? ptr->raw : NULL, ptr->len,
+                                      desired, (size_t)dlen, &current, &clen);
     bool won = rc == 0 && clen == (size_t)dlen && memcmp(current, desired, clen) == 0;
     elastic_free(current);
     if (rc != 0 || !won) return rc;
@@ -199,13 +214,14 @@ int rdzv__void_orphan(elastic_rdzv *r, uint64_t round)
     rdzv__key_round(key, sizeof key, round, "count");
     int rc = rdzv__read_int(r, key, 0, &count);
     if (rc != 0) return rc;
-    if (count < 0 || count > INT32_MAX) return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
-    rdzv__info info = {.formed = false, .generation = round, .sealed_count = (int)count};
+    if (count < 0 || count > INT32_MAX)
+        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
+    rdzv__info info = { .formed = false, .generation = round, .sealed_count = (int)count };
     bool won = false;
     rc = commit_info(r, round, &info, NULL, &won);
     if (rc != 0 || !won) return rc;
     ELASTIC_LOG_W("rdzv", "run %s: round %" PRIu64 " lost its sealer; voided", r->run_id, round);
-    slot_plan plan = {0};
+    slot_plan plan = { 0 };
     rc = plan_alloc(&plan, (size_t)count, RDZV__VOID);
     if (rc == 0) rc = publish(r, round, 0, &plan);
     plan_free(&plan);
@@ -214,7 +230,8 @@ int rdzv__void_orphan(elastic_rdzv *r, uint64_t round)
 
 void rdzv__forget_round(elastic_rdzv *r, uint64_t round)
 {
-    static const char *const names[] = {"count", "back", "gone", "finished", "info", "formed", "end"};
+    static const char *const names[] = { "count", "back",   "gone", "finished",
+                                         "info",  "formed", "end" };
     char key[64];
     for (size_t i = 0; i < ELASTIC__ARRAY_LEN(names); i++) {
         rdzv__key_round(key, sizeof key, round, names[i]);
@@ -224,7 +241,7 @@ void rdzv__forget_round(elastic_rdzv *r, uint64_t round)
 
 void rdzv__forget_slot(elastic_rdzv *r, uint64_t round, int slot)
 {
-    static const char *const names[] = {"rec", "a", "e"};
+    static const char *const names[] = { "rec", "a", "e" };
     char key[64];
     for (size_t i = 0; i < ELASTIC__ARRAY_LEN(names); i++) {
         rdzv__key_slot(key, sizeof key, round, slot, names[i]);

@@ -13,34 +13,34 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#define RDZV__MAX_NODES 65536            /* max_nodes bound; slots are 1..count */
-#define RDZV__MAX_LOCAL_WORLD 4096       /* workers per node */
-#define RDZV__MAX_ID 128                 /* node_id buffer, NUL included */
-#define RDZV__MAX_ADDR 256               /* node_addr buffer, NUL included */
-#define RDZV__MAX_RECORD 512             /* one encoded record, assignment or cause */
-#define RDZV__WATCH_SLICE_MS 5000        /* a watch is re-armed this often (bounds shutdown) */
+#define RDZV__MAX_NODES       65536 /* max_nodes bound; slots are 1..count */
+#define RDZV__MAX_LOCAL_WORLD 4096  /* workers per node */
+#define RDZV__MAX_ID          128   /* node_id buffer, NUL included */
+#define RDZV__MAX_ADDR        256   /* node_addr buffer, NUL included */
+#define RDZV__MAX_RECORD      512   /* one encoded record, assignment or cause */
+#define RDZV__WATCH_SLICE_MS  5000  /* a watch is re-armed this often (bounds shutdown) */
 
 /* A node's join record in one round (key r/<round>/n/<slot>/rec, leased). */
 typedef struct rdzv__record {
-    int slot;                            /* arrival order in the round (not encoded) */
+    int slot; /* arrival order in the round (not encoded) */
     int local_world_size;
-    int master_port;                     /* a free port, used if the node becomes group rank 0 */
-    uint64_t prev_generation;            /* last generation it was a member of; 0: none */
-    int prev_rank;                       /* its group_rank there; -1: none */
+    int master_port;          /* a free port, used if the node becomes group rank 0 */
+    uint64_t prev_generation; /* last generation it was a member of; 0: none */
+    int prev_rank;            /* its group_rank there; -1: none */
     char node_id[RDZV__MAX_ID];
     char addr[RDZV__MAX_ADDR];
 } rdzv__record;
 
 typedef enum rdzv__outcome {
-    RDZV__ASSIGNED = 1,                  /* in the generation */
-    RDZV__EXCLUDED = 2,                  /* the round filled without this node: try the next */
-    RDZV__VOID = 3,                      /* the round formed nothing (too few alive) */
-    RDZV__CLOSED = 4                     /* the job closed (or its budget ran out) */
+    RDZV__ASSIGNED = 1, /* in the generation */
+    RDZV__EXCLUDED = 2, /* the round filled without this node: try the next */
+    RDZV__VOID = 3,     /* the round formed nothing (too few alive) */
+    RDZV__CLOSED = 4    /* the job closed (or its budget ran out) */
 } rdzv__outcome;
 
 /* What the sealer publishes for one slot (key r/<round>/n/<slot>/a). */
 typedef struct rdzv__assignment {
-    int outcome;                         /* rdzv__outcome */
+    int outcome; /* rdzv__outcome */
     uint64_t generation;
     int group_rank;
     int group_world_size;
@@ -49,17 +49,17 @@ typedef struct rdzv__assignment {
     int world_size;
     int restart_count;
     int master_port;
-    int next_slot;                       /* ring neighbour this node watches */
+    int next_slot; /* ring neighbour this node watches */
     char master_addr[RDZV__MAX_ADDR];
     char next_node_id[RDZV__MAX_ID];
 } rdzv__assignment;
 
 /* The header of r/<round>/info, the generation's commit record. */
 typedef struct rdzv__info {
-    bool formed;                         /* false: the round was voided */
+    bool formed; /* false: the round was voided */
     uint64_t generation;
     int group_world_size;
-    int sealed_count;                    /* slots 1..sealed_count were considered */
+    int sealed_count; /* slots 1..sealed_count were considered */
     int restart_count;
 } rdzv__info;
 
@@ -76,7 +76,8 @@ size_t rdzv__cause_encode(const elastic_rdzv_cause *cause, char *buf, size_t cap
 int rdzv__cause_decode(const char *value, size_t len, elastic_rdzv_cause *cause);
 /* info = header line + one record line per member in rank order. The caller
  * frees *blob; *members (may be NULL when not wanted) likewise. */
-int rdzv__info_encode(const rdzv__info *info, const rdzv__record *members, char **blob, size_t *len);
+int rdzv__info_encode(const rdzv__info *info, const rdzv__record *members, char **blob,
+                      size_t *len);
 int rdzv__info_decode(const char *value, size_t len, rdzv__info *info, rdzv__record **members);
 
 /* ---- assign.c: who is in, in which order, with which ranks ---- */
@@ -84,7 +85,8 @@ int rdzv__info_decode(const char *value, size_t len, rdzv__info *info, rdzv__rec
 /* Orders the records in place: members of prev_generation by their old rank
  * (stable ranks), then newcomers by arrival; returns how many are admitted
  * (at most max_nodes). */
-size_t rdzv__order_members(rdzv__record *records, size_t n, uint64_t prev_generation, int max_nodes);
+size_t rdzv__order_members(rdzv__record *records, size_t n, uint64_t prev_generation,
+                           int max_nodes);
 /* Fills out[i] for every member i of an ordered list. */
 void rdzv__assign_all(const rdzv__record *members, size_t n, uint64_t generation, int restart_count,
                       rdzv__assignment *out);
@@ -92,11 +94,11 @@ void rdzv__assign_all(const rdzv__record *members, size_t n, uint64_t generation
 /* ---- the handle ---- */
 
 typedef enum rdzv__phase {
-    RDZV__IDLE = 0,                      /* not in a generation */
-    RDZV__RUNNING = 1,                   /* a member of `generation`, not yet ended */
-    RDZV__ENDED = 2,                     /* `generation` ended; call next() */
-    RDZV__DEPARTED = 3,                  /* finished or left: no more rounds */
-    RDZV__SHUT = 4                       /* the job closed or its budget ran out */
+    RDZV__IDLE = 0,     /* not in a generation */
+    RDZV__RUNNING = 1,  /* a member of `generation`, not yet ended */
+    RDZV__ENDED = 2,    /* `generation` ended; call next() */
+    RDZV__DEPARTED = 3, /* finished or left: no more rounds */
+    RDZV__SHUT = 4      /* the job closed or its budget ran out */
 } rdzv__phase;
 
 struct elastic_rdzv {
@@ -114,38 +116,38 @@ struct elastic_rdzv {
     /* The lease this node's records hang on (caller thread only). */
     uint64_t lease;
     bool have_lease;
-    int lease_lost;                      /* atomic: the backend reported `lease` lost (fenced) */
+    int lease_lost; /* atomic: the backend reported `lease` lost (fenced) */
 
-    pthread_mutex_t lock;                /* guards everything below */
-    pthread_cond_t changed;              /* phase/cause changes, monitor hand-offs */
-    int phase;                           /* rdzv__phase */
-    int shut_code;                       /* ELASTIC_ECLOSED or ELASTIC_EBUDGET once SHUT */
-    uint64_t generation;                 /* the last generation this node was in */
-    int slot;                            /* its slot in that round */
+    pthread_mutex_t lock;   /* guards everything below */
+    pthread_cond_t changed; /* phase/cause changes, monitor hand-offs */
+    int phase;              /* rdzv__phase */
+    int shut_code;          /* ELASTIC_ECLOSED or ELASTIC_EBUDGET once SHUT */
+    uint64_t generation;    /* the last generation this node was in */
+    int slot;               /* its slot in that round */
     int group_rank;
     int group_world_size;
-    elastic_rdzv_cause cause;            /* why `generation` ended (valid when ENDED) */
+    elastic_rdzv_cause cause; /* why `generation` ended (valid when ENDED) */
 
     /* Monitor thread: watches the ring neighbour and the end broadcast. */
     pthread_t monitor;
     bool monitor_running;
-    bool stopping;                       /* free(): the thread must exit */
-    uint64_t watch_generation;           /* generation the monitor should watch; 0: none */
+    bool stopping;             /* free(): the thread must exit */
+    uint64_t watch_generation; /* generation the monitor should watch; 0: none */
     int watch_next_slot;
     char watch_next_id[RDZV__MAX_ID];
-    int watching_slot;                   /* area the monitor is blocked on, 0: none */
-    bool watch_stop;                     /* stop watching watch_generation */
-    uint64_t notified_generation;        /* last generation the callback ran for */
+    int watching_slot;            /* area the monitor is blocked on, 0: none */
+    bool watch_stop;              /* stop watching watch_generation */
+    uint64_t notified_generation; /* last generation the callback ran for */
     elastic_rdzv_change_fn on_change;
     void *on_change_user;
-    uint64_t stale_generation;           /* our keys of this generation await cleanup; 0: none */
+    uint64_t stale_generation; /* our keys of this generation await cleanup; 0: none */
     int stale_slot;
 
     /* Lease guard thread (guard.c): fences this node when its lease is lost. */
     pthread_t guard;
     bool guard_running;
-    uint64_t guard_lease;                /* the lease of the generation being guarded */
-    bool fenced;                         /* lost membership: next() joins as a new member */
+    uint64_t guard_lease; /* the lease of the generation being guarded */
+    bool fenced;          /* lost membership: next() joins as a new member */
 };
 
 /* ---- keys.c ---- */
@@ -160,9 +162,9 @@ int rdzv__read_int(elastic_rdzv *r, const char *key, int64_t dflt, int64_t *out)
 /* The round pointer "round": "<open round> <slots the previous round sealed>
  * <its sealer>", kept raw for the sealing compare-and-set. */
 typedef struct rdzv__round_ptr {
-    uint64_t open_round;                 /* 1 while absent */
+    uint64_t open_round; /* 1 while absent */
     int prev_sealed;
-    size_t len;                          /* 0 while absent */
+    size_t len; /* 0 while absent */
     char raw[RDZV__MAX_ID + 48];
 } rdzv__round_ptr;
 int rdzv__read_round(elastic_rdzv *r, rdzv__round_ptr *ptr);
@@ -173,7 +175,8 @@ int rdzv__wait_value(elastic_rdzv *r, const char *key, int timeout_ms, void **va
 int rdzv__read_formed(elastic_rdzv *r, uint64_t round, int timeout_ms, int *group_world_size);
 /* Reads and decodes r/<round>/info (waiting up to timeout_ms when > 0);
  * *members (rank order) is freed by the caller. */
-int rdzv__read_info(elastic_rdzv *r, uint64_t round, int timeout_ms, rdzv__info *info, rdzv__record **members);
+int rdzv__read_info(elastic_rdzv *r, uint64_t round, int timeout_ms, rdzv__info *info,
+                    rdzv__record **members);
 /* 0 and fills *cause when the round has an end record; ELASTIC_ENOTFOUND when not. */
 int rdzv__read_end(elastic_rdzv *r, uint64_t round, elastic_rdzv_cause *cause);
 /* ELASTIC_ECLOSED / ELASTIC_EBUDGET when the job is shut, else 0. */
@@ -184,11 +187,11 @@ int rdzv__check_closed(elastic_rdzv *r);
 /* What the node asking already knows about a round. */
 typedef struct rdzv__seal_hint {
     uint64_t round;
-    int slot;                            /* its slot (the count is at least this) */
-    int prev_size;                       /* size of the previous generation when the caller was in
+    int slot;         /* its slot (the count is at least this) */
+    int prev_size;    /* size of the previous generation when the caller was in
                                           * it (it has ended); -1: read it from the store */
-    int64_t back;                        /* its "back" count as a survivor; -1: read it */
-    bool timer_fired;                    /* a re-check, not the join itself */
+    int64_t back;     /* its "back" count as a survivor; -1: read it */
+    bool timer_fired; /* a re-check, not the join itself */
     uint64_t joined_at_ms;
 } rdzv__seal_hint;
 /* Decides whether the round is complete and, if so, seals and publishes it.
@@ -220,10 +223,10 @@ void rdzv__fill_cause(elastic_rdzv *r, elastic_rdzv_cause *cause, int kind, uint
 /* ---- evict.c ---- */
 
 typedef struct rdzv__step_aside_result {
-    int waiting;                         /* live join records in the open round (spares) */
-    char replacement[RDZV__MAX_ID];      /* the lowest-slot spare's node id; "": unknown or none */
-    uint64_t generation;                 /* the generation it ended */
-    bool stepped_aside;                  /* our cause ended it (kind NODE_LEFT: no budget) */
+    int waiting;                    /* live join records in the open round (spares) */
+    char replacement[RDZV__MAX_ID]; /* the lowest-slot spare's node id; "": unknown or none */
+    uint64_t generation;            /* the generation it ended */
+    bool stepped_aside;             /* our cause ended it (kind NODE_LEFT: no budget) */
 } rdzv__step_aside_result;
 /* Ends this node's running generation with `reason` when a spare waits or
  * the others keep min_nodes; counts it gone so the others re-form at once.
@@ -233,9 +236,9 @@ int rdzv__step_aside(elastic_rdzv *r, const char *reason, rdzv__step_aside_resul
 /* look.c: the open round seen from outside the handle (the agent's "waiting
  * for nodes" line), over the job store, without waiting. */
 typedef struct rdzv__look {
-    int joined;                          /* nodes in the open round */
-    int missing_count;                   /* members of the last generation not back */
-    char missing[512];                   /* their node ids, ", "-separated (as many as fit) */
+    int joined;        /* nodes in the open round */
+    int missing_count; /* members of the last generation not back */
+    char missing[512]; /* their node ids, ", "-separated (as many as fit) */
 } rdzv__look;
 int rdzv__look_open_round(elastic_store *store, const char *run_id, const char *self,
                           uint64_t last_generation, rdzv__look *out);
@@ -266,10 +269,11 @@ void rdzv__notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause
 /* ---- jobstore.c: the job's store of a generation (etcd backend) ---- */
 
 /* Publishes (on this node's lease) where generation's store is. */
-int rdzv__jobstore_publish(elastic_rdzv *r, uint64_t generation, const char *endpoint, const char *token);
+int rdzv__jobstore_publish(elastic_rdzv *r, uint64_t generation, const char *endpoint,
+                           const char *token);
 /* Waits up to timeout_ms for generation's store record; token "" when none. */
-int rdzv__jobstore_lookup(elastic_rdzv *r, uint64_t generation, int timeout_ms, char *endpoint, size_t endpoint_size,
-                          char *token, size_t token_size);
+int rdzv__jobstore_lookup(elastic_rdzv *r, uint64_t generation, int timeout_ms, char *endpoint,
+                          size_t endpoint_size, char *token, size_t token_size);
 void rdzv__jobstore_forget(elastic_rdzv *r, uint64_t generation);
 /* Ends generation as NODE_LOST naming its group rank 0, the store's host. */
 int rdzv__jobstore_host_lost(elastic_rdzv *r, uint64_t generation, const char *why);

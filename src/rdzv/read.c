@@ -34,13 +34,15 @@ int rdzv__read_round(elastic_rdzv *r, rdzv__round_ptr *ptr)
     if (rc != 0) return rc;
     const char *text = value;
     const char *first = memchr(text, ' ', len);
-    const char *second = first != NULL ? memchr(first + 1, ' ', len - (size_t)(first + 1 - text)) : NULL;
+    const char *second =
+        first != NULL ? memchr(first + 1, ' ', len - (size_t)(first + 1 - text)) : NULL;
     int64_t open_round = 0, sealed = 0;
     if (len >= sizeof ptr->raw || second == NULL ||
         rdzv__parse_int(text, (size_t)(first - text), 2, INT64_MAX, &open_round) != 0 ||
         rdzv__parse_int(first + 1, (size_t)(second - first - 1), 0, INT32_MAX, &sealed) != 0) {
         elastic_free(value);
-        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: run %s: corrupt round pointer (%zu bytes)", r->run_id, len);
+        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: run %s: corrupt round pointer (%zu bytes)",
+                             r->run_id, len);
     }
     ptr->open_round = (uint64_t)open_round;
     ptr->prev_sealed = (int)sealed;
@@ -52,7 +54,7 @@ int rdzv__read_round(elastic_rdzv *r, rdzv__round_ptr *ptr)
 
 int rdzv__wait_value(elastic_rdzv *r, const char *key, int timeout_ms, void **value, size_t *len)
 {
-    const char *keys[1] = {key};
+    const char *keys[1] = { key };
     return r->backend->ops->multi_get(r->backend, keys, 1, timeout_ms, value, len);
 }
 
@@ -98,12 +100,14 @@ int rdzv__check_closed(elastic_rdzv *r)
     bool budget = len > 0 && ((const char *)value)[0] == 'B';
     elastic_free(value);
     if (budget)
-        return elastic__fail(ELASTIC_EBUDGET, "rdzv: run %s used up its restart budget (max_restarts %d)",
-                             r->run_id, r->max_restarts);
+        return elastic__fail(ELASTIC_EBUDGET,
+                             "rdzv: run %s used up its restart budget (max_restarts %d)", r->run_id,
+                             r->max_restarts);
     return elastic__fail(ELASTIC_ECLOSED, "rdzv: run %s was closed", r->run_id);
 }
 
-int rdzv__read_info(elastic_rdzv *r, uint64_t round, int timeout_ms, rdzv__info *info, rdzv__record **members)
+int rdzv__read_info(elastic_rdzv *r, uint64_t round, int timeout_ms, rdzv__info *info,
+                    rdzv__record **members)
 {
     char key[64];
     void *blob = NULL;

@@ -31,8 +31,8 @@ static int count_alive_records(elastic_rdzv *r, uint64_t round, int64_t *alive)
 /* Whether round `round`, whose previous round formed a generation of
  * prev_size nodes that has ended, has every survivor back (or waited long
  * enough for the missing ones). */
-static int survivors_ready(elastic_rdzv *r, uint64_t round, int prev_size, int64_t back, bool timer_fired,
-                           uint64_t joined_at_ms, bool *ready)
+static int survivors_ready(elastic_rdzv *r, uint64_t round, int prev_size, int64_t back,
+                           bool timer_fired, uint64_t joined_at_ms, bool *ready)
 {
     char key[64];
     int64_t gone = 0;
@@ -74,8 +74,10 @@ int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__
 {
     rdzv__round_ptr ptr;
     int rc = 0;
-    if (known != NULL) ptr = *known;
-    else rc = rdzv__read_round(r, &ptr);
+    if (known != NULL)
+        ptr = *known;
+    else
+        rc = rdzv__read_round(r, &ptr);
     if (rc != 0 || ptr.open_round != hint->round) return rc;
     int prev_size = hint->prev_size;
     bool prev_ended = true;
@@ -96,7 +98,8 @@ int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__
     }
     bool ready;
     if (prev_size > 0) {
-        rc = survivors_ready(r, hint->round, prev_size, hint->back, hint->timer_fired, hint->joined_at_ms, &ready);
+        rc = survivors_ready(r, hint->round, prev_size, hint->back, hint->timer_fired,
+                             hint->joined_at_ms, &ready);
         if (rc != 0) return rc;
     } else {
         /* First formation: at once at max_nodes, else the last call runs from

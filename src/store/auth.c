@@ -32,8 +32,8 @@ int store__random_bytes(void *buf, size_t len)
     return 0;
 }
 
-void store__proof(const char *token, bool from_server, const uint8_t *client_nonce, const uint8_t *server_nonce,
-                  uint8_t *proof)
+void store__proof(const char *token, bool from_server, const uint8_t *client_nonce,
+                  const uint8_t *server_nonce, uint8_t *proof)
 {
     /* Distinct labels: a server's proof is never a valid client proof. */
     static const char server_label[] = "elastic-store/1 server";
@@ -45,8 +45,8 @@ void store__proof(const char *token, bool from_server, const uint8_t *client_non
     memcpy(message + label_len, client_nonce, STORE__NONCE_BYTES);
     memcpy(message + label_len + STORE__NONCE_BYTES, server_nonce, STORE__NONCE_BYTES);
     unsigned int out_len = STORE__PROOF_BYTES;
-    if (HMAC(EVP_sha256(), token, (int)strlen(token), message, label_len + 2 * STORE__NONCE_BYTES, proof,
-             &out_len) == NULL)
+    if (HMAC(EVP_sha256(), token, (int)strlen(token), message, label_len + 2 * STORE__NONCE_BYTES,
+             proof, &out_len) == NULL)
         memset(proof, 0, STORE__PROOF_BYTES); /* never matches a real proof */
 }
 
@@ -85,8 +85,10 @@ int store__token_read_file(const char *path, char **token)
                             path, ELASTIC_STORE_TOKEN_MAX);
     if (err == 0 && memchr(buf, '\0', len) != NULL)
         err = elastic__fail(ELASTIC_EINVAL, "token file %s holds a NUL byte", path);
-    if (err == 0) buf[len] = '\0', *token = buf;
-    else OPENSSL_cleanse(buf, ELASTIC_STORE_TOKEN_MAX + 3), free(buf);
+    if (err == 0)
+        buf[len] = '\0', *token = buf;
+    else
+        OPENSSL_cleanse(buf, ELASTIC_STORE_TOKEN_MAX + 3), free(buf);
     return err;
 }
 

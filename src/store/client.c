@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #define MAX_RESPONSE_BODY ((size_t)1 << 31)
-#define READ_CHUNK (64u << 10)
+#define READ_CHUNK        (64u << 10)
 
 static void poke(int fd)
 {
@@ -32,7 +32,10 @@ static void drain(int fd)
     (void)n;
 }
 
-void store__session_wake_ticker(store__session *session) { poke(session->ticker_wake_fd); }
+void store__session_wake_ticker(store__session *session)
+{
+    poke(session->ticker_wake_fd);
+}
 
 void store__session_wake_reader(store__session *session)
 {
@@ -49,7 +52,8 @@ static void unlink_call(store__session *session, store__call *call)
     call->prev = call->next = NULL;
 }
 
-static void finish_call(store__session *session, store__call *call, int status, uint8_t *body, size_t len)
+static void finish_call(store__session *session, store__call *call, int status, uint8_t *body,
+                        size_t len)
 {
     unlink_call(session, call);
     call->status = status;
@@ -69,7 +73,8 @@ static void hand_off_reading(store__session *session)
 static void mark_broken(store__session *session, const char *why)
 {
     session->broken = true;
-    if (session->broken_reason[0] == '\0') snprintf(session->broken_reason, sizeof session->broken_reason, "%s", why);
+    if (session->broken_reason[0] == '\0')
+        snprintf(session->broken_reason, sizeof session->broken_reason, "%s", why);
     while (session->calls != NULL) finish_call(session, session->calls, ELASTIC_ECONNECT, NULL, 0);
     /* Leases die with their connection on the server. */
     while (session->keepalives != NULL) {
@@ -85,7 +90,8 @@ static void mark_broken(store__session *session, const char *why)
 static void dispatch(store__session *session, const store__header *h, const uint8_t *body)
 {
     if (h->id == 0 && h->op_or_status != 0) {
-        snprintf(session->broken_reason, sizeof session->broken_reason, "the store closed the connection: %.*s",
+        snprintf(session->broken_reason, sizeof session->broken_reason,
+                 "the store closed the connection: %.*s",
                  (int)(h->body_len < 120 ? h->body_len : 120), (const char *)body);
         return;
     }
@@ -114,7 +120,8 @@ static bool dispatch_frames(store__session *session)
         store__header h;
         store__header_decode(in->data + at, true, &h);
         if (h.body_len > MAX_RESPONSE_BODY || h.op_or_status > 0) {
-            snprintf(session->broken_reason, sizeof session->broken_reason, "malformed response from the store");
+            snprintf(session->broken_reason, sizeof session->broken_reason,
+                     "malformed response from the store");
             ok = false;
             break;
         }
@@ -149,7 +156,8 @@ static int decrypt_input(store__session *session, store__tls *tls, const uint8_t
         }
         if (store__tls_read(tls, in->data + in->len, in->cap - in->len, &got, why) != 0)
             err = ELASTIC_ECONNECT;
-        else in->len += got;
+        else
+            in->len += got;
     }
     pthread_mutex_unlock(&session->tls_lock);
     return err;
@@ -167,7 +175,8 @@ static int read_once(store__session *session, int fd, int timeout_ms, const char
     store__tls *tls = session->tls; /* replaced only by a reconnect, when nobody reads */
     bool leftover = tls != NULL && store__tls_has_input(tls);
     if (timeout_ms < STORE__RECV_SLICE_MS && !leftover) {
-        struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = session->reader_wake_fd, .events = POLLIN}};
+        struct pollfd pfd[2] = { { .fd = fd, .events = POLLIN },
+                                 { .fd = session->reader_wake_fd, .events = POLLIN } };
         int ready = poll(pfd, 2, timeout_ms);
         if (ready <= 0) return 0; /* a timeout or EINTR: the caller re-checks */
         if (pfd[1].revents & POLLIN) drain(session->reader_wake_fd);
@@ -182,8 +191,9 @@ static int read_once(store__session *session, int fd, int timeout_ms, const char
     /* With TLS the socket's bytes are records: they go through decryption
      * (a record altered on the path fails its check and ends the connection). */
     uint8_t raw[tls != NULL ? 16384 : 1];
-    ssize_t n = leftover ? 0 : tls != NULL ? recv(fd, raw, sizeof raw, flags)
-                                           : recv(fd, in->data + in->len, in->cap - in->len, flags);
+    ssize_t n = leftover      ? 0
+                : tls != NULL ? recv(fd, raw, sizeof raw, flags)
+                              : recv(fd, in->data + in->len, in->cap - in->len, flags);
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
     if (n < 0 || (n == 0 && !leftover)) {
         *why = n == 0 ? "the store closed the connection" : "connection to the store lost";
@@ -279,7 +289,7 @@ static void *ticker_main(void *arg)
     for (;;) {
         int wait_ms = send_keepalives(session);
         if (wait_ms == -2) break;
-        struct pollfd pfd = {.fd = session->ticker_wake_fd, .events = POLLIN};
+        struct pollfd pfd = { .fd = session->ticker_wake_fd, .events = POLLIN };
         if (poll(&pfd, 1, wait_ms) > 0) drain(session->ticker_wake_fd);
     }
     return NULL;
@@ -455,7 +465,10 @@ static int await_call(elastic_store *s, store__call *call, uint64_t deadline_ms)
         struct timespec at = elastic__timespec_at(deadline_ms);
         pthread_cond_timedwait(&call->cond, &session->lock, &at);
     }
-    int status = call->done ? call->status : s->closing ? ELASTIC_ECLOSED : session->broken ? ELASTIC_ECONNECT : ELASTIC_ETIMEDOUT;
+    int status = call->done        ? call->status
+                 : s->closing      ? ELASTIC_ECLOSED
+                 : session->broken ? ELASTIC_ECONNECT
+                                   : ELASTIC_ETIMEDOUT;
     if (!call->done) unlink_call(session, call);
     hand_off_reading(session);
     return status;
@@ -466,7 +479,7 @@ static int await_call(elastic_store *s, store__call *call, uint64_t deadline_ms)
 static void notice_idle_hangup(store__session *session)
 {
     if (session->fd < 0 || session->reading) return;
-    struct pollfd pfd = {.fd = session->fd, .events = POLLIN};
+    struct pollfd pfd = { .fd = session->fd, .events = POLLIN };
     char byte;
     if (poll(&pfd, 1, 0) == 1 && recv(session->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
         mark_broken(session, "the store closed the connection");
@@ -496,15 +509,20 @@ static int attempt(elastic_store *s, bytes__buf *request, const store__call_opts
     return status;
 }
 
-static int fail_from_call(int status, uint16_t op, const store__call *call, const store__session *session)
+static int fail_from_call(int status, uint16_t op, const store__call *call,
+                          const store__session *session)
 {
-    if (status == ELASTIC_ETIMEDOUT) return elastic__fail(status, "store %s: timed out", store__op_name(op));
-    if (status == ELASTIC_ECLOSED) return elastic__fail(status, "store %s: the handle was closed", store__op_name(op));
+    if (status == ELASTIC_ETIMEDOUT)
+        return elastic__fail(status, "store %s: timed out", store__op_name(op));
+    if (status == ELASTIC_ECLOSED)
+        return elastic__fail(status, "store %s: the handle was closed", store__op_name(op));
     if (status == ELASTIC_ECONNECT)
         return elastic__fail(status, "store %s: %s", store__op_name(op),
-                             session->broken_reason[0] ? session->broken_reason : "connection lost");
+                             session->broken_reason[0] ? session->broken_reason
+                                                       : "connection lost");
     if (call->body != NULL)
-        return elastic__fail(status, "store %s: %.*s", store__op_name(op), (int)call->body_len, (const char *)call->body);
+        return elastic__fail(status, "store %s: %.*s", store__op_name(op), (int)call->body_len,
+                             (const char *)call->body);
     return elastic__fail(status, "store %s: %s", store__op_name(op), elastic_strerror(status));
 }
 
@@ -514,11 +532,13 @@ int store__call_run(elastic_store *s, uint16_t op, bytes__buf *request, const st
     store__session *session = s->session;
     *body = NULL;
     *len = 0;
-    if (request->failed) return elastic__fail(ELASTIC_ENOMEM, "store %s: out of memory", store__op_name(op));
+    if (request->failed)
+        return elastic__fail(ELASTIC_ENOMEM, "store %s: out of memory", store__op_name(op));
     pthread_mutex_lock(&session->lock);
     if (s->closing) {
         pthread_mutex_unlock(&session->lock);
-        return elastic__fail(ELASTIC_ECLOSED, "store %s: the handle is closing", store__op_name(op));
+        return elastic__fail(ELASTIC_ECLOSED, "store %s: the handle is closing",
+                             store__op_name(op));
     }
     s->active_calls++;
     store__call call;

@@ -15,8 +15,8 @@
 
 #include <pthread.h>
 
-#define STORE__KEEPALIVE_ID UINT32_MAX /* responses to keep-alives are not awaited */
-#define STORE__RECV_SLICE_MS 50        /* a blocked reader re-checks closing this often */
+#define STORE__KEEPALIVE_ID  UINT32_MAX /* responses to keep-alives are not awaited */
+#define STORE__RECV_SLICE_MS 50         /* a blocked reader re-checks closing this often */
 
 typedef struct store__call {
     struct store__call *prev, *next;
@@ -45,18 +45,18 @@ typedef struct store__session {
     int port;
     char *token;
     int connect_timeout_ms;
-    int fd;                     /* -1 when not connected */
-    store__tls *tls;            /* with a token: TLS over fd (changed with fd, under write_lock) */
-    pthread_mutex_t tls_lock;   /* the reader's decryption and the writers' encryption take turns */
-    int reader_wake_fd;         /* eventfd: interrupts the caller reading the socket */
-    int ticker_wake_fd;         /* eventfd: the ticker re-plans its keep-alives or stops */
-    bool broken;                /* the reader saw the connection end */
-    bool reading;               /* a caller holds the reader role */
+    int fd;                   /* -1 when not connected */
+    store__tls *tls;          /* with a token: TLS over fd (changed with fd, under write_lock) */
+    pthread_mutex_t tls_lock; /* the reader's decryption and the writers' encryption take turns */
+    int reader_wake_fd;       /* eventfd: interrupts the caller reading the socket */
+    int ticker_wake_fd;       /* eventfd: the ticker re-plans its keep-alives or stops */
+    bool broken;              /* the reader saw the connection end */
+    bool reading;             /* a caller holds the reader role */
     bool stopping;
     bool ticker_started;
     pthread_t ticker;
-    bytes__buf in;              /* bytes read, owned by the reader role */
-    uint64_t epoch;             /* bumped by every new connection */
+    bytes__buf in;  /* bytes read, owned by the reader role */
+    uint64_t epoch; /* bumped by every new connection */
     uint32_t next_id;
     store__call *calls;
     store__keepalive *keepalives;
@@ -96,8 +96,8 @@ void store__cond_init(pthread_cond_t *cond);
 
 /* client_conn.c: connecting, the handshake, raw socket writes. */
 /* With a token, *tls_out gets the TLS session the connection continues in. */
-int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms, int *fd_out,
-                          store__tls **tls_out);
+int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms,
+                          int *fd_out, store__tls **tls_out);
 int store__send_all(int fd, const void *data, size_t len);
 
 #endif /* ELASTIC_STORE_CLIENT_H */

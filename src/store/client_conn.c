@@ -19,7 +19,7 @@
 static int wait_ready(int fd, short events, uint64_t deadline_ms)
 {
     for (;;) {
-        struct pollfd pfd = {.fd = fd, .events = events};
+        struct pollfd pfd = { .fd = fd, .events = events };
         int ready = poll(&pfd, 1, elastic__ms_left(deadline_ms));
         if (ready > 0) return 0;
         if (ready == 0) return ELASTIC_ETIMEDOUT;
@@ -32,9 +32,12 @@ static int recv_exact(int fd, void *data, size_t len, uint64_t deadline_ms)
     uint8_t *p = data;
     while (len > 0) {
         int err = wait_ready(fd, POLLIN, deadline_ms);
-        if (err != 0) return elastic__fail(err, "store handshake: no answer from the server in time");
+        if (err != 0)
+            return elastic__fail(err, "store handshake: no answer from the server in time");
         ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-        if (n == 0) return elastic__fail(ELASTIC_ECONNECT, "store handshake: the server closed the connection");
+        if (n == 0)
+            return elastic__fail(ELASTIC_ECONNECT,
+                                 "store handshake: the server closed the connection");
         if (n < 0) {
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
             return elastic__fail(ELASTIC_ECONNECT, "store handshake: %s", strerror(errno));
@@ -53,7 +56,8 @@ int store__send_all(int fd, const void *data, size_t len)
         if (n < 0) {
             if (errno == EINTR) continue;
             return elastic__fail(ELASTIC_ECONNECT, "store send: %s",
-                                 errno == EAGAIN ? "the server does not read (send timeout)" : strerror(errno));
+                                 errno == EAGAIN ? "the server does not read (send timeout)"
+                                                 : strerror(errno));
         }
         p += n;
         len -= (size_t)n;
@@ -64,7 +68,7 @@ int store__send_all(int fd, const void *data, size_t len)
 /* Checks the welcome and answers with our proof. */
 static int handshake(int fd, const char *token, uint64_t deadline_ms)
 {
-    uint8_t hello[STORE__HELLO_BYTES] = {0};
+    uint8_t hello[STORE__HELLO_BYTES] = { 0 };
     memcpy(hello, STORE__MAGIC, 4);
     bytes__set_le16(hello + 4, STORE__VERSION);
     int err = store__random_bytes(hello + 8, STORE__NONCE_BYTES);
@@ -83,8 +87,9 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms)
         return elastic__fail(ELASTIC_EAUTH, "the store requires a token (opts.token, "
                                             "ELASTIC_STORE_TOKEN_FILE or ELASTIC_STORE_TOKEN)");
     if (!server_auth && token != NULL)
-        return elastic__fail(ELASTIC_EAUTH, "the store does not prove it knows the token (started without one?)");
-    uint8_t proof[STORE__PROOF_BYTES] = {0};
+        return elastic__fail(ELASTIC_EAUTH,
+                             "the store does not prove it knows the token (started without one?)");
+    uint8_t proof[STORE__PROOF_BYTES] = { 0 };
     if (token != NULL) {
         store__proof(token, true, hello + 8, server_nonce, proof);
         if (!store__proof_matches(proof, server_proof))
@@ -97,7 +102,8 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms)
     if (err != 0) return err;
     int status = (int)(int32_t)bytes__le32(ready);
     if (status == ELASTIC_EAUTH) return elastic__fail(ELASTIC_EAUTH, "the store refused our token");
-    if (status != 0) return elastic__fail(ELASTIC_EPROTO, "the store refused the handshake (%d)", status);
+    if (status != 0)
+        return elastic__fail(ELASTIC_EPROTO, "the store refused the handshake (%d)", status);
     return 0;
 }
 
@@ -138,8 +144,10 @@ static int tls_handshake(int fd, const char *token, uint64_t deadline_ms, store_
         else if (!store__tls_feed(tls, buf, (size_t)got))
             err = elastic__fail(ELASTIC_ENOMEM, "out of memory");
     }
-    if (err != 0) store__tls_free(tls);
-    else *out = tls;
+    if (err != 0)
+        store__tls_free(tls);
+    else
+        *out = tls;
     return err;
 }
 
@@ -149,15 +157,18 @@ static int connect_one(const struct addrinfo *ai, uint64_t deadline_ms, int *fd_
     if (fd < 0) return elastic__fail(ELASTIC_ESYS, "socket: %s", strerror(errno));
     int err = 0;
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        if (errno != EINPROGRESS) err = ELASTIC_ECONNECT;
-        else err = wait_ready(fd, POLLOUT, deadline_ms);
+        if (errno != EINPROGRESS)
+            err = ELASTIC_ECONNECT;
+        else
+            err = wait_ready(fd, POLLOUT, deadline_ms);
         int so_error = errno;
         socklen_t len = sizeof so_error;
         if (err == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 && so_error != 0)
             err = ELASTIC_ECONNECT;
         if (err != 0) {
             close(fd);
-            return elastic__fail(err == ELASTIC_ETIMEDOUT ? ELASTIC_ETIMEDOUT : ELASTIC_ECONNECT, "%s",
+            return elastic__fail(err == ELASTIC_ETIMEDOUT ? ELASTIC_ETIMEDOUT : ELASTIC_ECONNECT,
+                                 "%s",
                                  err == ELASTIC_ETIMEDOUT ? "timed out" : errno_text(so_error));
         }
     }
@@ -169,14 +180,18 @@ int store__connect_socket(const char *host, int port, const char *token, uint64_
                           int *fd_out, store__tls **tls_out)
 {
     *tls_out = NULL;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICSERV };
     char port_text[16];
     snprintf(port_text, sizeof port_text, "%d", port);
     struct addrinfo *found = NULL;
     int rc = getaddrinfo(host, port_text, &hints, &found);
-    if (rc != 0) return elastic__fail(ELASTIC_ECONNECT, "store host \"%s\": %s", host, gai_strerror(rc));
+    if (rc != 0)
+        return elastic__fail(ELASTIC_ECONNECT, "store host \"%s\": %s", host, gai_strerror(rc));
     int err = ELASTIC_ECONNECT, fd = -1;
-    for (struct addrinfo *ai = found; ai != NULL && err != 0; ai = ai->ai_next) err = connect_one(ai, deadline_ms, &fd);
+    for (struct addrinfo *ai = found; ai != NULL && err != 0; ai = ai->ai_next)
+        err = connect_one(ai, deadline_ms, &fd);
     freeaddrinfo(found);
     if (err != 0) {
         /* The detail lives in the buffer elastic__fail writes: copy it out
@@ -196,9 +211,9 @@ int store__connect_socket(const char *host, int port, const char *token, uint64_
     /* Blocking from here on; a send stuck on a server that stops reading
      * gives up after a while instead of forever. */
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    struct timeval send_timeout = {.tv_sec = 30};
+    struct timeval send_timeout = { .tv_sec = 30 };
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
-    struct timeval recv_slice = {.tv_usec = STORE__RECV_SLICE_MS * 1000};
+    struct timeval recv_slice = { .tv_usec = STORE__RECV_SLICE_MS * 1000 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &recv_slice, sizeof recv_slice);
     *fd_out = fd;
     return 0;

@@ -25,8 +25,8 @@ ELASTIC_EXTERN int elastic_store_opts_init(elastic_store_opts *opts, size_t stru
     return ELASTIC__STRUCT_INIT(opts, struct_size, &defaults, "elastic_store_opts");
 }
 
-static int handle_new(store__session *session, const char *prefix_a, const char *prefix_b, int timeout_ms,
-                      elastic_store **out)
+static int handle_new(store__session *session, const char *prefix_a, const char *prefix_b,
+                      int timeout_ms, elastic_store **out)
 {
     elastic_store *s = calloc(1, sizeof *s);
     size_t a = strlen(prefix_a), b = strlen(prefix_b);
@@ -47,10 +47,12 @@ static int handle_new(store__session *session, const char *prefix_a, const char 
     return 0;
 }
 
-ELASTIC_EXTERN int elastic_store_connect(const char *endpoint, const elastic_store_opts *opts, elastic_store **store)
+ELASTIC_EXTERN int elastic_store_connect(const char *endpoint, const elastic_store_opts *opts,
+                                         elastic_store **store)
 {
     elastic__clear_error();
-    if (store == NULL || endpoint == NULL) return elastic__fail(ELASTIC_EINVAL, "endpoint or store pointer is NULL");
+    if (store == NULL || endpoint == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "endpoint or store pointer is NULL");
     *store = NULL;
     elastic_store_opts o;
     opts_defaults(&o);
@@ -58,7 +60,8 @@ ELASTIC_EXTERN int elastic_store_connect(const char *endpoint, const elastic_sto
     if (err != 0) return err;
     if (o.prefix == NULL) o.prefix = "";
     /* Every call would time out at once: a slip, not a choice. */
-    if (o.timeout_ms == 0) return elastic__fail(ELASTIC_EINVAL, "timeout_ms must be > 0 (or < 0: no limit)");
+    if (o.timeout_ms == 0)
+        return elastic__fail(ELASTIC_EINVAL, "timeout_ms must be > 0 (or < 0: no limit)");
     if (strlen(o.prefix) > 65536) return elastic__fail(ELASTIC_EINVAL, "prefix longer than 64 KiB");
     store__session *session = NULL;
     err = store__session_open(endpoint, &o, &session);
@@ -68,13 +71,16 @@ ELASTIC_EXTERN int elastic_store_connect(const char *endpoint, const elastic_sto
     return err;
 }
 
-ELASTIC_EXTERN int elastic_store_clone(elastic_store *store, const char *prefix, elastic_store **scoped)
+ELASTIC_EXTERN int elastic_store_clone(elastic_store *store, const char *prefix,
+                                       elastic_store **scoped)
 {
     elastic__clear_error();
-    if (store == NULL || scoped == NULL) return elastic__fail(ELASTIC_EINVAL, "store or scoped pointer is NULL");
+    if (store == NULL || scoped == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "store or scoped pointer is NULL");
     *scoped = NULL;
     if (prefix == NULL) prefix = "";
-    if (store->prefix_len + strlen(prefix) > 65536) return elastic__fail(ELASTIC_EINVAL, "prefix longer than 64 KiB");
+    if (store->prefix_len + strlen(prefix) > 65536)
+        return elastic__fail(ELASTIC_EINVAL, "prefix longer than 64 KiB");
     store__session *session = store->session;
     pthread_mutex_lock(&session->lock);
     bool closing = store->closing;
@@ -121,7 +127,7 @@ static size_t detach_handle(elastic_store *s, uint64_t *leases, size_t max)
 static void revoke_quietly(store__session *session, const uint64_t *leases, size_t count)
 {
     if (count == 0) return;
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     for (size_t i = 0; i < count; i++) {
         size_t start = store__frame_begin(&b, STORE__KEEPALIVE_ID, STORE__OP_LEASE_REVOKE, 0);
         bytes__put_u64(&b, leases[i]);

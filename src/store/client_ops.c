@@ -31,13 +31,13 @@ static bool wait_again(int err, uint64_t deadline)
 
 static store__call_opts plain_call(const elastic_store *s, bool idempotent)
 {
-    store__call_opts co = {idempotent, elastic__deadline_ms(s->timeout_ms)};
+    store__call_opts co = { idempotent, elastic__deadline_ms(s->timeout_ms) };
     return co;
 }
 
 static store__call_opts waiting_call(int timeout_ms)
 {
-    store__call_opts co = {true, elastic__now_ms() + (uint64_t)timeout_ms + WAIT_GRACE_MS};
+    store__call_opts co = { true, elastic__now_ms() + (uint64_t)timeout_ms + WAIT_GRACE_MS };
     return co;
 }
 
@@ -69,7 +69,10 @@ static int run_simple(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame
     return err;
 }
 
-static int malformed(uint16_t op) { return elastic__fail(ELASTIC_EPROTO, "store %s: malformed response", store__op_name(op)); }
+static int malformed(uint16_t op)
+{
+    return elastic__fail(ELASTIC_EPROTO, "store %s: malformed response", store__op_name(op));
+}
 
 /* Runs a call whose answer is one u64 (add, num_keys, watch, lease_grant). */
 static int run_u64(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame_start,
@@ -105,19 +108,20 @@ static bool valid_keys(const char *const *keys, size_t n)
     return true;
 }
 
-#define CHECK(cond, what)                                                                          \
-    do {                                                                                           \
-        elastic__clear_error();                                                                    \
-        if (!(cond)) return elastic__fail(ELASTIC_EINVAL, "%s", what);                             \
+#define CHECK(cond, what)                                              \
+    do {                                                               \
+        elastic__clear_error();                                        \
+        if (!(cond)) return elastic__fail(ELASTIC_EINVAL, "%s", what); \
     } while (0)
 
 /* ---- writes -------------------------------------------------------------- */
 
-static int write_value(elastic_store *s, uint16_t op, const char *key, const void *value, size_t len,
-                       const uint64_t *lease)
+static int write_value(elastic_store *s, uint16_t op, const char *key, const void *value,
+                       size_t len, const uint64_t *lease)
 {
-    CHECK(s != NULL && key != NULL && (value != NULL || len == 0), "store: NULL handle, key or value");
-    bytes__buf b = {0};
+    CHECK(s != NULL && key != NULL && (value != NULL || len == 0),
+          "store: NULL handle, key or value");
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, op, 0);
     put_key(s, &b, key);
     bytes__put_bytes(&b, value, len);
@@ -126,26 +130,29 @@ static int write_value(elastic_store *s, uint16_t op, const char *key, const voi
     return run_simple(s, op, &b, start, &co);
 }
 
-ELASTIC_EXTERN int elastic_store_set(elastic_store *s, const char *key, const void *value, size_t len)
+ELASTIC_EXTERN int elastic_store_set(elastic_store *s, const char *key, const void *value,
+                                     size_t len)
 {
     return write_value(s, STORE__OP_SET, key, value, len, NULL);
 }
 
-ELASTIC_EXTERN int elastic_store_append(elastic_store *s, const char *key, const void *value, size_t len)
+ELASTIC_EXTERN int elastic_store_append(elastic_store *s, const char *key, const void *value,
+                                        size_t len)
 {
     return write_value(s, STORE__OP_APPEND, key, value, len, NULL);
 }
 
-ELASTIC_EXTERN int elastic_store_set_leased(elastic_store *s, const char *key, const void *value, size_t len,
-                                            uint64_t lease)
+ELASTIC_EXTERN int elastic_store_set_leased(elastic_store *s, const char *key, const void *value,
+                                            size_t len, uint64_t lease)
 {
     return write_value(s, STORE__OP_SET_LEASED, key, value, len, &lease);
 }
 
-ELASTIC_EXTERN int elastic_store_add(elastic_store *s, const char *key, int64_t delta, int64_t *result)
+ELASTIC_EXTERN int elastic_store_add(elastic_store *s, const char *key, int64_t delta,
+                                     int64_t *result)
 {
     CHECK(s != NULL && key != NULL, "store add: NULL handle or key");
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, STORE__OP_ADD, 0);
     put_key(s, &b, key);
     bytes__put_u64(&b, (uint64_t)delta);
@@ -156,11 +163,13 @@ ELASTIC_EXTERN int elastic_store_add(elastic_store *s, const char *key, int64_t 
     return err;
 }
 
-ELASTIC_EXTERN int elastic_store_compare_set(elastic_store *s, const char *key, const void *expected, size_t elen,
-                                             const void *desired, size_t dlen, void **current, size_t *clen)
+ELASTIC_EXTERN int elastic_store_compare_set(elastic_store *s, const char *key,
+                                             const void *expected, size_t elen, const void *desired,
+                                             size_t dlen, void **current, size_t *clen)
 {
-    CHECK(s != NULL && key != NULL && (desired != NULL || dlen == 0), "store compare_set: NULL handle, key or value");
-    bytes__buf b = {0};
+    CHECK(s != NULL && key != NULL && (desired != NULL || dlen == 0),
+          "store compare_set: NULL handle, key or value");
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, STORE__OP_CAS, 0);
     put_key(s, &b, key);
     bytes__put_u8(&b, expected != NULL);
@@ -175,8 +184,10 @@ ELASTIC_EXTERN int elastic_store_compare_set(elastic_store *s, const char *key, 
     bool present = bytes__read_u8(&r) != 0;
     uint32_t value_len;
     const uint8_t *value = bytes__read_bytes(&r, UINT32_MAX, &value_len);
-    if (r.bad) err = malformed(STORE__OP_CAS);
-    else if (current != NULL && present) err = copy_value(value, value_len, current, clen);
+    if (r.bad)
+        err = malformed(STORE__OP_CAS);
+    else if (current != NULL && present)
+        err = copy_value(value, value_len, current, clen);
     else if (current != NULL) {
         *current = NULL;
         if (clen != NULL) *clen = 0;
@@ -188,18 +199,19 @@ ELASTIC_EXTERN int elastic_store_compare_set(elastic_store *s, const char *key, 
 ELASTIC_EXTERN int elastic_store_delete(elastic_store *s, const char *key)
 {
     CHECK(s != NULL && key != NULL, "store delete: NULL handle or key");
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, STORE__OP_DELETE, 0);
     put_key(s, &b, key);
     store__call_opts co = plain_call(s, true);
     return run_simple(s, STORE__OP_DELETE, &b, start, &co);
 }
 
-ELASTIC_EXTERN int elastic_store_multi_set(elastic_store *s, const char *const *keys, const void *const *values,
-                                           const size_t *lens, size_t n)
+ELASTIC_EXTERN int elastic_store_multi_set(elastic_store *s, const char *const *keys,
+                                           const void *const *values, const size_t *lens, size_t n)
 {
-    CHECK(s != NULL && valid_keys(keys, n) && values != NULL && lens != NULL, "store multi_set: bad arguments");
-    bytes__buf b = {0};
+    CHECK(s != NULL && valid_keys(keys, n) && values != NULL && lens != NULL,
+          "store multi_set: bad arguments");
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, STORE__OP_MULTI_SET, 0);
     bytes__put_u32(&b, (uint32_t)n);
     for (size_t i = 0; i < n; i++) {
@@ -217,10 +229,10 @@ ELASTIC_EXTERN int elastic_store_multi_set(elastic_store *s, const char *const *
 /* ---- reads and waits ----------------------------------------------------- */
 
 /* GET: parks up to timeout_ms when `wait`, else answers ENOTFOUND at once. */
-static int get_one(elastic_store *s, const char *key, bool wait, int timeout_ms, void **value, size_t *len,
-                   uint64_t *revision)
+static int get_one(elastic_store *s, const char *key, bool wait, int timeout_ms, void **value,
+                   size_t *len, uint64_t *revision)
 {
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, STORE__OP_GET, wait ? 0 : STORE__FLAG_NOWAIT);
     put_key(s, &b, key);
     bytes__put_u32(&b, wait ? (uint32_t)timeout_ms : 0);
@@ -233,17 +245,22 @@ static int get_one(elastic_store *s, const char *key, bool wait, int timeout_ms,
     uint64_t rev = bytes__read_u64(&r);
     uint32_t value_len;
     const uint8_t *data = bytes__read_bytes(&r, UINT32_MAX, &value_len);
-    if (r.bad) err = malformed(STORE__OP_GET);
-    else if (value != NULL) err = copy_value(data, value_len, value, len);
-    else if (len != NULL) *len = value_len;
+    if (r.bad)
+        err = malformed(STORE__OP_GET);
+    else if (value != NULL)
+        err = copy_value(data, value_len, value, len);
+    else if (len != NULL)
+        *len = value_len;
     if (err == 0 && revision != NULL) *revision = rev;
     free(body);
     return err;
 }
 
-ELASTIC_EXTERN int elastic_store_get(elastic_store *s, const char *key, int timeout_ms, void **value, size_t *len)
+ELASTIC_EXTERN int elastic_store_get(elastic_store *s, const char *key, int timeout_ms,
+                                     void **value, size_t *len)
 {
-    CHECK(s != NULL && key != NULL && value != NULL, "store get: NULL handle, key or value pointer");
+    CHECK(s != NULL && key != NULL && value != NULL,
+          "store get: NULL handle, key or value pointer");
     uint64_t deadline = wait_deadline(s, timeout_ms);
     int err;
     do err = get_one(s, key, true, wait_slice(deadline), value, len, NULL);
@@ -251,26 +268,29 @@ ELASTIC_EXTERN int elastic_store_get(elastic_store *s, const char *key, int time
     return err;
 }
 
-ELASTIC_EXTERN int elastic_store_try_get(elastic_store *s, const char *key, void **value, size_t *len)
+ELASTIC_EXTERN int elastic_store_try_get(elastic_store *s, const char *key, void **value,
+                                         size_t *len)
 {
-    CHECK(s != NULL && key != NULL && value != NULL, "store try_get: NULL handle, key or value pointer");
+    CHECK(s != NULL && key != NULL && value != NULL,
+          "store try_get: NULL handle, key or value pointer");
     return get_one(s, key, false, 0, value, len, NULL);
 }
 
-ELASTIC_EXTERN int elastic_store_get_revision(elastic_store *s, const char *key, void **value, size_t *len,
-                                              uint64_t *revision)
+ELASTIC_EXTERN int elastic_store_get_revision(elastic_store *s, const char *key, void **value,
+                                              size_t *len, uint64_t *revision)
 {
-    CHECK(s != NULL && key != NULL && revision != NULL, "store get_revision: NULL handle, key or revision");
+    CHECK(s != NULL && key != NULL && revision != NULL,
+          "store get_revision: NULL handle, key or revision");
     *revision = 0;
     if (value != NULL) *value = NULL;
     return get_one(s, key, false, 0, value, len, revision);
 }
 
 /* WAIT and MULTI_GET share their request: n keys and a timeout. */
-static int keys_request(elastic_store *s, uint16_t op, const char *const *keys, size_t n, int timeout_ms,
-                        uint8_t **body, size_t *len)
+static int keys_request(elastic_store *s, uint16_t op, const char *const *keys, size_t n,
+                        int timeout_ms, uint8_t **body, size_t *len)
 {
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, op, 0);
     bytes__put_u32(&b, (uint32_t)n);
     for (size_t i = 0; i < n; i++) put_key(s, &b, keys[i]);
@@ -279,7 +299,8 @@ static int keys_request(elastic_store *s, uint16_t op, const char *const *keys, 
     return run(s, op, &b, start, &co, body, len);
 }
 
-ELASTIC_EXTERN int elastic_store_wait(elastic_store *s, const char *const *keys, size_t n, int timeout_ms)
+ELASTIC_EXTERN int elastic_store_wait(elastic_store *s, const char *const *keys, size_t n,
+                                      int timeout_ms)
 {
     CHECK(s != NULL && valid_keys(keys, n), "store wait: NULL handle or bad keys");
     uint8_t *body;
@@ -292,8 +313,8 @@ ELASTIC_EXTERN int elastic_store_wait(elastic_store *s, const char *const *keys,
     return err;
 }
 
-ELASTIC_EXTERN int elastic_store_multi_get(elastic_store *s, const char *const *keys, size_t n, int timeout_ms,
-                                           void **values, size_t *lens)
+ELASTIC_EXTERN int elastic_store_multi_get(elastic_store *s, const char *const *keys, size_t n,
+                                           int timeout_ms, void **values, size_t *lens)
 {
     CHECK(s != NULL && valid_keys(keys, n) && values != NULL, "store multi_get: bad arguments");
     uint8_t *body;
@@ -325,7 +346,7 @@ ELASTIC_EXTERN int elastic_store_multi_get(elastic_store *s, const char *const *
 ELASTIC_EXTERN int elastic_store_num_keys(elastic_store *s, int64_t *count)
 {
     CHECK(s != NULL && count != NULL, "store num_keys: NULL handle or count");
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, STORE__OP_COUNT, 0);
     put_key(s, &b, "");
     store__call_opts co = plain_call(s, true);
@@ -363,14 +384,15 @@ static int build_key_list(const elastic_store *s, bytes__reader *r, uint32_t n, 
     return 0;
 }
 
-ELASTIC_EXTERN int elastic_store_keys(elastic_store *s, const char *prefix, size_t max, char ***keys, size_t *n)
+ELASTIC_EXTERN int elastic_store_keys(elastic_store *s, const char *prefix, size_t max,
+                                      char ***keys, size_t *n)
 {
     CHECK(s != NULL && keys != NULL && n != NULL, "store keys: NULL handle or outputs");
     *keys = NULL;
     *n = 0;
     uint8_t *body;
     size_t len;
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, STORE__OP_KEYS, 0);
     put_key(s, &b, prefix ? prefix : "");
     bytes__put_u32(&b, max > UINT32_MAX ? UINT32_MAX : (uint32_t)max);
@@ -389,7 +411,7 @@ ELASTIC_EXTERN int elastic_store_keys(elastic_store *s, const char *prefix, size
 static int watch_once(elastic_store *s, const char *prefix, uint64_t after_revision, int timeout_ms,
                       uint64_t *revision)
 {
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, STORE__OP_WATCH, 0);
     put_key(s, &b, prefix);
     bytes__put_u64(&b, after_revision);
@@ -398,10 +420,11 @@ static int watch_once(elastic_store *s, const char *prefix, uint64_t after_revis
     return run_u64(s, STORE__OP_WATCH, &b, start, &co, revision);
 }
 
-ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uint64_t after_revision, int timeout_ms,
-                                       uint64_t *revision)
+ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix,
+                                       uint64_t after_revision, int timeout_ms, uint64_t *revision)
 {
-    CHECK(s != NULL && prefix != NULL && revision != NULL, "store watch: NULL handle, prefix or revision");
+    CHECK(s != NULL && prefix != NULL && revision != NULL,
+          "store watch: NULL handle, prefix or revision");
     uint64_t deadline = wait_deadline(s, timeout_ms);
     int err;
     do err = watch_once(s, prefix, after_revision, wait_slice(deadline), revision);
@@ -413,7 +436,7 @@ ELASTIC_EXTERN int elastic_store_watch(elastic_store *s, const char *prefix, uin
 
 static int lease_call(elastic_store *s, uint16_t op, uint64_t lease)
 {
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, op, 0);
     bytes__put_u64(&b, lease);
     store__call_opts co = plain_call(s, false);
@@ -452,12 +475,13 @@ static void drop_keepalive(elastic_store *s, uint64_t lease)
     pthread_mutex_unlock(&session->lock);
 }
 
-ELASTIC_EXTERN int elastic_store_lease_grant(elastic_store *s, int ttl_ms, int keepalive_interval_ms, uint64_t *lease)
+ELASTIC_EXTERN int elastic_store_lease_grant(elastic_store *s, int ttl_ms,
+                                             int keepalive_interval_ms, uint64_t *lease)
 {
     CHECK(s != NULL && lease != NULL && ttl_ms > 0 && (uint32_t)ttl_ms <= STORE__MAX_WAIT_MS &&
               keepalive_interval_ms >= 0,
           "store lease_grant: bad handle, lease pointer, ttl (1 ms .. 1 day) or interval");
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, STORE__OP_LEASE_GRANT, 0);
     bytes__put_u32(&b, (uint32_t)ttl_ms);
     store__call_opts co = plain_call(s, false);
@@ -481,12 +505,12 @@ ELASTIC_EXTERN int elastic_store_lease_keepalive(elastic_store *s, uint64_t leas
 int store__lease_check(elastic_store *s, uint64_t lease, int timeout_ms)
 {
     CHECK(s != NULL && timeout_ms > 0, "store lease check: NULL handle or no time");
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 0, STORE__OP_LEASE_KEEPALIVE, 0);
     bytes__put_u64(&b, lease);
     /* Idempotent: over a new connection the answer says whether the lease
      * survived the old one (it never does: leases end with their connection). */
-    store__call_opts co = {true, elastic__deadline_ms(timeout_ms)};
+    store__call_opts co = { true, elastic__deadline_ms(timeout_ms) };
     return run_simple(s, STORE__OP_LEASE_KEEPALIVE, &b, start, &co);
 }
 

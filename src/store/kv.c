@@ -16,7 +16,10 @@
 
 #define ENTRY_OVERHEAD 64 /* bytes charged per key beyond its key and value */
 
-static uint64_t hash_key(const void *key, size_t len) { return XXH3_64bits(key, len); }
+static uint64_t hash_key(const void *key, size_t len)
+{
+    return XXH3_64bits(key, len);
+}
 
 int store__kv_init(store__kv *kv, size_t max_total_bytes, store__change_fn on_change, void *user)
 {
@@ -59,7 +62,10 @@ void store__kv_free(store__kv *kv)
     memset(kv, 0, sizeof *kv);
 }
 
-size_t store__kv_entry_cost(size_t key_len, size_t value_len) { return key_len + value_len + ENTRY_OVERHEAD; }
+size_t store__kv_entry_cost(size_t key_len, size_t value_len)
+{
+    return key_len + value_len + ENTRY_OVERHEAD;
+}
 
 bool store__kv_fits(const store__kv *kv, size_t more_bytes)
 {
@@ -71,7 +77,8 @@ static store__entry **slot_of(const store__kv *kv, uint64_t hash, const void *ke
     store__entry **slot = &kv->buckets[hash & (kv->bucket_count - 1)];
     for (; *slot != NULL; slot = &(*slot)->hash_next) {
         const store__entry *e = *slot;
-        if (e->hash == hash && e->key_len == key_len && memcmp(e->key, key, key_len) == 0) return slot;
+        if (e->hash == hash && e->key_len == key_len && memcmp(e->key, key, key_len) == 0)
+            return slot;
     }
     return slot;
 }
@@ -110,8 +117,10 @@ static void notify(store__kv *kv, const store__entry *e, bool deleted)
 static void lease_detach(store__entry *e)
 {
     if (e->lease == NULL) return;
-    if (e->lease_prev != NULL) e->lease_prev->lease_next = e->lease_next;
-    else e->lease->entries = e->lease_next;
+    if (e->lease_prev != NULL)
+        e->lease_prev->lease_next = e->lease_next;
+    else
+        e->lease->entries = e->lease_next;
     if (e->lease_next != NULL) e->lease_next->lease_prev = e->lease_prev;
     e->lease = NULL;
     e->lease_prev = e->lease_next = NULL;
@@ -129,7 +138,8 @@ static void lease_attach(store__entry *e, store__lease *lease)
 }
 
 /* The entry for key, created empty when absent (NULL: no memory/space). */
-static store__entry *find_or_create(store__kv *kv, const void *key, size_t key_len, size_t value_len, int *err)
+static store__entry *find_or_create(store__kv *kv, const void *key, size_t key_len,
+                                    size_t value_len, int *err)
 {
     uint64_t hash = hash_key(key, key_len);
     store__entry **slot = slot_of(kv, hash, key, key_len);
@@ -166,8 +176,8 @@ static void remove_entry(store__kv *kv, store__entry *e)
 }
 
 /* Replaces e's value with head+tail (tail may be empty) and bumps the revision. */
-static int replace_value(store__kv *kv, store__entry *e, const void *head, size_t head_len, const void *tail,
-                         size_t tail_len)
+static int replace_value(store__kv *kv, store__entry *e, const void *head, size_t head_len,
+                         const void *tail, size_t tail_len)
 {
     size_t len = head_len + tail_len;
     if (len > e->value_len && !store__kv_fits(kv, len - e->value_len))
@@ -193,8 +203,8 @@ static void drop_if_new(store__kv *kv, store__entry *e)
     if (e->revision == 0) remove_entry(kv, e);
 }
 
-int store__kv_set(store__kv *kv, const void *key, size_t key_len, const void *value, size_t value_len,
-                  store__lease *lease)
+int store__kv_set(store__kv *kv, const void *key, size_t key_len, const void *value,
+                  size_t value_len, store__lease *lease)
 {
     int err = 0;
     store__entry *e = find_or_create(kv, key, key_len, value_len, &err);
@@ -209,7 +219,8 @@ int store__kv_set(store__kv *kv, const void *key, size_t key_len, const void *va
     return 0;
 }
 
-int store__kv_append(store__kv *kv, const void *key, size_t key_len, const void *value, size_t value_len)
+int store__kv_append(store__kv *kv, const void *key, size_t key_len, const void *value,
+                     size_t value_len)
 {
     int err = 0;
     store__entry *e = find_or_create(kv, key, key_len, value_len, &err);
@@ -232,7 +243,8 @@ int store__kv_add(store__kv *kv, const void *key, size_t key_len, int64_t delta,
                              INT64_MAX, &current) != 0)
         return elastic__fail(ELASTIC_EINVAL, "the value is not a decimal int64");
     if (__builtin_add_overflow(current, delta, result))
-        return elastic__fail(ELASTIC_ERANGE, "%" PRId64 " + %" PRId64 " overflows int64", current, delta);
+        return elastic__fail(ELASTIC_ERANGE, "%" PRId64 " + %" PRId64 " overflows int64", current,
+                             delta);
     char text[24];
     int len = snprintf(text, sizeof text, "%" PRId64, *result);
     return store__kv_set(kv, key, key_len, text, (size_t)len, existing ? existing->lease : NULL);
@@ -243,9 +255,10 @@ int store__kv_compare_set(store__kv *kv, const void *key, size_t key_len, bool h
                           size_t desired_len, const store__entry **current)
 {
     store__entry *e = store__kv_find(kv, key, key_len);
-    bool match = has_expected ? (e != NULL && e->value_len == expected_len &&
-                                 (expected_len == 0 || memcmp(e->value, expected, expected_len) == 0))
-                              : e == NULL;
+    bool match = has_expected
+                     ? (e != NULL && e->value_len == expected_len &&
+                        (expected_len == 0 || memcmp(e->value, expected, expected_len) == 0))
+                     : e == NULL;
     int err = 0;
     if (match) {
         err = store__kv_set(kv, key, key_len, desired, desired_len, e ? e->lease : NULL);
@@ -270,8 +283,8 @@ static bool has_prefix(const store__entry *e, const void *prefix, size_t prefix_
     return e->key_len >= prefix_len && memcmp(e->key, prefix, prefix_len) == 0;
 }
 
-void store__kv_visit_prefix(const store__kv *kv, const void *prefix, size_t prefix_len, store__visit_fn fn,
-                            void *user)
+void store__kv_visit_prefix(const store__kv *kv, const void *prefix, size_t prefix_len,
+                            store__visit_fn fn, void *user)
 {
     for (size_t i = 0; i < kv->bucket_count; i++)
         for (const store__entry *e = kv->buckets[i]; e != NULL; e = e->hash_next)
@@ -292,7 +305,8 @@ size_t store__kv_count_prefix(const store__kv *kv, const void *prefix, size_t pr
 
 static store__lease **lease_slot(const store__kv *kv, uint64_t id)
 {
-    store__lease **slot = &kv->lease_buckets[XXH3_64bits(&id, sizeof id) & (kv->lease_bucket_count - 1)];
+    store__lease **slot =
+        &kv->lease_buckets[XXH3_64bits(&id, sizeof id) & (kv->lease_bucket_count - 1)];
     while (*slot != NULL && (*slot)->id != id) slot = &(*slot)->hash_next;
     return slot;
 }
@@ -317,7 +331,10 @@ store__lease *store__kv_lease_grant(store__kv *kv, uint32_t ttl_ms, void *owner)
     return lease;
 }
 
-store__lease *store__kv_lease_find(const store__kv *kv, uint64_t id) { return *lease_slot(kv, id); }
+store__lease *store__kv_lease_find(const store__kv *kv, uint64_t id)
+{
+    return *lease_slot(kv, id);
+}
 
 void store__kv_lease_end(store__kv *kv, store__lease *lease)
 {

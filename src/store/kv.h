@@ -28,8 +28,8 @@ struct store__lease {
     store__lease *hash_next;
     uint64_t id;
     uint32_t ttl_ms;
-    void *owner;         /* the server connection that granted it */
-    void *timer;         /* the server's expiry timer */
+    void *owner;              /* the server connection that granted it */
+    void *timer;              /* the server's expiry timer */
     store__lease *owner_next; /* the owner's list of leases */
     store__entry *entries;
 };
@@ -57,9 +57,10 @@ void store__kv_free(store__kv *kv);
 
 store__entry *store__kv_find(const store__kv *kv, const void *key, size_t key_len);
 /* lease NULL: a plain key (detached from any lease it had). */
-int store__kv_set(store__kv *kv, const void *key, size_t key_len, const void *value, size_t value_len,
-                  store__lease *lease);
-int store__kv_append(store__kv *kv, const void *key, size_t key_len, const void *value, size_t value_len);
+int store__kv_set(store__kv *kv, const void *key, size_t key_len, const void *value,
+                  size_t value_len, store__lease *lease);
+int store__kv_append(store__kv *kv, const void *key, size_t key_len, const void *value,
+                     size_t value_len);
 int store__kv_add(store__kv *kv, const void *key, size_t key_len, int64_t delta, int64_t *result);
 /* Sets desired when the value equals expected (has_expected false: when
  * absent); *current is the entry afterwards (NULL when absent). */

@@ -61,7 +61,7 @@ static void parse_fail(parse_state *ps, int err, const char *why)
 /* A key (allow_empty: a prefix) bounded by max_key_bytes, without NUL. */
 static store__slice parse_key(parse_state *ps, bool allow_empty)
 {
-    store__slice s = {NULL, 0};
+    store__slice s = { NULL, 0 };
     if (!ps->r.bad && ps->r.left >= 4 && bytes__le32(ps->r.p) > ps->limits->max_key_bytes) {
         parse_fail(ps, ELASTIC_ELIMIT, "key longer than max_key_bytes");
         ps->r.bad = true;
@@ -70,13 +70,14 @@ static store__slice parse_key(parse_state *ps, bool allow_empty)
     s.ptr = bytes__read_bytes(&ps->r, ps->limits->max_key_bytes, &s.len);
     if (ps->r.bad) return s;
     if (s.len == 0 && !allow_empty) parse_fail(ps, ELASTIC_EINVAL, "empty key");
-    if (s.len > 0 && memchr(s.ptr, 0, s.len) != NULL) parse_fail(ps, ELASTIC_EINVAL, "key contains a NUL byte");
+    if (s.len > 0 && memchr(s.ptr, 0, s.len) != NULL)
+        parse_fail(ps, ELASTIC_EINVAL, "key contains a NUL byte");
     return s;
 }
 
 static store__slice parse_value(parse_state *ps)
 {
-    store__slice s = {NULL, 0};
+    store__slice s = { NULL, 0 };
     if (!ps->r.bad && ps->r.left >= 4 && bytes__le32(ps->r.p) > ps->limits->max_value_bytes) {
         parse_fail(ps, ELASTIC_ELIMIT, "value larger than max_value_bytes");
         ps->r.bad = true;
@@ -142,15 +143,9 @@ static void parse_body(parse_state *ps, store__request *req)
         parse_list(ps, req, false);
         req->timeout_ms = parse_timeout(ps);
         break;
-    case STORE__OP_MULTI_SET:
-        parse_list(ps, req, true);
-        break;
-    case STORE__OP_DELETE:
-        req->key = parse_key(ps, false);
-        break;
-    case STORE__OP_COUNT:
-        req->key = parse_key(ps, true);
-        break;
+    case STORE__OP_MULTI_SET: parse_list(ps, req, true); break;
+    case STORE__OP_DELETE: req->key = parse_key(ps, false); break;
+    case STORE__OP_COUNT: req->key = parse_key(ps, true); break;
     case STORE__OP_KEYS:
         req->key = parse_key(ps, true);
         req->max = bytes__read_u32(&ps->r);
@@ -166,14 +161,9 @@ static void parse_body(parse_state *ps, store__request *req)
             parse_fail(ps, ELASTIC_EINVAL, "lease ttl must be 1 ms .. 1 day");
         break;
     case STORE__OP_LEASE_KEEPALIVE:
-    case STORE__OP_LEASE_REVOKE:
-        req->number = bytes__read_u64(&ps->r);
-        break;
-    case STORE__OP_PING:
-        break;
-    default:
-        parse_fail(ps, ELASTIC_EPROTO, "unknown operation");
-        break;
+    case STORE__OP_LEASE_REVOKE: req->number = bytes__read_u64(&ps->r); break;
+    case STORE__OP_PING: break;
+    default: parse_fail(ps, ELASTIC_EPROTO, "unknown operation"); break;
     }
 }
 
@@ -184,10 +174,11 @@ int store__parse_request(const store__header *h, const uint8_t *body, const stor
     req->id = h->id;
     req->op = (uint16_t)h->op_or_status;
     req->flags = h->flags;
-    parse_state ps = {bytes__reader_of(body, h->body_len), limits, 0, NULL};
+    parse_state ps = { bytes__reader_of(body, h->body_len), limits, 0, NULL };
     parse_body(&ps, req);
     if (ps.err == 0 && ps.r.bad) parse_fail(&ps, ELASTIC_EPROTO, "request body is truncated");
-    if (ps.err == 0 && ps.r.left != 0) parse_fail(&ps, ELASTIC_EPROTO, "request body has trailing bytes");
+    if (ps.err == 0 && ps.r.left != 0)
+        parse_fail(&ps, ELASTIC_EPROTO, "request body has trailing bytes");
     *why = ps.why;
     return ps.err;
 }
@@ -201,14 +192,22 @@ void store__list_next(bytes__reader *r, bool with_values, store__slice *key, sto
 const char *store__op_name(int op)
 {
     static const char *const names[STORE__OP_END_] = {
-        [STORE__OP_SET] = "set",         [STORE__OP_GET] = "get",
-        [STORE__OP_ADD] = "add",         [STORE__OP_CAS] = "compare_set",
-        [STORE__OP_WAIT] = "wait",       [STORE__OP_DELETE] = "delete",
-        [STORE__OP_COUNT] = "num_keys",  [STORE__OP_APPEND] = "append",
-        [STORE__OP_MULTI_GET] = "multi_get", [STORE__OP_MULTI_SET] = "multi_set",
-        [STORE__OP_KEYS] = "keys",       [STORE__OP_WATCH] = "watch",
-        [STORE__OP_LEASE_GRANT] = "lease_grant", [STORE__OP_LEASE_KEEPALIVE] = "lease_keepalive",
-        [STORE__OP_LEASE_REVOKE] = "lease_revoke", [STORE__OP_SET_LEASED] = "set_leased",
+        [STORE__OP_SET] = "set",
+        [STORE__OP_GET] = "get",
+        [STORE__OP_ADD] = "add",
+        [STORE__OP_CAS] = "compare_set",
+        [STORE__OP_WAIT] = "wait",
+        [STORE__OP_DELETE] = "delete",
+        [STORE__OP_COUNT] = "num_keys",
+        [STORE__OP_APPEND] = "append",
+        [STORE__OP_MULTI_GET] = "multi_get",
+        [STORE__OP_MULTI_SET] = "multi_set",
+        [STORE__OP_KEYS] = "keys",
+        [STORE__OP_WATCH] = "watch",
+        [STORE__OP_LEASE_GRANT] = "lease_grant",
+        [STORE__OP_LEASE_KEEPALIVE] = "lease_keepalive",
+        [STORE__OP_LEASE_REVOKE] = "lease_revoke",
+        [STORE__OP_SET_LEASED] = "set_leased",
         [STORE__OP_PING] = "ping",
     };
     if (op <= 0 || op >= STORE__OP_END_ || names[op] == NULL) return "unknown";

@@ -14,19 +14,19 @@
 
 #include "common/bytes.h"
 
-#define STORE__MAGIC "ELST"
-#define STORE__VERSION 1
-#define STORE__NONCE_BYTES 32
-#define STORE__PROOF_BYTES 32
-#define STORE__HELLO_BYTES (4 + 2 + 2 + STORE__NONCE_BYTES)
+#define STORE__MAGIC         "ELST"
+#define STORE__VERSION       1
+#define STORE__NONCE_BYTES   32
+#define STORE__PROOF_BYTES   32
+#define STORE__HELLO_BYTES   (4 + 2 + 2 + STORE__NONCE_BYTES)
 #define STORE__WELCOME_BYTES (4 + 2 + 2 + STORE__NONCE_BYTES + STORE__PROOF_BYTES)
-#define STORE__READY_BYTES 4
-#define STORE__WELCOME_AUTH 0x1u /* welcome flags: the server requires a proof */
+#define STORE__READY_BYTES   4
+#define STORE__WELCOME_AUTH  0x1u /* welcome flags: the server requires a proof */
 
-#define STORE__HEADER_BYTES 12
-#define STORE__FLAG_NOWAIT 0x1u    /* get: answer ENOTFOUND at once instead of waiting */
-#define STORE__MAX_LIST 65536u     /* keys in one wait/multi_get/multi_set */
-#define STORE__MAX_WAIT_MS 86400000u /* a server-side wait lasts at most a day */
+#define STORE__HEADER_BYTES   12
+#define STORE__FLAG_NOWAIT    0x1u      /* get: answer ENOTFOUND at once instead of waiting */
+#define STORE__MAX_LIST       65536u    /* keys in one wait/multi_get/multi_set */
+#define STORE__MAX_WAIT_MS    86400000u /* a server-side wait lasts at most a day */
 #define STORE__MAX_ERROR_TEXT 256u
 
 enum store__op {
@@ -93,8 +93,8 @@ typedef struct store__request {
     uint32_t timeout_ms;
     uint32_t ttl_ms;
     uint32_t max;
-    uint32_t n;              /* entries in list */
-    const uint8_t *list;     /* n keys, or n (key, value) pairs for multi_set */
+    uint32_t n;          /* entries in list */
+    const uint8_t *list; /* n keys, or n (key, value) pairs for multi_set */
     size_t list_len;
 } store__request;
 

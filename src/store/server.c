@@ -26,7 +26,8 @@ static void opts_defaults(elastic_store_server_opts *opts)
     opts->frame_timeout_ms = 30000;
 }
 
-ELASTIC_EXTERN int elastic_store_server_opts_init(elastic_store_server_opts *opts, size_t struct_size)
+ELASTIC_EXTERN int elastic_store_server_opts_init(elastic_store_server_opts *opts,
+                                                  size_t struct_size)
 {
     elastic_store_server_opts defaults;
     opts_defaults(&defaults);
@@ -35,17 +36,24 @@ ELASTIC_EXTERN int elastic_store_server_opts_init(elastic_store_server_opts *opt
 
 static int check_opts(const elastic_store_server_opts *o)
 {
-    if (o->port < 0 || o->port > 65535) return elastic__fail(ELASTIC_EINVAL, "port %d is not 0..65535", o->port);
+    if (o->port < 0 || o->port > 65535)
+        return elastic__fail(ELASTIC_EINVAL, "port %d is not 0..65535", o->port);
     if (o->max_key_bytes == 0 || o->max_key_bytes > (1u << 20))
         return elastic__fail(ELASTIC_EINVAL, "max_key_bytes must be 1 .. 1 MiB");
-    if (o->max_value_bytes > (1u << 30)) return elastic__fail(ELASTIC_EINVAL, "max_value_bytes must be <= 1 GiB");
-    if (o->max_connections == 0) return elastic__fail(ELASTIC_EINVAL, "max_connections must be > 0");
+    if (o->max_value_bytes > (1u << 30))
+        return elastic__fail(ELASTIC_EINVAL, "max_value_bytes must be <= 1 GiB");
+    if (o->max_connections == 0)
+        return elastic__fail(ELASTIC_EINVAL, "max_connections must be > 0");
     if (o->max_connection_buffer < o->max_key_bytes + o->max_value_bytes + 64 ||
         o->max_connection_buffer > UINT32_MAX)
-        return elastic__fail(ELASTIC_EINVAL, "max_connection_buffer must hold one key and value and be < 4 GiB");
-    if (o->handshake_timeout_ms <= 0) return elastic__fail(ELASTIC_EINVAL, "handshake_timeout_ms must be > 0");
-    if (o->idle_timeout_ms == 0) return elastic__fail(ELASTIC_EINVAL, "idle_timeout_ms must be > 0 (or < 0: never)");
-    if (o->max_pending_waits == 0) return elastic__fail(ELASTIC_EINVAL, "max_pending_waits must be > 0");
+        return elastic__fail(ELASTIC_EINVAL,
+                             "max_connection_buffer must hold one key and value and be < 4 GiB");
+    if (o->handshake_timeout_ms <= 0)
+        return elastic__fail(ELASTIC_EINVAL, "handshake_timeout_ms must be > 0");
+    if (o->idle_timeout_ms == 0)
+        return elastic__fail(ELASTIC_EINVAL, "idle_timeout_ms must be > 0 (or < 0: never)");
+    if (o->max_pending_waits == 0)
+        return elastic__fail(ELASTIC_EINVAL, "max_pending_waits must be > 0");
     if (o->max_buffered_bytes < o->max_key_bytes + o->max_value_bytes + 64)
         return elastic__fail(ELASTIC_EINVAL, "max_buffered_bytes must hold one key and value");
     if (o->frame_timeout_ms <= 0)
@@ -91,21 +99,26 @@ static void *loop_thread(void *arg)
 static int bind_listener(elastic_store_server *server)
 {
     const elastic_store_server_opts *o = &server->opts;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE };
     char port_text[16];
     snprintf(port_text, sizeof port_text, "%d", o->port);
     struct addrinfo *found = NULL;
     int rc = getaddrinfo(o->host, port_text, &hints, &found);
-    if (rc != 0) return elastic__fail(ELASTIC_EINVAL, "store host \"%s\": %s", o->host, gai_strerror(rc));
+    if (rc != 0)
+        return elastic__fail(ELASTIC_EINVAL, "store host \"%s\": %s", o->host, gai_strerror(rc));
     rc = uv_tcp_bind(&server->listener, found->ai_addr, 0);
     freeaddrinfo(found);
     if (rc == 0) rc = uv_listen((uv_stream_t *)&server->listener, 1024, on_connection);
-    if (rc != 0) return elastic__fail(ELASTIC_ECONNECT, "listen on %s:%d: %s", o->host, o->port, uv_strerror(rc));
+    if (rc != 0)
+        return elastic__fail(ELASTIC_ECONNECT, "listen on %s:%d: %s", o->host, o->port,
+                             uv_strerror(rc));
     struct sockaddr_storage bound;
     int bound_len = sizeof bound;
     uv_tcp_getsockname(&server->listener, (struct sockaddr *)&bound, &bound_len);
     server->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                                    : ((struct sockaddr_in *)&bound)->sin_port);
+                                                     : ((struct sockaddr_in *)&bound)->sin_port);
     return 0;
 }
 
@@ -142,7 +155,8 @@ static int server_init(elastic_store_server *server)
     return err;
 }
 
-ELASTIC_EXTERN int elastic_store_server_start(const elastic_store_server_opts *opts, elastic_store_server **out)
+ELASTIC_EXTERN int elastic_store_server_start(const elastic_store_server_opts *opts,
+                                              elastic_store_server **out)
 {
     elastic__clear_error();
     if (out == NULL) return elastic__fail(ELASTIC_EINVAL, "server pointer is NULL");
@@ -156,7 +170,9 @@ ELASTIC_EXTERN int elastic_store_server_start(const elastic_store_server_opts *o
     server->opts.host = elastic__strdup(err == 0 ? server->opts.host : "");
     if (err == 0) err = store__token_resolve(server->opts.token, &server->token);
     server->opts.token = NULL; /* the resolved copy is server->token */
-    if (err == 0) err = store__kv_init(&server->kv, server->opts.max_total_bytes, store__wait_on_change, server);
+    if (err == 0)
+        err = store__kv_init(&server->kv, server->opts.max_total_bytes, store__wait_on_change,
+                             server);
     if (err == 0) {
         server->limits.max_key_bytes = server->opts.max_key_bytes;
         server->limits.max_value_bytes = server->opts.max_value_bytes;
@@ -178,7 +194,8 @@ ELASTIC_EXTERN int elastic_store_server_start(const elastic_store_server_opts *o
 
 ELASTIC_EXTERN int elastic_store_server_get_port(const elastic_store_server *server, int *port)
 {
-    if (server == NULL || port == NULL) return elastic__fail(ELASTIC_EINVAL, "store_server_get_port: NULL argument");
+    if (server == NULL || port == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "store_server_get_port: NULL argument");
     *port = server->port;
     return 0;
 }

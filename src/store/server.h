@@ -13,8 +13,8 @@
 #include <pthread.h>
 #include <uv.h>
 
-#define STORE__WAIT_BUCKETS 1024       /* parked key waits, hashed by the key they wait for */
-#define STORE__DELETE_LOG 1024         /* recent deletions remembered for watches */
+#define STORE__WAIT_BUCKETS        1024 /* parked key waits, hashed by the key they wait for */
+#define STORE__DELETE_LOG          1024 /* recent deletions remembered for watches */
 #define STORE__MAX_LEASES_PER_CONN 1024
 /* Every connection may hold this much input and unsent output whatever the
  * others hold, so small requests are always served; beyond it a connection
@@ -76,8 +76,9 @@ struct store__conn {
     size_t in_accounted;    /* in.cap as counted in server->buffered */
     bool paused;            /* reading stopped: over max_buffered_bytes */
     bool frame_pending;     /* a frame has started: frame_timeout_ms runs */
-    store__tls *tls;        /* with a token, after READY: in holds decrypted bytes, out is encrypted on flush */
-    uint8_t *raw;           /* TLS: socket reads land here before decryption */
+    store__tls
+        *tls; /* with a token, after READY: in holds decrypted bytes, out is encrypted on flush */
+    uint8_t *raw; /* TLS: socket reads land here before decryption */
     size_t waiter_count;
     store__waiter *waiters;
     store__lease *leases;
@@ -91,12 +92,12 @@ struct store__waiter {
     uint32_t id;
     uint16_t op;
     store__waiter *conn_prev, *conn_next;
-    store__waiter **list;           /* the bucket or watcher list it is parked on */
+    store__waiter **list; /* the bucket or watcher list it is parked on */
     store__waiter *list_prev, *list_next;
     uint32_t key_count;
-    uint32_t missing;               /* keys[0..missing) existed when last checked */
-    uint64_t after_revision;        /* watch */
-    store__slice *keys;             /* point into storage */
+    uint32_t missing;        /* keys[0..missing) existed when last checked */
+    uint64_t after_revision; /* watch */
+    store__slice *keys;      /* point into storage */
     uint8_t storage[];
 };
 
@@ -125,9 +126,11 @@ void store__conn_end_leases(store__conn *conn);
  * until a change satisfies it or its timeout passes. */
 void store__wait_park(store__conn *conn, const store__request *req);
 void store__wait_cancel_all(store__conn *conn);
-void store__wait_on_change(void *server, const char *key, size_t key_len, uint64_t revision, bool deleted);
+void store__wait_on_change(void *server, const char *key, size_t key_len, uint64_t revision,
+                           bool deleted);
 void store__wait_free_log(elastic_store_server *server);
 /* Writes a get/multi_get response for keys that all exist. */
-void store__reply_values(store__conn *conn, uint32_t id, uint16_t op, const store__slice *keys, uint32_t n);
+void store__reply_values(store__conn *conn, uint32_t id, uint16_t op, const store__slice *keys,
+                         uint32_t n);
 
 #endif /* ELASTIC_STORE_SERVER_H */

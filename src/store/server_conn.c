@@ -9,7 +9,7 @@
 
 #include <stdlib.h>
 
-#define READ_CHUNK 4096
+#define READ_CHUNK    4096
 #define TLS_RAW_BYTES (16u << 10) /* one TLS record's worth of socket bytes per read */
 
 /* ---- memory accounting -------------------------------------------------- */
@@ -74,8 +74,10 @@ static void on_handle_closed(uv_handle_t *handle)
 static void unlink_conn(store__conn *conn)
 {
     elastic_store_server *server = conn->server;
-    if (conn->prev != NULL) conn->prev->next = conn->next;
-    else server->conns = conn->next;
+    if (conn->prev != NULL)
+        conn->prev->next = conn->next;
+    else
+        server->conns = conn->next;
     if (conn->next != NULL) conn->next->prev = conn->prev;
     conn->prev = conn->next = NULL;
     server->conn_count--;
@@ -112,8 +114,10 @@ void store__conn_mark_dirty(store__conn *conn)
     elastic_store_server *server = conn->server;
     conn->dirty = true;
     conn->dirty_next = NULL;
-    if (server->dirty_tail != NULL) server->dirty_tail->dirty_next = conn;
-    else server->dirty = conn;
+    if (server->dirty_tail != NULL)
+        server->dirty_tail->dirty_next = conn;
+    else
+        server->dirty = conn;
     server->dirty_tail = conn;
 }
 
@@ -161,8 +165,10 @@ static void on_written(uv_write_t *req, int status)
     free(w);
     resume_paused(conn->server);
     if (conn->state == CONN_CLOSED) return;
-    if (status < 0) store__conn_close(conn, uv_strerror(status));
-    else if (conn->state == CONN_CLOSING && conn->bytes_in_flight == 0) store__conn_close(conn, "closing");
+    if (status < 0)
+        store__conn_close(conn, uv_strerror(status));
+    else if (conn->state == CONN_CLOSING && conn->bytes_in_flight == 0)
+        store__conn_close(conn, "closing");
 }
 
 /* Writes conn->out: directly when the socket takes it all, else queued. */
@@ -192,7 +198,8 @@ static void flush_conn(store__conn *conn)
     if (out->len > 0 && conn->bytes_in_flight == 0) {
         uv_buf_t buf = uv_buf_init((char *)out->data, (unsigned)out->len);
         int n = uv_try_write((uv_stream_t *)&conn->tcp, &buf, 1);
-        if (n > 0) done = (size_t)n;
+        if (n > 0)
+            done = (size_t)n;
         else if (n < 0 && n != UV_EAGAIN) {
             store__conn_close(conn, uv_strerror(n));
             return;
@@ -218,7 +225,8 @@ static void flush_conn(store__conn *conn)
     }
     out->len = 0;
     if (out->cap > (64u << 10)) bytes__buf_free(out); /* do not keep a large burst's buffer */
-    if (conn->state == CONN_CLOSING && conn->bytes_in_flight == 0) store__conn_close(conn, "closing");
+    if (conn->state == CONN_CLOSING && conn->bytes_in_flight == 0)
+        store__conn_close(conn, "closing");
     else if (conn->bytes_in_flight + conn->in.len > conn->server->opts.max_connection_buffer)
         store__conn_close(conn, "peer does not read its responses (max_connection_buffer)");
 }
@@ -262,15 +270,17 @@ static void on_timer(uv_timer_t *timer)
 static void restart_idle_timer(store__conn *conn)
 {
     int idle = conn->server->opts.idle_timeout_ms;
-    if (idle > 0) uv_timer_start(&conn->timer, on_timer, (uint64_t)idle, (uint64_t)idle);
-    else uv_timer_stop(&conn->timer);
+    if (idle > 0)
+        uv_timer_start(&conn->timer, on_timer, (uint64_t)idle, (uint64_t)idle);
+    else
+        uv_timer_stop(&conn->timer);
 }
 
 /* ---- handshake ----------------------------------------------------------- */
 
 static void send_welcome(store__conn *conn, uint16_t version)
 {
-    uint8_t welcome[STORE__WELCOME_BYTES] = {0};
+    uint8_t welcome[STORE__WELCOME_BYTES] = { 0 };
     memcpy(welcome, STORE__MAGIC, 4);
     bytes__set_le16(welcome + 4, STORE__VERSION);
     bytes__set_le16(welcome + 6, conn->server->token ? STORE__WELCOME_AUTH : 0);
@@ -327,8 +337,10 @@ static bool start_tls(store__conn *conn)
     /* Bytes after the proof were already TLS. */
     bool fed = conn->in.len == 0 || store__tls_feed(conn->tls, conn->in.data, conn->in.len);
     conn->in.len = 0;
-    if (!fed) store__conn_close(conn, "out of memory");
-    else tls_pump(conn);
+    if (!fed)
+        store__conn_close(conn, "out of memory");
+    else
+        tls_pump(conn);
     return false;
 }
 
@@ -369,8 +381,10 @@ static bool handle_frame(store__conn *conn, const store__header *h, const uint8_
         fail_connection(conn, ELASTIC_EPROTO, why);
         return false;
     }
-    if (err != 0) store__reply_status(conn, h->id, err, why);
-    else store__execute(conn, &req);
+    if (err != 0)
+        store__reply_status(conn, h->id, err, why);
+    else
+        store__execute(conn, &req);
     return conn->state == CONN_READY;
 }
 
@@ -414,7 +428,8 @@ static void process_input(store__conn *conn)
         size_t have = conn->in.len;
         if (conn->state == CONN_HELLO) {
             if (have >= 4 && memcmp(conn->in.data, STORE__MAGIC, 4) != 0) {
-                fail_connection(conn, ELASTIC_EPROTO, "wrong magic (not a libelastic store client)");
+                fail_connection(conn, ELASTIC_EPROTO,
+                                "wrong magic (not a libelastic store client)");
                 return;
             }
             if (have < STORE__HELLO_BYTES || !handle_hello(conn)) return;
@@ -480,7 +495,8 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
         return;
     }
     if (!input_room(conn)) return;
-    *buf = uv_buf_init((char *)conn->in.data + conn->in.len, (unsigned)(conn->in.cap - conn->in.len));
+    *buf =
+        uv_buf_init((char *)conn->in.data + conn->in.len, (unsigned)(conn->in.cap - conn->in.len));
 }
 
 static void pause_reading(store__conn *conn)
@@ -550,7 +566,6 @@ void store__conn_pump_resumed(uv_timer_t *timer)
     store__server_flush(server);
 }
 
-
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     store__conn *conn = stream->data;
@@ -560,8 +575,10 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     } else if (nread < 0) {
         store__conn_close(conn, nread == UV_EOF ? "peer closed" : uv_strerror((int)nread));
     } else if (nread > 0 && conn->state != CONN_CLOSED && conn->tls != NULL) {
-        if (store__tls_feed(conn->tls, conn->raw, (size_t)nread)) tls_pump(conn);
-        else store__conn_close(conn, "out of memory");
+        if (store__tls_feed(conn->tls, conn->raw, (size_t)nread))
+            tls_pump(conn);
+        else
+            store__conn_close(conn, "out of memory");
     } else if (nread > 0 && conn->state != CONN_CLOSED) {
         conn->in.len += (size_t)nread;
         process_input(conn);
@@ -609,7 +626,8 @@ void store__conn_accept(elastic_store_server *server)
     }
     describe_peer(conn);
     if (server->conn_count > server->opts.max_connections) {
-        ELASTIC_LOG_W("store", "refusing %s: max_connections (%zu) reached", conn->peer, server->opts.max_connections);
+        ELASTIC_LOG_W("store", "refusing %s: max_connections (%zu) reached", conn->peer,
+                      server->opts.max_connections);
         store__conn_close(conn, "max_connections reached");
         return;
     }

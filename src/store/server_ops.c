@@ -15,8 +15,10 @@ static void reply_error(store__conn *conn, uint32_t id, int err)
 
 static void reply_result(store__conn *conn, uint32_t id, int err)
 {
-    if (err != 0) reply_error(conn, id, err);
-    else store__reply_status(conn, id, 0, NULL);
+    if (err != 0)
+        reply_error(conn, id, err);
+    else
+        store__reply_status(conn, id, 0, NULL);
 }
 
 static void reply_u64(store__conn *conn, uint32_t id, uint64_t value)
@@ -27,11 +29,13 @@ static void reply_u64(store__conn *conn, uint32_t id, uint64_t value)
     store__conn_mark_dirty(conn);
 }
 
-void store__reply_values(store__conn *conn, uint32_t id, uint16_t op, const store__slice *keys, uint32_t n)
+void store__reply_values(store__conn *conn, uint32_t id, uint16_t op, const store__slice *keys,
+                         uint32_t n)
 {
     const store__kv *kv = &conn->server->kv;
     size_t bytes = 0;
-    for (uint32_t i = 0; i < n; i++) bytes += store__kv_find(kv, keys[i].ptr, keys[i].len)->value_len + 4;
+    for (uint32_t i = 0; i < n; i++)
+        bytes += store__kv_find(kv, keys[i].ptr, keys[i].len)->value_len + 4;
     if (bytes > conn->server->max_frame_body) {
         store__reply_status(conn, id, ELASTIC_ELIMIT, "values larger than the connection's limit");
         return;
@@ -51,24 +55,28 @@ static void do_get(store__conn *conn, const store__request *req)
 {
     if (store__kv_find(&conn->server->kv, req->key.ptr, req->key.len) != NULL)
         store__reply_values(conn, req->id, STORE__OP_GET, &req->key, 1);
-    else if (req->flags & STORE__FLAG_NOWAIT) store__reply_status(conn, req->id, ELASTIC_ENOTFOUND, "no such key");
-    else store__wait_park(conn, req);
+    else if (req->flags & STORE__FLAG_NOWAIT)
+        store__reply_status(conn, req->id, ELASTIC_ENOTFOUND, "no such key");
+    else
+        store__wait_park(conn, req);
 }
 
 static void do_add(store__conn *conn, const store__request *req)
 {
     int64_t result = 0;
     int err = store__kv_add(&conn->server->kv, req->key.ptr, req->key.len, req->delta, &result);
-    if (err != 0) reply_error(conn, req->id, err);
-    else reply_u64(conn, req->id, (uint64_t)result);
+    if (err != 0)
+        reply_error(conn, req->id, err);
+    else
+        reply_u64(conn, req->id, (uint64_t)result);
 }
 
 static void do_compare_set(store__conn *conn, const store__request *req)
 {
     const store__entry *current = NULL;
-    int err = store__kv_compare_set(&conn->server->kv, req->key.ptr, req->key.len, req->has_expected,
-                                    req->expected.ptr, req->expected.len, req->value.ptr, req->value.len,
-                                    &current);
+    int err = store__kv_compare_set(&conn->server->kv, req->key.ptr, req->key.len,
+                                    req->has_expected, req->expected.ptr, req->expected.len,
+                                    req->value.ptr, req->value.len, &current);
     if (err != 0) {
         reply_error(conn, req->id, err);
         return;
@@ -92,7 +100,8 @@ static void do_multi_set(store__conn *conn, const store__request *req)
         bytes += store__kv_entry_cost(key.len, value.len);
     }
     if (!store__kv_fits(kv, bytes)) {
-        store__reply_status(conn, req->id, ELASTIC_ELIMIT, "the store holds max_total_bytes already");
+        store__reply_status(conn, req->id, ELASTIC_ELIMIT,
+                            "the store holds max_total_bytes already");
         return;
     }
     r = bytes__reader_of(req->list, req->list_len);
@@ -125,7 +134,7 @@ static void do_keys(store__conn *conn, const store__request *req)
     size_t start = store__frame_begin(&conn->out, req->id, 0, 0);
     size_t count_at = conn->out.len;
     bytes__put_u32(&conn->out, 0);
-    keys_walk walk = {&conn->out, 0, req->max, conn->server->max_frame_body - 4};
+    keys_walk walk = { &conn->out, 0, req->max, conn->server->max_frame_body - 4 };
     store__kv_visit_prefix(&conn->server->kv, req->key.ptr, req->key.len, add_key, &walk);
     if (!conn->out.failed) bytes__set_le32(conn->out.data + count_at, walk.count);
     store__frame_end(&conn->out, start);
@@ -134,7 +143,10 @@ static void do_keys(store__conn *conn, const store__request *req)
 
 /* ---- leases -------------------------------------------------------------- */
 
-static void free_timer(uv_handle_t *handle) { free(handle); }
+static void free_timer(uv_handle_t *handle)
+{
+    free(handle);
+}
 
 static void end_lease(elastic_store_server *server, store__lease *lease)
 {
@@ -170,7 +182,8 @@ static void do_lease_grant(store__conn *conn, const store__request *req)
         return;
     }
     uv_timer_t *timer = malloc(sizeof *timer);
-    store__lease *lease = timer ? store__kv_lease_grant(&conn->server->kv, req->ttl_ms, conn) : NULL;
+    store__lease *lease =
+        timer ? store__kv_lease_grant(&conn->server->kv, req->ttl_ms, conn) : NULL;
     if (lease == NULL) {
         free(timer);
         store__reply_status(conn, req->id, ELASTIC_ENOMEM,
@@ -212,8 +225,10 @@ static void do_lease(store__conn *conn, const store__request *req)
 {
     store__lease *lease = owned_lease(conn, req);
     if (lease == NULL) return;
-    if (req->op == STORE__OP_LEASE_KEEPALIVE) uv_timer_start(lease->timer, on_lease_expired, lease->ttl_ms, 0);
-    else end_lease(conn->server, lease);
+    if (req->op == STORE__OP_LEASE_KEEPALIVE)
+        uv_timer_start(lease->timer, on_lease_expired, lease->ttl_ms, 0);
+    else
+        end_lease(conn->server, lease);
     store__reply_status(conn, req->id, 0, NULL);
 }
 
@@ -234,10 +249,14 @@ void store__execute(store__conn *conn, const store__request *req)
     elastic__clear_error();
     switch (req->op) {
     case STORE__OP_SET:
-        reply_result(conn, req->id, store__kv_set(kv, req->key.ptr, req->key.len, req->value.ptr, req->value.len, NULL));
+        reply_result(
+            conn, req->id,
+            store__kv_set(kv, req->key.ptr, req->key.len, req->value.ptr, req->value.len, NULL));
         break;
     case STORE__OP_APPEND:
-        reply_result(conn, req->id, store__kv_append(kv, req->key.ptr, req->key.len, req->value.ptr, req->value.len));
+        reply_result(
+            conn, req->id,
+            store__kv_append(kv, req->key.ptr, req->key.len, req->value.ptr, req->value.len));
         break;
     case STORE__OP_SET_LEASED: do_set_leased(conn, req); break;
     case STORE__OP_GET: do_get(conn, req); break;
@@ -249,9 +268,12 @@ void store__execute(store__conn *conn, const store__request *req)
     case STORE__OP_DELETE:
         if (store__kv_delete(kv, req->key.ptr, req->key.len) != 0)
             store__reply_status(conn, req->id, ELASTIC_ENOTFOUND, "no such key");
-        else store__reply_status(conn, req->id, 0, NULL);
+        else
+            store__reply_status(conn, req->id, 0, NULL);
         break;
-    case STORE__OP_COUNT: reply_u64(conn, req->id, store__kv_count_prefix(kv, req->key.ptr, req->key.len)); break;
+    case STORE__OP_COUNT:
+        reply_u64(conn, req->id, store__kv_count_prefix(kv, req->key.ptr, req->key.len));
+        break;
     case STORE__OP_MULTI_SET: do_multi_set(conn, req); break;
     case STORE__OP_KEYS: do_keys(conn, req); break;
     case STORE__OP_LEASE_GRANT: do_lease_grant(conn, req); break;

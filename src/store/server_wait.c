@@ -15,7 +15,10 @@ static size_t bucket_of(const void *key, size_t len)
     return (size_t)(XXH3_64bits(key, len) & (STORE__WAIT_BUCKETS - 1));
 }
 
-static void free_waiter_memory(uv_handle_t *handle) { free(handle->data); }
+static void free_waiter_memory(uv_handle_t *handle)
+{
+    free(handle->data);
+}
 
 static void list_link(store__waiter **list, store__waiter *w)
 {
@@ -29,8 +32,10 @@ static void list_link(store__waiter **list, store__waiter *w)
 static void list_unlink(store__waiter *w)
 {
     if (w->list == NULL) return;
-    if (w->list_prev != NULL) w->list_prev->list_next = w->list_next;
-    else *w->list = w->list_next;
+    if (w->list_prev != NULL)
+        w->list_prev->list_next = w->list_next;
+    else
+        *w->list = w->list_next;
     if (w->list_next != NULL) w->list_next->list_prev = w->list_prev;
     w->list = NULL;
     w->list_prev = w->list_next = NULL;
@@ -41,8 +46,10 @@ static void waiter_finish(store__waiter *w)
 {
     store__conn *conn = w->conn;
     list_unlink(w);
-    if (w->conn_prev != NULL) w->conn_prev->conn_next = w->conn_next;
-    else conn->waiters = w->conn_next;
+    if (w->conn_prev != NULL)
+        w->conn_prev->conn_next = w->conn_next;
+    else
+        conn->waiters = w->conn_next;
     if (w->conn_next != NULL) w->conn_next->conn_prev = w->conn_prev;
     conn->waiter_count--;
     __atomic_sub_fetch(&conn->server->parked_calls, 1, __ATOMIC_RELEASE);
@@ -65,17 +72,21 @@ static void on_wait_timeout(uv_timer_t *timer)
 }
 
 /* The index of the first key that does not exist, from `from`, or n. */
-static uint32_t first_missing(const store__kv *kv, const store__slice *keys, uint32_t n, uint32_t from)
+static uint32_t first_missing(const store__kv *kv, const store__slice *keys, uint32_t n,
+                              uint32_t from)
 {
     for (uint32_t i = from; i < n; i++)
         if (store__kv_find(kv, keys[i].ptr, keys[i].len) == NULL) return i;
     return n;
 }
 
-static void reply_satisfied(store__conn *conn, uint32_t id, uint16_t op, const store__slice *keys, uint32_t n)
+static void reply_satisfied(store__conn *conn, uint32_t id, uint16_t op, const store__slice *keys,
+                            uint32_t n)
 {
-    if (op == STORE__OP_WAIT) store__reply_status(conn, id, 0, NULL);
-    else store__reply_values(conn, id, op, keys, n);
+    if (op == STORE__OP_WAIT)
+        store__reply_status(conn, id, 0, NULL);
+    else
+        store__reply_values(conn, id, op, keys, n);
 }
 
 /* Re-checks a key wait after its missing key appeared: answers it, or
@@ -117,15 +128,17 @@ static bool find_newer(void *user, const store__entry *e)
 /* Did a key under prefix change after `after`? When the deletion log no
  * longer reaches back that far, say yes: a spurious wake-up is safe, a
  * missed one is not. */
-static bool changed_since(const elastic_store_server *server, const store__slice *prefix, uint64_t after)
+static bool changed_since(const elastic_store_server *server, const store__slice *prefix,
+                          uint64_t after)
 {
     if (after >= server->kv.revision) return after > server->kv.revision; /* a stale revision */
     if (after < server->deletion_horizon) return true;
     for (size_t i = 0; i < STORE__DELETE_LOG; i++) {
         const store__deletion *d = &server->deletions[i];
-        if (d->key != NULL && d->revision > after && starts_with(d->key, d->key_len, prefix)) return true;
+        if (d->key != NULL && d->revision > after && starts_with(d->key, d->key_len, prefix))
+            return true;
     }
-    newer_walk walk = {after, false};
+    newer_walk walk = { after, false };
     store__kv_visit_prefix(&server->kv, prefix->ptr, prefix->len, find_newer, &walk);
     return walk.found;
 }
@@ -138,17 +151,21 @@ static void reply_revision(store__conn *conn, uint32_t id, uint64_t revision)
     store__conn_mark_dirty(conn);
 }
 
-static void remember_deletion(elastic_store_server *server, const char *key, size_t key_len, uint64_t revision)
+static void remember_deletion(elastic_store_server *server, const char *key, size_t key_len,
+                              uint64_t revision)
 {
     store__deletion *d = &server->deletions[server->deletion_next];
     server->deletion_next = (server->deletion_next + 1) % STORE__DELETE_LOG;
-    if (d->key != NULL && d->revision > server->deletion_horizon) server->deletion_horizon = d->revision;
+    if (d->key != NULL && d->revision > server->deletion_horizon)
+        server->deletion_horizon = d->revision;
     free(d->key);
     d->key = malloc(key_len ? key_len : 1);
     d->key_len = d->key ? key_len : 0;
     d->revision = revision;
-    if (d->key != NULL) memcpy(d->key, key, key_len);
-    else server->deletion_horizon = revision; /* forgotten at once */
+    if (d->key != NULL)
+        memcpy(d->key, key, key_len);
+    else
+        server->deletion_horizon = revision; /* forgotten at once */
 }
 
 void store__wait_free_log(elastic_store_server *server)
@@ -159,7 +176,8 @@ void store__wait_free_log(elastic_store_server *server)
 
 /* ---- the change hook ----------------------------------------------------- */
 
-void store__wait_on_change(void *user, const char *key, size_t key_len, uint64_t revision, bool deleted)
+void store__wait_on_change(void *user, const char *key, size_t key_len, uint64_t revision,
+                           bool deleted)
 {
     elastic_store_server *server = user;
     if (deleted) remember_deletion(server, key, key_len, revision);
@@ -171,7 +189,8 @@ void store__wait_on_change(void *user, const char *key, size_t key_len, uint64_t
         }
     }
     if (deleted) return;
-    for (store__waiter *w = server->wait_buckets[bucket_of(key, key_len)], *next; w != NULL; w = next) {
+    for (store__waiter *w = server->wait_buckets[bucket_of(key, key_len)], *next; w != NULL;
+         w = next) {
         next = w->list_next;
         const store__slice *missing = &w->keys[w->missing];
         if (missing->len == key_len && memcmp(missing->ptr, key, key_len) == 0) recheck_keys(w);
@@ -181,7 +200,8 @@ void store__wait_on_change(void *user, const char *key, size_t key_len, uint64_t
 /* ---- parking ------------------------------------------------------------- */
 
 /* A waiter owning copies of the request's keys (or the watch prefix). */
-static store__waiter *waiter_new(store__conn *conn, const store__request *req, const store__slice *keys, uint32_t n)
+static store__waiter *waiter_new(store__conn *conn, const store__request *req,
+                                 const store__slice *keys, uint32_t n)
 {
     size_t bytes = 0;
     for (uint32_t i = 0; i < n; i++) bytes += keys[i].len;
@@ -229,7 +249,8 @@ static store__slice *request_keys(const store__request *req, uint32_t *n)
 }
 
 /* The answer right now, when there is one (true), else false. */
-static bool answer_now(store__conn *conn, const store__request *req, const store__slice *keys, uint32_t n)
+static bool answer_now(store__conn *conn, const store__request *req, const store__slice *keys,
+                       uint32_t n)
 {
     elastic_store_server *server = conn->server;
     if (req->op == STORE__OP_WATCH) {
@@ -257,12 +278,16 @@ void store__wait_park(store__conn *conn, const store__request *req)
     if (req->timeout_ms == 0) {
         store__reply_status(conn, req->id, ELASTIC_ETIMEDOUT, "timed out waiting");
     } else if (conn->waiter_count >= conn->server->opts.max_pending_waits) {
-        store__reply_status(conn, req->id, ELASTIC_ELIMIT, "too many parked calls on this connection (max_pending_waits)");
+        store__reply_status(conn, req->id, ELASTIC_ELIMIT,
+                            "too many parked calls on this connection (max_pending_waits)");
     } else {
         store__waiter *w = waiter_new(conn, req, keys, n);
-        if (w == NULL) store__reply_status(conn, req->id, ELASTIC_ENOMEM, "out of memory");
-        else if (req->op == STORE__OP_WATCH) list_link(&conn->server->watchers, w);
-        else recheck_keys(w);
+        if (w == NULL)
+            store__reply_status(conn, req->id, ELASTIC_ENOMEM, "out of memory");
+        else if (req->op == STORE__OP_WATCH)
+            list_link(&conn->server->watchers, w);
+        else
+            recheck_keys(w);
     }
     free(keys);
 }

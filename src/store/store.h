@@ -16,8 +16,8 @@
 int store__random_bytes(void *buf, size_t len);
 /* HMAC-SHA256(token, label || client_nonce || server_nonce); the label
  * differs between the server's and the client's proof. */
-void store__proof(const char *token, bool from_server, const uint8_t *client_nonce, const uint8_t *server_nonce,
-                  uint8_t *proof);
+void store__proof(const char *token, bool from_server, const uint8_t *client_nonce,
+                  const uint8_t *server_nonce, uint8_t *proof);
 /* Constant-time comparison of two proofs. */
 bool store__proof_matches(const uint8_t *expected, const uint8_t *received);
 /* The option, else the file named by ELASTIC_STORE_TOKEN_FILE, else

@@ -15,7 +15,7 @@
 
 #define PSK_BYTES 32
 static const char psk_identity[] = "elastic-store/1";
-static const unsigned char aes128gcm_sha256[] = {0x13, 0x01}; /* TLS_AES_128_GCM_SHA256 */
+static const unsigned char aes128gcm_sha256[] = { 0x13, 0x01 }; /* TLS_AES_128_GCM_SHA256 */
 
 struct store__tls {
     SSL *ssl;
@@ -177,7 +177,10 @@ bool store__tls_has_input(const store__tls *tls)
     return SSL_pending(tls->ssl) > 0 || BIO_ctrl_pending(tls->rbio) > 0;
 }
 
-size_t store__tls_input_bytes(const store__tls *tls) { return BIO_ctrl_pending(tls->rbio); }
+size_t store__tls_input_bytes(const store__tls *tls)
+{
+    return BIO_ctrl_pending(tls->rbio);
+}
 
 int store__tls_write(store__tls *tls, const void *data, size_t len)
 {
@@ -190,7 +193,10 @@ int store__tls_write(store__tls *tls, const void *data, size_t len)
     return 0;
 }
 
-size_t store__tls_output_bytes(const store__tls *tls) { return BIO_ctrl_pending(tls->wbio); }
+size_t store__tls_output_bytes(const store__tls *tls)
+{
+    return BIO_ctrl_pending(tls->wbio);
+}
 
 size_t store__tls_take_output(store__tls *tls, void *buf, size_t cap)
 {

@@ -56,10 +56,11 @@ int worker__report_fault(elastic_worker *w, const char *payload)
 static void send_generation(elastic_worker *w, int type, uint64_t generation)
 {
     char payload[64];
-    snprintf(payload, sizeof payload, "GENERATION=%llu\nTIME_NS=%llu\n", (unsigned long long)generation,
-             (unsigned long long)elastic__now_ns());
+    snprintf(payload, sizeof payload, "GENERATION=%llu\nTIME_NS=%llu\n",
+             (unsigned long long)generation, (unsigned long long)elastic__now_ns());
     int rc = worker__control_send(w, type, payload);
-    if (rc != 0) ELASTIC_LOG_W("worker", "control message %d not sent: %s", type, elastic_last_error());
+    if (rc != 0)
+        ELASTIC_LOG_W("worker", "control message %d not sent: %s", type, elastic_last_error());
 }
 
 static void handle_abort(elastic_worker *w, char *payload, size_t length)
@@ -97,8 +98,10 @@ static void handle_reconfigure(elastic_worker *w, const char *payload, size_t le
 static void mark_ended(elastic_worker *w, bool stopped)
 {
     pthread_mutex_lock(&w->lock);
-    if (stopped) w->stopped = true;
-    else w->channel_closed = true;
+    if (stopped)
+        w->stopped = true;
+    else
+        w->channel_closed = true;
     if (!w->closing) __atomic_store_n(&w->changed, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&w->changed_cond);
     pthread_mutex_unlock(&w->lock);
@@ -113,28 +116,36 @@ static void *control_main(void *arg)
         channel__msg_header header;
         int rc = channel__msg_read(w->control_fd, -1, &header, payload);
         if (rc != 0) {
-            if (rc != ELASTIC_ECLOSED) ELASTIC_LOG_W("worker", "control channel: %s", elastic_last_error());
+            if (rc != ELASTIC_ECLOSED)
+                ELASTIC_LOG_W("worker", "control channel: %s", elastic_last_error());
             mark_ended(w, false);
             return NULL;
         }
-        if (header.type == CHANNEL__MSG_ABORT) handle_abort(w, payload, header.length);
-        else if (header.type == CHANNEL__MSG_RECONFIGURE) handle_reconfigure(w, payload, header.length);
-        else if (header.type == CHANNEL__MSG_STOP) mark_ended(w, true);
-        else ELASTIC_LOG_W("worker", "control channel: unexpected message type %u ignored", header.type);
+        if (header.type == CHANNEL__MSG_ABORT)
+            handle_abort(w, payload, header.length);
+        else if (header.type == CHANNEL__MSG_RECONFIGURE)
+            handle_reconfigure(w, payload, header.length);
+        else if (header.type == CHANNEL__MSG_STOP)
+            mark_ended(w, true);
+        else
+            ELASTIC_LOG_W("worker", "control channel: unexpected message type %u ignored",
+                          header.type);
     }
 }
 
 static int connect_socket(const char *path, int *fd_out)
 {
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof addr.sun_path) return elastic__fail(ELASTIC_EINVAL, "agent socket path too long");
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    if (strlen(path) >= sizeof addr.sun_path)
+        return elastic__fail(ELASTIC_EINVAL, "agent socket path too long");
     memcpy(addr.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return elastic__fail(ELASTIC_ESYS, "socket: %s", strerror(errno));
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
         int err = errno;
         close(fd);
-        return elastic__fail(ELASTIC_ECONNECT, "connect to the agent at %s: %s", path, strerror(err));
+        return elastic__fail(ELASTIC_ECONNECT, "connect to the agent at %s: %s", path,
+                             strerror(err));
     }
     *fd_out = fd;
     return 0;
@@ -158,8 +169,9 @@ int worker__control_connect(elastic_worker *w)
     int rc = connect_socket(w->env.agent_socket, &w->control_fd);
     if (rc != 0) return rc;
     char hello[128];
-    snprintf(hello, sizeof hello, "SLOT=%d\nPID=%ld\nGENERATION=%llu\nTIME_NS=%llu\n", w->env.heartbeat_slot,
-             (long)getpid(), (unsigned long long)w->env.info.generation, (unsigned long long)elastic__now_ns());
+    snprintf(hello, sizeof hello, "SLOT=%d\nPID=%ld\nGENERATION=%llu\nTIME_NS=%llu\n",
+             w->env.heartbeat_slot, (long)getpid(), (unsigned long long)w->env.info.generation,
+             (unsigned long long)elastic__now_ns());
     rc = worker__control_send(w, CHANNEL__MSG_HELLO, hello);
     return rc != 0 ? rc : start_thread(w);
 }
@@ -181,7 +193,8 @@ static int wait_for_generation(elastic_worker *w, char *payload, size_t *length)
 {
     uint64_t deadline = elastic__deadline_ms(w->opts.reconfigure_timeout_ms);
     pthread_mutex_lock(&w->lock);
-    while (!w->reconfigure_pending && !w->stopped && !w->channel_closed && elastic__ms_left(deadline) > 0) {
+    while (!w->reconfigure_pending && !w->stopped && !w->channel_closed &&
+           elastic__ms_left(deadline) > 0) {
         struct timespec at = elastic__timespec_at(deadline);
         pthread_cond_timedwait(&w->changed_cond, &w->lock, &at);
     }
@@ -192,15 +205,20 @@ static int wait_for_generation(elastic_worker *w, char *payload, size_t *length)
         w->reconfigure_pending = false;
         __atomic_store_n(&w->changed, 0, __ATOMIC_RELEASE);
     } else if (w->stopped || w->channel_closed) {
-        rc = elastic__fail(ELASTIC_ECLOSED, "the agent %s", w->stopped ? "stopped this worker" : "went away");
+        rc = elastic__fail(ELASTIC_ECLOSED, "the agent %s",
+                           w->stopped ? "stopped this worker" : "went away");
     } else {
-        rc = elastic__fail(ELASTIC_ETIMEDOUT, "no new generation within %d ms", w->opts.reconfigure_timeout_ms);
+        rc = elastic__fail(ELASTIC_ETIMEDOUT, "no new generation within %d ms",
+                           w->opts.reconfigure_timeout_ms);
     }
     pthread_mutex_unlock(&w->lock);
     return rc;
 }
 
-static const char *kv_lookup(void *ctx, const char *name) { return channel__kv_get(ctx, name); }
+static const char *kv_lookup(void *ctx, const char *name)
+{
+    return channel__kv_get(ctx, name);
+}
 
 /* Validates the new generation's environment and switches to it. */
 static int apply_generation(elastic_worker *w, char *payload, size_t length)
@@ -236,7 +254,7 @@ ELASTIC_EXTERN int elastic_worker_poll(elastic_worker *w)
     int rc = wait_for_generation(w, payload, &length);
     if (rc == 0) rc = apply_generation(w, payload, length);
     if (rc != 0) return rc;
-    elastic_worker_info info = {.struct_size = sizeof info};
+    elastic_worker_info info = { .struct_size = sizeof info };
     elastic_worker_get_info(w, &info);
     /* Without hooks_lock: a rebuild may take long and an abort of the new
      * generation must still reach the hooks. Only this (the trainer's) thread

@@ -11,16 +11,16 @@
 #include <stdbool.h>
 
 #define WORKER__MAX_WORLD_SIZE (1 << 20)
-#define WORKER__MAX_PATH 1024
-#define WORKER__MAX_PREFIX 512
+#define WORKER__MAX_PATH       1024
+#define WORKER__MAX_PREFIX     512
 
 /* Returns the value of a variable or NULL (getenv, or a parsed message). */
 typedef const char *(*worker__lookup_fn)(void *ctx, const char *name);
 
 typedef enum worker__mode {
-    WORKER__ALONE = 0,               /* no launcher: a group of one */
-    WORKER__TORCHRUN = 1,            /* ranks from the environment, no agent channel */
-    WORKER__AGENT = 2                /* under elasticrun: store, heartbeats, control */
+    WORKER__ALONE = 0,    /* no launcher: a group of one */
+    WORKER__TORCHRUN = 1, /* ranks from the environment, no agent channel */
+    WORKER__AGENT = 2     /* under elasticrun: store, heartbeats, control */
 } worker__mode;
 
 typedef struct worker__env {
@@ -29,8 +29,8 @@ typedef struct worker__env {
     char store_endpoint[300];
     char store_prefix[WORKER__MAX_PREFIX];
     char heartbeat_shm[WORKER__MAX_PATH];
-    int heartbeat_slot;              /* -1 when there is no heartbeat file */
-    char agent_socket[108];          /* sizeof(sun_path); "" when none */
+    int heartbeat_slot;     /* -1 when there is no heartbeat file */
+    char agent_socket[108]; /* sizeof(sun_path); "" when none */
 } worker__env;
 
 /* Fills *env from the variables lookup returns. ELASTIC_EINVAL (with the

@@ -61,7 +61,8 @@ ELASTIC_EXTERN int elastic_worker_heartbeat(elastic_worker *w, uint64_t step)
 
 ELASTIC_EXTERN int elastic_worker_report_step_time(elastic_worker *w, uint64_t compute_ns)
 {
-    if (w == NULL || compute_ns > UINT64_C(86400000000000)) return ELASTIC_EINVAL; /* a day bounds a step */
+    if (w == NULL || compute_ns > UINT64_C(86400000000000))
+        return ELASTIC_EINVAL; /* a day bounds a step */
     w->hb_compute_sum_ns += compute_ns;
     w->hb_compute_count++;
     __atomic_store_n(&w->slot->compute_sum_ns, w->hb_compute_sum_ns, __ATOMIC_RELAXED);

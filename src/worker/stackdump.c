@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 static int installed_signal;
-static int install_count; /* worker handles relying on it */
+static int install_count;      /* worker handles relying on it */
 static uint64_t *dump_counter; /* the slot's stack_dumps: tells the agent the backtrace is out */
 static struct sigaction previous_action;
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -59,9 +59,12 @@ int worker__stackdump_install(int signal_number, uint64_t *counter)
             action.sa_handler = write_backtrace;
             action.sa_flags = SA_RESTART;
             sigemptyset(&action.sa_mask);
-            if (sigaction(signal_number, &action, &previous_action) == 0) installed_signal = signal_number;
+            if (sigaction(signal_number, &action, &previous_action) == 0)
+                installed_signal = signal_number;
         } else {
-            ELASTIC_LOG_I("worker", "signal %d has a handler already; hang stack dumps rely on a debugger", signal_number);
+            ELASTIC_LOG_I("worker",
+                          "signal %d has a handler already; hang stack dumps rely on a debugger",
+                          signal_number);
         }
     }
     int result = installed_signal == signal_number ? signal_number : 0;

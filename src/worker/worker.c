@@ -33,13 +33,14 @@ ELASTIC_EXTERN int elastic_worker_opts_init(elastic_worker_opts *opts, size_t st
 static int check_opts(const elastic_worker_opts *o)
 {
     if (o->store_connect_timeout_ms < 0 || o->store_connect_timeout_ms > WORKER__MAX_TIMEOUT_MS ||
-        o->store_timeout_ms <= 0 || o->store_timeout_ms > WORKER__MAX_TIMEOUT_MS || o->reconfigure_timeout_ms < 0 ||
-        o->reconfigure_timeout_ms > WORKER__MAX_TIMEOUT_MS)
+        o->store_timeout_ms <= 0 || o->store_timeout_ms > WORKER__MAX_TIMEOUT_MS ||
+        o->reconfigure_timeout_ms < 0 || o->reconfigure_timeout_ms > WORKER__MAX_TIMEOUT_MS)
         return elastic__fail(ELASTIC_EINVAL, "worker options: a timeout is out of range");
     int s = o->stack_dump_signal;
-    if (s < 0 || s > SIGRTMAX || s == SIGKILL || s == SIGSTOP || s == SIGSEGV || s == SIGBUS || s == SIGFPE ||
-        s == SIGILL || s == SIGABRT)
-        return elastic__fail(ELASTIC_EINVAL, "worker options: stack_dump_signal %d cannot be used", s);
+    if (s < 0 || s > SIGRTMAX || s == SIGKILL || s == SIGSTOP || s == SIGSEGV || s == SIGBUS ||
+        s == SIGFPE || s == SIGILL || s == SIGABRT)
+        return elastic__fail(ELASTIC_EINVAL, "worker options: stack_dump_signal %d cannot be used",
+                             s);
     return 0;
 }
 
@@ -84,7 +85,8 @@ static int attach_heartbeat(elastic_worker *w)
 {
     if (w->env.heartbeat_slot < 0) return 0;
     channel__hb_slot *slot = NULL;
-    int rc = channel__hb_attach(w->env.heartbeat_shm, (unsigned)w->env.heartbeat_slot, &w->hb_region, &slot);
+    int rc = channel__hb_attach(w->env.heartbeat_shm, (unsigned)w->env.heartbeat_slot,
+                                &w->hb_region, &slot);
     if (rc != 0) return rc;
     worker__heartbeat_bind(w, slot);
     w->stack_signal = worker__stackdump_install(w->opts.stack_dump_signal, &slot->stack_dumps);
@@ -144,7 +146,8 @@ ELASTIC_EXTERN int elastic_worker_init(const elastic_worker_opts *opts, elastic_
     }
     ELASTIC_LOG_I("worker", "rank %d of %d (local %d of %d), generation %llu%s", w->env.info.rank,
                   w->env.info.world_size, w->env.info.local_rank, w->env.info.local_world_size,
-                  (unsigned long long)w->env.info.generation, w->env.info.attached ? ", attached to the agent" : "");
+                  (unsigned long long)w->env.info.generation,
+                  w->env.info.attached ? ", attached to the agent" : "");
     *worker = w;
     return 0;
 }
@@ -163,13 +166,16 @@ ELASTIC_EXTERN int elastic_worker_get_info(elastic_worker *w, elastic_worker_inf
 ELASTIC_EXTERN int elastic_worker_get_store(elastic_worker *w, elastic_store **store)
 {
     if (store != NULL) *store = NULL;
-    if (w == NULL || store == NULL) return elastic__fail(ELASTIC_EINVAL, "worker or store pointer is NULL");
-    if (w->store == NULL) return elastic__fail(ELASTIC_ENOTFOUND, "this worker has no store (plain torchrun)");
+    if (w == NULL || store == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "worker or store pointer is NULL");
+    if (w->store == NULL)
+        return elastic__fail(ELASTIC_ENOTFOUND, "this worker has no store (plain torchrun)");
     *store = w->store;
     return 0;
 }
 
-ELASTIC_EXTERN int elastic_worker_on_abort(elastic_worker *w, elastic_worker_abort_fn fn, void *user)
+ELASTIC_EXTERN int elastic_worker_on_abort(elastic_worker *w, elastic_worker_abort_fn fn,
+                                           void *user)
 {
     if (w == NULL) return elastic__fail(ELASTIC_EINVAL, "worker is NULL");
     pthread_mutex_lock(&w->lock);
@@ -179,7 +185,8 @@ ELASTIC_EXTERN int elastic_worker_on_abort(elastic_worker *w, elastic_worker_abo
     return 0;
 }
 
-ELASTIC_EXTERN int elastic_worker_on_reconfigure(elastic_worker *w, elastic_worker_reconfigure_fn fn, void *user)
+ELASTIC_EXTERN int elastic_worker_on_reconfigure(elastic_worker *w,
+                                                 elastic_worker_reconfigure_fn fn, void *user)
 {
     if (w == NULL) return elastic__fail(ELASTIC_EINVAL, "worker is NULL");
     pthread_mutex_lock(&w->lock);

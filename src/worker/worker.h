@@ -15,9 +15,11 @@
 /* Library modules that must act with the worker (the nccl module: abort its
  * communicators, rebuild them) hang one of these on it. */
 typedef struct worker__hook {
-    void (*on_abort)(void *user, uint64_t generation, const char *reason); /* the control thread, before the
+    void (*on_abort)(void *user, uint64_t generation,
+                     const char *reason); /* the control thread, before the
                                                                             trainer's abort hook */
-    void (*on_reconfigure)(void *user, const elastic_worker_info *info);   /* the trainer's thread inside poll,
+    void (*on_reconfigure)(void *user,
+                           const elastic_worker_info *info); /* the trainer's thread inside poll,
                                                                             before its reconfigure callback */
     void *user;
     struct worker__hook *next;
@@ -25,31 +27,31 @@ typedef struct worker__hook {
 
 struct elastic_worker {
     elastic_worker_opts opts;
-    worker__env env;                 /* the current generation's view; changed only in poll */
+    worker__env env; /* the current generation's view; changed only in poll */
 
     /* heartbeats: the trainer thread's own copies, mirrored into *slot */
-    channel__hb_slot *slot;            /* the shared slot, or &local_slot when there is none */
+    channel__hb_slot *slot; /* the shared slot, or &local_slot when there is none */
     channel__hb_slot local_slot;
     channel__hb_region *hb_region;
     uint64_t hb_step, hb_step_ns, hb_beats, hb_interval_sum_ns, hb_interval_steps;
     uint64_t hb_compute_sum_ns, hb_compute_count;
-    int stack_signal;                /* the backtrace handler this handle installed, 0: none */
+    int stack_signal; /* the backtrace handler this handle installed, 0: none */
 
     /* store */
     elastic_store_server *private_server; /* alone: an in-process store */
-    elastic_store *root_store;       /* unscoped connection */
-    elastic_store *store;            /* scoped to the generation's prefix */
+    elastic_store *root_store;            /* unscoped connection */
+    elastic_store *store;                 /* scoped to the generation's prefix */
     uint64_t barrier_seq;
 
     /* control channel */
-    int control_fd;                  /* -1 when there is no agent socket */
+    int control_fd; /* -1 when there is no agent socket */
     pthread_t control_thread;
     bool control_thread_started;
-    pthread_mutex_t write_lock;      /* frames come from two threads */
+    pthread_mutex_t write_lock; /* frames come from two threads */
 
-    pthread_mutex_t lock;            /* guards everything below */
+    pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t changed_cond;
-    int changed;                     /* atomic: the generation ended; poll must act */
+    int changed; /* atomic: the generation ended; poll must act */
     bool closing, stopped, channel_closed;
     bool reconfigure_pending;
     char pending_payload[CHANNEL__MSG_MAX_PAYLOAD + 1];
@@ -59,7 +61,7 @@ struct elastic_worker {
     elastic_worker_reconfigure_fn reconfigure_fn;
     void *reconfigure_user;
 
-    pthread_mutex_t hooks_lock;      /* held while hooks run, so removing one waits for it */
+    pthread_mutex_t hooks_lock; /* held while hooks run, so removing one waits for it */
     worker__hook *hooks;
 };
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CANARY 0xA5
+#define CANARY       0xA5
 #define CANARY_BYTES 64
 
 static int failures;
@@ -27,20 +27,23 @@ static int failures;
             fprintf(stderr, " (last error: %s)\n", elastic_last_error()); \
         }                                                                 \
     } while (0)
-#define CHECK_OK(call)                                                     \
-    do {                                                                   \
-        int rc_ = (call);                                                  \
+#define CHECK_OK(call)                                                   \
+    do {                                                                 \
+        int rc_ = (call);                                                \
         CHECK(rc_ == 0, "%s returned %s", #call, elastic_err_name(rc_)); \
     } while (0)
 
 /* A struct followed by bytes the library must never touch. */
-#define GUARDED(type)                                \
-    struct {                                         \
-        type value;                                  \
-        unsigned char canary[CANARY_BYTES];          \
+#define GUARDED(type)                       \
+    struct {                                \
+        type value;                         \
+        unsigned char canary[CANARY_BYTES]; \
     }
 
-static void arm(unsigned char *canary) { memset(canary, CANARY, CANARY_BYTES); }
+static void arm(unsigned char *canary)
+{
+    memset(canary, CANARY, CANARY_BYTES);
+}
 
 static int intact(const unsigned char *canary)
 {
@@ -54,11 +57,13 @@ static void bad_sizes_are_einval(void)
     elastic_store_opts small;
     CHECK(elastic_store_opts_init(&small, 3) == ELASTIC_EINVAL, "struct_size 3 accepted");
     CHECK(strstr(elastic_last_error(), "struct_size") != NULL, "message does not name struct_size");
-    CHECK(elastic_store_opts_init(&small, (size_t)1 << 30) == ELASTIC_EINVAL, "struct_size 1 GiB accepted");
+    CHECK(elastic_store_opts_init(&small, (size_t)1 << 30) == ELASTIC_EINVAL,
+          "struct_size 1 GiB accepted");
     CHECK_OK(elastic_store_opts_init(&small, sizeof small));
     small.struct_size = 1;
     elastic_store *store = NULL;
-    CHECK(elastic_store_connect("127.0.0.1:1", &small, &store) == ELASTIC_EINVAL, "connect took struct_size 1");
+    CHECK(elastic_store_connect("127.0.0.1:1", &small, &store) == ELASTIC_EINVAL,
+          "connect took struct_size 1");
 }
 
 /* Starts a server with a short options struct; returns its port (0 on failure). */
@@ -68,7 +73,8 @@ static int start_server(elastic_store_server **server)
     arm(opts.canary);
     CHECK_OK(elastic_store_server_opts_init(&opts.value, sizeof opts.value));
     CHECK(intact(opts.canary), "server opts_init wrote past the caller's struct");
-    CHECK(opts.value.struct_size == sizeof opts.value, "struct_size is %zu", opts.value.struct_size);
+    CHECK(opts.value.struct_size == sizeof opts.value, "struct_size is %zu",
+          opts.value.struct_size);
     CHECK(opts.value.max_key_bytes == 4096, "default max_key_bytes missing");
     int port = 0;
     CHECK_OK(elastic_store_server_start(&opts.value, server));
@@ -111,7 +117,8 @@ static void rendezvous(elastic_store *store)
     result.value.struct_size = sizeof result.value;
     CHECK_OK(elastic_rdzv_next(rdzv, &result.value));
     CHECK(intact(result.canary), "rdzv_next wrote past the caller's result");
-    CHECK(result.value.struct_size == sizeof result.value, "result struct_size became %zu", result.value.struct_size);
+    CHECK(result.value.struct_size == sizeof result.value, "result struct_size became %zu",
+          result.value.struct_size);
     CHECK(result.value.generation >= 1 && result.value.world_size == 1, "generation %llu world %d",
           (unsigned long long)result.value.generation, result.value.world_size);
 
@@ -129,25 +136,38 @@ static void rendezvous(elastic_store *store)
     seen.value.struct_size = sizeof seen.value;
     CHECK_OK(elastic_rdzv_watch(rdzv, 30000, &seen.value));
     CHECK(intact(seen.canary), "rdzv_watch wrote past the caller's cause");
-    CHECK(seen.value.kind == ELASTIC_RDZV_FAILURE && seen.value.exit_code == 3, "watch saw kind %d exit %d",
-          seen.value.kind, seen.value.exit_code);
+    CHECK(seen.value.kind == ELASTIC_RDZV_FAILURE && seen.value.exit_code == 3,
+          "watch saw kind %d exit %d", seen.value.kind, seen.value.exit_code);
     arm(seen.canary);
     seen.value.struct_size = sizeof seen.value;
     CHECK_OK(elastic_rdzv_first_failure(rdzv, &seen.value));
     CHECK(intact(seen.canary), "rdzv_first_failure wrote past the caller's cause");
-    CHECK(strcmp(seen.value.reason, "older caller's failure") == 0, "first failure reason \"%s\"", seen.value.reason);
+    CHECK(strcmp(seen.value.reason, "older caller's failure") == 0, "first failure reason \"%s\"",
+          seen.value.reason);
     CHECK_OK(elastic_rdzv_end_job(rdzv));
     elastic_rdzv_free(rdzv);
 }
 
 static void worker_alone(void)
 {
-    static const char *const attach_vars[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                                              "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID", "MASTER_ADDR",
-                                              "MASTER_PORT", "ELASTIC_STORE_ENDPOINT", "ELASTIC_STORE_PREFIX",
-                                              "ELASTIC_GENERATION", "ELASTIC_RUN_ID", "ELASTIC_HEARTBEAT_SHM",
-                                              "ELASTIC_HEARTBEAT_SLOT", "ELASTIC_AGENT_SOCKET"};
-    for (size_t i = 0; i < sizeof attach_vars / sizeof attach_vars[0]; i++) unsetenv(attach_vars[i]);
+    static const char *const attach_vars[] = { "RANK",
+                                               "LOCAL_RANK",
+                                               "WORLD_SIZE",
+                                               "LOCAL_WORLD_SIZE",
+                                               "GROUP_RANK",
+                                               "TORCHELASTIC_RESTART_COUNT",
+                                               "TORCHELASTIC_RUN_ID",
+                                               "MASTER_ADDR",
+                                               "MASTER_PORT",
+                                               "ELASTIC_STORE_ENDPOINT",
+                                               "ELASTIC_STORE_PREFIX",
+                                               "ELASTIC_GENERATION",
+                                               "ELASTIC_RUN_ID",
+                                               "ELASTIC_HEARTBEAT_SHM",
+                                               "ELASTIC_HEARTBEAT_SLOT",
+                                               "ELASTIC_AGENT_SOCKET" };
+    for (size_t i = 0; i < sizeof attach_vars / sizeof attach_vars[0]; i++)
+        unsetenv(attach_vars[i]);
     GUARDED(elastic_worker_opts) opts;
     arm(opts.canary);
     CHECK_OK(elastic_worker_opts_init(&opts.value, sizeof opts.value));
@@ -159,7 +179,8 @@ static void worker_alone(void)
     arm(info.canary);
     info.value.struct_size = sizeof info.value;
     CHECK_OK(elastic_worker_get_info(w, &info.value));
-    CHECK(intact(info.canary), "worker_get_info wrote past the caller's info (master_addr is beyond it)");
+    CHECK(intact(info.canary),
+          "worker_get_info wrote past the caller's info (master_addr is beyond it)");
     CHECK(info.value.rank == 0 && info.value.world_size == 1, "rank %d world %d", info.value.rank,
           info.value.world_size);
     elastic_worker_close(w);
@@ -175,7 +196,7 @@ static void checkpoint(const char *dir)
     elastic_ckpt *ckpt = NULL;
     CHECK_OK(elastic_ckpt_open(dir, &opts.value, &ckpt)); /* max_blob_bytes: beyond, defaulted */
     if (ckpt == NULL) return;
-    elastic_ckpt_blob blob = {"weights", "0123456789", 10, 0};
+    elastic_ckpt_blob blob = { "weights", "0123456789", 10, 0 };
     CHECK_OK(elastic_ckpt_save(ckpt, 7, &blob, 1));
     uint64_t step = 0;
     CHECK_OK(elastic_ckpt_latest(ckpt, &step));
@@ -189,15 +210,18 @@ static void agent(void)
     arm(opts.canary);
     CHECK_OK(elastic_agent_opts_init(&opts.value, sizeof opts.value));
     CHECK(intact(opts.canary), "agent opts_init wrote past the caller's struct");
-    const char *const late_flag[] = {"elasticrun", "--in-process-recovery", "--no-python", "/bin/true", NULL};
+    const char *const late_flag[] = { "elasticrun", "--in-process-recovery", "--no-python",
+                                      "/bin/true", NULL };
     CHECK(elastic_agent_parse_args(4, late_flag, NULL, &opts.value) == ELASTIC_EINVAL,
           "a flag beyond the caller's struct was accepted (and would be lost)");
     CHECK(intact(opts.canary), "parse_args wrote past the caller's struct");
-    const char *const argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "1", "--no-python", "/bin/true",
-                                NULL};
+    const char *const argv[] = { "elasticrun", "--standalone", "--nproc-per-node",
+                                 "1",          "--no-python",  "/bin/true",
+                                 NULL };
     CHECK_OK(elastic_agent_parse_args(6, argv, NULL, &opts.value));
     CHECK(intact(opts.canary), "parse_args wrote past the caller's struct");
-    CHECK(opts.value.standalone == 1 && opts.value.no_python == 1 && opts.value.argc == 1, "parsed badly");
+    CHECK(opts.value.standalone == 1 && opts.value.no_python == 1 && opts.value.argc == 1,
+          "parsed badly");
     elastic_agent *a = NULL;
     CHECK_OK(elastic_agent_create(&opts.value, &a));
     if (a == NULL) return;

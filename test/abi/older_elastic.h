@@ -17,11 +17,11 @@ typedef struct elastic_worker elastic_worker;
 typedef struct elastic_ckpt elastic_ckpt;
 typedef struct elastic_agent elastic_agent;
 
-#define ELASTIC_EINVAL (-1)
-#define ELASTIC_ENOTFOUND (-4)
-#define ELASTIC_ECLOSED (-5)
-#define ELASTIC_RDZV_FAILURE 1
-#define ELASTIC_RDZV_JOB_ENDED 5
+#define ELASTIC_EINVAL          (-1)
+#define ELASTIC_ENOTFOUND       (-4)
+#define ELASTIC_ECLOSED         (-5)
+#define ELASTIC_RDZV_FAILURE    1
+#define ELASTIC_RDZV_JOB_ENDED  5
 #define ELASTIC_TIMEOUT_DEFAULT (-2147483647 - 1)
 
 typedef struct elastic_ckpt_blob {
@@ -182,11 +182,13 @@ const char *elastic_err_name(int err);
 void elastic_free(void *ptr);
 
 int elastic_store_server_opts_init(elastic_store_server_opts *opts, size_t struct_size);
-int elastic_store_server_start(const elastic_store_server_opts *opts, elastic_store_server **server);
+int elastic_store_server_start(const elastic_store_server_opts *opts,
+                               elastic_store_server **server);
 int elastic_store_server_get_port(const elastic_store_server *server, int *port);
 void elastic_store_server_close(elastic_store_server *server);
 int elastic_store_opts_init(elastic_store_opts *opts, size_t struct_size);
-int elastic_store_connect(const char *endpoint, const elastic_store_opts *opts, elastic_store **store);
+int elastic_store_connect(const char *endpoint, const elastic_store_opts *opts,
+                          elastic_store **store);
 void elastic_store_close(elastic_store *store);
 int elastic_store_set(elastic_store *s, const char *key, const void *value, size_t len);
 int elastic_store_get(elastic_store *s, const char *key, int timeout_ms, void **value, size_t *len);
@@ -212,7 +214,8 @@ int elastic_ckpt_latest(elastic_ckpt *ckpt, uint64_t *step);
 void elastic_ckpt_close(elastic_ckpt *ckpt);
 
 int elastic_agent_opts_init(elastic_agent_opts *opts, size_t struct_size);
-int elastic_agent_parse_args(int argc, const char *const *argv, const char *const *envp, elastic_agent_opts *opts);
+int elastic_agent_parse_args(int argc, const char *const *argv, const char *const *envp,
+                             elastic_agent_opts *opts);
 int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **agent);
 int elastic_agent_run(elastic_agent *agent, elastic_agent_result *result);
 void elastic_agent_free(elastic_agent *agent);

@@ -20,14 +20,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (text == NULL) return 0;
     memcpy(text, data, size);
     text[size] = '\0';
-    const char *argv[FUZZ_MAX_ARGS + 1] = {"elasticrun"};
-    const char *envp[FUZZ_MAX_ARGS + 1] = {NULL};
+    const char *argv[FUZZ_MAX_ARGS + 1] = { "elasticrun" };
+    const char *envp[FUZZ_MAX_ARGS + 1] = { NULL };
     int argc = 1, envc = 0;
     bool in_env = false;
-    for (char *save = NULL, *item = strtok_r(text, "\n", &save); item != NULL; item = strtok_r(NULL, "\n", &save)) {
-        if (strcmp(item, "--env--") == 0) { in_env = true; continue; }
-        if (in_env && envc < FUZZ_MAX_ARGS) envp[envc++] = item;
-        else if (!in_env && argc < FUZZ_MAX_ARGS) argv[argc++] = item;
+    for (char *save = NULL, *item = strtok_r(text, "\n", &save); item != NULL;
+         item = strtok_r(NULL, "\n", &save)) {
+        if (strcmp(item, "--env--") == 0) {
+            in_env = true;
+            continue;
+        }
+        if (in_env && envc < FUZZ_MAX_ARGS)
+            envp[envc++] = item;
+        else if (!in_env && argc < FUZZ_MAX_ARGS)
+            argv[argc++] = item;
     }
     envp[envc] = NULL;
     elastic_agent_opts opts;

@@ -38,13 +38,15 @@ static void read_one(uint8_t op, bytes__reader *r, bytes__buf *grown, bytes__buf
     default: {
         uint32_t len = 0;
         const uint8_t *p = bytes__read_bytes(r, op / 5u * 4u, &len);
-        if (!r->bad) bytes__put_bytes(grown, p, len), bytes__put_bytes(fixed, p, len);
-        else if (p != NULL || len != 0) abort();
+        if (!r->bad)
+            bytes__put_bytes(grown, p, len), bytes__put_bytes(fixed, p, len);
+        else if (p != NULL || len != 0)
+            abort();
         break;
     }
     }
     if (r->bad && !was_bad && left - r->left > 4) abort(); /* at most a length prefix consumed */
-    if (was_bad && (r->left != left || !r->bad)) abort(); /* sticky: nothing moves */
+    if (was_bad && (r->left != left || !r->bad)) abort();  /* sticky: nothing moves */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -58,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     uint8_t array[256 + 1];
     array[fixed_cap] = 0x5a; /* a canary right after the fixed writer's array */
-    bytes__buf grown = {0}, fixed = bytes__buf_over(array, fixed_cap);
+    bytes__buf grown = { 0 }, fixed = bytes__buf_over(array, fixed_cap);
     bytes__reader r = bytes__reader_of(body, body_len);
     size_t consumed_ok = 0;
     for (size_t i = 0; i < nops; i++) {

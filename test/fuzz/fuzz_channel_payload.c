@@ -7,7 +7,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *kv_lookup(void *ctx, const char *name) { return channel__kv_get(ctx, name); }
+static const char *kv_lookup(void *ctx, const char *name)
+{
+    return channel__kv_get(ctx, name);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -18,7 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     channel__kv kv;
     if (channel__kv_parse(buf, size, &kv) == 0) {
         worker__env env;
-        if (worker__env_parse(kv_lookup, &kv, &env) == 0 && env.info.rank >= env.info.world_size) abort();
+        if (worker__env_parse(kv_lookup, &kv, &env) == 0 && env.info.rank >= env.info.world_size)
+            abort();
     }
     free(buf);
     return 0;

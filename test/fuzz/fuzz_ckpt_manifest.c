@@ -14,8 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 5) return 0;
     uint8_t which = data[0];
-    uint64_t data_end = CKPT_HEADER_BYTES + ((uint64_t)data[1] | (uint64_t)data[2] << 8 | (uint64_t)data[3] << 16 |
-                                             (uint64_t)data[4] << 24);
+    uint64_t data_end = CKPT_HEADER_BYTES + ((uint64_t)data[1] | (uint64_t)data[2] << 8 |
+                                             (uint64_t)data[3] << 16 | (uint64_t)data[4] << 24);
     data += 5;
     size -= 5;
     switch (which % 4) {
@@ -23,8 +23,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ckpt_manifest m;
         if (ckpt__manifest_decode(data, size, CKPT_HEADER_BYTES, data_end, &m) == 0) {
             /* A decoded manifest re-encodes to the same bytes. */
-            bytes__buf out = {0};
-            if (ckpt__manifest_encode(&m, &out) == 0 && (out.len != size || memcmp(out.data, data, size) != 0)) abort();
+            bytes__buf out = { 0 };
+            if (ckpt__manifest_encode(&m, &out) == 0 &&
+                (out.len != size || memcmp(out.data, data, size) != 0))
+                abort();
             free(out.data);
             for (size_t i = 0; i < m.blob_count; i++)
                 if (ckpt__manifest_find(&m, m.blobs[i].name) == NULL) abort();

@@ -25,7 +25,7 @@ static void walk_list(const store__request *req)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const store__limits limits = {.max_key_bytes = 64, .max_value_bytes = 1024};
+    const store__limits limits = { .max_key_bytes = 64, .max_value_bytes = 1024 };
     const size_t max_body = 4096;
     while (size >= STORE__HEADER_BYTES) {
         store__header h;
@@ -37,13 +37,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (err != 0 && why == NULL) __builtin_trap(); /* every refusal says why */
         if (err == 0 && req.list != NULL) walk_list(&req);
         if (err == 0 && req.key.len > limits.max_key_bytes) __builtin_trap();
-        if (err == 0 && (req.value.len > limits.max_value_bytes || req.expected.len > limits.max_value_bytes))
+        if (err == 0 &&
+            (req.value.len > limits.max_value_bytes || req.expected.len > limits.max_value_bytes))
             __builtin_trap();
         data += STORE__HEADER_BYTES + h.body_len;
         size -= STORE__HEADER_BYTES + h.body_len;
     }
     /* The buffer helpers the server frames responses with. */
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     size_t start = store__frame_begin(&b, 1, 0, 0);
     bytes__put_bytes(&b, data, size);
     store__frame_end(&b, start);

@@ -10,6 +10,8 @@ _Static_assert(sizeof(nccl__unique_id) == sizeof(ncclUniqueId), "ncclUniqueId si
 _Static_assert(sizeof(nccl__config) == sizeof(ncclConfig_t), "ncclConfig_t size");
 _Static_assert(offsetof(nccl__config, blocking) == offsetof(ncclConfig_t, blocking), "blocking");
 _Static_assert(offsetof(nccl__config, comm_name) == offsetof(ncclConfig_t, commName), "commName");
-_Static_assert(offsetof(nccl__config, nvlink_centric_sched) == offsetof(ncclConfig_t, nvlinkCentricSched),
+_Static_assert(offsetof(nccl__config, nvlink_centric_sched) ==
+                   offsetof(ncclConfig_t, nvlinkCentricSched),
                "the last field");
-_Static_assert(NCCL__IN_PROGRESS == ncclInProgress && NCCL__SHRINK_ABORT == NCCL_SHRINK_ABORT, "constants");
+_Static_assert(NCCL__IN_PROGRESS == ncclInProgress && NCCL__SHRINK_ABORT == NCCL_SHRINK_ABORT,
+               "constants");

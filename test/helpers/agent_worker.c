@@ -27,13 +27,13 @@ typedef struct worker_args {
     const char *env_dir;
     int fail_rank;
     int fail_code;
-    int fail_until_restart;      /* fail only while the restart count is below this */
-    int exit_after_restart;      /* exit 0 once the restart count reaches this */
+    int fail_until_restart; /* fail only while the restart count is below this */
+    int exit_after_restart; /* exit 0 once the restart count reaches this */
     int sleep_ms;
     int grandchild;
     const char *error_file_text;
-    const char *tag;             /* echoed in the start line (checks argument substitution) */
-    int exit_when_world;         /* exit 0 at once when WORLD_SIZE is this */
+    const char *tag;     /* echoed in the start line (checks argument substitution) */
+    int exit_when_world; /* exit 0 at once when WORLD_SIZE is this */
 } worker_args;
 
 static int env_int(const char *name, int fallback)
@@ -60,7 +60,8 @@ static void dump_environment(const char *dir, int rank, int restart)
     for (char **entry = environ; *entry != NULL; entry++) fprintf(file, "%s\n", *entry);
     /* Whether the job's store takes us with what the agent handed over (the
      * token comes from ELASTIC_STORE_TOKEN_FILE, never the environment). */
-    const char *endpoint = getenv("ELASTIC_STORE_ENDPOINT"), *token_file = getenv("ELASTIC_STORE_TOKEN_FILE");
+    const char *endpoint = getenv("ELASTIC_STORE_ENDPOINT"),
+               *token_file = getenv("ELASTIC_STORE_TOKEN_FILE");
     struct stat st;
     if (token_file != NULL && stat(token_file, &st) == 0)
         fprintf(file, "#token_file_mode=%03o\n", (unsigned)(st.st_mode & 0777));
@@ -74,21 +75,37 @@ static void dump_environment(const char *dir, int rank, int restart)
 
 static void parse(int argc, char **argv, worker_args *args)
 {
-    *args = (worker_args){.fail_rank = -1, .fail_code = 1, .fail_until_restart = 1 << 30,
-                          .exit_after_restart = -1, .sleep_ms = -1};
+    *args = (worker_args){ .fail_rank = -1,
+                           .fail_code = 1,
+                           .fail_until_restart = 1 << 30,
+                           .exit_after_restart = -1,
+                           .sleep_ms = -1 };
     for (int i = 1; i + 1 < argc || (i < argc && strcmp(argv[i], "--grandchild") == 0); i++) {
-        if (strcmp(argv[i], "--grandchild") == 0) { args->grandchild = 1; continue; }
+        if (strcmp(argv[i], "--grandchild") == 0) {
+            args->grandchild = 1;
+            continue;
+        }
         const char *value = argv[++i];
-        if (strcmp(argv[i - 1], "--report") == 0) args->report = value;
-        else if (strcmp(argv[i - 1], "--env-dir") == 0) args->env_dir = value;
-        else if (strcmp(argv[i - 1], "--fail-rank") == 0) args->fail_rank = atoi(value);
-        else if (strcmp(argv[i - 1], "--fail-code") == 0) args->fail_code = atoi(value);
-        else if (strcmp(argv[i - 1], "--fail-until-restart") == 0) args->fail_until_restart = atoi(value);
-        else if (strcmp(argv[i - 1], "--exit-after-restart") == 0) args->exit_after_restart = atoi(value);
-        else if (strcmp(argv[i - 1], "--sleep-ms") == 0) args->sleep_ms = atoi(value);
-        else if (strcmp(argv[i - 1], "--error-file-text") == 0) args->error_file_text = value;
-        else if (strcmp(argv[i - 1], "--tag") == 0) args->tag = value;
-        else if (strcmp(argv[i - 1], "--exit-when-world") == 0) args->exit_when_world = atoi(value);
+        if (strcmp(argv[i - 1], "--report") == 0)
+            args->report = value;
+        else if (strcmp(argv[i - 1], "--env-dir") == 0)
+            args->env_dir = value;
+        else if (strcmp(argv[i - 1], "--fail-rank") == 0)
+            args->fail_rank = atoi(value);
+        else if (strcmp(argv[i - 1], "--fail-code") == 0)
+            args->fail_code = atoi(value);
+        else if (strcmp(argv[i - 1], "--fail-until-restart") == 0)
+            args->fail_until_restart = atoi(value);
+        else if (strcmp(argv[i - 1], "--exit-after-restart") == 0)
+            args->exit_after_restart = atoi(value);
+        else if (strcmp(argv[i - 1], "--sleep-ms") == 0)
+            args->sleep_ms = atoi(value);
+        else if (strcmp(argv[i - 1], "--error-file-text") == 0)
+            args->error_file_text = value;
+        else if (strcmp(argv[i - 1], "--tag") == 0)
+            args->tag = value;
+        else if (strcmp(argv[i - 1], "--exit-when-world") == 0)
+            args->exit_when_world = atoi(value);
     }
 }
 
@@ -104,16 +121,19 @@ int main(int argc, char **argv)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     char line[512];
-    snprintf(line, sizeof line, "start rank=%d local=%d world=%d restart=%d gen=%s pid=%d child=%d tag=%s t=%lld\n", rank,
-             env_int("LOCAL_RANK", -1), env_int("WORLD_SIZE", -1), restart,
-             getenv("ELASTIC_GENERATION") ? getenv("ELASTIC_GENERATION") : "?", (int)getpid(), (int)grandchild,
-             args.tag ? args.tag : "-", (long long)now.tv_sec * 1000000000LL + now.tv_nsec);
+    snprintf(line, sizeof line,
+             "start rank=%d local=%d world=%d restart=%d gen=%s pid=%d child=%d tag=%s t=%lld\n",
+             rank, env_int("LOCAL_RANK", -1), env_int("WORLD_SIZE", -1), restart,
+             getenv("ELASTIC_GENERATION") ? getenv("ELASTIC_GENERATION") : "?", (int)getpid(),
+             (int)grandchild, args.tag ? args.tag : "-",
+             (long long)now.tv_sec * 1000000000LL + now.tv_nsec);
     if (args.env_dir != NULL) dump_environment(args.env_dir, rank, restart);
     if (args.report != NULL) append_line(args.report, line);
     if (rank == args.fail_rank && restart < args.fail_until_restart) {
         fprintf(stderr, "worker rank %d fails on purpose with code %d\n", rank, args.fail_code);
         const char *error_file = getenv("TORCHELASTIC_ERROR_FILE");
-        if (args.error_file_text != NULL && error_file != NULL) append_line(error_file, args.error_file_text);
+        if (args.error_file_text != NULL && error_file != NULL)
+            append_line(error_file, args.error_file_text);
         return args.fail_code;
     }
     if ((args.exit_after_restart >= 0 && restart >= args.exit_after_restart) ||

@@ -33,7 +33,8 @@ static inline size_t ckpt_test_blob_len(uint64_t step, uint32_t rank, int blob)
     case 0: return 8;                                    /* the step itself */
     case 1: return (size_t)(h % 3000);                   /* small, sometimes empty */
     case 2: return (size_t)(h % 5 == 0 ? 0 : h % 90000); /* around one chunk */
-    default: return (size_t)(h % 4 == 0 ? 300000 + h % 70000 : h % 2000); /* sometimes several chunks */
+    default:
+        return (size_t)(h % 4 == 0 ? 300000 + h % 70000 : h % 2000); /* sometimes several chunks */
     }
 }
 
@@ -56,7 +57,10 @@ static inline void ckpt_test_fill(uint64_t step, uint32_t rank, int blob, uint8_
     }
 }
 
-static inline void ckpt_test_name(int blob, char *out, size_t cap) { snprintf(out, cap, "blob-%d", blob); }
+static inline void ckpt_test_name(int blob, char *out, size_t cap)
+{
+    snprintf(out, cap, "blob-%d", blob);
+}
 
 /* Puts the derived blobs of (step, rank) into a transaction. */
 static inline int ckpt_test_put_all(elastic_ckpt_txn *txn, uint64_t step, uint32_t rank)
@@ -91,7 +95,8 @@ static inline int ckpt_test_save(elastic_ckpt *c, uint64_t step, uint32_t rank)
 
 /* 0 when `rank`'s shard of the step holds exactly the derived blobs; else
  * an error code with the reason in why. */
-static inline int ckpt_test_check(elastic_ckpt *c, uint64_t step, uint32_t rank, char *why, size_t cap)
+static inline int ckpt_test_check(elastic_ckpt *c, uint64_t step, uint32_t rank, char *why,
+                                  size_t cap)
 {
     char **names;
     size_t n;
@@ -114,7 +119,8 @@ static inline int ckpt_test_check(elastic_ckpt *c, uint64_t step, uint32_t rank,
         size_t len, want = ckpt_test_blob_len(step, rank, b);
         rc = elastic_ckpt_read_shard(c, step, (int)rank, name, &data, &len);
         if (rc) {
-            snprintf(why, cap, "read %s: %s (%s)", name, elastic_err_name(rc), elastic_last_error());
+            snprintf(why, cap, "read %s: %s (%s)", name, elastic_err_name(rc),
+                     elastic_last_error());
             return rc;
         }
         uint8_t *expect = malloc(want ? want : 1);
@@ -123,7 +129,8 @@ static inline int ckpt_test_check(elastic_ckpt *c, uint64_t step, uint32_t rank,
         free(expect);
         elastic_free(data);
         if (!same) {
-            snprintf(why, cap, "step %llu %s differs (%zu bytes, expected %zu)", (unsigned long long)step, name, len, want);
+            snprintf(why, cap, "step %llu %s differs (%zu bytes, expected %zu)",
+                     (unsigned long long)step, name, len, want);
             return ELASTIC_ECORRUPT;
         }
     }

@@ -32,7 +32,8 @@ int main(int argc, char **argv)
         step++;
         rc = ckpt_test_save(c, step, 0);
         if (rc) {
-            fprintf(stderr, "save %" PRIu64 ": %s (%s)\n", step, elastic_err_name(rc), elastic_last_error());
+            fprintf(stderr, "save %" PRIu64 ": %s (%s)\n", step, elastic_err_name(rc),
+                    elastic_last_error());
             return 1;
         }
         printf("%" PRIu64 "\n", step);

@@ -14,7 +14,8 @@
 int main(int argc, char **argv)
 {
     if (argc != 8 && argc != 9) {
-        fprintf(stderr, "usage: %s DIR RANK WORLD GENERATION FIRST LAST DIE_AT [ENDPOINT]\n", argv[0]);
+        fprintf(stderr, "usage: %s DIR RANK WORLD GENERATION FIRST LAST DIE_AT [ENDPOINT]\n",
+                argv[0]);
         return 2;
     }
     elastic_ckpt_opts o;
@@ -39,7 +40,9 @@ int main(int argc, char **argv)
         char config[64];
         int len = snprintf(config, sizeof config, "step=%" PRIu64, step);
         rc = ckpt_test_put_all(txn, step, o.rank);
-        if (rc == 0) rc = elastic_ckpt_put_flags(txn, "config", config, (size_t)len, ELASTIC_CKPT_REPLICATED);
+        if (rc == 0)
+            rc =
+                elastic_ckpt_put_flags(txn, "config", config, (size_t)len, ELASTIC_CKPT_REPLICATED);
         if (rc) {
             elastic_ckpt_abort(txn);
             break;
@@ -47,7 +50,8 @@ int main(int argc, char **argv)
         if (step == die_at) raise(SIGKILL);
         rc = elastic_ckpt_commit(txn);
     }
-    if (rc) fprintf(stderr, "rank %s: %s (%s)\n", argv[2], elastic_err_name(rc), elastic_last_error());
+    if (rc)
+        fprintf(stderr, "rank %s: %s (%s)\n", argv[2], elastic_err_name(rc), elastic_last_error());
     elastic_ckpt_close(c);
     elastic_store_close(store);
     return rc == ELASTIC_ETIMEDOUT ? 3 : rc ? 1 : 0;

@@ -33,17 +33,21 @@ int main(int argc, char **argv)
     const char *dir = NULL, *path = NULL;
     int step_ms = 100, exit_on_loss = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--dir") == 0) dir = argv[i + 1];
-        else if (strcmp(argv[i], "--report") == 0) path = argv[i + 1];
-        else if (strcmp(argv[i], "--step-ms") == 0) step_ms = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--exit-on-store-loss") == 0) exit_on_loss = atoi(argv[i + 1]);
+        if (strcmp(argv[i], "--dir") == 0)
+            dir = argv[i + 1];
+        else if (strcmp(argv[i], "--report") == 0)
+            path = argv[i + 1];
+        else if (strcmp(argv[i], "--step-ms") == 0)
+            step_ms = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--exit-on-store-loss") == 0)
+            exit_on_loss = atoi(argv[i + 1]);
     }
     if (dir == NULL || path == NULL || step_ms < 1) {
         fprintf(stderr, "usage: ckpt_step_worker --dir DIR --report FILE [--step-ms MS]\n");
         return 2;
     }
     elastic_worker *w = NULL;
-    elastic_worker_info info = {.struct_size = sizeof info};
+    elastic_worker_info info = { .struct_size = sizeof info };
     if (elastic_worker_init(NULL, &w) != 0 || elastic_worker_get_info(w, &info) != 0) {
         fprintf(stderr, "worker init: %s\n", elastic_last_error());
         return 3;
@@ -81,19 +85,22 @@ int main(int argc, char **argv)
         elastic_free(data);
     }
     char line[256];
-    snprintf(line, sizeof line, "resume rank=%d world=%d gen=%" PRIu64 " step=%" PRIu64 " pid=%d ppid=%d\n", info.rank,
+    snprintf(line, sizeof line,
+             "resume rank=%d world=%d gen=%" PRIu64 " step=%" PRIu64 " pid=%d ppid=%d\n", info.rank,
              info.world_size, info.generation, step, (int)getpid(), (int)getppid());
     report(path, line);
     for (;;) {
-        struct timespec step_time = {step_ms / 1000, (long)(step_ms % 1000) * 1000000L};
+        struct timespec step_time = { step_ms / 1000, (long)(step_ms % 1000) * 1000000L };
         nanosleep(&step_time, NULL); /* the "training" of one step */
         step++;
-        elastic_ckpt_blob blob = {.name = "step", .data = &step, .len = sizeof step,
-                                  .flags = ELASTIC_CKPT_REPLICATED};
+        elastic_ckpt_blob blob = {
+            .name = "step", .data = &step, .len = sizeof step, .flags = ELASTIC_CKPT_REPLICATED
+        };
         if (elastic_ckpt_save(ckpt, step, &blob, 1) != 0) {
             /* The generation's store went with its host: the agent ends the
              * generation and stops us; a failure of ours would only race it. */
-            fprintf(stderr, "rank %d: save of step %" PRIu64 ": %s\n", info.rank, step, elastic_last_error());
+            fprintf(stderr, "rank %d: save of step %" PRIu64 ": %s\n", info.rank, step,
+                    elastic_last_error());
             if (exit_on_loss) return 6;
             for (;;) pause();
         }

@@ -31,7 +31,7 @@ struct pipe_end {
     chunk *head, *tail;
     size_t queued;
     int paused; /* reading stopped while over MAX_QUEUED_BYTES */
-    int ended; /* the EOF went through (after its delay) as a write shutdown */
+    int ended;  /* the EOF went through (after its delay) as a write shutdown */
     uv_timer_t timer;
     link_pair *pair;
 };
@@ -67,9 +67,10 @@ static void pair_close(link_pair *pair)
 {
     if (pair->closing) return;
     pair->closing = 1;
-    uv_handle_t *handles[] = {(uv_handle_t *)&pair->client, (uv_handle_t *)&pair->server,
-                              (uv_handle_t *)&pair->up.timer, (uv_handle_t *)&pair->down.timer};
-    for (size_t i = 0; i < sizeof handles / sizeof handles[0]; i++) uv_close(handles[i], on_handle_closed);
+    uv_handle_t *handles[] = { (uv_handle_t *)&pair->client, (uv_handle_t *)&pair->server,
+                               (uv_handle_t *)&pair->up.timer, (uv_handle_t *)&pair->down.timer };
+    for (size_t i = 0; i < sizeof handles / sizeof handles[0]; i++)
+        uv_close(handles[i], on_handle_closed);
 }
 
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
@@ -134,7 +135,8 @@ static void arm_timer(pipe_end *end)
 {
     if (end->pair->closing || end->head == NULL) return;
     uint64_t now = uv_now(end->timer.loop);
-    uv_timer_start(&end->timer, flush_due, end->head->due_ms > now ? end->head->due_ms - now : 0, 0);
+    uv_timer_start(&end->timer, flush_due, end->head->due_ms > now ? end->head->due_ms - now : 0,
+                   0);
 }
 
 /* Queues len bytes (0: the EOF marker) to leave after the delay. */
@@ -146,8 +148,10 @@ static int enqueue(pipe_end *end, const char *data, size_t len)
     c->due_ms = uv_now(end->timer.loop) + delay_ms;
     c->len = len;
     memcpy(c->data, data, len);
-    if (end->tail != NULL) end->tail->next = c;
-    else end->head = c;
+    if (end->tail != NULL)
+        end->tail->next = c;
+    else
+        end->head = c;
     end->tail = c;
     end->queued += len;
     if (!uv_is_active((uv_handle_t *)&end->timer)) arm_timer(end);
@@ -219,7 +223,8 @@ static void on_connection(uv_stream_t *listener, int status)
         return;
     }
     pair->connect.data = pair;
-    if (uv_tcp_connect(&pair->connect, &pair->server, (struct sockaddr *)&target, on_target_connected) != 0)
+    if (uv_tcp_connect(&pair->connect, &pair->server, (struct sockaddr *)&target,
+                       on_target_connected) != 0)
         pair_close(pair);
 }
 
@@ -238,7 +243,8 @@ int main(int argc, char **argv)
     char *end;
     if (argc != 6 || parse_addr(argv[1], argv[2], &listen_addr) != 0 ||
         parse_addr(argv[3], argv[4], &target) != 0) {
-        fprintf(stderr, "usage: delay_proxy LISTEN_ADDR LISTEN_PORT TARGET_ADDR TARGET_PORT DELAY_MS\n");
+        fprintf(stderr,
+                "usage: delay_proxy LISTEN_ADDR LISTEN_PORT TARGET_ADDR TARGET_PORT DELAY_MS\n");
         return 2;
     }
     long delay = strtol(argv[5], &end, 10);
@@ -253,7 +259,8 @@ int main(int argc, char **argv)
     int rc = uv_tcp_bind(&listener, (struct sockaddr *)&listen_addr, 0);
     if (rc == 0) rc = uv_listen((uv_stream_t *)&listener, 128, on_connection);
     if (rc != 0) {
-        fprintf(stderr, "delay_proxy: cannot listen on %s:%s: %s\n", argv[1], argv[2], uv_strerror(rc));
+        fprintf(stderr, "delay_proxy: cannot listen on %s:%s: %s\n", argv[1], argv[2],
+                uv_strerror(rc));
         return 1;
     }
     struct sockaddr_storage bound;

@@ -40,13 +40,14 @@ static void bind_double(void)
 
 static void report_generation(elastic_worker *w, elastic_nccl_comm *comm, const char *what)
 {
-    elastic_worker_info info = {.struct_size = sizeof info};
-    elastic_nccl_info nccl = {.struct_size = sizeof nccl};
+    elastic_worker_info info = { .struct_size = sizeof info };
+    elastic_nccl_info nccl = { .struct_size = sizeof nccl };
     elastic_worker_get_info(w, &info);
     elastic_nccl_comm_get_info(comm, &nccl);
-    printf("%s rank=%d world=%d generation=%llu nccl_rank=%d nccl_ranks=%d method=%s build_ms=%d\n", what, info.rank,
-           info.world_size, (unsigned long long)info.generation, nccl.rank, nccl.nranks,
-           nccl.last_method == ELASTIC_NCCL_SHRUNK ? "shrunk" : "created", nccl.last_build_ms);
+    printf("%s rank=%d world=%d generation=%llu nccl_rank=%d nccl_ranks=%d method=%s build_ms=%d\n",
+           what, info.rank, info.world_size, (unsigned long long)info.generation, nccl.rank,
+           nccl.nranks, nccl.last_method == ELASTIC_NCCL_SHRUNK ? "shrunk" : "created",
+           nccl.last_build_ms);
     fflush(stdout);
 }
 
@@ -78,10 +79,14 @@ int main(int argc, char **argv)
 {
     int steps = 50, timeout_ms = 30000, exit_rank = -1, exit_at = -1;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--steps") == 0) steps = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--timeout-ms") == 0) timeout_ms = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--exit-rank") == 0) exit_rank = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--exit-at") == 0) exit_at = atoi(argv[i + 1]);
+        if (strcmp(argv[i], "--steps") == 0)
+            steps = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--timeout-ms") == 0)
+            timeout_ms = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--exit-rank") == 0)
+            exit_rank = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--exit-at") == 0)
+            exit_at = atoi(argv[i + 1]);
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     bind_double();
@@ -108,7 +113,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (rc != 0) die("elastic_worker_poll", rc);
-        elastic_worker_info info = {.struct_size = sizeof info};
+        elastic_worker_info info = { .struct_size = sizeof info };
         elastic_worker_get_info(w, &info);
         if (info.rank == exit_rank && (int)total + 1 == exit_at && info.restart_count == 0) {
             printf("crashing rank=%d at step %d\n", info.rank, exit_at);

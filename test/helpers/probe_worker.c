@@ -29,7 +29,7 @@
 
 static void sleep_ms(int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 
@@ -142,7 +142,7 @@ static void save_checkpoint(const model *m)
 /* 0, or ELASTIC_ERECONFIGURE when the generation changed on the way. */
 static int all_reduce_mean(elastic_worker *w, long long step, long long grad, long long *mean)
 {
-    elastic_worker_info info = {.struct_size = sizeof info};
+    elastic_worker_info info = { .struct_size = sizeof info };
     elastic_worker_get_info(w, &info);
     elastic_store *store = NULL;
     if (elastic_worker_get_store(w, &store) != 0) return ELASTIC_ERECONFIGURE;
@@ -177,20 +177,23 @@ static int train(elastic_worker *w, long long steps)
 {
     elastic_worker_on_abort(w, on_abort, NULL);
     elastic_worker_on_reconfigure(w, on_reconfigure, NULL);
-    elastic_worker_info info = {.struct_size = sizeof info};
+    elastic_worker_info info = { .struct_size = sizeof info };
     elastic_worker_get_info(w, &info);
     const char *fail_rank = getenv("PROBE_FAIL_RANK"), *fail_step = getenv("PROBE_FAIL_STEP");
     model m;
     load_checkpoint(&m);
     while (m.step < steps) {
         long long step = m.step + 1, mean = 0;
-        if (fail_rank != NULL && info.restart_count == 0 && info.rank == atoi(fail_rank) && step == atoll(fail_step)) {
+        if (fail_rank != NULL && info.restart_count == 0 && info.rank == atoi(fail_rank) &&
+            step == atoll(fail_step)) {
             printf("failing at step %lld\n", step);
             fflush(stdout);
             _exit(1);
         }
         int rc = all_reduce_mean(w, step, step, &mean);
-        if (rc == 0) rc = elastic_worker_barrier(w, 30000); /* everyone read step's values before rank 0 saves */
+        if (rc == 0)
+            rc = elastic_worker_barrier(
+                w, 30000); /* everyone read step's values before rank 0 saves */
         if (rc == ELASTIC_ERECONFIGURE) {
             elastic_worker_get_info(w, &info);
             load_checkpoint(&m); /* back to the last completed step */
@@ -204,7 +207,8 @@ static int train(elastic_worker *w, long long steps)
         m.x += mean;
         if (info.rank == 0) save_checkpoint(&m);
         elastic_worker_heartbeat(w, (uint64_t)step);
-        rc = elastic_worker_barrier(w, 30000); /* the checkpoint is on disk before anyone moves on */
+        rc =
+            elastic_worker_barrier(w, 30000); /* the checkpoint is on disk before anyone moves on */
         if (rc == ELASTIC_ERECONFIGURE) {
             elastic_worker_get_info(w, &info);
             load_checkpoint(&m);
@@ -223,7 +227,7 @@ int main(int argc, char **argv)
         printf("init failed: %s (%s)\n", elastic_err_name(rc), elastic_last_error());
         return 3;
     }
-    elastic_worker_info info = {.struct_size = sizeof info};
+    elastic_worker_info info = { .struct_size = sizeof info };
     elastic_worker_get_info(w, &info);
     printf("started rank=%d world=%d generation=%llu pid=%d\n", info.rank, info.world_size,
            (unsigned long long)info.generation, (int)getpid());

@@ -28,7 +28,7 @@ int main(int argc, char **argv)
     o.node_id = argv[6];
     o.node_addr = "127.0.0.1";
     elastic_rdzv *rdzv = NULL;
-    elastic_rdzv_result result = {.struct_size = sizeof result};
+    elastic_rdzv_result result = { .struct_size = sizeof result };
     int rc = elastic_rdzv_open(&o, &rdzv);
     if (rc == 0) rc = elastic_rdzv_next(rdzv, &result);
     if (rc != 0) {
@@ -36,9 +36,10 @@ int main(int argc, char **argv)
         elastic_rdzv_free(rdzv);
         return 1;
     }
-    printf("formed %" PRIu64 " %d %d\n", result.generation, result.group_rank, result.group_world_size);
+    printf("formed %" PRIu64 " %d %d\n", result.generation, result.group_rank,
+           result.group_world_size);
     fflush(stdout);
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     rc = elastic_rdzv_watch(rdzv, 60000, &cause);
     if (rc == 0) printf("ended %d\n", cause.kind);
     elastic_rdzv_free(rdzv);

@@ -22,7 +22,8 @@ int main(int argc, char **argv)
     if (rc == 0) rc = elastic_store_lease_grant(store, atoi(argv[3]), atoi(argv[4]), &lease);
     if (rc == 0) rc = elastic_store_set_leased(store, argv[2], "held", 4, lease);
     if (rc != 0) {
-        fprintf(stderr, "store_lease_holder: %s (%s)\n", elastic_strerror(rc), elastic_last_error());
+        fprintf(stderr, "store_lease_holder: %s (%s)\n", elastic_strerror(rc),
+                elastic_last_error());
         return 1;
     }
     printf("ready\n");

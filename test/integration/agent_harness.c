@@ -41,7 +41,7 @@ const char *agent_harness_worker(void)
 
 static void sleep_ms(int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 
@@ -52,7 +52,8 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-pid_t agent_harness_spawn(const char *program, const char *const *argv, const char *const *extra_env, const char *name)
+pid_t agent_harness_spawn(const char *program, const char *const *argv,
+                          const char *const *extra_env, const char *name)
 {
     char out_path[512], err_path[512];
     snprintf(out_path, sizeof out_path, "%s/%s.out", test_tmpdir(), name);
@@ -75,7 +76,7 @@ bool agent_harness_wait_exit(pid_t pid, int timeout_ms, int *status)
 {
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (pidfd < 0) return false;
-    struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+    struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
     int ready;
     do ready = poll(&pfd, 1, test_scaled_ms(timeout_ms));
     while (ready < 0 && errno == EINTR);
@@ -110,13 +111,15 @@ static bool line_matches(const char *line, const char *const *needles)
     return true;
 }
 
-bool agent_harness_nth_line(const char *path, const char *const *needles, int n, char *out, size_t size)
+bool agent_harness_nth_line(const char *path, const char *const *needles, int n, char *out,
+                            size_t size)
 {
     char *data = agent_harness_read_file(path);
     if (data == NULL) return false;
     int seen = 0;
     bool found = false;
-    for (char *save = NULL, *line = strtok_r(data, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save))
+    for (char *save = NULL, *line = strtok_r(data, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save))
         if (line_matches(line, needles) && seen++ == n) {
             snprintf(out, size, "%s", line);
             found = true;
@@ -131,7 +134,8 @@ static int count_lines(const char *path, const char *const *needles)
     char *data = agent_harness_read_file(path);
     if (data == NULL) return 0;
     int count = 0;
-    for (char *save = NULL, *line = strtok_r(data, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save))
+    for (char *save = NULL, *line = strtok_r(data, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save))
         count += line_matches(line, needles);
     free(data);
     return count;
@@ -139,7 +143,8 @@ static int count_lines(const char *path, const char *const *needles)
 
 /* The report file changes when a worker starts; a short poll with a
  * deadline is the simplest portable wait for that. */
-int agent_harness_wait_lines(const char *path, const char *const *needles, int count, int timeout_ms)
+int agent_harness_wait_lines(const char *path, const char *const *needles, int count,
+                             int timeout_ms)
 {
     long long deadline = now_ms() + test_scaled_ms(timeout_ms);
     int found = count_lines(path, needles);

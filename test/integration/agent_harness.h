@@ -12,16 +12,19 @@
 /* Starts `program` with argv (NULL-terminated, argv[0] included) and the
  * extra environment entries (NULL-terminated "K=V", may be NULL); stdout and
  * stderr go to <tmpdir>/<name>.out and .err. */
-pid_t agent_harness_spawn(const char *program, const char *const *argv, const char *const *extra_env, const char *name);
+pid_t agent_harness_spawn(const char *program, const char *const *argv,
+                          const char *const *extra_env, const char *name);
 /* waitpid with a deadline; true when it exited (status filled). */
 bool agent_harness_wait_exit(pid_t pid, int timeout_ms, int *status);
 /* Waits until `path` has at least `count` lines containing every needle
  * (NULL-terminated). Returns the number found (fewer: the deadline passed). */
-int agent_harness_wait_lines(const char *path, const char *const *needles, int count, int timeout_ms);
+int agent_harness_wait_lines(const char *path, const char *const *needles, int count,
+                             int timeout_ms);
 /* The value of "key=" in a report line ("pid=123 ..." -> 123), or -1. */
 long agent_harness_line_field(const char *line, const char *key);
 /* The n-th (0-based) line of `path` containing every needle, into out. */
-bool agent_harness_nth_line(const char *path, const char *const *needles, int n, char *out, size_t size);
+bool agent_harness_nth_line(const char *path, const char *const *needles, int n, char *out,
+                            size_t size);
 /* The whole file, NUL-terminated (free()); NULL if absent. */
 char *agent_harness_read_file(const char *path);
 /* Whether a process exists and is not a zombie. */

@@ -26,19 +26,19 @@
 #define ETCD_FIXTURE_MAX 3
 
 typedef struct etcd_member {
-    pid_t pid;                       /* 0: not running */
+    pid_t pid; /* 0: not running */
     int client_port, peer_port;
     char name[16];
     char dir[600];
-    uint64_t member_id;              /* etcd's id, learned once it answers */
+    uint64_t member_id; /* etcd's id, learned once it answers */
 } etcd_member;
 
 typedef struct etcd_cluster {
     int n;
     etcd_member m[ETCD_FIXTURE_MAX];
-    char endpoints[256];             /* "127.0.0.1:p1,127.0.0.1:p2,..." */
-    char initial[1024];              /* --initial-cluster */
-    bool tls;                        /* https with client certificates (etcd_cluster_start_tls) */
+    char endpoints[256]; /* "127.0.0.1:p1,127.0.0.1:p2,..." */
+    char initial[1024];  /* --initial-cluster */
+    bool tls;            /* https with client certificates (etcd_cluster_start_tls) */
     char ca[600], server_cert[600], server_key[600], client_cert[600], client_key[600];
 } etcd_cluster;
 
@@ -52,7 +52,7 @@ static inline uint64_t etcd_fixture_now_ms(void)
 static inline const char *etcd_fixture_binary(void)
 {
     static char path[512];
-    const char *dirs[] = {"/usr/bin", "/usr/local/bin", "/usr/sbin", NULL};
+    const char *dirs[] = { "/usr/bin", "/usr/local/bin", "/usr/sbin", NULL };
     for (int i = 0; dirs[i] != NULL; i++) {
         snprintf(path, sizeof path, "%s/etcd", dirs[i]);
         if (access(path, X_OK) == 0) return path;
@@ -66,7 +66,8 @@ static inline void etcd_fixture_ports(int *ports, int n)
     int fds[2 * ETCD_FIXTURE_MAX];
     for (int i = 0; i < n; i++) {
         fds[i] = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct sockaddr_in addr = { .sin_family = AF_INET,
+                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         socklen_t len = sizeof addr;
         if (fds[i] < 0 || bind(fds[i], (struct sockaddr *)&addr, sizeof addr) != 0 ||
             getsockname(fds[i], (struct sockaddr *)&addr, &len) != 0)
@@ -77,8 +78,8 @@ static inline void etcd_fixture_ports(int *ports, int n)
 }
 
 /* POSTs body to a member's gateway; the reply parsed (NULL: no answer). */
-static inline json_object *etcd_fixture_post(const etcd_cluster *c, int port, const char *path, const char *body,
-                                             int timeout_ms)
+static inline json_object *etcd_fixture_post(const etcd_cluster *c, int port, const char *path,
+                                             const char *body, int timeout_ms)
 {
     static char buf[65536];
     size_t len = 0;
@@ -125,17 +126,21 @@ static inline void etcd_member_spawn(etcd_cluster *c, int i, bool fresh)
         char data[700];
         snprintf(data, sizeof data, "%s/data", m->dir);
         if (c->tls)
-            execl(etcd_fixture_binary(), "etcd", "--name", m->name, "--data-dir", data, "--listen-client-urls", client,
-                  "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                  "--initial-cluster", c->initial, "--initial-cluster-state", fresh ? "new" : "existing",
-                  "--initial-cluster-token", token, "--log-level", "warn", "--cert-file", c->server_cert,
-                  "--key-file", c->server_key, "--trusted-ca-file", c->ca, "--client-cert-auth", (char *)NULL);
+            execl(etcd_fixture_binary(), "etcd", "--name", m->name, "--data-dir", data,
+                  "--listen-client-urls", client, "--advertise-client-urls", client,
+                  "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                  "--initial-cluster", c->initial, "--initial-cluster-state",
+                  fresh ? "new" : "existing", "--initial-cluster-token", token, "--log-level",
+                  "warn", "--cert-file", c->server_cert, "--key-file", c->server_key,
+                  "--trusted-ca-file", c->ca, "--client-cert-auth", (char *)NULL);
         else
-            execl(etcd_fixture_binary(), "etcd", "--name", m->name, "--data-dir", data, "--listen-client-urls", client,
-                  "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                  "--initial-cluster", c->initial, "--initial-cluster-state", fresh ? "new" : "existing",
-                  "--initial-cluster-token", token, "--heartbeat-interval", "50", "--election-timeout", "500",
-                  "--log-level", "warn", (char *)NULL);
+            execl(etcd_fixture_binary(), "etcd", "--name", m->name, "--data-dir", data,
+                  "--listen-client-urls", client, "--advertise-client-urls", client,
+                  "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                  "--initial-cluster", c->initial, "--initial-cluster-state",
+                  fresh ? "new" : "existing", "--initial-cluster-token", token,
+                  "--heartbeat-interval", "50", "--election-timeout", "500", "--log-level", "warn",
+                  (char *)NULL);
         _exit(127);
     }
     m->pid = pid;
@@ -144,7 +149,8 @@ static inline void etcd_member_spawn(etcd_cluster *c, int i, bool fresh)
 /* Whether member i answers a read through the gateway (fills member_id). */
 static inline bool etcd_member_ready(etcd_cluster *c, int i)
 {
-    json_object *reply = etcd_fixture_post(c, c->m[i].client_port, "/v3/kv/range", "{\"key\":\"AA==\"}", 1000);
+    json_object *reply =
+        etcd_fixture_post(c, c->m[i].client_port, "/v3/kv/range", "{\"key\":\"AA==\"}", 1000);
     json_object *header = NULL, *id = NULL;
     bool ok = reply != NULL && json_object_object_get_ex(reply, "header", &header) &&
               json_object_object_get_ex(header, "member_id", &id);
@@ -158,10 +164,12 @@ static inline void etcd_cluster_wait_ready(etcd_cluster *c, int timeout_ms)
     uint64_t deadline = etcd_fixture_now_ms() + (uint64_t)test_scaled_ms(timeout_ms);
     for (int i = 0; i < c->n; i++) {
         while (c->m[i].pid != 0 && !etcd_member_ready(c, i)) {
-            if (etcd_fixture_now_ms() > deadline) FAIL("etcd member %d did not answer in %d ms", i, timeout_ms);
+            if (etcd_fixture_now_ms() > deadline)
+                FAIL("etcd member %d did not answer in %d ms", i, timeout_ms);
             int status;
-            if (waitpid(c->m[i].pid, &status, WNOHANG) == c->m[i].pid) FAIL("etcd member %d exited at start", i);
-            struct timespec pause = {0, 50 * 1000000L};
+            if (waitpid(c->m[i].pid, &status, WNOHANG) == c->m[i].pid)
+                FAIL("etcd member %d exited at start", i);
+            struct timespec pause = { 0, 50 * 1000000L };
             nanosleep(&pause, NULL);
         }
     }
@@ -170,7 +178,8 @@ static inline void etcd_cluster_wait_ready(etcd_cluster *c, int timeout_ms)
 /* Starts n (1 or 3) members and waits until every one answers. */
 static inline void etcd_cluster_launch(etcd_cluster *c, int n)
 {
-    if (etcd_fixture_binary() == NULL) SKIP("etcd is not installed (Debian: apt-get install etcd-server)");
+    if (etcd_fixture_binary() == NULL)
+        SKIP("etcd is not installed (Debian: apt-get install etcd-server)");
     c->n = n;
     int ports[2 * ETCD_FIXTURE_MAX];
     etcd_fixture_ports(ports, 2 * n);
@@ -182,10 +191,10 @@ static inline void etcd_cluster_launch(etcd_cluster *c, int n)
         snprintf(m->name, sizeof m->name, "m%d", i);
         snprintf(m->dir, sizeof m->dir, "%s/etcd-m%d-XXXXXX", test_tmpdir(), i);
         if (mkdtemp(m->dir) == NULL) FAIL("mkdtemp: %s", strerror(errno));
-        at += (size_t)snprintf(c->initial + at, sizeof c->initial - at, "%s%s=http://127.0.0.1:%d", i ? "," : "",
-                               m->name, m->peer_port);
-        eat += (size_t)snprintf(c->endpoints + eat, sizeof c->endpoints - eat, "%s127.0.0.1:%d", i ? "," : "",
-                                m->client_port);
+        at += (size_t)snprintf(c->initial + at, sizeof c->initial - at, "%s%s=http://127.0.0.1:%d",
+                               i ? "," : "", m->name, m->peer_port);
+        eat += (size_t)snprintf(c->endpoints + eat, sizeof c->endpoints - eat, "%s127.0.0.1:%d",
+                                i ? "," : "", m->client_port);
     }
     for (int i = 0; i < n; i++) etcd_member_spawn(c, i, true);
     etcd_cluster_wait_ready(c, 30000);
@@ -208,11 +217,14 @@ static inline void etcd_cluster_start_tls(etcd_cluster *c)
     if (mkdir(dir, 0700) != 0) FAIL("mkdir %s: %s", dir, strerror(errno));
     snprintf(script, sizeof script,
              "set -e; cd '%s'\n"
-             "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca 2>/dev/null\n"
+             "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj "
+             "/CN=test-ca 2>/dev/null\n"
              "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext\n"
              "for who in server client; do\n"
-             "  openssl req -newkey rsa:2048 -nodes -keyout $who.key -out $who.csr -subj /CN=$who 2>/dev/null\n"
-             "  openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $who.pem -days 1 "
+             "  openssl req -newkey rsa:2048 -nodes -keyout $who.key -out $who.csr -subj /CN=$who "
+             "2>/dev/null\n"
+             "  openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out "
+             "$who.pem -days 1 "
              "-extfile san.ext 2>/dev/null\n"
              "done\n",
              dir);
@@ -228,10 +240,11 @@ static inline void etcd_cluster_start_tls(etcd_cluster *c)
             kill(pid, SIGKILL);
             FAIL("making test certificates took too long");
         }
-        struct timespec pause = {0, 20 * 1000000L};
+        struct timespec pause = { 0, 20 * 1000000L };
         nanosleep(&pause, NULL);
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) FAIL("openssl could not make the test certificates");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        FAIL("openssl could not make the test certificates");
     c->tls = true;
     snprintf(c->ca, sizeof c->ca, "%s/ca.pem", dir);
     snprintf(c->server_cert, sizeof c->server_cert, "%s/server.pem", dir);
@@ -254,7 +267,9 @@ static inline int etcd_cluster_leader(etcd_cluster *c)
 {
     for (int i = 0; i < c->n; i++) {
         if (c->m[i].pid == 0) continue;
-        json_object *reply = etcd_fixture_post(c, c->m[i].client_port, "/v3/maintenance/status", "{}", 1000), *leader;
+        json_object *reply = etcd_fixture_post(c, c->m[i].client_port, "/v3/maintenance/status",
+                                               "{}", 1000),
+                    *leader;
         uint64_t id = 0;
         if (reply != NULL && json_object_object_get_ex(reply, "leader", &leader))
             id = strtoull(json_object_get_string(leader), NULL, 10);

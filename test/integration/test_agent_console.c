@@ -15,9 +15,10 @@
 
 static int run_to_end(const char *name, const char *const *flags_and_program)
 {
-    const char *argv[64] = {"elasticrun"};
+    const char *argv[64] = { "elasticrun" };
     size_t n = 1;
-    for (size_t i = 0; flags_and_program[i] != NULL && n + 1 < 64; i++) argv[n++] = flags_and_program[i];
+    for (size_t i = 0; flags_and_program[i] != NULL && n + 1 < 64; i++)
+        argv[n++] = flags_and_program[i];
     argv[n] = NULL;
     pid_t pid = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
     int status = 0;
@@ -64,9 +65,24 @@ TEST_TIMEOUT(console_says_failure_restart_and_summary_and_quiet_silences_them, 9
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = {"--standalone", "--nproc-per-node", "2", "--max-restarts", "2", "--no-python",
-                          agent_harness_worker(), "--report", report, "--fail-rank", "1", "--fail-code", "7",
-                          "--fail-until-restart", "1", "--exit-after-restart", "1", NULL};
+    const char *args[] = { "--standalone",
+                           "--nproc-per-node",
+                           "2",
+                           "--max-restarts",
+                           "2",
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--fail-rank",
+                           "1",
+                           "--fail-code",
+                           "7",
+                           "--fail-until-restart",
+                           "1",
+                           "--exit-after-restart",
+                           "1",
+                           NULL };
     ASSERT_EQ(run_to_end("loud", args), 0);
     char *err = stderr_of("loud");
     char line[1024];
@@ -74,19 +90,37 @@ TEST_TIMEOUT(console_says_failure_restart_and_summary_and_quiet_silences_them, 9
         strstr(line, "failed: exit code 7; restarting (1 of 2 restarts left)") == NULL)
         FAIL("no failure line:\n%s", err);
     if (!line_starting(err, "elasticrun: generation ", line, sizeof line) ||
-        strstr(line, "running: world size 2 (1 node), ") == NULL || strstr(line, " after the failure") == NULL)
+        strstr(line, "running: world size 2 (1 node), ") == NULL ||
+        strstr(line, " after the failure") == NULL)
         FAIL("no running-again line:\n%s", err);
     if (!line_starting(err, "elasticrun: job succeeded after ", line, sizeof line) ||
-        strstr(line, ": 2 generations, 1 restart, ") == NULL || strstr(line, " lost to failures, ") == NULL)
+        strstr(line, ": 2 generations, 1 restart, ") == NULL ||
+        strstr(line, " lost to failures, ") == NULL)
         FAIL("no summary line:\n%s", err);
     /* one line per event, nothing else (besides the start line naming the run) */
     ASSERT_EQ(count_of(err, "elasticrun: run "), 1);
     ASSERT_EQ(count_of(err, "elasticrun: "), 4);
     free(err);
 
-    const char *quiet[] = {"--quiet", "--standalone", "--nproc-per-node", "2", "--max-restarts", "2", "--no-python",
-                           agent_harness_worker(), "--report", report, "--fail-rank", "1", "--fail-code", "7",
-                           "--fail-until-restart", "1", "--exit-after-restart", "1", NULL};
+    const char *quiet[] = { "--quiet",
+                            "--standalone",
+                            "--nproc-per-node",
+                            "2",
+                            "--max-restarts",
+                            "2",
+                            "--no-python",
+                            agent_harness_worker(),
+                            "--report",
+                            report,
+                            "--fail-rank",
+                            "1",
+                            "--fail-code",
+                            "7",
+                            "--fail-until-restart",
+                            "1",
+                            "--exit-after-restart",
+                            "1",
+                            NULL };
     ASSERT_EQ(run_to_end("quiet", quiet), 0);
     err = stderr_of("quiet");
     if (strstr(err, "elasticrun: ") != NULL) FAIL("--quiet still printed:\n%s", err);
@@ -98,19 +132,35 @@ TEST_TIMEOUT(console_root_cause_is_said_once_with_the_error_file_as_a_traceback,
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *error_json = "{\"message\": {\"message\": \"ValueError: bad batch\", \"extraInfo\": {\"py_callstack\": "
-                             "\"Traceback (most recent call last):\\n  File \\\"train.py\\\", line 3, in <module>\\n"
-                             "    step()\\nValueError: bad batch\\n\", \"timestamp\": \"1\"}}}";
-    const char *args[] = {"--standalone", "--nproc-per-node", "2", "--max-restarts", "0", "--no-python",
-                          agent_harness_worker(), "--report", report, "--fail-rank", "1", "--fail-code", "3",
-                          "--error-file-text", error_json, NULL};
+    const char *error_json =
+        "{\"message\": {\"message\": \"ValueError: bad batch\", \"extraInfo\": {\"py_callstack\": "
+        "\"Traceback (most recent call last):\\n  File \\\"train.py\\\", line 3, in <module>\\n"
+        "    step()\\nValueError: bad batch\\n\", \"timestamp\": \"1\"}}}";
+    const char *args[] = { "--standalone",
+                           "--nproc-per-node",
+                           "2",
+                           "--max-restarts",
+                           "0",
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--fail-rank",
+                           "1",
+                           "--fail-code",
+                           "3",
+                           "--error-file-text",
+                           error_json,
+                           NULL };
     ASSERT_NE(run_to_end("traceback", args), 0);
     char *err = stderr_of("traceback");
     char line[1024];
-    if (!line_starting(err, "first failure: rank 1 on node ", line, sizeof line)) FAIL("no root cause:\n%s", err);
+    if (!line_starting(err, "first failure: rank 1 on node ", line, sizeof line))
+        FAIL("no root cause:\n%s", err);
     ASSERT_EQ(count_of(line, "exit code 3"), 1);
     ASSERT(strstr(err, "no restarts left (--max-restarts 0): the job fails") != NULL);
-    if (strstr(err, "\n  Traceback (most recent call last):\n    File \"train.py\", line 3, in <module>\n      step()\n"
+    if (strstr(err, "\n  Traceback (most recent call last):\n    File \"train.py\", line 3, in "
+                    "<module>\n      step()\n"
                     "  ValueError: bad batch\n") == NULL)
         FAIL("the error file is not rendered as a traceback:\n%s", err);
     ASSERT(strstr(err, "\\n") == NULL);          /* no raw JSON escapes */
@@ -123,14 +173,22 @@ TEST_TIMEOUT(console_root_cause_of_a_killed_worker_names_the_signal_once, 90)
 {
     char report[512], line[1024];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = {"--standalone", "--nproc-per-node", "1", "--no-python", agent_harness_worker(), "--report",
-                          report, "--sleep-ms", "60000", NULL};
-    const char *argv[16] = {"elasticrun"};
+    const char *args[] = { "--standalone",
+                           "--nproc-per-node",
+                           "1",
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--sleep-ms",
+                           "60000",
+                           NULL };
+    const char *argv[16] = { "elasticrun" };
     size_t n = 1;
     for (size_t i = 0; args[i] != NULL; i++) argv[n++] = args[i];
     argv[n] = NULL;
     pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, "killed");
-    const char *started[] = {"start ", NULL};
+    const char *started[] = { "start ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, started, 1, RUN_MS), 1);
     ASSERT(agent_harness_nth_line(report, started, 0, line, sizeof line));
     ASSERT_EQ(kill((pid_t)agent_harness_line_field(line, "pid"), SIGKILL), 0);
@@ -138,7 +196,8 @@ TEST_TIMEOUT(console_root_cause_of_a_killed_worker_names_the_signal_once, 90)
     ASSERT(agent_harness_wait_exit(agent, RUN_MS, &status));
     ASSERT(WIFEXITED(status) && WEXITSTATUS(status) != 0);
     char *err = stderr_of("killed");
-    if (!line_starting(err, "first failure: rank 0 on node ", line, sizeof line)) FAIL("no root cause:\n%s", err);
+    if (!line_starting(err, "first failure: rank 0 on node ", line, sizeof line))
+        FAIL("no root cause:\n%s", err);
     ASSERT_EQ(count_of(line, "killed by signal 9"), 1);
     ASSERT(strstr(line, "(SIGKILL)") != NULL);
     ASSERT(strstr(err, "elasticrun: job failed after ") != NULL);
@@ -158,26 +217,47 @@ TEST_TIMEOUT(console_waiting_for_nodes_names_the_missing_node, 180)
     for (int i = 0; i < 2; i++) {
         char name[16];
         snprintf(name, sizeof name, "node%d", i);
-        const char *argv[] = {"elasticrun", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-                              "--rdzv-endpoint", endpoint, "--rdzv-id", "waiting", "--rdzv-conf",
-                              "is_host=0,last_call_timeout=1", "--local-addr", "127.0.0.1", "--no-python",
-                              agent_harness_worker(), "--report", report, "--sleep-ms", "120000", NULL};
+        const char *argv[] = { "elasticrun",
+                               "--nnodes",
+                               "2",
+                               "--nproc-per-node",
+                               "1",
+                               "--rdzv-backend",
+                               "c10d",
+                               "--rdzv-endpoint",
+                               endpoint,
+                               "--rdzv-id",
+                               "waiting",
+                               "--rdzv-conf",
+                               "is_host=0,last_call_timeout=1",
+                               "--local-addr",
+                               "127.0.0.1",
+                               "--no-python",
+                               agent_harness_worker(),
+                               "--report",
+                               report,
+                               "--sleep-ms",
+                               "120000",
+                               NULL };
         agents[i] = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
     }
-    const char *started[] = {"start ", "world=2 ", NULL};
+    const char *started[] = { "start ", "world=2 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, started, 2, 60000), 2);
-    ASSERT_EQ(kill(agents[1], SIGKILL), 0); /* node1's workers die with it (they follow their agent) */
+    ASSERT_EQ(kill(agents[1], SIGKILL),
+              0); /* node1's workers die with it (they follow their agent) */
     char host[128] = "node", missing[200], err_path[512];
     gethostname(host, sizeof host - 1);
     snprintf(missing, sizeof missing, "missing: %s-%d", host, (int)agents[1]);
-    const char *waiting[] = {"elasticrun: waiting for nodes: ", " 1 joined, 2 wanted, ", missing, NULL};
+    const char *waiting[] = { "elasticrun: waiting for nodes: ", " 1 joined, 2 wanted, ", missing,
+                              NULL };
     agent_harness_path(err_path, sizeof err_path, "node0.err");
-    if (agent_harness_wait_lines(err_path, waiting, 2, 40000) < 2) { /* repeated, every few seconds */
+    if (agent_harness_wait_lines(err_path, waiting, 2, 40000) <
+        2) { /* repeated, every few seconds */
         char *err = stderr_of("node0");
         kill(agents[0], SIGKILL);
         FAIL("node0 does not say it waits for node1 (%s):\n%s", missing, err);
     }
-    const char *lost[] = {"elasticrun: node ", " lost ", NULL};
+    const char *lost[] = { "elasticrun: node ", " lost ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(err_path, lost, 1, 1000), 1);
     kill(agents[0], SIGTERM);
     int status;
@@ -199,7 +279,7 @@ TEST_TIMEOUT(console_unreachable_store_is_one_short_line_with_the_errno, 60)
     elastic_store_server_close(server);
     char ctl[512];
     snprintf(ctl, sizeof ctl, "%s", test_bin_path("elasticctl"));
-    const char *argv[] = {"elasticctl", "store", "get", "k", "--endpoint", endpoint, NULL};
+    const char *argv[] = { "elasticctl", "store", "get", "k", "--endpoint", endpoint, NULL };
     pid_t pid = agent_harness_spawn(ctl, argv, NULL, "ctl");
     int status = 0;
     ASSERT(agent_harness_wait_exit(pid, 30000, &status));
@@ -208,7 +288,8 @@ TEST_TIMEOUT(console_unreachable_store_is_one_short_line_with_the_errno, 60)
     ASSERT_EQ(count_of(err, "\n"), 1);
     ASSERT_LT(strlen(err), 200);
     ASSERT_EQ(count_of(err, "connect to store"), 1);
-    if (strstr(err, "Connection refused (ECONNREFUSED)") == NULL) FAIL("the errno is lost: %s", err);
+    if (strstr(err, "Connection refused (ECONNREFUSED)") == NULL)
+        FAIL("the errno is lost: %s", err);
     free(err);
 }
 
@@ -217,11 +298,23 @@ TEST_TIMEOUT(console_status_lists_workers_that_do_not_heartbeat, 90)
     char report[512], err_path[512], line[512], endpoint[64];
     agent_harness_path(report, sizeof report, "report");
     agent_harness_path(err_path, sizeof err_path, "silent.err");
-    const char *argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "2", "--metrics-port", "0",
-                          "--monitor-interval", "0.2", "--no-python", agent_harness_worker(), "--report", report,
-                          "--sleep-ms", "60000", NULL};
+    const char *argv[] = { "elasticrun",
+                           "--standalone",
+                           "--nproc-per-node",
+                           "2",
+                           "--metrics-port",
+                           "0",
+                           "--monitor-interval",
+                           "0.2",
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--sleep-ms",
+                           "60000",
+                           NULL };
     pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, "silent");
-    const char *announced[] = {"metrics on http://", NULL}, *started[] = {"start ", NULL};
+    const char *announced[] = { "metrics on http://", NULL }, *started[] = { "start ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(err_path, announced, 1, RUN_MS), 1);
     ASSERT_EQ(agent_harness_wait_lines(report, started, 2, RUN_MS), 2);
     ASSERT(agent_harness_nth_line(err_path, announced, 0, line, sizeof line));
@@ -229,24 +322,28 @@ TEST_TIMEOUT(console_status_lists_workers_that_do_not_heartbeat, 90)
     char flag[128], ctl_path[1024], out_path[512];
     snprintf(flag, sizeof flag, "--endpoint=%s", endpoint);
     snprintf(ctl_path, sizeof ctl_path, "%s", test_bin_path("elasticctl"));
-    const char *ctl[] = {"elasticctl", "status", flag, NULL};
+    const char *ctl[] = { "elasticctl", "status", flag, NULL };
     int status = 0;
-    ASSERT(agent_harness_wait_exit(agent_harness_spawn(ctl_path, ctl, NULL, "status"), 20000, &status));
+    ASSERT(agent_harness_wait_exit(agent_harness_spawn(ctl_path, ctl, NULL, "status"), 20000,
+                                   &status));
     ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    char *out = agent_harness_read_file(agent_harness_path(out_path, sizeof out_path, "status.out"));
+    char *out =
+        agent_harness_read_file(agent_harness_path(out_path, sizeof out_path, "status.out"));
     ASSERT(out != NULL);
     for (int rank = 0; rank < 2; rank++) {
         char needle[32], row[256], pid[16];
         snprintf(needle, sizeof needle, "rank=%d ", rank);
-        const char *mine[] = {"start ", needle, NULL};
+        const char *mine[] = { "start ", needle, NULL };
         ASSERT(agent_harness_nth_line(report, mine, 0, line, sizeof line));
         snprintf(pid, sizeof pid, "%ld", agent_harness_line_field(line, "pid"));
         /* rank, local rank, pid, alive, uptime, then "-" for step, steps/s, heartbeat, straggler */
         int matched = 0;
-        for (const char *at = out; at != NULL && *at != '\0' && !matched; at = strchr(at, '\n') ? strchr(at, '\n') + 1 : NULL) {
+        for (const char *at = out; at != NULL && *at != '\0' && !matched;
+             at = strchr(at, '\n') ? strchr(at, '\n') + 1 : NULL) {
             char r[16], l[16], p[16], alive[8], up[24], step[16], rate[16], hb[16], score[16];
             snprintf(row, sizeof row, "%.*s", (int)strcspn(at, "\n"), at);
-            if (sscanf(row, "%15s %15s %15s %7s %23s %15s %15s %15s %15s", r, l, p, alive, up, step, rate, hb, score) == 9 &&
+            if (sscanf(row, "%15s %15s %15s %7s %23s %15s %15s %15s %15s", r, l, p, alive, up, step,
+                       rate, hb, score) == 9 &&
                 r[0] >= '0' && r[0] <= '9' && atoi(r) == rank) {
                 matched = 1;
                 if (strcmp(p, pid) != 0 || strcmp(alive, "yes") != 0 || up[strlen(up) - 1] != 's' ||
@@ -270,8 +367,22 @@ TEST_TIMEOUT(console_summary_names_the_last_checkpoint_a_worker_saved, 90)
     mkdir(ckpt, 0755);
     snprintf(events, sizeof events, "%s/events.jsonl", dir);
     snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
-    const char *args[] = {"--standalone", "--nproc-per-node", "2", "--event-log", events, "--no-python", trainer,
-                          "--ckpt-dir", ckpt, "--steps", "60", "--step-ms", "2", "--ckpt-every", "10", NULL};
+    const char *args[] = { "--standalone",
+                           "--nproc-per-node",
+                           "2",
+                           "--event-log",
+                           events,
+                           "--no-python",
+                           trainer,
+                           "--ckpt-dir",
+                           ckpt,
+                           "--steps",
+                           "60",
+                           "--step-ms",
+                           "2",
+                           "--ckpt-every",
+                           "10",
+                           NULL };
     ASSERT_EQ(run_to_end("ckpt", args), 0);
     char *err = stderr_of("ckpt");
     char line[1024];
@@ -280,6 +391,6 @@ TEST_TIMEOUT(console_summary_names_the_last_checkpoint_a_worker_saved, 90)
         FAIL("the summary does not name step 60:\n%s", err);
     free(err);
     /* Every worker's last save reaches the event log (at the latest when it exits). */
-    const char *saved[] = {"\"event\":\"checkpoint\"", "\"step\":60,", NULL};
+    const char *saved[] = { "\"event\":\"checkpoint\"", "\"step\":60,", NULL };
     ASSERT_EQ(agent_harness_wait_lines(events, saved, 2, 1000), 2);
 }

@@ -21,12 +21,31 @@ static char *run_demo(const char *name, bool kill_one)
     char trainer[1024], events[600];
     snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
     snprintf(events, sizeof events, "%s/events.jsonl", dir);
-    const char *argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "3", "--max-restarts", "2",
-                          "--event-log", events, "--no-python", trainer, "--ckpt-dir", ckpt, "--steps", "200",
-                          "--step-ms", "5", "--ckpt-every", "10", "--result", result, NULL};
+    const char *argv[] = { "elasticrun",
+                           "--standalone",
+                           "--nproc-per-node",
+                           "3",
+                           "--max-restarts",
+                           "2",
+                           "--event-log",
+                           events,
+                           "--no-python",
+                           trainer,
+                           "--ckpt-dir",
+                           ckpt,
+                           "--steps",
+                           "200",
+                           "--step-ms",
+                           "5",
+                           "--ckpt-every",
+                           "10",
+                           "--result",
+                           result,
+                           NULL };
     pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
     if (kill_one) {
-        const char *started[] = {"\"event\":\"worker_started\"", "\"generation\":1,", "\"rank\":1,", NULL};
+        const char *started[] = { "\"event\":\"worker_started\"", "\"generation\":1,",
+                                  "\"rank\":1,", NULL };
         char line[1024];
         ASSERT_EQ(agent_harness_wait_lines(events, started, 1, 30000), 1);
         ASSERT(agent_harness_nth_line(events, started, 0, line, sizeof line));
@@ -34,7 +53,7 @@ static char *run_demo(const char *name, bool kill_one)
         ASSERT(pid_at != NULL);
         char console[600]; /* rank 0 prints "step N loss ... (checkpoint)" */
         snprintf(console, sizeof console, "%s/%s.out", test_tmpdir(), name);
-        const char *midway[] = {"step 40 ", "(checkpoint)", NULL};
+        const char *midway[] = { "step 40 ", "(checkpoint)", NULL };
         ASSERT_EQ(agent_harness_wait_lines(console, midway, 1, 60000), 1);
         ASSERT_EQ(kill((pid_t)atoi(pid_at + 6), SIGKILL), 0);
     }
@@ -46,7 +65,7 @@ static char *run_demo(const char *name, bool kill_one)
     ASSERT(WIFEXITED(status));
     ASSERT_EQ(WEXITSTATUS(status), 0);
     if (kill_one) {
-        const char *restarted[] = {"\"event\":\"restarted\"", NULL};
+        const char *restarted[] = { "\"event\":\"restarted\"", NULL };
         ASSERT_EQ(agent_harness_wait_lines(events, restarted, 1, 1000), 1);
     }
     char *text = agent_harness_read_file(result);

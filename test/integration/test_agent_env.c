@@ -24,11 +24,11 @@ static const char *env_value(const char *dump, const char *name, char *out, size
     return out;
 }
 
-#define ASSERT_ENV(dump, name, expected)                                                  \
-    do {                                                                                  \
-        char value_[512];                                                                 \
+#define ASSERT_ENV(dump, name, expected)                                                       \
+    do {                                                                                       \
+        char value_[512];                                                                      \
         if (env_value(dump, name, value_, sizeof value_) == NULL) FAIL("%s is not set", name); \
-        ASSERT_STR_EQ(value_, expected);                                                  \
+        ASSERT_STR_EQ(value_, expected);                                                       \
     } while (0)
 
 static void run_to_success(const char *const *argv, const char *const *env)
@@ -50,10 +50,28 @@ TEST_TIMEOUT(agent_sets_the_torchrun_environment, 60)
     agent_harness_path(env_dir, sizeof env_dir, "env");
     agent_harness_path(log_dir, sizeof log_dir, "logs");
     mkdir(env_dir, 0755);
-    const char *argv[] = {"elasticrun", "--nnodes=1", "--nproc_per_node=2", "--max-restarts", "3", "--role", "trainer",
-                          "--rdzv-id", "envjob", "--log-dir", log_dir, "--no-python", agent_harness_worker(),
-                          "--report", report, "--env-dir", env_dir, "--exit-after-restart", "0", NULL};
-    const char *env[] = {"NCCL_ASYNC_ERROR_HANDLING=0", "RANK=99", NULL}; /* RANK is ours to set */
+    const char *argv[] = { "elasticrun",
+                           "--nnodes=1",
+                           "--nproc_per_node=2",
+                           "--max-restarts",
+                           "3",
+                           "--role",
+                           "trainer",
+                           "--rdzv-id",
+                           "envjob",
+                           "--log-dir",
+                           log_dir,
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--env-dir",
+                           env_dir,
+                           "--exit-after-restart",
+                           "0",
+                           NULL };
+    const char *env[] = { "NCCL_ASYNC_ERROR_HANDLING=0", "RANK=99",
+                          NULL }; /* RANK is ours to set */
     unsetenv("OMP_NUM_THREADS");
     unsetenv("TORCH_NCCL_ASYNC_ERROR_HANDLING");
     run_to_success(argv, env);
@@ -86,8 +104,10 @@ TEST_TIMEOUT(agent_sets_the_torchrun_environment, 60)
         ASSERT_ENV(dump, "TORCHELASTIC_ERROR_FILE", expected);
         char value[512];
         ASSERT(env_value(dump, "MASTER_ADDR", value, sizeof value) != NULL);
-        ASSERT(env_value(dump, "MASTER_PORT", value, sizeof value) != NULL && atoi(value) > 0 && atoi(value) < 65536);
-        ASSERT(env_value(dump, "ELASTIC_STORE_ENDPOINT", value, sizeof value) != NULL && strchr(value, ':') != NULL);
+        ASSERT(env_value(dump, "MASTER_PORT", value, sizeof value) != NULL && atoi(value) > 0 &&
+               atoi(value) < 65536);
+        ASSERT(env_value(dump, "ELASTIC_STORE_ENDPOINT", value, sizeof value) != NULL &&
+               strchr(value, ':') != NULL);
         /* The token is not in the environment; a private file holds it. */
         ASSERT(env_value(dump, "ELASTIC_STORE_TOKEN", value, sizeof value) == NULL);
         ASSERT(env_value(dump, "ELASTIC_STORE_TOKEN_FILE", value, sizeof value) != NULL &&
@@ -110,10 +130,21 @@ TEST_TIMEOUT(agent_substitutes_local_rank_and_keeps_user_variables, 60)
     agent_harness_path(report, sizeof report, "report");
     agent_harness_path(env_dir, sizeof env_dir, "env");
     mkdir(env_dir, 0755);
-    const char *argv[] = {"elasticrun", "--nproc-per-node", "1", "--no-python", agent_harness_worker(),
-                          "--report", report, "--env-dir", env_dir, "--exit-after-restart", "0", "--tag",
-                          "lr${local_rank}", NULL};
-    const char *env[] = {"MY_SETTING=kept", "OMP_NUM_THREADS=7", NULL};
+    const char *argv[] = { "elasticrun",
+                           "--nproc-per-node",
+                           "1",
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--env-dir",
+                           env_dir,
+                           "--exit-after-restart",
+                           "0",
+                           "--tag",
+                           "lr${local_rank}",
+                           NULL };
+    const char *env[] = { "MY_SETTING=kept", "OMP_NUM_THREADS=7", NULL };
     run_to_success(argv, env);
     snprintf(path, sizeof path, "%s/restart0_rank0.env", env_dir);
     char *dump = agent_harness_read_file(path);
@@ -123,6 +154,6 @@ TEST_TIMEOUT(agent_substitutes_local_rank_and_keeps_user_variables, 60)
     ASSERT_ENV(dump, "WORLD_SIZE", "1");
     ASSERT_ENV(dump, "TORCHELASTIC_RUN_ID", "none");
     free(dump);
-    const char *tagged[] = {"start ", "tag=lr0", NULL};
+    const char *tagged[] = { "start ", "tag=lr0", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, tagged, 1, 1000), 1);
 }

@@ -37,13 +37,37 @@ static void etcd_job_init(etcd_job *j, const etcd_cluster *c, const char *run_id
     j->exit_on_store_loss = "0";
 }
 
-static pid_t etcd_job_agent_env(const etcd_job *j, const char *name, const char *nodes, const char *const *env)
+static pid_t etcd_job_agent_env(const etcd_job *j, const char *name, const char *nodes,
+                                const char *const *env)
 {
-    const char *argv[] = {"elasticrun", "--nnodes", nodes, "--nproc-per-node", "1", "--rdzv-backend", "etcd",
-                          "--rdzv-endpoint", j->endpoints, "--rdzv-id", j->run_id, "--rdzv-conf", j->conf,
-                          "--local-addr", "127.0.0.1", "--max-restarts", j->max_restarts, "--no-python", j->worker,
-                          "--dir", j->ckpt_dir, "--report", j->report, "--step-ms", "100", "--exit-on-store-loss",
-                          j->exit_on_store_loss, NULL};
+    const char *argv[] = { "elasticrun",
+                           "--nnodes",
+                           nodes,
+                           "--nproc-per-node",
+                           "1",
+                           "--rdzv-backend",
+                           "etcd",
+                           "--rdzv-endpoint",
+                           j->endpoints,
+                           "--rdzv-id",
+                           j->run_id,
+                           "--rdzv-conf",
+                           j->conf,
+                           "--local-addr",
+                           "127.0.0.1",
+                           "--max-restarts",
+                           j->max_restarts,
+                           "--no-python",
+                           j->worker,
+                           "--dir",
+                           j->ckpt_dir,
+                           "--report",
+                           j->report,
+                           "--step-ms",
+                           "100",
+                           "--exit-on-store-loss",
+                           j->exit_on_store_loss,
+                           NULL };
     return agent_harness_spawn(agent_harness_elasticrun(), argv, env, name);
 }
 
@@ -59,19 +83,21 @@ static void stop_agents(pid_t *agents, int n)
         if (agents[i] > 0) kill(agents[i], SIGTERM);
     for (int i = 0; i < n; i++) {
         int status;
-        if (agents[i] > 0 && !agent_harness_wait_exit(agents[i], 20000, &status)) kill(agents[i], SIGKILL);
+        if (agents[i] > 0 && !agent_harness_wait_exit(agents[i], 20000, &status))
+            kill(agents[i], SIGKILL);
     }
 }
 
 /* The n-th line with every needle, or a failure naming what was awaited. */
 static void nth_line(const char *path, const char *const *needles, int n, char *out, size_t size)
 {
-    if (!agent_harness_nth_line(path, needles, n, out, size)) FAIL("no line %d with %s in %s", n, needles[0], path);
+    if (!agent_harness_nth_line(path, needles, n, out, size))
+        FAIL("no line %d with %s in %s", n, needles[0], path);
 }
 
 static long commits_seen(const char *report, const char *gen_needle)
 {
-    const char *needles[] = {"commit ", gen_needle, NULL};
+    const char *needles[] = { "commit ", gen_needle, NULL };
     long best = 0;
     char line[256];
     for (int i = 0; agent_harness_nth_line(report, needles, i, line, sizeof line); i++) {
@@ -87,7 +113,8 @@ TEST_TIMEOUT(agent_etcd_survivors_reform_on_a_new_store_when_its_host_dies, 180)
     etcd_cluster_start(&c, 1);
     etcd_job j;
     /* keep-alive timeout 1 s: 0.2 s x 5 */
-    etcd_job_init(&j, &c, "storehost", "last_call_timeout=1,keep_alive_interval=0.2,keep_alive_max_attempt=5");
+    etcd_job_init(&j, &c, "storehost",
+                  "last_call_timeout=1,keep_alive_interval=0.2,keep_alive_max_attempt=5");
     /* The trainers fail when their store vanishes, as real ones do, and the
      * job has no restart budget: the host's loss must cost none. */
     j.max_restarts = "0";
@@ -98,16 +125,16 @@ TEST_TIMEOUT(agent_etcd_survivors_reform_on_a_new_store_when_its_host_dies, 180)
         snprintf(names[i], sizeof names[i], "agent%d", i);
         agents[i] = etcd_job_agent(&j, names[i], "2:3");
     }
-    const char *three[] = {"resume ", "world=3 ", NULL};
+    const char *three[] = { "resume ", "world=3 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(j.report, three, 3, FORM_MS), 3);
     char line[256];
-    const char *rank0[] = {"resume ", "world=3 ", "rank=0 ", NULL};
+    const char *rank0[] = { "resume ", "world=3 ", "rank=0 ", NULL };
     nth_line(j.report, rank0, 0, line, sizeof line);
     long gen = agent_harness_line_field(line, "gen");
     char gen_needle[32];
     snprintf(gen_needle, sizeof gen_needle, "gen=%ld ", gen);
     /* A few steps committed through the generation's store. */
-    const char *committed[] = {"commit ", gen_needle, NULL};
+    const char *committed[] = { "commit ", gen_needle, NULL };
     ASSERT(agent_harness_wait_lines(j.report, committed, 3, FORM_MS) >= 3);
     /* Group rank 0's agent hosts the store: it is rank 0's worker's parent. */
     pid_t host = (pid_t)agent_harness_line_field(line, "ppid");
@@ -121,25 +148,28 @@ TEST_TIMEOUT(agent_etcd_survivors_reform_on_a_new_store_when_its_host_dies, 180)
     int status;
     ASSERT(agent_harness_wait_exit(host, 10000, &status));
     agents[victim] = -1;
-    const char *two[] = {"resume ", "world=2 ", NULL};
+    const char *two[] = { "resume ", "world=2 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(j.report, two, 2, FORM_MS), 2);
     uint64_t resumed_at = etcd_fixture_now_ms();
     for (int i = 0; i < 2; i++) {
         nth_line(j.report, two, i, line, sizeof line);
         long step = agent_harness_line_field(line, "step");
         /* From the checkpoint: at least what was committed before the kill. */
-        if (step < before) FAIL("resumed at step %ld, but step %ld was committed before the kill", step, before);
+        if (step < before)
+            FAIL("resumed at step %ld, but step %ld was committed before the kill", step, before);
         ASSERT(agent_harness_line_field(line, "gen") > gen);
     }
     /* Training goes on: steps commit through the new host's store. */
     nth_line(j.report, two, 0, line, sizeof line);
     char new_gen[32];
     snprintf(new_gen, sizeof new_gen, "gen=%ld ", agent_harness_line_field(line, "gen"));
-    const char *later[] = {"commit ", new_gen, NULL};
+    const char *later[] = { "commit ", new_gen, NULL };
     ASSERT(agent_harness_wait_lines(j.report, later, 2, FORM_MS) >= 2);
     uint64_t took = resumed_at - killed_at;
-    printf("# store host killed -> survivors resumed from the checkpoint in %llu ms\n", (unsigned long long)took);
-    if (took > (uint64_t)test_scaled_ms(2500)) FAIL("re-formed in %llu ms (> 2.5 s)", (unsigned long long)took);
+    printf("# store host killed -> survivors resumed from the checkpoint in %llu ms\n",
+           (unsigned long long)took);
+    if (took > (uint64_t)test_scaled_ms(2500))
+        FAIL("re-formed in %llu ms (> 2.5 s)", (unsigned long long)took);
     stop_agents(agents, 3);
     etcd_cluster_stop(&c);
 }
@@ -149,7 +179,8 @@ TEST_TIMEOUT(agent_etcd_unreachable_fences_every_node, 120)
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
     etcd_job j;
-    etcd_job_init(&j, &c, "fence", "keep_alive_interval=0.2,keep_alive_max_attempt=5,read_timeout=2");
+    etcd_job_init(&j, &c, "fence",
+                  "keep_alive_interval=0.2,keep_alive_max_attempt=5,read_timeout=2");
     /* This job has a configured token: the store and the workers use it. */
     char token_path[512], token_env[600];
     agent_harness_path(token_path, sizeof token_path, "token");
@@ -158,12 +189,13 @@ TEST_TIMEOUT(agent_etcd_unreachable_fences_every_node, 120)
     fputs("a configured token with spaces\n", token);
     fclose(token);
     snprintf(token_env, sizeof token_env, "ELASTIC_STORE_TOKEN_FILE=%s", token_path);
-    const char *env[] = {token_env, NULL};
-    pid_t agents[2] = {etcd_job_agent_env(&j, "agent0", "2", env), etcd_job_agent_env(&j, "agent1", "2", env)};
-    const char *two[] = {"resume ", "world=2 ", NULL};
+    const char *env[] = { token_env, NULL };
+    pid_t agents[2] = { etcd_job_agent_env(&j, "agent0", "2", env),
+                        etcd_job_agent_env(&j, "agent1", "2", env) };
+    const char *two[] = { "resume ", "world=2 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(j.report, two, 2, FORM_MS), 2);
     /* Steps commit through the store: the workers hold the right token. */
-    const char *committed[] = {"commit ", NULL};
+    const char *committed[] = { "commit ", NULL };
     ASSERT(agent_harness_wait_lines(j.report, committed, 2, FORM_MS) >= 2);
     pid_t workers[2];
     char line[256];
@@ -174,21 +206,25 @@ TEST_TIMEOUT(agent_etcd_unreachable_fences_every_node, 120)
     uint64_t cut = etcd_fixture_now_ms();
     kill(c.m[0].pid, SIGSTOP); /* etcd unreachable: frozen, every call times out */
     for (int i = 0; i < 2; i++) {
-        if (!agent_harness_wait_gone(workers[i], test_scaled_ms(10000))) FAIL("worker %d outlived the fence", i);
+        if (!agent_harness_wait_gone(workers[i], test_scaled_ms(10000)))
+            FAIL("worker %d outlived the fence", i);
     }
     uint64_t took = etcd_fixture_now_ms() - cut;
     printf("# etcd frozen -> every worker stopped in %llu ms\n", (unsigned long long)took);
     /* keep-alive timeout (1 s) + 1 s */
-    if (took > (uint64_t)test_scaled_ms(2000)) FAIL("workers stopped %llu ms after etcd froze", (unsigned long long)took);
+    if (took > (uint64_t)test_scaled_ms(2000))
+        FAIL("workers stopped %llu ms after etcd froze", (unsigned long long)took);
     for (int i = 0; i < 2; i++) {
         int status;
-        if (!agent_harness_wait_exit(agents[i], test_scaled_ms(30000), &status)) FAIL("agent %d did not exit", i);
+        if (!agent_harness_wait_exit(agents[i], test_scaled_ms(30000), &status))
+            FAIL("agent %d did not exit", i);
         ASSERT(WIFEXITED(status) && WEXITSTATUS(status) != 0);
         char path[512], name[32];
         snprintf(name, sizeof name, "agent%d.err", i);
         char *err = agent_harness_read_file(agent_harness_path(path, sizeof path, name));
         ASSERT(err != NULL);
-        if (strstr(err, "fenced out of generation") == NULL) FAIL("agent%d has no fencing line:\n%s", i, err);
+        if (strstr(err, "fenced out of generation") == NULL)
+            FAIL("agent%d has no fencing line:\n%s", i, err);
         free(err);
     }
     kill(c.m[0].pid, SIGCONT);
@@ -202,19 +238,19 @@ TEST_TIMEOUT(agent_etcd_job_keeps_its_generation_when_the_etcd_leader_dies, 180)
     etcd_job j;
     /* keep-alive timeout 3 s: longer than an etcd election */
     etcd_job_init(&j, &c, "leader", "keep_alive_interval=0.5,keep_alive_max_attempt=6");
-    pid_t agents[2] = {etcd_job_agent(&j, "agent0", "2"), etcd_job_agent(&j, "agent1", "2")};
-    const char *two[] = {"resume ", "world=2 ", NULL};
+    pid_t agents[2] = { etcd_job_agent(&j, "agent0", "2"), etcd_job_agent(&j, "agent1", "2") };
+    const char *two[] = { "resume ", "world=2 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(j.report, two, 2, FORM_MS), 2);
     char line[256];
     nth_line(j.report, two, 0, line, sizeof line);
     char gen_needle[32];
     snprintf(gen_needle, sizeof gen_needle, "gen=%ld ", agent_harness_line_field(line, "gen"));
-    const char *committed[] = {"commit ", gen_needle, NULL};
+    const char *committed[] = { "commit ", gen_needle, NULL };
     ASSERT(agent_harness_wait_lines(j.report, committed, 3, FORM_MS) >= 3);
     int leader = -1;
     uint64_t deadline = etcd_fixture_now_ms() + (uint64_t)test_scaled_ms(10000);
     while ((leader = etcd_cluster_leader(&c)) < 0 && etcd_fixture_now_ms() < deadline) {
-        struct timespec pause = {0, 100 * 1000000L};
+        struct timespec pause = { 0, 100 * 1000000L };
         nanosleep(&pause, NULL);
     }
     if (leader < 0) FAIL("no etcd leader");
@@ -224,16 +260,16 @@ TEST_TIMEOUT(agent_etcd_job_keeps_its_generation_when_the_etcd_leader_dies, 180)
     deadline = etcd_fixture_now_ms() + (uint64_t)test_scaled_ms(15000);
     int next = -1;
     while ((next = etcd_cluster_leader(&c)) < 0 && etcd_fixture_now_ms() < deadline) {
-        struct timespec pause = {0, 100 * 1000000L};
+        struct timespec pause = { 0, 100 * 1000000L };
         nanosleep(&pause, NULL);
     }
     if (next < 0) FAIL("no new etcd leader after killing member %d", leader);
     /* ...and past a whole keep-alive timeout (3 s) after it, the job still
      * trains in the same generation: 30 more steps of 100 ms. */
-    const char *more[] = {"commit ", gen_needle, NULL};
+    const char *more[] = { "commit ", gen_needle, NULL };
     int want = (int)before + 30;
     ASSERT(agent_harness_wait_lines(j.report, more, want, FORM_MS) >= want);
-    const char *any_resume[] = {"resume ", NULL};
+    const char *any_resume[] = { "resume ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(j.report, any_resume, 3, 10), 2); /* no new generation */
     for (int i = 0; i < 2; i++) ASSERT(agent_harness_process_alive(agents[i]));
     stop_agents(agents, 2);

@@ -14,7 +14,7 @@
 
 static int run_agent(const char *name, const char *const *flags)
 {
-    const char *argv[32] = {"elasticrun", "--nproc-per-node", "1", "--max-restarts", "0"};
+    const char *argv[32] = { "elasticrun", "--nproc-per-node", "1", "--max-restarts", "0" };
     size_t n = 5;
     for (size_t i = 0; flags[i] != NULL && n + 1 < 32; i++) argv[n++] = flags[i];
     argv[n] = NULL;
@@ -50,23 +50,23 @@ TEST_TIMEOUT(agent_log_tree_event_log_and_error_file_are_private, 60)
     agent_harness_path(events, sizeof events, "events.jsonl");
     agent_harness_path(error_file, sizeof error_file, "root_cause.json");
     agent_harness_path(report, sizeof report, "report");
-    const char *flags[] = {"--log-dir",
-                           logs,
-                           "--rdzv-id",
-                           "modes",
-                           "--event-log",
-                           events,
-                           "--error-file",
-                           error_file,
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--fail-rank",
-                           "0",
-                           "--fail-code",
-                           "3",
-                           NULL};
+    const char *flags[] = { "--log-dir",
+                            logs,
+                            "--rdzv-id",
+                            "modes",
+                            "--event-log",
+                            events,
+                            "--error-file",
+                            error_file,
+                            "--no-python",
+                            agent_harness_worker(),
+                            "--report",
+                            report,
+                            "--fail-rank",
+                            "0",
+                            "--fail-code",
+                            "3",
+                            NULL };
     ASSERT(run_agent("modes", flags) != 0); /* the failure writes the root-cause error file */
     snprintf(path, sizeof path, "%s/modes", logs);
     ASSERT_EQ(mode_of(path), 0700);
@@ -92,17 +92,17 @@ TEST_TIMEOUT(agent_does_not_follow_planted_links, 90)
     write_text(victim, "precious\n");
     /* Someone prepared L/jobS/gen_1/rank_0/stdout.log as a link to a file
      * the agent may write (the issue's root-owned file). */
-    const char *dirs[] = {"", "/jobS", "/jobS/gen_1", "/jobS/gen_1/rank_0"};
+    const char *dirs[] = { "", "/jobS", "/jobS/gen_1", "/jobS/gen_1/rank_0" };
     for (size_t i = 0; i < 4; i++) {
         snprintf(path, sizeof path, "%s%s", logs, dirs[i]);
         ASSERT_EQ(mkdir(path, 0700), 0);
     }
     snprintf(path, sizeof path, "%s/jobS/gen_1/rank_0/stdout.log", logs);
     ASSERT_EQ(symlink(victim, path), 0);
-    const char *flags[] = {"--log-dir", logs,          "--rdzv-id",
-                           "jobS",      "--no-python", agent_harness_worker(),
-                           "--report",  report,        "--exit-after-restart",
-                           "0",         NULL};
+    const char *flags[] = { "--log-dir", logs,          "--rdzv-id",
+                            "jobS",      "--no-python", agent_harness_worker(),
+                            "--report",  report,        "--exit-after-restart",
+                            "0",         NULL };
     run_agent("stdout_link", flags);
     char *content = agent_harness_read_file(victim);
     ASSERT(content != NULL);
@@ -115,10 +115,10 @@ TEST_TIMEOUT(agent_does_not_follow_planted_links, 90)
     ASSERT_EQ(mkdir(other, 0700), 0);
     snprintf(path, sizeof path, "%s/jobL", logs);
     ASSERT_EQ(symlink(other, path), 0);
-    const char *flags2[] = {"--log-dir", logs,          "--rdzv-id",
-                            "jobL",      "--no-python", agent_harness_worker(),
-                            "--report",  report,        "--exit-after-restart",
-                            "0",         NULL};
+    const char *flags2[] = { "--log-dir", logs,          "--rdzv-id",
+                             "jobL",      "--no-python", agent_harness_worker(),
+                             "--report",  report,        "--exit-after-restart",
+                             "0",         NULL };
     ASSERT(run_agent("dir_link", flags2) != 0);
     snprintf(path, sizeof path, "%s/gen_1", other);
     ASSERT(lstat(path, &st) != 0);
@@ -131,19 +131,19 @@ TEST_TIMEOUT(agent_does_not_follow_planted_links, 90)
     char error_link[512];
     agent_harness_path(error_link, sizeof error_link, "error_link.json");
     ASSERT_EQ(symlink(victim, error_link), 0);
-    const char *flags3[] = {"--log-dir",
-                            logs,
-                            "--rdzv-id",
-                            "jobE",
-                            "--error-file",
-                            error_link,
-                            "--no-python",
-                            agent_harness_worker(),
-                            "--report",
-                            report,
-                            "--fail-rank",
-                            "0",
-                            NULL};
+    const char *flags3[] = { "--log-dir",
+                             logs,
+                             "--rdzv-id",
+                             "jobE",
+                             "--error-file",
+                             error_link,
+                             "--no-python",
+                             agent_harness_worker(),
+                             "--report",
+                             report,
+                             "--fail-rank",
+                             "0",
+                             NULL };
     ASSERT(run_agent("error_link", flags3) != 0);
     content = agent_harness_read_file(victim);
     ASSERT(content != NULL);

@@ -14,9 +14,10 @@
 
 static pid_t start_agent(const char *name, const char *const *flags_and_program)
 {
-    const char *argv[64] = {"elasticrun"};
+    const char *argv[64] = { "elasticrun" };
     size_t n = 1;
-    for (size_t i = 0; flags_and_program[i] != NULL && n + 1 < 64; i++) argv[n++] = flags_and_program[i];
+    for (size_t i = 0; flags_and_program[i] != NULL && n + 1 < 64; i++)
+        argv[n++] = flags_and_program[i];
     argv[n] = NULL;
     return agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
 }
@@ -36,8 +37,9 @@ static pid_t worker_pid(const char *report, const char *restart, int rank)
 {
     char rank_needle[32], line[512];
     snprintf(rank_needle, sizeof rank_needle, "rank=%d ", rank);
-    const char *needles[] = {"start ", rank_needle, restart, NULL};
-    if (!agent_harness_nth_line(report, needles, 0, line, sizeof line)) FAIL("no start line for rank %d (%s)", rank, restart);
+    const char *needles[] = { "start ", rank_needle, restart, NULL };
+    if (!agent_harness_nth_line(report, needles, 0, line, sizeof line))
+        FAIL("no start line for rank %d (%s)", rank, restart);
     return (pid_t)agent_harness_line_field(line, "pid");
 }
 
@@ -45,15 +47,25 @@ TEST_TIMEOUT(agent_restarts_killed_worker_with_the_same_world, 60)
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = {"--standalone", "--nproc-per-node", "3", "--max-restarts", "2", "--no-python",
-                          agent_harness_worker(), "--report", report, "--exit-after-restart", "1", NULL};
+    const char *args[] = { "--standalone",
+                           "--nproc-per-node",
+                           "3",
+                           "--max-restarts",
+                           "2",
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--exit-after-restart",
+                           "1",
+                           NULL };
     pid_t agent = start_agent("agent", args);
-    const char *first[] = {"start ", "restart=0 ", NULL};
+    const char *first[] = { "start ", "restart=0 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, first, 3, START_MS), 3);
     pid_t victim = worker_pid(report, "restart=0 ", 1);
     ASSERT_EQ(kill(victim, SIGKILL), 0);
     ASSERT_EQ(exit_code_of(agent, 30000), 0);
-    const char *second[] = {"start ", "restart=1 ", "world=3 ", NULL};
+    const char *second[] = { "start ", "restart=1 ", "world=3 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, second, 3, 1000), 3);
     for (int rank = 0; rank < 3; rank++) {
         pid_t pid = worker_pid(report, "restart=1 ", rank);
@@ -67,14 +79,28 @@ TEST_TIMEOUT(agent_budget_exhausted_names_the_failing_rank, 60)
     char report[512], error_file[512], err_path[512];
     agent_harness_path(report, sizeof report, "report");
     agent_harness_path(error_file, sizeof error_file, "root_cause.json");
-    const char *args[] = {"--standalone", "--nproc-per-node", "3", "--max-restarts", "1", "--error-file", error_file,
-                          "--no-python", agent_harness_worker(), "--report", report, "--fail-rank", "2",
-                          "--fail-code", "7", NULL};
+    const char *args[] = { "--standalone",
+                           "--nproc-per-node",
+                           "3",
+                           "--max-restarts",
+                           "1",
+                           "--error-file",
+                           error_file,
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--fail-rank",
+                           "2",
+                           "--fail-code",
+                           "7",
+                           NULL };
     pid_t agent = start_agent("agent", args);
     int code = exit_code_of(agent, 30000);
     ASSERT_NE(code, 0);
-    const char *starts[] = {"start ", "rank=2 ", NULL};
-    ASSERT_EQ(agent_harness_wait_lines(report, starts, 2, 1000), 2); /* the first run and one restart */
+    const char *starts[] = { "start ", "rank=2 ", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(report, starts, 2, 1000),
+              2); /* the first run and one restart */
     char *err = agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "agent.err"));
     ASSERT(err != NULL);
     if (strstr(err, "restart budget exhausted") == NULL || strstr(err, "rank 2 ") == NULL ||
@@ -94,9 +120,21 @@ TEST_TIMEOUT(agent_started_with_sigchld_ignored_still_reports_exit_codes, 60)
 {
     char report[512], err_path[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *argv[] = {"env", "--ignore-signal=CHLD", agent_harness_elasticrun(), "--standalone",
-                          "--nproc-per-node", "2", "--no-python", agent_harness_worker(), "--report", report,
-                          "--fail-rank", "1", "--fail-code", "7", NULL};
+    const char *argv[] = { "env",
+                           "--ignore-signal=CHLD",
+                           agent_harness_elasticrun(),
+                           "--standalone",
+                           "--nproc-per-node",
+                           "2",
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--fail-rank",
+                           "1",
+                           "--fail-code",
+                           "7",
+                           NULL };
     pid_t agent = agent_harness_spawn("/usr/bin/env", argv, NULL, "agent");
     ASSERT_EQ(exit_code_of(agent, 30000), 1);
     char *err = agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "agent.err"));
@@ -110,13 +148,16 @@ TEST_TIMEOUT(agent_single_worker_failures_consume_the_budget, 60)
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = {"--standalone", "--max-restarts", "2", "--no-python", agent_harness_worker(), "--report",
-                          report, "--fail-rank", "0", NULL};
+    const char *args[] = {
+        "--standalone", "--max-restarts", "2",           "--no-python", agent_harness_worker(),
+        "--report",     report,           "--fail-rank", "0",           NULL
+    };
     pid_t agent = start_agent("agent", args);
     ASSERT_EQ(exit_code_of(agent, 30000), 1);
-    const char *starts[] = {"start ", NULL};
-    ASSERT_EQ(agent_harness_wait_lines(report, starts, 3, 1000), 3); /* the first run and two restarts */
-    const char *restarts[] = {"start ", "restart=2 ", NULL};
+    const char *starts[] = { "start ", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(report, starts, 3, 1000),
+              3); /* the first run and two restarts */
+    const char *restarts[] = { "start ", "restart=2 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, restarts, 1, 1000), 1);
 }
 
@@ -126,9 +167,20 @@ TEST_TIMEOUT(agent_copies_the_workers_error_file, 60)
     agent_harness_path(report, sizeof report, "report");
     agent_harness_path(error_file, sizeof error_file, "root_cause.json");
     const char *worker_json = "{\"message\": {\"message\": \"ValueError: bad batch\"}}";
-    const char *args[] = {"--standalone", "--nproc-per-node", "2", "--error-file", error_file, "--no-python",
-                          agent_harness_worker(), "--report", report, "--fail-rank", "1",
-                          "--error-file-text", worker_json, NULL};
+    const char *args[] = { "--standalone",
+                           "--nproc-per-node",
+                           "2",
+                           "--error-file",
+                           error_file,
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--fail-rank",
+                           "1",
+                           "--error-file-text",
+                           worker_json,
+                           NULL };
     pid_t agent = start_agent("agent", args);
     ASSERT_NE(exit_code_of(agent, 30000), 0);
     char *json = agent_harness_read_file(error_file);
@@ -140,13 +192,16 @@ TEST_TIMEOUT(agent_copies_the_workers_error_file, 60)
 /* Every worker and grandchild the report names is gone. */
 static void assert_all_gone(const char *report, int expected_workers)
 {
-    const char *starts[] = {"start ", NULL};
+    const char *starts[] = { "start ", NULL };
     char line[512];
     for (int i = 0; i < expected_workers; i++) {
-        if (!agent_harness_nth_line(report, starts, i, line, sizeof line)) FAIL("missing start line %d", i);
-        pid_t pid = (pid_t)agent_harness_line_field(line, "pid"), child = (pid_t)agent_harness_line_field(line, "child");
+        if (!agent_harness_nth_line(report, starts, i, line, sizeof line))
+            FAIL("missing start line %d", i);
+        pid_t pid = (pid_t)agent_harness_line_field(line, "pid"),
+              child = (pid_t)agent_harness_line_field(line, "child");
         if (!agent_harness_wait_gone(pid, 10000)) FAIL("worker %d outlived its agent", (int)pid);
-        if (child > 0 && !agent_harness_wait_gone(child, 10000)) FAIL("grandchild %d outlived its agent", (int)child);
+        if (child > 0 && !agent_harness_wait_gone(child, 10000))
+            FAIL("grandchild %d outlived its agent", (int)child);
     }
 }
 
@@ -154,10 +209,11 @@ TEST_TIMEOUT(agent_sigterm_leaves_no_process_of_the_job, 60)
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = {"--standalone", "--nproc-per-node", "3", "--no-python", agent_harness_worker(),
-                          "--report", report, "--grandchild", NULL};
+    const char *args[] = { "--standalone", "--nproc-per-node",     "3",
+                           "--no-python",  agent_harness_worker(), "--report",
+                           report,         "--grandchild",         NULL };
     pid_t agent = start_agent("agent", args);
-    const char *starts[] = {"start ", NULL};
+    const char *starts[] = { "start ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, starts, 3, START_MS), 3);
     ASSERT_EQ(kill(agent, SIGTERM), 0);
     ASSERT_EQ(exit_code_of(agent, 20000), 128 + SIGTERM);
@@ -168,10 +224,10 @@ TEST_TIMEOUT(agent_sigkill_takes_its_workers_along, 60)
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = {"--standalone", "--nproc-per-node", "2", "--no-python", agent_harness_worker(),
-                          "--report", report, NULL};
+    const char *args[] = { "--standalone",         "--nproc-per-node", "2",    "--no-python",
+                           agent_harness_worker(), "--report",         report, NULL };
     pid_t agent = start_agent("agent", args);
-    const char *starts[] = {"start ", NULL};
+    const char *starts[] = { "start ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, starts, 2, START_MS), 2);
     ASSERT_EQ(kill(agent, SIGKILL), 0);
     int status;
@@ -183,20 +239,31 @@ TEST_TIMEOUT(agent_exits_zero_when_every_worker_succeeds, 60)
 {
     char report[512], out_path[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = {"--standalone", "--nproc-per-node", "2", "--tee", "1", "--no-python",
-                          agent_harness_worker(), "--report", report, "--exit-after-restart", "0", NULL};
+    const char *args[] = { "--standalone",
+                           "--nproc-per-node",
+                           "2",
+                           "--tee",
+                           "1",
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--exit-after-restart",
+                           "0",
+                           NULL };
     pid_t agent = start_agent("agent", args);
     ASSERT_EQ(exit_code_of(agent, 20000), 0);
     char *out = agent_harness_read_file(agent_harness_path(out_path, sizeof out_path, "agent.out"));
     ASSERT(out != NULL);
-    if (strstr(out, "[default0]:rank 0 done\n") == NULL || strstr(out, "[default1]:rank 1 done\n") == NULL)
+    if (strstr(out, "[default0]:rank 0 done\n") == NULL ||
+        strstr(out, "[default1]:rank 1 done\n") == NULL)
         FAIL("tee'd output lacks the rank prefixes:\n%s", out);
     free(out);
 }
 
 TEST(agent_rejects_bad_flags_with_exit_code_2)
 {
-    const char *args[] = {"--nnodes", "3:2", "--no-python", "/bin/true", NULL};
+    const char *args[] = { "--nnodes", "3:2", "--no-python", "/bin/true", NULL };
     pid_t agent = start_agent("agent", args);
     ASSERT_EQ(exit_code_of(agent, 10000), 2);
     char err_path[512];

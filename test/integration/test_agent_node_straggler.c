@@ -16,13 +16,37 @@ static const char *probe_worker(void)
     return helper;
 }
 
-static pid_t node_agent(const char *endpoint, const char *events, const char *step_ms, const char *name)
+static pid_t node_agent(const char *endpoint, const char *events, const char *step_ms,
+                        const char *name)
 {
-    const char *argv[] = {"elasticrun", "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
-                          "--rdzv-endpoint", endpoint, "--rdzv-id", "nodestrag", "--rdzv-conf",
-                          "is_host=0,last_call_timeout=1", "--local-addr", "127.0.0.1", "--monitor-interval", "0.2",
-                          "--straggler-window", "3", "--straggler-rounds", "3", "--event-log", events, "--no-python",
-                          probe_worker(), "steady", step_ms, NULL};
+    const char *argv[] = { "elasticrun",
+                           "--nnodes",
+                           "2",
+                           "--nproc-per-node",
+                           "2",
+                           "--rdzv-backend",
+                           "c10d",
+                           "--rdzv-endpoint",
+                           endpoint,
+                           "--rdzv-id",
+                           "nodestrag",
+                           "--rdzv-conf",
+                           "is_host=0,last_call_timeout=1",
+                           "--local-addr",
+                           "127.0.0.1",
+                           "--monitor-interval",
+                           "0.2",
+                           "--straggler-window",
+                           "3",
+                           "--straggler-rounds",
+                           "3",
+                           "--event-log",
+                           events,
+                           "--no-python",
+                           probe_worker(),
+                           "steady",
+                           step_ms,
+                           NULL };
     return agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
 }
 
@@ -37,7 +61,7 @@ TEST_TIMEOUT(agent_node_straggler_found_job_wide, 120)
     pid_t fast = node_agent(endpoint, events_fast, "20", "fast");
     pid_t slow = node_agent(endpoint, events_slow, "60", "slow");
     /* Each agent's verdict; the slow agent names itself ("node" and "straggler" alike). */
-    const char *found[] = {"\"event\":\"node_straggler\"", NULL};
+    const char *found[] = { "\"event\":\"node_straggler\"", NULL };
     int fast_seen = agent_harness_wait_lines(events_fast, found, 1, test_scaled_ms(60000));
     int slow_seen = agent_harness_wait_lines(events_slow, found, 1, test_scaled_ms(60000));
     char fast_line[1024] = "", slow_line[1024] = "";

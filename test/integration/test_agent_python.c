@@ -44,8 +44,8 @@ TEST_TIMEOUT(agent_start_line_names_the_interpreter_and_a_missing_module_suggest
     pclose(p);
     version[strcspn(version, "\n")] = '\0';
 
-    const char *argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "2", script, NULL};
-    const char *env[] = {"PYTHON_EXEC=" PYTHON, NULL};
+    const char *argv[] = { "elasticrun", "--standalone", "--nproc-per-node", "2", script, NULL };
+    const char *env[] = { "PYTHON_EXEC=" PYTHON, NULL };
     int code = 0;
     char *err = run_elasticrun(argv, env, &code);
     ASSERT(err != NULL);
@@ -61,9 +61,9 @@ TEST_TIMEOUT(agent_start_line_names_the_interpreter_and_a_missing_module_suggest
     free(err);
 
     /* a plain failure gets no hint, and a missing interpreter says so on the start line */
-    const char *fail_argv[] = {"elasticrun", "--standalone", "-m", "json.tool", "/nonexistent/file",
-                               NULL};
-    const char *missing_env[] = {"PYTHON_EXEC=/nonexistent/python3", NULL};
+    const char *fail_argv[] = { "elasticrun", "--standalone",      "-m",
+                                "json.tool",  "/nonexistent/file", NULL };
+    const char *missing_env[] = { "PYTHON_EXEC=/nonexistent/python3", NULL };
     err = run_elasticrun(fail_argv, env, &code);
     ASSERT(err != NULL);
     ASSERT_EQ(code, 1);
@@ -81,7 +81,7 @@ TEST_TIMEOUT(agent_start_line_names_the_interpreter_and_a_missing_module_suggest
 
 TEST_TIMEOUT(agent_help_mentions_python_exec, 30)
 {
-    const char *argv[] = {"elasticrun", "--help", NULL};
+    const char *argv[] = { "elasticrun", "--help", NULL };
     pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, "help");
     int status = 0;
     ASSERT(agent_harness_wait_exit(agent, test_scaled_ms(20000), &status));

@@ -40,7 +40,8 @@ static int run_dirs_of(const char *dir, pid_t pid)
     ASSERT(d != NULL);
     int count = 0;
     struct dirent *entry;
-    while ((entry = readdir(d)) != NULL) count += strncmp(entry->d_name, prefix, strlen(prefix)) == 0;
+    while ((entry = readdir(d)) != NULL)
+        count += strncmp(entry->d_name, prefix, strlen(prefix)) == 0;
     closedir(d);
     return count;
 }
@@ -51,14 +52,16 @@ TEST_TIMEOUT(agent_sigkill_takes_every_worker_descendant_and_run_dir_along, 60)
     agent_harness_path(pids, sizeof pids, "pids");
     /* A shell worker with two grandchildren, one of them in a session of its own. */
     snprintf(script, sizeof script,
-             "sleep 4321 & echo $! >> %s; setsid sleep 4322 & echo $! >> %s; echo $$ >> %s; wait", pids, pids, pids);
+             "sleep 4321 & echo $! >> %s; setsid sleep 4322 & echo $! >> %s; echo $$ >> %s; wait",
+             pids, pids, pids);
     const char *tmp = short_tmpdir();
     snprintf(tmp_env, sizeof tmp_env, "TMPDIR=%s", tmp);
-    const char *env[] = {tmp_env, NULL};
-    const char *argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
-                          script, NULL};
+    const char *env[] = { tmp_env, NULL };
+    const char *argv[] = { "elasticrun", "--standalone", "--nproc-per-node",
+                           "1",          "--no-python",  "/bin/sh",
+                           "-c",         script,         NULL };
     pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
-    const char *any[] = {"", NULL};
+    const char *any[] = { "", NULL };
     ASSERT_EQ(agent_harness_wait_lines(pids, any, 3, test_scaled_ms(20000)), 3);
     ASSERT_EQ(run_dirs_of(tmp, agent), 1); /* the run directory lives in TMPDIR */
     ASSERT_EQ(kill(agent, SIGKILL), 0);
@@ -97,8 +100,10 @@ TEST_TIMEOUT(agent_leaves_no_run_dir_and_sweeps_a_dead_agents, 60)
     ASSERT(f != NULL);
     fclose(f);
     snprintf(tmp_env, sizeof tmp_env, "TMPDIR=%s", tmp);
-    const char *env[] = {tmp_env, NULL};
-    const char *argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "2", "--no-python", "/bin/true", NULL};
+    const char *env[] = { tmp_env, NULL };
+    const char *argv[] = { "elasticrun", "--standalone", "--nproc-per-node",
+                           "2",          "--no-python",  "/bin/true",
+                           NULL };
     pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
     int status;
     ASSERT(agent_harness_wait_exit(agent, test_scaled_ms(20000), &status));
@@ -145,11 +150,12 @@ TEST_TIMEOUT(agent_replaces_a_killed_reaper_so_workers_still_die_with_it, 60)
     snprintf(script, sizeof script, "sleep 4323 & echo $! >> %s; echo $$ >> %s; wait", pids, pids);
     const char *tmp = short_tmpdir();
     snprintf(tmp_env, sizeof tmp_env, "TMPDIR=%s", tmp);
-    const char *env[] = {tmp_env, NULL};
-    const char *argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
-                          script, NULL};
+    const char *env[] = { tmp_env, NULL };
+    const char *argv[] = { "elasticrun", "--standalone", "--nproc-per-node",
+                           "1",          "--no-python",  "/bin/sh",
+                           "-c",         script,         NULL };
     pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
-    const char *any[] = {"", NULL};
+    const char *any[] = { "", NULL };
     ASSERT_EQ(agent_harness_wait_lines(pids, any, 2, test_scaled_ms(20000)), 2);
     pid_t first = reaper_of(agent);
     ASSERT(first > 1);
@@ -181,7 +187,8 @@ TEST_TIMEOUT(agent_replaces_a_killed_reaper_so_workers_still_die_with_it, 60)
     ASSERT_EQ(checked, 2);
     char err_path[1024];
     char *err = agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "agent.err"));
-    if (err == NULL || strstr(err, "starting another") == NULL) FAIL("no warning about the reaper: %s", err ? err : "");
+    if (err == NULL || strstr(err, "starting another") == NULL)
+        FAIL("no warning about the reaper: %s", err ? err : "");
     free(err);
     remove_short_tmpdir(tmp);
 }

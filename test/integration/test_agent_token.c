@@ -27,30 +27,30 @@ static int wait_code(pid_t pid, const char *name)
 static pid_t agent(const char *endpoint, const char *conf, const char *report, const char *env_dir,
                    const char *const *env, const char *name)
 {
-    const char *argv[] = {"elasticrun",
-                          "--nnodes",
-                          "2",
-                          "--nproc-per-node",
-                          "1",
-                          "--rdzv-backend",
-                          "c10d",
-                          "--rdzv-endpoint",
-                          endpoint,
-                          "--rdzv-id",
-                          "tokjob",
-                          "--rdzv-conf",
-                          conf,
-                          "--local-addr",
-                          "127.0.0.1",
-                          "--no-python",
-                          agent_harness_worker(),
-                          "--report",
-                          report,
-                          "--env-dir",
-                          env_dir,
-                          "--exit-when-world",
-                          "2",
-                          NULL};
+    const char *argv[] = { "elasticrun",
+                           "--nnodes",
+                           "2",
+                           "--nproc-per-node",
+                           "1",
+                           "--rdzv-backend",
+                           "c10d",
+                           "--rdzv-endpoint",
+                           endpoint,
+                           "--rdzv-id",
+                           "tokjob",
+                           "--rdzv-conf",
+                           conf,
+                           "--local-addr",
+                           "127.0.0.1",
+                           "--no-python",
+                           agent_harness_worker(),
+                           "--report",
+                           report,
+                           "--env-dir",
+                           env_dir,
+                           "--exit-when-world",
+                           "2",
+                           NULL };
     return agent_harness_spawn(agent_harness_elasticrun(), argv, env, name);
 }
 
@@ -121,7 +121,7 @@ TEST_TIMEOUT(agent_multinode_without_token_warns_once_or_refuses_when_required, 
     /* Required, by --rdzv-conf and by the environment: refused before joining. */
     pid_t a = agent(endpoint, "is_host=0,require_token=1", report, env_dir, NULL, "conf");
     ASSERT(wait_code(a, "conf") != 0);
-    static const char *const require_env[] = {"ELASTIC_REQUIRE_TOKEN=1", NULL};
+    static const char *const require_env[] = { "ELASTIC_REQUIRE_TOKEN=1", NULL };
     pid_t b = agent(endpoint, "is_host=0", report, env_dir, require_env, "env");
     ASSERT(wait_code(b, "env") != 0);
     for (int i = 0; i < 2; i++) {

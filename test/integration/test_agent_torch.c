@@ -19,16 +19,19 @@ TEST_TIMEOUT(agent_restarts_a_pytorch_gloo_job_after_a_kill, 300)
     char report[512], script[1024], err_path[512];
     agent_harness_path(report, sizeof report, "report");
     snprintf(script, sizeof script, "%s/test/helpers/agent_torch_train.py", test_source_dir());
-    const char *argv[] = {"elasticrun", "--standalone", "--nproc-per-node", "2", "--max-restarts", "1", script, report, NULL};
-    const char *env[] = {"PYTHON_EXEC=" TORCH_PYTHON, "GLOO_SOCKET_IFNAME=lo", NULL};
+    const char *argv[] = { "elasticrun", "--standalone",   "--nproc-per-node",
+                           "2",          "--max-restarts", "1",
+                           script,       report,           NULL };
+    const char *env[] = { "PYTHON_EXEC=" TORCH_PYTHON, "GLOO_SOCKET_IFNAME=lo", NULL };
     pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
-    const char *first[] = {"torch ", "restart=0 ", "world=2 ", "sum=1 ", NULL};
+    const char *first[] = { "torch ", "restart=0 ", "world=2 ", "sum=1 ", NULL };
     if (agent_harness_wait_lines(report, first, 2, 180000) != 2) {
         kill(agent, SIGKILL);
-        char *err = agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "agent.err"));
+        char *err =
+            agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "agent.err"));
         FAIL("the first generation did not all-reduce:\n%s", err ? err : "");
     }
-    const char *rank1[] = {"torch ", "restart=0 ", "rank=1 ", NULL};
+    const char *rank1[] = { "torch ", "restart=0 ", "rank=1 ", NULL };
     char line[256];
     ASSERT(agent_harness_nth_line(report, rank1, 0, line, sizeof line));
     ASSERT_EQ(kill((pid_t)agent_harness_line_field(line, "pid"), SIGKILL), 0);
@@ -42,7 +45,7 @@ TEST_TIMEOUT(agent_restarts_a_pytorch_gloo_job_after_a_kill, 300)
     for (int rank = 0; rank < 2; rank++) {
         char needle[32];
         snprintf(needle, sizeof needle, "rank=%d ", rank);
-        const char *second[] = {"torch ", "restart=1 ", "world=2 ", "sum=1 ", needle, NULL};
+        const char *second[] = { "torch ", "restart=1 ", "world=2 ", "sum=1 ", needle, NULL };
         ASSERT_EQ(agent_harness_wait_lines(report, second, 1, 1000), 1);
     }
 }

@@ -20,12 +20,14 @@ TEST_TIMEOUT(python_bindings_pytest_suite_passes, 600)
     if (lib_dir == NULL) FAIL("ELASTIC_LIB_DIR is not set (run the tests with make test)");
     /* A sanitized libelastic needs its runtime loaded first; plain python cannot dlopen it. */
     if (strstr(lib_dir, "/build/asan") != NULL || strstr(lib_dir, "/build/tsan") != NULL)
-        SKIP("the library is built with a sanitizer and cannot be loaded into an unsanitized python");
+        SKIP("the library is built with a sanitizer and cannot be loaded into an unsanitized "
+             "python");
     char tests[1024], basetemp[1024], out_path[512], err_path[512];
     snprintf(tests, sizeof tests, "%s/bindings/python/tests", test_source_dir());
     snprintf(basetemp, sizeof basetemp, "--basetemp=%s/pytest", test_tmpdir());
-    const char *argv[] = {PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", basetemp, tests, NULL};
-    const char *env[] = {"PYTHONDONTWRITEBYTECODE=1", NULL};
+    const char *argv[] = { PYTHON,   "-m",  "pytest", "-q", "-p", "no:cacheprovider",
+                           basetemp, tests, NULL };
+    const char *env[] = { "PYTHONDONTWRITEBYTECODE=1", NULL };
     pid_t pytest = agent_harness_spawn(PYTHON, argv, env, "pytest");
     int status = 0;
     if (!agent_harness_wait_exit(pytest, test_scaled_ms(540000), &status)) {
@@ -33,8 +35,10 @@ TEST_TIMEOUT(python_bindings_pytest_suite_passes, 600)
         FAIL("pytest did not finish in time");
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        char *out = agent_harness_read_file(agent_harness_path(out_path, sizeof out_path, "pytest.out"));
-        char *err = agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "pytest.err"));
+        char *out =
+            agent_harness_read_file(agent_harness_path(out_path, sizeof out_path, "pytest.out"));
+        char *err =
+            agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "pytest.err"));
         FAIL("pytest failed (status %d):\n%s\n%s", status, out ? out : "", err ? err : "");
     }
 }

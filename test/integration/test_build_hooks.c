@@ -6,7 +6,7 @@
 #include "ckpt/ckpt.h"
 #include "test.h"
 
-static const char *const hooks[] = {"ckpt__inject_fault"};
+static const char *const hooks[] = { "ckpt__inject_fault" };
 
 /* Counts the symbol table entries of `file` named `name` (nm lists hidden
  * symbols too: the libraries are built with -g and not stripped). */
@@ -35,7 +35,7 @@ TEST_TIMEOUT(build_shipped_library_has_no_test_hooks, 60)
     if (system("command -v nm >/dev/null 2>&1") != 0) SKIP("nm (binutils) is not installed");
     const char *dir = getenv("ELASTIC_LIB_DIR");
     if (dir == NULL) FAIL("ELASTIC_LIB_DIR is not set (run the tests with make test)");
-    const char *libs[] = {"libelastic.a", "libelastic.so.1"};
+    const char *libs[] = { "libelastic.a", "libelastic.so.1" };
     for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, libs[i]);

@@ -7,8 +7,8 @@
 #include "test_probe_harness.h"
 #include "probe/monitor.h"
 
-#define DEADLINE_MS 800
-#define WATCHDOG_INTERVAL_MS 100     /* the library's default */
+#define DEADLINE_MS          800
+#define WATCHDOG_INTERVAL_MS 100 /* the library's default */
 
 static void use_double(harness *h)
 {
@@ -27,11 +27,18 @@ static bool log_has(harness *h, int local_rank, const char *needle)
     return strstr(harness_log(h, local_rank), needle) != NULL;
 }
 
-static bool one_failure(harness *h) { return h->failure_count >= 1; }
-static bool two_training(harness *h) { return log_has(h, 0, "training") && log_has(h, 1, "training"); }
+static bool one_failure(harness *h)
+{
+    return h->failure_count >= 1;
+}
+static bool two_training(harness *h)
+{
+    return log_has(h, 0, "training") && log_has(h, 1, "training");
+}
 static bool both_unblocked(harness *h)
 {
-    return log_has(h, 0, "collective returned after abort") && log_has(h, 1, "collective returned after abort");
+    return log_has(h, 0, "collective returned after abort") &&
+           log_has(h, 1, "collective returned after abort");
 }
 
 static void start_pair(harness *h, const char *timeout)
@@ -40,7 +47,7 @@ static void start_pair(harness *h, const char *timeout)
     use_double(h);
     h->opts.hang_timeout_ms = 0; /* only the nccl watchdog may speak */
     harness_start(h);
-    const char *args[] = {"--steps", "100000", "--timeout-ms", timeout, NULL};
+    const char *args[] = { "--steps", "100000", "--timeout-ms", timeout, NULL };
     harness_spawn(h, 0, 0, args);
     harness_spawn(h, 1, 1, args);
     harness_run_until(h, two_training, 30000, "both workers to build the communicator");
@@ -80,11 +87,13 @@ TEST_TIMEOUT(nccl_async_error_is_reported_and_aborts, 90)
     setenv("NCCL_DOUBLE_ERROR", "0:3", 1);
     start_pair(&h, "60000");
     harness_run_until(&h, one_failure, 30000, "the async error to be reported");
-    ASSERT_OK(probe__monitor_abort_worker(h.monitor, 1, "rank 0 reported nccl_error")); /* as the agent would */
+    ASSERT_OK(probe__monitor_abort_worker(h.monitor, 1,
+                                          "rank 0 reported nccl_error")); /* as the agent would */
     const probe__failure *f = &h.failures[0];
     ASSERT_STR_EQ(f->probe, "nccl_error");
     ASSERT_EQ(f->rank, 0);
-    if (strstr(f->reason, "rank 0, communicator \"dp\"") == NULL || strstr(f->reason, "remote process exited") == NULL)
+    if (strstr(f->reason, "rank 0, communicator \"dp\"") == NULL ||
+        strstr(f->reason, "remote process exited") == NULL)
         FAIL("reason: %s", f->reason);
     harness_run_until(&h, both_unblocked, 20000, "the blocked collectives to return");
     harness_stop(&h);
@@ -96,19 +105,35 @@ static bool three_training(harness *h)
 {
     return log_has(h, 0, "training") && log_has(h, 1, "training") && log_has(h, 2, "training");
 }
-static bool third_gone(harness *h) { return !h->running[2]; }
-static bool two_acked(harness *h) { return h->abort_acks[0] >= 1 && h->abort_acks[1] >= 1; }
-static bool two_done(harness *h) { return !h->running[0] && !h->running[1]; }
+static bool third_gone(harness *h)
+{
+    return !h->running[2];
+}
+static bool two_acked(harness *h)
+{
+    return h->abort_acks[0] >= 1 && h->abort_acks[1] >= 1;
+}
+static bool two_done(harness *h)
+{
+    return !h->running[0] && !h->running[1];
+}
 
 static void reconfigure(harness *h, int local_rank, int rank)
 {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "gen/%llu/", (unsigned long long)h->generation);
-    channel__worker_env env = {.rank = rank, .local_rank = local_rank, .world_size = 2, .local_world_size = 2,
-                             .generation = h->generation, .restart_count = 1, .run_id = "probe-test",
-                             .store_endpoint = h->endpoint, .store_prefix = prefix,
-                             .heartbeat_shm = probe__monitor_heartbeat_path(h->monitor), .heartbeat_slot = local_rank,
-                             .agent_socket = probe__monitor_socket_path(h->monitor)};
+    channel__worker_env env = { .rank = rank,
+                                .local_rank = local_rank,
+                                .world_size = 2,
+                                .local_world_size = 2,
+                                .generation = h->generation,
+                                .restart_count = 1,
+                                .run_id = "probe-test",
+                                .store_endpoint = h->endpoint,
+                                .store_prefix = prefix,
+                                .heartbeat_shm = probe__monitor_heartbeat_path(h->monitor),
+                                .heartbeat_slot = local_rank,
+                                .agent_socket = probe__monitor_socket_path(h->monitor) };
     ASSERT_OK(probe__monitor_reconfigure_worker(h->monitor, local_rank, &env));
 }
 
@@ -122,7 +147,7 @@ static void lose_a_rank(harness *h, bool swap)
     h->opts.hang_timeout_ms = 0;
     harness_start(h);
     /* (the harness passes at most six arguments; the default collective timeout is 30 s) */
-    const char *args[] = {"--steps", "20", "--exit-rank", "2", "--exit-at", "6", NULL};
+    const char *args[] = { "--steps", "20", "--exit-rank", "2", "--exit-at", "6", NULL };
     for (int i = 0; i < 3; i++) harness_spawn(h, i, i, args);
     harness_run_until(h, three_training, 30000, "three workers to build the communicator");
     harness_run_until(h, third_gone, 30000, "rank 2 to crash");
@@ -133,7 +158,8 @@ static void lose_a_rank(harness *h, bool swap)
     harness_new_generation(h, 2);
     reconfigure(h, 0, swap ? 1 : 0);
     reconfigure(h, 1, swap ? 0 : 1);
-    harness_run_until(h, two_done, 60000, "both survivors to finish 20 steps in the new generation");
+    harness_run_until(h, two_done, 60000,
+                      "both survivors to finish 20 steps in the new generation");
     if (h->exit_status[0] != 0 || h->exit_status[1] != 0) {
         fprintf(stderr, "--- worker 0:\n%s\n", harness_log(h, 0));
         fprintf(stderr, "--- worker 1:\n%s\n", harness_log(h, 1));
@@ -157,8 +183,8 @@ static void expect_method(harness *h, const char *method)
     elastic__text_init(&text, 1 << 20);
     monitor__render(h->monitor, &text);
     char metric[128];
-    snprintf(metric, sizeof metric, "elastic_nccl_comm_build_seconds_count{method=\"%s\"} %d", method,
-             strcmp(method, "shrunk") == 0 ? 2 : 5); /* 3 first builds + 2 re-creations */
+    snprintf(metric, sizeof metric, "elastic_nccl_comm_build_seconds_count{method=\"%s\"} %d",
+             method, strcmp(method, "shrunk") == 0 ? 2 : 5); /* 3 first builds + 2 re-creations */
     if (strstr(text.data, metric) == NULL) FAIL("no %s in the metrics:\n%s", metric, text.data);
     elastic__text_free(&text);
 }

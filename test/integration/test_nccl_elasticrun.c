@@ -47,8 +47,19 @@ TEST_TIMEOUT(nccl_hang_is_the_jobs_root_cause, 120)
     char events[512], event_flag[600];
     agent_harness_path(events, sizeof events, "events.jsonl");
     snprintf(event_flag, sizeof event_flag, "--event-log=%s", events);
-    const char *argv[] = {"elasticrun", "--nproc-per-node", "2", "--max-restarts", "0", event_flag, "--no-python",
-                          helper, "--steps", "100000", "--timeout-ms", "1000", NULL};
+    const char *argv[] = { "elasticrun",
+                           "--nproc-per-node",
+                           "2",
+                           "--max-restarts",
+                           "0",
+                           event_flag,
+                           "--no-python",
+                           helper,
+                           "--steps",
+                           "100000",
+                           "--timeout-ms",
+                           "1000",
+                           NULL };
     int code = run_elasticrun(argv, env, test_scaled_ms(60000));
     char path[600];
     char *err = agent_harness_read_file(agent_harness_path(path, sizeof path, "elasticrun.err"));
@@ -59,8 +70,10 @@ TEST_TIMEOUT(nccl_hang_is_the_jobs_root_cause, 120)
         strstr(first, "communicator \"dp\", collective 5 not done after ") == NULL)
         FAIL("no nccl_timeout root cause in the summary:\n%s", err);
     free(err);
-    const char *probe[] = {"\"probe_failed\"", "\"probe\":\"nccl_timeout\"", "collective 5", NULL};
-    const char *built[] = {"\"nccl_comm_built\"", "\"tag\":\"dp\"", "\"method\":\"created\"", NULL};
+    const char *probe[] = { "\"probe_failed\"", "\"probe\":\"nccl_timeout\"", "collective 5",
+                            NULL };
+    const char *built[] = { "\"nccl_comm_built\"", "\"tag\":\"dp\"", "\"method\":\"created\"",
+                            NULL };
     char line[4096];
     if (!agent_harness_nth_line(events, probe, 0, line, sizeof line) ||
         !agent_harness_nth_line(events, built, 1, line, sizeof line))
@@ -77,8 +90,13 @@ TEST_TIMEOUT(nccl_hang_recovers_in_process_without_trainer_code, 120)
      * scaled) meets in the healthy generation. */
     char timeout[32];
     snprintf(timeout, sizeof timeout, "%d", test_scaled_ms(3000));
-    const char *argv[] = {"elasticrun", "--nproc-per-node", "2", "--max-restarts", "1", "--in-process-recovery",
-                          event_flag, "--no-python", helper, "--steps", "30", "--timeout-ms", timeout, NULL};
+    const char *argv[] = { "elasticrun", "--nproc-per-node",
+                           "2",          "--max-restarts",
+                           "1",          "--in-process-recovery",
+                           event_flag,   "--no-python",
+                           helper,       "--steps",
+                           "30",         "--timeout-ms",
+                           timeout,      NULL };
     int code = run_elasticrun(argv, env, test_scaled_ms(90000));
     char path[600];
     char *out = agent_harness_read_file(agent_harness_path(path, sizeof path, "elasticrun.out"));
@@ -87,15 +105,16 @@ TEST_TIMEOUT(nccl_hang_recovers_in_process_without_trainer_code, 120)
     /* Both processes lived through it: each rebuilt in generation 2 and finished. */
     for (int rank = 0; rank < 2; rank++) {
         char rebuilt[96], done[96];
-        snprintf(rebuilt, sizeof rebuilt, "reconfigured rank=%d world=2 generation=2 nccl_rank=%d", rank, rank);
+        snprintf(rebuilt, sizeof rebuilt, "reconfigured rank=%d world=2 generation=2 nccl_rank=%d",
+                 rank, rank);
         snprintf(done, sizeof done, "done rank=%d world=2 generation=2", rank);
         if (out == NULL || strstr(out, rebuilt) == NULL || strstr(out, done) == NULL)
             FAIL("rank %d did not rebuild in place:\n%s\n%s", rank, out ? out : "", err ? err : "");
     }
     free(out);
     free(err);
-    const char *reconfigured[] = {"\"reconfigured\"", "\"generation\":2", NULL};
-    const char *rebuilt[] = {"\"nccl_comm_built\"", "\"generation\":2", "\"rebuilds\":1", NULL};
+    const char *reconfigured[] = { "\"reconfigured\"", "\"generation\":2", NULL };
+    const char *rebuilt[] = { "\"nccl_comm_built\"", "\"generation\":2", "\"rebuilds\":1", NULL };
     char line[4096];
     if (!agent_harness_nth_line(events, reconfigured, 0, line, sizeof line) ||
         !agent_harness_nth_line(events, rebuilt, 1, line, sizeof line))

@@ -8,10 +8,16 @@
 #include <sys/stat.h>
 
 #define HANG_TIMEOUT_MS 1000
-#define INTERVAL_MS 200
+#define INTERVAL_MS     200
 
-static bool one_failure(harness *h) { return h->failure_count >= 1; }
-static bool first_exited(harness *h) { return !h->running[0]; }
+static bool one_failure(harness *h)
+{
+    return h->failure_count >= 1;
+}
+static bool first_exited(harness *h)
+{
+    return !h->running[0];
+}
 
 static bool replacement_beating(harness *h)
 {
@@ -43,9 +49,10 @@ TEST_TIMEOUT(probe_hang_detected_with_stacks_in_log, 90)
     harness_init(&h, 1);
     h.opts.hang_timeout_ms = HANG_TIMEOUT_MS;
     h.opts.interval_ms = INTERVAL_MS;
-    h.opts.stack_dump_budget_ms = 15000; /* room for the debugger (a 1 s timeout alone would skip it) */
+    h.opts.stack_dump_budget_ms =
+        15000; /* room for the debugger (a 1 s timeout alone would skip it) */
     harness_start(&h);
-    const char *args[] = {"hang", "20", NULL};
+    const char *args[] = { "hang", "20", NULL };
     harness_spawn(&h, 0, 0, args);
     harness_run_until(&h, one_failure, 60000, "the hang to be reported");
     check_detection(&h);
@@ -57,7 +64,7 @@ TEST_TIMEOUT(probe_hang_detected_with_stacks_in_log, 90)
     harness_kill(&h, 0);
     harness_run_until(&h, first_exited, 10000, "the hung worker to die");
     harness_new_generation(&h, 1);
-    const char *steady[] = {"steady", "10", NULL};
+    const char *steady[] = { "steady", "10", NULL };
     harness_spawn(&h, 0, 0, steady);
     harness_run_until(&h, replacement_beating, 20000, "the replacement's heartbeat");
     ASSERT_EQ(h.failure_count, 1);
@@ -76,7 +83,7 @@ TEST_TIMEOUT(probe_hang_without_debugger_uses_worker_backtrace, 60)
     h.opts.hang_timeout_ms = HANG_TIMEOUT_MS;
     h.opts.interval_ms = INTERVAL_MS;
     harness_start(&h);
-    const char *args[] = {"hang", "20", NULL};
+    const char *args[] = { "hang", "20", NULL };
     harness_spawn(&h, 0, 0, args);
     harness_run_until(&h, one_failure, 30000, "the hang to be reported");
     check_detection(&h);
@@ -99,7 +106,7 @@ TEST_TIMEOUT(probe_startup_timeout_without_first_beat, 60)
     h.opts.startup_timeout_ms = 1500;
     h.opts.interval_ms = 100;
     harness_start(&h);
-    const char *args[] = {"silent", NULL};
+    const char *args[] = { "silent", NULL };
     harness_spawn(&h, 0, 0, args);
     harness_run_until(&h, one_failure, 30000, "the startup timeout");
     ASSERT_STR_EQ(h.failures[0].probe, "startup");
@@ -118,12 +125,13 @@ TEST_TIMEOUT(probe_hang_short_timeout_uses_the_worker_backtrace_not_a_debugger, 
     h.opts.hang_timeout_ms = HANG_TIMEOUT_MS;
     h.opts.interval_ms = INTERVAL_MS;
     harness_start(&h);
-    const char *args[] = {"hang", "20", NULL};
+    const char *args[] = { "hang", "20", NULL };
     harness_spawn(&h, 0, 0, args);
     harness_run_until(&h, one_failure, 30000, "the hang to be reported");
     check_detection(&h);
     const char *log = harness_log(&h, 0);
-    if (strstr(log, "backtrace requested by the agent's hang probe") == NULL || strstr(log, "elastic: stacks of pid") != NULL)
+    if (strstr(log, "backtrace requested by the agent's hang probe") == NULL ||
+        strstr(log, "elastic: stacks of pid") != NULL)
         FAIL("expected the worker's own backtrace and no debugger:\n%s", log);
     harness_stop(&h);
 }

@@ -31,7 +31,10 @@ static void on_control(void *user, int slot, int type, uint64_t generation, uint
     }
 }
 
-static void on_tick(uv_timer_t *timer) { (void)timer; }
+static void on_tick(uv_timer_t *timer)
+{
+    (void)timer;
+}
 
 void harness_init(harness *h, unsigned workers)
 {
@@ -59,7 +62,9 @@ void harness_init(harness *h, unsigned workers)
 void harness_start(harness *h)
 {
     ASSERT_OK(probe__monitor_start(&h->opts, &h->monitor));
-    probe__generation_info info = {.generation = h->generation, .world_size = h->world_size, .nodes = 1};
+    probe__generation_info info = { .generation = h->generation,
+                                    .world_size = h->world_size,
+                                    .nodes = 1 };
     probe__monitor_generation_started(h->monitor, &info);
 }
 
@@ -84,11 +89,17 @@ static char **worker_environment(harness *h, int local_rank, int rank, elastic__
 {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "gen/%llu/", (unsigned long long)h->generation);
-    channel__worker_env env = {.rank = rank, .local_rank = local_rank, .world_size = h->world_size,
-                             .local_world_size = (int)h->opts.local_world_size, .generation = h->generation,
-                             .run_id = "probe-test", .store_endpoint = h->endpoint, .store_prefix = prefix,
-                             .heartbeat_shm = probe__monitor_heartbeat_path(h->monitor),
-                             .heartbeat_slot = local_rank, .agent_socket = probe__monitor_socket_path(h->monitor)};
+    channel__worker_env env = { .rank = rank,
+                                .local_rank = local_rank,
+                                .world_size = h->world_size,
+                                .local_world_size = (int)h->opts.local_world_size,
+                                .generation = h->generation,
+                                .run_id = "probe-test",
+                                .store_endpoint = h->endpoint,
+                                .store_prefix = prefix,
+                                .heartbeat_shm = probe__monitor_heartbeat_path(h->monitor),
+                                .heartbeat_slot = local_rank,
+                                .agent_socket = probe__monitor_socket_path(h->monitor) };
     ASSERT_OK(channel__worker_env_format(&env, text));
     size_t count = 0;
     while (environ[count] != NULL) count++;
@@ -113,14 +124,21 @@ void harness_spawn(harness *h, int local_rank, int rank, const char *const *args
     elastic__text text;
     elastic__text_init(&text, 8192);
     char **env = worker_environment(h, local_rank, rank, &text);
-    char *argv[8] = {(char *)(h->program != NULL ? h->program : test_helper_path("probe_worker"))};
+    char *argv[8] = { (char *)(h->program != NULL ? h->program
+                                                  : test_helper_path("probe_worker")) };
     for (int i = 0; args[i] != NULL && i < 6; i++) argv[i + 1] = (char *)args[i];
-    uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
-                                     {.flags = UV_INHERIT_FD, .data.fd = h->log_fds[local_rank]},
-                                     {.flags = UV_INHERIT_FD, .data.fd = h->log_fds[local_rank]}};
-    uv_process_options_t options = {.exit_cb = on_exit_cb, .file = argv[0], .args = argv, .env = env,
-                                    .stdio_count = 3, .stdio = stdio};
-    while (h->handle_open[local_rank]) uv_run(&h->loop, UV_RUN_ONCE); /* the previous process's handle */
+    uv_stdio_container_t stdio[3] = { { .flags = UV_IGNORE },
+                                      { .flags = UV_INHERIT_FD, .data.fd = h->log_fds[local_rank] },
+                                      { .flags = UV_INHERIT_FD,
+                                        .data.fd = h->log_fds[local_rank] } };
+    uv_process_options_t options = { .exit_cb = on_exit_cb,
+                                     .file = argv[0],
+                                     .args = argv,
+                                     .env = env,
+                                     .stdio_count = 3,
+                                     .stdio = stdio };
+    while (h->handle_open[local_rank])
+        uv_run(&h->loop, UV_RUN_ONCE); /* the previous process's handle */
     probe__monitor_worker_starting(h->monitor, local_rank);
     h->procs[local_rank].data = h;
     h->handle_open[local_rank] = true;
@@ -130,7 +148,8 @@ void harness_spawn(harness *h, int local_rank, int rank, const char *const *args
     if (err != 0) FAIL("spawn %s: %s", argv[0], uv_strerror(err));
     h->running[local_rank] = true;
     h->pids[local_rank] = h->procs[local_rank].pid;
-    probe__monitor_worker_started(h->monitor, local_rank, rank, h->pids[local_rank], h->log_fds[local_rank]);
+    probe__monitor_worker_started(h->monitor, local_rank, rank, h->pids[local_rank],
+                                  h->log_fds[local_rank]);
 }
 
 void harness_kill(harness *h, int local_rank)
@@ -156,8 +175,10 @@ void harness_new_generation(harness *h, int world_size)
 {
     h->generation++;
     h->world_size = world_size;
-    probe__generation_info info = {.generation = h->generation, .world_size = world_size, .nodes = 1,
-                                   .restart_count = (int)h->generation - 1};
+    probe__generation_info info = { .generation = h->generation,
+                                    .world_size = world_size,
+                                    .nodes = 1,
+                                    .restart_count = (int)h->generation - 1 };
     probe__monitor_generation_started(h->monitor, &info);
 }
 

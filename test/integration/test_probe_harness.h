@@ -32,7 +32,7 @@ typedef struct harness {
     int straggler_count;
     int hellos[HARNESS_MAX_WORKERS], abort_acks[HARNESS_MAX_WORKERS], readies[HARNESS_MAX_WORKERS];
     uint64_t ready_generation[HARNESS_MAX_WORKERS];
-    const char *program;             /* what harness_spawn starts; NULL: the probe_worker helper */
+    const char *program; /* what harness_spawn starts; NULL: the probe_worker helper */
 } harness;
 
 /* Fills h->opts with test defaults (the caller then adjusts and starts). */

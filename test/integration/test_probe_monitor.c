@@ -9,8 +9,14 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
-static bool straggler_found(harness *h) { return h->straggler_count >= 1; }
-static bool one_failure(harness *h) { return h->failure_count >= 1; }
+static bool straggler_found(harness *h)
+{
+    return h->straggler_count >= 1;
+}
+static bool one_failure(harness *h)
+{
+    return h->failure_count >= 1;
+}
 
 TEST_TIMEOUT(probe_straggler_slow_worker_reported_persistent, 90)
 {
@@ -20,7 +26,7 @@ TEST_TIMEOUT(probe_straggler_slow_worker_reported_persistent, 90)
     h.opts.straggler_window = 5;
     h.opts.straggler_rounds = 3;
     harness_start(&h);
-    const char *fast[] = {"steady", "20", NULL}, *slow[] = {"steady", "70", NULL};
+    const char *fast[] = { "steady", "20", NULL }, *slow[] = { "steady", "70", NULL };
     harness_spawn(&h, 0, 0, fast);
     harness_spawn(&h, 1, 1, slow);
     harness_spawn(&h, 2, 2, fast);
@@ -62,13 +68,14 @@ static void *scrape_main(void *arg)
 {
     scrape *s = arg;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
+    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)s->port) };
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     size_t got = 0;
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
         write(fd, s->request, strlen(s->request)) == (ssize_t)strlen(s->request)) {
         ssize_t n;
-        while ((n = read(fd, s->response + got, sizeof s->response - 1 - got)) > 0) got += (size_t)n;
+        while ((n = read(fd, s->response + got, sizeof s->response - 1 - got)) > 0)
+            got += (size_t)n;
     }
     s->response[got] = '\0';
     close(fd);
@@ -111,7 +118,8 @@ static double metric(const char *page, const char *name, const char *rank)
         if (elastic__prom_parse_line(line, &sample) < 0) FAIL("malformed metrics line: %s", line);
         char value[32];
         if (strcmp(sample.name, name) != 0) continue;
-        if (rank == NULL || (elastic__prom_label(sample.labels, "rank", value, sizeof value) && strcmp(value, rank) == 0))
+        if (rank == NULL || (elastic__prom_label(sample.labels, "rank", value, sizeof value) &&
+                             strcmp(value, rank) == 0))
             return sample.value;
     }
     return -12345;
@@ -121,7 +129,8 @@ static bool both_beating(harness *h)
 {
     const char *page = http(h, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     /* steps/s appears once two probe ticks have seen beats (no "0" before any data) */
-    return metric(page, "elastic_worker_step", "0") > 5 && metric(page, "elastic_worker_step", "1") > 5 &&
+    return metric(page, "elastic_worker_step", "0") > 5 &&
+           metric(page, "elastic_worker_step", "1") > 5 &&
            metric(page, "elastic_worker_steps_per_second", "0") >= 0;
 }
 
@@ -133,7 +142,7 @@ TEST_TIMEOUT(probe_metrics_scraped_and_parsed, 60)
     h.opts.interval_ms = 100;
     h.opts.hang_timeout_ms = 20000;
     harness_start(&h);
-    const char *args[] = {"steady", "10", NULL};
+    const char *args[] = { "steady", "10", NULL };
     harness_spawn(&h, 0, 0, args);
     harness_spawn(&h, 1, 1, args);
     harness_run_until(&h, both_beating, 30000, "steps on the metrics page");
@@ -166,26 +175,44 @@ TEST_TIMEOUT(probe_metrics_scraped_and_parsed, 60)
 
 static bool both_training(harness *h)
 {
-    return h->hellos[0] == 1 && h->hellos[1] == 1 && strstr(harness_log(h, 0), "training") != NULL &&
+    return h->hellos[0] == 1 && h->hellos[1] == 1 &&
+           strstr(harness_log(h, 0), "training") != NULL &&
            strstr(harness_log(h, 1), "training") != NULL;
 }
-static bool both_acked(harness *h) { return h->abort_acks[0] == 1 && h->abort_acks[1] == 1; }
-static bool both_ready(harness *h) { return h->readies[0] == 1 && h->readies[1] == 1; }
+static bool both_acked(harness *h)
+{
+    return h->abort_acks[0] == 1 && h->abort_acks[1] == 1;
+}
+static bool both_ready(harness *h)
+{
+    return h->readies[0] == 1 && h->readies[1] == 1;
+}
 static bool barriers_passed(harness *h)
 {
-    return strstr(harness_log(h, 0), "barrier rc=0") != NULL && strstr(harness_log(h, 1), "barrier rc=0") != NULL;
+    return strstr(harness_log(h, 0), "barrier rc=0") != NULL &&
+           strstr(harness_log(h, 1), "barrier rc=0") != NULL;
 }
-static bool both_exited(harness *h) { return !h->running[0] && !h->running[1]; }
+static bool both_exited(harness *h)
+{
+    return !h->running[0] && !h->running[1];
+}
 
 static void reconfigure(harness *h, int local_rank, int rank)
 {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "gen/%llu/", (unsigned long long)h->generation);
-    channel__worker_env env = {.rank = rank, .local_rank = local_rank, .world_size = 2, .local_world_size = 2,
-                             .generation = h->generation, .restart_count = 1, .run_id = "probe-test",
-                             .store_endpoint = h->endpoint, .store_prefix = prefix,
-                             .heartbeat_shm = probe__monitor_heartbeat_path(h->monitor), .heartbeat_slot = local_rank,
-                             .agent_socket = probe__monitor_socket_path(h->monitor)};
+    channel__worker_env env = { .rank = rank,
+                                .local_rank = local_rank,
+                                .world_size = 2,
+                                .local_world_size = 2,
+                                .generation = h->generation,
+                                .restart_count = 1,
+                                .run_id = "probe-test",
+                                .store_endpoint = h->endpoint,
+                                .store_prefix = prefix,
+                                .heartbeat_shm = probe__monitor_heartbeat_path(h->monitor),
+                                .heartbeat_slot = local_rank,
+                                .agent_socket = probe__monitor_socket_path(h->monitor) };
     ASSERT_OK(probe__monitor_reconfigure_worker(h->monitor, local_rank, &env));
 }
 
@@ -195,15 +222,17 @@ TEST_TIMEOUT(probe_in_process_reconfigure_keeps_workers, 60)
     harness_init(&h, 2);
     h.opts.hang_timeout_ms = 20000;
     harness_start(&h);
-    const char *args[] = {"inproc", NULL};
+    const char *args[] = { "inproc", NULL };
     harness_spawn(&h, 0, 0, args);
     harness_spawn(&h, 1, 1, args);
-    harness_run_until(&h, both_training, 20000, "both workers to connect and register their callbacks");
+    harness_run_until(&h, both_training, 20000,
+                      "both workers to connect and register their callbacks");
     int pid0 = h.pids[0], pid1 = h.pids[1];
     ASSERT_OK(probe__monitor_abort_worker(h.monitor, 0, "rank 7 on node-3 exited with 1"));
     ASSERT_OK(probe__monitor_abort_worker(h.monitor, 1, "rank 7 on node-3 exited with 1"));
     harness_run_until(&h, both_acked, 20000, "abort acknowledgements");
-    ASSERT(strstr(harness_log(&h, 0), "abort generation=1 reason=rank 7 on node-3 exited with 1") != NULL);
+    ASSERT(strstr(harness_log(&h, 0), "abort generation=1 reason=rank 7 on node-3 exited with 1") !=
+           NULL);
     harness_new_generation(&h, 2);
     reconfigure(&h, 0, 1); /* ranks swap */
     reconfigure(&h, 1, 0);

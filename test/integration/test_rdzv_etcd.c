@@ -12,7 +12,7 @@
 
 static rdzv__backend *open_backend(const etcd_cluster *c, const char *run_id)
 {
-    rdzv__etcd_conf conf = {.endpoints = c->endpoints, .timeout_ms = test_scaled_ms(5000)};
+    rdzv__etcd_conf conf = { .endpoints = c->endpoints, .timeout_ms = test_scaled_ms(5000) };
     rdzv__backend *b = NULL;
     ASSERT_OK(rdzv__backend_etcd_open(&conf, run_id, &b));
     return b;
@@ -52,9 +52,9 @@ TEST_TIMEOUT(etcd_backend_kv_compare_set_and_keys, 60)
     ASSERT_STR_EQ((char *)current, "x");
     elastic_free(current);
     /* multi_set is atomic and visible to keys() under a prefix only. */
-    const char *keys[] = {"p/1", "p/2", "p/3"};
-    const void *values[] = {"1", "22", "333"};
-    size_t lens[] = {1, 2, 3};
+    const char *keys[] = { "p/1", "p/2", "p/3" };
+    const void *values[] = { "1", "22", "333" };
+    size_t lens[] = { 1, 2, 3 };
     ASSERT_OK(b->ops->multi_set(b, keys, values, lens, 3));
     ASSERT_OK(b->ops->set(b, "p0", "not under p/", 12));
     char **names = NULL;
@@ -110,7 +110,8 @@ typedef struct adder {
 static void *add_main(void *arg)
 {
     adder *a = arg;
-    for (int i = 0; i < 40 && a->rc == 0; i++) a->rc = a->b->ops->add(a->b, "count", 1, &a->results[i]);
+    for (int i = 0; i < 40 && a->rc == 0; i++)
+        a->rc = a->b->ops->add(a->b, "count", 1, &a->results[i]);
     return NULL;
 }
 
@@ -121,10 +122,10 @@ TEST_TIMEOUT(etcd_backend_add_is_atomic_under_contention, 90)
     adder adders[4];
     pthread_t threads[4];
     for (int i = 0; i < 4; i++) {
-        adders[i] = (adder){.b = open_backend(&c, "add")};
+        adders[i] = (adder){ .b = open_backend(&c, "add") };
         ASSERT_EQ(pthread_create(&threads[i], NULL, add_main, &adders[i]), 0);
     }
-    bool seen[161] = {false};
+    bool seen[161] = { false };
     for (int i = 0; i < 4; i++) {
         pthread_join(threads[i], NULL);
         ASSERT_OK(adders[i].rc);
@@ -158,7 +159,7 @@ typedef struct delayed_set {
 static void *delayed_set_main(void *arg)
 {
     delayed_set *d = arg;
-    struct timespec pause = {d->delay_ms / 1000, (long)(d->delay_ms % 1000) * 1000000L};
+    struct timespec pause = { d->delay_ms / 1000, (long)(d->delay_ms % 1000) * 1000000L };
     nanosleep(&pause, NULL); /* the writer is late on purpose: the reader must wait for it */
     (void)d->b->ops->set(d->b, d->key, "late", 4);
     return NULL;
@@ -188,10 +189,10 @@ TEST_TIMEOUT(etcd_backend_watch_and_multi_get_miss_no_event, 60)
     ASSERT(revision > after_y);
     /* multi_get waits for the key another client writes later. */
     rdzv__backend *writer = open_backend(&c, "watch");
-    delayed_set d = {.b = writer, .key = "later", .delay_ms = 300};
+    delayed_set d = { .b = writer, .key = "later", .delay_ms = 300 };
     pthread_t thread;
     ASSERT_EQ(pthread_create(&thread, NULL, delayed_set_main, &d), 0);
-    const char *keys[] = {"area/y", "later"};
+    const char *keys[] = { "area/y", "later" };
     void *values[2];
     size_t lens[2];
     ASSERT_OK(b->ops->multi_get(b, keys, 2, test_scaled_ms(5000), values, lens));
@@ -200,7 +201,7 @@ TEST_TIMEOUT(etcd_backend_watch_and_multi_get_miss_no_event, 60)
     elastic_free(values[0]);
     elastic_free(values[1]);
     pthread_join(thread, NULL);
-    const char *absent[] = {"never"};
+    const char *absent[] = { "never" };
     ASSERT_ERR(b->ops->multi_get(b, absent, 1, 300, values, lens), ELASTIC_ETIMEDOUT);
     writer->ops->close(writer);
     b->ops->close(b);
@@ -232,7 +233,7 @@ TEST_TIMEOUT(etcd_backend_lease_keeps_keys_and_fences_when_etcd_is_gone, 60)
     etcd_cluster_start(&c, 1);
     rdzv__backend *b = open_backend(&c, "lease");
     rdzv__backend *observer = open_backend(&c, "lease");
-    fence_seen f = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+    fence_seen f = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
     b->on_lease_lost = on_lost;
     b->lease_lost_user = &f;
     uint64_t lease = 0;
@@ -240,7 +241,7 @@ TEST_TIMEOUT(etcd_backend_lease_keeps_keys_and_fences_when_etcd_is_gone, 60)
     ASSERT_OK(b->ops->lease_grant(b, ttl_ms, 200, &lease));
     ASSERT_OK(b->ops->set_leased(b, "me", "here", 4, lease));
     /* Kept alive past several TTLs (etcd's TTL is whole seconds, >= 1). */
-    struct timespec pause = {3, 0};
+    struct timespec pause = { 3, 0 };
     nanosleep(&pause, NULL); /* time must pass for a lease to lapse: nothing to wait on */
     expect_value(observer, "me", "here");
     ASSERT(!f.lost);
@@ -278,10 +279,10 @@ TEST_TIMEOUT(etcd_backend_lease_keeps_keys_and_fences_when_etcd_is_gone, 60)
 
 /* ---- rendezvous on etcd ---- */
 
-static void etcd_rdzv_opts(elastic_rdzv_opts *o, const etcd_cluster *c, const char *run_id, int min_nodes,
-                           int max_nodes)
+static void etcd_rdzv_opts(elastic_rdzv_opts *o, const etcd_cluster *c, const char *run_id,
+                           int min_nodes, int max_nodes)
 {
-    rdzv_env unused = {0};
+    rdzv_env unused = { 0 };
     rdzv_test_opts(o, &unused, run_id, min_nodes, max_nodes);
     o->endpoint = NULL;
     o->backend = ELASTIC_RDZV_BACKEND_ETCD;
@@ -314,7 +315,7 @@ TEST_TIMEOUT(etcd_rdzv_forms_and_reforms_after_a_lost_node, 90)
     for (int i = 0; i < 3; i++)
         if (i != victim) left[n++] = &nodes[i];
     for (int i = 0; i < 2; i++) {
-        elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+        elastic_rdzv_cause cause = { .struct_size = sizeof cause };
         ASSERT_OK(elastic_rdzv_watch(left[i]->rdzv, test_scaled_ms(10000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LOST);
         ASSERT_STR_EQ(cause.node_id, ids[victim]);
@@ -353,7 +354,8 @@ TEST_TIMEOUT(etcd_rdzv_fails_over_past_a_dead_endpoint, 60)
     o.etcd_timeout_ms = 1000;
     elastic_rdzv *r = NULL;
     ASSERT_ERR(elastic_rdzv_open(&o, &r), ELASTIC_ECONNECT);
-    if (strstr(elastic_last_error(), "etcd") == NULL) FAIL("error does not name etcd: %s", elastic_last_error());
+    if (strstr(elastic_last_error(), "etcd") == NULL)
+        FAIL("error does not name etcd: %s", elastic_last_error());
 }
 
 TEST(etcd_rdzv_rejects_bad_options)
@@ -382,7 +384,7 @@ static void etcdctl(const etcd_cluster *c, const char *const *args)
 {
     char endpoint[64];
     snprintf(endpoint, sizeof endpoint, "--endpoints=127.0.0.1:%d", c->m[0].client_port);
-    const char *argv[16] = {"etcdctl", endpoint};
+    const char *argv[16] = { "etcdctl", endpoint };
     int n = 2;
     for (int i = 0; args[i] != NULL && n < 15; i++) argv[n++] = args[i];
     argv[n] = NULL;
@@ -401,25 +403,28 @@ static void etcdctl(const etcd_cluster *c, const char *const *args)
             kill(pid, SIGKILL);
             FAIL("etcdctl %s did not finish", args[0]);
         }
-        struct timespec pause = {0, 20 * 1000000L};
+        struct timespec pause = { 0, 20 * 1000000L };
         nanosleep(&pause, NULL);
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) FAIL("etcdctl %s %s failed", args[0], args[1]);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        FAIL("etcdctl %s %s failed", args[0], args[1]);
 }
 
 TEST_TIMEOUT(etcd_backend_authenticates_and_stays_in_its_prefix, 90)
 {
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
-    if (access("/usr/bin/etcdctl", X_OK) != 0) SKIP("etcdctl is not installed (Debian: etcd-client)");
-    const char *steps[][8] = {{"user", "add", "root:rootpw", NULL},
-                              {"role", "add", "jobs", NULL},
-                              {"role", "grant-permission", "jobs", "--prefix=true", "readwrite", "/elastic/", NULL},
-                              {"user", "add", "trainer:trainerpw", NULL},
-                              {"user", "grant-role", "trainer", "jobs", NULL},
-                              {"auth", "enable", NULL}};
+    if (access("/usr/bin/etcdctl", X_OK) != 0)
+        SKIP("etcdctl is not installed (Debian: etcd-client)");
+    const char *steps[][8] = { { "user", "add", "root:rootpw", NULL },
+                               { "role", "add", "jobs", NULL },
+                               { "role", "grant-permission", "jobs", "--prefix=true", "readwrite",
+                                 "/elastic/", NULL },
+                               { "user", "add", "trainer:trainerpw", NULL },
+                               { "user", "grant-role", "trainer", "jobs", NULL },
+                               { "auth", "enable", NULL } };
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) etcdctl(&c, steps[i]);
-    rdzv__etcd_conf conf = {.endpoints = c.endpoints, .timeout_ms = test_scaled_ms(5000)};
+    rdzv__etcd_conf conf = { .endpoints = c.endpoints, .timeout_ms = test_scaled_ms(5000) };
     rdzv__backend *b = NULL;
     /* Without credentials etcd refuses. */
     ASSERT_OK(rdzv__backend_etcd_open(&conf, "auth", &b));
@@ -429,7 +434,8 @@ TEST_TIMEOUT(etcd_backend_authenticates_and_stays_in_its_prefix, 90)
     conf.user = "trainer";
     conf.password = "wrong";
     ASSERT_ERR(rdzv__backend_etcd_open(&conf, "auth", &b), ELASTIC_EAUTH);
-    if (strstr(elastic_last_error(), "authentication failed") == NULL) FAIL("unclear error: %s", elastic_last_error());
+    if (strstr(elastic_last_error(), "authentication failed") == NULL)
+        FAIL("unclear error: %s", elastic_last_error());
     /* The right one works for kv, watches and leases under /elastic/. */
     conf.password = "trainerpw";
     ASSERT_OK(rdzv__backend_etcd_open(&conf, "auth", &b));
@@ -453,8 +459,11 @@ TEST_TIMEOUT(etcd_backend_speaks_tls_with_a_client_certificate, 90)
 {
     etcd_cluster c;
     etcd_cluster_start_tls(&c);
-    rdzv__etcd_conf conf = {.endpoints = c.endpoints, .timeout_ms = test_scaled_ms(5000), .ca_file = c.ca,
-                            .cert_file = c.client_cert, .key_file = c.client_key};
+    rdzv__etcd_conf conf = { .endpoints = c.endpoints,
+                             .timeout_ms = test_scaled_ms(5000),
+                             .ca_file = c.ca,
+                             .cert_file = c.client_cert,
+                             .key_file = c.client_key };
     rdzv__backend *b = NULL;
     ASSERT_OK(rdzv__backend_etcd_open(&conf, "tls", &b));
     ASSERT_OK(b->ops->set(b, "k", "v", 1));
@@ -472,7 +481,8 @@ TEST_TIMEOUT(etcd_backend_speaks_tls_with_a_client_certificate, 90)
     void *value = NULL;
     size_t len = 0;
     int rc = b->ops->get(b, "k", &value, &len);
-    if (rc == 0 || rc == ELASTIC_ENOTFOUND) FAIL("read without a client certificate: %s", elastic_err_name(rc));
+    if (rc == 0 || rc == ELASTIC_ENOTFOUND)
+        FAIL("read without a client certificate: %s", elastic_err_name(rc));
     b->ops->close(b);
     /* A CA that did not sign etcd's certificate: refused, not trusted. */
     conf.ca_file = c.client_cert;
@@ -480,7 +490,8 @@ TEST_TIMEOUT(etcd_backend_speaks_tls_with_a_client_certificate, 90)
     conf.key_file = c.client_key;
     ASSERT_OK(rdzv__backend_etcd_open(&conf, "tls", &b));
     rc = b->ops->get(b, "k", &value, &len);
-    if (rc == 0 || rc == ELASTIC_ENOTFOUND) FAIL("read past an untrusted server: %s", elastic_err_name(rc));
+    if (rc == 0 || rc == ELASTIC_ENOTFOUND)
+        FAIL("read past an untrusted server: %s", elastic_err_name(rc));
     b->ops->close(b);
     etcd_cluster_stop(&c);
 }

@@ -22,8 +22,8 @@ typedef struct rdzv_node {
     elastic_rdzv *rdzv;
     pthread_t thread;
     bool joining;
-    int rc;                              /* of the last next() */
-    char detail[512];                    /* its elastic_last_error() */
+    int rc;           /* of the last next() */
+    char detail[512]; /* its elastic_last_error() */
     elastic_rdzv_result result;
     pthread_mutex_t lock;
     pthread_cond_t done;
@@ -43,11 +43,14 @@ static inline void rdzv_env_start(rdzv_env *env)
     snprintf(env->endpoint, sizeof env->endpoint, "127.0.0.1:%d", test_server_port(env->server));
 }
 
-static inline void rdzv_env_stop(rdzv_env *env) { elastic_store_server_close(env->server); }
+static inline void rdzv_env_stop(rdzv_env *env)
+{
+    elastic_store_server_close(env->server);
+}
 
 /* Options for a node of run `run_id` with generous test timeouts. */
-static inline void rdzv_test_opts(elastic_rdzv_opts *o, const rdzv_env *env, const char *run_id, int min_nodes,
-                                  int max_nodes)
+static inline void rdzv_test_opts(elastic_rdzv_opts *o, const rdzv_env *env, const char *run_id,
+                                  int min_nodes, int max_nodes)
 {
     elastic_rdzv_opts_init(o, sizeof *o);
     o->endpoint = env->endpoint;
@@ -76,7 +79,7 @@ static inline void rdzv_node_open(rdzv_node *node, const elastic_rdzv_opts *o)
 static void *rdzv_node_main(void *arg)
 {
     rdzv_node *node = arg;
-    elastic_rdzv_result result = {.struct_size = sizeof result};
+    elastic_rdzv_result result = { .struct_size = sizeof result };
     int rc = elastic_rdzv_next(node->rdzv, &result);
     pthread_mutex_lock(&node->lock);
     node->rc = rc;
@@ -101,8 +104,9 @@ static inline int rdzv_node_wait(rdzv_node *node, int timeout_ms)
 {
     uint64_t deadline = rdzv_test_now_ms() + (uint64_t)test_scaled_ms(timeout_ms);
     pthread_mutex_lock(&node->lock);
-    struct timespec at = {(time_t)(deadline / 1000), (long)(deadline % 1000) * 1000000L};
-    while (!node->finished && rdzv_test_now_ms() < deadline) pthread_cond_timedwait(&node->done, &node->lock, &at);
+    struct timespec at = { (time_t)(deadline / 1000), (long)(deadline % 1000) * 1000000L };
+    while (!node->finished && rdzv_test_now_ms() < deadline)
+        pthread_cond_timedwait(&node->done, &node->lock, &at);
     bool finished = node->finished;
     pthread_mutex_unlock(&node->lock);
     if (!finished) FAIL("rendezvous did not return within %d ms", timeout_ms);
@@ -149,7 +153,7 @@ static inline void rdzv_nodes_form(rdzv_node *nodes, int n, int timeout_ms)
 /* Checks that the nodes agree on one generation with ranks 0..n-1. */
 static inline void rdzv_expect_group(rdzv_node *nodes, int n)
 {
-    bool seen[64] = {false};
+    bool seen[64] = { false };
     for (int i = 0; i < n; i++) {
         const elastic_rdzv_result *res = &nodes[i].result;
         ASSERT_EQ(res->generation, nodes[0].result.generation);

@@ -29,7 +29,8 @@ static void child_start(child_node *c, const rdzv_env *env, int max_nodes, int k
         close(fds[0]);
         close(fds[1]);
         const char *path = test_helper_path("rdzv_node");
-        execl(path, path, env->endpoint, "job", "1", max_text, timeout_text, "child-node", (char *)NULL);
+        execl(path, path, env->endpoint, "job", "1", max_text, timeout_text, "child-node",
+              (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
@@ -45,7 +46,7 @@ static void child_expect_formed(child_node *c, int timeout_ms)
     while (memchr(line, '\n', used) == NULL) {
         uint64_t now = rdzv_test_now_ms();
         if (now >= deadline) FAIL("the child node did not join in time");
-        struct pollfd pfd = {.fd = c->out_fd, .events = POLLIN};
+        struct pollfd pfd = { .fd = c->out_fd, .events = POLLIN };
         if (poll(&pfd, 1, (int)(deadline - now)) <= 0) continue;
         ssize_t got = read(c->out_fd, line + used, sizeof line - 1 - used);
         if (got <= 0) FAIL("the child node exited before joining");
@@ -81,13 +82,13 @@ static uint64_t lose_child_with(int sig, int keepalive_timeout_ms)
     for (int i = 0; i < 2; i++) rdzv_node_join(&nodes[i]);
     child_expect_formed(&child, 15000);
     for (int i = 0; i < 2; i++) rdzv_node_expect_joined(&nodes[i], 15000);
-    
+
     uint64_t first = nodes[0].result.generation;
     ASSERT_EQ(nodes[0].result.group_world_size, 3);
     uint64_t start = rdzv_test_now_ms();
     ASSERT_EQ(kill(child.pid, sig), 0);
     for (int i = 0; i < 2; i++) {
-        elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+        elastic_rdzv_cause cause = { .struct_size = sizeof cause };
         ASSERT_OK(elastic_rdzv_watch(nodes[i].rdzv, test_scaled_ms(15000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LOST);
         ASSERT_STR_EQ(cause.node_id, "child-node");
@@ -116,5 +117,7 @@ TEST(rdzv_frozen_node_process_is_evicted_after_its_keepalive_timeout)
 {
     uint64_t took = lose_child_with(SIGSTOP, 1000);
     /* Its connection stayed open: only the lapsed keep-alives evict it. */
-    if (took < 500) FAIL("evicted after %llu ms, before its 1000 ms keep-alive timeout", (unsigned long long)took);
+    if (took < 500)
+        FAIL("evicted after %llu ms, before its 1000 ms keep-alive timeout",
+             (unsigned long long)took);
 }

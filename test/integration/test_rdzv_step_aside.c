@@ -29,7 +29,7 @@ TEST(rdzv_step_aside_waits_for_a_spare_then_hands_over_without_budget)
     ASSERT_OK(rdzv__step_aside(nodes[1].rdzv, "straggler evicted: test", &r));
     ASSERT(!r.stepped_aside); /* 2:2 and nobody waiting: it must stay */
     ASSERT_EQ(r.waiting, 0);
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     ASSERT_ERR(elastic_rdzv_watch(nodes[0].rdzv, 0, &cause), ELASTIC_ETIMEDOUT);
     rdzv_node_join(&nodes[2]); /* the job is full: a spare */
     /* Asked again until the spare's record is there (each miss paced by a bounded watch). */
@@ -76,7 +76,7 @@ TEST(rdzv_step_aside_allowed_when_min_nodes_keeps_the_job)
     ASSERT_STR_EQ(r.replacement, "");
     /* Stepping aside twice in one generation: nothing more happens. */
     ASSERT_ERR(rdzv__step_aside(nodes[2].rdzv, "again", &r), ELASTIC_ESTATE);
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     for (int i = 0; i < 2; i++) {
         ASSERT_OK(elastic_rdzv_watch(nodes[i].rdzv, test_scaled_ms(10000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LEFT);

@@ -25,7 +25,8 @@ TEST(rdzv_forms_at_max_nodes_without_waiting_for_last_call)
         /* rank_base is the sum of the workers of the nodes ranked before. */
         int base = 0;
         for (int j = 0; j < 3; j++)
-            if (nodes[j].result.group_rank < res->group_rank) base += nodes[j].result.local_world_size;
+            if (nodes[j].result.group_rank < res->group_rank)
+                base += nodes[j].result.local_world_size;
         ASSERT_EQ(res->rank_base, base);
         ASSERT(res->master_port > 0);
         ASSERT_STR_EQ(res->master_addr, "127.0.0.1");
@@ -48,7 +49,8 @@ TEST(rdzv_forms_after_last_call_once_min_nodes_are_in)
     uint64_t took = rdzv_test_now_ms() - start;
     rdzv_expect_group(nodes, 2);
     /* Not before the last call ran out: nobody reached max_nodes. */
-    if (took < 1400) FAIL("formed after %llu ms, before the 1500 ms last call", (unsigned long long)took);
+    if (took < 1400)
+        FAIL("formed after %llu ms, before the 1500 ms last call", (unsigned long long)took);
     rdzv_nodes_close(nodes, 2);
     rdzv_env_stop(&env);
 }
@@ -68,12 +70,12 @@ TEST(rdzv_late_node_waits_then_joins_the_next_generation)
     rdzv_node_join(&nodes[2]);
     /* The members learn that a node waits and there is room. */
     for (int i = 0; i < 2; i++) {
-        elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+        elastic_rdzv_cause cause = { .struct_size = sizeof cause };
         ASSERT_OK(elastic_rdzv_watch(nodes[i].rdzv, test_scaled_ms(15000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODES_WAITING);
         ASSERT_EQ(cause.generation, first);
     }
-    int old_rank[2] = {nodes[0].result.group_rank, nodes[1].result.group_rank};
+    int old_rank[2] = { nodes[0].result.group_rank, nodes[1].result.group_rank };
     rdzv_node_join(&nodes[0]);
     rdzv_node_join(&nodes[1]);
     for (int i = 0; i < 3; i++) rdzv_node_expect_joined(&nodes[i], 15000);
@@ -111,13 +113,13 @@ TEST(rdzv_lost_node_ends_the_generation_and_the_others_reform)
     for (int i = 0; i < 3; i++)
         if (i != victim) left[n++] = &nodes[i];
     for (int i = 0; i < 2; i++) {
-        elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+        elastic_rdzv_cause cause = { .struct_size = sizeof cause };
         ASSERT_OK(elastic_rdzv_watch(left[i]->rdzv, test_scaled_ms(10000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LOST);
         ASSERT_STR_EQ(cause.node_id, ids[victim]);
         ASSERT_EQ(cause.generation, first);
     }
-    int before[2] = {left[0]->result.group_rank, left[1]->result.group_rank};
+    int before[2] = { left[0]->result.group_rank, left[1]->result.group_rank };
     for (int i = 0; i < 2; i++) rdzv_node_join(left[i]);
     for (int i = 0; i < 2; i++) rdzv_node_expect_joined(left[i], 15000);
     ASSERT(left[0]->result.generation > first);
@@ -140,7 +142,7 @@ TEST(rdzv_spare_is_promoted_when_a_member_is_lost)
     rdzv_nodes_form(nodes, 2, 15000);
     uint64_t first = nodes[0].result.generation;
     rdzv_node_join(&nodes[2]); /* the job is full: a spare */
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     ASSERT_ERR(elastic_rdzv_watch(nodes[0].rdzv, test_scaled_ms(500), &cause), ELASTIC_ETIMEDOUT);
     int survivor = nodes[0].result.group_rank == 0 ? 0 : 1;
     rdzv_node_close(&nodes[1 - survivor]);
@@ -181,7 +183,7 @@ TEST(rdzv_restart_budget_is_shared_by_the_whole_job)
     rdzv_nodes_open(nodes, 2, &o);
     rdzv_nodes_form(nodes, 2, 15000);
     fail_generation(&nodes[0], 3, 7);
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     ASSERT_OK(elastic_rdzv_watch(nodes[1].rdzv, test_scaled_ms(10000), &cause));
     ASSERT_EQ(cause.kind, ELASTIC_RDZV_FAILURE);
     ASSERT_EQ(cause.exit_code, 7);
@@ -214,7 +216,7 @@ TEST(rdzv_membership_changes_do_not_consume_the_budget)
     rdzv_nodes_open(nodes, 3, &o);
     rdzv_nodes_form(nodes, 2, 15000);
     rdzv_node_join(&nodes[2]); /* nodes waiting: ends generation 1 */
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     ASSERT_OK(elastic_rdzv_watch(nodes[0].rdzv, test_scaled_ms(10000), &cause));
     ASSERT_OK(elastic_rdzv_watch(nodes[1].rdzv, test_scaled_ms(10000), &cause));
     rdzv_node_join(&nodes[0]);
@@ -253,7 +255,7 @@ TEST(rdzv_closed_job_answers_closed_to_every_node)
     rdzv_nodes_form(nodes, 2, 15000);
     rdzv_node_join(&nodes[2]); /* a spare, waiting */
     ASSERT_OK(elastic_rdzv_end_job(nodes[0].rdzv));
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     ASSERT_OK(elastic_rdzv_watch(nodes[1].rdzv, test_scaled_ms(10000), &cause));
     ASSERT_EQ(cause.kind, ELASTIC_RDZV_JOB_ENDED);
     ASSERT_EQ(rdzv_node_wait(&nodes[2], 15000), ELASTIC_ECLOSED);
@@ -298,7 +300,7 @@ TEST(rdzv_two_runs_on_one_store_do_not_interfere)
     ASSERT_EQ(b[0].result.world_size, 8);
     /* Closing one run leaves the other running. */
     ASSERT_OK(elastic_rdzv_end_job(a[0].rdzv));
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     ASSERT_ERR(elastic_rdzv_watch(b[0].rdzv, test_scaled_ms(300), &cause), ELASTIC_ETIMEDOUT);
     for (int i = 0; i < 2; i++) {
         rdzv_node_close(&a[i]);
@@ -319,7 +321,7 @@ TEST(rdzv_finished_node_leaves_without_reforming_the_others)
     rdzv_node_join(&nodes[2]); /* a spare */
     ASSERT_OK(elastic_rdzv_finish(nodes[0].rdzv));
     rdzv_node_close(&nodes[0]); /* its lease ends too */
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     ASSERT_ERR(elastic_rdzv_watch(nodes[1].rdzv, test_scaled_ms(1500), &cause), ELASTIC_ETIMEDOUT);
     /* The last member finishing completes the job: the spare is told. */
     ASSERT_OK(elastic_rdzv_finish(nodes[1].rdzv));
@@ -339,7 +341,7 @@ TEST(rdzv_leaving_node_makes_the_others_reform)
     rdzv_nodes_open(nodes, 3, &o);
     rdzv_nodes_form(nodes, 3, 15000);
     ASSERT_OK(elastic_rdzv_leave(nodes[2].rdzv));
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     for (int i = 0; i < 2; i++) {
         ASSERT_OK(elastic_rdzv_watch(nodes[i].rdzv, test_scaled_ms(10000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LEFT);
@@ -347,7 +349,7 @@ TEST(rdzv_leaving_node_makes_the_others_reform)
     rdzv_nodes_form(nodes, 2, 15000);
     rdzv_expect_group(nodes, 2);
     ASSERT_EQ(nodes[0].result.restart_count, 0);
-    elastic_rdzv_result ignored = {.struct_size = sizeof ignored};
+    elastic_rdzv_result ignored = { .struct_size = sizeof ignored };
     ASSERT_ERR(elastic_rdzv_next(nodes[2].rdzv, &ignored), ELASTIC_ESTATE);
     rdzv_nodes_close(nodes, 3);
     rdzv_env_stop(&env);
@@ -378,7 +380,7 @@ TEST(rdzv_change_callback_runs_once_per_generation_on_the_library_thread)
     rdzv_env_start(&env);
     elastic_rdzv_opts o;
     rdzv_node nodes[2];
-    change_seen seen = {.lock = PTHREAD_MUTEX_INITIALIZER, .called = PTHREAD_COND_INITIALIZER};
+    change_seen seen = { .lock = PTHREAD_MUTEX_INITIALIZER, .called = PTHREAD_COND_INITIALIZER };
     rdzv_test_opts(&o, &env, "job", 2, 2);
     o.max_restarts = 5;
     rdzv_nodes_open(nodes, 2, &o);
@@ -386,7 +388,7 @@ TEST(rdzv_change_callback_runs_once_per_generation_on_the_library_thread)
     rdzv_nodes_form(nodes, 2, 15000);
     fail_generation(&nodes[0], 0, 1);
     fail_generation(&nodes[0], 0, 2); /* the first cause wins */
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     ASSERT_OK(elastic_rdzv_watch(nodes[1].rdzv, test_scaled_ms(10000), &cause));
     ASSERT_EQ(cause.exit_code, 1);
     struct timespec at;
@@ -412,7 +414,7 @@ TEST(rdzv_next_while_the_generation_runs_is_a_state_error)
     rdzv_test_opts(&o, &env, "job", 1, 1);
     rdzv_node_open(&node, &o);
     rdzv_nodes_form(&node, 1, 15000);
-    elastic_rdzv_result again = {.struct_size = sizeof again};
+    elastic_rdzv_result again = { .struct_size = sizeof again };
     ASSERT_ERR(elastic_rdzv_next(node.rdzv, &again), ELASTIC_ESTATE);
     rdzv_node_close(&node);
     rdzv_env_stop(&env);
@@ -444,11 +446,12 @@ TEST(rdzv_busy_cpus_do_not_evict_a_live_node)
     int spinners = cpus > 0 && cpus < 16 ? (int)cpus * 2 : 8;
     pthread_t threads[32];
     for (int i = 0; i < spinners; i++) ASSERT_EQ(pthread_create(&threads[i], NULL, spin, NULL), 0);
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     int rc = elastic_rdzv_watch(nodes[0].rdzv, test_scaled_ms(4000), &cause);
     __atomic_store_n(&spin_stop, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < spinners; i++) pthread_join(threads[i], NULL);
-    if (rc != ELASTIC_ETIMEDOUT) FAIL("generation ended under load: kind %d, %s", cause.kind, cause.reason);
+    if (rc != ELASTIC_ETIMEDOUT)
+        FAIL("generation ended under load: kind %d, %s", cause.kind, cause.reason);
     rdzv_nodes_close(nodes, 2);
     rdzv_env_stop(&env);
 }
@@ -485,7 +488,7 @@ TEST(rdzv_keys_of_old_rounds_are_deleted)
     rdzv_nodes_form(nodes, 2, 15000);
     for (int round = 0; round < 3; round++) {
         fail_generation(&nodes[round % 2], 0, 1);
-        elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+        elastic_rdzv_cause cause = { .struct_size = sizeof cause };
         ASSERT_OK(elastic_rdzv_watch(nodes[(round + 1) % 2].rdzv, test_scaled_ms(10000), &cause));
         rdzv_nodes_form(nodes, 2, 15000);
     }
@@ -564,10 +567,12 @@ TEST(rdzv_two_neighbours_lost_at_once_still_reform)
     int n = 0;
     for (int i = 0; i < 4; i++) {
         int rank = nodes[i].result.group_rank;
-        if (rank == 1 || rank == 2) rdzv_node_close(&nodes[i]);
-        else left[n++] = &nodes[i];
+        if (rank == 1 || rank == 2)
+            rdzv_node_close(&nodes[i]);
+        else
+            left[n++] = &nodes[i];
     }
-    elastic_rdzv_cause cause = {.struct_size = sizeof cause};
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     for (int i = 0; i < 2; i++) {
         ASSERT_OK(elastic_rdzv_watch(left[i]->rdzv, test_scaled_ms(10000), &cause));
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LOST);

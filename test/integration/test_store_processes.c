@@ -16,7 +16,7 @@ static child spawn(const char *const argv[])
 {
     int pipefd[2];
     ASSERT_EQ(pipe(pipefd), 0);
-    child c = {fork(), pipefd[0]};
+    child c = { fork(), pipefd[0] };
     ASSERT(c.pid >= 0);
     if (c.pid == 0) {
         dup2(pipefd[1], STDOUT_FILENO);
@@ -36,8 +36,9 @@ static void read_line(const child *c, char *line, size_t size, int timeout_ms)
     uint64_t deadline = fixture_now_ms() + (uint64_t)timeout_ms;
     while (len + 1 < size) {
         int left = (int)(deadline - fixture_now_ms());
-        struct pollfd pfd = {.fd = c->out, .events = POLLIN};
-        if (left <= 0 || poll(&pfd, 1, left) <= 0) FAIL("no line from child %d in time", (int)c->pid);
+        struct pollfd pfd = { .fd = c->out, .events = POLLIN };
+        if (left <= 0 || poll(&pfd, 1, left) <= 0)
+            FAIL("no line from child %d in time", (int)c->pid);
         ssize_t n = read(c->out, line + len, 1);
         if (n <= 0) FAIL("child %d closed its output", (int)c->pid);
         if (line[len] == '\n') break;
@@ -63,7 +64,7 @@ static int reap(const child *c, int timeout_ms)
 /* Starts `elasticctl store serve` on a free port; fills endpoint. */
 static child start_serve(char *endpoint, size_t size)
 {
-    const char *argv[] = {test_bin_path("elasticctl"), "store", "serve", "--port", "0", NULL};
+    const char *argv[] = { test_bin_path("elasticctl"), "store", "serve", "--port", "0", NULL };
     child c = spawn(argv);
     char line[128];
     read_line(&c, line, sizeof line, test_scaled_ms(10000));
@@ -72,9 +73,12 @@ static child start_serve(char *endpoint, size_t size)
     return c;
 }
 
-static child start_holder(const char *endpoint, const char *key, const char *ttl, const char *interval)
+static child start_holder(const char *endpoint, const char *key, const char *ttl,
+                          const char *interval)
 {
-    const char *argv[] = {test_helper_path("store_lease_holder"), endpoint, key, ttl, interval, NULL};
+    const char *argv[] = {
+        test_helper_path("store_lease_holder"), endpoint, key, ttl, interval, NULL
+    };
     child c = spawn(argv);
     char line[64];
     read_line(&c, line, sizeof line, test_scaled_ms(10000));
@@ -134,7 +138,7 @@ TEST_TIMEOUT(store_killed_server_fails_pending_calls_promptly, 60)
     child server = start_serve(endpoint, sizeof endpoint);
     elastic_store *s = NULL;
     ASSERT_OK(elastic_store_connect(endpoint, NULL, &s));
-    parked p = {s, 1};
+    parked p = { s, 1 };
     pthread_t t;
     ASSERT_EQ(pthread_create(&t, NULL, park_get, &p), 0);
     usleep(100 * 1000);
@@ -152,7 +156,7 @@ static int run_ctl(const char *const argv[], char *out, size_t size)
     child c = spawn(argv);
     size_t len = 0;
     for (;;) {
-        struct pollfd pfd = {.fd = c.out, .events = POLLIN};
+        struct pollfd pfd = { .fd = c.out, .events = POLLIN };
         if (poll(&pfd, 1, test_scaled_ms(10000)) <= 0) FAIL("elasticctl hangs");
         ssize_t n = read(c.out, out + len, size - 1 - len);
         if (n <= 0) break;
@@ -168,27 +172,27 @@ TEST_TIMEOUT(elasticctl_store_commands_work_and_bad_flags_exit_2, 60)
     char endpoint[128], out[256];
     child server = start_serve(endpoint, sizeof endpoint);
     const char *ctl = test_bin_path("elasticctl");
-    const char *set[] = {ctl, "store", "set", "greeting", "hello", "--endpoint", endpoint, NULL};
+    const char *set[] = { ctl, "store", "set", "greeting", "hello", "--endpoint", endpoint, NULL };
     ASSERT_EQ(run_ctl(set, out, sizeof out), 0);
-    const char *get[] = {ctl, "store", "get", "greeting", "--endpoint", endpoint, NULL};
+    const char *get[] = { ctl, "store", "get", "greeting", "--endpoint", endpoint, NULL };
     ASSERT_EQ(run_ctl(get, out, sizeof out), 0);
     ASSERT_STR_EQ(out, "hello\n");
-    const char *add[] = {ctl, "store", "add", "n", "41", "--endpoint", endpoint, NULL};
+    const char *add[] = { ctl, "store", "add", "n", "41", "--endpoint", endpoint, NULL };
     ASSERT_EQ(run_ctl(add, out, sizeof out), 0);
-    const char *add2[] = {ctl, "store", "add", "n", "1", "--endpoint", endpoint, NULL};
+    const char *add2[] = { ctl, "store", "add", "n", "1", "--endpoint", endpoint, NULL };
     ASSERT_EQ(run_ctl(add2, out, sizeof out), 0);
     ASSERT_STR_EQ(out, "42\n");
-    const char *keys[] = {ctl, "store", "keys", "gree", "--endpoint", endpoint, NULL};
+    const char *keys[] = { ctl, "store", "keys", "gree", "--endpoint", endpoint, NULL };
     ASSERT_EQ(run_ctl(keys, out, sizeof out), 0);
     ASSERT_STR_EQ(out, "greeting\n");
-    const char *del[] = {ctl, "store", "del", "greeting", "--endpoint", endpoint, NULL};
+    const char *del[] = { ctl, "store", "del", "greeting", "--endpoint", endpoint, NULL };
     ASSERT_EQ(run_ctl(del, out, sizeof out), 0);
     ASSERT_EQ(run_ctl(get, out, sizeof out), 1); /* gone */
-    const char *bad[] = {ctl, "store", "get", "k", "--endpoint", endpoint, "--bogus", "1", NULL};
+    const char *bad[] = { ctl, "store", "get", "k", "--endpoint", endpoint, "--bogus", "1", NULL };
     ASSERT_EQ(run_ctl(bad, out, sizeof out), 2);
-    const char *no_endpoint[] = {ctl, "store", "get", "k", NULL};
+    const char *no_endpoint[] = { ctl, "store", "get", "k", NULL };
     ASSERT_EQ(run_ctl(no_endpoint, out, sizeof out), 2);
-    const char *bad_port[] = {ctl, "store", "serve", "--port", "99999", NULL};
+    const char *bad_port[] = { ctl, "store", "serve", "--port", "99999", NULL };
     ASSERT_EQ(run_ctl(bad_port, out, sizeof out), 2);
     kill(server.pid, SIGINT);
     int status = reap(&server, 10000);
@@ -203,7 +207,9 @@ TEST_TIMEOUT(elasticctl_store_serve_requires_the_token_file_token, 60)
     ASSERT(f != NULL);
     fputs("file-token\n", f);
     fclose(f);
-    const char *argv[] = {test_bin_path("elasticctl"), "store", "serve", "--port", "0", "--token-file", path, NULL};
+    const char *argv[] = {
+        test_bin_path("elasticctl"), "store", "serve", "--port", "0", "--token-file", path, NULL
+    };
     child server = spawn(argv);
     char line[128];
     read_line(&server, line, sizeof line, test_scaled_ms(10000));
@@ -218,8 +224,16 @@ TEST_TIMEOUT(elasticctl_store_serve_requires_the_token_file_token, 60)
     unsetenv("ELASTIC_STORE_TOKEN");
     ASSERT_ERR(elastic_store_connect(endpoint, &o, &s), ELASTIC_EAUTH);
     char out[256];
-    const char *ctl_set[] = {test_bin_path("elasticctl"), "store", "set", "k", "v", "--endpoint", endpoint,
-                             "--token-file", path, NULL};
+    const char *ctl_set[] = { test_bin_path("elasticctl"),
+                              "store",
+                              "set",
+                              "k",
+                              "v",
+                              "--endpoint",
+                              endpoint,
+                              "--token-file",
+                              path,
+                              NULL };
     ASSERT_EQ(run_ctl(ctl_set, out, sizeof out), 0);
     kill(server.pid, SIGTERM);
     reap(&server, 10000);

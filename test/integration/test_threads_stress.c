@@ -14,7 +14,7 @@
 
 static void pause_ms(int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 
@@ -37,9 +37,9 @@ static bool wait_counter(atomic_long *counter, long at_least, int timeout_ms)
 typedef struct store_stress {
     elastic_store *store;
     atomic_int stop;
-    atomic_long ok;                  /* calls that succeeded */
-    atomic_long tolerated;           /* failed as a restart may make them fail */
-    atomic_int unexpected;           /* any other outcome: its code */
+    atomic_long ok;        /* calls that succeeded */
+    atomic_long tolerated; /* failed as a restart may make them fail */
+    atomic_int unexpected; /* any other outcome: its code */
     atomic_int unexpected_op;
 } store_stress;
 
@@ -84,7 +84,8 @@ static void *store_worker_main(void *arg)
         case 2: account(s, 2, elastic_store_add(s->store, "counter", 1, &sum)); break;
         case 3: /* a lease nobody keeps alive: the server ends it after 150 ms */
             account(s, 3, elastic_store_lease_grant(s->store, 150, 0, &lease));
-            if (lease != 0) account(s, 3, elastic_store_set_leased(s->store, key, value, (size_t)len, lease));
+            if (lease != 0)
+                account(s, 3, elastic_store_set_leased(s->store, key, value, (size_t)len, lease));
             break;
         case 4: /* kept alive by the client's ticker thread, then revoked */
             account(s, 4, elastic_store_lease_grant(s->store, 500, 50, &lease));
@@ -112,8 +113,11 @@ static elastic_store_server *start_server_on(int port)
     elastic_store_server *server = NULL;
     uint64_t deadline = rdzv_test_now_ms() + (uint64_t)test_scaled_ms(10000);
     int rc; /* the old listener's port may need a moment to be free again */
-    while ((rc = elastic_store_server_start(&o, &server)) != 0 && rdzv_test_now_ms() < deadline) pause_ms(20);
-    if (rc != 0) FAIL("restarting the server on port %d: %s (%s)", port, elastic_err_name(rc), elastic_last_error());
+    while ((rc = elastic_store_server_start(&o, &server)) != 0 && rdzv_test_now_ms() < deadline)
+        pause_ms(20);
+    if (rc != 0)
+        FAIL("restarting the server on port %d: %s (%s)", port, elastic_err_name(rc),
+             elastic_last_error());
     return server;
 }
 
@@ -125,15 +129,16 @@ TEST_TIMEOUT(stress_store_handle_shared_while_leases_expire_and_the_server_resta
     ASSERT_OK(elastic_store_server_get_port(server, &port));
     char endpoint[64];
     snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
-    store_stress s = {0};
+    store_stress s = { 0 };
     elastic_store_opts o;
     elastic_store_opts_init(&o, sizeof o);
     o.timeout_ms = test_scaled_ms(5000);
-    o.connect_timeout_ms = test_scaled_ms(200); /* a call during the restart fails fast and is retried */
+    o.connect_timeout_ms =
+        test_scaled_ms(200); /* a call during the restart fails fast and is retried */
     ASSERT_OK(elastic_store_connect(endpoint, &o, &s.store));
     store_worker workers[STORE_THREADS];
     for (int i = 0; i < STORE_THREADS; i++) {
-        workers[i] = (store_worker){.s = &s, .id = i};
+        workers[i] = (store_worker){ .s = &s, .id = i };
         ASSERT_EQ(pthread_create(&workers[i].thread, NULL, store_worker_main, &workers[i]), 0);
     }
     for (int restart = 0; restart < 3; restart++) {
@@ -164,7 +169,7 @@ TEST_TIMEOUT(stress_store_handle_shared_while_leases_expire_and_the_server_resta
 
 /* ---- rendezvous monitors across many generation changes --------------------- */
 
-#define RDZV_NODES 3
+#define RDZV_NODES       3
 #define RDZV_GENERATIONS 6
 
 typedef struct change_count {
@@ -221,13 +226,15 @@ TEST_TIMEOUT(stress_rdzv_monitors_follow_generation_changes_ended_from_two_nodes
         ASSERT_EQ(nodes[0].result.restart_count, g - 1);
         /* Two nodes end the same generation at the same moment; the third
          * only hears of it through its monitor. */
-        ender enders[2] = {{.node = &nodes[0], .rank = 0}, {.node = &nodes[1], .rank = 1}};
-        for (int i = 0; i < 2; i++) ASSERT_EQ(pthread_create(&enders[i].thread, NULL, end_generation_main, &enders[i]), 0);
+        ender enders[2] = { { .node = &nodes[0], .rank = 0 }, { .node = &nodes[1], .rank = 1 } };
+        for (int i = 0; i < 2; i++)
+            ASSERT_EQ(pthread_create(&enders[i].thread, NULL, end_generation_main, &enders[i]), 0);
         for (int i = 0; i < 2; i++) {
             pthread_join(enders[i].thread, NULL);
             ASSERT_OK(enders[i].rc);
         }
-        if (!wait_counter(&counts[2].calls, g, 20000)) FAIL("generation %ld: node 2 heard of no end", g);
+        if (!wait_counter(&counts[2].calls, g, 20000))
+            FAIL("generation %ld: node 2 heard of no end", g);
         ASSERT_EQ(atomic_load(&counts[2].last_kind), ELASTIC_RDZV_FAILURE);
     }
     /* Both ends of a generation consumed one restart, not two. */
@@ -250,7 +257,7 @@ typedef struct trainer {
     atomic_long reconfigures;        /* reconfigure callback calls (trainer thread) */
     atomic_long reconfigure_returns; /* poll() returned ELASTIC_ERECONFIGURE */
     atomic_ullong abort_generation;
-    uint64_t seen_generation;        /* trainer thread only */
+    uint64_t seen_generation; /* trainer thread only */
     int rc;
 } trainer;
 
@@ -303,18 +310,34 @@ static void *trainer_main(void *arg)
 static trainer *stress_trainer;
 static long stress_expected;
 
-static bool trainer_connected(harness *h) { return h->hellos[0] == 1 && atomic_load(&stress_trainer->ready) != 0; }
-static bool abort_acked(harness *h) { return h->abort_acks[0] == stress_expected; }
-static bool trainer_ready(harness *h) { return h->readies[0] == stress_expected; }
+static bool trainer_connected(harness *h)
+{
+    return h->hellos[0] == 1 && atomic_load(&stress_trainer->ready) != 0;
+}
+static bool abort_acked(harness *h)
+{
+    return h->abort_acks[0] == stress_expected;
+}
+static bool trainer_ready(harness *h)
+{
+    return h->readies[0] == stress_expected;
+}
 
 static void worker_env(harness *h, channel__worker_env *env, char *prefix, size_t size)
 {
     snprintf(prefix, size, "gen/%llu/", (unsigned long long)h->generation);
-    *env = (channel__worker_env){.rank = 0, .local_rank = 0, .world_size = 1, .local_world_size = 1,
-                               .generation = h->generation, .restart_count = (int)h->generation - 1,
-                               .run_id = "probe-test", .store_endpoint = h->endpoint, .store_prefix = prefix,
-                               .heartbeat_shm = probe__monitor_heartbeat_path(h->monitor), .heartbeat_slot = 0,
-                               .agent_socket = probe__monitor_socket_path(h->monitor)};
+    *env = (channel__worker_env){ .rank = 0,
+                                  .local_rank = 0,
+                                  .world_size = 1,
+                                  .local_world_size = 1,
+                                  .generation = h->generation,
+                                  .restart_count = (int)h->generation - 1,
+                                  .run_id = "probe-test",
+                                  .store_endpoint = h->endpoint,
+                                  .store_prefix = prefix,
+                                  .heartbeat_shm = probe__monitor_heartbeat_path(h->monitor),
+                                  .heartbeat_slot = 0,
+                                  .agent_socket = probe__monitor_socket_path(h->monitor) };
 }
 
 TEST_TIMEOUT(stress_worker_abort_hook_fires_while_the_trainer_polls, 120)
@@ -344,7 +367,7 @@ TEST_TIMEOUT(stress_worker_abort_hook_fires_while_the_trainer_polls, 120)
     int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     ASSERT(log_fd >= 0);
     probe__monitor_worker_starting(h.monitor, 0);
-    trainer t = {0};
+    trainer t = { 0 };
     stress_trainer = &t;
     ASSERT_EQ(pthread_create(&t.thread, NULL, trainer_main, &t), 0);
     probe__monitor_worker_started(h.monitor, 0, 0, (int)getpid(), log_fd);
@@ -391,7 +414,7 @@ TEST_TIMEOUT(stress_ckpt_async_save_racing_close_leaves_only_whole_steps, 120)
         o.fsync = ELASTIC_CKPT_FSYNC_NONE;
         elastic_ckpt *c;
         ASSERT_OK(elastic_ckpt_open(test_tmpdir(), &o, &c));
-        elastic_ckpt_blob blob = {"weights", data, len, 0};
+        elastic_ckpt_blob blob = { "weights", data, len, 0 };
         ASSERT_OK(elastic_ckpt_save_async(c, step, &blob, 1, test_scaled_ms(10000)));
         /* Close at a different point of the save each round: at once, or after a while. */
         for (volatile uint64_t spin = 0; spin < step * 200000; spin++) continue;

@@ -25,10 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define API __attribute__((visibility("default")))
+#define API       __attribute__((visibility("default")))
 #define MAX_RANKS 16
 #define MAX_COUNT 1024
-#define QUEUE 1024
+#define QUEUE     1024
 #define ID_PREFIX "ncclDouble:"
 
 enum { OK = 0, INVALID_ARGUMENT = 4, INVALID_USAGE = 5, REMOTE_ERROR = 6, IN_PROGRESS = 7 };
@@ -36,8 +36,8 @@ enum { STATE_INIT, STATE_READY, STATE_REVOKED, STATE_ABORTED };
 
 typedef struct region {
     _Atomic uint32_t joined[MAX_RANKS];
-    _Atomic uint64_t posted[MAX_RANKS];     /* the last collective whose data the rank posted */
-    _Atomic uint64_t done[MAX_RANKS];       /* the last collective the rank finished reading */
+    _Atomic uint64_t posted[MAX_RANKS]; /* the last collective whose data the rank posted */
+    _Atomic uint64_t done[MAX_RANKS];   /* the last collective the rank finished reading */
     float data[2][MAX_RANKS][MAX_COUNT];
 } region;
 
@@ -47,8 +47,8 @@ typedef struct comm {
     int rank, nranks;
     _Atomic int state;
     _Atomic int async_error;
-    uint64_t seq;                           /* collectives enqueued (the trainer's thread) */
-    _Atomic int refs;                       /* the handle + queued operations */
+    uint64_t seq;     /* collectives enqueued (the trainer's thread) */
+    _Atomic int refs; /* the handle + queued operations */
     int shrinks;
 } comm;
 
@@ -81,7 +81,7 @@ static _Atomic int fault_used;
 
 static void pause_briefly(void)
 {
-    struct timespec ts = {0, 100000}; /* 0.1 ms: a spinning kernel, politely */
+    struct timespec ts = { 0, 100000 }; /* 0.1 ms: a spinning kernel, politely */
     nanosleep(&ts, NULL);
 }
 
@@ -103,7 +103,10 @@ static void comm_release(comm *c)
     free(c);
 }
 
-static bool live(comm *c) { return atomic_load(&c->state) == STATE_READY; }
+static bool live(comm *c)
+{
+    return atomic_load(&c->state) == STATE_READY;
+}
 
 /* ---- the collective, on the stream's thread ----------------------------------------------- */
 
@@ -175,7 +178,10 @@ static stream *stream_new(void)
     return s;
 }
 
-static void make_default_stream(void) { default_stream = stream_new(); }
+static void make_default_stream(void)
+{
+    default_stream = stream_new();
+}
 
 static stream *resolve(void *handle)
 {
@@ -217,7 +223,8 @@ API int ncclGetUniqueId(char id[128])
     if (getrandom(random, sizeof random, 0) != (ssize_t)sizeof random) return INVALID_USAGE;
     memset(id, 0, 128);
     int n = snprintf(id, 128, ID_PREFIX);
-    for (size_t i = 0; i < sizeof random; i++) n += snprintf(id + n, 128 - (size_t)n, "%02x", random[i]);
+    for (size_t i = 0; i < sizeof random; i++)
+        n += snprintf(id + n, 128 - (size_t)n, "%02x", random[i]);
     return OK;
 }
 
@@ -240,7 +247,7 @@ static comm *comm_open(const char *name, int nranks, int rank)
         free(c);
         return NULL;
     }
-    *c = (comm){.shared = shared, .rank = rank, .nranks = nranks, .refs = 1};
+    *c = (comm){ .shared = shared, .rank = rank, .nranks = nranks, .refs = 1 };
     snprintf(c->name, sizeof c->name, "%s", name);
     atomic_store(&shared->joined[rank], 1);
     return c;
@@ -259,12 +266,13 @@ typedef struct unique_id {
     char internal[128];
 } unique_id; /* passed by value, as ncclUniqueId is */
 
-API int ncclCommInitRankConfig(comm **out, int nranks, unique_id unique, int rank, config_head *config)
+API int ncclCommInitRankConfig(comm **out, int nranks, unique_id unique, int rank,
+                               config_head *config)
 {
     const char *id = unique.internal;
     *out = NULL;
-    if (strncmp(id, ID_PREFIX, strlen(ID_PREFIX)) != 0 || nranks < 1 || nranks > MAX_RANKS || rank < 0 ||
-        rank >= nranks)
+    if (strncmp(id, ID_PREFIX, strlen(ID_PREFIX)) != 0 || nranks < 1 || nranks > MAX_RANKS ||
+        rank < 0 || rank >= nranks)
         return INVALID_ARGUMENT;
     char name[160];
     snprintf(name, sizeof name, "double-%.40s", id + strlen(ID_PREFIX));
@@ -317,9 +325,13 @@ API int ncclCommAbort(comm *c)
     return OK;
 }
 
-API int ncclCommDestroy(comm *c) { return ncclCommAbort(c); }
+API int ncclCommDestroy(comm *c)
+{
+    return ncclCommAbort(c);
+}
 
-API int ncclCommShrink(comm *parent, int *exclude, int count, comm **out, config_head *config, int flags)
+API int ncclCommShrink(comm *parent, int *exclude, int count, comm **out, config_head *config,
+                       int flags)
 {
     (void)flags;
     *out = NULL;
@@ -337,7 +349,8 @@ API int ncclCommShrink(comm *parent, int *exclude, int count, comm **out, config
     return wait_if_blocking(c, config);
 }
 
-API int ncclAllReduce(const void *send, void *recv, size_t count, int datatype, int redop, comm *c, void *handle)
+API int ncclAllReduce(const void *send, void *recv, size_t count, int datatype, int redop, comm *c,
+                      void *handle)
 {
     if (c == NULL || datatype != 7 || redop != 0 || count > MAX_COUNT) return INVALID_ARGUMENT;
     if (!live(c)) return INVALID_USAGE;
@@ -346,7 +359,8 @@ API int ncclAllReduce(const void *send, void *recv, size_t count, int datatype, 
     pthread_mutex_lock(&s->lock);
     while (s->enqueued - s->completed == QUEUE) pthread_cond_wait(&s->cond, &s->lock);
     atomic_fetch_add(&c->refs, 1);
-    s->queue[s->enqueued % QUEUE] = (op){.c = c, .send = send, .recv = recv, .count = count, .seq = ++c->seq};
+    s->queue[s->enqueued % QUEUE] =
+        (op){ .c = c, .send = send, .recv = recv, .count = count, .seq = ++c->seq };
     s->enqueued++;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
@@ -362,7 +376,10 @@ API int cudaGetDeviceCount(int *count)
     return *count > 0 ? 0 : 100; /* cudaErrorNoDevice */
 }
 
-API int cudaSetDevice(int device) { return device >= 0 ? 0 : 101; }
+API int cudaSetDevice(int device)
+{
+    return device >= 0 ? 0 : 101;
+}
 API int cudaRuntimeGetVersion(int *version)
 {
     *version = 13000;
@@ -371,8 +388,10 @@ API int cudaRuntimeGetVersion(int *version)
 
 API const char *cudaGetErrorString(int error)
 {
-    return error == 0 ? "no error" : error == 600 ? "device not ready" : error == 100 ? "no CUDA-capable device"
-                                                                                      : "CUDA error (test double)";
+    return error == 0     ? "no error"
+           : error == 600 ? "device not ready"
+           : error == 100 ? "no CUDA-capable device"
+                          : "CUDA error (test double)";
 }
 
 API int cudaStreamCreate(stream **out)

@@ -23,7 +23,10 @@ static inline void fixture_start_with(store_fixture *f, const elastic_store_serv
     snprintf(f->endpoint, sizeof f->endpoint, "127.0.0.1:%d", test_server_port(f->server));
 }
 
-static inline void fixture_start(store_fixture *f) { fixture_start_with(f, NULL); }
+static inline void fixture_start(store_fixture *f)
+{
+    fixture_start_with(f, NULL);
+}
 
 static inline elastic_store *fixture_connect(const store_fixture *f)
 {

@@ -18,7 +18,8 @@ static inline int raw_connect(const store_fixture *f)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ASSERT(fd >= 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)test_server_port(f->server))};
+    struct sockaddr_in addr = { .sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)test_server_port(f->server)) };
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0);
     return fd;
@@ -36,7 +37,7 @@ static inline size_t recv_some(int fd, void *data, size_t len, int timeout_ms)
     uint64_t deadline = fixture_now_ms() + (uint64_t)timeout_ms;
     while (got < len) {
         int left = (int)(deadline - fixture_now_ms());
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
         if (left <= 0 || poll(&pfd, 1, left) <= 0) break;
         ssize_t n = recv(fd, (char *)data + got, len - got, 0);
         if (n <= 0) break;
@@ -52,7 +53,7 @@ static inline bool closed_by_server(int fd, int timeout_ms)
     uint64_t deadline = fixture_now_ms() + (uint64_t)timeout_ms;
     for (;;) {
         int left = (int)(deadline - fixture_now_ms());
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
         if (left <= 0 || poll(&pfd, 1, left) <= 0) return false;
         ssize_t n = recv(fd, sink, sizeof sink, 0);
         if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
@@ -62,12 +63,12 @@ static inline bool closed_by_server(int fd, int timeout_ms)
 /* The unauthenticated handshake, done by hand. */
 static inline void raw_handshake(int fd)
 {
-    uint8_t hello[40] = {'E', 'L', 'S', 'T', 1, 0, 0, 0};
+    uint8_t hello[40] = { 'E', 'L', 'S', 'T', 1, 0, 0, 0 };
     send_bytes(fd, hello, sizeof hello);
     uint8_t welcome[72];
     ASSERT_EQ(recv_some(fd, welcome, sizeof welcome, 5000), sizeof welcome);
     ASSERT_MEM_EQ(welcome, "ELST", 4);
-    uint8_t proof[32] = {0};
+    uint8_t proof[32] = { 0 };
     send_bytes(fd, proof, sizeof proof);
     uint8_t ready[4];
     ASSERT_EQ(recv_some(fd, ready, sizeof ready, 5000), sizeof ready);

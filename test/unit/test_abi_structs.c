@@ -56,11 +56,20 @@ TEST(abi_bad_struct_size_is_einval_naming_the_struct)
 
 TEST(abi_output_struct_is_filled_up_to_the_callers_size)
 {
-    static const char *const attach_vars[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                                              "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT",
-                                              "ELASTIC_STORE_ENDPOINT", "ELASTIC_AGENT_SOCKET",
-                                              "ELASTIC_HEARTBEAT_SHM", "ELASTIC_HEARTBEAT_SLOT"};
-    for (size_t i = 0; i < sizeof attach_vars / sizeof attach_vars[0]; i++) unsetenv(attach_vars[i]);
+    static const char *const attach_vars[] = { "RANK",
+                                               "LOCAL_RANK",
+                                               "WORLD_SIZE",
+                                               "LOCAL_WORLD_SIZE",
+                                               "GROUP_RANK",
+                                               "TORCHELASTIC_RUN_ID",
+                                               "MASTER_ADDR",
+                                               "MASTER_PORT",
+                                               "ELASTIC_STORE_ENDPOINT",
+                                               "ELASTIC_AGENT_SOCKET",
+                                               "ELASTIC_HEARTBEAT_SHM",
+                                               "ELASTIC_HEARTBEAT_SLOT" };
+    for (size_t i = 0; i < sizeof attach_vars / sizeof attach_vars[0]; i++)
+        unsetenv(attach_vars[i]);
     elastic_worker *w = NULL;
     ASSERT_OK(elastic_worker_init(NULL, &w));
     /* Older: stops before run_id; the library must not write it. */

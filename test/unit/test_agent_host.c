@@ -15,9 +15,9 @@ TEST(agent_flags_host_names_that_resolve_to_loopback)
     ASSERT(!agent__name_is_loopback_alias("10.1.2.3"));
     char name[256];
     ASSERT_EQ(gethostname(name, sizeof name), 0);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE},
+    struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE },
                     *found;
     if (getaddrinfo(name, NULL, &hints, &found) != 0) SKIP("the host name does not resolve here");
     const struct sockaddr *sa = found->ai_addr;

@@ -79,7 +79,8 @@ TEST(channel_payload_rejects_malformed_lines)
     ASSERT_ERR(channel__kv_parse(with_nul, sizeof with_nul - 1, &kv), ELASTIC_EPROTO);
     static char many[CHANNEL__MSG_MAX_PAIRS * 4 + 8];
     size_t len = 0;
-    for (unsigned i = 0; i <= CHANNEL__MSG_MAX_PAIRS; i++) len += (size_t)sprintf(many + len, "K=\n");
+    for (unsigned i = 0; i <= CHANNEL__MSG_MAX_PAIRS; i++)
+        len += (size_t)sprintf(many + len, "K=\n");
     ASSERT_ERR(channel__kv_parse(many, len, &kv), ELASTIC_ELIMIT);
 }
 
@@ -107,27 +108,41 @@ TEST(channel_control_frames_are_bounded)
 {
     int fds[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-    channel__msg_header header = {.magic = CHANNEL__MSG_MAGIC, .type = CHANNEL__MSG_ABORT,
-                                .length = CHANNEL__MSG_MAX_PAYLOAD + 1};
+    channel__msg_header header = { .magic = CHANNEL__MSG_MAGIC,
+                                   .type = CHANNEL__MSG_ABORT,
+                                   .length = CHANNEL__MSG_MAX_PAYLOAD + 1 };
     ASSERT_EQ(write(fds[0], &header, sizeof header), (ssize_t)sizeof header);
     static char payload[CHANNEL__MSG_MAX_PAYLOAD + 1];
     channel__msg_header got;
     ASSERT_ERR(channel__msg_read(fds[1], 1000, &got, payload), ELASTIC_ELIMIT);
-    header = (channel__msg_header){.magic = 0x1234, .type = CHANNEL__MSG_ABORT};
+    header = (channel__msg_header){ .magic = 0x1234, .type = CHANNEL__MSG_ABORT };
     ASSERT_ERR(channel__msg_check_header(&header), ELASTIC_EPROTO);
-    header = (channel__msg_header){.magic = CHANNEL__MSG_MAGIC, .type = 99};
+    header = (channel__msg_header){ .magic = CHANNEL__MSG_MAGIC, .type = 99 };
     ASSERT_ERR(channel__msg_check_header(&header), ELASTIC_EPROTO);
-    ASSERT_ERR(channel__msg_write(fds[0], CHANNEL__MSG_ABORT, payload, CHANNEL__MSG_MAX_PAYLOAD + 1), ELASTIC_ELIMIT);
+    ASSERT_ERR(
+        channel__msg_write(fds[0], CHANNEL__MSG_ABORT, payload, CHANNEL__MSG_MAX_PAYLOAD + 1),
+        ELASTIC_ELIMIT);
     close(fds[0]);
     close(fds[1]);
 }
 
 TEST(channel_worker_env_formats_what_the_worker_parses)
 {
-    channel__worker_env env = {.rank = 2, .local_rank = 0, .world_size = 3, .local_world_size = 1, .group_rank = 2,
-                             .restart_count = 1, .generation = 9, .run_id = "j1", .master_addr = "127.0.0.1",
-                             .master_port = 1234, .store_endpoint = "127.0.0.1:5", .store_prefix = "g/9/",
-                             .heartbeat_shm = "/tmp/hb", .heartbeat_slot = 0, .agent_socket = "/tmp/a.sock"};
+    channel__worker_env env = { .rank = 2,
+                                .local_rank = 0,
+                                .world_size = 3,
+                                .local_world_size = 1,
+                                .group_rank = 2,
+                                .restart_count = 1,
+                                .generation = 9,
+                                .run_id = "j1",
+                                .master_addr = "127.0.0.1",
+                                .master_port = 1234,
+                                .store_endpoint = "127.0.0.1:5",
+                                .store_prefix = "g/9/",
+                                .heartbeat_shm = "/tmp/hb",
+                                .heartbeat_slot = 0,
+                                .agent_socket = "/tmp/a.sock" };
     elastic__text text;
     elastic__text_init(&text, 8192);
     ASSERT_OK(channel__worker_env_format(&env, &text));

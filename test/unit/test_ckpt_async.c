@@ -37,7 +37,8 @@ TEST(ckpt_async_save_copies_the_buffers_and_commits_in_the_background)
     const size_t len = 9u << 20;
     uint8_t *weights = filled(len, 1), *expect = malloc(len);
     memcpy(expect, weights, len);
-    elastic_ckpt_blob blobs[] = {{"weights", weights, len, 0}, {"rng", "seed=7", 6, ELASTIC_CKPT_REPLICATED}};
+    elastic_ckpt_blob blobs[] = { { "weights", weights, len, 0 },
+                                  { "rng", "seed=7", 6, ELASTIC_CKPT_REPLICATED } };
     ASSERT_OK(elastic_ckpt_save_async(c, 5, blobs, 2, 1000));
     memset(weights, 0xAB, len); /* the training step goes on with the buffer */
     uint64_t step = 0;
@@ -71,7 +72,7 @@ TEST(ckpt_async_allows_one_save_in_flight_with_back_pressure)
     elastic_ckpt *c = open_dir();
     ASSERT_OK(elastic_ckpt_async_wait(c, 0, NULL)); /* none yet */
     ASSERT_OK(ckpt__async_hold(c, true));
-    elastic_ckpt_blob blob = {"x", "hello", 5, 0};
+    elastic_ckpt_blob blob = { "x", "hello", 5, 0 };
     ASSERT_OK(elastic_ckpt_save_async(c, 1, &blob, 1, 0));
     ASSERT_ERR(elastic_ckpt_save_async(c, 2, &blob, 1, 50), ELASTIC_EBUSY);
     ASSERT_ERR(elastic_ckpt_async_wait(c, 0, NULL), ELASTIC_ETIMEDOUT);
@@ -98,7 +99,7 @@ TEST(ckpt_async_allows_one_save_in_flight_with_back_pressure)
 TEST(ckpt_async_failure_is_reported_by_wait)
 {
     elastic_ckpt *c = open_dir();
-    elastic_ckpt_blob blob = {"x", "hello", 5, 0};
+    elastic_ckpt_blob blob = { "x", "hello", 5, 0 };
     ASSERT_OK(elastic_ckpt_save(c, 4, &blob, 1));
     ASSERT_OK(elastic_ckpt_save_async(c, 4, &blob, 1, 0)); /* step 4 exists: the commit must fail */
     uint64_t step;
@@ -114,7 +115,7 @@ TEST(ckpt_close_during_async_save_leaves_a_clean_directory)
         elastic_ckpt *c = open_dir();
         const size_t len = 16u << 20;
         uint8_t *buf = filled(len, (uint64_t)round);
-        elastic_ckpt_blob blob = {"big", buf, len, 0};
+        elastic_ckpt_blob blob = { "big", buf, len, 0 };
         ASSERT_OK(elastic_ckpt_save_async(c, (uint64_t)round + 1, &blob, 1, test_scaled_ms(30000)));
         elastic_ckpt_close(c); /* cancels or finishes; never half-commits */
         free(buf);
@@ -151,18 +152,20 @@ TEST(ckpt_async_reserve_faults_the_staging_buffer_in_beforehand)
     ASSERT_ERR(elastic_ckpt_async_reserve(NULL, len), ELASTIC_EINVAL);
     ASSERT_ERR(elastic_ckpt_async_reserve(c, SIZE_MAX - 16), ELASTIC_ERANGE);
     ASSERT_OK(elastic_ckpt_async_reserve(c, len));
-    elastic_ckpt_blob blobs[] = {{"weights", weights, len, 0}};
+    elastic_ckpt_blob blobs[] = { { "weights", weights, len, 0 } };
     struct rusage before, after;
     getrusage(RUSAGE_SELF, &before);
     ASSERT_OK(elastic_ckpt_save_async(c, 1, blobs, 1, 1000));
     getrusage(RUSAGE_SELF, &after);
-    long faults = after.ru_minflt - before.ru_minflt, pages = (long)(len / 4096), allowed = pages / 10;
+    long faults = after.ru_minflt - before.ru_minflt, pages = (long)(len / 4096),
+         allowed = pages / 10;
 #if defined(__SANITIZE_ADDRESS__)
     /* AddressSanitizer's shadow of a fresh mapping (a byte per 8) faults in
      * when the copy is first checked: its own memory, not the buffer's. */
     allowed += pages / 8 + 16;
 #endif
-    if (faults > allowed) FAIL("the first save after reserve took %ld page faults for %ld pages", faults, pages);
+    if (faults > allowed)
+        FAIL("the first save after reserve took %ld page faults for %ld pages", faults, pages);
     ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), NULL));
     void *data;
     size_t got;
@@ -179,12 +182,14 @@ TEST(ckpt_async_reserve_faults_the_staging_buffer_in_beforehand)
  * a bigger one. The first save's populated copy holds the right bytes. */
 TEST(ckpt_async_keeps_the_staging_buffer_across_saves)
 {
-    ASSERT_EQ(prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0), 0); /* count 4 KiB pages, as in the test above */
+    ASSERT_EQ(prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0),
+              0); /* count 4 KiB pages, as in the test above */
     elastic_ckpt *c = open_dir();
     ASSERT_EQ(ckpt__async_stage_maps(c), 0);
     const size_t len = 24u << 20;
     uint8_t *first = filled(len, 5), *second = filled(len, 6);
-    elastic_ckpt_blob blobs[] = {{"a", first, len / 2 + 17, 0}, {"b", first + len / 2 + 17, len / 2 - 17, 0}};
+    elastic_ckpt_blob blobs[] = { { "a", first, len / 2 + 17, 0 },
+                                  { "b", first + len / 2 + 17, len / 2 - 17, 0 } };
     ASSERT_OK(elastic_ckpt_save_async(c, 1, blobs, 2, 1000));
     ASSERT_EQ(ckpt__async_stage_maps(c), 1);
     ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), NULL));
@@ -197,7 +202,8 @@ TEST(ckpt_async_keeps_the_staging_buffer_across_saves)
     ASSERT_EQ(ckpt__async_stage_maps(c), 1);
 #if !defined(__SANITIZE_THREAD__) /* TSan's shadow memory faults are its own */
     long faults = after.ru_minflt - before.ru_minflt, pages = (long)(len / 4096);
-    if (faults * 10 > pages) FAIL("the second save took %ld page faults for %ld pages", faults, pages);
+    if (faults * 10 > pages)
+        FAIL("the second save took %ld page faults for %ld pages", faults, pages);
 #endif
     ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), NULL));
     for (uint64_t step = 1; step <= 2; step++) {
@@ -214,7 +220,7 @@ TEST(ckpt_async_keeps_the_staging_buffer_across_saves)
         elastic_free(data);
     }
     uint8_t *bigger = filled(2 * len, 7);
-    elastic_ckpt_blob big = {"a", bigger, 2 * len, 0};
+    elastic_ckpt_blob big = { "a", bigger, 2 * len, 0 };
     ASSERT_OK(elastic_ckpt_save_async(c, 3, &big, 1, test_scaled_ms(30000)));
     ASSERT_EQ(ckpt__async_stage_maps(c), 2);
     ASSERT_OK(elastic_ckpt_async_wait(c, test_scaled_ms(30000), NULL));

@@ -8,7 +8,7 @@
 #include "helpers/ckpt_content.h"
 #include "test.h"
 
-#define CHUNK (1u << 20)
+#define CHUNK    (1u << 20)
 #define BLOB_LEN (6u * CHUNK)
 
 typedef struct expectation {
@@ -20,7 +20,10 @@ static void fill(float *t, size_t n, int kind)
 {
     for (size_t i = 0; i < n; i++) {
         uint64_t r = ckpt_test_mix(i + 1);
-        union { uint32_t u; float f; } v = {.u = 0x3F800000u | (uint32_t)(r >> 41)}; /* [1, 2): random mantissa */
+        union {
+            uint32_t u;
+            float f;
+        } v = { .u = 0x3F800000u | (uint32_t)(r >> 41) }; /* [1, 2): random mantissa */
         switch (kind) {
         case 0: t[i] = 0.0f; break;
         case 1: t[i] = 1.0f; break;
@@ -42,20 +45,21 @@ static void check_blob(const ckpt_manifest *m, const expectation *e)
     for (size_t i = 0; i < b->chunk_count; i++) {
         const ckpt_chunk *ch = &m->chunks[b->first_chunk + i];
         if (e->compressed && (ch->codec != CKPT_CODEC_ZSTD || ch->stored_len * 10 > ch->raw_len))
-            FAIL("blob %s chunk %zu: codec %u, %u of %u bytes stored; want compressed", e->name, i, ch->codec,
-                 ch->stored_len, ch->raw_len);
+            FAIL("blob %s chunk %zu: codec %u, %u of %u bytes stored; want compressed", e->name, i,
+                 ch->codec, ch->stored_len, ch->raw_len);
         if (!e->compressed && (ch->codec != CKPT_CODEC_RAW || ch->stored_len != ch->raw_len))
-            FAIL("blob %s chunk %zu: codec %u, %u of %u bytes stored; want raw", e->name, i, ch->codec,
-                 ch->stored_len, ch->raw_len);
+            FAIL("blob %s chunk %zu: codec %u, %u of %u bytes stored; want raw", e->name, i,
+                 ch->codec, ch->stored_len, ch->raw_len);
     }
 }
 
 TEST(ckpt_default_compresses_low_entropy_blobs_and_stores_the_rest_raw)
 {
     static const expectation expect[] = {
-        {"random", false}, {"zeros", true}, {"weights", false}, {"ones", true}, {"positions", true},
+        { "random", false }, { "zeros", true },     { "weights", false },
+        { "ones", true },    { "positions", true },
     };
-    static const int kinds[] = {4, 0, 3, 1, 2};
+    static const int kinds[] = { 4, 0, 3, 1, 2 };
     enum { BLOBS = sizeof expect / sizeof expect[0] };
     elastic_ckpt_opts o;
     elastic_ckpt_opts_init(&o, sizeof o); /* default compression */
@@ -69,7 +73,7 @@ TEST(ckpt_default_compresses_low_entropy_blobs_and_stores_the_rest_raw)
         data[i] = malloc(BLOB_LEN);
         ASSERT(data[i] != NULL);
         fill(data[i], BLOB_LEN / sizeof(float), kinds[i]);
-        blobs[i] = (elastic_ckpt_blob){expect[i].name, data[i], BLOB_LEN, 0};
+        blobs[i] = (elastic_ckpt_blob){ expect[i].name, data[i], BLOB_LEN, 0 };
     }
     /* Twice: a synchronous save, then an asynchronous one (its own thread's contexts). */
     ASSERT_OK(elastic_ckpt_save(c, 1, blobs, BLOBS));
@@ -108,7 +112,7 @@ TEST(ckpt_default_compresses_zeros_after_raw_chunks_in_the_same_blob)
     float *data = calloc(1, 2 * half); /* the second half stays zero */
     ASSERT(data != NULL);
     fill(data, half / sizeof(float), 4);
-    elastic_ckpt_blob blob = {"tail", data, 2 * half, 0};
+    elastic_ckpt_blob blob = { "tail", data, 2 * half, 0 };
     ASSERT_OK(elastic_ckpt_save(c, 1, &blob, 1));
     ckpt_step_view *v;
     ASSERT_OK(ckpt__view_open(c, 1, ELASTIC_CKPT_VERIFY_FULL, &v));
@@ -120,8 +124,8 @@ TEST(ckpt_default_compresses_zeros_after_raw_chunks_in_the_same_blob)
         const ckpt_chunk *ch = &m->chunks[b->first_chunk + i];
         bool zeros = i >= 12;
         if (zeros != (ch->codec == CKPT_CODEC_ZSTD))
-            FAIL("chunk %zu (%s): codec %u, %u of %u bytes stored", i, zeros ? "zeros" : "random", ch->codec,
-                 ch->stored_len, ch->raw_len);
+            FAIL("chunk %zu (%s): codec %u, %u of %u bytes stored", i, zeros ? "zeros" : "random",
+                 ch->codec, ch->stored_len, ch->raw_len);
     }
     ckpt__view_free(v);
     void *got;
@@ -145,11 +149,11 @@ TEST(ckpt_compression_off_stores_low_entropy_blobs_raw)
     ASSERT_OK(elastic_ckpt_open(test_tmpdir(), &o, &c));
     float *zeros = calloc(1, BLOB_LEN);
     ASSERT(zeros != NULL);
-    elastic_ckpt_blob blob = {"zeros", zeros, BLOB_LEN, 0};
+    elastic_ckpt_blob blob = { "zeros", zeros, BLOB_LEN, 0 };
     ASSERT_OK(elastic_ckpt_save(c, 1, &blob, 1));
     ckpt_step_view *v;
     ASSERT_OK(ckpt__view_open(c, 1, ELASTIC_CKPT_VERIFY_FULL, &v));
-    check_blob(&v->shards[0].m, &(expectation){"zeros", false});
+    check_blob(&v->shards[0].m, &(expectation){ "zeros", false });
     ckpt__view_free(v);
     free(zeros);
     elastic_ckpt_close(c);

@@ -48,8 +48,9 @@ static void expect_latest_is_previous(const char *what, off_t offset)
     elastic_ckpt *c = open_dir(test_tmpdir(), ELASTIC_CKPT_VERIFY_FULL);
     uint64_t step = 0;
     int rc = elastic_ckpt_latest(c, &step);
-    if (rc != 0 || step != 1) FAIL("%s at %lld: latest gave %s, step %llu", what, (long long)offset, elastic_err_name(rc),
-                                   (unsigned long long)step);
+    if (rc != 0 || step != 1)
+        FAIL("%s at %lld: latest gave %s, step %llu", what, (long long)offset, elastic_err_name(rc),
+             (unsigned long long)step);
     elastic_ckpt_close(c);
 }
 
@@ -100,7 +101,7 @@ TEST_TIMEOUT(ckpt_truncation_anywhere_is_detected, 60)
     path_of(shard, sizeof shard, 2, "shard-00000-g0.elck");
     path_of(commit, sizeof commit, 2, "COMMIT");
     snprintf(copy, sizeof copy, "%s/pristine", test_tmpdir());
-    const char *files[] = {commit, shard};
+    const char *files[] = { commit, shard };
     for (int f = 0; f < 2; f++) {
         off_t size = size_of(files[f]);
         ASSERT_OK(link(files[f], copy) == 0 ? 0 : -1);

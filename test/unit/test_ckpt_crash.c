@@ -40,7 +40,8 @@ static pid_t start_writer(const char *dir, int threads, int *out_fd)
         close(fds[1]);
         char threads_arg[16];
         snprintf(threads_arg, sizeof threads_arg, "%d", threads);
-        execl(test_helper_path("ckpt_crash_writer"), "ckpt_crash_writer", dir, threads_arg, (char *)NULL);
+        execl(test_helper_path("ckpt_crash_writer"), "ckpt_crash_writer", dir, threads_arg,
+              (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
@@ -50,13 +51,15 @@ static pid_t start_writer(const char *dir, int threads, int *out_fd)
 
 /* Reads the steps the writer reported until the deadline (or, with a line
  * read, sooner); keeps the last. */
-static void read_reports(int fd, uint64_t deadline_ms, bool until_line, uint64_t *last, char *pending,
-                         size_t *pending_len)
+static void read_reports(int fd, uint64_t deadline_ms, bool until_line, uint64_t *last,
+                         char *pending, size_t *pending_len)
 {
     for (;;) {
         uint64_t now = now_ms();
-        int wait_ms = deadline_ms == UINT64_MAX ? -1 : deadline_ms > now ? (int)(deadline_ms - now) : 0;
-        struct pollfd p = {fd, POLLIN, 0};
+        int wait_ms = deadline_ms == UINT64_MAX ? -1
+                      : deadline_ms > now       ? (int)(deadline_ms - now)
+                                                : 0;
+        struct pollfd p = { fd, POLLIN, 0 };
         int ready = poll(&p, 1, wait_ms);
         if (ready <= 0) return;
         ssize_t n = read(fd, pending + *pending_len, 255 - *pending_len);
@@ -118,20 +121,23 @@ TEST_TIMEOUT(ckpt_survives_sigkill_at_random_moments, 120)
         ASSERT_EQ(waitpid(pid, &status, 0), pid);
         read_reports(fd, UINT64_MAX, false, &last_committed, pending, &pending_len); /* until EOF */
         close(fd);
-        if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) FAIL("writer ended by itself (status %d)", status);
+        if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+            FAIL("writer ended by itself (status %d)", status);
 
         elastic_ckpt *c;
         ASSERT_OK(elastic_ckpt_open(dir, NULL, &c));
         uint64_t latest = 0;
         int rc = elastic_ckpt_latest(c, &latest);
-        if (last_committed > 0 && rc != 0) FAIL("kill %d: no valid checkpoint after step %llu committed", i,
-                                                (unsigned long long)last_committed);
+        if (last_committed > 0 && rc != 0)
+            FAIL("kill %d: no valid checkpoint after step %llu committed", i,
+                 (unsigned long long)last_committed);
         if (rc == 0) {
             if (latest < last_committed)
-                FAIL("kill %d: latest %llu is older than committed %llu", i, (unsigned long long)latest,
-                     (unsigned long long)last_committed);
-            if (latest < latest_seen) FAIL("kill %d: latest went back from %llu to %llu", i,
-                                           (unsigned long long)latest_seen, (unsigned long long)latest);
+                FAIL("kill %d: latest %llu is older than committed %llu", i,
+                     (unsigned long long)latest, (unsigned long long)last_committed);
+            if (latest < latest_seen)
+                FAIL("kill %d: latest went back from %llu to %llu", i,
+                     (unsigned long long)latest_seen, (unsigned long long)latest);
             char why[256];
             if (ckpt_test_check(c, latest, 0, why, sizeof why) != 0) FAIL("kill %d: %s", i, why);
             latest_seen = latest;

@@ -22,15 +22,15 @@ static pid_t start_rank_in(const char *dir, const char *endpoint, uint32_t rank,
     pid_t pid = fork();
     ASSERT(pid >= 0);
     if (pid == 0) {
-        execl(test_helper_path("ckpt_rank_writer"), "ckpt_rank_writer", dir, args[0], args[1], args[2], args[3],
-              args[4], args[5], endpoint, (char *)NULL);
+        execl(test_helper_path("ckpt_rank_writer"), "ckpt_rank_writer", dir, args[0], args[1],
+              args[2], args[3], args[4], args[5], endpoint, (char *)NULL);
         _exit(127);
     }
     return pid;
 }
 
-static pid_t start_rank(uint32_t rank, uint32_t world, uint64_t generation, uint64_t first, uint64_t last,
-                        uint64_t die_at)
+static pid_t start_rank(uint32_t rank, uint32_t world, uint64_t generation, uint64_t first,
+                        uint64_t last, uint64_t die_at)
 {
     return start_rank_in(test_tmpdir(), NULL, rank, world, generation, first, last, die_at);
 }
@@ -102,13 +102,14 @@ TEST_TIMEOUT(ckpt_step_commits_only_when_every_rank_committed, 60)
     ASSERT_EQ(world, 3);
     void *data;
     size_t len;
-    ASSERT_OK(elastic_ckpt_read_shard(c, 2, 2, "blob-0", &data, &len)); /* resharding: a departed rank's blob */
+    ASSERT_OK(elastic_ckpt_read_shard(c, 2, 2, "blob-0", &data,
+                                      &len)); /* resharding: a departed rank's blob */
     ASSERT_EQ(len, 8);
     elastic_free(data);
     elastic_ckpt_close(c);
 
     /* Generation 1 with two ranks redoes steps 3..4 beside generation 0's leftovers. */
-    pid_t gen1[2] = {start_rank(0, 2, 1, 3, 4, 0), start_rank(1, 2, 1, 3, 4, 0)};
+    pid_t gen1[2] = { start_rank(0, 2, 1, 3, 4, 0), start_rank(1, 2, 1, 3, 4, 0) };
     ASSERT_EQ(wait_rank(gen1[0]), 0);
     ASSERT_EQ(wait_rank(gen1[1]), 0);
     c = open_as(0, 2, 1);

@@ -23,7 +23,10 @@ static elastic_ckpt *open_dir_mode(const char *dir, unsigned file_mode)
     return c;
 }
 
-static elastic_ckpt *open_dir(const char *dir) { return open_dir_mode(dir, 0600); }
+static elastic_ckpt *open_dir(const char *dir)
+{
+    return open_dir_mode(dir, 0600);
+}
 
 /* Every file under dir (one level of step directories) that is not part of a
  * committed step: temp files and uncommitted step directories. */
@@ -64,7 +67,7 @@ static int save_big(elastic_ckpt *c, uint64_t step, size_t len)
 {
     uint8_t *buf = malloc(len);
     for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)(ckpt_test_mix(i) >> 5); /* incompressible */
-    elastic_ckpt_blob blob = {"big", buf, len, 0};
+    elastic_ckpt_blob blob = { "big", buf, len, 0 };
     int rc = elastic_ckpt_save(c, step, &blob, 1);
     free(buf);
     return rc;
@@ -75,9 +78,14 @@ TEST(ckpt_injected_write_and_fsync_failures_keep_the_previous_checkpoint)
     const char *dir = test_tmpdir();
     elastic_ckpt *c = open_dir(dir);
     ASSERT_OK(ckpt_test_save(c, 1, 0));
-    struct { ckpt_fault_op op; int err; int expect; } faults[] = {
-        {CKPT_FAULT_WRITE, ENOSPC, ELASTIC_ENOSPC}, {CKPT_FAULT_WRITE, EIO, ELASTIC_EIO},
-        {CKPT_FAULT_FSYNC, EIO, ELASTIC_EIO}, {CKPT_FAULT_WRITE, EDQUOT, ELASTIC_ENOSPC}};
+    struct {
+        ckpt_fault_op op;
+        int err;
+        int expect;
+    } faults[] = { { CKPT_FAULT_WRITE, ENOSPC, ELASTIC_ENOSPC },
+                   { CKPT_FAULT_WRITE, EIO, ELASTIC_EIO },
+                   { CKPT_FAULT_FSYNC, EIO, ELASTIC_EIO },
+                   { CKPT_FAULT_WRITE, EDQUOT, ELASTIC_ENOSPC } };
     for (size_t f = 0; f < sizeof faults / sizeof faults[0]; f++) {
         /* Fail the 1st, 2nd, ... write or fsync of the commit: every stage. */
         for (int countdown = 1; countdown <= 8; countdown++) {
@@ -89,7 +97,8 @@ TEST(ckpt_injected_write_and_fsync_failures_keep_the_previous_checkpoint)
                 break;
             }
             if (rc != faults[f].expect)
-                FAIL("fault %zu countdown %d: %s (%s)", f, countdown, elastic_err_name(rc), elastic_last_error());
+                FAIL("fault %zu countdown %d: %s (%s)", f, countdown, elastic_err_name(rc),
+                     elastic_last_error());
             ASSERT(strlen(elastic_last_error()) > 0);
             ASSERT_EQ(debris(dir), 0);
             uint64_t latest;

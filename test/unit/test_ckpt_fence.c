@@ -28,7 +28,8 @@ static void expect_latest(elastic_ckpt *c, uint64_t want)
 
 /* Generation 1 saves step 1; generation 2 starts; the fenced node of
  * generation 1 keeps saving (refused); generation 2 saves and is the latest. */
-static void fenced_writer_scenario(const char *fenced_dir, const char *live_dir, elastic_store *store)
+static void fenced_writer_scenario(const char *fenced_dir, const char *live_dir,
+                                   elastic_store *store)
 {
     elastic_ckpt *fenced = open_gen(fenced_dir, store, 1);
     ASSERT_OK(ckpt_test_save(fenced, 1, 0));
@@ -36,7 +37,8 @@ static void fenced_writer_scenario(const char *fenced_dir, const char *live_dir,
     elastic_ckpt *live = open_gen(live_dir, store, 2);
     for (uint64_t step = 2; step <= 4; step++) {
         int rc = ckpt_test_save(fenced, step, 0);
-        if (rc != ELASTIC_ESTATE) FAIL("fenced save of step %llu: %s", (unsigned long long)step, elastic_err_name(rc));
+        if (rc != ELASTIC_ESTATE)
+            FAIL("fenced save of step %llu: %s", (unsigned long long)step, elastic_err_name(rc));
     }
     expect_latest(fenced, 1);
     ASSERT_OK(ckpt_test_save(live, 2, 0));

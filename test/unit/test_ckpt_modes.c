@@ -46,7 +46,7 @@ static void save_one(const char *dir, unsigned file_mode)
     if (file_mode != 0) o.file_mode = file_mode;
     elastic_ckpt *c = NULL;
     ASSERT_OK(elastic_ckpt_open(dir, &o, &c));
-    elastic_ckpt_blob blob = {.name = "model", .data = "weights", .len = 7};
+    elastic_ckpt_blob blob = { .name = "model", .data = "weights", .len = 7 };
     ASSERT_OK(elastic_ckpt_save(c, 5, &blob, 1));
     elastic_ckpt_close(c);
 }
@@ -81,7 +81,7 @@ TEST(ckpt_step_uint64_max_is_refused)
     ASSERT_OK(elastic_ckpt_open(dir, NULL, &c));
     elastic_ckpt_txn *t = NULL;
     ASSERT_ERR(elastic_ckpt_begin(c, UINT64_MAX, &t), ELASTIC_EINVAL);
-    elastic_ckpt_blob blob = {.name = "b", .data = "x", .len = 1};
+    elastic_ckpt_blob blob = { .name = "b", .data = "x", .len = 1 };
     ASSERT_ERR(elastic_ckpt_save(c, UINT64_MAX, &blob, 1), ELASTIC_EINVAL);
     ASSERT_ERR(elastic_ckpt_save_async(c, UINT64_MAX, &blob, 1, 1000), ELASTIC_EINVAL);
     ASSERT_OK(elastic_ckpt_save(c, UINT64_MAX - 1, &blob,

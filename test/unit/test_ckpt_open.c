@@ -26,7 +26,8 @@ TEST(ckpt_concurrent_open_of_a_new_directory_always_succeeds)
                 elastic_ckpt *ckpt = NULL;
                 int rc = elastic_ckpt_open(dir, NULL, &ckpt);
                 if (rc != 0) {
-                    fprintf(stderr, "rank %d: %s: %s\n", rank, elastic_err_name(rc), elastic_last_error());
+                    fprintf(stderr, "rank %d: %s: %s\n", rank, elastic_err_name(rc),
+                            elastic_last_error());
                     _exit(1);
                 }
                 elastic_ckpt_close(ckpt);

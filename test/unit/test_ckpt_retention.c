@@ -24,8 +24,9 @@ static void expect_steps(elastic_ckpt *c, const uint64_t *want, size_t n_want)
     ASSERT_OK(elastic_ckpt_list_steps(c, &steps, &n));
     if (n != n_want) FAIL("%zu steps kept, expected %zu", n, n_want);
     for (size_t i = 0; i < n; i++)
-        if (steps[i] != want[i]) FAIL("step %zu is %llu, expected %llu", i, (unsigned long long)steps[i],
-                                      (unsigned long long)want[i]);
+        if (steps[i] != want[i])
+            FAIL("step %zu is %llu, expected %llu", i, (unsigned long long)steps[i],
+                 (unsigned long long)want[i]);
     elastic_free(steps);
 }
 
@@ -33,7 +34,7 @@ TEST(ckpt_retention_keeps_the_last_n_and_every_kth)
 {
     elastic_ckpt *c = open_keep(2, 5);
     for (uint64_t s = 1; s <= 12; s++) ASSERT_OK(ckpt_test_save(c, s, 0));
-    uint64_t want[] = {5, 10, 11, 12};
+    uint64_t want[] = { 5, 10, 11, 12 };
     expect_steps(c, want, 4);
     char why[256];
     for (size_t i = 0; i < 4; i++)
@@ -48,7 +49,7 @@ TEST(ckpt_retention_off_keeps_everything)
 {
     elastic_ckpt *c = open_keep(0, 0);
     for (uint64_t s = 1; s <= 6; s++) ASSERT_OK(ckpt_test_save(c, s, 0));
-    uint64_t want[] = {1, 2, 3, 4, 5, 6};
+    uint64_t want[] = { 1, 2, 3, 4, 5, 6 };
     expect_steps(c, want, 6);
     elastic_ckpt_close(c);
 }
@@ -71,7 +72,8 @@ TEST(ckpt_retention_removes_corrupt_and_uncommitted_steps_below_the_latest)
     elastic_ckpt_opts o;
     elastic_ckpt_opts_init(&o, sizeof o);
     o.keep_last = 1;
-    o.world = 2; /* as rank 0 of two: the open leaves step 3 alone (another rank may be writing it) */
+    o.world =
+        2; /* as rank 0 of two: the open leaves step 3 alone (another rank may be writing it) */
     o.rank = 0;
     ASSERT_OK(elastic_ckpt_open(test_tmpdir(), &o, &c));
     ASSERT_EQ(access(dir3, F_OK), 0);
@@ -82,7 +84,7 @@ TEST(ckpt_retention_removes_corrupt_and_uncommitted_steps_below_the_latest)
     ASSERT_OK(elastic_ckpt_latest(c, &latest));
     ASSERT_EQ(latest, 1); /* step 2 is damaged */
     ASSERT_OK(ckpt_test_save(c, 4, 0));
-    uint64_t want[] = {4};
+    uint64_t want[] = { 4 };
     expect_steps(c, want, 1);
     ASSERT_NE(access(commit2, F_OK), 0); /* the damaged step below the latest went too */
     elastic_ckpt_close(c);

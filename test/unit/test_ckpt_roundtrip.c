@@ -76,7 +76,7 @@ TEST(ckpt_empty_checkpoint_round_trips)
 TEST(ckpt_tiny_and_zero_length_blobs_round_trip)
 {
     elastic_ckpt *c = open_with(test_tmpdir(), 0, ELASTIC_CKPT_ZSTD, 1 << 20);
-    elastic_ckpt_blob blobs[] = {{"one", "x", 1, 0}, {"zero", "", 0, 0}};
+    elastic_ckpt_blob blobs[] = { { "one", "x", 1, 0 }, { "zero", "", 0, 0 } };
     ASSERT_OK(elastic_ckpt_save(c, 1, blobs, 2));
     void *data;
     size_t len;
@@ -136,7 +136,10 @@ TEST_TIMEOUT(ckpt_large_blobs_round_trip_in_every_configuration, 120)
     const size_t len = (24u << 20) + 12345;
     uint8_t *random_data = pattern(len, 42, false), *smooth = pattern(len, 43, true);
     uint8_t *back = malloc(len);
-    int configs[][2] = {{2, ELASTIC_CKPT_ZSTD}, {0, ELASTIC_CKPT_ZSTD}, {2, ELASTIC_CKPT_NONE}, {1, ELASTIC_CKPT_NONE}};
+    int configs[][2] = { { 2, ELASTIC_CKPT_ZSTD },
+                         { 0, ELASTIC_CKPT_ZSTD },
+                         { 2, ELASTIC_CKPT_NONE },
+                         { 1, ELASTIC_CKPT_NONE } };
     for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/c%zu", test_tmpdir(), k);
@@ -170,7 +173,7 @@ TEST_TIMEOUT(ckpt_large_blobs_round_trip_in_every_configuration, 120)
 TEST(ckpt_latest_is_the_newest_and_steps_are_listed_oldest_first)
 {
     elastic_ckpt *c = open_with(test_tmpdir(), 2, ELASTIC_CKPT_ZSTD, 64 << 10);
-    uint64_t steps[] = {5, 1, 30, 12};
+    uint64_t steps[] = { 5, 1, 30, 12 };
     for (size_t i = 0; i < 4; i++) ASSERT_OK(ckpt_test_save(c, steps[i], 0));
     uint64_t latest;
     ASSERT_OK(elastic_ckpt_latest(c, &latest));

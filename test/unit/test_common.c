@@ -44,18 +44,18 @@ typedef struct {
 
 TEST(struct_read_reads_only_what_the_caller_sized)
 {
-    three_field_opts defaults = {sizeof defaults, 1, 2, 3};
+    three_field_opts defaults = { sizeof defaults, 1, 2, 3 };
     struct {
         size_t struct_size;
         int first;
         int second;
-    } older = {sizeof older, 10, 20};
+    } older = { sizeof older, 10, 20 };
     ASSERT_EQ(sizeof older, 16);
     ASSERT_OK(ELASTIC__STRUCT_READ(&defaults, &older, "three_field_opts"));
     ASSERT_EQ(defaults.first, 10);
     ASSERT_EQ(defaults.second, 20);
     ASSERT_EQ(defaults.third, 3); /* not covered by the older struct: default kept */
-    three_field_opts zero = {0, 5, 6, 7};
+    three_field_opts zero = { 0, 5, 6, 7 };
     ASSERT_ERR(ELASTIC__STRUCT_READ(&defaults, &zero, "three_field_opts"), ELASTIC_EINVAL);
     ASSERT_OK(ELASTIC__STRUCT_READ(&defaults, NULL, "three_field_opts"));
     ASSERT_EQ(defaults.first, 10);

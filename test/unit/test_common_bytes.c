@@ -6,14 +6,14 @@
 
 TEST(bytes_writer_puts_little_endian)
 {
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     bytes__put_u8(&b, 0x01);
     bytes__put_u16(&b, 0x0302);
     bytes__put_u32(&b, 0x07060504u);
     bytes__put_u64(&b, 0x0f0e0d0c0b0a0908ull);
     bytes__put_bytes(&b, "xy", 2);
-    static const uint8_t expect[] = {1,  2,  3,  4,  5,  6, 7, 8, 9, 10, 11,
-                                     12, 13, 14, 15, 2, 0, 0, 0, 'x', 'y'};
+    static const uint8_t expect[] = { 1,  2,  3,  4,  5, 6, 7, 8, 9,   10, 11,
+                                      12, 13, 14, 15, 2, 0, 0, 0, 'x', 'y' };
     ASSERT(!b.failed);
     ASSERT_EQ(b.len, sizeof expect);
     ASSERT_MEM_EQ(b.data, expect, sizeof expect);
@@ -24,7 +24,7 @@ TEST(bytes_writer_puts_little_endian)
 
 TEST(bytes_reader_reads_what_the_writer_wrote)
 {
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     bytes__put_u8(&b, 0xfe);
     bytes__put_u16(&b, 0xbeef);
     bytes__put_u32(&b, 0xdeadbeefu);
@@ -49,7 +49,7 @@ TEST(bytes_reader_reads_what_the_writer_wrote)
 
 TEST(bytes_reader_error_is_sticky_and_reads_zeros)
 {
-    const uint8_t data[6] = {1, 2, 3, 4, 5, 6};
+    const uint8_t data[6] = { 1, 2, 3, 4, 5, 6 };
     bytes__reader r = bytes__reader_of(data, sizeof data);
     ASSERT_EQ(bytes__read_u32(&r), 0x04030201);
     ASSERT_EQ(bytes__read_u32(&r), 0); /* two bytes left: refused, nothing consumed */
@@ -60,7 +60,7 @@ TEST(bytes_reader_error_is_sticky_and_reads_zeros)
 
 TEST(bytes_reader_refuses_a_length_over_its_bound_or_past_the_end)
 {
-    uint8_t data[4 + 3] = {3, 0, 0, 0, 'a', 'b', 'c'};
+    uint8_t data[4 + 3] = { 3, 0, 0, 0, 'a', 'b', 'c' };
     uint32_t len = 7;
     bytes__reader r = bytes__reader_of(data, sizeof data);
     ASSERT(bytes__read_bytes(&r, 2, &len) == NULL); /* 3 > max 2 */
@@ -105,7 +105,7 @@ TEST(bytes_fixed_writer_never_writes_past_its_array)
 
 TEST(bytes_writer_limit_is_a_hard_bound)
 {
-    bytes__buf b = {.limit = 10};
+    bytes__buf b = { .limit = 10 };
     bytes__put_u64(&b, 1);
     bytes__put_u16(&b, 2);
     ASSERT(!b.failed);
@@ -115,7 +115,7 @@ TEST(bytes_writer_limit_is_a_hard_bound)
     ASSERT_EQ(b.len, 10);
     ASSERT(!bytes__buf_reserve(&b, 0)); /* sticky for reserve too */
     bytes__buf_free(&b);
-    bytes__buf huge = {0};
+    bytes__buf huge = { 0 };
     ASSERT(!bytes__buf_reserve(&huge, SIZE_MAX - 8)); /* no wrap-around, no allocation */
     ASSERT(huge.failed);
     ASSERT(huge.data == NULL);
@@ -125,7 +125,7 @@ TEST(bytes_writer_limit_is_a_hard_bound)
 
 TEST(bytes_writer_grows_and_consumes)
 {
-    bytes__buf b = {0};
+    bytes__buf b = { 0 };
     for (uint32_t i = 0; i < 10000; i++) bytes__put_u32(&b, i);
     ASSERT(!b.failed);
     ASSERT_EQ(b.len, 40000);

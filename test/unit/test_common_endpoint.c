@@ -49,9 +49,10 @@ TEST(endpoint_port_may_default_when_the_caller_has_one)
 
 TEST(endpoint_refuses_bad_ports)
 {
-    static const char *const bad[] = {
-        "host:",    "host:0",  "host:65536", "host:99999", "host:+80", "host:-1",    "host: 80",
-        "host:80 ", "host:8o", "host:0x50",  "[::1]:",     "[::1]:0",  "[::1]:65536"};
+    static const char *const bad[] = { "host:",      "host:0",    "host:65536", "host:99999",
+                                       "host:+80",   "host:-1",   "host: 80",   "host:80 ",
+                                       "host:8o",    "host:0x50", "[::1]:",     "[::1]:0",
+                                       "[::1]:65536" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         refuses(bad[i], ELASTIC__PORT_REQUIRED);
         refuses(bad[i], 29400); /* a default never excuses a bad explicit port */
@@ -60,10 +61,11 @@ TEST(endpoint_refuses_bad_ports)
 
 TEST(endpoint_refuses_ambiguous_ipv6_and_bad_hosts)
 {
-    static const char *const bad[] = {
-        NULL,       "",           ":80",       "::1:80",    "::1",          "fe80::1",   "[::1",
-        "[::1]80",  "[::1]:80:1", "[]:80",     "[host]:80", "[1.2.3.4]:80", "[::1%]:80", " host:80",
-        "host :80", "ho st:80",   "host/x:80", "höst:80",   "[::1]x",       "a:b:c"};
+    static const char *const bad[] = { NULL,         "",         ":80",       "::1:80",
+                                       "::1",        "fe80::1",  "[::1",      "[::1]80",
+                                       "[::1]:80:1", "[]:80",    "[host]:80", "[1.2.3.4]:80",
+                                       "[::1%]:80",  " host:80", "host :80",  "ho st:80",
+                                       "host/x:80",  "höst:80",  "[::1]x",    "a:b:c" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) refuses(bad[i], 29400);
 }
 
@@ -102,6 +104,7 @@ TEST(endpoint_error_is_one_line_naming_field_text_and_rule)
                ELASTIC_EINVAL);
     ASSERT(strchr(elastic_last_error(), '\n') == NULL);
     ASSERT(strstr(elastic_last_error(), "has no port") != NULL);
-    ASSERT_ERR(elastic__endpoint_parse("ep", "h:", 29400, host, sizeof host, &port), ELASTIC_EINVAL);
+    ASSERT_ERR(elastic__endpoint_parse("ep", "h:", 29400, host, sizeof host, &port),
+               ELASTIC_EINVAL);
     ASSERT(strstr(elastic_last_error(), "has nothing after ':'") != NULL);
 }

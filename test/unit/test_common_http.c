@@ -4,7 +4,10 @@
 #include "common/prom.h"
 #include "probe/probe.h" /* probe__prom_escape: the writer side */
 
-static int parse(const char *text, elastic__http_request *req) { return elastic__http_parse(text, strlen(text), req); }
+static int parse(const char *text, elastic__http_request *req)
+{
+    return elastic__http_parse(text, strlen(text), req);
+}
 
 TEST(http_parses_get_and_head)
 {
@@ -34,7 +37,8 @@ TEST(http_rejects_what_it_does_not_serve)
     ASSERT_EQ(req.status, 505);
     ASSERT_ERR(parse("GET metrics HTTP/1.1\r\n\r\n", &req), ELASTIC_EPROTO);
     ASSERT_ERR(parse("GET /m HTTP/1.1\r\nContent-Length: 5\r\n\r\n", &req), ELASTIC_EPROTO);
-    ASSERT_ERR(parse("GET /m HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &req), ELASTIC_EPROTO);
+    ASSERT_ERR(parse("GET /m HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &req),
+               ELASTIC_EPROTO);
     ASSERT_ERR(parse("GET /m HTTP/1.1\r\nno colon\r\n\r\n", &req), ELASTIC_EPROTO);
     ASSERT_ERR(parse("\r\n\r\n", &req), ELASTIC_EPROTO);
     ASSERT_ERR(elastic__http_parse("GET /\0 HTTP/1.1\r\n\r\n", 20, &req), ELASTIC_EPROTO);
@@ -49,7 +53,8 @@ TEST(http_bounds_head_and_target)
     ASSERT_ERR(elastic__http_parse(big, sizeof big, &req), ELASTIC_ELIMIT);
     ASSERT_EQ(req.status, 431);
     char target[ELASTIC__HTTP_MAX_TARGET + 64];
-    int n = snprintf(target, sizeof target, "GET /%0*d HTTP/1.1\r\n\r\n", ELASTIC__HTTP_MAX_TARGET, 7);
+    int n =
+        snprintf(target, sizeof target, "GET /%0*d HTTP/1.1\r\n\r\n", ELASTIC__HTTP_MAX_TARGET, 7);
     ASSERT_ERR(elastic__http_parse(target, (size_t)n, &req), ELASTIC_ELIMIT);
     ASSERT_EQ(req.status, 414);
 }
@@ -62,7 +67,9 @@ TEST(prom_lines_parse)
     ASSERT_EQ(elastic__prom_parse_line("elastic_generation 3", &s), 1);
     ASSERT_STR_EQ(s.name, "elastic_generation");
     ASSERT(s.value == 3);
-    ASSERT_EQ(elastic__prom_parse_line("elastic_worker_step{rank=\"2\",local_rank=\"0\"} 1.5e3\n", &s), 1);
+    ASSERT_EQ(
+        elastic__prom_parse_line("elastic_worker_step{rank=\"2\",local_rank=\"0\"} 1.5e3\n", &s),
+        1);
     ASSERT(s.value == 1500);
     char value[32];
     ASSERT(elastic__prom_label(s.labels, "local_rank", value, sizeof value));

@@ -30,8 +30,8 @@ TEST(parse_int_accepts_bounds_and_refuses_one_past)
 
 TEST(parse_int_refuses_signs_spaces_and_junk)
 {
-    static const char *const bad[] = {"",    "+1",    " 1",  "1 ", "1\n", "\t1", "0x10", "1e3",
-                                      "1.0", "1,000", "--1", "-",  "- 1", "one", "1a",   "１"};
+    static const char *const bad[] = { "",    "+1",    " 1",  "1 ", "1\n", "\t1", "0x10", "1e3",
+                                       "1.0", "1,000", "--1", "-",  "- 1", "one", "1a",   "１" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int64_t v = 42;
         if (elastic__parse_i64(NULL, bad[i], INT64_MIN, INT64_MAX, &v) != ELASTIC_EINVAL || v != 42)

@@ -26,7 +26,7 @@ TEST(text_append_keeps_nul_bytes_and_terminates)
 {
     elastic__text t;
     elastic__text_init(&t, 1u << 20);
-    static const char raw[] = {'a', '\0', 'b'};
+    static const char raw[] = { 'a', '\0', 'b' };
     elastic__text_append(&t, raw, sizeof raw);
     ASSERT_EQ(t.len, sizeof raw);
     ASSERT_MEM_EQ(t.data, raw, sizeof raw);

@@ -24,12 +24,16 @@ TEST(ctl_status_table_from_a_metrics_page)
     elastic__text_init(&out, 1 << 16);
     ASSERT_OK(ctl_status_format(page, 200, "ok\n", &out));
     ASSERT(out.data != NULL);
-    if (strstr(out.data, "job job7  node n1 (group rank 1 of 2 nodes)\n") == NULL) FAIL("%s", out.data);
-    if (strstr(out.data, "generation 3  restarts 2  world size 4  workers 2/2 alive  health: healthy\n") == NULL)
+    if (strstr(out.data, "job job7  node n1 (group rank 1 of 2 nodes)\n") == NULL)
+        FAIL("%s", out.data);
+    if (strstr(out.data,
+               "generation 3  restarts 2  world size 4  workers 2/2 alive  health: healthy\n") ==
+        NULL)
         FAIL("%s", out.data);
     /* rank 2 has data, rank 3 only a pid */
     const char *row2 = strstr(out.data, "\n     2      0     4242   yes");
-    if (row2 == NULL || strstr(row2, "120") == NULL || strstr(row2, "0.95") == NULL) FAIL("%s", out.data);
+    if (row2 == NULL || strstr(row2, "120") == NULL || strstr(row2, "0.95") == NULL)
+        FAIL("%s", out.data);
     if (strstr(out.data, "\n     3      1     4243     -") == NULL) FAIL("%s", out.data);
     if (strstr(out.data, "failures: hang 1, startup 0") == NULL) FAIL("%s", out.data);
     if (strstr(out.data, "recoveries: restart 2 (last 1.500 s)") == NULL) FAIL("%s", out.data);
@@ -58,7 +62,8 @@ TEST(ctl_status_shows_job_wide_node_scores)
     elastic__text out;
     elastic__text_init(&out, 1 << 16);
     ASSERT_OK(ctl_status_format(scores, 200, "ok", &out));
-    if (out.data == NULL || strstr(out.data, "node straggler scores (job-wide): a 1.50, b 0.33\n") == NULL)
+    if (out.data == NULL ||
+        strstr(out.data, "node straggler scores (job-wide): a 1.50, b 0.33\n") == NULL)
         FAIL("%s", out.data ? out.data : "(empty)");
     elastic__text_free(&out);
     elastic__text_init(&out, 1 << 16);

@@ -17,9 +17,17 @@ static void need_real_nccl(void)
 
 static void alone(void)
 {
-    static const char *const names[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                                        "ELASTIC_STORE_ENDPOINT", "ELASTIC_STORE_PREFIX", "ELASTIC_AGENT_SOCKET",
-                                        "ELASTIC_HEARTBEAT_SHM", "ELASTIC_HEARTBEAT_SLOT", "MASTER_ADDR"};
+    static const char *const names[] = { "RANK",
+                                         "LOCAL_RANK",
+                                         "WORLD_SIZE",
+                                         "LOCAL_WORLD_SIZE",
+                                         "GROUP_RANK",
+                                         "ELASTIC_STORE_ENDPOINT",
+                                         "ELASTIC_STORE_PREFIX",
+                                         "ELASTIC_AGENT_SOCKET",
+                                         "ELASTIC_HEARTBEAT_SHM",
+                                         "ELASTIC_HEARTBEAT_SLOT",
+                                         "MASTER_ADDR" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unsetenv(names[i]);
 }
 
@@ -84,7 +92,8 @@ TEST_TIMEOUT(nccl_real_unique_id_exchanged_through_store, 60)
     nccl__unique_id ids[3];
     for (int rank = 0; rank < 3; rank++) {
         int status = 0;
-        ASSERT_EQ(read(from_child[rank][0], &ids[rank], sizeof ids[rank]), (ssize_t)sizeof ids[rank]);
+        ASSERT_EQ(read(from_child[rank][0], &ids[rank], sizeof ids[rank]),
+                  (ssize_t)sizeof ids[rank]);
         ASSERT_EQ(waitpid(pids[rank], &status, 0), pids[rank]);
         ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
@@ -108,7 +117,8 @@ TEST(nccl_real_init_without_device_is_unsupported)
     elastic_nccl_comm *comm = (elastic_nccl_comm *)1;
     ASSERT_ERR(elastic_nccl_comm_init(w, NULL, &comm), ELASTIC_EUNSUPPORTED);
     ASSERT(comm == NULL);
-    if (strstr(elastic_last_error(), "no CUDA device") == NULL) FAIL("unclear error: %s", elastic_last_error());
+    if (strstr(elastic_last_error(), "no CUDA device") == NULL)
+        FAIL("unclear error: %s", elastic_last_error());
     elastic_worker_close(w);
 }
 
@@ -122,7 +132,8 @@ TEST(nccl_missing_library_is_unsupported_with_one_line)
     elastic_nccl_comm *comm = NULL;
     ASSERT_ERR(elastic_nccl_comm_init(w, NULL, &comm), ELASTIC_EUNSUPPORTED);
     const char *why = elastic_last_error();
-    if (strstr(why, "ELASTIC_NCCL_LIBRARY=/nonexistent/libnccl.so.2") == NULL || strchr(why, '\n') != NULL)
+    if (strstr(why, "ELASTIC_NCCL_LIBRARY=/nonexistent/libnccl.so.2") == NULL ||
+        strchr(why, '\n') != NULL)
         FAIL("not one clear line: %s", why);
     elastic_worker_close(w);
 }
@@ -176,7 +187,8 @@ TEST(nccl_libelastic_has_no_link_time_dependency_on_nccl_or_cuda)
     while (fgets(line, sizeof line, pipe_in) != NULL) {
         if (strstr(line, "(NEEDED)") == NULL) continue;
         needed++;
-        if (strstr(line, "nccl") != NULL || strstr(line, "cuda") != NULL) FAIL("link-time dependency: %s", line);
+        if (strstr(line, "nccl") != NULL || strstr(line, "cuda") != NULL)
+            FAIL("link-time dependency: %s", line);
     }
     int status = pclose(pipe_in);
     if (status != 0 && needed == 0) SKIP("readelf is not available");

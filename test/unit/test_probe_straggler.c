@@ -6,8 +6,8 @@
 #define MS 1000000ull
 
 /* Feeds `rounds` samples of one step each at the given step times. */
-static void feed(probe__straggler *s, const uint64_t *step_ns, unsigned ranks, unsigned rounds, uint64_t *sums,
-                 uint64_t *steps)
+static void feed(probe__straggler *s, const uint64_t *step_ns, unsigned ranks, unsigned rounds,
+                 uint64_t *sums, uint64_t *steps)
 {
     for (unsigned round = 0; round < rounds; round++)
         for (unsigned r = 0; r < ranks; r++) {
@@ -21,8 +21,8 @@ TEST(probe_straggler_slow_rank_scores_lowest)
 {
     probe__straggler *s = NULL;
     ASSERT_OK(probe__straggler_create(4, 8, &s));
-    uint64_t step_ns[4] = {100 * MS, 102 * MS, 250 * MS, 98 * MS};
-    uint64_t sums[4] = {0}, steps[4] = {0};
+    uint64_t step_ns[4] = { 100 * MS, 102 * MS, 250 * MS, 98 * MS };
+    uint64_t sums[4] = { 0 }, steps[4] = { 0 };
     feed(s, step_ns, 4, 10, sums, steps);
     double scores[4];
     probe__straggler_scores(s, scores);
@@ -37,8 +37,8 @@ TEST(probe_straggler_window_forgets_old_samples)
 {
     probe__straggler *s = NULL;
     ASSERT_OK(probe__straggler_create(2, 4, &s));
-    uint64_t sums[2] = {0}, steps[2] = {0};
-    uint64_t slow[2] = {100 * MS, 400 * MS}, even[2] = {100 * MS, 100 * MS};
+    uint64_t sums[2] = { 0 }, steps[2] = { 0 };
+    uint64_t slow[2] = { 100 * MS, 400 * MS }, even[2] = { 100 * MS, 100 * MS };
     feed(s, slow, 2, 6, sums, steps);
     ASSERT(probe__straggler_step_ns(s, 1) > 350e6);
     feed(s, even, 2, 6, sums, steps); /* more than the window: the slow phase is gone */
@@ -50,8 +50,8 @@ TEST(probe_straggler_needs_two_ranks_with_data)
 {
     probe__straggler *s = NULL;
     ASSERT_OK(probe__straggler_create(3, 4, &s));
-    uint64_t sums[3] = {0}, steps[3] = {0};
-    uint64_t t[1] = {100 * MS};
+    uint64_t sums[3] = { 0 }, steps[3] = { 0 };
+    uint64_t t[1] = { 100 * MS };
     feed(s, t, 1, 5, sums, steps);
     double scores[3];
     probe__straggler_scores(s, scores);
@@ -63,8 +63,8 @@ TEST(probe_straggler_persistent_after_rounds)
 {
     probe__straggler *s = NULL;
     ASSERT_OK(probe__straggler_create(3, 4, &s));
-    uint64_t sums[3] = {0}, steps[3] = {0};
-    uint64_t t[3] = {100 * MS, 100 * MS, 300 * MS};
+    uint64_t sums[3] = { 0 }, steps[3] = { 0 };
+    uint64_t t[3] = { 100 * MS, 100 * MS, 300 * MS };
     double scores[3];
     feed(s, t, 3, 2, sums, steps);
     ASSERT_EQ(probe__straggler_evaluate(s, 0.7, 3, scores), -1);

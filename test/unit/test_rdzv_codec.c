@@ -9,8 +9,11 @@
 
 static rdzv__record sample_record(int slot, const char *id, uint64_t prev_gen, int prev_rank)
 {
-    rdzv__record rec = {.slot = slot, .local_world_size = 8, .master_port = 29500,
-                        .prev_generation = prev_gen, .prev_rank = prev_rank};
+    rdzv__record rec = { .slot = slot,
+                         .local_world_size = 8,
+                         .master_port = 29500,
+                         .prev_generation = prev_gen,
+                         .prev_rank = prev_rank };
     snprintf(rec.node_id, sizeof rec.node_id, "%s", id);
     snprintf(rec.addr, sizeof rec.addr, "10.0.0.%d", slot);
     return rec;
@@ -34,17 +37,17 @@ TEST(rdzv_record_round_trips)
 TEST(rdzv_corrupt_records_are_rejected)
 {
     static const char *const bad[] = {
-        "",                                     /* empty */
-        "R1 8 29500 4 2 id",                    /* a field missing */
-        "R1 8 29500 4 2 id addr extra",         /* one too many */
-        "R2 8 29500 4 2 id addr",               /* unknown version */
-        "R1 0 29500 4 2 id addr",               /* no workers */
-        "R1 5000 29500 4 2 id addr",            /* too many workers */
-        "R1 8 70000 4 2 id addr",               /* port out of range */
-        "R1 8 29500 -4 2 id addr",              /* negative generation */
-        "R1 8 29500 4 2x id addr",              /* not a number */
+        "",                                          /* empty */
+        "R1 8 29500 4 2 id",                         /* a field missing */
+        "R1 8 29500 4 2 id addr extra",              /* one too many */
+        "R2 8 29500 4 2 id addr",                    /* unknown version */
+        "R1 0 29500 4 2 id addr",                    /* no workers */
+        "R1 5000 29500 4 2 id addr",                 /* too many workers */
+        "R1 8 70000 4 2 id addr",                    /* port out of range */
+        "R1 8 29500 -4 2 id addr",                   /* negative generation */
+        "R1 8 29500 4 2x id addr",                   /* not a number */
         "R1 8 29500 4 99999999999999999999 id addr", /* overflow */
-        "R1 8  29500 4 2 id addr",              /* empty field */
+        "R1 8  29500 4 2 id addr",                   /* empty field */
     };
     rdzv__record rec;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -60,9 +63,16 @@ TEST(rdzv_corrupt_records_are_rejected)
 
 TEST(rdzv_assignment_round_trips_and_rejects_nonsense)
 {
-    rdzv__assignment a = {.outcome = RDZV__ASSIGNED, .generation = 7, .group_rank = 1, .group_world_size = 3,
-                          .rank_base = 8, .local_world_size = 8, .world_size = 24, .restart_count = 2,
-                          .master_port = 4000, .next_slot = 5},
+    rdzv__assignment a = { .outcome = RDZV__ASSIGNED,
+                           .generation = 7,
+                           .group_rank = 1,
+                           .group_world_size = 3,
+                           .rank_base = 8,
+                           .local_world_size = 8,
+                           .world_size = 24,
+                           .restart_count = 2,
+                           .master_port = 4000,
+                           .next_slot = 5 },
                      b;
     snprintf(a.master_addr, sizeof a.master_addr, "node0");
     snprintf(a.next_node_id, sizeof a.next_node_id, "n2");
@@ -88,8 +98,12 @@ TEST(rdzv_assignment_round_trips_and_rejects_nonsense)
 
 TEST(rdzv_cause_round_trips_with_spaces_in_the_reason)
 {
-    elastic_rdzv_cause c = {.kind = ELASTIC_RDZV_FAILURE, .generation = 3, .rank = 5, .exit_code = 137,
-                            .signal = 9, .time_ms = 1700000000000ull},
+    elastic_rdzv_cause c = { .kind = ELASTIC_RDZV_FAILURE,
+                             .generation = 3,
+                             .rank = 5,
+                             .exit_code = 137,
+                             .signal = 9,
+                             .time_ms = 1700000000000ull },
                        d;
     snprintf(c.node_id, sizeof c.node_id, "node-1");
     snprintf(c.reason, sizeof c.reason, "worker 5 killed\nby signal 9");
@@ -108,9 +122,12 @@ TEST(rdzv_cause_round_trips_with_spaces_in_the_reason)
 
 TEST(rdzv_generation_record_round_trips_and_bounds_its_member_count)
 {
-    rdzv__record members[2] = {sample_record(2, "b", 1, 0), sample_record(1, "a", 0, -1)};
-    rdzv__info info = {.formed = true, .generation = 2, .group_world_size = 2, .sealed_count = 3,
-                       .restart_count = 1},
+    rdzv__record members[2] = { sample_record(2, "b", 1, 0), sample_record(1, "a", 0, -1) };
+    rdzv__info info = { .formed = true,
+                        .generation = 2,
+                        .group_world_size = 2,
+                        .sealed_count = 3,
+                        .restart_count = 1 },
                back;
     char *blob = NULL;
     size_t len = 0;
@@ -124,13 +141,15 @@ TEST(rdzv_generation_record_round_trips_and_bounds_its_member_count)
     free(decoded);
     /* Claims more members than it holds; trailing garbage; a void round with members. */
     const char *short_blob = "I1 1 2 5 3 0\n2 8 29500 1 0 b 10.0.0.2\n";
-    ASSERT_ERR(rdzv__info_decode(short_blob, strlen(short_blob), &back, &decoded), ELASTIC_ECORRUPT);
+    ASSERT_ERR(rdzv__info_decode(short_blob, strlen(short_blob), &back, &decoded),
+               ELASTIC_ECORRUPT);
     char *tail = malloc(len + 8);
     memcpy(tail, blob, len);
     memcpy(tail + len, "junk", 4);
     ASSERT_ERR(rdzv__info_decode(tail, len + 4, &back, &decoded), ELASTIC_ECORRUPT);
     const char *void_with_size = "I1 0 2 2 3 0\n";
-    ASSERT_ERR(rdzv__info_decode(void_with_size, strlen(void_with_size), &back, NULL), ELASTIC_ECORRUPT);
+    ASSERT_ERR(rdzv__info_decode(void_with_size, strlen(void_with_size), &back, NULL),
+               ELASTIC_ECORRUPT);
     const char *too_many = "I1 1 2 999999 3 0\n";
     ASSERT_ERR(rdzv__info_decode(too_many, strlen(too_many), &back, &decoded), ELASTIC_ECORRUPT);
     free(tail);
@@ -142,8 +161,8 @@ TEST(rdzv_survivors_keep_their_order_and_newcomers_follow)
     /* Generation 5 had ranks 0..2 = c, a, b; b is gone; d, e are new; f is
      * a member of an older generation (counts as new). */
     rdzv__record recs[5] = {
-        sample_record(1, "d", 0, -1), sample_record(2, "a", 5, 1), sample_record(3, "f", 3, 0),
-        sample_record(4, "c", 5, 0), sample_record(5, "e", 0, -1),
+        sample_record(1, "d", 0, -1), sample_record(2, "a", 5, 1),  sample_record(3, "f", 3, 0),
+        sample_record(4, "c", 5, 0),  sample_record(5, "e", 0, -1),
     };
     size_t admitted = rdzv__order_members(recs, 5, 5, 4);
     ASSERT_EQ(admitted, 4);

@@ -5,8 +5,8 @@
 
 static char why[512]; /* the refusal's detail, kept past the cleanup calls */
 
-static const char *const bad_ids[] = {"a/r/2/n/1", "",           ".",         "..",
-                                      "has space", "semi;colon", "tab\there", NULL};
+static const char *const bad_ids[] = { "a/r/2/n/1", "",           ".",         "..",
+                                       "has space", "semi;colon", "tab\there", NULL };
 
 static int rdzv_open_with(const char *run_id)
 {
@@ -25,7 +25,7 @@ static int agent_create_with(const char *run_id)
 {
     elastic_agent_opts o;
     elastic_agent_opts_init(&o, sizeof o);
-    static const char *const argv[] = {"true", NULL};
+    static const char *const argv[] = { "true", NULL };
     o.argv = argv;
     o.argc = 1;
     o.no_python = 1;

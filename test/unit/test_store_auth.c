@@ -40,7 +40,7 @@ TEST(store_auth_refuses_wrong_or_missing_token)
     ASSERT_ERR(connect_with(&f, NULL, &s), ELASTIC_EAUTH);
     ASSERT(s == NULL);
     ASSERT_LT(fixture_now_ms() - start, test_scaled_ms(1500)); /* refusals are not retried */
-    ASSERT_OK(connect_with(&f, "s3cret-token", &s)); /* the server is fine */
+    ASSERT_OK(connect_with(&f, "s3cret-token", &s));           /* the server is fine */
     elastic_store_close(s);
     elastic_store_server_close(f.server);
 }
@@ -51,7 +51,8 @@ TEST(store_auth_client_with_token_refuses_server_without)
     unsetenv("ELASTIC_STORE_TOKEN");
     fixture_start(&f);
     elastic_store *s = NULL;
-    ASSERT_ERR(connect_with(&f, "s3cret-token", &s), ELASTIC_EAUTH); /* mutual: the server must prove too */
+    ASSERT_ERR(connect_with(&f, "s3cret-token", &s),
+               ELASTIC_EAUTH); /* mutual: the server must prove too */
     elastic_store_server_close(f.server);
 }
 

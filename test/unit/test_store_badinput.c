@@ -28,7 +28,7 @@ TEST(store_wrong_magic_and_version_are_refused)
     ASSERT(closed_by_server(fd, test_scaled_ms(5000)));
     close(fd);
     fd = raw_connect(&f);
-    uint8_t hello[40] = {'E', 'L', 'S', 'T', 99, 0, 0, 0};
+    uint8_t hello[40] = { 'E', 'L', 'S', 'T', 99, 0, 0, 0 };
     send_bytes(fd, hello, sizeof hello);
     uint8_t welcome[72];
     ASSERT_EQ(recv_some(fd, welcome, sizeof welcome, 5000), sizeof welcome);
@@ -45,7 +45,7 @@ TEST(store_absurd_frame_length_gets_error_and_disconnect)
     fixture_start(&f);
     int fd = raw_connect(&f);
     raw_handshake(fd);
-    uint8_t frame[12] = {0};
+    uint8_t frame[12] = { 0 };
     put32(frame, 0xFFFFFFF0u);
     put32(frame + 4, 5);
     frame[8] = 1; /* set */
@@ -66,7 +66,7 @@ TEST(store_malformed_bodies_get_errors_and_the_connection_goes_on)
     int fd = raw_connect(&f);
     raw_handshake(fd);
     /* A set whose key length runs past the body. */
-    uint8_t frame[12 + 8] = {0};
+    uint8_t frame[12 + 8] = { 0 };
     put32(frame, 8);
     put32(frame + 4, 1);
     frame[8] = 1;
@@ -76,7 +76,7 @@ TEST(store_malformed_bodies_get_errors_and_the_connection_goes_on)
     ASSERT_EQ(read_status(fd, &id), ELASTIC_EPROTO);
     ASSERT_EQ(id, 1);
     /* A key with a NUL byte. */
-    uint8_t nul_key[12 + 4 + 3 + 4] = {0};
+    uint8_t nul_key[12 + 4 + 3 + 4] = { 0 };
     put32(nul_key, 11);
     put32(nul_key + 4, 2);
     nul_key[8] = 1;
@@ -86,14 +86,14 @@ TEST(store_malformed_bodies_get_errors_and_the_connection_goes_on)
     ASSERT_EQ(read_status(fd, &id), ELASTIC_EINVAL);
     ASSERT_EQ(id, 2);
     /* A ping still works on the same connection. */
-    uint8_t ping[12] = {0};
+    uint8_t ping[12] = { 0 };
     put32(ping + 4, 3);
     ping[8] = 17;
     send_bytes(fd, ping, sizeof ping);
     ASSERT_EQ(read_status(fd, &id), 0);
     ASSERT_EQ(id, 3);
     /* An unknown operation ends the connection: framing can't be trusted. */
-    uint8_t unknown[12] = {0};
+    uint8_t unknown[12] = { 0 };
     put32(unknown + 4, 4);
     unknown[8] = 200;
     send_bytes(fd, unknown, sizeof unknown);
@@ -111,7 +111,7 @@ TEST(store_truncated_frames_then_hangup_are_harmless)
     for (int cut = 1; cut < 30; cut += 4) {
         int fd = raw_connect(&f);
         raw_handshake(fd);
-        uint8_t frame[12 + 4 + 1 + 4 + 10] = {0};
+        uint8_t frame[12 + 4 + 1 + 4 + 10] = { 0 };
         put32(frame, sizeof frame - 12);
         put32(frame + 4, 1);
         frame[8] = 1;
@@ -135,7 +135,7 @@ TEST(store_slowloris_is_cut_by_the_handshake_deadline)
     int fd = raw_connect(&f);
     uint64_t start = fixture_now_ms();
     bool closed = false;
-    static const uint8_t hello[40] = {'E', 'L', 'S', 'T', 1};
+    static const uint8_t hello[40] = { 'E', 'L', 'S', 'T', 1 };
     for (size_t i = 0; i < sizeof hello && !closed; i++) {
         if (send(fd, &hello[i], 1, MSG_NOSIGNAL) != 1) break; /* reset: it was cut */
         closed = closed_by_server(fd, 100);
@@ -168,7 +168,8 @@ TEST_TIMEOUT(store_thousands_of_idle_connections_do_not_stall_others, 90)
     /* The connections beyond max_connections are closed at once (later
      * ones, possibly while earlier ones are still in the backlog). */
     int closed = 0;
-    for (int i = IDLE - 1; i >= 0 && closed < IDLE - 1000; i--) closed += closed_by_server(fds[i], 2000);
+    for (int i = IDLE - 1; i >= 0 && closed < IDLE - 1000; i--)
+        closed += closed_by_server(fds[i], 2000);
     ASSERT_EQ(closed, IDLE - 1000);
     for (int i = 0; i < IDLE; i++) close(fds[i]);
     /* The idle ones are gone: a good client is served at once. */

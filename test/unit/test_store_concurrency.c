@@ -2,9 +2,9 @@
  * multiplexes many threads, and close races with calls in flight. */
 #include "store_fixture.h"
 
-#define CLIENTS 32
+#define CLIENTS            32
 #define THREADS_PER_CLIENT 4
-#define ADDS_PER_THREAD 50
+#define ADDS_PER_THREAD    50
 
 typedef struct adder {
     elastic_store *store;
@@ -59,7 +59,8 @@ static void *get_own_key(void *arg)
     void *value = NULL;
     size_t len = 0;
     int rc = elastic_store_get(g->store, key, test_scaled_ms(20000), &value, &len);
-    if (rc == 0 && (len != strlen(key) || memcmp(value, key, len) != 0)) rc = -100; /* crossed answers */
+    if (rc == 0 && (len != strlen(key) || memcmp(value, key, len) != 0))
+        rc = -100; /* crossed answers */
     __atomic_store_n(&g->rc, rc, __ATOMIC_SEQ_CST);
     elastic_free(value);
     return NULL;
@@ -74,7 +75,7 @@ TEST(store_one_handle_matches_out_of_order_answers)
     pthread_t threads[N];
     getter getters[N];
     for (int i = 0; i < N; i++) {
-        getters[i] = (getter){shared, i, 1};
+        getters[i] = (getter){ shared, i, 1 };
         ASSERT_EQ(pthread_create(&threads[i], NULL, get_own_key, &getters[i]), 0);
     }
     /* Answer them in reverse order. */
@@ -104,7 +105,7 @@ TEST(store_pending_waits_per_connection_are_bounded)
     pthread_t threads[N];
     getter getters[N];
     for (int i = 0; i < N; i++) {
-        getters[i] = (getter){s, 100 + i, 1};
+        getters[i] = (getter){ s, 100 + i, 1 };
         ASSERT_EQ(pthread_create(&threads[i], NULL, get_own_key, &getters[i]), 0);
     }
     /* Four park, four are refused at once: wait for the refusals. */
@@ -112,7 +113,8 @@ TEST(store_pending_waits_per_connection_are_bounded)
     int refused = 0;
     while (refused < N - 4 && fixture_now_ms() < deadline) {
         refused = 0;
-        for (int i = 0; i < N; i++) refused += __atomic_load_n(&getters[i].rc, __ATOMIC_SEQ_CST) == ELASTIC_ELIMIT;
+        for (int i = 0; i < N; i++)
+            refused += __atomic_load_n(&getters[i].rc, __ATOMIC_SEQ_CST) == ELASTIC_ELIMIT;
         usleep(10 * 1000);
     }
     ASSERT_EQ(refused, N - 4);

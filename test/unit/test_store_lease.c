@@ -65,7 +65,8 @@ TEST(store_lease_ends_when_its_connection_closes)
     fixture_start(&f);
     elastic_store *owner = fixture_connect(&f), *observer = fixture_connect(&f);
     uint64_t lease = 0;
-    ASSERT_OK(elastic_store_lease_grant(owner, 60000, 0, &lease)); /* no keep-alive list to revoke from */
+    ASSERT_OK(
+        elastic_store_lease_grant(owner, 60000, 0, &lease)); /* no keep-alive list to revoke from */
     ASSERT_OK(elastic_store_set_leased(owner, "presence", "here", 4, lease));
     elastic_store_close(owner);
     uint64_t took = wait_until_gone(observer, "presence", test_scaled_ms(5000));

@@ -33,7 +33,7 @@ static size_t rss_bytes(void)
 /* A SET frame header announcing a 16 MiB body (key length and key first). */
 static void send_big_frame_start(int fd)
 {
-    uint8_t start[12 + 4 + 1 + 4] = {0};
+    uint8_t start[12 + 4 + 1 + 4] = { 0 };
     uint32_t body = 16u << 20;
     put32(start, body);
     put32(start + 4, 1);
@@ -65,7 +65,7 @@ TEST_TIMEOUT(store_partial_frame_flood_stays_bounded_and_good_clients_are_served
      * until the server stops taking bytes from all of them (paused). */
     static uint8_t chunk[256 << 10];
     memset(chunk, 'x', sizeof chunk);
-    size_t sent[ATTACKERS] = {0}, body_part = (16u << 20) - 9 - 1;
+    size_t sent[ATTACKERS] = { 0 }, body_part = (16u << 20) - 9 - 1;
     uint64_t deadline = fixture_now_ms() + (uint64_t)test_scaled_ms(60000);
     int quiet_rounds = 0, served = 0;
     while (quiet_rounds < 3 && fixture_now_ms() < deadline) {
@@ -88,7 +88,7 @@ TEST_TIMEOUT(store_partial_frame_flood_stays_bounded_and_good_clients_are_served
         served++;
         if (round == 0) {
             quiet_rounds++;
-            struct timespec pause = {0, 100 * 1000 * 1000};
+            struct timespec pause = { 0, 100 * 1000 * 1000 };
             nanosleep(&pause, NULL); /* let the server drain what the kernel holds */
         } else {
             quiet_rounds = 0;
@@ -120,7 +120,7 @@ TEST(store_started_frame_must_finish_within_frame_timeout)
     int fd = raw_connect(&f);
     raw_handshake(fd);
     /* A complete ping is answered; then a frame that never completes. */
-    uint8_t ping[12] = {0};
+    uint8_t ping[12] = { 0 };
     put32(ping + 4, 1);
     ping[8] = 17;
     send_bytes(fd, ping, sizeof ping);

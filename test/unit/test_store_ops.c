@@ -127,9 +127,9 @@ TEST(store_append_and_multi_ops)
     ASSERT_OK(elastic_store_append(s, "log", "ab", 2));
     ASSERT_OK(elastic_store_append(s, "log", "cd", 2));
     expect_value(s, "log", "abcd");
-    const char *keys[] = {"m1", "m2", "m3"};
-    const void *values[] = {"one", "", "three"};
-    size_t lens[] = {3, 0, 5};
+    const char *keys[] = { "m1", "m2", "m3" };
+    const void *values[] = { "one", "", "three" };
+    size_t lens[] = { 3, 0, 5 };
     ASSERT_OK(elastic_store_multi_set(s, keys, values, lens, 3));
     void *got[3];
     size_t got_lens[3];
@@ -234,7 +234,8 @@ TEST(store_rejects_bad_arguments)
     fixture_start(&f);
     elastic_store *s = fixture_connect(&f);
     ASSERT_ERR(elastic_store_set(s, NULL, "v", 1), ELASTIC_EINVAL);
-    ASSERT_ERR(elastic_store_set(s, "", "v", 1), ELASTIC_EINVAL); /* the server refuses empty keys */
+    ASSERT_ERR(elastic_store_set(s, "", "v", 1),
+               ELASTIC_EINVAL); /* the server refuses empty keys */
     ASSERT_ERR(elastic_store_set(NULL, "k", "v", 1), ELASTIC_EINVAL);
     ASSERT_ERR(elastic_store_wait(s, NULL, 0, 10), ELASTIC_EINVAL);
     elastic_store *other = NULL;

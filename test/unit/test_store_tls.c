@@ -40,7 +40,8 @@ static void *proxy_main(void *arg)
     proxy *p = arg;
     int client = accept(p->listen_fd, NULL, NULL);
     int upstream = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p->server_port)};
+    struct sockaddr_in addr = { .sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)p->server_port) };
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (client < 0 || connect(upstream, (struct sockaddr *)&addr, sizeof addr) != 0) return NULL;
     uint64_t deadline = fixture_now_ms() + (uint64_t)test_scaled_ms(20000);
@@ -52,8 +53,8 @@ static void *proxy_main(void *arg)
             p->inject_len = 0;
         }
         pthread_mutex_unlock(&p->lock);
-        struct pollfd pfd[2] = {{.fd = client, .events = POLLIN},
-                                {.fd = upstream, .events = POLLIN}};
+        struct pollfd pfd[2] = { { .fd = client, .events = POLLIN },
+                                 { .fd = upstream, .events = POLLIN } };
         if (poll(pfd, 2, 20) <= 0) continue;
         if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) open = relay(client, upstream, p, true);
         if (open && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
@@ -75,7 +76,7 @@ static void proxy_start(proxy *p, int server_port)
     pthread_mutex_init(&p->lock, NULL);
     p->server_port = server_port;
     p->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET};
+    struct sockaddr_in addr = { .sin_family = AF_INET };
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(bind(p->listen_fd, (struct sockaddr *)&addr, sizeof addr), 0);
     ASSERT_EQ(listen(p->listen_fd, 1), 0);
@@ -93,7 +94,7 @@ static bool proxy_wait_upstream_closed(proxy *p, int timeout_ms)
         bool closed = p->upstream_closed;
         pthread_mutex_unlock(&p->lock);
         if (closed || fixture_now_ms() >= deadline) return closed;
-        struct timespec pause = {0, 10 * 1000 * 1000};
+        struct timespec pause = { 0, 10 * 1000 * 1000 };
         nanosleep(&pause, NULL);
     }
 }
@@ -115,7 +116,8 @@ static size_t plaintext_set(uint8_t *out)
 {
     static const uint8_t frame[] = {
         21, 0, 0, 0, 7,   0,   0,   0,   1,   0,   0,   0, /* header: body 21, id 7, SET */
-        8,  0, 0, 0, 'i', 'n', 'j', 'e', 'c', 't', 'e', 'd', 1, 0, 0, 0, 'x'};
+        8,  0, 0, 0, 'i', 'n', 'j', 'e', 'c', 't', 'e', 'd', 1, 0, 0, 0, 'x'
+    };
     memcpy(out, frame, sizeof frame);
     return sizeof frame;
 }

@@ -20,8 +20,10 @@ static void wait_parked(const changer *c)
 {
     uint64_t deadline = fixture_now_ms() + (uint64_t)test_scaled_ms(10000);
     while (store__server_parked_calls(c->server) < c->parked)
-        if (fixture_now_ms() > deadline) FAIL("the call under test never parked on the server");
-        else sched_yield();
+        if (fixture_now_ms() > deadline)
+            FAIL("the call under test never parked on the server");
+        else
+            sched_yield();
 }
 
 static void *change_later(void *arg)
@@ -31,30 +33,38 @@ static void *change_later(void *arg)
     int64_t result;
     void *current = NULL;
     size_t clen;
-    if (strcmp(c->what, "set") == 0) elastic_store_set(c->store, c->key, "v", 1);
-    else if (strcmp(c->what, "add") == 0) elastic_store_add(c->store, c->key, 1, &result);
-    else if (strcmp(c->what, "cas") == 0) elastic_store_compare_set(c->store, c->key, NULL, 0, "c", 1, &current, &clen);
-    else if (strcmp(c->what, "delete") == 0) elastic_store_delete(c->store, c->key);
+    if (strcmp(c->what, "set") == 0)
+        elastic_store_set(c->store, c->key, "v", 1);
+    else if (strcmp(c->what, "add") == 0)
+        elastic_store_add(c->store, c->key, 1, &result);
+    else if (strcmp(c->what, "cas") == 0)
+        elastic_store_compare_set(c->store, c->key, NULL, 0, "c", 1, &current, &clen);
+    else if (strcmp(c->what, "delete") == 0)
+        elastic_store_delete(c->store, c->key);
     else if (strcmp(c->what, "elsewhere-then-delete") == 0) {
-        elastic_store_set(c->store, "elsewhere", "v", 1); /* must not wake a watch on another prefix */
+        elastic_store_set(c->store, "elsewhere", "v",
+                          1); /* must not wake a watch on another prefix */
         elastic_store_delete(c->store, c->key);
     }
     elastic_free(current);
     return NULL;
 }
 
-static void start_changer(pthread_t *t, changer *c) { ASSERT_EQ(pthread_create(t, NULL, change_later, c), 0); }
+static void start_changer(pthread_t *t, changer *c)
+{
+    ASSERT_EQ(pthread_create(t, NULL, change_later, c), 0);
+}
 
 TEST(store_get_waits_for_set_add_and_compare_set)
 {
     store_fixture f;
     fixture_start(&f);
     elastic_store *waiter = fixture_connect(&f), *writer = fixture_connect(&f);
-    const char *kinds[] = {"set", "add", "cas"};
+    const char *kinds[] = { "set", "add", "cas" };
     for (int i = 0; i < 3; i++) {
         char key[32];
         snprintf(key, sizeof key, "wake-%s", kinds[i]);
-        changer c = {writer, kinds[i], key, f.server, 1};
+        changer c = { writer, kinds[i], key, f.server, 1 };
         pthread_t t;
         start_changer(&t, &c);
         void *value = NULL;
@@ -76,10 +86,10 @@ TEST(store_wait_needs_every_key)
     fixture_start(&f);
     elastic_store *s = fixture_connect(&f), *writer = fixture_connect(&f);
     ASSERT_OK(elastic_store_set(writer, "a", "1", 1));
-    const char *keys[] = {"a", "b", "c"};
+    const char *keys[] = { "a", "b", "c" };
     ASSERT_ERR(elastic_store_wait(s, keys, 3, 100), ELASTIC_ETIMEDOUT);
     ASSERT_OK(elastic_store_set(writer, "c", "1", 1));
-    changer c = {writer, "set", "b", f.server, 1};
+    changer c = { writer, "set", "b", f.server, 1 };
     pthread_t t;
     start_changer(&t, &c);
     ASSERT_OK(elastic_store_wait(s, keys, 3, test_scaled_ms(10000)));
@@ -94,7 +104,7 @@ TEST(store_wait_times_out)
     store_fixture f;
     fixture_start(&f);
     elastic_store *s = fixture_connect(&f);
-    const char *keys[] = {"never"};
+    const char *keys[] = { "never" };
     uint64_t start = fixture_now_ms();
     ASSERT_ERR(elastic_store_wait(s, keys, 1, 200), ELASTIC_ETIMEDOUT);
     uint64_t took = fixture_now_ms() - start;
@@ -122,7 +132,7 @@ TEST(store_watch_wakes_on_set_and_delete_under_prefix)
     uint64_t rev = 0;
     ASSERT_OK(elastic_store_get_revision(writer, "gen/1/a", NULL, NULL, &rev));
     /* A change elsewhere does not wake it; one under the prefix does. */
-    changer both = {writer, "elsewhere-then-delete", "gen/1/a", f.server, 1};
+    changer both = { writer, "elsewhere-then-delete", "gen/1/a", f.server, 1 };
     pthread_t t1;
     start_changer(&t1, &both);
     uint64_t woke = 0;
@@ -175,7 +185,7 @@ TEST(store_blocked_get_does_not_block_other_calls_on_the_handle)
     store_fixture f;
     fixture_start(&f);
     elastic_store *s = fixture_connect(&f);
-    blocked_get g = {s, 1};
+    blocked_get g = { s, 1 };
     pthread_t t;
     ASSERT_EQ(pthread_create(&t, NULL, get_forever, &g), 0);
     wait_for_call_in_flight(s);
@@ -192,10 +202,10 @@ TEST(store_server_close_fails_pending_calls_promptly)
     store_fixture f;
     fixture_start(&f);
     elastic_store *s = fixture_connect(&f);
-    blocked_get g = {s, 1};
+    blocked_get g = { s, 1 };
     pthread_t t;
     ASSERT_EQ(pthread_create(&t, NULL, get_forever, &g), 0);
-    changer parked = {.server = f.server, .parked = 1};
+    changer parked = { .server = f.server, .parked = 1 };
     wait_parked(&parked); /* closing must fail a call that is really parked */
     uint64_t start = fixture_now_ms();
     elastic_store_server_close(f.server);

@@ -5,11 +5,22 @@
 
 static void clear_launch_env(void)
 {
-    static const char *const names[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                                        "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID", "MASTER_ADDR",
-                                        "MASTER_PORT", "ELASTIC_STORE_ENDPOINT", "ELASTIC_STORE_PREFIX",
-                                        "ELASTIC_GENERATION", "ELASTIC_RUN_ID", "ELASTIC_HEARTBEAT_SHM",
-                                        "ELASTIC_HEARTBEAT_SLOT", "ELASTIC_AGENT_SOCKET"};
+    static const char *const names[] = { "RANK",
+                                         "LOCAL_RANK",
+                                         "WORLD_SIZE",
+                                         "LOCAL_WORLD_SIZE",
+                                         "GROUP_RANK",
+                                         "TORCHELASTIC_RESTART_COUNT",
+                                         "TORCHELASTIC_RUN_ID",
+                                         "MASTER_ADDR",
+                                         "MASTER_PORT",
+                                         "ELASTIC_STORE_ENDPOINT",
+                                         "ELASTIC_STORE_PREFIX",
+                                         "ELASTIC_GENERATION",
+                                         "ELASTIC_RUN_ID",
+                                         "ELASTIC_HEARTBEAT_SHM",
+                                         "ELASTIC_HEARTBEAT_SLOT",
+                                         "ELASTIC_AGENT_SOCKET" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unsetenv(names[i]);
 }
 
@@ -18,7 +29,7 @@ TEST(worker_alone_runs_as_world_size_one)
     clear_launch_env();
     elastic_worker *w = NULL;
     ASSERT_OK(elastic_worker_init(NULL, &w));
-    elastic_worker_info info = {.struct_size = sizeof info};
+    elastic_worker_info info = { .struct_size = sizeof info };
     ASSERT_OK(elastic_worker_get_info(w, &info));
     ASSERT_EQ(info.rank, 0);
     ASSERT_EQ(info.world_size, 1);
@@ -55,7 +66,7 @@ TEST(worker_under_torchrun_takes_ranks_without_store)
     setenv("MASTER_PORT", "29500", 1);
     elastic_worker *w = NULL;
     ASSERT_OK(elastic_worker_init(NULL, &w));
-    elastic_worker_info info = {.struct_size = sizeof info};
+    elastic_worker_info info = { .struct_size = sizeof info };
     ASSERT_OK(elastic_worker_get_info(w, &info));
     ASSERT_EQ(info.rank, 1);
     ASSERT_EQ(info.world_size, 2);

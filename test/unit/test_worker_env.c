@@ -15,18 +15,21 @@ static const char *lookup(void *ctx, const char *name)
     return NULL;
 }
 
-#define AGENT_VARS                                                                                              \
-    {"RANK", "5"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "4"}, {"GROUP_RANK", "1"},   \
-        {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_RUN_ID", "job-7"}, {"MASTER_ADDR", "10.0.0.1"},    \
-        {"MASTER_PORT", "29500"}, {"ELASTIC_STORE_ENDPOINT", "127.0.0.1:4000"},                                \
-        {"ELASTIC_STORE_PREFIX", "rdzv/job-7/gen/3/"}, {"ELASTIC_GENERATION", "3"},                             \
-        {"ELASTIC_HEARTBEAT_SHM", "/tmp/x/heartbeat"}, {"ELASTIC_HEARTBEAT_SLOT", "1"},                         \
-        {"ELASTIC_AGENT_SOCKET", "/tmp/x/agent.sock"}
+#define AGENT_VARS                                                                              \
+    { "RANK", "5" }, { "LOCAL_RANK", "1" }, { "WORLD_SIZE", "8" }, { "LOCAL_WORLD_SIZE", "4" }, \
+        { "GROUP_RANK", "1" }, { "TORCHELASTIC_RESTART_COUNT", "2" },                           \
+        { "TORCHELASTIC_RUN_ID", "job-7" }, { "MASTER_ADDR", "10.0.0.1" },                      \
+        { "MASTER_PORT", "29500" }, { "ELASTIC_STORE_ENDPOINT", "127.0.0.1:4000" },             \
+        { "ELASTIC_STORE_PREFIX", "rdzv/job-7/gen/3/" }, { "ELASTIC_GENERATION", "3" },         \
+        { "ELASTIC_HEARTBEAT_SHM", "/tmp/x/heartbeat" }, { "ELASTIC_HEARTBEAT_SLOT", "1" },     \
+    {                                                                                           \
+        "ELASTIC_AGENT_SOCKET", "/tmp/x/agent.sock"                                             \
+    }
 
 /* Parses vars with one variable replaced (or added); returns the result. */
 static int parse_with(const char *name, const char *value, worker__env *env)
 {
-    vars v = {{AGENT_VARS}};
+    vars v = { { AGENT_VARS } };
     int i = 0;
     while (v.pairs[i][0] != NULL && strcmp(v.pairs[i][0], name) != 0) i++;
     v.pairs[i][0] = name;
@@ -36,7 +39,7 @@ static int parse_with(const char *name, const char *value, worker__env *env)
 
 TEST(worker_env_alone_without_variables)
 {
-    vars v = {{{"MASTER_ADDR", "ignored"}}};
+    vars v = { { { "MASTER_ADDR", "ignored" } } };
     worker__env env;
     ASSERT_OK(worker__env_parse(lookup, &v, &env));
     ASSERT_EQ(env.mode, WORKER__ALONE);
@@ -48,9 +51,14 @@ TEST(worker_env_alone_without_variables)
 
 TEST(worker_env_reads_torchrun_variables)
 {
-    vars v = {{{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-               {"GROUP_RANK", "1"}, {"MASTER_ADDR", "node-a.example"}, {"MASTER_PORT", "29400"},
-               {"TORCHELASTIC_RUN_ID", "none"}}};
+    vars v = { { { "RANK", "3" },
+                 { "WORLD_SIZE", "4" },
+                 { "LOCAL_RANK", "1" },
+                 { "LOCAL_WORLD_SIZE", "2" },
+                 { "GROUP_RANK", "1" },
+                 { "MASTER_ADDR", "node-a.example" },
+                 { "MASTER_PORT", "29400" },
+                 { "TORCHELASTIC_RUN_ID", "none" } } };
     worker__env env;
     ASSERT_OK(worker__env_parse(lookup, &v, &env));
     ASSERT_EQ(env.mode, WORKER__TORCHRUN);
@@ -66,7 +74,7 @@ TEST(worker_env_reads_torchrun_variables)
 
 TEST(worker_env_reads_agent_variables)
 {
-    vars v = {{AGENT_VARS}};
+    vars v = { { AGENT_VARS } };
     worker__env env;
     ASSERT_OK(worker__env_parse(lookup, &v, &env));
     ASSERT_EQ(env.mode, WORKER__AGENT);
@@ -143,15 +151,20 @@ TEST(worker_env_reads_a_bracketed_ipv6_store_endpoint)
 TEST(worker_env_rejects_incomplete_sets)
 {
     worker__env env;
-    vars rank_only = {{{"RANK", "0"}}};
+    vars rank_only = { { { "RANK", "0" } } };
     ASSERT_ERR(worker__env_parse(lookup, &rank_only, &env), ELASTIC_EINVAL);
-    vars store_only = {{{"ELASTIC_STORE_ENDPOINT", "127.0.0.1:1"}}};
+    vars store_only = { { { "ELASTIC_STORE_ENDPOINT", "127.0.0.1:1" } } };
     ASSERT_ERR(worker__env_parse(lookup, &store_only, &env), ELASTIC_EINVAL);
-    vars no_generation = {{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"ELASTIC_STORE_ENDPOINT", "127.0.0.1:1"},
-                           {"ELASTIC_STORE_PREFIX", "p/"}}};
+    vars no_generation = { { { "RANK", "0" },
+                             { "WORLD_SIZE", "1" },
+                             { "ELASTIC_STORE_ENDPOINT", "127.0.0.1:1" },
+                             { "ELASTIC_STORE_PREFIX", "p/" } } };
     ASSERT_ERR(worker__env_parse(lookup, &no_generation, &env), ELASTIC_EINVAL);
-    vars shm_without_slot = {{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"ELASTIC_STORE_ENDPOINT", "127.0.0.1:1"},
-                              {"ELASTIC_STORE_PREFIX", "p/"}, {"ELASTIC_GENERATION", "1"},
-                              {"ELASTIC_HEARTBEAT_SHM", "/tmp/hb"}}};
+    vars shm_without_slot = { { { "RANK", "0" },
+                                { "WORLD_SIZE", "1" },
+                                { "ELASTIC_STORE_ENDPOINT", "127.0.0.1:1" },
+                                { "ELASTIC_STORE_PREFIX", "p/" },
+                                { "ELASTIC_GENERATION", "1" },
+                                { "ELASTIC_HEARTBEAT_SHM", "/tmp/hb" } } };
     ASSERT_ERR(worker__env_parse(lookup, &shm_without_slot, &env), ELASTIC_EINVAL);
 }

@@ -21,4 +21,7 @@ int elastic__fail(int code, const char *fmt, ...)
     return code;
 }
 
-const char *ctl_last_error(void) { return last_detail; }
+const char *ctl_last_error(void)
+{
+    return last_detail;
+}

@@ -20,8 +20,8 @@
 
 typedef struct rank_row {
     int rank, local_rank;
-    double pid, alive, uptime;       /* < 0: not on the page */
-    double step, rate, age, score;   /* < 0: no data (a trainer that does not heartbeat) */
+    double pid, alive, uptime;     /* < 0: not on the page */
+    double step, rate, age, score; /* < 0: no data (a trainer that does not heartbeat) */
 } rank_row;
 
 typedef struct job_view {
@@ -30,7 +30,7 @@ typedef struct job_view {
     double failures[5], recovery_last[2], recoveries[2];
     rank_row ranks[STATUS_MAX_RANKS];
     int rank_count;
-    char node_scores[1024];          /* "vm-1 1.00, vm-2 0.33" (job-wide straggler scores) */
+    char node_scores[1024]; /* "vm-1 1.00, vm-2 0.33" (job-wide straggler scores) */
 } job_view;
 
 static rank_row *row_for(job_view *v, const char *labels)
@@ -46,32 +46,46 @@ static rank_row *row_for(job_view *v, const char *labels)
         if (v->ranks[i].local_rank == local) return &v->ranks[i];
     if (v->rank_count == STATUS_MAX_RANKS) return NULL;
     rank_row *row = &v->ranks[v->rank_count++];
-    *row = (rank_row){.rank = rank, .local_rank = local, .pid = -1, .alive = -1, .uptime = -1,
-                      .step = -1, .rate = -1, .age = -1, .score = -1};
+    *row = (rank_row){ .rank = rank,
+                       .local_rank = local,
+                       .pid = -1,
+                       .alive = -1,
+                       .uptime = -1,
+                       .step = -1,
+                       .rate = -1,
+                       .age = -1,
+                       .score = -1 };
     return row;
 }
 
 static void take_sample(job_view *v, const elastic__prom_sample *s)
 {
-    static const char *const probes[5] = {"hang", "startup", "straggler", "user", "exit"};
-    static const char *const modes[2] = {"restart", "in_process"};
-    struct { const char *name; double *field; } scalars[] = {
-        {"elastic_generation", &v->generation}, {"elastic_restarts_total", &v->restarts},
-        {"elastic_nodes", &v->nodes}, {"elastic_world_size", &v->world_size},
-        {"elastic_group_rank", &v->group_rank}, {"elastic_workers", &v->workers},
-        {"elastic_workers_alive", &v->alive}, {"elastic_healthy", &v->healthy}};
+    static const char *const probes[5] = { "hang", "startup", "straggler", "user", "exit" };
+    static const char *const modes[2] = { "restart", "in_process" };
+    struct {
+        const char *name;
+        double *field;
+    } scalars[] = {
+        { "elastic_generation", &v->generation }, { "elastic_restarts_total", &v->restarts },
+        { "elastic_nodes", &v->nodes },           { "elastic_world_size", &v->world_size },
+        { "elastic_group_rank", &v->group_rank }, { "elastic_workers", &v->workers },
+        { "elastic_workers_alive", &v->alive },   { "elastic_healthy", &v->healthy }
+    };
     for (size_t i = 0; i < ELASTIC__ARRAY_LEN(scalars); i++)
         if (strcmp(s->name, scalars[i].name) == 0) *scalars[i].field = s->value;
     char label[128];
     if (strcmp(s->name, "elastic_job_info") == 0) {
         elastic__prom_label(s->labels, "run_id", v->run_id, sizeof v->run_id);
         elastic__prom_label(s->labels, "node", v->node, sizeof v->node);
-    } else if (strcmp(s->name, "elastic_probe_failures_total") == 0 && elastic__prom_label(s->labels, "probe", label, sizeof label)) {
+    } else if (strcmp(s->name, "elastic_probe_failures_total") == 0 &&
+               elastic__prom_label(s->labels, "probe", label, sizeof label)) {
         for (int i = 0; i < 5; i++)
             if (strcmp(label, probes[i]) == 0) v->failures[i] = s->value;
-    } else if (strncmp(s->name, "elastic_recovery_", 17) == 0 && elastic__prom_label(s->labels, "mode", label, sizeof label)) {
+    } else if (strncmp(s->name, "elastic_recovery_", 17) == 0 &&
+               elastic__prom_label(s->labels, "mode", label, sizeof label)) {
         int mode = strcmp(label, modes[1]) == 0;
-        if (strcmp(s->name, "elastic_recovery_last_seconds") == 0) v->recovery_last[mode] = s->value;
+        if (strcmp(s->name, "elastic_recovery_last_seconds") == 0)
+            v->recovery_last[mode] = s->value;
         if (strcmp(s->name, "elastic_recovery_seconds_count") == 0) v->recoveries[mode] = s->value;
     } else if (strcmp(s->name, "elastic_node_straggler_score") == 0 &&
                elastic__prom_label(s->labels, "node", label, sizeof label)) {
@@ -96,7 +110,8 @@ static int parse_page(const char *metrics, job_view *v)
     char line[2048];
     for (const char *p = metrics; *p != '\0';) {
         size_t len = strcspn(p, "\n");
-        if (len >= sizeof line) return elastic__fail(ELASTIC_EPROTO, "metrics line longer than %zu bytes", sizeof line);
+        if (len >= sizeof line)
+            return elastic__fail(ELASTIC_EPROTO, "metrics line longer than %zu bytes", sizeof line);
         memcpy(line, p, len);
         line[len] = '\0';
         p += len + (p[len] == '\n');
@@ -108,7 +123,8 @@ static int parse_page(const char *metrics, job_view *v)
     return 0;
 }
 
-int ctl_status_format(const char *metrics, int health_status, const char *health_body, elastic__text *out)
+int ctl_status_format(const char *metrics, int health_status, const char *health_body,
+                      elastic__text *out)
 {
     job_view *v = calloc(1, sizeof *v);
     if (v == NULL) return elastic__fail(ELASTIC_ENOMEM, "status");
@@ -117,17 +133,19 @@ int ctl_status_format(const char *metrics, int health_status, const char *health
         char health[160];
         snprintf(health, sizeof health, "%s", health_body);
         health[strcspn(health, "\n")] = '\0';
-        elastic__text_printf(out, "job %s  node %s (group rank %.0f of %.0f nodes)\n", v->run_id, v->node, v->group_rank,
-                           v->nodes);
-        elastic__text_printf(out, "generation %.0f  restarts %.0f  world size %.0f  workers %.0f/%.0f alive  health: %s\n",
-                           v->generation, v->restarts, v->world_size, v->alive, v->workers,
-                           health_status == 200 ? "healthy" : health);
-        elastic__text_printf(out, "%6s %6s %8s %5s %9s %10s %9s %10s %9s\n", "rank", "local", "pid", "alive", "uptime",
-                           "step", "steps/s", "heartbeat", "straggler");
+        elastic__text_printf(out, "job %s  node %s (group rank %.0f of %.0f nodes)\n", v->run_id,
+                             v->node, v->group_rank, v->nodes);
+        elastic__text_printf(out,
+                             "generation %.0f  restarts %.0f  world size %.0f  workers %.0f/%.0f "
+                             "alive  health: %s\n",
+                             v->generation, v->restarts, v->world_size, v->alive, v->workers,
+                             health_status == 200 ? "healthy" : health);
+        elastic__text_printf(out, "%6s %6s %8s %5s %9s %10s %9s %10s %9s\n", "rank", "local", "pid",
+                             "alive", "uptime", "step", "steps/s", "heartbeat", "straggler");
         for (int i = 0; i < v->rank_count; i++) {
             const rank_row *r = &v->ranks[i];
-            char pid[24] = "-", alive[8] = "-", uptime[24] = "-", step[32] = "-", rate[24] = "-", age[24] = "-",
-                 score[24] = "-";
+            char pid[24] = "-", alive[8] = "-", uptime[24] = "-", step[32] = "-", rate[24] = "-",
+                 age[24] = "-", score[24] = "-";
             if (r->pid >= 0) snprintf(pid, sizeof pid, "%.0f", r->pid);
             if (r->alive >= 0) snprintf(alive, sizeof alive, "%s", r->alive > 0 ? "yes" : "no");
             if (r->uptime >= 0) snprintf(uptime, sizeof uptime, "%.1fs", r->uptime);
@@ -135,13 +153,15 @@ int ctl_status_format(const char *metrics, int health_status, const char *health
             if (r->rate >= 0) snprintf(rate, sizeof rate, "%.2f", r->rate);
             if (r->age >= 0) snprintf(age, sizeof age, "%.2fs", r->age);
             if (r->score >= 0) snprintf(score, sizeof score, "%.2f", r->score);
-            elastic__text_printf(out, "%6d %6d %8s %5s %9s %10s %9s %10s %9s\n", r->rank, r->local_rank, pid, alive, uptime,
-                               step, rate, age, score);
+            elastic__text_printf(out, "%6d %6d %8s %5s %9s %10s %9s %10s %9s\n", r->rank,
+                                 r->local_rank, pid, alive, uptime, step, rate, age, score);
         }
-        elastic__text_printf(out, "failures: hang %.0f, startup %.0f, straggler %.0f, user %.0f, exit %.0f\n",
-                           v->failures[0], v->failures[1], v->failures[2], v->failures[3], v->failures[4]);
-        elastic__text_printf(out, "recoveries: restart %.0f (last %.3f s), in-process %.0f (last %.3f s)\n",
-                           v->recoveries[0], v->recovery_last[0], v->recoveries[1], v->recovery_last[1]);
+        elastic__text_printf(
+            out, "failures: hang %.0f, startup %.0f, straggler %.0f, user %.0f, exit %.0f\n",
+            v->failures[0], v->failures[1], v->failures[2], v->failures[3], v->failures[4]);
+        elastic__text_printf(
+            out, "recoveries: restart %.0f (last %.3f s), in-process %.0f (last %.3f s)\n",
+            v->recoveries[0], v->recovery_last[0], v->recoveries[1], v->recovery_last[1]);
         if (v->node_scores[0] != '\0')
             elastic__text_printf(out, "node straggler scores (job-wide): %s\n", v->node_scores);
     }
@@ -157,10 +177,12 @@ int ctl_status(const char *endpoint, int timeout_ms, FILE *out)
     elastic__text_init(&text, 1u << 20);
     int metrics_status = 0, health_status = 0;
     int rc = elastic__http_get(endpoint, "/metrics", timeout_ms, &metrics, &metrics_status);
-    if (rc == 0 && metrics_status != 200) rc = elastic__fail(ELASTIC_EPROTO, "/metrics answered %d", metrics_status);
+    if (rc == 0 && metrics_status != 200)
+        rc = elastic__fail(ELASTIC_EPROTO, "/metrics answered %d", metrics_status);
     if (rc == 0) rc = elastic__http_get(endpoint, "/healthz", timeout_ms, &health, &health_status);
     if (rc == 0)
-        rc = ctl_status_format(metrics.data ? metrics.data : "", health_status, health.data ? health.data : "", &text);
+        rc = ctl_status_format(metrics.data ? metrics.data : "", health_status,
+                               health.data ? health.data : "", &text);
     if (rc == 0 && text.data != NULL) fputs(text.data, out);
     elastic__text_free(&metrics);
     elastic__text_free(&health);

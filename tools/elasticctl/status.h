@@ -10,6 +10,7 @@
 #include "common/text.h"
 
 /* Appends the job at a glance to out; ELASTIC_EPROTO for a malformed page. */
-int ctl_status_format(const char *metrics, int health_status, const char *health_body, elastic__text *out);
+int ctl_status_format(const char *metrics, int health_status, const char *health_body,
+                      elastic__text *out);
 
 #endif /* ELASTICCTL_STATUS_H */

@@ -12,36 +12,36 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define TIMELINE_MAX_NODES 256
-#define TIMELINE_MAX_LOCAL 64        /* worker lanes per node */
+#define TIMELINE_MAX_NODES  256
+#define TIMELINE_MAX_LOCAL  64 /* worker lanes per node */
 #define TIMELINE_MAX_EVENTS 500000
-#define TIMELINE_MAX_LINE 8192       /* one event line, newline included */
-#define TIMELINE_MAX_FILES 256
+#define TIMELINE_MAX_LINE   8192 /* one event line, newline included */
+#define TIMELINE_MAX_FILES  256
 
 typedef enum timeline_kind {
     TL_AGENT_STARTED,
-    TL_GENERATION_FORMED,            /* value: world size, value2: nodes */
+    TL_GENERATION_FORMED, /* value: world size, value2: nodes */
     TL_WORKER_STARTED,
-    TL_WORKER_EXITED,                /* value: exit code, value2: signal */
-    TL_FAILURE,                      /* a local worker failed; value/value2 as above, text: reason */
-    TL_HANG,                         /* a hang or startup probe fired; text: reason */
-    TL_PROBE,                        /* another probe (straggler, user); text: reason */
-    TL_GENERATION_ENDED,             /* ended by another node; text: reason */
-    TL_GENERATION_STOPPED,           /* value: stop ms */
-    TL_RESTARTED,                    /* value: recovery ms */
-    TL_CHECKPOINT,                   /* value: step */
-    TL_WAITING,                      /* value: nodes joined, text: missing */
-    TL_FENCED,                       /* text: reason */
-    TL_JOB_END,                      /* value: exit code, text: status */
+    TL_WORKER_EXITED,      /* value: exit code, value2: signal */
+    TL_FAILURE,            /* a local worker failed; value/value2 as above, text: reason */
+    TL_HANG,               /* a hang or startup probe fired; text: reason */
+    TL_PROBE,              /* another probe (straggler, user); text: reason */
+    TL_GENERATION_ENDED,   /* ended by another node; text: reason */
+    TL_GENERATION_STOPPED, /* value: stop ms */
+    TL_RESTARTED,          /* value: recovery ms */
+    TL_CHECKPOINT,         /* value: step */
+    TL_WAITING,            /* value: nodes joined, text: missing */
+    TL_FENCED,             /* text: reason */
+    TL_JOB_END,            /* value: exit code, text: status */
     TL_KINDS
 } timeline_kind;
 
 typedef struct timeline_event {
-    uint64_t ts_ms;                  /* wall clock */
-    int kind;                        /* timeline_kind */
-    int node;                        /* index into timeline.nodes */
-    int local_rank, rank;            /* -1: the node itself */
-    int64_t generation;              /* -1: unknown */
+    uint64_t ts_ms;       /* wall clock */
+    int kind;             /* timeline_kind */
+    int node;             /* index into timeline.nodes */
+    int local_rank, rank; /* -1: the node itself */
+    int64_t generation;   /* -1: unknown */
     int64_t value, value2;
     char text[200];
 } timeline_event;
@@ -51,10 +51,10 @@ typedef struct timeline {
     char nodes[TIMELINE_MAX_NODES][160];
     int node_count;
     int local_count[TIMELINE_MAX_NODES]; /* worker lanes of each node */
-    timeline_event *events;          /* sorted by time (stable: file order within a millisecond) */
+    timeline_event *events; /* sorted by time (stable: file order within a millisecond) */
     size_t count, cap;
-    uint64_t t0_ms, t1_ms;           /* first and last event */
-    size_t skipped;                  /* lines that were not events of this job (other run_id, unknown) */
+    uint64_t t0_ms, t1_ms; /* first and last event */
+    size_t skipped;        /* lines that were not events of this job (other run_id, unknown) */
 } timeline;
 
 /* Reads the event logs (each line bounded and validated). run_id NULL: the

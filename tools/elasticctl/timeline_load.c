@@ -13,11 +13,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[TL_KINDS] = {
-    "agent_started", "generation_formed", "worker_started", "worker_exited", "failure", "hang", "probe",
-    "generation_ended", "generation_stopped", "restarted", "checkpoint", "waiting", "fenced", "job_end"};
+static const char *const kind_names[TL_KINDS] = { "agent_started",
+                                                  "generation_formed",
+                                                  "worker_started",
+                                                  "worker_exited",
+                                                  "failure",
+                                                  "hang",
+                                                  "probe",
+                                                  "generation_ended",
+                                                  "generation_stopped",
+                                                  "restarted",
+                                                  "checkpoint",
+                                                  "waiting",
+                                                  "fenced",
+                                                  "job_end" };
 
-const char *timeline__kind_name(int kind) { return kind >= 0 && kind < TL_KINDS ? kind_names[kind] : "?"; }
+const char *timeline__kind_name(int kind)
+{
+    return kind >= 0 && kind < TL_KINDS ? kind_names[kind] : "?";
+}
 
 static int node_index(timeline *t, const char *name)
 {
@@ -33,7 +47,9 @@ static int kind_of(const char *event, json_object *obj)
 {
     if (strcmp(event, "probe_failed") == 0) {
         const char *probe = json__get_string(obj, "probe");
-        return probe != NULL && (strcmp(probe, "hang") == 0 || strcmp(probe, "startup") == 0) ? TL_HANG : TL_PROBE;
+        return probe != NULL && (strcmp(probe, "hang") == 0 || strcmp(probe, "startup") == 0)
+                   ? TL_HANG
+                   : TL_PROBE;
     }
     if (strcmp(event, "straggler_evicted") == 0) return TL_PROBE; /* marked as a probe's verdict */
     for (int k = 0; k < TL_KINDS; k++)
@@ -65,22 +81,29 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
     const char *event = json__get_string(obj, "event"), *run = json__get_string(obj, "run_id"),
                *node = json__get_string(obj, "node");
     int64_t ts = 0;
-    rc = !json_object_is_type(obj, json_type_object) || event == NULL || run == NULL || node == NULL ||
-                 !json__get_int(obj, "ts_ms", 0, INT64_C(1) << 52, &ts)
+    rc = !json_object_is_type(obj, json_type_object) || event == NULL || run == NULL ||
+                 node == NULL || !json__get_int(obj, "ts_ms", 0, INT64_C(1) << 52, &ts)
              ? elastic__fail(ELASTIC_EPROTO, "not an event (needs ts_ms, event, run_id, node)")
              : 0;
-    if (rc == 0 && strlen(run) >= sizeof t->run_id) rc = elastic__fail(ELASTIC_EPROTO, "run_id too long");
-    if (rc == 0 && strlen(node) >= sizeof t->nodes[0]) rc = elastic__fail(ELASTIC_EPROTO, "node too long");
+    if (rc == 0 && strlen(run) >= sizeof t->run_id)
+        rc = elastic__fail(ELASTIC_EPROTO, "run_id too long");
+    if (rc == 0 && strlen(node) >= sizeof t->nodes[0])
+        rc = elastic__fail(ELASTIC_EPROTO, "node too long");
     int kind = rc == 0 ? kind_of(event, obj) : -1;
     if (rc != 0 || kind < 0 || (run_id != NULL && strcmp(run, run_id) != 0)) {
         if (rc == 0) t->skipped++;
         json_object_put(obj);
         return rc;
     }
-    if (t->run_id[0] == '\0') snprintf(t->run_id, sizeof t->run_id, "%s", run);
+    if (t->run_id[0] == '\0')
+        snprintf(t->run_id, sizeof t->run_id, "%s", run);
     else if (strcmp(t->run_id, run) != 0)
-        rc = elastic__fail(ELASTIC_EINVAL, "the logs hold two jobs (%s and %s): pick one with --run-id", t->run_id, run);
-    timeline_event e = {.ts_ms = (uint64_t)ts, .kind = kind, .local_rank = -1, .rank = -1, .generation = -1};
+        rc = elastic__fail(ELASTIC_EINVAL,
+                           "the logs hold two jobs (%s and %s): pick one with --run-id", t->run_id,
+                           run);
+    timeline_event e = {
+        .ts_ms = (uint64_t)ts, .kind = kind, .local_rank = -1, .rank = -1, .generation = -1
+    };
     if (rc == 0 && (e.node = node_index(t, node)) < 0)
         rc = elastic__fail(ELASTIC_ELIMIT, "more than %d nodes", TIMELINE_MAX_NODES);
     if (rc == 0) {
@@ -88,15 +111,26 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
         if (json__get_int(obj, "generation", 0, INT64_MAX / 2, &v)) e.generation = v;
         if (json__get_int(obj, "local_rank", 0, TIMELINE_MAX_LOCAL - 1, &v)) e.local_rank = (int)v;
         if (json__get_int(obj, "rank", -1, 1 << 24, &v)) e.rank = (int)v;
-        static const char *const value_keys[TL_KINDS] = {
-            [TL_GENERATION_FORMED] = "world_size", [TL_WORKER_EXITED] = "exit_code", [TL_FAILURE] = "exit_code",
-            [TL_GENERATION_STOPPED] = "stop_ms", [TL_RESTARTED] = "recovery_ms", [TL_CHECKPOINT] = "step",
-            [TL_WAITING] = "joined", [TL_JOB_END] = "exit_code"};
-        static const char *const value2_keys[TL_KINDS] = {
-            [TL_GENERATION_FORMED] = "group_world_size", [TL_WORKER_EXITED] = "signal", [TL_FAILURE] = "signal"};
-        if (value_keys[kind] != NULL && json__get_int(obj, value_keys[kind], -1, INT64_MAX / 2, &v)) e.value = v;
-        if (value2_keys[kind] != NULL && json__get_int(obj, value2_keys[kind], -1, INT64_MAX / 2, &v)) e.value2 = v;
-        const char *text = json__get_string(obj, kind == TL_JOB_END ? "status" : kind == TL_WAITING ? "missing" : "reason");
+        static const char *const value_keys[TL_KINDS] = { [TL_GENERATION_FORMED] = "world_size",
+                                                          [TL_WORKER_EXITED] = "exit_code",
+                                                          [TL_FAILURE] = "exit_code",
+                                                          [TL_GENERATION_STOPPED] = "stop_ms",
+                                                          [TL_RESTARTED] = "recovery_ms",
+                                                          [TL_CHECKPOINT] = "step",
+                                                          [TL_WAITING] = "joined",
+                                                          [TL_JOB_END] = "exit_code" };
+        static const char *const value2_keys[TL_KINDS] = { [TL_GENERATION_FORMED] =
+                                                               "group_world_size",
+                                                           [TL_WORKER_EXITED] = "signal",
+                                                           [TL_FAILURE] = "signal" };
+        if (value_keys[kind] != NULL && json__get_int(obj, value_keys[kind], -1, INT64_MAX / 2, &v))
+            e.value = v;
+        if (value2_keys[kind] != NULL &&
+            json__get_int(obj, value2_keys[kind], -1, INT64_MAX / 2, &v))
+            e.value2 = v;
+        const char *text = json__get_string(obj, kind == TL_JOB_END   ? "status"
+                                                 : kind == TL_WAITING ? "missing"
+                                                                      : "reason");
         if (text != NULL) snprintf(e.text, sizeof e.text, "%s", text);
         if (strcmp(event, "straggler_evicted") == 0) {
             const char *score = json__get_string(obj, "score");
@@ -106,12 +140,17 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
                      score != NULL ? score : "?", named ? "; replaced by " : "",
                      named ? spare : "");
         }
-        if (kind == TL_CHECKPOINT && json__get_int(obj, "saved_ms", 0, INT64_C(1) << 52, &v)) e.ts_ms = (uint64_t)v;
+        if (kind == TL_CHECKPOINT && json__get_int(obj, "saved_ms", 0, INT64_C(1) << 52, &v))
+            e.ts_ms = (uint64_t)v;
         /* A worker event without a usable local rank cannot have a lane. */
-        bool needs_lane = kind == TL_WORKER_STARTED || kind == TL_WORKER_EXITED || kind == TL_CHECKPOINT;
-        if (needs_lane && e.local_rank < 0) t->skipped++;
-        else rc = push(t, &e);
-        if (rc == 0 && e.local_rank >= t->local_count[e.node]) t->local_count[e.node] = e.local_rank + 1;
+        bool needs_lane =
+            kind == TL_WORKER_STARTED || kind == TL_WORKER_EXITED || kind == TL_CHECKPOINT;
+        if (needs_lane && e.local_rank < 0)
+            t->skipped++;
+        else
+            rc = push(t, &e);
+        if (rc == 0 && e.local_rank >= t->local_count[e.node])
+            t->local_count[e.node] = e.local_rank + 1;
     }
     json_object_put(obj);
     return rc;
@@ -120,13 +159,16 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
 static int load_file(timeline *t, const char *path, const char *run_id)
 {
     FILE *f = fopen(path, "r");
-    if (f == NULL) return elastic__fail(errno == ENOENT ? ELASTIC_ENOTFOUND : ELASTIC_EIO, "%s: %s", path, strerror(errno));
+    if (f == NULL)
+        return elastic__fail(errno == ENOENT ? ELASTIC_ENOTFOUND : ELASTIC_EIO, "%s: %s", path,
+                             strerror(errno));
     char *line = malloc(TIMELINE_MAX_LINE + 1);
     int rc = line == NULL ? elastic__fail(ELASTIC_ENOMEM, "out of memory") : 0;
     for (long number = 1; rc == 0 && fgets(line, TIMELINE_MAX_LINE + 1, f) != NULL; number++) {
         size_t len = strlen(line);
         if (len == TIMELINE_MAX_LINE && line[len - 1] != '\n') {
-            rc = elastic__fail(ELASTIC_ELIMIT, "%s:%ld: a line longer than %d bytes", path, number, TIMELINE_MAX_LINE);
+            rc = elastic__fail(ELASTIC_ELIMIT, "%s:%ld: a line longer than %d bytes", path, number,
+                               TIMELINE_MAX_LINE);
             break;
         }
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
@@ -177,7 +219,8 @@ int timeline__load(const char *const *paths, int count, const char *run_id, time
     int rc = 0;
     for (int i = 0; i < count && rc == 0; i++) rc = load_file(out, paths[i], run_id);
     if (rc == 0 && out->count == 0)
-        rc = elastic__fail(ELASTIC_ENOTFOUND, "no events%s%s in the logs", run_id ? " of job " : "", run_id ? run_id : "");
+        rc = elastic__fail(ELASTIC_ENOTFOUND, "no events%s%s in the logs", run_id ? " of job " : "",
+                           run_id ? run_id : "");
     if (rc == 0) rc = sort_by_time(out);
     if (rc != 0) {
         timeline__free(out);
