@@ -253,6 +253,12 @@ $(OUT)/test/abi/%: test/abi/%.c $(SHARED_LIB)
 
 # The public header must stand alone in strict C99 and in C++, and so must
 # each module header included first and alone.
+# One style for every C file (.clang-format); `make format` rewrites them in place.
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null | grep -v '^bindings/rust')
+.PHONY: format
+format:
+	clang-format -i $(FORMAT_FILES)
+
 header-check: deps-present
 	@mkdir -p $(OUT)/header
 	$(CC) -std=c99 -pedantic -Werror -Wall -Wextra -Iinclude -fsyntax-only test/header/header_c99.c

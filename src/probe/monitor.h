@@ -19,10 +19,9 @@ typedef struct monitored_worker {
     probe__hang_state hang;
     channel__hb_snapshot last;
     uint64_t rate_since_ns;
-    double steps_per_second; /* < 0: not measured yet (no two beats) */
-    int shown_pid;
-    uint64_t ckpt_saves_seen;
-        /* the slot's ckpt_saves already passed to on_checkpoint */ /* the last process in the slot, kept after it exited (status) */
+    double steps_per_second;  /* < 0: not measured yet (no two beats) */
+    int shown_pid;            /* the last process in the slot, kept after it exited (status) */
+    uint64_t ckpt_saves_seen; /* the slot's ckpt_saves already passed to on_checkpoint */
     uint64_t started_ns, exited_ns; /* its start and end (monotonic; exited 0: running) */
     probe__stack_dump *dump;
     uv_timer_t dump_timer; /* waits for the worker's own backtrace */
