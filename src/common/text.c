@@ -28,6 +28,21 @@ static bool reserve(elastic__text *t, size_t need)
     return true;
 }
 
+/* Room for `want` more bytes and the NUL, cut at the ceiling (overflow
+ * marked); false when even that cannot be allocated. */
+static bool make_room(elastic__text *t, size_t *want)
+{
+    if (t->len + *want > t->max) {
+        t->overflow = true;
+        *want = t->max - t->len;
+    }
+    if (!reserve(t, t->len + *want + 1)) {
+        t->overflow = true;
+        return false;
+    }
+    return true;
+}
+
 void elastic__text_printf(elastic__text *t, const char *fmt, ...)
 {
     va_list args;
@@ -36,14 +51,7 @@ void elastic__text_printf(elastic__text *t, const char *fmt, ...)
     va_end(args);
     if (n < 0) return;
     size_t want = (size_t)n;
-    if (t->len + want > t->max) {
-        t->overflow = true;
-        want = t->max - t->len;
-    }
-    if (!reserve(t, t->len + want + 1)) {
-        t->overflow = true;
-        return;
-    }
+    if (!make_room(t, &want)) return;
     char *scratch = t->data + t->len;
     va_start(args, fmt);
     vsnprintf(scratch, want + 1, fmt, args);
@@ -54,14 +62,7 @@ void elastic__text_printf(elastic__text *t, const char *fmt, ...)
 void elastic__text_append(elastic__text *t, const void *bytes, size_t len)
 {
     size_t want = len;
-    if (t->len + want > t->max) {
-        t->overflow = true;
-        want = t->max - t->len;
-    }
-    if (!reserve(t, t->len + want + 1)) {
-        t->overflow = true;
-        return;
-    }
+    if (!make_room(t, &want)) return;
     if (want > 0) memcpy(t->data + t->len, bytes, want);
     t->len += want;
     t->data[t->len] = '\0';

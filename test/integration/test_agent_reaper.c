@@ -46,6 +46,26 @@ static int run_dirs_of(const char *dir, pid_t pid)
     return count;
 }
 
+/* Waits for every pid listed in the file (one per line) to be gone, killing
+ * and failing on the first that outlives the deadline; returns how many. */
+static int wait_all_gone(const char *pids)
+{
+    char *text = agent_harness_read_file(pids);
+    ASSERT(text != NULL);
+    int checked = 0;
+    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        pid_t pid = (pid_t)atol(line);
+        ASSERT(pid > 1);
+        if (!agent_harness_wait_gone(pid, test_scaled_ms(5000))) {
+            kill(pid, SIGKILL);
+            FAIL("pid %d outlived the SIGKILLed agent", (int)pid);
+        }
+        checked++;
+    }
+    free(text);
+    return checked;
+}
+
 TEST_TIMEOUT(agent_sigkill_takes_every_worker_descendant_and_run_dir_along, 60)
 {
     char pids[1024], script[4096], tmp_env[4200];
@@ -67,20 +87,7 @@ TEST_TIMEOUT(agent_sigkill_takes_every_worker_descendant_and_run_dir_along, 60)
     ASSERT_EQ(kill(agent, SIGKILL), 0);
     int status;
     ASSERT(agent_harness_wait_exit(agent, test_scaled_ms(5000), &status));
-    char *text = agent_harness_read_file(pids);
-    ASSERT(text != NULL);
-    int checked = 0;
-    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-        pid_t pid = (pid_t)atol(line);
-        ASSERT(pid > 1);
-        if (!agent_harness_wait_gone(pid, test_scaled_ms(5000))) {
-            kill(pid, SIGKILL);
-            FAIL("pid %d outlived the SIGKILLed agent", (int)pid);
-        }
-        checked++;
-    }
-    free(text);
-    ASSERT_EQ(checked, 3);
+    ASSERT_EQ(wait_all_gone(pids), 3);
     for (int waited = 0; run_dirs_of(tmp, agent) > 0 && waited < test_scaled_ms(5000); waited += 20)
         usleep(20 * 1000);
     ASSERT_EQ(run_dirs_of(tmp, agent), 0);
@@ -171,20 +178,7 @@ TEST_TIMEOUT(agent_replaces_a_killed_reaper_so_workers_still_die_with_it, 60)
     ASSERT_EQ(kill(agent, SIGKILL), 0);
     int status;
     ASSERT(agent_harness_wait_exit(agent, test_scaled_ms(5000), &status));
-    char *text = agent_harness_read_file(pids);
-    ASSERT(text != NULL);
-    int checked = 0;
-    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-        pid_t pid = (pid_t)atol(line);
-        ASSERT(pid > 1);
-        if (!agent_harness_wait_gone(pid, test_scaled_ms(5000))) {
-            kill(pid, SIGKILL);
-            FAIL("pid %d outlived the SIGKILLed agent after its reaper was replaced", (int)pid);
-        }
-        checked++;
-    }
-    free(text);
-    ASSERT_EQ(checked, 2);
+    ASSERT_EQ(wait_all_gone(pids), 2);
     char err_path[1024];
     char *err = agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "agent.err"));
     if (err == NULL || strstr(err, "starting another") == NULL)
