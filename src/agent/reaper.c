@@ -275,6 +275,9 @@ static int fork_reaper(agent_group *group)
     }
     if (pid == 0) {
         close(fds[1]);
+        /* A replacement is forked from inside the workers' cgroup: out of it
+         * first, or its own cgroup.kill would end it before it cleans up. */
+        if (group->reaper_cgroup[0] != '\0') join_cgroup(group->reaper_parent_cgroup);
         reaper_main(fds[0], group->reaper_cgroup, group->probe_dir);
     }
     close(fds[0]);

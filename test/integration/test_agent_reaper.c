@@ -179,6 +179,10 @@ TEST_TIMEOUT(agent_replaces_a_killed_reaper_so_workers_still_die_with_it, 60)
     int status;
     ASSERT(agent_harness_wait_exit(agent, test_scaled_ms(5000), &status));
     ASSERT_EQ(wait_all_gone(pids), 2);
+    /* The replacement also cleans up after the agent: its run directory goes. */
+    for (int waited = 0; run_dirs_of(tmp, agent) > 0 && waited < test_scaled_ms(5000); waited += 20)
+        usleep(20 * 1000);
+    ASSERT_EQ(run_dirs_of(tmp, agent), 0);
     char err_path[1024];
     char *err = agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "agent.err"));
     if (err == NULL || strstr(err, "starting another") == NULL)
