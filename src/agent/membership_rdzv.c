@@ -4,7 +4,9 @@
  * the rendezvous' monitor thread reports a generation's end to the group.
  * On etcd, next() also gives the generation its job store (jobstore.c).
  */
-#include "agent/group.h"
+#include "agent/membership.h"
+
+#include "agent/generation_store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
