@@ -112,11 +112,11 @@ static int setup_store(elastic_agent *agent)
     char host[256];
     int port, rc;
     /* On etcd a store without a configured token gets a random one per host,
-     * published in etcd (jobstore.c): no warning about an open store then. */
+     * published in etcd (generation_store.c): no warning about an open store then. */
     if ((rc = agent__token_load(&agent->conf, !local_only(agent) && !on_etcd(agent),
                                 &agent->token)) != 0)
         return rc;
-    if (on_etcd(agent)) { /* no store yet: each generation's rank 0 hosts one (jobstore.c) */
+    if (on_etcd(agent)) { /* no store yet: each generation's rank 0 hosts one (generation_store.c) */
         agent_jobstore *js = &agent->jobstore;
         js->bind_host = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr
                         : o->local_addr != NULL                ? o->local_addr
