@@ -9,18 +9,18 @@
  * event is looked at: nothing re-enters the machine. After each event the one
  * "every worker stopped" check runs (check_stopped).
  *
- *   IDLE --start--> RENDEZVOUS --formed--> RUNNING --every worker exited 0--> ENDING --> DONE (0)
- *                     ^    |                  |
- *                     |    |                  | a local worker unhealthy, the generation
- *                     |    |                  | ended elsewhere, SIGTERM/SIGINT, evicted
- *                     |    |                  v
- *                     +----|-- restart --- STOPPING (SIGTERM to every worker's process group,
- *                     |    |                  |       SIGKILL after the grace period)
- *                     |    |                  +-- evicted --> QUARANTINED --timer--+
- *                     |    |                  | shutdown: leave                    |
- *                     |    v                  v                                    |
- *                     |  ENDING --------> DONE   (budget exhausted, job closed...) |
- *                     +------------------------------------------------------------+
+ *   IDLE --start--> RENDEZVOUS --formed--> RUNNING --all exited 0: finish--> ENDING --> DONE
+ *                    ^    |                   |                                  ^
+ *                    |    +-- failed: summary-|----------------------------------+
+ *                    |                        | a local worker unhealthy, the    |
+ *                    |                        | generation ended elsewhere,      |
+ *                    |                        | SIGTERM/SIGINT, evicted          |
+ *                    |                        v                                  |
+ *                    +------ restart ----- STOPPING ------ shutdown: leave ------+
+ *                    |                        | evicted (quarantine 0: DONE)
+ *                    +------ timer ------ QUARANTINED
+ *
+ * (A stop request in RENDEZVOUS or QUARANTINED ends at once: DONE.)
  *
  * ENDING: the job is over here and its last store call (finish, leave, the
  * summary) is in flight; DONE follows when it is back. docs/ARCHITECTURE.md
