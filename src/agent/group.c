@@ -593,18 +593,34 @@ static agent_group_event *copy_event(const agent_group_event *event)
     return ev;
 }
 
-/* Runs the queue to empty, in order; events posted meanwhile join its end. */
+/* What the machine's own handling of one event posted (a worker that could
+ * not start, an eviction accepted) goes first, in the order posted: it is
+ * the consequence of that event, as if it had been handled inline, but only
+ * once the transition that caused it is complete. */
+static void take_nested(agent_group *group)
+{
+    if (group->nested == NULL) return;
+    group->nested_tail->next = group->pending;
+    if (group->pending == NULL) group->pending_tail = group->nested_tail;
+    group->pending = group->nested;
+    group->nested = group->nested_tail = NULL;
+}
+
+/* Runs the queue to empty, one event at a time, each followed by the stopped check. */
 static void drain(agent_group *group)
 {
     if (group->draining) return;
     group->draining = true;
+    take_nested(group);
     while (group->pending != NULL) {
         agent_group_event *ev = group->pending;
         group->pending = ev->next;
         if (group->pending == NULL) group->pending_tail = NULL;
         on_event(group, ev);
         free_event(ev);
+        take_nested(group);
         check_stopped(group);
+        take_nested(group);
     }
     group->draining = false;
 }
@@ -616,8 +632,17 @@ void agent__group_post(agent_group *group, const agent_group_event *event)
         if (event->kind == AGENT_GROUP_CALL_DONE) agent__call_free(event->call);
         return;
     }
-    enqueue(group, ev);
-    drain(group); /* from a loop callback: now; from inside the machine: after this event */
+    if (group->draining) { /* from inside the machine: once the current event is handled */
+        ev->next = NULL;
+        if (group->nested_tail != NULL)
+            group->nested_tail->next = ev;
+        else
+            group->nested = ev;
+        group->nested_tail = ev;
+        return;
+    }
+    enqueue(group, ev); /* from a loop callback: now */
+    drain(group);
 }
 
 void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, const char *reason,
@@ -749,6 +774,7 @@ bool agent__group_close(agent_group *group)
 
 void agent__group_destroy(agent_group *group)
 {
+    take_nested(group);
     while (group->pending != NULL) {
         agent_group_event *next = group->pending->next;
         free_event(group->pending);

@@ -126,8 +126,10 @@ typedef struct agent_group {
     uv_async_t wake; /* stop requests and membership news from other threads */
 
     /* Events posted to the state machine, drained in order on the loop
-     * (agent__group_post); never handled inside the poster's call. */
+     * (agent__group_post); one posted while an event is being handled waits
+     * in `nested` and goes first once that event is done. */
     struct agent_group_event *pending, *pending_tail;
+    struct agent_group_event *nested, *nested_tail;
     bool draining;
 
     /* from other threads (guarded by lock) and from signal handlers (atomic) */
@@ -186,7 +188,8 @@ int agent__group_init(agent_group *group, uv_loop_t *loop);
 void agent__group_start(agent_group *group);
 /* Queues `event` (copied) for the state machine, on the loop thread. Never
  * handled inside this call when the machine is busy: a transition that
- * makes a helper post (workers_start in generation_formed) finishes first. */
+ * makes a helper post (workers_start in generation_formed) finishes first,
+ * then its posts are handled, before events that were already waiting. */
 void agent__group_post(agent_group *group, const agent_group_event *event);
 /* Shorthands for the worker events. */
 void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, const char *reason,
