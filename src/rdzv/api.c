@@ -1,7 +1,7 @@
 /*
  * The rendezvous handle: options, open/free, and the calls a member makes
  * during a generation (end it, watch for its end, finish, leave, end the job).
- * Joining lives in join.c, the watcher thread in monitor.c.
+ * Joining lives in join.c, the watcher thread in ring_monitor.c.
  */
 #include "rdzv/rdzv.h"
 
