@@ -78,7 +78,9 @@ SONAME := libelastic.so.$(VERSION_MAJOR)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOLS := $(patsubst tools/%.c,$(BIN_OUT)/%,$(TOOL_SRC))
 
-TEST_SRC := $(sort $(wildcard test/unit/*.c test/integration/*.c)) test/runner.c
+# Tests: test/unit (in the test's own process), test/integration (start processes:
+# elasticrun, helpers, etcd), test/support (the fixtures and harnesses they share).
+TEST_SRC := $(sort $(wildcard test/unit/*.c test/integration/*.c test/support/*.c)) test/runner.c
 TEST_OBJ := $(patsubst %.c,$(OUT)/%.o,$(TEST_SRC))
 TEST_BIN := $(OUT)/test/run_tests
 # Helper programs the integration tests start (test/helpers/<name>.c -> one binary each).

@@ -4,7 +4,7 @@
  * with the worker's error file as a traceback, "waiting for nodes" naming the
  * missing node, and one short line for an unreachable store.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <sys/stat.h>

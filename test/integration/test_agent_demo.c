@@ -3,7 +3,7 @@
  * SIGKILLed midway, the group resumes from the last checkpoint, and the
  * final weights equal those of a run without the failure.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

@@ -3,7 +3,7 @@
  * LocalElasticAgent sets, with the values torchrun would give, plus ours;
  * and the per-generation, per-rank log directory.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

@@ -5,8 +5,8 @@
  * store and resume from the checkpoint; etcd's leader can die without a new
  * generation; etcd gone past the lease fences every node.
  */
-#include "integration/agent_harness.h"
-#include "integration/etcd_fixture.h"
+#include "support/agent_harness.h"
+#include "support/etcd_fixture.h"
 #include "test.h"
 
 #include <signal.h>

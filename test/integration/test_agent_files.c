@@ -3,7 +3,7 @@
  * directory or an error file will go is not followed, and the log tree,
  * event log and error file are private (0700 directories, 0600 files).
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

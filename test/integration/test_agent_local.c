@@ -4,7 +4,7 @@
  * agent leaving no process behind, prompt success, and the command line's
  * exit code 2.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

@@ -5,7 +5,7 @@
  * an exhausted budget ends every agent with the failing rank named; a
  * c10d agent whose endpoint is local hosts the store itself.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

@@ -3,7 +3,7 @@
  * workers step at 20 ms and at 60 ms (3x slower); both agents find the slow
  * node through the store's per-node records and name it, and only it.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

@@ -3,7 +3,7 @@
  * (PYTHON_EXEC) and its version, --help mentions PYTHON_EXEC, and a worker
  * that dies of ModuleNotFoundError gets a PYTHON_EXEC hint in the summary.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

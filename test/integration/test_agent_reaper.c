@@ -4,7 +4,7 @@
  * SIGKILLed (the reaper process), and the agent's run directory goes with it
  * (in TMPDIR, which the agent honours).
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <dirent.h>

@@ -5,7 +5,7 @@
  * refused naming the file and line.
  */
 #include "elasticctl/timeline.h"
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <sys/wait.h>

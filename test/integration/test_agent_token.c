@@ -4,7 +4,7 @@
  * environment; without a token a multi-node job warns once, or refuses
  * under require_token.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

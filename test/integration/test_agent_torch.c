@@ -3,7 +3,7 @@
  * init_process_group("env://"), a worker SIGKILLed, the group restarted with
  * correct ranks. Skipped (with the reason) when /usr/bin/python3 lacks torch.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

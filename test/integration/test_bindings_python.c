@@ -3,7 +3,7 @@
  * library and tools of this build. Skipped with the reason when
  * /usr/bin/python3 or pytest is missing, or when the library is sanitized.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

@@ -4,7 +4,7 @@
  * against the library and tools of this build. Skipped with the reason when
  * cargo or Debian's packaged crates are missing, or under ThreadSanitizer.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

@@ -4,7 +4,7 @@
  * in-process recovery the same hang costs no process: the agent aborts and
  * reconfigures the workers, the library rebuilds the communicator inside
  * poll, and training finishes. */
-#include "agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

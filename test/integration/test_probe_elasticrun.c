@@ -3,7 +3,7 @@
  * recovers; in-process recovery keeps the survivors' processes and the toy
  * training result is still right; the metrics endpoint is scraped, parsed and
  * summarised by `elasticctl status`; and the trainer runs alone as well. */
-#include "agent_harness.h"
+#include "support/agent_harness.h"
 #include "common/prom.h"
 #include "probe/probe.h"
 #include "test.h"

@@ -4,8 +4,8 @@
  * waiting, leases), fencing when etcd stops answering, and whole
  * rendezvous rounds (formation, a lost node, endpoint failover).
  */
-#include "integration/etcd_fixture.h"
-#include "integration/test_rdzv_fixture.h"
+#include "support/etcd_fixture.h"
+#include "support/rdzv_fixture.h"
 #include "rdzv/backend.h"
 
 #include <pthread.h>

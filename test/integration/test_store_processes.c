@@ -1,6 +1,6 @@
 /* The store across real processes: `elasticctl store serve`, lease holders
  * that are stopped or killed, and a server killed under pending calls. */
-#include "../unit/store_fixture.h"
+#include "support/store_fixture.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -5,8 +5,8 @@
  * monitors across many generation changes; the worker's abort hook firing
  * while the trainer polls; asynchronous checkpoint saves racing close.
  */
-#include "test_probe_harness.h"
-#include "test_rdzv_fixture.h"
+#include "support/probe_harness.h"
+#include "support/rdzv_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>
