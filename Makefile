@@ -1,7 +1,8 @@
 # libelastic — one entry point for building, testing, benchmarking and installing.
 #
 #   make            library (lib/), tools (bin/)
-#   make test       the whole suite (TAP, "N passed, N failed" at the end)
+#   make test       the whole suite (TAP, "N passed, N failed" at the end);
+#                   TEST_FILTER=store runs a module's tests (see "tests" below)
 #   make check      the suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan       the suite under ThreadSanitizer
 #   make valgrind   the suite under valgrind memcheck
@@ -273,7 +274,15 @@ header-check: deps-present
 	@if [ -f "$(CUDA_HOME)/include/nccl.h" ]; then echo "header-check: src/nccl/nccl.h against $(CUDA_HOME)/include/nccl.h"; \
 	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nccl_layout.c; fi
 
-# TEST_FILTER=substring runs only the matching tests.
+# TEST_FILTER selects tests; it is passed to the runner (test/runner.c) as its
+# arguments. Every test's name starts with its module (store_, rdzv_, ckpt_,
+# common_, agent_, ...), so TEST_FILTER=common runs the common tests. A word is
+# a substring, =NAME (or --exact NAME) one test by its exact name, and --list
+# prints the selected names instead of running them:
+#   make test TEST_FILTER=store            every test whose name contains "store"
+#   make test TEST_FILTER="rdzv_etcd ckpt_async"
+#   make test TEST_FILTER==store_wait_times_out
+#   build/release/test/run_tests --list    every test's name, one per line
 test: deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE)
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
 	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \

@@ -61,7 +61,7 @@ static bool line_starting(const char *text, const char *prefix, char *out, size_
     return false;
 }
 
-TEST_TIMEOUT(console_says_failure_restart_and_summary_and_quiet_silences_them, 90)
+TEST_TIMEOUT(agent_console_says_failure_restart_and_summary_and_quiet_silences_them, 90)
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
@@ -128,7 +128,7 @@ TEST_TIMEOUT(console_says_failure_restart_and_summary_and_quiet_silences_them, 9
     free(err);
 }
 
-TEST_TIMEOUT(console_root_cause_is_said_once_with_the_error_file_as_a_traceback, 90)
+TEST_TIMEOUT(agent_console_root_cause_is_said_once_with_the_error_file_as_a_traceback, 90)
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
@@ -169,7 +169,7 @@ TEST_TIMEOUT(console_root_cause_is_said_once_with_the_error_file_as_a_traceback,
     free(err);
 }
 
-TEST_TIMEOUT(console_root_cause_of_a_killed_worker_names_the_signal_once, 90)
+TEST_TIMEOUT(agent_console_root_cause_of_a_killed_worker_names_the_signal_once, 90)
 {
     char report[512], line[1024];
     agent_harness_path(report, sizeof report, "report");
@@ -204,7 +204,7 @@ TEST_TIMEOUT(console_root_cause_of_a_killed_worker_names_the_signal_once, 90)
     free(err);
 }
 
-TEST_TIMEOUT(console_waiting_for_nodes_names_the_missing_node, 180)
+TEST_TIMEOUT(agent_console_waiting_for_nodes_names_the_missing_node, 180)
 {
     elastic_store_server *server = NULL;
     ASSERT_OK(elastic_store_server_start(NULL, &server));
@@ -267,7 +267,7 @@ TEST_TIMEOUT(console_waiting_for_nodes_names_the_missing_node, 180)
     elastic_store_server_close(server);
 }
 
-TEST_TIMEOUT(console_unreachable_store_is_one_short_line_with_the_errno, 60)
+TEST_TIMEOUT(agent_console_unreachable_store_is_one_short_line_with_the_errno, 60)
 {
     /* A port nobody listens on: a server's, after it stopped. */
     elastic_store_server *server = NULL;
@@ -293,7 +293,7 @@ TEST_TIMEOUT(console_unreachable_store_is_one_short_line_with_the_errno, 60)
     free(err);
 }
 
-TEST_TIMEOUT(console_status_lists_workers_that_do_not_heartbeat, 90)
+TEST_TIMEOUT(agent_console_status_lists_workers_that_do_not_heartbeat, 90)
 {
     char report[512], err_path[512], line[512], endpoint[64];
     agent_harness_path(report, sizeof report, "report");
@@ -358,7 +358,7 @@ TEST_TIMEOUT(console_status_lists_workers_that_do_not_heartbeat, 90)
     ASSERT(agent_harness_wait_exit(agent, 30000, &status));
 }
 
-TEST_TIMEOUT(console_summary_names_the_last_checkpoint_a_worker_saved, 90)
+TEST_TIMEOUT(agent_console_summary_names_the_last_checkpoint_a_worker_saved, 90)
 {
     char dir[512], ckpt[600], events[600], trainer[1024];
     agent_harness_path(dir, sizeof dir, "ckpt-job");

@@ -27,7 +27,7 @@ static bool find_on_path(const char *name, char *out, size_t size)
     return false;
 }
 
-TEST_TIMEOUT(rust_bindings_cargo_tests_pass, 1200)
+TEST_TIMEOUT(bindings_rust_cargo_tests_pass, 1200)
 {
     char cargo[1024];
     if (!find_on_path("cargo", cargo, sizeof cargo))
