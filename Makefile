@@ -125,6 +125,33 @@ PKG_MODULES := libuv libzstd libssl libcrypto libxxhash libcurl json-c
 # bindings/rust builds offline from Debian's packaged crates (bindgen needs libclang).
 RUST_DEB_PACKAGES := cargo libclang-dev librust-bindgen-dev librust-libc-dev librust-pkg-config-dev
 
+# ---- build knob: ELASTIC_ETCD (zstd's ZSTD_LIB_* style: 1 builds the part, 0 leaves it out)
+# ELASTIC_ETCD=0 leaves out the etcd v3 client (src/etcd/) and the etcd rendezvous
+# backend (src/rdzv/backend_etcd*.c), and so libcurl: a trainer that only needs
+# the store, checkpoints and the worker API links less. `--rdzv-backend=etcd-v3`
+# then fails with "built without etcd (ELASTIC_ETCD=0)", elastic_has_feature("etcd")
+# is 0, and the tests that need etcd (those including support/etcd_fixture.h)
+# are not built. Objects are rebuilt when a knob changes ($(OUT)/knobs).
+ELASTIC_ETCD ?= 1
+ifeq ($(ELASTIC_ETCD),0)
+  ETCD_SRC := $(wildcard src/etcd/*.c src/rdzv/backend_etcd*.c)
+  LIB_SRC := $(filter-out $(ETCD_SRC),$(LIB_SRC))
+  LIB_OBJ := $(patsubst %.c,$(OUT)/%.o,$(LIB_SRC))
+  TEST_SRC := $(filter-out $(shell grep -l 'support/etcd_fixture.h' $(TEST_SRC)),$(TEST_SRC))
+  TEST_OBJ := $(patsubst %.c,$(OUT)/%.o,$(TEST_SRC))
+  LIBS := $(filter-out -lcurl,$(LIBS))
+  PKG_MODULES := $(filter-out libcurl,$(PKG_MODULES))
+  DEB_PACKAGES := $(filter-out libcurl4-openssl-dev,$(DEB_PACKAGES))
+  CFLAGS_ALL += -DELASTIC_WITH_ETCD=0
+  PC_KNOB_SED := -e 's| -lcurl||'
+else ifneq ($(ELASTIC_ETCD),1)
+  $(error ELASTIC_ETCD must be 1 (build the etcd client and backend) or 0 (leave them out))
+endif
+KNOBS += ELASTIC_ETCD=$(ELASTIC_ETCD)
+KNOB_STAMP := $(OUT)/knobs
+$(shell mkdir -p $(OUT) && { printf '%s\n' '$(KNOBS)' | cmp -s - $(KNOB_STAMP) || printf '%s\n' '$(KNOBS)' > $(KNOB_STAMP); })
+$(LIB_OBJ) $(TEST_OBJ): $(KNOB_STAMP)
+
 .PHONY: all deps deps-present test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
 
 all: deps-present $(SHARED_LIB) $(STATIC_LIB) $(TOOLS) $(EXAMPLES)
@@ -378,14 +405,14 @@ CARGO_ENV = cd bindings/rust && CARGO_TARGET_DIR=$(abspath $(RUST_TARGET_DIR)) E
 
 # The .pc names the install paths: rebuilt whenever PREFIX/LIBDIR/INCLUDEDIR
 # differ from the last build's (the stamp is rewritten only when they change).
-PC_VARS := $(PREFIX)|$(LIBDIR)|$(INCLUDEDIR)|$(VERSION)
+PC_VARS := $(PREFIX)|$(LIBDIR)|$(INCLUDEDIR)|$(VERSION)|$(KNOBS)
 build/pc-vars: FORCE
 	@mkdir -p build
 	@[ "$$(cat $@ 2>/dev/null)" = '$(PC_VARS)' ] || printf '%s\n' '$(PC_VARS)' > $@
 
 pkgconfig/elastic.pc: pkgconfig/elastic.pc.in build/pc-vars
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
-	  -e 's|@VERSION@|$(VERSION)|g' $< > $@
+	  -e 's|@VERSION@|$(VERSION)|g' $(PC_KNOB_SED) $< > $@
 
 install: all pkgconfig/elastic.pc
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/elastic $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR)
