@@ -178,7 +178,7 @@ lib: deps-present $(SHARED_LIB) $(STATIC_LIB)
 # ---- dependencies (deps/debian.txt) ----------------------------------------
 
 # The install line; apt-get update only when installing without it failed.
-APT_INSTALL = (apt-get install -y -q --no-install-recommends $(1) >/dev/null 2>&1 || \
+APT_INSTALL = (DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(1) >/dev/null 2>&1 || \
   (apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive \
    apt-get install -y -q --no-install-recommends $(1) >/dev/null))
 AS_ROOT = [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1
