@@ -88,13 +88,14 @@ TEST_TIMEOUT(build_without_agent_links_a_checkpoint_only_trainer_without_libuv, 
     if (src == NULL || lib_dir == NULL)
         FAIL("ELASTIC_SOURCE_DIR/ELASTIC_LIB_DIR not set (make test)");
     const char *tmp = test_tmpdir();
-    /* the suite's own make (its variables, jobserver, sanitizer variant) stays out */
+    /* the suite's own make (its variables, jobserver, sanitizer variant) stays out:
+     * the library is the release one, as a trainer would link it */
     char knobs[8192];
-    snprintf(
-        knobs, sizeof knobs,
-        "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C '%s' ELASTIC_AGENT=0 ELASTIC_ETCD=0 "
-        "OUT='%s/build' LIB_OUT='%s/lib'",
-        src, tmp, tmp);
+    snprintf(knobs, sizeof knobs,
+             "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C '%s' VARIANT=release "
+             "ELASTIC_AGENT=0 ELASTIC_ETCD=0 "
+             "OUT='%s/build' LIB_OUT='%s/lib'",
+             src, tmp, tmp);
     static char out[1 << 18];
     char command[16384];
     snprintf(command, sizeof command, "%s print-build 2>&1", knobs);
