@@ -120,8 +120,7 @@ ELASTIC_EXTERN int elastic_nccl_comm_get_info(elastic_nccl_comm *comm, elastic_n
 
 /* Releases the handle (docs/ABI.md: `_close` only releases): stops the
  * watchdog, destroys the NCCL communicator (aborting it when it is broken) and
- * frees. The other ranks are not told; they see it as any lost peer. NULL is
- * a no-op. Trainer's thread. */
+ * frees. NULL is a no-op. Trainer's thread. */
 ELASTIC_EXTERN void elastic_nccl_comm_close(elastic_nccl_comm *comm);
 /* Deprecated (1.0.0's name, kept for older callers): the same as
  * elastic_nccl_comm_close. */
