@@ -1,7 +1,8 @@
 # libelastic — one entry point for building, testing, benchmarking and installing.
 #
 #   make            library (lib/), tools (bin/)
-#   make test       the whole suite (TAP, "N passed, N failed" at the end)
+#   make test       the whole suite (TAP, "N passed, N failed" at the end);
+#                   TEST_FILTER=store runs a module's tests (see "tests" below)
 #   make check      the suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan       the suite under ThreadSanitizer
 #   make valgrind   the suite under valgrind memcheck
@@ -16,10 +17,12 @@
 # Build knobs (zstd's ZSTD_LIB_* style), for `make lib` / `make install`:
 #   ELASTIC_AGENT=0 a library without the agent and what only it needs (the
 #                   probes, the store server, libuv): a trainer that saves
-#                   checkpoints links none of it. Built into its own directory
-#                   (build/release-without-agent/); the left-out calls fail
-#                   with ELASTIC_EUNSUPPORTED and elastic_has_feature("agent")
-#                   is 0.
+#                   checkpoints links none of it
+#   ELASTIC_ETCD=0  without the etcd client and rendezvous backend (libcurl;
+#                   with ELASTIC_AGENT=0 also json-c)
+# Each builds into its own directory (build/release-without-agent/...); the
+# left-out calls fail with ELASTIC_EUNSUPPORTED and elastic_has_feature() says
+# 0 for them. The suite runs without etcd, not without the agent.
 #
 # Every package is named once, in deps/debian.txt. `make deps` installs what is
 # missing when run as root: the build libraries (else it prints the apt-get
@@ -61,15 +64,32 @@ BASE_CFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE -DELASTIC_BUI
 # failing with ELASTIC_EUNSUPPORTED). Its libraries are the deps/debian.txt
 # lines of that part: they are linked only while some part that needs them is
 # in. A new part adds its KNOB_, SRC_ and FEATURES_ lines and its word to PARTS.
-PARTS := agent
+PARTS := agent etcd
+
+# ELASTIC_AGENT=0: the agent, its probes, the store server it hosts (libuv) and
+# the JSON reader only it uses (src/without/agent*.c in their place). The
+# suite, the demo and the benchmarks need it (SUITE_NEEDS).
 KNOB_agent := ELASTIC_AGENT
 SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv.c src/common/json.c
 FEATURES_agent := agent store_server
 ELASTIC_AGENT ?= 1
 
+# ELASTIC_ETCD=0: the etcd v3 client (src/etcd/) and the etcd rendezvous
+# backend (src/rdzv/backend_etcd*.c), and so libcurl. `--rdzv-backend=etcd-v3`
+# then fails with "built without etcd (ELASTIC_ETCD=0)" (src/rdzv/api.c, under
+# -DELASTIC_WITH_ETCD=0); the tests that need etcd (those including
+# support/etcd_fixture.h) are not built, the rest of the suite runs.
+KNOB_etcd := ELASTIC_ETCD
+SRC_etcd := src/etcd/% src/rdzv/backend_etcd%.c
+FEATURES_etcd := etcd
+CFLAGS_etcd := -DELASTIC_WITH_ETCD=0
+TESTS_NEED_etcd = $(shell grep -l 'support/etcd_fixture.h' $(TEST_SRC_ALL))
+ELASTIC_ETCD ?= 1
+
+SUITE_NEEDS := agent
+$(foreach p,$(PARTS),$(if $(filter 0 1,$($(KNOB_$(p)))),,$(error $(KNOB_$(p)) must be 1 (build the $(p) part) or 0 (leave it out), not "$($(KNOB_$(p)))")))
 LEFT_OUT := $(strip $(foreach p,$(PARTS),$(if $(filter 0,$($(KNOB_$(p)))),$(p))))
-# etcd is always in until its own knob comes (ELASTIC_ETCD=0, with src/etcd/).
-PARTS_IN := core etcd $(filter-out $(LEFT_OUT),$(PARTS))
+PARTS_IN := core $(filter-out $(LEFT_OUT),$(PARTS))
 
 # deps/debian.txt: "build PART PACKAGE MODULE FLAGS PC" lines of the parts in.
 DEPS_FILE := deps/debian.txt
@@ -115,7 +135,8 @@ ifneq ($(LEFT_OUT),)
   OUT := $(OUT)-without-$(subst $(space),-,$(LEFT_OUT))
   LIB_OUT := $(OUT)/lib
   BIN_OUT := $(OUT)/bin
-  BASE_CFLAGS += -DELASTIC_LEFT_OUT='"$(foreach p,$(LEFT_OUT),$(FEATURES_$(p)))"'
+  BASE_CFLAGS += -DELASTIC_LEFT_OUT='"$(strip $(foreach p,$(LEFT_OUT),$(FEATURES_$(p))))"' \
+    $(foreach p,$(LEFT_OUT),$(CFLAGS_$(p)))
 endif
 
 CFLAGS_ALL := $(BASE_CFLAGS) $(OPT) $(SAN) $(CFLAGS)
@@ -132,7 +153,10 @@ SONAME := libelastic.so.$(VERSION_MAJOR)
 TOOL_SRC := $(if $(filter agent,$(LEFT_OUT)),,$(sort $(wildcard tools/*.c)))
 TOOLS := $(patsubst tools/%.c,$(BIN_OUT)/%,$(TOOL_SRC))
 
-TEST_SRC := $(sort $(wildcard test/unit/*.c test/integration/*.c)) test/runner.c
+# Tests: test/unit (in the test's own process), test/integration (start processes:
+# elasticrun, helpers, etcd), test/support (the fixtures and harnesses they share).
+TEST_SRC_ALL := $(sort $(wildcard test/unit/*.c test/integration/*.c test/support/*.c)) test/runner.c
+TEST_SRC := $(filter-out $(foreach p,$(LEFT_OUT),$(TESTS_NEED_$(p))),$(TEST_SRC_ALL))
 TEST_OBJ := $(patsubst %.c,$(OUT)/%.o,$(TEST_SRC))
 TEST_BIN := $(OUT)/test/run_tests
 # Helper programs the integration tests start (test/helpers/<name>.c -> one binary each).
@@ -342,13 +366,22 @@ header-check: deps-present
 	@if [ -f "$(CUDA_HOME)/include/nccl.h" ]; then echo "header-check: src/nccl/nccl.h against $(CUDA_HOME)/include/nccl.h"; \
 	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nccl_layout.c; fi
 
-# The suite, the demo and the benchmarks need the whole library; a build
-# without a part is checked by test/integration/test_build_knobs.c instead.
+# The suite, the demo and the benchmarks need the agent; a build without it
+# is checked by test/integration/test_build_knobs.c instead. (Without etcd the
+# suite runs: the tests that need etcd are not built.)
 .PHONY: whole-library
 whole-library:
-	@if [ -n "$(LEFT_OUT)" ]; then echo "this build leaves out: $(LEFT_OUT); the suite, the demo and the benchmarks need the whole library (build it with make lib, install it with make install)"; exit 1; fi
+	@if [ -n "$(filter $(SUITE_NEEDS),$(LEFT_OUT))" ]; then echo "this build leaves out: $(LEFT_OUT); the suite, the demo and the benchmarks need the agent (build this one with make lib, install it with make install)"; exit 1; fi
 
-# TEST_FILTER=substring runs only the matching tests.
+# TEST_FILTER selects tests; it is passed to the runner (test/runner.c) as its
+# arguments. Every test's name starts with its module (store_, rdzv_, ckpt_,
+# common_, agent_, ...), so TEST_FILTER=common runs the common tests. A word is
+# a substring, =NAME (or --exact NAME) one test by its exact name, and --list
+# prints the selected names instead of running them:
+#   make test TEST_FILTER=store            every test whose name contains "store"
+#   make test TEST_FILTER="rdzv_etcd ckpt_async"
+#   make test TEST_FILTER==store_wait_times_out
+#   build/release/test/run_tests --list    every test's name, one per line
 test: whole-library deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE)
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
 	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
@@ -417,7 +450,9 @@ build/release/bench/%: bench/%.c lib/libelastic.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< lib/libelastic.a $(LIBS)
 
+# The benchmarks compare the whole library with its peers (lib/, bin/).
 bench: whole-library all $(BENCHES)
+	@if [ -n "$(LEFT_OUT)" ]; then echo "bench: this build leaves out $(LEFT_OUT); the benchmarks run the whole library"; exit 1; fi
 	@for script in bench/run_*.sh; do [ -e "$$script" ] || continue; echo "== $$script"; \
 	  ELASTIC_BENCH_DIR=$(abspath build/release/bench) ELASTIC_BIN_DIR=$(abspath bin) bash $$script || exit 1; done
 
@@ -431,7 +466,7 @@ demo: whole-library $(if $(filter rust,$(TRAINER)),deps,deps-build) all
 	  rust) ($(CARGO_ENV) $(CARGO) build --offline -q -p elastic-demo-trainer) || exit 1; \
 	    trainer=$(abspath $(RUST_TARGET_DIR))/debug/demo_trainer;; \
 	  *) echo "demo: TRAINER must be c or rust"; exit 1;; esac; \
-	  ELASTIC_BIN_DIR=$(abspath bin) DEMO_TRAINER=$$trainer bash examples/demo.sh
+	  ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) DEMO_TRAINER=$$trainer bash examples/demo.sh
 
 # ---- Rust bindings (bindings/rust, examples/rust) --------------------------
 

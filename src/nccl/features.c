@@ -3,7 +3,7 @@
  * with the NCCL module, the highest layer it asks: "nccl" is answered by the
  * NCCL loader (both libraries found, their versions checked), "cuda" by a
  * dlopen probe; the rest is built in, unless the build left its part out
- * (ELASTIC_AGENT=0: "agent", "store_server").
+ * (ELASTIC_AGENT=0: "agent", "store_server"; ELASTIC_ETCD=0: "etcd").
  */
 #include "common/common.h"
 #include "nccl/nccl.h"
@@ -24,7 +24,7 @@ static bool library_loadable(const char *const *names)
 }
 
 /* The feature names of the parts this build left out (the Makefile's
- * ELASTIC_<PART>=0 knobs define it, e.g. "agent store_server"). */
+ * ELASTIC_<PART>=0 knobs define it, e.g. "agent store_server etcd"). */
 #ifndef ELASTIC_LEFT_OUT
 #define ELASTIC_LEFT_OUT ""
 #endif

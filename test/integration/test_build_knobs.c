@@ -1,12 +1,11 @@
 /*
- * The build knobs: `make ELASTIC_AGENT=0 lib` builds, into its own directory,
- * a libelastic without the agent and what only it needs, and a trainer that
- * only saves checkpoints (test/knobs/ckpt_only.c) links it, shared and
- * static, with the Makefile's smaller library list, and runs. Neither the
- * library nor the program needs libuv, nor any library deps/debian.txt gives
- * only to a part that was left out (ELASTIC_ETCD=0 is passed too: once that
- * knob exists, libcurl and json-c must go as well); the whole library, built
- * by make test, still does, so the check can fail.
+ * The build knobs: `make ELASTIC_AGENT=0 ELASTIC_ETCD=0 lib` builds, into its
+ * own directory, a libelastic without the agent, the etcd client and what only
+ * they need, and a trainer that only saves checkpoints (test/knobs/ckpt_only.c)
+ * links it, shared and static, with the Makefile's smaller library list, and
+ * runs. Neither the library nor the program needs libuv, libcurl or json-c,
+ * nor any library deps/debian.txt gives only to the parts left out; the whole
+ * library, built by make test, still does, so the check can fail.
  */
 #include "test.h"
 
@@ -79,7 +78,7 @@ static void not_needed(const char *name, void *user)
         if (needs(b->programs[i], name, true)) FAIL("%s still loads lib%s", b->programs[i], name);
 }
 
-TEST_TIMEOUT(build_without_agent_links_a_checkpoint_only_trainer_without_libuv, 600)
+TEST_TIMEOUT(build_without_agent_and_etcd_links_a_trainer_without_libuv_libcurl_json_c, 600)
 {
     if (system("command -v readelf >/dev/null 2>&1 && command -v ldd >/dev/null 2>&1") != 0)
         SKIP("readelf or ldd is not installed (binutils, libc-bin)");
@@ -104,10 +103,11 @@ TEST_TIMEOUT(build_without_agent_links_a_checkpoint_only_trainer_without_libuv, 
     field(out, "left_out", left_out, sizeof left_out);
     field(out, "libs", libs, sizeof libs);
     field(out, "dropped_libs", dropped, sizeof dropped);
-    if (strstr(left_out, "agent") == NULL) FAIL("ELASTIC_AGENT=0 left out \"%s\"", left_out);
-    if (strstr(libs, "-luv") != NULL) FAIL("the link line without the agent has -luv: %s", libs);
-    if (strstr(dropped, "-luv") == NULL)
-        FAIL("libuv is not among the dropped libraries: %s", dropped);
+    if (strcmp(left_out, "agent etcd") != 0) FAIL("the knobs left out \"%s\"", left_out);
+    static const char *const gone[] = { "-luv", "-lcurl", "-ljson-c" };
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        if (strstr(libs, gone[i]) != NULL || strstr(dropped, gone[i]) == NULL)
+            FAIL("%s is still on the link line (%s; dropped: %s)", gone[i], libs, dropped);
 
     /* -O0: this checks what is compiled in and linked, not the code */
     snprintf(command, sizeof command, "%s OPT=-O0 -j2 lib 2>&1", knobs);
@@ -137,13 +137,13 @@ TEST_TIMEOUT(build_without_agent_links_a_checkpoint_only_trainer_without_libuv, 
     }
 
     not_needed("uv", &b);
+    not_needed("curl", &b);
+    not_needed("json-c", &b);
     each_lib(dropped, not_needed, &b);
-    if (strstr(left_out, "etcd") != NULL) {
-        not_needed("curl", &b);
-        not_needed("json-c", &b);
-    }
-    /* the whole library does need libuv: the check above can fail */
+    /* the whole library does need them: the checks above can fail */
     char whole[4600];
     snprintf(whole, sizeof whole, "%s/libelastic.so.1", lib_dir);
     ASSERT(needs(whole, "uv", false));
+    ASSERT(needs(whole, "curl", false));
+    ASSERT(needs(whole, "json-c", false));
 }

@@ -1,7 +1,8 @@
 /*
  * A trainer that only saves checkpoints, as test_build_knobs.c links it
- * against a libelastic built with ELASTIC_AGENT=0: it must link with the
- * smaller library list (no libuv), save and read back a step, and find what
+ * against a libelastic built with ELASTIC_AGENT=0 ELASTIC_ETCD=0: it must link
+ * with the smaller library list (no libuv, libcurl, json-c), save and read
+ * back a step, and find what
  * was left out reported as such (elastic_has_feature, ELASTIC_EUNSUPPORTED
  * naming the knob), never as a missing symbol. Prints "ok" and exits 0, or
  * names the first thing that was wrong and exits 1.
@@ -43,6 +44,7 @@ static int left_out_says_so(void)
     if (elastic_has_feature("agent") != 0) return wrong("has_feature(agent) is not 0", 0);
     if (elastic_has_feature("store_server") != 0)
         return wrong("has_feature(store_server) is not 0", 0);
+    if (elastic_has_feature("etcd") != 0) return wrong("has_feature(etcd) is not 0", 0);
     if (elastic_has_feature("zstd") != 1) return wrong("has_feature(zstd) is not 1", 0);
     elastic_agent *agent = (elastic_agent *)&agent;
     int rc = elastic_agent_create(NULL, &agent);
