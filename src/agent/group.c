@@ -37,6 +37,7 @@
 #include "agent/waiting.h"
 #include "agent/workers.h"
 #include "common/clock.h"
+#include "rdzv/rdzv.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -48,6 +49,7 @@ static const char *const end_status_names[] = {
     [AGENT_END_FAILED] = "failed",
     [AGENT_END_STOPPED] = "stopped",
     [AGENT_END_EVICTED] = "evicted",
+    [AGENT_END_LEFT_OUT] = "left_out",
 };
 
 const char *agent__end_status_name(agent_end_status status)
@@ -319,7 +321,24 @@ static void rendezvous_finished(agent_group *group, const agent_call *call)
         generation_formed(group, &call->result);
         return;
     }
-    begin_ending(group, 1, AGENT_END_FAILED, agent__summary_call(group, call->rc, call->error));
+    /* Every member of the job's last generation finished while we waited (a
+     * spare, or a fenced node rejoining): the job succeeded; we were not needed. */
+    if (call->rc == ELASTIC_ECLOSED && call->closed_known && !call->closed_budget &&
+        rdzv__cause_is_finished(&call->closed)) {
+        snprintf(group->summary, sizeof group->summary,
+                 "left out as a spare: the job succeeded without this node (every node of "
+                 "generation %llu finished)",
+                 (unsigned long long)call->closed.generation);
+        end_now(group, 0, AGENT_END_LEFT_OUT); /* closed: no round to leave */
+        return;
+    }
+    agent_call *summary = agent__summary_call(group, call->rc, call->error);
+    if (summary != NULL) {
+        summary->closed_known = call->closed_known;
+        summary->closed_budget = call->closed_budget;
+        summary->closed = call->closed;
+    }
+    begin_ending(group, 1, AGENT_END_FAILED, summary);
 }
 
 /* -> RENDEZVOUS. */

@@ -62,10 +62,11 @@ typedef enum agent_end_status {
     AGENT_END_SUCCEEDED, /* every worker exited 0 */
     AGENT_END_FAILED,    /* the rendezvous failed (budget exhausted, job closed, ...) */
     AGENT_END_STOPPED,   /* SIGTERM/SIGINT to the agent */
-    AGENT_END_EVICTED    /* stepped aside as the job's straggler, for good */
+    AGENT_END_EVICTED,   /* stepped aside as the job's straggler, for good */
+    AGENT_END_LEFT_OUT   /* waited as a spare (or to rejoin) and the job succeeded without us */
 } agent_end_status;
 
-/* "succeeded", "failed", "stopped", "evicted": job_end's status and the console's word. */
+/* "succeeded", "failed", "stopped", "evicted", "left_out": job_end's status and the console's word. */
 const char *agent__end_status_name(agent_end_status status);
 
 /* What a helper or another thread reports to the group. */

@@ -193,6 +193,22 @@ void agent__summary_run(agent_call *call)
                  call->opts->max_restarts);
         if (call->membership->ops->first_failure(call->membership, &cause) == 0)
             describe_failure(call, &cause, detail, sizeof detail, &is_error_file);
+    } else if (rc == ELASTIC_ECLOSED && call->closed_known) {
+        /* The store answered: it said the job is shut. Who shut it, and why;
+         * a fence before is the second line, not the cause. */
+        char fenced[400] = "";
+        if (call->fenced_wall_ms != 0) {
+            char when[40];
+            format_time(call->fenced_wall_ms, when, sizeof when);
+            snprintf(fenced, sizeof fenced,
+                     "; this node had been fenced out at %s (%s) and waited to rejoin", when,
+                     call->fenced_reason);
+        }
+        snprintf(call->summary, sizeof call->summary,
+                 "the job failed: it was closed while this node waited (by node %s, generation "
+                 "%llu: %s)%s\n",
+                 call->closed.node_id, (unsigned long long)call->closed.generation,
+                 call->closed.reason, fenced);
     } else if (call->fenced_wall_ms != 0 &&
                (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT || rc == ELASTIC_ECLOSED)) {
         /* Cut off from the store and it never came back (c10d cannot go on
