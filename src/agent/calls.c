@@ -74,7 +74,7 @@ static void *calls_main(void *arg)
         agent_call **tail = &calls->done;
         while (*tail != NULL) tail = &(*tail)->next;
         *tail = call;
-        if (!calls->stopping) uv_async_send(&group->wake);
+        if (!calls->stopping && !group->wake_closed) uv_async_send(&group->wake);
     }
     pthread_mutex_unlock(&group->lock);
     return NULL;

@@ -365,6 +365,14 @@ static void apply_call(agent_group *group, agent_call *call)
                       : call->kind == AGENT_CALL_EVICT      ? "stepping aside as a straggler"
                                                             : "sharing the failure's detail",
                       elastic_err_name(call->rc), call->error);
+    /* The store did not answer the end of a generation: remembered, since
+     * the rendezvous fails next for that reason (c10d: its host is gone). */
+    if (call->kind == AGENT_CALL_END &&
+        (call->rc == ELASTIC_ECONNECT || call->rc == ELASTIC_ETIMEDOUT) &&
+        group->store_lost_wall_ms == 0) {
+        group->store_lost_wall_ms = elastic__wall_ms();
+        snprintf(group->store_lost_reason, sizeof group->store_lost_reason, "%s", call->error);
+    }
     if (call->kind == AGENT_CALL_NEXT) {
         agent__waiting_stop(group);
         if (call->store_changed) { /* etcd: this generation's store replaces the last one */
@@ -734,9 +742,13 @@ void agent__group_on_change(void *user, const elastic_rdzv_cause *cause)
         group->posted_tail = ev;
     }
     if (ev != NULL) ev->cause = *cause;
+    /* Sent under the lock: the loop closes the async only after marking it
+     * closed under the same lock (libuv aborts on a send to a closed one).
+     * A fence can come after the job ended here, the rendezvous' guard
+     * still running; nobody listens then. */
+    if (!group->wake_closed) uv_async_send(&group->wake);
     pthread_mutex_unlock(&group->lock);
     if (ev == NULL) ELASTIC_LOG_E("agent", "out of memory: membership news dropped");
-    uv_async_send(&group->wake);
 }
 
 void agent__group_request_stop(agent_group *group, int signum)
@@ -781,6 +793,9 @@ bool agent__group_close(agent_group *group)
     agent__exits_close(group);
     agent__reaper_unwatch(group);
     uv_close((uv_handle_t *)&group->grace_timer, NULL);
+    pthread_mutex_lock(&group->lock); /* no thread sends to the wake async from now on */
+    group->wake_closed = true;
+    pthread_mutex_unlock(&group->lock);
     uv_close((uv_handle_t *)&group->wake, NULL);
     uv_close((uv_handle_t *)&group->ack_timer, NULL);
     uv_close((uv_handle_t *)&group->quarantine_timer, NULL);

@@ -135,6 +135,7 @@ typedef struct agent_group {
 
     /* from other threads (guarded by lock) and from signal handlers (atomic) */
     pthread_mutex_t lock;
+    bool wake_closed;        /* the wake async is closed: other threads' news is dropped */
     int pending_stop_signal; /* atomic; -1: none */
     struct agent_group_event *posted,
         *posted_tail;               /* from other threads, moved to pending by wake */
@@ -144,6 +145,8 @@ typedef struct agent_group {
     agent_call_kind ending_call;    /* the last call in flight */
     uint64_t fenced_wall_ms;        /* when this node last fenced itself; 0: never */
     char fenced_reason[256];
+    uint64_t store_lost_wall_ms; /* a call could not reach the store to end the generation */
+    char store_lost_reason[256];
 
     int reaper_fd; /* the reaper's pipe (reaper.c); -1: none */
     pid_t reaper_pid;

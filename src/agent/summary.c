@@ -173,6 +173,10 @@ agent_call *agent__summary_call(const agent_group *group, int rc, const char *wh
     call->node_id = group->node_id;
     call->fenced_wall_ms = group->fenced_wall_ms;
     snprintf(call->fenced_reason, sizeof call->fenced_reason, "%s", group->fenced_reason);
+    if (call->fenced_wall_ms == 0 && group->store_lost_wall_ms != 0) { /* lost before the fence */
+        call->fenced_wall_ms = group->store_lost_wall_ms;
+        snprintf(call->fenced_reason, sizeof call->fenced_reason, "%s", group->store_lost_reason);
+    }
     snprintf(call->store_endpoint, sizeof call->store_endpoint, "%s",
              group->store_endpoint != NULL ? group->store_endpoint : "");
     call->local_failure = group->local_failure;
@@ -209,8 +213,8 @@ void agent__summary_run(agent_call *call)
                  "%llu: %s)%s\n",
                  call->closed.node_id, (unsigned long long)call->closed.generation,
                  call->closed.reason, fenced);
-    } else if (call->fenced_wall_ms != 0 &&
-               (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT || rc == ELASTIC_ECLOSED)) {
+    } else if (call->fenced_wall_ms != 0 && (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT ||
+                                             rc == ELASTIC_ECLOSED || rc == ELASTIC_ESTATE)) {
         /* Cut off from the store and it never came back (c10d cannot go on
          * without the host that served it): one line says which and when. */
         char when[40];
@@ -221,7 +225,9 @@ void agent__summary_run(agent_call *call)
                  etcd ? "etcd" : "the job's store",
                  etcd ? call->opts->rdzv_endpoint : call->store_endpoint,
                  etcd ? "" : " (the store's host)", when, call->fenced_reason,
-                 why != NULL && *why ? why : elastic_strerror(rc));
+                 rc == ELASTIC_ESTATE ? "the generation could not be ended without it"
+                 : why != NULL && *why ? why
+                                      : elastic_strerror(rc));
     } else if (call->local_failure.valid) {
         /* Our own worker's failure is the root cause; the store error after it is a second line. */
         snprintf(call->summary, sizeof call->summary, "the job failed: ");

@@ -15,8 +15,9 @@ logs, the faults, the process-table samples, the exit codes) and checks:
              that overlaps extends it by its own)
   silence    never longer than SILENCE_MS without an event while the job runs
   exits      each agent's exit code and root-cause line agree with the job
-Exit 1, with the seed, when one fails. ETTR here is time-based (the
-fault-free run's wall time over the job's): elasticctl has no goodput yet.
+Exit 1, with the seed, when one fails. ETTR here is time-based (the time
+the job's steps take at its own fault-free pace over its wall time):
+elasticctl has no goodput on main yet.
 """
 import glob
 import json
@@ -28,6 +29,7 @@ import sys
 SCALE = int(os.environ.get("ELASTIC_TEST_TIMEOUT_SCALE", "1"))
 FENCE_MS = 4000 * SCALE    # keep-alive timeout (2 s) + detection and SIGKILL slack
 SILENCE_MS = 20000 * SCALE
+REFORM_WINDOW_MS = 10000 * SCALE  # a generation formed this soon after a fault is its recovery
 BASE_MS = {  # recovery bound per fault type, beyond the fault's own duration
     "worker_kill": 8000, "worker_hang": 10000, "agent_kill": 10000, "freeze": 10000,
     "partition": 10000, "loss": 12000, "etcd_kill": 12000, "ckpt_full": 8000,
@@ -89,8 +91,6 @@ def main():
     problems = []
     clean = read_lines(os.path.join(run, "clean", "result.txt"))
     clean_commits = {s: d.pop() for s, d in commits(os.path.join(run, "clean", "logs", "**", "stdout.log")).items()}
-    clean_events = events_of(os.path.join(run, "clean", "events.jsonl"))
-    clean_ms = clean_events[-1]["ts_ms"] - clean_events[0]["ts_ms"] if clean_events else 0
     faults = []
     for line in read_lines(os.path.join(run, "faults.tsv")):
         start, end, job, kind, host, detail = (line.split("\t") + [""] * 6)[:6]
@@ -130,7 +130,6 @@ def main():
         begin = min(e["ts_ms"] for e in evs if e["event"] == "worker_started")
         end_ts = max((e["ts_ms"] for e in evs if e["event"] == "job_end"), default=evs[-1]["ts_ms"])
         row["wall_ms"] += end_ts - begin
-        row["clean_ms"] += clean_ms
         # silence
         last = begin
         for e in evs:
@@ -146,29 +145,51 @@ def main():
         for n in notes:
             if "job_timeout" in n or "still_running" in n:
                 problems.append(f"{name}: {n}")
-        # steps redone: rank 0's resume points against the newest step it had printed before
-        printed = []  # (ts of the log's gen start, step) approximated per generation
-        gen_steps, resumes = {}, []
+        # steps redone: rank 0's logs in the order their generations formed (an
+        # operator restart starts at generation 1 again); each resume point
+        # against the newest step printed before it (>=: steps between
+        # checkpoints are not printed)
+        formed_at = {(tag, e["generation"]): e["ts_ms"] for tag, es in by_tag.items()
+                     for e in es if e["event"] == "generation_formed"}
+        logs0 = []
         for path in glob.glob(os.path.join(jobdir, "logs", "*", "*", "gen_*", "rank_0", "stdout.log")):
+            tag = os.path.relpath(path, os.path.join(jobdir, "logs")).split(os.sep)[0]
             gen = int(re.search(r"gen_(\d+)", path).group(1))
+            logs0.append((formed_at.get((tag, gen), 0), path))
+        reached = None
+        for _, path in sorted(logs0):
+            top = None
             for line in read_lines(path):
+                m = re.match(r"^resumed at step (\d+)", line)
+                if m and reached is not None:
+                    row["redone"] += max(0, reached - int(m.group(1)))
                 m = re.match(r"^step (\d+) ", line)
                 if m:
-                    gen_steps[gen] = max(gen_steps.get(gen, 0), int(m.group(1)))
-                m = re.match(r"^resumed at step (\d+)", line)
-                if m:
-                    resumes.append((gen, int(m.group(1))))
-        for gen, step in resumes:
-            before = max([s for g, s in gen_steps.items() if g < gen], default=step)
-            row["redone"] += max(0, before - step)
-        del printed
+                    top = int(m.group(1))
+            if top is not None:
+                reached = max(reached or 0, top)
         # recoveries: new progress (a checkpoint past the newest before the fault)
-        ckpts = sorted((e["ts_ms"], e["step"]) for e in evs if e["event"] == "checkpoint")
+        ckpts = sorted((e["ts_ms"], e["step"], e.get("generation", 0)) for e in evs if e["event"] == "checkpoint")
+        # ETTR, time-based: the job's own fault-free pace (the median rate between
+        # consecutive new checkpoints: most intervals hold no fault) over its wall time.
+        rates, top, top_ts = [], -1, None
+        for t, s, _ in ckpts:
+            if s > top:
+                if top_ts is not None and t > top_ts and top >= 0:
+                    rates.append((s - top) / (t - top_ts))
+                top, top_ts = s, t
+        if rates and top > 0:
+            row["clean_ms"] += top / statistics.median(rates)
         job_faults = [f for f in faults if f["job"] == job]
         for f in job_faults:
             row["faults"][f["type"]] = row["faults"].get(f["type"], 0) + 1
-            done = max([s for t, s in ckpts if t <= f["start"]], default=-1)
-            after = [t for t, s in ckpts if t > f["start"] and s > done]
+            # A fault that ends the generation is recovered when the next
+            # generation commits new steps; one that does not, at new progress.
+            done = max([s for t, s, g in ckpts if t <= f["start"]], default=-1)
+            formed = [e["generation"] for e in evs if e["event"] == "generation_formed"
+                      and f["start"] < e["ts_ms"] <= f["end"] + REFORM_WINDOW_MS]
+            gen = min(formed, default=0)
+            after = [t for t, s, g in ckpts if t > f["start"] and s > done and g >= gen]
             if not after:
                 if f["start"] < end_ts - 2000:
                     problems.append(f"{name}: no progress after {f['type']} on h{f['host']} at {f['start']}")
@@ -213,10 +234,17 @@ def main():
         orphans = read_lines(os.path.join(jobdir, "orphans.txt"))
         if orphans:
             problems.append(f"{name}: processes left behind: {orphans}")
-    for what in ("leaked_shm.txt", "leaked_netns.txt"):
-        left = read_lines(os.path.join(run, what))
-        if left:
-            problems.append(f"{what[:-4]}: {left}")
+    # /dev/shm is the machine's: only names that carry one of our processes' pids are ours
+    ours = {p[3] for p in procs}
+    for jobdir in glob.glob(os.path.join(run, "job*")):
+        ours |= {l.split()[2] for l in read_lines(os.path.join(jobdir, "agents.txt")) if len(l.split()) > 2}
+    shm = [n for n in read_lines(os.path.join(run, "leaked_shm.txt"))
+           if ours & set(re.findall(r"\d+", n))]
+    if shm:
+        problems.append(f"shm files left by our processes: {shm}")
+    netns = read_lines(os.path.join(run, "leaked_netns.txt"))
+    if netns:
+        problems.append(f"namespaces left: {netns}")
     fds = read_lines(os.path.join(run, "fds.txt"))
     if fds and len(set(fds[0].split())) > 1:
         problems.append(f"the chaos driver's fds went from {fds[0].split()[0]} to {fds[0].split()[1]}")
