@@ -45,7 +45,7 @@
 #include <sys/wait.h>
 
 static const char *const end_status_names[] = {
-    [AGENT_END_SUCCEEDED] = "succeeded",
+    [AGENT_END_SUCCEEDED] = "succeeded", /* one per line */
     [AGENT_END_FAILED] = "failed",
     [AGENT_END_STOPPED] = "stopped",
     [AGENT_END_EVICTED] = "evicted",

@@ -225,9 +225,9 @@ void agent__summary_run(agent_call *call)
                  etcd ? "etcd" : "the job's store",
                  etcd ? call->opts->rdzv_endpoint : call->store_endpoint,
                  etcd ? "" : " (the store's host)", when, call->fenced_reason,
-                 rc == ELASTIC_ESTATE ? "the generation could not be ended without it"
+                 rc == ELASTIC_ESTATE  ? "the generation could not be ended without it"
                  : why != NULL && *why ? why
-                                      : elastic_strerror(rc));
+                                       : elastic_strerror(rc));
     } else if (call->local_failure.valid) {
         /* Our own worker's failure is the root cause; the store error after it is a second line. */
         snprintf(call->summary, sizeof call->summary, "the job failed: ");

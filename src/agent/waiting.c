@@ -57,8 +57,8 @@ static void looked(uv_work_t *req, int status)
                        w->running_nodes == 1 ? "" : "s", wanted, w->joined,
                        (double)waited / 1000.0);
     else
-        agent__console(group, "waiting for nodes: %d joined, %s wanted, %.0f s so far%s",
-                       w->joined, wanted, (double)waited / 1000.0, missing);
+        agent__console(group, "waiting for nodes: %d joined, %s wanted, %.0f s so far%s", w->joined,
+                       wanted, (double)waited / 1000.0, missing);
     agent_event event;
     agent__event_begin(&event, group->events, AGENT_EVENT_WAITING);
     agent__event_int(&event, "joined", w->joined);

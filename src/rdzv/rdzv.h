@@ -242,9 +242,9 @@ int rdzv__step_aside(elastic_rdzv *r, const char *reason, rdzv__step_aside_resul
 /* look.c: the open round seen from outside the handle (the agent's "waiting
  * for nodes" line), over the job store, without waiting. */
 typedef struct rdzv__look {
-    int joined;        /* nodes in the open round */
-    int missing_count; /* members of the last generation not back */
-    char missing[512]; /* their node ids, ", "-separated (as many as fit) */
+    int joined;                  /* nodes in the open round */
+    int missing_count;           /* members of the last generation not back */
+    char missing[512];           /* their node ids, ", "-separated (as many as fit) */
     uint64_t running_generation; /* the newest generation when it still runs (0: none): */
     int running_nodes;           /* its nodes; we wait as a spare and nobody is missing */
 } rdzv__look;

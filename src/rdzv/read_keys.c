@@ -126,7 +126,8 @@ int rdzv__read_closed(elastic_rdzv *r, elastic_rdzv_cause *cause, bool *budget)
 
 bool rdzv__cause_is_finished(const elastic_rdzv_cause *cause)
 {
-    return cause->kind == ELASTIC_RDZV_JOB_ENDED && strcmp(cause->reason, RDZV__FINISHED_REASON) == 0;
+    return cause->kind == ELASTIC_RDZV_JOB_ENDED &&
+           strcmp(cause->reason, RDZV__FINISHED_REASON) == 0;
 }
 
 int rdzv__read_info(elastic_rdzv *r, uint64_t round, int timeout_ms, rdzv__info *info,

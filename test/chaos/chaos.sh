@@ -54,10 +54,13 @@ log() { netns_log "$*"; }
 
 # ---- the fault-free reference: the same trainer standalone, 4 workers ------
 mkdir -p "$RUN/clean/ckpt"
+trap 'kill -TERM "${CLEAN_PID:-0}" 2>/dev/null || true' EXIT INT TERM
 "$ELASTICRUN" --standalone --nproc-per-node 4 --no-python --log-dir "$RUN/clean/logs" \
     --event-log "$RUN/clean/events.jsonl" "$TRAINER" --ckpt-dir "$RUN/clean/ckpt" \
-    --steps "$STEPS" --step-ms 10 --result "$RUN/clean/result.txt" >"$RUN/clean/console.txt" 2>&1 ||
-    { echo "FAIL: the fault-free run failed" >&2; cat "$RUN/clean/console.txt" >&2; exit 1; }
+    --steps "$STEPS" --step-ms 10 --result "$RUN/clean/result.txt" >"$RUN/clean/console.txt" 2>&1 &
+CLEAN_PID=$!
+wait "$CLEAN_PID" || { echo "FAIL: the fault-free run failed" >&2; cat "$RUN/clean/console.txt" >&2; exit 1; }
+CLEAN_PID=
 before_shm=$(ls /dev/shm 2>/dev/null | sort)
 fds_before=$(ls /proc/$$/fd | wc -l)
 
