@@ -44,13 +44,15 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+/* clang-format off */
 static const char *const end_status_names[] = {
-    [AGENT_END_SUCCEEDED] = "succeeded", /* one per line */
+    [AGENT_END_SUCCEEDED] = "succeeded",
     [AGENT_END_FAILED] = "failed",
     [AGENT_END_STOPPED] = "stopped",
     [AGENT_END_EVICTED] = "evicted",
     [AGENT_END_LEFT_OUT] = "left_out",
 };
+/* clang-format on */
 
 const char *agent__end_status_name(agent_end_status status)
 {
