@@ -228,6 +228,15 @@ void agent__summary_run(agent_call *call)
                  rc == ELASTIC_ESTATE  ? "the generation could not be ended without it"
                  : why != NULL && *why ? why
                                        : elastic_strerror(rc));
+    } else if (strncmp(call->opts->rdzv_backend, "etcd", 4) != 0 &&
+               (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT) &&
+               call->store_endpoint[0] != '\0' && !call->local_failure.valid) {
+        /* Waiting in the rendezvous when the store stopped answering: on
+         * c10d that is its host, gone; nothing of ours failed before. */
+        snprintf(call->summary, sizeof call->summary,
+                 "the job failed: lost the job's store at %s (the store's host) while this node "
+                 "waited to join: %s\n",
+                 call->store_endpoint, why != NULL && *why ? why : elastic_strerror(rc));
     } else if (call->local_failure.valid) {
         /* Our own worker's failure is the root cause; the store error after it is a second line. */
         snprintf(call->summary, sizeof call->summary, "the job failed: ");

@@ -281,7 +281,7 @@ run_job() {
     mkdir -p "$JOBDIR" "$CKFS/job$JOB"
     echo "$BACKEND" >"$JOBDIR/backend"
     STORE_KILLS=0 NODE_OUT=0 ACTIVE=0
-    UNDO_AT=() UNDO_CMD=()
+    UNDO_AT=() UNDO_CMD=() INCARN=() AGENT=()
     if [ "$BACKEND" = etcd ]; then
         ETCD_EPS="$(netns_addr 1):2379,$(netns_addr 2):2379,$(netns_addr 3):2379"
         local i
@@ -302,7 +302,10 @@ run_job() {
     while ! job_done; do
         [ "$SECONDS" -lt "$deadline" ] || { log "job $JOB: still running after 600 s"; echo "$(now_ms) job_timeout" >>"$JOBDIR/notes.txt"; break; }
         t=$(now_ms)
-        run_undos
+        # Rank 0 wrote the result: the job is ending; every fault is lifted so
+        # each node can learn the outcome (a node cut off then cannot: c10d's
+        # host stops serving once the job is closed).
+        if [ -f "$JOBDIR/result.txt" ]; then run_undos all; else run_undos; fi
         if [ "$t" -ge "$next" ]; then
             # no new fault once rank 0 wrote the result: the job is ending
             [ -f "$JOBDIR/result.txt" ] || { [ "$ACTIVE" -lt 2 ] && inject; }
