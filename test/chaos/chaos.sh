@@ -224,10 +224,11 @@ inject() {
     esac
     case $type in
     worker_kill | worker_hang)
-        h=$(host_with_worker)
+        h=$(host_with_worker || true) # none while every node restarts
         [ -n "$h" ] || return 0
         local w
-        w=$(workers_of "${AGENT[$h]}" | head -1)
+        w=$(workers_of "${AGENT[$h]}" | head -1 || true)
+        [ -n "$w" ] || return 0
         if [ "$type" = worker_kill ]; then
             fault worker_kill "$h" 0 "pid $w"; kill -9 "$w" 2>/dev/null || true
         else
@@ -308,7 +309,8 @@ run_job() {
         if [ -f "$JOBDIR/result.txt" ]; then run_undos all; else run_undos; fi
         if [ "$t" -ge "$next" ]; then
             # no new fault once rank 0 wrote the result: the job is ending
-            [ -f "$JOBDIR/result.txt" ] || { [ "$ACTIVE" -lt 2 ] && inject; }
+            # (a process gone between look and act is no reason to stop the run)
+            [ -f "$JOBDIR/result.txt" ] || [ "$ACTIVE" -ge 2 ] || inject || log "fault not injected"
             next=$(( $(now_ms) + 1500 + $(pick 4000) ))
         fi
         if [ $(( t - last_sample )) -ge 250 ]; then sample_procs; last_sample=$t; fi
