@@ -26,13 +26,15 @@ typedef enum timeline_kind {
     TL_FAILURE,            /* a local worker failed; value/value2 as above, text: reason */
     TL_HANG,               /* a hang or startup probe fired; text: reason */
     TL_PROBE,              /* another probe (straggler, user); text: reason */
-    TL_GENERATION_ENDED,   /* ended by another node; text: reason */
+    TL_GENERATION_ENDED,   /* ended by another node; value: cause, text: reason */
     TL_GENERATION_STOPPED, /* value: stop ms */
     TL_RESTARTED,          /* value: recovery ms */
     TL_CHECKPOINT,         /* value: step */
     TL_WAITING,            /* value: nodes joined, text: missing */
     TL_FENCED,             /* text: reason */
     TL_JOB_END,            /* value: exit code, text: status */
+    TL_STEPS_STARTED, /* a node's workers stepped: value step, value2 its wall ms, value3 restore ms */
+    TL_STEPS_ENDED,   /* value last step, value2 its wall ms, value3 step us, value4 save stall ms */
     TL_KINDS
 } timeline_kind;
 
@@ -42,7 +44,7 @@ typedef struct timeline_event {
     int node;             /* index into timeline.nodes */
     int local_rank, rank; /* -1: the node itself */
     int64_t generation;   /* -1: unknown */
-    int64_t value, value2;
+    int64_t value, value2, value3, value4;
     char text[200];
 } timeline_event;
 
