@@ -162,18 +162,21 @@ static int by_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The step the generation after `g` resumed from: its first step, or else the
- * newest checkpoint saved before g's disruption. */
-static int64_t restored_after(const generation_facts *next, const goodput_record *records,
-                              size_t count, const generation_facts *g)
+/* The step the job resumed from after `g` (gens[i]): the first step of the
+ * next generation that stepped at all (one that failed while starting did
+ * not resume anything), or else the newest checkpoint saved before g's end. */
+static int64_t restored_after(const generation_facts *gens, size_t n, size_t i,
+                              const goodput_record *records, size_t count)
 {
-    if (next == NULL) return -1;
-    if (next->started && next->restored_step >= 0) return next->restored_step;
+    const generation_facts *g = &gens[i];
+    for (size_t j = i + 1; j < n; j++)
+        if (gens[j].started && gens[j].restored_step >= 0) return gens[j].restored_step;
+    if (i + 1 == n) return -1; /* nothing resumed: the job ended with g */
     int64_t step = -1;
-    for (size_t i = 0; i < count; i++)
-        if (records[i].kind == GP_CHECKPOINT && records[i].ts_ms <= g->disrupted_ms &&
-            records[i].a > step)
-            step = records[i].a;
+    for (size_t k = 0; k < count; k++)
+        if (records[k].kind == GP_CHECKPOINT && records[k].ts_ms <= g->disrupted_ms &&
+            records[k].a > step)
+            step = records[k].a;
     return step;
 }
 
@@ -182,7 +185,7 @@ static void walk_generations(walk *w, generation_facts *gens, size_t n, const go
 {
     goodput_report *rep = w->rep;
     for (size_t i = 0; i < n; i++) {
-        generation_facts *g = &gens[i], *next = i + 1 < n ? &gens[i + 1] : NULL;
+        generation_facts *g = &gens[i];
         advance(w, w->open, GP_RENDEZVOUS, g->formed_ms);
         goodput_line *line = NULL; /* this generation's own disruption, made once its running ends */
         if (g->started) {
@@ -198,7 +201,7 @@ static void walk_generations(walk *w, generation_facts *gens, size_t n, const go
             double running = run_end > w->cursor ? (double)(run_end - w->cursor) : 0;
             double stall = (double)g->stall_ms < running ? (double)g->stall_ms : running;
             double redone = 0;
-            int64_t restored = g->disrupted ? restored_after(next, records, count, g) : -1;
+            int64_t restored = g->disrupted ? restored_after(gens, n, i, records, count) : -1;
             if (g->disrupted) {
                 line = new_line(w, g->cause, g->generation, g->disrupted_ms);
                 line->last_step = g->ended ? g->last_step : -1;
