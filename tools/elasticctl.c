@@ -279,7 +279,7 @@ typedef struct event_logs {
  * json NULL: no --json; output_required: -o must be given. */
 static int read_args_json(const char *command, int argc, char **argv, bool want_output,
                           bool output_required, const char **output, bool *json,
-                          event_logs *logs)
+                          flag_spec *extra, event_logs *logs)
 {
     const char **paths = logs->paths;
     const char *run_id = NULL;
@@ -291,6 +291,8 @@ static int read_args_json(const char *command, int argc, char **argv, bool want_
             strcmp(arg, "--run-id") == 0                                              ? &run_id
             : want_output && (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) ? output
                                                                                       : NULL;
+        for (flag_spec *f = extra; f != NULL && f->name != NULL && value == NULL; f++)
+            if (strncmp(arg, "--", 2) == 0 && strcmp(arg + 2, f->name) == 0) value = f->value;
         if (json != NULL && strcmp(arg, "--json") == 0) {
             *json = true;
         } else if (value != NULL) {
@@ -323,18 +325,19 @@ static int events_failed(const char *command, int rc)
 static int read_args(const char *command, int argc, char **argv, bool want_output,
                      const char **output, event_logs *logs)
 {
-    return read_args_json(command, argc, argv, want_output, true, output, NULL, logs);
+    return read_args_json(command, argc, argv, want_output, true, output, NULL, NULL, logs);
 }
 
 static int cmd_goodput(int argc, char **argv)
 {
     event_logs logs;
-    const char *output = NULL;
-    bool json = false;
-    int rc = read_args_json("goodput", argc, argv, true, false, &output, &json, &logs);
+    ctl_goodput_opts o = { .json = false };
+    flag_spec extra[] = { { "profile-out", &o.profile_path },
+                          { "trace-out", &o.trace_path },
+                          { NULL, NULL } };
+    int rc = read_args_json("goodput", argc, argv, true, false, &o.svg_path, &o.json, extra, &logs);
     if (rc != 0) return rc;
-    return events_failed("goodput",
-                         ctl_goodput(logs.paths, logs.count, logs.run_id, json, output, stdout));
+    return events_failed("goodput", ctl_goodput(logs.paths, logs.count, logs.run_id, &o, stdout));
 }
 
 static int cmd_timeline(int argc, char **argv)
@@ -422,10 +425,12 @@ static const char usage_text[] =
     "  timeline EVENTS.jsonl... -o FILE.svg [--run-id ID]   a job's history as a picture (one log "
     "per node)\n"
     "  summary EVENTS.jsonl... [--run-id ID]   the same as text\n"
-    "  goodput EVENTS.jsonl... [--run-id ID] [--json] [-o FILE.svg]   where the job's time went: "
-    "lost per failure and bucket, ETTR\n"
-    "  simulate [--gpus N,...] [--days D] [--seeds S] [--seed X] [--profile FILE] [--json]   "
-    "ETTR at scale, by launcher profile\n"
+    "  goodput EVENTS.jsonl... [--run-id ID] [--json] [-o FILE.svg] [--profile-out F] [--trace-out "
+    "F]\n"
+    "        where the job's time went: lost per failure and bucket, ETTR (and, for simulate, the\n"
+    "        run's measured recovery profile and its failures as a trace)\n"
+    "  simulate [--gpus N,...] [--days D] [--seeds S] [--seed X] [--profile F] [--only NAME]\n"
+    "        [--trace F] [--json]   ETTR at scale by launcher profile (or one trace's run)\n"
     "  version\n"
     "Without --token-file the token comes from ELASTIC_STORE_TOKEN, if set.\n";
 

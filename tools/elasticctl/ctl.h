@@ -24,9 +24,15 @@ int ctl_timeline(const char *const *paths, int count, const char *run_id, const 
 int ctl_summary(const char *const *paths, int count, const char *run_id, FILE *out);
 
 /* `elasticctl goodput`: where the job's time went (src/common/goodput.h), as
- * text or JSON on out; svg_path non-NULL: also the stacked bars there. */
-int ctl_goodput(const char *const *paths, int count, const char *run_id, bool json,
-                const char *svg_path, FILE *out);
+ * text or JSON on out; svg_path: also the stacked bars there; profile_path and
+ * trace_path: the run's measured recovery profile and its failures, for
+ * `elasticctl simulate --profile ... --trace ...`. */
+typedef struct ctl_goodput_opts {
+    bool json;
+    const char *svg_path, *profile_path, *trace_path; /* NULL: not written */
+} ctl_goodput_opts;
+int ctl_goodput(const char *const *paths, int count, const char *run_id,
+                const ctl_goodput_opts *opts, FILE *out);
 
 /* `elasticctl simulate` (tools/elasticctl/simulate*.c). */
 #define CTL_SIM_MAX_SCALES 8

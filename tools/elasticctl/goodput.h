@@ -21,6 +21,12 @@ int goodput__write_text(const goodput_report *r, const char *run_id, FILE *out);
 int goodput__write_json(const goodput_report *r, const char *run_id, FILE *out);
 int goodput__write_svg(const goodput_report *r, const char *run_id, FILE *out);
 
+/* The run as `elasticctl simulate` input: its measured recovery profile
+ * (profile "measured": each bucket's mean over the run's disruptions) and its
+ * failures (when each happened, of which class). */
+int goodput__write_profile(const goodput_report *r, const timeline *t, FILE *out);
+int goodput__write_trace(const goodput_report *r, const timeline *t, FILE *out);
+
 /* One line, the accounting's verdict, for `elasticctl summary`: "goodput: ETTR 97.3% ...". */
 void goodput__write_verdict(const goodput_report *r, FILE *out);
 
