@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const bucket_names[GP_BUCKETS] = { "detection", "stopping",  "rendezvous",
-                                                      "restart",   "restore",   "redone",
+static const char *const bucket_names[GP_BUCKETS] = { "detection",  "stopping", "rendezvous",
+                                                      "restart",    "restore",  "redone",
                                                       "ckpt_stall", "idle" };
-static const char *const cause_names[GP_CAUSES] = { "start",   "failure", "hang",      "node_lost",
-                                                    "fenced",  "probe",   "membership" };
+static const char *const cause_names[GP_CAUSES] = { "start",  "failure", "hang",      "node_lost",
+                                                    "fenced", "probe",   "membership" };
 
 const char *goodput__bucket_name(int bucket)
 {
@@ -65,7 +65,8 @@ static generation_facts *facts_of(generation_facts *g, size_t *count, int64_t ge
 {
     for (size_t i = 0; i < *count; i++)
         if (g[i].generation == generation) return &g[i];
-    g[*count] = (generation_facts){ .generation = generation, .restored_step = -1, .last_step = -1 };
+    g[*count] =
+        (generation_facts){ .generation = generation, .restored_step = -1, .last_step = -1 };
     return &g[(*count)++];
 }
 
@@ -140,9 +141,11 @@ static goodput_line *new_line(walk *w, int cause, int64_t generation, uint64_t a
         line = &rep->lines[rep->line_count++];
     else
         rep->lines_dropped++;
-    *line = (goodput_line){
-        .cause = cause, .generation = generation, .at_ms = at_ms, .last_step = -1, .restored_step = -1
-    };
+    *line = (goodput_line){ .cause = cause,
+                            .generation = generation,
+                            .at_ms = at_ms,
+                            .last_step = -1,
+                            .restored_step = -1 };
     return line;
 }
 
@@ -180,14 +183,15 @@ static int64_t restored_after(const generation_facts *gens, size_t n, size_t i,
     return step;
 }
 
-static void walk_generations(walk *w, generation_facts *gens, size_t n, const goodput_record *records,
-                             size_t count, double median_step_ms)
+static void walk_generations(walk *w, generation_facts *gens, size_t n,
+                             const goodput_record *records, size_t count, double median_step_ms)
 {
     goodput_report *rep = w->rep;
     for (size_t i = 0; i < n; i++) {
         generation_facts *g = &gens[i];
         advance(w, w->open, GP_RENDEZVOUS, g->formed_ms);
-        goodput_line *line = NULL; /* this generation's own disruption, made once its running ends */
+        goodput_line *line =
+            NULL; /* this generation's own disruption, made once its running ends */
         if (g->started) {
             uint64_t restore = g->restore_ms;
             uint64_t before = g->first_ms > w->cursor ? g->first_ms - w->cursor : 0;
@@ -195,8 +199,8 @@ static void walk_generations(walk *w, generation_facts *gens, size_t n, const go
             advance(w, w->open, GP_RESTART, g->first_ms - restore);
             advance(w, w->open, GP_RESTORE, g->first_ms);
             uint64_t run_end = g->ended && g->last_ms > g->first_ms ? g->last_ms
-                               : g->disrupted                      ? g->disrupted_ms
-                                                                   : w->end;
+                               : g->disrupted                       ? g->disrupted_ms
+                                                                    : w->end;
             if (run_end > w->end) run_end = w->end;
             double running = run_end > w->cursor ? (double)(run_end - w->cursor) : 0;
             double stall = (double)g->stall_ms < running ? (double)g->stall_ms : running;

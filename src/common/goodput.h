@@ -33,25 +33,25 @@ typedef enum goodput_kind {
 } goodput_kind;
 
 typedef enum goodput_cause {
-    GP_CAUSE_START,     /* the job's first start (not a failure) */
-    GP_CAUSE_FAILURE,   /* a worker exited with an error or a signal */
-    GP_CAUSE_HANG,      /* no progress (hang or startup probe, NCCL watchdog) */
-    GP_CAUSE_NODE_LOST, /* a node's lease ended */
-    GP_CAUSE_FENCED,    /* a node lost the store and fenced itself out */
-    GP_CAUSE_PROBE,     /* another probe's verdict (straggler, user probe) */
+    GP_CAUSE_START,      /* the job's first start (not a failure) */
+    GP_CAUSE_FAILURE,    /* a worker exited with an error or a signal */
+    GP_CAUSE_HANG,       /* no progress (hang or startup probe, NCCL watchdog) */
+    GP_CAUSE_NODE_LOST,  /* a node's lease ended */
+    GP_CAUSE_FENCED,     /* a node lost the store and fenced itself out */
+    GP_CAUSE_PROBE,      /* another probe's verdict (straggler, user probe) */
     GP_CAUSE_MEMBERSHIP, /* nodes joined or left: a re-form nothing failed for */
     GP_CAUSES
 } goodput_cause;
 
 typedef enum goodput_bucket {
-    GP_DETECTION,   /* last progress -> the disruption noticed */
-    GP_STOPPING,    /* noticed -> every worker of the generation exited */
-    GP_RENDEZVOUS,  /* stopped -> the next generation formed on every node (waiting included) */
-    GP_RESTART,     /* formed -> first step, less the restore */
-    GP_RESTORE,     /* checkpoint load */
-    GP_REDONE,      /* steps after the restored step, done before and lost, at the step time */
-    GP_CKPT_STALL,  /* checkpoint saves on the training path */
-    GP_IDLE,        /* after the last step until the job's end, and time nothing else claims */
+    GP_DETECTION,  /* last progress -> the disruption noticed */
+    GP_STOPPING,   /* noticed -> every worker of the generation exited */
+    GP_RENDEZVOUS, /* stopped -> the next generation formed on every node (waiting included) */
+    GP_RESTART,    /* formed -> first step, less the restore */
+    GP_RESTORE,    /* checkpoint load */
+    GP_REDONE,     /* steps after the restored step, done before and lost, at the step time */
+    GP_CKPT_STALL, /* checkpoint saves on the training path */
+    GP_IDLE,       /* after the last step until the job's end, and time nothing else claims */
     GP_BUCKETS
 } goodput_bucket;
 
@@ -78,13 +78,13 @@ typedef struct goodput_line {
 typedef struct goodput_report {
     uint64_t start_ms, end_ms;
     double wall_ms, productive_ms;
-    double lost_ms[GP_BUCKETS];   /* totals per bucket, idle included */
-    double cause_ms[GP_CAUSES];   /* lost per cause (idle is no cause's) */
-    int cause_count[GP_CAUSES];   /* disruptions per cause (the start counts once) */
-    double failures_ms;           /* lost to disruptions: every line but the start's */
-    double step_ms;               /* measured step time (median over generations), 0 unknown */
-    bool steps_known;             /* the records had step events: redone work is counted */
-    double ettr;                  /* productive / wall, 0..1 */
+    double lost_ms[GP_BUCKETS]; /* totals per bucket, idle included */
+    double cause_ms[GP_CAUSES]; /* lost per cause (idle is no cause's) */
+    int cause_count[GP_CAUSES]; /* disruptions per cause (the start counts once) */
+    double failures_ms;         /* lost to disruptions: every line but the start's */
+    double step_ms;             /* measured step time (median over generations), 0 unknown */
+    bool steps_known;           /* the records had step events: redone work is counted */
+    double ettr;                /* productive / wall, 0..1 */
     goodput_line lines[GOODPUT_MAX_LINES];
     size_t line_count;
     size_t lines_dropped; /* disruptions past GOODPUT_MAX_LINES (their time still counted) */

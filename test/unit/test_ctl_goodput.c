@@ -20,10 +20,10 @@ const char *ctl_last_error(void)
     return elastic_last_error();
 }
 
-#define NEAR(a, b)                                                                                 \
-    do {                                                                                           \
-        double near_a = (a), near_b = (b);                                                         \
-        if (fabs(near_a - near_b) > 0.01) FAIL("%s = %.4f, expected %.4f", #a, near_a, near_b);    \
+#define NEAR(a, b)                                                                              \
+    do {                                                                                        \
+        double near_a = (a), near_b = (b);                                                      \
+        if (fabs(near_a - near_b) > 0.01) FAIL("%s = %.4f, expected %.4f", #a, near_a, near_b); \
     } while (0)
 
 static char *write_log(const char *name, const char *text)
@@ -65,24 +65,27 @@ static goodput_report *account_logs(const char *const *texts, int count)
 
 /* The issue's job: 4 workers, 20 ms steps, a checkpoint every 50 steps, rank
  * 2 killed at step 170; the job resumes at 150 and redoes 20 steps (400 ms). */
-static const char issue_log[] =
-    EV(1000, "\"event\":\"agent_started\"")
-    EV(1010, "\"event\":\"generation_formed\",\"generation\":1,\"world_size\":4")
-    EV(1100, "\"event\":\"steps_started\",\"generation\":1,\"step\":0,\"first_step_ms\":1100,"
-             "\"restore_ms\":0")
-    EV(4100, "\"event\":\"checkpoint\",\"generation\":1,\"rank\":0,\"local_rank\":0,\"step\":150,"
-             "\"saved_ms\":4100")
-    EV(4510, "\"event\":\"failure\",\"generation\":1,\"rank\":2,\"local_rank\":2,\"exit_code\":-1,"
-             "\"signal\":9,\"reason\":\"killed by signal 9 (SIGKILL)\"")
-    EV(4520, "\"event\":\"steps_ended\",\"generation\":1,\"last_step\":170,\"last_step_ms\":4500,"
-             "\"step_us\":20000,\"save_stall_ms\":0")
-    EV(4520, "\"event\":\"generation_stopped\",\"generation\":1,\"stop_ms\":10")
-    EV(4530, "\"event\":\"generation_formed\",\"generation\":2,\"world_size\":4")
-    EV(4700, "\"event\":\"steps_started\",\"generation\":2,\"step\":150,\"first_step_ms\":4700,"
-             "\"restore_ms\":50")
-    EV(7700, "\"event\":\"steps_ended\",\"generation\":2,\"last_step\":300,\"last_step_ms\":7700,"
-             "\"step_us\":20000,\"save_stall_ms\":20")
-    EV(7750, "\"event\":\"job_end\",\"status\":\"succeeded\",\"exit_code\":0");
+static const char issue_log[] = EV(1000, "\"event\":\"agent_started\"")
+    EV(1010, "\"event\":\"generation_formed\",\"generation\":1,\"world_size\":4") EV(
+        1100, "\"event\":\"steps_started\",\"generation\":1,\"step\":0,\"first_step_ms\":1100,"
+              "\"restore_ms\":0")
+        EV(4100,
+           "\"event\":\"checkpoint\",\"generation\":1,\"rank\":0,\"local_rank\":0,\"step\":150,"
+           "\"saved_ms\":4100") EV(4510, "\"event\":\"failure\",\"generation\":1,\"rank\":2,"
+                                         "\"local_rank\":2,\"exit_code\":-1,"
+                                         "\"signal\":9,\"reason\":\"killed by signal 9 (SIGKILL)\"")
+            EV(4520,
+               "\"event\":\"steps_ended\",\"generation\":1,\"last_step\":170,\"last_step_ms\":4500,"
+               "\"step_us\":20000,\"save_stall_ms\":0")
+                EV(4520, "\"event\":\"generation_stopped\",\"generation\":1,\"stop_ms\":10") EV(
+                    4530, "\"event\":\"generation_formed\",\"generation\":2,\"world_size\":4")
+                    EV(4700,
+                       "\"event\":\"steps_started\",\"generation\":2,\"step\":150,\"first_step_"
+                       "ms\":4700,"
+                       "\"restore_ms\":50") EV(7700, "\"event\":\"steps_ended\",\"generation\":2,"
+                                                     "\"last_step\":300,\"last_step_ms\":7700,"
+                                                     "\"step_us\":20000,\"save_stall_ms\":20")
+                        EV(7750, "\"event\":\"job_end\",\"status\":\"succeeded\",\"exit_code\":0");
 
 TEST(goodput_counts_the_redone_steps_restart_and_restore_of_a_killed_rank)
 {
@@ -124,9 +127,9 @@ TEST(goodput_counts_the_redone_steps_restart_and_restore_of_a_killed_rank)
     FILE *out = open_memstream(&text, &len);
     ASSERT_OK(goodput__write_text(r, "job1", out));
     fclose(out);
-    if (strstr(text, "ETTR 88.6%\n") == NULL || strstr(text, "lost to failures: 0.600 s\n") == NULL ||
-        strstr(text, "failure       1 170->150") == NULL ||
-        strstr(text, "redone 0.400 s") == NULL)
+    if (strstr(text, "ETTR 88.6%\n") == NULL ||
+        strstr(text, "lost to failures: 0.600 s\n") == NULL ||
+        strstr(text, "failure       1 170->150") == NULL || strstr(text, "redone 0.400 s") == NULL)
         FAIL("text:\n%s", text);
     free(text);
     out = open_memstream(&text, &len);
@@ -149,8 +152,8 @@ TEST(goodput_counts_the_redone_steps_restart_and_restore_of_a_killed_rank)
     out = open_memstream(&text, &len);
     goodput__write_verdict(r, out);
     fclose(out);
-    ASSERT_STR_EQ(text,
-                  "goodput: ETTR 88.6% (5.980 s productive of 6.750 s), 0.600 s lost to failures\n");
+    ASSERT_STR_EQ(
+        text, "goodput: ETTR 88.6% (5.980 s productive of 6.750 s), 0.600 s lost to failures\n");
     free(text);
     free(r);
 }
@@ -160,37 +163,45 @@ TEST(goodput_counts_the_redone_steps_restart_and_restore_of_a_killed_rank)
 /* Two nodes: node b's lease ends (a's log says so first); later a worker of a
  * hangs. The later of two nodes' forming starts training; the earliest notice
  * of a generation's end counts; "job ended" (cause 5) is no disruption. */
-static const char two_a[] =
-    EV(0, "\"event\":\"agent_started\"")
-    EV(100, "\"event\":\"generation_formed\",\"generation\":1")
-    EV(300, "\"event\":\"steps_started\",\"generation\":1,\"step\":0,\"first_step_ms\":300")
-    EV(2000, "\"event\":\"generation_ended\",\"generation\":1,\"cause\":2,\"reason\":\"lease\"")
-    EV(2010, "\"event\":\"steps_ended\",\"generation\":1,\"last_step\":90,\"last_step_ms\":1200")
-    EV(2100, "\"event\":\"generation_stopped\",\"generation\":1")
-    EV(2500, "\"event\":\"generation_formed\",\"generation\":2")
-    EV(2800, "\"event\":\"steps_started\",\"generation\":2,\"step\":50,\"first_step_ms\":2800")
-    EV(5000, "\"event\":\"probe_failed\",\"generation\":2,\"probe\":\"hang\",\"reason\":\"hang\"")
-    EV(5001, "\"event\":\"failure\",\"generation\":2,\"local_rank\":0,\"reason\":\"hang\"")
-    EV(5010, "\"event\":\"steps_ended\",\"generation\":2,\"last_step\":150,\"last_step_ms\":3800")
-    EV(5050, "\"event\":\"generation_stopped\",\"generation\":2")
-    EV(5100, "\"event\":\"generation_formed\",\"generation\":3")
-    EV(5300, "\"event\":\"steps_started\",\"generation\":3,\"step\":150,\"first_step_ms\":5300")
-    EV(6300, "\"event\":\"steps_ended\",\"generation\":3,\"last_step\":250,\"last_step_ms\":6300")
-    EV(6300, "\"event\":\"generation_ended\",\"generation\":3,\"cause\":5,\"reason\":\"done\"")
-    EV(6400, "\"event\":\"job_end\",\"status\":\"succeeded\"");
-static const char two_b[] =
-    EB(0, "\"event\":\"agent_started\"")
-    EB(150, "\"event\":\"generation_formed\",\"generation\":1")
-    EB(320, "\"event\":\"steps_started\",\"generation\":1,\"step\":0,\"first_step_ms\":320")
-    EB(2600, "\"event\":\"generation_formed\",\"generation\":2")
-    EB(2790, "\"event\":\"steps_started\",\"generation\":2,\"step\":50,\"first_step_ms\":2790")
-    EB(5020, "\"event\":\"generation_ended\",\"generation\":2,\"cause\":1,\"reason\":\"a failed\"")
-    EB(5030, "\"event\":\"steps_ended\",\"generation\":2,\"last_step\":149,\"last_step_ms\":3790")
-    EB(5040, "\"event\":\"generation_stopped\",\"generation\":2")
-    EB(5150, "\"event\":\"generation_formed\",\"generation\":3")
-    EB(5290, "\"event\":\"steps_started\",\"generation\":3,\"step\":150,\"first_step_ms\":5290")
-    EB(6300, "\"event\":\"steps_ended\",\"generation\":3,\"last_step\":250,\"last_step_ms\":6300")
-    EB(6350, "\"event\":\"job_end\",\"status\":\"succeeded\"");
+static const char two_a[] = EV(0, "\"event\":\"agent_started\"") EV(
+    100, "\"event\":\"generation_formed\",\"generation\":1")
+    EV(300, "\"event\":\"steps_started\",\"generation\":1,\"step\":0,\"first_step_ms\":300") EV(
+        2000, "\"event\":\"generation_ended\",\"generation\":1,\"cause\":2,\"reason\":\"lease\"")
+        EV(2010, "\"event\":\"steps_ended\",\"generation\":1,\"last_step\":90,\"last_step_ms\":"
+                 "1200") EV(2100, "\"event\":\"generation_stopped\",\"generation\":1")
+            EV(2500, "\"event\":\"generation_formed\",\"generation\":2") EV(
+                2800,
+                "\"event\":\"steps_started\",\"generation\":2,\"step\":50,\"first_step_ms\":2800")
+                EV(5000, "\"event\":\"probe_failed\",\"generation\":2,\"probe\":\"hang\","
+                         "\"reason\":\"hang\"") EV(
+                    5001,
+                    "\"event\":\"failure\",\"generation\":2,\"local_rank\":0,\"reason\":\"hang\"")
+                    EV(5010,
+                       "\"event\":\"steps_ended\",\"generation\":2,\"last_step\":150,\"last_step_"
+                       "ms\":3800") EV(5050, "\"event\":\"generation_stopped\",\"generation\":2")
+                        EV(5100, "\"event\":\"generation_formed\",\"generation\":3")
+                            EV(5300, "\"event\":\"steps_started\",\"generation\":3,\"step\":150,"
+                                     "\"first_step_ms\":5300")
+                                EV(6300, "\"event\":\"steps_ended\",\"generation\":3,\"last_step\":"
+                                         "250,\"last_step_ms\":6300")
+                                    EV(6300, "\"event\":\"generation_ended\",\"generation\":3,"
+                                             "\"cause\":5,\"reason\":\"done\"")
+                                        EV(6400, "\"event\":\"job_end\",\"status\":\"succeeded\"");
+static const char two_b[] = EB(0, "\"event\":\"agent_started\"")
+    EB(150, "\"event\":\"generation_formed\",\"generation\":1") EB(
+        320, "\"event\":\"steps_started\",\"generation\":1,\"step\":0,\"first_step_ms\":320")
+        EB(2600, "\"event\":\"generation_formed\",\"generation\":2") EB(
+            2790, "\"event\":\"steps_started\",\"generation\":2,\"step\":50,\"first_step_ms\":2790")
+            EB(5020, "\"event\":\"generation_ended\",\"generation\":2,\"cause\":1,\"reason\":\"a "
+                     "failed\"") EB(5030, "\"event\":\"steps_ended\",\"generation\":2,\"last_"
+                                          "step\":149,\"last_step_ms\":3790")
+                EB(5040, "\"event\":\"generation_stopped\",\"generation\":2")
+                    EB(5150, "\"event\":\"generation_formed\",\"generation\":3")
+                        EB(5290, "\"event\":\"steps_started\",\"generation\":3,\"step\":150,"
+                                 "\"first_step_ms\":5290")
+                            EB(6300, "\"event\":\"steps_ended\",\"generation\":3,\"last_step\":250,"
+                                     "\"last_step_ms\":6300")
+                                EB(6350, "\"event\":\"job_end\",\"status\":\"succeeded\"");
 
 TEST(goodput_merges_nodes_and_names_each_disruption_by_its_first_notice)
 {
@@ -201,7 +212,7 @@ TEST(goodput_merges_nodes_and_names_each_disruption_by_its_first_notice)
     ASSERT_EQ(r->line_count, 3u);
     const goodput_line *lost = &r->lines[1], *hang = &r->lines[2];
     ASSERT_EQ(lost->cause, GP_CAUSE_NODE_LOST);
-    ASSERT_EQ(hang->cause, GP_CAUSE_HANG); /* the probe before the failure it causes */
+    ASSERT_EQ(hang->cause, GP_CAUSE_HANG);    /* the probe before the failure it causes */
     NEAR(r->lines[0].ms[GP_RENDEZVOUS], 150); /* both nodes formed at 150 */
     NEAR(r->lines[0].ms[GP_RESTART], 170);    /* the later first step: 320 */
     /* Generation 1: steps 0..90 over 320..1200 (9.78 ms a step); redone 90 -> 50. */

@@ -9,10 +9,10 @@
 #include <math.h>
 #include <stdlib.h>
 
-#define NEAR(a, b, eps)                                                                            \
-    do {                                                                                           \
-        double near_a = (a), near_b = (b);                                                         \
-        if (fabs(near_a - near_b) > (eps)) FAIL("%s = %.4f, expected %.4f", #a, near_a, near_b);   \
+#define NEAR(a, b, eps)                                                                          \
+    do {                                                                                         \
+        double near_a = (a), near_b = (b);                                                       \
+        if (fabs(near_a - near_b) > (eps)) FAIL("%s = %.4f, expected %.4f", #a, near_a, near_b); \
     } while (0)
 
 /* One profile with round numbers: a save costs 10 s (1 GB per GPU at
@@ -45,8 +45,9 @@ TEST(simulate_one_failure_costs_what_the_hand_says)
     ASSERT(all != NULL);
     ASSERT_OK(sim__profiles_parse(simple, "simple", all));
     sim_failure trace[] = { { .at_s = 525, .cls = SIM_SOFTWARE } };
-    sim_job job = { .gpus = 4, .duration_s = 1000, .interval_s = 100, .trace = trace,
-                    .trace_count = 1 };
+    sim_job job = {
+        .gpus = 4, .duration_s = 1000, .interval_s = 100, .trace = trace, .trace_count = 1
+    };
     sim_result r;
     sim__run(all, &all->p[0], &job, &r);
     /* Start: rendezvous 10 + restart 20 -> training at 30 in cycles of 100 + a

@@ -33,14 +33,21 @@ static bool record_of(const timeline_event *e, goodput_record *r)
     case TL_AGENT_STARTED: r->kind = GP_START; return true;
     case TL_GENERATION_FORMED: r->kind = GP_FORMED; return true;
     case TL_STEPS_STARTED:
-        *r = (goodput_record){ .ts_ms = e->ts_ms, .kind = GP_STEPS_STARTED,
-                               .generation = e->generation, .a = e->value, .b = e->value2,
+        *r = (goodput_record){ .ts_ms = e->ts_ms,
+                               .kind = GP_STEPS_STARTED,
+                               .generation = e->generation,
+                               .a = e->value,
+                               .b = e->value2,
                                .c = e->value3 };
         return true;
     case TL_STEPS_ENDED:
-        *r = (goodput_record){ .ts_ms = e->ts_ms, .kind = GP_STEPS_ENDED,
-                               .generation = e->generation, .a = e->value, .b = e->value2,
-                               .c = e->value3, .d = e->value4 };
+        *r = (goodput_record){ .ts_ms = e->ts_ms,
+                               .kind = GP_STEPS_ENDED,
+                               .generation = e->generation,
+                               .a = e->value,
+                               .b = e->value2,
+                               .c = e->value3,
+                               .d = e->value4 };
         return true;
     case TL_FAILURE: r->kind = GP_DISRUPTION, r->cause = GP_CAUSE_FAILURE; return true;
     case TL_HANG: r->kind = GP_DISRUPTION, r->cause = GP_CAUSE_HANG; return true;

@@ -89,7 +89,8 @@ int goodput__write_profile(const goodput_report *r, const timeline *t, FILE *out
     const char *from = "measured: elasticctl goodput of job";
     fprintf(out, "# the recovery profile of job %s, measured by elasticctl goodput\nmodel\n",
             t->run_id);
-    fprintf(out, "step_s %.6f %s %s (median step time)\n", step_s > 0 ? step_s : 1, from, t->run_id);
+    fprintf(out, "step_s %.6f %s %s (median step time)\n", step_s > 0 ? step_s : 1, from,
+            t->run_id);
     fprintf(out, "state_gb %d nominal: 1 GB per worker, so a save or restore lasts 1/GB/s\n", gpus);
     fprintf(out, "gpus_per_node %d %s %s (workers per node)\n", gpus / (nodes > 0 ? nodes : 1),
             from, t->run_id);
@@ -100,14 +101,14 @@ int goodput__write_profile(const goodput_report *r, const timeline *t, FILE *out
     fprintf(out, "detect_gpu_s %.6f %s (as software)\n", software > 0 ? software : 0, from);
     fprintf(out, "detect_host_s %.6f %s\n", host > 0 ? host : 0, from);
     fprintf(out, "detect_hang_s %.6f %s\n", hang > 0 ? hang : 0, from);
-    fprintf(out, "stop_s %.6f %s\n", mean_of(r, GP_STOPPING, -1) > 0 ? mean_of(r, GP_STOPPING, -1) : 0,
-            from);
+    fprintf(out, "stop_s %.6f %s\n",
+            mean_of(r, GP_STOPPING, -1) > 0 ? mean_of(r, GP_STOPPING, -1) : 0, from);
     fprintf(out, "rdzv_base_s %.6f %s\n",
             mean_of(r, GP_RENDEZVOUS, -1) > 0 ? mean_of(r, GP_RENDEZVOUS, -1) : 0, from);
     fputs("rdzv_per_node_ms 0 measured: one scale only\n", out);
     fputs("replace_s 0 measured: no node was replaced\n", out);
-    fprintf(out, "restart_s %.6f %s\n", mean_of(r, GP_RESTART, -1) > 0 ? mean_of(r, GP_RESTART, -1) : 0,
-            from);
+    fprintf(out, "restart_s %.6f %s\n",
+            mean_of(r, GP_RESTART, -1) > 0 ? mean_of(r, GP_RESTART, -1) : 0, from);
     fputs("interpreter_s 0 measured: within restart_s\n", out);
     fputs("init_s 0 measured: within restart_s\n", out);
     fprintf(out, "restore_gbps %.6f %s (1 / mean restore s)\n", restore > 0 ? 1.0 / restore : 0,

@@ -115,15 +115,17 @@ static int recovery_of(const sim_profiles *all, const sim_profile *p, double gpu
     static const int detect_param[SIM_CLASSES] = { SP_DETECT_SOFTWARE_S, SP_DETECT_GPU_S,
                                                    SP_DETECT_HOST_S, SP_DETECT_HANG_S };
     double nodes = ceil(gpus / sim__value(all, p, SP_GPUS_PER_NODE));
-    double rdzv = sim__value(all, p, SP_RDZV_BASE_S) + sim__value(all, p, SP_RDZV_PER_NODE_MS) * nodes / 1000.0;
+    double rdzv = sim__value(all, p, SP_RDZV_BASE_S) +
+                  sim__value(all, p, SP_RDZV_PER_NODE_MS) * nodes / 1000.0;
     bool replaced = cls == SIM_GPU || cls == SIM_HOST;
     int n = 0;
     if (!first_start) {
         steps[n++] = (recovery_step){ GP_DETECTION, sim__value(all, p, detect_param[cls]) };
         steps[n++] = (recovery_step){ GP_STOPPING, sim__value(all, p, SP_STOP_S) };
     }
-    steps[n++] = (recovery_step){ GP_RENDEZVOUS,
-                                  rdzv + (replaced && !first_start ? sim__value(all, p, SP_REPLACE_S) : 0) };
+    steps[n++] =
+        (recovery_step){ GP_RENDEZVOUS,
+                         rdzv + (replaced && !first_start ? sim__value(all, p, SP_REPLACE_S) : 0) };
     steps[n++] = (recovery_step){ GP_RESTART, sim__value(all, p, SP_RESTART_S) +
                                                   sim__value(all, p, SP_INTERPRETER_S) +
                                                   sim__value(all, p, SP_INIT_S) };
@@ -239,7 +241,9 @@ static double mean_ettr(const sim_profiles *all, const sim_profile *p, double gp
 {
     double sum = 0;
     for (int i = 0; i < seeds; i++) {
-        sim_job job = { .gpus = gpus, .duration_s = duration_s, .seed = seed + (uint64_t)i,
+        sim_job job = { .gpus = gpus,
+                        .duration_s = duration_s,
+                        .seed = seed + (uint64_t)i,
                         .interval_s = interval };
         sim_result r;
         sim__run(all, p, &job, &r);

@@ -35,26 +35,26 @@ typedef enum sim_class {
 /* A profile's and the model's parameters (seconds unless the name says). */
 typedef enum sim_param {
     /* the model, shared by every profile */
-    SP_STEP_S,       /* one training step */
-    SP_STATE_GB,     /* the job's checkpoint state, all GPUs together (GB) */
+    SP_STEP_S,   /* one training step */
+    SP_STATE_GB, /* the job's checkpoint state, all GPUs together (GB) */
     SP_GPUS_PER_NODE,
-    SP_RATE,         /* unexpected interruptions per GPU-hour */
+    SP_RATE, /* unexpected interruptions per GPU-hour */
     /* a launcher's recovery */
     SP_DETECT_SOFTWARE_S, /* failure -> noticed, by class */
     SP_DETECT_GPU_S,
     SP_DETECT_HOST_S,
     SP_DETECT_HANG_S,
-    SP_STOP_S,          /* noticed -> every worker stopped */
-    SP_RDZV_BASE_S,     /* re-forming: base + per node */
+    SP_STOP_S,      /* noticed -> every worker stopped */
+    SP_RDZV_BASE_S, /* re-forming: base + per node */
     SP_RDZV_PER_NODE_MS,
-    SP_REPLACE_S,       /* a swapped-out node's replacement joins (0: a warm spare waits) */
-    SP_RESTART_S,       /* a worker process started -> first step (measured: spawn, API) */
-    SP_INTERPRETER_S,   /* the trainer's interpreter and imports on a real node */
-    SP_INIT_S,          /* CUDA context + NCCL communicators at scale */
-    SP_RESTORE_GBPS,    /* checkpoint load per GPU (GB/s) */
-    SP_SAVE_GBPS,       /* a save's stall on the training path per GPU (GB/s) */
-    SP_INTERVAL_S,      /* checkpoint interval; 0: the best one found */
-    SP_EVERY_STEPS,     /* > 0: save every N steps (a memory tier), the interval follows */
+    SP_REPLACE_S,     /* a swapped-out node's replacement joins (0: a warm spare waits) */
+    SP_RESTART_S,     /* a worker process started -> first step (measured: spawn, API) */
+    SP_INTERPRETER_S, /* the trainer's interpreter and imports on a real node */
+    SP_INIT_S,        /* CUDA context + NCCL communicators at scale */
+    SP_RESTORE_GBPS,  /* checkpoint load per GPU (GB/s) */
+    SP_SAVE_GBPS,     /* a save's stall on the training path per GPU (GB/s) */
+    SP_INTERVAL_S,    /* checkpoint interval; 0: the best one found */
+    SP_EVERY_STEPS,   /* > 0: save every N steps (a memory tier), the interval follows */
     SP_PARAMS
 } sim_param;
 
@@ -83,8 +83,8 @@ typedef struct sim_failure {
 typedef struct sim_job {
     double gpus, duration_s;
     uint64_t seed;
-    double interval_s;              /* the checkpoint interval used (resolved) */
-    const sim_failure *trace;       /* non-NULL: these failures instead of the random process */
+    double interval_s;        /* the checkpoint interval used (resolved) */
+    const sim_failure *trace; /* non-NULL: these failures instead of the random process */
     size_t trace_count;
 } sim_job;
 

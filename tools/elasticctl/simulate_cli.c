@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TRACE     4096
-#define MAX_FILE      (1 << 20)
+#define MAX_TRACE      4096
+#define MAX_FILE       (1 << 20)
 #define MAX_TRACE_LINE 200
 
 static int read_file(const char *path, char **out)
@@ -24,10 +24,11 @@ static int read_file(const char *path, char **out)
                              strerror(errno));
     char *text = malloc(MAX_FILE + 1);
     size_t len = text != NULL ? fread(text, 1, MAX_FILE + 1, f) : 0;
-    int rc = text == NULL   ? elastic__fail(ELASTIC_ENOMEM, "out of memory")
-             : ferror(f)    ? elastic__fail(ELASTIC_EIO, "%s: read error", path)
-             : len > MAX_FILE ? elastic__fail(ELASTIC_ELIMIT, "%s: larger than %d bytes", path, MAX_FILE)
-                            : 0;
+    int rc = text == NULL ? elastic__fail(ELASTIC_ENOMEM, "out of memory")
+             : ferror(f)  ? elastic__fail(ELASTIC_EIO, "%s: read error", path)
+             : len > MAX_FILE
+                 ? elastic__fail(ELASTIC_ELIMIT, "%s: larger than %d bytes", path, MAX_FILE)
+                 : 0;
     fclose(f);
     if (rc != 0) {
         free(text);
@@ -117,7 +118,9 @@ static void run_cell(const sim_profiles *all, const sim_profile *p, double gpus,
     out->interval_s = sim__interval(all, p, out->best_s);
     double sum = 0, sum2 = 0;
     for (int i = 0; i < seeds; i++) {
-        sim_job job = { .gpus = gpus, .duration_s = duration_s, .seed = seed + (uint64_t)i,
+        sim_job job = { .gpus = gpus,
+                        .duration_s = duration_s,
+                        .seed = seed + (uint64_t)i,
                         .interval_s = out->interval_s };
         sim_result r;
         sim__run(all, p, &job, &r);
@@ -169,10 +172,11 @@ static int table(const sim_profiles *all, const double *gpus, int scales, double
             }
         fputs("]}\n", out);
     } else {
-        fprintf(out,
-                "simulated ETTR: %g days, %.3g unexpected interruptions per GPU-hour (MTBF %.1f h at "
-                "16,384 GPUs), Llama 3's cause mix, %d seeds (mean, 95%% interval)\n",
-                days, rate, rate > 0 ? 1.0 / (rate * 16384) : 0, seeds);
+        fprintf(
+            out,
+            "simulated ETTR: %g days, %.3g unexpected interruptions per GPU-hour (MTBF %.1f h at "
+            "16,384 GPUs), Llama 3's cause mix, %d seeds (mean, 95%% interval)\n",
+            days, rate, rate > 0 ? 1.0 / (rate * 16384) : 0, seeds);
         fprintf(out, "%-22s", "profile");
         for (int s = 0; s < scales; s++) {
             char head[32];
@@ -230,7 +234,8 @@ int ctl_simulate(const ctl_simulate_opts *o, FILE *out)
     sim_profiles *all = malloc(sizeof *all);
     if (all == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "out of memory");
     if (rc == 0)
-        rc = sim__profiles_parse(text, o->profile_path != NULL ? o->profile_path : "(shipped)", all);
+        rc =
+            sim__profiles_parse(text, o->profile_path != NULL ? o->profile_path : "(shipped)", all);
     free(text);
     if (rc == 0 && o->only != NULL) {
         int found = -1;
@@ -249,21 +254,26 @@ int ctl_simulate(const ctl_simulate_opts *o, FILE *out)
                            : read_trace(o->trace_path, trace, &count, &duration_s);
         for (int i = 0; rc == 0 && i < all->count; i++) {
             const sim_profile *p = &all->p[i];
-            sim_job job = { .gpus = o->gpus[0], .duration_s = duration_s, .seed = o->seed,
-                            .interval_s = sim__interval(all, p, 1800), .trace = trace,
+            sim_job job = { .gpus = o->gpus[0],
+                            .duration_s = duration_s,
+                            .seed = o->seed,
+                            .interval_s = sim__interval(all, p, 1800),
+                            .trace = trace,
                             .trace_count = count };
             sim_result r;
             sim__run(all, p, &job, &r);
             if (o->json) {
-                fprintf(out, "{\"profile\":\"%s\",\"ettr\":%.6f,\"wall_s\":%.3f,\"productive_s\":%.3f,"
-                             "\"failures\":%.0f,\"lost_s\":{",
+                fprintf(out,
+                        "{\"profile\":\"%s\",\"ettr\":%.6f,\"wall_s\":%.3f,\"productive_s\":%.3f,"
+                        "\"failures\":%.0f,\"lost_s\":{",
                         p->name, r.ettr, r.wall_s, r.productive_s, r.failures);
                 for (int b = 0; b < GP_BUCKETS; b++)
                     fprintf(out, "%s\"%s\":%.3f", b ? "," : "", goodput__bucket_name(b),
                             r.lost_s[b]);
                 fputs("}}\n", out);
             } else {
-                fprintf(out, "profile %s, %zu failures of the trace over %.3f s: productive %.3f s\n",
+                fprintf(out,
+                        "profile %s, %zu failures of the trace over %.3f s: productive %.3f s\n",
                         p->name, count, r.wall_s, r.productive_s);
                 for (int b = 0; b < GP_BUCKETS; b++)
                     fprintf(out, "%s%s %.3f s", b ? ", " : "  lost: ", goodput__bucket_name(b),

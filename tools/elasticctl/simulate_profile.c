@@ -16,11 +16,25 @@
 #define MAX_LINE 600
 
 static const char *const param_names[SP_PARAMS] = {
-    "step_s",           "state_gb",        "gpus_per_node",   "rate_per_gpu_hour",
-    "detect_software_s", "detect_gpu_s",   "detect_host_s",   "detect_hang_s",
-    "stop_s",           "rdzv_base_s",     "rdzv_per_node_ms", "replace_s",
-    "restart_s",        "interpreter_s",   "init_s",          "restore_gbps",
-    "save_gbps",        "interval_s",      "every_steps",
+    "step_s",
+    "state_gb",
+    "gpus_per_node",
+    "rate_per_gpu_hour",
+    "detect_software_s",
+    "detect_gpu_s",
+    "detect_host_s",
+    "detect_hang_s",
+    "stop_s",
+    "rdzv_base_s",
+    "rdzv_per_node_ms",
+    "replace_s",
+    "restart_s",
+    "interpreter_s",
+    "init_s",
+    "restore_gbps",
+    "save_gbps",
+    "interval_s",
+    "every_steps",
 };
 
 const char *sim__param_name(int param)
@@ -62,10 +76,8 @@ static int take(sim_profiles *out, sim_profile *section, char *line, const char 
     if (value == NULL || end == value || *end != '\0' || !isfinite(v) || v < 0 || v > 1e9)
         return elastic__fail(ELASTIC_EINVAL, "%s: %s needs a number in [0, 1e9]", where, key);
     if (source == NULL || *source == '\0')
-        return elastic__fail(ELASTIC_EINVAL, "%s: %s needs its source after the value", where,
-                             key);
-    if (section->set[param])
-        return elastic__fail(ELASTIC_EINVAL, "%s: %s given twice", where, key);
+        return elastic__fail(ELASTIC_EINVAL, "%s: %s needs its source after the value", where, key);
+    if (section->set[param]) return elastic__fail(ELASTIC_EINVAL, "%s: %s given twice", where, key);
     section->v[param] = v;
     section->set[param] = true;
     snprintf(section->source[param], sizeof section->source[param], "%s", source);
@@ -76,8 +88,7 @@ static int complete(const sim_profiles *all, const char *origin)
 {
     for (int k = 0; k <= SP_RATE; k++)
         if (!all->model.set[k])
-            return elastic__fail(ELASTIC_EINVAL, "%s: the model has no %s", origin,
-                                 param_names[k]);
+            return elastic__fail(ELASTIC_EINVAL, "%s: the model has no %s", origin, param_names[k]);
     if (all->model.v[SP_STEP_S] <= 0 || all->model.v[SP_GPUS_PER_NODE] < 1)
         return elastic__fail(ELASTIC_EINVAL, "%s: step_s and gpus_per_node must be positive",
                              origin);
