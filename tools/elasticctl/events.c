@@ -52,7 +52,10 @@ int ctl_summary(const char *const *paths, int count, const char *run_id, FILE *o
     timeline *t = NULL;
     int rc = load(paths, count, run_id, &t);
     if (rc != 0) return rc;
-    rc = timeline__write_text(t, out);
+    goodput_report *goodput = NULL;
+    rc = goodput__of_timeline(t, &goodput);
+    if (rc == 0) rc = timeline__write_text(t, goodput, out);
+    free(goodput);
     unload(t);
     return rc;
 }

@@ -68,8 +68,10 @@ void timeline__free(timeline *t);
  * as spans, failures, hangs, restarts, fences as marks, checkpoints as ticks,
  * a time axis. */
 int timeline__write_svg(const timeline *t, FILE *out);
-/* The same as text: totals, then every mark in time order. */
-int timeline__write_text(const timeline *t, FILE *out);
+/* The same as text: totals (time lost to failures by the goodput accounting,
+ * src/common/goodput.h), the accounting's verdict, then every mark in time order. */
+struct goodput_report;
+int timeline__write_text(const timeline *t, const struct goodput_report *goodput, FILE *out);
 
 /* Shared by both: "+12.345 s" offsets and a kind's word. */
 const char *timeline__kind_name(int kind);
