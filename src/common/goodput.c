@@ -41,7 +41,7 @@ const char *goodput__cause_name(int cause)
 typedef struct generation_facts {
     int64_t generation;
     uint64_t formed_ms; /* the last node to form it: training cannot start before */
-    bool started, ended, disrupted, stopped;
+    bool formed, started, ended, disrupted, stopped;
     uint64_t first_ms;     /* the last node's first step */
     int64_t restored_step; /* the lowest first step */
     uint64_t restore_ms;   /* the longest restore */
@@ -75,7 +75,8 @@ static void merge(generation_facts *f, const goodput_record *r)
     uint64_t b = r->b > 0 ? (uint64_t)r->b : r->ts_ms;
     switch (r->kind) {
     case GP_FORMED:
-        if (r->ts_ms > f->formed_ms) f->formed_ms = r->ts_ms;
+        if (!f->formed || r->ts_ms > f->formed_ms) f->formed_ms = r->ts_ms;
+        f->formed = true;
         break;
     case GP_STEPS_STARTED:
         if (!f->started || b > f->first_ms) f->first_ms = b;
@@ -269,7 +270,7 @@ int goodput__account(const goodput_record *records, size_t count, uint64_t end_m
     /* Only generations that formed are walked (a stray record of another never did). */
     size_t formed = 0;
     for (size_t i = 0; i < n; i++)
-        if (gens[i].formed_ms > 0) gens[formed++] = gens[i];
+        if (gens[i].formed) gens[formed++] = gens[i];
     qsort(gens, formed, sizeof *gens, by_generation);
 
     double *steps = calloc(formed > 0 ? formed : 1, sizeof *steps);

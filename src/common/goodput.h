@@ -96,6 +96,17 @@ typedef struct goodput_report {
 int goodput__account(const goodput_record *records, size_t count, uint64_t end_ms,
                      goodput_report *out);
 
+/* The report on a Prometheus page (/metrics): elastic_goodput_ratio and
+ * elastic_goodput_{wall,productive,lost,cause_lost}_seconds_total. floor (may
+ * be NULL): the values last rendered, raised to the new ones, so counters
+ * never go back when a later accounting moves time into redone work. */
+typedef struct goodput_floor {
+    double wall_s, productive_s, lost_s[GP_BUCKETS], cause_s[GP_CAUSES];
+} goodput_floor;
+struct elastic__text;
+void goodput__render_metrics(const goodput_report *r, goodput_floor *floor,
+                             struct elastic__text *out);
+
 const char *goodput__bucket_name(int bucket);
 const char *goodput__cause_name(int cause);
 

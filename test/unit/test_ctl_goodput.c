@@ -5,6 +5,7 @@
  * and a hang, a generation that fails before its first step, logs without step
  * events, and a random-log property (buckets never negative, always summing to
  * the wall time). */
+#include "common/text.h"
 #include "elasticctl/goodput.h"
 #include "test.h"
 
@@ -173,9 +174,8 @@ static const char two_a[] = EV(0, "\"event\":\"agent_started\"") EV(
                 2800,
                 "\"event\":\"steps_started\",\"generation\":2,\"step\":50,\"first_step_ms\":2800")
                 EV(5000, "\"event\":\"probe_failed\",\"generation\":2,\"probe\":\"hang\","
-                         "\"reason\":\"hang\"") EV(
-                    5001,
-                    "\"event\":\"failure\",\"generation\":2,\"local_rank\":0,\"reason\":\"hang\"")
+                         "\"reason\":\"hang\"") EV(5001, "\"event\":\"failure\",\"generation\":2,"
+                                                         "\"local_rank\":0,\"reason\":\"hang\"")
                     EV(5010,
                        "\"event\":\"steps_ended\",\"generation\":2,\"last_step\":150,\"last_step_"
                        "ms\":3800") EV(5050, "\"event\":\"generation_stopped\",\"generation\":2")
@@ -326,5 +326,46 @@ TEST(goodput_random_records_always_sum_to_the_wall_time)
             FAIL("round %d: %.3f accounted of %.3f wall", round, sum, r->wall_ms);
         ASSERT(r->ettr >= 0 && r->ettr <= 1);
     }
+    free(r);
+}
+
+TEST(goodput_metrics_are_counters_that_never_go_back)
+{
+    goodput_record rec[] = {
+        { .ts_ms = 0, .kind = GP_START, .generation = -1 },
+        { .ts_ms = 0, .kind = GP_FORMED, .generation = 1 },
+        { .ts_ms = 0, .kind = GP_STEPS_STARTED, .generation = 1, .a = 0, .b = 0 },
+        { .ts_ms = 1000, .kind = GP_DISRUPTION, .cause = GP_CAUSE_FAILURE, .generation = 1 },
+        { .ts_ms = 1000, .kind = GP_STEPS_ENDED, .generation = 1, .a = 100, .b = 1000 },
+        { .ts_ms = 1000, .kind = GP_STOPPED, .generation = 1 },
+        { .ts_ms = 1000, .kind = GP_FORMED, .generation = 2 },
+        { .ts_ms = 1100, .kind = GP_STEPS_STARTED, .generation = 2, .a = 50, .b = 1100 },
+    };
+    goodput_report *r = malloc(sizeof *r);
+    ASSERT(r != NULL);
+    goodput_floor floor = { 0 };
+    /* Before generation 2 stepped, the failure's redone work is unknown. */
+    ASSERT_OK(goodput__account(rec, 7, 1050, r));
+    elastic__text page;
+    elastic__text_init(&page, 1 << 16);
+    goodput__render_metrics(r, &floor, &page);
+    if (strstr(page.data, "elastic_goodput_productive_seconds_total 1.000\n") == NULL ||
+        strstr(page.data, "# TYPE elastic_goodput_lost_seconds_total counter\n") == NULL)
+        FAIL("%s", page.data);
+    elastic__text_free(&page);
+    /* Then it resumed at 50: 500 ms of that second were redone, yet the
+     * productive counter stays at its high-water mark. */
+    ASSERT_OK(goodput__account(rec, 8, 1100, r));
+    NEAR(r->productive_ms, 500);
+    elastic__text_init(&page, 1 << 16);
+    goodput__render_metrics(r, &floor, &page);
+    if (strstr(page.data, "elastic_goodput_productive_seconds_total 1.000\n") == NULL ||
+        strstr(page.data, "elastic_goodput_lost_seconds_total{bucket=\"redone\"} 0.500\n") ==
+            NULL ||
+        strstr(page.data, "elastic_goodput_lost_seconds_total{bucket=\"restart\"} 0.100\n") ==
+            NULL ||
+        strstr(page.data, "elastic_goodput_ratio 0.454545\n") == NULL)
+        FAIL("%s", page.data);
+    elastic__text_free(&page);
     free(r);
 }
