@@ -45,7 +45,7 @@ static char *write_log(const char *name, const char *text)
 
 static goodput_report *account_logs(const char *const *texts, int count)
 {
-    const char *paths[4];
+    const char *paths[4] = { NULL };
     char name[32];
     for (int i = 0; i < count; i++) {
         snprintf(name, sizeof name, "goodput_%d.jsonl", i);
