@@ -107,6 +107,10 @@ struct elastic__text;
 void goodput__render_metrics(const goodput_report *r, goodput_floor *floor,
                              struct elastic__text *out);
 
+/* One JSONL event line (docs/OPERATIONS.md) as a record: true when it is one
+ * the accounting reads (the agent's own journal, fed back). */
+bool goodput__record_of_line(const char *line, size_t len, goodput_record *out);
+
 const char *goodput__bucket_name(int bucket);
 const char *goodput__cause_name(int cause);
 

@@ -222,6 +222,9 @@ typedef struct probe__monitor_opts {
     /* Once a generation, on the probe tick: every running worker has reported
      * a step (the generation trains); may be NULL. */
     void (*on_steps_started)(void *user, const probe__progress *progress);
+    /* Appends the agent's own lines to each /metrics page (the goodput
+     * counters); may be NULL. */
+    void (*on_render)(void *user, elastic__text *out);
     void *user;
 } probe__monitor_opts;
 

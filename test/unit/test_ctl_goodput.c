@@ -369,3 +369,48 @@ TEST(goodput_metrics_are_counters_that_never_go_back)
     elastic__text_free(&page);
     free(r);
 }
+
+/* The agent feeds its own journal lines to the accounting
+ * (goodput__record_of_line); elasticctl reads the same lines back through
+ * the timeline: both must come to the same numbers. */
+TEST(goodput_of_journal_lines_equals_goodput_of_the_logs_read_back)
+{
+    const char *const logs[] = { issue_log, two_a };
+    for (int l = 0; l < 2; l++) {
+        const char *one[] = { logs[l] };
+        goodput_report *by_ctl = account_logs(one, 1);
+        ASSERT(by_ctl != NULL);
+        goodput_record rec[64];
+        size_t n = 0;
+        for (const char *at = logs[l]; *at != '\0' && n < 64;) {
+            const char *nl = strchr(at, '\n');
+            if (goodput__record_of_line(at, (size_t)(nl - at), &rec[n])) n++;
+            at = nl + 1;
+        }
+        /* Time order, as the agent writes them (the checkpoint's saved_ms may be earlier). */
+        for (size_t i = 1; i < n; i++)
+            for (size_t j = i; j > 0 && rec[j].ts_ms < rec[j - 1].ts_ms; j--) {
+                goodput_record swap = rec[j];
+                rec[j] = rec[j - 1];
+                rec[j - 1] = swap;
+            }
+        goodput_report *by_agent = malloc(sizeof *by_agent);
+        ASSERT(by_agent != NULL);
+        ASSERT_OK(goodput__account(rec, n, 0, by_agent));
+        NEAR(by_agent->wall_ms, by_ctl->wall_ms);
+        NEAR(by_agent->productive_ms, by_ctl->productive_ms);
+        NEAR(by_agent->failures_ms, by_ctl->failures_ms);
+        ASSERT_EQ(by_agent->line_count, by_ctl->line_count);
+        for (int b = 0; b < GP_BUCKETS; b++) NEAR(by_agent->lost_ms[b], by_ctl->lost_ms[b]);
+        free(by_agent);
+        free(by_ctl);
+    }
+    goodput_record r;
+    const char *other = "{\"event\":\"worker_started\",\"ts_ms\":1}", *junk = "not json";
+    ASSERT(!goodput__record_of_line(other, strlen(other), &r));
+    ASSERT(!goodput__record_of_line(junk, strlen(junk), &r));
+    const char *failure = "{\"event\":\"failure\",\"ts_ms\":5,\"generation\":2}";
+    ASSERT(goodput__record_of_line(failure, strlen(failure), &r));
+    ASSERT_EQ(r.kind, GP_DISRUPTION);
+    ASSERT_EQ(r.generation, 2);
+}
