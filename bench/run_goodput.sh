@@ -63,7 +63,7 @@ agent=""
 "$bench_dir/rdzv_bench" --runs 1 16 256 >"$work/rdzv"
 "$bench_dir/rdzv_bench" --freeze 16 >"$work/freeze"
 mkdir -p "$work/ckptbench"
-"$bench_dir/ckpt_bench" "$work/ckptbench" "${GOODPUT_CKPT_BYTES:-67108864}" 1 >"$work/ckpt"
+"$bench_dir/ckpt_bench" "$work/ckptbench" "${GOODPUT_CKPT_BYTES:-67108864}" 1 >"$work/ckpt_rates"
 
 # ---- 4. torch -------------------------------------------------------------
 : >"$work/torch_recovery"
@@ -84,7 +84,7 @@ for line in open(work + "/run.profile"):
     f = line.split()
     if len(f) >= 2 and not line.startswith("#") and f[0] not in ("model", "profile"):
         prof[f[0]] = float(f[1])
-ck = dict(l.strip().split("=", 1) for l in open(work + "/ckpt") if "=" in l and not l.startswith("#"))
+ck = dict(l.strip().split("=", 1) for l in open(work + "/ckpt_rates") if "=" in l and not l.startswith("#"))
 nbytes = float(ck["bytes"])
 load_gbps = nbytes / float(ck["random_load_cold_s"]) / 1e9
 sync_gbps = nbytes / float(ck["weights_save_s"]) / 1e9
