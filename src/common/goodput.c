@@ -218,6 +218,8 @@ static void walk_generations(walk *w, generation_facts *gens, size_t n,
                 redone = (double)(g->last_step - restored) * step_ms;
                 if (redone > running - stall) redone = running - stall;
             }
+            if (g->ended && g->restored_step >= 0 && g->last_step > g->restored_step)
+                rep->steps_run += (double)(g->last_step - g->restored_step);
             book(w, NULL, GP_CKPT_STALL, stall);
             book(w, line, GP_REDONE, redone);
             rep->productive_ms += running - stall - redone;
@@ -299,5 +301,7 @@ int goodput__account(const goodput_record *records, size_t count, uint64_t end_m
     for (int c = 0; c < GP_CAUSES; c++)
         if (c != GP_CAUSE_START) out->failures_ms += out->cause_ms[c];
     out->ettr = out->wall_ms > 0 ? out->productive_ms / out->wall_ms : 0;
+    if (out->steps_run > 0)
+        out->mean_step_ms = (out->productive_ms + out->lost_ms[GP_REDONE]) / out->steps_run;
     return 0;
 }

@@ -83,6 +83,8 @@ typedef struct goodput_report {
     int cause_count[GP_CAUSES]; /* disruptions per cause (the start counts once) */
     double failures_ms;         /* lost to disruptions: every line but the start's */
     double step_ms;             /* measured step time (median over generations), 0 unknown */
+    double steps_run;           /* steps trained, redone ones included (every generation's) */
+    double mean_step_ms;        /* training time (productive + redone) per step run, 0 unknown */
     bool steps_known;           /* the records had step events: redone work is counted */
     double ettr;                /* productive / wall, 0..1 */
     goodput_line lines[GOODPUT_MAX_LINES];

@@ -35,27 +35,26 @@ static double mean_of(const goodput_report *r, int bucket, int cause)
     return n > 0 ? sum / n / 1000.0 : -1;
 }
 
-/* Checkpoint saves (distinct generation and step) and the steps between two. */
-static void saves_of(const timeline *t, int *saves, int64_t *every)
+static int64_t gcd(int64_t a, int64_t b)
 {
-    *saves = 0;
-    *every = 0;
-    int64_t last_gen = -2, last_step = -1;
-    for (size_t i = 0; i < t->count; i++) {
-        const timeline_event *e = &t->events[i];
-        if (e->kind != TL_CHECKPOINT) continue;
-        bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = t->events[j].kind == TL_CHECKPOINT && t->events[j].value == e->value &&
-                   t->events[j].generation == e->generation;
-        if (seen) continue;
-        (*saves)++;
-        if (e->generation == last_gen && e->value > last_step &&
-            (*every == 0 || e->value - last_step < *every))
-            *every = e->value - last_step;
-        last_gen = e->generation;
-        last_step = e->value;
+    while (b != 0) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
     }
+    return a;
+}
+
+/* Steps between two saves: the greatest common divisor of the steps saved
+ * (the agent sees the last save of each probe tick, so neighbouring events
+ * can be several saves apart). */
+static int64_t save_every(const timeline *t)
+{
+    int64_t every = 0;
+    for (size_t i = 0; i < t->count; i++)
+        if (t->events[i].kind == TL_CHECKPOINT && t->events[i].value > 0)
+            every = gcd(t->events[i].value, every);
+    return every;
 }
 
 static int world_of(const timeline *t, int *nodes)
@@ -75,12 +74,16 @@ int goodput__write_profile(const goodput_report *r, const timeline *t, FILE *out
     if (!r->steps_known)
         return elastic__fail(ELASTIC_EINVAL, "the logs have no steps_started/steps_ended events "
                                              "(an older elasticrun): no step time to measure");
-    int nodes = 1, gpus = world_of(t, &nodes), saves = 0;
-    int64_t every = 0;
-    saves_of(t, &saves, &every);
+    int nodes = 1, gpus = world_of(t, &nodes);
+    int64_t every = save_every(t);
+    /* Saves made: one every `every` steps run (redone ones save again). */
+    int saves = every > 0 ? (int)(r->steps_run / (double)every) : 0;
     double failures = 0;
     for (int c = GP_CAUSE_START + 1; c < GP_CAUSES; c++) failures += r->cause_count[c];
-    double hours = r->wall_ms / 3600000.0, step_s = r->step_ms / 1000.0;
+    /* The run's pace: training time over the steps it ran (load and all), so
+     * the simulated checkpoint intervals fall where the run's did. */
+    double hours = r->wall_ms / 3600000.0,
+           step_s = (r->mean_step_ms > 0 ? r->mean_step_ms : r->step_ms) / 1000.0;
     double stall = saves > 0 ? r->lost_ms[GP_CKPT_STALL] / 1000.0 / saves : 0;
     double restore = mean_of(r, GP_RESTORE, -1);
     double software = mean_of(r, GP_DETECTION, GP_CAUSE_FAILURE),
@@ -89,8 +92,8 @@ int goodput__write_profile(const goodput_report *r, const timeline *t, FILE *out
     const char *from = "measured: elasticctl goodput of job";
     fprintf(out, "# the recovery profile of job %s, measured by elasticctl goodput\nmodel\n",
             t->run_id);
-    fprintf(out, "step_s %.6f %s %s (median step time)\n", step_s > 0 ? step_s : 1, from,
-            t->run_id);
+    fprintf(out, "step_s %.6f %s %s (training time per step run)\n", step_s > 0 ? step_s : 1,
+            from, t->run_id);
     fprintf(out, "state_gb %d nominal: 1 GB per worker, so a save or restore lasts 1/GB/s\n", gpus);
     fprintf(out, "gpus_per_node %d %s %s (workers per node)\n", gpus / (nodes > 0 ? nodes : 1),
             from, t->run_id);
