@@ -2,8 +2,8 @@
  * Internal helpers shared by every module: error details, logging, options
  * structs and small utilities. Only the library includes this file.
  */
-#ifndef ELASTIC_COMMON_H
-#define ELASTIC_COMMON_H
+#ifndef ELASTIC_COMMON_INTERNAL_H
+#define ELASTIC_COMMON_INTERNAL_H
 
 #include "elastic.h"
 
@@ -16,6 +16,12 @@
 #define ELASTIC__PRINTF(fmt_index, args_index) \
     __attribute__((format(printf, fmt_index, args_index)))
 #define ELASTIC__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Build knob: `make ELASTIC_ETCD=0` compiles with -DELASTIC_WITH_ETCD=0 and
+ * leaves out the etcd client (src/etcd/), the etcd rendezvous backend and libcurl. */
+#ifndef ELASTIC_WITH_ETCD
+#define ELASTIC_WITH_ETCD 1
+#endif
 
 /* Records a detail for elastic_last_error() and returns `code`, so a failure
  * reads `return elastic__fail(ELASTIC_EIO, "write %s: %s", path, strerror(errno));` */
@@ -61,4 +67,4 @@ int elastic__struct_write(void *caller, const void *src, size_t full_size, const
 /* Duplicates a string; NULL stays NULL. */
 char *elastic__strdup(const char *s);
 
-#endif /* ELASTIC_COMMON_H */
+#endif /* ELASTIC_COMMON_INTERNAL_H */
