@@ -67,10 +67,12 @@ BASE_CFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE -DELASTIC_BUI
 PARTS := agent etcd
 
 # ELASTIC_AGENT=0: the agent, its probes, the store server it hosts (libuv) and
-# the JSON reader only it uses (src/without/agent*.c in their place). The
+# the JSON reader only it uses, with the goodput accounting's reading of its journal
+# (src/without/agent*.c in their place). The
 # suite, the demo and the benchmarks need it (SUITE_NEEDS).
 KNOB_agent := ELASTIC_AGENT
-SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv.c src/common/json.c
+SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv.c src/common/json.c \
+  src/common/goodput_event.c
 FEATURES_agent := agent store_server
 ELASTIC_AGENT ?= 1
 
