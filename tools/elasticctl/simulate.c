@@ -187,6 +187,7 @@ static bool recover(sim_state *s, int cls, bool first_start)
         if (!cut) return true;
         /* Another failure while recovering: recover from it instead. */
         s->out->failures++;
+        if (s->out->failures >= SIM_MAX_FAILURES) return false;
         cls = s->next_class;
         first_start = false;
         draw_next(s);
@@ -228,9 +229,14 @@ void sim__run(const sim_profiles *all, const sim_profile *p, const sim_job *job,
         train(&s, interval, save);
         if (s.t >= job->duration_s) break;
         out->failures++;
+        if (out->failures >= SIM_MAX_FAILURES) break;
         int cls = s.next_class;
         draw_next(&s);
         running = recover(&s, cls, false);
+    }
+    if (s.t < job->duration_s) { /* stopped at the failure bound: the rest trains nothing */
+        out->lost_s[GP_IDLE] += job->duration_s - s.t;
+        out->truncated = true;
     }
     out->wall_s = job->duration_s;
     out->ettr = out->wall_s > 0 ? out->productive_s / out->wall_s : 0;

@@ -93,7 +93,10 @@ typedef struct sim_result {
     double lost_s[GP_BUCKETS]; /* the same buckets as `elasticctl goodput` */
     double failures;
     double class_lost_s[SIM_CLASSES];
+    bool truncated; /* SIM_MAX_FAILURES reached: the rest of the run counted as idle */
 } sim_result;
+
+#define SIM_MAX_FAILURES 10000000.0 /* a bound on one run's work (rates are validated loosely) */
 
 /* The cause mix: name, share, class. */
 typedef struct sim_cause {
