@@ -20,8 +20,8 @@ typedef struct gpu_baseline {
     int temperature_max_c;
     bool taken;
     unsigned long long ecc_uncorrected;
-    unsigned nvlink_active;                 /* bit per link, at the first round */
-    unsigned nvlink_present;                /* links the driver answers for */
+    unsigned long long nvlink_active;  /* bit per link, at the first round */
+    unsigned long long nvlink_present; /* links the driver answers for */
     unsigned long long nvlink_errors[NVML__NVLINK_MAX_LINKS];
 } gpu_baseline;
 
@@ -185,32 +185,32 @@ static void check_recovery_action(const nvml__api *api, gpu_baseline *g, int i, 
 static void check_nvlink(const nvml__api *api, gpu_baseline *g, int i, health__report *r)
 {
     if (api->device_get_nvlink_state == NULL) return;
-    unsigned present = 0, active = 0;
+    unsigned long long present = 0, active = 0;
     for (unsigned link = 0; link < NVML__NVLINK_MAX_LINKS; link++) {
-        if (g->taken && !(g->nvlink_present & (1u << link))) continue;
+        if (g->taken && !(g->nvlink_present & (1ull << link))) continue;
         int state = 0;
         if (api->device_get_nvlink_state(g->device, link, &state) != NVML__SUCCESS) continue;
-        present |= 1u << link;
-        if (state == NVML__FEATURE_ENABLED) active |= 1u << link;
+        present |= 1ull << link;
+        if (state == NVML__FEATURE_ENABLED) active |= 1ull << link;
     }
     if (!g->taken) {
         g->nvlink_present = present;
         g->nvlink_active = active;
     }
     if (present == 0) return; /* no NVLink on this GPU */
-    unsigned lost = g->nvlink_active & ~active, down = present & ~active;
-    r->gpus[i].nvlink_down = __builtin_popcount(down);
+    unsigned long long lost = g->nvlink_active & ~active, down = present & ~active;
+    r->gpus[i].nvlink_down = __builtin_popcountll(down);
     if (lost)
-        health__add(r, "nvlink_state", i, HEALTH__FATAL, __builtin_popcount(down),
-                    "%d NVLink links went down (mask 0x%x), %d of %d up", __builtin_popcount(lost),
-                    lost, __builtin_popcount(active), __builtin_popcount(present));
+        health__add(r, "nvlink_state", i, HEALTH__FATAL, __builtin_popcountll(down),
+                    "%d NVLink links went down (mask 0x%llx), %d of %d up", __builtin_popcountll(lost),
+                    lost, __builtin_popcountll(active), __builtin_popcountll(present));
     else if (down)
-        health__add(r, "nvlink_state", i, HEALTH__WARNING, __builtin_popcount(down),
-                    "%d NVLink links down since the first check (mask 0x%x)", __builtin_popcount(down),
+        health__add(r, "nvlink_state", i, HEALTH__WARNING, __builtin_popcountll(down),
+                    "%d NVLink links down since the first check (mask 0x%llx)", __builtin_popcountll(down),
                     down);
     else
         health__add(r, "nvlink_state", i, HEALTH__OK, 0, "all %d NVLink links up",
-                    __builtin_popcount(present));
+                    __builtin_popcountll(present));
 
     if (api->device_get_nvlink_error_counter == NULL) return;
     static const int counters[NVLINK_COUNTERS] = { NVML__NVLINK_ERROR_DL_REPLAY,
@@ -218,9 +218,9 @@ static void check_nvlink(const nvml__api *api, gpu_baseline *g, int i, health__r
                                                    NVML__NVLINK_ERROR_DL_CRC_FLIT,
                                                    NVML__NVLINK_ERROR_DL_CRC_DATA };
     unsigned long long growth = 0;
-    unsigned growing = 0;
+    unsigned long long growing = 0;
     for (unsigned link = 0; link < NVML__NVLINK_MAX_LINKS; link++) {
-        if (!(present & (1u << link))) continue;
+        if (!(present & (1ull << link))) continue;
         unsigned long long sum = 0;
         bool read = false;
         for (int c = 0; c < NVLINK_COUNTERS; c++) {
@@ -234,13 +234,13 @@ static void check_nvlink(const nvml__api *api, gpu_baseline *g, int i, health__r
         if (!read) continue;
         if (g->taken && sum > g->nvlink_errors[link]) {
             growth += sum - g->nvlink_errors[link];
-            growing |= 1u << link;
+            growing |= 1ull << link;
         }
         g->nvlink_errors[link] = sum;
     }
     if (growth)
         health__add(r, "nvlink_errors", i, HEALTH__WARNING, (long long)growth,
-                    "%llu NVLink replays/recoveries/CRC errors since the last check (links 0x%x)",
+                    "%llu NVLink replays/recoveries/CRC errors since the last check (links 0x%llx)",
                     growth, growing);
     else
         health__add(r, "nvlink_errors", i, HEALTH__OK, 0, "NVLink error counters steady");
