@@ -35,7 +35,8 @@ struct health__gpus {
 
 static void identify(const nvml__api *api, gpu_baseline *g)
 {
-    if (api->device_get_uuid(g->device, g->uuid, sizeof g->uuid) != NVML__SUCCESS) g->uuid[0] = '\0';
+    if (api->device_get_uuid(g->device, g->uuid, sizeof g->uuid) != NVML__SUCCESS)
+        g->uuid[0] = '\0';
     g->uuid[sizeof g->uuid - 1] = '\0';
     nvml__pci_info pci;
     memset(&pci, 0, sizeof pci);
@@ -45,7 +46,8 @@ static void identify(const nvml__api *api, gpu_baseline *g)
     }
 }
 
-static int temperature_limit(const nvml__api *api, const health__config *config, nvml__device device)
+static int temperature_limit(const nvml__api *api, const health__config *config,
+                             nvml__device device)
 {
     if (config->temperature_max_c > 0) return config->temperature_max_c;
     unsigned slowdown = 0;
@@ -73,7 +75,8 @@ health__gpus *health__gpus_open(const health__config *config, char *why, size_t 
     unsigned count = 0;
     int rc = api->device_get_count(&count);
     if (rc != NVML__SUCCESS) {
-        snprintf(why, why_size, "NVML not available (nvmlDeviceGetCount: %s)", nvml__error(api, rc));
+        snprintf(why, why_size, "NVML not available (nvmlDeviceGetCount: %s)",
+                 nvml__error(api, rc));
         free(gpus);
         return NULL;
     }
@@ -158,7 +161,8 @@ static const char *recovery_text(long long action)
     switch (action) {
     case NVML__GPU_RECOVERY_ACTION_GPU_RESET: return "the driver asks for a GPU reset";
     case NVML__GPU_RECOVERY_ACTION_NODE_REBOOT: return "the driver asks for a node reboot";
-    case NVML__GPU_RECOVERY_ACTION_DRAIN_P2P: return "the driver asks to drain peer-to-peer traffic";
+    case NVML__GPU_RECOVERY_ACTION_DRAIN_P2P:
+        return "the driver asks to drain peer-to-peer traffic";
     case NVML__GPU_RECOVERY_ACTION_DRAIN_AND_RESET:
         return "reduced capacity: the driver asks to drain and reset the GPU";
     default: return "the driver asks for a recovery action this library does not know";
@@ -202,12 +206,13 @@ static void check_nvlink(const nvml__api *api, gpu_baseline *g, int i, health__r
     r->gpus[i].nvlink_down = __builtin_popcountll(down);
     if (lost)
         health__add(r, "nvlink_state", i, HEALTH__FATAL, __builtin_popcountll(down),
-                    "%d NVLink links went down (mask 0x%llx), %d of %d up", __builtin_popcountll(lost),
-                    lost, __builtin_popcountll(active), __builtin_popcountll(present));
+                    "%d NVLink links went down (mask 0x%llx), %d of %d up",
+                    __builtin_popcountll(lost), lost, __builtin_popcountll(active),
+                    __builtin_popcountll(present));
     else if (down)
         health__add(r, "nvlink_state", i, HEALTH__WARNING, __builtin_popcountll(down),
-                    "%d NVLink links down since the first check (mask 0x%llx)", __builtin_popcountll(down),
-                    down);
+                    "%d NVLink links down since the first check (mask 0x%llx)",
+                    __builtin_popcountll(down), down);
     else
         health__add(r, "nvlink_state", i, HEALTH__OK, 0, "all %d NVLink links up",
                     __builtin_popcountll(present));
@@ -279,8 +284,8 @@ static void check_pcie(const nvml__api *api, gpu_baseline *g, int i, bool idle, 
 }
 
 #define CLOCKS_EVENT_GPU_IDLE 0x1ull
-#define THROTTLE_BAD                                                                \
-    (NVML__CLOCKS_EVENT_HW_SLOWDOWN | NVML__CLOCKS_EVENT_HW_THERMAL |               \
+#define THROTTLE_BAD                                                  \
+    (NVML__CLOCKS_EVENT_HW_SLOWDOWN | NVML__CLOCKS_EVENT_HW_THERMAL | \
      NVML__CLOCKS_EVENT_HW_POWER_BRAKE | NVML__CLOCKS_EVENT_SW_THERMAL)
 
 /* Returns whether the GPU is idle (for the PCIe generation check). */
@@ -395,9 +400,16 @@ void health__gpus_check(health__gpus *gpus, const health__config *config, health
     unsigned known = count < gpus->count ? count : gpus->count;
     for (unsigned i = 0; i < HEALTH__MAX_GPUS; i++) {
         health__gpu *out = &r->gpus[i];
-        *out = (health__gpu){ .temperature_c = -1, .ecc_uncorrected = -1, .recovery_action = -1,
-                              .throttle_reasons = -1, .pcie_width = -1, .pcie_width_max = -1,
-                              .pcie_gen = -1, .pcie_gen_max = -1, .nvlink_down = -1, .last_xid = -1 };
+        *out = (health__gpu){ .temperature_c = -1,
+                              .ecc_uncorrected = -1,
+                              .recovery_action = -1,
+                              .throttle_reasons = -1,
+                              .pcie_width = -1,
+                              .pcie_width_max = -1,
+                              .pcie_gen = -1,
+                              .pcie_gen_max = -1,
+                              .nvlink_down = -1,
+                              .last_xid = -1 };
     }
     for (unsigned i = 0; i < known; i++) {
         gpu_baseline *g = &gpus->gpus[i];

@@ -15,7 +15,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum health__verdict { HEALTH__OK = 0, HEALTH__WARNING = 1, HEALTH__FATAL = 2 } health__verdict;
+typedef enum health__verdict {
+    HEALTH__OK = 0,
+    HEALTH__WARNING = 1,
+    HEALTH__FATAL = 2
+} health__verdict;
 
 #define HEALTH__MAX_GPUS     64
 #define HEALTH__MAX_PORTS    64
@@ -31,7 +35,7 @@ typedef struct health__finding {
     char port[48];                 /* network findings: "mlx5_0/1" */
     long long value;               /* the check's number (docs/HEALTH.md says which) */
     health__verdict verdict;
-    char text[HEALTH__TEXT_MAX];   /* one line for people: what it is and why it matters */
+    char text[HEALTH__TEXT_MAX]; /* one line for people: what it is and why it matters */
 } health__finding;
 
 /* What one GPU looked like in a round (the per-GPU metrics). -1: not read. */

@@ -22,10 +22,9 @@ struct health__monitor {
 
 void health__config_defaults(health__config *config)
 {
-    *config = (health__config){ .gpu = true,
-                                .network = true,
-                                .site_timeout_ms = 60000,
-                                .xid_poll_ms = 500 };
+    *config = (health__config){
+        .gpu = true, .network = true, .site_timeout_ms = 60000, .xid_poll_ms = 500
+    };
 }
 
 int health__open(const health__config *config, health__monitor **out)
@@ -43,8 +42,7 @@ int health__open(const health__config *config, health__monitor **out)
     m->config.site_cmd = m->site_cmd;
     if (config->gpu) {
         m->gpus = health__gpus_open(&m->config, m->nvml_status, sizeof m->nvml_status);
-        if (m->gpus == NULL)
-            ELASTIC_LOG_I("health", "GPU checks off: %s", m->nvml_status);
+        if (m->gpus == NULL) ELASTIC_LOG_I("health", "GPU checks off: %s", m->nvml_status);
     } else {
         snprintf(m->nvml_status, sizeof m->nvml_status, "GPU checks not asked for");
     }

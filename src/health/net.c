@@ -19,10 +19,8 @@
 
 #define STATE_ACTIVE 4
 
-static const char *const error_counters[] = { "symbol_error",
-                                              "link_error_recovery",
-                                              "port_rcv_errors",
-                                              "local_link_integrity_errors",
+static const char *const error_counters[] = { "symbol_error", "link_error_recovery",
+                                              "port_rcv_errors", "local_link_integrity_errors",
                                               "excessive_buffer_overrun_errors" };
 
 /* dir/name into out; false when it does not fit (the entry is then skipped). */
@@ -49,8 +47,8 @@ static bool read_line(const char *path, char *out, size_t size)
 static long long read_counter(const char *dir, const char *name)
 {
     char counters[4096], path[4096], text[32];
-    if (!join(counters, sizeof counters, dir, "counters") || !join(path, sizeof path, counters, name) ||
-        !read_line(path, text, sizeof text))
+    if (!join(counters, sizeof counters, dir, "counters") ||
+        !join(path, sizeof path, counters, name) || !read_line(path, text, sizeof text))
         return -1;
     char *end = NULL;
     errno = 0;
@@ -86,7 +84,8 @@ static void add_port(health__report *r, const char *check, const char *port,
     va_end(ap);
 }
 
-static void check_port(const char *dir, const char *name, health__net_state *state, health__report *r)
+static void check_port(const char *dir, const char *name, health__net_state *state,
+                       health__report *r)
 {
     health__port_baseline *b = baseline_of(state, name);
     if (b == NULL) return;
@@ -101,7 +100,8 @@ static void check_port(const char *dir, const char *name, health__net_state *sta
     bool active = code == STATE_ACTIVE;
     if (first) b->was_active = active;
     if (active)
-        add_port(r, "ib_port_state", name, HEALTH__OK, code, "%s port active (state %lld)", kind, code);
+        add_port(r, "ib_port_state", name, HEALTH__OK, code, "%s port active (state %lld)", kind,
+                 code);
     else if (b->was_active)
         add_port(r, "ib_port_state", name, HEALTH__FATAL, code, "%s port went down (state %lld)",
                  kind, code);
@@ -132,12 +132,17 @@ static void check_port(const char *dir, const char *name, health__net_state *sta
     if (!any) return;
     if (!first && b->errors >= 0 && errors > b->errors)
         add_port(r, "ib_errors", name, HEALTH__WARNING, errors - b->errors,
-                 "%s port errors grew (symbol, recovery, receive, integrity, overrun) by %lld", kind,
-                 errors - b->errors);
+                 "%s port errors grew (symbol, recovery, receive, integrity, overrun) by %lld",
+                 kind, errors - b->errors);
     else
         add_port(r, "ib_errors", name, HEALTH__OK, 0, "%s error counters steady (%lld)", kind,
                  errors);
     b->errors = errors;
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(a, b);
 }
 
 /* Names in a directory, sorted (the findings' order does not depend on readdir's). */
@@ -148,18 +153,20 @@ static int list_dir(const char *path, char names[][48], int max)
     int n = 0;
     struct dirent *e;
     while ((e = readdir(dir)) != NULL && n < max) {
-        if (e->d_name[0] == '.' || strlen(e->d_name) >= 24) continue;
-        snprintf(names[n++], 48, "%s", e->d_name);
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || len >= 24) continue; /* not a device or port name */
+        memcpy(names[n++], e->d_name, len + 1);
     }
     closedir(dir);
-    qsort(names, (size_t)n, 48, (int (*)(const void *, const void *))strcmp);
+    qsort(names, (size_t)n, 48, compare_names);
     return n;
 }
 
 void health__net_check(const char *sysfs_root, health__net_state *state, health__report *r)
 {
     char base[4096];
-    if (!join(base, sizeof base, sysfs_root != NULL ? sysfs_root : "/sys", "class/infiniband")) return;
+    if (!join(base, sizeof base, sysfs_root != NULL ? sysfs_root : "/sys", "class/infiniband"))
+        return;
     char devices[HEALTH__MAX_PORTS][48];
     int device_count = list_dir(base, devices, HEALTH__MAX_PORTS);
     for (int d = 0; d < device_count; d++) {

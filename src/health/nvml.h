@@ -11,18 +11,18 @@
 #include <stdint.h>
 
 /* nvmlReturn_t values we tell apart */
-#define NVML__SUCCESS             0
-#define NVML__ERROR_UNINITIALIZED 1
-#define NVML__ERROR_INVALID_ARG   2
-#define NVML__ERROR_NOT_SUPPORTED 3
-#define NVML__ERROR_NO_PERMISSION 4
-#define NVML__ERROR_NOT_FOUND     6
-#define NVML__ERROR_DRIVER_NOT_LOADED 9
-#define NVML__ERROR_TIMEOUT       10
+#define NVML__SUCCESS                  0
+#define NVML__ERROR_UNINITIALIZED      1
+#define NVML__ERROR_INVALID_ARG        2
+#define NVML__ERROR_NOT_SUPPORTED      3
+#define NVML__ERROR_NO_PERMISSION      4
+#define NVML__ERROR_NOT_FOUND          6
+#define NVML__ERROR_DRIVER_NOT_LOADED  9
+#define NVML__ERROR_TIMEOUT            10
 #define NVML__ERROR_FUNCTION_NOT_FOUND 13
-#define NVML__ERROR_GPU_IS_LOST   15
-#define NVML__ERROR_RESET_REQUIRED 16
-#define NVML__ERROR_UNKNOWN       999
+#define NVML__ERROR_GPU_IS_LOST        15
+#define NVML__ERROR_RESET_REQUIRED     16
+#define NVML__ERROR_UNKNOWN            999
 
 #define NVML__DEVICE_UUID_V2_BUFFER_SIZE 96 /* NVML_DEVICE_UUID_V2_BUFFER_SIZE */
 #define NVML__PCI_BUS_ID_BUFFER_SIZE     32 /* NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE */
@@ -45,10 +45,10 @@
 /* nvmlEventType: every Xid the driver reports (critical or not) */
 #define NVML__EVENT_TYPE_XID_CRITICAL_ERROR 0x0000000000000008ull
 /* nvmlClocksEventReasons (formerly ...ThrottleReasons) bits */
-#define NVML__CLOCKS_EVENT_SW_THERMAL       0x0000000000000020ull
-#define NVML__CLOCKS_EVENT_HW_SLOWDOWN      0x0000000000000008ull
-#define NVML__CLOCKS_EVENT_HW_THERMAL       0x0000000000000040ull
-#define NVML__CLOCKS_EVENT_HW_POWER_BRAKE   0x0000000000000080ull
+#define NVML__CLOCKS_EVENT_SW_THERMAL     0x0000000000000020ull
+#define NVML__CLOCKS_EVENT_HW_SLOWDOWN    0x0000000000000008ull
+#define NVML__CLOCKS_EVENT_HW_THERMAL     0x0000000000000040ull
+#define NVML__CLOCKS_EVENT_HW_POWER_BRAKE 0x0000000000000080ull
 /* nvmlFieldValue_t field ids (driver r570+ for the recovery action) */
 #define NVML__FI_DEV_GET_GPU_RECOVERY_ACTION 230
 /* nvmlDeviceGpuRecoveryAction_t */
@@ -60,7 +60,7 @@
 /* nvmlValueType_t */
 #define NVML__VALUE_TYPE_UNSIGNED_INT 1
 
-typedef struct nvml__device_st *nvml__device; /* nvmlDevice_t */
+typedef struct nvml__device_st *nvml__device;       /* nvmlDevice_t */
 typedef struct nvml__event_set_st *nvml__event_set; /* nvmlEventSet_t */
 
 /* nvmlPciInfo_t (the _v3 layout) */
@@ -102,7 +102,7 @@ typedef struct nvml__api {
     int (*shutdown)(void); /* nvmlShutdown */
     const char *(*error_string)(int);
     int (*system_get_driver_version)(char *, unsigned int);
-    int (*device_get_count)(unsigned int *);                  /* _v2 */
+    int (*device_get_count)(unsigned int *);                         /* _v2 */
     int (*device_get_handle_by_index)(unsigned int, nvml__device *); /* _v2 */
     int (*device_get_uuid)(nvml__device, char *, unsigned int);
     int (*device_get_pci_info)(nvml__device, nvml__pci_info *); /* _v3 */

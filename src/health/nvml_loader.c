@@ -49,15 +49,15 @@ static void *symbol(void *lib, const char *const *names)
     return NULL;
 }
 
-#define BIND(field, required, ...)                                                          \
-    do {                                                                                    \
-        static const char *const names_[] = { __VA_ARGS__, NULL };                          \
-        *(void **)&loaded.field = symbol(lib, names_);                                      \
-        if (loaded.field == NULL && (required)) {                                           \
+#define BIND(field, required, ...)                                                               \
+    do {                                                                                         \
+        static const char *const names_[] = { __VA_ARGS__, NULL };                               \
+        *(void **)&loaded.field = symbol(lib, names_);                                           \
+        if (loaded.field == NULL && (required)) {                                                \
             snprintf(load_error, sizeof load_error, "NVML not available (the library lacks %s)", \
-                     names_[0]);                                                            \
-            return ELASTIC_EUNSUPPORTED;                                                    \
-        }                                                                                   \
+                     names_[0]);                                                                 \
+            return ELASTIC_EUNSUPPORTED;                                                         \
+        }                                                                                        \
     } while (0)
 
 static int bind(void *lib)

@@ -36,8 +36,9 @@ static void *runner_main(void *arg)
         health__round(runner->monitor, runner->report);
         runner->deliver(runner->report, runner->arg);
         pthread_mutex_lock(&runner->lock);
-        uint64_t deadline = runner->interval_ms > 0 ? elastic__now_ms() + (uint64_t)runner->interval_ms
-                                                    : UINT64_MAX;
+        uint64_t deadline = runner->interval_ms > 0
+                                ? elastic__now_ms() + (uint64_t)runner->interval_ms
+                                : UINT64_MAX;
         while (!runner->requested && !runner->stopping && elastic__ms_left(deadline) > 0) {
             struct timespec at = elastic__timespec_at(deadline);
             pthread_cond_timedwait(&runner->wake, &runner->lock, &at);
@@ -104,7 +105,7 @@ void health__runner_stop(health__runner *runner)
     pthread_cond_broadcast(&runner->wake);
     pthread_mutex_unlock(&runner->lock);
     pthread_join(runner->thread, NULL); /* bounded by a round: the site command has a timeout */
-    health__close(runner->monitor); /* stops the Xid watcher: no on_xid after this */
+    health__close(runner->monitor);     /* stops the Xid watcher: no on_xid after this */
     pthread_cond_destroy(&runner->wake);
     pthread_mutex_destroy(&runner->lock);
     free(runner->report);

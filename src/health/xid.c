@@ -20,15 +20,18 @@ static const struct {
     const char *meaning;
 } critical[] = {
     { 48, HEALTH__FATAL, "double-bit ECC error in GPU memory" },
-    { 63, HEALTH__WARNING, "a row remap (or page retirement) was recorded; a GPU reset applies it" },
+    { 63, HEALTH__WARNING,
+      "a row remap (or page retirement) was recorded; a GPU reset applies it" },
     { 64, HEALTH__FATAL, "a row remap (or page retirement) failed: the memory error stays" },
     { 74, HEALTH__FATAL, "NVLink error: a link to a peer GPU or switch failed" },
     { 79, HEALTH__FATAL, "the GPU has fallen off the bus" },
-    { 94, HEALTH__FATAL, "contained ECC error: the process using the memory was ended, reset the GPU" },
+    { 94, HEALTH__FATAL,
+      "contained ECC error: the process using the memory was ended, reset the GPU" },
     { 95, HEALTH__FATAL, "uncontained ECC error: every process on the GPU is affected, reset it" },
     { 119, HEALTH__FATAL, "GSP firmware timed out (RPC timeout)" },
     { 120, HEALTH__FATAL, "GSP firmware error" },
-    { 154, HEALTH__WARNING, "the GPU's recovery action changed (the recovery_action check reads it)" },
+    { 154, HEALTH__WARNING,
+      "the GPU's recovery action changed (the recovery_action check reads it)" },
 };
 
 const char *health__xid_meaning(unsigned xid, health__verdict *verdict)
@@ -126,7 +129,8 @@ health__xid_watch *health__xid_watch_start(const nvml__api *api, void *const *de
     watch->on_xid_arg = config->on_xid_arg;
     int rc = api->event_set_create(&watch->set);
     if (rc != NVML__SUCCESS) {
-        ELASTIC_LOG_W("health", "nvmlEventSetCreate: %s: Xids are not watched", nvml__error(api, rc));
+        ELASTIC_LOG_W("health", "nvmlEventSetCreate: %s: Xids are not watched",
+                      nvml__error(api, rc));
         free(watch);
         return NULL;
     }
@@ -139,7 +143,8 @@ health__xid_watch *health__xid_watch_start(const nvml__api *api, void *const *de
         if (rc == NVML__SUCCESS)
             registered++;
         else
-            ELASTIC_LOG_W("health", "GPU %d: Xid events not available: %s", i, nvml__error(api, rc));
+            ELASTIC_LOG_W("health", "GPU %d: Xid events not available: %s", i,
+                          nvml__error(api, rc));
     }
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);

@@ -23,11 +23,13 @@ _Static_assert(NVML__ERROR_TIMEOUT == NVML_ERROR_TIMEOUT &&
 _Static_assert(NVML__EVENT_TYPE_XID_CRITICAL_ERROR == nvmlEventTypeXidCriticalError, "Xid event");
 _Static_assert(NVML__FI_DEV_GET_GPU_RECOVERY_ACTION == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION,
                "recovery field");
-_Static_assert(NVML__GPU_RECOVERY_ACTION_DRAIN_AND_RESET == NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET,
+_Static_assert(NVML__GPU_RECOVERY_ACTION_DRAIN_AND_RESET ==
+                   NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET,
                "recovery actions");
 _Static_assert(NVML__CLOCKS_EVENT_HW_SLOWDOWN == nvmlClocksThrottleReasonHwSlowdown &&
                    NVML__CLOCKS_EVENT_HW_THERMAL == nvmlClocksThrottleReasonHwThermalSlowdown &&
-                   NVML__CLOCKS_EVENT_HW_POWER_BRAKE == nvmlClocksThrottleReasonHwPowerBrakeSlowdown &&
+                   NVML__CLOCKS_EVENT_HW_POWER_BRAKE ==
+                       nvmlClocksThrottleReasonHwPowerBrakeSlowdown &&
                    NVML__CLOCKS_EVENT_SW_THERMAL == nvmlClocksThrottleReasonSwThermalSlowdown,
                "throttle reasons");
 _Static_assert(NVML__NVLINK_MAX_LINKS >= NVML_NVLINK_MAX_LINKS, "NVLink links");

@@ -111,8 +111,9 @@ static void defaults(state *s)
     s->gpus = 8;
     s->nvlinks = LINKS;
     for (int i = 0; i < MAX_GPUS; i++)
-        s->gpu[i] = (gpu){ .width = 16, .width_max = 16, .gen = 5, .gen_max = 5, .temp = 40,
-                           .slowdown = 90 };
+        s->gpu[i] = (gpu){
+            .width = 16, .width_max = 16, .gen = 5, .gen_max = 5, .temp = 40, .slowdown = 90
+        };
 }
 
 static bool index_ok(long i)
@@ -146,8 +147,10 @@ static void parse_line(state *s, char *line)
     }
     if (sscanf(line, "%*s %ld", &a) != 1 || !index_ok(a)) return;
     gpu *g = &s->gpu[a];
-    if (strcmp(key, "lost") == 0) g->lost = true;
-    else if (strcmp(key, "no_remap") == 0) g->no_remap = true;
+    if (strcmp(key, "lost") == 0)
+        g->lost = true;
+    else if (strcmp(key, "no_remap") == 0)
+        g->no_remap = true;
     else if (strcmp(key, "ecc") == 0 && sscanf(line, "%*s %*d %llu", &g->ecc) == 1) {
     } else if (strcmp(key, "remap") == 0 && sscanf(line, "%*s %*d %31s", word) == 1)
         g->remap = strcmp(word, "failed") == 0 ? 2 : strcmp(word, "pending") == 0 ? 1 : 0;
@@ -167,13 +170,15 @@ static void parse_line(state *s, char *line)
     } else if (strcmp(key, "pcie_gen") == 0 && sscanf(line, "%*s %*d %ld %ld", &b, &c) == 2) {
         g->gen = (unsigned)b;
         g->gen_max = (unsigned)c;
-    } else if (strcmp(key, "throttle") == 0 && sscanf(line, "%*s %*d %lli", (long long *)&mask) == 1)
+    } else if (strcmp(key, "throttle") == 0 &&
+               sscanf(line, "%*s %*d %lli", (long long *)&mask) == 1)
         g->throttle = mask;
     else if (strcmp(key, "temp") == 0 && sscanf(line, "%*s %*d %ld", &b) == 1)
         g->temp = (unsigned)b;
     else if (strcmp(key, "slowdown") == 0 && sscanf(line, "%*s %*d %ld", &b) == 1)
         g->slowdown = (unsigned)b;
-    else if (strcmp(key, "xid") == 0 && sscanf(line, "%*s %*d %ld", &b) == 1 && s->xids < MAX_XIDS) {
+    else if (strcmp(key, "xid") == 0 && sscanf(line, "%*s %*d %ld", &b) == 1 &&
+             s->xids < MAX_XIDS) {
         s->xid_gpu[s->xids] = (int)a;
         s->xid_code[s->xids++] = (unsigned)b;
     }
@@ -226,13 +231,13 @@ static const gpu *device(void *handle, int *rc)
     return &s->gpu[i];
 }
 
-#define WITH_GPU(handle)                              \
-    int rc_;                                          \
-    pthread_mutex_lock(&lock);                        \
-    const gpu *g = device((handle), &rc_);            \
-    if (g == NULL) {                                  \
-        pthread_mutex_unlock(&lock);                  \
-        return rc_;                                   \
+#define WITH_GPU(handle)                   \
+    int rc_;                               \
+    pthread_mutex_lock(&lock);             \
+    const gpu *g = device((handle), &rc_); \
+    if (g == NULL) {                       \
+        pthread_mutex_unlock(&lock);       \
+        return rc_;                        \
     }
 
 #define DONE(result)                 \
@@ -465,7 +470,8 @@ API int nvmlEventSetWait_v2(event_set *set, event_data *data, unsigned timeout_m
         }
         pthread_mutex_unlock(&lock);
         clock_gettime(CLOCK_MONOTONIC, &now);
-        long long waited = (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000;
+        long long waited =
+            (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000;
         if (waited >= timeout_ms) return TIMEOUT;
         struct timespec tick = { 0, 5 * 1000000L };
         nanosleep(&tick, NULL);

@@ -41,7 +41,8 @@ static inline health__report *health_new_report(void)
 }
 
 /* The finding of `check` for `gpu` (-1: a node's), or NULL. */
-static inline const health__finding *health_find(const health__report *r, const char *check, int gpu)
+static inline const health__finding *health_find(const health__report *r, const char *check,
+                                                 int gpu)
 {
     for (int i = 0; i < r->count; i++)
         if (strcmp(r->findings[i].check, check) == 0 && r->findings[i].gpu == gpu)

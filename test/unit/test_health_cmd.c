@@ -25,8 +25,8 @@ TEST(health_site_command_exit_zero_is_healthy)
 
 TEST(health_site_command_failing_is_fatal_with_its_first_line)
 {
-    health__report *r = run("echo; echo 'dcgm: GPU 3 failed the memory test'; echo more >&2; exit 3",
-                            5000);
+    health__report *r =
+        run("echo; echo 'dcgm: GPU 3 failed the memory test'; echo more >&2; exit 3", 5000);
     ASSERT_EQ(r->findings[0].verdict, HEALTH__FATAL);
     ASSERT_EQ(r->findings[0].value, 3);
     ASSERT_STR_EQ(r->findings[0].text, "exit 3: dcgm: GPU 3 failed the memory test");

@@ -2,9 +2,9 @@
  * baselines later rounds compare against, and NVML missing. */
 #include "health_fixture.h"
 
-static const char *const per_gpu_checks[] = { "ecc_uncorrected", "row_remap",  "recovery_action",
+static const char *const per_gpu_checks[] = { "ecc_uncorrected", "row_remap",     "recovery_action",
                                               "nvlink_state",    "nvlink_errors", "throttle",
-                                              "pcie_width",      "pcie_gen",   "temperature" };
+                                              "pcie_width",      "pcie_gen",      "temperature" };
 
 TEST(health_healthy_node_passes_every_gpu_check)
 {

@@ -22,7 +22,8 @@ static void write_file(const char *relative, const char *text)
 }
 
 /* One port: state ("4: ACTIVE"), link layer, link_downed and symbol_error. */
-static void port(const char *dev, int n, const char *state, const char *layer, int downed, int symbol)
+static void port(const char *dev, int n, const char *state, const char *layer, int downed,
+                 int symbol)
 {
     char rel[512], text[32];
     snprintf(rel, sizeof rel, "class/infiniband/%s/ports/%d/state", dev, n);

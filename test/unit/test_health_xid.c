@@ -91,11 +91,16 @@ TEST(health_every_critical_xid_has_its_documented_verdict)
         unsigned xid;
         health__verdict verdict;
         const char *words;
-    } table[] = { { 48, HEALTH__FATAL, "double-bit ECC" },  { 63, HEALTH__WARNING, "row remap" },
-                  { 64, HEALTH__FATAL, "failed" },          { 74, HEALTH__FATAL, "NVLink" },
-                  { 79, HEALTH__FATAL, "fallen off the bus" }, { 94, HEALTH__FATAL, "contained ECC" },
-                  { 95, HEALTH__FATAL, "uncontained ECC" }, { 119, HEALTH__FATAL, "GSP" },
-                  { 120, HEALTH__FATAL, "GSP" },            { 13, HEALTH__WARNING, "application" } };
+    } table[] = { { 48, HEALTH__FATAL, "double-bit ECC" },
+                  { 63, HEALTH__WARNING, "row remap" },
+                  { 64, HEALTH__FATAL, "failed" },
+                  { 74, HEALTH__FATAL, "NVLink" },
+                  { 79, HEALTH__FATAL, "fallen off the bus" },
+                  { 94, HEALTH__FATAL, "contained ECC" },
+                  { 95, HEALTH__FATAL, "uncontained ECC" },
+                  { 119, HEALTH__FATAL, "GSP" },
+                  { 120, HEALTH__FATAL, "GSP" },
+                  { 13, HEALTH__WARNING, "application" } };
     health_use_double();
     char state[4096] = "gpus 2\n";
     for (size_t i = 0; i < ELASTIC__ARRAY_LEN(table); i++)
