@@ -141,6 +141,10 @@ health__xid_watch *health__xid_watch_start(const struct nvml__api *api, void *co
 int health__xid_drain(health__xid_watch *watch, health__xid *out, int max, int *lost);
 void health__xid_watch_stop(health__xid_watch *watch);
 
+/* metrics.c: the report as Prometheus text (per-GPU gauges, the node's verdict). */
+struct elastic__text;
+void health__render_metrics(const health__report *report, struct elastic__text *out);
+
 /* ---- the runner: rounds on a thread ------------------------------------------ */
 
 typedef struct health__runner health__runner;
