@@ -87,6 +87,9 @@ int health__open(const health__config *config, health__monitor **out);
  * and "went down" compare against. Never fails: what cannot be read is a
  * finding or is skipped (docs/HEALTH.md). Not thread-safe per monitor. */
 void health__round(health__monitor *monitor, health__report *report);
+/* Any thread: a site command running in a round is killed now (the owner is
+ * stopping); later rounds run none. */
+void health__cancel(health__monitor *monitor);
 void health__close(health__monitor *monitor);
 
 const char *health__verdict_name(health__verdict verdict);
@@ -95,6 +98,8 @@ const char *health__xid_meaning(unsigned xid, health__verdict *verdict);
 
 /* ---- the parts of a round (one file each) ------------------------------------ */
 
+/* report.c: copies what a report holds (its findings up to count). */
+void health__report_copy(health__report *dst, const health__report *src);
 /* report.c: appends a finding (counted as dropped when full); raises worst. */
 health__finding *health__add(health__report *report, const char *check, int gpu,
                              health__verdict verdict, long long value, const char *fmt, ...)
@@ -103,8 +108,10 @@ health__finding *health__add(health__report *report, const char *check, int gpu,
 /* sitecmd.c: runs `cmd` with /bin/sh -c, its output (stdout and stderr, the
  * first 4 KiB kept) read until it exits or timeout_ms passes, when its
  * process group is killed. Exit 0 is ok; anything else is fatal, the first
- * line of its output the reason. Adds one "site_cmd" finding. */
-void health__site_check(const char *cmd, int timeout_ms, health__report *report);
+ * line of its output the reason. Adds one "site_cmd" finding. `cancel` (may
+ * be NULL) becoming true ends the wait early the same way (the owner stops). */
+void health__site_check(const char *cmd, int timeout_ms, const _Atomic bool *cancel,
+                        health__report *report);
 
 /* net.c: InfiniBand/RoCE ports under <root>/class/infiniband. */
 typedef struct health__port_baseline {
@@ -156,9 +163,13 @@ typedef void (*health__deliver_fn)(const health__report *report, void *arg);
  * once after an Xid or health__runner_now). interval_ms <= 0: only on request. */
 int health__runner_start(const health__config *config, int interval_ms, health__deliver_fn deliver,
                          void *arg, health__runner **out);
-/* Asks for a round as soon as the current one (if any) ends. */
-void health__runner_now(health__runner *runner);
-/* Stops the thread (bounded by the site command's timeout and the Xid poll). */
+/* Asks for a round as soon as the current one (if any) ends; returns the
+ * number of the first round that starts after this call (a report with a
+ * round at least this is fresh). */
+uint64_t health__runner_now(health__runner *runner);
+/* Stops the thread: a running site command is killed; an NVML call the
+ * driver does not return from is waited for at most 5 s, then the thread is
+ * left behind (and its memory kept: the process is ending). */
 void health__runner_stop(health__runner *runner);
 
 #endif /* ELASTIC_HEALTH_H */

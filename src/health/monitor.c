@@ -18,6 +18,7 @@ struct health__monitor {
     char nvml_status[200];
     health__net_state net;
     uint64_t rounds;
+    _Atomic bool cancel;
 };
 
 void health__config_defaults(health__config *config)
@@ -72,9 +73,15 @@ void health__round(health__monitor *m, health__report *r)
         health__add(r, "nvml", -1, HEALTH__FATAL, 0, "GPU checks required (%d GPUs expected): %s",
                     m->config.expected_gpus, m->nvml_status);
     if (m->config.network) health__net_check(m->sysfs_root, &m->net, r);
-    if (m->site_cmd != NULL) health__site_check(m->site_cmd, m->config.site_timeout_ms, r);
+    if (m->site_cmd != NULL && !m->cancel)
+        health__site_check(m->site_cmd, m->config.site_timeout_ms, &m->cancel, r);
     r->cpu_ns = thread_cpu_ns() - cpu;
     r->wall_ns = elastic__now_ns() - wall;
+}
+
+void health__cancel(health__monitor *m)
+{
+    m->cancel = true;
 }
 
 void health__close(health__monitor *m)

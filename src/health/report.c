@@ -41,3 +41,18 @@ health__finding *health__add(health__report *report, const char *check, int gpu,
     va_end(ap);
     return finding;
 }
+
+void health__report_copy(health__report *dst, const health__report *src)
+{
+    int count = src->count < HEALTH__MAX_FINDINGS ? src->count : HEALTH__MAX_FINDINGS;
+    memcpy(dst->findings, src->findings, (size_t)count * sizeof *src->findings);
+    dst->count = count;
+    dst->dropped = src->dropped;
+    dst->worst = src->worst;
+    dst->gpu_count = src->gpu_count;
+    memcpy(dst->gpus, src->gpus, sizeof dst->gpus);
+    memcpy(dst->nvml_status, src->nvml_status, sizeof dst->nvml_status);
+    dst->cpu_ns = src->cpu_ns;
+    dst->wall_ns = src->wall_ns;
+    dst->round = src->round;
+}

@@ -21,7 +21,8 @@ struct health__runner {
 
     pthread_mutex_t lock; /* guards what follows */
     pthread_cond_t wake;
-    bool requested, stopping;
+    bool requested, stopping, exited;
+    uint64_t started; /* rounds started so far */
 };
 
 static void on_xid(void *arg)
@@ -33,8 +34,14 @@ static void *runner_main(void *arg)
 {
     health__runner *runner = arg;
     for (;;) {
+        pthread_mutex_lock(&runner->lock);
+        runner->started++;
+        pthread_mutex_unlock(&runner->lock);
         health__round(runner->monitor, runner->report);
-        runner->deliver(runner->report, runner->arg);
+        pthread_mutex_lock(&runner->lock);
+        bool stopped_meanwhile = runner->stopping; /* its site command was cut short: no verdict */
+        pthread_mutex_unlock(&runner->lock);
+        if (!stopped_meanwhile) runner->deliver(runner->report, runner->arg);
         pthread_mutex_lock(&runner->lock);
         uint64_t deadline = runner->interval_ms > 0
                                 ? elastic__now_ms() + (uint64_t)runner->interval_ms
@@ -45,6 +52,10 @@ static void *runner_main(void *arg)
         }
         bool stopping = runner->stopping;
         runner->requested = false;
+        if (stopping) {
+            runner->exited = true;
+            pthread_cond_broadcast(&runner->wake);
+        }
         pthread_mutex_unlock(&runner->lock);
         if (stopping) return NULL;
     }
@@ -89,22 +100,41 @@ int health__runner_start(const health__config *config, int interval_ms, health__
     return 0;
 }
 
-void health__runner_now(health__runner *runner)
+uint64_t health__runner_now(health__runner *runner)
 {
     pthread_mutex_lock(&runner->lock);
-    runner->requested = true;
+    uint64_t fresh = runner->started + 1;
+    if (runner->started > 0) runner->requested = true; /* else the first round is about to start */
     pthread_cond_broadcast(&runner->wake);
     pthread_mutex_unlock(&runner->lock);
+    return fresh;
 }
+
+#define STOP_WAIT_MS 5000
 
 void health__runner_stop(health__runner *runner)
 {
     if (runner == NULL) return;
+    health__cancel(runner->monitor); /* a site command in the round ends now */
     pthread_mutex_lock(&runner->lock);
     runner->stopping = true;
     pthread_cond_broadcast(&runner->wake);
+    uint64_t deadline = elastic__now_ms() + STOP_WAIT_MS;
+    while (!runner->exited && elastic__ms_left(deadline) > 0) {
+        struct timespec at = elastic__timespec_at(deadline);
+        pthread_cond_timedwait(&runner->wake, &runner->lock, &at);
+    }
+    bool exited = runner->exited;
     pthread_mutex_unlock(&runner->lock);
-    pthread_join(runner->thread, NULL); /* bounded by a round: the site command has a timeout */
+    if (!exited) {
+        /* An NVML call the driver never returns from (a hung GPU): the thread
+         * keeps the runner's memory; the process is on its way out. */
+        ELASTIC_LOG_W("health", "the health check thread did not stop within %d ms: left running",
+                      STOP_WAIT_MS);
+        pthread_detach(runner->thread);
+        return;
+    }
+    pthread_join(runner->thread, NULL); /* it has returned or is returning */
     health__close(runner->monitor);     /* stops the Xid watcher: no on_xid after this */
     pthread_cond_destroy(&runner->wake);
     pthread_mutex_destroy(&runner->lock);

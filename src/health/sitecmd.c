@@ -47,7 +47,8 @@ static void first_line(const char *output, char *line, size_t size)
     line[n] = '\0';
 }
 
-void health__site_check(const char *cmd, int timeout_ms, health__report *report)
+void health__site_check(const char *cmd, int timeout_ms, const _Atomic bool *cancel,
+                        health__report *report)
 {
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0) {
@@ -67,13 +68,17 @@ void health__site_check(const char *cmd, int timeout_ms, health__report *report)
     setpgid(pid, pid); /* also from here: no window where a kill of the group misses it */
     char output[KEPT_BYTES + 1];
     size_t kept = 0;
-    bool open_out = true, exited = false, timed_out = false;
+    bool open_out = true, exited = false, timed_out = false, cancelled = false;
     int status = 0;
     uint64_t deadline = started + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
     while (!exited) {
         int left = elastic__ms_left(deadline);
         if (left == 0) {
             timed_out = true;
+            break;
+        }
+        if (cancel != NULL && *cancel) {
+            cancelled = true;
             break;
         }
         if (open_out) {
@@ -108,7 +113,10 @@ void health__site_check(const char *cmd, int timeout_ms, health__report *report)
     char line[HEALTH__TEXT_MAX - 32];
     first_line(output, line, sizeof line);
     long long ms = (long long)(elastic__now_ms() - started);
-    if (timed_out)
+    if (cancelled)
+        health__add(report, "site_cmd", -1, HEALTH__WARNING, -1,
+                    "the health command was stopped after %lld ms (the agent is stopping)", ms);
+    else if (timed_out)
         health__add(report, "site_cmd", -1, HEALTH__FATAL, -1,
                     "the health command did not finish in %d ms%s%s", timeout_ms,
                     line[0] ? ": " : "", line);

@@ -9,7 +9,7 @@
 static health__report *run(const char *cmd, int timeout_ms)
 {
     health__report *r = health_new_report();
-    health__site_check(cmd, timeout_ms, r);
+    health__site_check(cmd, timeout_ms, NULL, r);
     ASSERT_EQ(r->count, 1);
     ASSERT_STR_EQ(r->findings[0].check, "site_cmd");
     return r;

@@ -178,3 +178,55 @@ TEST(health_runner_repeats_rounds_every_interval)
     ASSERT(elastic__now_ms() - started >= 300);
     health__runner_stop(runner);
 }
+
+static uint64_t last_round;
+
+static void deliver_round(const health__report *report, void *arg)
+{
+    signal_box *b = arg;
+    pthread_mutex_lock(&b->lock);
+    b->count++;
+    last_round = report->round;
+    pthread_cond_broadcast(&b->cond);
+    pthread_mutex_unlock(&b->lock);
+}
+
+TEST(health_runner_now_names_the_first_fresh_round)
+{
+    health__config config;
+    health__config_defaults(&config);
+    config.gpu = config.network = false;
+    health__runner *runner = NULL;
+    ASSERT_OK(health__runner_start(&config, 3600 * 1000, deliver_round, &box, &runner));
+    wait_count(1, 5000);
+    uint64_t fresh = health__runner_now(runner);
+    ASSERT_EQ(fresh, 2); /* round 1 is done: the next one is fresh */
+    wait_count(2, 5000);
+    pthread_mutex_lock(&box.lock);
+    ASSERT_EQ(last_round, 2);
+    pthread_mutex_unlock(&box.lock);
+    health__runner_stop(runner);
+}
+
+TEST(health_runner_stop_ends_a_hanging_site_command_at_once)
+{
+    char marker[4096], cmd[8192];
+    snprintf(marker, sizeof marker, "%s/started", test_tmpdir());
+    snprintf(cmd, sizeof cmd, "touch %s; sleep 600", marker);
+    health__config config;
+    health__config_defaults(&config);
+    config.gpu = config.network = false;
+    config.site_cmd = cmd;
+    config.site_timeout_ms = 600 * 1000;
+    health__runner *runner = NULL;
+    ASSERT_OK(health__runner_start(&config, 0, deliver_round, &box, &runner));
+    uint64_t deadline = elastic__now_ms() + (uint64_t)test_scaled_ms(5000);
+    while (access(marker, F_OK) != 0) { /* the command is under way */
+        ASSERT(elastic__ms_left(deadline) > 0);
+        usleep(10000);
+    }
+    uint64_t started = elastic__now_ms();
+    health__runner_stop(runner);
+    ASSERT(elastic__now_ms() - started < (uint64_t)test_scaled_ms(2000));
+    ASSERT_EQ(box.count, 0); /* the stopped round is not delivered as a verdict */
+}
