@@ -36,7 +36,7 @@ health_metric 3 'elastic_gpu_temperature_celsius{gpu="3"' | grep -q ' 95$' || cl
 health_metric 3 'elastic_node_health' | grep -q ' 1$' || cluster_fail "h3's health metric is not a warning"
 status=$(netns_exec 3 "${ELASTICRUN%/*}/elasticctl" status --endpoint "127.0.0.1:$CLUSTER_METRICS_PORT" 2>&1) ||
     cluster_fail "elasticctl status failed: $status"
-grep -q 'health: warning' <<<"$status" || cluster_fail "elasticctl status does not show the warning: $status"
+grep -q 'node checks: warning' <<<"$status" || cluster_fail "elasticctl status does not show the warning: $status"
 # Now the site command fails: fatal at the next round, the spare takes over.
 cluster_mark
 touch "$sick"
