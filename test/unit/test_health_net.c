@@ -115,3 +115,23 @@ TEST(health_node_without_ib_ports_has_no_network_findings)
     health__close(m);
     free(r);
 }
+
+TEST(health_ib_garbage_in_sysfs_is_skipped_not_trusted)
+{
+    health__monitor *m = net_monitor();
+    write_file("class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE\n");
+    write_file("class/infiniband/mlx5_0/ports/1/counters/link_downed", "lots\n");
+    write_file("class/infiniband/mlx5_0/ports/1/counters/symbol_error", "-5\n");
+    write_file("class/infiniband/mlx5_0/ports/1/counters/port_rcv_errors",
+               "999999999999999999999999\n");
+    write_file("class/infiniband/mlx5_0/ports/2/state", "\n");
+    health__report *r = health_new_report();
+    health__round(m, r);
+    port_finding(r, "ib_port_state", "mlx5_0/1", HEALTH__OK);
+    ASSERT_EQ(health_count(r, "ib_link_downed"), 0); /* not a number: no verdict from it */
+    ASSERT_EQ(health_count(r, "ib_errors"), 0);
+    /* An empty state is a port not active from the start. */
+    ASSERT_EQ(port_finding(r, "ib_port_state", "mlx5_0/2", HEALTH__WARNING)->value, 0);
+    health__close(m);
+    free(r);
+}
