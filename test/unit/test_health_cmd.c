@@ -1,6 +1,6 @@
 /* The site health command: exit 0 healthy; otherwise fatal with its first
  * line; killed (with what it started) past its timeout; output bounded. */
-#include "health_fixture.h"
+#include "support/health_fixture.h"
 #include "common/clock.h"
 
 #include <errno.h>

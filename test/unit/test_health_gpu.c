@@ -1,6 +1,6 @@
 /* The NVML checks, each through the NVML double: every check's verdict, the
  * baselines later rounds compare against, and NVML missing. */
-#include "health_fixture.h"
+#include "support/health_fixture.h"
 
 static const char *const per_gpu_checks[] = { "ecc_uncorrected", "row_remap",     "recovery_action",
                                               "nvlink_state",    "nvlink_errors", "throttle",

@@ -1,6 +1,6 @@
 /* The health checks on /metrics: every line parses as Prometheus text, each
  * GPU is labelled by index, UUID and PCI bus id, and what is not ok shows. */
-#include "health_fixture.h"
+#include "support/health_fixture.h"
 #include "common/prom.h"
 #include "common/text.h"
 

@@ -1,5 +1,5 @@
 /* InfiniBand/RoCE ports from a fake sysfs tree: state, link_downed, error counters. */
-#include "health_fixture.h"
+#include "support/health_fixture.h"
 
 #include <sys/stat.h>
 

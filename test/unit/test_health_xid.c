@@ -1,6 +1,6 @@
 /* Xids through the double's event set: the watcher thread's callback, each
  * Xid's verdict and meaning, delivered once; the runner's rounds on a thread. */
-#include "health_fixture.h"
+#include "support/health_fixture.h"
 #include "common/clock.h"
 
 #include <pthread.h>
