@@ -30,7 +30,7 @@ health_spare_takes_over
 [ "$(cluster_count 1 '"event":"health_stepped_aside"')" = 0 ] || cluster_fail "h1 stepped aside"
 # The sick node's workers are gone; no restart budget was spent.
 health_wait_gone $workers
-cluster_wait_count 1 '"event":"generation_formed".*"restart_count":0' 2 "$(cluster_scale 30)" ||
+cluster_wait 1 '"event":"generation_formed".*"world_size":4,.*"restart_count":0' "$(cluster_scale 30)" ||
     cluster_fail "h1 did not re-form without spending budget"
 takeover=$(cluster_after 2 '"event":"worker_started"')
 cluster_assert_within "injected Xid 79 -> the spare's workers running" "$takeover" \
