@@ -23,6 +23,7 @@ static void release(uv_handle_t *handle)
     free(m->scores);
     free(m->node_stats);
     free(m->node_scores);
+    free(m->extra_metrics);
     free(m);
 }
 
@@ -358,4 +359,10 @@ void probe__monitor_progress(const probe__monitor *m, probe__progress *out)
     free(now);
     free(cur);
     free(base);
+}
+
+void probe__monitor_set_extra_metrics(probe__monitor *m, const char *text)
+{
+    free(m->extra_metrics);
+    m->extra_metrics = text != NULL && *text != '\0' ? elastic__strdup(text) : NULL;
 }
