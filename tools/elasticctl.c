@@ -278,8 +278,8 @@ typedef struct event_logs {
 /* EVENTS.jsonl... [--run-id ID] [-o FILE] [--json]: files are positional, any number.
  * json NULL: no --json; output_required: -o must be given. */
 static int read_args_json(const char *command, int argc, char **argv, bool want_output,
-                          bool output_required, const char **output, bool *json,
-                          flag_spec *extra, event_logs *logs)
+                          bool output_required, const char **output, bool *json, flag_spec *extra,
+                          event_logs *logs)
 {
     const char **paths = logs->paths;
     const char *run_id = NULL;
@@ -371,19 +371,21 @@ static int cmd_simulate(int argc, char **argv)
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
             argc--, i--;
         }
-    flag_spec flags[] = { { "gpus", &gpus_text },     { "days", &days_text },
-                          { "seeds", &seeds_text },   { "seed", &seed_text },
-                          { "profile", &profile },    { "trace", &trace },
-                          { "only", &only },          { NULL, NULL } };
+    flag_spec flags[] = { { "gpus", &gpus_text }, { "days", &days_text },  { "seeds", &seeds_text },
+                          { "seed", &seed_text }, { "profile", &profile }, { "trace", &trace },
+                          { "only", &only },      { NULL, NULL } };
     parsed_args args;
     int rc = parse_args("simulate", argc, argv, flags, &args);
     if (rc != 0) return rc;
     if (args.count != 0)
         return usage_error("simulate", "unexpected argument \"%s\"", args.positional[0]);
-    ctl_simulate_opts o = { .profile_path = profile, .trace_path = trace, .only = only, .json = json };
+    ctl_simulate_opts o = {
+        .profile_path = profile, .trace_path = trace, .only = only, .json = json
+    };
     long long v;
     char list[256];
-    if (strlen(gpus_text) >= sizeof list) return usage_error("simulate", "bad --gpus \"%s\"", gpus_text);
+    if (strlen(gpus_text) >= sizeof list)
+        return usage_error("simulate", "bad --gpus \"%s\"", gpus_text);
     strcpy(list, gpus_text);
     for (char *save = NULL, *item = strtok_r(list, ",", &save); item != NULL;
          item = strtok_r(NULL, ",", &save)) {
@@ -393,11 +395,14 @@ static int cmd_simulate(int argc, char **argv)
         o.gpus[o.gpu_count++] = (double)v;
     }
     if (o.gpu_count == 0) return usage_error("simulate", "bad --gpus \"%s\"", gpus_text);
-    if (!parse_int(days_text, 1, 3650, &v)) return usage_error("simulate", "bad --days \"%s\"", days_text);
+    if (!parse_int(days_text, 1, 3650, &v))
+        return usage_error("simulate", "bad --days \"%s\"", days_text);
     o.days = (double)v;
-    if (!parse_int(seeds_text, 1, 1000, &v)) return usage_error("simulate", "bad --seeds \"%s\"", seeds_text);
+    if (!parse_int(seeds_text, 1, 1000, &v))
+        return usage_error("simulate", "bad --seeds \"%s\"", seeds_text);
     o.seeds = (int)v;
-    if (!parse_int(seed_text, 0, INT64_MAX, &v)) return usage_error("simulate", "bad --seed \"%s\"", seed_text);
+    if (!parse_int(seed_text, 0, INT64_MAX, &v))
+        return usage_error("simulate", "bad --seed \"%s\"", seed_text);
     o.seed = (unsigned long long)v;
     rc = ctl_simulate(&o, stdout);
     if (rc != 0) fprintf(stderr, "elasticctl simulate: %s\n", ctl_last_error());
@@ -446,10 +451,10 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    { "store", cmd_store },     { "status", cmd_status },   { "timeline", cmd_timeline },
-    { "summary", cmd_summary }, { "goodput", cmd_goodput },
-    { "simulate", cmd_simulate }, { "version", cmd_version }, { "--version", cmd_version },
-    { "help", cmd_help },       { "--help", cmd_help },     { "-h", cmd_help },
+    { "store", cmd_store },     { "status", cmd_status },     { "timeline", cmd_timeline },
+    { "summary", cmd_summary }, { "goodput", cmd_goodput },   { "simulate", cmd_simulate },
+    { "version", cmd_version }, { "--version", cmd_version }, { "help", cmd_help },
+    { "--help", cmd_help },     { "-h", cmd_help },
 };
 
 int main(int argc, char **argv)

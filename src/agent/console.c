@@ -205,8 +205,7 @@ void agent__console_job_end(const agent_group *group, agent_end_status end)
         snprintf(ckpt, sizeof ckpt, "no checkpoint reported");
     }
     int restarts = group->current.restart_count;
-    agent__console(
-        group, "job %s after %s: %llu generation%s, %d restart%s, %s, %s", status,
-        took, (unsigned long long)group->generations, group->generations == 1 ? "" : "s", restarts,
-        restarts == 1 ? "" : "s", lost, ckpt);
+    agent__console(group, "job %s after %s: %llu generation%s, %d restart%s, %s, %s", status, took,
+                   (unsigned long long)group->generations, group->generations == 1 ? "" : "s",
+                   restarts, restarts == 1 ? "" : "s", lost, ckpt);
 }

@@ -58,8 +58,7 @@ void agent__event_emit(agent_events *events, agent_event *event);
 /* The goodput accounting (src/common/goodput.h) of every event journaled so
  * far, this node's view, up to now_ms: the closing line's and /metrics' figures. */
 struct goodput_report;
-int agent__events_goodput(const agent_events *events, uint64_t now_ms,
-                          struct goodput_report *out);
+int agent__events_goodput(const agent_events *events, uint64_t now_ms, struct goodput_report *out);
 /* JSON string escaping (into out, NUL-terminated, truncated to size). */
 void agent__json_escape(const char *text, char *out, size_t size);
 

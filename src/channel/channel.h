@@ -57,7 +57,7 @@ typedef struct channel__hb_slot {
     uint64_t stack_dumps; /* backtraces the worker's signal handler wrote */
     uint64_t ckpt_saves;  /* checkpoint steps this worker saved (src/ckpt/report.c); written last */
     uint64_t ckpt_step;   /* the last of them */
-    uint64_t ckpt_wall_ms; /* when (ms since the epoch) */
+    uint64_t ckpt_wall_ms;    /* when (ms since the epoch) */
     uint64_t ckpt_stall_ns;   /* time the training thread spent in checkpoint saves, summed */
     uint64_t ckpt_restore_ns; /* time spent reading checkpoints (the restore), summed */
     uint8_t reserved[16];

@@ -663,6 +663,7 @@ ELASTIC_EXTERN int elastic_ckpt_save(elastic_ckpt *c, uint64_t step, const elast
         elastic_ckpt_abort(t);
     else
         rc = elastic_ckpt_commit(t);
-    ckpt__report_stall(elastic__now_ns() - started_ns); /* the whole save was on the caller's path */
+    ckpt__report_stall(elastic__now_ns() -
+                       started_ns); /* the whole save was on the caller's path */
     return rc;
 }

@@ -27,7 +27,7 @@ typedef struct monitored_worker {
     uv_timer_t dump_timer; /* waits for the worker's own backtrace */
     bool waiting_for_dump;
     uint64_t dumps_before, dump_deadline_ms;
-    probe__failure pending; /* reported once its stacks are out */
+    probe__failure pending;        /* reported once its stacks are out */
     channel__hb_snapshot baseline; /* the slot as this generation began (zero: a fresh process) */
     bool fresh;                    /* started since the last generation began */
 } monitored_worker;

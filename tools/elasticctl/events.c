@@ -78,8 +78,8 @@ static int svg_writer(const goodput_report *r, const timeline *t, FILE *out)
 
 /* `elasticctl goodput`: text on out, or JSON; the picture, profile and trace
  * where asked for. */
-int ctl_goodput(const char *const *paths, int count, const char *run_id,
-                const ctl_goodput_opts *o, FILE *out)
+int ctl_goodput(const char *const *paths, int count, const char *run_id, const ctl_goodput_opts *o,
+                FILE *out)
 {
     timeline *t = calloc(1, sizeof *t);
     if (t == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");

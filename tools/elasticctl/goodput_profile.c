@@ -92,8 +92,8 @@ int goodput__write_profile(const goodput_report *r, const timeline *t, FILE *out
     const char *from = "measured: elasticctl goodput of job";
     fprintf(out, "# the recovery profile of job %s, measured by elasticctl goodput\nmodel\n",
             t->run_id);
-    fprintf(out, "step_s %.6f %s %s (training time per step run)\n", step_s > 0 ? step_s : 1,
-            from, t->run_id);
+    fprintf(out, "step_s %.6f %s %s (training time per step run)\n", step_s > 0 ? step_s : 1, from,
+            t->run_id);
     fprintf(out, "state_gb %d nominal: 1 GB per worker, so a save or restore lasts 1/GB/s\n", gpus);
     fprintf(out, "gpus_per_node %d %s %s (workers per node)\n", gpus / (nodes > 0 ? nodes : 1),
             from, t->run_id);

@@ -34,7 +34,7 @@ typedef enum timeline_kind {
     TL_FENCED,             /* text: reason */
     TL_JOB_END,            /* value: exit code, text: status */
     TL_STEPS_STARTED, /* a node's workers stepped: value step, value2 its wall ms, value3 restore ms */
-    TL_STEPS_ENDED,   /* value last step, value2 its wall ms, value3 step us, value4 save stall ms */
+    TL_STEPS_ENDED, /* value last step, value2 its wall ms, value3 step us, value4 save stall ms */
     TL_KINDS
 } timeline_kind;
 
