@@ -88,7 +88,7 @@ static const char issue_log[] = EV(1000, "\"event\":\"agent_started\"")
                                                      "\"step_us\":20000,\"save_stall_ms\":20")
                         EV(7750, "\"event\":\"job_end\",\"status\":\"succeeded\",\"exit_code\":0");
 
-TEST(goodput_counts_the_redone_steps_restart_and_restore_of_a_killed_rank)
+TEST(ctl_goodput_counts_the_redone_steps_restart_and_restore_of_a_killed_rank)
 {
     const char *logs[] = { issue_log };
     goodput_report *r = account_logs(logs, 1);
@@ -203,7 +203,7 @@ static const char two_b[] = EB(0, "\"event\":\"agent_started\"")
                                      "\"last_step_ms\":6300")
                                 EB(6350, "\"event\":\"job_end\",\"status\":\"succeeded\"");
 
-TEST(goodput_merges_nodes_and_names_each_disruption_by_its_first_notice)
+TEST(ctl_goodput_merges_nodes_and_names_each_disruption_by_its_first_notice)
 {
     const char *logs[] = { two_b, two_a };
     goodput_report *r = account_logs(logs, 2);
@@ -232,7 +232,7 @@ TEST(goodput_merges_nodes_and_names_each_disruption_by_its_first_notice)
     free(r);
 }
 
-TEST(goodput_a_generation_failing_before_its_first_step_stays_in_recovery)
+TEST(ctl_goodput_a_generation_failing_before_its_first_step_stays_in_recovery)
 {
     goodput_record rec[] = {
         { .ts_ms = 0, .kind = GP_START, .generation = -1 },
@@ -264,7 +264,7 @@ TEST(goodput_a_generation_failing_before_its_first_step_stays_in_recovery)
     free(r);
 }
 
-TEST(goodput_without_step_events_counts_generations_as_training_and_says_so)
+TEST(ctl_goodput_without_step_events_counts_generations_as_training_and_says_so)
 {
     goodput_record rec[] = {
         { .ts_ms = 0, .kind = GP_START, .generation = -1 },
@@ -294,7 +294,7 @@ TEST(goodput_without_step_events_counts_generations_as_training_and_says_so)
 
 /* Whatever the records say (late, missing, out of order), no bucket goes
  * negative and everything sums to the wall time. */
-TEST(goodput_random_records_always_sum_to_the_wall_time)
+TEST(ctl_goodput_random_records_always_sum_to_the_wall_time)
 {
     goodput_report *r = malloc(sizeof *r);
     ASSERT(r != NULL);
@@ -329,7 +329,7 @@ TEST(goodput_random_records_always_sum_to_the_wall_time)
     free(r);
 }
 
-TEST(goodput_metrics_are_counters_that_never_go_back)
+TEST(ctl_goodput_metrics_are_counters_that_never_go_back)
 {
     goodput_record rec[] = {
         { .ts_ms = 0, .kind = GP_START, .generation = -1 },
@@ -373,7 +373,7 @@ TEST(goodput_metrics_are_counters_that_never_go_back)
 /* The agent feeds its own journal lines to the accounting
  * (goodput__record_of_line); elasticctl reads the same lines back through
  * the timeline: both must come to the same numbers. */
-TEST(goodput_of_journal_lines_equals_goodput_of_the_logs_read_back)
+TEST(ctl_goodput_of_journal_lines_equals_goodput_of_the_logs_read_back)
 {
     const char *const logs[] = { issue_log, two_a };
     for (int l = 0; l < 2; l++) {

@@ -39,7 +39,7 @@ static const char simple[] = "model\n"
                              "interval_s 100 test\n"
                              "every_steps 0 test\n";
 
-TEST(simulate_one_failure_costs_what_the_hand_says)
+TEST(ctl_simulate_one_failure_costs_what_the_hand_says)
 {
     sim_profiles *all = malloc(sizeof *all);
     ASSERT(all != NULL);
@@ -67,7 +67,7 @@ TEST(simulate_one_failure_costs_what_the_hand_says)
     free(all);
 }
 
-TEST(simulate_a_seed_is_one_run_and_another_seed_another)
+TEST(ctl_simulate_a_seed_is_one_run_and_another_seed_another)
 {
     sim_profiles *all = malloc(sizeof *all);
     ASSERT(all != NULL);
@@ -89,7 +89,7 @@ TEST(simulate_a_seed_is_one_run_and_another_seed_another)
     free(all);
 }
 
-TEST_TIMEOUT(simulate_best_interval_agrees_with_young_daly, 120)
+TEST_TIMEOUT(ctl_simulate_best_interval_agrees_with_young_daly, 120)
 {
     sim_profiles *all = malloc(sizeof *all);
     ASSERT(all != NULL);
@@ -104,7 +104,7 @@ TEST_TIMEOUT(simulate_best_interval_agrees_with_young_daly, 120)
     free(all);
 }
 
-TEST(simulate_profiles_refuse_what_they_cannot_use)
+TEST(ctl_simulate_profiles_refuse_what_they_cannot_use)
 {
     sim_profiles *all = malloc(sizeof *all);
     ASSERT(all != NULL);

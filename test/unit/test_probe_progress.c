@@ -5,7 +5,7 @@
 #include "probe/progress.h"
 #include "test.h"
 
-TEST(progress_of_two_workers_from_their_slots)
+TEST(probe_progress_of_two_workers_from_their_slots)
 {
     channel__hb_snapshot a = { .step = 170,
                                .beats = 21,
@@ -36,7 +36,7 @@ TEST(progress_of_two_workers_from_their_slots)
     ASSERT_EQ(p.restore_ms, 50);
 }
 
-TEST(progress_of_a_survivor_counts_only_its_new_generation)
+TEST(probe_progress_of_a_survivor_counts_only_its_new_generation)
 {
     /* At the generation's start the slot had 100 beats up to step 99 and a
      * 500 ms stall; since then 11 beats took it from 60 (restored) to 70. */

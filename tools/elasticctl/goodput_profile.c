@@ -4,7 +4,8 @@
  * checkpoint interval and a save's stall) and its failures as a trace (when
  * each one happened: noticed less its detection; of which class). Feeding
  * both to `elasticctl simulate` must give back the run's ETTR: that is how
- * the simulator is checked against reality (test/integration/).
+ * the simulator is checked against reality
+ * (test/integration/test_ctl_goodput_validation.c).
  */
 #include "elasticctl/goodput.h"
 

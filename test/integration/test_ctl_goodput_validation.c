@@ -71,7 +71,7 @@ static void wait_saved(int step)
     ASSERT(agent_harness_wait_lines(console, needles, 1, 60000) >= 1);
 }
 
-TEST_TIMEOUT(goodput_simulated_ettr_matches_a_real_fault_run, 240)
+TEST_TIMEOUT(ctl_goodput_simulated_ettr_matches_a_real_fault_run, 240)
 {
     char dir[512], ckpt[600], result[600], events[600], profile[600], trace[600];
     agent_harness_path(dir, sizeof dir, RUN);
