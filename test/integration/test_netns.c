@@ -98,3 +98,19 @@ TEST_TIMEOUT(netns_spare_left_out_by_overlapping_faults_exits_0_and_says_so, 180
 {
     run_netns_script("spare_overlap.sh");
 }
+
+/* Node health checks with the NVML double (test/netns/health_*.sh). */
+TEST_TIMEOUT(netns_health_xid_79_hands_the_node_to_the_waiting_spare, 150)
+{
+    run_netns_script("health_xid_spare.sh");
+}
+
+TEST_TIMEOUT(netns_health_missing_gpu_or_hanging_site_check_never_joins, 150)
+{
+    run_netns_script("health_join.sh");
+}
+
+TEST_TIMEOUT(netns_health_warnings_do_not_evict_a_failing_site_check_does, 150)
+{
+    run_netns_script("health_warn_site.sh");
+}
