@@ -10,7 +10,7 @@ logs, the faults, the process-table samples, the exit codes) and checks:
              the fault-free run's at that step
   fencing    never two generations' workers alive at once (process table)
              beyond the fencing bound (plus the freeze that kept them stopped)
-  orphans    no process, namespace, shm file or fd of ours left
+  orphans    no process, namespace or shm file of ours left; no agent's fds grow
   recovery   after each fault, new progress within its type's bound (a fault
              that overlaps extends it by its own)
   silence    never longer than SILENCE_MS without an event while the job runs
@@ -29,6 +29,8 @@ import sys
 SCALE = int(os.environ.get("ELASTIC_TEST_TIMEOUT_SCALE", "1"))
 FENCE_MS = 4000 * SCALE    # keep-alive timeout (2 s) + detection and SIGKILL slack
 SILENCE_MS = 20000 * SCALE
+GRACE_S = 5  # elasticrun's default --grace-period: SIGTERM to SIGKILL
+FD_GROWTH = 32  # an agent's open fds may grow this much over its life, not more
 REFORM_WINDOW_MS = 10000 * SCALE  # a generation formed this soon after a fault is its recovery
 BASE_MS = {  # recovery bound per fault type, beyond the fault's own duration
     "worker_kill": 8000, "worker_hang": 10000, "agent_kill": 10000, "freeze": 10000,
@@ -87,15 +89,18 @@ def recovery_bound(fault, faults):
 
 
 def main():
-    run, seed, _hang = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    run, seed, hang_s = sys.argv[1], sys.argv[2], int(sys.argv[3])
     problems = []
     clean = read_lines(os.path.join(run, "clean", "result.txt"))
     clean_commits = {s: d.pop() for s, d in commits(os.path.join(run, "clean", "logs", "**", "stdout.log")).items()}
     faults = []
     for line in read_lines(os.path.join(run, "faults.tsv")):
         start, end, job, kind, host, detail = (line.split("\t") + [""] * 6)[:6]
-        faults.append({"start": int(start), "end": int(end), "job": int(job), "type": kind,
-                       "host": host, "detail": detail})
+        f = {"start": int(start), "end": int(end), "job": int(job), "type": kind, "host": host,
+             "detail": detail}
+        if kind == "worker_hang":  # stopped until the hang is seen and the grace period ends
+            f["end"] = f["start"] + (hang_s + GRACE_S) * 1000
+        faults.append(f)
     procs = [l.split() for l in read_lines(os.path.join(run, "procs.tsv"))]
     rows = {}  # backend -> totals
     recoveries = {}  # type -> [ms]
@@ -245,9 +250,14 @@ def main():
     netns = read_lines(os.path.join(run, "leaked_netns.txt"))
     if netns:
         problems.append(f"namespaces left: {netns}")
-    fds = read_lines(os.path.join(run, "fds.txt"))
-    if fds and len(set(fds[0].split())) > 1:
-        problems.append(f"the chaos driver's fds went from {fds[0].split()[0]} to {fds[0].split()[1]}")
+    # fds: every agent's open descriptors, sampled through its life
+    fd_seen = {}
+    for line in read_lines(os.path.join(run, "fds.tsv")):
+        ts, job, pid, count = line.split()
+        fd_seen.setdefault((job, pid), []).append(int(count))
+    for (job, pid), counts in fd_seen.items():
+        if max(counts) - counts[0] > FD_GROWTH:
+            problems.append(f"job {job}: agent {pid}'s fds grew from {counts[0]} to {max(counts)}")
 
     # ---- the table ----
     types = sorted({t for r in rows.values() for t in r["faults"]})

@@ -62,7 +62,6 @@ CLEAN_PID=$!
 wait "$CLEAN_PID" || { echo "FAIL: the fault-free run failed" >&2; cat "$RUN/clean/console.txt" >&2; exit 1; }
 CLEAN_PID=
 before_shm=$(ls /dev/shm 2>/dev/null | sort)
-fds_before=$(ls /proc/$$/fd | wc -l)
 
 netns_setup 5
 CKFS=$RUN/ckptfs
@@ -129,6 +128,9 @@ sample_procs() {
             gen=$({ tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | sed -n 's/^ELASTIC_GENERATION=//p' || true)
             echo "$t $JOB $h $pid ${gen:-?}" >>"$PROCS"
         done
+        if alive "${AGENT[$h]:-0}"; then
+            echo "$t $JOB ${AGENT[$h]} $(ls "/proc/${AGENT[$h]}/fd" 2>/dev/null | wc -l)" >>"$RUN/fds.tsv"
+        fi
     done
 }
 
@@ -175,10 +177,16 @@ host_with_worker() {
     done
 }
 
-# A host for a fault that takes it out: not the c10d store host.
+# A host for a fault that takes it out: not the c10d store host; on etcd
+# not a second etcd member's host while one is out (a 3-member etcd keeps
+# quorum through one loss: two at once is no fault HA promises to survive).
 node_out_host() {
-    if [ "$BACKEND" = c10d ]; then echo $(( $(pick 4) + 2 )); else echo $(( $(pick 5) + 1 )); fi
+    if [ "$BACKEND" = c10d ]; then echo $(( $(pick 4) + 2 ))
+    elif [ "$ETCD_OUT" -gt 0 ]; then echo $(( $(pick 2) + 4 ))
+    else echo $(( $(pick 5) + 1 )); fi
 }
+ETCD_OUT=0
+etcd_host() { [ "$BACKEND" = etcd ] && [ "$1" -le 3 ]; }
 
 freeze_host() {
     local pids
@@ -245,12 +253,14 @@ inject() {
         h=$(node_out_host); d=$(( 2000 + $(pick 3000) ))
         fault freeze "$h" "$d" ""
         NODE_OUT=1; ACTIVE=$(( ACTIVE + 1 ))
+        if etcd_host "$h"; then ETCD_OUT=$(( ETCD_OUT + 1 )); undo_later "$d" "ETCD_OUT=\$((ETCD_OUT - 1))"; fi
         freeze_host "$h" "$d" ;;
     partition)
         h=$(node_out_host); d=$(( 2000 + $(pick 3000) ))
         fault partition "$h" "$d" ""
         netns_partition "$h"
         NODE_OUT=1; ACTIVE=$(( ACTIVE + 1 ))
+        if etcd_host "$h"; then ETCD_OUT=$(( ETCD_OUT + 1 )); undo_later "$d" "ETCD_OUT=\$((ETCD_OUT - 1))"; fi
         undo_later "$d" "netns_unpartition $h; NODE_OUT=0; ACTIVE=\$((ACTIVE - 1))" ;;
     loss)
         h=$(( $(pick 5) + 1 )); d=$(( 4000 + $(pick 6000) ))
@@ -267,10 +277,12 @@ inject() {
     etcd_kill)
         h=$(( $(pick 3) + 1 ))
         alive "${ETCD_PID[$h]:-0}" || return 0
+        [ "$ETCD_OUT" = 0 ] || return 0
+        ETCD_OUT=1
         fault etcd_kill "$h" 3000 "member e$h"
         kill -9 "${ETCD_PID[$h]}" 2>/dev/null || true
         ACTIVE=$(( ACTIVE + 1 ))
-        undo_later 3000 "start_etcd $h; ACTIVE=\$((ACTIVE - 1))" ;;
+        undo_later 3000 "start_etcd $h; ETCD_OUT=0; ACTIVE=\$((ACTIVE - 1))" ;;
     store_kill) store_kill ;;
     esac
 }
@@ -281,7 +293,7 @@ run_job() {
     JOBDIR=$RUN/job$JOB
     mkdir -p "$JOBDIR" "$CKFS/job$JOB"
     echo "$BACKEND" >"$JOBDIR/backend"
-    STORE_KILLS=0 NODE_OUT=0 ACTIVE=0
+    STORE_KILLS=0 NODE_OUT=0 ACTIVE=0 ETCD_OUT=0
     UNDO_AT=() UNDO_CMD=() INCARN=() AGENT=()
     if [ "$BACKEND" = etcd ]; then
         ETCD_EPS="$(netns_addr 1):2379,$(netns_addr 2):2379,$(netns_addr 3):2379"
@@ -348,7 +360,6 @@ rmdir "$CKFS" 2>/dev/null || true
 after_shm=$(ls /dev/shm 2>/dev/null | sort)
 comm -13 <(echo "$before_shm") <(echo "$after_shm") >"$RUN/leaked_shm.txt" || true
 ip netns list 2>/dev/null | grep -F "$NETNS_PREFIX" >"$RUN/leaked_netns.txt" || true
-echo "$fds_before $(ls /proc/$$/fd | wc -l)" >"$RUN/fds.txt"
 rc=0
 python3 "$here/analyze.py" "$RUN" "$SEED" "$HANG_TIMEOUT" || rc=$?
 if [ "$rc" = 0 ] && [ "${CHAOS_KEEP:-0}" != 1 ]; then rm -rf "$RUN"; else echo "chaos: run directory kept: $RUN"; fi
