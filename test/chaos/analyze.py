@@ -15,15 +15,17 @@ logs, the faults, the process-table samples, the exit codes) and checks:
              that overlaps extends it by its own)
   silence    never longer than SILENCE_MS without an event while the job runs
   exits      each agent's exit code and root-cause line agree with the job
-Exit 1, with the seed, when one fails. ETTR here is time-based (the time
-the job's steps take at its own fault-free pace over its wall time):
-elasticctl has no goodput on main yet.
+Exit 1, with the seed, when one fails. ETTR twice: `elasticctl goodput`'s
+per job (its accounting of productive time, where the tool is built), and a
+time-based one (the time the job's steps take at its own fault-free pace over
+its wall time) as a cross-check.
 """
 import glob
 import json
 import os
 import re
 import statistics
+import subprocess
 import sys
 
 SCALE = int(os.environ.get("ELASTIC_TEST_TIMEOUT_SCALE", "1"))
@@ -72,6 +74,19 @@ def commits(log_glob):
     return seen
 
 
+def goodput_ettr(paths):
+    """elasticctl goodput's ETTR of one job's event logs; None without the tool."""
+    ctl = os.path.join(os.environ.get("ELASTIC_BIN_DIR", ""), "elasticctl")
+    if not paths or not os.access(ctl, os.X_OK):
+        return None
+    try:
+        out = subprocess.run([ctl, "goodput", *paths, "--json"], capture_output=True, text=True,
+                             timeout=60)
+        return json.loads(out.stdout)["ettr"] if out.returncode == 0 else None
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+        return None
+
+
 def recovery_bound(fault, faults):
     """The fault's bound, extended by every fault active or begun before it is met."""
     t = fault["start"]
@@ -108,7 +123,7 @@ def main():
         job = int(jobdir.rsplit("job", 1)[1])
         backend = read_lines(os.path.join(jobdir, "backend"))[0]
         row = rows.setdefault(backend, {"jobs": 0, "faults": {}, "restarts": 0, "operator": 0,
-                                        "redone": 0, "wall_ms": 0, "clean_ms": 0})
+                                        "redone": 0, "wall_ms": 0, "clean_ms": 0, "goodput": []})
         row["jobs"] += 1
         name = f"job {job} ({backend})"
         # result
@@ -129,6 +144,9 @@ def main():
             by_tag[tag] = e
             evs += e
         evs.sort(key=lambda e: e["ts_ms"])
+        ettr = goodput_ettr(sorted(glob.glob(os.path.join(jobdir, "events.h*.jsonl"))))
+        if ettr is not None:
+            row["goodput"].append(ettr)
         if not evs:
             problems.append(f"{name}: no events")
             continue
@@ -268,6 +286,8 @@ def main():
     for label, key in (("jobs", "jobs"), ("restarts (generations)", "restarts"),
                        ("operator restarts", "operator"), ("steps redone (>=)", "redone")):
         print(f"{label:22}" + "".join(f"{r[key]:>12}" for r in rows.values()))
+    print(f"{'ETTR (goodput, mean)':22}" + "".join(
+        f"{statistics.mean(r['goodput']):>12.3f}" if r["goodput"] else f"{'-':>12}" for r in rows.values()))
     print(f"{'ETTR (time-based)':22}" + "".join(
         f"{(r['clean_ms'] / r['wall_ms'] if r['wall_ms'] else 0):>12.3f}" for r in rows.values()))
     print("\nrecovery (fault -> new progress), ms:")
