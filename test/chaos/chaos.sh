@@ -361,6 +361,6 @@ after_shm=$(ls /dev/shm 2>/dev/null | sort)
 comm -13 <(echo "$before_shm") <(echo "$after_shm") >"$RUN/leaked_shm.txt" || true
 ip netns list 2>/dev/null | grep -F "$NETNS_PREFIX" >"$RUN/leaked_netns.txt" || true
 rc=0
-python3 "$here/analyze.py" "$RUN" "$SEED" "$HANG_TIMEOUT" || rc=$?
+ELASTIC_BIN_DIR=$(dirname "$ELASTICRUN") python3 "$here/analyze.py" "$RUN" "$SEED" "$HANG_TIMEOUT" || rc=$?
 if [ "$rc" = 0 ] && [ "${CHAOS_KEEP:-0}" != 1 ]; then rm -rf "$RUN"; else echo "chaos: run directory kept: $RUN"; fi
 exit "$rc"
