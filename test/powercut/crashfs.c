@@ -270,6 +270,38 @@ static bool powered(void)
     return true;
 }
 
+/* Frees what no name reaches any more (unlinked files keep their data
+ * until here, as open files would), so the trees stay small. */
+static void collect_unreachable(tree *t)
+{
+    bool *seen = calloc(t->n, sizeof *seen);
+    uint32_t *stack = calloc(t->n, sizeof *stack);
+    if (seen == NULL || stack == NULL) die("out of memory");
+    size_t depth = 0;
+    stack[depth++] = FUSE_ROOT_ID;
+    seen[FUSE_ROOT_ID] = true;
+    while (depth > 0) {
+        node *n = &t->nodes[stack[--depth]];
+        for (size_t i = 0; i < n->n_ents; i++) {
+            uint32_t ino = n->ents[i].ino;
+            if (ino < t->n && !seen[ino]) {
+                seen[ino] = true;
+                stack[depth++] = ino;
+            }
+        }
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        if (seen[i]) continue;
+        node *n = &t->nodes[i];
+        free(n->data);
+        for (size_t j = 0; j < n->n_ents; j++) free(n->ents[j].name);
+        free(n->ents);
+        memset(n, 0, sizeof *n);
+    }
+    free(seen);
+    free(stack);
+}
+
 static uint64_t rng_state;
 static uint64_t rng_next(void)
 {
@@ -303,9 +335,8 @@ static void remount(const char *variant, uint64_t seed)
         }
         if (keep) apply(&image, &ops[i]);
     }
-    /* Nodes made later than the image knows still exist in live: keep the
-     * numbering (inode numbers are never reused). */
-    tree_copy(&live, &image);
+    collect_unreachable(&image);
+    tree_copy(&live, &image); /* inode numbers go on from next_ino: never reused */
     tree_copy(&base, &image);
     tree_free(&image);
     log_clear();
