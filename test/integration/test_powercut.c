@@ -74,8 +74,11 @@ static void crashfs_start(void)
     crashfs_pid = fork();
     if (crashfs_pid < 0) FAIL("fork: %s", strerror(errno));
     if (crashfs_pid == 0) {
+        /* Out of the test's process group, which the runner SIGKILLs when
+         * the test ends: the test's death (SIGTERM) lets crashfs unmount. */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent) _exit(1);
+        setsid();
         execl(bin, "crashfs", mnt, (char *)NULL);
         _exit(127);
     }
