@@ -115,8 +115,9 @@ TEST_TIMEOUT(agent_etcd_survivors_reform_on_a_new_store_when_its_host_dies, 180)
     etcd_cluster_start(&c, 1);
     etcd_job j;
     /* keep-alive timeout 1 s: 0.2 s x 5 */
-    etcd_job_init(&j, &c, "storehost",
-                  "last_call_timeout=1,keep_alive_interval=0.2,keep_alive_max_attempt=5");
+    /* The defaults users get: the survivors do not wait for the dead host's
+     * lease (it is counted gone the moment its store resets). */
+    etcd_job_init(&j, &c, "storehost", NULL);
     /* The trainers fail when their store vanishes, as real ones do, and the
      * job has no restart budget: the host's loss must cost none. */
     j.max_restarts = "0";
@@ -363,4 +364,93 @@ TEST_TIMEOUT(agent_etcd_job_keeps_its_generation_when_an_etcd_member_is_cut_off,
         wait_leader(&h.c, 10000) < 0)
         FAIL("members 1 and 2 have no leader after member 0 was cut off");
     ha_job_kept_its_generation(&h, "etcd member 0 cut off from the other two");
+}
+
+/* delay_proxy (no delay) in front of one member: freezing it cuts whoever
+ * connects through it off, silently. */
+static pid_t start_proxy(int target_port, int *port)
+{
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        char target[16];
+        snprintf(target, sizeof target, "%d", target_port);
+        execl(test_helper_path("delay_proxy"), "delay_proxy", "127.0.0.1", "0", "127.0.0.1", target,
+              "0", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *out = fdopen(fds[0], "r");
+    char line[64] = "";
+    if (out == NULL || fgets(line, sizeof line, out) == NULL ||
+        sscanf(line, "listening %d", port) != 1)
+        FAIL("delay_proxy did not say where it listens");
+    fclose(out);
+    return pid;
+}
+
+TEST_TIMEOUT(agent_etcd_node_cut_off_from_etcd_is_fenced_within_its_ttl, 180)
+{
+    etcd_cluster c;
+    etcd_cluster_start_defaults(&c);
+    etcd_job j;
+    etcd_job_init(&j, &c, "nodecut", NULL);
+    /* agent1 reaches every member through a proxy of its own. */
+    pid_t proxies[3];
+    char endpoints[256];
+    size_t at = 0;
+    for (int i = 0; i < 3; i++) {
+        int port = 0;
+        proxies[i] = start_proxy(c.m[i].client_port, &port);
+        at += (size_t)snprintf(endpoints + at, sizeof endpoints - at, "%s127.0.0.1:%d",
+                               i ? "," : "", port);
+    }
+    pid_t agents[2];
+    agents[0] = etcd_job_agent(&j, "agent0", "2");
+    etcd_job cut = j;
+    cut.endpoints = endpoints;
+    agents[1] = etcd_job_agent(&cut, "agent1", "2");
+    const char *two[] = { "resume ", "world=2 ", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(j.report, two, 2, FORM_MS), 2);
+    const char *committed[] = { "commit ", NULL };
+    ASSERT(agent_harness_wait_lines(j.report, committed, 3, FORM_MS) >= 3);
+    /* agent1's worker: the resume line whose parent is agent1. */
+    pid_t worker = 0;
+    char line[256];
+    for (int i = 0; i < 2; i++) {
+        nth_line(j.report, two, i, line, sizeof line);
+        if ((pid_t)agent_harness_line_field(line, "ppid") == agents[1])
+            worker = (pid_t)agent_harness_line_field(line, "pid");
+    }
+    if (worker <= 0) FAIL("no worker of agent1 in the report");
+    uint64_t cut_at = etcd_fixture_now_ms();
+    for (int i = 0; i < 3; i++) kill(proxies[i], SIGSTOP);
+    if (!agent_harness_wait_gone(worker, test_scaled_ms(DEFAULT_TTL_MS + 10000)))
+        FAIL("agent1's worker outlived its lease by 10 s");
+    uint64_t took = etcd_fixture_now_ms() - cut_at;
+    printf("# agent1 cut off from etcd -> fenced, its worker gone, in %llu ms (TTL %d ms + 1 s "
+           "allowed)\n",
+           (unsigned long long)took, DEFAULT_TTL_MS);
+    /* Not before etcd could have expired the lease (the last keep-alive
+     * acknowledged up to an interval before the cut), not later than 1 s after. */
+    if (took + 600 < DEFAULT_TTL_MS)
+        FAIL("fenced after %llu ms, before its lease could expire", (unsigned long long)took);
+    if (took > (uint64_t)test_scaled_ms(DEFAULT_TTL_MS + 1000))
+        FAIL("fenced %llu ms after the cut (> TTL %d ms + 1 s)", (unsigned long long)took,
+             DEFAULT_TTL_MS);
+    char path[512];
+    char *err = agent_harness_read_file(agent_harness_path(path, sizeof path, "agent1.err"));
+    if (err == NULL || strstr(err, "fenced out of generation") == NULL)
+        FAIL("agent1 has no fencing line:\n%s", err != NULL ? err : "");
+    free(err);
+    for (int i = 0; i < 3; i++) {
+        kill(proxies[i], SIGKILL);
+        waitpid(proxies[i], NULL, 0);
+    }
+    stop_agents(agents, 2);
+    etcd_cluster_stop(&c);
 }
