@@ -11,7 +11,7 @@
  * every lease), so a keep-alive that finds no leader is tried on the other
  * endpoints, each given a fraction of the time left, until the deadline.
  */
-#include "rdzv/etcd.h"
+#include "rdzv/backend_etcd.h"
 
 #include "common/clock.h"
 
