@@ -73,17 +73,17 @@ static void *keeper_main(void *arg)
         }
         uint64_t sent = elastic__now_ms();
         uint64_t expires = k->last_ok_ms + (uint64_t)k->ttl_ms;
+        int ttl_ms = k->ttl_ms;
         pthread_mutex_unlock(&k->lock);
         /* Never wait past the moment the lease would lapse: we fence then. */
         int left = sent < expires ? (int)(expires - sent) : 1;
-        int ttl_ms = k->ttl_ms;
         int alive = keep_alive_once(b, lease, left, &ttl_ms);
         char why[300] = "";
         if (alive == 0)
             snprintf(why, sizeof why, "etcd says the lease has expired");
         else if (alive < 0 && elastic__now_ms() >= expires)
             snprintf(why, sizeof why,
-                     "no keep-alive acknowledged within the lease's TTL of %d ms (%s)", k->ttl_ms,
+                     "no keep-alive acknowledged within the lease's TTL of %d ms (%s)", ttl_ms,
                      elastic_last_error());
         pthread_mutex_lock(&k->lock);
         if (alive == 1) {
