@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #define REAPER_MAX_GROUPS  8192
-#define REAPER_MAX_ADOPTED 4096  /* processes the agent adopted (and told of) */
+#define REAPER_MAX_TOLD_OF 4096  /* descendants the agent told of (outside the groups) */
 #define REAPER_MAX_DOOMED  32768 /* descendants found by the walk */
 #define REAPER_SCAN_MS     200   /* the agent's look at its descendants (no cgroup) */
 
@@ -56,8 +56,8 @@ typedef struct reaper_proc {
 } reaper_proc;
 
 static pid_t reaper_groups[REAPER_MAX_GROUPS];
-static reaper_proc reaper_adopted[REAPER_MAX_ADOPTED];
-static int reaper_n_adopted;
+static reaper_proc reaper_told_of[REAPER_MAX_TOLD_OF];
+static int reaper_n_told_of;
 static pid_t reaper_doomed[REAPER_MAX_DOOMED];
 static int reaper_n_doomed;
 static int reaper_spare_cgroup; /* "!": the agent could not leave the cgroup; do not kill it */
@@ -79,8 +79,8 @@ static void groups_apply(const char *line)
     }
 }
 
-/* "=<pid> <start>": a process the agent adopted. */
-static void adopted_apply(const char *line)
+/* "=<pid> <start>": a descendant outside the workers' groups, told by the agent. */
+static void told_apply(const char *line)
 {
     int64_t pid;
     uint64_t start;
@@ -91,8 +91,8 @@ static void adopted_apply(const char *line)
     at += digits + 1;
     digits = strspn(at, "0123456789");
     if (elastic__parse_u64_n(NULL, at, digits, 0, UINT64_MAX, &start) != 0) return;
-    if (reaper_n_adopted < REAPER_MAX_ADOPTED)
-        reaper_adopted[reaper_n_adopted++] = (reaper_proc){ (pid_t)pid, start };
+    if (reaper_n_told_of < REAPER_MAX_TOLD_OF)
+        reaper_told_of[reaper_n_told_of++] = (reaper_proc){ (pid_t)pid, start };
 }
 
 /* From /proc/<name>/stat ("pid (comm) state ppid pgrp ... starttime ..."):
@@ -150,7 +150,7 @@ static void doom(pid_t pid)
 }
 
 /* One pass over /proc: stops and dooms every process in a worker's group or
- * whose parent is doomed, and every adopted one still the same process.
+ * whose parent is doomed, and every one told of that is still the same process.
  * Returns how many it added. */
 static int walk_once(void)
 {
@@ -173,8 +173,8 @@ static int walk_once(void)
             uint64_t start;
             if (!proc_stat(proc, entry->d_name, &ppid, &pgrp, &start)) continue;
             bool take = in_groups(pgrp) || doomed(ppid);
-            for (int i = 0; !take && i < reaper_n_adopted; i++)
-                take = reaper_adopted[i].pid == (pid_t)pid && reaper_adopted[i].start == start;
+            for (int i = 0; !take && i < reaper_n_told_of; i++)
+                take = reaper_told_of[i].pid == (pid_t)pid && reaper_told_of[i].start == start;
             if (!take) continue;
             doom((pid_t)pid);
             added++;
@@ -185,7 +185,7 @@ static int walk_once(void)
 }
 
 /* Without a cgroup: every worker group, everything they forked (even in a
- * session of its own) and everything the agent adopted, stopped, then killed. */
+ * session of its own) and everything the agent told of, stopped, then killed. */
 static void kill_descendants(void)
 {
     for (int i = 0; i < REAPER_MAX_GROUPS; i++)
@@ -276,7 +276,7 @@ static _Noreturn void reaper_main(int fd, const char *cgroup_dir, const char *ru
             if (len == 1 && line[0] == '!')
                 reaper_spare_cgroup = 1;
             else if (len > 1 && line[0] == '=')
-                adopted_apply(line);
+                told_apply(line);
             else if (len > 1)
                 groups_apply(line);
             len = 0;
@@ -481,7 +481,7 @@ static void on_reaper_gone(uv_poll_t *poll, int status, int events)
     }
     for (int i = 0; i < group->nworkers; i++)
         if (group->workers[i].running) tell(group, '+', group->workers[i].pid);
-    group->reaper_n_told = 0; /* the next scan tells the new one of every adopted process */
+    group->reaper_n_told = 0; /* the next scan tells the new one of every descendant */
 }
 
 /* The write end of the reaper's pipe on the agent's loop: the kernel marks
@@ -540,7 +540,7 @@ static void tell_process(agent_group *group, const scanned *p)
 static void scan_descendants(uv_timer_t *timer)
 {
     agent_group *group = timer->data;
-    enum { MAX_SCANNED = 65536 };
+    enum { MAX_SCANNED = 16384 };
     scanned *table = malloc(MAX_SCANNED * sizeof *table);
     bool *mine = calloc(MAX_SCANNED, sizeof *mine);
     DIR *proc = opendir("/proc");
