@@ -213,6 +213,10 @@ def main():
                       and f["start"] < e["ts_ms"] <= f["end"] + REFORM_WINDOW_MS]
             gen = min(formed, default=0)
             after = [t for t, s, g in ckpts if t > f["start"] and s > done and g >= gen]
+            if f["type"] == "store_kill":  # the job is back when the operator's restart commits anew
+                restarted = [int(n.split()[0]) for n in notes if n.endswith("operator_restart")
+                             and int(n.split()[0]) >= f["start"]]
+                after = [t for t, s, g in ckpts if restarted and t > restarted[0] and s > done]
             if not after:
                 if f["start"] < end_ts - 2000:
                     problems.append(f"{name}: no progress after {f['type']} on h{f['host']} at {f['start']}")
