@@ -254,6 +254,10 @@ def main():
                     problems.append(f"{name}: {tag} exited {rc} after the store's host died; its console: {console[-300:]!r}")
                 continue
             status = ends[-1]["status"] if ends else None
+            if result != clean:  # the job failed: every node says so, with one root cause
+                if rc == 0 or console.count("the job failed") != 1:
+                    problems.append(f"{name}: {tag} exited {rc} of a failed job without one root-cause line")
+                continue
             if rc != 0 or status not in ("succeeded", "left_out") or "the job failed" in console:
                 problems.append(f"{name}: {tag} exited {rc} (job_end {status}) though the job succeeded: {console[-300:]!r}")
             if status == "left_out" and "left out as a spare" not in console:
