@@ -32,6 +32,8 @@ int store__kv_init(store__kv *kv, size_t max_total_bytes, store__change_fn on_ch
         store__kv_free(kv);
         return ELASTIC_ENOMEM;
     }
+    if (RAND_bytes((unsigned char *)&kv->order_seed, sizeof kv->order_seed) != 1)
+        kv->order_seed = (uint64_t)(uintptr_t)kv; /* ASLR: still varies per run */
     kv->max_total_bytes = max_total_bytes;
     kv->on_change = on_change;
     kv->user = user;
@@ -158,6 +160,7 @@ static store__entry *find_or_create(store__kv *kv, const void *key, size_t key_l
     e->hash = hash;
     e->hash_next = *slot;
     *slot = e;
+    store__kv_order_insert(kv, e);
     kv->count++;
     kv->total_bytes += store__kv_entry_cost(key_len, 0);
     maybe_grow(kv);
@@ -168,6 +171,7 @@ static void remove_entry(store__kv *kv, store__entry *e)
 {
     store__entry **slot = slot_of(kv, e->hash, e->key, e->key_len);
     *slot = e->hash_next;
+    store__kv_order_remove(kv, e);
     lease_detach(e);
     kv->count--;
     kv->total_bytes -= store__kv_entry_cost(e->key_len, e->value_len);
@@ -276,29 +280,6 @@ int store__kv_delete(store__kv *kv, const void *key, size_t key_len)
     notify(kv, e, true);
     remove_entry(kv, e);
     return 0;
-}
-
-static bool has_prefix(const store__entry *e, const void *prefix, size_t prefix_len)
-{
-    return e->key_len >= prefix_len && memcmp(e->key, prefix, prefix_len) == 0;
-}
-
-void store__kv_visit_prefix(const store__kv *kv, const void *prefix, size_t prefix_len,
-                            store__visit_fn fn, void *user)
-{
-    for (size_t i = 0; i < kv->bucket_count; i++)
-        for (const store__entry *e = kv->buckets[i]; e != NULL; e = e->hash_next)
-            if (has_prefix(e, prefix, prefix_len) && !fn(user, e)) return;
-}
-
-size_t store__kv_count_prefix(const store__kv *kv, const void *prefix, size_t prefix_len)
-{
-    if (prefix_len == 0) return kv->count;
-    size_t n = 0;
-    for (size_t i = 0; i < kv->bucket_count; i++)
-        for (const store__entry *e = kv->buckets[i]; e != NULL; e = e->hash_next)
-            n += has_prefix(e, prefix, prefix_len);
-    return n;
 }
 
 /* ---- leases -------------------------------------------------------------- */
