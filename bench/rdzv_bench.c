@@ -659,7 +659,7 @@ int main(int argc, char **argv)
     }
     if (getenv("RDZV_BENCH_TRACE") != NULL) {
         elastic_set_log_callback(trace_log, NULL);
-        elastic_set_log_level(ELASTIC_LOG_INFO);
+        elastic_set_log_level(getenv("RDZV_BENCH_DEBUG") ? ELASTIC_LOG_DEBUG : ELASTIC_LOG_INFO);
     }
     if (argc > 2 && strcmp(argv[1], "--etcd") == 0) {
         etcd_endpoints = argv[2];

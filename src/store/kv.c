@@ -292,6 +292,31 @@ static store__lease **lease_slot(const store__kv *kv, uint64_t id)
     return slot;
 }
 
+/* Doubles the lease table when it is fuller than one lease per bucket: a
+ * job of 16k nodes holds 16k leases, and every keep-alive looks one up. */
+static void maybe_grow_leases(store__kv *kv)
+{
+    if (kv->lease_count < kv->lease_bucket_count ||
+        kv->lease_bucket_count > SIZE_MAX / 4 / sizeof(void *))
+        return;
+    size_t count = kv->lease_bucket_count * 2;
+    store__lease **buckets = calloc(count, sizeof *buckets);
+    if (buckets == NULL) return; /* stays correct, only slower */
+    for (size_t i = 0; i < kv->lease_bucket_count; i++) {
+        store__lease *l = kv->lease_buckets[i];
+        while (l != NULL) {
+            store__lease *next = l->hash_next;
+            size_t at = XXH3_64bits(&l->id, sizeof l->id) & (count - 1);
+            l->hash_next = buckets[at];
+            buckets[at] = l;
+            l = next;
+        }
+    }
+    free(kv->lease_buckets);
+    kv->lease_buckets = buckets;
+    kv->lease_bucket_count = count;
+}
+
 store__lease *store__kv_lease_grant(store__kv *kv, uint32_t ttl_ms, void *owner)
 {
     store__lease *lease = calloc(1, sizeof *lease);
@@ -309,6 +334,7 @@ store__lease *store__kv_lease_grant(store__kv *kv, uint32_t ttl_ms, void *owner)
     store__lease **slot = lease_slot(kv, lease->id);
     *slot = lease;
     kv->lease_count++;
+    maybe_grow_leases(kv);
     return lease;
 }
 

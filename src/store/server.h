@@ -85,6 +85,8 @@ struct store__conn {
     size_t bytes_in_flight; /* handed to uv_write, not yet written */
     size_t in_accounted;    /* in.cap as counted in server->buffered */
     bool paused;            /* reading stopped: over max_buffered_bytes */
+    bool over_limit;        /* past max_connections: refused (see refuse()) */
+    bool shut;              /* refused: half-closed, waiting for the peer's close */
     bool frame_pending;     /* a frame has started: frame_timeout_ms runs */
     store__tls
         *tls; /* with a token, after READY: in holds decrypted bytes, out is encrypted on flush */
