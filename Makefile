@@ -43,7 +43,7 @@ CLANG ?= clang
 
 WARNINGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 BASE_CFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE -DELASTIC_BUILDING -Iinclude -Isrc $(WARNINGS)
-LIBS := -luv -lzstd -lssl -lcrypto -lxxhash -lcurl -ljson-c -lpthread -ldl -lm
+LIBS := -luv -lzstd -lssl -lcrypto -lxxhash -ljson-c -lpthread -ldl -lm
 
 ifeq ($(VARIANT),release)
   OPT := -O2
@@ -120,6 +120,8 @@ FUZZERS := $(patsubst test/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 FUZZ_SECONDS ?= 20
 
 # libcurl + json-c: the etcd rendezvous backend speaks etcd's JSON gateway (docs/RDZV.md).
+# libcurl's headers are needed to build; the library itself is not linked but
+# loaded (dlopen libcurl.so.4) by the first etcd client: src/etcd/curl_loader.c.
 DEB_PACKAGES := libuv1-dev libzstd-dev libssl-dev libxxhash-dev pkg-config libcurl4-openssl-dev libjson-c-dev
 PKG_MODULES := libuv libzstd libssl libcrypto libxxhash libcurl json-c
 # bindings/rust builds offline from Debian's packaged crates (bindgen needs libclang).
@@ -139,11 +141,9 @@ ifeq ($(ELASTIC_ETCD),0)
   LIB_OBJ := $(patsubst %.c,$(OUT)/%.o,$(LIB_SRC))
   TEST_SRC := $(filter-out $(shell grep -l 'support/etcd_fixture.h' $(TEST_SRC)),$(TEST_SRC))
   TEST_OBJ := $(patsubst %.c,$(OUT)/%.o,$(TEST_SRC))
-  LIBS := $(filter-out -lcurl,$(LIBS))
   PKG_MODULES := $(filter-out libcurl,$(PKG_MODULES))
   DEB_PACKAGES := $(filter-out libcurl4-openssl-dev,$(DEB_PACKAGES))
   CFLAGS_ALL += -DELASTIC_WITH_ETCD=0
-  PC_KNOB_SED := -e 's| -lcurl||'
 else ifneq ($(ELASTIC_ETCD),1)
   $(error ELASTIC_ETCD must be 1 (build the etcd client and backend) or 0 (leave them out))
 endif
@@ -264,9 +264,13 @@ $(TEST_LIB): $(filter-out $(patsubst %.c,$(OUT)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $(H
 # The suite also checks elasticctl's status table (its own code, not the library's).
 CTL_TESTED_OBJ := $(OUT)/ctl/tools/elasticctl/status.o
 
+# The etcd fixture (test/support/etcd_fixture.h) talks to etcd with libcurl
+# itself; the library loads it only when used (src/etcd/curl_loader.c).
+TEST_LIBS := $(LIBS) $(if $(filter 1,$(ELASTIC_ETCD)),-lcurl)
+
 $(TEST_BIN): $(TEST_OBJ) $(CTL_TESTED_OBJ) $(TEST_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(CTL_TESTED_OBJ) $(TEST_LIB) $(LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(CTL_TESTED_OBJ) $(TEST_LIB) $(TEST_LIBS)
 
 $(OUT)/test/helpers/%: $(OUT)/test/helpers/%.o $(TEST_LIB)
 	@mkdir -p $(dir $@)

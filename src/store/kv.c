@@ -9,12 +9,28 @@
 #include "common/parse_int.h"
 
 #include <inttypes.h>
-#include <openssl/rand.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/random.h>
 #include <xxhash.h>
 
 #define ENTRY_OVERHEAD 64 /* bytes charged per key beyond its key and value */
+
+/* Random bytes from the kernel's CSPRNG; false when it has none. */
+static bool random_u64(uint64_t *out)
+{
+    uint8_t *p = (uint8_t *)out;
+    size_t left = sizeof *out;
+    while (left > 0) {
+        ssize_t n = getrandom(p, left, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        p += n;
+        left -= (size_t)n;
+    }
+    return true;
+}
 
 static uint64_t hash_key(const void *key, size_t len)
 {
@@ -32,7 +48,7 @@ int store__kv_init(store__kv *kv, size_t max_total_bytes, store__change_fn on_ch
         store__kv_free(kv);
         return ELASTIC_ENOMEM;
     }
-    if (RAND_bytes((unsigned char *)&kv->order_seed, sizeof kv->order_seed) != 1)
+    if (!random_u64(&kv->order_seed))
         kv->order_seed = (uint64_t)(uintptr_t)kv; /* ASLR: still varies per run */
     kv->max_total_bytes = max_total_bytes;
     kv->on_change = on_change;
@@ -324,7 +340,7 @@ store__lease *store__kv_lease_grant(store__kv *kv, uint32_t ttl_ms, void *owner)
     /* A random, never-zero, unused id: nobody can guess another node's lease
      * (ownership is still checked by the server; this only hides the ids). */
     do {
-        if (RAND_bytes((unsigned char *)&lease->id, sizeof lease->id) != 1) {
+        if (!random_u64(&lease->id)) {
             free(lease);
             return NULL;
         }

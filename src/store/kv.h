@@ -83,7 +83,7 @@ void store__kv_visit_prefix(const store__kv *kv, const void *prefix, size_t pref
                             store__visit_fn fn, void *user);
 size_t store__kv_count_prefix(const store__kv *kv, const void *prefix, size_t prefix_len);
 
-/* A lease with a random 64-bit id (RAND_bytes); NULL when out of memory
+/* A lease with a random 64-bit id (getrandom); NULL when out of memory
  * or out of random bytes. */
 store__lease *store__kv_lease_grant(store__kv *kv, uint32_t ttl_ms, void *owner);
 store__lease *store__kv_lease_find(const store__kv *kv, uint64_t id);

@@ -20,7 +20,7 @@ static int compare_keys(const char *a, size_t a_len, const char *b, size_t b_len
     return (a_len > b_len) - (a_len < b_len);
 }
 
-/* splitmix64: cheap, well mixed; the seed comes from RAND_bytes. */
+/* splitmix64: cheap, well mixed; the seed comes from getrandom. */
 static uint64_t next_priority(store__kv *kv)
 {
     uint64_t z = (kv->order_seed += 0x9e3779b97f4a7c15ull);
