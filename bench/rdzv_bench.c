@@ -10,8 +10,10 @@
  *                                     "N form_ms msgs bytes kill_ms kill_msgs kill_bytes form_wire kill_wire"
  *   rdzv_bench [--etcd H:P,...] --freeze N        one line: "freeze N ms"
  *   rdzv_bench [--runs R] --procs B N...          the same phases, the nodes in child processes
- *                                     of B nodes (threads) each, the store alone in this
- *                                     process; the line gets two more fields: the store
+ *                                     of B nodes (threads) each at nice 10, the store alone
+ *                                     in this process (it has a host of its own in a real
+ *                                     job); the victim is a node alone in its process, killed
+ *                                     with SIGKILL; the line gets two more fields: the store
  *                                     server's CPU ms per node in each phase (form, kill)
  * Thread mode holds the server and every node in one process (about 4 fds
  * per node), which stops at this machine's fd limit near 8k nodes; process
@@ -324,6 +326,9 @@ static int bench_freeze(int n)
  * on stdin ("form", "watch", "kill", "quit"), answering on stdout. */
 static int batch_child(const char *endpoint, const char *run_id, int n, int count)
 {
+    /* The nodes yield to the store: on a real job the store has a host of
+     * its own, here thousands of node threads would starve its one loop. */
+    if (nice(10) == -1 && errno != 0) fprintf(stderr, "nice: %s\n", strerror(errno));
     node *nodes = calloc((size_t)count, sizeof *nodes);
     if (nodes == NULL) return 1;
     elastic_rdzv_opts o;

@@ -358,6 +358,7 @@ static int first_connect(store__session *session)
         pthread_mutex_unlock(&session->lock);
         attempts++;
         if (err == 0 || (err != ELASTIC_ECONNECT && err != ELASTIC_ETIMEDOUT)) return err;
+        ELASTIC_LOG_D("store", "connect attempt %d: %s", attempts, elastic_last_error());
         int left = elastic__ms_left(deadline);
         if (left == 0) {
             char why[256]; /* copied out: elastic__fail writes the buffer it would read */

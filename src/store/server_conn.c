@@ -535,10 +535,18 @@ static void pause_reading(store__conn *conn)
                   conn->server->buffered);
 }
 
-/* After consuming input: a buffer far larger than what it holds shrinks. */
+/* After consuming input: an empty buffer is freed, one far larger than what
+ * it holds shrinks. */
 static void trim_input(store__conn *conn)
 {
     size_t cap = conn->in.cap, len = conn->in.len;
+    /* All consumed: the buffer goes until the next read. Parked connections
+     * hold none, or 16k of them would hold 64 MiB (all of the default
+     * max_buffered_bytes) in idle read buffers and stall every large frame. */
+    if (len == 0) {
+        if (cap > 0) resize_input(conn, 0);
+        return;
+    }
     if (cap <= STORE__CONN_FLOOR_BYTES || len > cap / 4) return;
     resize_input(conn, len == 0 ? 0 : (len > READ_CHUNK ? len : READ_CHUNK));
 }
