@@ -129,8 +129,7 @@ static int setup_store(elastic_agent *agent)
     if ((rc = agent__token_load(&agent->conf, !local_only(agent) && !on_etcd(agent),
                                 &agent->token)) != 0)
         return rc;
-    if (on_etcd(
-            agent)) { /* no store yet: each generation's rank 0 hosts one (generation_store.c) */
+    if (on_etcd(agent)) { /* no store yet: each generation's rank 0 hosts one (generation_store.c) */
         agent_jobstore *js = &agent->jobstore;
         js->bind_host = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr
                         : o->local_addr != NULL                ? o->local_addr

@@ -12,12 +12,12 @@ typedef struct agent_jobstore {
     const char *bind_host;      /* where a hosted store listens */
     const char *advertise_host; /* how the other nodes reach it */
     const char
-        *fixed_token; /* the job's configured token (every node has it); NULL: random per host */
-    size_t max_connections; /* a hosted store's limit: agent__store_connections */
-    int read_timeout_ms;    /* store calls (0: the client's default) */
-    int lookup_timeout_ms;  /* how long to wait for the host's endpoint */
-    const char *token_dir;  /* the agent's private run directory (workers' token file) */
-    char *token_file;       /* its path buffer */
+        *fixed_token;    /* the job's configured token (every node has it); NULL: random per host */
+    size_t max_connections; /* a hosted store's limit (agent__store_connections) */
+    int read_timeout_ms; /* store calls (0: the client's default) */
+    int lookup_timeout_ms; /* how long to wait for the host's endpoint */
+    const char *token_dir; /* the agent's private run directory (workers' token file) */
+    char *token_file;      /* its path buffer */
     size_t token_file_size;
     /* Own state (the calls thread's; the watcher's fields below are shared with it). */
     elastic_store *fresh_store;   /* attached, not yet taken by the NEXT call; NULL: none */
