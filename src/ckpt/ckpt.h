@@ -7,6 +7,7 @@
 #ifndef ELASTIC_CKPT_INTERNAL_H
 #define ELASTIC_CKPT_INTERNAL_H
 
+#include "ckpt/memtier.h"
 #include "common/bytes.h"
 #include "common/common.h"
 
@@ -208,6 +209,7 @@ struct elastic_ckpt {
         uint8_t *in[16], *out[16], *small;
     } spare;
     uint64_t disk_bps; /* atomic: the write rate the last saves saw (bytes/s); 0: none yet */
+    ckpt_mem_tier mem; /* the memory tier the directory is in (mem.root NULL: none; memtier.h) */
 };
 
 /* ---- writer (writer.c) --------------------------------------------------------- */
@@ -242,6 +244,13 @@ int ckpt__valid_steps(elastic_ckpt *c, int verify, size_t max, uint64_t **steps,
 /* Every step directory present, ascending. */
 int ckpt__scan_steps(const char *dir, uint64_t **steps, size_t *n);
 void ckpt__view_free(ckpt_step_view *v);
+
+/* ---- memory tier (memtier.c) ----------------------------------------------------- */
+
+/* At open: a directory inside a memory tier (its parent or grandparent holds
+ * the marker) binds the handle to the tier's limit; its steps kept become
+ * the default retention. No marker: nothing changes. */
+int ckpt__mem_attach(elastic_ckpt *c);
 
 /* ---- retention (retention.c) ------------------------------------------------------ */
 
