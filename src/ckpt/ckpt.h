@@ -252,6 +252,10 @@ void ckpt__view_free(ckpt_step_view *v);
  * the default retention. No marker: nothing changes. */
 int ckpt__mem_attach(elastic_ckpt *c);
 
+/* verify_shard.c: one shard file checked completely (header, trailer,
+ * manifest, every chunk) against its step's commit record, without a handle. */
+int ckpt__verify_shard_file(const char *path, const ckpt_commit_record *r, uint32_t rank);
+
 /* ---- retention (retention.c) ------------------------------------------------------ */
 
 void ckpt__cleanup_on_open(elastic_ckpt *c);

@@ -53,7 +53,8 @@ static int remove_tree(const char *path, int depth)
         if (rc == 0) rc = one;
     }
     closedir(d);
-    if (rmdir(path) != 0 && errno != ENOENT && rc == 0) rc = ckpt__fail_errno(errno, "remove", path);
+    if (rmdir(path) != 0 && errno != ENOENT && rc == 0)
+        rc = ckpt__fail_errno(errno, "remove", path);
     return rc;
 }
 
@@ -184,10 +185,9 @@ int ckpt__mem_reserve(const ckpt_mem_tier *tier, int fd, uint64_t from, uint64_t
     int rc = 0;
     if (held > tier->limit || len > tier->limit - held) {
         rc = elastic__fail(ELASTIC_ENOSPC,
-                           "memory checkpoint tier full: %s needs %" PRIu64
-                           " more bytes; %s holds %" PRIu64 " of its %" PRIu64
-                           "-byte limit (--memory-ckpt-limit)",
-                           what, len, tier->root, held, tier->limit);
+                           "memory checkpoint tier full (--memory-ckpt-limit %" PRIu64
+                           " bytes, %" PRIu64 " held): %s needs %" PRIu64 " more bytes (tier %s)",
+                           tier->limit, held, what, len, tier->root);
     } else if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)len) != 0) {
         /* A file system without fallocate still gets the count, racily. */
         if (errno != EOPNOTSUPP) rc = ckpt__fail_errno(errno, "reserve memory in", tier->root);

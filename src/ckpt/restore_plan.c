@@ -149,7 +149,9 @@ int ckpt__plan_restore(const ckpt_plan_input *in, ckpt_plan *plan)
                  usable[begin].step, usable[begin].generation, usable[begin].world, missing);
         }
     }
-    if (rc == 0 && passed_over > 1) note(plan, "%zu newer (step, generation, world) candidates incomplete in all; ", passed_over);
+    if (rc == 0 && passed_over > 1)
+        note(plan, "%zu newer (step, generation, world) candidates incomplete in all; ",
+             passed_over);
     if (rc == 0 && !plan->found) note(plan, "no step has a copy of every shard");
     free(usable);
     size_t len = strlen(plan->why);
@@ -180,12 +182,13 @@ size_t ckpt__plan_sources(const ckpt_plan *plan, uint32_t rank, uint32_t reader_
             bool mine = c->node == reader_node;
             bool take = pass == 0   ? c->tier == CKPT_TIER_MEMORY && mine
                         : pass == 1 ? c->tier == CKPT_TIER_MEMORY && !mine
-                        : pass == 2 ? c->tier == CKPT_TIER_DISK && (mine || c->node == CKPT_NODE_SHARED)
-                                    : c->tier == CKPT_TIER_DISK && !mine && c->node != CKPT_NODE_SHARED;
+                        : pass == 2
+                            ? c->tier == CKPT_TIER_DISK && (mine || c->node == CKPT_NODE_SHARED)
+                            : c->tier == CKPT_TIER_DISK && !mine && c->node != CKPT_NODE_SHARED;
             if (!take) continue;
             out[k] = *c;
             if (sources)
-                sources[k] = pass == 0 ? CKPT_SOURCE_LOCAL
+                sources[k] = pass == 0   ? CKPT_SOURCE_LOCAL
                              : pass == 1 ? CKPT_SOURCE_PEER
                                          : CKPT_SOURCE_DISK;
             k++;

@@ -67,10 +67,10 @@ typedef struct ckpt_plan {
     bool found;
     uint64_t step, generation; /* the chosen step and the generation that wrote it */
     uint32_t world;
-    ckpt_copy *copies;        /* the chosen step's usable copies, grouped by rank */
+    ckpt_copy *copies; /* the chosen step's usable copies, grouped by rank */
     size_t n_copies;
-    size_t *rank_first;       /* world + 1 offsets into copies */
-    char why[512];            /* what was passed over and why; empty when the newest step won */
+    size_t *rank_first; /* world + 1 offsets into copies */
+    char why[512];      /* what was passed over and why; empty when the newest step won */
 } ckpt_plan;
 
 /* Fills *plan (free it with ckpt__plan_free). 0, or ELASTIC_ENOMEM. No step

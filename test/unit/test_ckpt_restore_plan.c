@@ -151,9 +151,9 @@ TEST(ckpt_plan_never_mixes_shards_of_different_generations_or_world_sizes)
         mem(3, 1, 2, 0, 0), mem(3, 1, 3, 1, 1), /* step 3: world 2 vs world 3 */
         mem(2, 1, 2, 0, 0), mem(2, 1, 2, 1, 1),
     };
-    const ckpt_generation_start history[] = { { .generation = 2,
-                                                .restored = true,
-                                                .restore_step = 4 } };
+    const ckpt_generation_start history[] = {
+        { .generation = 2, .restored = true, .restore_step = 4 }
+    };
     ckpt_plan plan = plan_of(copies, sizeof copies / sizeof copies[0], history, 1, 2);
     ASSERT(plan.found);
     ASSERT_EQ(plan.step, 2);
@@ -163,7 +163,8 @@ TEST(ckpt_plan_never_mixes_shards_of_different_generations_or_world_sizes)
 
 TEST(ckpt_plan_without_any_complete_step_finds_nothing_and_says_so)
 {
-    ckpt_copy copies[] = { mem(9, 1, 2, 0, 0), { .world = 0 }, /* malformed: ignored */
+    ckpt_copy copies[] = { mem(9, 1, 2, 0, 0),
+                           { .world = 0 }, /* malformed: ignored */
                            { .step = 1, .world = 2, .rank = 5, .tier = CKPT_TIER_MEMORY } };
     ckpt_plan plan = plan_of(copies, sizeof copies / sizeof copies[0], NULL, 0, 1);
     ASSERT(!plan.found);

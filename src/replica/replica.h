@@ -1,0 +1,180 @@
+/*
+ * Peer replicas of memory-tier shards (docs/CHECKPOINT.md, "Memory tier"):
+ * each node's agent copies its node's shards to R other nodes' agents, which
+ * keep them in their own bounded memory tier, and a node that restores reads
+ * a shard from whichever peer holds it.
+ *
+ * Layers, bottom up:
+ *   transport (tcp.c)   a connection that sends, sends from a file, receives,
+ *                       with a deadline on every call. The seam: UCX (RDMA,
+ *                       Debian libucx-dev) is the next transport, behind the
+ *                       same four operations.
+ *   auth (auth.c)       both sides prove they hold the job's token (HMAC-SHA256
+ *                       over both nonces, labels of their own), before any
+ *                       request is read.
+ *   wire (wire.c)       requests and answers, every field bounded.
+ *   client (client.c)   push a step's shards and commit record; fetch one.
+ *   server (server.c)   the receiver: stores pushed files under
+ *                       ROOT/peer/<origin>/ within the tier's limit, K steps
+ *                       per origin; serves fetches of its own and peer shards.
+ *   placement.c         which R nodes hold a node's copies (pure).
+ *   holdings.c          what a tier holds, as the restore planner's input.
+ */
+#ifndef ELASTIC_REPLICA_H
+#define ELASTIC_REPLICA_H
+
+#include "ckpt/ckpt.h"
+#include "ckpt/memtier.h"
+#include "ckpt/restore_plan.h"
+#include "common/common.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- transport (the seam) --------------------------------------------------- */
+
+typedef struct replica_conn replica_conn;
+
+typedef struct replica_transport_ops {
+    const char *name;
+    /* Each: the whole length before the deadline (ms, elastic__now_ms clock),
+     * else ELASTIC_ETIMEDOUT / ELASTIC_ECONNECT with a detail. */
+    int (*send)(replica_conn *c, const void *data, size_t len, uint64_t deadline_ms);
+    int (*send_file)(replica_conn *c, int fd, uint64_t offset, uint64_t len, uint64_t deadline_ms);
+    int (*recv)(replica_conn *c, void *data, size_t len, uint64_t deadline_ms);
+    /* Wakes a call blocked on the connection from another thread (it fails). */
+    void (*shutdown)(replica_conn *c);
+    void (*close)(replica_conn *c);
+} replica_transport_ops;
+
+struct replica_conn {
+    const replica_transport_ops *ops; /* transports embed this first */
+};
+
+typedef struct replica_listener replica_listener;
+
+int replica__tcp_connect(const char *host, int port, uint64_t deadline_ms, replica_conn **out);
+/* host NULL or "": every address. port 0: any (see replica__tcp_port). */
+int replica__tcp_listen(const char *host, int port, replica_listener **out);
+int replica__tcp_port(const replica_listener *l);
+int replica__tcp_listener_fd(const replica_listener *l);
+/* ELASTIC_ETIMEDOUT when nobody connects before the deadline. */
+int replica__tcp_accept(replica_listener *l, uint64_t deadline_ms, replica_conn **out);
+void replica__tcp_listener_close(replica_listener *l);
+
+static inline void replica__close(replica_conn *c)
+{
+    if (c != NULL) c->ops->close(c);
+}
+
+/* ---- authentication ------------------------------------------------------------ */
+
+/* token NULL: no authentication (both sides must agree; a server with a
+ * token refuses a client without one and the other way round). */
+int replica__auth_client(replica_conn *c, const char *token, uint64_t deadline_ms);
+int replica__auth_server(replica_conn *c, const char *token, uint64_t deadline_ms);
+
+/* ---- requests ---------------------------------------------------------------- */
+
+#define REPLICA_NODE_MAX    64 /* origin names: [A-Za-z0-9._-], 1..64 */
+#define REPLICA_KIND_SHARD  0u
+#define REPLICA_KIND_COMMIT 1u
+
+/* One file of one step of one origin's memory tier. */
+typedef struct replica_file_id {
+    char origin[REPLICA_NODE_MAX + 1]; /* the node whose shards these are */
+    uint64_t step, generation;
+    uint32_t rank, world; /* commit records: rank 0 */
+    uint32_t kind;        /* REPLICA_KIND_* */
+} replica_file_id;
+
+bool replica__node_name_ok(const char *name);
+
+/* Pushes every shard of `step` found in the checkpoint directory `dir`
+ * (the origin's ROOT/own), then its commit record (so a step is complete
+ * on the peer only once its record arrived). *bytes: what was sent. */
+int replica__push_step(replica_conn *c, const char *origin, const char *dir, uint64_t step,
+                       uint64_t *bytes, uint64_t deadline_ms);
+/* Pushes one file. */
+int replica__push_file(replica_conn *c, const replica_file_id *id, const char *path,
+                       uint64_t deadline_ms);
+/* Fetches one file the peer holds into `dest` (a temporary name beside it,
+ * then renamed), reserving room in `tier` when it is not NULL. id->origin
+ * empty: wherever the peer has it (its own shards first, then its replicas).
+ * ELASTIC_ENOTFOUND when the peer does not hold it. Checks nothing but the
+ * length: the reader verifies every byte. */
+int replica__fetch_file(replica_conn *c, const replica_file_id *id, const char *dest,
+                        const ckpt_mem_tier *tier, uint64_t *bytes, uint64_t deadline_ms);
+
+/* ---- the receiver -------------------------------------------------------------- */
+
+typedef struct replica_server replica_server;
+
+typedef struct replica_server_opts {
+    const char *tier_root; /* a memory tier (ckpt__mem_tier_create) */
+    const char *token;     /* NULL: unauthenticated */
+    const char *host;      /* NULL: every address */
+    int port;              /* 0: any */
+    int io_timeout_ms;     /* per request; default 30000 */
+    unsigned max_conns;    /* connections served at once; default 16 */
+} replica_server_opts;
+
+int replica__server_start(const replica_server_opts *opts, replica_server **out);
+int replica__server_port(const replica_server *s);
+/* Counters for metrics: files and bytes stored, refused requests. */
+void replica__server_counts(replica_server *s, uint64_t *files, uint64_t *bytes, uint64_t *refused);
+void replica__server_stop(replica_server *s);
+
+/* ---- placement ----------------------------------------------------------------- */
+
+typedef struct replica_node {
+    const char *name;   /* unique */
+    const char *domain; /* failure domain (rack, switch); NULL or "": its own */
+} replica_node;
+
+/* The R nodes that hold copies of nodes[self]'s shards: never itself, never
+ * in its failure domain while nodes outside it remain, then as few copies
+ * per domain as can be, spread so that every node holds about as many
+ * copies as it sends (a ring over the nodes sorted by name). Deterministic:
+ * every agent computes the same placement. Writes up to r indices; returns
+ * how many (fewer than r when there are not enough other nodes). */
+size_t replica__place(const replica_node *nodes, size_t n, size_t self, size_t r, size_t *out);
+
+/* ---- holdings ------------------------------------------------------------------- */
+
+/* What the tier at `root` holds: its own committed steps and its peers'
+ * (each shard whose size matches its step's commit record), as copies held
+ * by node `self_node` in the memory tier. *copies is freed with free(). */
+int replica__holdings(const char *root, uint32_t self_node, ckpt_copy **copies, size_t *n);
+
+/* ---- restoring ------------------------------------------------------------------- */
+
+/* How the stager reaches a peer node: connect and authenticate; the caller closes. */
+typedef struct replica_dialer {
+    int (*connect)(void *ctx, uint32_t node, replica_conn **out);
+    void *ctx;
+} replica_dialer;
+
+typedef struct replica_restored {
+    ckpt_source source; /* where the verified copy came from */
+    uint32_t node;      /* the node that held it (CKPT_NODE_SHARED: shared disk) */
+    uint64_t bytes;     /* the shard's size */
+    uint64_t ns;        /* time to stage and verify it */
+    unsigned refused;   /* copies tried before it that failed (unreachable, corrupt) */
+    char why[256];      /* the last refusal's reason */
+} replica_restored;
+
+/* Makes `rank`'s shard of the plan's step readable from ROOT/own for node
+ * `self` (ROOT/own/step-N/ gets the shard and the step's commit record):
+ * tries the plan's copies cheapest first — this node's memory (its own
+ * shards, or a replica it holds, linked in), a peer's memory (fetched
+ * through the dialer) — and verifies each completely before taking it; a
+ * copy that fails (a flipped byte, an unreachable peer) is removed and the
+ * next one tried. A disk copy is not staged: out->source is
+ * CKPT_SOURCE_DISK and the worker reads the disk tier. ELASTIC_ENOTFOUND,
+ * with every refusal's reason, when no copy was usable. */
+int replica__stage_shard(const char *root, const ckpt_plan *plan, uint32_t rank, uint32_t self,
+                         const replica_dialer *dialer, uint64_t deadline_ms, replica_restored *out);
+
+#endif /* ELASTIC_REPLICA_H */
