@@ -252,6 +252,11 @@ void ckpt__view_free(ckpt_step_view *v);
  * the default retention. No marker: nothing changes. */
 int ckpt__mem_attach(elastic_ckpt *c);
 
+/* adopt.c: a complete shard file (a memory-tier copy) of this handle's rank,
+ * world and generation becomes its shard of `step` here by the atomic path,
+ * then takes part in the global commit. ELASTIC_EBUSY during a transaction. */
+int ckpt__adopt_shard(elastic_ckpt *c, uint64_t step, const char *shard_path);
+
 /* verify_shard.c: one shard file checked completely (header, trailer,
  * manifest, every chunk) against its step's commit record, without a handle. */
 int ckpt__verify_shard_file(const char *path, const ckpt_commit_record *r, uint32_t rank);

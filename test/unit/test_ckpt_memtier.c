@@ -5,6 +5,7 @@
  * save over it meets as ELASTIC_ENOSPC with the limit named, across every
  * process that writes into the tier.
  */
+#include "ckpt/ckpt.h"
 #include "ckpt/memtier.h"
 #include "helpers/ckpt_content.h"
 #include "test.h"
@@ -230,4 +231,42 @@ TEST(ckpt_memory_tier_default_limit_is_a_fraction_of_ram)
     uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
     ASSERT(limit > 0);
     ASSERT(limit <= ram / 2);
+}
+
+/* The background disk write: memory-tier shards copied into the disk tier
+ * by the atomic path commit the step there, readable like any other. */
+TEST(ckpt_memory_tier_shards_written_to_disk_commit_the_step_there)
+{
+    ASSERT_OK(ckpt__mem_tier_create(tier_root(), 64ull << 20, 2));
+    char disk[4200];
+    snprintf(disk, sizeof disk, "%s/disk", test_tmpdir());
+    for (uint32_t rank = 0; rank < 2; rank++) {
+        elastic_ckpt *m = open_in_tier(CKPT_MEM_OWN_DIR, rank, 2);
+        ASSERT_OK(ckpt_test_save(m, 6, rank));
+        elastic_ckpt_close(m);
+    }
+    elastic_ckpt *ranks[2];
+    for (uint32_t rank = 0; rank < 2; rank++) {
+        elastic_ckpt_opts o;
+        elastic_ckpt_opts_init(&o, sizeof o);
+        o.rank = rank;
+        o.world = 2;
+        ASSERT_OK(elastic_ckpt_open(disk, &o, &ranks[rank]));
+    }
+    char shard[4400];
+    snprintf(shard, sizeof shard, "%s/step-00000000000000000006/shard-00001-g0.elck",
+             tier_dir(CKPT_MEM_OWN_DIR));
+    /* Not rank 0's shard: refused, nothing written. */
+    ASSERT_EQ(ckpt__adopt_shard(ranks[0], 6, shard), ELASTIC_EINVAL);
+    ASSERT_OK(ckpt__adopt_shard(ranks[1], 6, shard));
+    uint64_t latest;
+    ASSERT_EQ(elastic_ckpt_latest(ranks[1], &latest), ELASTIC_ENOTFOUND); /* rank 0 missing */
+    snprintf(shard, sizeof shard, "%s/step-00000000000000000006/shard-00000-g0.elck",
+             tier_dir(CKPT_MEM_OWN_DIR));
+    ASSERT_OK(ckpt__adopt_shard(ranks[0], 6, shard));
+    ASSERT_OK(elastic_ckpt_latest(ranks[0], &latest));
+    ASSERT_EQ(latest, 6);
+    expect_content(ranks[0], 6, 0);
+    expect_content(ranks[0], 6, 1);
+    for (uint32_t rank = 0; rank < 2; rank++) elastic_ckpt_close(ranks[rank]);
 }
