@@ -34,24 +34,6 @@ int replica__push_file(replica_conn *c, const replica_file_id *id, const char *p
     return rc ? rc : status;
 }
 
-/* "shard-<rank>-g<generation>.elck" */
-static bool parse_shard_name(const char *name, uint32_t *rank, uint64_t *generation)
-{
-    uint64_t r, g;
-    size_t len = strlen(name);
-    if (strncmp(name, "shard-", 6) != 0 || len < 15 || strcmp(name + len - 5, ".elck") != 0)
-        return false;
-    const char *p = name + 6, *dash = strstr(p, "-g");
-    if (dash == NULL || dash + 2 > name + len - 5) return false;
-    if (elastic__parse_u64_n(NULL, p, (size_t)(dash - p), 0, CKPT_MAX_WORLD - 1, &r) != 0 ||
-        elastic__parse_u64_n(NULL, dash + 2, (size_t)(name + len - 5 - dash - 2), 0, UINT64_MAX,
-                             &g) != 0)
-        return false;
-    *rank = (uint32_t)r;
-    *generation = g;
-    return true;
-}
-
 int replica__push_step(replica_conn *c, const char *origin, const char *dir, uint64_t step,
                        uint64_t *bytes, uint64_t deadline_ms)
 {
@@ -80,7 +62,7 @@ int replica__push_step(replica_conn *c, const char *origin, const char *dir, uin
     while (rc == 0 && (e = readdir(d)) != NULL) {
         uint32_t rank;
         uint64_t gen;
-        if (!parse_shard_name(e->d_name, &rank, &gen) || gen != record.generation ||
+        if (!replica__parse_shard_name(e->d_name, &rank, &gen) || gen != record.generation ||
             rank >= record.world)
             continue;
         id.rank = rank;

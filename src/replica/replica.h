@@ -177,4 +177,53 @@ typedef struct replica_restored {
 int replica__stage_shard(const char *root, const ckpt_plan *plan, uint32_t rank, uint32_t self,
                          const replica_dialer *dialer, uint64_t deadline_ms, replica_restored *out);
 
+/* ---- the node's service (service.c): what an agent hosts ---------------------- */
+
+typedef struct replica_service replica_service;
+
+typedef struct replica_peer {
+    char name[REPLICA_NODE_MAX + 1];   /* unique node name (the origin of its copies) */
+    char domain[REPLICA_NODE_MAX + 1]; /* failure domain; "": its own */
+    char host[256];                    /* where its receiver listens */
+    int port;
+} replica_peer;
+
+typedef struct replica_service_opts {
+    const char *root;        /* the tier (created afresh; removed at stop) */
+    uint64_t limit;          /* bytes; 0: ckpt__mem_default_limit() */
+    unsigned steps;          /* K; 0: 2 */
+    const char *token;       /* the job's token; NULL: unauthenticated */
+    const char *listen_host; /* NULL: every address */
+    int port;                /* 0: any */
+    unsigned replicas;       /* R; 0 is allowed (no copies) */
+    const char *disk_dir;    /* the disk tier, or NULL */
+    unsigned disk_every;     /* every Nth memory step goes to disk; 0: none */
+    int io_timeout_ms;       /* per push/fetch; default 30000 */
+} replica_service_opts;
+
+typedef struct replica_service_stats {
+    uint64_t held_bytes;      /* the whole tier: own shards and replicas */
+    uint64_t own_step;        /* newest committed own step (0: none) */
+    uint64_t replicated_step; /* newest own step every target holds */
+    uint64_t lag_ms;          /* from that step's commit to its last replica (last one) */
+    uint64_t replicas_in;     /* files received from peers */
+    uint64_t push_failures;   /* pushes that failed (retried on the next step) */
+    uint64_t disk_step;       /* newest step written to disk from memory */
+    uint64_t disk_failures;
+} replica_service_stats;
+
+int replica__service_start(const replica_service_opts *opts, replica_service **out);
+int replica__service_port(const replica_service *s);
+/* The generation's nodes (self included, by index) and so the placement of
+ * this node's copies. Copies already pushed stay where they are. */
+int replica__service_set_peers(replica_service *s, const replica_peer *nodes, size_t n,
+                               size_t self);
+/* A worker committed a memory step (or the agent's tick): look for new steps now. */
+void replica__service_kick(replica_service *s);
+void replica__service_stats(replica_service *s, replica_service_stats *out);
+/* Waits (until the deadline) for `step` to have all its replicas; 0 or ELASTIC_ETIMEDOUT. */
+int replica__service_wait_replicated(replica_service *s, uint64_t step, uint64_t deadline_ms);
+/* Stops the threads and removes the tier (its memory is freed). */
+void replica__service_stop(replica_service *s);
+
 #endif /* ELASTIC_REPLICA_H */

@@ -44,6 +44,9 @@ int replica__recv_answer(replica_conn *c, int *status, uint64_t *length, uint64_
 uint64_t replica__file_max(const replica_file_id *id);
 /* "<dir>/step-N/<shard-R-gG.elck | COMMIT>" */
 void replica__file_path(const char *dir, const replica_file_id *id, char *out, size_t cap);
+/* "shard-<rank>-g<generation>.elck" */
+bool replica__parse_shard_name(const char *name, uint32_t *rank, uint64_t *generation);
+
 /* A file being received: created under a temporary name beside `path`,
  * room reserved in the tier (NULL: none), mapped; then filled from the
  * connection, then renamed into place (keep) or removed (drop). */

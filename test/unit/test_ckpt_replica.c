@@ -341,3 +341,69 @@ TEST(ckpt_replica_placement_never_uses_the_own_node_and_spreads_over_failure_dom
     }
     for (size_t i = 0; i < 3; i++) ASSERT_EQ(held[i], 1);
 }
+
+/* The service an agent hosts: a committed own step reaches its target's
+ * tier in the background, every Nth step reaches the disk tier, and stop
+ * frees the memory. */
+TEST(ckpt_replica_service_replicates_new_steps_and_writes_every_nth_to_disk)
+{
+    const char *a = root_of("a"), *b = root_of("b");
+    char disk[4200];
+    snprintf(disk, sizeof disk, "%s/disk", test_tmpdir());
+    replica_service_opts oa = { .root = a,
+                                .limit = 64ull << 20,
+                                .token = TOKEN,
+                                .listen_host = "127.0.0.1",
+                                .replicas = 1,
+                                .disk_dir = disk,
+                                .disk_every = 2 };
+    replica_service_opts ob = oa;
+    ob.root = b;
+    ob.disk_every = 0;
+    ob.disk_dir = NULL;
+    replica_service *sa, *sb;
+    ASSERT_OK(replica__service_start(&oa, &sa));
+    ASSERT_OK(replica__service_start(&ob, &sb));
+    replica_peer nodes[2] = { { .name = "node-a", .host = "127.0.0.1" },
+                              { .name = "node-b", .host = "127.0.0.1" } };
+    nodes[0].port = replica__service_port(sa);
+    nodes[1].port = replica__service_port(sb);
+    ASSERT_OK(replica__service_set_peers(sa, nodes, 2, 0));
+    ASSERT_OK(replica__service_set_peers(sb, nodes, 2, 1));
+    for (uint64_t step = 1; step <= 2; step++) {
+        save_step(a, step, 2);
+        replica__service_kick(sa);
+        ASSERT_OK(replica__service_wait_replicated(sa, step,
+                                                   elastic__deadline_ms(test_scaled_ms(10000))));
+    }
+    ckpt_copy *copies;
+    size_t n;
+    ASSERT_OK(replica__holdings(b, 1, &copies, &n));
+    size_t of_step2 = 0;
+    for (size_t i = 0; i < n; i++) of_step2 += copies[i].step == 2;
+    ASSERT_EQ(of_step2, 2);
+    free(copies);
+    /* Step 2 on disk, from the memory copy, in the background. */
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    uint64_t deadline = elastic__deadline_ms(test_scaled_ms(10000));
+    replica_service_stats st;
+    do replica__service_stats(sa, &st);
+    while (st.disk_step < 2 && elastic__now_ms() < deadline);
+    ASSERT_EQ(st.disk_step, 2);
+    ASSERT_EQ(st.replicated_step, 2);
+    ASSERT(st.held_bytes > 0);
+    elastic_ckpt *d;
+    ASSERT_OK(elastic_ckpt_open(disk, &o, &d));
+    char why[512];
+    for (uint32_t rank = 0; rank < 2; rank++)
+        if (ckpt_test_check(d, 2, rank, why, sizeof why) != 0) FAIL("disk rank %u: %s", rank, why);
+    elastic_ckpt_close(d);
+    replica__service_stats(sb, &st);
+    ASSERT(st.replicas_in >= 3);
+    replica__service_stop(sa);
+    replica__service_stop(sb);
+    struct stat gone;
+    ASSERT(stat(a, &gone) != 0);
+    ASSERT(stat(b, &gone) != 0);
+}
