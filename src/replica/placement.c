@@ -18,11 +18,16 @@ static bool same_domain(const replica_node *a, const replica_node *b)
     return da != NULL && db != NULL && strcmp(da, db) == 0;
 }
 
-static const replica_node *sort_base;
-
-static int by_name(const void *a, const void *b)
+/* Indices in name order (insertion sort: node lists are short, and it
+ * needs no shared state, unlike qsort's context-free comparator). */
+static void sort_by_name(const replica_node *nodes, size_t *ring, size_t n)
 {
-    return strcmp(sort_base[*(const size_t *)a].name, sort_base[*(const size_t *)b].name);
+    for (size_t i = 1; i < n; i++) {
+        size_t v = ring[i], j = i;
+        for (; j > 0 && strcmp(nodes[ring[j - 1]].name, nodes[v].name) > 0; j--)
+            ring[j] = ring[j - 1];
+        ring[j] = v;
+    }
 }
 
 size_t replica__place(const replica_node *nodes, size_t n, size_t self, size_t r, size_t *out)
@@ -31,10 +36,7 @@ size_t replica__place(const replica_node *nodes, size_t n, size_t self, size_t r
     size_t *ring = malloc(n * sizeof *ring);
     if (ring == NULL) return 0;
     for (size_t i = 0; i < n; i++) ring[i] = i;
-    /* qsort's comparator has no context argument: the base is a static,
-     * so placement is not reentrant across threads (callers: one agent thread). */
-    sort_base = nodes;
-    qsort(ring, n, sizeof *ring, by_name);
+    sort_by_name(nodes, ring, n);
     size_t at = 0;
     while (ring[at] != self) at++;
     size_t picked = 0;
