@@ -7,7 +7,7 @@
  */
 #include "ckpt/ckpt.h"
 #include "ckpt/memtier.h"
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 #include "test.h"
 
 #include <errno.h>

@@ -6,7 +6,7 @@
  * byte is refused and the next one used — and placement that never puts a
  * copy on its own node or, while others remain, in its failure domain.
  */
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 #include "replica/replica.h"
 #include "replica/wire.h"
 #include "test.h"
