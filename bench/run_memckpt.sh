@@ -9,14 +9,14 @@
 #   - steps lost per failure: a memory save every step vs a disk save every 100;
 #   - training throughput with a memory save every step vs none;
 #   - the TLS record layer alone (what encrypting the channel would cost).
-# Env: MEMCKPT_BYTES (256 MiB), MEMCKPT_RUNS (3), MEMCKPT_STEP_MS (100),
+# Env: MEMCKPT_BYTES (256 MiB), MEMCKPT_RUNS (3), MEMCKPT_STEP_MS (1000: a training step of a second),
 # MEMCKPT_KILLS (5), TORCH_PYTHON (/usr/bin/python3).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bench=${ELASTIC_BENCH_DIR:-$here/../build/release/bench}/memckpt_bench
 bytes=${MEMCKPT_BYTES:-268435456}
 runs=${MEMCKPT_RUNS:-3}
-step_ms=${MEMCKPT_STEP_MS:-100}
+step_ms=${MEMCKPT_STEP_MS:-1000}
 kills=${MEMCKPT_KILLS:-5}
 python=${TORCH_PYTHON:-/usr/bin/python3}
 token=bench-token-$$
@@ -81,8 +81,8 @@ echo "lost_mem_avg=$(awk -v a=$lost_mem -v k=$kills 'BEGIN{printf "%.2f", a/k}')
 echo "lost_disk_avg=$(awk -v a=$lost_disk -v k=$kills 'BEGIN{printf "%.2f", a/k}')" >> "$out"
 
 # 5. throughput: a memory save every step vs none
-netns_exec 1 "$bench" train "$work/tput1-tier" "$bytes" 30 "$step_ms" 1 > "$work/tput1"
-netns_exec 1 "$bench" train "$work/tput0-tier" "$bytes" 30 "$step_ms" 0 > "$work/tput0"
+netns_exec 1 "$bench" train "$work/tput1-tier" "$bytes" 10 "$step_ms" 1 > "$work/tput1"
+netns_exec 1 "$bench" train "$work/tput0-tier" "$bytes" 10 "$step_ms" 0 > "$work/tput0"
 
 # 6. TLS record layer alone
 "$bench" tls "$bytes" > "$work/tls"

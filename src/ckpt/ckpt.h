@@ -120,6 +120,8 @@ void ckpt__step_dir(const char *dir, uint64_t step, char *out, size_t cap);
 /* "shard-<rank>-g<generation>.elck" */
 void ckpt__shard_name(uint32_t rank, uint64_t generation, char *out, size_t cap);
 bool ckpt__parse_step_dir(const char *name, uint64_t *step);
+/* The rank and generation of a "shard-<rank>-g<generation>.elck" name. */
+bool ckpt__parse_shard_name(const char *name, uint32_t *rank, uint64_t *generation);
 
 /* Maps errno to an ELASTIC_E* code and records "what path: why". */
 int ckpt__fail_errno(int err, const char *what, const char *path);
@@ -251,6 +253,13 @@ void ckpt__view_free(ckpt_step_view *v);
  * the marker) binds the handle to the tier's limit; its steps kept become
  * the default retention. No marker: nothing changes. */
 int ckpt__mem_attach(elastic_ckpt *c);
+/* Before a memory-tier step directory is removed: its commit record goes,
+ * then its shard files become the directory's spares ("<dir>/.spare-<rank>"),
+ * whose pages the next shard of that rank is written over (fresh tmpfs pages
+ * cost a zeroing and a fault each, more than the copy). */
+void ckpt__mem_keep_spares(const char *dir, const char *step_dir);
+/* Renames rank's spare to `path`; false when there is none. */
+bool ckpt__mem_take_spare(const char *dir, uint32_t rank, const char *path);
 
 /* adopt.c: a complete shard file (a memory-tier copy) of this handle's rank,
  * world and generation becomes its shard of `step` here by the atomic path,

@@ -182,12 +182,20 @@ int ckpt__mem_reserve(const ckpt_mem_tier *tier, int fd, uint64_t from, uint64_t
     while (flock(tier->lock_fd, LOCK_EX) != 0)
         if (errno != EINTR) return ckpt__fail_errno(errno, "lock", tier->root);
     uint64_t held = ckpt__mem_usage(tier->root);
+    /* What the file already has allocated in the range (a reused file) is
+     * held already: only the rest is new. Files here are allocated from
+     * offset 0 up (written or reserved in order), so the blocks past `from`
+     * are the ones in the range. */
+    struct stat st;
+    uint64_t allocated = fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512u : 0;
+    uint64_t inside = allocated > from ? allocated - from : 0;
+    uint64_t need = len > inside ? len - inside : 0;
     int rc = 0;
-    if (held > tier->limit || len > tier->limit - held) {
+    if (held > tier->limit || need > tier->limit - held) {
         rc = elastic__fail(ELASTIC_ENOSPC,
                            "memory checkpoint tier full (--memory-ckpt-limit %" PRIu64
                            " bytes, %" PRIu64 " held): %s needs %" PRIu64 " more bytes (tier %s)",
-                           tier->limit, held, what, len, tier->root);
+                           tier->limit, held, what, need, tier->root);
     } else if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)len) != 0) {
         /* A file system without fallocate still gets the count, racily. */
         if (errno != EOPNOTSUPP) rc = ckpt__fail_errno(errno, "reserve memory in", tier->root);
@@ -232,4 +240,35 @@ int ckpt__mem_attach(elastic_ckpt *c)
         return 0;
     }
     return 0;
+}
+
+static void spare_name(const char *dir, uint32_t rank, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/.spare-%" PRIu32, dir, rank);
+}
+
+void ckpt__mem_keep_spares(const char *dir, const char *step_dir)
+{
+    char path[PATH_MAX + 300], spare[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
+    unlink(path); /* first, as ckpt__remove_step_dir does: never a committed step missing shards */
+    DIR *d = opendir(step_dir);
+    if (d == NULL) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        uint32_t rank;
+        uint64_t gen;
+        if (!ckpt__parse_shard_name(e->d_name, &rank, &gen)) continue;
+        snprintf(path, sizeof path, "%s/%s", step_dir, e->d_name);
+        spare_name(dir, rank, spare, sizeof spare);
+        rename(path, spare); /* replaces an older spare; failing, the file goes with its step */
+    }
+    closedir(d);
+}
+
+bool ckpt__mem_take_spare(const char *dir, uint32_t rank, const char *path)
+{
+    char spare[PATH_MAX + 32];
+    spare_name(dir, rank, spare, sizeof spare);
+    return rename(spare, path) == 0;
 }

@@ -48,14 +48,15 @@ struct elastic_ckpt_txn {
     bool created_dir;
     uint64_t offset, writeback_done; /* bytes in the file; bytes handed to writeback */
     uint64_t reserved_end;           /* memory tier: the file is reserved up to here */
-    uint64_t waited_cpu_ns;          /* writer blocked on compression, this window */
-    uint64_t waited_io_ns;           /* writer blocked on write/writeback, this window */
-    uint64_t io_ns;                  /* write, writeback and fsync, the whole transaction */
-    unsigned judged, raw_left;       /* chunks since the last judgement; chunks to store raw */
-    unsigned raw_streak, skipped;    /* samples in a row that said "raw"; samples skipped since */
-    bool blob_start;                 /* the next chunk is a blob's first: always sampled */
-    int error;                       /* sticky: the first failure */
-    char why[512];                   /* and its detail */
+    bool recycled;                /* memory tier: written over a spare (cut to length at the end) */
+    uint64_t waited_cpu_ns;       /* writer blocked on compression, this window */
+    uint64_t waited_io_ns;        /* writer blocked on write/writeback, this window */
+    uint64_t io_ns;               /* write, writeback and fsync, the whole transaction */
+    unsigned judged, raw_left;    /* chunks since the last judgement; chunks to store raw */
+    unsigned raw_streak, skipped; /* samples in a row that said "raw"; samples skipped since */
+    bool blob_start;              /* the next chunk is a blob's first: always sampled */
+    int error;                    /* sticky: the first failure */
+    char why[512];                /* and its detail */
     ckpt_manifest m;
     chunk_slot slots[WINDOW_MAX];
     size_t window, head, count; /* ring of submitted-but-unwritten slots */
@@ -430,8 +431,15 @@ static int open_temp_shard(elastic_ckpt_txn *t)
     snprintf(t->final_path, sizeof t->final_path, "%s/%s", t->step_dir, shard);
     snprintf(t->tmp_path, sizeof t->tmp_path, "%s/" CKPT_TMP_PREFIX "%s.%ld.%u", t->step_dir, shard,
              (long)getpid(), t->c->tmp_counter++);
-    t->fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                 t->c->opts.file_mode);
+    t->fd = -1;
+    if (t->c->mem.root != NULL && ckpt__mem_take_spare(t->c->dir, o->rank, t->tmp_path)) {
+        t->fd = open(t->tmp_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        t->recycled = t->fd >= 0;
+        if (t->fd < 0) unlink(t->tmp_path);
+    }
+    if (t->fd < 0)
+        t->fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     t->c->opts.file_mode);
     if (t->fd < 0) return ckpt__fail_errno(errno, "create", t->tmp_path);
     ckpt_header h = { .step = t->step,
                       .generation = o->generation,
@@ -618,7 +626,10 @@ static int finish_shard(elastic_ckpt_txn *t, ckpt_shard_digest *digest)
     free(manifest.data);
     if (rc == 0) rc = append(t, trailer, sizeof trailer);
     if (rc == 0 && t->small_len > 0 && (rc = flush_small(t)) != 0) txn_fail(t, rc);
-    if (rc == 0 && t->c->mem.root != NULL) ckpt__mem_release_tail(t->fd, t->offset, t->reserved_end);
+    if (rc == 0 && t->recycled && ftruncate(t->fd, (off_t)t->offset) != 0)
+        rc = txn_fail(t, ckpt__fail_errno(errno, "truncate", t->tmp_path));
+    if (rc == 0 && t->c->mem.root != NULL)
+        ckpt__mem_release_tail(t->fd, t->offset, t->reserved_end);
     uint64_t fsync_start = elastic__now_ns();
     if (rc == 0 && t->c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL &&
         (rc = ckpt__fsync_fd(t->fd, t->tmp_path)) != 0)

@@ -62,7 +62,7 @@ int replica__push_step(replica_conn *c, const char *origin, const char *dir, uin
     while (rc == 0 && (e = readdir(d)) != NULL) {
         uint32_t rank;
         uint64_t gen;
-        if (!replica__parse_shard_name(e->d_name, &rank, &gen) || gen != record.generation ||
+        if (!ckpt__parse_shard_name(e->d_name, &rank, &gen) || gen != record.generation ||
             rank >= record.world)
             continue;
         id.rank = rank;
@@ -104,7 +104,7 @@ int replica__fetch_file(replica_conn *c, const replica_file_id *id, const char *
     /* The bytes are on their way: even when there is no room for them the
      * connection is spent (the caller closes it). */
     replica_incoming in;
-    rc = replica__incoming_open(dest, len, tier, &in);
+    rc = replica__incoming_open(dest, len, tier, NULL, &in);
     if (rc) return rc;
     rc = replica__incoming_receive(c, &in, deadline_ms);
     if (rc == 0)

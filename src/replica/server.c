@@ -51,8 +51,16 @@ static void origin_dir(const replica_server *s, const char *origin, char *out, s
     snprintf(out, cap, "%s/" CKPT_MEM_PEER_DIR "/%s", s->root, origin);
 }
 
+/* "<origin dir>/.spare-<rank>": a pruned step's shard file kept for the
+ * next copy of that rank, whose pages are then already allocated (fresh
+ * tmpfs pages cost a zeroing and a fault each: more than the copy itself). */
+static void spare_path(const char *dir, uint32_t rank, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/.spare-%" PRIu32, dir, rank);
+}
+
 /* Keeps the newest steps-1 step directories of an origin before a new one
- * starts: with the new one, K steps. */
+ * starts: with the new one, K steps. Their shard files become spares. */
 static void prune_origin(const replica_server *s, const char *dir)
 {
     uint64_t *steps = NULL;
@@ -60,8 +68,19 @@ static void prune_origin(const replica_server *s, const char *dir)
     if (ckpt__scan_steps(dir, &steps, &n) != 0) return;
     size_t keep = s->tier.steps - 1;
     for (size_t i = 0; i + keep < n; i++) {
-        char step_dir[PATH_MAX];
+        char step_dir[PATH_MAX], from[PATH_MAX + 300], to[PATH_MAX + 64];
         ckpt__step_dir(dir, steps[i], step_dir, sizeof step_dir);
+        DIR *d = opendir(step_dir);
+        struct dirent *e;
+        while (d != NULL && (e = readdir(d)) != NULL) {
+            uint32_t rank;
+            uint64_t gen;
+            if (!ckpt__parse_shard_name(e->d_name, &rank, &gen)) continue;
+            snprintf(from, sizeof from, "%s/%s", step_dir, e->d_name);
+            spare_path(dir, rank, to, sizeof to);
+            rename(from, to); /* replaces an older spare; failing, it is removed below */
+        }
+        if (d) closedir(d);
         ckpt__remove_step_dir(step_dir);
     }
     free(steps);
@@ -130,9 +149,13 @@ static int serve_put(replica_server *s, replica_conn *c, const replica_request *
     char dir[PATH_MAX], path[PATH_MAX + 128];
     origin_dir(s, req->id.origin, dir, sizeof dir);
     replica__file_path(dir, &req->id, path, sizeof path);
+    char spare[PATH_MAX + 64];
+    spare_path(dir, req->id.rank, spare, sizeof spare);
     replica_incoming in;
     int rc = prepare_dirs(s, &req->id);
-    if (rc == 0) rc = replica__incoming_open(path, req->length, &s->tier, &in);
+    if (rc == 0)
+        rc = replica__incoming_open(path, req->length, &s->tier,
+                                    req->id.kind == REPLICA_KIND_SHARD ? spare : NULL, &in);
     if (rc) { /* refused before any byte was sent: the connection stays usable */
         count(s, false, 0);
         ELASTIC_LOG_W("replica", "refused a copy from %s: %s", req->id.origin,

@@ -181,7 +181,7 @@ static int write_to_disk(replica_service *s, uint64_t step)
     while (rc == 0 && d != NULL && (e = readdir(d)) != NULL) {
         uint32_t rank;
         uint64_t gen;
-        if (!replica__parse_shard_name(e->d_name, &rank, &gen) || gen != r.generation ||
+        if (!ckpt__parse_shard_name(e->d_name, &rank, &gen) || gen != r.generation ||
             rank >= r.world)
             continue;
         snprintf(path, sizeof path, "%s/%s", step_dir, e->d_name);

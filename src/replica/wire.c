@@ -150,7 +150,7 @@ int replica__recv_answer(replica_conn *c, int *status, uint64_t *length, uint64_
 }
 
 int replica__incoming_open(const char *path, uint64_t len, const ckpt_mem_tier *tier,
-                           replica_incoming *in)
+                           const char *recycle, replica_incoming *in)
 {
     static unsigned counter;
     memset(in, 0, sizeof *in);
@@ -160,7 +160,11 @@ int replica__incoming_open(const char *path, uint64_t len, const ckpt_mem_tier *
     snprintf(in->path, sizeof in->path, "%s", path);
     snprintf(in->tmp, sizeof in->tmp, "%s.tmp-recv.%ld.%u", path, (long)getpid(),
              __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-    in->fd = open(in->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    /* A spare file's pages are reused (overwritten, then cut to length). */
+    if (recycle != NULL && rename(recycle, in->tmp) == 0)
+        in->fd = open(in->tmp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    else
+        in->fd = open(in->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (in->fd < 0) return ckpt__fail_errno(errno, "create", in->tmp);
     /* The step directory and file name say which copy. */
     const char *tail = path + strlen(path);
@@ -206,22 +210,4 @@ void replica__incoming_drop(replica_incoming *in)
         unlink(in->tmp);
     }
     in->fd = -1;
-}
-
-/* "shard-<rank>-g<generation>.elck" */
-bool replica__parse_shard_name(const char *name, uint32_t *rank, uint64_t *generation)
-{
-    uint64_t r, g;
-    size_t len = strlen(name);
-    if (strncmp(name, "shard-", 6) != 0 || len < 15 || strcmp(name + len - 5, ".elck") != 0)
-        return false;
-    const char *p = name + 6, *dash = strstr(p, "-g");
-    if (dash == NULL || dash + 2 > name + len - 5) return false;
-    if (elastic__parse_u64_n(NULL, p, (size_t)(dash - p), 0, CKPT_MAX_WORLD - 1, &r) != 0 ||
-        elastic__parse_u64_n(NULL, dash + 2, (size_t)(name + len - 5 - dash - 2), 0, UINT64_MAX,
-                             &g) != 0)
-        return false;
-    *rank = (uint32_t)r;
-    *generation = g;
-    return true;
 }

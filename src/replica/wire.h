@@ -44,9 +44,6 @@ int replica__recv_answer(replica_conn *c, int *status, uint64_t *length, uint64_
 uint64_t replica__file_max(const replica_file_id *id);
 /* "<dir>/step-N/<shard-R-gG.elck | COMMIT>" */
 void replica__file_path(const char *dir, const replica_file_id *id, char *out, size_t cap);
-/* "shard-<rank>-g<generation>.elck" */
-bool replica__parse_shard_name(const char *name, uint32_t *rank, uint64_t *generation);
-
 /* A file being received: created under a temporary name beside `path`,
  * room reserved in the tier (NULL: none), mapped; then filled from the
  * connection, then renamed into place (keep) or removed (drop). */
@@ -57,8 +54,9 @@ typedef struct replica_incoming {
     uint64_t len;
 } replica_incoming;
 
+/* recycle: a file to reuse (renamed to the temporary name) when it exists. */
 int replica__incoming_open(const char *path, uint64_t len, const ckpt_mem_tier *tier,
-                           replica_incoming *in);
+                           const char *recycle, replica_incoming *in);
 int replica__incoming_receive(replica_conn *c, replica_incoming *in, uint64_t deadline_ms);
 /* Renames it into place (and frees it); on failure it is removed. */
 int replica__incoming_keep(replica_incoming *in);
