@@ -22,6 +22,13 @@
 #define CHANNEL__ENV_HEARTBEAT_SHM  "ELASTIC_HEARTBEAT_SHM"
 #define CHANNEL__ENV_HEARTBEAT_SLOT "ELASTIC_HEARTBEAT_SLOT"
 #define CHANNEL__ENV_AGENT_SOCKET   "ELASTIC_AGENT_SOCKET"
+/* The node's memory checkpoint tier (ROOT/own; docs/CHECKPOINT.md, "Memory tier"). */
+#define CHANNEL__ENV_MEMORY_CKPT_DIR "ELASTIC_MEMORY_CKPT_DIR"
+/* The job's agreed restore step for this generation, and where this rank's
+ * shard is ("local", "peer" or "disk") and from which node; unset: no plan. */
+#define CHANNEL__ENV_RESTORE_STEP   "ELASTIC_RESTORE_STEP"
+#define CHANNEL__ENV_RESTORE_SOURCE "ELASTIC_RESTORE_SOURCE"
+#define CHANNEL__ENV_RESTORE_NODE   "ELASTIC_RESTORE_NODE"
 
 /* ---- heartbeat shared memory --------------------------------------------- */
 
@@ -57,9 +64,20 @@ typedef struct channel__hb_slot {
     uint64_t stack_dumps; /* backtraces the worker's signal handler wrote */
     uint64_t ckpt_saves;  /* checkpoint steps this worker saved (src/ckpt/report.c); written last */
     uint64_t ckpt_step;   /* the last of them */
-    uint64_t ckpt_wall_ms; /* when (ms since the epoch) */
-    uint8_t reserved[32];
+    uint64_t ckpt_wall_ms;   /* when (ms since the epoch) */
+    uint32_t ckpt_tier;      /* ckpt_step's tier: CHANNEL__TIER_*; written before ckpt_saves */
+    uint32_t restore_source; /* CHANNEL__RESTORE_*: this worker's restore; written last */
+    uint64_t restore_step;   /* the step it restored */
+    uint64_t restore_bytes;  /* bytes it read */
+    uint64_t restore_us;     /* how long the reading took */
 } channel__hb_slot;
+
+#define CHANNEL__TIER_DISK     0u
+#define CHANNEL__TIER_MEMORY   1u
+#define CHANNEL__RESTORE_NONE  0u
+#define CHANNEL__RESTORE_LOCAL 1u /* memory on its own node */
+#define CHANNEL__RESTORE_PEER  2u /* memory staged from a peer's copy */
+#define CHANNEL__RESTORE_DISK  3u
 
 typedef struct channel__hb_snapshot {
     uint64_t step, beats, last_beat_ns;
@@ -68,6 +86,8 @@ typedef struct channel__hb_snapshot {
     int32_t stack_signal;
     uint64_t stack_dumps;
     uint64_t ckpt_saves, ckpt_step, ckpt_wall_ms;
+    uint32_t ckpt_tier, restore_source;
+    uint64_t restore_step, restore_bytes, restore_us;
 } channel__hb_snapshot;
 
 typedef struct channel__hb_region channel__hb_region;

@@ -162,6 +162,12 @@ void channel__hb_read(const channel__hb_region *region, unsigned slot, channel__
         __atomic_load_n(&s->ckpt_saves, __ATOMIC_ACQUIRE); /* pairs with the release in report.c */
     out->ckpt_step = __atomic_load_n(&s->ckpt_step, __ATOMIC_RELAXED);
     out->ckpt_wall_ms = __atomic_load_n(&s->ckpt_wall_ms, __ATOMIC_RELAXED);
+    out->ckpt_tier = __atomic_load_n(&s->ckpt_tier, __ATOMIC_RELAXED);
+    out->restore_source =
+        __atomic_load_n(&s->restore_source, __ATOMIC_ACQUIRE); /* pairs with report.c */
+    out->restore_step = __atomic_load_n(&s->restore_step, __ATOMIC_RELAXED);
+    out->restore_bytes = __atomic_load_n(&s->restore_bytes, __ATOMIC_RELAXED);
+    out->restore_us = __atomic_load_n(&s->restore_us, __ATOMIC_RELAXED);
 }
 
 void channel__hb_close(channel__hb_region *region, bool unlink_file)

@@ -212,6 +212,7 @@ struct elastic_ckpt {
     } spare;
     uint64_t disk_bps; /* atomic: the write rate the last saves saw (bytes/s); 0: none yet */
     ckpt_mem_tier mem; /* the memory tier the directory is in (mem.root NULL: none; memtier.h) */
+    uint64_t read_bytes; /* atomic: blob bytes read so far (a restore's report) */
 };
 
 /* ---- writer (writer.c) --------------------------------------------------------- */
@@ -229,7 +230,9 @@ void ckpt__txn_release(elastic_ckpt *c);
 int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest);
 /* report.c: this worker saved `step` (its shard is in, the global commit
  * done or left to a later rank): tell the agent through the heartbeat slot. */
-void ckpt__report_saved(uint64_t step);
+void ckpt__report_saved(uint64_t step, unsigned tier);
+/* This worker restored `step` (CHANNEL__RESTORE_* source, bytes read, time). */
+void ckpt__report_restored(unsigned source, uint64_t step, uint64_t bytes, uint64_t us);
 /* Size and manifest hash of a shard file from its trailer (trailer may be NULL). */
 int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer);
 /* Writes the step's COMMIT file atomically. */
@@ -269,6 +272,28 @@ int ckpt__adopt_shard(elastic_ckpt *c, uint64_t step, const char *shard_path);
 /* verify_shard.c: one shard file checked completely (header, trailer,
  * manifest, every chunk) against its step's commit record, without a handle. */
 int ckpt__verify_shard_file(const char *path, const ckpt_commit_record *r, uint32_t rank);
+
+/* ---- restoring (restore.c) ---------------------------------------------------------- */
+
+/* Where a worker restores from: the memory tier or the disk tier. */
+typedef struct ckpt_restore {
+    uint64_t step;
+    unsigned source;    /* CHANNEL__RESTORE_LOCAL / _PEER / _DISK */
+    elastic_ckpt *from; /* the handle to read the step from */
+    char node[72];      /* the node the copy came from ("" when this one) */
+    uint64_t start_ns, start_bytes;
+} ckpt_restore;
+
+/* Opens the node's memory tier that the agent named (ELASTIC_MEMORY_CKPT_DIR)
+ * with these options. ELASTIC_ENOTFOUND when there is none. */
+int ckpt__open_memory(const elastic_ckpt_opts *opts, elastic_ckpt **out);
+/* The step to restore and its handle: the job's agreed step when the agent
+ * planned one (ELASTIC_RESTORE_STEP / _SOURCE / _NODE), else the newer of
+ * the memory tier's latest and the disk's (memory on a tie). Either handle
+ * may be NULL. ELASTIC_ENOTFOUND when neither has a step. */
+int ckpt__restore_begin(elastic_ckpt *memory, elastic_ckpt *disk, ckpt_restore *r);
+/* After the reads: reports (step, source, bytes read since begin, time) to the agent. */
+void ckpt__restore_end(const ckpt_restore *r);
 
 /* ---- retention (retention.c) ------------------------------------------------------ */
 

@@ -6,6 +6,7 @@
  * and hands over to the global commit (commit.c).
  */
 #include "ckpt/ckpt.h"
+#include "channel/channel.h"
 #include "common/clock.h"
 
 #include <errno.h>
@@ -676,7 +677,7 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
             drop_files(t);
     } else {
         note_disk_rate(t);
-        ckpt__report_saved(t->step);
+        ckpt__report_saved(t->step, t->c->mem.root ? CHANNEL__TIER_MEMORY : CHANNEL__TIER_DISK);
     }
     txn_free(t);
     return rc;

@@ -208,6 +208,7 @@ void probe__monitor_worker_starting(probe__monitor *m, int local_rank)
     channel__hb_reset(m->region, mw->slot);
     memset(&mw->last, 0, sizeof mw->last);
     mw->ckpt_saves_seen = 0;
+    mw->restore_seen = false;
 }
 
 void probe__monitor_worker_started(probe__monitor *m, int local_rank, int rank, int pid, int log_fd)
