@@ -213,6 +213,11 @@ struct elastic_ckpt {
     uint64_t disk_bps; /* atomic: the write rate the last saves saw (bytes/s); 0: none yet */
     ckpt_mem_tier mem; /* the memory tier the directory is in (mem.root NULL: none; memtier.h) */
     uint64_t read_bytes; /* atomic: blob bytes read so far (a restore's report) */
+    struct ckpt_restore_state {
+        bool open;
+        uint64_t step, start_ns, start_bytes;
+        unsigned source;
+    } restore; /* elastic_ckpt_restore_begin .. _end, on the handle read from */
 };
 
 /* ---- writer (writer.c) --------------------------------------------------------- */
@@ -294,6 +299,15 @@ int ckpt__open_memory(const elastic_ckpt_opts *opts, elastic_ckpt **out);
 int ckpt__restore_begin(elastic_ckpt *memory, elastic_ckpt *disk, ckpt_restore *r);
 /* After the reads: reports (step, source, bytes read since begin, time) to the agent. */
 void ckpt__restore_end(const ckpt_restore *r);
+
+/* Public (declared here until include/elastic/ckpt.h may change; then there). */
+#define ELASTIC_CKPT_SOURCE_LOCAL 1 /* memory on this node */
+#define ELASTIC_CKPT_SOURCE_PEER  2 /* memory staged from a peer's copy */
+#define ELASTIC_CKPT_SOURCE_DISK  3 /* the disk tier */
+ELASTIC_EXTERN int elastic_ckpt_open_memory(const elastic_ckpt_opts *opts, elastic_ckpt **ckpt);
+ELASTIC_EXTERN int elastic_ckpt_restore_begin(elastic_ckpt *memory, elastic_ckpt *disk,
+                                              uint64_t *step, elastic_ckpt **from, int *source);
+ELASTIC_EXTERN void elastic_ckpt_restore_end(elastic_ckpt *from);
 
 /* ---- retention (retention.c) ------------------------------------------------------ */
 

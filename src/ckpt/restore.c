@@ -13,6 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+_Static_assert(CHANNEL__RESTORE_LOCAL == ELASTIC_CKPT_SOURCE_LOCAL &&
+                   CHANNEL__RESTORE_PEER == ELASTIC_CKPT_SOURCE_PEER &&
+                   CHANNEL__RESTORE_DISK == ELASTIC_CKPT_SOURCE_DISK,
+               "the heartbeat slot carries the public source codes");
+
 int ckpt__open_memory(const elastic_ckpt_opts *opts, elastic_ckpt **out)
 {
     *out = NULL;
@@ -100,4 +105,45 @@ void ckpt__restore_end(const ckpt_restore *r)
     uint64_t bytes = __atomic_load_n(&r->from->read_bytes, __ATOMIC_RELAXED) - r->start_bytes;
     uint64_t us = (elastic__now_ns() - r->start_ns) / 1000u;
     ckpt__report_restored(r->source, r->step, bytes, us);
+}
+
+/* ---- public ----------------------------------------------------------------- */
+
+ELASTIC_EXTERN int elastic_ckpt_open_memory(const elastic_ckpt_opts *opts, elastic_ckpt **ckpt)
+{
+    elastic__clear_error();
+    if (ckpt == NULL) return elastic__fail(ELASTIC_EINVAL, "ckpt open memory: NULL argument");
+    return ckpt__open_memory(opts, ckpt);
+}
+
+ELASTIC_EXTERN int elastic_ckpt_restore_begin(elastic_ckpt *memory, elastic_ckpt *disk,
+                                              uint64_t *step, elastic_ckpt **from, int *source)
+{
+    elastic__clear_error();
+    if ((memory == NULL && disk == NULL) || step == NULL || from == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt restore: NULL argument");
+    ckpt_restore r;
+    int rc = ckpt__restore_begin(memory, disk, &r);
+    if (rc) return rc;
+    r.from->restore = (struct ckpt_restore_state){ .open = true,
+                                                   .step = r.step,
+                                                   .start_ns = r.start_ns,
+                                                   .start_bytes = r.start_bytes,
+                                                   .source = r.source };
+    *step = r.step;
+    *from = r.from;
+    if (source) *source = (int)r.source; /* CHANNEL__RESTORE_* = ELASTIC_CKPT_SOURCE_* */
+    return 0;
+}
+
+ELASTIC_EXTERN void elastic_ckpt_restore_end(elastic_ckpt *from)
+{
+    if (from == NULL || !from->restore.open) return;
+    ckpt_restore r = { .step = from->restore.step,
+                       .source = from->restore.source,
+                       .from = from,
+                       .start_ns = from->restore.start_ns,
+                       .start_bytes = from->restore.start_bytes };
+    from->restore.open = false;
+    ckpt__restore_end(&r);
 }
