@@ -225,5 +225,42 @@ void replica__service_stats(replica_service *s, replica_service_stats *out);
 int replica__service_wait_replicated(replica_service *s, uint64_t step, uint64_t deadline_ms);
 /* Stops the threads and removes the tier (its memory is freed). */
 void replica__service_stop(replica_service *s);
+const char *replica__service_root(const replica_service *s);
+const char *replica__service_token(const replica_service *s);
+
+/* ---- one restore step for the job (sync.c) --------------------------------------- */
+
+/* At the start of each generation every node's agent publishes its
+ * receiver's address and what its tier holds through the job's store, reads
+ * every other node's, places its copies (R peers), runs the restore planner
+ * on the same inputs as every other node (so all agree on one step), stages
+ * the shards of the ranks it will run, and records the generation's restore
+ * step in the job's history (the fence for later plans). */
+typedef struct replica_sync_in {
+    replica_service *service; /* this node's */
+    const char *node_name;    /* unique, replica__node_name_ok */
+    const char *host;         /* where peers reach its receiver */
+    const char *domain;       /* failure domain; NULL or "": its own */
+    uint64_t generation;
+    int group_rank, group_world_size;
+    uint32_t first_rank, local_ranks; /* the ranks this node runs in the generation */
+    const char *disk_dir;             /* a shared disk tier to count in, or NULL */
+    int timeout_ms;                   /* for the other nodes' records; default 30000 */
+} replica_sync_in;
+
+typedef struct replica_sync_rank {
+    unsigned source; /* CHANNEL__RESTORE_* (NONE: this rank has no shard in the step) */
+    char node[REPLICA_NODE_MAX + 1]; /* the node the copy came from ("" for disk) */
+} replica_sync_rank;
+
+typedef struct replica_sync_out {
+    bool planned;             /* false: no step has every shard (a fresh start, or too much lost) */
+    uint64_t step;            /* the step every rank restores */
+    char why[512];            /* what the plan passed over, or why there is none */
+    replica_sync_rank *ranks; /* local_ranks entries; free() */
+} replica_sync_out;
+
+int replica__sync_generation(elastic_store *store, const replica_sync_in *in,
+                             replica_sync_out *out);
 
 #endif /* ELASTIC_REPLICA_H */

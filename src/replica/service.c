@@ -373,3 +373,13 @@ void replica__service_stop(replica_service *s)
     if (s->disk_started) pthread_join(s->disk, NULL);
     service_free(s);
 }
+
+const char *replica__service_root(const replica_service *s)
+{
+    return s->root;
+}
+
+const char *replica__service_token(const replica_service *s)
+{
+    return s->token;
+}
