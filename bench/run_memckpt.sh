@@ -43,7 +43,7 @@ netns_wait_for "$work/blast" '^ready' 10
 netns_exec 1 "$bench" blast-send "$(netns_addr 2)" 7401 "$bytes" "$runs" > "$work/blastsend"
 
 # 3. h1 is lost: the spare (h4) restores h1's rank from h2's copy ...
-netns_exec 4 "$bench" restore-peer "$work/h4" "$(netns_addr 2)" 7400 "$token" "$runs" "$bytes" > "$work/peer"
+netns_exec 4 "$bench" restore-peer "$work/h4" "$(netns_addr 2)" 7400 "$token" $(( runs + 2 )) "$bytes" > "$work/peer"
 # ... vs from the disk tier (written by h1, read cold by h4) ...
 netns_exec 1 "$bench" disk-save "$disk/ckpt" "$bytes" > "$work/disksave"
 netns_exec 4 "$bench" restore-disk "$disk/ckpt" "$bytes" > "$work/disk"
