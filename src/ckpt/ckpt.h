@@ -300,15 +300,6 @@ int ckpt__restore_begin(elastic_ckpt *memory, elastic_ckpt *disk, ckpt_restore *
 /* After the reads: reports (step, source, bytes read since begin, time) to the agent. */
 void ckpt__restore_end(const ckpt_restore *r);
 
-/* Public (declared here until include/elastic/ckpt.h may change; then there). */
-#define ELASTIC_CKPT_SOURCE_LOCAL 1 /* memory on this node */
-#define ELASTIC_CKPT_SOURCE_PEER  2 /* memory staged from a peer's copy */
-#define ELASTIC_CKPT_SOURCE_DISK  3 /* the disk tier */
-ELASTIC_EXTERN int elastic_ckpt_open_memory(const elastic_ckpt_opts *opts, elastic_ckpt **ckpt);
-ELASTIC_EXTERN int elastic_ckpt_restore_begin(elastic_ckpt *memory, elastic_ckpt *disk,
-                                              uint64_t *step, elastic_ckpt **from, int *source);
-ELASTIC_EXTERN void elastic_ckpt_restore_end(elastic_ckpt *from);
-
 /* ---- retention (retention.c) ------------------------------------------------------ */
 
 void ckpt__cleanup_on_open(elastic_ckpt *c);
