@@ -117,7 +117,8 @@ static int setup_store(elastic_agent *agent)
     if ((rc = agent__token_load(&agent->conf, !local_only(agent) && !on_etcd(agent),
                                 &agent->token)) != 0)
         return rc;
-    if (on_etcd(agent)) { /* no store yet: each generation's rank 0 hosts one (generation_store.c) */
+    if (on_etcd(
+            agent)) { /* no store yet: each generation's rank 0 hosts one (generation_store.c) */
         agent_jobstore *js = &agent->jobstore;
         js->bind_host = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr
                         : o->local_addr != NULL                ? o->local_addr
@@ -524,7 +525,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
         }
     }
     if (agent->token_file[0] != '\0') unlink(agent->token_file); /* before its directory goes */
-    if (agent->group_ready) agent__memory_stop(&agent->group); /* frees the tier's memory */
+    if (agent->group_ready) agent__memory_stop(&agent->group);   /* frees the tier's memory */
     if (agent->group_ready)
         agent__probes_stop(&agent->group); /* its handles close with their callbacks */
     if (agent->loop_ready) {

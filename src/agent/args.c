@@ -282,8 +282,8 @@ static int set_memory_limit(elastic_agent_opts *o, const char *v)
     if (last == 'M' || last == 'm') unit = 1ull << 20;
     if (last == 'G' || last == 'g') unit = 1ull << 30;
     if (last == 'T' || last == 't') unit = 1ull << 40;
-    if (len == 0 || elastic__parse_u64_n(NULL, v, unit > 1 ? len - 1 : len, 1, (1ull << 50) / unit,
-                                         &n) != 0 ||
+    if (len == 0 ||
+        elastic__parse_u64_n(NULL, v, unit > 1 ? len - 1 : len, 1, (1ull << 50) / unit, &n) != 0 ||
         n * unit < (1ull << 20))
         return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not a size of at least 1M (e.g. 64G)", v);
     o->memory_ckpt_limit = n * unit;
@@ -300,7 +300,8 @@ static int set_memory_replicas(elastic_agent_opts *o, const char *v)
 static int set_failure_domain(elastic_agent_opts *o, const char *v)
 {
     size_t len = strlen(v);
-    if (len == 0 || len > 64 || strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != len)
+    if (len == 0 || len > 64 ||
+        strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != len)
         return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not 1..64 of [A-Za-z0-9._-]", v);
     o->failure_domain = v;
     return 0;

@@ -96,7 +96,8 @@ void agent__memory_restored(agent_group *group, int local_rank, int rank, unsign
     agent__event_str(&event, "source", source_name(source));
     agent__event_int(&event, "bytes", (int64_t)bytes);
     agent__event_int(&event, "ms", (int64_t)(us / 1000u));
-    agent__event_str(&event, "node", node);
+    /* "node" is the journal's own field (the reporting node): the copy's is from_node. */
+    agent__event_str(&event, "from_node", node);
     agent__event_emit(group->events, &event);
     if (group->restore_said == group->current.generation + 1) return;
     group->restore_said = group->current.generation + 1;

@@ -181,7 +181,8 @@ int agent__env_build(const agent_worker_env *spec, char ***envp)
     if (spec->restore_source != NULL) {
         strv_pushf(&v, CHANNEL__ENV_RESTORE_STEP "=%" PRIu64, spec->restore_step);
         strv_pushf(&v, CHANNEL__ENV_RESTORE_SOURCE "=%s", spec->restore_source);
-        strv_pushf(&v, CHANNEL__ENV_RESTORE_NODE "=%s", spec->restore_node ? spec->restore_node : "");
+        strv_pushf(&v, CHANNEL__ENV_RESTORE_NODE "=%s",
+                   spec->restore_node ? spec->restore_node : "");
     }
     return strv_done(&v, envp);
 }
