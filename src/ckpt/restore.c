@@ -90,6 +90,16 @@ int ckpt__restore_begin(elastic_ckpt *memory, elastic_ckpt *disk, ckpt_restore *
         if ((rc = latest_or_none(disk, &on_disk, &disk_step)) != 0) return rc;
         if (!in_memory && !on_disk)
             return elastic__fail(ELASTIC_ENOTFOUND, "no checkpoint in memory or on disk");
+        /* Without a plan the memory step must hold this rank's own shard:
+         * after a reassignment of ranks the node's tier may hold another's. */
+        if (in_memory) {
+            char **names = NULL;
+            size_t n = 0;
+            in_memory = elastic_ckpt_list_blobs(memory, mem_step, (int)memory->opts.rank, &names,
+                                                &n) == 0 &&
+                        n > 0;
+            elastic_free(names);
+        }
         bool use_memory = in_memory && (!on_disk || mem_step >= disk_step);
         r->step = use_memory ? mem_step : disk_step;
         r->source = use_memory ? CHANNEL__RESTORE_LOCAL : CHANNEL__RESTORE_DISK;

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define POLL_MS     500
+#define POLL_MS     50 /* a scan of ROOT/own: a few directory reads */
 #define MAX_TARGETS 16
 
 typedef struct target {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The memory checkpoint tier across hosts: three nodes train (the demo
-# trainer, a memory save every step with a per-rank 1 MiB shard it checks
-# after every restore, no disk step in reach) and a spare waits. h3's agent
+# trainer, 100 ms steps, a memory save every step with a per-rank 1 MiB shard
+# it checks after every restore, no disk step in reach) and a spare waits. h3's agent
 # is SIGKILLed: the survivors and the spare agree on one restore step, the
 # spare's rank comes back from its peer copy (peer memory), the others from
 # local memory, and the job finishes with every per-rank shard right.
@@ -25,7 +25,7 @@ start_node() { # start_node I
         --nnodes 3:3 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint "$(netns_addr 1):$CLUSTER_PORT" \
         --rdzv-id memckpt-job --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts 3 \
         --memory-ckpt --memory-ckpt-limit 256M --event-log "$(cluster_events "$host")" --no-python \
-        "$TRAINER" --ckpt-dir "$ckpt" --steps 400 --step-ms 10 --ckpt-every 100000 \
+        "$TRAINER" --ckpt-dir "$ckpt" --steps 150 --step-ms 100 --ckpt-every 100000 \
         --memory-every 1 --state-mib 1
     CLUSTER_AGENT_PIDS[$host]=$NETNS_LAST_PID
 }
