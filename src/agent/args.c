@@ -50,7 +50,7 @@ void agent__opts_defaults(elastic_agent_opts *opts)
     opts->user_probe_interval_ms = 10000;
     opts->abort_ack_timeout_ms = 5000;
     opts->straggler_quarantine_ms = 300000;
-    opts->memory_ckpt_steps = 2;
+    opts->memory_ckpt_steps = 3;
     opts->memory_replicas = 1;
 }
 

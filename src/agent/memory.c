@@ -187,9 +187,12 @@ void agent__memory_apply(agent_group *group, agent_call *call)
                      out->ranks[i].node);
         }
     }
-    if (out->why[0] != '\0')
-        agent__console(group, "restore plan: %s%s%" PRIu64 "%s", out->why,
-                       out->planned ? "; restoring step " : "", out->planned ? out->step : 0,
-                       out->planned ? "" : " (nothing to restore)");
+    /* Said when the plan left something out (a fresh job has nothing to say). */
+    bool passed = strstr(out->why, "passed over") != NULL || strstr(out->why, "ignored") != NULL;
+    if (passed && out->planned)
+        agent__console(group, "restore plan: %s; the job restores step %" PRIu64, out->why,
+                       out->step);
+    else if (passed)
+        agent__console(group, "restore plan: %s: every worker restores on its own", out->why);
     agent__memory_call_free(call);
 }

@@ -67,7 +67,7 @@ static const char usage_text[] =
     "  --memory-ckpt               hold a memory checkpoint tier for the workers (shared memory,\n"
     "                              copied to peers; elastic_ckpt_open_memory)\n"
     "  --memory-ckpt-limit SIZE    its limit (64G, 512M); default a quarter of RAM\n"
-    "  --memory-ckpt-steps K       steps kept (the one being written and K-1); default 2\n"
+    "  --memory-ckpt-steps K       steps kept (the one being written and K-1); default 3\n"
     "  --memory-replicas R         copies on other nodes; default 1 (0: none)\n"
     "  --failure-domain LABEL      this node's rack/switch: copies go outside it\n"
     "  --memory-disk-dir DIR       the shared disk tier the restore plan counts in\n"

@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/parse_int.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -238,6 +239,38 @@ static void append_history(elastic_store *store, const ckpt_generation_start *hi
     bytes__buf_free(&out);
 }
 
+/* The job goes back to `step`: what this tier holds beyond it is a history
+ * the job left (the trainer will save those step numbers again). */
+static void drop_newer(const char *dir, uint64_t step)
+{
+    uint64_t *steps = NULL;
+    size_t n = 0;
+    if (ckpt__scan_steps(dir, &steps, &n) != 0) return;
+    for (size_t i = 0; i < n; i++) {
+        if (steps[i] <= step) continue;
+        char step_dir[PATH_MAX];
+        ckpt__step_dir(dir, steps[i], step_dir, sizeof step_dir);
+        ckpt__remove_step_dir(step_dir);
+    }
+    free(steps);
+}
+
+static void drop_newer_everywhere(const char *root, uint64_t step)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/" CKPT_MEM_OWN_DIR, root);
+    drop_newer(dir, step);
+    snprintf(dir, sizeof dir, "%s/" CKPT_MEM_PEER_DIR, root);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        if (!replica__node_name_ok(e->d_name)) continue;
+        char sub[PATH_MAX + 300];
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        drop_newer(sub, step);
+    }
+    if (d) closedir(d);
+}
+
 /* ---- staging through the records' addresses ---------------------------------------------- */
 
 typedef struct dial_ctx {
@@ -354,6 +387,9 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in, re
             snprintf(out->ranks[i].node, sizeof out->ranks[i].node, "%s",
                      records[got.node].peer.name);
     }
+    /* Steps newer than the plan's are never among its copies, so no peer's
+     * staging can be fetching them: they go. */
+    if (rc == 0 && plan.found) drop_newer_everywhere(replica__service_root(in->service), plan.step);
     ckpt__plan_free(&plan);
     free_records(records, n);
     return rc;
