@@ -67,10 +67,12 @@ BASE_CFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE -DELASTIC_BUI
 PARTS := agent etcd
 
 # ELASTIC_AGENT=0: the agent, its probes, the store server it hosts (libuv) and
-# the JSON reader only it uses (src/without/agent*.c in their place). The
+# the JSON reader only it uses, with the goodput accounting's reading of its journal
+# (src/without/agent*.c in their place). The
 # suite, the demo and the benchmarks need it (SUITE_NEEDS).
 KNOB_agent := ELASTIC_AGENT
-SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv.c src/common/json.c
+SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv.c src/common/json.c \
+  src/common/goodput_event.c
 FEATURES_agent := agent store_server
 ELASTIC_AGENT ?= 1
 
@@ -165,6 +167,8 @@ HELPERS := $(patsubst test/helpers/%.c,$(OUT)/test/helpers/%,$(HELPER_SRC))
 
 # A test double of NCCL and the CUDA runtime (tests only): loaded through ELASTIC_NCCL_LIBRARY.
 NCCL_DOUBLE := $(OUT)/test/libnccl_double.so
+# A test double of NVML (the health checks' GPUs, set by a state file): loaded through ELASTIC_NVML_LIBRARY.
+NVML_DOUBLE := $(OUT)/test/libnvml_double.so
 
 # test/abi: programs built against the shared library. old_caller uses a shorter
 # snapshot of the public structs (an older caller); layout prints the C offsets
@@ -278,7 +282,8 @@ $(BIN_OUT)/%: $(OUT)/tools/%.o $(STATIC_LIB)
 # shares with the library (JSON, text, HTTP GET, Prometheus lines); their
 # elastic__fail is tools/elasticctl/fail.c (the library's copy is hidden).
 CTL_SRC := $(sort $(wildcard tools/elasticctl/*.c)) src/common/json.c src/common/text.c \
-  src/common/http_client.c src/common/promparse.c src/common/parse_int.c src/common/endpoint.c
+  src/common/http_client.c src/common/promparse.c src/common/parse_int.c src/common/endpoint.c \
+  src/common/goodput.c
 CTL_OBJ := $(patsubst %.c,$(OUT)/ctl/%.o,$(CTL_SRC))
 PUBLIC_CFLAGS = $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL))
 
@@ -294,7 +299,7 @@ $(OUT)/tools/%.o: tools/%.c
 $(BIN_OUT)/elasticctl: $(OUT)/tools/elasticctl.o $(CTL_OBJ) $(SHARED_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(OUT)/tools/elasticctl.o $(CTL_OBJ) \
-	  -L$(LIB_OUT) -Wl,-rpath,'$$ORIGIN/../lib' -lelastic -ljson-c
+	  -L$(LIB_OUT) -Wl,-rpath,'$$ORIGIN/../lib' -lelastic -ljson-c -lm
 
 $(OUT)/examples/%: $(OUT)/examples/c/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
@@ -324,8 +329,12 @@ $(TEST_LIB): $(filter-out $(patsubst %.c,$(OUT)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $(H
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# The suite also checks elasticctl's status table (its own code, not the library's).
-CTL_TESTED_OBJ := $(OUT)/ctl/tools/elasticctl/status.o
+# The suite also checks elasticctl's status table, its goodput report (over the
+# library's accounting, src/common/goodput.c) and its simulator (its own code).
+CTL_TESTED_OBJ := $(OUT)/ctl/tools/elasticctl/status.o $(OUT)/ctl/tools/elasticctl/goodput.o \
+  $(OUT)/ctl/tools/elasticctl/goodput_text.o $(OUT)/ctl/tools/elasticctl/goodput_svg.o \
+  $(OUT)/ctl/tools/elasticctl/timeline_load.o $(OUT)/ctl/tools/elasticctl/simulate.o \
+  $(OUT)/ctl/tools/elasticctl/simulate_profile.o $(OUT)/ctl/tools/elasticctl/simulate_defaults.o
 
 $(TEST_BIN): $(TEST_OBJ) $(CTL_TESTED_OBJ) $(TEST_LIB)
 	@mkdir -p $(dir $@)
@@ -336,6 +345,10 @@ $(OUT)/test/helpers/%: $(OUT)/test/helpers/%.o $(TEST_LIB)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_LIB) $(LIBS)
 
 $(NCCL_DOUBLE): test/nccl_double/nccl_double.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -g -fPIC -shared -D_GNU_SOURCE $(OPT) $(SAN) $(WARNINGS) -Wno-missing-prototypes -o $@ $< -lpthread
+
+$(NVML_DOUBLE): test/nvml_double/nvml_double.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -g -fPIC -shared -D_GNU_SOURCE $(OPT) $(SAN) $(WARNINGS) -Wno-missing-prototypes -o $@ $< -lpthread
 
@@ -365,6 +378,8 @@ header-check: deps-present
 	  echo "header-check: every public function has its comment"
 	@if [ -f "$(CUDA_HOME)/include/nccl.h" ]; then echo "header-check: src/nccl/nccl.h against $(CUDA_HOME)/include/nccl.h"; \
 	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nccl_layout.c; fi
+	@if [ -f "$(CUDA_HOME)/include/nvml.h" ]; then echo "header-check: src/health/nvml.h against $(CUDA_HOME)/include/nvml.h"; \
+	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nvml_layout.c; fi
 
 # The suite, the demo and the benchmarks need the agent; a build without it
 # is checked by test/integration/test_build_knobs.c instead. (Without etcd the
@@ -382,9 +397,9 @@ whole-library:
 #   make test TEST_FILTER="rdzv_etcd ckpt_async"
 #   make test TEST_FILTER==store_wait_times_out
 #   build/release/test/run_tests --list    every test's name, one per line
-test: whole-library deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE)
+test: whole-library deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE) $(NVML_DOUBLE)
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
-	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
+	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) ELASTIC_NVML_DOUBLE=$(abspath $(NVML_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) \
 	  $(TEST_BIN) $(TEST_FILTER)
@@ -408,8 +423,9 @@ tsan:
 	    echo "tsan: ThreadSanitizer reports above (one file per process in $(TSAN_REPORTS))"; exit 1; fi; \
 	  exit $$rc
 
-valgrind: whole-library all $(TEST_BIN) $(HELPERS) $(NCCL_DOUBLE)
+valgrind: whole-library all $(TEST_BIN) $(HELPERS) $(NCCL_DOUBLE) $(NVML_DOUBLE)
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
+	ELASTIC_NVML_DOUBLE=$(abspath $(NVML_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) ELASTIC_TEST_TIMEOUT_SCALE=10 \
 	  valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \

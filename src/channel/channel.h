@@ -33,7 +33,7 @@
 /* ---- heartbeat shared memory --------------------------------------------- */
 
 #define CHANNEL__HB_MAGIC     UINT64_C(0x31424853414c45) /* "ELASHB1" */
-#define CHANNEL__HB_VERSION   1u
+#define CHANNEL__HB_VERSION   2u /* 2: the third line (memory tier reports) */
 #define CHANNEL__HB_MAX_SLOTS 4096u
 
 typedef struct channel__hb_header {
@@ -64,12 +64,17 @@ typedef struct channel__hb_slot {
     uint64_t stack_dumps; /* backtraces the worker's signal handler wrote */
     uint64_t ckpt_saves;  /* checkpoint steps this worker saved (src/ckpt/report.c); written last */
     uint64_t ckpt_step;   /* the last of them */
-    uint64_t ckpt_wall_ms;   /* when (ms since the epoch) */
+    uint64_t ckpt_wall_ms;    /* when (ms since the epoch) */
+    uint64_t ckpt_stall_ns;   /* time the training thread spent in checkpoint saves, summed */
+    uint64_t ckpt_restore_ns; /* time spent reading checkpoints (the restore), summed */
+    uint8_t reserved[16];
+    /* third line: the memory tier's reports (src/ckpt/report.c) */
     uint32_t ckpt_tier;      /* ckpt_step's tier: CHANNEL__TIER_*; written before ckpt_saves */
     uint32_t restore_source; /* CHANNEL__RESTORE_*: this worker's restore; written last */
     uint64_t restore_step;   /* the step it restored */
     uint64_t restore_bytes;  /* bytes it read */
     uint64_t restore_us;     /* how long the reading took */
+    uint8_t reserved_memory[32];
 } channel__hb_slot;
 
 #define CHANNEL__TIER_DISK     0u
@@ -86,6 +91,7 @@ typedef struct channel__hb_snapshot {
     int32_t stack_signal;
     uint64_t stack_dumps;
     uint64_t ckpt_saves, ckpt_step, ckpt_wall_ms;
+    uint64_t ckpt_stall_ns, ckpt_restore_ns;
     uint32_t ckpt_tier, restore_source;
     uint64_t restore_step, restore_bytes, restore_us;
 } channel__hb_snapshot;

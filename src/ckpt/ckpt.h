@@ -238,6 +238,10 @@ int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest 
 void ckpt__report_saved(uint64_t step, unsigned tier);
 /* This worker restored `step` (CHANNEL__RESTORE_* source, bytes read, time). */
 void ckpt__report_restored(unsigned source, uint64_t step, uint64_t bytes, uint64_t us);
+/* Time (ns) a save held the caller's thread, and a read took: summed in the
+ * heartbeat slot, for the goodput accounting's checkpoint stall and restore. */
+void ckpt__report_stall(uint64_t ns);
+void ckpt__report_restore(uint64_t ns);
 /* Size and manifest hash of a shard file from its trailer (trailer may be NULL). */
 int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer);
 /* Writes the step's COMMIT file atomically. */

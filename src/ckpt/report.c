@@ -47,6 +47,19 @@ void ckpt__report_saved(uint64_t step, unsigned tier)
                        __ATOMIC_RELEASE); /* last: the agent reads it first */
 }
 
+void ckpt__report_stall(uint64_t ns)
+{
+    pthread_once(&attach_once, attach);
+    if (report_slot != NULL) __atomic_fetch_add(&report_slot->ckpt_stall_ns, ns, __ATOMIC_RELAXED);
+}
+
+void ckpt__report_restore(uint64_t ns)
+{
+    pthread_once(&attach_once, attach);
+    if (report_slot != NULL)
+        __atomic_fetch_add(&report_slot->ckpt_restore_ns, ns, __ATOMIC_RELAXED);
+}
+
 void ckpt__report_restored(unsigned source, uint64_t step, uint64_t bytes, uint64_t us)
 {
     pthread_once(&attach_once, attach);
