@@ -105,6 +105,21 @@ typedef struct elastic_agent_opts {
     int expected_gpus;
     /* A GPU at or over this many degrees C warns; 0: its slowdown threshold - 5. */
     int health_temperature_max;
+    /* The memory checkpoint tier (docs/CHECKPOINT.md, "Memory tier"): 1: this
+     * node's agent holds one for its workers (--memory-ckpt). */
+    int memory_ckpt;
+    /* Its limit in bytes (--memory-ckpt-limit); 0 (default): a quarter of RAM. */
+    uint64_t memory_ckpt_limit;
+    /* Steps kept (K, --memory-ckpt-steps): the one being written and K-1; default 3. */
+    int memory_ckpt_steps;
+    /* Copies of this node's shards on other nodes (R, --memory-replicas); default 1. */
+    int memory_replicas;
+    /* This node's failure domain (rack, switch) for placing copies (--failure-domain); NULL: its own. */
+    const char *failure_domain;
+    /* A shared disk tier the plan counts in, and where every Nth memory step is
+     * written in the background (--memory-disk-dir, --memory-disk-every; 0: never). */
+    const char *memory_disk_dir;
+    int memory_disk_every;
 } elastic_agent_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */

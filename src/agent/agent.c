@@ -8,6 +8,7 @@
 #include "agent/generation_store.h"
 #include "agent/health.h"
 #include "agent/journal.h"
+#include "agent/memory.h"
 #include "agent/membership.h"
 #include "agent/probes.h"
 #include "agent/python.h"
@@ -440,6 +441,8 @@ static int setup(elastic_agent *agent)
         if (rc != 0) return rc;
         group->store_token_file = agent->token_file;
     }
+    group->node_addr = node_address(agent);
+    if ((rc = agent__memory_start(group, agent->token)) != 0) return rc;
     return agent__reaper_start(group); /* after the run directory exists: it removes it */
 }
 
@@ -533,6 +536,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
         }
     }
     if (agent->token_file[0] != '\0') unlink(agent->token_file); /* before its directory goes */
+    if (agent->group_ready) agent__memory_stop(&agent->group);   /* frees the tier's memory */
     if (agent->group_ready)
         agent__probes_stop(&agent->group); /* its handles close with their callbacks */
     if (agent->loop_ready) {

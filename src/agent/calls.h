@@ -60,6 +60,14 @@ typedef struct agent_call {
     /* SUMMARY: the group's inputs (opts and ids are immutable), and the text back */
     const elastic_agent_opts *opts;
     const char *run_id, *node_id;
+    /* NEXT with a memory tier: the job's one restore step (replica/sync.c),
+     * run right after the rendezvous, before the workers start. */
+    struct replica_service *memory;
+    elastic_store *memory_store; /* the job store (NULL: no sync: each worker decides alone) */
+    const char *node_addr;
+    bool memory_synced;
+    int memory_rc;
+    struct replica_sync_out *memory_out;
     uint64_t fenced_wall_ms;
     char fenced_reason[256];
     char store_endpoint[300];

@@ -27,6 +27,7 @@
  * has the full table (state x event -> action, next state).
  */
 #include "agent/group.h"
+#include "agent/memory.h"
 
 #include "agent/console.h"
 #include "agent/generation_store.h"
@@ -320,7 +321,7 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
 }
 
 /* RENDEZVOUS x next() back: RUNNING, or the job ends here. */
-static void rendezvous_finished(agent_group *group, const agent_call *call)
+static void rendezvous_finished(agent_group *group, agent_call *call)
 {
     if (group->stop_signal != 0) { /* SIGTERM arrived while we waited */
         if (call->rc == 0) group->current = call->result;
@@ -328,6 +329,7 @@ static void rendezvous_finished(agent_group *group, const agent_call *call)
         return;
     }
     if (call->rc == 0) {
+        agent__memory_apply(group, call);
         generation_formed(group, &call->result);
         return;
     }
@@ -858,6 +860,10 @@ bool agent__group_close(agent_group *group)
 
 void agent__group_destroy(agent_group *group)
 {
+    free(group->restore_sources);
+    free(group->restore_nodes);
+    group->restore_sources = NULL;
+    group->restore_nodes = NULL;
     take_nested(group);
     while (group->pending != NULL) {
         agent_group_event *next = group->pending->next;

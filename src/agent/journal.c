@@ -40,6 +40,8 @@ static const char *const event_names[AGENT_EVENT_TYPE_COUNT] = {
     [AGENT_EVENT_STEPS_ENDED] = "steps_ended",
     [AGENT_EVENT_HEALTH_CHECK] = "health_check",
     [AGENT_EVENT_HEALTH_STEPPED_ASIDE] = "health_stepped_aside",
+    [AGENT_EVENT_CHECKPOINT_SAVED] = "checkpoint_saved",
+    [AGENT_EVENT_CHECKPOINT_RESTORED] = "checkpoint_restored",
 };
 
 const char *agent__event_name(agent_event_type type)

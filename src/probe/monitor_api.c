@@ -215,6 +215,7 @@ void probe__monitor_worker_starting(probe__monitor *m, int local_rank)
     memset(&mw->baseline, 0, sizeof mw->baseline);
     mw->fresh = true;
     mw->ckpt_saves_seen = 0;
+    mw->restore_seen = false;
 }
 
 void probe__monitor_worker_started(probe__monitor *m, int local_rank, int rank, int pid, int log_fd)

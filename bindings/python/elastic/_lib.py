@@ -179,6 +179,9 @@ _SIGNATURES: Dict[str, Tuple[object, List[object]]] = {
     "elastic_ckpt_blob_len": (_I, [_P, _U64, _S, c_size_p]),
     "elastic_ckpt_list_steps": (_I, [_P, ctypes.POINTER(c_uint64_p), c_size_p]),
     "elastic_ckpt_list_blobs": (_I, [_P, _U64, _I, c_char_ppp, c_size_p]),
+    "elastic_ckpt_open_memory": (_I, [ctypes.POINTER(CkptOpts), c_void_pp]),
+    "elastic_ckpt_restore_begin": (_I, [_P, _P, c_uint64_p, c_void_pp, ctypes.POINTER(_I)]),
+    "elastic_ckpt_restore_end": (_V, [_P]),
 }
 
 
