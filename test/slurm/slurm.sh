@@ -118,7 +118,7 @@ MinJobAge=600
 MailProg=/bin/true
 EOF
     for n in $(slurm_nodes); do
-        echo "NodeName=$n NodeAddr=$(slurm_addr "$n") CPUs=4 Boards=1 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN"
+        echo "NodeName=$n NodeAddr=$(slurm_addr "$n") CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN"
     done >>"$SLURM_CONF"
     echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$SLURM_CONF"
 }
@@ -164,6 +164,7 @@ _slurm_start_slurmd() {
     mkdir -p "$SLURMT_BASE/state/$1"
     setsid bash -c "$(declare -f slurm_on slurm_ns slurm_host); SLURMT_PREFIX='$SLURMT_PREFIX' SLURMT_BASE='$SLURMT_BASE';
         slurm_on $1 slurmd -D -N $1 -f '$SLURM_CONF'" </dev/null >>"$SLURMT_BASE/log/slurmd.$1.out" 2>&1 &
+    disown
 }
 
 # slurm_up N: munged, slurmctld and N slurmd (node1..nodeN), all idle; installs the teardown trap.
@@ -182,9 +183,11 @@ slurm_up() {
         --socket="$SLURMT_BASE/munge/munge.socket" --key-file="$SLURMT_BASE/etc/munge.key" \
         --pid-file="$SLURMT_BASE/munge/munged.pid" --seed-file="$SLURMT_BASE/munge/seed" \
         --log-file="$SLURMT_BASE/log/munged.log" </dev/null >>"$SLURMT_BASE/log/munged.out" 2>&1 &
+    disown # teardown kills it by namespace: no "Killed" job notice
     slurm_wait 10 test -S "$SLURMT_BASE/munge/munge.socket" || { slurm_log "munged did not start"; return 1; }
     setsid bash -c "$(declare -f slurm_on slurm_ns slurm_host); SLURMT_PREFIX='$SLURMT_PREFIX' SLURMT_BASE='$SLURMT_BASE';
         slurm_on ctl slurmctld -D -c -i -f '$SLURM_CONF'" </dev/null >>"$SLURMT_BASE/log/slurmctld.out" 2>&1 &
+    disown
     slurm_wait 30 slurm_ctl scontrol ping || { slurm_log "slurmctld not answering"; slurm_dump; return 1; }
     local n
     for n in $(slurm_nodes); do _slurm_start_slurmd "$n"; done
