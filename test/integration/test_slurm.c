@@ -33,3 +33,8 @@ TEST_TIMEOUT(slurm_job_forms_from_the_step_environment_alone, 120)
 {
     run_slurm_script("env_job.sh");
 }
+
+TEST_TIMEOUT(slurm_crashed_node_is_replaced_by_the_spare_without_node_fail, 150)
+{
+    run_slurm_script("node_crash.sh");
+}

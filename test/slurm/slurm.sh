@@ -239,6 +239,15 @@ slurm_wait_job_state() {
     done
 }
 
+# slurm_wait_node_state NODE REGEX TIMEOUT_S (sinfo's %T: idle, down*, drained...)
+slurm_wait_node_state() {
+    local deadline=$((SECONDS + $3))
+    until [[ "$(slurm_node_state "$1")" =~ ^($2)$ ]]; do
+        [ "$SECONDS" -lt "$deadline" ] || return 1
+        sleep 0.2
+    done
+}
+
 # slurm_wait_file FILE REGEX TIMEOUT_S: grep -E with a deadline.
 slurm_wait_file() {
     local deadline=$((SECONDS + $3))
