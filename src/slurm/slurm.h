@@ -93,4 +93,17 @@ int elastic__slurm_derive(char *const *envp, elastic__slurm_settings *out);
  * SLURM_GPUS_ON_NODE), node node2, rank 1". Always NUL-terminated. */
 void elastic__slurm_describe(const elastic__slurm_settings *settings, char *buf, size_t size);
 
+/* "elastic: <why>" as one line of printable ASCII without quotes (scontrol
+ * and sinfo show it as written); always NUL-terminated. */
+void elastic__slurm_drain_reason(const char *why, char *reason, size_t size);
+
+/* Drains `node`: scontrol update NodeName=node State=DRAIN Reason="elastic:
+ * why" ($ELASTIC_SCONTROL, else scontrol on PATH), killed after timeout_ms.
+ * Blocks: call it off the event loop. 0 (detail "drained ..."), or
+ * ELASTIC_EPERM (scontrol refused: no operator rights), ELASTIC_ETIMEDOUT,
+ * ELASTIC_ENOTFOUND (no scontrol), ELASTIC_EIO (another refusal) or
+ * ELASTIC_ESYS; detail is one line for the console either way. */
+int elastic__slurm_drain(const char *node, const char *why, int timeout_ms, char *detail,
+                         size_t detail_size);
+
 #endif /* ELASTIC_SLURM_H */
