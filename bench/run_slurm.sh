@@ -13,7 +13,8 @@
 # process SIGKILLed; the time runs to the last rank's first step after the
 # resume. Requeue: examples/slurm/train.sbatch on -N3, one node crashed.
 #
-# Env: SLURM_BENCH_ROUNDS (1), TORCH_PYTHON (/usr/bin/python3). Skips (exit 0)
+# Env: SLURM_BENCH_ROUNDS (1), SLURM_BENCH_LAUNCHERS ("elasticrun torchrun"),
+# SLURM_BENCH_KEEP (keep the work directory), TORCH_PYTHON (/usr/bin/python3). Skips (exit 0)
 # unless root with slurm-wlm, munge and torch installed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,7 +30,7 @@ SLURMT_TAG=slurmb
 export ELASTIC_LIB_DIR=${ELASTIC_LIB_DIR:-$root/lib}
 work=$(mktemp -d /tmp/elastic-slurm-bench.XXXXXX)
 slurm_up 4 2>/dev/null
-trap 'slurm_down; rm -rf "$work"' EXIT # after slurm_up, whose own trap this replaces
+trap 'slurm_down; [ -n "${SLURM_BENCH_KEEP:-}" ] || rm -rf "$work"' EXIT # after slurm_up, whose own trap this replaces
 example=$root/examples/python/ddp_inprocess.py
 trainer_args="--steps 100000 --every 5 --step-seconds 0.05 --no-fsync"
 
@@ -83,7 +84,7 @@ one_round() {
     deadline=$((SECONDS + 180))
     until [ "$(ranks_trained_after 0)" -ge 6 ] && grep -q 'resume at step\|trained' "$work/report" 2>/dev/null &&
         [ "$(training_nodes | wc -l)" -ge 3 ] && [ -d "$work/ckpt" ] && [ -n "$(ls "$work/ckpt")" ]; do
-        [ "$SECONDS" -lt "$deadline" ] || { tail -n 30 "$work/$launcher.out" >&2; echo "FAIL: $launcher never trained" >&2; exit 1; }
+        [ "$SECONDS" -lt "$deadline" ] || { grep -v 'reducer\|InitGoogle' "$work/$launcher.out" | tail -n 40 >&2; echo "FAIL: $launcher never trained" >&2; exit 1; }
         sleep 0.2
     done
     sleep 2 # a few steps and a checkpoint past the start
@@ -92,7 +93,7 @@ one_round() {
     slurm_crash "$victim" 2>/dev/null
     deadline=$((SECONDS + 240))
     until [ "$(ranks_trained_after "$t0")" -ge 6 ]; do
-        [ "$SECONDS" -lt "$deadline" ] || { tail -n 30 "$work/$launcher.out" >&2; echo "FAIL: $launcher did not recover" >&2; exit 1; }
+        [ "$SECONDS" -lt "$deadline" ] || { grep -v 'reducer\|InitGoogle' "$work/$launcher.out" | tail -n 40 >&2; echo "FAIL: $launcher did not recover" >&2; exit 1; }
         sleep 0.1
     done
     awk -v a="$(last_rank_trained_after "$t0")" -v b="$t0" 'BEGIN { printf "%.3f\n", a - b }'
@@ -109,8 +110,9 @@ one_round() {
 }
 
 declare -A results=()
+launchers=${SLURM_BENCH_LAUNCHERS:-elasticrun torchrun}
 for ((r = 1; r <= rounds; r++)); do
-    for launcher in elasticrun torchrun; do
+    for launcher in $launchers; do
         results[$launcher]="${results[$launcher]:-} $(one_round "$launcher")"
     done
 done
@@ -120,7 +122,7 @@ echo "Slurm (slurm-wlm 22.05, 4 slurmd in namespaces): DDP gloo 3 nodes x 2 rank
 echo "a training node crashed (all its processes SIGKILLed) -> every rank trained a step again"
 echo "$rounds round(s), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
 printf '%-44s %10s %s\n' "launcher (under srun --no-kill)" "median s" "rounds"
-for launcher in elasticrun torchrun; do
+for launcher in $launchers; do
     case $launcher in
         elasticrun) label="elasticrun (derived from Slurm, --nnodes 3:3)" ;;
         torchrun) label="torchrun (hand-written c10d, monitor 0.1 s)" ;;
