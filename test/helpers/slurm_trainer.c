@@ -8,11 +8,19 @@
  *   commit node=N gen=G step=S t=MS            (rank 0 only)
  *   done node=N rank=R step=S t=MS             (then exit 0)
  *
+ *   notice node=N rank=R saved=S t=MS           (--save-on-notice; then exit 0)
+ *
  *   slurm_trainer --dir DIR --report FILE [--step-ms MS] [--stop-file F]
+ *                 [--save-on-notice 1]
  *
  * --stop-file F holds a step number: every rank exits 0 once it has
  * committed that step (the test writes a step ahead of all ranks, so they
  * all stop at the same one and none waits on a commit a peer never makes).
+ * --save-on-notice 1: SIGTERM (Slurm's scancel signals every process of the
+ * step) and the agent's stop notice are a notice (elastic_worker_stop_notice):
+ * the first rank to see it proposes "the step after next" in the store
+ * (compare-and-set, so one proposal wins), every rank trains to that step,
+ * saves it and exits 0 within the grace.
  */
 #include "elastic.h"
 
@@ -24,6 +32,10 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+/* TEMPORARY until include/elastic/worker.h may declare them (issue 22 first). */
+int elastic_worker_stop_notice(elastic_worker *w, int *grace_left_ms);
+int elastic_worker_notice_on_sigterm(elastic_worker *w);
 
 static long long wall_ms(void)
 {
@@ -74,10 +86,25 @@ static uint64_t stop_step(const char *stop_file)
     return got == 1 ? (uint64_t)at : UINT64_MAX;
 }
 
+/* The step every rank stops at: the first proposal stored wins. */
+static uint64_t agree_on_stop(elastic_store *store, uint64_t proposal)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%" PRIu64, proposal);
+    void *current = NULL;
+    size_t len = 0;
+    if (elastic_store_compare_set(store, "slurm_trainer/stop", NULL, 0, text, strlen(text),
+                                  &current, &len) != 0)
+        return proposal;
+    uint64_t agreed = current != NULL ? strtoull(current, NULL, 10) : proposal;
+    elastic_free(current);
+    return agreed;
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = NULL, *path = NULL, *stop_file = NULL;
-    int step_ms = 100;
+    int step_ms = 100, save_on_notice = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--dir") == 0)
             dir = argv[i + 1];
@@ -87,6 +114,8 @@ int main(int argc, char **argv)
             step_ms = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--stop-file") == 0)
             stop_file = argv[i + 1];
+        else if (strcmp(argv[i], "--save-on-notice") == 0)
+            save_on_notice = atoi(argv[i + 1]);
     }
     if (dir == NULL || path == NULL || step_ms < 1) {
         fprintf(stderr, "usage: slurm_trainer --dir DIR --report FILE [--step-ms MS] "
@@ -100,6 +129,10 @@ int main(int argc, char **argv)
     if (elastic_worker_init(NULL, &w) != 0 || elastic_worker_get_info(w, &info) != 0 ||
         elastic_worker_get_store(w, &store) != 0) {
         fprintf(stderr, "worker init: %s\n", elastic_last_error());
+        return 3;
+    }
+    if (save_on_notice && elastic_worker_notice_on_sigterm(w) != 0) {
+        fprintf(stderr, "notice on SIGTERM: %s\n", elastic_last_error());
         return 3;
     }
     elastic_ckpt *ckpt = open_checkpoint(dir, &info, store);
@@ -120,7 +153,17 @@ int main(int argc, char **argv)
              "resume node=%s rank=%d world=%d gen=%" PRIu64 " step=%" PRIu64 " t=%lld\n", node,
              info.rank, info.world_size, info.generation, step, wall_ms());
     report(path, line);
+    uint64_t notice_stop = UINT64_MAX;
     for (;;) {
+        if (save_on_notice && notice_stop == UINT64_MAX && elastic_worker_stop_notice(w, NULL))
+            notice_stop = agree_on_stop(store, step + 2);
+        if (step >= notice_stop) {
+            snprintf(line, sizeof line, "notice node=%s rank=%d saved=%" PRIu64 " t=%lld\n", node,
+                     info.rank, step, wall_ms());
+            report(path, line);
+            elastic_ckpt_close(ckpt);
+            return 0;
+        }
         if (stop_file != NULL && step >= stop_step(stop_file)) {
             snprintf(line, sizeof line, "done node=%s rank=%d step=%" PRIu64 " t=%lld\n", node,
                      info.rank, step, wall_ms());
