@@ -166,6 +166,8 @@ _SIGNATURES: Dict[str, Tuple[object, List[object]]] = {
     "elastic_worker_report_step_time": (_I, [_P, _U64]),
     "elastic_worker_on_abort": (_I, [_P, WORKER_ABORT_FN, _P]),
     "elastic_worker_poll": (_I, [_P]),
+    "elastic_worker_stop_notice": (_I, [_P, ctypes.POINTER(ctypes.c_int)]),
+    "elastic_worker_notice_on_sigterm": (_I, [_P]),
     "elastic_worker_barrier": (_I, [_P, _I]),
     "elastic_worker_close": (_V, [_P]),
     # checkpoint store
