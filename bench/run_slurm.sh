@@ -13,7 +13,7 @@
 # process SIGKILLed; the time runs to the last rank's first step after the
 # resume. Requeue: examples/slurm/train.sbatch on -N3, one node crashed.
 #
-# Env: SLURM_BENCH_ROUNDS (1), SLURM_BENCH_LAUNCHERS ("elasticrun torchrun"),
+# Env: SLURM_BENCH_ROUNDS (1), SLURM_BENCH_LAUNCHERS ("elasticrun elasticrun-inproc torchrun"),
 # SLURM_BENCH_KEEP (keep the work directory), TORCH_PYTHON (/usr/bin/python3). Skips (exit 0)
 # unless root with slurm-wlm, munge and torch installed.
 set -euo pipefail
@@ -43,13 +43,14 @@ node_script() {
 export PYTHON_EXEC=$python PYTHONPATH=$root/bindings/python GLOO_SOCKET_IFNAME=eth0 ELASTIC_LIB_DIR=$ELASTIC_LIB_DIR
 head=\$(scontrol show hostnames "\$SLURM_JOB_NODELIST" | head -n 1)
 derived=()
-[ -x "$SLURMT_SRC/build/release/test/helpers/slurm_flags" ] && [ "$name" = elasticrun ] &&
+[ -x "$SLURMT_SRC/build/release/test/helpers/slurm_flags" ] && [[ "$name" = elasticrun* ]] &&
     mapfile -t derived < <("$SLURMT_SRC/build/release/test/helpers/slurm_flags")
 exec $* $example --dir $work/ckpt --report $work/report $trainer_args
 EOF
     chmod +x "$work/$name.sh"
 }
 node_script elasticrun "$ELASTICRUN" '"${derived[@]}"' --nnodes 3:3 --max-restarts 3
+node_script elasticrun-inproc "$ELASTICRUN" '"${derived[@]}"' --nnodes 3:3 --max-restarts 3 --in-process-recovery
 node_script torchrun "$python" -m torch.distributed.run --nnodes 3:3 --nproc_per_node 2 \
     --rdzv_backend c10d --rdzv_endpoint '$head:29500' --rdzv_id '$SLURM_JOB_ID' --max_restarts 3 \
     --monitor_interval 0.1 --redirects 2 --tee 2
@@ -110,7 +111,7 @@ one_round() {
 }
 
 declare -A results=()
-launchers=${SLURM_BENCH_LAUNCHERS:-elasticrun torchrun}
+launchers=${SLURM_BENCH_LAUNCHERS:-elasticrun elasticrun-inproc torchrun}
 for ((r = 1; r <= rounds; r++)); do
     for launcher in $launchers; do
         results[$launcher]="${results[$launcher]:-} $(one_round "$launcher")"
@@ -125,6 +126,7 @@ printf '%-44s %10s %s\n' "launcher (under srun --no-kill)" "median s" "rounds"
 for launcher in $launchers; do
     case $launcher in
         elasticrun) label="elasticrun (derived from Slurm, --nnodes 3:3)" ;;
+        elasticrun-inproc) label="elasticrun --in-process-recovery" ;;
         torchrun) label="torchrun (hand-written c10d, monitor 0.1 s)" ;;
     esac
     printf '%-44s %10s %s\n' "$label" "$(echo "${results[$launcher]}" | median)" "${results[$launcher]}"
