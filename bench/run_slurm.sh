@@ -110,6 +110,35 @@ one_round() {
     done
 }
 
+# requeue_round: the recipe (examples/slurm/train.sbatch) on 3 nodes without a
+# spare; a node crashes, the survivors give up after join_timeout, the job
+# requeues itself; prints "crash->training again, of it requeue->running".
+requeue_round() {
+    local job victim t0 deadline
+    rm -rf "$work/ckpt" "$work/report"
+    job=$(TRAIN_NODES=3 ELASTICRUN="$ELASTICRUN" ELASTIC_FLAGS="--rdzv-conf join_timeout=$join_timeout" \
+        PYTHON_EXEC=$python PYTHONPATH=$root/bindings/python GLOO_SOCKET_IFNAME=eth0 ELASTIC_LIB_DIR=$ELASTIC_LIB_DIR \
+        TRAIN="$example --dir $work/ckpt --report $work/report $trainer_args" \
+        slurm_sbatch -N3 --ntasks-per-node=2 --time=5 -o "$work/requeue.out" "$root/examples/slurm/train.sbatch")
+    deadline=$((SECONDS + 180))
+    until [ "$(ranks_trained_after 0)" -ge 6 ] && [ -n "$(ls "$work/ckpt" 2>/dev/null)" ]; do
+        [ "$SECONDS" -lt "$deadline" ] || { tail -n 40 "$work/requeue.out" >&2; echo "FAIL: the recipe never trained" >&2; exit 1; }
+        sleep 0.2
+    done
+    sleep 2 # a few steps and a checkpoint past the start
+    victim=$(training_nodes | grep -v '^node1$' | head -n 1)
+    t0=$(date +%s.%N)
+    slurm_crash "$victim" 2>/dev/null
+    deadline=$((SECONDS + 240))
+    until [ "$(ranks_trained_after "$t0")" -ge 6 ]; do
+        [ "$SECONDS" -lt "$deadline" ] || { grep -v 'reducer\|InitGoogle' "$work/requeue.out" | tail -n 40 >&2; echo "FAIL: no training after the requeue" >&2; exit 1; }
+        sleep 0.1
+    done
+    awk -v a="$(last_rank_trained_after "$t0")" -v b="$t0" 'BEGIN { printf "%.3f\n", a - b }'
+    slurm_ctl scancel "$job"
+    slurm_wait_job_state "$job" "CANCELLED|COMPLETED|FAILED" 60 || true
+}
+
 declare -A results=()
 launchers=${SLURM_BENCH_LAUNCHERS:-elasticrun elasticrun-inproc torchrun}
 for ((r = 1; r <= rounds; r++)); do
@@ -131,3 +160,12 @@ for launcher in $launchers; do
     esac
     printf '%-44s %10s %s\n' "$label" "$(echo "${results[$launcher]}" | median)" "${results[$launcher]}"
 done
+if [ -z "${SLURM_BENCH_NO_REQUEUE:-}" ]; then
+    join_timeout=${SLURM_BENCH_JOIN_TIMEOUT:-10}
+    requeued=$(requeue_round)
+    echo
+    echo "cold replacement (examples/slurm/train.sbatch, 3 nodes, no spare): crash -> survivors exit 75"
+    echo "after join_timeout $join_timeout s -> scontrol requeue + StartTime=now -> every rank trained again"
+    printf '%-44s %10s\n' "requeue (whole path)" "$requeued"
+    grep -E '^(start|srun ended)' "$work/requeue.out" | sed 's/^/  /'
+fi
