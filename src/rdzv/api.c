@@ -132,6 +132,7 @@ ELASTIC_EXTERN int elastic_rdzv_open(const elastic_rdzv_opts *opts, elastic_rdzv
     r->keepalive_timeout_ms = o.keepalive_timeout_ms;
     r->max_restarts = o.max_restarts;
     r->local_world_size = o.local_world_size;
+    r->preferred_rank = -1; /* elastic_rdzv_opts.preferred_rank once the public struct has it */
     fill_identity(r, &o);
     rc = init_sync(r);
     if (rc != 0) {
