@@ -1,7 +1,8 @@
 # libelastic — one entry point for building, testing, benchmarking and installing.
 #
 #   make            library (lib/), tools (bin/)
-#   make test       the whole suite (TAP, "N passed, N failed" at the end)
+#   make test       the whole suite (TAP, "N passed, N failed" at the end);
+#                   TEST_FILTER=store runs a module's tests (see "tests" below)
 #   make check      the suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan       the suite under ThreadSanitizer
 #   make valgrind   the suite under valgrind memcheck
@@ -78,7 +79,9 @@ SONAME := libelastic.so.$(VERSION_MAJOR)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOLS := $(patsubst tools/%.c,$(BIN_OUT)/%,$(TOOL_SRC))
 
-TEST_SRC := $(sort $(wildcard test/unit/*.c test/integration/*.c)) test/runner.c
+# Tests: test/unit (in the test's own process), test/integration (start processes:
+# elasticrun, helpers, etcd), test/support (the fixtures and harnesses they share).
+TEST_SRC := $(sort $(wildcard test/unit/*.c test/integration/*.c test/support/*.c)) test/runner.c
 TEST_OBJ := $(patsubst %.c,$(OUT)/%.o,$(TEST_SRC))
 TEST_BIN := $(OUT)/test/run_tests
 # Helper programs the integration tests start (test/helpers/<name>.c -> one binary each).
@@ -121,6 +124,33 @@ DEB_PACKAGES := libuv1-dev libzstd-dev libssl-dev libxxhash-dev pkg-config libcu
 PKG_MODULES := libuv libzstd libssl libcrypto libxxhash libcurl json-c
 # bindings/rust builds offline from Debian's packaged crates (bindgen needs libclang).
 RUST_DEB_PACKAGES := cargo libclang-dev librust-bindgen-dev librust-libc-dev librust-pkg-config-dev
+
+# ---- build knob: ELASTIC_ETCD (zstd's ZSTD_LIB_* style: 1 builds the part, 0 leaves it out)
+# ELASTIC_ETCD=0 leaves out the etcd v3 client (src/etcd/) and the etcd rendezvous
+# backend (src/rdzv/backend_etcd*.c), and so libcurl: a trainer that only needs
+# the store, checkpoints and the worker API links less. `--rdzv-backend=etcd-v3`
+# then fails with "built without etcd (ELASTIC_ETCD=0)", elastic_has_feature("etcd")
+# is 0, and the tests that need etcd (those including support/etcd_fixture.h)
+# are not built. Objects are rebuilt when a knob changes ($(OUT)/knobs).
+ELASTIC_ETCD ?= 1
+ifeq ($(ELASTIC_ETCD),0)
+  ETCD_SRC := $(wildcard src/etcd/*.c src/rdzv/backend_etcd*.c)
+  LIB_SRC := $(filter-out $(ETCD_SRC),$(LIB_SRC))
+  LIB_OBJ := $(patsubst %.c,$(OUT)/%.o,$(LIB_SRC))
+  TEST_SRC := $(filter-out $(shell grep -l 'support/etcd_fixture.h' $(TEST_SRC)),$(TEST_SRC))
+  TEST_OBJ := $(patsubst %.c,$(OUT)/%.o,$(TEST_SRC))
+  LIBS := $(filter-out -lcurl,$(LIBS))
+  PKG_MODULES := $(filter-out libcurl,$(PKG_MODULES))
+  DEB_PACKAGES := $(filter-out libcurl4-openssl-dev,$(DEB_PACKAGES))
+  CFLAGS_ALL += -DELASTIC_WITH_ETCD=0
+  PC_KNOB_SED := -e 's| -lcurl||'
+else ifneq ($(ELASTIC_ETCD),1)
+  $(error ELASTIC_ETCD must be 1 (build the etcd client and backend) or 0 (leave them out))
+endif
+KNOBS += ELASTIC_ETCD=$(ELASTIC_ETCD)
+KNOB_STAMP := $(OUT)/knobs
+$(shell mkdir -p $(OUT) && { printf '%s\n' '$(KNOBS)' | cmp -s - $(KNOB_STAMP) || printf '%s\n' '$(KNOBS)' > $(KNOB_STAMP); })
+$(LIB_OBJ) $(TEST_OBJ): $(KNOB_STAMP)
 
 .PHONY: all deps deps-present test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
 
@@ -271,7 +301,15 @@ header-check: deps-present
 	@if [ -f "$(CUDA_HOME)/include/nccl.h" ]; then echo "header-check: src/nccl/nccl.h against $(CUDA_HOME)/include/nccl.h"; \
 	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nccl_layout.c; fi
 
-# TEST_FILTER=substring runs only the matching tests.
+# TEST_FILTER selects tests; it is passed to the runner (test/runner.c) as its
+# arguments. Every test's name starts with its module (store_, rdzv_, ckpt_,
+# common_, agent_, ...), so TEST_FILTER=common runs the common tests. A word is
+# a substring, =NAME (or --exact NAME) one test by its exact name, and --list
+# prints the selected names instead of running them:
+#   make test TEST_FILTER=store            every test whose name contains "store"
+#   make test TEST_FILTER="rdzv_etcd ckpt_async"
+#   make test TEST_FILTER==store_wait_times_out
+#   build/release/test/run_tests --list    every test's name, one per line
 test: deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE)
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
 	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
@@ -367,14 +405,14 @@ CARGO_ENV = cd bindings/rust && CARGO_TARGET_DIR=$(abspath $(RUST_TARGET_DIR)) E
 
 # The .pc names the install paths: rebuilt whenever PREFIX/LIBDIR/INCLUDEDIR
 # differ from the last build's (the stamp is rewritten only when they change).
-PC_VARS := $(PREFIX)|$(LIBDIR)|$(INCLUDEDIR)|$(VERSION)
+PC_VARS := $(PREFIX)|$(LIBDIR)|$(INCLUDEDIR)|$(VERSION)|$(KNOBS)
 build/pc-vars: FORCE
 	@mkdir -p build
 	@[ "$$(cat $@ 2>/dev/null)" = '$(PC_VARS)' ] || printf '%s\n' '$(PC_VARS)' > $@
 
 pkgconfig/elastic.pc: pkgconfig/elastic.pc.in build/pc-vars
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
-	  -e 's|@VERSION@|$(VERSION)|g' $< > $@
+	  -e 's|@VERSION@|$(VERSION)|g' $(PC_KNOB_SED) $< > $@
 
 install: all pkgconfig/elastic.pc
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/elastic $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR)

@@ -1,8 +1,14 @@
 /*
  * The test runner: forks each registered test into its own process group,
  * bounds it with a timeout, prints TAP and ends with "N passed, N failed, N
- * skipped". Arguments are substrings; only tests whose name contains one run.
- * A test's output is kept in a file and shown only when it fails.
+ * skipped". A test's output is kept in a file and shown only when it fails.
+ *
+ *   run_tests [--list] [SUBSTRING | =NAME | --exact NAME]...
+ *
+ * SUBSTRING selects the tests whose name contains it (`store` selects every
+ * store_... test, since names start with their module), =NAME and --exact NAME
+ * the one test of that name; no selector selects every test. --list prints the
+ * selected names, one per line, and runs nothing.
  */
 #include "test.h"
 
@@ -104,12 +110,84 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return 0;
 }
 
-static bool name_selected(const char *name, int argc, char **argv)
+/* What the command line asked for: substrings and exact names (pointers into argv). */
+typedef struct selection {
+    const char **substrings, **exact;
+    int n_substrings, n_exact;
+    bool list;
+} selection;
+
+static bool name_selected(const char *name, const selection *sel)
 {
-    if (argc <= 1) return true;
-    for (int i = 1; i < argc; i++)
-        if (strstr(name, argv[i]) != NULL) return true;
+    if (sel->n_substrings == 0 && sel->n_exact == 0) return true;
+    for (int i = 0; i < sel->n_substrings; i++)
+        if (strstr(name, sel->substrings[i]) != NULL) return true;
+    for (int i = 0; i < sel->n_exact; i++)
+        if (strcmp(name, sel->exact[i]) == 0) return true;
     return false;
+}
+
+static bool test_exists(const char *name)
+{
+    for (test_case *tc = registered_tests; tc != NULL; tc = tc->next)
+        if (strcmp(tc->name, name) == 0) return true;
+    return false;
+}
+
+static void usage(FILE *to)
+{
+    fprintf(to, "usage: run_tests [--list] [SUBSTRING | =NAME | --exact NAME]...\n"
+                "  SUBSTRING      the tests whose name contains it (e.g. store, rdzv_etcd)\n"
+                "  =NAME          the test named exactly NAME (also --exact NAME)\n"
+                "  --list         print the selected tests' names, one per line; run nothing\n"
+                "No selector selects every test.\n");
+}
+
+/* 0, or 2 after saying what is wrong (an unknown option, a missing or unknown
+ * exact name): a typo must not pass as "0 tests, 0 failed". */
+static int parse_args(int argc, char **argv, selection *sel)
+{
+    sel->substrings = calloc((size_t)argc, sizeof *sel->substrings);
+    sel->exact = calloc((size_t)argc, sizeof *sel->exact);
+    if (sel->substrings == NULL || sel->exact == NULL) {
+        perror("run_tests");
+        return 2;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *exact = NULL;
+        if (strcmp(arg, "--list") == 0) {
+            sel->list = true;
+            continue;
+        }
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (strcmp(arg, "--exact") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "run_tests: --exact needs a test name\n");
+                return 2;
+            }
+            exact = argv[++i];
+        } else if (strncmp(arg, "--exact=", 8) == 0) {
+            exact = arg + 8;
+        } else if (arg[0] == '=') {
+            exact = arg + 1;
+        } else if (arg[0] == '-') {
+            fprintf(stderr, "run_tests: unknown option %s\n", arg);
+            usage(stderr);
+            return 2;
+        }
+        if (exact == NULL) {
+            sel->substrings[sel->n_substrings++] = arg;
+        } else if (!test_exists(exact)) {
+            fprintf(stderr, "run_tests: no test is named \"%s\" (--list prints them)\n", exact);
+            return 2;
+        } else {
+            sel->exact[sel->n_exact++] = exact;
+        }
+    }
+    return 0;
 }
 
 /* Waits for the child up to timeout_ms; true if it exited (status filled). */
@@ -215,6 +293,20 @@ static enum outcome run_one(test_case *tc, int number, const char *root)
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
+    selection sel = { 0 };
+    int rc = parse_args(argc, argv, &sel);
+    if (rc != 0) {
+        free(sel.substrings);
+        free(sel.exact);
+        return rc;
+    }
+    if (sel.list) {
+        for (test_case *tc = registered_tests; tc != NULL; tc = tc->next)
+            if (name_selected(tc->name, &sel)) printf("%s\n", tc->name);
+        free(sel.substrings);
+        free(sel.exact);
+        return fflush(stdout) == 0 ? 0 : 2;
+    }
     char root_template[] = "/tmp/elastic-test-XXXXXX";
     const char *root = mkdtemp(root_template);
     if (root == NULL) {
@@ -223,13 +315,15 @@ int main(int argc, char **argv)
     }
     int selected = 0;
     for (test_case *tc = registered_tests; tc != NULL; tc = tc->next)
-        if (name_selected(tc->name, argc, argv)) selected++;
+        if (name_selected(tc->name, &sel)) selected++;
     printf("1..%d\n", selected);
 
     int counts[3] = { 0, 0, 0 }, number = 0;
     for (test_case *tc = registered_tests; tc != NULL; tc = tc->next)
-        if (name_selected(tc->name, argc, argv)) counts[run_one(tc, ++number, root)]++;
+        if (name_selected(tc->name, &sel)) counts[run_one(tc, ++number, root)]++;
     nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(sel.substrings);
+    free(sel.exact);
 
     printf("%d passed, %d failed, %d skipped\n", counts[PASSED], counts[FAILED], counts[SKIPPED]);
     return counts[FAILED] == 0 ? 0 : 1;

@@ -17,6 +17,12 @@
     __attribute__((format(printf, fmt_index, args_index)))
 #define ELASTIC__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Build knob: `make ELASTIC_ETCD=0` compiles with -DELASTIC_WITH_ETCD=0 and
+ * leaves out the etcd client (src/etcd/), the etcd rendezvous backend and libcurl. */
+#ifndef ELASTIC_WITH_ETCD
+#define ELASTIC_WITH_ETCD 1
+#endif
+
 /* Records a detail for elastic_last_error() and returns `code`, so a failure
  * reads `return elastic__fail(ELASTIC_EIO, "write %s: %s", path, strerror(errno));` */
 int elastic__fail(int code, const char *fmt, ...) ELASTIC__PRINTF(2, 3);

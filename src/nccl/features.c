@@ -24,10 +24,11 @@ static bool library_loadable(const char *const *names)
 
 ELASTIC_EXTERN int elastic_has_feature(const char *name)
 {
-    static const char *const built_in[] = { "store", "auth", "zstd", "xxhash", "etcd" };
+    static const char *const built_in[] = { "store", "auth", "zstd", "xxhash" };
     static const char *const cuda_names[] = { "libcudart.so.13", "libcudart.so.12", "libcudart.so",
                                               NULL };
     if (name == NULL) return 0;
+    if (strcmp(name, "etcd") == 0) return ELASTIC_WITH_ETCD; /* make ELASTIC_ETCD=0 leaves it out */
     for (size_t i = 0; i < ELASTIC__ARRAY_LEN(built_in); i++)
         if (strcmp(name, built_in[i]) == 0) return 1;
     if (strcmp(name, "nccl") == 0)

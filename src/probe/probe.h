@@ -147,7 +147,7 @@ void probe__metrics_stop(probe__metrics_server *server);
 /* Prometheus label value escaping (\\, \", \n) into out (always terminated). */
 void probe__prom_escape(const char *in, char *out, size_t size);
 
-/* ---- control server (control.c): the agent's end of the worker socket ------ */
+/* ---- control server (control_server.c): the agent's end of the worker socket ------ */
 
 typedef struct probe__control probe__control;
 /* A message from the worker in `slot` (HELLO, ABORT_ACK, READY) or its

@@ -1,7 +1,7 @@
 /*
  * The rendezvous handle: options, open/free, and the calls a member makes
  * during a generation (end it, watch for its end, finish, leave, end the job).
- * Joining lives in join.c, the watcher thread in monitor.c.
+ * Joining lives in join.c, the watcher thread in ring_monitor.c.
  */
 #include "rdzv/rdzv.h"
 
@@ -55,6 +55,10 @@ static int check_opts(const elastic_rdzv_opts *o)
             o->keepalive_interval_ms, o->keepalive_timeout_ms);
     if (o->backend != ELASTIC_RDZV_BACKEND_STORE && o->backend != ELASTIC_RDZV_BACKEND_ETCD)
         return elastic__fail(ELASTIC_EINVAL, "rdzv: unknown backend %d", o->backend);
+    if (o->backend == ELASTIC_RDZV_BACKEND_ETCD && !ELASTIC_WITH_ETCD)
+        return elastic__fail(ELASTIC_EUNSUPPORTED,
+                             "rdzv: built without etcd (ELASTIC_ETCD=0): this library has no "
+                             "etcd-v3 backend; use the store backend (c10d) or rebuild with etcd");
     if (o->backend == ELASTIC_RDZV_BACKEND_ETCD &&
         (o->etcd_endpoints == NULL || o->etcd_endpoints[0] == '\0'))
         return elastic__fail(
@@ -150,7 +154,12 @@ ELASTIC_EXTERN int elastic_rdzv_open(const elastic_rdzv_opts *opts, elastic_rdzv
                                  .user = o.etcd_user,
                                  .password = o.etcd_password,
                                  .timeout_ms = o.etcd_timeout_ms };
+#if ELASTIC_WITH_ETCD
         rc = rdzv__backend_etcd_open(&conf, r->run_id, &r->backend);
+#else
+        (void)conf; /* check_opts refused it, saying why */
+        rc = ELASTIC_EUNSUPPORTED;
+#endif
     } else {
         rc = rdzv__backend_store_open(o.store, o.endpoint, o.token, prefix, &r->backend);
     }

@@ -4,7 +4,7 @@
  * counter key (etcd counts a key's versions for us), keys as a keys-only
  * Range. Watches are in backend_etcd_watch.c, leases in backend_etcd_lease.c.
  */
-#include "rdzv/etcd.h"
+#include "rdzv/backend_etcd.h"
 #include "common/parse_int.h"
 
 #include <inttypes.h>

@@ -4,7 +4,7 @@
  * never loses it), and reported lost (fencing) the moment etcd says it is
  * gone or no keep-alive was acknowledged for a whole TTL.
  */
-#include "rdzv/etcd.h"
+#include "rdzv/backend_etcd.h"
 
 #include "common/clock.h"
 

@@ -4,7 +4,7 @@
  * re-opened from the same revision on the next endpoint). multi_get waits
  * for keys to exist with such watches.
  */
-#include "rdzv/etcd.h"
+#include "rdzv/backend_etcd.h"
 
 #include "common/clock.h"
 

@@ -157,7 +157,7 @@ struct elastic_rdzv {
 void rdzv__key_round(char *buf, size_t cap, uint64_t round, const char *name);
 void rdzv__key_slot(char *buf, size_t cap, uint64_t round, int slot, const char *name);
 
-/* ---- store access helpers (io.c) ---- */
+/* ---- typed reads of rendezvous keys (read_keys.c) ---- */
 
 /* Reads an integer counter/field; absent -> *out = dflt. */
 int rdzv__read_int(elastic_rdzv *r, const char *key, int64_t dflt, int64_t *out);
@@ -254,7 +254,7 @@ void rdzv__guard_stop(elastic_rdzv *r);
  * runs the on_change callback; no-op when the generation already ended. */
 void rdzv__fence(elastic_rdzv *r, uint64_t generation, const char *reason);
 
-/* ---- monitor.c ---- */
+/* ---- ring_monitor.c ---- */
 
 /* Runs the on_change callback once per generation. */
 void rdzv__notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause);
@@ -282,7 +282,7 @@ int rdzv__jobstore_host_lost(elastic_rdzv *r, uint64_t generation, const char *w
 /* 0 once the job is marked closed; ELASTIC_ETIMEDOUT before. */
 int rdzv__wait_closed(elastic_rdzv *r, int timeout_ms);
 
-/* ---- fence.c ---- */
+/* ---- lease_lost.c ---- */
 
 /* The backend lost this node's lease: end the generation here at once (the
  * others already count this node as gone) and make the next join take a new

@@ -1,7 +1,7 @@
 /*
  * The worker handle's insides, shared by the files of src/worker/: attach and
  * info (worker.c), heartbeats (heartbeat.c), the control thread and poll
- * (control.c), the barrier (barrier.c) and the stack-dump handler (stackdump.c).
+ * (control_client.c), the barrier (barrier.c) and the stack-dump handler (stackdump.c).
  */
 #ifndef ELASTIC_WORKER_INTERNAL_H
 #define ELASTIC_WORKER_INTERNAL_H
@@ -77,12 +77,12 @@ void worker__notice_received(elastic_worker *w, const char *payload, size_t leng
 int elastic_worker_stop_notice(elastic_worker *w, int *grace_left_ms);
 int elastic_worker_notice_on_sigterm(elastic_worker *w);
 
-/* control.c */
+/* control_client.c */
 int worker__control_connect(elastic_worker *w);
 void worker__control_shutdown(elastic_worker *w);
 int worker__control_send(elastic_worker *w, int type, const char *payload);
 
-/* Hooks (control.c). Removing waits for a running hook to return. */
+/* Hooks (control_client.c). Removing waits for a running hook to return. */
 void worker__hook_add(elastic_worker *w, worker__hook *hook);
 void worker__hook_remove(elastic_worker *w, worker__hook *hook);
 /* A fault a library thread found in this worker (CHANNEL__MSG_FAULT, payload

@@ -1,10 +1,10 @@
 /*
  * Crash-consistency helper: commits checkpoints with content derived from the
- * step (test/helpers/ckpt_content.h) in an endless loop, printing each step
+ * step (test/support/ckpt_content.h) in an endless loop, printing each step
  * once its commit returned, until the test SIGKILLs it at a random moment.
  * Usage: ckpt_crash_writer DIR [threads]
  */
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 
 #include <inttypes.h>
 

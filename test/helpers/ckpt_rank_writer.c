@@ -6,7 +6,7 @@
  * timeout; exit status 3 when it times out), else through the shared DIR.
  * Usage: ckpt_rank_writer DIR RANK WORLD GENERATION FIRST LAST DIE_AT [ENDPOINT]
  */
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 
 #include <inttypes.h>
 #include <signal.h>

@@ -3,7 +3,7 @@
  * against a shorter copy of the public structs, runs against this build's
  * shared library (it checks every call and the bytes after each struct).
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>

@@ -4,7 +4,8 @@
  * with the worker's error file as a traceback, "waiting for nodes" naming the
  * missing node, and one short line for an unreachable store.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "test.h"
 
 #include <sys/stat.h>
@@ -13,14 +14,9 @@
 
 #define RUN_MS 30000
 
-static int run_to_end(const char *name, const char *const *flags_and_program)
+static int run_to_end(const char *name, const elasticrun_args *cmd)
 {
-    const char *argv[64] = { "elasticrun" };
-    size_t n = 1;
-    for (size_t i = 0; flags_and_program[i] != NULL && n + 1 < 64; i++)
-        argv[n++] = flags_and_program[i];
-    argv[n] = NULL;
-    pid_t pid = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
+    pid_t pid = elasticrun_args_spawn(cmd, NULL, name);
     int status = 0;
     if (!agent_harness_wait_exit(pid, RUN_MS, &status)) {
         kill(pid, SIGKILL);
@@ -61,29 +57,17 @@ static bool line_starting(const char *text, const char *prefix, char *out, size_
     return false;
 }
 
-TEST_TIMEOUT(console_says_failure_restart_and_summary_and_quiet_silences_them, 90)
+TEST_TIMEOUT(agent_console_says_failure_restart_and_summary_and_quiet_silences_them, 90)
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = { "--standalone",
-                           "--nproc-per-node",
-                           "2",
-                           "--max-restarts",
-                           "2",
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--fail-rank",
-                           "1",
-                           "--fail-code",
-                           "7",
-                           "--fail-until-restart",
-                           "1",
-                           "--exit-after-restart",
-                           "1",
-                           NULL };
-    ASSERT_EQ(run_to_end("loud", args), 0);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--max-restarts", "2",
+                        "--no-python", agent_harness_worker(), "--report", report, "--fail-rank",
+                        "1", "--fail-code", "7", "--fail-until-restart", "1",
+                        "--exit-after-restart", "1");
+    ASSERT_EQ(run_to_end("loud", &cmd), 0);
     char *err = stderr_of("loud");
     char line[1024];
     if (!line_starting(err, "elasticrun: rank 1 (local rank 1, pid ", line, sizeof line) ||
@@ -102,33 +86,20 @@ TEST_TIMEOUT(console_says_failure_restart_and_summary_and_quiet_silences_them, 9
     ASSERT_EQ(count_of(err, "elasticrun: "), 4);
     free(err);
 
-    const char *quiet[] = { "--quiet",
-                            "--standalone",
-                            "--nproc-per-node",
-                            "2",
-                            "--max-restarts",
-                            "2",
-                            "--no-python",
-                            agent_harness_worker(),
-                            "--report",
-                            report,
-                            "--fail-rank",
-                            "1",
-                            "--fail-code",
-                            "7",
-                            "--fail-until-restart",
-                            "1",
-                            "--exit-after-restart",
-                            "1",
-                            NULL };
-    ASSERT_EQ(run_to_end("quiet", quiet), 0);
+    elasticrun_args quiet;
+    elasticrun_args_init(&quiet);
+    elasticrun_args_add(&quiet, "--quiet", "--standalone", "--nproc-per-node", "2",
+                        "--max-restarts", "2", "--no-python", agent_harness_worker(), "--report",
+                        report, "--fail-rank", "1", "--fail-code", "7", "--fail-until-restart", "1",
+                        "--exit-after-restart", "1");
+    ASSERT_EQ(run_to_end("quiet", &quiet), 0);
     err = stderr_of("quiet");
     if (strstr(err, "elasticrun: ") != NULL) FAIL("--quiet still printed:\n%s", err);
     ASSERT(strstr(err, "fails on purpose") != NULL); /* the workers' own output still flows */
     free(err);
 }
 
-TEST_TIMEOUT(console_root_cause_is_said_once_with_the_error_file_as_a_traceback, 90)
+TEST_TIMEOUT(agent_console_root_cause_is_said_once_with_the_error_file_as_a_traceback, 90)
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
@@ -136,23 +107,12 @@ TEST_TIMEOUT(console_root_cause_is_said_once_with_the_error_file_as_a_traceback,
         "{\"message\": {\"message\": \"ValueError: bad batch\", \"extraInfo\": {\"py_callstack\": "
         "\"Traceback (most recent call last):\\n  File \\\"train.py\\\", line 3, in <module>\\n"
         "    step()\\nValueError: bad batch\\n\", \"timestamp\": \"1\"}}}";
-    const char *args[] = { "--standalone",
-                           "--nproc-per-node",
-                           "2",
-                           "--max-restarts",
-                           "0",
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--fail-rank",
-                           "1",
-                           "--fail-code",
-                           "3",
-                           "--error-file-text",
-                           error_json,
-                           NULL };
-    ASSERT_NE(run_to_end("traceback", args), 0);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--max-restarts", "0",
+                        "--no-python", agent_harness_worker(), "--report", report, "--fail-rank",
+                        "1", "--fail-code", "3", "--error-file-text", error_json);
+    ASSERT_NE(run_to_end("traceback", &cmd), 0);
     char *err = stderr_of("traceback");
     char line[1024];
     if (!line_starting(err, "first failure: rank 1 on node ", line, sizeof line))
@@ -169,25 +129,15 @@ TEST_TIMEOUT(console_root_cause_is_said_once_with_the_error_file_as_a_traceback,
     free(err);
 }
 
-TEST_TIMEOUT(console_root_cause_of_a_killed_worker_names_the_signal_once, 90)
+TEST_TIMEOUT(agent_console_root_cause_of_a_killed_worker_names_the_signal_once, 90)
 {
     char report[512], line[1024];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = { "--standalone",
-                           "--nproc-per-node",
-                           "1",
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--sleep-ms",
-                           "60000",
-                           NULL };
-    const char *argv[16] = { "elasticrun" };
-    size_t n = 1;
-    for (size_t i = 0; args[i] != NULL; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, "killed");
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "1", "--no-python",
+                        agent_harness_worker(), "--report", report, "--sleep-ms", "60000");
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, "killed");
     const char *started[] = { "start ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, started, 1, RUN_MS), 1);
     ASSERT(agent_harness_nth_line(report, started, 0, line, sizeof line));
@@ -204,7 +154,7 @@ TEST_TIMEOUT(console_root_cause_of_a_killed_worker_names_the_signal_once, 90)
     free(err);
 }
 
-TEST_TIMEOUT(console_waiting_for_nodes_names_the_missing_node, 180)
+TEST_TIMEOUT(agent_console_waiting_for_nodes_names_the_missing_node, 180)
 {
     elastic_store_server *server = NULL;
     ASSERT_OK(elastic_store_server_start(NULL, &server));
@@ -217,29 +167,14 @@ TEST_TIMEOUT(console_waiting_for_nodes_names_the_missing_node, 180)
     for (int i = 0; i < 2; i++) {
         char name[16];
         snprintf(name, sizeof name, "node%d", i);
-        const char *argv[] = { "elasticrun",
-                               "--nnodes",
-                               "2",
-                               "--nproc-per-node",
-                               "1",
-                               "--rdzv-backend",
-                               "c10d",
-                               "--rdzv-endpoint",
-                               endpoint,
-                               "--rdzv-id",
-                               "waiting",
-                               "--rdzv-conf",
-                               "is_host=0,last_call_timeout=1",
-                               "--local-addr",
-                               "127.0.0.1",
-                               "--no-python",
-                               agent_harness_worker(),
-                               "--report",
-                               report,
-                               "--sleep-ms",
-                               "120000",
-                               NULL };
-        agents[i] = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
+        elasticrun_args cmd;
+        elasticrun_args_init(&cmd);
+        elasticrun_args_add(&cmd, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend",
+                            "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "waiting",
+                            "--rdzv-conf", "is_host=0,last_call_timeout=1", "--local-addr",
+                            "127.0.0.1", "--no-python", agent_harness_worker(), "--report", report,
+                            "--sleep-ms", "120000");
+        agents[i] = elasticrun_args_spawn(&cmd, NULL, name);
     }
     const char *started[] = { "start ", "world=2 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, started, 2, 60000), 2);
@@ -267,7 +202,7 @@ TEST_TIMEOUT(console_waiting_for_nodes_names_the_missing_node, 180)
     elastic_store_server_close(server);
 }
 
-TEST_TIMEOUT(console_unreachable_store_is_one_short_line_with_the_errno, 60)
+TEST_TIMEOUT(agent_console_unreachable_store_is_one_short_line_with_the_errno, 60)
 {
     /* A port nobody listens on: a server's, after it stopped. */
     elastic_store_server *server = NULL;
@@ -293,27 +228,17 @@ TEST_TIMEOUT(console_unreachable_store_is_one_short_line_with_the_errno, 60)
     free(err);
 }
 
-TEST_TIMEOUT(console_status_lists_workers_that_do_not_heartbeat, 90)
+TEST_TIMEOUT(agent_console_status_lists_workers_that_do_not_heartbeat, 90)
 {
     char report[512], err_path[512], line[512], endpoint[64];
     agent_harness_path(report, sizeof report, "report");
     agent_harness_path(err_path, sizeof err_path, "silent.err");
-    const char *argv[] = { "elasticrun",
-                           "--standalone",
-                           "--nproc-per-node",
-                           "2",
-                           "--metrics-port",
-                           "0",
-                           "--monitor-interval",
-                           "0.2",
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--sleep-ms",
-                           "60000",
-                           NULL };
-    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, "silent");
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--metrics-port", "0",
+                        "--monitor-interval", "0.2", "--no-python", agent_harness_worker(),
+                        "--report", report, "--sleep-ms", "60000");
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, "silent");
     const char *announced[] = { "metrics on http://", NULL }, *started[] = { "start ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(err_path, announced, 1, RUN_MS), 1);
     ASSERT_EQ(agent_harness_wait_lines(report, started, 2, RUN_MS), 2);
@@ -358,7 +283,7 @@ TEST_TIMEOUT(console_status_lists_workers_that_do_not_heartbeat, 90)
     ASSERT(agent_harness_wait_exit(agent, 30000, &status));
 }
 
-TEST_TIMEOUT(console_summary_names_the_last_checkpoint_a_worker_saved, 90)
+TEST_TIMEOUT(agent_console_summary_names_the_last_checkpoint_a_worker_saved, 90)
 {
     char dir[512], ckpt[600], events[600], trainer[1024];
     agent_harness_path(dir, sizeof dir, "ckpt-job");
@@ -367,23 +292,12 @@ TEST_TIMEOUT(console_summary_names_the_last_checkpoint_a_worker_saved, 90)
     mkdir(ckpt, 0755);
     snprintf(events, sizeof events, "%s/events.jsonl", dir);
     snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
-    const char *args[] = { "--standalone",
-                           "--nproc-per-node",
-                           "2",
-                           "--event-log",
-                           events,
-                           "--no-python",
-                           trainer,
-                           "--ckpt-dir",
-                           ckpt,
-                           "--steps",
-                           "60",
-                           "--step-ms",
-                           "2",
-                           "--ckpt-every",
-                           "10",
-                           NULL };
-    ASSERT_EQ(run_to_end("ckpt", args), 0);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--event-log", events,
+                        "--no-python", trainer, "--ckpt-dir", ckpt, "--steps", "60", "--step-ms",
+                        "2", "--ckpt-every", "10");
+    ASSERT_EQ(run_to_end("ckpt", &cmd), 0);
     char *err = stderr_of("ckpt");
     char line[1024];
     if (!line_starting(err, "elasticrun: job succeeded after ", line, sizeof line) ||

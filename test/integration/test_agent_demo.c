@@ -3,7 +3,8 @@
  * SIGKILLed midway, the group resumes from the last checkpoint, and the
  * final weights equal those of a run without the failure.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "test.h"
 
 #include <signal.h>
@@ -21,28 +22,13 @@ static char *run_demo(const char *name, bool kill_one)
     char trainer[1024], events[600];
     snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
     snprintf(events, sizeof events, "%s/events.jsonl", dir);
-    const char *argv[] = { "elasticrun",
-                           "--standalone",
-                           "--nproc-per-node",
-                           "3",
-                           "--max-restarts",
-                           "2",
-                           "--event-log",
-                           events,
-                           "--no-python",
-                           trainer,
-                           "--ckpt-dir",
-                           ckpt,
-                           "--steps",
-                           "200",
-                           "--step-ms",
-                           "5",
-                           "--ckpt-every",
-                           "10",
-                           "--result",
-                           result,
-                           NULL };
-    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "3", "--max-restarts", "2",
+                        "--event-log", events, "--no-python", trainer, "--ckpt-dir", ckpt,
+                        "--steps", "200", "--step-ms", "5", "--ckpt-every", "10", "--result",
+                        result);
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, name);
     if (kill_one) {
         const char *started[] = { "\"event\":\"worker_started\"", "\"generation\":1,",
                                   "\"rank\":1,", NULL };

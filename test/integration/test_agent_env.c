@@ -3,7 +3,8 @@
  * LocalElasticAgent sets, with the values torchrun would give, plus ours;
  * and the per-generation, per-rank log directory.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "test.h"
 
 #include <signal.h>
@@ -31,9 +32,9 @@ static const char *env_value(const char *dump, const char *name, char *out, size
         ASSERT_STR_EQ(value_, expected);                                                       \
     } while (0)
 
-static void run_to_success(const char *const *argv, const char *const *env)
+static void run_to_success(const elasticrun_args *cmd, const char *const *env)
 {
-    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
+    pid_t agent = elasticrun_args_spawn(cmd, env, "agent");
     int status = 0;
     if (!agent_harness_wait_exit(agent, 30000, &status)) {
         kill(agent, SIGKILL);
@@ -50,31 +51,17 @@ TEST_TIMEOUT(agent_sets_the_torchrun_environment, 60)
     agent_harness_path(env_dir, sizeof env_dir, "env");
     agent_harness_path(log_dir, sizeof log_dir, "logs");
     mkdir(env_dir, 0755);
-    const char *argv[] = { "elasticrun",
-                           "--nnodes=1",
-                           "--nproc_per_node=2",
-                           "--max-restarts",
-                           "3",
-                           "--role",
-                           "trainer",
-                           "--rdzv-id",
-                           "envjob",
-                           "--log-dir",
-                           log_dir,
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--env-dir",
-                           env_dir,
-                           "--exit-after-restart",
-                           "0",
-                           NULL };
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nnodes=1", "--nproc_per_node=2", "--max-restarts", "3", "--role",
+                        "trainer", "--rdzv-id", "envjob", "--log-dir", log_dir, "--no-python",
+                        agent_harness_worker(), "--report", report, "--env-dir", env_dir,
+                        "--exit-after-restart", "0");
     const char *env[] = { "NCCL_ASYNC_ERROR_HANDLING=0", "RANK=99",
                           NULL }; /* RANK is ours to set */
     unsetenv("OMP_NUM_THREADS");
     unsetenv("TORCH_NCCL_ASYNC_ERROR_HANDLING");
-    run_to_success(argv, env);
+    run_to_success(&cmd, env);
     for (int rank = 0; rank < 2; rank++) {
         snprintf(path, sizeof path, "%s/restart0_rank%d.env", env_dir, rank);
         char *dump = agent_harness_read_file(path);
@@ -130,22 +117,13 @@ TEST_TIMEOUT(agent_substitutes_local_rank_and_keeps_user_variables, 60)
     agent_harness_path(report, sizeof report, "report");
     agent_harness_path(env_dir, sizeof env_dir, "env");
     mkdir(env_dir, 0755);
-    const char *argv[] = { "elasticrun",
-                           "--nproc-per-node",
-                           "1",
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--env-dir",
-                           env_dir,
-                           "--exit-after-restart",
-                           "0",
-                           "--tag",
-                           "lr${local_rank}",
-                           NULL };
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nproc-per-node", "1", "--no-python", agent_harness_worker(),
+                        "--report", report, "--env-dir", env_dir, "--exit-after-restart", "0",
+                        "--tag", "lr${local_rank}");
     const char *env[] = { "MY_SETTING=kept", "OMP_NUM_THREADS=7", NULL };
-    run_to_success(argv, env);
+    run_to_success(&cmd, env);
     snprintf(path, sizeof path, "%s/restart0_rank0.env", env_dir);
     char *dump = agent_harness_read_file(path);
     ASSERT(dump != NULL);

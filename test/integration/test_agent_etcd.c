@@ -5,8 +5,9 @@
  * store and resume from the checkpoint; etcd's leader can die without a new
  * generation; etcd gone past the lease fences every node.
  */
-#include "integration/agent_harness.h"
-#include "integration/etcd_fixture.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
+#include "support/etcd_fixture.h"
 #include "test.h"
 
 #include <signal.h>
@@ -40,35 +41,14 @@ static void etcd_job_init(etcd_job *j, const etcd_cluster *c, const char *run_id
 static pid_t etcd_job_agent_env(const etcd_job *j, const char *name, const char *nodes,
                                 const char *const *env)
 {
-    const char *argv[] = { "elasticrun",
-                           "--nnodes",
-                           nodes,
-                           "--nproc-per-node",
-                           "1",
-                           "--rdzv-backend",
-                           "etcd",
-                           "--rdzv-endpoint",
-                           j->endpoints,
-                           "--rdzv-id",
-                           j->run_id,
-                           "--rdzv-conf",
-                           j->conf,
-                           "--local-addr",
-                           "127.0.0.1",
-                           "--max-restarts",
-                           j->max_restarts,
-                           "--no-python",
-                           j->worker,
-                           "--dir",
-                           j->ckpt_dir,
-                           "--report",
-                           j->report,
-                           "--step-ms",
-                           "100",
-                           "--exit-on-store-loss",
-                           j->exit_on_store_loss,
-                           NULL };
-    return agent_harness_spawn(agent_harness_elasticrun(), argv, env, name);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nnodes", nodes, "--nproc-per-node", "1", "--rdzv-backend", "etcd",
+                        "--rdzv-endpoint", j->endpoints, "--rdzv-id", j->run_id, "--rdzv-conf",
+                        j->conf, "--local-addr", "127.0.0.1", "--max-restarts", j->max_restarts,
+                        "--no-python", j->worker, "--dir", j->ckpt_dir, "--report", j->report,
+                        "--step-ms", "100", "--exit-on-store-loss", j->exit_on_store_loss);
+    return elasticrun_args_spawn(&cmd, env, name);
 }
 
 /* Without a configured token: each store host makes up one, published in etcd. */

@@ -3,7 +3,8 @@
  * directory or an error file will go is not followed, and the log tree,
  * event log and error file are private (0700 directories, 0600 files).
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "test.h"
 
 #include <signal.h>
@@ -12,13 +13,16 @@
 
 #define RUN_MS 30000
 
-static int run_agent(const char *name, const char *const *flags)
+/* One worker, no restart: what every run of these tests shares. */
+static void files_args_init(elasticrun_args *cmd)
 {
-    const char *argv[32] = { "elasticrun", "--nproc-per-node", "1", "--max-restarts", "0" };
-    size_t n = 5;
-    for (size_t i = 0; flags[i] != NULL && n + 1 < 32; i++) argv[n++] = flags[i];
-    argv[n] = NULL;
-    pid_t pid = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
+    elasticrun_args_init(cmd);
+    elasticrun_args_add(cmd, "--nproc-per-node", "1", "--max-restarts", "0");
+}
+
+static int run_agent(const char *name, const elasticrun_args *cmd)
+{
+    pid_t pid = elasticrun_args_spawn(cmd, NULL, name);
     int status = 0;
     if (!agent_harness_wait_exit(pid, RUN_MS, &status)) {
         kill(pid, SIGKILL);
@@ -50,24 +54,12 @@ TEST_TIMEOUT(agent_log_tree_event_log_and_error_file_are_private, 60)
     agent_harness_path(events, sizeof events, "events.jsonl");
     agent_harness_path(error_file, sizeof error_file, "root_cause.json");
     agent_harness_path(report, sizeof report, "report");
-    const char *flags[] = { "--log-dir",
-                            logs,
-                            "--rdzv-id",
-                            "modes",
-                            "--event-log",
-                            events,
-                            "--error-file",
-                            error_file,
-                            "--no-python",
-                            agent_harness_worker(),
-                            "--report",
-                            report,
-                            "--fail-rank",
-                            "0",
-                            "--fail-code",
-                            "3",
-                            NULL };
-    ASSERT(run_agent("modes", flags) != 0); /* the failure writes the root-cause error file */
+    elasticrun_args flags;
+    files_args_init(&flags);
+    elasticrun_args_add(&flags, "--log-dir", logs, "--rdzv-id", "modes", "--event-log", events,
+                        "--error-file", error_file, "--no-python", agent_harness_worker(),
+                        "--report", report, "--fail-rank", "0", "--fail-code", "3");
+    ASSERT(run_agent("modes", &flags) != 0); /* the failure writes the root-cause error file */
     snprintf(path, sizeof path, "%s/modes", logs);
     ASSERT_EQ(mode_of(path), 0700);
     snprintf(path, sizeof path, "%s/modes/gen_1", logs);
@@ -99,11 +91,11 @@ TEST_TIMEOUT(agent_does_not_follow_planted_links, 90)
     }
     snprintf(path, sizeof path, "%s/jobS/gen_1/rank_0/stdout.log", logs);
     ASSERT_EQ(symlink(victim, path), 0);
-    const char *flags[] = { "--log-dir", logs,          "--rdzv-id",
-                            "jobS",      "--no-python", agent_harness_worker(),
-                            "--report",  report,        "--exit-after-restart",
-                            "0",         NULL };
-    run_agent("stdout_link", flags);
+    elasticrun_args flags;
+    files_args_init(&flags);
+    elasticrun_args_add(&flags, "--log-dir", logs, "--rdzv-id", "jobS", "--no-python",
+                        agent_harness_worker(), "--report", report, "--exit-after-restart", "0");
+    run_agent("stdout_link", &flags);
     char *content = agent_harness_read_file(victim);
     ASSERT(content != NULL);
     ASSERT_STR_EQ(content, "precious\n");
@@ -115,11 +107,11 @@ TEST_TIMEOUT(agent_does_not_follow_planted_links, 90)
     ASSERT_EQ(mkdir(other, 0700), 0);
     snprintf(path, sizeof path, "%s/jobL", logs);
     ASSERT_EQ(symlink(other, path), 0);
-    const char *flags2[] = { "--log-dir", logs,          "--rdzv-id",
-                             "jobL",      "--no-python", agent_harness_worker(),
-                             "--report",  report,        "--exit-after-restart",
-                             "0",         NULL };
-    ASSERT(run_agent("dir_link", flags2) != 0);
+    elasticrun_args flags2;
+    files_args_init(&flags2);
+    elasticrun_args_add(&flags2, "--log-dir", logs, "--rdzv-id", "jobL", "--no-python",
+                        agent_harness_worker(), "--report", report, "--exit-after-restart", "0");
+    ASSERT(run_agent("dir_link", &flags2) != 0);
     snprintf(path, sizeof path, "%s/gen_1", other);
     ASSERT(lstat(path, &st) != 0);
     agent_harness_path(path, sizeof path, "dir_link.err");
@@ -131,20 +123,12 @@ TEST_TIMEOUT(agent_does_not_follow_planted_links, 90)
     char error_link[512];
     agent_harness_path(error_link, sizeof error_link, "error_link.json");
     ASSERT_EQ(symlink(victim, error_link), 0);
-    const char *flags3[] = { "--log-dir",
-                             logs,
-                             "--rdzv-id",
-                             "jobE",
-                             "--error-file",
-                             error_link,
-                             "--no-python",
-                             agent_harness_worker(),
-                             "--report",
-                             report,
-                             "--fail-rank",
-                             "0",
-                             NULL };
-    ASSERT(run_agent("error_link", flags3) != 0);
+    elasticrun_args flags3;
+    files_args_init(&flags3);
+    elasticrun_args_add(&flags3, "--log-dir", logs, "--rdzv-id", "jobE", "--error-file", error_link,
+                        "--no-python", agent_harness_worker(), "--report", report, "--fail-rank",
+                        "0");
+    ASSERT(run_agent("error_link", &flags3) != 0);
     content = agent_harness_read_file(victim);
     ASSERT(content != NULL);
     ASSERT_STR_EQ(content, "precious\n");

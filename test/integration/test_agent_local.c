@@ -4,23 +4,14 @@
  * agent leaving no process behind, prompt success, and the command line's
  * exit code 2.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "test.h"
 
 #include <signal.h>
 #include <sys/wait.h>
 
 #define START_MS 20000
-
-static pid_t start_agent(const char *name, const char *const *flags_and_program)
-{
-    const char *argv[64] = { "elasticrun" };
-    size_t n = 1;
-    for (size_t i = 0; flags_and_program[i] != NULL && n + 1 < 64; i++)
-        argv[n++] = flags_and_program[i];
-    argv[n] = NULL;
-    return agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
-}
 
 static int exit_code_of(pid_t pid, int timeout_ms)
 {
@@ -47,19 +38,12 @@ TEST_TIMEOUT(agent_restarts_killed_worker_with_the_same_world, 60)
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = { "--standalone",
-                           "--nproc-per-node",
-                           "3",
-                           "--max-restarts",
-                           "2",
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--exit-after-restart",
-                           "1",
-                           NULL };
-    pid_t agent = start_agent("agent", args);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "3", "--max-restarts", "2",
+                        "--no-python", agent_harness_worker(), "--report", report,
+                        "--exit-after-restart", "1");
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
     const char *first[] = { "start ", "restart=0 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, first, 3, START_MS), 3);
     pid_t victim = worker_pid(report, "restart=0 ", 1);
@@ -79,23 +63,12 @@ TEST_TIMEOUT(agent_budget_exhausted_names_the_failing_rank, 60)
     char report[512], error_file[512], err_path[512];
     agent_harness_path(report, sizeof report, "report");
     agent_harness_path(error_file, sizeof error_file, "root_cause.json");
-    const char *args[] = { "--standalone",
-                           "--nproc-per-node",
-                           "3",
-                           "--max-restarts",
-                           "1",
-                           "--error-file",
-                           error_file,
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--fail-rank",
-                           "2",
-                           "--fail-code",
-                           "7",
-                           NULL };
-    pid_t agent = start_agent("agent", args);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "3", "--max-restarts", "1",
+                        "--error-file", error_file, "--no-python", agent_harness_worker(),
+                        "--report", report, "--fail-rank", "2", "--fail-code", "7");
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
     int code = exit_code_of(agent, 30000);
     ASSERT_NE(code, 0);
     const char *starts[] = { "start ", "rank=2 ", NULL };
@@ -148,11 +121,11 @@ TEST_TIMEOUT(agent_single_worker_failures_consume_the_budget, 60)
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = {
-        "--standalone", "--max-restarts", "2",           "--no-python", agent_harness_worker(),
-        "--report",     report,           "--fail-rank", "0",           NULL
-    };
-    pid_t agent = start_agent("agent", args);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--max-restarts", "2", "--no-python",
+                        agent_harness_worker(), "--report", report, "--fail-rank", "0");
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
     ASSERT_EQ(exit_code_of(agent, 30000), 1);
     const char *starts[] = { "start ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, starts, 3, 1000),
@@ -167,21 +140,12 @@ TEST_TIMEOUT(agent_copies_the_workers_error_file, 60)
     agent_harness_path(report, sizeof report, "report");
     agent_harness_path(error_file, sizeof error_file, "root_cause.json");
     const char *worker_json = "{\"message\": {\"message\": \"ValueError: bad batch\"}}";
-    const char *args[] = { "--standalone",
-                           "--nproc-per-node",
-                           "2",
-                           "--error-file",
-                           error_file,
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--fail-rank",
-                           "1",
-                           "--error-file-text",
-                           worker_json,
-                           NULL };
-    pid_t agent = start_agent("agent", args);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--error-file", error_file,
+                        "--no-python", agent_harness_worker(), "--report", report, "--fail-rank",
+                        "1", "--error-file-text", worker_json);
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
     ASSERT_NE(exit_code_of(agent, 30000), 0);
     char *json = agent_harness_read_file(error_file);
     ASSERT(json != NULL);
@@ -209,10 +173,11 @@ TEST_TIMEOUT(agent_sigterm_leaves_no_process_of_the_job, 60)
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = { "--standalone", "--nproc-per-node",     "3",
-                           "--no-python",  agent_harness_worker(), "--report",
-                           report,         "--grandchild",         NULL };
-    pid_t agent = start_agent("agent", args);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "3", "--no-python",
+                        agent_harness_worker(), "--report", report, "--grandchild");
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
     const char *starts[] = { "start ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, starts, 3, START_MS), 3);
     ASSERT_EQ(kill(agent, SIGTERM), 0);
@@ -224,9 +189,11 @@ TEST_TIMEOUT(agent_sigkill_takes_its_workers_along, 60)
 {
     char report[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = { "--standalone",         "--nproc-per-node", "2",    "--no-python",
-                           agent_harness_worker(), "--report",         report, NULL };
-    pid_t agent = start_agent("agent", args);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--no-python",
+                        agent_harness_worker(), "--report", report);
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
     const char *starts[] = { "start ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, starts, 2, START_MS), 2);
     ASSERT_EQ(kill(agent, SIGKILL), 0);
@@ -239,19 +206,11 @@ TEST_TIMEOUT(agent_exits_zero_when_every_worker_succeeds, 60)
 {
     char report[512], out_path[512];
     agent_harness_path(report, sizeof report, "report");
-    const char *args[] = { "--standalone",
-                           "--nproc-per-node",
-                           "2",
-                           "--tee",
-                           "1",
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--exit-after-restart",
-                           "0",
-                           NULL };
-    pid_t agent = start_agent("agent", args);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--tee", "1", "--no-python",
+                        agent_harness_worker(), "--report", report, "--exit-after-restart", "0");
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
     ASSERT_EQ(exit_code_of(agent, 20000), 0);
     char *out = agent_harness_read_file(agent_harness_path(out_path, sizeof out_path, "agent.out"));
     ASSERT(out != NULL);
@@ -263,8 +222,10 @@ TEST_TIMEOUT(agent_exits_zero_when_every_worker_succeeds, 60)
 
 TEST(agent_rejects_bad_flags_with_exit_code_2)
 {
-    const char *args[] = { "--nnodes", "3:2", "--no-python", "/bin/true", NULL };
-    pid_t agent = start_agent("agent", args);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nnodes", "3:2", "--no-python", "/bin/true");
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
     ASSERT_EQ(exit_code_of(agent, 10000), 2);
     char err_path[512];
     char *err = agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "agent.err"));

@@ -5,7 +5,8 @@
  * an exhausted budget ends every agent with the failing rank named; a
  * c10d agent whose endpoint is local hosts the store itself.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "test.h"
 
 #include <signal.h>
@@ -32,31 +33,15 @@ static void job_start_store(job *j, const char *run_id)
 static pid_t job_agent(const job *j, const char *name, const char *nodes, const char *max_restarts,
                        const char *const *worker_args)
 {
-    const char *argv[48] = { "elasticrun",
-                             "--nnodes",
-                             nodes,
-                             "--nproc-per-node",
-                             "2",
-                             "--rdzv-backend",
-                             "c10d",
-                             "--rdzv-endpoint",
-                             j->endpoint,
-                             "--rdzv-id",
-                             j->run_id,
-                             "--rdzv-conf",
-                             "is_host=0,last_call_timeout=1",
-                             "--local-addr",
-                             "127.0.0.1",
-                             "--max-restarts",
-                             max_restarts,
-                             "--no-python",
-                             agent_harness_worker(),
-                             "--report",
-                             j->report };
-    size_t n = 21;
-    for (size_t i = 0; worker_args[i] != NULL && n + 1 < 48; i++) argv[n++] = worker_args[i];
-    argv[n] = NULL;
-    return agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nnodes", nodes, "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                        "--rdzv-endpoint", j->endpoint, "--rdzv-id", j->run_id, "--rdzv-conf",
+                        "is_host=0,last_call_timeout=1", "--local-addr", "127.0.0.1",
+                        "--max-restarts", max_restarts, "--no-python", agent_harness_worker(),
+                        "--report", j->report);
+    elasticrun_args_add_list(&cmd, worker_args);
+    return elasticrun_args_spawn(&cmd, NULL, name);
 }
 
 static int wait_code(pid_t pid, const char *name)
@@ -160,28 +145,14 @@ TEST_TIMEOUT(agent_c10d_hosts_the_store_at_a_local_endpoint, 120)
     snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(probe));
     elastic_store_server_close(probe);
     agent_harness_path(report, sizeof report, "report");
-    const char *argv[] = { "elasticrun",
-                           "--nnodes",
-                           "2",
-                           "--nproc-per-node",
-                           "1",
-                           "--rdzv-backend",
-                           "c10d",
-                           "--rdzv-endpoint",
-                           endpoint,
-                           "--rdzv-id",
-                           "hosted",
-                           "--local-addr",
-                           "127.0.0.1",
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--exit-when-world",
-                           "2",
-                           NULL };
-    pid_t host = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, "host");
-    pid_t other = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, "other");
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                        "--rdzv-endpoint", endpoint, "--rdzv-id", "hosted", "--local-addr",
+                        "127.0.0.1", "--no-python", agent_harness_worker(), "--report", report,
+                        "--exit-when-world", "2");
+    pid_t host = elasticrun_args_spawn(&cmd, NULL, "host");
+    pid_t other = elasticrun_args_spawn(&cmd, NULL, "other");
     ASSERT_EQ(wait_code(other, "other"), 0);
     ASSERT_EQ(wait_code(host, "host"), 0);
     const char *started[] = { "start ", "world=2 ", NULL };
@@ -222,29 +193,13 @@ TEST_TIMEOUT(agent_static_backend_node_rank_0_hosts_the_store, 120)
         char name[32], rank[16];
         snprintf(name, sizeof name, "node%d", node);
         snprintf(rank, sizeof rank, "%d", node);
-        const char *argv[] = { "elasticrun",
-                               "--nnodes",
-                               "2",
-                               "--nproc-per-node",
-                               "2",
-                               "--node-rank",
-                               rank,
-                               "--master-addr",
-                               "127.0.0.1",
-                               "--master-port",
-                               port,
-                               "--rdzv-id",
-                               "static",
-                               "--local-addr",
-                               "127.0.0.1",
-                               "--no-python",
-                               agent_harness_worker(),
-                               "--report",
-                               report,
-                               "--exit-when-world",
-                               "4",
-                               NULL };
-        agents[node] = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
+        elasticrun_args cmd;
+        elasticrun_args_init(&cmd);
+        elasticrun_args_add(&cmd, "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", rank,
+                            "--master-addr", "127.0.0.1", "--master-port", port, "--rdzv-id",
+                            "static", "--local-addr", "127.0.0.1", "--no-python",
+                            agent_harness_worker(), "--report", report, "--exit-when-world", "4");
+        agents[node] = elasticrun_args_spawn(&cmd, NULL, name);
     }
     ASSERT_EQ(wait_code(agents[1], "node1"), 0);
     ASSERT_EQ(wait_code(agents[0], "node0"), 0);

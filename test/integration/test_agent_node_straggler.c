@@ -3,7 +3,8 @@
  * workers step at 20 ms and at 60 ms (3x slower); both agents find the slow
  * node through the store's per-node records and name it, and only it.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "test.h"
 
 #include <signal.h>
@@ -19,35 +20,15 @@ static const char *probe_worker(void)
 static pid_t node_agent(const char *endpoint, const char *events, const char *step_ms,
                         const char *name)
 {
-    const char *argv[] = { "elasticrun",
-                           "--nnodes",
-                           "2",
-                           "--nproc-per-node",
-                           "2",
-                           "--rdzv-backend",
-                           "c10d",
-                           "--rdzv-endpoint",
-                           endpoint,
-                           "--rdzv-id",
-                           "nodestrag",
-                           "--rdzv-conf",
-                           "is_host=0,last_call_timeout=1",
-                           "--local-addr",
-                           "127.0.0.1",
-                           "--monitor-interval",
-                           "0.2",
-                           "--straggler-window",
-                           "3",
-                           "--straggler-rounds",
-                           "3",
-                           "--event-log",
-                           events,
-                           "--no-python",
-                           probe_worker(),
-                           "steady",
-                           step_ms,
-                           NULL };
-    return agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, name);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                        "--rdzv-endpoint", endpoint, "--rdzv-id", "nodestrag", "--rdzv-conf",
+                        "is_host=0,last_call_timeout=1", "--local-addr", "127.0.0.1",
+                        "--monitor-interval", "0.2", "--straggler-window", "3",
+                        "--straggler-rounds", "3", "--event-log", events, "--no-python",
+                        probe_worker(), "steady", step_ms);
+    return elasticrun_args_spawn(&cmd, NULL, name);
 }
 
 TEST_TIMEOUT(agent_node_straggler_found_job_wide, 120)

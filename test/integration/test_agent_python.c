@@ -3,7 +3,8 @@
  * (PYTHON_EXEC) and its version, --help mentions PYTHON_EXEC, and a worker
  * that dies of ModuleNotFoundError gets a PYTHON_EXEC hint in the summary.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "test.h"
 
 #include <signal.h>
@@ -14,9 +15,9 @@
 #define PYTHON "/usr/bin/python3"
 
 /* Runs elasticrun to the end; returns its stderr (free()). */
-static char *run_elasticrun(const char *const *argv, const char *const *env, int *exit_code)
+static char *run_elasticrun(const elasticrun_args *cmd, const char *const *env, int *exit_code)
 {
-    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
+    pid_t agent = elasticrun_args_spawn(cmd, env, "agent");
     int status = 0;
     if (!agent_harness_wait_exit(agent, test_scaled_ms(60000), &status)) {
         kill(agent, SIGKILL);
@@ -44,10 +45,12 @@ TEST_TIMEOUT(agent_start_line_names_the_interpreter_and_a_missing_module_suggest
     pclose(p);
     version[strcspn(version, "\n")] = '\0';
 
-    const char *argv[] = { "elasticrun", "--standalone", "--nproc-per-node", "2", script, NULL };
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", script);
     const char *env[] = { "PYTHON_EXEC=" PYTHON, NULL };
     int code = 0;
-    char *err = run_elasticrun(argv, env, &code);
+    char *err = run_elasticrun(&cmd, env, &code);
     ASSERT(err != NULL);
     ASSERT_EQ(code, 1);
     char start[768];
@@ -61,17 +64,18 @@ TEST_TIMEOUT(agent_start_line_names_the_interpreter_and_a_missing_module_suggest
     free(err);
 
     /* a plain failure gets no hint, and a missing interpreter says so on the start line */
-    const char *fail_argv[] = { "elasticrun", "--standalone",      "-m",
-                                "json.tool",  "/nonexistent/file", NULL };
+    elasticrun_args fail_cmd;
+    elasticrun_args_init(&fail_cmd);
+    elasticrun_args_add(&fail_cmd, "--standalone", "-m", "json.tool", "/nonexistent/file");
     const char *missing_env[] = { "PYTHON_EXEC=/nonexistent/python3", NULL };
-    err = run_elasticrun(fail_argv, env, &code);
+    err = run_elasticrun(&fail_cmd, env, &code);
     ASSERT(err != NULL);
     ASSERT_EQ(code, 1);
     ASSERT(strstr(err, ": " PYTHON " (Python ") != NULL);
     ASSERT(strstr(err, " -u -m json.tool") != NULL);
     ASSERT(strstr(err, "hint:") == NULL);
     free(err);
-    err = run_elasticrun(fail_argv, missing_env, &code);
+    err = run_elasticrun(&fail_cmd, missing_env, &code);
     ASSERT(err != NULL);
     ASSERT_EQ(code, 1);
     if (strstr(err, "/nonexistent/python3 (not found)") == NULL)
@@ -81,8 +85,10 @@ TEST_TIMEOUT(agent_start_line_names_the_interpreter_and_a_missing_module_suggest
 
 TEST_TIMEOUT(agent_help_mentions_python_exec, 30)
 {
-    const char *argv[] = { "elasticrun", "--help", NULL };
-    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, "help");
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--help");
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, "help");
     int status = 0;
     ASSERT(agent_harness_wait_exit(agent, test_scaled_ms(20000), &status));
     char path[512];

@@ -4,7 +4,8 @@
  * SIGKILLed (the reaper process), and the agent's run directory goes with it
  * (in TMPDIR, which the agent honours).
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "test.h"
 
 #include <dirent.h>
@@ -77,10 +78,11 @@ TEST_TIMEOUT(agent_sigkill_takes_every_worker_descendant_and_run_dir_along, 60)
     const char *tmp = short_tmpdir();
     snprintf(tmp_env, sizeof tmp_env, "TMPDIR=%s", tmp);
     const char *env[] = { tmp_env, NULL };
-    const char *argv[] = { "elasticrun", "--standalone", "--nproc-per-node",
-                           "1",          "--no-python",  "/bin/sh",
-                           "-c",         script,         NULL };
-    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "1", "--no-python", "/bin/sh",
+                        "-c", script);
+    pid_t agent = elasticrun_args_spawn(&cmd, env, "agent");
     const char *any[] = { "", NULL };
     ASSERT_EQ(agent_harness_wait_lines(pids, any, 3, test_scaled_ms(20000)), 3);
     ASSERT_EQ(run_dirs_of(tmp, agent), 1); /* the run directory lives in TMPDIR */
@@ -108,10 +110,10 @@ TEST_TIMEOUT(agent_leaves_no_run_dir_and_sweeps_a_dead_agents, 60)
     fclose(f);
     snprintf(tmp_env, sizeof tmp_env, "TMPDIR=%s", tmp);
     const char *env[] = { tmp_env, NULL };
-    const char *argv[] = { "elasticrun", "--standalone", "--nproc-per-node",
-                           "2",          "--no-python",  "/bin/true",
-                           NULL };
-    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--no-python", "/bin/true");
+    pid_t agent = elasticrun_args_spawn(&cmd, env, "agent");
     int status;
     ASSERT(agent_harness_wait_exit(agent, test_scaled_ms(20000), &status));
     ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -158,10 +160,11 @@ TEST_TIMEOUT(agent_replaces_a_killed_reaper_so_workers_still_die_with_it, 60)
     const char *tmp = short_tmpdir();
     snprintf(tmp_env, sizeof tmp_env, "TMPDIR=%s", tmp);
     const char *env[] = { tmp_env, NULL };
-    const char *argv[] = { "elasticrun", "--standalone", "--nproc-per-node",
-                           "1",          "--no-python",  "/bin/sh",
-                           "-c",         script,         NULL };
-    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "1", "--no-python", "/bin/sh",
+                        "-c", script);
+    pid_t agent = elasticrun_args_spawn(&cmd, env, "agent");
     const char *any[] = { "", NULL };
     ASSERT_EQ(agent_harness_wait_lines(pids, any, 2, test_scaled_ms(20000)), 2);
     pid_t first = reaper_of(agent);

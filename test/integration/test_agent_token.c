@@ -4,7 +4,8 @@
  * environment; without a token a multi-node job warns once, or refuses
  * under require_token.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "test.h"
 
 #include <signal.h>
@@ -27,31 +28,13 @@ static int wait_code(pid_t pid, const char *name)
 static pid_t agent(const char *endpoint, const char *conf, const char *report, const char *env_dir,
                    const char *const *env, const char *name)
 {
-    const char *argv[] = { "elasticrun",
-                           "--nnodes",
-                           "2",
-                           "--nproc-per-node",
-                           "1",
-                           "--rdzv-backend",
-                           "c10d",
-                           "--rdzv-endpoint",
-                           endpoint,
-                           "--rdzv-id",
-                           "tokjob",
-                           "--rdzv-conf",
-                           conf,
-                           "--local-addr",
-                           "127.0.0.1",
-                           "--no-python",
-                           agent_harness_worker(),
-                           "--report",
-                           report,
-                           "--env-dir",
-                           env_dir,
-                           "--exit-when-world",
-                           "2",
-                           NULL };
-    return agent_harness_spawn(agent_harness_elasticrun(), argv, env, name);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                        "--rdzv-endpoint", endpoint, "--rdzv-id", "tokjob", "--rdzv-conf", conf,
+                        "--local-addr", "127.0.0.1", "--no-python", agent_harness_worker(),
+                        "--report", report, "--env-dir", env_dir, "--exit-when-world", "2");
+    return elasticrun_args_spawn(&cmd, env, name);
 }
 
 static int count_lines_with(const char *text, const char *needle)

@@ -3,7 +3,8 @@
  * init_process_group("env://"), a worker SIGKILLed, the group restarted with
  * correct ranks. Skipped (with the reason) when /usr/bin/python3 lacks torch.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "test.h"
 
 #include <signal.h>
@@ -19,11 +20,12 @@ TEST_TIMEOUT(agent_restarts_a_pytorch_gloo_job_after_a_kill, 300)
     char report[512], script[1024], err_path[512];
     agent_harness_path(report, sizeof report, "report");
     snprintf(script, sizeof script, "%s/test/helpers/agent_torch_train.py", test_source_dir());
-    const char *argv[] = { "elasticrun", "--standalone",   "--nproc-per-node",
-                           "2",          "--max-restarts", "1",
-                           script,       report,           NULL };
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+                        script, report);
     const char *env[] = { "PYTHON_EXEC=" TORCH_PYTHON, "GLOO_SOCKET_IFNAME=lo", NULL };
-    pid_t agent = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "agent");
+    pid_t agent = elasticrun_args_spawn(&cmd, env, "agent");
     const char *first[] = { "torch ", "restart=0 ", "world=2 ", "sum=1 ", NULL };
     if (agent_harness_wait_lines(report, first, 2, 180000) != 2) {
         kill(agent, SIGKILL);

@@ -3,7 +3,7 @@
  * library and tools of this build. Skipped with the reason when
  * /usr/bin/python3 or pytest is missing, or when the library is sanitized.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>
@@ -11,7 +11,7 @@
 
 #define PYTHON "/usr/bin/python3"
 
-TEST_TIMEOUT(python_bindings_pytest_suite_passes, 600)
+TEST_TIMEOUT(bindings_python_pytest_suite_passes, 600)
 {
     if (access(PYTHON, X_OK) != 0) SKIP(PYTHON " is not installed");
     if (system(PYTHON " -c 'import pytest' >/dev/null 2>&1") != 0)

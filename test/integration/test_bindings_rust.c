@@ -4,7 +4,7 @@
  * against the library and tools of this build. Skipped with the reason when
  * cargo or Debian's packaged crates are missing, or under ThreadSanitizer.
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <signal.h>
@@ -27,7 +27,7 @@ static bool find_on_path(const char *name, char *out, size_t size)
     return false;
 }
 
-TEST_TIMEOUT(rust_bindings_cargo_tests_pass, 1200)
+TEST_TIMEOUT(bindings_rust_cargo_tests_pass, 1200)
 {
     char cargo[1024];
     if (!find_on_path("cargo", cargo, sizeof cargo))

@@ -4,7 +4,7 @@
  * poll and named to the agent, the abort unblocks the trainer threads, an
  * async error is reported, and on reconfigure the communicator shrinks when
  * the new group is the old one minus a dead rank and is re-created otherwise. */
-#include "test_probe_harness.h"
+#include "support/probe_harness.h"
 #include "probe/monitor.h"
 
 #define DEADLINE_MS          800

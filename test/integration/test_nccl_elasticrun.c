@@ -4,7 +4,8 @@
  * in-process recovery the same hang costs no process: the agent aborts and
  * reconfigures the workers, the library rebuilds the communicator inside
  * poll, and training finishes. */
-#include "agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "test.h"
 
 #include <signal.h>
@@ -30,9 +31,9 @@ static const char *const *double_environment(const char *hang)
     return env;
 }
 
-static int run_elasticrun(const char *const *argv, const char *const *env, int timeout_ms)
+static int run_elasticrun(const elasticrun_args *cmd, const char *const *env, int timeout_ms)
 {
-    pid_t pid = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "elasticrun");
+    pid_t pid = elasticrun_args_spawn(cmd, env, "elasticrun");
     int status = 0;
     if (!agent_harness_wait_exit(pid, timeout_ms, &status)) {
         kill(pid, SIGKILL);
@@ -44,23 +45,14 @@ static int run_elasticrun(const char *const *argv, const char *const *env, int t
 TEST_TIMEOUT(nccl_hang_is_the_jobs_root_cause, 120)
 {
     const char *const *env = double_environment("1:5");
-    char events[512], event_flag[600];
+    char events[512];
     agent_harness_path(events, sizeof events, "events.jsonl");
-    snprintf(event_flag, sizeof event_flag, "--event-log=%s", events);
-    const char *argv[] = { "elasticrun",
-                           "--nproc-per-node",
-                           "2",
-                           "--max-restarts",
-                           "0",
-                           event_flag,
-                           "--no-python",
-                           helper,
-                           "--steps",
-                           "100000",
-                           "--timeout-ms",
-                           "1000",
-                           NULL };
-    int code = run_elasticrun(argv, env, test_scaled_ms(60000));
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nproc-per-node", "2", "--max-restarts", "0");
+    elasticrun_args_addf(&cmd, "--event-log=%s", events);
+    elasticrun_args_add(&cmd, "--no-python", helper, "--steps", "100000", "--timeout-ms", "1000");
+    int code = run_elasticrun(&cmd, env, test_scaled_ms(60000));
     char path[600];
     char *err = agent_harness_read_file(agent_harness_path(path, sizeof path, "elasticrun.err"));
     ASSERT(err != NULL);
@@ -83,21 +75,18 @@ TEST_TIMEOUT(nccl_hang_is_the_jobs_root_cause, 120)
 TEST_TIMEOUT(nccl_hang_recovers_in_process_without_trainer_code, 120)
 {
     const char *const *env = double_environment("1:5");
-    char events[512], event_flag[600];
+    char events[512];
     agent_harness_path(events, sizeof events, "events.jsonl");
-    snprintf(event_flag, sizeof event_flag, "--event-log=%s", events);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nproc-per-node", "2", "--max-restarts", "1",
+                        "--in-process-recovery");
+    elasticrun_args_addf(&cmd, "--event-log=%s", events);
     /* A deadline that a loaded machine under sanitizers (ThreadSanitizer:
      * scaled) meets in the healthy generation. */
-    char timeout[32];
-    snprintf(timeout, sizeof timeout, "%d", test_scaled_ms(3000));
-    const char *argv[] = { "elasticrun", "--nproc-per-node",
-                           "2",          "--max-restarts",
-                           "1",          "--in-process-recovery",
-                           event_flag,   "--no-python",
-                           helper,       "--steps",
-                           "30",         "--timeout-ms",
-                           timeout,      NULL };
-    int code = run_elasticrun(argv, env, test_scaled_ms(90000));
+    elasticrun_args_add(&cmd, "--no-python", helper, "--steps", "30", "--timeout-ms");
+    elasticrun_args_addf(&cmd, "%d", test_scaled_ms(3000));
+    int code = run_elasticrun(&cmd, env, test_scaled_ms(90000));
     char path[600];
     char *out = agent_harness_read_file(agent_harness_path(path, sizeof path, "elasticrun.out"));
     char *err = agent_harness_read_file(agent_harness_path(path, sizeof path, "elasticrun.err"));

@@ -67,6 +67,7 @@ TEST_TIMEOUT(netns_worker_failure_while_cut_off_never_stalls_the_agent, 120)
 /* The same fault on etcd: the job's store is re-hosted and the job goes on. */
 TEST_TIMEOUT(netns_etcd_job_survives_losing_its_store_host, 120)
 {
+    if (!elastic_has_feature("etcd")) SKIP("built without etcd (ELASTIC_ETCD=0)");
     run_netns_script("etcd_store_host_lost.sh");
 }
 
@@ -82,6 +83,7 @@ TEST_TIMEOUT(netns_straggler_equal_nodes_and_a_stall_evict_no_one, 150)
 
 TEST_TIMEOUT(netns_straggler_node_is_replaced_by_the_waiting_spare_on_etcd, 150)
 {
+    if (!elastic_has_feature("etcd")) SKIP("built without etcd (ELASTIC_ETCD=0)");
     run_netns_script("straggler_spare_etcd.sh");
 }
 

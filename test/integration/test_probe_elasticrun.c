@@ -3,7 +3,8 @@
  * recovers; in-process recovery keeps the survivors' processes and the toy
  * training result is still right; the metrics endpoint is scraped, parsed and
  * summarised by `elasticctl status`; and the trainer runs alone as well. */
-#include "agent_harness.h"
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
 #include "common/prom.h"
 #include "probe/probe.h"
 #include "test.h"
@@ -39,30 +40,17 @@ static void expect_exit(pid_t pid, int timeout_ms, int code, const char *name)
 
 TEST_TIMEOUT(probe_elasticrun_hang_detected_stack_logged_group_recovers, 120)
 {
-    char events[512], logs[512], args_dir[600];
+    char events[512], logs[512];
     agent_harness_path(events, sizeof events, "events.jsonl");
     agent_harness_path(logs, sizeof logs, "logs");
-    snprintf(args_dir, sizeof args_dir, "--log-dir=%s", logs);
-    char event_flag[600];
-    snprintf(event_flag, sizeof event_flag, "--event-log=%s", events);
-    const char *argv[] = { "elasticrun",
-                           "--nproc-per-node",
-                           "2",
-                           "--max-restarts",
-                           "1",
-                           "--hang-timeout",
-                           "1",
-                           "--monitor-interval",
-                           "0.2",
-                           args_dir,
-                           event_flag,
-                           "--no-python",
-                           probe_worker(),
-                           "hangrank",
-                           "1",
-                           "30",
-                           NULL };
-    pid_t pid = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, "elasticrun");
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nproc-per-node", "2", "--max-restarts", "1", "--hang-timeout", "1",
+                        "--monitor-interval", "0.2");
+    elasticrun_args_addf(&cmd, "--log-dir=%s", logs);
+    elasticrun_args_addf(&cmd, "--event-log=%s", events);
+    elasticrun_args_add(&cmd, "--no-python", probe_worker(), "hangrank", "1", "30");
+    pid_t pid = elasticrun_args_spawn(&cmd, NULL, "elasticrun");
     expect_exit(pid, 90000, 0, "elasticrun"); /* recovered: the second generation succeeded */
     const char *needles[] = { "\"probe_failed\"", "\"probe\":\"hang\"", "\"rank\":1",
                               "\"last_step\":30", NULL };
@@ -104,27 +92,17 @@ static long pid_of(const char *out, const char *kind, int rank, int generation)
 static void run_training(int steps, const char *ack_timeout, const char *const *env, char *out,
                          char *events)
 {
-    char event_flag[600], steps_text[16];
     agent_harness_path(events, 512, "events.jsonl");
-    snprintf(event_flag, sizeof event_flag, "--event-log=%s", events);
-    snprintf(steps_text, sizeof steps_text, "%d", steps);
     agent_harness_path(out, 512, "elasticrun.out");
-    const char *argv[] = { "elasticrun",
-                           "--nproc-per-node",
-                           "3",
-                           "--max-restarts",
-                           "1",
-                           "--in-process-recovery",
-                           "--abort-ack-timeout",
-                           ack_timeout,
-                           event_flag,
-                           "--no-python",
-                           probe_worker(),
-                           "train",
-                           steps_text,
-                           test_tmpdir(),
-                           NULL };
-    pid_t pid = agent_harness_spawn(agent_harness_elasticrun(), argv, env, "elasticrun");
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nproc-per-node", "3", "--max-restarts", "1",
+                        "--in-process-recovery", "--abort-ack-timeout", ack_timeout);
+    elasticrun_args_addf(&cmd, "--event-log=%s", events);
+    elasticrun_args_add(&cmd, "--no-python", probe_worker(), "train");
+    elasticrun_args_addf(&cmd, "%d", steps);
+    elasticrun_args_add(&cmd, test_tmpdir());
+    pid_t pid = elasticrun_args_spawn(&cmd, env, "elasticrun");
     expect_exit(pid, 90000, 0, "elasticrun");
     char *text = agent_harness_read_file(out);
     ASSERT(text != NULL);
@@ -196,21 +174,12 @@ TEST_TIMEOUT(probe_elasticrun_metrics_scraped_and_status, 90)
 {
     char err[512];
     agent_harness_path(err, sizeof err, "elasticrun.err");
-    const char *argv[] = { "elasticrun",
-                           "--nproc-per-node",
-                           "2",
-                           "--metrics-port",
-                           "0",
-                           "--monitor-interval",
-                           "0.2",
-                           "--straggler-window",
-                           "5",
-                           "--no-python",
-                           probe_worker(),
-                           "steady",
-                           "20",
-                           NULL };
-    pid_t pid = agent_harness_spawn(agent_harness_elasticrun(), argv, NULL, "elasticrun");
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--nproc-per-node", "2", "--metrics-port", "0", "--monitor-interval",
+                        "0.2", "--straggler-window", "5", "--no-python", probe_worker(), "steady",
+                        "20");
+    pid_t pid = elasticrun_args_spawn(&cmd, NULL, "elasticrun");
     const char *announced[] = { "metrics on http://", NULL };
     char line[512];
     ASSERT_EQ(agent_harness_wait_lines(err, announced, 1, 30000), 1);

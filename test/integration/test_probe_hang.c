@@ -2,7 +2,7 @@
  * within the timeout plus one probe interval, its stacks reach its log (by
  * gdb, or by the library's own handler when no debugger is there), and a
  * replacement in a new generation is watched afresh. */
-#include "test_probe_harness.h"
+#include "support/probe_harness.h"
 #include "probe/monitor.h"
 
 #include <sys/stat.h>

@@ -2,7 +2,7 @@
  * lowest and becomes a persistent straggler, a failing user probe is
  * reported, the metrics page is scraped over HTTP and parsed, and the control
  * socket carries an in-process reconfiguration to live workers. */
-#include "test_probe_harness.h"
+#include "support/probe_harness.h"
 #include "common/prom.h"
 
 #include <arpa/inet.h>

@@ -4,8 +4,8 @@
  * waiting, leases), fencing when etcd stops answering, and whole
  * rendezvous rounds (formation, a lost node, endpoint failover).
  */
-#include "integration/etcd_fixture.h"
-#include "integration/test_rdzv_fixture.h"
+#include "support/etcd_fixture.h"
+#include "support/rdzv_fixture.h"
 #include "rdzv/backend.h"
 
 #include <pthread.h>
@@ -28,7 +28,7 @@ static void expect_value(rdzv__backend *b, const char *key, const char *want)
     elastic_free(value);
 }
 
-TEST_TIMEOUT(etcd_backend_kv_compare_set_and_keys, 60)
+TEST_TIMEOUT(rdzv_etcd_backend_kv_compare_set_and_keys, 60)
 {
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
@@ -115,7 +115,7 @@ static void *add_main(void *arg)
     return NULL;
 }
 
-TEST_TIMEOUT(etcd_backend_add_is_atomic_under_contention, 90)
+TEST_TIMEOUT(rdzv_etcd_backend_add_is_atomic_under_contention, 90)
 {
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
@@ -165,7 +165,7 @@ static void *delayed_set_main(void *arg)
     return NULL;
 }
 
-TEST_TIMEOUT(etcd_backend_watch_and_multi_get_miss_no_event, 60)
+TEST_TIMEOUT(rdzv_etcd_backend_watch_and_multi_get_miss_no_event, 60)
 {
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
@@ -227,7 +227,7 @@ static void on_lost(void *user, uint64_t lease, const char *why)
     pthread_mutex_unlock(&f->lock);
 }
 
-TEST_TIMEOUT(etcd_backend_lease_keeps_keys_and_fences_when_etcd_is_gone, 60)
+TEST_TIMEOUT(rdzv_etcd_backend_lease_keeps_keys_and_fences_when_etcd_is_gone, 60)
 {
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
@@ -291,7 +291,7 @@ static void etcd_rdzv_opts(elastic_rdzv_opts *o, const etcd_cluster *c, const ch
     o->keepalive_timeout_ms = test_scaled_ms(1000);
 }
 
-TEST_TIMEOUT(etcd_rdzv_forms_and_reforms_after_a_lost_node, 90)
+TEST_TIMEOUT(rdzv_etcd_forms_and_reforms_after_a_lost_node, 90)
 {
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
@@ -331,7 +331,7 @@ TEST_TIMEOUT(etcd_rdzv_forms_and_reforms_after_a_lost_node, 90)
     etcd_cluster_stop(&c);
 }
 
-TEST_TIMEOUT(etcd_rdzv_fails_over_past_a_dead_endpoint, 60)
+TEST_TIMEOUT(rdzv_etcd_fails_over_past_a_dead_endpoint, 60)
 {
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
@@ -358,7 +358,7 @@ TEST_TIMEOUT(etcd_rdzv_fails_over_past_a_dead_endpoint, 60)
         FAIL("error does not name etcd: %s", elastic_last_error());
 }
 
-TEST(etcd_rdzv_rejects_bad_options)
+TEST(rdzv_etcd_rejects_bad_options)
 {
     ASSERT_EQ(elastic_has_feature("etcd"), 1);
     elastic_rdzv_opts o;
@@ -410,7 +410,7 @@ static void etcdctl(const etcd_cluster *c, const char *const *args)
         FAIL("etcdctl %s %s failed", args[0], args[1]);
 }
 
-TEST_TIMEOUT(etcd_backend_authenticates_and_stays_in_its_prefix, 90)
+TEST_TIMEOUT(rdzv_etcd_backend_authenticates_and_stays_in_its_prefix, 90)
 {
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
@@ -455,7 +455,7 @@ TEST_TIMEOUT(etcd_backend_authenticates_and_stays_in_its_prefix, 90)
     etcd_cluster_stop(&c);
 }
 
-TEST_TIMEOUT(etcd_backend_speaks_tls_with_a_client_certificate, 90)
+TEST_TIMEOUT(rdzv_etcd_backend_speaks_tls_with_a_client_certificate, 90)
 {
     etcd_cluster c;
     etcd_cluster_start_tls(&c);

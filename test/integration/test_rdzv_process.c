@@ -4,7 +4,7 @@
  * keep-alives stop, the lease runs out) — either way the others learn of it
  * through the store and form the next generation without it.
  */
-#include "test_rdzv_fixture.h"
+#include "support/rdzv_fixture.h"
 
 #include <poll.h>
 #include <signal.h>

@@ -4,7 +4,7 @@
  * with a spare waiting it ends the generation as NODE_LEFT, names the spare,
  * costs no budget, and the others re-form at once (it is counted gone).
  */
-#include "integration/test_rdzv_fixture.h"
+#include "support/rdzv_fixture.h"
 #include "rdzv/rdzv.h"
 
 static void open_named(rdzv_node *node, elastic_rdzv_opts *o, const char *name)

@@ -3,7 +3,7 @@
  * max and after last call, late nodes, lost nodes, spares, stable ranks,
  * the job-wide restart budget, timeouts, closing, finishing and leaving.
  */
-#include "test_rdzv_fixture.h"
+#include "support/rdzv_fixture.h"
 
 TEST(rdzv_forms_at_max_nodes_without_waiting_for_last_call)
 {

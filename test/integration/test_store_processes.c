@@ -1,6 +1,6 @@
 /* The store across real processes: `elasticctl store serve`, lease holders
  * that are stopped or killed, and a server killed under pending calls. */
-#include "../unit/store_fixture.h"
+#include "support/store_fixture.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -167,7 +167,7 @@ static int run_ctl(const char *const argv[], char *out, size_t size)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-TEST_TIMEOUT(elasticctl_store_commands_work_and_bad_flags_exit_2, 60)
+TEST_TIMEOUT(ctl_store_commands_work_and_bad_flags_exit_2, 60)
 {
     char endpoint[128], out[256];
     child server = start_serve(endpoint, sizeof endpoint);
@@ -199,7 +199,7 @@ TEST_TIMEOUT(elasticctl_store_commands_work_and_bad_flags_exit_2, 60)
     ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-TEST_TIMEOUT(elasticctl_store_serve_requires_the_token_file_token, 60)
+TEST_TIMEOUT(ctl_store_serve_requires_the_token_file_token, 60)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/token", test_tmpdir());

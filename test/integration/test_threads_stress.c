@@ -5,8 +5,8 @@
  * monitors across many generation changes; the worker's abort hook firing
  * while the trainer polls; asynchronous checkpoint saves racing close.
  */
-#include "test_probe_harness.h"
-#include "test_rdzv_fixture.h"
+#include "support/probe_harness.h"
+#include "support/rdzv_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -121,7 +121,7 @@ static elastic_store_server *start_server_on(int port)
     return server;
 }
 
-TEST_TIMEOUT(stress_store_handle_shared_while_leases_expire_and_the_server_restarts, 120)
+TEST_TIMEOUT(store_stress_handle_shared_while_leases_expire_and_the_server_restarts, 120)
 {
     elastic_store_server *server;
     ASSERT_OK(elastic_store_server_start(NULL, &server));
@@ -205,7 +205,7 @@ static void *end_generation_main(void *arg)
     return NULL;
 }
 
-TEST_TIMEOUT(stress_rdzv_monitors_follow_generation_changes_ended_from_two_nodes_at_once, 180)
+TEST_TIMEOUT(rdzv_stress_monitors_follow_generation_changes_ended_from_two_nodes_at_once, 180)
 {
     rdzv_env env;
     rdzv_env_start(&env);
@@ -340,7 +340,7 @@ static void worker_env(harness *h, channel__worker_env *env, char *prefix, size_
                                   .agent_socket = probe__monitor_socket_path(h->monitor) };
 }
 
-TEST_TIMEOUT(stress_worker_abort_hook_fires_while_the_trainer_polls, 120)
+TEST_TIMEOUT(worker_stress_abort_hook_fires_while_the_trainer_polls, 120)
 {
     harness h;
     harness_init(&h, 1);
@@ -400,7 +400,7 @@ TEST_TIMEOUT(stress_worker_abort_hook_fires_while_the_trainer_polls, 120)
 
 #define CKPT_ROUNDS 16
 
-TEST_TIMEOUT(stress_ckpt_async_save_racing_close_leaves_only_whole_steps, 120)
+TEST_TIMEOUT(ckpt_stress_async_save_racing_close_leaves_only_whole_steps, 120)
 {
     const size_t len = 3u << 20;
     uint8_t *data = malloc(len);

@@ -2,7 +2,7 @@
  * once), the save completes in the background, one is in flight at a time
  * with back-pressure, and closing during a save leaves a clean directory. */
 #include "ckpt/ckpt.h"
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 #include "test.h"
 
 #include <stdint.h>

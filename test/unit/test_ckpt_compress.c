@@ -5,7 +5,7 @@
  * from the shard's manifest. */
 #include "ckpt/ckpt.h"
 #include "ckpt/view.h"
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 #include "test.h"
 
 #define CHUNK    (1u << 20)

@@ -1,7 +1,7 @@
 /* A flipped byte or a truncation anywhere in a checkpoint (commit record,
  * shard header, chunk data, manifest, trailer) is detected: latest skips the
  * step and returns the one before; reads report ELASTIC_ECORRUPT. */
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 #include "test.h"
 
 #include <fcntl.h>

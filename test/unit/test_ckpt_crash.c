@@ -3,7 +3,7 @@
  * whose commit returned and holds exactly that step's content, and opening
  * the directory leaves no temporary files. ELASTIC_CKPT_KILLS sets the
  * number of kills (make soak: thousands). */
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 #include "test.h"
 
 #include <dirent.h>

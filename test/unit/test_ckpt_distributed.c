@@ -3,7 +3,7 @@
  * before its commit leaves the previous step the latest; replicated blobs
  * are found by a trainer restarted with another world size; a new
  * generation rewrites a step without mixing in the old generation's shards. */
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 #include "test.h"
 
 #include <signal.h>

@@ -2,7 +2,7 @@
  * read-only file system and permission denied all give a clear error, keep
  * the previous checkpoint loadable and leave no temporary files. */
 #include "ckpt/ckpt.h"
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 #include "test.h"
 
 #include <dirent.h>

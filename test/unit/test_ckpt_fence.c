@@ -5,7 +5,7 @@
  * stays what the live generation wrote — over a shared directory and through
  * the store.
  */
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 #include "test.h"
 
 static elastic_ckpt *open_gen(const char *dir, elastic_store *store, uint64_t generation)

@@ -1,6 +1,6 @@
 /* Retention: keep the newest N committed steps and every K-th; never the
  * newest valid one; uncommitted leftovers below it go too. */
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 #include "test.h"
 
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 /* Checkpoint round trips: empty, tiny, many and large blobs, streaming,
  * listings, and the misuse the API refuses. */
-#include "helpers/ckpt_content.h"
+#include "support/ckpt_content.h"
 #include "test.h"
 
 #include <dirent.h>

@@ -2,7 +2,7 @@
 #include "common/common.h"
 #include "test.h"
 
-TEST(error_codes_have_names_and_sentences)
+TEST(common_error_codes_have_names_and_sentences)
 {
     ASSERT_STR_EQ(elastic_err_name(ELASTIC_ETIMEDOUT), "ELASTIC_ETIMEDOUT");
     ASSERT_STR_EQ(elastic_strerror(ELASTIC_ETIMEDOUT), "timed out");
@@ -11,7 +11,7 @@ TEST(error_codes_have_names_and_sentences)
     ASSERT_STR_EQ(elastic_strerror(12345), "unknown error");
 }
 
-TEST(last_error_keeps_the_detail_per_thread)
+TEST(common_last_error_keeps_the_detail_per_thread)
 {
     ASSERT_EQ(elastic__fail(ELASTIC_EIO, "write %s", "x.bin"), ELASTIC_EIO);
     ASSERT_STR_EQ(elastic_last_error(), "write x.bin");
@@ -19,7 +19,7 @@ TEST(last_error_keeps_the_detail_per_thread)
     ASSERT_STR_EQ(elastic_last_error(), "");
 }
 
-TEST(version_matches_header)
+TEST(common_version_matches_header)
 {
     ASSERT_EQ(elastic_version(), ELASTIC_VERSION_HEX);
     char expected[32];
@@ -28,7 +28,7 @@ TEST(version_matches_header)
     ASSERT_STR_EQ(elastic_version_string(), expected);
 }
 
-TEST(features_are_reported)
+TEST(common_features_are_reported)
 {
     ASSERT_EQ(elastic_has_feature("store"), 1);
     ASSERT_EQ(elastic_has_feature("no-such-feature"), 0);
@@ -42,7 +42,7 @@ typedef struct {
     int third;
 } three_field_opts;
 
-TEST(struct_read_reads_only_what_the_caller_sized)
+TEST(common_struct_read_reads_only_what_the_caller_sized)
 {
     three_field_opts defaults = { sizeof defaults, 1, 2, 3 };
     struct {
@@ -71,7 +71,7 @@ static void capture_log(void *user, int level, const char *module, const char *m
     snprintf(captured_message, sizeof captured_message, "%s:%s", module, message);
 }
 
-TEST(log_callback_receives_messages_at_or_below_the_level)
+TEST(common_log_callback_receives_messages_at_or_below_the_level)
 {
     elastic_set_log_callback(capture_log, NULL);
     elastic_set_log_level(ELASTIC_LOG_INFO);

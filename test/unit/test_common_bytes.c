@@ -4,7 +4,7 @@
 #include "common/bytes.h"
 #include "test.h"
 
-TEST(bytes_writer_puts_little_endian)
+TEST(common_bytes_writer_puts_little_endian)
 {
     bytes__buf b = { 0 };
     bytes__put_u8(&b, 0x01);
@@ -22,7 +22,7 @@ TEST(bytes_writer_puts_little_endian)
     ASSERT_EQ(b.len, 0);
 }
 
-TEST(bytes_reader_reads_what_the_writer_wrote)
+TEST(common_bytes_reader_reads_what_the_writer_wrote)
 {
     bytes__buf b = { 0 };
     bytes__put_u8(&b, 0xfe);
@@ -47,7 +47,7 @@ TEST(bytes_reader_reads_what_the_writer_wrote)
     bytes__buf_free(&b);
 }
 
-TEST(bytes_reader_error_is_sticky_and_reads_zeros)
+TEST(common_bytes_reader_error_is_sticky_and_reads_zeros)
 {
     const uint8_t data[6] = { 1, 2, 3, 4, 5, 6 };
     bytes__reader r = bytes__reader_of(data, sizeof data);
@@ -58,7 +58,7 @@ TEST(bytes_reader_error_is_sticky_and_reads_zeros)
     ASSERT(bytes__take(&r, 0) == NULL);
 }
 
-TEST(bytes_reader_refuses_a_length_over_its_bound_or_past_the_end)
+TEST(common_bytes_reader_refuses_a_length_over_its_bound_or_past_the_end)
 {
     uint8_t data[4 + 3] = { 3, 0, 0, 0, 'a', 'b', 'c' };
     uint32_t len = 7;
@@ -79,7 +79,7 @@ TEST(bytes_reader_refuses_a_length_over_its_bound_or_past_the_end)
     ASSERT(r.bad);
 }
 
-TEST(bytes_fixed_writer_never_writes_past_its_array)
+TEST(common_bytes_fixed_writer_never_writes_past_its_array)
 {
     uint8_t array[8 + 1];
     memset(array, 0xaa, sizeof array);
@@ -103,7 +103,7 @@ TEST(bytes_fixed_writer_never_writes_past_its_array)
     ASSERT_EQ(array[8], 0xaa);
 }
 
-TEST(bytes_writer_limit_is_a_hard_bound)
+TEST(common_bytes_writer_limit_is_a_hard_bound)
 {
     bytes__buf b = { .limit = 10 };
     bytes__put_u64(&b, 1);
@@ -123,7 +123,7 @@ TEST(bytes_writer_limit_is_a_hard_bound)
     ASSERT_EQ(huge.len, 0);
 }
 
-TEST(bytes_writer_grows_and_consumes)
+TEST(common_bytes_writer_grows_and_consumes)
 {
     bytes__buf b = { 0 };
     for (uint32_t i = 0; i < 10000; i++) bytes__put_u32(&b, i);
@@ -138,7 +138,7 @@ TEST(bytes_writer_grows_and_consumes)
     bytes__buf_free(&b);
 }
 
-TEST(bytes_positional_access_round_trips)
+TEST(common_bytes_positional_access_round_trips)
 {
     uint8_t p[8];
     bytes__set_le16(p, 0xa1b2);

@@ -27,7 +27,7 @@ static void refuses(const char *text, int default_port)
     ASSERT_EQ(port, -1);
 }
 
-TEST(endpoint_accepts_host_port_and_bracketed_ipv6)
+TEST(common_endpoint_accepts_host_port_and_bracketed_ipv6)
 {
     accepts("node1:1234", ELASTIC__PORT_REQUIRED, "node1", 1234);
     accepts("10.0.0.7:29400", ELASTIC__PORT_REQUIRED, "10.0.0.7", 29400);
@@ -38,7 +38,7 @@ TEST(endpoint_accepts_host_port_and_bracketed_ipv6)
     accepts("[::ffff:10.1.2.3]:5", ELASTIC__PORT_REQUIRED, "::ffff:10.1.2.3", 5);
 }
 
-TEST(endpoint_port_may_default_when_the_caller_has_one)
+TEST(common_endpoint_port_may_default_when_the_caller_has_one)
 {
     accepts("node1", 29400, "node1", 29400);
     accepts("[::1]", 29400, "::1", 29400);
@@ -47,7 +47,7 @@ TEST(endpoint_port_may_default_when_the_caller_has_one)
     refuses("[::1]", ELASTIC__PORT_REQUIRED);
 }
 
-TEST(endpoint_refuses_bad_ports)
+TEST(common_endpoint_refuses_bad_ports)
 {
     static const char *const bad[] = { "host:",      "host:0",    "host:65536", "host:99999",
                                        "host:+80",   "host:-1",   "host: 80",   "host:80 ",
@@ -59,7 +59,7 @@ TEST(endpoint_refuses_bad_ports)
     }
 }
 
-TEST(endpoint_refuses_ambiguous_ipv6_and_bad_hosts)
+TEST(common_endpoint_refuses_ambiguous_ipv6_and_bad_hosts)
 {
     static const char *const bad[] = { NULL,         "",         ":80",       "::1:80",
                                        "::1",        "fe80::1",  "[::1",      "[::1]80",
@@ -69,7 +69,7 @@ TEST(endpoint_refuses_ambiguous_ipv6_and_bad_hosts)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) refuses(bad[i], 29400);
 }
 
-TEST(endpoint_host_length_is_bounded)
+TEST(common_endpoint_host_length_is_bounded)
 {
     char text[ELASTIC__HOST_MAX + 16], host[ELASTIC__HOST_MAX + 1];
     int port = 0;
@@ -87,7 +87,7 @@ TEST(endpoint_host_length_is_bounded)
     ASSERT_STR_EQ(small, "seven77");
 }
 
-TEST(endpoint_error_is_one_line_naming_field_text_and_rule)
+TEST(common_endpoint_error_is_one_line_naming_field_text_and_rule)
 {
     char host[64];
     int port;

@@ -9,7 +9,7 @@ static int parse(const char *text, elastic__http_request *req)
     return elastic__http_parse(text, strlen(text), req);
 }
 
-TEST(http_parses_get_and_head)
+TEST(common_http_parses_get_and_head)
 {
     elastic__http_request req;
     const char *get = "GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nAccept: */*\r\n\r\n";
@@ -21,14 +21,14 @@ TEST(http_parses_get_and_head)
     ASSERT(parse("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &req) > 0);
 }
 
-TEST(http_waits_for_a_whole_head)
+TEST(common_http_waits_for_a_whole_head)
 {
     elastic__http_request req;
     ASSERT_EQ(parse("GET /metrics HTTP/1.1\r\nHost: a\r\n", &req), 0);
     ASSERT_EQ(parse("", &req), 0);
 }
 
-TEST(http_rejects_what_it_does_not_serve)
+TEST(common_http_rejects_what_it_does_not_serve)
 {
     elastic__http_request req;
     ASSERT_ERR(parse("POST /metrics HTTP/1.1\r\n\r\n", &req), ELASTIC_EPROTO);
@@ -44,7 +44,7 @@ TEST(http_rejects_what_it_does_not_serve)
     ASSERT_ERR(elastic__http_parse("GET /\0 HTTP/1.1\r\n\r\n", 20, &req), ELASTIC_EPROTO);
 }
 
-TEST(http_bounds_head_and_target)
+TEST(common_http_bounds_head_and_target)
 {
     elastic__http_request req;
     static char big[ELASTIC__HTTP_MAX_HEAD + 16];
@@ -59,7 +59,7 @@ TEST(http_bounds_head_and_target)
     ASSERT_EQ(req.status, 414);
 }
 
-TEST(prom_lines_parse)
+TEST(common_prom_lines_parse)
 {
     elastic__prom_sample s;
     ASSERT_EQ(elastic__prom_parse_line("# HELP x y", &s), 0);

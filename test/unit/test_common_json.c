@@ -3,7 +3,7 @@
 #include "common/json.h"
 #include "test.h"
 
-TEST(json_reads_nested_objects_strings_and_numbers)
+TEST(common_json_reads_nested_objects_strings_and_numbers)
 {
     const char *text =
         " {\"a\": {\"b\": \"x\\ny\\u00e9\\ud83d\\ude00\", \"n\": -125, \"d\": 3.0e1, \"f\": 2.5,"
@@ -27,7 +27,7 @@ TEST(json_reads_nested_objects_strings_and_numbers)
     json_object_put(root);
 }
 
-TEST(json_refuses_malformed_and_hostile_input)
+TEST(common_json_refuses_malformed_and_hostile_input)
 {
     const char *bad[] = { "",
                           "{",

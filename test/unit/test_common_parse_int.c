@@ -7,7 +7,7 @@
 
 #include <limits.h>
 
-TEST(parse_int_accepts_bounds_and_refuses_one_past)
+TEST(common_parse_int_accepts_bounds_and_refuses_one_past)
 {
     int v = -7;
     ASSERT_OK(elastic__parse_int("n", "0", 0, 10, &v));
@@ -28,7 +28,7 @@ TEST(parse_int_accepts_bounds_and_refuses_one_past)
     ASSERT_EQ(v, 7);
 }
 
-TEST(parse_int_refuses_signs_spaces_and_junk)
+TEST(common_parse_int_refuses_signs_spaces_and_junk)
 {
     static const char *const bad[] = { "",    "+1",    " 1",  "1 ", "1\n", "\t1", "0x10", "1e3",
                                        "1.0", "1,000", "--1", "-",  "- 1", "one", "1a",   "１" };
@@ -44,7 +44,7 @@ TEST(parse_int_refuses_signs_spaces_and_junk)
     ASSERT_ERR(elastic__parse_int("n", NULL, 0, 1, &v), ELASTIC_EINVAL);
 }
 
-TEST(parse_int_minus_zero_is_zero_when_signed_only)
+TEST(common_parse_int_minus_zero_is_zero_when_signed_only)
 {
     int64_t v = 5;
     ASSERT_OK(elastic__parse_i64("n", "-0", 0, 10, &v));
@@ -54,7 +54,7 @@ TEST(parse_int_minus_zero_is_zero_when_signed_only)
     ASSERT_ERR(elastic__parse_u64("n", "-1", 0, UINT64_MAX, &u), ELASTIC_EINVAL);
 }
 
-TEST(parse_int_detects_overflow_at_every_width)
+TEST(common_parse_int_detects_overflow_at_every_width)
 {
     int64_t v = 0;
     ASSERT_OK(elastic__parse_i64("n", "9223372036854775807", INT64_MIN, INT64_MAX, &v));
@@ -77,7 +77,7 @@ TEST(parse_int_detects_overflow_at_every_width)
     ASSERT(u == 1);
 }
 
-TEST(parse_int_counted_text_stops_at_its_length)
+TEST(common_parse_int_counted_text_stops_at_its_length)
 {
     int64_t v = 0;
     ASSERT_OK(elastic__parse_i64_n("n", "12345", 3, 0, 1000, &v));
@@ -93,7 +93,7 @@ TEST(parse_int_counted_text_stops_at_its_length)
     ASSERT(u == 77);
 }
 
-TEST(parse_int_error_names_the_field_the_value_and_the_bounds)
+TEST(common_parse_int_error_names_the_field_the_value_and_the_bounds)
 {
     elastic__clear_error();
     int v;

@@ -3,7 +3,7 @@
 #include "test.h"
 #include "common/text.h"
 
-TEST(text_printf_and_append_share_the_ceiling)
+TEST(common_text_printf_and_append_share_the_ceiling)
 {
     elastic__text t;
     elastic__text_init(&t, 10);
@@ -22,7 +22,7 @@ TEST(text_printf_and_append_share_the_ceiling)
     ASSERT(t.data == NULL);
 }
 
-TEST(text_append_keeps_nul_bytes_and_terminates)
+TEST(common_text_append_keeps_nul_bytes_and_terminates)
 {
     elastic__text t;
     elastic__text_init(&t, 1u << 20);

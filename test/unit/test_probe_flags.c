@@ -59,7 +59,7 @@ TEST(probe_flags_reject_out_of_range)
     }
 }
 
-TEST(straggler_quarantine_flag_defaults_parses_and_is_bounded)
+TEST(probe_straggler_quarantine_flag_defaults_parses_and_is_bounded)
 {
     const char *envp[] = { NULL };
     elastic_agent_opts o;

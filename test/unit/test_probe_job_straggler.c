@@ -19,7 +19,7 @@ static int round_of(probe__job_straggler *j, probe__node_stat *stats, const uint
     return probe__job_straggler_evaluate(j, stats, present, 20, 0.7, 3, scores);
 }
 
-TEST(job_straggler_equal_nodes_evict_no_one)
+TEST(probe_job_straggler_equal_nodes_evict_no_one)
 {
     probe__job_straggler *j = NULL;
     ASSERT_OK(probe__job_straggler_create(3, &j));
@@ -31,7 +31,7 @@ TEST(job_straggler_equal_nodes_evict_no_one)
     probe__job_straggler_free(j);
 }
 
-TEST(job_straggler_3x_slow_node_found_after_rounds)
+TEST(probe_job_straggler_3x_slow_node_found_after_rounds)
 {
     probe__job_straggler *j = NULL;
     ASSERT_OK(probe__job_straggler_create(3, &j));
@@ -49,7 +49,7 @@ TEST(job_straggler_3x_slow_node_found_after_rounds)
     probe__job_straggler_free(j);
 }
 
-TEST(job_straggler_one_off_stall_tolerated)
+TEST(probe_job_straggler_one_off_stall_tolerated)
 {
     probe__job_straggler *j = NULL;
     ASSERT_OK(probe__job_straggler_create(2, &j));
@@ -70,7 +70,7 @@ TEST(job_straggler_one_off_stall_tolerated)
     probe__job_straggler_free(j);
 }
 
-TEST(job_straggler_record_round_trip_and_validation)
+TEST(probe_job_straggler_record_round_trip_and_validation)
 {
     probe__node_stat st = { .steps = 42, .step_ns = 123456789 };
     snprintf(st.node_id, sizeof st.node_id, "host-a");

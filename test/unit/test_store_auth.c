@@ -1,5 +1,5 @@
 /* Token authentication: HMAC challenge-response both ways. */
-#include "store_fixture.h"
+#include "support/store_fixture.h"
 
 static void start_with_token(store_fixture *f, const char *token)
 {

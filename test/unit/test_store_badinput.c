@@ -1,6 +1,6 @@
 /* Hostile and broken peers on the store port: each gets a protocol error
  * or a disconnect, and a well-behaved client is still served afterwards. */
-#include "store_raw.h"
+#include "support/store_raw.h"
 
 TEST(store_random_bytes_get_disconnected)
 {

@@ -1,6 +1,6 @@
 /* Many clients and threads at once: atomic adds end exact, one handle
  * multiplexes many threads, and close races with calls in flight. */
-#include "store_fixture.h"
+#include "support/store_fixture.h"
 
 #define CLIENTS            32
 #define THREADS_PER_CLIENT 4

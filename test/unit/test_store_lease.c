@@ -1,6 +1,6 @@
 /* Leases: keys attached to a lease vanish (waking watchers) when the lease
  * is revoked, when its keep-alives stop, or when its connection closes. */
-#include "store_fixture.h"
+#include "support/store_fixture.h"
 
 TEST(store_lease_revoke_deletes_its_keys)
 {

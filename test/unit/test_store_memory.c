@@ -1,7 +1,7 @@
 /* The store's memory under hostile input: partial frames count against
  * max_buffered_bytes, a started frame must finish within frame_timeout_ms,
  * and a good client is served while both are enforced. */
-#include "store_raw.h"
+#include "support/store_raw.h"
 
 #include <fcntl.h>
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

@@ -1,5 +1,5 @@
 /* Semantics of each store operation against a real server on loopback. */
-#include "store_fixture.h"
+#include "support/store_fixture.h"
 
 #include <inttypes.h>
 

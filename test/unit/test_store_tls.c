@@ -1,7 +1,7 @@
 /* With a token, frames after the handshake travel in TLS 1.3 (PSK from the
  * token): an on-path proxy sees no plaintext, and bytes it injects after
  * the handshake end the connection without being executed. */
-#include "store_raw.h"
+#include "support/store_raw.h"
 
 #include <pthread.h>
 

@@ -2,7 +2,7 @@
  * not hold up other calls on the same handle. */
 #include "store/client.h"
 #include "store/server.h"
-#include "store_fixture.h"
+#include "support/store_fixture.h"
 
 #include <sched.h>
 

@@ -5,7 +5,7 @@
 #ifndef ELASTIC_TEST_STORE_RAW_H
 #define ELASTIC_TEST_STORE_RAW_H
 
-#include "store_fixture.h"
+#include "support/store_fixture.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

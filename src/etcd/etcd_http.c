@@ -3,7 +3,7 @@
  * trying the endpoints in turn (the one that answered last first), with a
  * deadline, a size bound on the reply, TLS and etcd's token auth.
  */
-#include "rdzv/etcd.h"
+#include "etcd/etcd.h"
 
 #include "common/clock.h"
 #include "common/text.h"

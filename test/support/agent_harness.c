@@ -1,7 +1,7 @@
 /*
  * Helpers for the agent's integration tests (see agent_harness.h).
  */
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 
 #include "test.h"
 

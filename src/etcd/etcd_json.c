@@ -3,7 +3,7 @@
  * numbers as decimal strings. Every field read back is type-checked and
  * bounded here so the callers see only valid data.
  */
-#include "rdzv/etcd.h"
+#include "etcd/etcd.h"
 #include "common/parse_int.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* The stand-in agent behind the probe integration tests (see the header). */
-#include "test_probe_harness.h"
+#include "support/probe_harness.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -37,7 +37,7 @@ static int agent_create_with(const char *run_id)
     return rc;
 }
 
-TEST(run_id_rule_is_the_same_for_the_flag_the_agent_and_rendezvous)
+TEST(common_run_id_rule_is_the_same_for_the_flag_the_agent_and_rendezvous)
 {
     char longest[ELASTIC_RUN_ID_MAX + 2];
     memset(longest, 'r', ELASTIC_RUN_ID_MAX + 1);

@@ -5,7 +5,7 @@
  * refused naming the file and line.
  */
 #include "elasticctl/timeline.h"
-#include "integration/agent_harness.h"
+#include "support/agent_harness.h"
 #include "test.h"
 
 #include <sys/wait.h>
@@ -108,7 +108,7 @@ static char *output_of(const char *name, const char *suffix)
     return text;
 }
 
-TEST_TIMEOUT(timeline_svg_of_two_nodes_has_lanes_spans_marks_and_ticks, 60)
+TEST_TIMEOUT(ctl_timeline_svg_of_two_nodes_has_lanes_spans_marks_and_ticks, 60)
 {
     char a[512], b[512], svg_path[512];
     write_file(agent_harness_path(a, sizeof a, "a.jsonl"), log_a);
@@ -147,7 +147,7 @@ TEST_TIMEOUT(timeline_svg_of_two_nodes_has_lanes_spans_marks_and_ticks, 60)
     free(svg);
 }
 
-TEST_TIMEOUT(timeline_summary_prints_the_same_as_text, 60)
+TEST_TIMEOUT(ctl_timeline_summary_prints_the_same_as_text, 60)
 {
     char a[512], b[512];
     write_file(agent_harness_path(a, sizeof a, "a.jsonl"), log_a);
@@ -173,7 +173,7 @@ TEST_TIMEOUT(timeline_summary_prints_the_same_as_text, 60)
 }
 
 /* A straggler node's eviction is one mark, with its score and replacement. */
-TEST_TIMEOUT(timeline_marks_a_straggler_eviction, 60)
+TEST_TIMEOUT(ctl_timeline_marks_a_straggler_eviction, 60)
 {
     static const char log_c[] =
         "{\"ts_ms\":1000,\"event\":\"agent_started\",\"run_id\":\"job7\",\"node\":\"slow\"}\n"
@@ -193,7 +193,7 @@ TEST_TIMEOUT(timeline_marks_a_straggler_eviction, 60)
     free(text);
 }
 
-TEST_TIMEOUT(timeline_refuses_bad_logs_naming_file_and_line, 60)
+TEST_TIMEOUT(ctl_timeline_refuses_bad_logs_naming_file_and_line, 60)
 {
     char a[512], bad[512], other[512], out[512];
     write_file(agent_harness_path(a, sizeof a, "a.jsonl"), log_a);
