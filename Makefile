@@ -150,6 +150,8 @@ endif
 KNOBS += ELASTIC_ETCD=$(ELASTIC_ETCD)
 KNOB_STAMP := $(OUT)/knobs
 $(shell mkdir -p $(OUT) && { printf '%s\n' '$(KNOBS)' | cmp -s - $(KNOB_STAMP) || printf '%s\n' '$(KNOBS)' > $(KNOB_STAMP); })
+# (a rule above `all`: without this the first object would be make's default goal)
+.DEFAULT_GOAL := all
 $(LIB_OBJ) $(TEST_OBJ): $(KNOB_STAMP)
 
 .PHONY: all deps deps-present test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
