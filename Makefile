@@ -12,12 +12,24 @@
 #   make demo       the elastic demo: a worker is killed and the job survives
 #                   (TRAINER=rust: with the Rust trainer of examples/rust)
 #   make install    PREFIX, LIBDIR, INCLUDEDIR, PYTHONDIR, DESTDIR honoured
+#   make lib        only the library (lib/libelastic.so, lib/libelastic.a)
 #
-# `make deps` installs missing Debian packages when run as root (otherwise it
-# prints the apt-get command); the README's two commands (test, demo) run it
-# first, building and installing only check for the libraries and say what is
-# missing.
-## run as root and otherwise prints the exact apt-get command and stops.
+# Build knobs (zstd's ZSTD_LIB_* style), for `make lib` / `make install`:
+#   ELASTIC_AGENT=0 a library without the agent and what only it needs (the
+#                   probes, the store server, libuv): a trainer that saves
+#                   checkpoints links none of it
+#   ELASTIC_ETCD=0  without the etcd client and rendezvous backend (libcurl;
+#                   with ELASTIC_AGENT=0 also json-c)
+# Each builds into its own directory (build/release-without-agent/...); the
+# left-out calls fail with ELASTIC_EUNSUPPORTED and elastic_has_feature() says
+# 0 for them. The suite runs without etcd, not without the agent.
+#
+# Every package is named once, in deps/debian.txt. `make deps` installs what is
+# missing when run as root: the build libraries (else it prints the apt-get
+# line and stops) and what the tests use (else it prints the line once and the
+# suite skips what needs them). `make test` runs it first; `make demo` installs
+# only the build libraries; building and installing only check for the
+# libraries and say what is missing.
 
 VARIANT ?= release
 PREFIX ?= /usr/local
@@ -28,13 +40,13 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
 DESTDIR ?=
 
-# The version is written once, in include/elastic.h; the SONAME follows its major.
-header_version = $(shell sed -n 's/^\#define ELASTIC_VERSION_$(1) \([0-9][0-9]*\)$$/\1/p' include/elastic.h)
+# The version is written once, in include/elastic/common.h; the SONAME follows its major.
+header_version = $(shell sed -n 's/^\#define ELASTIC_VERSION_$(1) \([0-9][0-9]*\)$$/\1/p' include/elastic/common.h)
 VERSION_MAJOR := $(call header_version,MAJOR)
 VERSION := $(VERSION_MAJOR).$(call header_version,MINOR).$(call header_version,PATCH)
 ifeq ($(words $(subst ., ,$(VERSION))),3)
 else
-  $(error cannot read ELASTIC_VERSION_MAJOR/MINOR/PATCH from include/elastic.h (got "$(VERSION)"))
+  $(error cannot read ELASTIC_VERSION_MAJOR/MINOR/PATCH from include/elastic/common.h (got "$(VERSION)"))
 endif
 
 CC ?= cc
@@ -43,7 +55,58 @@ CLANG ?= clang
 
 WARNINGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 BASE_CFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE -DELASTIC_BUILDING -Iinclude -Isrc $(WARNINGS)
-LIBS := -luv -lzstd -lssl -lcrypto -lxxhash -lcurl -ljson-c -lpthread -ldl -lm
+
+# ---- parts that can be left out (build knobs) -------------------------------
+
+# A part is a list of sources (patterns under src/) and the feature names
+# elastic_has_feature() then denies; ELASTIC_<PART>=0 leaves them out and
+# compiles src/without/<part>*.c in their place (the part's public calls,
+# failing with ELASTIC_EUNSUPPORTED). Its libraries are the deps/debian.txt
+# lines of that part: they are linked only while some part that needs them is
+# in. A new part adds its KNOB_, SRC_ and FEATURES_ lines and its word to PARTS.
+PARTS := agent etcd
+
+# ELASTIC_AGENT=0: the agent, its probes, the store server it hosts (libuv) and
+# the JSON reader only it uses (src/without/agent*.c in their place). The
+# suite, the demo and the benchmarks need it (SUITE_NEEDS).
+KNOB_agent := ELASTIC_AGENT
+SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv.c src/common/json.c
+FEATURES_agent := agent store_server
+ELASTIC_AGENT ?= 1
+
+# ELASTIC_ETCD=0: the etcd v3 client (src/etcd/) and the etcd rendezvous
+# backend (src/rdzv/backend_etcd*.c), and so libcurl. `--rdzv-backend=etcd-v3`
+# then fails with "built without etcd (ELASTIC_ETCD=0)" (src/rdzv/api.c, under
+# -DELASTIC_WITH_ETCD=0); the tests that need etcd (those including
+# support/etcd_fixture.h) are not built, the rest of the suite runs.
+KNOB_etcd := ELASTIC_ETCD
+SRC_etcd := src/etcd/% src/rdzv/backend_etcd%.c
+FEATURES_etcd := etcd
+CFLAGS_etcd := -DELASTIC_WITH_ETCD=0
+TESTS_NEED_etcd = $(shell grep -l 'support/etcd_fixture.h' $(TEST_SRC_ALL))
+ELASTIC_ETCD ?= 1
+
+SUITE_NEEDS := agent
+$(foreach p,$(PARTS),$(if $(filter 0 1,$($(KNOB_$(p)))),,$(error $(KNOB_$(p)) must be 1 (build the $(p) part) or 0 (leave it out), not "$($(KNOB_$(p)))")))
+LEFT_OUT := $(strip $(foreach p,$(PARTS),$(if $(filter 0,$($(KNOB_$(p)))),$(p))))
+PARTS_IN := core $(filter-out $(LEFT_OUT),$(PARTS))
+
+# deps/debian.txt: "build PART PACKAGE MODULE FLAGS PC" lines of the parts in.
+DEPS_FILE := deps/debian.txt
+comma := ,
+space := $(empty) $(empty)
+# Fields of the build lines whose PART (comma list) names a part that is in.
+build_field = $(shell awk -v parts=" $(PARTS_IN) " -v f=$(1) '$$1 == "build" { \
+  n = split($$2, p, ","); for (i = 1; i <= n; i++) if (index(parts, " " p[i] " ")) { \
+  if ($$f != "-") print $$f; break } }' $(DEPS_FILE))
+DEB_PACKAGES := $(sort $(call build_field,3) $(shell awk '$$1 == "tool" { print $$3 }' $(DEPS_FILE)))
+PKG_MODULES := $(call build_field,4)
+LIBS := $(subst $(comma),$(space),$(call build_field,5))
+PC_REQUIRES := $(patsubst requires:%,%,$(filter requires:%,$(call build_field,6)))
+PC_LIBS := $(subst $(comma),$(space),$(shell awk -v parts=" $(PARTS_IN) " '$$1 == "build" { \
+  n = split($$2, p, ","); for (i = 1; i <= n; i++) if (index(parts, " " p[i] " ")) { \
+  if ($$6 == "libs") print $$5; break } }' $(DEPS_FILE)))
+TEST_DEB_PACKAGES := $(shell awk '$$1 == "test" { print $$3 }' $(DEPS_FILE))
 
 ifeq ($(VARIANT),release)
   OPT := -O2
@@ -67,21 +130,33 @@ else
   $(error VARIANT must be release, asan or tsan)
 endif
 
+# A library without some part is built apart (never mixed with the full one).
+ifneq ($(LEFT_OUT),)
+  OUT := $(OUT)-without-$(subst $(space),-,$(LEFT_OUT))
+  LIB_OUT := $(OUT)/lib
+  BIN_OUT := $(OUT)/bin
+  BASE_CFLAGS += -DELASTIC_LEFT_OUT='"$(strip $(foreach p,$(LEFT_OUT),$(FEATURES_$(p))))"' \
+    $(foreach p,$(LEFT_OUT),$(CFLAGS_$(p)))
+endif
+
 CFLAGS_ALL := $(BASE_CFLAGS) $(OPT) $(SAN) $(CFLAGS)
 LDFLAGS_ALL := $(SAN) $(LDFLAGS)
 
-LIB_SRC := $(sort $(wildcard src/*/*.c))
+LIB_SRC := $(filter-out src/without/% $(foreach p,$(LEFT_OUT),$(SRC_$(p))),$(sort $(wildcard src/*/*.c))) \
+  $(sort $(foreach p,$(LEFT_OUT),$(wildcard src/without/$(p)*.c)))
 LIB_OBJ := $(patsubst %.c,$(OUT)/%.o,$(LIB_SRC))
 STATIC_LIB := $(LIB_OUT)/libelastic.a
 SHARED_LIB := $(LIB_OUT)/libelastic.so.$(VERSION)
 SONAME := libelastic.so.$(VERSION_MAJOR)
 
-TOOL_SRC := $(sort $(wildcard tools/*.c))
+# elasticrun is the agent; elasticctl reads what agents write.
+TOOL_SRC := $(if $(filter agent,$(LEFT_OUT)),,$(sort $(wildcard tools/*.c)))
 TOOLS := $(patsubst tools/%.c,$(BIN_OUT)/%,$(TOOL_SRC))
 
 # Tests: test/unit (in the test's own process), test/integration (start processes:
 # elasticrun, helpers, etcd), test/support (the fixtures and harnesses they share).
-TEST_SRC := $(sort $(wildcard test/unit/*.c test/integration/*.c test/support/*.c)) test/runner.c
+TEST_SRC_ALL := $(sort $(wildcard test/unit/*.c test/integration/*.c test/support/*.c)) test/runner.c
+TEST_SRC := $(filter-out $(foreach p,$(LEFT_OUT),$(TESTS_NEED_$(p))),$(TEST_SRC_ALL))
 TEST_OBJ := $(patsubst %.c,$(OUT)/%.o,$(TEST_SRC))
 TEST_BIN := $(OUT)/test/run_tests
 # Helper programs the integration tests start (test/helpers/<name>.c -> one binary each).
@@ -119,46 +194,18 @@ FUZZ_SRC := $(sort $(wildcard test/fuzz/*.c))
 FUZZERS := $(patsubst test/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 FUZZ_SECONDS ?= 20
 
-# libcurl + json-c: the etcd rendezvous backend speaks etcd's JSON gateway (docs/RDZV.md).
-DEB_PACKAGES := libuv1-dev libzstd-dev libssl-dev libxxhash-dev pkg-config libcurl4-openssl-dev libjson-c-dev
-PKG_MODULES := libuv libzstd libssl libcrypto libxxhash libcurl json-c
-# bindings/rust builds offline from Debian's packaged crates (bindgen needs libclang).
-RUST_DEB_PACKAGES := cargo libclang-dev librust-bindgen-dev librust-libc-dev librust-pkg-config-dev
-
-# ---- build knob: ELASTIC_ETCD (zstd's ZSTD_LIB_* style: 1 builds the part, 0 leaves it out)
-# ELASTIC_ETCD=0 leaves out the etcd v3 client (src/etcd/) and the etcd rendezvous
-# backend (src/rdzv/backend_etcd*.c), and so libcurl: a trainer that only needs
-# the store, checkpoints and the worker API links less. `--rdzv-backend=etcd-v3`
-# then fails with "built without etcd (ELASTIC_ETCD=0)", elastic_has_feature("etcd")
-# is 0, and the tests that need etcd (those including support/etcd_fixture.h)
-# are not built. Objects are rebuilt when a knob changes ($(OUT)/knobs).
-ELASTIC_ETCD ?= 1
-ifeq ($(ELASTIC_ETCD),0)
-  ETCD_SRC := $(wildcard src/etcd/*.c src/rdzv/backend_etcd*.c)
-  LIB_SRC := $(filter-out $(ETCD_SRC),$(LIB_SRC))
-  LIB_OBJ := $(patsubst %.c,$(OUT)/%.o,$(LIB_SRC))
-  TEST_SRC := $(filter-out $(shell grep -l 'support/etcd_fixture.h' $(TEST_SRC)),$(TEST_SRC))
-  TEST_OBJ := $(patsubst %.c,$(OUT)/%.o,$(TEST_SRC))
-  LIBS := $(filter-out -lcurl,$(LIBS))
-  PKG_MODULES := $(filter-out libcurl,$(PKG_MODULES))
-  DEB_PACKAGES := $(filter-out libcurl4-openssl-dev,$(DEB_PACKAGES))
-  CFLAGS_ALL += -DELASTIC_WITH_ETCD=0
-  PC_KNOB_SED := -e 's| -lcurl||'
-else ifneq ($(ELASTIC_ETCD),1)
-  $(error ELASTIC_ETCD must be 1 (build the etcd client and backend) or 0 (leave them out))
-endif
-KNOBS += ELASTIC_ETCD=$(ELASTIC_ETCD)
-KNOB_STAMP := $(OUT)/knobs
-$(shell mkdir -p $(OUT) && { printf '%s\n' '$(KNOBS)' | cmp -s - $(KNOB_STAMP) || printf '%s\n' '$(KNOBS)' > $(KNOB_STAMP); })
-# (a rule above `all`: without this the first object would be make's default goal)
-.DEFAULT_GOAL := all
-$(LIB_OBJ) $(TEST_OBJ): $(KNOB_STAMP)
-
-.PHONY: all deps deps-present test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
+.PHONY: all lib deps deps-build deps-present deps-test print-build test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
 
 all: deps-present $(SHARED_LIB) $(STATIC_LIB) $(TOOLS) $(EXAMPLES)
+lib: deps-present $(SHARED_LIB) $(STATIC_LIB)
 
-# ---- dependencies ---------------------------------------------------------
+# ---- dependencies (deps/debian.txt) ----------------------------------------
+
+# The install line; apt-get update only when installing without it failed.
+APT_INSTALL = (DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(1) >/dev/null 2>&1 || \
+  (apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive \
+   apt-get install -y -q --no-install-recommends $(1) >/dev/null))
+AS_ROOT = [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1
 
 # Building and installing never run apt: they only name what is missing.
 deps-present:
@@ -167,28 +214,42 @@ deps-present:
 	for m in $(PKG_MODULES); do pkg-config --exists $$m 2>/dev/null || missing="$$missing $$m"; done; \
 	if [ -n "$$missing" ]; then echo "missing:$$missing. Run make deps (as root) or apt-get install $(DEB_PACKAGES)"; exit 1; fi
 
-deps:
+# The build libraries: installed as root, else the command is printed and the build stops.
+deps-build:
 	@missing=""; \
 	command -v pkg-config >/dev/null 2>&1 || missing="pkg-config"; \
 	for m in $(PKG_MODULES); do pkg-config --exists $$m 2>/dev/null || missing="$$missing $$m"; done; \
 	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  if $(AS_ROOT); then \
 	    echo "deps: installing $(DEB_PACKAGES) (missing:$$missing)"; \
-	    (apt-get install -y -q --no-install-recommends $(DEB_PACKAGES) >/dev/null 2>&1 || \
-	     (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(DEB_PACKAGES))) || exit 1; \
+	    $(call APT_INSTALL,$(DEB_PACKAGES)) || exit 1; \
 	  else \
 	    echo "deps: missing$$missing. Run as root: apt-get install $(DEB_PACKAGES)"; exit 1; \
 	  fi; \
 	fi
-	@# The Rust bindings' toolchain and crates: optional, their test is skipped without them.
-	@if command -v dpkg >/dev/null 2>&1 && ! dpkg -s $(RUST_DEB_PACKAGES) >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "deps: installing $(RUST_DEB_PACKAGES) (Rust bindings)"; \
-	    (apt-get install -y -q --no-install-recommends $(RUST_DEB_PACKAGES) >/dev/null 2>&1 || \
-	     (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-	      $(RUST_DEB_PACKAGES))) || echo "deps: could not install them; the Rust bindings' test will be skipped"; \
-	  else echo "deps: the Rust bindings' test needs: apt-get install $(RUST_DEB_PACKAGES)"; fi; \
+
+# What the tests use: installed as root; otherwise one line says how, and the
+# suite runs what it can (each test that needs a missing one says so as a skip).
+deps-test:
+	@command -v dpkg-query >/dev/null 2>&1 || { echo "deps: not Debian: the tests use (Debian names) $(TEST_DEB_PACKAGES)"; exit 0; }; \
+	missing=""; \
+	for p in $(TEST_DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; done; \
+	[ -z "$$missing" ] && exit 0; \
+	if $(AS_ROOT); then \
+	  echo "deps: installing what the tests use:$$missing"; \
+	  $(call APT_INSTALL,$$missing) || { echo "deps: apt-get install$$missing failed; the tests that need them will be skipped"; exit 0; }; \
+	else \
+	  echo "deps: the tests that need them will be skipped. Run as root: apt-get install$$missing"; \
 	fi
+
+deps: deps-build deps-test
+
+# What this configuration builds and links (the knob test reads it).
+print-build:
+	@echo "left_out=$(LEFT_OUT)"; echo "out=$(OUT)"; echo "lib_out=$(LIB_OUT)"; echo "libs=$(LIBS)"; \
+	echo "dropped_libs=$(filter-out $(LIBS),$(subst $(comma),$(space),$(shell awk '$$1 == "build" { print $$5 }' $(DEPS_FILE))))"; \
+	echo "packages=$(DEB_PACKAGES)"; echo "test_packages=$(TEST_DEB_PACKAGES)"
 
 # ---- library and tools ----------------------------------------------------
 
@@ -300,8 +361,17 @@ header-check: deps-present
 	  $(CC) -std=c99 -pedantic -Werror -Wall -Wextra -I. -fsyntax-only $(OUT)/header/alone.c || { echo "header-check: $$h does not stand alone (C99)"; exit 1; }; \
 	  $(CXX) -std=c++11 -pedantic -Werror -Wall -Wextra -I. -fsyntax-only -x c++ $(OUT)/header/alone.c || { echo "header-check: $$h does not stand alone (C++)"; exit 1; }; \
 	done; echo "header-check: each of include/elastic/*.h stands alone"
+	@awk -f test/header/documented.awk include/elastic.h include/elastic/*.h && \
+	  echo "header-check: every public function has its comment"
 	@if [ -f "$(CUDA_HOME)/include/nccl.h" ]; then echo "header-check: src/nccl/nccl.h against $(CUDA_HOME)/include/nccl.h"; \
 	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nccl_layout.c; fi
+
+# The suite, the demo and the benchmarks need the agent; a build without it
+# is checked by test/integration/test_build_knobs.c instead. (Without etcd the
+# suite runs: the tests that need etcd are not built.)
+.PHONY: whole-library
+whole-library:
+	@if [ -n "$(filter $(SUITE_NEEDS),$(LEFT_OUT))" ]; then echo "this build leaves out: $(LEFT_OUT); the suite, the demo and the benchmarks need the agent (build this one with make lib, install it with make install)"; exit 1; fi
 
 # TEST_FILTER selects tests; it is passed to the runner (test/runner.c) as its
 # arguments. Every test's name starts with its module (store_, rdzv_, ckpt_,
@@ -312,7 +382,7 @@ header-check: deps-present
 #   make test TEST_FILTER="rdzv_etcd ckpt_async"
 #   make test TEST_FILTER==store_wait_times_out
 #   build/release/test/run_tests --list    every test's name, one per line
-test: deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE)
+test: whole-library deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE)
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
 	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
@@ -338,7 +408,7 @@ tsan:
 	    echo "tsan: ThreadSanitizer reports above (one file per process in $(TSAN_REPORTS))"; exit 1; fi; \
 	  exit $$rc
 
-valgrind: all $(TEST_BIN) $(HELPERS) $(NCCL_DOUBLE)
+valgrind: whole-library all $(TEST_BIN) $(HELPERS) $(NCCL_DOUBLE)
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) ELASTIC_TEST_TIMEOUT_SCALE=10 \
@@ -380,7 +450,9 @@ build/release/bench/%: bench/%.c lib/libelastic.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< lib/libelastic.a $(LIBS)
 
-bench: all $(BENCHES)
+# The benchmarks compare the whole library with its peers (lib/, bin/).
+bench: whole-library all $(BENCHES)
+	@if [ -n "$(LEFT_OUT)" ]; then echo "bench: this build leaves out $(LEFT_OUT); the benchmarks run the whole library"; exit 1; fi
 	@for script in bench/run_*.sh; do [ -e "$$script" ] || continue; echo "== $$script"; \
 	  ELASTIC_BENCH_DIR=$(abspath build/release/bench) ELASTIC_BIN_DIR=$(abspath bin) bash $$script || exit 1; done
 
@@ -388,12 +460,13 @@ bench: all $(BENCHES)
 
 # TRAINER=c (default) or rust: which build of the demo trainer runs.
 TRAINER ?= c
-demo: deps all
+# The C demo needs only the build libraries; the Rust one also cargo and the crates.
+demo: whole-library $(if $(filter rust,$(TRAINER)),deps,deps-build) all
 	@case "$(TRAINER)" in c) trainer=$(abspath $(OUT)/examples/demo_trainer);; \
 	  rust) ($(CARGO_ENV) $(CARGO) build --offline -q -p elastic-demo-trainer) || exit 1; \
 	    trainer=$(abspath $(RUST_TARGET_DIR))/debug/demo_trainer;; \
 	  *) echo "demo: TRAINER must be c or rust"; exit 1;; esac; \
-	  ELASTIC_BIN_DIR=$(abspath bin) DEMO_TRAINER=$$trainer bash examples/demo.sh
+	  ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) DEMO_TRAINER=$$trainer bash examples/demo.sh
 
 # ---- Rust bindings (bindings/rust, examples/rust) --------------------------
 
@@ -407,18 +480,20 @@ CARGO_ENV = cd bindings/rust && CARGO_TARGET_DIR=$(abspath $(RUST_TARGET_DIR)) E
 
 # The .pc names the install paths: rebuilt whenever PREFIX/LIBDIR/INCLUDEDIR
 # differ from the last build's (the stamp is rewritten only when they change).
-PC_VARS := $(PREFIX)|$(LIBDIR)|$(INCLUDEDIR)|$(VERSION)|$(KNOBS)
+PC_VARS := $(PREFIX)|$(LIBDIR)|$(INCLUDEDIR)|$(VERSION)|$(PC_REQUIRES)|$(PC_LIBS)
 build/pc-vars: FORCE
 	@mkdir -p build
 	@[ "$$(cat $@ 2>/dev/null)" = '$(PC_VARS)' ] || printf '%s\n' '$(PC_VARS)' > $@
 
 pkgconfig/elastic.pc: pkgconfig/elastic.pc.in build/pc-vars
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
-	  -e 's|@VERSION@|$(VERSION)|g' $(PC_KNOB_SED) $< > $@
+	  -e 's|@VERSION@|$(VERSION)|g' -e 's|@REQUIRES_PRIVATE@|$(PC_REQUIRES)|g' \
+	  -e 's|@LIBS_PRIVATE@|$(PC_LIBS)|g' $< > $@
 
 install: all pkgconfig/elastic.pc
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/elastic $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 644 include/elastic.h $(DESTDIR)$(INCLUDEDIR)/elastic.h
+	@# A build without a part installs no program that needs it (TOOLS and the Python package).
 	install -m 644 include/elastic/*.h $(DESTDIR)$(INCLUDEDIR)/elastic/
 	install -m 755 $(SHARED_LIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf libelastic.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)

@@ -85,7 +85,7 @@ public:
         opts.collective_timeout_ms = collective_timeout_ms;
         check(elastic_nccl_comm_init(w.get(), &opts, &handle_), "elastic_nccl_comm_init");
     }
-    ~nccl_comm() { elastic_nccl_comm_destroy(handle_); }
+    ~nccl_comm() { elastic_nccl_comm_close(handle_); }
     nccl_comm(const nccl_comm &) = delete;
     nccl_comm &operator=(const nccl_comm &) = delete;
 

@@ -4,16 +4,10 @@
  * group back after every failure. bin/elasticrun is a thin shell around it.
  * Included by <elastic.h>; may also be included on its own.
  */
-/* First, outside the guard: <elastic.h> includes every module header in
- * order, so whichever header a program includes first, each sees the types
- * of the ones before it. */
-#include "../elastic.h"
-
 #ifndef ELASTIC_AGENT_H
 #define ELASTIC_AGENT_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include "common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -78,18 +72,26 @@ typedef struct elastic_agent_opts {
     int help;               /* set by elastic_agent_parse_args for -h/--help */
     int version;            /* set by elastic_agent_parse_args for --version */
     /* probes and in-process recovery (docs/PROBES.md); hang_timeout_ms is above */
-    int startup_timeout_ms; /* no first heartbeat this long: hung; 0 (default): max(600 s, hang timeout) */
-    int metrics_port; /* /metrics and /healthz on metrics_host; -1 (default): off; 0: a free port */
+    /* No first heartbeat this long: hung; 0 (default): max(600 s, hang timeout). */
+    int startup_timeout_ms;
+    /* /metrics and /healthz on metrics_host; -1 (default): off; 0: a free port. */
+    int metrics_port;
     const char *metrics_host; /* default "127.0.0.1" */
     int straggler_window;     /* probe ticks per straggler window; 0 (default): no scoring */
-    int straggler_rounds; /* slow ticks in a row that make a persistent straggler; 0: only scores */
-    int straggler_evict;  /* 1: a straggler rank restarts; a straggler node gives way */
-    const char *user_probe;     /* shell command run on an interval; exit 0 = healthy; NULL: none */
+    /* Slow ticks in a row that make a persistent straggler; 0: only scores. */
+    int straggler_rounds;
+    int straggler_evict; /* 1: a straggler rank restarts; a straggler node gives way */
+    /* Shell command run on an interval; exit 0 = healthy; NULL: none. */
+    const char *user_probe;
     int user_probe_interval_ms; /* default 10000 */
-    int in_process_recovery; /* 1: workers healthy at a failure stay; only the failed one restarts */
-    int abort_ack_timeout_ms; /* in-process: a survivor acknowledges the abort within this; default 5000 */
-    int quiet; /* 1: no console lines on stderr (failures, restarts, waiting, the summary) */
-    int straggler_quarantine_ms; /* evicted node rejoins after this; 0: leaves; default 300 s */
+    /* 1: workers healthy at a failure stay; only the failed one restarts. */
+    int in_process_recovery;
+    /* In-process: a survivor acknowledges the abort within this; default 5000. */
+    int abort_ack_timeout_ms;
+    /* 1: no console lines on stderr (failures, restarts, waiting, the summary). */
+    int quiet;
+    /* An evicted node rejoins after this; 0: it leaves; default 300 s. */
+    int straggler_quarantine_ms;
 } elastic_agent_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
@@ -120,6 +122,11 @@ typedef struct elastic_agent_result {
     char summary[4096];   /* "" on success; else the root cause in a few lines */
 } elastic_agent_result;
 
+/* Checks the options (ELASTIC_EINVAL, one line in elastic_last_error()) and
+ * sets up what the run needs: the job's store (hosted here or connected to)
+ * and the event log (its agent_started line). No worker starts before
+ * elastic_agent_run. NULL opts: all defaults. ELASTIC_EUNSUPPORTED in a
+ * library built with ELASTIC_AGENT=0 (elastic_has_feature("agent") is 0). */
 ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_agent **agent);
 /* Runs the job on the calling thread until it ends. The returned code is an
  * error of the agent itself (bad configuration, the store unreachable);
@@ -129,6 +136,8 @@ ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result 
  * and return from elastic_agent_run. Async-signal-safe: call it from the
  * host's SIGTERM/SIGINT handler, passing the signal (or 0). */
 ELASTIC_EXTERN void elastic_agent_request_stop(elastic_agent *agent, int signum);
+/* Releases the agent after elastic_agent_run returned (or without running
+ * it), from any thread. NULL is a no-op. */
 ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent);
 
 #ifdef __cplusplus

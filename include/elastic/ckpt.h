@@ -5,16 +5,11 @@
  * generation committed. Format and guarantees: docs/CHECKPOINT.md.
  * Included by <elastic.h>; may also be included on its own.
  */
-/* First, outside the guard: <elastic.h> includes every module header in
- * order, so whichever header a program includes first, each sees the types
- * of the ones before it. */
-#include "../elastic.h"
-
 #ifndef ELASTIC_CKPT_H
 #define ELASTIC_CKPT_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include "common.h"
+#include "store.h" /* elastic_store */
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,8 +38,8 @@ typedef struct elastic_ckpt_writer elastic_ckpt_writer;
 #define ELASTIC_CKPT_VERIFY_MANIFEST 1 /* records and manifests only: cheap for huge checkpoints */
 
 /* Blob flags (elastic_ckpt_put_flags, elastic_ckpt_writer_open). */
-#define ELASTIC_CKPT_REPLICATED \
-    1u /* identical on every rank: any rank (any world size) may read it */
+/* Identical on every rank: any rank (any world size) may read it. */
+#define ELASTIC_CKPT_REPLICATED 1u
 
 /* `rank` argument meaning "this rank's shard, else a replicated blob of any shard". */
 #define ELASTIC_CKPT_ANY_RANK (-1)
@@ -53,29 +48,36 @@ typedef struct elastic_ckpt_opts {
     size_t struct_size; /* sizeof(elastic_ckpt_opts) */
     int compression;    /* ELASTIC_CKPT_ZSTD (default) or ELASTIC_CKPT_NONE */
     int zstd_level;     /* default 1; negative levels are faster, up to 19 smaller */
-    int threads; /* compression/verification threads; default: online CPUs (max 8); 0 or 1: caller's thread */
-    size_t
-        chunk_bytes; /* blobs are cut into independent chunks of this size; default 4 MiB (64 KiB..64 MiB) */
+    /* Compression/verification threads; default: online CPUs (max 8); 0 or 1:
+     * the caller's thread. */
+    int threads;
+    /* Blobs are cut into independent chunks of this size; default 4 MiB
+     * (64 KiB..64 MiB). */
+    size_t chunk_bytes;
     int fsync;           /* ELASTIC_CKPT_FSYNC_FULL (default) or ELASTIC_CKPT_FSYNC_NONE */
     int verify;          /* ELASTIC_CKPT_VERIFY_FULL (default) or ELASTIC_CKPT_VERIFY_MANIFEST */
     unsigned keep_last;  /* retention: keep the newest N committed steps; 0 (default): keep all */
     uint64_t keep_every; /* also keep every step divisible by this; 0 (default): none */
     uint32_t rank;       /* this process's rank in the generation; default 0 */
     uint32_t world;      /* ranks in the generation; default 1 */
-    uint64_t
-        generation; /* the generation writing (keeps shards of different generations apart); default 0 */
-    elastic_store
-        *store; /* NULL (default): the global commit record is a file in the shared directory;
-                                    else it goes through this store (its prefix scopes the job) */
-    int shared_storage;    /* 1: every rank sees the same directory (all shards are checked);
-                                 0: each rank has its own; default: 1 without a store, 0 with one */
-    int commit_timeout_ms; /* store mode: how long commit waits for the other ranks; default 600000;
-                                 < 0: no limit; 0: only if they already committed;
-                                 ELASTIC_TIMEOUT_DEFAULT: the store handle's timeout_ms */
+    /* The generation writing (keeps shards of different generations apart);
+     * default 0. */
+    uint64_t generation;
+    /* NULL (default): the global commit record is a file in the shared
+     * directory; else it goes through this store (its prefix scopes the job). */
+    elastic_store *store;
+    /* 1: every rank sees the same directory (all shards are checked); 0: each
+     * rank has its own; default: 1 without a store, 0 with one. */
+    int shared_storage;
+    /* Store mode: how long commit waits for the other ranks; default 600000;
+     * < 0: no limit; 0: only if they already committed; ELASTIC_TIMEOUT_DEFAULT:
+     * the store handle's timeout_ms. */
+    int commit_timeout_ms;
     uint64_t max_blob_bytes; /* reads refuse blobs larger than this; default 1 TiB */
-    unsigned
-        file_mode; /* mode of the files written; default 0600 (private). 0640: the group may read
-                                 (directories get x wherever r is: 0700 / 0750). Bits outside 0666 are refused */
+    /* Mode of the files written; default 0600 (private). 0640: the group may
+     * read (directories get x wherever r is: 0700 / 0750). Bits outside 0666
+     * are refused. */
+    unsigned file_mode;
 } elastic_ckpt_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
@@ -110,6 +112,9 @@ ELASTIC_EXTERN int elastic_ckpt_put_flags(elastic_ckpt_txn *txn, const char *nam
  * writer open per transaction; close it before the next put or commit. */
 ELASTIC_EXTERN int elastic_ckpt_writer_open(elastic_ckpt_txn *txn, const char *name, unsigned flags,
                                             elastic_ckpt_writer **writer);
+/* Appends len bytes to the blob; the data is consumed before the call returns.
+ * A failure is sticky: every later call on the transaction, commit included,
+ * returns it. */
 ELASTIC_EXTERN int elastic_ckpt_writer_write(elastic_ckpt_writer *writer, const void *data,
                                              size_t len);
 /* Finishes the blob and frees the writer (also after an error). */

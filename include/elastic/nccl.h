@@ -7,22 +7,17 @@
  * `void *` (cudaStream_t). Included by <elastic.h>; may also be included on its
  * own. See docs/NCCL.md.
  */
-/* First, outside the guard: <elastic.h> includes every module header in
- * order, so whichever header a program includes first, each sees the types
- * of the ones before it. */
-#include "../elastic.h"
-
 #ifndef ELASTIC_NCCL_H
 #define ELASTIC_NCCL_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include "common.h"
+#include "worker.h" /* elastic_worker */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Thread safety: init, watch, rebuild and destroy belong to the trainer's
+/* Thread safety: init, watch, rebuild and close belong to the trainer's
  * thread; get, check, get_info and abort may be called from any thread. The
  * library runs one watchdog thread per communicator and uses the worker's
  * control thread for aborts (docs/NCCL.md). No signal handler is installed. */
@@ -30,19 +25,23 @@ extern "C" {
 typedef struct elastic_nccl_comm elastic_nccl_comm;
 
 typedef struct elastic_nccl_opts {
-    size_t struct_size;  /* sizeof(elastic_nccl_opts), set by elastic_nccl_opts_init */
-    const char *tag;     /* names the communicator among the worker's ([A-Za-z0-9_.-], at most
-                                        63 characters); every rank uses the same; default "default" */
-    int device;          /* CUDA device; -1 (default): the local rank */
-    int init_timeout_ms; /* unique-id exchange plus NCCL's own init (and each rebuild); default
-                                        120000; < 0: no limit; 0 is ELASTIC_EINVAL */
-    int collective_timeout_ms; /* a threshold: a watched collective not done after this is a hang;
-                                        default 60000 (NCCL and PyTorch wait 600000); <= 0: no deadline,
-                                        async errors only */
-    int watchdog_interval_ms;  /* how often the watchdog polls; default 100 */
-    int rebuild_on_reconfigure; /* 1 (default): elastic_worker_poll() rebuilds the communicator before
-                                        the trainer's reconfigure callback runs; 0: the trainer calls
-                                        elastic_nccl_comm_rebuild() itself */
+    size_t struct_size; /* sizeof(elastic_nccl_opts), set by elastic_nccl_opts_init */
+    /* Names the communicator among the worker's ([A-Za-z0-9_.-], at most 63
+     * characters); every rank uses the same; default "default". */
+    const char *tag;
+    int device; /* CUDA device; -1 (default): the local rank */
+    /* Unique-id exchange plus NCCL's own init (and each rebuild); default
+     * 120000; < 0: no limit; 0 is ELASTIC_EINVAL. */
+    int init_timeout_ms;
+    /* A threshold: a watched collective not done after this is a hang;
+     * default 60000 (NCCL and PyTorch wait 600000); <= 0: no deadline, async
+     * errors only. */
+    int collective_timeout_ms;
+    int watchdog_interval_ms; /* how often the watchdog polls; default 100 */
+    /* 1 (default): elastic_worker_poll() rebuilds the communicator before the
+     * trainer's reconfigure callback runs; 0: the trainer calls
+     * elastic_nccl_comm_rebuild() itself. */
+    int rebuild_on_reconfigure;
 } elastic_nccl_opts;
 
 /* Fills the defaults, writing no further than struct_size bytes (pass sizeof *opts);
@@ -101,11 +100,11 @@ typedef enum elastic_nccl_rebuild_method {
 } elastic_nccl_rebuild_method;
 
 typedef struct elastic_nccl_info {
-    size_t
-        struct_size; /* the caller sets sizeof(elastic_nccl_info); the library sets the bytes filled */
-    int rank;        /* in the communicator */
-    int nranks;
-    int device;
+    /* The caller sets sizeof(elastic_nccl_info); the library sets the bytes filled. */
+    size_t struct_size;
+    int rank;             /* in the communicator */
+    int nranks;           /* ranks in the communicator */
+    int device;           /* the CUDA device it runs on */
     int nccl_version;     /* NCCL_VERSION_CODE of the loaded library (22809 for 2.28.9) */
     uint64_t generation;  /* the worker generation it was built for */
     uint64_t collectives; /* elastic_nccl_watch() calls since it was built */
@@ -115,11 +114,18 @@ typedef struct elastic_nccl_info {
     int last_build_ms;    /* how long the last init or rebuild took */
 } elastic_nccl_info;
 
+/* Fills *info (its struct_size set by the caller) with the communicator's
+ * current state and counters. Any thread. */
 ELASTIC_EXTERN int elastic_nccl_comm_get_info(elastic_nccl_comm *comm, elastic_nccl_info *info);
 
-/* Stops the watchdog, destroys the NCCL communicator (aborting it when it is
- * broken) and frees. NULL is a no-op. Trainer's thread. */
-ELASTIC_EXTERN void elastic_nccl_comm_destroy(elastic_nccl_comm *comm);
+/* Releases the handle (docs/ABI.md: `_close` only releases): stops the
+ * watchdog, destroys the NCCL communicator (aborting it when it is broken) and
+ * frees. NULL is a no-op. Trainer's thread. */
+ELASTIC_EXTERN void elastic_nccl_comm_close(elastic_nccl_comm *comm);
+/* Deprecated (1.0.0's name, kept for older callers): the same as
+ * elastic_nccl_comm_close. */
+ELASTIC_EXTERN void elastic_nccl_comm_destroy(elastic_nccl_comm *comm)
+    ELASTIC_DEPRECATED("elastic_nccl_comm_close");
 
 #ifdef __cplusplus
 }

@@ -4,16 +4,11 @@
  * store or etcd v3 (compare-and-set, add, get, watch, leases).
  * Included by <elastic.h>; may also be included on its own.
  */
-/* First, outside the guard: <elastic.h> includes every module header in
- * order, so whichever header a program includes first, each sees the types
- * of the ones before it. */
-#include "../elastic.h"
-
 #ifndef ELASTIC_RDZV_H
 #define ELASTIC_RDZV_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include "common.h"
+#include "store.h" /* elastic_store */
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,9 +25,10 @@ extern "C" {
 typedef struct elastic_rdzv elastic_rdzv;
 
 typedef struct elastic_rdzv_opts {
-    size_t struct_size;   /* sizeof(elastic_rdzv_opts) */
-    const char *run_id;   /* required: names the job; keys live under "rdzv/<run_id>/" (store);
-                                        1..ELASTIC_RUN_ID_MAX characters of [A-Za-z0-9._-] */
+    size_t struct_size; /* sizeof(elastic_rdzv_opts) */
+    /* Required: names the job; keys live under "rdzv/<run_id>/" (store);
+     * 1..ELASTIC_RUN_ID_MAX characters of [A-Za-z0-9._-]. */
+    const char *run_id;
     const char *endpoint; /* store "host:port", used when `store` is NULL */
     elastic_store *store; /* an open handle to use instead (not owned, outlives the rdzv) */
     const char *token;    /* store token when connecting by endpoint (NULL: environment) */
@@ -43,29 +39,31 @@ typedef struct elastic_rdzv_opts {
     int keepalive_interval_ms; /* heartbeat period; default 500, at least 100 */
     int keepalive_timeout_ms;  /* silent this long -> evicted; default 2000, at least 100 */
     int max_restarts;          /* job-wide failure budget; default 0 */
-    const char
-        *node_addr; /* address other nodes and workers reach this node at; default: hostname */
+    /* Address other nodes and workers reach this node at; default: hostname. */
+    const char *node_addr;
     int local_world_size; /* workers on this node; default 1 */
     const char *node_id;  /* unique per node; default "<hostname>-<pid>-<random>" */
     /* Where the rendezvous keeps its keys (docs/RDZV.md): the job's store
      * (above) or etcd v3 through its JSON gateway. The fields below are read
      * only with ELASTIC_RDZV_BACKEND_ETCD. */
     int backend; /* elastic_rdzv_backend; default ELASTIC_RDZV_BACKEND_STORE */
-    const char *
-        etcd_endpoints; /* "host:port[,host:port...]": tried in turn, the last one that answered first */
+    /* "host:port[,host:port...]": tried in turn, the last one that answered first. */
+    const char *etcd_endpoints;
     const char *etcd_prefix; /* keys live under "<prefix>/<run_id>/"; NULL: "/elastic" */
-    const char
-        *etcd_ca_file; /* TLS (https): the CA that signed etcd's certificate; NULL: plain http */
-    const char *etcd_cert_file; /* TLS client certificate and its key; NULL: none */
-    const char *etcd_key_file;
-    const char *etcd_user; /* etcd authentication; NULL: none */
-    const char *etcd_password;
-    int etcd_timeout_ms; /* deadline of each etcd request; default 5000; > 0 (every request has one) */
+    /* TLS (https): the CA that signed etcd's certificate; NULL: plain http. */
+    const char *etcd_ca_file;
+    const char *etcd_cert_file; /* TLS client certificate; NULL: none */
+    const char *etcd_key_file;  /* its private key; NULL: none */
+    const char *etcd_user;      /* etcd authentication; NULL: none */
+    const char *etcd_password;  /* etcd_user's password */
+    /* Deadline of each etcd request; default 5000; > 0 (every request has one). */
+    int etcd_timeout_ms;
 } elastic_rdzv_opts;
 
 typedef enum elastic_rdzv_backend {
     ELASTIC_RDZV_BACKEND_STORE = 0, /* the job's own store (endpoint or store) */
-    ELASTIC_RDZV_BACKEND_ETCD = 1 /* etcd v3 (etcd_* fields): no single node's loss ends the job */
+    /* etcd v3 (the etcd_* fields): no single node's loss ends the job. */
+    ELASTIC_RDZV_BACKEND_ETCD = 1
 } elastic_rdzv_backend;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
@@ -95,9 +93,10 @@ typedef enum elastic_rdzv_cause_kind {
     ELASTIC_RDZV_NODES_WAITING = 3, /* a node is waiting to join and there is room */
     ELASTIC_RDZV_NODE_LEFT = 4,     /* a member left on purpose (scale-down) */
     ELASTIC_RDZV_JOB_ENDED = 5,     /* the job is done or was stopped (elastic_rdzv_end_job) */
-    ELASTIC_RDZV_FENCED = 6         /* this node lost its lease (cut off, frozen, store gone): it
-                                      * is no member any more and rejoins as a new one; only ever
-                                      * reported locally, never written to the store */
+    /* This node lost its lease (cut off, frozen, store gone): it is no member
+     * any more and rejoins as a new one; only ever reported locally, never
+     * written to the store. */
+    ELASTIC_RDZV_FENCED = 6
 } elastic_rdzv_cause_kind;
 
 /* Both an input (elastic_rdzv_end_generation reads struct_size bytes; fields

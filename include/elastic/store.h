@@ -4,16 +4,10 @@
  * checkpoint commit and the NCCL id exchange all talk through it.
  * Included by <elastic.h>; may also be included on its own.
  */
-/* First, outside the guard: <elastic.h> includes every module header in
- * order, so whichever header a program includes first, each sees the types
- * of the ones before it. */
-#include "../elastic.h"
-
 #ifndef ELASTIC_STORE_H
 #define ELASTIC_STORE_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include "common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,27 +27,35 @@ typedef struct elastic_store elastic_store;
 
 typedef struct elastic_store_server_opts {
     size_t struct_size; /* sizeof(elastic_store_server_opts) */
-    const char *host;   /* address to bind; default "127.0.0.1"; "::" or "0.0.0.0" for all */
-    int port;           /* 0 (default) picks a free port; see elastic_store_server_get_port() */
-    const char
-        *token; /* shared secret; NULL: ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN from the
-                                        environment, else no auth */
-    size_t max_key_bytes;         /* default 4096 */
-    size_t max_value_bytes;       /* default 16 MiB */
-    size_t max_connections;       /* default 4096; further connections are closed at once */
-    size_t max_connection_buffer; /* bytes buffered per connection (in + out); default 64 MiB */
-    size_t
-        max_total_bytes; /* keys + values held; default 1 GiB; sets beyond it fail with ELASTIC_ELIMIT */
-    int handshake_timeout_ms; /* a connection must finish the handshake in this; default 5000 */
-    int idle_timeout_ms; /* a connection with no request and no pending wait is closed after this;
-                                        < 0 (default): never; 0 is not allowed */
-    size_t
-        max_pending_waits; /* get/wait/watch calls parked per connection; default 1024; more fail with ELASTIC_ELIMIT */
-    size_t
-        max_buffered_bytes; /* partial frames and unsent responses of all connections together; default 64 MiB;
-                                        beyond it connections holding over 64 KiB are paused */
-    int frame_timeout_ms; /* a started frame must be complete within this, else the connection is closed;
-                                        default 30000 */
+    /* Address to bind; default "127.0.0.1"; "::" or "0.0.0.0" for all. */
+    const char *host;
+    /* 0 (default) picks a free port; see elastic_store_server_get_port(). */
+    int port;
+    /* Shared secret; NULL: the file named by ELASTIC_STORE_TOKEN_FILE, else
+     * ELASTIC_STORE_TOKEN from the environment, else no auth. */
+    const char *token;
+    size_t max_key_bytes;   /* default 4096 */
+    size_t max_value_bytes; /* default 16 MiB */
+    /* Default 4096; further connections are closed at once. */
+    size_t max_connections;
+    /* Bytes buffered per connection (in + out); default 64 MiB. */
+    size_t max_connection_buffer;
+    /* Keys + values held; default 1 GiB; sets beyond it fail with ELASTIC_ELIMIT. */
+    size_t max_total_bytes;
+    /* A connection must finish the handshake in this; default 5000. */
+    int handshake_timeout_ms;
+    /* A connection with no request and no pending wait is closed after this;
+     * < 0 (default): never; 0 is not allowed. */
+    int idle_timeout_ms;
+    /* get/wait/watch calls parked per connection; default 1024; more fail
+     * with ELASTIC_ELIMIT. */
+    size_t max_pending_waits;
+    /* Partial frames and unsent responses of all connections together;
+     * default 64 MiB; beyond it, connections holding over 64 KiB are paused. */
+    size_t max_buffered_bytes;
+    /* A started frame must be complete within this, else the connection is
+     * closed; default 30000. */
+    int frame_timeout_ms;
 } elastic_store_server_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults.
@@ -75,12 +77,14 @@ ELASTIC_EXTERN void elastic_store_server_close(elastic_store_server *server);
 typedef struct elastic_store_opts {
     size_t struct_size; /* sizeof(elastic_store_opts) */
     const char *prefix; /* prepended to every key ("job7/gen3/"); default "" */
-    const char
-        *token; /* NULL: the file named by ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN from
-                                        the environment, else none */
-    int connect_timeout_ms; /* default 10000; connection attempts are retried until then; < 0: no limit */
-    int timeout_ms;         /* per-call deadline for calls without their own, and what
-                                        ELASTIC_TIMEOUT_DEFAULT means for this handle; default 30000; < 0: no limit */
+    /* NULL: the file named by ELASTIC_STORE_TOKEN_FILE, else ELASTIC_STORE_TOKEN
+     * from the environment, else none. */
+    const char *token;
+    /* Default 10000; connection attempts are retried until then; < 0: no limit. */
+    int connect_timeout_ms;
+    /* Per-call deadline for calls without their own, and what
+     * ELASTIC_TIMEOUT_DEFAULT means for this handle; default 30000; < 0: no limit. */
+    int timeout_ms;
 } elastic_store_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */

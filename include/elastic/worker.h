@@ -5,16 +5,11 @@
  * in the same process. Outside an agent it works as a group of one.
  * Included by <elastic.h>; may also be included on its own.
  */
-/* First, outside the guard: <elastic.h> includes every module header in
- * order, so whichever header a program includes first, each sees the types
- * of the ones before it. */
-#include "../elastic.h"
-
 #ifndef ELASTIC_WORKER_H
 #define ELASTIC_WORKER_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include "common.h"
+#include "store.h" /* elastic_store */
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,12 +28,16 @@ typedef struct elastic_worker elastic_worker;
 typedef struct elastic_worker_opts {
     size_t struct_size;           /* sizeof(elastic_worker_opts) */
     int store_connect_timeout_ms; /* connecting to the job's store; default 10000 */
-    int store_timeout_ms; /* per-call store deadline, and what ELASTIC_TIMEOUT_DEFAULT means for
-                                        barrier and the store handle; default 30000 */
-    int reconfigure_timeout_ms; /* poll() waits this long for the next generation after an abort; default 600000 */
-    int stack_dump_signal; /* signal on which the library writes the trainer thread's backtrace to stderr
-                                        when the agent's hang probe asks (only installed under an agent and only if
-                                        the signal still has its default action); default SIGUSR2 (12); 0: never */
+    /* Per-call store deadline, and what ELASTIC_TIMEOUT_DEFAULT means for
+     * barrier and the store handle; default 30000. */
+    int store_timeout_ms;
+    /* poll() waits this long for the next generation after an abort; default 600000. */
+    int reconfigure_timeout_ms;
+    /* Signal on which the library writes the trainer thread's backtrace to
+     * stderr when the agent's hang probe asks (only installed under an agent
+     * and only if the signal still has its default action); default SIGUSR2
+     * (12); 0: never. */
+    int stack_dump_signal;
 } elastic_worker_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
@@ -73,11 +72,15 @@ typedef struct elastic_worker_info {
  * ELASTIC_* variables) ranks come from the environment and there is no store. */
 ELASTIC_EXTERN int elastic_worker_init(const elastic_worker_opts *opts, elastic_worker **worker);
 
+/* Fills *info (its struct_size set by the caller) with the current
+ * generation: the one init attached to, or the newer one the last
+ * reconfiguring elastic_worker_poll() moved to. Any thread. */
 ELASTIC_EXTERN int elastic_worker_get_info(elastic_worker *w, elastic_worker_info *info);
 
 /* The job's store scoped to the current generation's key space (owned by the
  * worker: do not close it; valid until the next reconfigure or close), or
- * ELASTIC_ENOTFOUND with *store NULL when the worker has none (plain torchrun). */
+ * ELASTIC_ENOTFOUND with *store NULL when the worker has none (plain torchrun;
+ * alone in a library built with ELASTIC_AGENT=0, which has no store server). */
 ELASTIC_EXTERN int elastic_worker_get_store(elastic_worker *w, elastic_store **store);
 
 /* Progress report, cheap enough for every step: a few stores to shared memory

@@ -4,6 +4,14 @@
  * and the log directories, then runs the group's state machine on a loop.
  */
 #include "agent/group.h"
+#include "agent/console.h"
+#include "agent/generation_store.h"
+#include "agent/journal.h"
+#include "agent/membership.h"
+#include "agent/probes.h"
+#include "agent/python.h"
+#include "agent/reaper.h"
+#include "agent/workers.h"
 #include "common/endpoint.h"
 #include "common/names.h"
 #include "rdzv/rdzv.h"
@@ -104,11 +112,11 @@ static int setup_store(elastic_agent *agent)
     char host[256];
     int port, rc;
     /* On etcd a store without a configured token gets a random one per host,
-     * published in etcd (jobstore.c): no warning about an open store then. */
+     * published in etcd (generation_store.c): no warning about an open store then. */
     if ((rc = agent__token_load(&agent->conf, !local_only(agent) && !on_etcd(agent),
                                 &agent->token)) != 0)
         return rc;
-    if (on_etcd(agent)) { /* no store yet: each generation's rank 0 hosts one (jobstore.c) */
+    if (on_etcd(agent)) { /* no store yet: each generation's rank 0 hosts one (generation_store.c) */
         agent_jobstore *js = &agent->jobstore;
         js->bind_host = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr
                         : o->local_addr != NULL                ? o->local_addr
@@ -116,13 +124,9 @@ static int setup_store(elastic_agent *agent)
         js->advertise_host = o->local_addr != NULL ? o->local_addr : agent->hostname;
         js->fixed_token = agent->token;
         js->read_timeout_ms = agent->conf.read_timeout_ms > 0 ? agent->conf.read_timeout_ms : 0;
-        js->endpoint = agent->store_endpoint;
-        js->endpoint_size = sizeof agent->store_endpoint;
         js->token_dir = agent->group.probe_dir;
         js->token_file = agent->token_file;
         js->token_file_size = sizeof agent->token_file;
-        js->group_token_file = &agent->group.store_token_file;
-        js->group_store = &agent->group.store;
         return 0;
     }
     if (local_only(agent)) {
@@ -447,7 +451,7 @@ ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_
         return elastic__fail(rc, "%s", detail);
     }
     agent_event event;
-    agent__event_begin(&event, agent->events, "agent_started");
+    agent__event_begin(&event, agent->events, AGENT_EVENT_AGENT_STARTED);
     agent__event_int(&event, "nproc_per_node", agent->opts.nproc_per_node);
     agent__event_int(&event, "min_nodes", agent->opts.min_nodes);
     agent__event_int(&event, "max_nodes", agent->opts.max_nodes);
@@ -472,7 +476,7 @@ ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result 
     if (!agent->opts.quiet)
         agent__python_start_line(&agent->opts, agent->run_id); /* a console line too */
     agent__group_start(&agent->group);
-    while (agent->group.state != AGENT_DONE) uv_run(&agent->loop, UV_RUN_ONCE);
+    while (!agent__group_is_done(&agent->group)) uv_run(&agent->loop, UV_RUN_ONCE);
     bool hosting = agent->server != NULL || agent__jobstore_hosting(&agent->jobstore);
     if (hosting && !local_only(agent) && agent->group.stop_signal == 0) {
         if (agent->group.exit_code == 0)

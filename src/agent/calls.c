@@ -4,33 +4,44 @@
  * rendezvous) and posts each result back through the group's uv_async. A
  * store that does not answer therefore delays only these calls, never
  * signals, grace timers, output, /healthz or /metrics.
+ *
+ * A call's run touches only the call (its inputs were copied in when it
+ * was posted) and what this thread owns (the membership, the store per
+ * generation); the loop applies its results when it is back.
  */
+#include "agent/calls.h"
+
+#include "agent/generation_store.h"
 #include "agent/group.h"
+#include "agent/membership.h"
+#include "agent/probes.h"
+#include "agent/summary.h"
 
 #include <stdlib.h>
 
-static void run_call(agent_group *group, agent_call *call)
+static void run_call(agent_call *call)
 {
-    agent_membership *m = group->membership;
+    agent_membership *m = call->membership;
     switch (call->kind) {
     case AGENT_CALL_NEXT:
         call->result.struct_size = sizeof call->result;
         call->rc = m->ops->next(m, &call->result);
+        if (call->rc == 0) agent__jobstore_take(call->jobstore, call);
         break;
     case AGENT_CALL_END: call->rc = m->ops->end_generation(m, &call->cause); break;
     case AGENT_CALL_FINISH: call->rc = m->ops->finish(m); break;
     case AGENT_CALL_LEAVE: call->rc = m->ops->leave(m); break;
     case AGENT_CALL_SHARE_FAILURE:
-        call->rc = group->store != NULL ? elastic_store_set(group->store, call->key, call->value,
-                                                            strlen(call->value))
-                                        : 0;
+        call->rc = call->store != NULL
+                       ? elastic_store_set(call->store, call->key, call->value, strlen(call->value))
+                       : 0;
         break;
     case AGENT_CALL_SUMMARY:
-        agent__summary_write(group, call->summary_rc, call->error);
+        agent__summary_run(call);
         call->rc = 0;
         return;
-    case AGENT_CALL_NODE_STATS: agent__node_stats_exchange(group, call); break;
-    case AGENT_CALL_EVICT: agent__node_evict_run(group, call); break;
+    case AGENT_CALL_NODE_STATS: agent__node_stats_exchange(call); break;
+    case AGENT_CALL_EVICT: agent__node_evict_run(call); break;
     }
     snprintf(call->error, sizeof call->error, "%s", call->rc != 0 ? elastic_last_error() : "");
 }
@@ -48,7 +59,7 @@ static void *calls_main(void *arg)
         calls->queue = call->next;
         calls->busy = true;
         pthread_mutex_unlock(&group->lock);
-        run_call(group, call);
+        run_call(call);
         pthread_mutex_lock(&group->lock);
         calls->busy = false;
         call->next = NULL;
@@ -64,6 +75,7 @@ static void *calls_main(void *arg)
 void agent__call_free(agent_call *call)
 {
     if (call == NULL) return;
+    if (call->store_changed) elastic_store_close(call->store); /* a store never applied */
     free(call->node_stats);
     free(call->node_present);
     free(call);
@@ -83,10 +95,12 @@ void agent__call_post(agent_group *group, agent_call *call)
         return;
     }
     agent_calls *calls = &group->calls;
+    call->membership = group->membership;
+    if (call->kind != AGENT_CALL_NEXT) call->store = group->store;
+    agent_group_event done = { .kind = AGENT_GROUP_CALL_DONE, .call = call };
     if (!group->membership->ops->next_blocks) { /* in-memory membership: nothing can block */
-        run_call(group, call);
-        agent__group_call_done(group, call);
-        agent__call_free(call);
+        run_call(call);
+        agent__group_post(group, &done);
         return;
     }
     pthread_mutex_lock(&group->lock);
@@ -96,8 +110,7 @@ void agent__call_post(agent_group *group, agent_call *call)
             pthread_mutex_unlock(&group->lock);
             call->rc = elastic__fail(ELASTIC_ESYS, "cannot start the agent's membership thread");
             snprintf(call->error, sizeof call->error, "%s", elastic_last_error());
-            agent__group_call_done(group, call);
-            agent__call_free(call);
+            agent__group_post(group, &done);
             return;
         }
         calls->started = true;
@@ -109,18 +122,13 @@ void agent__call_post(agent_group *group, agent_call *call)
     pthread_mutex_unlock(&group->lock);
 }
 
-void agent__calls_drain(agent_group *group)
+agent_call *agent__calls_take_done(agent_group *group)
 {
     pthread_mutex_lock(&group->lock);
     agent_call *done = group->calls.done;
     group->calls.done = NULL;
     pthread_mutex_unlock(&group->lock);
-    while (done != NULL) {
-        agent_call *next = done->next;
-        agent__group_call_done(group, done);
-        agent__call_free(done);
-        done = next;
-    }
+    return done;
 }
 
 bool agent__calls_stop(agent_group *group)

@@ -4,7 +4,9 @@
  * job's end with its summary). Each goes out with one write() so it does not
  * interleave with the workers' own output; --quiet silences them.
  */
-#include "agent/group.h"
+#include "agent/console.h"
+
+#include "agent/python.h"
 
 #include "common/clock.h"
 
@@ -173,8 +175,9 @@ static void format_duration(uint64_t ms, char *out, size_t size)
                  (unsigned long long)(ms / 60000 % 60));
 }
 
-void agent__console_job_end(const agent_group *group, const char *status)
+void agent__console_job_end(const agent_group *group, agent_end_status end)
 {
+    const char *status = agent__end_status_name(end);
     char took[32], lost[32], ckpt[160];
     format_duration(elastic__now_ms() - group->started_ms, took, sizeof took);
     format_duration(group->lost_ms, lost, sizeof lost);

@@ -3,7 +3,7 @@
  * "extraInfo": {"py_callstack": ...}}}) rendered for a person: the error and
  * its traceback as indented lines, the way torchrun prints a root cause.
  */
-#include "agent/group.h"
+#include "agent/console.h"
 
 #include "common/json.h"
 

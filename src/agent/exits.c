@@ -10,7 +10,7 @@
  * coalesced, and it becomes readable only after the process is a zombie, so
  * the waitpid() that follows never blocks and never misses the exit.
  */
-#include "agent/group.h"
+#include "agent/workers.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -37,7 +37,7 @@ static void on_watch_closed(uv_handle_t *handle)
 static void on_sigchld(uv_signal_t *handle, int signum)
 {
     (void)signum;
-    agent__group_workers_exited(handle->data);
+    agent__group_post(handle->data, &(agent_group_event){ .kind = AGENT_GROUP_CHILDREN_EXITED });
 }
 
 static void close_watch(agent_exit_watch *watch)
@@ -51,10 +51,11 @@ static void close_watch(agent_exit_watch *watch)
     syscall(SYS_close, watch->pidfd);
 }
 
-/* Reaps what has ended (closing this watch when its worker was reaped). */
+/* Reaps what has ended (closing this watch when its worker was reaped):
+ * the group reaps when it takes the event, before this returns. */
 static void reap_now(agent_exit_watch *watch)
 {
-    agent__group_workers_exited(watch->group);
+    agent__group_post(watch->group, &(agent_group_event){ .kind = AGENT_GROUP_CHILDREN_EXITED });
 }
 
 static void on_retry(uv_timer_t *timer)

@@ -1,29 +1,41 @@
 /*
- * The worker group's state machine, driven by libuv events on the agent's
- * loop thread (worker exits arrive through their pidfds, never by polling):
+ * The worker group's state machine, on the agent's loop thread. Everything
+ * else reports to it through one queue of events (agent__group_post): worker
+ * exits (their pidfds, never polling), probes, output streams, timers, calls
+ * back from the calls thread, membership news and stop requests from other
+ * threads (those through `wake`). The queue is drained in order, one event
+ * at a time, by on_event(): one switch per state. A transition that makes a
+ * helper post (starting workers in generation_formed) finishes before that
+ * event is looked at: nothing re-enters the machine. After each event the one
+ * "every worker stopped" check runs (check_stopped).
  *
- *   IDLE --start--> RENDEZVOUS --formed--> RUNNING --every worker exited 0--> DONE (0)
- *                     ^    |                  |
- *                     |    |                  | a local worker unhealthy (agent__group_worker_unhealthy),
- *                     |    |                  | the generation ended elsewhere, or SIGTERM/SIGINT
- *                     |    |                  v
- *                     +----|-- restart --- STOPPING (SIGTERM to every worker's process group,
- *                          |                  |       SIGKILL after the grace period)
- *                          |                  | shutdown: leave the rendezvous
- *                          v                  v
- *                        DONE <---------------+   (budget exhausted, job closed, too few nodes)
+ *   IDLE --start--> RENDEZVOUS --formed--> RUNNING --all exited 0: finish--> ENDING --> DONE
+ *                    ^    |                   |                                  ^
+ *                    |    +-- failed: summary-|----------------------------------+
+ *                    |                        | a local worker unhealthy, the    |
+ *                    |                        | generation ended elsewhere,      |
+ *                    |                        | SIGTERM/SIGINT, evicted          |
+ *                    |                        v                                  |
+ *                    +------ restart ----- STOPPING ------ shutdown: leave ------+
+ *                    |                        | evicted (quarantine 0: DONE)
+ *                    +------ timer ------ QUARANTINED
  *
- * An evicted straggler node (node_straggler.c) goes RUNNING -> STOPPING ->
- * QUARANTINED (a timer, --straggler-quarantine) -> RENDEZVOUS, or to DONE
- * when the quarantine is 0 (it leaves the job for good).
+ * (A stop request in RENDEZVOUS or QUARANTINED ends at once: DONE.)
  *
- * Every transition happens on the loop thread; other threads (the calls
- * thread running rendezvous and store calls, membership news, signal
- * handlers) only post to `wake`. A job that ends here passes through ENDING
- * while its last store call (finish, leave, the summary) is in flight.
+ * ENDING: the job is over here and its last store call (finish, leave, the
+ * summary) is in flight; DONE follows when it is back. docs/ARCHITECTURE.md
+ * has the full table (state x event -> action, next state).
  */
 #include "agent/group.h"
 
+#include "agent/console.h"
+#include "agent/generation_store.h"
+#include "agent/journal.h"
+#include "agent/probes.h"
+#include "agent/reaper.h"
+#include "agent/summary.h"
+#include "agent/waiting.h"
+#include "agent/workers.h"
 #include "common/clock.h"
 
 #include <signal.h>
@@ -31,23 +43,46 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
-static void begin_rendezvous(agent_group *group);
-static void maybe_stopped(agent_group *group);
-static void begin_quarantine(agent_group *group);
-static void end_now(agent_group *group);
+static const char *const end_status_names[] = {
+    [AGENT_END_SUCCEEDED] = "succeeded",
+    [AGENT_END_FAILED] = "failed",
+    [AGENT_END_STOPPED] = "stopped",
+    [AGENT_END_EVICTED] = "evicted",
+};
 
-static void set_done(agent_group *group, int exit_code)
+const char *agent__end_status_name(agent_end_status status)
 {
-    group->state = AGENT_DONE;
-    group->exit_code = exit_code;
-    uv_timer_stop(&group->grace_timer);
+    return (unsigned)status < sizeof end_status_names / sizeof *end_status_names
+               ? end_status_names[status]
+               : "unknown";
 }
 
-static void emit_job_end(agent_group *group, const char *status)
+bool agent__group_is_running(const agent_group *group)
+{
+    return group->state == AGENT_RUNNING;
+}
+bool agent__group_is_stopping(const agent_group *group)
+{
+    return group->state == AGENT_STOPPING;
+}
+bool agent__group_in_rendezvous(const agent_group *group)
+{
+    return group->state == AGENT_RENDEZVOUS;
+}
+bool agent__group_is_done(const agent_group *group)
+{
+    return group->state == AGENT_DONE;
+}
+
+static void begin_rendezvous(agent_group *group);
+
+/* ---- endings ------------------------------------------------------------------- */
+
+static void emit_job_end(agent_group *group, agent_end_status status)
 {
     agent_event event;
-    agent__event_begin(&event, group->events, "job_end");
-    agent__event_str(&event, "status", status);
+    agent__event_begin(&event, group->events, AGENT_EVENT_JOB_END);
+    agent__event_str(&event, "status", agent__end_status_name(status));
     agent__event_int(&event, "exit_code", group->exit_code);
     agent__event_int(&event, "generations", (int64_t)group->generations);
     agent__event_int(&event, "duration_ms", (int64_t)(elastic__now_ms() - group->started_ms));
@@ -57,17 +92,48 @@ static void emit_job_end(agent_group *group, const char *status)
     agent__console_job_end(group, status);
 }
 
-/* ---- stopping --------------------------------------------------------------- */
+/* -> DONE: the job ended for this node. */
+static void end_now(agent_group *group, int exit_code, agent_end_status status)
+{
+    group->state = AGENT_DONE;
+    group->exit_code = exit_code;
+    uv_timer_stop(&group->grace_timer);
+    emit_job_end(group, status);
+}
+
+/* -> ENDING: the job is over here; DONE follows when `call` (its last) is back. */
+static void begin_ending(agent_group *group, int exit_code, agent_end_status status,
+                         agent_call *call)
+{
+    group->state = AGENT_ENDING;
+    group->ending_exit_code = exit_code;
+    group->ending_status = status;
+    group->ending_call = call != NULL ? call->kind : AGENT_CALL_LEAVE;
+    uv_timer_stop(&group->grace_timer);
+    agent__call_post(group, call);
+}
+
+static void finish_shutdown(agent_group *group)
+{
+    snprintf(group->summary, sizeof group->summary, "stopped by signal %d (%s)", group->stop_signal,
+             group->stop_signal > 0 ? strsignal(group->stop_signal) : "request");
+    if (group->fenced_wall_ms != 0 &&
+        group->state != AGENT_RUNNING) { /* no member: nothing to leave */
+        end_now(group, 128 + group->stop_signal, AGENT_END_STOPPED);
+        return;
+    }
+    begin_ending(group, 128 + group->stop_signal, AGENT_END_STOPPED,
+                 agent__call_new(AGENT_CALL_LEAVE));
+}
+
+/* ---- stopping ------------------------------------------------------------------- */
 
 static void on_grace_expired(uv_timer_t *timer)
 {
-    agent_group *group = timer->data;
-    ELASTIC_LOG_W("agent", "workers still alive %d ms after SIGTERM: SIGKILL",
-                  group->opts->grace_period_ms);
-    agent__workers_signal(group, SIGKILL);
+    agent__group_post(timer->data, &(agent_group_event){ .kind = AGENT_GROUP_GRACE_EXPIRED });
 }
 
-/* SIGTERM to every worker's process group, SIGKILL after the grace period. */
+/* -> STOPPING: SIGTERM to every worker's process group, SIGKILL after the grace period. */
 static void stop_workers(agent_group *group, agent_stop_reason reason)
 {
     group->state = AGENT_STOPPING;
@@ -86,82 +152,28 @@ static void stop_workers(agent_group *group, agent_stop_reason reason)
                        (uint64_t)group->opts->grace_period_ms, 0);
 }
 
-static void begin_stopping(agent_group *group, agent_stop_reason reason)
-{
-    stop_workers(group, reason);
-    maybe_stopped(group); /* nothing was running: on at once */
-}
-
-/* The job is over here; `kind` is its last call, DONE follows when it is back. */
-static void begin_ending(agent_group *group, int exit_code, const char *status, agent_call *call)
-{
-    group->state = AGENT_ENDING;
-    group->ending_exit_code = exit_code;
-    group->ending_status = status;
-    uv_timer_stop(&group->grace_timer);
-    agent__call_post(group, call);
-}
-
-static void end_now(agent_group *group)
-{
-    set_done(group, group->ending_exit_code);
-    emit_job_end(group, group->ending_status);
-}
-
-static void finish_shutdown(agent_group *group)
-{
-    snprintf(group->summary, sizeof group->summary, "stopped by signal %d (%s)", group->stop_signal,
-             group->stop_signal > 0 ? strsignal(group->stop_signal) : "request");
-    if (group->fenced_wall_ms != 0 &&
-        group->state != AGENT_RUNNING) { /* no member: nothing to leave */
-        group->ending_exit_code = 128 + group->stop_signal;
-        group->ending_status = "stopped";
-        end_now(group);
-        return;
-    }
-    begin_ending(group, 128 + group->stop_signal, "stopped", agent__call_new(AGENT_CALL_LEAVE));
-}
-
-/* ---- quarantine of an evicted straggler node ------------------------------------ */
-
 static void on_quarantine_over(uv_timer_t *timer)
 {
-    agent_group *group = timer->data;
-    if (group->state != AGENT_QUARANTINED) return;
-    ELASTIC_LOG_I("agent", "quarantine over: rejoining the job as a waiting node");
-    agent_event event;
-    agent__event_begin(&event, group->events, "quarantine_ended");
-    agent__event_int(&event, "generation", (int64_t)group->current.generation);
-    agent__event_emit(group->events, &event);
-    begin_rendezvous(group);
+    agent__group_post(timer->data, &(agent_group_event){ .kind = AGENT_GROUP_QUARANTINE_OVER });
 }
 
-/* The generation ended by our own eviction (no budget spent): stop the
- * workers now; the quarantine starts once they are gone. */
-void agent__group_quarantine(agent_group *group)
-{
-    if (group->state != AGENT_RUNNING) return;
-    group->failure_ms = 0; /* no failure: the next start is no "restart" of ours */
-    stop_workers(group, AGENT_STOP_FOR_QUARANTINE);
-    maybe_stopped(group);
-}
-
+/* -> QUARANTINED (an evicted straggler), or DONE when the quarantine is 0. */
 static void begin_quarantine(agent_group *group)
 {
     int ms = group->opts->straggler_quarantine_ms;
     if (ms <= 0) { /* out for good; counted gone already: nothing to leave */
         snprintf(group->summary, sizeof group->summary, "evicted as the job's straggler: left");
-        group->ending_exit_code = 0;
-        group->ending_status = "evicted";
-        end_now(group);
+        end_now(group, 0, AGENT_END_EVICTED);
         return;
     }
     group->state = AGENT_QUARANTINED;
     uv_timer_start(&group->quarantine_timer, on_quarantine_over, (uint64_t)ms, 0);
 }
 
-/* Every worker is reaped and its output drained: the generation is over here. */
-static void maybe_stopped(agent_group *group)
+/* THE "every worker stopped" check, run after each event: every worker is
+ * reaped (but those in-process recovery keeps) and its output drained, so
+ * the generation is over here. */
+static void check_stopped(agent_group *group)
 {
     if (group->state != AGENT_STOPPING || group->running > agent__inprocess_kept(group) ||
         group->closing_streams > 0)
@@ -170,52 +182,26 @@ static void maybe_stopped(agent_group *group)
     uv_timer_stop(&group->ack_timer);
     agent__workers_signal(group, SIGKILL); /* grandchildren left in the workers' process groups */
     agent_event event;
-    agent__event_begin(&event, group->events, "generation_stopped");
+    agent__event_begin(&event, group->events, AGENT_EVENT_GENERATION_STOPPED);
     agent__event_int(&event, "generation", (int64_t)group->current.generation);
     agent__event_int(&event, "stop_ms", (int64_t)(elastic__now_ms() - group->stop_started_ms));
     agent__event_emit(group->events, &event);
-    if (group->stop_reason == AGENT_STOP_FOR_SHUTDOWN) {
-        finish_shutdown(group);
-        return;
+    switch (group->stop_reason) {
+    case AGENT_STOP_FOR_SHUTDOWN: finish_shutdown(group); break;
+    case AGENT_STOP_FOR_QUARANTINE: begin_quarantine(group); break;
+    default: begin_rendezvous(group); break;
     }
-    if (group->stop_reason == AGENT_STOP_FOR_QUARANTINE) {
-        begin_quarantine(group);
-        return;
-    }
-    begin_rendezvous(group);
 }
 
-void agent__group_maybe_stopped(agent_group *group)
-{
-    maybe_stopped(group);
-}
+/* ---- the single place a local worker is declared unhealthy ---------------------- */
 
-void agent__group_stream_closed(agent_group *group)
-{
-    group->closing_streams--;
-    maybe_stopped(group);
-}
-
-/* ---- the single place a local worker is declared unhealthy ------------------ */
-
-static void end_generation_for(agent_group *group, agent_worker *worker, const char *reason,
-                               int exit_code, int term_signal, bool keep_worker);
-
-void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, const char *reason,
-                                   int exit_code, int term_signal)
-{
-    end_generation_for(group, worker, reason, exit_code, term_signal, false);
-}
-
-void agent__group_worker_faulted(agent_group *group, agent_worker *worker, const char *reason)
-{
-    end_generation_for(group, worker, reason, -1, 0, true);
-}
-
+/* RUNNING -> STOPPING for a local worker's failure: stops the local workers
+ * and ends the generation for every node with this cause (a failure: it
+ * consumes the restart budget). keep_worker: its library found the group
+ * broken while the process is fine (in-process recovery keeps it). */
 static void end_generation_for(agent_group *group, agent_worker *worker, const char *reason,
                                int exit_code, int term_signal, bool keep_worker)
 {
-    if (group->state != AGENT_RUNNING) return; /* already stopping: the first cause wins */
     group->failure_ms = elastic__now_ms();
     elastic_rdzv_cause cause = { .struct_size = sizeof cause,
                                  .kind = ELASTIC_RDZV_FAILURE,
@@ -239,12 +225,12 @@ static void end_generation_for(agent_group *group, agent_worker *worker, const c
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "rank %d: %s", worker->rank,
              reason);
     /* Workers first: every millisecond here is a millisecond of recovery. The
-     * next rendezvous waits (maybe_stopped below) until the generation ended. */
+     * next rendezvous waits (check_stopped) until the generation ended. */
     stop_workers(group, AGENT_STOP_FOR_RESTART);
     agent__failure_record(group, worker, &cause); /* locally first: the store may be gone */
     agent__console_failure(group, worker, &cause);
     agent_event event;
-    agent__event_worker(&event, group, "failure", worker);
+    agent__event_worker(&event, group, AGENT_EVENT_FAILURE, worker);
     agent__event_int(&event, "exit_code", exit_code);
     agent__event_int(&event, "signal", term_signal);
     agent__event_str(&event, "reason", reason);
@@ -254,15 +240,15 @@ static void end_generation_for(agent_group *group, agent_worker *worker, const c
     agent_call *end = agent__call_new(AGENT_CALL_END);
     if (end != NULL) end->cause = cause;
     agent__call_post(group, end);
-    maybe_stopped(group);
 }
 
-/* ---- worker exits ------------------------------------------------------------ */
+/* ---- worker exits ------------------------------------------------------------------ */
 
+/* Each reaped worker, in rank order, in whichever state the group is. */
 static void on_worker_exit(agent_group *group, agent_worker *worker)
 {
     agent_event event;
-    agent__event_worker(&event, group, "worker_exited", worker);
+    agent__event_worker(&event, group, AGENT_EVENT_WORKER_EXITED, worker);
     agent__event_int(&event, "exit_code", worker->exit_code);
     agent__event_int(&event, "signal", worker->term_signal);
     agent__event_int(&event, "runtime_ms", (int64_t)(elastic__now_ms() - worker->started_ms));
@@ -270,7 +256,7 @@ static void on_worker_exit(agent_group *group, agent_worker *worker)
     if (group->state != AGENT_RUNNING) return;
     if (worker->exit_code == 0) {
         if (++group->succeeded < group->nworkers) return;
-        begin_ending(group, 0, "succeeded", agent__call_new(AGENT_CALL_FINISH));
+        begin_ending(group, 0, AGENT_END_SUCCEEDED, agent__call_new(AGENT_CALL_FINISH));
         return;
     }
     char reason[128];
@@ -278,23 +264,18 @@ static void on_worker_exit(agent_group *group, agent_worker *worker)
         agent__describe_exit(-1, worker->term_signal, reason, sizeof reason);
     else
         snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
-    agent__group_worker_unhealthy(group, worker, reason, worker->exit_code, worker->term_signal);
+    end_generation_for(group, worker, reason, worker->exit_code, worker->term_signal, false);
 }
 
-void agent__group_workers_exited(agent_group *group)
-{
-    agent__workers_reap(group, on_worker_exit);
-    maybe_stopped(group);
-}
+/* ---- rendezvous ---------------------------------------------------------------------- */
 
-/* ---- rendezvous ---------------------------------------------------------------- */
-
+/* RENDEZVOUS -> RUNNING. */
 static void generation_formed(agent_group *group, const elastic_rdzv_result *result)
 {
     group->current = *result;
     group->generations++;
     agent_event event;
-    agent__event_begin(&event, group->events, "generation_formed");
+    agent__event_begin(&event, group->events, AGENT_EVENT_GENERATION_FORMED);
     agent__event_int(&event, "generation", (int64_t)result->generation);
     agent__event_int(&event, "group_rank", result->group_rank);
     agent__event_int(&event, "group_world_size", result->group_world_size);
@@ -310,13 +291,13 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
     group->evict_refused_logged = false;
     agent__probes_generation_started(group);
     if (agent__workers_start(group) != 0)
-        return; /* a worker that could not start is a failure already handled */
+        return; /* a worker that could not start is posted as unhealthy: handled next */
     if (group->failure_ms != 0 && group->monitor != NULL && group->reconfiguring == 0)
         probe__monitor_record_recovery(
             group->monitor, (double)(elastic__now_ms() - group->failure_ms) / 1000.0, false);
     if (group->failure_ms != 0) {
         uint64_t recovery_ms = elastic__now_ms() - group->failure_ms;
-        agent__event_begin(&event, group->events, "restarted");
+        agent__event_begin(&event, group->events, AGENT_EVENT_RESTARTED);
         agent__event_int(&event, "generation", (int64_t)result->generation);
         agent__event_int(&event, "recovery_ms", (int64_t)recovery_ms);
         agent__event_emit(group->events, &event);
@@ -326,37 +307,35 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
     }
 }
 
-static void rendezvous_finished(agent_group *group, int rc, const elastic_rdzv_result *result,
-                                const char *error)
+/* RENDEZVOUS x next() back: RUNNING, or the job ends here. */
+static void rendezvous_finished(agent_group *group, const agent_call *call)
 {
-    agent__waiting_stop(group);
-    if (group->state != AGENT_RENDEZVOUS) return; /* stopped while next() blocked */
-    if (group->stop_signal != 0) {                /* SIGTERM arrived while we waited */
-        if (rc == 0) group->current = *result;
+    if (group->stop_signal != 0) { /* SIGTERM arrived while we waited */
+        if (call->rc == 0) group->current = call->result;
         finish_shutdown(group);
         return;
     }
-    if (rc == 0) {
-        generation_formed(group, result);
+    if (call->rc == 0) {
+        generation_formed(group, &call->result);
         return;
     }
-    agent_call *summary = agent__call_new(AGENT_CALL_SUMMARY);
-    if (summary != NULL) {
-        summary->summary_rc = rc;
-        snprintf(summary->error, sizeof summary->error, "%s", error);
-    }
-    begin_ending(group, 1, "failed", summary);
+    begin_ending(group, 1, AGENT_END_FAILED, agent__summary_call(group, call->rc, call->error));
 }
 
+/* -> RENDEZVOUS. */
 static void begin_rendezvous(agent_group *group)
 {
     group->state = AGENT_RENDEZVOUS;
     group->rendezvous_started_ms = elastic__now_ms();
     agent__waiting_start(group);
-    agent__call_post(group, agent__call_new(AGENT_CALL_NEXT));
+    agent_call *next = agent__call_new(AGENT_CALL_NEXT);
+    if (next != NULL) next->jobstore = group->jobstore;
+    agent__call_post(group, next);
 }
 
-void agent__group_call_done(agent_group *group, agent_call *call)
+/* Any state: what a call's result changes whatever the state (the loop
+ * applies it; the calls thread only wrote the call). */
+static void apply_call(agent_group *group, agent_call *call)
 {
     if (call->rc != 0 && call->kind != AGENT_CALL_NEXT)
         ELASTIC_LOG_W("agent", "%s: %s (%s)",
@@ -367,20 +346,31 @@ void agent__group_call_done(agent_group *group, agent_call *call)
                       : call->kind == AGENT_CALL_EVICT      ? "stepping aside as a straggler"
                                                             : "sharing the failure's detail",
                       elastic_err_name(call->rc), call->error);
-    switch (call->kind) {
-    case AGENT_CALL_NEXT: rendezvous_finished(group, call->rc, &call->result, call->error); break;
-    case AGENT_CALL_NODE_STATS: agent__node_stats_done(group, call); break;
-    case AGENT_CALL_EVICT: agent__node_evict_done(group, call); break;
-    case AGENT_CALL_FINISH:
-    case AGENT_CALL_LEAVE:
-    case AGENT_CALL_SUMMARY:
-        if (group->state == AGENT_ENDING) end_now(group);
-        break;
-    default: break;
+    if (call->kind == AGENT_CALL_NEXT) {
+        agent__waiting_stop(group);
+        if (call->store_changed) { /* etcd: this generation's store replaces the last one */
+            elastic_store_close(group->store);
+            group->store = call->store;
+            call->store = NULL;
+            call->store_changed = false;
+            snprintf(group->store_endpoint_buf, sizeof group->store_endpoint_buf, "%s",
+                     call->endpoint);
+            group->store_endpoint = group->store_endpoint_buf;
+            if (call->token_file_changed) {
+                snprintf(group->store_token_buf, sizeof group->store_token_buf, "%s",
+                         call->token_file);
+                group->store_token_file =
+                    call->token_file[0] != '\0' ? group->store_token_buf : NULL;
+            }
+        }
     }
+    if (call->kind == AGENT_CALL_SUMMARY)
+        snprintf(group->summary, sizeof group->summary, "%s", call->summary);
+    if (call->kind == AGENT_CALL_NODE_STATS) agent__node_stats_done(group, call);
+    if (call->kind == AGENT_CALL_EVICT) agent__node_evict_done(group, call);
 }
 
-/* ---- news from other threads ------------------------------------------------------ */
+/* ---- news from other threads ------------------------------------------------------- */
 
 /* This node lost its lease: it is no member of the generation any more. */
 static void handle_fenced(agent_group *group, const elastic_rdzv_cause *cause)
@@ -388,7 +378,7 @@ static void handle_fenced(agent_group *group, const elastic_rdzv_cause *cause)
     group->fenced_wall_ms = cause->time_ms != 0 ? cause->time_ms : elastic__wall_ms();
     snprintf(group->fenced_reason, sizeof group->fenced_reason, "%s", cause->reason);
     agent_event event;
-    agent__event_begin(&event, group->events, "fenced");
+    agent__event_begin(&event, group->events, AGENT_EVENT_FENCED);
     agent__event_int(&event, "generation", (int64_t)cause->generation);
     agent__event_int(&event, "running", group->running);
     agent__event_str(&event, "store", group->store_endpoint);
@@ -403,22 +393,26 @@ static void handle_fenced(agent_group *group, const elastic_rdzv_cause *cause)
     agent__console_fenced(group, cause->generation, cause->reason, group->running);
 }
 
-static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
+/* This node itself lost (FENCED, or named lost by the others): its lease
+ * lapsed, so the others may already run without it. */
+static bool is_fenced(const agent_group *group, const elastic_rdzv_cause *cause)
 {
-    /* This node itself lost (FENCED, or named lost by the others): its lease
-     * lapsed, so the others may already run without it. */
-    bool fenced =
-        cause->kind == ELASTIC_RDZV_FENCED ||
-        (cause->kind == ELASTIC_RDZV_NODE_LOST && strcmp(cause->node_id, group->node_id) == 0);
-    if (fenced && cause->generation == group->current.generation) handle_fenced(group, cause);
-    if (group->state != AGENT_RUNNING || cause->generation != group->current.generation) return;
+    return cause->kind == ELASTIC_RDZV_FENCED ||
+           (cause->kind == ELASTIC_RDZV_NODE_LOST && strcmp(cause->node_id, group->node_id) == 0);
+}
+
+/* RUNNING x the generation ended elsewhere (or we were fenced) -> STOPPING. */
+static void generation_ended(agent_group *group, const elastic_rdzv_cause *cause)
+{
+    bool fenced = is_fenced(group, cause);
+    if (cause->generation != group->current.generation) return;
     /* Our own eviction, told by the rendezvous before the call is back: the
      * call's result stops the workers for the quarantine, not a restart. */
     if (group->evict_in_flight && cause->kind == ELASTIC_RDZV_NODE_LEFT &&
         strcmp(cause->node_id, group->node_id) == 0)
         return;
     agent_event event;
-    agent__event_begin(&event, group->events, "generation_ended");
+    agent__event_begin(&event, group->events, AGENT_EVENT_GENERATION_ENDED);
     agent__event_int(&event, "generation", (int64_t)cause->generation);
     agent__event_int(&event, "cause", cause->kind);
     agent__event_str(&event, "by_node", cause->node_id);
@@ -432,59 +426,297 @@ static void handle_change(agent_group *group, const elastic_rdzv_cause *cause)
              cause->node_id, cause->reason);
     stop_workers(group, AGENT_STOP_FOR_RESTART);
     if (fenced) agent__workers_signal(group, SIGKILL); /* now, not after a grace period */
-    maybe_stopped(group);
 }
 
-static void handle_stop_request(agent_group *group, int signum)
+/* A stop request, where its state says what it means. */
+static void stop_requested(agent_group *group, int signum)
 {
-    if (group->stop_signal != 0) return;
     group->stop_signal = signum > 0 ? signum : SIGTERM;
     ELASTIC_LOG_I("agent", "stop requested (signal %d)", group->stop_signal);
-    if (group->state == AGENT_RUNNING)
-        begin_stopping(group, AGENT_STOP_FOR_SHUTDOWN);
-    else if (group->state == AGENT_STOPPING)
-        group->stop_reason = AGENT_STOP_FOR_SHUTDOWN;
-    else if (group->state == AGENT_ENDING && strcmp(group->ending_status, "failed") != 0)
-        end_now(group); /* don't wait for the store */
-    else if (group->state == AGENT_IDLE)
-        finish_shutdown(group);
-    else if (group->state == AGENT_QUARANTINED) { /* no workers; counted gone: nothing to leave */
-        uv_timer_stop(&group->quarantine_timer);
-        set_done(group, 128 + group->stop_signal);
-        snprintf(group->summary, sizeof group->summary, "stopped by signal %d in quarantine",
-                 group->stop_signal);
-        emit_job_end(group, "stopped");
-    } else if (group->state ==
-               AGENT_RENDEZVOUS) { /* next() blocks on its thread: no workers to stop */
-        set_done(group, 128 + group->stop_signal);
-        snprintf(group->summary, sizeof group->summary,
-                 "stopped by signal %d during the rendezvous", group->stop_signal);
-        emit_job_end(group, "stopped");
-    }
-    /* DONE: stop_signal tells a store host to stop serving. */
 }
 
+/* ---- the transitions: one switch per state --------------------------------------------- */
+
+static void on_idle(agent_group *group, const agent_group_event *ev)
+{
+    if (ev->kind == AGENT_GROUP_STOP_REQUEST) finish_shutdown(group);
+}
+
+static void on_rendezvous(agent_group *group, const agent_group_event *ev)
+{
+    switch (ev->kind) {
+    case AGENT_GROUP_CALL_DONE:
+        if (ev->call->kind == AGENT_CALL_NEXT) rendezvous_finished(group, ev->call);
+        break;
+    case AGENT_GROUP_STOP_REQUEST: /* next() blocks on its thread: no workers to stop */
+        snprintf(group->summary, sizeof group->summary,
+                 "stopped by signal %d during the rendezvous", group->stop_signal);
+        end_now(group, 128 + group->stop_signal, AGENT_END_STOPPED);
+        break;
+    default: break;
+    }
+}
+
+static void on_running(agent_group *group, const agent_group_event *ev)
+{
+    switch (ev->kind) {
+    case AGENT_GROUP_WORKER_UNHEALTHY:
+        end_generation_for(group, ev->worker, ev->reason, ev->exit_code, ev->term_signal, false);
+        break;
+    case AGENT_GROUP_WORKER_FAULTED:
+        end_generation_for(group, ev->worker, ev->reason, -1, 0, true);
+        break;
+    case AGENT_GROUP_MEMBERSHIP_CHANGE: generation_ended(group, &ev->cause); break;
+    case AGENT_GROUP_STOP_REQUEST: stop_workers(group, AGENT_STOP_FOR_SHUTDOWN); break;
+    case AGENT_GROUP_EVICTED:
+        /* The generation ended by our own eviction (no budget spent): stop the
+         * workers now; the quarantine starts once they are gone. */
+        group->failure_ms = 0; /* no failure: the next start is no "restart" of ours */
+        stop_workers(group, AGENT_STOP_FOR_QUARANTINE);
+        break;
+    default: break;
+    }
+}
+
+static void on_stopping(agent_group *group, const agent_group_event *ev)
+{
+    switch (ev->kind) {
+    case AGENT_GROUP_ABORT_ACKED:
+        if (ev->worker->survivor) ev->worker->abort_acked = true;
+        break;
+    case AGENT_GROUP_STOP_REQUEST: group->stop_reason = AGENT_STOP_FOR_SHUTDOWN; break;
+    default: break;
+    }
+}
+
+static void on_ending(agent_group *group, const agent_group_event *ev)
+{
+    switch (ev->kind) {
+    case AGENT_GROUP_CALL_DONE:
+        if (ev->call->kind == AGENT_CALL_FINISH || ev->call->kind == AGENT_CALL_LEAVE ||
+            ev->call->kind == AGENT_CALL_SUMMARY)
+            end_now(group, group->ending_exit_code, group->ending_status);
+        break;
+    case AGENT_GROUP_STOP_REQUEST:
+        /* Don't wait for the store to finish or leave; a failed job's summary
+         * is its report: that one is waited for. */
+        if (group->ending_call != AGENT_CALL_SUMMARY)
+            end_now(group, group->ending_exit_code, group->ending_status);
+        break;
+    default: break;
+    }
+}
+
+static void on_quarantined(agent_group *group, const agent_group_event *ev)
+{
+    switch (ev->kind) {
+    case AGENT_GROUP_QUARANTINE_OVER: {
+        ELASTIC_LOG_I("agent", "quarantine over: rejoining the job as a waiting node");
+        agent_event event;
+        agent__event_begin(&event, group->events, AGENT_EVENT_QUARANTINE_ENDED);
+        agent__event_int(&event, "generation", (int64_t)group->current.generation);
+        agent__event_emit(group->events, &event);
+        begin_rendezvous(group);
+        break;
+    }
+    case AGENT_GROUP_STOP_REQUEST: /* no workers; counted gone: nothing to leave */
+        uv_timer_stop(&group->quarantine_timer);
+        snprintf(group->summary, sizeof group->summary, "stopped by signal %d in quarantine",
+                 group->stop_signal);
+        end_now(group, 128 + group->stop_signal, AGENT_END_STOPPED);
+        break;
+    default: break;
+    }
+}
+
+/* One event: first what it means in any state, then the state's switch. */
+static void on_event(agent_group *group, const agent_group_event *ev)
+{
+    switch (ev->kind) { /* any state */
+    case AGENT_GROUP_CHILDREN_EXITED:
+        agent__workers_reap(group, on_worker_exit); /* each exit by the state it finds */
+        return;
+    case AGENT_GROUP_STREAM_CLOSED: group->closing_streams--; return;
+    case AGENT_GROUP_GRACE_EXPIRED:
+        ELASTIC_LOG_W("agent", "workers still alive %d ms after SIGTERM: SIGKILL",
+                      group->opts->grace_period_ms);
+        agent__workers_signal(group, SIGKILL);
+        return;
+    case AGENT_GROUP_CALL_DONE: apply_call(group, ev->call); break;
+    case AGENT_GROUP_MEMBERSHIP_CHANGE:
+        if (is_fenced(group, &ev->cause) && ev->cause.generation == group->current.generation)
+            handle_fenced(group, &ev->cause);
+        break;
+    case AGENT_GROUP_STOP_REQUEST:
+        if (group->stop_signal != 0) return; /* the first one counts */
+        stop_requested(group, ev->signum);
+        break;
+    default: break;
+    }
+    switch (group->state) {
+    case AGENT_IDLE: on_idle(group, ev); break;
+    case AGENT_RENDEZVOUS: on_rendezvous(group, ev); break;
+    case AGENT_RUNNING: on_running(group, ev); break;
+    case AGENT_STOPPING: on_stopping(group, ev); break;
+    case AGENT_ENDING: on_ending(group, ev); break;
+    case AGENT_QUARANTINED: on_quarantined(group, ev); break;
+    case AGENT_DONE: break; /* stop_signal tells a store host to stop serving */
+    }
+}
+
+/* ---- the queue ---------------------------------------------------------------------------- */
+
+static void free_event(agent_group_event *ev)
+{
+    if (ev->kind == AGENT_GROUP_CALL_DONE) agent__call_free(ev->call);
+    free(ev);
+}
+
+static void enqueue(agent_group *group, agent_group_event *ev)
+{
+    ev->next = NULL;
+    if (group->pending_tail != NULL)
+        group->pending_tail->next = ev;
+    else
+        group->pending = ev;
+    group->pending_tail = ev;
+}
+
+static agent_group_event *copy_event(const agent_group_event *event)
+{
+    agent_group_event *ev = malloc(sizeof *ev);
+    if (ev == NULL) {
+        ELASTIC_LOG_E("agent", "out of memory posting an event (%d)", (int)event->kind);
+        return NULL;
+    }
+    *ev = *event;
+    return ev;
+}
+
+/* What the machine's own handling of one event posted (a worker that could
+ * not start, an eviction accepted) goes first, in the order posted: it is
+ * the consequence of that event, as if it had been handled inline, but only
+ * once the transition that caused it is complete. */
+static void take_nested(agent_group *group)
+{
+    if (group->nested == NULL) return;
+    group->nested_tail->next = group->pending;
+    if (group->pending == NULL) group->pending_tail = group->nested_tail;
+    group->pending = group->nested;
+    group->nested = group->nested_tail = NULL;
+}
+
+/* Runs the queue to empty, one event at a time, each followed by the stopped check. */
+static void drain(agent_group *group)
+{
+    if (group->draining) return;
+    group->draining = true;
+    take_nested(group);
+    while (group->pending != NULL) {
+        agent_group_event *ev = group->pending;
+        group->pending = ev->next;
+        if (group->pending == NULL) group->pending_tail = NULL;
+        on_event(group, ev);
+        free_event(ev);
+        take_nested(group);
+        check_stopped(group);
+        take_nested(group);
+    }
+    group->draining = false;
+}
+
+void agent__group_post(agent_group *group, const agent_group_event *event)
+{
+    agent_group_event *ev = copy_event(event);
+    if (ev == NULL) {
+        if (event->kind == AGENT_GROUP_CALL_DONE) agent__call_free(event->call);
+        return;
+    }
+    if (group->draining) { /* from inside the machine: once the current event is handled */
+        ev->next = NULL;
+        if (group->nested_tail != NULL)
+            group->nested_tail->next = ev;
+        else
+            group->nested = ev;
+        group->nested_tail = ev;
+        return;
+    }
+    enqueue(group, ev); /* from a loop callback: now */
+    drain(group);
+}
+
+void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, const char *reason,
+                                   int exit_code, int term_signal)
+{
+    agent_group_event ev = { .kind = AGENT_GROUP_WORKER_UNHEALTHY,
+                             .worker = worker,
+                             .exit_code = exit_code,
+                             .term_signal = term_signal };
+    snprintf(ev.reason, sizeof ev.reason, "%s", reason);
+    agent__group_post(group, &ev);
+}
+
+void agent__group_worker_faulted(agent_group *group, agent_worker *worker, const char *reason)
+{
+    agent_group_event ev = { .kind = AGENT_GROUP_WORKER_FAULTED, .worker = worker };
+    snprintf(ev.reason, sizeof ev.reason, "%s", reason);
+    agent__group_post(group, &ev);
+}
+
+/* The wake async: what other threads posted joins the queue, the stop
+ * request first, then the calls back (a formed generation first: a change
+ * may be news about it), then the rest. */
 static void on_wake(uv_async_t *handle)
 {
     agent_group *group = handle->data;
     int signum = __atomic_exchange_n(&group->pending_stop_signal, -1, __ATOMIC_ACQ_REL);
-    if (signum >= 0) handle_stop_request(group, signum);
+    if (signum >= 0) {
+        agent_group_event *ev =
+            copy_event(&(agent_group_event){ .kind = AGENT_GROUP_STOP_REQUEST, .signum = signum });
+        if (ev != NULL) enqueue(group, ev);
+    }
+    agent_call *done = agent__calls_take_done(group);
+    while (done != NULL) {
+        agent_call *next = done->next;
+        agent_group_event *ev =
+            copy_event(&(agent_group_event){ .kind = AGENT_GROUP_CALL_DONE, .call = done });
+        if (ev != NULL)
+            enqueue(group, ev);
+        else
+            agent__call_free(done);
+        done = next;
+    }
     pthread_mutex_lock(&group->lock);
-    bool changed = group->change_pending;
-    elastic_rdzv_cause cause = group->change;
-    group->change_pending = false;
+    agent_group_event *posted = group->posted;
+    group->posted = group->posted_tail = NULL;
     pthread_mutex_unlock(&group->lock);
-    agent__calls_drain(group); /* a formed generation first: the change may be news about it */
-    if (changed) handle_change(group, &cause);
+    while (posted != NULL) {
+        agent_group_event *next = posted->next;
+        enqueue(group, posted);
+        posted = next;
+    }
+    drain(group);
 }
 
+/* Any thread. A newer change replaces one not looked at yet (the latest news counts). */
 void agent__group_on_change(void *user, const elastic_rdzv_cause *cause)
 {
     agent_group *group = user;
     pthread_mutex_lock(&group->lock);
-    group->change = *cause;
-    group->change_pending = true;
+    agent_group_event *ev = NULL;
+    for (agent_group_event *at = group->posted; at != NULL && ev == NULL; at = at->next)
+        if (at->kind == AGENT_GROUP_MEMBERSHIP_CHANGE) ev = at;
+    if (ev == NULL && (ev = calloc(1, sizeof *ev)) != NULL) {
+        ev->kind = AGENT_GROUP_MEMBERSHIP_CHANGE;
+        if (group->posted_tail != NULL)
+            group->posted_tail->next = ev;
+        else
+            group->posted = ev;
+        group->posted_tail = ev;
+    }
+    if (ev != NULL) ev->cause = *cause;
     pthread_mutex_unlock(&group->lock);
+    if (ev == NULL) ELASTIC_LOG_E("agent", "out of memory: membership news dropped");
     uv_async_send(&group->wake);
 }
 
@@ -494,7 +726,7 @@ void agent__group_request_stop(agent_group *group, int signum)
     uv_async_send(&group->wake);
 }
 
-/* ---- life cycle ----------------------------------------------------------------------- */
+/* ---- life cycle ------------------------------------------------------------------------------ */
 
 int agent__group_init(agent_group *group, uv_loop_t *loop)
 {
@@ -519,7 +751,10 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
 void agent__group_start(agent_group *group)
 {
     group->started_ms = elastic__now_ms();
+    group->draining = true; /* the first call may come back inline (in-memory membership) */
     begin_rendezvous(group);
+    group->draining = false;
+    drain(group);
 }
 
 bool agent__group_close(agent_group *group)
@@ -539,6 +774,17 @@ bool agent__group_close(agent_group *group)
 
 void agent__group_destroy(agent_group *group)
 {
+    take_nested(group);
+    while (group->pending != NULL) {
+        agent_group_event *next = group->pending->next;
+        free_event(group->pending);
+        group->pending = next;
+    }
+    while (group->posted != NULL) {
+        agent_group_event *next = group->posted->next;
+        free(group->posted);
+        group->posted = next;
+    }
     free(group->workers);
     group->workers = NULL;
     pthread_mutex_destroy(&group->lock);

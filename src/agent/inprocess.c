@@ -8,7 +8,10 @@
  * --abort-ack-timeout, or is not attached to the channel, is stopped the
  * ordinary way (SIGTERM, SIGKILL after the grace period).
  */
-#include "agent/group.h"
+#include "agent/journal.h"
+#include "agent/probes.h"
+#include "agent/proc.h"
+#include "agent/workers.h"
 
 #include "common/clock.h"
 
@@ -68,9 +71,9 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
     agent_group *group = user;
     if (group->workers == NULL || slot < 0 || slot >= group->nworkers) return;
     agent_worker *worker = &group->workers[slot];
-    if (type == CHANNEL__MSG_ABORT_ACK && worker->survivor && group->state == AGENT_STOPPING) {
-        worker->abort_acked = true;
-        agent__group_maybe_stopped(group);
+    if (type == CHANNEL__MSG_ABORT_ACK) {
+        agent__group_post(
+            group, &(agent_group_event){ .kind = AGENT_GROUP_ABORT_ACKED, .worker = worker });
     } else if (type == CHANNEL__MSG_READY && generation == group->current.generation &&
                worker->reconfiguring) {
         worker->reconfiguring = false;
@@ -85,7 +88,7 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
         group->inprocess_failure_ms = 0;
         probe__monitor_record_recovery(group->monitor, (double)recovery_ms / 1000.0, true);
         agent_event event;
-        agent__event_begin(&event, group->events, "reconfigured");
+        agent__event_begin(&event, group->events, AGENT_EVENT_RECONFIGURED);
         agent__event_int(&event, "generation", (int64_t)generation);
         agent__event_int(&event, "recovery_ms", (int64_t)recovery_ms);
         agent__event_emit(group->events, &event);
@@ -126,7 +129,7 @@ int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker)
     worker->reconfiguring = true;
     group->reconfiguring++;
     agent_event event;
-    agent__event_begin(&event, group->events, "worker_reconfigured");
+    agent__event_begin(&event, group->events, AGENT_EVENT_WORKER_RECONFIGURED);
     agent__event_int(&event, "generation", (int64_t)g->generation);
     agent__event_int(&event, "rank", worker->rank);
     agent__event_int(&event, "local_rank", worker->local_rank);

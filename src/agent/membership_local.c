@@ -3,7 +3,9 @@
  * no one to agree with, so generations, the restart budget and the first
  * failure live in memory and a new generation costs no round trip.
  */
-#include "agent/group.h"
+#include "agent/membership.h"
+
+#include <stdio.h>
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -2,9 +2,11 @@
  * Membership of a job with several nodes: the rendezvous module over the
  * job's store or etcd. next() blocks (the group runs it on a helper thread);
  * the rendezvous' monitor thread reports a generation's end to the group.
- * On etcd, next() also gives the generation its job store (jobstore.c).
+ * On etcd, next() also gives the generation its job store (generation_store.c).
  */
-#include "agent/group.h"
+#include "agent/membership.h"
+
+#include "agent/generation_store.h"
 
 #include <stdio.h>
 #include <stdlib.h>

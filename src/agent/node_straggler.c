@@ -4,7 +4,11 @@
  * seconds and reads everyone's back, off the loop on the calls thread; each
  * agent scores every node with the probes' one scoring rule.
  */
+#include "agent/console.h"
 #include "agent/group.h"
+#include "agent/journal.h"
+#include "agent/membership.h"
+#include "agent/probes.h"
 
 #include "rdzv/rdzv.h"
 
@@ -23,9 +27,7 @@ void agent__node_stat(void *user, const probe__node_stat *stat)
 {
     agent_group *group = user;
     const elastic_rdzv_result *g = &group->current;
-    /* State first: on etcd the calls thread replaces group->store during a
-     * rendezvous, never while RUNNING. */
-    if (group->state != AGENT_RUNNING || group->store == NULL || group->node_stats_in_flight ||
+    if (!agent__group_is_running(group) || group->store == NULL || group->node_stats_in_flight ||
         g->group_world_size < 2 || g->group_world_size > PROBE__JOB_MAX_NODES)
         return; /* one exchange at a time: a slow store only delays the next */
     agent_call *call = agent__call_new(AGENT_CALL_NODE_STATS);
@@ -53,9 +55,9 @@ static int rank_of_key(const char *key, unsigned nodes)
     return rank;
 }
 
-void agent__node_stats_exchange(agent_group *group, agent_call *call)
+void agent__node_stats_exchange(agent_call *call)
 {
-    call->rc = elastic_store_set(group->store, call->key, call->value, strlen(call->value));
+    call->rc = elastic_store_set(call->store, call->key, call->value, strlen(call->value));
     if (call->rc != 0) return;
     call->node_stats = calloc(call->node_count, sizeof *call->node_stats);
     call->node_present = calloc(call->node_count, sizeof *call->node_present);
@@ -65,7 +67,7 @@ void agent__node_stats_exchange(agent_group *group, agent_call *call)
     }
     char **keys = NULL;
     size_t n = 0;
-    call->rc = elastic_store_keys(group->store, call->prefix, call->node_count, &keys, &n);
+    call->rc = elastic_store_keys(call->store, call->prefix, call->node_count, &keys, &n);
     if (call->rc != 0 || n == 0) {
         elastic_free(keys);
         return;
@@ -76,7 +78,7 @@ void agent__node_stats_exchange(agent_group *group, agent_call *call)
         call->rc = elastic__fail(ELASTIC_ENOMEM, "straggler statistics");
     else
         call->rc =
-            elastic_store_multi_get(group->store, (const char *const *)keys, n, 0, values, lens);
+            elastic_store_multi_get(call->store, (const char *const *)keys, n, 0, values, lens);
     for (size_t i = 0; call->rc == 0 && i < n; i++) {
         int rank = rank_of_key(keys[i], call->node_count);
         if (rank >= 0 && probe__node_stat_parse(values[i], lens[i], &call->node_stats[rank]) == 0)
@@ -94,7 +96,7 @@ static void emit_node_straggler(agent_group *group, const probe__node_stat *stat
                                 unsigned rounds)
 {
     agent_event event;
-    agent__event_begin(&event, group->events, "node_straggler");
+    agent__event_begin(&event, group->events, AGENT_EVENT_NODE_STRAGGLER);
     agent__event_int(&event, "generation", (int64_t)group->current.generation);
     agent__event_str(&event, "straggler", stat->node_id); /* "node" is the reporter */
     char text[32];
@@ -129,10 +131,10 @@ static void maybe_evict(agent_group *group, const probe__node_stat *st, int slow
     agent__call_post(group, call);
 }
 
-void agent__node_evict_run(agent_group *group, agent_call *call)
+void agent__node_evict_run(agent_call *call)
 {
     rdzv__step_aside_result result;
-    call->rc = rdzv__step_aside(agent__membership_handle(group->membership), call->value, &result);
+    call->rc = rdzv__step_aside(agent__membership_handle(call->membership), call->value, &result);
     call->evicted = call->rc == 0 && result.stepped_aside && result.generation == call->generation;
     call->waiting = result.waiting;
     snprintf(call->replacement, sizeof call->replacement, "%s", result.replacement);
@@ -141,7 +143,7 @@ void agent__node_evict_run(agent_group *group, agent_call *call)
 static void emit_evicted(agent_group *group, const agent_call *call)
 {
     agent_event event;
-    agent__event_begin(&event, group->events, "straggler_evicted");
+    agent__event_begin(&event, group->events, AGENT_EVENT_STRAGGLER_EVICTED);
     agent__event_int(&event, "generation", (int64_t)call->generation);
     agent__event_str(&event, "straggler", group->node_id);
     char text[32];
@@ -157,7 +159,7 @@ static void emit_evicted(agent_group *group, const agent_call *call)
 void agent__node_evict_done(agent_group *group, agent_call *call)
 {
     group->evict_in_flight = false;
-    if (call->rc != 0 || group->state != AGENT_RUNNING ||
+    if (call->rc != 0 || !agent__group_is_running(group) ||
         call->generation != group->current.generation)
         return;
     if (!call->evicted) {
@@ -171,14 +173,14 @@ void agent__node_evict_done(agent_group *group, agent_call *call)
     }
     emit_evicted(group, call);
     agent__console_evicted(group, call);
-    agent__group_quarantine(group);
+    agent__group_post(group, &(agent_group_event){ .kind = AGENT_GROUP_EVICTED });
 }
 
 void agent__node_stats_done(agent_group *group, agent_call *call)
 {
     group->node_stats_in_flight = false;
     if (call->rc != 0 || call->node_stats == NULL ||
-        call->generation != group->current.generation || group->state != AGENT_RUNNING)
+        call->generation != group->current.generation || !agent__group_is_running(group))
         return; /* a stale round: the next one comes within the period */
     if (group->job_straggler == NULL || group->job_straggler_generation != call->generation) {
         probe__job_straggler_free(group->job_straggler);

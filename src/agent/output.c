@@ -3,7 +3,11 @@
  * (with a "[default0]:" prefix per line when tee'd, as torchrun), and keeps the last bytes of
  * stderr for the root-cause summary.
  */
-#include "agent/group.h"
+#include "agent/stream.h"
+
+#include "common/common.h"
+
+#include <string.h>
 
 #include <errno.h>
 #include <unistd.h>

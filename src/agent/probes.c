@@ -4,7 +4,12 @@
  * "worker unhealthy" path. Owns the directory of the workers' channel (the
  * heartbeat file and the control socket), short enough for a socket path.
  */
-#include "agent/group.h"
+#include "agent/probes.h"
+
+#include "agent/journal.h"
+#include "agent/console.h"
+#include "agent/proc.h"
+#include "agent/reaper.h"
 
 #include "common/clock.h"
 #include "common/parse_int.h"
@@ -24,10 +29,10 @@ static agent_worker *worker_at(agent_group *group, int local_rank)
     return local_rank < group->nworkers ? &group->workers[local_rank] : NULL;
 }
 
-static void emit_probe_event(agent_group *group, const char *name, const probe__failure *f)
+static void emit_probe_event(agent_group *group, agent_event_type type, const probe__failure *f)
 {
     agent_event event;
-    agent__event_begin(&event, group->events, name);
+    agent__event_begin(&event, group->events, type);
     agent__event_int(&event, "generation", (int64_t)group->current.generation);
     agent__event_str(&event, "probe", f->probe);
     agent__event_int(&event, "rank", f->rank);
@@ -40,7 +45,7 @@ static void emit_probe_event(agent_group *group, const char *name, const probe__
 static void on_failure(void *user, const probe__failure *f)
 {
     agent_group *group = user;
-    emit_probe_event(group, "probe_failed", f);
+    emit_probe_event(group, AGENT_EVENT_PROBE_FAILED, f);
     agent_worker *worker = worker_at(group, f->local_rank);
     if (worker == NULL) return;
     /* A hung worker will not stop on SIGTERM in time (a stopped process
@@ -62,7 +67,7 @@ static void on_worker_event(void *user, int local_rank, int rank, const channel_
     const char *name = channel__kv_get(kv, "NAME");
     if (name == NULL || strcmp(name, "nccl_comm_built") != 0) return; /* the only one known */
     agent_event event;
-    agent__event_begin(&event, group->events, name);
+    agent__event_begin(&event, group->events, AGENT_EVENT_NCCL_COMM_BUILT);
     agent__event_int(&event, "generation", (int64_t)group->current.generation);
     agent__event_int(&event, "rank", rank);
     agent__event_int(&event, "local_rank", local_rank);
@@ -97,7 +102,7 @@ static void on_checkpoint(void *user, int local_rank, int rank, uint64_t step, u
         group->ckpt_rank = rank;
     }
     agent_event event;
-    agent__event_begin(&event, group->events, "checkpoint");
+    agent__event_begin(&event, group->events, AGENT_EVENT_CHECKPOINT);
     agent__event_int(&event, "generation", (int64_t)group->current.generation);
     agent__event_int(&event, "rank", rank);
     agent__event_int(&event, "local_rank", local_rank);
@@ -109,7 +114,7 @@ static void on_checkpoint(void *user, int local_rank, int rank, uint64_t step, u
 static void on_straggler(void *user, const probe__failure *f)
 {
     agent_group *group = user;
-    emit_probe_event(group, "straggler", f);
+    emit_probe_event(group, AGENT_EVENT_STRAGGLER, f);
     agent_worker *worker = worker_at(group, f->local_rank);
     if (group->opts->straggler_evict && worker != NULL)
         agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
@@ -200,6 +205,6 @@ void agent__probes_worker_exited(agent_group *group, agent_worker *worker)
 {
     if (group->monitor == NULL) return;
     probe__monitor_worker_exited(group->monitor, worker->local_rank);
-    if (worker->exit_code != 0 && group->state == AGENT_RUNNING)
+    if (worker->exit_code != 0 && agent__group_is_running(group))
         probe__monitor_count_failure(group->monitor, "exit");
 }

@@ -4,7 +4,9 @@
  * group, and stopping a whole group with one signal.
  */
 #include "agent/agent.h"
-#include "agent/group.h"
+#include "agent/proc.h"
+
+#include <stdio.h>
 
 #include <errno.h>
 #include <fcntl.h>

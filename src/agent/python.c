@@ -3,7 +3,9 @@
  * else python3 on PATH) named with its version on elasticrun's start line,
  * and a PYTHON_EXEC hint in the summary when a worker could not import a module.
  */
-#include "agent/group.h"
+#include "agent/python.h"
+
+#include "agent/proc.h"
 
 #include "common/clock.h"
 

@@ -11,6 +11,8 @@
  * born inside it (no race with a worker that forks at once), and moves back
  * out before a normal exit.
  */
+#include "agent/reaper.h"
+
 #include "agent/group.h"
 #include "common/parse_int.h"
 

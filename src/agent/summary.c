@@ -4,7 +4,12 @@
  * own first failure (and shares the detail through the store); the summary
  * is written when the job fails, and copied into our error file like torchrun.
  */
-#include "agent/group.h"
+#include "agent/summary.h"
+
+#include "agent/console.h"
+#include "agent/journal.h"
+#include "agent/membership.h"
+#include "agent/python.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,10 +37,10 @@ static size_t read_small_file(const char *path, char *out, size_t size)
     return len;
 }
 
-static void failure_key(const agent_group *group, uint64_t generation, const char *node_id,
-                        char *key, size_t size)
+static void failure_key(const char *run_id, uint64_t generation, const char *node_id, char *key,
+                        size_t size)
 {
-    snprintf(key, size, "agent/%s/failure/%llu/%s", group->run_id, (unsigned long long)generation,
+    snprintf(key, size, "agent/%s/failure/%llu/%s", run_id, (unsigned long long)generation,
              node_id);
 }
 
@@ -61,7 +66,7 @@ void agent__failure_share(agent_group *group, const elastic_rdzv_cause *cause)
         return; /* only the first failure is shared, as only it is summarised */
     agent_call *call = agent__call_new(AGENT_CALL_SHARE_FAILURE);
     if (call == NULL) return;
-    failure_key(group, cause->generation, group->node_id, call->key, sizeof call->key);
+    failure_key(group->run_id, cause->generation, group->node_id, call->key, sizeof call->key);
     snprintf(call->value, sizeof call->value, "%s", failure->detail);
     agent__call_post(group, call);
 }
@@ -77,10 +82,10 @@ static void format_time(uint64_t wall_ms, char *out, size_t size)
 }
 
 /* The first failure's detail: ours, or the failing node's from the store. */
-static bool failure_detail(agent_group *group, const elastic_rdzv_cause *cause, char *out,
+static bool failure_detail(agent_call *call, const elastic_rdzv_cause *cause, char *out,
                            size_t size, bool *is_error_file)
 {
-    const agent_failure *local = &group->local_failure;
+    const agent_failure *local = &call->local_failure;
     *is_error_file = false;
     if (local->valid && local->cause.generation == cause->generation &&
         local->cause.rank == cause->rank && strcmp(local->cause.node_id, cause->node_id) == 0) {
@@ -88,29 +93,28 @@ static bool failure_detail(agent_group *group, const elastic_rdzv_cause *cause, 
         *is_error_file = local->detail_is_error_file;
         return true;
     }
-    if (group->store == NULL) return false;
+    if (call->store == NULL) return false;
     char key[512];
     void *value = NULL;
     size_t len = 0;
-    failure_key(group, cause->generation, cause->node_id, key, sizeof key);
-    if (elastic_store_try_get(group->store, key, &value, &len) != 0) return false;
+    failure_key(call->run_id, cause->generation, cause->node_id, key, sizeof key);
+    if (elastic_store_try_get(call->store, key, &value, &len) != 0) return false;
     snprintf(out, size, "%.*s", (int)len, (const char *)value);
     elastic_free(value);
     *is_error_file = out[0] == '{';
     return true;
 }
 
-static void write_error_file(const agent_group *group, const char *detail,
-                             bool detail_is_error_file)
+static void write_error_file(const agent_call *call, const char *detail, bool detail_is_error_file)
 {
-    const char *path = group->opts->error_file != NULL ? group->opts->error_file
-                                                       : getenv("TORCHELASTIC_ERROR_FILE");
+    const char *path =
+        call->opts->error_file != NULL ? call->opts->error_file : getenv("TORCHELASTIC_ERROR_FILE");
     if (path == NULL || *path == '\0') return;
-    char escaped[2 * sizeof group->summary];
+    char escaped[2 * sizeof call->summary];
     char json[sizeof escaped + 128];
     const char *content = detail;
     if (!detail_is_error_file) {
-        agent__json_escape(group->summary, escaped, sizeof escaped);
+        agent__json_escape(call->summary, escaped, sizeof escaped);
         snprintf(json, sizeof json,
                  "{\"message\": {\"message\": \"%s\", \"extraInfo\": {\"timestamp\": \"%llu\"}}}\n",
                  escaped, (unsigned long long)time(NULL));
@@ -124,75 +128,95 @@ static void write_error_file(const agent_group *group, const char *detail,
     if (fd >= 0) close(fd);
 }
 
-static void describe_failure(agent_group *group, const elastic_rdzv_cause *cause, char *detail,
+static void describe_failure(agent_call *call, const elastic_rdzv_cause *cause, char *detail,
                              size_t detail_size, bool *is_error_file)
 {
     char when[40], what[400];
     format_time(cause->time_ms, when, sizeof when);
     agent__describe_cause(cause, what,
                           sizeof what); /* the reason once, not "killed ... (killed ...)" */
-    size_t used = strlen(group->summary);
-    used += (size_t)snprintf(group->summary + used, sizeof group->summary - used,
+    size_t used = strlen(call->summary);
+    used += (size_t)snprintf(call->summary + used, sizeof call->summary - used,
                              "first failure: rank %d on node %s, generation %llu, at %s: %s\n",
                              cause->rank, cause->node_id, (unsigned long long)cause->generation,
                              when, what);
-    if (used >= sizeof group->summary ||
-        !failure_detail(group, cause, detail, detail_size, is_error_file) || detail[0] == '\0')
+    if (used >= sizeof call->summary ||
+        !failure_detail(call, cause, detail, detail_size, is_error_file) || detail[0] == '\0')
         return;
     char rendered[AGENT_TAIL_BYTES + 512];
     if (*is_error_file && agent__error_file_render(detail, rendered, sizeof rendered) > 0)
-        snprintf(group->summary + used, sizeof group->summary - used,
+        snprintf(call->summary + used, sizeof call->summary - used,
                  "error of rank %d (its error file):\n%s", cause->rank, rendered);
     else
-        snprintf(group->summary + used, sizeof group->summary - used, "%s of rank %d:\n%s%s",
+        snprintf(call->summary + used, sizeof call->summary - used, "%s of rank %d:\n%s%s",
                  *is_error_file ? "error file" : "last lines of stderr", cause->rank, detail,
                  detail[strlen(detail) - 1] == '\n' ? "" : "\n");
-    used = strlen(group->summary);
+    used = strlen(call->summary);
     char hint[5000];
-    if (used + 1 < sizeof group->summary &&
-        agent__python_hint(group->opts, detail, hint, sizeof hint)) {
-        size_t n = strnlen(hint, sizeof group->summary - used -
+    if (used + 1 < sizeof call->summary &&
+        agent__python_hint(call->opts, detail, hint, sizeof hint)) {
+        size_t n = strnlen(hint, sizeof call->summary - used -
                                      1); /* the hint may be cut, the summary not */
-        memcpy(group->summary + used, hint, n);
-        group->summary[used + n] = '\0';
+        memcpy(call->summary + used, hint, n);
+        call->summary[used + n] = '\0';
     }
 }
 
-void agent__summary_write(agent_group *group, int rc, const char *why)
+agent_call *agent__summary_call(const agent_group *group, int rc, const char *why)
 {
+    agent_call *call = agent__call_new(AGENT_CALL_SUMMARY);
+    if (call == NULL) return NULL;
+    call->summary_rc = rc;
+    snprintf(call->error, sizeof call->error, "%s", why != NULL ? why : "");
+    call->opts = group->opts;
+    call->run_id = group->run_id;
+    call->node_id = group->node_id;
+    call->fenced_wall_ms = group->fenced_wall_ms;
+    snprintf(call->fenced_reason, sizeof call->fenced_reason, "%s", group->fenced_reason);
+    snprintf(call->store_endpoint, sizeof call->store_endpoint, "%s",
+             group->store_endpoint != NULL ? group->store_endpoint : "");
+    call->local_failure = group->local_failure;
+    snprintf(call->summary, sizeof call->summary, "%s", group->summary);
+    return call;
+}
+
+void agent__summary_run(agent_call *call)
+{
+    int rc = call->summary_rc;
+    const char *why = call->error;
     char detail[AGENT_TAIL_BYTES + 1] = "";
     bool is_error_file = false;
     elastic_rdzv_cause cause = { .struct_size = sizeof cause };
     if (rc == ELASTIC_EBUDGET) {
-        snprintf(group->summary, sizeof group->summary,
+        snprintf(call->summary, sizeof call->summary,
                  "the job failed: restart budget exhausted (--max-restarts %d)\n",
-                 group->opts->max_restarts);
-        if (group->membership->ops->first_failure(group->membership, &cause) == 0)
-            describe_failure(group, &cause, detail, sizeof detail, &is_error_file);
-    } else if (group->fenced_wall_ms != 0 &&
+                 call->opts->max_restarts);
+        if (call->membership->ops->first_failure(call->membership, &cause) == 0)
+            describe_failure(call, &cause, detail, sizeof detail, &is_error_file);
+    } else if (call->fenced_wall_ms != 0 &&
                (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT || rc == ELASTIC_ECLOSED)) {
         /* Cut off from the store and it never came back (c10d cannot go on
          * without the host that served it): one line says which and when. */
         char when[40];
-        format_time(group->fenced_wall_ms, when, sizeof when);
-        bool etcd = strncmp(group->opts->rdzv_backend, "etcd", 4) == 0;
-        snprintf(group->summary, sizeof group->summary,
+        format_time(call->fenced_wall_ms, when, sizeof when);
+        bool etcd = strncmp(call->opts->rdzv_backend, "etcd", 4) == 0;
+        snprintf(call->summary, sizeof call->summary,
                  "the job failed: lost %s at %s%s at %s: %s; then %s\n",
                  etcd ? "etcd" : "the job's store",
-                 etcd ? group->opts->rdzv_endpoint : group->store_endpoint,
-                 etcd ? "" : " (the store's host)", when, group->fenced_reason,
+                 etcd ? call->opts->rdzv_endpoint : call->store_endpoint,
+                 etcd ? "" : " (the store's host)", when, call->fenced_reason,
                  why != NULL && *why ? why : elastic_strerror(rc));
-    } else if (group->local_failure.valid) {
+    } else if (call->local_failure.valid) {
         /* Our own worker's failure is the root cause; the store error after it is a second line. */
-        snprintf(group->summary, sizeof group->summary, "the job failed: ");
-        describe_failure(group, &group->local_failure.cause, detail, sizeof detail, &is_error_file);
-        size_t used = strlen(group->summary);
-        snprintf(group->summary + used, sizeof group->summary - used,
+        snprintf(call->summary, sizeof call->summary, "the job failed: ");
+        describe_failure(call, &call->local_failure.cause, detail, sizeof detail, &is_error_file);
+        size_t used = strlen(call->summary);
+        snprintf(call->summary + used, sizeof call->summary - used,
                  "then the rendezvous failed: %s%s%s\n", elastic_strerror(rc),
                  why != NULL && *why ? ": " : "", why != NULL ? why : "");
     } else {
-        snprintf(group->summary, sizeof group->summary, "the job failed: rendezvous: %s%s%s\n",
+        snprintf(call->summary, sizeof call->summary, "the job failed: rendezvous: %s%s%s\n",
                  elastic_strerror(rc), why != NULL && *why ? ": " : "", why != NULL ? why : "");
     }
-    write_error_file(group, detail, is_error_file);
+    write_error_file(call, detail, is_error_file);
 }

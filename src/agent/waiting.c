@@ -4,7 +4,11 @@
  * of the last generation are not back), done on libuv's thread pool because
  * store calls block, then one console line.
  */
+#include "agent/waiting.h"
+
+#include "agent/console.h"
 #include "agent/group.h"
+#include "agent/journal.h"
 
 #include "common/clock.h"
 #include "rdzv/rdzv.h"
@@ -33,7 +37,7 @@ static void looked(uv_work_t *req, int status)
     agent_waiting *w = req->data;
     agent_group *group = w->group;
     w->in_flight = false;
-    if (status != 0 || group->state != AGENT_RENDEZVOUS || w->joined < 0) return;
+    if (status != 0 || !agent__group_in_rendezvous(group) || w->joined < 0) return;
     uint64_t waited = elastic__now_ms() - group->rendezvous_started_ms;
     char missing[sizeof w->missing + 32] = "";
     if (w->missing_count > 0) snprintf(missing, sizeof missing, "; missing: %s", w->missing);
@@ -45,7 +49,7 @@ static void looked(uv_work_t *req, int status)
     agent__console(group, "waiting for nodes: %d joined, %s wanted, %.0f s so far%s", w->joined,
                    wanted, (double)waited / 1000.0, missing);
     agent_event event;
-    agent__event_begin(&event, group->events, "waiting");
+    agent__event_begin(&event, group->events, AGENT_EVENT_WAITING);
     agent__event_int(&event, "joined", w->joined);
     agent__event_int(&event, "min_nodes", group->opts->min_nodes);
     agent__event_int(&event, "waited_ms", (int64_t)waited);
@@ -64,7 +68,7 @@ static bool rendezvous_in_store(const agent_group *group)
 static void on_waiting_timer(uv_timer_t *timer)
 {
     agent_waiting *w = timer->data;
-    if (w->in_flight || w->group->state != AGENT_RENDEZVOUS) return;
+    if (w->in_flight || !agent__group_in_rendezvous(w->group)) return;
     if (!rendezvous_in_store(w->group)) {
         agent__console(w->group, "waiting for nodes: %d to %d wanted, %.0f s so far",
                        w->group->opts->min_nodes, w->group->opts->max_nodes,

@@ -3,7 +3,12 @@
  * environment and command, starting them, reaping them once exited and
  * signalling their process groups.
  */
-#include "agent/group.h"
+#include "agent/workers.h"
+
+#include "agent/probes.h"
+#include "agent/proc.h"
+#include "agent/reaper.h"
+#include "agent/worker_env.h"
 
 #include "common/clock.h"
 
@@ -44,7 +49,7 @@ static int open_log(const agent_worker *worker, int dir_fd, const char *name)
 
 static void on_stream_closed(void *owner)
 {
-    agent__group_stream_closed(owner);
+    agent__group_post(owner, &(agent_group_event){ .kind = AGENT_GROUP_STREAM_CLOSED });
 }
 
 /* Where a stream goes: redirected = file only; tee'd = file and console with
@@ -131,10 +136,10 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
     return 0;
 }
 
-void agent__event_worker(agent_event *event, const agent_group *group, const char *name,
+void agent__event_worker(agent_event *event, const agent_group *group, agent_event_type type,
                          const agent_worker *worker)
 {
-    agent__event_begin(event, group->events, name);
+    agent__event_begin(event, group->events, type);
     agent__event_int(event, "generation", (int64_t)group->current.generation);
     agent__event_int(event, "rank", worker->rank);
     agent__event_int(event, "local_rank", worker->local_rank);
@@ -144,7 +149,7 @@ void agent__event_worker(agent_event *event, const agent_group *group, const cha
 static void emit_started(agent_group *group, const agent_worker *worker)
 {
     agent_event event;
-    agent__event_worker(&event, group, "worker_started", worker);
+    agent__event_worker(&event, group, AGENT_EVENT_WORKER_STARTED, worker);
     agent__event_emit(group->events, &event);
 }
 
@@ -224,7 +229,7 @@ void agent__workers_signal(agent_group *group, int signum)
 {
     for (int i = 0; i < group->nworkers; i++) {
         const agent_worker *worker = &group->workers[i];
-        if (worker->survivor && group->state == AGENT_STOPPING)
+        if (worker->survivor && agent__group_is_stopping(group))
             continue; /* kept for in-process recovery */
         if (worker->pid > 0) agent__proc_signal_group(worker->pid, signum);
     }

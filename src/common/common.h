@@ -2,8 +2,8 @@
  * Internal helpers shared by every module: error details, logging, options
  * structs and small utilities. Only the library includes this file.
  */
-#ifndef ELASTIC_COMMON_H
-#define ELASTIC_COMMON_H
+#ifndef ELASTIC_COMMON_INTERNAL_H
+#define ELASTIC_COMMON_INTERNAL_H
 
 #include "elastic.h"
 
@@ -67,4 +67,4 @@ int elastic__struct_write(void *caller, const void *src, size_t full_size, const
 /* Duplicates a string; NULL stays NULL. */
 char *elastic__strdup(const char *s);
 
-#endif /* ELASTIC_COMMON_H */
+#endif /* ELASTIC_COMMON_INTERNAL_H */

@@ -258,7 +258,7 @@ ELASTIC_EXTERN int elastic_nccl_comm_get_info(elastic_nccl_comm *comm, elastic_n
     return ELASTIC__STRUCT_WRITE(info, &out, "elastic_nccl_info");
 }
 
-ELASTIC_EXTERN void elastic_nccl_comm_destroy(elastic_nccl_comm *comm)
+ELASTIC_EXTERN void elastic_nccl_comm_close(elastic_nccl_comm *comm)
 {
     if (comm == NULL) return;
     nccl__hooks_remove(comm);
@@ -275,4 +275,11 @@ ELASTIC_EXTERN void elastic_nccl_comm_destroy(elastic_nccl_comm *comm)
     else if (nccl != NULL)
         comm->api->comm_abort(nccl);
     comm_free(comm);
+}
+
+/* 1.0.0's name, against docs/ABI.md's rule that releasing is `_close`; kept
+ * for callers built against it. */
+ELASTIC_EXTERN void elastic_nccl_comm_destroy(elastic_nccl_comm *comm)
+{
+    elastic_nccl_comm_close(comm);
 }

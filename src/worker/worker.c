@@ -66,9 +66,12 @@ static int connect_store(elastic_worker *w, const char *endpoint)
 }
 
 /* Alone, the trainer still gets a store (for code that exchanges ids through
- * it): a private server on loopback, gone with the worker. */
+ * it): a private server on loopback, gone with the worker. A library built
+ * without the store server (ELASTIC_AGENT=0) has none to start: the worker
+ * then has no store, as under plain torchrun. */
 static int start_private_store(elastic_worker *w)
 {
+    if (!elastic_has_feature("store_server")) return 0;
     elastic_store_server_opts opts;
     elastic_store_server_opts_init(&opts, sizeof opts);
     opts.host = "127.0.0.1";
@@ -169,7 +172,9 @@ ELASTIC_EXTERN int elastic_worker_get_store(elastic_worker *w, elastic_store **s
     if (w == NULL || store == NULL)
         return elastic__fail(ELASTIC_EINVAL, "worker or store pointer is NULL");
     if (w->store == NULL)
-        return elastic__fail(ELASTIC_ENOTFOUND, "this worker has no store (plain torchrun)");
+        return elastic__fail(ELASTIC_ENOTFOUND,
+                             "this worker has no store (plain torchrun, or alone in a library "
+                             "built without the store server)");
     *store = w->store;
     return 0;
 }

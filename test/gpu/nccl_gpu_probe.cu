@@ -115,7 +115,7 @@ void measure_lifecycle(elastic_worker *w, cudaStream_t stream)
     if (state == ncclSuccess) std::printf("shrink_ms=%.1f\n", now_ms() - started);
     else fail("shrink_ms", ncclGetErrorString(state));
     if (child != nullptr) ncclCommAbort(child);
-    elastic_nccl_comm_destroy(comm);
+    elastic_nccl_comm_close(comm);
 }
 
 void measure_watchdog(elastic_worker *w, cudaStream_t stream, int timeout_ms)
@@ -147,7 +147,7 @@ void measure_watchdog(elastic_worker *w, cudaStream_t stream, int timeout_ms)
     std::printf("stream_after_abort=%s\n", cudaGetErrorString(synced));
     cudaFree(x);
     cudaFreeHost(flag);
-    elastic_nccl_comm_destroy(comm);
+    elastic_nccl_comm_close(comm);
 }
 
 } // namespace

@@ -127,7 +127,7 @@ int main(int argc, char **argv)
         }
     }
     report_generation(w, comm, "done");
-    elastic_nccl_comm_destroy(comm);
+    elastic_nccl_comm_close(comm);
     elastic_worker_close(w);
     return 0;
 }

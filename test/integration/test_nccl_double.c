@@ -7,6 +7,8 @@
 #include "support/probe_harness.h"
 #include "probe/monitor.h"
 
+#include <dlfcn.h>
+
 #define DEADLINE_MS          800
 #define WATCHDOG_INTERVAL_MS 100 /* the library's default */
 
@@ -212,4 +214,67 @@ TEST_TIMEOUT(nccl_rebuild_recreates_when_nccl_cannot_shrink, 120)
     lose_a_rank(&h, false);
     expect_method(&h, "created");
     harness_stop(&h);
+}
+
+/* The release call and its 1.0.0 name: elastic_nccl_comm_close ends a
+ * healthy communicator with ncclCommDestroy, and elastic_nccl_comm_destroy
+ * (deprecated, kept for older callers) does exactly the same. In-process,
+ * against the double: a worker alone is a group of one, so a communicator
+ * forms at once; the double counts the NCCL calls that ended one. */
+TEST_TIMEOUT(nccl_comm_close_and_its_deprecated_alias_both_release, 60)
+{
+    const char *lib = getenv("ELASTIC_NCCL_DOUBLE");
+    if (lib == NULL) SKIP("ELASTIC_NCCL_DOUBLE not set (run through make test)");
+    static const char *const agent_env[] = { "RANK",
+                                             "LOCAL_RANK",
+                                             "WORLD_SIZE",
+                                             "LOCAL_WORLD_SIZE",
+                                             "GROUP_RANK",
+                                             "ELASTIC_STORE_ENDPOINT",
+                                             "ELASTIC_AGENT_SOCKET",
+                                             "ELASTIC_HEARTBEAT_SHM" };
+    for (size_t i = 0; i < sizeof agent_env / sizeof agent_env[0]; i++) unsetenv(agent_env[i]);
+    setenv("ELASTIC_NCCL_LIBRARY", lib, 1);
+    setenv("ELASTIC_CUDART_LIBRARY", lib, 1);
+    setenv("NCCL_DOUBLE_DIR", test_tmpdir(), 1);
+    elastic_worker *w = NULL;
+    ASSERT_OK(elastic_worker_init(NULL, &w));
+    elastic_nccl_opts opts;
+    ASSERT_OK(elastic_nccl_opts_init(&opts, sizeof opts));
+    opts.init_timeout_ms = test_scaled_ms(20000);
+    opts.tag = "closed";
+    elastic_nccl_comm *comm = NULL;
+    ASSERT_OK(elastic_nccl_comm_init(w, &opts, &comm));
+    ASSERT(elastic_nccl_comm_get(comm) != NULL);
+    ASSERT_OK(elastic_nccl_comm_check(comm));
+
+    /* the double is loaded now (by the library); its counters are one dlsym away */
+    void *handle = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+    ASSERT(handle != NULL);
+    void (*calls)(int *, int *) = (void (*)(int *, int *))dlsym(handle, "nccl_double_calls");
+    ASSERT(calls != NULL);
+    int destroyed = -1, aborted = -1;
+    calls(&destroyed, &aborted);
+    ASSERT_EQ(destroyed, 0);
+    ASSERT_EQ(aborted, 0);
+
+    elastic_nccl_comm_close(comm);
+    calls(&destroyed, &aborted);
+    ASSERT_EQ(destroyed, 1); /* healthy: destroyed, not aborted */
+    ASSERT_EQ(aborted, 0);
+
+    opts.tag = "destroyed";
+    comm = NULL;
+    ASSERT_OK(elastic_nccl_comm_init(w, &opts, &comm));
+    ASSERT(elastic_nccl_comm_get(comm) != NULL);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    elastic_nccl_comm_destroy(comm); /* the old name: the compiler warns, the call still works */
+    elastic_nccl_comm_destroy(NULL);
+#pragma GCC diagnostic pop
+    calls(&destroyed, &aborted);
+    ASSERT_EQ(destroyed, 2);
+    ASSERT_EQ(aborted, 0);
+    dlclose(handle);
+    elastic_worker_close(w);
 }

@@ -317,7 +317,11 @@ API int ncclCommRevoke(comm *c, int flags)
     return OK;
 }
 
-API int ncclCommAbort(comm *c)
+/* How often each release path ran in this process, for tests that load the
+ * double in-process (nccl_double_calls, found with dlsym). */
+static _Atomic int destroy_calls, abort_calls;
+
+static int comm_end(comm *c)
 {
     if (c == NULL) return OK;
     atomic_store(&c->state, STATE_ABORTED);
@@ -325,9 +329,23 @@ API int ncclCommAbort(comm *c)
     return OK;
 }
 
+API int ncclCommAbort(comm *c)
+{
+    if (c != NULL) atomic_fetch_add(&abort_calls, 1);
+    return comm_end(c);
+}
+
 API int ncclCommDestroy(comm *c)
 {
-    return ncclCommAbort(c);
+    if (c != NULL) atomic_fetch_add(&destroy_calls, 1);
+    return comm_end(c);
+}
+
+/* Not NCCL's: how many communicators ncclCommDestroy and ncclCommAbort ended. */
+API void nccl_double_calls(int *destroyed, int *aborted)
+{
+    *destroyed = atomic_load(&destroy_calls);
+    *aborted = atomic_load(&abort_calls);
 }
 
 API int ncclCommShrink(comm *parent, int *exclude, int count, comm **out, config_head *config,

@@ -3,7 +3,7 @@
  * program and its arguments, and one clear error per bad flag or value.
  */
 #include "agent/agent.h"
-#include "agent/group.h"
+#include "agent/worker_env.h"
 #include "test.h"
 
 #define ARGC(argv) ((int)(sizeof(argv) / sizeof((argv)[0])))

@@ -31,6 +31,11 @@ TEST(common_version_matches_header)
 TEST(common_features_are_reported)
 {
     ASSERT_EQ(elastic_has_feature("store"), 1);
+    /* the whole library: nothing left out (test_build_knobs.c checks the other side) */
+    ASSERT_EQ(elastic_has_feature("agent"), 1);
+    ASSERT_EQ(elastic_has_feature("store_server"), 1);
+    ASSERT_EQ(elastic_has_feature("agen"), 0);
+    ASSERT_EQ(elastic_has_feature(""), 0);
     ASSERT_EQ(elastic_has_feature("no-such-feature"), 0);
     ASSERT_EQ(elastic_has_feature(NULL), 0);
 }

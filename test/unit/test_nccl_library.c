@@ -169,7 +169,7 @@ TEST(nccl_bad_options_are_refused)
     ASSERT_ERR(elastic_nccl_comm_init(w, &opts, &comm), ELASTIC_EINVAL);
     ASSERT_ERR(elastic_nccl_comm_init(NULL, NULL, &comm), ELASTIC_EINVAL);
     ASSERT(elastic_nccl_comm_get(NULL) == NULL);
-    elastic_nccl_comm_destroy(NULL);
+    elastic_nccl_comm_close(NULL);
     elastic_worker_close(w);
 }
 

@@ -33,7 +33,7 @@ def version_string() -> str:
 
 
 def has_feature(name: str) -> bool:
-    """True when the optional feature ("store", "zstd", "nccl", ...) is available."""
+    """True when the optional feature ("store", "zstd", "agent", "nccl", ...) is available."""
     return bool(_lib.elastic_has_feature(name.encode()))
 
 

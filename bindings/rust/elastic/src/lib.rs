@@ -174,7 +174,7 @@ pub fn version() -> String {
     unsafe { std::ffi::CStr::from_ptr(sys::elastic_version_string()) }.to_string_lossy().into_owned()
 }
 
-/// Whether an optional feature ("store", "auth", "zstd", "xxhash", "nccl",
+/// Whether an optional feature ("store", "auth", "zstd", "xxhash", "agent", "nccl",
 /// "cuda") works in this build and on this machine.
 ///
 /// ```

@@ -3,7 +3,12 @@
  * torch 1.13's LocalElasticAgent and start_processes) plus ours, and its
  * command line (python3 -u script, python3 -u -m module, or the program).
  */
-#include "agent/group.h"
+#include "agent/worker_env.h"
+
+#include "agent/python.h"
+#include "agent/workers.h"
+#include "channel/channel.h"
+#include "common/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>

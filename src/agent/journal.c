@@ -1,9 +1,10 @@
 /*
  * The JSONL event log: one object per line, written with one write() so
  * lines of concurrent agents appending to one file do not interleave.
- * Schema: docs/OPERATIONS.md.
+ * Schema: docs/OPERATIONS.md. Every event type is named here, in one table
+ * (test_agent_journal checks the docs list the same names).
  */
-#include "agent/group.h"
+#include "agent/journal.h"
 
 #include "common/clock.h"
 
@@ -12,6 +13,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+static const char *const event_names[AGENT_EVENT_TYPE_COUNT] = {
+    [AGENT_EVENT_AGENT_STARTED] = "agent_started",
+    [AGENT_EVENT_GENERATION_FORMED] = "generation_formed",
+    [AGENT_EVENT_WORKER_STARTED] = "worker_started",
+    [AGENT_EVENT_WORKER_EXITED] = "worker_exited",
+    [AGENT_EVENT_FAILURE] = "failure",
+    [AGENT_EVENT_GENERATION_ENDED] = "generation_ended",
+    [AGENT_EVENT_FENCED] = "fenced",
+    [AGENT_EVENT_GENERATION_STOPPED] = "generation_stopped",
+    [AGENT_EVENT_RESTARTED] = "restarted",
+    [AGENT_EVENT_CHECKPOINT] = "checkpoint",
+    [AGENT_EVENT_WAITING] = "waiting",
+    [AGENT_EVENT_JOB_END] = "job_end",
+    [AGENT_EVENT_NCCL_COMM_BUILT] = "nccl_comm_built",
+    [AGENT_EVENT_PROBE_FAILED] = "probe_failed",
+    [AGENT_EVENT_STRAGGLER] = "straggler",
+    [AGENT_EVENT_NODE_STRAGGLER] = "node_straggler",
+    [AGENT_EVENT_STRAGGLER_EVICTED] = "straggler_evicted",
+    [AGENT_EVENT_QUARANTINE_ENDED] = "quarantine_ended",
+    [AGENT_EVENT_RECONFIGURED] = "reconfigured",
+    [AGENT_EVENT_WORKER_RECONFIGURED] = "worker_reconfigured",
+};
+
+const char *agent__event_name(agent_event_type type)
+{
+    return (unsigned)type < AGENT_EVENT_TYPE_COUNT ? event_names[type] : NULL;
+}
 
 struct agent_events {
     int fd; /* -1: no file */
@@ -89,8 +118,9 @@ static void append(agent_event *event, const char *fmt, ...)
     event->len += (size_t)written;
 }
 
-void agent__event_begin(agent_event *event, const agent_events *events, const char *name)
+void agent__event_begin(agent_event *event, const agent_events *events, agent_event_type type)
 {
+    const char *name = agent__event_name(type);
     event->len = 0;
     event->overflow = false;
     append(event, "{\"ts_ms\":%llu,\"event\":\"%s\",\"run_id\":\"%s\",\"node\":\"%s\"",

@@ -3,9 +3,12 @@
  * whole job. Each generation, group rank 0 hosts it (a survivor keeps the
  * one it already runs) and publishes its endpoint through the rendezvous;
  * every agent connects to that generation's store before starting workers.
- * Runs on the group's rendezvous thread, between next() and the loop.
+ * Runs on the calls thread, inside next(); the NEXT call carries the new
+ * store, endpoint and token file back to the loop (agent__jobstore_take).
  */
-#include "agent/group.h"
+#include "agent/generation_store.h"
+
+#include "agent/calls.h"
 #include "rdzv/rdzv.h"
 
 #include <pthread.h>
@@ -59,12 +62,12 @@ static int give_workers_token(agent_jobstore *js, const char *token)
     if (js->fixed_token != NULL || strcmp(token, js->written_token) == 0) return 0;
     if (js->written_token[0] != '\0') unlink(js->token_file);
     js->written_token[0] = '\0';
-    *js->group_token_file = NULL;
+    js->token_file_now = NULL;
     if (token[0] == '\0') return 0;
     int rc = agent__token_publish(js->token_dir, token, js->token_file, js->token_file_size);
     if (rc != 0) return rc;
     snprintf(js->written_token, sizeof js->written_token, "%s", token);
-    *js->group_token_file = js->token_file;
+    js->token_file_now = js->token_file;
     return 0;
 }
 
@@ -164,17 +167,28 @@ int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rd
         elastic_store_close(store);
         return rc;
     }
-    /* The loop thread is waiting for this rendezvous: nobody uses the old handle now. */
-    elastic_store_close(*js->group_store);
-    *js->group_store = store;
+    /* The NEXT call takes it to the loop, which closes the old one there. */
+    js->fresh_store = store;
     watcher_start(js, r, store, result->generation);
-    snprintf(js->endpoint, js->endpoint_size, "%s", endpoint);
+    snprintf(js->endpoint_now, sizeof js->endpoint_now, "%s", endpoint);
     if (result->group_rank != 0 &&
         js->server != NULL) { /* we hosted an older generation: nobody uses it now */
         elastic_store_server_close(js->server);
         js->server = NULL;
     }
     return 0;
+}
+
+void agent__jobstore_take(agent_jobstore *js, agent_call *call)
+{
+    if (js == NULL || js->fresh_store == NULL) return;
+    call->store = js->fresh_store;
+    call->store_changed = true;
+    js->fresh_store = NULL;
+    snprintf(call->endpoint, sizeof call->endpoint, "%s", js->endpoint_now);
+    call->token_file_changed = js->fixed_token == NULL; /* a configured token's file stays */
+    snprintf(call->token_file, sizeof call->token_file, "%s",
+             js->token_file_now != NULL ? js->token_file_now : "");
 }
 
 bool agent__jobstore_hosting(const agent_jobstore *js)

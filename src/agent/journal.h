@@ -1,0 +1,57 @@
+/*
+ * The agent's event journal (journal.c): every event type it writes.
+ */
+#ifndef ELASTIC_AGENT_JOURNAL_H
+#define ELASTIC_AGENT_JOURNAL_H
+
+#include "agent/agent.h"
+
+typedef struct agent_events agent_events;
+
+/* Every event type the agent writes; their names are journal.c's table
+ * (docs/OPERATIONS.md lists each with its fields). */
+typedef enum agent_event_type {
+    AGENT_EVENT_AGENT_STARTED,
+    AGENT_EVENT_GENERATION_FORMED,
+    AGENT_EVENT_WORKER_STARTED,
+    AGENT_EVENT_WORKER_EXITED,
+    AGENT_EVENT_FAILURE,
+    AGENT_EVENT_GENERATION_ENDED,
+    AGENT_EVENT_FENCED,
+    AGENT_EVENT_GENERATION_STOPPED,
+    AGENT_EVENT_RESTARTED,
+    AGENT_EVENT_CHECKPOINT,
+    AGENT_EVENT_WAITING,
+    AGENT_EVENT_JOB_END,
+    AGENT_EVENT_NCCL_COMM_BUILT,
+    AGENT_EVENT_PROBE_FAILED,
+    AGENT_EVENT_STRAGGLER,
+    AGENT_EVENT_NODE_STRAGGLER,
+    AGENT_EVENT_STRAGGLER_EVICTED,
+    AGENT_EVENT_QUARANTINE_ENDED,
+    AGENT_EVENT_RECONFIGURED,
+    AGENT_EVENT_WORKER_RECONFIGURED,
+    AGENT_EVENT_TYPE_COUNT
+} agent_event_type;
+
+/* The event's name in the log ("job_end"); NULL for no such type. */
+const char *agent__event_name(agent_event_type type);
+
+typedef struct agent_event {
+    char text[4096];
+    size_t len;
+    bool overflow;
+} agent_event;
+
+/* path NULL: events are only logged at debug level. */
+int agent__events_open(const char *path, const char *run_id, const char *node_id,
+                       agent_events **events);
+void agent__events_close(agent_events *events);
+void agent__event_begin(agent_event *event, const agent_events *events, agent_event_type type);
+void agent__event_int(agent_event *event, const char *key, int64_t value);
+void agent__event_str(agent_event *event, const char *key, const char *value);
+void agent__event_emit(agent_events *events, agent_event *event);
+/* JSON string escaping (into out, NUL-terminated, truncated to size). */
+void agent__json_escape(const char *text, char *out, size_t size);
+
+#endif /* ELASTIC_AGENT_JOURNAL_H */

@@ -1,0 +1,21 @@
+/*
+ * summary.c: the root cause of a failed job, the error file, and the
+ * failure's detail shared through the store.
+ */
+#ifndef ELASTIC_AGENT_SUMMARY_H
+#define ELASTIC_AGENT_SUMMARY_H
+
+#include "agent/group.h"
+
+/* Records the first local failure in memory (never blocks); share() posts its
+ * detail to the job store off the loop. */
+void agent__failure_record(agent_group *group, agent_worker *worker,
+                           const elastic_rdzv_cause *cause);
+void agent__failure_share(agent_group *group, const elastic_rdzv_cause *cause);
+/* A SUMMARY call with its inputs copied from the group (loop thread). */
+agent_call *agent__summary_call(const agent_group *group, int rc, const char *why);
+/* Runs on the calls thread: writes call->summary_text and the error file
+ * from the call's own copy of the inputs. */
+void agent__summary_run(agent_call *call);
+
+#endif /* ELASTIC_AGENT_SUMMARY_H */
