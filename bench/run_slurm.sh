@@ -42,15 +42,12 @@ node_script() {
 [ "\${SLURM_LOCALID:-0}" = 0 ] || exit 0
 export PYTHON_EXEC=$python PYTHONPATH=$root/bindings/python GLOO_SOCKET_IFNAME=eth0 ELASTIC_LIB_DIR=$ELASTIC_LIB_DIR
 head=\$(scontrol show hostnames "\$SLURM_JOB_NODELIST" | head -n 1)
-derived=()
-[ -x "$SLURMT_SRC/build/release/test/helpers/slurm_flags" ] && [[ "$name" = elasticrun* ]] &&
-    mapfile -t derived < <("$SLURMT_SRC/build/release/test/helpers/slurm_flags")
 exec $* $example --dir $work/ckpt --report $work/report $trainer_args
 EOF
     chmod +x "$work/$name.sh"
 }
-node_script elasticrun "$ELASTICRUN" '"${derived[@]}"' --nnodes 3:3 --max-restarts 3
-node_script elasticrun-inproc "$ELASTICRUN" '"${derived[@]}"' --nnodes 3:3 --max-restarts 3 --in-process-recovery
+node_script elasticrun "$ELASTICRUN" --nnodes 3:3 --max-restarts 3
+node_script elasticrun-inproc "$ELASTICRUN" --nnodes 3:3 --max-restarts 3 --in-process-recovery
 node_script torchrun "$python" -m torch.distributed.run --nnodes 3:3 --nproc_per_node 2 \
     --rdzv_backend c10d --rdzv_endpoint '$head:29500' --rdzv_id '$SLURM_JOB_ID' --max_restarts 3 \
     --monitor_interval 0.1 --redirects 2 --tee 2

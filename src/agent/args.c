@@ -4,6 +4,7 @@
  * abbreviations), PET_<FLAG> environment fallbacks, then the program.
  */
 #include "agent/agent.h"
+#include "agent/slurm.h"
 #include "common/parse_int.h"
 #include "common/names.h"
 
@@ -50,6 +51,7 @@ void agent__opts_defaults(elastic_agent_opts *opts)
     opts->user_probe_interval_ms = 10000;
     opts->abort_ack_timeout_ms = 5000;
     opts->straggler_quarantine_ms = 300000;
+    opts->preferred_rank = -1;
 }
 
 ELASTIC_EXTERN int elastic_agent_opts_init(elastic_agent_opts *opts, size_t struct_size)
@@ -336,6 +338,10 @@ static int set_quiet(elastic_agent_opts *o, const char *v)
 {
     return switch_value(v, &o->quiet);
 }
+static int set_slurm_drain(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->slurm_drain);
+}
 
 static const flag_spec flags[] = {
     { "nnodes", 0, false, true, set_nnodes },
@@ -375,6 +381,7 @@ static const flag_spec flags[] = {
     { "event_log", 0, false, true, set_event_log },
     { "error_file", 0, false, true, set_error_file },
     { "quiet", 'q', true, true, set_quiet },
+    { "slurm_drain", 0, true, true, set_slurm_drain },
     { "help", 'h', true, false, set_help },
     { "version", 0, true, false, set_version },
 };
@@ -532,7 +539,10 @@ extern char **environ;
 static int parse_into(int argc, const char *const *argv, const char *const *envp,
                       elastic_agent_opts *opts)
 {
-    int rc = apply_environment(opts, envp != NULL ? envp : (const char *const *)environ);
+    /* Slurm's job step first: PET_* and the flags override what it gives. */
+    int rc = agent__slurm_defaults(opts, envp != NULL ? envp : (const char *const *)environ);
+    if (rc != 0) return rc;
+    rc = apply_environment(opts, envp != NULL ? envp : (const char *const *)environ);
     if (rc != 0) return rc;
     int at = 1;
     while (at < argc) {

@@ -35,6 +35,7 @@ static const char *const event_names[AGENT_EVENT_TYPE_COUNT] = {
     [AGENT_EVENT_QUARANTINE_ENDED] = "quarantine_ended",
     [AGENT_EVENT_RECONFIGURED] = "reconfigured",
     [AGENT_EVENT_WORKER_RECONFIGURED] = "worker_reconfigured",
+    [AGENT_EVENT_SLURM_DRAIN] = "slurm_drain",
 };
 
 const char *agent__event_name(agent_event_type type)

@@ -73,9 +73,6 @@ struct elastic_worker {
 
 /* notice.c: a CHANNEL__MSG_NOTICE frame (the control thread). */
 void worker__notice_received(elastic_worker *w, const char *payload, size_t length);
-/* Until include/elastic/worker.h declares them (after the agent redesign lands). */
-int elastic_worker_stop_notice(elastic_worker *w, int *grace_left_ms);
-int elastic_worker_notice_on_sigterm(elastic_worker *w);
 
 /* control_client.c */
 int worker__control_connect(elastic_worker *w);

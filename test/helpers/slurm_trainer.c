@@ -33,10 +33,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* TEMPORARY until include/elastic/worker.h may declare them (issue 22 first). */
-int elastic_worker_stop_notice(elastic_worker *w, int *grace_left_ms);
-int elastic_worker_notice_on_sigterm(elastic_worker *w);
-
 static long long wall_ms(void)
 {
     struct timeval now;

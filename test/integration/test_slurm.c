@@ -38,3 +38,18 @@ TEST_TIMEOUT(slurm_crashed_node_is_replaced_by_the_spare_without_node_fail, 150)
 {
     run_slurm_script("node_crash.sh");
 }
+
+TEST_TIMEOUT(slurm_evicted_straggler_node_is_drained, 180)
+{
+    run_slurm_script("drain.sh");
+}
+
+TEST_TIMEOUT(slurm_too_few_nodes_requeue_resumes_from_the_checkpoint, 180)
+{
+    run_slurm_script("requeue.sh");
+}
+
+TEST_TIMEOUT(slurm_scancel_is_a_notice_every_rank_saves, 120)
+{
+    run_slurm_script("scancel.sh");
+}

@@ -15,7 +15,6 @@ mkdir -p "$SLURMT_JOB_DIR"
 # node3 starts once node1 and node2 formed the first generation, so it is the spare.
 cat >"$SLURMT_JOB_DIR/node.sh" <<NODE
 #!/bin/bash
-[ "\$SLURM_LOCALID" = 0 ] || exit 0
 if [ "\$SLURMD_NODENAME" = node3 ]; then
     for _ in \$(seq 600); do grep -q generation_formed "$SLURMT_JOB_DIR/events.node1.jsonl" 2>/dev/null && break; sleep 0.1; done
 fi

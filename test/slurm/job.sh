@@ -1,8 +1,8 @@
 # An elasticrun training job on the test cluster (source after slurm.sh):
 # sbatch runs `srun --no-kill` over the allocation; on each node local task 0
 # is the agent (2 workers of test/helpers/slurm_trainer, checkpointing into
-# one shared directory), started with the flags derived from the step's
-# environment plus EXTRA. Files live in $SLURMT_JOB_DIR:
+# one shared directory; the other local task stands aside), with what the
+# step's environment gives plus EXTRA. Files live in $SLURMT_JOB_DIR:
 #   report  the trainers' resume/commit/done lines     events.<node>.jsonl  per agent
 #   ckpt/   the checkpoints                            stop               the stop step
 #   job.out the batch script's output (appended across requeues)
@@ -12,12 +12,11 @@ SLURMT_HELPERS=${ELASTIC_HELPER_DIR:-$SLURMT_SRC/build/release/test/helpers}
 # slurm_job_write EXTRA_FLAGS...: writes node.sh and job.sh into $SLURMT_JOB_DIR.
 slurm_job_write() {
     mkdir -p "$SLURMT_JOB_DIR/ckpt"
-    local extra; extra=$(printf '%q ' "$@")
+    local extra=""
+    [ "$#" = 0 ] || extra=$(printf '%q ' "$@")
     cat >"$SLURMT_JOB_DIR/node.sh" <<NODE
 #!/bin/bash
-[ "\$SLURM_LOCALID" = 0 ] || exit 0
-mapfile -t derived < <("$SLURMT_HELPERS/slurm_flags")
-exec "$ELASTICRUN" "\${derived[@]}" $extra --max-restarts 5 \\
+exec "$ELASTICRUN" $extra --max-restarts 5 \\
     --event-log "$SLURMT_JOB_DIR/events.\$SLURMD_NODENAME.jsonl" \\
     --no-python "$SLURMT_HELPERS/slurm_trainer" --dir "$SLURMT_JOB_DIR/ckpt" \\
     --report "$SLURMT_JOB_DIR/report" --step-ms 100 --stop-file "$SLURMT_JOB_DIR/stop"

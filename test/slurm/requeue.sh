@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Cold replacement with the documented recipe (examples/slurm/train.sbatch):
 # a 3-node job without a spare loses a node; the survivors give up (too few
-# nodes: exit 75), the script requeues itself and lets it start at once, Slurm
-# allocates healthy nodes (the lost one is DOWN or drained), and the trainers
+# nodes: exit 75, after draining the lost node), the script requeues itself and
+# lets it start at once, Slurm allocates healthy nodes, and the trainers
 # resume from the newest checkpoint. The job ends COMPLETED with Restarts=1.
 set -euo pipefail
 here=$(dirname "$0")
@@ -20,12 +20,17 @@ slurm_wait_report 0 '^commit .* step=10 ' 60 || slurm_fail "job $job did not tra
 victim=node2
 t_crash=$(slurm_now_ms)
 slurm_crash "$victim"
-before=$(slurm_last_step)
 slurm_wait_report "$t_crash" '^resume .*world=6 ' 90 || slurm_fail "job $job did not come back after losing $victim"
 resumed=$(slurm_report_after "$t_crash" '^resume .*world=6 ')
 step=$(slurm_field step "$resumed")
+# The newest step committed before the requeue's run began.
+before=$(grep '^commit ' "$SLURMT_JOB_DIR/report" | awk -v t1="$(slurm_field t "$resumed")" \
+    '{ for (i = 1; i <= NF; i++) { if ($i ~ /^t=/) t = substr($i, 3); if ($i ~ /^step=/) s = substr($i, 6) } }
+     t < t1 && s + 0 > m { m = s + 0 } END { print m + 0 }')
 [ "$step" -ge 10 ] && [ "$step" -le "$before" ] ||
     slurm_fail "resumed at step $step; 10..$before were committed before the crash"
+grep -q "slurm: drained $victim (Reason=\"elastic: lost from the job" "$SLURMT_JOB_DIR/job.out" ||
+    slurm_fail "the survivors did not drain the lost $victim before the requeue"
 [ "$(slurm_job_field "$job" Restarts)" = 1 ] || slurm_fail "job $job: Restarts=$(slurm_job_field "$job" Restarts), want 1"
 nodes=$(slurm_job_field "$job" NodeList)
 slurm_log "requeued: training again $(( $(slurm_field t "$resumed") - t_crash )) ms after $victim crashed, at step $step, on $nodes"

@@ -11,10 +11,6 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-/* These are declared by include/elastic/worker.h once the agent redesign has landed. */
-int elastic_worker_stop_notice(elastic_worker *w, int *grace_left_ms);
-int elastic_worker_notice_on_sigterm(elastic_worker *w);
-
 static void alone(void)
 {
     static const char *const names[] = { "RANK", "WORLD_SIZE", "ELASTIC_STORE_ENDPOINT",

@@ -54,7 +54,8 @@ class RdzvOpts(ctypes.Structure):
                 ("backend", ctypes.c_int), ("etcd_endpoints", ctypes.c_char_p), ("etcd_prefix", ctypes.c_char_p),
                 ("etcd_ca_file", ctypes.c_char_p), ("etcd_cert_file", ctypes.c_char_p),
                 ("etcd_key_file", ctypes.c_char_p), ("etcd_user", ctypes.c_char_p),
-                ("etcd_password", ctypes.c_char_p), ("etcd_timeout_ms", ctypes.c_int)]
+                ("etcd_password", ctypes.c_char_p), ("etcd_timeout_ms", ctypes.c_int),
+                ("preferred_rank", ctypes.c_int)]
 
 
 class RdzvResult(ctypes.Structure):
