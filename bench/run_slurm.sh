@@ -158,7 +158,7 @@ for launcher in $launchers; do
     printf '%-44s %10s %s\n' "$label" "$(echo "${results[$launcher]}" | median)" "${results[$launcher]}"
 done
 if [ -z "${SLURM_BENCH_NO_REQUEUE:-}" ]; then
-    join_timeout=${SLURM_BENCH_JOIN_TIMEOUT:-10}
+    join_timeout=${SLURM_BENCH_JOIN_TIMEOUT:-4}
     requeued=$(requeue_round)
     echo
     echo "cold replacement (examples/slurm/train.sbatch, 3 nodes, no spare): crash -> survivors exit 75"

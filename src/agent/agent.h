@@ -45,8 +45,9 @@ int agent__rdzv_conf_parse(const char *text, agent_rdzv_conf *conf);
 /* elasticrun's exit code when fewer than --nnodes' minimum remain (docs/OPERATIONS.md):
  * a Slurm recipe requeues on it (cold replacement). */
 #define AGENT_EXIT_TOO_FEW_NODES 75
-/* With --slurm-drain, the job gives up on a node whose own workers failed
- * this many times, or that fenced itself this many times. */
+/* With --slurm-drain, the job gives up on a node whose own workers caused
+ * this many of the job's failures (and most of them), or that fenced itself
+ * this many times. */
 #define AGENT_GIVE_UP_FAILURES 3
 #define AGENT_GIVE_UP_FENCES   3
 

@@ -268,7 +268,11 @@ static void on_worker_exit(agent_group *group, agent_worker *worker)
     else
         snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
     end_generation_for(group, worker, reason, worker->exit_code, worker->term_signal, false);
-    if (++group->local_failures >= AGENT_GIVE_UP_FAILURES) {
+    /* A crash loop is this node's: at least 3 of the job's failures, and most
+     * of them (a bug that crashes every node is no reason to drain one). */
+    int job_failures = group->current.restart_count + 1;
+    if (++group->local_failures >= AGENT_GIVE_UP_FAILURES &&
+        2 * group->local_failures > job_failures) {
         char why[256];
         snprintf(why, sizeof why,
                  "crash loop: %d worker failures on this node (last: rank %d %.100s)",

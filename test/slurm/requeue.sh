@@ -13,7 +13,9 @@ slurm_up 4
 SLURMT_JOB_DIR=${TMPDIR:-/tmp}/requeue
 mkdir -p "$SLURMT_JOB_DIR/ckpt"
 export TRAIN_NODES=3 ELASTICRUN
-export ELASTIC_FLAGS="--rdzv-conf join_timeout=10"
+# Shorter than Slurm takes to mark the lost node DOWN (about 10 s here): a job
+# shrunk by Slurm first may refuse StartTime=now (docs/SLURM.md).
+export ELASTIC_FLAGS="--rdzv-conf join_timeout=4"
 export TRAIN="--no-python $SLURMT_HELPERS/slurm_trainer --dir $SLURMT_JOB_DIR/ckpt --report $SLURMT_JOB_DIR/report --step-ms 100 --stop-file $SLURMT_JOB_DIR/stop"
 job=$(slurm_sbatch -N3 --ntasks-per-node=2 --time=3 -o "$SLURMT_JOB_DIR/job.out" "$SLURMT_SRC/examples/slurm/train.sbatch")
 slurm_wait_report 0 '^commit .* step=10 ' 60 || slurm_fail "job $job did not train to step 10"
