@@ -564,6 +564,7 @@ static int parse_into(int argc, const char *const *argv, const char *const *envp
         if (opts->argv[i] == NULL || strlen(opts->argv[i]) >= 65536)
             return elastic__fail(ELASTIC_EINVAL,
                                  "program argument %d is missing or longer than 64 KiB", i);
+    agent__slurm_after_flags(opts);
     return check_combination(opts);
 }
 

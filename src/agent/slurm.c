@@ -50,6 +50,14 @@ int agent__slurm_defaults(elastic_agent_opts *opts, const char *const *envp)
     return 0;
 }
 
+void agent__slurm_after_flags(elastic_agent_opts *opts)
+{
+    /* --standalone is one node of its own: Slurm's node count was only a default. */
+    if (opts->standalone && opts->slurm_summary != NULL && derived.has_nnodes &&
+        opts->min_nodes == derived.nnodes && opts->max_nodes == derived.nnodes)
+        opts->min_nodes = opts->max_nodes = 1;
+}
+
 /* ---- --slurm-drain -------------------------------------------------------------- */
 
 static void post_drain(agent_group *group, const char *node, const char *why)

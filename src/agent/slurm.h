@@ -14,6 +14,9 @@
  * malformed variable. */
 int agent__slurm_defaults(elastic_agent_opts *opts, const char *const *envp);
 
+/* After the flags: what they make of the Slurm defaults (--standalone: one node). */
+void agent__slurm_after_flags(elastic_agent_opts *opts);
+
 /* The job gives up on this node (why: "evicted straggler: ..."): with
  * --slurm-drain, drain it through scontrol on the calls thread, once. */
 void agent__slurm_give_up(agent_group *group, const char *why);

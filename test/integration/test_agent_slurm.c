@@ -160,7 +160,12 @@ TEST_TIMEOUT(agent_slurm_malformed_step_variable_is_refused_by_name, 30)
                      10000),
         2);
     ASSERT(file_has("bad.err", "Slurm's environment: SLURM_STEP_NODELIST: \"node[1-\""));
-    /* A flag overrides what the step gives: --nnodes 1 runs alone. */
+    /* A flag overrides what the step gives: --standalone and --nnodes 1 run alone. */
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--no-python", "true");
+    ASSERT_EQ(exit_code_of(elasticrun_args_spawn(&cmd, step_env("localhost", 0, NULL), "alone"),
+                           START_MS),
+              0);
     elasticrun_args_init(&cmd);
     elasticrun_args_add(&cmd, "--nnodes", "1", "--no-python", "true");
     ASSERT_EQ(
