@@ -103,6 +103,19 @@ typedef struct elastic_agent_opts {
     const char *slurm_job;     /* the Slurm job id, for events; NULL: not under Slurm */
     const char *slurm_summary; /* what came from Slurm, one line; NULL: not under Slurm */
     int slurm_stand_aside;     /* 1: another local task runs this node's agent: exit 0 */
+    /* Node health checks (docs/HEALTH.md), appended: "auto" (default), "off",
+     * or a comma list of "gpu" (NVML must load) and "network". */
+    const char *health_checks;
+    /* A round every this while training; 0: only before joining; default 30 s. */
+    int health_check_interval_ms;
+    /* The site's own check, sh -c in every round (exit 0 healthy); NULL: none. */
+    const char *health_check_cmd;
+    /* The site command is killed past this (fatal); default 60 s. */
+    int health_check_timeout_ms;
+    /* Fewer GPUs is fatal; 0 (default): as many as the first check found. */
+    int expected_gpus;
+    /* A GPU at or over this many degrees C warns; 0: its slowdown threshold - 5. */
+    int health_temperature_max;
 } elastic_agent_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */

@@ -36,6 +36,8 @@ static const char *const event_names[AGENT_EVENT_TYPE_COUNT] = {
     [AGENT_EVENT_RECONFIGURED] = "reconfigured",
     [AGENT_EVENT_WORKER_RECONFIGURED] = "worker_reconfigured",
     [AGENT_EVENT_SLURM_DRAIN] = "slurm_drain",
+    [AGENT_EVENT_HEALTH_CHECK] = "health_check",
+    [AGENT_EVENT_HEALTH_STEPPED_ASIDE] = "health_stepped_aside",
 };
 
 const char *agent__event_name(agent_event_type type)
