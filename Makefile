@@ -67,10 +67,12 @@ BASE_CFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE -DELASTIC_BUI
 PARTS := agent etcd
 
 # ELASTIC_AGENT=0: the agent, its probes, the store server it hosts (libuv) and
-# the JSON reader only it uses (src/without/agent*.c in their place). The
+# the JSON reader only it uses, with the goodput accounting's reading of its journal
+# (src/without/agent*.c in their place). The
 # suite, the demo and the benchmarks need it (SUITE_NEEDS).
 KNOB_agent := ELASTIC_AGENT
-SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv.c src/common/json.c
+SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv.c src/common/json.c \
+  src/common/goodput_event.c
 FEATURES_agent := agent store_server
 ELASTIC_AGENT ?= 1
 
@@ -280,7 +282,8 @@ $(BIN_OUT)/%: $(OUT)/tools/%.o $(STATIC_LIB)
 # shares with the library (JSON, text, HTTP GET, Prometheus lines); their
 # elastic__fail is tools/elasticctl/fail.c (the library's copy is hidden).
 CTL_SRC := $(sort $(wildcard tools/elasticctl/*.c)) src/common/json.c src/common/text.c \
-  src/common/http_client.c src/common/promparse.c src/common/parse_int.c src/common/endpoint.c
+  src/common/http_client.c src/common/promparse.c src/common/parse_int.c src/common/endpoint.c \
+  src/common/goodput.c
 CTL_OBJ := $(patsubst %.c,$(OUT)/ctl/%.o,$(CTL_SRC))
 PUBLIC_CFLAGS = $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL))
 
@@ -296,7 +299,7 @@ $(OUT)/tools/%.o: tools/%.c
 $(BIN_OUT)/elasticctl: $(OUT)/tools/elasticctl.o $(CTL_OBJ) $(SHARED_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(OUT)/tools/elasticctl.o $(CTL_OBJ) \
-	  -L$(LIB_OUT) -Wl,-rpath,'$$ORIGIN/../lib' -lelastic -ljson-c
+	  -L$(LIB_OUT) -Wl,-rpath,'$$ORIGIN/../lib' -lelastic -ljson-c -lm
 
 $(OUT)/examples/%: $(OUT)/examples/c/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
@@ -326,8 +329,12 @@ $(TEST_LIB): $(filter-out $(patsubst %.c,$(OUT)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $(H
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# The suite also checks elasticctl's status table (its own code, not the library's).
-CTL_TESTED_OBJ := $(OUT)/ctl/tools/elasticctl/status.o
+# The suite also checks elasticctl's status table, its goodput report (over the
+# library's accounting, src/common/goodput.c) and its simulator (its own code).
+CTL_TESTED_OBJ := $(OUT)/ctl/tools/elasticctl/status.o $(OUT)/ctl/tools/elasticctl/goodput.o \
+  $(OUT)/ctl/tools/elasticctl/goodput_text.o $(OUT)/ctl/tools/elasticctl/goodput_svg.o \
+  $(OUT)/ctl/tools/elasticctl/timeline_load.o $(OUT)/ctl/tools/elasticctl/simulate.o \
+  $(OUT)/ctl/tools/elasticctl/simulate_profile.o $(OUT)/ctl/tools/elasticctl/simulate_defaults.o
 
 $(TEST_BIN): $(TEST_OBJ) $(CTL_TESTED_OBJ) $(TEST_LIB)
 	@mkdir -p $(dir $@)

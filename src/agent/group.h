@@ -11,6 +11,7 @@
 #include "agent/calls.h"
 #include "agent/stream.h"
 #include "agent/waiting.h"
+#include "common/goodput.h"
 #include "probe/probe.h"
 
 #include <pthread.h>
@@ -192,6 +193,8 @@ typedef struct agent_group {
 
     /* what the console's job-end line sums up (console.c) */
     uint64_t lost_ms;     /* failure detected -> the group running again, summed */
+    uint64_t steps_started_generation, steps_ended_generation; /* journaled for (goodput.c) */
+    goodput_floor goodput_floor; /* the /metrics goodput counters' high-water marks */
     bool ckpt_step_valid; /* a worker reported a committed checkpoint */
     uint64_t ckpt_step, ckpt_wall_ms;
     int ckpt_rank;

@@ -226,6 +226,10 @@ int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest 
 /* report.c: this worker saved `step` (its shard is in, the global commit
  * done or left to a later rank): tell the agent through the heartbeat slot. */
 void ckpt__report_saved(uint64_t step);
+/* Time (ns) a save held the caller's thread, and a read took: summed in the
+ * heartbeat slot, for the goodput accounting's checkpoint stall and restore. */
+void ckpt__report_stall(uint64_t ns);
+void ckpt__report_restore(uint64_t ns);
 /* Size and manifest hash of a shard file from its trailer (trailer may be NULL). */
 int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer);
 /* Writes the step's COMMIT file atomically. */
