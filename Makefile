@@ -8,7 +8,8 @@
 #   make valgrind   the suite under valgrind memcheck
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS seconds (clang)
 #   make bench      the benchmarks (prints tables against the peers)
-#   make soak       long fault runs (the checkpoint crash test with SOAK_KILLS SIGKILLs)
+#   make soak       long fault runs (the checkpoint crash test with SOAK_KILLS SIGKILLs,
+#                   the power-cut test with SOAK_POWERCUTS cuts)
 #   make demo       the elastic demo: a worker is killed and the job survives
 #                   (TRAINER=rust: with the Rust trainer of examples/rust)
 #   make install    PREFIX, LIBDIR, INCLUDEDIR, PYTHONDIR, DESTDIR honoured
@@ -344,6 +345,16 @@ $(OUT)/test/helpers/%: $(OUT)/test/helpers/%.o $(TEST_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_LIB) $(LIBS)
 
+# The power-cut tests' FUSE file system (test/powercut/README.md). Built by
+# the test target's recipe, so after `deps` installed libfuse3-dev
+# (deps/debian.txt); without it the power-cut test skips, naming the package.
+$(OUT)/test/helpers/crashfs: test/powercut/crashfs.c
+	@mkdir -p $(dir $@)
+	@flags="$$(pkg-config --cflags --libs fuse3 2>/dev/null)"; \
+	if [ -z "$$flags" ]; then echo "crashfs: no libfuse3-dev (pkg-config fuse3): the power-cut test will skip"; \
+	else echo "$(CC) ... -o $@ $< $$flags"; \
+	  $(CC) -std=c11 -g -D_GNU_SOURCE $(OPT) $(SAN) $(WARNINGS) -o $@ $< $$flags; fi
+
 $(NCCL_DOUBLE): test/nccl_double/nccl_double.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -g -fPIC -shared -D_GNU_SOURCE $(OPT) $(SAN) $(WARNINGS) -Wno-missing-prototypes -o $@ $< -lpthread
@@ -398,6 +409,7 @@ whole-library:
 #   make test TEST_FILTER==store_wait_times_out
 #   build/release/test/run_tests --list    every test's name, one per line
 test: whole-library deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE) $(NVML_DOUBLE)
+	@$(MAKE) --no-print-directory $(OUT)/test/helpers/crashfs
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
 	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) ELASTIC_NVML_DOUBLE=$(abspath $(NVML_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
@@ -456,8 +468,10 @@ fuzz: deps-present $(FUZZERS)
 # ---- soak -----------------------------------------------------------------
 
 SOAK_KILLS ?= 3000
+SOAK_POWERCUTS ?= 20000
 soak:
 	ELASTIC_CKPT_KILLS=$(SOAK_KILLS) ELASTIC_TEST_TIMEOUT_SCALE=50 $(MAKE) test TEST_FILTER=ckpt_survives_sigkill
+	ELASTIC_POWERCUT_CUTS=$(SOAK_POWERCUTS) ELASTIC_TEST_TIMEOUT_SCALE=50 $(MAKE) test TEST_FILTER=survives_power_cuts
 
 # ---- benchmarks -----------------------------------------------------------
 

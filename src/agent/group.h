@@ -18,6 +18,8 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#define AGENT_REAPER_MAX_TOLD 1024 /* adopted processes remembered as told (reaper.c) */
+
 typedef struct agent_membership agent_membership;
 typedef struct agent_health agent_health;
 typedef struct agent_events agent_events;
@@ -156,6 +158,17 @@ typedef struct agent_group {
     bool reaper_unwatched;   /* the agent is closing: a reaper's end is expected */
     char reaper_cgroup[512]; /* the workers' cgroup v2, the agent's own while it runs; "": none */
     char reaper_parent_cgroup[400]; /* where the agent was (and returns before a normal exit) */
+    char reaper_why[400];           /* why there is no cgroup ("" with one) */
+    /* Without a cgroup the agent is a child subreaper; this timer looks for
+     * the processes it adopted and tells the reaper of each once. */
+    uv_timer_t reaper_scan;
+    bool reaper_scanning;
+    struct {
+        pid_t pid;
+        uint64_t start; /* /proc start time: a reused pid is another process */
+    } reaper_told[AGENT_REAPER_MAX_TOLD];
+    int reaper_n_told;
+    uint64_t reaper_agent_start; /* the agent's /proc start time: descendants start later */
 
     probe__monitor *monitor; /* probes, metrics, the workers' channel (probes.c) */
     probe__job_straggler

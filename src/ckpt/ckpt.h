@@ -128,6 +128,8 @@ int ckpt__write_all(int fd, const void *data, size_t len, const char *path);
 int ckpt__pread_all(int fd, void *buf, size_t len, uint64_t offset, const char *path);
 int ckpt__fsync_fd(int fd, const char *path);
 int ckpt__fsync_dir(const char *path);
+/* fsyncs the directory holding `path` (its entry there). */
+int ckpt__fsync_parent(const char *path);
 /* Writes a small file (mode `mode`) atomically: temp in the same directory,
  * fsync (when `durable`), rename, fsync the directory. */
 int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag,
