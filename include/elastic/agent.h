@@ -92,6 +92,17 @@ typedef struct elastic_agent_opts {
     int quiet;
     /* An evicted node rejoins after this; 0: it leaves; default 300 s. */
     int straggler_quarantine_ms;
+    /* Slurm (docs/SLURM.md): elastic_agent_parse_args fills these from a job
+     * step's environment (SLURM_JOB_ID set); what else it derives there
+     * (run_id, rdzv_*, nodes, nproc_per_node) are defaults the flags override. */
+    /* Names this node in events and console lines (SLURMD_NODENAME); NULL: the host name. */
+    const char *node_name;
+    /* The group rank to ask for as a newcomer (SLURM_PROCID); -1 (default): none. */
+    int preferred_rank;
+    int slurm_drain;           /* 1: drain this node (scontrol) when the job gives up on it */
+    const char *slurm_job;     /* the Slurm job id, for events; NULL: not under Slurm */
+    const char *slurm_summary; /* what came from Slurm, one line; NULL: not under Slurm */
+    int slurm_stand_aside;     /* 1: another local task runs this node's agent: exit 0 */
     /* Node health checks (docs/HEALTH.md), appended: "auto" (default), "off",
      * or a comma list of "gpu" (NVML must load) and "network". */
     const char *health_checks;

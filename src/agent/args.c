@@ -4,6 +4,7 @@
  * abbreviations), PET_<FLAG> environment fallbacks, then the program.
  */
 #include "agent/agent.h"
+#include "agent/slurm.h"
 #include "common/parse_int.h"
 #include "common/names.h"
 
@@ -50,6 +51,7 @@ void agent__opts_defaults(elastic_agent_opts *opts)
     opts->user_probe_interval_ms = 10000;
     opts->abort_ack_timeout_ms = 5000;
     opts->straggler_quarantine_ms = 300000;
+    opts->preferred_rank = -1;
     opts->health_checks = "auto";
     opts->health_check_interval_ms = 30000;
     opts->health_check_timeout_ms = 60000;
@@ -430,6 +432,10 @@ static int set_quiet(elastic_agent_opts *o, const char *v)
 {
     return switch_value(v, &o->quiet);
 }
+static int set_slurm_drain(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->slurm_drain);
+}
 
 static const flag_spec flags[] = {
     { "nnodes", 0, false, true, set_nnodes },
@@ -482,6 +488,7 @@ static const flag_spec flags[] = {
     { "failure_domain", 0, false, true, set_failure_domain },
     { "error_file", 0, false, true, set_error_file },
     { "quiet", 'q', true, true, set_quiet },
+    { "slurm_drain", 0, true, true, set_slurm_drain },
     { "help", 'h', true, false, set_help },
     { "version", 0, true, false, set_version },
 };
@@ -641,7 +648,10 @@ extern char **environ;
 static int parse_into(int argc, const char *const *argv, const char *const *envp,
                       elastic_agent_opts *opts)
 {
-    int rc = apply_environment(opts, envp != NULL ? envp : (const char *const *)environ);
+    /* Slurm's job step first: PET_* and the flags override what it gives. */
+    int rc = agent__slurm_defaults(opts, envp != NULL ? envp : (const char *const *)environ);
+    if (rc != 0) return rc;
+    rc = apply_environment(opts, envp != NULL ? envp : (const char *const *)environ);
     if (rc != 0) return rc;
     int at = 1;
     while (at < argc) {
@@ -663,6 +673,7 @@ static int parse_into(int argc, const char *const *argv, const char *const *envp
         if (opts->argv[i] == NULL || strlen(opts->argv[i]) >= 65536)
             return elastic__fail(ELASTIC_EINVAL,
                                  "program argument %d is missing or longer than 64 KiB", i);
+    agent__slurm_after_flags(opts);
     return check_combination(opts);
 }
 

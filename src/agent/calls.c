@@ -16,6 +16,7 @@
 #include "agent/group.h"
 #include "agent/membership.h"
 #include "agent/probes.h"
+#include "agent/slurm.h"
 #include "agent/summary.h"
 
 #include <stdlib.h>
@@ -44,6 +45,7 @@ static void run_call(agent_call *call)
         return;
     case AGENT_CALL_NODE_STATS: agent__node_stats_exchange(call); break;
     case AGENT_CALL_EVICT: agent__node_evict_run(call); break;
+    case AGENT_CALL_SLURM_DRAIN: agent__slurm_drain_run(call); break;
     }
     snprintf(call->error, sizeof call->error, "%s", call->rc != 0 ? elastic_last_error() : "");
 }

@@ -21,7 +21,8 @@ typedef enum agent_call_kind {
     AGENT_CALL_SHARE_FAILURE, /* put a failure's detail in the job store (key, value) */
     AGENT_CALL_SUMMARY,       /* write the root-cause summary (reads the store) */
     AGENT_CALL_NODE_STATS,    /* publish this node's straggler statistic, read all */
-    AGENT_CALL_EVICT          /* this node is the job's straggler: step aside if it may */
+    AGENT_CALL_EVICT,         /* this node is the job's straggler: step aside if it may */
+    AGENT_CALL_SLURM_DRAIN    /* scontrol drains this node (key: node, value: why) */
 } agent_call_kind;
 
 /* One call: `run` on the calls thread touches only this struct (and what

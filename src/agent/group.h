@@ -206,6 +206,13 @@ typedef struct agent_group {
     int stop_signal;
     agent_failure local_failure;
     int exit_code;
+
+    /* Slurm (slurm.c): the counts that make the job give up on this node */
+    int local_failures;      /* workers of this node that failed, job-wide */
+    int fenced_count;        /* times this node fenced itself */
+    bool slurm_drain_posted; /* --slurm-drain: the drain call went out (once) */
+    char slurm_lost[4][128]; /* Slurm node names of nodes lost from this node's generations */
+    int slurm_lost_count;
     char summary[4096];
 
     /* what the console's job-end line sums up (console.c) */

@@ -36,6 +36,7 @@ static const char *const event_names[AGENT_EVENT_TYPE_COUNT] = {
     [AGENT_EVENT_QUARANTINE_ENDED] = "quarantine_ended",
     [AGENT_EVENT_RECONFIGURED] = "reconfigured",
     [AGENT_EVENT_WORKER_RECONFIGURED] = "worker_reconfigured",
+    [AGENT_EVENT_SLURM_DRAIN] = "slurm_drain",
     [AGENT_EVENT_STEPS_STARTED] = "steps_started",
     [AGENT_EVENT_STEPS_ENDED] = "steps_ended",
     [AGENT_EVENT_HEALTH_CHECK] = "health_check",

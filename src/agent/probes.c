@@ -11,6 +11,7 @@
 #include "agent/console.h"
 #include "agent/proc.h"
 #include "agent/reaper.h"
+#include "agent/slurm.h"
 
 #include "common/clock.h"
 #include "common/parse_int.h"
@@ -47,6 +48,11 @@ static void on_failure(void *user, const probe__failure *f)
 {
     agent_group *group = user;
     emit_probe_event(group, AGENT_EVENT_PROBE_FAILED, f);
+    if (strcmp(f->probe, "user") == 0) { /* the node's health check: out of the job's pool */
+        char why[300];
+        snprintf(why, sizeof why, "health check failed: %s", f->reason);
+        agent__slurm_give_up(group, why);
+    }
     agent_worker *worker = worker_at(group, f->local_rank);
     if (worker == NULL) return;
     /* A hung worker will not stop on SIGTERM in time (a stopped process

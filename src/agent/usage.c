@@ -86,7 +86,15 @@ static const char usage_text[] =
     "  -q, --quiet                 no console lines of our own (failures, restarts, waiting, "
     "summary)\n"
     "  -h, --help                  this text\n"
-    "  --version                   the library version\n";
+    "  --version                   the library version\n"
+    "\n"
+    "Slurm (SLURM_JOB_ID set; docs/SLURM.md): the run id (slurm-<job>.<step>), c10d on the\n"
+    "step's first node, --nnodes N:N (the step's nodes), --nproc-per-node (GPUs, else tasks\n"
+    "per node) and the node's name come from the job step, each overridden by its flag;\n"
+    "--help inside a step prints what it gave. Fewer than --nnodes' minimum left: exit 75.\n"
+    "  --slurm-drain               drain this node (scontrol, Reason=\"elastic: <why>\") when\n"
+    "                              the job gives up on it: crash loop, evicted straggler,\n"
+    "                              failed health check, fenced again and again\n";
 
 ELASTIC_EXTERN const char *elastic_agent_usage(void)
 {

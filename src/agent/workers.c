@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -235,6 +236,19 @@ void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agen
         agent__probes_worker_exited(group, worker);
         on_exit(group, worker);
     }
+}
+
+void agent__workers_notice(agent_group *group)
+{
+    if (group->monitor == NULL) return;
+    char reason[64];
+    snprintf(reason, sizeof reason, "the agent got signal %d (%s)", group->stop_signal,
+             group->stop_signal > 0 ? strsignal(group->stop_signal) : "stop request");
+    for (int i = 0; i < group->nworkers; i++)
+        if (group->workers[i].running &&
+            probe__monitor_notice_worker(group->monitor, i, group->opts->grace_period_ms, reason) !=
+                0)
+            ELASTIC_LOG_W("agent", "stop notice to local rank %d: %s", i, elastic_last_error());
 }
 
 void agent__workers_signal(agent_group *group, int signum)

@@ -136,6 +136,9 @@ typedef enum channel__msg_type {
     CHANNEL__MSG_FAULT = 7,
     /* worker -> agent: NAME (nccl_rebuilt) and its fields, for the event log and the metrics */
     CHANNEL__MSG_EVENT = 8,
+    /* agent -> worker: GRACE_MS, REASON: the job is stopping (the agent got SIGTERM); save
+     * now, the worker is killed after GRACE_MS */
+    CHANNEL__MSG_NOTICE = 9,
     CHANNEL__MSG_TYPE_END_
 } channel__msg_type;
 

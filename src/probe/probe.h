@@ -274,6 +274,10 @@ int probe__monitor_abort_worker(probe__monitor *m, int local_rank, const char *r
 int probe__monitor_reconfigure_worker(probe__monitor *m, int local_rank,
                                       const channel__worker_env *env);
 int probe__monitor_stop_worker(probe__monitor *m, int local_rank);
+/* A stop notice (CHANNEL__MSG_NOTICE): the job is stopping, the worker has
+ * grace_ms to save. 0 also when the worker never attached (nothing to tell). */
+int probe__monitor_notice_worker(probe__monitor *m, int local_rank, int grace_ms,
+                                 const char *reason);
 bool probe__monitor_worker_connected(const probe__monitor *m, int local_rank);
 
 /* A recovery finished: failure -> workers back in their loop, in seconds. */
