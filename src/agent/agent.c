@@ -95,6 +95,17 @@ static const char *node_address(const elastic_agent *agent)
 
 /* ---- the job's store ---------------------------------------------------------- */
 
+/* The connection limit follows the job's size: each node's agent holds a
+ * few connections (rendezvous, its job-store view) and each worker may hold
+ * one (barriers, checkpoint commits); the default 4096 stays the floor. */
+size_t agent__store_connections(int max_nodes, int nproc_per_node)
+{
+    size_t nodes = max_nodes > 0 ? (size_t)max_nodes : 1;
+    size_t per_node = 4 + (size_t)(nproc_per_node > 0 ? nproc_per_node : 1);
+    size_t wanted = nodes * per_node + 64;
+    return wanted > 4096 ? wanted : 4096;
+}
+
 static int host_store(elastic_agent *agent, const char *bind_host, int port)
 {
     elastic_store_server_opts server_opts;
@@ -102,6 +113,8 @@ static int host_store(elastic_agent *agent, const char *bind_host, int port)
     server_opts.host = bind_host;
     server_opts.port = port;
     server_opts.token = agent->token;
+    server_opts.max_connections =
+        agent__store_connections(agent->opts.max_nodes, agent->opts.nproc_per_node);
     return elastic_store_server_start(&server_opts, &agent->server);
 }
 
@@ -127,6 +140,7 @@ static int setup_store(elastic_agent *agent)
                                                                : "0.0.0.0";
         js->advertise_host = o->local_addr != NULL ? o->local_addr : agent->hostname;
         js->fixed_token = agent->token;
+        js->max_connections = agent__store_connections(o->max_nodes, o->nproc_per_node);
         js->read_timeout_ms = agent->conf.read_timeout_ms > 0 ? agent->conf.read_timeout_ms : 0;
         js->token_dir = agent->group.probe_dir;
         js->token_file = agent->token_file;
