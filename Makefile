@@ -75,7 +75,7 @@ PARTS := agent etcd
 # (src/without/agent*.c in their place). The
 # suite, the demo and the benchmarks need it (SUITE_NEEDS).
 KNOB_agent := ELASTIC_AGENT
-SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv.c src/common/json.c \
+SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv%.c src/common/json.c \
   src/common/goodput_event.c
 FEATURES_agent := agent store_server
 ELASTIC_AGENT ?= 1

@@ -9,6 +9,16 @@
  *   rdzv_bench [--etcd H:P,...] [--runs R] N...  one line per N:
  *                                     "N form_ms msgs bytes kill_ms kill_msgs kill_bytes form_wire kill_wire"
  *   rdzv_bench [--etcd H:P,...] --freeze N        one line: "freeze N ms"
+ *   rdzv_bench [--runs R] --procs B N...          the same phases, the nodes in child processes
+ *                                     of B nodes (threads) each at nice 10, the store alone
+ *                                     in this process (it has a host of its own in a real
+ *                                     job); the victim is a node alone in its process, killed
+ *                                     with SIGKILL; the line gets two more fields: the store
+ *                                     server's CPU ms per node in each phase (form, kill)
+ * Thread mode holds the server and every node in one process (about 4 fds
+ * per node), which stops at this machine's fd limit near 8k nodes; process
+ * mode needs 1 fd per node here (the raised soft limit up to the hard one)
+ * and about 4 threads per node system-wide (kernel.pid_max bounds them).
  * --keepalive I:T (after --etcd) sets the lease keep-alive interval and
  * timeout in ms (default 500:2000).
  * With --etcd the nodes rendezvous on etcd v3 instead of the embedded store
@@ -16,10 +26,12 @@
  */
 #include "rdzv/rdzv.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -308,12 +320,351 @@ static int bench_freeze(int n)
     return failed;
 }
 
+/* ---- process mode: nodes in batches, the store alone in this process ---- */
+
+/* A batch child: `count` nodes of an N-node job, driven by one-line commands
+ * on stdin ("form", "watch", "kill", "quit"), answering on stdout. */
+static int batch_child(const char *endpoint, const char *run_id, int n, int count)
+{
+    /* The nodes yield to the store: on a real job the store has a host of
+     * its own, here thousands of node threads would starve its one loop. */
+    if (nice(10) == -1 && errno != 0) fprintf(stderr, "nice: %s\n", strerror(errno));
+    node *nodes = calloc((size_t)count, sizeof *nodes);
+    if (nodes == NULL) return 1;
+    elastic_rdzv_opts o;
+    for (int i = 0; i < count; i++) {
+        node_opts(&o, endpoint, run_id, n);
+        if (elastic_rdzv_open(&o, &nodes[i].rdzv) != 0) {
+            fprintf(stderr, "batch open: %s\n", elastic_last_error());
+            printf("failed\n");
+            fflush(stdout);
+            return 1;
+        }
+    }
+    pthread_barrier_init(&start_line, NULL, (unsigned)count + 1);
+    for (int i = 0; i < count; i++) start_thread(&nodes[i]);
+    printf("ready\n");
+    fflush(stdout);
+    char line[64];
+    rdzv__traffic pre = { 0, 0, 0, 0 };
+    while (fgets(line, sizeof line, stdin) != NULL) {
+        if (strncmp(line, "form", 4) == 0) {
+            rdzv__traffic before = total_traffic(nodes, count, -1);
+            pthread_barrier_wait(&start_line);
+            uint64_t last = 0;
+            int failed = 0;
+            for (int i = 0; i < count; i++) {
+                pthread_join(nodes[i].thread, NULL);
+                failed |= nodes[i].rc != 0;
+                if (nodes[i].done_ms > last) last = nodes[i].done_ms;
+            }
+            rdzv__traffic t = total_traffic(nodes, count, -1);
+            printf("formed %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %d\n", last,
+                   t.messages - before.messages,
+                   t.bytes_sent + t.bytes_received - before.bytes_sent - before.bytes_received,
+                   t.wire_bytes - before.wire_bytes, failed);
+        } else if (strncmp(line, "watch", 5) == 0) {
+            for (int i = 0; i < count; i++) {
+                nodes[i].rejoin = true;
+                start_thread(&nodes[i]);
+            }
+            pre = total_traffic(nodes, count, -1);
+            printf("watching\n");
+        } else if (strncmp(line, "rejoined?", 9) == 0) {
+            uint64_t last = 0;
+            int failed = 0;
+            for (int i = 0; i < count; i++) {
+                pthread_join(nodes[i].thread, NULL);
+                failed |= nodes[i].rc != 0 || nodes[i].result.group_world_size != n - 1;
+                if (nodes[i].done_ms > last) last = nodes[i].done_ms;
+            }
+            rdzv__traffic t = total_traffic(nodes, count, -1);
+            printf("rejoined %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %d\n", last,
+                   t.messages - pre.messages,
+                   t.bytes_sent + t.bytes_received - pre.bytes_sent - pre.bytes_received,
+                   t.wire_bytes - pre.wire_bytes, failed);
+        } else if (strncmp(line, "quit", 4) == 0) {
+            break;
+        }
+        fflush(stdout);
+    }
+    for (int i = 0; i < count; i++) elastic_rdzv_free(nodes[i].rdzv);
+    free(nodes);
+    return 0;
+}
+
+typedef struct batch {
+    pid_t pid;
+    FILE *to, *from;
+} batch;
+
+static int spawn_batch(batch *b, const char *endpoint, const char *run_id, int n, int count)
+{
+    int down[2], up[2];
+    if (pipe(down) != 0) return -1;
+    if (pipe(up) != 0) {
+        close(down[0]);
+        close(down[1]);
+        return -1;
+    }
+    char total[16], mine[16];
+    snprintf(total, sizeof total, "%d", n);
+    snprintf(mine, sizeof mine, "%d", count);
+    b->pid = fork();
+    if (b->pid < 0) return -1;
+    if (b->pid == 0) {
+        dup2(down[0], STDIN_FILENO);
+        dup2(up[1], STDOUT_FILENO);
+        /* Only the three standard descriptors go on (the store's sockets stay here). */
+        closefrom(3);
+        char ka[32];
+        snprintf(ka, sizeof ka, "%d:%d", keepalive_interval_ms, keepalive_timeout_ms);
+        const char *args[12] = { "rdzv_bench" };
+        int at = 1;
+        if (etcd_endpoints != NULL) {
+            args[at++] = "--etcd";
+            args[at++] = etcd_endpoints;
+        }
+        const char *rest[] = { "--keepalive", ka, "--batch", endpoint, run_id, total, mine };
+        for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) args[at++] = rest[i];
+        execv("/proc/self/exe", (char *const *)args);
+        _exit(127);
+    }
+    close(down[0]);
+    close(up[1]);
+    b->to = fdopen(down[1], "w");
+    b->from = fdopen(up[0], "r");
+    return b->to != NULL && b->from != NULL ? 0 : -1;
+}
+
+static void tell(batch *batches, int count, const char *command)
+{
+    for (int i = 0; i < count; i++) {
+        fprintf(batches[i].to, "%s\n", command);
+        fflush(batches[i].to);
+    }
+}
+
+/* The store server's CPU time so far, ms: the process's minus this
+ * (driving) thread's, which only writes and reads the pipes. */
+static double server_cpu_ms(void)
+{
+    struct rusage all, mine;
+    getrusage(RUSAGE_SELF, &all);
+    getrusage(RUSAGE_THREAD, &mine);
+    double us = (double)(all.ru_utime.tv_sec - mine.ru_utime.tv_sec + all.ru_stime.tv_sec -
+                         mine.ru_stime.tv_sec) *
+                    1e6 +
+                (double)(all.ru_utime.tv_usec - mine.ru_utime.tv_usec + all.ru_stime.tv_usec -
+                         mine.ru_stime.tv_usec);
+    return us / 1000.0;
+}
+
+/* Reads one answer line from every batch into lines[i]; -1 when one fails. */
+static int hear(batch *batches, int count, char (*lines)[160], const char *expected)
+{
+    int rc = 0;
+    for (int i = 0; i < count; i++) {
+        if (fgets(lines[i], sizeof lines[i], batches[i].from) == NULL ||
+            strncmp(lines[i], expected, strlen(expected)) != 0) {
+            fprintf(stderr, "batch %d: expected \"%s\", got \"%s\"\n", i, expected,
+                    feof(batches[i].from) ? "(end)" : lines[i]);
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
+static int one_run_procs(int n, int per_batch, int run, run_result *out, double *form_cpu,
+                         double *kill_cpu)
+{
+    elastic_store_server_opts so;
+    elastic_store_server_opts_init(&so, sizeof so);
+    so.max_connections = (size_t)n + 64;
+    elastic_store_server *server = NULL;
+    char endpoint[64], run_id[64];
+    int port = 0;
+    if (elastic_store_server_start(&so, &server) != 0 ||
+        elastic_store_server_get_port(server, &port) != 0) {
+        fprintf(stderr, "store: %s\n", elastic_last_error());
+        return -1;
+    }
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
+    snprintf(run_id, sizeof run_id, "bench-%d-%d-%d", n, run, (int)getpid());
+    /* The last batch is one node alone: the victim, killed with SIGKILL (its
+     * connection drops as a crashed host's would, nothing says goodbye). */
+    int survivors = n > 1 ? n - 1 : n;
+    int count = (survivors + per_batch - 1) / per_batch + (n > 1), failed = 0;
+    int victim_batch = n > 1 ? count - 1 : -1, others = n > 1 ? count - 1 : count;
+    batch *batches = calloc((size_t)count, sizeof *batches);
+    char(*lines)[160] = calloc((size_t)count, sizeof *lines);
+    int spawned = 0;
+    for (; spawned < count; spawned++) {
+        int mine = spawned == victim_batch ? 1
+                   : spawned < others - 1  ? per_batch
+                                           : survivors - per_batch * (others - 1);
+        if (spawn_batch(&batches[spawned], endpoint, run_id, n, mine) != 0) {
+            fprintf(stderr, "fork: %s\n", strerror(errno));
+            failed = 1;
+            break;
+        }
+    }
+    if (!failed) failed = hear(batches, count, lines, "ready") != 0;
+    uint64_t start = elastic__now_ms(), last = start;
+    double cpu0 = server_cpu_ms();
+    if (!failed) {
+        tell(batches, count, "form");
+        failed = hear(batches, count, lines, "formed") != 0;
+    }
+    double cpu1 = server_cpu_ms();
+    uint64_t msgs = 0, bytes = 0, wire = 0;
+    for (int i = 0; !failed && i < count; i++) {
+        uint64_t done, m, b, w;
+        int bad;
+        if (sscanf(lines[i], "formed %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %d", &done, &m,
+                   &b, &w, &bad) != 5 ||
+            bad)
+            failed = 1;
+        else {
+            if (done > last) last = done;
+            msgs += m;
+            bytes += b;
+            wire += w;
+        }
+    }
+    out->form_ms = (double)(last - start);
+    out->msgs = (double)msgs / n;
+    out->bytes = (double)bytes / n;
+    out->form_wire = (double)wire / n;
+    out->kill_ms = out->kill_msgs = out->kill_bytes = out->kill_wire = 0;
+    *form_cpu = (cpu1 - cpu0) / n;
+    *kill_cpu = 0;
+    if (!failed && victim_batch >= 0) {
+        tell(batches, others, "watch");
+        failed = hear(batches, others, lines, "watching") != 0;
+        double cpu2 = server_cpu_ms();
+        uint64_t killed = elastic__now_ms();
+        last = killed;
+        if (getenv("RDZV_BENCH_TRACE") != NULL)
+            fprintf(stderr, "%6llu kill\n", (unsigned long long)(killed - bench_epoch_ms));
+        if (!failed) {
+            kill(batches[victim_batch].pid, SIGKILL);
+            tell(batches, others, "rejoined?");
+            failed = hear(batches, others, lines, "rejoined") != 0;
+        }
+        double cpu3 = server_cpu_ms();
+        msgs = bytes = wire = 0;
+        for (int i = 0; !failed && i < others; i++) {
+            uint64_t done, m, b, w;
+            int bad;
+            if (sscanf(lines[i], "rejoined %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %d",
+                       &done, &m, &b, &w, &bad) != 5 ||
+                bad)
+                failed = 1;
+            else {
+                if (done > last) last = done;
+                msgs += m;
+                bytes += b;
+                wire += w;
+            }
+        }
+        out->kill_ms = (double)(last - killed);
+        out->kill_msgs = (double)msgs / (n - 1);
+        out->kill_bytes = (double)bytes / (n - 1);
+        out->kill_wire = (double)wire / (n - 1);
+        *kill_cpu = (cpu3 - cpu2) / (n - 1);
+    }
+    for (int i = 0; i < spawned; i++) {
+        if (batches[i].to != NULL) {
+            fprintf(batches[i].to, "quit\n");
+            fclose(batches[i].to);
+        }
+        if (batches[i].from != NULL) fclose(batches[i].from);
+    }
+    for (int i = 0; i < spawned; i++) {
+        int status = 0;
+        waitpid(batches[i].pid, &status, 0);
+    }
+    free(batches);
+    free(lines);
+    elastic_store_server_close(server);
+    return failed ? -1 : 0;
+}
+
+/* Descriptors and threads process mode needs, checked before it starts so a
+ * short limit is named instead of failing somewhere inside. */
+static int check_limits(int n)
+{
+    struct rlimit fds;
+    getrlimit(RLIMIT_NOFILE, &fds);
+    fds.rlim_cur = fds.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &fds);
+    if ((rlim_t)n + 256 > fds.rlim_cur) {
+        fprintf(stderr,
+                "%d nodes need %d descriptors in the store's process; the hard limit "
+                "(ulimit -Hn) is %llu\n",
+                n, n + 256, (unsigned long long)fds.rlim_cur);
+        return -1;
+    }
+    FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+    long pid_max = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &pid_max) != 1) pid_max = 0;
+        fclose(f);
+    }
+    if (pid_max > 0 && (long)n * 4 + 2048 > pid_max) {
+        fprintf(stderr,
+                "%d nodes run about %d threads (4 a node: the caller, the monitor, the store "
+                "client's reader and keep-alive) and kernel.pid_max is %ld: raise it "
+                "(sysctl -w kernel.pid_max=%d)\n",
+                n, n * 4, pid_max, n * 4 + 8192);
+        return -1;
+    }
+    return 0;
+}
+
+static int bench_n_procs(int n, int runs, int per_batch)
+{
+    double form[16], msgs[16], bytes[16], kill[16], kill_msgs[16], kill_bytes[16], form_wire[16],
+        kill_wire[16], form_cpu[16], kill_cpu[16];
+    if (check_limits(n) != 0) return 1;
+    signal(SIGPIPE, SIG_IGN); /* a batch that died is reported, not fatal here */
+    for (int r = 0; r < runs; r++) {
+        run_result res;
+        if (one_run_procs(n, per_batch, r, &res, &form_cpu[r], &kill_cpu[r]) != 0) {
+            fprintf(stderr, "run %d with %d nodes (processes of %d) failed\n", r, n, per_batch);
+            return 1;
+        }
+        form[r] = res.form_ms;
+        msgs[r] = res.msgs;
+        bytes[r] = res.bytes;
+        kill[r] = res.kill_ms;
+        kill_msgs[r] = res.kill_msgs;
+        kill_bytes[r] = res.kill_bytes;
+        form_wire[r] = res.form_wire;
+        kill_wire[r] = res.kill_wire;
+    }
+    printf("%d %.1f %.1f %.0f %.1f %.1f %.0f %.0f %.0f %.3f %.3f\n", n, median(form, runs),
+           median(msgs, runs), median(bytes, runs), median(kill, runs), median(kill_msgs, runs),
+           median(kill_bytes, runs), median(form_wire, runs), median(kill_wire, runs),
+           median(form_cpu, runs), median(kill_cpu, runs));
+    fflush(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    bench_epoch_ms = elastic__now_ms();
+    /* Batch children share the parent's epoch, so trace lines line up. */
+    const char *epoch = getenv("RDZV_BENCH_EPOCH");
+    bench_epoch_ms = epoch != NULL ? strtoull(epoch, NULL, 10) : elastic__now_ms();
+    if (epoch == NULL) {
+        char text[24];
+        snprintf(text, sizeof text, "%" PRIu64, bench_epoch_ms);
+        setenv("RDZV_BENCH_EPOCH", text, 1);
+    }
     if (getenv("RDZV_BENCH_TRACE") != NULL) {
         elastic_set_log_callback(trace_log, NULL);
-        elastic_set_log_level(ELASTIC_LOG_INFO);
+        elastic_set_log_level(getenv("RDZV_BENCH_DEBUG") ? ELASTIC_LOG_DEBUG : ELASTIC_LOG_INFO);
     }
     if (argc > 2 && strcmp(argv[1], "--etcd") == 0) {
         etcd_endpoints = argv[2];
@@ -329,6 +680,8 @@ int main(int argc, char **argv)
         argv += 2;
         argc -= 2;
     }
+    if (argc == 6 && strcmp(argv[1], "--batch") == 0)
+        return batch_child(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
     if (argc == 5 && strcmp(argv[1], "--node") == 0)
         return child_node(argv[2], argv[3], atoi(argv[4]));
     if (argc == 3 && strcmp(argv[1], "--freeze") == 0) return bench_freeze(atoi(argv[2]));
@@ -338,7 +691,22 @@ int main(int argc, char **argv)
         first = 3;
     }
     if (runs < 1 || runs > 16) runs = 3;
-    for (int i = first; i < argc; i++)
-        if (bench_n(atoi(argv[i]), runs) != 0) return 1;
+    int per_batch = 0;
+    if (argc > first + 1 && strcmp(argv[first], "--procs") == 0) {
+        per_batch = atoi(argv[first + 1]);
+        first += 2;
+        if (per_batch < 1 || per_batch > 4096) {
+            fprintf(stderr, "--procs B: 1..4096 nodes per process\n");
+            return 2;
+        }
+    }
+    for (int i = first; i < argc; i++) {
+        int n = atoi(argv[i]);
+        if (n < 1 || n > 1 << 20) {
+            fprintf(stderr, "node count \"%s\": 1 .. 1048576\n", argv[i]);
+            return 2;
+        }
+        if ((per_batch > 0 ? bench_n_procs(n, runs, per_batch) : bench_n(n, runs)) != 0) return 1;
+    }
     return 0;
 }

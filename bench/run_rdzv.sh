@@ -11,6 +11,13 @@
 #   RDZV_ETCD_BIG     from this many nodes on, etcd runs use keep-alive 2000 ms / timeout 10000 ms
 #                     (one etcd member on a small machine cannot answer 1024 x 2 keep-alives/s;
 #                     default 1024)
+#   RDZV_SCALE_NODES  node counts for the scale table: nodes as processes of RDZV_BATCH nodes
+#                     each, the store alone in the bench's process, its CPU time per node
+#                     (default "1024 4096"; RDZV_BIG=1: "1024 2048 4096 8192 16384")
+#   RDZV_SCALE_RUNS   runs per N in the scale table, median (default 1)
+#   RDZV_BATCH        nodes per process in the scale table (default 256)
+# 8192 nodes and more run ~4 threads a node: kernel.pid_max must allow them (the bench
+# says so and that row shows "-"); the store's process needs one descriptor a node.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bench_dir=${ELASTIC_BENCH_DIR:-$here/../build/release/bench}
@@ -20,6 +27,10 @@ runs=${RDZV_RUNS:-3}
 cap=${RDZV_TORCH_CAP:-120}
 python=/usr/bin/python3
 etcd_nodes=${RDZV_ETCD_NODES:-$nodes}
+if [ "${RDZV_BIG:-0}" = 1 ]; then scale_default="1024 2048 4096 8192 16384"; else scale_default="1024 4096"; fi
+scale_nodes=${RDZV_SCALE_NODES:-$scale_default}
+scale_runs=${RDZV_SCALE_RUNS:-1}
+batch=${RDZV_BATCH:-256}
 out=$(mktemp -d)
 etcd_pid=""
 cleanup() { if [ -n "$etcd_pid" ]; then kill "$etcd_pid" 2>/dev/null; wait "$etcd_pid" 2>/dev/null || true; fi; rm -rf "$out"; }
@@ -51,6 +62,13 @@ print(*[x.getsockname()[1] for x in s])')
 
 "$bench_dir/rdzv_bench" --runs "$runs" $nodes > "$out/elastic"
 "$bench_dir/rdzv_bench" --freeze 16 > "$out/freeze"
+: > "$out/scale"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+for n in $scale_nodes; do
+    "$bench_dir/rdzv_bench" --runs "$scale_runs" --procs "$batch" "$n" >> "$out/scale" 2>"$out/scale.err" ||
+        { echo "$n -" >> "$out/scale"; tail -1 "$out/scale.err" >&2; }
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 : > "$out/etcd_runs"
 : > "$out/etcd_freeze"
 if command -v etcd >/dev/null 2>&1 && start_etcd; then
@@ -95,6 +113,23 @@ END {
     printf "- : not run, or torch did not finish within the cap (RDZV_TORCH_CAP)\n"
     printf "targets: 1024 nodes form < 1000 ms; O(1) messages per node per round; kill -> next generation < 2500 ms\n"
 }' "$out/elastic" "$out/torch" "$out/freeze"
+
+# At scale: nodes as processes, the store alone; its CPU time per node per event.
+awk -v runs="$scale_runs" -v batch="$batch" -v before="$load_before" -v after="$load_after" '
+function cell(v, fmt) { return v == "" || v == "-" || v < 0 ? "-" : sprintf(fmt, v) }
+{ n[++count] = $1; f[count] = $2; m[count] = $3; k[count] = $5; km[count] = $6; fc[count] = $10; kc[count] = $11 }
+END {
+    printf "\nrendezvous at scale: nodes as processes of %d nodes (threads) each, the store alone in the bench process;\n", batch
+    printf "the victim is a node alone in its process, killed with SIGKILL; median of %d run(s); load average %s before, %s after\n\n", runs, before, after
+    printf "%6s | %8s %8s | %10s %10s | %18s %18s\n", "N", "form ms", "msg/node", "kill->g+1", "msg/node", "store CPU ms/node", "store CPU ms/node"
+    printf "%6s | %8s %8s | %10s %10s | %18s %18s\n", "", "", "(form)", "ms", "(kill)", "(form)", "(kill->g+1)"
+    for (i = 1; i <= count; i++)
+        printf "%6d | %8s %8s | %10s %10s | %18s %18s\n", n[i], cell(f[i], "%.0f"), cell(m[i], "%.1f"),
+               cell(k[i], "%.0f"), cell(km[i], "%.1f"), cell(fc[i], "%.3f"), cell(kc[i], "%.3f")
+    printf "\nstore CPU = the bench process less its driving thread (getrusage), keep-alives during the phase included;\n"
+    printf "messages are each node'"'"'s backend requests; the nodes share this machine'"'"'s cores with the store and everyone else\n"
+    printf "targets: 4096 kill -> next < 2500 ms; 16384 form < 5000 ms; store CPU per node within 1.5x from 1k to 16k\n"
+}' "$out/scale"
 
 # The same phases on etcd v3 beside the embedded store (same machine, same run).
 awk -v runs="$runs" '

@@ -4,10 +4,15 @@
  * of every step's global batch; the ranks average them through the job's
  * store, which the worker API hands out scoped to the generation (summed in
  * rank order, so the result is bitwise reproducible). The ranks save the state
- * every few steps with the atomic checkpoint store (elastic_ckpt_*); after a
- * restart every rank resumes from the newest committed step.
+ * every few steps with the atomic checkpoint store (elastic_ckpt_*), and with
+ * --memory-every N also to the node's memory tier (elasticrun --memory-ckpt);
+ * after a restart every rank resumes from the cheapest copy of the job's
+ * restore step. --state-mib S adds a per-rank shard of S MiB whose content is
+ * a function of (step, rank), checked after every restore: a wrong or mixed
+ * copy fails the run.
  *
- *   demo_trainer --ckpt-dir DIR [--steps 300] [--ckpt-every 10] [--step-ms 10] [--result FILE]
+ *   demo_trainer --ckpt-dir DIR [--steps 300] [--ckpt-every 10] [--memory-every 0]
+ *                [--state-mib 0] [--step-ms 10] [--result FILE]
  */
 #include <elastic.h>
 
@@ -26,7 +31,7 @@
 typedef struct trainer_args {
     const char *ckpt_dir;
     const char *result;
-    int steps, ckpt_every, step_ms;
+    int steps, ckpt_every, memory_every, state_mib, step_ms;
 } trainer_args;
 
 typedef struct state {
@@ -102,36 +107,92 @@ static int all_reduce(elastic_store *store, uint64_t step, int rank, int world,
 /* ---- checkpoint: the library's atomic checkpoint store ---------------------
  * Every rank takes part in each save (the step is committed once all ranks
  * did); the state is the same on every rank, so it is one replicated blob. */
+static void fill_opts(elastic_ckpt_opts *opts, const elastic_worker_info *info)
+{
+    elastic_ckpt_opts_init(opts, sizeof *opts);
+    opts->compression = ELASTIC_CKPT_NONE;
+    opts->threads = 1;
+    opts->rank = (uint32_t)info->rank;
+    opts->world = (uint32_t)info->world_size;
+    opts->generation = info->generation;
+}
+
 static int open_checkpoints(const char *dir, const elastic_worker_info *info, elastic_ckpt **ckpt)
 {
     elastic_ckpt_opts opts;
-    elastic_ckpt_opts_init(&opts, sizeof opts);
-    opts.compression = ELASTIC_CKPT_NONE;
-    opts.threads = 1;
+    fill_opts(&opts, info);
     opts.keep_last = 3;
-    opts.rank = (uint32_t)info->rank;
-    opts.world = (uint32_t)info->world_size;
-    opts.generation = info->generation;
     return elastic_ckpt_open(dir, &opts, ckpt);
 }
 
-static int save_state(elastic_ckpt *ckpt, const state *s)
+/* The node's memory tier: each node holds its own ranks' shards, so the
+ * step's commit goes through the job's store (every rank's shard is in). */
+static int open_memory(const elastic_worker_info *info, elastic_store *store, elastic_ckpt **ckpt)
 {
-    elastic_ckpt_blob blob = {
-        .name = "state", .data = s, .len = sizeof *s, .flags = ELASTIC_CKPT_REPLICATED
-    };
-    return elastic_ckpt_save(ckpt, s->step, &blob, 1);
+    elastic_ckpt_opts opts;
+    fill_opts(&opts, info);
+    opts.store = store;
+    return elastic_ckpt_open_memory(&opts, ckpt);
 }
 
-static int load_state(elastic_ckpt *ckpt, state *s)
+/* The per-rank shard: its bytes are a function of (step, rank), so every
+ * restore can be checked without a record of what was saved. */
+static void fill_rank_state(uint8_t *buf, size_t len, uint64_t step, int rank)
+{
+    for (size_t i = 0; i < len; i += 8) {
+        uint64_t v = mix(step * 0x100000001b3ull + (uint64_t)rank * 0x9e3779b1u + i / 8);
+        memcpy(buf + i, &v, len - i < 8 ? len - i : 8);
+    }
+}
+
+static int save_state(elastic_ckpt *ckpt, const state *s, uint8_t *rank_state, size_t rank_len,
+                      int rank)
+{
+    elastic_ckpt_blob blobs[2] = {
+        { .name = "state", .data = s, .len = sizeof *s, .flags = ELASTIC_CKPT_REPLICATED },
+        { .name = "rank-state", .data = rank_state, .len = rank_len, .flags = 0 },
+    };
+    if (rank_len > 0) fill_rank_state(rank_state, rank_len, s->step, rank);
+    return elastic_ckpt_save(ckpt, s->step, blobs, rank_len > 0 ? 2 : 1);
+}
+
+/* From the job's restore step, in whichever tier is cheapest; the per-rank
+ * shard must be exactly what (step, rank) gives. */
+static int load_state(elastic_ckpt *memory, elastic_ckpt *disk, state *s, uint8_t *rank_state,
+                      size_t rank_len, int rank, const char **where)
 {
     uint64_t step;
     size_t len = 0;
+    elastic_ckpt *from = NULL;
+    int source = 0;
     memset(s, 0, sizeof *s);
-    int rc = elastic_ckpt_latest(ckpt, &step);
+    *where = "nowhere";
+    int rc = elastic_ckpt_restore_begin(memory, disk, &step, &from, &source);
     if (rc == ELASTIC_ENOTFOUND) return 0; /* a fresh start */
-    if (rc == 0) rc = elastic_ckpt_read_into(ckpt, step, "state", s, sizeof *s, &len);
+    if (rc == 0) rc = elastic_ckpt_read_into(from, step, "state", s, sizeof *s, &len);
     if (rc == 0 && (len != sizeof *s || s->step != step)) rc = ELASTIC_ECORRUPT;
+    if (rc == 0 && rank_len > 0) {
+        uint8_t *want = malloc(rank_len);
+        void *got = NULL;
+        size_t got_len = 0;
+        rc = want ? elastic_ckpt_read_shard(from, step, rank, "rank-state", &got, &got_len)
+                  : ELASTIC_ENOMEM;
+        if (rc == 0) fill_rank_state(want, rank_len, step, rank);
+        if (rc == 0 && (got_len != rank_len || memcmp(got, want, rank_len) != 0)) {
+            fprintf(stderr,
+                    "demo_trainer: rank %d: the restored per-rank state of step %" PRIu64
+                    " is not this rank's\n",
+                    rank, step);
+            rc = ELASTIC_ECORRUPT;
+        }
+        if (rc == 0) memcpy(rank_state, got, rank_len);
+        elastic_free(got);
+        free(want);
+    }
+    elastic_ckpt_restore_end(from);
+    *where = source == ELASTIC_CKPT_SOURCE_LOCAL  ? "local memory"
+             : source == ELASTIC_CKPT_SOURCE_PEER ? "peer memory"
+                                                  : "disk";
     return rc;
 }
 
@@ -151,6 +212,10 @@ static void parse_args(int argc, char **argv, trainer_args *args)
             args->ckpt_every = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--step-ms") == 0)
             args->step_ms = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--memory-every") == 0)
+            args->memory_every = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--state-mib") == 0)
+            args->state_mib = atoi(argv[i + 1]);
     }
 }
 
@@ -196,15 +261,24 @@ int main(int argc, char **argv)
     }
     int rank = info.rank, world = info.world_size;
     state s;
-    elastic_ckpt *ckpt = NULL;
+    elastic_ckpt *ckpt = NULL, *memory = NULL;
+    size_t rank_len = args.state_mib > 0 ? (size_t)args.state_mib << 20 : 0;
+    uint8_t *rank_state = rank_len > 0 ? calloc(1, rank_len) : NULL;
+    if (rank_len > 0 && rank_state == NULL) return 1;
+    const char *where = "nowhere";
     int rc = open_checkpoints(args.ckpt_dir, &info, &ckpt);
-    if (rc == 0) rc = load_state(ckpt, &s);
+    if (rc == 0 && args.memory_every > 0 && (rc = open_memory(&info, store, &memory)) != 0)
+        fprintf(stderr, "demo_trainer: --memory-every needs elasticrun --memory-ckpt\n");
+    if (rc == 0) rc = load_state(memory, ckpt, &s, rank_state, rank_len, rank, &where);
     if (rc != 0) {
         fprintf(stderr, "demo_trainer: checkpoints in %s: %s\n", args.ckpt_dir,
                 elastic_last_error());
         return 1;
     }
-    if (rank == 0) printf("%s at step %" PRIu64 "\n", s.step > 0 ? "resumed" : "started", s.step);
+    if (rank == 0 && s.step > 0)
+        printf("resumed at step %" PRIu64 " from %s\n", s.step, where);
+    else if (rank == 0)
+        printf("started at step 0\n");
     fflush(stdout);
     double loss = 0;
     while (s.step < (uint64_t)args.steps) {
@@ -220,8 +294,14 @@ int main(int argc, char **argv)
         for (int d = 0; d < DIM; d++) s.weights[d] -= LEARNING_RATE * grad[d];
         loss = grad[DIM];
         s.step++;
+        if (memory != NULL && s.step % (uint64_t)args.memory_every == 0 &&
+            (rc = save_state(memory, &s, rank_state, rank_len, rank)) != 0) {
+            fprintf(stderr, "demo_trainer: rank %d memory checkpoint %" PRIu64 ": %s\n", rank,
+                    s.step, elastic_last_error());
+            return 1;
+        }
         if (s.step % (uint64_t)args.ckpt_every == 0) {
-            rc = save_state(ckpt, &s);
+            rc = save_state(ckpt, &s, rank_state, rank_len, rank);
             if (rc != 0) {
                 fprintf(stderr, "demo_trainer: rank %d checkpoint %" PRIu64 ": %s\n", rank, s.step,
                         elastic_last_error());
@@ -237,7 +317,9 @@ int main(int argc, char **argv)
             nanosleep(&(struct timespec){ 0, (long)args.step_ms * 1000000L }, NULL);
     }
     if (rank == 0) write_result(args.result, &s, loss);
+    elastic_ckpt_close(memory);
     elastic_ckpt_close(ckpt);
+    free(rank_state);
     elastic_worker_close(worker); /* owns the store */
     return 0;
 }

@@ -40,6 +40,7 @@ static int host(agent_jobstore *js, char *endpoint, size_t size)
         opts.host = js->bind_host;
         opts.port = 0;
         opts.token = js->fixed_token != NULL ? js->fixed_token : js->host_token;
+        if (js->max_connections > 0) opts.max_connections = js->max_connections;
         int rc = elastic_store_server_start(&opts, &js->server);
         if (rc != 0) return rc;
     }

@@ -13,6 +13,7 @@ typedef struct agent_jobstore {
     const char *advertise_host; /* how the other nodes reach it */
     const char
         *fixed_token;    /* the job's configured token (every node has it); NULL: random per host */
+    size_t max_connections; /* a hosted store's limit (agent__store_connections) */
     int read_timeout_ms; /* store calls (0: the client's default) */
     int lookup_timeout_ms; /* how long to wait for the host's endpoint */
     const char *token_dir; /* the agent's private run directory (workers' token file) */
@@ -41,6 +42,9 @@ typedef struct agent_jobstore {
 } agent_jobstore;
 
 /* After next(): host and publish (group rank 0) or look up and connect. */
+/* The connection limit of a job's store, following the job's size (agent.c). */
+size_t agent__store_connections(int max_nodes, int nproc_per_node);
+
 int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result);
 /* After next() on the calls thread: the attached store, endpoint and token
  * file into the NEXT call (js NULL or nothing new: unchanged). */

@@ -36,10 +36,13 @@ static const char *const event_names[AGENT_EVENT_TYPE_COUNT] = {
     [AGENT_EVENT_QUARANTINE_ENDED] = "quarantine_ended",
     [AGENT_EVENT_RECONFIGURED] = "reconfigured",
     [AGENT_EVENT_WORKER_RECONFIGURED] = "worker_reconfigured",
+    [AGENT_EVENT_SLURM_DRAIN] = "slurm_drain",
     [AGENT_EVENT_STEPS_STARTED] = "steps_started",
     [AGENT_EVENT_STEPS_ENDED] = "steps_ended",
     [AGENT_EVENT_HEALTH_CHECK] = "health_check",
     [AGENT_EVENT_HEALTH_STEPPED_ASIDE] = "health_stepped_aside",
+    [AGENT_EVENT_CHECKPOINT_SAVED] = "checkpoint_saved",
+    [AGENT_EVENT_CHECKPOINT_RESTORED] = "checkpoint_restored",
 };
 
 const char *agent__event_name(agent_event_type type)

@@ -11,6 +11,7 @@
 #include "common/text.h"
 
 #include <stdarg.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,10 @@ static const char *const owned_names[] = {
     "ELASTIC_HEARTBEAT_SHM",
     "ELASTIC_HEARTBEAT_SLOT",
     "ELASTIC_AGENT_SOCKET",
+    CHANNEL__ENV_MEMORY_CKPT_DIR,
+    CHANNEL__ENV_RESTORE_STEP,
+    CHANNEL__ENV_RESTORE_SOURCE,
+    CHANNEL__ENV_RESTORE_NODE,
 };
 
 static bool is_owned(const char *entry)
@@ -170,6 +175,15 @@ int agent__env_build(const agent_worker_env *spec, char ***envp)
      * /proc/PID/environ shows it): workers read it from this file. */
     if (spec->store_token_file != NULL)
         strv_pushf(&v, "ELASTIC_STORE_TOKEN_FILE=%s", spec->store_token_file);
+    /* The memory tier, and the job's restore plan for this rank. */
+    if (spec->memory_dir != NULL)
+        strv_pushf(&v, CHANNEL__ENV_MEMORY_CKPT_DIR "=%s", spec->memory_dir);
+    if (spec->restore_source != NULL) {
+        strv_pushf(&v, CHANNEL__ENV_RESTORE_STEP "=%" PRIu64, spec->restore_step);
+        strv_pushf(&v, CHANNEL__ENV_RESTORE_SOURCE "=%s", spec->restore_source);
+        strv_pushf(&v, CHANNEL__ENV_RESTORE_NODE "=%s",
+                   spec->restore_node ? spec->restore_node : "");
+    }
     return strv_done(&v, envp);
 }
 

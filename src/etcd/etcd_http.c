@@ -7,8 +7,9 @@
 
 #include "common/clock.h"
 #include "common/text.h"
+#include "store/store.h"
 
-#include <curl/curl.h>
+#include "etcd/curl_loader.h"
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -26,11 +27,20 @@ struct etcd__client {
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static CURLcode global_rc;
+static int global_rc = -1;
+static char global_error[256];
 
+/* libcurl is loaded here, by the first client (curl_loader.h), then set up. */
 static void global_init(void)
 {
-    global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (etcd__curl_load(global_error, sizeof global_error) != 0) return;
+    store__crypto_init(); /* before libcurl's OpenSSL: no exit handler under our threads */
+    CURLcode rc = etcd__curl.global_init(CURL_GLOBAL_DEFAULT);
+    if (rc != CURLE_OK)
+        snprintf(global_error, sizeof global_error, "curl_global_init failed: %s",
+                 etcd__curl.easy_strerror(rc));
+    else
+        global_rc = 0;
 }
 
 /* ---- one HTTP exchange ------------------------------------------------------------ */
@@ -93,8 +103,8 @@ static CURL *take_handle(etcd__client *c)
     pthread_mutex_lock(&c->lock);
     CURL *h = c->pooled > 0 ? c->pool[--c->pooled] : NULL;
     pthread_mutex_unlock(&c->lock);
-    if (h == NULL) return curl_easy_init();
-    curl_easy_reset(h);
+    if (h == NULL) return etcd__curl.easy_init();
+    etcd__curl.easy_reset(h);
     return h;
 }
 
@@ -107,7 +117,7 @@ static void give_handle(etcd__client *c, CURL *h, bool reusable)
         h = NULL;
     }
     pthread_mutex_unlock(&c->lock);
-    if (h != NULL) curl_easy_cleanup(h);
+    if (h != NULL) etcd__curl.easy_cleanup(h);
 }
 
 typedef enum attempt_result {
@@ -128,50 +138,50 @@ static attempt_result post(etcd__client *c, size_t endpoint, const char *path, c
     }
     char url[600], auth[600] = "";
     snprintf(url, sizeof url, "%s%s", c->endpoints[endpoint], path);
-    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
-    headers =
-        curl_slist_append(headers, "Expect:"); /* no 100-continue round trip for larger bodies */
+    struct curl_slist *headers = etcd__curl.slist_append(NULL, "Content-Type: application/json");
+    headers = etcd__curl.slist_append(headers,
+                                      "Expect:"); /* no 100-continue round trip for larger bodies */
     /* etcd's require-leader metadata (what clientv3's WithRequireLeader
      * sends): a member that has lost its leader (mid-election, or cut off
      * from the others) answers "no leader" at once, and closes our watches,
      * instead of holding the request: we fail over to the next endpoint. */
-    headers = curl_slist_append(headers, "Grpc-Metadata-hasleader: true");
+    headers = etcd__curl.slist_append(headers, "Grpc-Metadata-hasleader: true");
     pthread_mutex_lock(&c->lock);
     if (c->token[0] != '\0') snprintf(auth, sizeof auth, "Authorization: %s", c->token);
     pthread_mutex_unlock(&c->lock);
-    if (auth[0] != '\0') headers = curl_slist_append(headers, auth);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : 1));
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-                     (long)(timeout_ms < ETCD__CONNECT_TIMEOUT_MS
-                                ? (timeout_ms > 0 ? timeout_ms : 1)
-                                : ETCD__CONNECT_TIMEOUT_MS));
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_bytes);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
-    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-    if (c->ca_file != NULL) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
-    if (c->cert_file != NULL) curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
-    if (c->key_file != NULL) curl_easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
-    CURLcode rc = curl_easy_perform(h);
-    curl_slist_free_all(headers);
+    if (auth[0] != '\0') headers = etcd__curl.slist_append(headers, auth);
+    etcd__curl.easy_setopt(h, CURLOPT_URL, url);
+    etcd__curl.easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    etcd__curl.easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    etcd__curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    etcd__curl.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    etcd__curl.easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : 1));
+    etcd__curl.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                           (long)(timeout_ms < ETCD__CONNECT_TIMEOUT_MS
+                                      ? (timeout_ms > 0 ? timeout_ms : 1)
+                                      : ETCD__CONNECT_TIMEOUT_MS));
+    etcd__curl.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_bytes);
+    etcd__curl.easy_setopt(h, CURLOPT_WRITEDATA, x);
+    etcd__curl.easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    if (c->ca_file != NULL) etcd__curl.easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+    if (c->cert_file != NULL) etcd__curl.easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
+    if (c->key_file != NULL) etcd__curl.easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
+    CURLcode rc = etcd__curl.easy_perform(h);
+    etcd__curl.slist_free_all(headers);
     *status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    etcd__curl.easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
     curl_off_t uploaded = 0, downloaded = 0;
     long request_headers = 0, reply_headers = 0;
-    curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &uploaded);
-    curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &downloaded);
-    curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &request_headers);
-    curl_easy_getinfo(h, CURLINFO_HEADER_SIZE, &reply_headers);
+    etcd__curl.easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &uploaded);
+    etcd__curl.easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &downloaded);
+    etcd__curl.easy_getinfo(h, CURLINFO_REQUEST_SIZE, &request_headers);
+    etcd__curl.easy_getinfo(h, CURLINFO_HEADER_SIZE, &reply_headers);
     if (c->wire_bytes != NULL) /* REQUEST_SIZE already holds the body of a POST. */
         __atomic_fetch_add(c->wire_bytes, (uint64_t)(downloaded + request_headers + reply_headers),
                            __ATOMIC_RELAXED);
     give_handle(c, h, rc == CURLE_OK);
     if (rc == CURLE_OK) return ATTEMPT_DONE;
-    snprintf(why, why_cap, "%s: %s", c->endpoints[endpoint], curl_easy_strerror(rc));
+    snprintf(why, why_cap, "%s: %s", c->endpoints[endpoint], etcd__curl.easy_strerror(rc));
     if (rc == CURLE_WRITE_ERROR && (x->stop != 0 || x->too_large || x->corrupt))
         return ATTEMPT_DONE;
     if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
@@ -464,7 +474,7 @@ int etcd__client_open(const etcd__opts *opts, etcd__client **out)
 {
     *out = NULL;
     pthread_once(&global_once, global_init);
-    if (global_rc != CURLE_OK) return elastic__fail(ELASTIC_ESYS, "etcd: curl_global_init failed");
+    if (global_rc != 0) return elastic__fail(ELASTIC_ESYS, "etcd: %s", global_error);
     if (opts->endpoints == NULL) return elastic__fail(ELASTIC_EINVAL, "etcd: no endpoint given");
     const char *list = opts->endpoints;
     for (const char *s = list; (s = strstr(s, "://")) != NULL; s += 3)
@@ -507,7 +517,7 @@ void etcd__client_count_wire(etcd__client *c, uint64_t *counter)
 void etcd__client_close(etcd__client *c)
 {
     if (c == NULL) return;
-    for (size_t i = 0; i < c->pooled; i++) curl_easy_cleanup(c->pool[i]);
+    for (size_t i = 0; i < c->pooled; i++) etcd__curl.easy_cleanup(c->pool[i]);
     for (size_t i = 0; i < c->n; i++) free(c->endpoints[i]);
     free(c->ca_file);
     free(c->cert_file);

@@ -72,8 +72,11 @@ static void *guard_main(void *arg)
     pthread_mutex_lock(&r->lock);
     while (!r->stopping) {
         if (r->phase != RDZV__RUNNING || r->fenced) {
+            /* Nothing to guard until a generation runs: joining, ending and
+             * stopping broadcast r->changed, so no timed wake-ups (thousands
+             * of idle nodes would wake twice a second each for nothing). */
             guarded = 0;
-            wait_until(r, elastic__now_ms() + (uint64_t)r->keepalive_interval_ms);
+            wait_until(r, UINT64_MAX);
             continue;
         }
         uint64_t generation = r->generation, lease = r->guard_lease;

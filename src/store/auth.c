@@ -8,8 +8,9 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sys/random.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -19,22 +20,41 @@
  * flight returns from main without joining them. libcrypto's default atexit
  * cleanup would free its locks under those threads (ThreadSanitizer caught
  * it in make tsan); the memory goes with the process anyway, so libcrypto is
- * told to skip that cleanup. At load, before any OpenSSL call of ours could
- * register the handler (a host that initialised OpenSSL first keeps its own). */
-__attribute__((constructor)) static void keep_libcrypto_until_exit(void)
+ * told to skip that cleanup. Once, before any OpenSSL call of ours (a host
+ * that initialised OpenSSL first keeps its own): lazily, not at load, so a
+ * process that never uses a token or etcd never touches libcrypto (its
+ * initialisation alone is 3.5 MB of an agent's resident memory). */
+static pthread_once_t crypto_once = PTHREAD_ONCE_INIT;
+
+static void init_crypto(void)
 {
     OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
 }
 
+void store__crypto_init(void)
+{
+    pthread_once(&crypto_once, init_crypto);
+}
+
+/* Nonces and lease ids come from the kernel's CSPRNG (getrandom), which
+ * needs no library state. */
 int store__random_bytes(void *buf, size_t len)
 {
-    if (RAND_bytes(buf, (int)len) != 1) return elastic__fail(ELASTIC_ESYS, "RAND_bytes failed");
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return elastic__fail(ELASTIC_ESYS, "getrandom: %s", strerror(errno));
+        p += n;
+        len -= (size_t)n;
+    }
     return 0;
 }
 
 void store__proof(const char *token, bool from_server, const uint8_t *client_nonce,
                   const uint8_t *server_nonce, uint8_t *proof)
 {
+    store__crypto_init();
     /* Distinct labels: a server's proof is never a valid client proof. */
     static const char server_label[] = "elastic-store/1 server";
     static const char client_label[] = "elastic-store/1 client";

@@ -165,16 +165,19 @@ static int decrypt_input(store__session *session, store__tls *tls, const uint8_t
 
 /* One read of the socket while holding the reader role (lock not held).
  * Returns 0, or ELASTIC_ECONNECT with *why set when the connection ended. */
-static int read_once(store__session *session, int fd, int timeout_ms, const char **why)
+static int read_once(store__session *session, int fd, int timeout_ms, bool parked, const char **why)
 {
-    /* With time to spare, a blocking recv (the socket's receive timeout is
-     * STORE__RECV_SLICE_MS) saves a poll per call; near the deadline, poll
-     * for exactly what is left. Either way the caller re-checks closing and
-     * the deadline at least every slice. */
+    /* A quick answer: a blocking recv (the socket's receive timeout is
+     * STORE__RECV_SLICE_MS) saves a poll per call. Near the deadline, or
+     * once the call has waited a slice (a parked get/watch), poll the
+     * socket and the wake eventfd for all that is left: a reader parked for
+     * seconds sleeps once instead of waking every slice (thousands of
+     * parked nodes would wake 20 times a second each). Closing the handle
+     * pokes the eventfd, the deadline ends the poll. */
     int flags = 0;
     store__tls *tls = session->tls; /* replaced only by a reconnect, when nobody reads */
     bool leftover = tls != NULL && store__tls_has_input(tls);
-    if (timeout_ms < STORE__RECV_SLICE_MS && !leftover) {
+    if ((parked || timeout_ms < STORE__RECV_SLICE_MS) && !leftover) {
         struct pollfd pfd[2] = { { .fd = fd, .events = POLLIN },
                                  { .fd = session->reader_wake_fd, .events = POLLIN } };
         int ready = poll(pfd, 2, timeout_ms);
@@ -223,9 +226,11 @@ static void read_for(elastic_store *s, store__call *call, uint64_t deadline_ms)
     int fd = session->fd;
     const char *why = NULL;
     int err = 0;
+    uint64_t parked_at = elastic__now_ms() + STORE__RECV_SLICE_MS;
     while (!call->done && !s->closing && err == 0 && elastic__ms_left(deadline_ms) > 0) {
         pthread_mutex_unlock(&session->lock);
-        err = read_once(session, fd, elastic__ms_left(deadline_ms), &why);
+        bool parked = elastic__now_ms() >= parked_at;
+        err = read_once(session, fd, elastic__ms_left(deadline_ms), parked, &why);
         pthread_mutex_lock(&session->lock);
     }
     session->reading = false;
@@ -353,6 +358,7 @@ static int first_connect(store__session *session)
         pthread_mutex_unlock(&session->lock);
         attempts++;
         if (err == 0 || (err != ELASTIC_ECONNECT && err != ELASTIC_ETIMEDOUT)) return err;
+        ELASTIC_LOG_D("store", "connect attempt %d: %s", attempts, elastic_last_error());
         int left = elastic__ms_left(deadline);
         if (left == 0) {
             char why[256]; /* copied out: elastic__fail writes the buffer it would read */

@@ -15,8 +15,7 @@
 
 #include <pthread.h>
 
-#define STORE__KEEPALIVE_ID  UINT32_MAX /* responses to keep-alives are not awaited */
-#define STORE__RECV_SLICE_MS 50         /* a blocked reader re-checks closing this often */
+#define STORE__RECV_SLICE_MS 50 /* a blocked reader re-checks closing this often */
 
 typedef struct store__call {
     struct store__call *prev, *next;

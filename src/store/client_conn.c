@@ -78,6 +78,14 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms)
     if (err != 0) return err;
     if (memcmp(welcome, STORE__MAGIC, 4) != 0)
         return elastic__fail(ELASTIC_EPROTO, "the peer is not a libelastic store (wrong magic)");
+    if (bytes__le16(welcome + 6) & STORE__WELCOME_REFUSED) {
+        char why[STORE__WELCOME_BYTES - 8 + 1];
+        memcpy(why, welcome + 8, sizeof why - 1);
+        why[sizeof why - 1] = '\0';
+        for (char *c = why; *c != '\0'; c++)
+            if (*c < 0x20 || *c > 0x7e) *c = '?'; /* the server's words, printable */
+        return elastic__fail(ELASTIC_ELIMIT, "the store refused the connection: %s", why);
+    }
     if (bytes__le16(welcome + 4) != STORE__VERSION)
         return elastic__fail(ELASTIC_EPROTO, "the store speaks protocol version %u, this client %u",
                              bytes__le16(welcome + 4), STORE__VERSION);

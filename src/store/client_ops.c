@@ -475,6 +475,20 @@ static void drop_keepalive(elastic_store *s, uint64_t lease)
     pthread_mutex_unlock(&session->lock);
 }
 
+/* An answered keep-alive the caller sent at sent_ms renewed the lease: the
+ * ticker's next one for it can wait a full interval from then (a node's
+ * guard renews every interval already; the ticker's would double the
+ * keep-alive traffic a large job puts on the store). */
+static void postpone_keepalive(elastic_store *s, uint64_t lease, uint64_t sent_ms)
+{
+    store__session *session = s->session;
+    pthread_mutex_lock(&session->lock);
+    for (store__keepalive *k = session->keepalives; k != NULL; k = k->next)
+        if (k->lease == lease && k->due_ms < sent_ms + (uint64_t)k->interval_ms)
+            k->due_ms = sent_ms + (uint64_t)k->interval_ms;
+    pthread_mutex_unlock(&session->lock);
+}
+
 ELASTIC_EXTERN int elastic_store_lease_grant(elastic_store *s, int ttl_ms,
                                              int keepalive_interval_ms, uint64_t *lease)
 {
@@ -499,7 +513,10 @@ ELASTIC_EXTERN int elastic_store_lease_grant(elastic_store *s, int ttl_ms,
 ELASTIC_EXTERN int elastic_store_lease_keepalive(elastic_store *s, uint64_t lease)
 {
     CHECK(s != NULL, "store lease_keepalive: NULL handle");
-    return lease_call(s, STORE__OP_LEASE_KEEPALIVE, lease);
+    uint64_t sent_ms = elastic__now_ms();
+    int err = lease_call(s, STORE__OP_LEASE_KEEPALIVE, lease);
+    if (err == 0) postpone_keepalive(s, lease, sent_ms);
+    return err;
 }
 
 int store__lease_check(elastic_store *s, uint64_t lease, int timeout_ms)
@@ -511,7 +528,10 @@ int store__lease_check(elastic_store *s, uint64_t lease, int timeout_ms)
     /* Idempotent: over a new connection the answer says whether the lease
      * survived the old one (it never does: leases end with their connection). */
     store__call_opts co = { true, elastic__deadline_ms(timeout_ms) };
-    return run_simple(s, STORE__OP_LEASE_KEEPALIVE, &b, start, &co);
+    uint64_t sent_ms = elastic__now_ms();
+    int err = run_simple(s, STORE__OP_LEASE_KEEPALIVE, &b, start, &co);
+    if (err == 0) postpone_keepalive(s, lease, sent_ms);
+    return err;
 }
 
 ELASTIC_EXTERN int elastic_store_lease_revoke(elastic_store *s, uint64_t lease)

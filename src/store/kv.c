@@ -9,12 +9,28 @@
 #include "common/parse_int.h"
 
 #include <inttypes.h>
-#include <openssl/rand.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/random.h>
 #include <xxhash.h>
 
 #define ENTRY_OVERHEAD 64 /* bytes charged per key beyond its key and value */
+
+/* Random bytes from the kernel's CSPRNG; false when it has none. */
+static bool random_u64(uint64_t *out)
+{
+    uint8_t *p = (uint8_t *)out;
+    size_t left = sizeof *out;
+    while (left > 0) {
+        ssize_t n = getrandom(p, left, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        p += n;
+        left -= (size_t)n;
+    }
+    return true;
+}
 
 static uint64_t hash_key(const void *key, size_t len)
 {
@@ -32,6 +48,8 @@ int store__kv_init(store__kv *kv, size_t max_total_bytes, store__change_fn on_ch
         store__kv_free(kv);
         return ELASTIC_ENOMEM;
     }
+    if (!random_u64(&kv->order_seed))
+        kv->order_seed = (uint64_t)(uintptr_t)kv; /* ASLR: still varies per run */
     kv->max_total_bytes = max_total_bytes;
     kv->on_change = on_change;
     kv->user = user;
@@ -158,6 +176,7 @@ static store__entry *find_or_create(store__kv *kv, const void *key, size_t key_l
     e->hash = hash;
     e->hash_next = *slot;
     *slot = e;
+    store__kv_order_insert(kv, e);
     kv->count++;
     kv->total_bytes += store__kv_entry_cost(key_len, 0);
     maybe_grow(kv);
@@ -168,6 +187,7 @@ static void remove_entry(store__kv *kv, store__entry *e)
 {
     store__entry **slot = slot_of(kv, e->hash, e->key, e->key_len);
     *slot = e->hash_next;
+    store__kv_order_remove(kv, e);
     lease_detach(e);
     kv->count--;
     kv->total_bytes -= store__kv_entry_cost(e->key_len, e->value_len);
@@ -278,29 +298,6 @@ int store__kv_delete(store__kv *kv, const void *key, size_t key_len)
     return 0;
 }
 
-static bool has_prefix(const store__entry *e, const void *prefix, size_t prefix_len)
-{
-    return e->key_len >= prefix_len && memcmp(e->key, prefix, prefix_len) == 0;
-}
-
-void store__kv_visit_prefix(const store__kv *kv, const void *prefix, size_t prefix_len,
-                            store__visit_fn fn, void *user)
-{
-    for (size_t i = 0; i < kv->bucket_count; i++)
-        for (const store__entry *e = kv->buckets[i]; e != NULL; e = e->hash_next)
-            if (has_prefix(e, prefix, prefix_len) && !fn(user, e)) return;
-}
-
-size_t store__kv_count_prefix(const store__kv *kv, const void *prefix, size_t prefix_len)
-{
-    if (prefix_len == 0) return kv->count;
-    size_t n = 0;
-    for (size_t i = 0; i < kv->bucket_count; i++)
-        for (const store__entry *e = kv->buckets[i]; e != NULL; e = e->hash_next)
-            n += has_prefix(e, prefix, prefix_len);
-    return n;
-}
-
 /* ---- leases -------------------------------------------------------------- */
 
 static store__lease **lease_slot(const store__kv *kv, uint64_t id)
@@ -311,6 +308,31 @@ static store__lease **lease_slot(const store__kv *kv, uint64_t id)
     return slot;
 }
 
+/* Doubles the lease table when it is fuller than one lease per bucket: a
+ * job of 16k nodes holds 16k leases, and every keep-alive looks one up. */
+static void maybe_grow_leases(store__kv *kv)
+{
+    if (kv->lease_count < kv->lease_bucket_count ||
+        kv->lease_bucket_count > SIZE_MAX / 4 / sizeof(void *))
+        return;
+    size_t count = kv->lease_bucket_count * 2;
+    store__lease **buckets = calloc(count, sizeof *buckets);
+    if (buckets == NULL) return; /* stays correct, only slower */
+    for (size_t i = 0; i < kv->lease_bucket_count; i++) {
+        store__lease *l = kv->lease_buckets[i];
+        while (l != NULL) {
+            store__lease *next = l->hash_next;
+            size_t at = XXH3_64bits(&l->id, sizeof l->id) & (count - 1);
+            l->hash_next = buckets[at];
+            buckets[at] = l;
+            l = next;
+        }
+    }
+    free(kv->lease_buckets);
+    kv->lease_buckets = buckets;
+    kv->lease_bucket_count = count;
+}
+
 store__lease *store__kv_lease_grant(store__kv *kv, uint32_t ttl_ms, void *owner)
 {
     store__lease *lease = calloc(1, sizeof *lease);
@@ -318,7 +340,7 @@ store__lease *store__kv_lease_grant(store__kv *kv, uint32_t ttl_ms, void *owner)
     /* A random, never-zero, unused id: nobody can guess another node's lease
      * (ownership is still checked by the server; this only hides the ids). */
     do {
-        if (RAND_bytes((unsigned char *)&lease->id, sizeof lease->id) != 1) {
+        if (!random_u64(&lease->id)) {
             free(lease);
             return NULL;
         }
@@ -328,6 +350,7 @@ store__lease *store__kv_lease_grant(store__kv *kv, uint32_t ttl_ms, void *owner)
     store__lease **slot = lease_slot(kv, lease->id);
     *slot = lease;
     kv->lease_count++;
+    maybe_grow_leases(kv);
     return lease;
 }
 

@@ -14,7 +14,9 @@ typedef struct store__lease store__lease;
 
 typedef struct store__entry {
     struct store__entry *hash_next;
-    store__lease *lease; /* NULL: the key lives until deleted */
+    struct store__entry *order_left, *order_right; /* the byte-ordered index (kv_order.c) */
+    uint64_t order_priority;                       /* its heap order: random per entry */
+    store__lease *lease;                           /* NULL: the key lives until deleted */
     struct store__entry *lease_prev, *lease_next;
     uint64_t hash;
     uint64_t revision; /* the revision of its last change */
@@ -40,7 +42,9 @@ typedef void (*store__change_fn)(void *user, const char *key, size_t key_len, ui
 
 typedef struct store__kv {
     store__entry **buckets;
-    size_t bucket_count; /* a power of two */
+    store__entry *order_root; /* every entry again, in key byte order (prefix scans) */
+    uint64_t order_seed;      /* draws the entries' priorities; random per table */
+    size_t bucket_count;      /* a power of two */
     size_t count;
     store__lease **lease_buckets;
     size_t lease_bucket_count;
@@ -73,16 +77,22 @@ bool store__kv_fits(const store__kv *kv, size_t more_bytes);
 size_t store__kv_entry_cost(size_t key_len, size_t value_len);
 
 typedef bool (*store__visit_fn)(void *user, const store__entry *entry); /* false stops */
+/* Visits the keys under prefix in byte order: O(log n + matches), not a
+ * scan of the table (watches, key listings and counts use it). */
 void store__kv_visit_prefix(const store__kv *kv, const void *prefix, size_t prefix_len,
                             store__visit_fn fn, void *user);
 size_t store__kv_count_prefix(const store__kv *kv, const void *prefix, size_t prefix_len);
 
-/* A lease with a random 64-bit id (RAND_bytes); NULL when out of memory
+/* A lease with a random 64-bit id (getrandom); NULL when out of memory
  * or out of random bytes. */
 store__lease *store__kv_lease_grant(store__kv *kv, uint32_t ttl_ms, void *owner);
 store__lease *store__kv_lease_find(const store__kv *kv, uint64_t id);
 /* Deletes the lease's keys (notifying each change) and frees it; the
  * caller has already disposed of lease->timer. */
 void store__kv_lease_end(store__kv *kv, store__lease *lease);
+
+/* kv_order.c: the byte-ordered index (a treap) beside the hash table. */
+void store__kv_order_insert(store__kv *kv, store__entry *e);
+void store__kv_order_remove(store__kv *kv, store__entry *e);
 
 #endif /* ELASTIC_STORE_KV_H */

@@ -21,7 +21,15 @@
 #define STORE__HELLO_BYTES   (4 + 2 + 2 + STORE__NONCE_BYTES)
 #define STORE__WELCOME_BYTES (4 + 2 + 2 + STORE__NONCE_BYTES + STORE__PROOF_BYTES)
 #define STORE__READY_BYTES   4
-#define STORE__WELCOME_AUTH  0x1u /* welcome flags: the server requires a proof */
+/* The request id of frames nobody awaits (the ticker's keep-alives, the
+ * revokes sent on close). A keep-alive with it that succeeds gets no
+ * response: at thousands of nodes the answers would only wake readers. */
+#define STORE__KEEPALIVE_ID UINT32_MAX
+#define STORE__WELCOME_AUTH 0x1u /* welcome flags: the server requires a proof */
+/* The server refuses this connection (a limit): the nonce and proof bytes
+ * hold the reason, NUL-padded text, and the server closes. Sent unasked,
+ * before the hello is read; older clients see a failed handshake. */
+#define STORE__WELCOME_REFUSED 0x2u
 
 #define STORE__HEADER_BYTES   12
 #define STORE__FLAG_NOWAIT    0x1u      /* get: answer ENOTFOUND at once instead of waiting */

@@ -110,7 +110,11 @@ static int bind_listener(elastic_store_server *server)
         return elastic__fail(ELASTIC_EINVAL, "store host \"%s\": %s", o->host, gai_strerror(rc));
     rc = uv_tcp_bind(&server->listener, found->ai_addr, 0);
     freeaddrinfo(found);
-    if (rc == 0) rc = uv_listen((uv_stream_t *)&server->listener, 1024, on_connection);
+    /* A job's nodes connect at once: the accept queue holds them all (the
+     * kernel caps it at net.core.somaxconn). */
+    int backlog = o->max_connections < 65535 ? (int)o->max_connections : 65535;
+    if (backlog < 1024) backlog = 1024;
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&server->listener, backlog, on_connection);
     if (rc != 0)
         return elastic__fail(ELASTIC_ECONNECT, "listen on %s:%d: %s", o->host, o->port,
                              uv_strerror(rc));

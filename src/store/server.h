@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #define STORE__WAIT_BUCKETS        1024 /* parked key waits, hashed by the key they wait for */
+#define STORE__WATCH_BUCKETS       4096 /* parked watches, hashed by their prefix */
 #define STORE__DELETE_LOG          1024 /* recent deletions remembered for watches */
 #define STORE__MAX_LEASES_PER_CONN 1024
 /* Every connection may hold this much input and unsent output whatever the
@@ -23,6 +24,13 @@
 
 typedef struct store__conn store__conn;
 typedef struct store__waiter store__waiter;
+
+/* How many parked watches have a prefix of this length: a change probes
+ * one watch bucket per length in use, not every watch. */
+typedef struct store__watch_length {
+    size_t len;
+    size_t watches;
+} store__watch_length;
 
 typedef struct store__deletion {
     char *key;
@@ -46,7 +54,9 @@ struct elastic_store_server {
     store__conn *dirty; /* connections with responses to flush, in the order they got them */
     store__conn *dirty_tail;
     store__waiter *wait_buckets[STORE__WAIT_BUCKETS];
-    store__waiter *watchers;
+    store__waiter *watch_buckets[STORE__WATCH_BUCKETS];
+    store__watch_length *watch_lengths; /* ascending by len */
+    size_t watch_length_count, watch_length_cap;
     store__deletion deletions[STORE__DELETE_LOG];
     size_t deletion_next;
     uint64_t deletion_horizon; /* deletions at or below this revision are forgotten */
@@ -75,6 +85,8 @@ struct store__conn {
     size_t bytes_in_flight; /* handed to uv_write, not yet written */
     size_t in_accounted;    /* in.cap as counted in server->buffered */
     bool paused;            /* reading stopped: over max_buffered_bytes */
+    bool over_limit;        /* past max_connections: refused (see refuse()) */
+    bool shut;              /* refused: half-closed, waiting for the peer's close */
     bool frame_pending;     /* a frame has started: frame_timeout_ms runs */
     store__tls
         *tls; /* with a token, after READY: in holds decrypted bytes, out is encrypted on flush */

@@ -155,6 +155,31 @@ typedef struct write_req {
     uint8_t *data;
 } write_req;
 
+static void on_shut(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    free(req);
+}
+
+/* The last words are out: close, or for a refused connection half-close
+ * and let the peer close first (its unread hello would turn a close into a
+ * reset that can destroy the refusal before the peer reads it). */
+static void finish_closing(store__conn *conn)
+{
+    if (!conn->over_limit) {
+        store__conn_close(conn, "closing");
+        return;
+    }
+    if (conn->shut) return;
+    uv_shutdown_t *req = malloc(sizeof *req);
+    if (req == NULL || uv_shutdown(req, (uv_stream_t *)&conn->tcp, on_shut) != 0) {
+        free(req);
+        store__conn_close(conn, "refused");
+        return;
+    }
+    conn->shut = true;
+}
+
 static void on_written(uv_write_t *req, int status)
 {
     write_req *w = (write_req *)req;
@@ -168,7 +193,7 @@ static void on_written(uv_write_t *req, int status)
     if (status < 0)
         store__conn_close(conn, uv_strerror(status));
     else if (conn->state == CONN_CLOSING && conn->bytes_in_flight == 0)
-        store__conn_close(conn, "closing");
+        finish_closing(conn);
 }
 
 /* Writes conn->out: directly when the socket takes it all, else queued. */
@@ -226,7 +251,7 @@ static void flush_conn(store__conn *conn)
     out->len = 0;
     if (out->cap > (64u << 10)) bytes__buf_free(out); /* do not keep a large burst's buffer */
     if (conn->state == CONN_CLOSING && conn->bytes_in_flight == 0)
-        store__conn_close(conn, "closing");
+        finish_closing(conn);
     else if (conn->bytes_in_flight + conn->in.len > conn->server->opts.max_connection_buffer)
         store__conn_close(conn, "peer does not read its responses (max_connection_buffer)");
 }
@@ -297,6 +322,7 @@ static void send_welcome(store__conn *conn, uint16_t version)
 static bool handle_hello(store__conn *conn)
 {
     const uint8_t *p = conn->in.data;
+
     if (memcmp(p, STORE__MAGIC, 4) != 0) {
         fail_connection(conn, ELASTIC_EPROTO, "wrong magic (not a libelastic store client)");
         return false;
@@ -509,10 +535,18 @@ static void pause_reading(store__conn *conn)
                   conn->server->buffered);
 }
 
-/* After consuming input: a buffer far larger than what it holds shrinks. */
+/* After consuming input: an empty buffer is freed, one far larger than what
+ * it holds shrinks. */
 static void trim_input(store__conn *conn)
 {
     size_t cap = conn->in.cap, len = conn->in.len;
+    /* All consumed: the buffer goes until the next read. Parked connections
+     * hold none, or 16k of them would hold 64 MiB (all of the default
+     * max_buffered_bytes) in idle read buffers and stall every large frame. */
+    if (len == 0) {
+        if (cap > 0) resize_input(conn, 0);
+        return;
+    }
     if (cap <= STORE__CONN_FLOOR_BYTES || len > cap / 4) return;
     resize_input(conn, len == 0 ? 0 : (len > READ_CHUNK ? len : READ_CHUNK));
 }
@@ -574,6 +608,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         pause_reading(conn);
     } else if (nread < 0) {
         store__conn_close(conn, nread == UV_EOF ? "peer closed" : uv_strerror((int)nread));
+    } else if (conn->over_limit) {
+        /* Refused: what it sends is dropped unread. */
     } else if (nread > 0 && conn->state != CONN_CLOSED && conn->tls != NULL) {
         if (store__tls_feed(conn->tls, conn->raw, (size_t)nread))
             tls_pump(conn);
@@ -607,6 +643,26 @@ static void describe_peer(store__conn *conn)
     snprintf(conn->peer, sizeof conn->peer, "%s:%d", host, port);
 }
 
+/* Past max_connections: a welcome with the REFUSED flag and the limit, so
+ * the client fails at once saying which limit instead of timing out on a
+ * silent close; then a half-close (reading on, the hello discarded) so the
+ * refusal is not lost to a reset; the peer's close or 1 s ends it. */
+static void refuse(store__conn *conn)
+{
+    uint8_t welcome[STORE__WELCOME_BYTES] = { 0 };
+    memcpy(welcome, STORE__MAGIC, 4);
+    bytes__set_le16(welcome + 4, STORE__VERSION);
+    bytes__set_le16(welcome + 6, STORE__WELCOME_REFUSED);
+    snprintf((char *)welcome + 8, STORE__WELCOME_BYTES - 8, "max_connections (%zu) reached",
+             conn->server->opts.max_connections);
+    bytes__put(&conn->out, welcome, sizeof welcome);
+    conn->over_limit = true;
+    conn->state = CONN_CLOSING;
+    uv_timer_start(&conn->timer, on_timer, 1000, 0);
+    uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+    store__conn_mark_dirty(conn);
+}
+
 void store__conn_accept(elastic_store_server *server)
 {
     store__conn *conn = calloc(1, sizeof *conn);
@@ -628,7 +684,7 @@ void store__conn_accept(elastic_store_server *server)
     if (server->conn_count > server->opts.max_connections) {
         ELASTIC_LOG_W("store", "refusing %s: max_connections (%zu) reached", conn->peer,
                       server->opts.max_connections);
-        store__conn_close(conn, "max_connections reached");
+        refuse(conn);
         return;
     }
     uv_tcp_nodelay(&conn->tcp, 1);

@@ -225,10 +225,12 @@ static void do_lease(store__conn *conn, const store__request *req)
 {
     store__lease *lease = owned_lease(conn, req);
     if (lease == NULL) return;
-    if (req->op == STORE__OP_LEASE_KEEPALIVE)
+    if (req->op == STORE__OP_LEASE_KEEPALIVE) {
         uv_timer_start(lease->timer, on_lease_expired, lease->ttl_ms, 0);
-    else
+        if (req->id == STORE__KEEPALIVE_ID) return; /* the ticker's: nobody awaits it */
+    } else {
         end_lease(conn->server, lease);
+    }
     store__reply_status(conn, req->id, 0, NULL);
 }
 

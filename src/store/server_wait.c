@@ -1,8 +1,10 @@
 /*
  * Parked calls: a get/wait/multi_get waits for keys to exist, a watch for
  * any change under a prefix. Key waits hang in buckets hashed by the one key
- * they still miss, so a set wakes only the waits on that key; watches are
- * matched by prefix. A short log of deletions lets a watch that arrives late
+ * they still miss, so a set wakes only the waits on that key; watches hang
+ * in buckets hashed by their prefix, and a change looks in one bucket per
+ * prefix length in use (a few), so waking costs O(woken), never O(parked).
+ * A short log of deletions lets a watch that arrives late
  * still see a deletion it has not seen.
  */
 #include "store/server.h"
@@ -13,6 +15,11 @@
 static size_t bucket_of(const void *key, size_t len)
 {
     return (size_t)(XXH3_64bits(key, len) & (STORE__WAIT_BUCKETS - 1));
+}
+
+static size_t watch_bucket_of(const void *prefix, size_t len)
+{
+    return (size_t)(XXH3_64bits(prefix, len) & (STORE__WATCH_BUCKETS - 1));
 }
 
 static void free_waiter_memory(uv_handle_t *handle)
@@ -41,11 +48,63 @@ static void list_unlink(store__waiter *w)
     w->list_prev = w->list_next = NULL;
 }
 
+/* ---- the watch index ------------------------------------------------------ */
+
+static size_t length_index(const elastic_store_server *server, size_t len)
+{
+    size_t lo = 0, hi = server->watch_length_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (server->watch_lengths[mid].len < len)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Parks a watch in its prefix's bucket; false when out of memory. */
+static bool watch_link(elastic_store_server *server, store__waiter *w)
+{
+    size_t len = w->keys[0].len, at = length_index(server, len);
+    if (at == server->watch_length_count || server->watch_lengths[at].len != len) {
+        if (server->watch_length_count == server->watch_length_cap) {
+            size_t cap = server->watch_length_cap ? server->watch_length_cap * 2 : 16;
+            store__watch_length *grown =
+                realloc(server->watch_lengths, cap * sizeof *server->watch_lengths);
+            if (grown == NULL) return false;
+            server->watch_lengths = grown;
+            server->watch_length_cap = cap;
+        }
+        memmove(&server->watch_lengths[at + 1], &server->watch_lengths[at],
+                (server->watch_length_count - at) * sizeof *server->watch_lengths);
+        server->watch_lengths[at] = (store__watch_length){ len, 0 };
+        server->watch_length_count++;
+    }
+    server->watch_lengths[at].watches++;
+    list_link(&server->watch_buckets[watch_bucket_of(w->keys[0].ptr, len)], w);
+    return true;
+}
+
+static void watch_unlink(elastic_store_server *server, store__waiter *w)
+{
+    list_unlink(w);
+    size_t at = length_index(server, w->keys[0].len);
+    if (at == server->watch_length_count || server->watch_lengths[at].len != w->keys[0].len) return;
+    if (--server->watch_lengths[at].watches > 0) return;
+    memmove(&server->watch_lengths[at], &server->watch_lengths[at + 1],
+            (server->watch_length_count - at - 1) * sizeof *server->watch_lengths);
+    server->watch_length_count--;
+}
+
 /* Unparks and frees a waiter (its memory goes once its timer has closed). */
 static void waiter_finish(store__waiter *w)
 {
     store__conn *conn = w->conn;
-    list_unlink(w);
+    if (w->op == STORE__OP_WATCH && w->list != NULL)
+        watch_unlink(conn->server, w);
+    else
+        list_unlink(w);
     if (w->conn_prev != NULL)
         w->conn_prev->conn_next = w->conn_next;
     else
@@ -181,12 +240,21 @@ void store__wait_on_change(void *user, const char *key, size_t key_len, uint64_t
 {
     elastic_store_server *server = user;
     if (deleted) remember_deletion(server, key, key_len, revision);
-    for (store__waiter *w = server->watchers, *next; w != NULL; w = next) {
-        next = w->list_next;
-        if (revision > w->after_revision && starts_with(key, key_len, &w->keys[0])) {
-            reply_revision(w->conn, w->id, revision);
-            waiter_finish(w);
+    /* Every watch whose prefix starts the key: one bucket per length in use.
+     * Finishing the last watch of a length removes lengths[i] (only that
+     * one), so the index moves on only while the entry is still there. */
+    for (size_t i = 0; i < server->watch_length_count && server->watch_lengths[i].len <= key_len;) {
+        size_t len = server->watch_lengths[i].len;
+        size_t bucket = watch_bucket_of(key, len);
+        for (store__waiter *w = server->watch_buckets[bucket], *next; w != NULL; w = next) {
+            next = w->list_next;
+            if (revision > w->after_revision && w->keys[0].len == len &&
+                starts_with(key, key_len, &w->keys[0])) {
+                reply_revision(w->conn, w->id, revision);
+                waiter_finish(w);
+            }
         }
+        if (i < server->watch_length_count && server->watch_lengths[i].len == len) i++;
     }
     if (deleted) return;
     for (store__waiter *w = server->wait_buckets[bucket_of(key, key_len)], *next; w != NULL;
@@ -284,9 +352,10 @@ void store__wait_park(store__conn *conn, const store__request *req)
         store__waiter *w = waiter_new(conn, req, keys, n);
         if (w == NULL)
             store__reply_status(conn, req->id, ELASTIC_ENOMEM, "out of memory");
-        else if (req->op == STORE__OP_WATCH)
-            list_link(&conn->server->watchers, w);
-        else
+        else if (req->op == STORE__OP_WATCH && !watch_link(conn->server, w)) {
+            store__reply_status(conn, req->id, ELASTIC_ENOMEM, "out of memory");
+            waiter_finish(w);
+        } else if (req->op != STORE__OP_WATCH)
             recheck_keys(w);
     }
     free(keys);

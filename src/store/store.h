@@ -14,6 +14,9 @@
 /* ---- authentication (auth.c) --------------------------------------------- */
 
 int store__random_bytes(void *buf, size_t len);
+/* Initialises libcrypto (once, without its exit handler) before our first
+ * OpenSSL call: the proof, TLS, and the etcd client's libcurl call it. */
+void store__crypto_init(void);
 /* HMAC-SHA256(token, label || client_nonce || server_nonce); the label
  * differs between the server's and the client's proof. */
 void store__proof(const char *token, bool from_server, const uint8_t *client_nonce,

@@ -94,6 +94,7 @@ static bool derive_psk(const char *token, unsigned char *psk)
 int store__tls_new(bool server, const char *token, store__tls **out)
 {
     *out = NULL;
+    store__crypto_init();
     pthread_once(&contexts_once, make_contexts);
     SSL_CTX *ctx = contexts[server];
     if (ctx == NULL)

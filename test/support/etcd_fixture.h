@@ -9,7 +9,7 @@
 
 #include "test.h"
 
-#include <curl/curl.h>
+#include "etcd/curl_loader.h" /* libcurl, loaded as the library loads it */
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -87,25 +87,27 @@ static inline json_object *etcd_fixture_post(const etcd_cluster *c, int port, co
 {
     static char buf[65536];
     size_t len = 0;
-    CURL *h = curl_easy_init();
+    char why[256];
+    if (etcd__curl_load(why, sizeof why) != 0) return NULL;
+    CURL *h = etcd__curl.easy_init();
     if (h == NULL) return NULL;
     char url[128];
     snprintf(url, sizeof url, "%s://127.0.0.1:%d%s", c->tls ? "https" : "http", port, path);
     if (c->tls) {
-        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca);
-        curl_easy_setopt(h, CURLOPT_SSLCERT, c->client_cert);
-        curl_easy_setopt(h, CURLOPT_SSLKEY, c->client_key);
+        etcd__curl.easy_setopt(h, CURLOPT_CAINFO, c->ca);
+        etcd__curl.easy_setopt(h, CURLOPT_SSLCERT, c->client_cert);
+        etcd__curl.easy_setopt(h, CURLOPT_SSLKEY, c->client_key);
     }
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    etcd__curl.easy_setopt(h, CURLOPT_URL, url);
+    etcd__curl.easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    etcd__curl.easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    etcd__curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     FILE *out = fmemopen(buf, sizeof buf - 1, "w");
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-    CURLcode rc = curl_easy_perform(h);
+    etcd__curl.easy_setopt(h, CURLOPT_WRITEDATA, out);
+    CURLcode rc = etcd__curl.easy_perform(h);
     len = (size_t)ftell(out);
     fclose(out);
-    curl_easy_cleanup(h);
+    etcd__curl.easy_cleanup(h);
     if (rc != CURLE_OK) return NULL;
     buf[len < sizeof buf ? len : sizeof buf - 1] = '\0';
     return json_tokener_parse(buf);

@@ -198,3 +198,34 @@ TEST(store_idle_timeout_closes_quiet_connections_but_not_parked_ones)
     elastic_store_close(s);
     elastic_store_server_close(f.server);
 }
+
+TEST(store_client_past_max_connections_is_told_which_limit_refused_it)
+{
+    elastic_store_server_opts o;
+    elastic_store_server_opts_init(&o, sizeof o);
+    o.max_connections = 2;
+    store_fixture f;
+    fixture_start_with(&f, &o);
+    elastic_store *first = fixture_connect(&f), *second = fixture_connect(&f), *third = NULL;
+    /* Refused with the limit named, at once: not a handshake that times out
+     * after retries. */
+    uint64_t start = fixture_now_ms();
+    ASSERT_ERR(elastic_store_connect(f.endpoint, NULL, &third), ELASTIC_ELIMIT);
+    ASSERT(strstr(elastic_last_error(), "max_connections (2) reached") != NULL);
+    ASSERT_LT(fixture_now_ms() - start, (uint64_t)test_scaled_ms(3000));
+    ASSERT(third == NULL);
+    /* The admitted ones are untouched; a slot that frees up is usable. */
+    ASSERT_OK(elastic_store_set(second, "still", "served", 6));
+    elastic_store_close(first);
+    elastic_store *again = NULL;
+    uint64_t deadline = fixture_now_ms() + (uint64_t)test_scaled_ms(5000);
+    int rc;
+    /* The server counts the closed one out when it sees the close. */
+    while ((rc = elastic_store_connect(f.endpoint, NULL, &again)) == ELASTIC_ELIMIT &&
+           fixture_now_ms() < deadline)
+        usleep(20 * 1000);
+    ASSERT_OK(rc);
+    elastic_store_close(again);
+    elastic_store_close(second);
+    elastic_store_server_close(f.server);
+}
