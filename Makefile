@@ -10,6 +10,9 @@
 #   make bench      the benchmarks (prints tables against the peers)
 #   make soak       long fault runs (the checkpoint crash test with SOAK_KILLS SIGKILLs,
 #                   the power-cut test with SOAK_POWERCUTS cuts)
+#   make chaos      a seeded random schedule of overlapping faults against the
+#                   demo trainer on simulated hosts, c10d and etcd in turn, and
+#                   its invariants (CHAOS_MINUTES, CHAOS_SEED; root, test/chaos/)
 #   make demo       the elastic demo: a worker is killed and the job survives
 #                   (TRAINER=rust: with the Rust trainer of examples/rust)
 #   make install    PREFIX, LIBDIR, INCLUDEDIR, PYTHONDIR, DESTDIR honoured
@@ -199,7 +202,7 @@ FUZZ_SRC := $(sort $(wildcard test/fuzz/*.c))
 FUZZERS := $(patsubst test/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 FUZZ_SECONDS ?= 20
 
-.PHONY: all lib deps deps-build deps-present deps-test print-build test check tsan valgrind fuzz bench soak demo install uninstall clean header-check
+.PHONY: all lib deps deps-build deps-present deps-test print-build test check tsan valgrind fuzz bench soak chaos demo install uninstall clean header-check
 
 all: deps-present $(SHARED_LIB) $(STATIC_LIB) $(TOOLS) $(EXAMPLES)
 lib: deps-present $(SHARED_LIB) $(STATIC_LIB)
@@ -472,6 +475,15 @@ SOAK_POWERCUTS ?= 20000
 soak:
 	ELASTIC_CKPT_KILLS=$(SOAK_KILLS) ELASTIC_TEST_TIMEOUT_SCALE=50 $(MAKE) test TEST_FILTER=ckpt_survives_sigkill
 	ELASTIC_POWERCUT_CUTS=$(SOAK_POWERCUTS) ELASTIC_TEST_TIMEOUT_SCALE=50 $(MAKE) test TEST_FILTER=survives_power_cuts
+
+# ---- chaos ----------------------------------------------------------------
+
+# CHAOS_MINUTES (default 5) of jobs under random overlapping faults; a failing
+# schedule re-runs from the CHAOS_SEED it prints. Needs root, ip, iptables, etcd.
+CHAOS_MINUTES ?= 5
+chaos: whole-library deps-build all
+	CHAOS_MINUTES=$(CHAOS_MINUTES) $(if $(CHAOS_SEED),CHAOS_SEED=$(CHAOS_SEED)) \
+	  ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) bash test/chaos/chaos.sh
 
 # ---- benchmarks -----------------------------------------------------------
 

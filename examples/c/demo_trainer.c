@@ -219,7 +219,7 @@ static void parse_args(int argc, char **argv, trainer_args *args)
     }
 }
 
-static void write_result(const char *path, const state *s, double loss)
+static uint64_t weights_digest(const state *s)
 {
     uint64_t digest = 0;
     for (int d = 0; d < DIM; d++) {
@@ -227,6 +227,12 @@ static void write_result(const char *path, const state *s, double loss)
         memcpy(&bits, &s->weights[d], sizeof bits);
         digest = mix(digest ^ bits);
     }
+    return digest;
+}
+
+static void write_result(const char *path, const state *s, double loss)
+{
+    uint64_t digest = weights_digest(s);
     char line[256];
     snprintf(line, sizeof line, "steps=%" PRIu64 " loss=%.12g weights=%016" PRIx64 "\n", s->step,
              loss, digest);
@@ -301,7 +307,10 @@ int main(int argc, char **argv)
                         elastic_last_error());
                 return 1;
             }
-            if (rank == 0) printf("step %" PRIu64 " loss %.6f (checkpoint)\n", s.step, loss);
+            /* The weights' digest: a soak checks that no step is committed with two contents. */
+            if (rank == 0)
+                printf("step %" PRIu64 " loss %.6f (checkpoint) weights=%016" PRIx64 "\n", s.step,
+                       loss, weights_digest(&s));
             fflush(stdout);
         }
         if (args.step_ms > 0)

@@ -306,9 +306,9 @@ static void on_serve_timer(uv_timer_t *timer)
     *(bool *)timer->data = true;
 }
 
-/* The job failed, but the other nodes still read its root cause from the
- * store we host: keep serving for close_timeout (default 2 s) or until told
- * to stop. */
+/* The job ended, but the other nodes still read from the store we host
+ * how (a failure's root cause, or that it closed): keep serving for
+ * close_timeout (default 2 s) or until told to stop. */
 static void serve_a_while(elastic_agent *agent)
 {
     bool expired = false;
@@ -524,10 +524,11 @@ ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result 
     while (!agent__group_is_done(&agent->group)) uv_run(&agent->loop, UV_RUN_ONCE);
     bool hosting = agent->server != NULL || agent__jobstore_hosting(&agent->jobstore);
     if (hosting && !local_only(agent) && agent->group.stop_signal == 0) {
-        if (agent->group.exit_code == 0)
-            serve_until_closed(agent);
-        else
-            serve_a_while(agent);
+        /* Closed, the store still serves close_timeout: a node that was
+         * cut off or waiting as a spare reads that the job succeeded
+         * (left out, exit 0) instead of finding the store gone. */
+        if (agent->group.exit_code == 0) serve_until_closed(agent);
+        serve_a_while(agent);
     }
     elastic_agent_result full = { .struct_size = sizeof full };
     full.exit_code = agent->group.exit_code;

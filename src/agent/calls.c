@@ -18,6 +18,7 @@
 #include "agent/probes.h"
 #include "agent/slurm.h"
 #include "agent/summary.h"
+#include "rdzv/rdzv.h"
 
 #include <stdlib.h>
 
@@ -48,6 +49,13 @@ static void run_call(agent_call *call)
     case AGENT_CALL_SLURM_DRAIN: agent__slurm_drain_run(call); break;
     }
     snprintf(call->error, sizeof call->error, "%s", call->rc != 0 ? elastic_last_error() : "");
+    /* Closed while we waited: whether the job succeeded without us (a
+     * spare left out) or ended otherwise decides our status and root cause. */
+    elastic_rdzv *handle = agent__membership_handle(m);
+    if (call->kind == AGENT_CALL_NEXT && call->rc == ELASTIC_ECLOSED && handle != NULL) {
+        call->closed.struct_size = sizeof call->closed;
+        call->closed_known = rdzv__read_closed(handle, &call->closed, &call->closed_budget) == 0;
+    }
 }
 
 static void *calls_main(void *arg)
@@ -70,7 +78,7 @@ static void *calls_main(void *arg)
         agent_call **tail = &calls->done;
         while (*tail != NULL) tail = &(*tail)->next;
         *tail = call;
-        if (!calls->stopping) uv_async_send(&group->wake);
+        if (!calls->stopping && !group->wake_closed) uv_async_send(&group->wake);
     }
     pthread_mutex_unlock(&group->lock);
     return NULL;

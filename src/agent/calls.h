@@ -74,6 +74,10 @@ typedef struct agent_call {
     char store_endpoint[300];
     agent_failure local_failure;
     char summary[4096];
+    /* NEXT (ELASTIC_ECLOSED) and SUMMARY: why the job was closed, when it could be read */
+    bool closed_known;
+    bool closed_budget; /* the restart budget ran out */
+    elastic_rdzv_cause closed;
 } agent_call;
 
 typedef struct agent_calls {

@@ -205,6 +205,12 @@ void agent__console_job_end(const agent_group *group, agent_end_status end)
         snprintf(ckpt, sizeof ckpt, "no checkpoint reported");
     }
     int restarts = group->current.restart_count;
+    if (end == AGENT_END_LEFT_OUT) { /* exit 0, and the reason in one line */
+        agent__console(group, "%s, after %s here: %llu generation%s, %s, %s", group->summary, took,
+                       (unsigned long long)group->generations, group->generations == 1 ? "" : "s",
+                       lost, ckpt);
+        return;
+    }
     agent__console(group, "job %s after %s: %llu generation%s, %d restart%s, %s, %s", status, took,
                    (unsigned long long)group->generations, group->generations == 1 ? "" : "s",
                    restarts, restarts == 1 ? "" : "s", lost, ckpt);

@@ -40,17 +40,23 @@
 #include "agent/waiting.h"
 #include "agent/workers.h"
 #include "common/clock.h"
+#include "rdzv/rdzv.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 
+/* clang-format off */
 static const char *const end_status_names[] = {
-    [AGENT_END_SUCCEEDED] = "succeeded", [AGENT_END_FAILED] = "failed",
-    [AGENT_END_STOPPED] = "stopped",     [AGENT_END_EVICTED] = "evicted",
+    [AGENT_END_SUCCEEDED] = "succeeded",
+    [AGENT_END_FAILED] = "failed",
+    [AGENT_END_STOPPED] = "stopped",
+    [AGENT_END_EVICTED] = "evicted",
     [AGENT_END_UNHEALTHY] = "unhealthy",
+    [AGENT_END_LEFT_OUT] = "left_out",
 };
+/* clang-format on */
 
 const char *agent__end_status_name(agent_end_status status)
 {
@@ -347,11 +353,28 @@ static void rendezvous_finished(agent_group *group, agent_call *call)
         generation_formed(group, &call->result);
         return;
     }
+    /* Every member of the job's last generation finished while we waited (a
+     * spare, or a fenced node rejoining): the job succeeded; we were not needed. */
+    if (call->rc == ELASTIC_ECLOSED && call->closed_known && !call->closed_budget &&
+        rdzv__cause_is_finished(&call->closed)) {
+        snprintf(group->summary, sizeof group->summary,
+                 "left out as a spare: the job succeeded without this node (every node of "
+                 "generation %llu finished)",
+                 (unsigned long long)call->closed.generation);
+        end_now(group, 0, AGENT_END_LEFT_OUT); /* closed: no round to leave */
+        return;
+    }
     /* Too few nodes is its own code: under Slurm the recipe requeues on it,
      * and the lost nodes are drained first so the requeue cannot land on one. */
     if (call->rc == ELASTIC_ENOTENOUGH) agent__slurm_drain_lost(group);
+    agent_call *summary = agent__summary_call(group, call->rc, call->error);
+    if (summary != NULL) {
+        summary->closed_known = call->closed_known;
+        summary->closed_budget = call->closed_budget;
+        summary->closed = call->closed;
+    }
     begin_ending(group, call->rc == ELASTIC_ENOTENOUGH ? AGENT_EXIT_TOO_FEW_NODES : 1,
-                 AGENT_END_FAILED, agent__summary_call(group, call->rc, call->error));
+                 AGENT_END_FAILED, summary);
 }
 
 /* RENDEZVOUS, cleared to join: the next() call. */
@@ -428,6 +451,14 @@ static void apply_call(agent_group *group, agent_call *call)
                       : call->kind == AGENT_CALL_EVICT ? "stepping aside as a straggler"
                                                        : "sharing the failure's detail",
                       elastic_err_name(call->rc), call->error);
+    /* The store did not answer the end of a generation: remembered, since
+     * the rendezvous fails next for that reason (c10d: its host is gone). */
+    if (call->kind == AGENT_CALL_END &&
+        (call->rc == ELASTIC_ECONNECT || call->rc == ELASTIC_ETIMEDOUT) &&
+        group->store_lost_wall_ms == 0) {
+        group->store_lost_wall_ms = elastic__wall_ms();
+        snprintf(group->store_lost_reason, sizeof group->store_lost_reason, "%s", call->error);
+    }
     if (call->kind == AGENT_CALL_NEXT) {
         agent__waiting_stop(group);
         if (call->store_changed) { /* etcd: this generation's store replaces the last one */
@@ -808,9 +839,13 @@ void agent__group_on_change(void *user, const elastic_rdzv_cause *cause)
         group->posted_tail = ev;
     }
     if (ev != NULL) ev->cause = *cause;
+    /* Sent under the lock: the loop closes the async only after marking it
+     * closed under the same lock (libuv aborts on a send to a closed one).
+     * A fence can come after the job ended here, the rendezvous' guard
+     * still running; nobody listens then. */
+    if (!group->wake_closed) uv_async_send(&group->wake);
     pthread_mutex_unlock(&group->lock);
     if (ev == NULL) ELASTIC_LOG_E("agent", "out of memory: membership news dropped");
-    uv_async_send(&group->wake);
 }
 
 void agent__group_post_from_thread(agent_group *group, agent_group_event_kind kind)
@@ -874,6 +909,9 @@ bool agent__group_close(agent_group *group)
     agent__exits_close(group);
     agent__reaper_unwatch(group);
     uv_close((uv_handle_t *)&group->grace_timer, NULL);
+    pthread_mutex_lock(&group->lock); /* no thread sends to the wake async from now on */
+    group->wake_closed = true;
+    pthread_mutex_unlock(&group->lock);
     uv_close((uv_handle_t *)&group->wake, NULL);
     uv_close((uv_handle_t *)&group->ack_timer, NULL);
     uv_close((uv_handle_t *)&group->quarantine_timer, NULL);

@@ -67,10 +67,11 @@ typedef enum agent_end_status {
     AGENT_END_FAILED,    /* the rendezvous failed (budget exhausted, job closed, ...) */
     AGENT_END_STOPPED,   /* SIGTERM/SIGINT to the agent */
     AGENT_END_EVICTED,   /* stepped aside as the job's straggler, for good */
-    AGENT_END_UNHEALTHY  /* a fatal health check: did not join, or left the job */
+    AGENT_END_UNHEALTHY, /* a fatal health check: did not join, or left the job */
+    AGENT_END_LEFT_OUT   /* waited as a spare (or to rejoin) and the job succeeded without us */
 } agent_end_status;
 
-/* "succeeded", "failed", "stopped", "evicted": job_end's status and the console's word. */
+/* "succeeded", "failed", "stopped", "evicted", "left_out": job_end's status and the console's word. */
 const char *agent__end_status_name(agent_end_status status);
 
 /* What a helper or another thread reports to the group. */
@@ -140,6 +141,7 @@ typedef struct agent_group {
 
     /* from other threads (guarded by lock) and from signal handlers (atomic) */
     pthread_mutex_t lock;
+    bool wake_closed;        /* the wake async is closed: other threads' news is dropped */
     int pending_stop_signal; /* atomic; -1: none */
     struct agent_group_event *posted,
         *posted_tail;               /* from other threads, moved to pending by wake */
@@ -149,6 +151,8 @@ typedef struct agent_group {
     agent_call_kind ending_call;    /* the last call in flight */
     uint64_t fenced_wall_ms;        /* when this node last fenced itself; 0: never */
     char fenced_reason[256];
+    uint64_t store_lost_wall_ms; /* a call could not reach the store to end the generation */
+    char store_lost_reason[256];
 
     int reaper_fd; /* the reaper's pipe (reaper.c); -1: none */
     pid_t reaper_pid;

@@ -173,6 +173,10 @@ agent_call *agent__summary_call(const agent_group *group, int rc, const char *wh
     call->node_id = group->node_id;
     call->fenced_wall_ms = group->fenced_wall_ms;
     snprintf(call->fenced_reason, sizeof call->fenced_reason, "%s", group->fenced_reason);
+    if (call->fenced_wall_ms == 0 && group->store_lost_wall_ms != 0) { /* lost before the fence */
+        call->fenced_wall_ms = group->store_lost_wall_ms;
+        snprintf(call->fenced_reason, sizeof call->fenced_reason, "%s", group->store_lost_reason);
+    }
     snprintf(call->store_endpoint, sizeof call->store_endpoint, "%s",
              group->store_endpoint != NULL ? group->store_endpoint : "");
     call->local_failure = group->local_failure;
@@ -193,8 +197,24 @@ void agent__summary_run(agent_call *call)
                  call->opts->max_restarts);
         if (call->membership->ops->first_failure(call->membership, &cause) == 0)
             describe_failure(call, &cause, detail, sizeof detail, &is_error_file);
-    } else if (call->fenced_wall_ms != 0 &&
-               (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT || rc == ELASTIC_ECLOSED)) {
+    } else if (rc == ELASTIC_ECLOSED && call->closed_known) {
+        /* The store answered: it said the job is shut. Who shut it, and why;
+         * a fence before is the second line, not the cause. */
+        char fenced[400] = "";
+        if (call->fenced_wall_ms != 0) {
+            char when[40];
+            format_time(call->fenced_wall_ms, when, sizeof when);
+            snprintf(fenced, sizeof fenced,
+                     "; this node had been fenced out at %s (%s) and waited to rejoin", when,
+                     call->fenced_reason);
+        }
+        snprintf(call->summary, sizeof call->summary,
+                 "the job failed: it was closed while this node waited (by node %s, generation "
+                 "%llu: %s)%s\n",
+                 call->closed.node_id, (unsigned long long)call->closed.generation,
+                 call->closed.reason, fenced);
+    } else if (call->fenced_wall_ms != 0 && (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT ||
+                                             rc == ELASTIC_ECLOSED || rc == ELASTIC_ESTATE)) {
         /* Cut off from the store and it never came back (c10d cannot go on
          * without the host that served it): one line says which and when. */
         char when[40];
@@ -205,7 +225,18 @@ void agent__summary_run(agent_call *call)
                  etcd ? "etcd" : "the job's store",
                  etcd ? call->opts->rdzv_endpoint : call->store_endpoint,
                  etcd ? "" : " (the store's host)", when, call->fenced_reason,
-                 why != NULL && *why ? why : elastic_strerror(rc));
+                 rc == ELASTIC_ESTATE  ? "the generation could not be ended without it"
+                 : why != NULL && *why ? why
+                                       : elastic_strerror(rc));
+    } else if (strncmp(call->opts->rdzv_backend, "etcd", 4) != 0 &&
+               (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT) &&
+               call->store_endpoint[0] != '\0' && !call->local_failure.valid) {
+        /* Waiting in the rendezvous when the store stopped answering: on
+         * c10d that is its host, gone; nothing of ours failed before. */
+        snprintf(call->summary, sizeof call->summary,
+                 "the job failed: lost the job's store at %s (the store's host) while this node "
+                 "waited to join: %s\n",
+                 call->store_endpoint, why != NULL && *why ? why : elastic_strerror(rc));
     } else if (call->local_failure.valid) {
         /* Our own worker's failure is the root cause; the store error after it is a second line. */
         snprintf(call->summary, sizeof call->summary, "the job failed: ");

@@ -1,7 +1,8 @@
 /*
  * "waiting for nodes" on the console while a rendezvous takes long: every
  * few seconds rdzv's look at the open round (how many joined, which members
- * of the last generation are not back), done on libuv's thread pool because
+ * of the last generation are not back, or that the newest generation runs
+ * without us: a spare waits for a failure, not for anyone missing), done on libuv's thread pool because
  * store calls block, then one console line.
  */
 #include "agent/waiting.h"
@@ -29,6 +30,8 @@ static void look(uv_work_t *req)
         return;
     w->joined = seen.joined;
     w->missing_count = seen.missing_count;
+    w->running_generation = seen.running_generation;
+    w->running_nodes = seen.running_nodes;
     snprintf(w->missing, sizeof w->missing, "%s", seen.missing);
 }
 
@@ -46,14 +49,23 @@ static void looked(uv_work_t *req, int status)
         snprintf(wanted, sizeof wanted, "%d", group->opts->min_nodes);
     else
         snprintf(wanted, sizeof wanted, "%d to %d", group->opts->min_nodes, group->opts->max_nodes);
-    agent__console(group, "waiting for nodes: %d joined, %s wanted, %.0f s so far%s", w->joined,
-                   wanted, (double)waited / 1000.0, missing);
+    if (w->running_generation != 0) /* the job runs without us: nobody is missing */
+        agent__console(group,
+                       "waiting as a spare: generation %llu runs with %d node%s (%s wanted), "
+                       "%d waiting, %.0f s so far",
+                       (unsigned long long)w->running_generation, w->running_nodes,
+                       w->running_nodes == 1 ? "" : "s", wanted, w->joined,
+                       (double)waited / 1000.0);
+    else
+        agent__console(group, "waiting for nodes: %d joined, %s wanted, %.0f s so far%s", w->joined,
+                       wanted, (double)waited / 1000.0, missing);
     agent_event event;
     agent__event_begin(&event, group->events, AGENT_EVENT_WAITING);
     agent__event_int(&event, "joined", w->joined);
     agent__event_int(&event, "min_nodes", group->opts->min_nodes);
     agent__event_int(&event, "waited_ms", (int64_t)waited);
     agent__event_str(&event, "missing", w->missing);
+    agent__event_int(&event, "running_generation", (int64_t)w->running_generation);
     agent__event_emit(group->events, &event);
 }
 

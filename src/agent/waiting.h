@@ -20,6 +20,8 @@ typedef struct agent_waiting {
     int joined;               /* results of the last look (-1: unknown) */
     int missing_count;
     char missing[512];
+    uint64_t running_generation; /* the newest generation while it runs without us (0: none) */
+    int running_nodes;
 } agent_waiting;
 
 int agent__waiting_init(struct agent_group *group);

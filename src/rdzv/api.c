@@ -325,7 +325,7 @@ ELASTIC_EXTERN int elastic_rdzv_finish(elastic_rdzv *r)
     if (finished < size) return 0;
     /* Every member succeeded: the job is done; spares need not wait. */
     elastic_rdzv_cause cause;
-    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_JOB_ENDED, generation, NULL, "every node finished");
+    rdzv__fill_cause(r, &cause, ELASTIC_RDZV_JOB_ENDED, generation, NULL, RDZV__FINISHED_REASON);
     return rdzv__shut_job(r, &cause, false);
 }
 

@@ -1,7 +1,8 @@
 /*
  * A look at the open round from outside the rendezvous handle, for the
  * agent's "waiting for nodes" line: how many joined, and which members of the
- * last generation are not back. Read-only and non-waiting, over the job
+ * last generation are not back (or, while the newest generation still runs,
+ * that it does: its members are busy, not missing). Read-only and non-waiting, over the job
  * store, so it can run on another thread while the handle's own call blocks;
  * the key layout stays this module's business (keys.c).
  */
@@ -44,6 +45,33 @@ static int64_t leading_int(const char *text)
     return v;
 }
 
+/* The decoded info of generation `round`; false when absent or undecodable. */
+static bool read_info(elastic_store *store, const char *run_id, uint64_t round, rdzv__info *info,
+                      rdzv__record **members)
+{
+    char rel[96], key[400];
+    void *value = NULL;
+    size_t len = 0;
+    *members = NULL;
+    rdzv__key_round(rel, sizeof rel, round, "info");
+    full_key(key, sizeof key, run_id, rel);
+    if (elastic_store_try_get(store, key, &value, &len) != 0) return false;
+    int rc = rdzv__info_decode(value, len, info, members);
+    elastic_free(value);
+    if (rc != 0) *members = NULL;
+    return rc == 0;
+}
+
+/* True when key exists (whatever its size). */
+static bool exists(elastic_store *store, const char *key)
+{
+    void *value = NULL;
+    size_t len = 0;
+    if (elastic_store_try_get(store, key, &value, &len) != 0) return false;
+    elastic_free(value);
+    return true;
+}
+
 /* The live join records of `round` (at most LOOK_MAX_SLOTS); *n set. */
 static rdzv__record *joined_records(elastic_store *store, const char *run_id, uint64_t round,
                                     int joined, int *n)
@@ -78,18 +106,30 @@ int rdzv__look_open_round(elastic_store *store, const char *run_id, const char *
     out->joined = get_text(store, key, text, sizeof text, NULL) ? (int)leading_int(text) : 0;
     if (out->joined < 0)
         return elastic__fail(ELASTIC_ECORRUPT, "rdzv: round %" PRIu64 "'s count", round);
-    if (last_generation == 0) return 0;
-    /* Who of the last generation is not back: its members minus the live join records. */
-    rdzv__key_round(rel, sizeof rel, last_generation, "info");
-    full_key(key, sizeof key, run_id, rel);
-    void *value = NULL;
-    size_t len = 0;
-    if (elastic_store_try_get(store, key, &value, &len) != 0) return 0;
+    /* The newest generation, when it still runs, is the job: its members
+     * are busy, not missing, and we wait as a spare. When it ended, its
+     * members are the ones to come back (whatever generation we last saw). */
+    uint64_t compare = last_generation;
     rdzv__info info;
     rdzv__record *members = NULL;
-    int rc = rdzv__info_decode(value, len, &info, &members);
-    elastic_free(value);
-    if (rc != 0) return 0; /* no picture of the last members: the count alone */
+    if (round > 1 && read_info(store, run_id, round - 1, &info, &members) && info.formed) {
+        rdzv__key_round(rel, sizeof rel, round - 1, "end");
+        full_key(key, sizeof key, run_id, rel);
+        if (!exists(store, key)) { /* no end record: it runs */
+            out->running_generation = round - 1;
+            out->running_nodes = info.group_world_size;
+            free(members);
+            return 0;
+        }
+        compare = round - 1;
+    }
+    if (compare != round - 1 || members == NULL) {
+        free(members);
+        members = NULL;
+        if (compare == 0 || !read_info(store, run_id, compare, &info, &members))
+            return 0; /* no picture of the last members: the count alone */
+    }
+    /* Who of that generation is not back: its members minus the live join records. */
     int njoined = 0;
     rdzv__record *joined = joined_records(store, run_id, round, out->joined, &njoined);
     for (int i = 0; i < info.group_world_size; i++) {

@@ -183,6 +183,12 @@ int rdzv__read_info(elastic_rdzv *r, uint64_t round, int timeout_ms, rdzv__info 
 int rdzv__read_end(elastic_rdzv *r, uint64_t round, elastic_rdzv_cause *cause);
 /* ELASTIC_ECLOSED / ELASTIC_EBUDGET when the job is shut, else 0. */
 int rdzv__check_closed(elastic_rdzv *r);
+/* Why the job was closed: 0 and *cause (and *budget: the restart budget ran
+ * out) when it was; ELASTIC_ENOTFOUND while it runs. A job whose every member
+ * finished is closed with kind JOB_ENDED and reason RDZV__FINISHED_REASON. */
+#define RDZV__FINISHED_REASON "every node finished"
+int rdzv__read_closed(elastic_rdzv *r, elastic_rdzv_cause *cause, bool *budget);
+bool rdzv__cause_is_finished(const elastic_rdzv_cause *cause);
 
 /* ---- seal.c ---- */
 
@@ -238,9 +244,11 @@ int rdzv__step_aside(elastic_rdzv *r, const char *reason, rdzv__step_aside_resul
 /* look.c: the open round seen from outside the handle (the agent's "waiting
  * for nodes" line), over the job store, without waiting. */
 typedef struct rdzv__look {
-    int joined;        /* nodes in the open round */
-    int missing_count; /* members of the last generation not back */
-    char missing[512]; /* their node ids, ", "-separated (as many as fit) */
+    int joined;                  /* nodes in the open round */
+    int missing_count;           /* members of the last generation not back */
+    char missing[512];           /* their node ids, ", "-separated (as many as fit) */
+    uint64_t running_generation; /* the newest generation when it still runs (0: none): */
+    int running_nodes;           /* its nodes; we wait as a spare and nobody is missing */
 } rdzv__look;
 int rdzv__look_open_round(elastic_store *store, const char *run_id, const char *self,
                           uint64_t last_generation, rdzv__look *out);

@@ -106,6 +106,30 @@ int rdzv__check_closed(elastic_rdzv *r)
     return elastic__fail(ELASTIC_ECLOSED, "rdzv: run %s was closed", r->run_id);
 }
 
+int rdzv__read_closed(elastic_rdzv *r, elastic_rdzv_cause *cause, bool *budget)
+{
+    void *value = NULL;
+    size_t len = 0;
+    int rc = r->backend->ops->get(r->backend, "closed", &value, &len);
+    if (rc != 0) return rc;
+    /* "B <cause>" or "C <cause>" (rdzv__shut_job) */
+    const char *text = value;
+    if (len < 2 || (text[0] != 'B' && text[0] != 'C') || text[1] != ' ') {
+        elastic_free(value);
+        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: run %s: corrupt \"closed\" key", r->run_id);
+    }
+    *budget = text[0] == 'B';
+    rc = rdzv__cause_decode(text + 2, len - 2, cause);
+    elastic_free(value);
+    return rc;
+}
+
+bool rdzv__cause_is_finished(const elastic_rdzv_cause *cause)
+{
+    return cause->kind == ELASTIC_RDZV_JOB_ENDED &&
+           strcmp(cause->reason, RDZV__FINISHED_REASON) == 0;
+}
+
 int rdzv__read_info(elastic_rdzv *r, uint64_t round, int timeout_ms, rdzv__info *info,
                     rdzv__record **members)
 {

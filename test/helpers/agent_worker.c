@@ -6,9 +6,11 @@
  *   agent_worker --report FILE [--env-dir DIR] [--fail-rank R --fail-code C]
  *                [--fail-until-restart N] [--exit-after-restart N] [--sleep-ms MS]
  *                [--grandchild] [--error-file-text TEXT] [--tag TEXT] [--exit-when-world N]
+ *                [--exit-when-file PATH]
  *
  * Without --sleep-ms the worker exits 0 at once when --exit-after-restart is
- * reached, and otherwise waits to be killed.
+ * reached, and otherwise waits to be killed; with --exit-when-file it exits 0
+ * once PATH exists (a test ends the job on its own event), 1 after 120 s.
  */
 #include "elastic.h"
 
@@ -32,8 +34,9 @@ typedef struct worker_args {
     int sleep_ms;
     int grandchild;
     const char *error_file_text;
-    const char *tag;     /* echoed in the start line (checks argument substitution) */
-    int exit_when_world; /* exit 0 at once when WORLD_SIZE is this */
+    const char *tag;            /* echoed in the start line (checks argument substitution) */
+    int exit_when_world;        /* exit 0 at once when WORLD_SIZE is this */
+    const char *exit_when_file; /* exit 0 once this file exists */
 } worker_args;
 
 static int env_int(const char *name, int fallback)
@@ -106,6 +109,8 @@ static void parse(int argc, char **argv, worker_args *args)
             args->tag = value;
         else if (strcmp(argv[i - 1], "--exit-when-world") == 0)
             args->exit_when_world = atoi(value);
+        else if (strcmp(argv[i - 1], "--exit-when-file") == 0)
+            args->exit_when_file = value;
     }
 }
 
@@ -141,6 +146,17 @@ int main(int argc, char **argv)
         if (args.sleep_ms > 0) usleep((useconds_t)args.sleep_ms * 1000);
         printf("rank %d done\n", rank);
         return 0;
+    }
+    if (args.exit_when_file != NULL) {
+        for (int waited_ms = 0; waited_ms < 120000; waited_ms += 20) {
+            if (access(args.exit_when_file, F_OK) == 0) {
+                printf("rank %d done\n", rank);
+                return 0;
+            }
+            usleep(20000);
+        }
+        fprintf(stderr, "worker rank %d: %s did not appear in 120 s\n", rank, args.exit_when_file);
+        return 1;
     }
     for (;;) pause();
 }

@@ -6,8 +6,10 @@
  */
 #include "support/agent_harness.h"
 #include "support/elasticrun_args.h"
+#include "rdzv/rdzv.h"
 #include "test.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -307,4 +309,72 @@ TEST_TIMEOUT(agent_console_summary_names_the_last_checkpoint_a_worker_saved, 90)
     /* Every worker's last save reaches the event log (at the latest when it exits). */
     const char *saved[] = { "\"event\":\"checkpoint\"", "\"step\":60,", NULL };
     ASSERT_EQ(agent_harness_wait_lines(events, saved, 2, 1000), 2);
+}
+
+/* A spare waiting while the job runs says so (nobody is missing), and when
+ * the job succeeds without it, it exits 0 saying it was left out (issue 26:
+ * it exited 1 with "the job failed: ... run was closed"). */
+TEST_TIMEOUT(agent_console_spare_left_out_when_the_job_succeeds_exits_0_and_says_so, 120)
+{
+    elastic_store_server *server = NULL;
+    ASSERT_OK(elastic_store_server_start(NULL, &server));
+    char endpoint[64], report[512], done[512];
+    int port = 0;
+    ASSERT_OK(elastic_store_server_get_port(server, &port));
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
+    agent_harness_path(report, sizeof report, "report");
+    agent_harness_path(done, sizeof done, "done");
+    pid_t agents[3];
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "node%d", i);
+        elasticrun_args cmd;
+        elasticrun_args_init(&cmd);
+        elasticrun_args_add(&cmd, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend",
+                            "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "spare",
+                            "--rdzv-conf", "is_host=0,last_call_timeout=1", "--local-addr",
+                            "127.0.0.1", "--no-python", agent_harness_worker(), "--report", report,
+                            "--exit-when-file", done);
+        agents[i] = elasticrun_args_spawn(&cmd, NULL, name);
+        if (i == 1) { /* node0 and node1 run the job before the spare comes */
+            const char *started[] = { "start ", "world=2 ", NULL };
+            ASSERT_EQ(agent_harness_wait_lines(report, started, 2, 60000), 2);
+        }
+    }
+    /* The spare waits in the open round while generation 1 runs: rdzv's look
+     * (the waiting line's) counts it and names nobody missing. */
+    elastic_store *store = NULL;
+    ASSERT_OK(elastic_store_connect(endpoint, NULL, &store));
+    rdzv__look seen = { .joined = -1 };
+    for (int waited_ms = 0; waited_ms < 40000; waited_ms += 50) {
+        if (rdzv__look_open_round(store, "spare", "observer", 1, &seen) == 0 && seen.joined >= 1)
+            break;
+        usleep(50000);
+    }
+    elastic_store_close(store);
+    if (seen.joined < 1) {
+        for (int k = 0; k < 3; k++) kill(agents[k], SIGKILL);
+        FAIL("the spare never joined the open round:\n%s", stderr_of("node2"));
+    }
+    ASSERT_EQ(seen.running_generation, 1);
+    ASSERT_EQ(seen.running_nodes, 2);
+    ASSERT_EQ(seen.missing_count, 0);
+    int fd = open(done, O_WRONLY | O_CREAT, 0644); /* the job's worker exits 0 */
+    ASSERT(fd >= 0);
+    close(fd);
+    int status[3];
+    for (int i = 0; i < 3; i++) {
+        if (!agent_harness_wait_exit(agents[i], 30000, &status[i])) {
+            for (int k = 0; k < 3; k++) kill(agents[k], SIGKILL);
+            FAIL("node%d did not exit after the job succeeded", i);
+        }
+        ASSERT(WIFEXITED(status[i]));
+        ASSERT_EQ(WEXITSTATUS(status[i]), 0);
+    }
+    char *err = stderr_of("node2");
+    if (strstr(err, "left out as a spare: the job succeeded without this node") == NULL ||
+        strstr(err, "the job failed") != NULL || strstr(err, "missing:") != NULL)
+        FAIL("the spare's console is not truthful:\n%s", err);
+    free(err);
+    elastic_store_server_close(server);
 }

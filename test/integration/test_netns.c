@@ -98,6 +98,13 @@ TEST_TIMEOUT(netns_straggler_leaves_when_min_nodes_allow_and_quarantine_is_0, 15
     run_netns_script("straggler_leave.sh");
 }
 
+/* Overlapping faults with a spare (issue 26): h2 cut off, then h3 frozen as
+ * h2 heals; h3, left out when the job succeeds, exits 0 and says so. */
+TEST_TIMEOUT(netns_spare_left_out_by_overlapping_faults_exits_0_and_says_so, 180)
+{
+    run_netns_script("spare_overlap.sh");
+}
+
 /* Node health checks with the NVML double (test/netns/health_*.sh). */
 TEST_TIMEOUT(netns_health_xid_79_hands_the_node_to_the_waiting_spare, 150)
 {

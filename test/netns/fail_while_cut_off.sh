@@ -12,8 +12,7 @@ cluster_start 3
 
 victim=$(cluster_workers_of "${CLUSTER_AGENT_PIDS[3]}" | head -1)
 [ -n "$victim" ] || cluster_fail "no worker on h3"
-netns_partition 3
-sleep 0.3
+netns_partition 3 # in place when it returns (iptables): no wait needed
 cluster_mark
 kill -KILL "$victim"
 cluster_wait 3 '"event":"generation_stopped"' 10 || cluster_fail "h3 did not stop its generation"
@@ -21,11 +20,17 @@ failure=$(cluster_after 3 '"event":"failure".*"signal":9')
 stopped=$(cluster_after 3 '"event":"generation_stopped"')
 cluster_assert_within "failure recorded after" "$failure" "$(cluster_scale 500)"
 cluster_assert_within "other worker stopped after" "$stopped" "$(cluster_scale 1000)"
-for probe in 1 2 3; do
+# A loop that waited for the store would answer only after the store call's
+# deadline (the 2 s keep-alive timeout, or more): every answer well under a
+# second says it does not; the fastest of five, under 100 ms, that it serves
+# promptly (one slow answer on a loaded machine is the scheduler, not a wait).
+best=999999
+for probe in 1 2 3 4 5; do
     ms=$(cluster_healthz_ms 3) || cluster_fail "/healthz on h3 did not answer while cut off"
-    cluster_assert_within "/healthz while cut off" "$ms" "$(cluster_scale 100)"
-    sleep 0.5
+    cluster_assert_within "/healthz while cut off" "$ms" "$(cluster_scale 1000)"
+    [ "$ms" -lt "$best" ] && best=$ms
 done
+cluster_assert_within "fastest /healthz while cut off" "$best" "$(cluster_scale 100)"
 cluster_wait 3 '"event":"fenced"' 10 || cluster_fail "h3 did not fence itself"
 netns_unpartition 3
 for i in 1 2 3; do

@@ -24,8 +24,19 @@ while [ "$rounds" -lt "$EXCHANGES" ]; do
     rounds=${rounds:-0}
 done
 grep -q '"event":"generation_formed".*"generation":2' "$(cluster_events 1)" && cluster_fail "generation 1 ended"
-scores=$(spare_metric 1 'elastic_node_straggler_score{' | wc -l)
-[ "$scores" = 2 ] || cluster_fail "h1 shows $scores node scores, not 2"
+# The scores are computed: both nodes scored in some exchange. One exchange
+# may lack a node's fresh record (the stalled one's: its score is then not
+# shown), so wait for an exchange that has both rather than read the last one.
+deadline=$(( SECONDS + $(cluster_scale 30) ))
+until [ "$(spare_metric 1 'elastic_node_straggler_score{' | wc -l)" = 2 ]; do
+    [ "$SECONDS" -lt "$deadline" ] ||
+        cluster_fail "h1 shows $(spare_metric 1 'elastic_node_straggler_score{' | wc -l) node scores, not 2, for $(cluster_scale 30) s"
+    sleep 0.2
+done
+for i in 1 2 3; do
+    [ "$(cluster_count "$i" '"event":"(node_straggler|straggler_evicted)"')" = 0 ] ||
+        cluster_fail "h$i saw a straggler verdict"
+done
 stalled=$(grep -c '"event":"worker_started"' "$(cluster_events 3)")
 [ "$stalled" = 2 ] || cluster_fail "h3's workers restarted"
 netns_log "$rounds exchanges, scores: $(spare_metric 1 'elastic_node_straggler_score{' | tr '\n' ' ')"

@@ -78,7 +78,7 @@ TEST(agent_journal_docs_list_every_job_end_status)
     ASSERT(row != NULL);
     const char *eol = strchr(row, '\n');
     ASSERT(eol != NULL);
-    for (int s = AGENT_END_SUCCEEDED; s <= AGENT_END_EVICTED; s++) {
+    for (int s = AGENT_END_SUCCEEDED; s <= AGENT_END_LEFT_OUT; s++) {
         char quoted[64];
         snprintf(quoted, sizeof quoted, "`%s`", agent__end_status_name((agent_end_status)s));
         const char *at = strstr(row, quoted);
