@@ -88,6 +88,17 @@ bool agent_harness_wait_exit(pid_t pid, int timeout_ms, int *status)
     return ready > 0 && waitpid(pid, status, 0) == pid;
 }
 
+int agent_harness_exit_code(pid_t pid, int timeout_ms)
+{
+    int status = 0;
+    if (!agent_harness_wait_exit(pid, timeout_ms, &status)) {
+        kill(pid, SIGKILL);
+        FAIL("elasticrun did not exit within %d ms", timeout_ms);
+    }
+    if (WIFSIGNALED(status)) FAIL("elasticrun was killed by signal %d", WTERMSIG(status));
+    return WEXITSTATUS(status);
+}
+
 char *agent_harness_read_file(const char *path)
 {
     FILE *file = fopen(path, "r");
