@@ -20,13 +20,13 @@ while [ "$rounds" -lt "$EXCHANGES" ]; do
             cluster_fail "h$i saw a straggler verdict after $rounds exchanges"
     done
     [ "$SECONDS" -lt "$deadline" ] || cluster_fail "only $rounds job-wide exchanges in time"
-    rounds=$(spare_metric 1 elastic_node_straggler_rounds_total | awk '{ print $2 }')
+    rounds=$(cluster_metric 1 elastic_node_straggler_rounds_total | awk '{ print $2 }')
     rounds=${rounds:-0}
 done
 grep -q '"event":"generation_formed".*"generation":2' "$(cluster_events 1)" && cluster_fail "generation 1 ended"
-scores=$(spare_metric 1 'elastic_node_straggler_score{' | wc -l)
+scores=$(cluster_metric 1 'elastic_node_straggler_score{' | wc -l)
 [ "$scores" = 2 ] || cluster_fail "h1 shows $scores node scores, not 2"
 stalled=$(grep -c '"event":"worker_started"' "$(cluster_events 3)")
 [ "$stalled" = 2 ] || cluster_fail "h3's workers restarted"
-netns_log "$rounds exchanges, scores: $(spare_metric 1 'elastic_node_straggler_score{' | tr '\n' ' ')"
+netns_log "$rounds exchanges, scores: $(cluster_metric 1 'elastic_node_straggler_score{' | tr '\n' ' ')"
 echo "equal nodes and a one-off stall: nobody evicted: ok"
