@@ -10,6 +10,7 @@
  * real trainer whose store vanished would; otherwise it waits to be stopped.
  */
 #include "elastic.h"
+#include "trainer_common.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -18,15 +19,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static void report(const char *path, const char *line)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return;
-    ssize_t ignored = write(fd, line, strlen(line)); /* one write: lines of workers do not mix */
-    (void)ignored;
-    close(fd);
-}
 
 int main(int argc, char **argv)
 {
@@ -73,22 +65,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "ckpt open: %s\n", elastic_last_error());
         return 4;
     }
-    uint64_t step = 0, latest = 0;
-    if (elastic_ckpt_latest(ckpt, &latest) == 0) {
-        void *data = NULL;
-        size_t len = 0;
-        if (elastic_ckpt_read(ckpt, latest, "step", &data, &len) != 0 || len != sizeof step) {
-            fprintf(stderr, "ckpt read of step %" PRIu64 ": %s\n", latest, elastic_last_error());
-            return 5;
-        }
-        memcpy(&step, data, sizeof step);
-        elastic_free(data);
-    }
+    uint64_t step = 0;
+    int resumed = trainer_resume_step(ckpt, &step);
+    if (resumed != 0) return resumed;
     char line[256];
     snprintf(line, sizeof line,
              "resume rank=%d world=%d gen=%" PRIu64 " step=%" PRIu64 " pid=%d ppid=%d\n", info.rank,
              info.world_size, info.generation, step, (int)getpid(), (int)getppid());
-    report(path, line);
+    trainer_report(path, line);
     for (;;) {
         struct timespec step_time = { step_ms / 1000, (long)(step_ms % 1000) * 1000000L };
         nanosleep(&step_time, NULL); /* the "training" of one step */
@@ -106,6 +90,6 @@ int main(int argc, char **argv)
         }
         snprintf(line, sizeof line, "commit rank=%d gen=%" PRIu64 " step=%" PRIu64 "\n", info.rank,
                  info.generation, step);
-        if (info.rank == 0) report(path, line);
+        if (info.rank == 0) trainer_report(path, line);
     }
 }

@@ -23,6 +23,7 @@
  * saves it and exits 0 within the grace.
  */
 #include "elastic.h"
+#include "trainer_common.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -38,15 +39,6 @@ static long long wall_ms(void)
     struct timeval now;
     gettimeofday(&now, NULL);
     return (long long)now.tv_sec * 1000 + now.tv_usec / 1000;
-}
-
-static void report(const char *path, const char *line)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return;
-    ssize_t ignored = write(fd, line, strlen(line)); /* one write: lines of workers do not mix */
-    (void)ignored;
-    close(fd);
 }
 
 static elastic_ckpt *open_checkpoint(const char *dir, const elastic_worker_info *info,
@@ -133,22 +125,14 @@ int main(int argc, char **argv)
     }
     elastic_ckpt *ckpt = open_checkpoint(dir, &info, store);
     if (ckpt == NULL) return 4;
-    uint64_t step = 0, latest = 0;
-    if (elastic_ckpt_latest(ckpt, &latest) == 0) {
-        void *data = NULL;
-        size_t len = 0;
-        if (elastic_ckpt_read(ckpt, latest, "step", &data, &len) != 0 || len != sizeof step) {
-            fprintf(stderr, "ckpt read of step %" PRIu64 ": %s\n", latest, elastic_last_error());
-            return 5;
-        }
-        memcpy(&step, data, sizeof step);
-        elastic_free(data);
-    }
+    uint64_t step = 0;
+    int resumed = trainer_resume_step(ckpt, &step);
+    if (resumed != 0) return resumed;
     char line[256];
     snprintf(line, sizeof line,
              "resume node=%s rank=%d world=%d gen=%" PRIu64 " step=%" PRIu64 " t=%lld\n", node,
              info.rank, info.world_size, info.generation, step, wall_ms());
-    report(path, line);
+    trainer_report(path, line);
     uint64_t notice_stop = UINT64_MAX;
     for (;;) {
         if (save_on_notice && notice_stop == UINT64_MAX && elastic_worker_stop_notice(w, NULL))
@@ -156,14 +140,14 @@ int main(int argc, char **argv)
         if (step >= notice_stop) {
             snprintf(line, sizeof line, "notice node=%s rank=%d saved=%" PRIu64 " t=%lld\n", node,
                      info.rank, step, wall_ms());
-            report(path, line);
+            trainer_report(path, line);
             elastic_ckpt_close(ckpt);
             return 0;
         }
         if (stop_file != NULL && step >= stop_step(stop_file)) {
             snprintf(line, sizeof line, "done node=%s rank=%d step=%" PRIu64 " t=%lld\n", node,
                      info.rank, step, wall_ms());
-            report(path, line);
+            trainer_report(path, line);
             elastic_ckpt_close(ckpt);
             return 0;
         }
@@ -181,6 +165,6 @@ int main(int argc, char **argv)
         }
         snprintf(line, sizeof line, "commit node=%s gen=%" PRIu64 " step=%" PRIu64 " t=%lld\n",
                  node, info.generation, step, wall_ms());
-        if (info.rank == 0) report(path, line);
+        if (info.rank == 0) trainer_report(path, line);
     }
 }

@@ -1,0 +1,45 @@
+/*
+ * What the checkpointing trainers of test/helpers/ (ckpt_step_worker,
+ * slurm_trainer) share: their report lines and their resume step. Header
+ * only: each helper is one program of its own .c file.
+ */
+#ifndef ELASTIC_TEST_HELPERS_TRAINER_COMMON_H
+#define ELASTIC_TEST_HELPERS_TRAINER_COMMON_H
+
+#include "elastic.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Appends one line to the report file. */
+static inline void trainer_report(const char *path, const char *line)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    ssize_t ignored = write(fd, line, strlen(line)); /* one write: lines of workers do not mix */
+    (void)ignored;
+    close(fd);
+}
+
+/* The step the newest checkpoint saved (its "step" blob), 0 without one.
+ * 0, or 5 (the trainers' exit code for it) when that checkpoint cannot be read. */
+static inline int trainer_resume_step(elastic_ckpt *ckpt, uint64_t *step)
+{
+    uint64_t latest = 0;
+    *step = 0;
+    if (elastic_ckpt_latest(ckpt, &latest) != 0) return 0;
+    void *data = NULL;
+    size_t len = 0;
+    if (elastic_ckpt_read(ckpt, latest, "step", &data, &len) != 0 || len != sizeof *step) {
+        fprintf(stderr, "ckpt read of step %" PRIu64 ": %s\n", latest, elastic_last_error());
+        return 5;
+    }
+    memcpy(step, data, sizeof *step);
+    elastic_free(data);
+    return 0;
+}
+
+#endif /* ELASTIC_TEST_HELPERS_TRAINER_COMMON_H */
