@@ -74,17 +74,9 @@ int main(int argc, char **argv)
              info.world_size, info.generation, step, (int)getpid(), (int)getppid());
     trainer_report(path, line);
     for (;;) {
-        struct timespec step_time = { step_ms / 1000, (long)(step_ms % 1000) * 1000000L };
-        nanosleep(&step_time, NULL); /* the "training" of one step */
-        step++;
-        elastic_ckpt_blob blob = {
-            .name = "step", .data = &step, .len = sizeof step, .flags = ELASTIC_CKPT_REPLICATED
-        };
-        if (elastic_ckpt_save(ckpt, step, &blob, 1) != 0) {
+        if (trainer_step(ckpt, info.rank, step_ms, &step) != 0) {
             /* The generation's store went with its host: the agent ends the
              * generation and stops us; a failure of ours would only race it. */
-            fprintf(stderr, "rank %d: save of step %" PRIu64 ": %s\n", info.rank, step,
-                    elastic_last_error());
             if (exit_on_loss) return 6;
             for (;;) pause();
         }

@@ -151,16 +151,8 @@ int main(int argc, char **argv)
             elastic_ckpt_close(ckpt);
             return 0;
         }
-        struct timespec step_time = { step_ms / 1000, (long)(step_ms % 1000) * 1000000L };
-        nanosleep(&step_time, NULL); /* the "training" of one step */
-        step++;
-        elastic_ckpt_blob blob = {
-            .name = "step", .data = &step, .len = sizeof step, .flags = ELASTIC_CKPT_REPLICATED
-        };
-        if (elastic_ckpt_save(ckpt, step, &blob, 1) != 0) {
+        if (trainer_step(ckpt, info.rank, step_ms, &step) != 0) {
             /* A peer is gone: the agent ends the generation and stops us. */
-            fprintf(stderr, "rank %d: save of step %" PRIu64 ": %s\n", info.rank, step,
-                    elastic_last_error());
             for (;;) pause();
         }
         snprintf(line, sizeof line, "commit node=%s gen=%" PRIu64 " step=%" PRIu64 " t=%lld\n",

@@ -1,6 +1,7 @@
 /*
  * What the checkpointing trainers of test/helpers/ (ckpt_step_worker,
- * slurm_trainer) share: their report lines and their resume step. Header
+ * slurm_trainer) share: their report lines, their resume step and one step
+ * of "training". Header
  * only: each helper is one program of its own .c file.
  */
 #ifndef ELASTIC_TEST_HELPERS_TRAINER_COMMON_H
@@ -12,6 +13,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Appends one line to the report file. */
@@ -40,6 +42,22 @@ static inline int trainer_resume_step(elastic_ckpt *ckpt, uint64_t *step)
     memcpy(step, data, sizeof *step);
     elastic_free(data);
     return 0;
+}
+
+/* One step: step_ms of "training", then *step + 1 saved (the "step" blob,
+ * replicated) and *step advanced. 0, or -1 with the failed save said on
+ * stderr (the caller decides whether that ends it). */
+static inline int trainer_step(elastic_ckpt *ckpt, int rank, int step_ms, uint64_t *step)
+{
+    struct timespec step_time = { step_ms / 1000, (long)(step_ms % 1000) * 1000000L };
+    nanosleep(&step_time, NULL); /* the "training" of one step */
+    ++*step;
+    elastic_ckpt_blob blob = {
+        .name = "step", .data = step, .len = sizeof *step, .flags = ELASTIC_CKPT_REPLICATED
+    };
+    if (elastic_ckpt_save(ckpt, *step, &blob, 1) == 0) return 0;
+    fprintf(stderr, "rank %d: save of step %" PRIu64 ": %s\n", rank, *step, elastic_last_error());
+    return -1;
 }
 
 #endif /* ELASTIC_TEST_HELPERS_TRAINER_COMMON_H */
