@@ -44,27 +44,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "worker init: %s\n", elastic_last_error());
         return 3;
     }
-    elastic_ckpt_opts opts;
-    elastic_ckpt_opts_init(&opts, sizeof opts);
-    opts.rank = (uint32_t)info.rank;
-    opts.world = (uint32_t)info.world_size;
-    opts.generation = info.generation;
     elastic_store *store = NULL;
     if (elastic_worker_get_store(w, &store) != 0) {
         fprintf(stderr, "this trainer needs the job's store: %s\n", elastic_last_error());
         return 3;
     }
-    opts.store = store;
-    opts.shared_storage = 1;
-    opts.compression = ELASTIC_CKPT_NONE;
-    opts.fsync = ELASTIC_CKPT_FSYNC_NONE;
-    opts.threads = 0;
-    opts.commit_timeout_ms = 10000;
-    elastic_ckpt *ckpt = NULL;
-    if (elastic_ckpt_open(dir, &opts, &ckpt) != 0) {
-        fprintf(stderr, "ckpt open: %s\n", elastic_last_error());
-        return 4;
-    }
+    elastic_ckpt *ckpt = trainer_open_checkpoint(dir, &info, store);
+    if (ckpt == NULL) return 4;
     uint64_t step = 0;
     int resumed = trainer_resume_step(ckpt, &step);
     if (resumed != 0) return resumed;

@@ -41,28 +41,6 @@ static long long wall_ms(void)
     return (long long)now.tv_sec * 1000 + now.tv_usec / 1000;
 }
 
-static elastic_ckpt *open_checkpoint(const char *dir, const elastic_worker_info *info,
-                                     elastic_store *store)
-{
-    elastic_ckpt_opts opts;
-    elastic_ckpt_opts_init(&opts, sizeof opts);
-    opts.rank = (uint32_t)info->rank;
-    opts.world = (uint32_t)info->world_size;
-    opts.generation = info->generation;
-    opts.store = store;
-    opts.shared_storage = 1;
-    opts.compression = ELASTIC_CKPT_NONE;
-    opts.fsync = ELASTIC_CKPT_FSYNC_NONE;
-    opts.threads = 0;
-    opts.commit_timeout_ms = 10000;
-    elastic_ckpt *ckpt = NULL;
-    if (elastic_ckpt_open(dir, &opts, &ckpt) != 0) {
-        fprintf(stderr, "ckpt open: %s\n", elastic_last_error());
-        return NULL;
-    }
-    return ckpt;
-}
-
 /* The step in the stop file, or UINT64_MAX while there is none. */
 static uint64_t stop_step(const char *stop_file)
 {
@@ -123,7 +101,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "notice on SIGTERM: %s\n", elastic_last_error());
         return 3;
     }
-    elastic_ckpt *ckpt = open_checkpoint(dir, &info, store);
+    elastic_ckpt *ckpt = trainer_open_checkpoint(dir, &info, store);
     if (ckpt == NULL) return 4;
     uint64_t step = 0;
     int resumed = trainer_resume_step(ckpt, &step);

@@ -1,6 +1,6 @@
 /*
  * What the checkpointing trainers of test/helpers/ (ckpt_step_worker,
- * slurm_trainer) share: their report lines, their resume step and one step
+ * slurm_trainer) share: their checkpoint, their report lines, their resume step and one step
  * of "training". Header
  * only: each helper is one program of its own .c file.
  */
@@ -15,6 +15,31 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The shared directory's checkpoint for this rank, commits through the
+ * job's store, no compression, fsync or threads; NULL (said on stderr) when
+ * it cannot be opened. */
+static inline elastic_ckpt *
+trainer_open_checkpoint(const char *dir, const elastic_worker_info *info, elastic_store *store)
+{
+    elastic_ckpt_opts opts;
+    elastic_ckpt_opts_init(&opts, sizeof opts);
+    opts.rank = (uint32_t)info->rank;
+    opts.world = (uint32_t)info->world_size;
+    opts.generation = info->generation;
+    opts.store = store;
+    opts.shared_storage = 1;
+    opts.compression = ELASTIC_CKPT_NONE;
+    opts.fsync = ELASTIC_CKPT_FSYNC_NONE;
+    opts.threads = 0;
+    opts.commit_timeout_ms = 10000;
+    elastic_ckpt *ckpt = NULL;
+    if (elastic_ckpt_open(dir, &opts, &ckpt) != 0) {
+        fprintf(stderr, "ckpt open: %s\n", elastic_last_error());
+        return NULL;
+    }
+    return ckpt;
+}
 
 /* Appends one line to the report file. */
 static inline void trainer_report(const char *path, const char *line)
