@@ -55,14 +55,21 @@ void agent__memory_stop(agent_group *group)
     group->memory_dir[0] = '\0';
 }
 
+/* The fields every checkpoint event of one rank's copy starts with. */
+static void begin_checkpoint_event(agent_event *event, agent_group *group, agent_event_type type,
+                                   int local_rank, int rank, uint64_t step)
+{
+    agent__event_begin(event, group->events, type);
+    agent__event_int(event, "generation", (int64_t)group->current.generation);
+    agent__event_int(event, "rank", rank);
+    agent__event_int(event, "local_rank", local_rank);
+    agent__event_int(event, "step", (int64_t)step);
+}
+
 void agent__memory_saved(agent_group *group, int local_rank, int rank, uint64_t step, unsigned tier)
 {
     agent_event event;
-    agent__event_begin(&event, group->events, AGENT_EVENT_CHECKPOINT_SAVED);
-    agent__event_int(&event, "generation", (int64_t)group->current.generation);
-    agent__event_int(&event, "rank", rank);
-    agent__event_int(&event, "local_rank", local_rank);
-    agent__event_int(&event, "step", (int64_t)step);
+    begin_checkpoint_event(&event, group, AGENT_EVENT_CHECKPOINT_SAVED, local_rank, rank, step);
     agent__event_str(&event, "tier", tier == CHANNEL__TIER_MEMORY ? "memory" : "disk");
     agent__event_emit(group->events, &event);
     if (tier == CHANNEL__TIER_MEMORY && group->memory != NULL) replica__service_kick(group->memory);
@@ -88,11 +95,7 @@ void agent__memory_restored(agent_group *group, int local_rank, int rank, unsign
                        : source == CHANNEL__RESTORE_PEER ? planned
                                                          : "";
     agent_event event;
-    agent__event_begin(&event, group->events, AGENT_EVENT_CHECKPOINT_RESTORED);
-    agent__event_int(&event, "generation", (int64_t)group->current.generation);
-    agent__event_int(&event, "rank", rank);
-    agent__event_int(&event, "local_rank", local_rank);
-    agent__event_int(&event, "step", (int64_t)step);
+    begin_checkpoint_event(&event, group, AGENT_EVENT_CHECKPOINT_RESTORED, local_rank, rank, step);
     agent__event_str(&event, "source", source_name(source));
     agent__event_int(&event, "bytes", (int64_t)bytes);
     agent__event_int(&event, "ms", (int64_t)(us / 1000u));

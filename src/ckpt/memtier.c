@@ -29,6 +29,18 @@ uint64_t ckpt__mem_default_limit(void)
     return (uint64_t)pages * (uint64_t)page / 4;
 }
 
+/* The next entry of d but "." and "..", written as path/name into child;
+ * false at the end. A name too long for a path is passed over. */
+static bool next_child(DIR *d, const char *path, char *child, size_t size)
+{
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if ((size_t)snprintf(child, size, "%s/%s", path, e->d_name) < size) return true;
+    }
+    return false;
+}
+
 /* Removes `path` and below, at most `depth` levels: the tree has a fixed
  * shape, so anything deeper is not ours and stays (rmdir then fails). */
 static int remove_tree(const char *path, int depth)
@@ -43,12 +55,8 @@ static int remove_tree(const char *path, int depth)
     DIR *d = opendir(path);
     if (d == NULL) return ckpt__fail_errno(errno, "open", path);
     int rc = 0;
-    struct dirent *e;
     char child[PATH_MAX];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        if ((size_t)snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= sizeof child)
-            continue;
+    while (next_child(d, path, child, sizeof child)) {
         int one = remove_tree(child, depth - 1);
         if (rc == 0) rc = one;
     }
@@ -151,12 +159,8 @@ static uint64_t usage_below(const char *path, int depth)
     DIR *d = opendir(path);
     if (d == NULL) return 0;
     uint64_t total = 0;
-    struct dirent *e;
     char child[PATH_MAX];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        if ((size_t)snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= sizeof child)
-            continue;
+    while (next_child(d, path, child, sizeof child)) {
         struct stat st;
         if (lstat(child, &st) != 0) continue; /* removed meanwhile */
         if (S_ISREG(st.st_mode))

@@ -37,6 +37,18 @@ const char *goodput__cause_name(int cause)
     return cause >= 0 && cause < GP_CAUSES ? cause_names[cause] : "?";
 }
 
+int goodput__cause_of_end(int64_t code)
+{
+    switch (code) {
+    case 2: return GP_CAUSE_NODE_LOST;
+    case 3:
+    case 4: return GP_CAUSE_MEMBERSHIP;
+    case 5: return -1; /* the job ended: not a disruption */
+    case 6: return GP_CAUSE_FENCED;
+    default: return GP_CAUSE_FAILURE; /* 1 (a worker failed) and codes newer than these */
+    }
+}
+
 /* What every node said about one generation, merged. */
 typedef struct generation_facts {
     int64_t generation;

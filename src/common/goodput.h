@@ -113,6 +113,11 @@ void goodput__render_metrics(const goodput_report *r, goodput_floor *floor,
  * the accounting reads (the agent's own journal, fed back). */
 bool goodput__record_of_line(const char *line, size_t len, goodput_record *out);
 
+/* generation_ended's cause code (docs/OPERATIONS.md) as the accounting's
+ * cause; -1 for 5 (the job ended: not a disruption). The agent's journal
+ * and elasticctl's timeline read the code through this one table. */
+int goodput__cause_of_end(int64_t code);
+
 const char *goodput__bucket_name(int bucket);
 const char *goodput__cause_name(int cause);
 

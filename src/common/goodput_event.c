@@ -10,18 +10,6 @@
 
 #include <string.h>
 
-static int cause_of_end(int64_t code)
-{
-    switch (code) {
-    case 2: return GP_CAUSE_NODE_LOST;
-    case 3:
-    case 4: return GP_CAUSE_MEMBERSHIP;
-    case 5: return -1; /* the job ended: not a disruption */
-    case 6: return GP_CAUSE_FENCED;
-    default: return GP_CAUSE_FAILURE;
-    }
-}
-
 static int64_t field(json_object *obj, const char *key, int64_t fallback)
 {
     int64_t v;
@@ -66,7 +54,7 @@ bool goodput__record_of_line(const char *line, size_t len, goodput_record *out)
         } else if (strcmp(event, "fenced") == 0) {
             out->kind = GP_DISRUPTION, out->cause = GP_CAUSE_FENCED;
         } else if (strcmp(event, "generation_ended") == 0) {
-            out->kind = GP_DISRUPTION, out->cause = cause_of_end(field(obj, "cause", 1));
+            out->kind = GP_DISRUPTION, out->cause = goodput__cause_of_end(field(obj, "cause", 1));
             ok = out->cause >= 0;
         } else if (strcmp(event, "generation_stopped") == 0) {
             out->kind = GP_STOPPED;

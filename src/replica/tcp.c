@@ -6,6 +6,7 @@
 #include "replica/replica.h"
 
 #include "common/clock.h"
+#include "common/tcp_connect.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -168,24 +169,10 @@ static int connect_one(const struct addrinfo *ai, uint64_t deadline_ms, int *out
 
 int replica__tcp_connect(const char *host, int port, uint64_t deadline_ms, replica_conn **out)
 {
-    struct addrinfo hints = { .ai_family = AF_UNSPEC,
-                              .ai_socktype = SOCK_STREAM,
-                              .ai_flags = AI_NUMERICSERV };
-    char port_text[16];
-    snprintf(port_text, sizeof port_text, "%d", port);
-    struct addrinfo *found = NULL;
-    int gai = getaddrinfo(host, port_text, &hints, &found);
-    if (gai != 0)
-        return elastic__fail(ELASTIC_ECONNECT, "replica peer \"%s\": %s", host, gai_strerror(gai));
-    int rc = ELASTIC_ECONNECT, fd = -1;
-    for (struct addrinfo *ai = found; ai != NULL && rc != 0; ai = ai->ai_next)
-        rc = connect_one(ai, deadline_ms, &fd);
-    freeaddrinfo(found);
-    if (rc) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", elastic_last_error());
-        return elastic__fail(rc, "connect to replica peer %s:%d: %s", host, port, why);
-    }
+    int fd = -1;
+    int rc = elastic__tcp_connect_any(host, port, deadline_ms, connect_one, "replica peer",
+                                      "replica peer", &fd);
+    if (rc) return rc;
     return wrap(fd, out);
 }
 

@@ -5,6 +5,7 @@
  * the blocking socket.
  */
 #include "store/client.h"
+#include "common/tcp_connect.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -188,26 +189,10 @@ int store__connect_socket(const char *host, int port, const char *token, uint64_
                           int *fd_out, store__tls **tls_out)
 {
     *tls_out = NULL;
-    struct addrinfo hints = { .ai_family = AF_UNSPEC,
-                              .ai_socktype = SOCK_STREAM,
-                              .ai_flags = AI_NUMERICSERV };
-    char port_text[16];
-    snprintf(port_text, sizeof port_text, "%d", port);
-    struct addrinfo *found = NULL;
-    int rc = getaddrinfo(host, port_text, &hints, &found);
-    if (rc != 0)
-        return elastic__fail(ELASTIC_ECONNECT, "store host \"%s\": %s", host, gai_strerror(rc));
-    int err = ELASTIC_ECONNECT, fd = -1;
-    for (struct addrinfo *ai = found; ai != NULL && err != 0; ai = ai->ai_next)
-        err = connect_one(ai, deadline_ms, &fd);
-    freeaddrinfo(found);
-    if (err != 0) {
-        /* The detail lives in the buffer elastic__fail writes: copy it out
-         * first, or the message is formatted into itself. */
-        char why[256];
-        snprintf(why, sizeof why, "%s", elastic_last_error());
-        return elastic__fail(err, "connect to store %s:%d: %s", host, port, why);
-    }
+    int fd = -1;
+    int err = elastic__tcp_connect_any(host, port, deadline_ms, connect_one, "store host", "store",
+                                       &fd);
+    if (err != 0) return err;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     err = handshake(fd, token, deadline_ms);

@@ -10,6 +10,7 @@
  * real trainer whose store vanished would; otherwise it waits to be stopped.
  */
 #include "elastic.h"
+#include "trainer_common.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -18,15 +19,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static void report(const char *path, const char *line)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return;
-    ssize_t ignored = write(fd, line, strlen(line)); /* one write: lines of workers do not mix */
-    (void)ignored;
-    close(fd);
-}
 
 int main(int argc, char **argv)
 {
@@ -52,60 +44,30 @@ int main(int argc, char **argv)
         fprintf(stderr, "worker init: %s\n", elastic_last_error());
         return 3;
     }
-    elastic_ckpt_opts opts;
-    elastic_ckpt_opts_init(&opts, sizeof opts);
-    opts.rank = (uint32_t)info.rank;
-    opts.world = (uint32_t)info.world_size;
-    opts.generation = info.generation;
     elastic_store *store = NULL;
     if (elastic_worker_get_store(w, &store) != 0) {
         fprintf(stderr, "this trainer needs the job's store: %s\n", elastic_last_error());
         return 3;
     }
-    opts.store = store;
-    opts.shared_storage = 1;
-    opts.compression = ELASTIC_CKPT_NONE;
-    opts.fsync = ELASTIC_CKPT_FSYNC_NONE;
-    opts.threads = 0;
-    opts.commit_timeout_ms = 10000;
-    elastic_ckpt *ckpt = NULL;
-    if (elastic_ckpt_open(dir, &opts, &ckpt) != 0) {
-        fprintf(stderr, "ckpt open: %s\n", elastic_last_error());
-        return 4;
-    }
-    uint64_t step = 0, latest = 0;
-    if (elastic_ckpt_latest(ckpt, &latest) == 0) {
-        void *data = NULL;
-        size_t len = 0;
-        if (elastic_ckpt_read(ckpt, latest, "step", &data, &len) != 0 || len != sizeof step) {
-            fprintf(stderr, "ckpt read of step %" PRIu64 ": %s\n", latest, elastic_last_error());
-            return 5;
-        }
-        memcpy(&step, data, sizeof step);
-        elastic_free(data);
-    }
+    elastic_ckpt *ckpt = trainer_open_checkpoint(dir, &info, store);
+    if (ckpt == NULL) return 4;
+    uint64_t step = 0;
+    int resumed = trainer_resume_step(ckpt, &step);
+    if (resumed != 0) return resumed;
     char line[256];
     snprintf(line, sizeof line,
              "resume rank=%d world=%d gen=%" PRIu64 " step=%" PRIu64 " pid=%d ppid=%d\n", info.rank,
              info.world_size, info.generation, step, (int)getpid(), (int)getppid());
-    report(path, line);
+    trainer_report(path, line);
     for (;;) {
-        struct timespec step_time = { step_ms / 1000, (long)(step_ms % 1000) * 1000000L };
-        nanosleep(&step_time, NULL); /* the "training" of one step */
-        step++;
-        elastic_ckpt_blob blob = {
-            .name = "step", .data = &step, .len = sizeof step, .flags = ELASTIC_CKPT_REPLICATED
-        };
-        if (elastic_ckpt_save(ckpt, step, &blob, 1) != 0) {
+        if (trainer_step(ckpt, info.rank, step_ms, &step) != 0) {
             /* The generation's store went with its host: the agent ends the
              * generation and stops us; a failure of ours would only race it. */
-            fprintf(stderr, "rank %d: save of step %" PRIu64 ": %s\n", info.rank, step,
-                    elastic_last_error());
             if (exit_on_loss) return 6;
             for (;;) pause();
         }
         snprintf(line, sizeof line, "commit rank=%d gen=%" PRIu64 " step=%" PRIu64 "\n", info.rank,
                  info.generation, step);
-        if (info.rank == 0) report(path, line);
+        if (info.rank == 0) trainer_report(path, line);
     }
 }

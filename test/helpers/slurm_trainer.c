@@ -23,6 +23,7 @@
  * saves it and exits 0 within the grace.
  */
 #include "elastic.h"
+#include "trainer_common.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -38,37 +39,6 @@ static long long wall_ms(void)
     struct timeval now;
     gettimeofday(&now, NULL);
     return (long long)now.tv_sec * 1000 + now.tv_usec / 1000;
-}
-
-static void report(const char *path, const char *line)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return;
-    ssize_t ignored = write(fd, line, strlen(line)); /* one write: lines of workers do not mix */
-    (void)ignored;
-    close(fd);
-}
-
-static elastic_ckpt *open_checkpoint(const char *dir, const elastic_worker_info *info,
-                                     elastic_store *store)
-{
-    elastic_ckpt_opts opts;
-    elastic_ckpt_opts_init(&opts, sizeof opts);
-    opts.rank = (uint32_t)info->rank;
-    opts.world = (uint32_t)info->world_size;
-    opts.generation = info->generation;
-    opts.store = store;
-    opts.shared_storage = 1;
-    opts.compression = ELASTIC_CKPT_NONE;
-    opts.fsync = ELASTIC_CKPT_FSYNC_NONE;
-    opts.threads = 0;
-    opts.commit_timeout_ms = 10000;
-    elastic_ckpt *ckpt = NULL;
-    if (elastic_ckpt_open(dir, &opts, &ckpt) != 0) {
-        fprintf(stderr, "ckpt open: %s\n", elastic_last_error());
-        return NULL;
-    }
-    return ckpt;
 }
 
 /* The step in the stop file, or UINT64_MAX while there is none. */
@@ -131,24 +101,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "notice on SIGTERM: %s\n", elastic_last_error());
         return 3;
     }
-    elastic_ckpt *ckpt = open_checkpoint(dir, &info, store);
+    elastic_ckpt *ckpt = trainer_open_checkpoint(dir, &info, store);
     if (ckpt == NULL) return 4;
-    uint64_t step = 0, latest = 0;
-    if (elastic_ckpt_latest(ckpt, &latest) == 0) {
-        void *data = NULL;
-        size_t len = 0;
-        if (elastic_ckpt_read(ckpt, latest, "step", &data, &len) != 0 || len != sizeof step) {
-            fprintf(stderr, "ckpt read of step %" PRIu64 ": %s\n", latest, elastic_last_error());
-            return 5;
-        }
-        memcpy(&step, data, sizeof step);
-        elastic_free(data);
-    }
+    uint64_t step = 0;
+    int resumed = trainer_resume_step(ckpt, &step);
+    if (resumed != 0) return resumed;
     char line[256];
     snprintf(line, sizeof line,
              "resume node=%s rank=%d world=%d gen=%" PRIu64 " step=%" PRIu64 " t=%lld\n", node,
              info.rank, info.world_size, info.generation, step, wall_ms());
-    report(path, line);
+    trainer_report(path, line);
     uint64_t notice_stop = UINT64_MAX;
     for (;;) {
         if (save_on_notice && notice_stop == UINT64_MAX && elastic_worker_stop_notice(w, NULL))
@@ -156,31 +118,23 @@ int main(int argc, char **argv)
         if (step >= notice_stop) {
             snprintf(line, sizeof line, "notice node=%s rank=%d saved=%" PRIu64 " t=%lld\n", node,
                      info.rank, step, wall_ms());
-            report(path, line);
+            trainer_report(path, line);
             elastic_ckpt_close(ckpt);
             return 0;
         }
         if (stop_file != NULL && step >= stop_step(stop_file)) {
             snprintf(line, sizeof line, "done node=%s rank=%d step=%" PRIu64 " t=%lld\n", node,
                      info.rank, step, wall_ms());
-            report(path, line);
+            trainer_report(path, line);
             elastic_ckpt_close(ckpt);
             return 0;
         }
-        struct timespec step_time = { step_ms / 1000, (long)(step_ms % 1000) * 1000000L };
-        nanosleep(&step_time, NULL); /* the "training" of one step */
-        step++;
-        elastic_ckpt_blob blob = {
-            .name = "step", .data = &step, .len = sizeof step, .flags = ELASTIC_CKPT_REPLICATED
-        };
-        if (elastic_ckpt_save(ckpt, step, &blob, 1) != 0) {
+        if (trainer_step(ckpt, info.rank, step_ms, &step) != 0) {
             /* A peer is gone: the agent ends the generation and stops us. */
-            fprintf(stderr, "rank %d: save of step %" PRIu64 ": %s\n", info.rank, step,
-                    elastic_last_error());
             for (;;) pause();
         }
         snprintf(line, sizeof line, "commit node=%s gen=%" PRIu64 " step=%" PRIu64 " t=%lld\n",
                  node, info.generation, step, wall_ms());
-        if (info.rank == 0) report(path, line);
+        if (info.rank == 0) trainer_report(path, line);
     }
 }

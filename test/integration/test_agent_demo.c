@@ -29,27 +29,8 @@ static char *run_demo(const char *name, bool kill_one)
                         "--steps", "200", "--step-ms", "5", "--ckpt-every", "10", "--result",
                         result);
     pid_t agent = elasticrun_args_spawn(&cmd, NULL, name);
-    if (kill_one) {
-        const char *started[] = { "\"event\":\"worker_started\"", "\"generation\":1,",
-                                  "\"rank\":1,", NULL };
-        char line[1024];
-        ASSERT_EQ(agent_harness_wait_lines(events, started, 1, 30000), 1);
-        ASSERT(agent_harness_nth_line(events, started, 0, line, sizeof line));
-        const char *pid_at = strstr(line, "\"pid\":");
-        ASSERT(pid_at != NULL);
-        char console[600]; /* rank 0 prints "step N loss ... (checkpoint)" */
-        snprintf(console, sizeof console, "%s/%s.out", test_tmpdir(), name);
-        const char *midway[] = { "step 40 ", "(checkpoint)", NULL };
-        ASSERT_EQ(agent_harness_wait_lines(console, midway, 1, 60000), 1);
-        ASSERT_EQ(kill((pid_t)atoi(pid_at + 6), SIGKILL), 0);
-    }
-    int status = 0;
-    if (!agent_harness_wait_exit(agent, 60000, &status)) {
-        kill(agent, SIGKILL);
-        FAIL("%s: elasticrun did not finish", name);
-    }
-    ASSERT(WIFEXITED(status));
-    ASSERT_EQ(WEXITSTATUS(status), 0);
+    if (kill_one) agent_harness_kill_rank1_after_checkpoint(events, name, "step 40 ");
+    ASSERT_EQ(agent_harness_exit_code(agent, 60000), 0);
     if (kill_one) {
         const char *restarted[] = { "\"event\":\"restarted\"", NULL };
         ASSERT_EQ(agent_harness_wait_lines(events, restarted, 1, 1000), 1);

@@ -10,20 +10,6 @@
 #include "support/health_fixture.h"
 #include "test.h"
 
-#include <signal.h>
-#include <sys/wait.h>
-
-static int exit_code_of(pid_t pid, int timeout_ms)
-{
-    int status = 0;
-    if (!agent_harness_wait_exit(pid, timeout_ms, &status)) {
-        kill(pid, SIGKILL);
-        FAIL("elasticrun did not exit within %d ms", timeout_ms);
-    }
-    if (WIFSIGNALED(status)) FAIL("elasticrun was killed by signal %d", WTERMSIG(status));
-    return WEXITSTATUS(status);
-}
-
 /* The environment that points the agent at the double and an empty sysfs. */
 static const char *const *double_env(void)
 {
@@ -53,7 +39,7 @@ TEST_TIMEOUT(agent_health_node_short_of_a_gpu_never_starts_a_worker, 60)
     elasticrun_args_addf(&cmd, "--event-log=%s", events);
     elasticrun_args_add(&cmd, "--no-python", agent_harness_worker(), "--report", report);
     pid_t agent = elasticrun_args_spawn(&cmd, env, "agent");
-    ASSERT_EQ(exit_code_of(agent, test_scaled_ms(30000)), 1);
+    ASSERT_EQ(agent_harness_exit_code(agent, test_scaled_ms(30000)), 1);
     char *log = agent_harness_read_file(events);
     ASSERT(log != NULL);
     if (strstr(log, "\"event\":\"health_check\",") == NULL ||
@@ -93,7 +79,7 @@ TEST_TIMEOUT(agent_health_xid_without_a_spare_stops_the_node_and_keeps_it_out, 9
     ASSERT_EQ(agent_harness_wait_lines(report, started, 2, test_scaled_ms(20000)), 2);
     health_state("gpus 4\nxid 2 79\nlost 2\n");
     /* Well inside the 30 s period: the Xid runs a round at once. */
-    ASSERT_EQ(exit_code_of(agent, test_scaled_ms(20000)), 1);
+    ASSERT_EQ(agent_harness_exit_code(agent, test_scaled_ms(20000)), 1);
     char *log = agent_harness_read_file(events);
     ASSERT(log != NULL);
     if (strstr(log, "\"check\":\"xid\",\"gpu\":2,") == NULL ||
@@ -123,7 +109,7 @@ TEST_TIMEOUT(agent_health_checks_off_run_no_checks, 60)
     elasticrun_args_add(&cmd, "--no-python", agent_harness_worker(), "--report", report,
                         "--exit-after-restart", "0");
     pid_t agent = elasticrun_args_spawn(&cmd, env, "agent");
-    ASSERT_EQ(exit_code_of(agent, test_scaled_ms(30000)), 0);
+    ASSERT_EQ(agent_harness_exit_code(agent, test_scaled_ms(30000)), 0);
     char *log = agent_harness_read_file(events);
     ASSERT(log != NULL);
     if (strstr(log, "health_check") != NULL || strstr(log, "\"status\":\"succeeded\"") == NULL)

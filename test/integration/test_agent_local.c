@@ -13,17 +13,6 @@
 
 #define START_MS 20000
 
-static int exit_code_of(pid_t pid, int timeout_ms)
-{
-    int status = 0;
-    if (!agent_harness_wait_exit(pid, timeout_ms, &status)) {
-        kill(pid, SIGKILL);
-        FAIL("elasticrun did not exit within %d ms", timeout_ms);
-    }
-    if (WIFSIGNALED(status)) FAIL("elasticrun was killed by signal %d", WTERMSIG(status));
-    return WEXITSTATUS(status);
-}
-
 static pid_t worker_pid(const char *report, const char *restart, int rank)
 {
     char rank_needle[32], line[512];
@@ -48,7 +37,7 @@ TEST_TIMEOUT(agent_restarts_killed_worker_with_the_same_world, 60)
     ASSERT_EQ(agent_harness_wait_lines(report, first, 3, START_MS), 3);
     pid_t victim = worker_pid(report, "restart=0 ", 1);
     ASSERT_EQ(kill(victim, SIGKILL), 0);
-    ASSERT_EQ(exit_code_of(agent, 30000), 0);
+    ASSERT_EQ(agent_harness_exit_code(agent, 30000), 0);
     const char *second[] = { "start ", "restart=1 ", "world=3 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, second, 3, 1000), 3);
     for (int rank = 0; rank < 3; rank++) {
@@ -69,7 +58,7 @@ TEST_TIMEOUT(agent_budget_exhausted_names_the_failing_rank, 60)
                         "--error-file", error_file, "--no-python", agent_harness_worker(),
                         "--report", report, "--fail-rank", "2", "--fail-code", "7");
     pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
-    int code = exit_code_of(agent, 30000);
+    int code = agent_harness_exit_code(agent, 30000);
     ASSERT_NE(code, 0);
     const char *starts[] = { "start ", "rank=2 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, starts, 2, 1000),
@@ -109,7 +98,7 @@ TEST_TIMEOUT(agent_started_with_sigchld_ignored_still_reports_exit_codes, 60)
                            "7",
                            NULL };
     pid_t agent = agent_harness_spawn("/usr/bin/env", argv, NULL, "agent");
-    ASSERT_EQ(exit_code_of(agent, 30000), 1);
+    ASSERT_EQ(agent_harness_exit_code(agent, 30000), 1);
     char *err = agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "agent.err"));
     ASSERT(err != NULL);
     if (strstr(err, "rank 1 ") == NULL || strstr(err, "exit code 7") == NULL)
@@ -126,7 +115,7 @@ TEST_TIMEOUT(agent_single_worker_failures_consume_the_budget, 60)
     elasticrun_args_add(&cmd, "--standalone", "--max-restarts", "2", "--no-python",
                         agent_harness_worker(), "--report", report, "--fail-rank", "0");
     pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
-    ASSERT_EQ(exit_code_of(agent, 30000), 1);
+    ASSERT_EQ(agent_harness_exit_code(agent, 30000), 1);
     const char *starts[] = { "start ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, starts, 3, 1000),
               3); /* the first run and two restarts */
@@ -146,7 +135,7 @@ TEST_TIMEOUT(agent_copies_the_workers_error_file, 60)
                         "--no-python", agent_harness_worker(), "--report", report, "--fail-rank",
                         "1", "--error-file-text", worker_json);
     pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
-    ASSERT_NE(exit_code_of(agent, 30000), 0);
+    ASSERT_NE(agent_harness_exit_code(agent, 30000), 0);
     char *json = agent_harness_read_file(error_file);
     ASSERT(json != NULL);
     ASSERT_STR_EQ(json, worker_json);
@@ -181,7 +170,7 @@ TEST_TIMEOUT(agent_sigterm_leaves_no_process_of_the_job, 60)
     const char *starts[] = { "start ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, starts, 3, START_MS), 3);
     ASSERT_EQ(kill(agent, SIGTERM), 0);
-    ASSERT_EQ(exit_code_of(agent, 20000), 128 + SIGTERM);
+    ASSERT_EQ(agent_harness_exit_code(agent, 20000), 128 + SIGTERM);
     assert_all_gone(report, 3);
 }
 
@@ -211,7 +200,7 @@ TEST_TIMEOUT(agent_exits_zero_when_every_worker_succeeds, 60)
     elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--tee", "1", "--no-python",
                         agent_harness_worker(), "--report", report, "--exit-after-restart", "0");
     pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
-    ASSERT_EQ(exit_code_of(agent, 20000), 0);
+    ASSERT_EQ(agent_harness_exit_code(agent, 20000), 0);
     char *out = agent_harness_read_file(agent_harness_path(out_path, sizeof out_path, "agent.out"));
     ASSERT(out != NULL);
     if (strstr(out, "[default0]:rank 0 done\n") == NULL ||
@@ -226,7 +215,7 @@ TEST(agent_rejects_bad_flags_with_exit_code_2)
     elasticrun_args_init(&cmd);
     elasticrun_args_add(&cmd, "--nnodes", "3:2", "--no-python", "/bin/true");
     pid_t agent = elasticrun_args_spawn(&cmd, NULL, "agent");
-    ASSERT_EQ(exit_code_of(agent, 10000), 2);
+    ASSERT_EQ(agent_harness_exit_code(agent, 10000), 2);
     char err_path[512];
     char *err = agent_harness_read_file(agent_harness_path(err_path, sizeof err_path, "agent.err"));
     ASSERT(err != NULL);

@@ -48,28 +48,11 @@ static char *run(const char *name, bool kill_one, char *events, size_t events_ca
                         "--result", result);
     pid_t agent = elasticrun_args_spawn(&cmd, NULL, name);
     if (kill_one) {
-        const char *started[] = { "\"event\":\"worker_started\"", "\"generation\":1,",
-                                  "\"rank\":1,", NULL };
-        char line[1024];
-        ASSERT_EQ(agent_harness_wait_lines(events, started, 1, 30000), 1);
-        ASSERT(agent_harness_nth_line(events, started, 0, line, sizeof line));
-        const char *pid_at = strstr(line, "\"pid\":");
-        ASSERT(pid_at != NULL);
         /* Past the disk checkpoint at 50 (rank 0 says so on its stdout): the
          * steps after it are only in memory. */
-        char console[600];
-        snprintf(console, sizeof console, "%s/%s.out", test_tmpdir(), name);
-        const char *disk[] = { "step 50 ", "(checkpoint)", NULL };
-        ASSERT_EQ(agent_harness_wait_lines(console, disk, 1, 60000), 1);
-        ASSERT_EQ(kill((pid_t)atoi(pid_at + 6), SIGKILL), 0);
+        agent_harness_kill_rank1_after_checkpoint(events, name, "step 50 ");
     }
-    int status = 0;
-    if (!agent_harness_wait_exit(agent, 90000, &status)) {
-        kill(agent, SIGKILL);
-        FAIL("%s: elasticrun did not finish", name);
-    }
-    ASSERT(WIFEXITED(status));
-    ASSERT_EQ(WEXITSTATUS(status), 0);
+    ASSERT_EQ(agent_harness_exit_code(agent, 90000), 0);
     char *text = agent_harness_read_file(result);
     ASSERT(text != NULL);
     return text;

@@ -46,17 +46,6 @@ static const char *const *step_env(const char *node, int procid, const char *ext
     return env;
 }
 
-static int exit_code_of(pid_t pid, int timeout_ms)
-{
-    int status = 0;
-    if (!agent_harness_wait_exit(pid, timeout_ms, &status)) {
-        kill(pid, SIGKILL);
-        FAIL("elasticrun did not exit within %d ms", timeout_ms);
-    }
-    if (WIFSIGNALED(status)) FAIL("elasticrun was killed by signal %d", WTERMSIG(status));
-    return WEXITSTATUS(status);
-}
-
 static bool file_has(const char *name, const char *needle)
 {
     char path[1024];
@@ -102,8 +91,8 @@ TEST_TIMEOUT(agent_slurm_job_forms_from_the_step_environment_alone, 60)
     const char *worker[] = { "--exit-when-world", "2", NULL };
     pid_t a = start_node("localhost", 0, report, NULL, worker);
     pid_t b = start_node("ghost", 1, report, NULL, worker);
-    ASSERT_EQ(exit_code_of(a, START_MS), 0);
-    ASSERT_EQ(exit_code_of(b, START_MS), 0);
+    ASSERT_EQ(agent_harness_exit_code(a, START_MS), 0);
+    ASSERT_EQ(agent_harness_exit_code(b, START_MS), 0);
     const char *started[] = { "start ", "world=2 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, started, 2, 1000), 2);
     snprintf(want, sizeof want,
@@ -125,7 +114,7 @@ TEST_TIMEOUT(agent_slurm_help_and_stand_aside_say_what_the_step_gave, 30)
     elasticrun_args help;
     elasticrun_args_init(&help);
     elasticrun_args_add(&help, "--help");
-    ASSERT_EQ(exit_code_of(elasticrun_args_spawn(&help, step_env("ghost", 1, NULL), "help"), 10000),
+    ASSERT_EQ(agent_harness_exit_code(elasticrun_args_spawn(&help, step_env("ghost", 1, NULL), "help"), 10000),
               0);
     ASSERT(file_has("help.out", "In this Slurm job step (each a default its flag overrides):"));
     ASSERT(file_has("help.out", "nnodes 2:2, rdzv c10d localhost:"));
@@ -144,7 +133,7 @@ TEST_TIMEOUT(agent_slurm_help_and_stand_aside_say_what_the_step_gave, 30)
                                              "SLURM_LOCALID=1",
                                              "SLURM_STEP_TASKS_PER_NODE=2",
                                              NULL };
-    ASSERT_EQ(exit_code_of(elasticrun_args_spawn(&cmd, aside_env, "aside"), 10000), 0);
+    ASSERT_EQ(agent_harness_exit_code(elasticrun_args_spawn(&cmd, aside_env, "aside"), 10000), 0);
     ASSERT(file_has("aside.err", "another task of this step runs node localhost's agent"));
     ASSERT(access(report, F_OK) != 0); /* no worker ran */
 }
@@ -155,7 +144,7 @@ TEST_TIMEOUT(agent_slurm_malformed_step_variable_is_refused_by_name, 30)
     elasticrun_args_init(&cmd);
     elasticrun_args_add(&cmd, "--no-python", "true");
     ASSERT_EQ(
-        exit_code_of(elasticrun_args_spawn(
+        agent_harness_exit_code(elasticrun_args_spawn(
                          &cmd, step_env("localhost", 0, "SLURM_STEP_NODELIST=node[1-"), "bad"),
                      10000),
         2);
@@ -163,13 +152,13 @@ TEST_TIMEOUT(agent_slurm_malformed_step_variable_is_refused_by_name, 30)
     /* A flag overrides what the step gives: --standalone and --nnodes 1 run alone. */
     elasticrun_args_init(&cmd);
     elasticrun_args_add(&cmd, "--standalone", "--no-python", "true");
-    ASSERT_EQ(exit_code_of(elasticrun_args_spawn(&cmd, step_env("localhost", 0, NULL), "alone"),
+    ASSERT_EQ(agent_harness_exit_code(elasticrun_args_spawn(&cmd, step_env("localhost", 0, NULL), "alone"),
                            START_MS),
               0);
     elasticrun_args_init(&cmd);
     elasticrun_args_add(&cmd, "--nnodes", "1", "--no-python", "true");
     ASSERT_EQ(
-        exit_code_of(elasticrun_args_spawn(&cmd, step_env("localhost", 0, NULL), "one"), START_MS),
+        agent_harness_exit_code(elasticrun_args_spawn(&cmd, step_env("localhost", 0, NULL), "one"), START_MS),
         0);
 }
 
@@ -191,7 +180,7 @@ TEST_TIMEOUT(agent_slurm_too_few_nodes_exit_75_and_drain_the_lost_one, 60)
     const char *started[] = { "start ", "world=2 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, started, 2, START_MS), 2);
     ASSERT_EQ(kill(b, SIGKILL), 0); /* the node is gone, its workers with it (their reaper) */
-    ASSERT_EQ(exit_code_of(a, 30000), 75);
+    ASSERT_EQ(agent_harness_exit_code(a, 30000), 75);
     int status;
     agent_harness_wait_exit(b, 5000, &status);
     ASSERT(file_has("scontrol.log", "update NodeName=ghost State=DRAIN Reason=elastic: lost from "
@@ -222,7 +211,7 @@ TEST_TIMEOUT(agent_slurm_sigterm_is_a_notice_the_workers_save_on, 60)
     const char *trained[] = { "commit ", " step=3 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, trained, 1, START_MS), 1);
     ASSERT_EQ(kill(agent, SIGTERM), 0); /* as scancel: the agent first (the workers may be too) */
-    ASSERT_EQ(exit_code_of(agent, 20000), 143);
+    ASSERT_EQ(agent_harness_exit_code(agent, 20000), 143);
     const char *noticed[] = { "notice ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(report, noticed, 2, 1000), 2);
     char first[512], second[512];

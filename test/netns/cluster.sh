@@ -121,3 +121,21 @@ assert data.startswith(b"HTTP/1."), data[:80]
 print(int((time.monotonic() - t) * 1000))
 PY
 }
+
+# cluster_metric I NAME: the lines of host I's /metrics that start with NAME.
+cluster_metric() {
+    netns_exec "$1" python3 - "$CLUSTER_METRICS_PORT" "$2" <<'PY'
+import socket, sys
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2) as c:
+    c.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+    data = b""
+    while True:
+        chunk = c.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+for line in data.decode(errors="replace").splitlines():
+    if line.startswith(sys.argv[2]):
+        print(line)
+PY
+}

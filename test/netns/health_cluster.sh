@@ -2,7 +2,14 @@
 # c10d with h1 hosting the store, 2 workers each; each host's GPUs are the NVML
 # double's, described by a state file of its own (health_state rewrites it
 # mid-run), its sysfs an empty tree (no InfiniBand ports); checks every
-# HEALTH_INTERVAL s. Source after netns.sh and cluster.sh.
+# HEALTH_INTERVAL s. The health scripts' one start: it sources netns.sh (as
+# NETNS_TAG=health) and cluster.sh, and skips the script where namespaces
+# cannot be made.
+
+NETNS_TAG=health
+. "$(dirname "${BASH_SOURCE[0]}")/netns.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/cluster.sh"
+netns_skip_unless_able
 
 HEALTH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 NVML_DOUBLE=${ELASTIC_NVML_DOUBLE:-$HEALTH_ROOT/build/release/test/libnvml_double.so}
@@ -73,22 +80,4 @@ health_spare_takes_over() {
         cluster_fail "the spare h2 did not join a generation of 4"
     cluster_wait_count 2 '"event":"worker_started"' 2 "$(cluster_scale 20)" ||
         cluster_fail "h2's workers did not start"
-}
-
-# health_metric I NAME: the lines of host I's /metrics that start with NAME.
-health_metric() {
-    netns_exec "$1" python3 - "$CLUSTER_METRICS_PORT" "$2" <<'PY'
-import socket, sys
-with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2) as c:
-    c.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-    data = b""
-    while True:
-        chunk = c.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-for line in data.decode(errors="replace").splitlines():
-    if line.startswith(sys.argv[2]):
-        print(line)
-PY
 }

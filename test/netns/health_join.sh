@@ -4,11 +4,7 @@
 # command hangs past --health-check-timeout. The healthy pair runs meanwhile.
 set -euo pipefail
 here=$(dirname "$0")
-NETNS_TAG=health
-. "$here/netns.sh"
-. "$here/cluster.sh"
 . "$here/health_cluster.sh"
-netns_skip_unless_able
 [ -x "$ELASTICRUN" ] || { echo "FAIL: no $ELASTICRUN (run make)" >&2; exit 1; }
 HEALTH_NNODES=2:3
 netns_setup 4

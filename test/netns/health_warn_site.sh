@@ -5,11 +5,7 @@
 # fatal at the next period, the node steps aside and the spare takes over.
 set -euo pipefail
 here=$(dirname "$0")
-NETNS_TAG=health
-. "$here/netns.sh"
-. "$here/cluster.sh"
 . "$here/health_cluster.sh"
-netns_skip_unless_able
 HEALTH_INTERVAL=1
 sick="$CLUSTER_DIR/h3.sick"
 health_start --health-check-cmd "if [ -e $sick ]; then echo 'prolog: /scratch is read-only'; exit 1; fi"
@@ -22,9 +18,9 @@ for check in throttle pcie_width; do
         cluster_fail "no $check warning on h3"
 done
 # Four more periods: the warnings stand, nobody steps aside or restarts.
-rounds=$(health_metric 3 elastic_health_check_rounds_total | awk '{ print $2 }')
+rounds=$(cluster_metric 3 elastic_health_check_rounds_total | awk '{ print $2 }')
 deadline=$(( SECONDS + $(cluster_scale 30) ))
-until [ "$(health_metric 3 elastic_health_check_rounds_total | awk '{ print $2 }')" -ge $(( ${rounds:-0} + 4 )) ]; do
+until [ "$(cluster_metric 3 elastic_health_check_rounds_total | awk '{ print $2 }')" -ge $(( ${rounds:-0} + 4 )) ]; do
     [ "$SECONDS" -lt "$deadline" ] || cluster_fail "h3's checks did not run four more rounds"
     sleep 0.2
 done
@@ -32,8 +28,8 @@ done
 [ "$(cluster_count 3 '"event":"generation_formed"')" = 0 ] || cluster_fail "a warning restarted the job"
 [ "$(cluster_count 3 '"event":"health_check".*"check":"temperature"')" = 1 ] ||
     cluster_fail "the standing warning was reported more than once"
-health_metric 3 'elastic_gpu_temperature_celsius{gpu="3"' | grep -q ' 95$' || cluster_fail "no temperature metric for GPU 3"
-health_metric 3 'elastic_node_health' | grep -q ' 1$' || cluster_fail "h3's health metric is not a warning"
+cluster_metric 3 'elastic_gpu_temperature_celsius{gpu="3"' | grep -q ' 95$' || cluster_fail "no temperature metric for GPU 3"
+cluster_metric 3 'elastic_node_health' | grep -q ' 1$' || cluster_fail "h3's health metric is not a warning"
 status=$(netns_exec 3 "${ELASTICRUN%/*}/elasticctl" status --endpoint "127.0.0.1:$CLUSTER_METRICS_PORT" 2>&1) ||
     cluster_fail "elasticctl status failed: $status"
 grep -q 'node checks: warning' <<<"$status" || cluster_fail "elasticctl status does not show the warning: $status"

@@ -5,11 +5,7 @@
 # node sits out its quarantine, then (its GPU still lost) does not rejoin.
 set -euo pipefail
 here=$(dirname "$0")
-NETNS_TAG=health
-. "$here/netns.sh"
-. "$here/cluster.sh"
 . "$here/health_cluster.sh"
-netns_skip_unless_able
 health_start
 workers=$(cluster_workers_of "${CLUSTER_AGENT_PIDS[3]}")
 [ -n "$workers" ] || cluster_fail "h3's workers not found"

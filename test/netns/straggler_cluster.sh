@@ -62,21 +62,3 @@ spare_start_etcd() {
         sleep 0.1 # etcd has no readiness signal but its gateway answering
     done
 }
-
-# spare_metric I NAME: the lines of host I's /metrics that start with NAME.
-spare_metric() {
-    netns_exec "$1" python3 - "$CLUSTER_METRICS_PORT" "$2" <<'PY'
-import socket, sys
-with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2) as c:
-    c.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-    data = b""
-    while True:
-        chunk = c.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-for line in data.decode(errors="replace").splitlines():
-    if line.startswith(sys.argv[2]):
-        print(line)
-PY
-}

@@ -20,7 +20,7 @@ while [ "$rounds" -lt "$EXCHANGES" ]; do
             cluster_fail "h$i saw a straggler verdict after $rounds exchanges"
     done
     [ "$SECONDS" -lt "$deadline" ] || cluster_fail "only $rounds job-wide exchanges in time"
-    rounds=$(spare_metric 1 elastic_node_straggler_rounds_total | awk '{ print $2 }')
+    rounds=$(cluster_metric 1 elastic_node_straggler_rounds_total | awk '{ print $2 }')
     rounds=${rounds:-0}
 done
 grep -q '"event":"generation_formed".*"generation":2' "$(cluster_events 1)" && cluster_fail "generation 1 ended"
@@ -28,9 +28,9 @@ grep -q '"event":"generation_formed".*"generation":2' "$(cluster_events 1)" && c
 # may lack a node's fresh record (the stalled one's: its score is then not
 # shown), so wait for an exchange that has both rather than read the last one.
 deadline=$(( SECONDS + $(cluster_scale 30) ))
-until [ "$(spare_metric 1 'elastic_node_straggler_score{' | wc -l)" = 2 ]; do
+until [ "$(cluster_metric 1 'elastic_node_straggler_score{' | wc -l)" = 2 ]; do
     [ "$SECONDS" -lt "$deadline" ] ||
-        cluster_fail "h1 shows $(spare_metric 1 'elastic_node_straggler_score{' | wc -l) node scores, not 2, for $(cluster_scale 30) s"
+        cluster_fail "h1 shows $(cluster_metric 1 'elastic_node_straggler_score{' | wc -l) node scores, not 2, for $(cluster_scale 30) s"
     sleep 0.2
 done
 for i in 1 2 3; do
@@ -39,5 +39,5 @@ for i in 1 2 3; do
 done
 stalled=$(grep -c '"event":"worker_started"' "$(cluster_events 3)")
 [ "$stalled" = 2 ] || cluster_fail "h3's workers restarted"
-netns_log "$rounds exchanges, scores: $(spare_metric 1 'elastic_node_straggler_score{' | tr '\n' ' ')"
+netns_log "$rounds exchanges, scores: $(cluster_metric 1 'elastic_node_straggler_score{' | tr '\n' ' ')"
 echo "equal nodes and a one-off stall: nobody evicted: ok"

@@ -8,9 +8,7 @@ set -euo pipefail
 here=$(dirname "$0")
 . "$here/slurm.sh"
 . "$here/job.sh"
-slurm_skip_unless_able
-slurm_up 3
-SLURMT_JOB_DIR=${TMPDIR:-/tmp}/drain
+slurm_test_start 3 drain
 mkdir -p "$SLURMT_JOB_DIR"
 # node3 starts once node1 and node2 formed the first generation, so it is the spare.
 cat >"$SLURMT_JOB_DIR/node.sh" <<NODE

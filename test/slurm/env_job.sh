@@ -8,9 +8,7 @@
 set -euo pipefail
 here=$(dirname "$0")
 . "$here/slurm.sh"
-slurm_skip_unless_able
-slurm_up 4
-SLURMT_JOB_DIR=${TMPDIR:-/tmp}/env_job
+slurm_test_start 4 env_job
 mkdir -p "$SLURMT_JOB_DIR/env"
 helpers=${ELASTIC_HELPER_DIR:-$SLURMT_SRC/build/release/test/helpers}
 

@@ -9,9 +9,7 @@ set -euo pipefail
 here=$(dirname "$0")
 . "$here/slurm.sh"
 . "$here/job.sh"
-slurm_skip_unless_able
-slurm_up 4
-SLURMT_JOB_DIR=${TMPDIR:-/tmp}/node_crash
+slurm_test_start 4 node_crash
 slurm_job_write --nnodes 3:3
 job=$(slurm_sbatch -N4 --no-kill --ntasks-per-node=2 --time=3 -o "$SLURMT_JOB_DIR/job.out" "$SLURMT_JOB_DIR/job.sh")
 slurm_wait_report 0 '^commit .* step=10 ' 60 || slurm_fail "job $job did not train to step 10"

@@ -8,9 +8,7 @@ set -euo pipefail
 here=$(dirname "$0")
 . "$here/slurm.sh"
 . "$here/job.sh"
-slurm_skip_unless_able
-slurm_up 4
-SLURMT_JOB_DIR=${TMPDIR:-/tmp}/requeue
+slurm_test_start 4 requeue
 mkdir -p "$SLURMT_JOB_DIR/ckpt"
 export TRAIN_NODES=3 ELASTICRUN
 # Shorter than Slurm takes to mark the lost node DOWN (about 10 s here): a job

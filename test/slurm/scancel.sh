@@ -8,9 +8,7 @@ set -euo pipefail
 here=$(dirname "$0")
 . "$here/slurm.sh"
 . "$here/job.sh"
-slurm_skip_unless_able
-slurm_up 3
-SLURMT_JOB_DIR=${TMPDIR:-/tmp}/scancel
+slurm_test_start 3 scancel
 slurm_job_write
 sed -i 's|--stop-file|--save-on-notice 1 --stop-file|' "$SLURMT_JOB_DIR/node.sh"
 job=$(slurm_sbatch -N3 --no-kill --ntasks-per-node=2 --time=3 -o "$SLURMT_JOB_DIR/job.out" "$SLURMT_JOB_DIR/job.sh")

@@ -195,6 +195,15 @@ slurm_up() {
     slurm_log "cluster up: slurmctld + $SLURMT_NODES slurmd in $(($(slurm_now_ms) - t0)) ms"
 }
 
+# slurm_test_start NODES NAME: a test script's start: skips where the cluster
+# cannot run, brings up NODES nodes and names the job's directory
+# (SLURMT_JOB_DIR, $TMPDIR/NAME).
+slurm_test_start() {
+    slurm_skip_unless_able
+    slurm_up "$1"
+    SLURMT_JOB_DIR=${TMPDIR:-/tmp}/$2
+}
+
 # slurm_down: kills everything inside our namespaces, deletes them and our files.
 slurm_down() {
     local h left deadline

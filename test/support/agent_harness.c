@@ -88,6 +88,34 @@ bool agent_harness_wait_exit(pid_t pid, int timeout_ms, int *status)
     return ready > 0 && waitpid(pid, status, 0) == pid;
 }
 
+int agent_harness_exit_code(pid_t pid, int timeout_ms)
+{
+    int status = 0;
+    if (!agent_harness_wait_exit(pid, timeout_ms, &status)) {
+        kill(pid, SIGKILL);
+        FAIL("elasticrun did not exit within %d ms", timeout_ms);
+    }
+    if (WIFSIGNALED(status)) FAIL("elasticrun was killed by signal %d", WTERMSIG(status));
+    return WEXITSTATUS(status);
+}
+
+void agent_harness_kill_rank1_after_checkpoint(const char *events, const char *name,
+                                               const char *step)
+{
+    const char *started[] = { "\"event\":\"worker_started\"", "\"generation\":1,",
+                              "\"rank\":1,", NULL };
+    char line[1024];
+    ASSERT_EQ(agent_harness_wait_lines(events, started, 1, 30000), 1);
+    ASSERT(agent_harness_nth_line(events, started, 0, line, sizeof line));
+    const char *pid_at = strstr(line, "\"pid\":");
+    ASSERT(pid_at != NULL);
+    char console[600]; /* rank 0 prints "step N loss ... (checkpoint)" */
+    snprintf(console, sizeof console, "%s/%s.out", test_tmpdir(), name);
+    const char *saved[] = { step, "(checkpoint)", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(console, saved, 1, 60000), 1);
+    ASSERT_EQ(kill((pid_t)atoi(pid_at + 6), SIGKILL), 0);
+}
+
 char *agent_harness_read_file(const char *path)
 {
     FILE *file = fopen(path, "r");

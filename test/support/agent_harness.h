@@ -16,6 +16,14 @@ pid_t agent_harness_spawn(const char *program, const char *const *argv,
                           const char *const *extra_env, const char *name);
 /* waitpid with a deadline; true when it exited (status filled). */
 bool agent_harness_wait_exit(pid_t pid, int timeout_ms, int *status);
+/* elasticrun's exit code; fails the test when it is still running after
+ * timeout_ms (then killed) or was killed by a signal. */
+int agent_harness_exit_code(pid_t pid, int timeout_ms);
+/* The demo trainer's recovery tests' kill: once generation 1's rank 1 started
+ * (in the event log) and rank 0's console (<tmpdir>/<name>.out) has the line
+ * of `step` ("step 40 ") with "(checkpoint)", SIGKILLs that rank 1. */
+void agent_harness_kill_rank1_after_checkpoint(const char *events, const char *name,
+                                               const char *step);
 /* Waits until `path` has at least `count` lines containing every needle
  * (NULL-terminated). Returns the number found (fewer: the deadline passed). */
 int agent_harness_wait_lines(const char *path, const char *const *needles, int count,

@@ -10,20 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* generation_ended's cause codes (docs/OPERATIONS.md) as the accounting's causes; -1: none. */
-static int cause_of_end(int64_t code)
-{
-    switch (code) {
-    case 1: return GP_CAUSE_FAILURE;
-    case 2: return GP_CAUSE_NODE_LOST;
-    case 3:
-    case 4: return GP_CAUSE_MEMBERSHIP;
-    case 5: return -1; /* the job ended: not a disruption */
-    case 6: return GP_CAUSE_FENCED;
-    default: return GP_CAUSE_FAILURE;
-    }
-}
-
 static bool record_of(const timeline_event *e, goodput_record *r)
 {
     *r = (goodput_record){
@@ -54,7 +40,7 @@ static bool record_of(const timeline_event *e, goodput_record *r)
     case TL_PROBE: r->kind = GP_DISRUPTION, r->cause = GP_CAUSE_PROBE; return true;
     case TL_FENCED: r->kind = GP_DISRUPTION, r->cause = GP_CAUSE_FENCED; return true;
     case TL_GENERATION_ENDED:
-        r->kind = GP_DISRUPTION, r->cause = cause_of_end(e->value);
+        r->kind = GP_DISRUPTION, r->cause = goodput__cause_of_end(e->value);
         return r->cause >= 0;
     case TL_GENERATION_STOPPED: r->kind = GP_STOPPED; return true;
     case TL_CHECKPOINT: r->kind = GP_CHECKPOINT, r->a = e->value; return true;
