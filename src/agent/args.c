@@ -3,6 +3,7 @@
  * underscores, "--flag value" or "--flag=value", unique prefixes (argparse's
  * abbreviations), PET_<FLAG> environment fallbacks, then the program.
  */
+#include "common/dir.h"
 #include "agent/agent.h"
 #include "agent/slurm.h"
 #include "common/parse_int.h"
@@ -102,7 +103,7 @@ bad:
 /* GPUs as the NVIDIA driver shows them (/dev/nvidia0, /dev/nvidia1, ...). */
 static int count_gpus(void)
 {
-    DIR *dev = opendir("/dev");
+    DIR *dev = elastic__opendir("/dev");
     if (dev == NULL) return 0;
     int gpus = 0;
     for (struct dirent *entry; (entry = readdir(dev)) != NULL;) {

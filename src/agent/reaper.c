@@ -24,6 +24,7 @@
  * kills them all. Only a process that leaves its group within the last scan
  * before the agent's death, its parent dying with the agent, can escape.
  */
+#include "common/dir.h"
 #include "agent/reaper.h"
 #include "ckpt/memtier.h"
 
@@ -326,7 +327,7 @@ static int name_pid(const char *name, char after)
  * without cleaning up (SIGKILL before the reaper existed, or an old version). */
 void agent__reaper_sweep_stale(const char *tmp)
 {
-    DIR *dir = opendir(tmp);
+    DIR *dir = elastic__opendir(tmp);
     if (dir == NULL) return;
     struct dirent *entry;
     while ((entry = readdir(dir)) != NULL) {
@@ -386,7 +387,7 @@ static int join_cgroup(const char *dir)
  * was killed itself); rmdir of a cgroup that still has processes just fails. */
 static void sweep_stale_cgroups(const char *parent)
 {
-    DIR *dir = opendir(parent);
+    DIR *dir = elastic__opendir(parent);
     if (dir == NULL) return;
     struct dirent *entry;
     while ((entry = readdir(dir)) != NULL) {
@@ -554,7 +555,7 @@ static void scan_descendants(uv_timer_t *timer)
     enum { MAX_SCANNED = 16384 };
     scanned *table = malloc(MAX_SCANNED * sizeof *table);
     bool *mine = calloc(MAX_SCANNED, sizeof *mine);
-    DIR *proc = opendir("/proc");
+    DIR *proc = elastic__opendir("/proc");
     int proc_fd = proc != NULL ? dirfd(proc) : -1;
     size_t n = 0;
     struct dirent *entry;

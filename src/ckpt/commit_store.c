@@ -9,6 +9,7 @@
  *   ckpt/<step>/g<generation>/done           how many ranks committed
  *   ckpt/<step>/g<generation>/commit         the commit record
  */
+#include "common/dir.h"
 #include "ckpt/ckpt.h"
 #include "common/parse_int.h"
 
@@ -125,7 +126,7 @@ int ckpt__store_recover_commit(elastic_ckpt *c, uint64_t step)
     char step_dir[PATH_MAX], prefix[32];
     ckpt__step_dir(c->dir, step, step_dir, sizeof step_dir);
     snprintf(prefix, sizeof prefix, "shard-%05" PRIu32 "-g", c->opts.rank);
-    DIR *d = opendir(step_dir);
+    DIR *d = elastic__opendir(step_dir);
     if (d == NULL)
         return elastic__fail(ELASTIC_ENOTFOUND, "step %" PRIu64 " is not committed", step);
     int rc = ELASTIC_ENOTFOUND;

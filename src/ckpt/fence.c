@@ -7,6 +7,7 @@
  * after the job re-formed without it — is refused, and a shared-directory
  * COMMIT that raced with a newer generation's start is taken back.
  */
+#include "common/dir.h"
 #include "ckpt/ckpt.h"
 #include "common/parse_int.h"
 
@@ -54,7 +55,7 @@ static int dir_newest(elastic_ckpt *c, uint64_t *newest)
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/" MARKER_DIR, c->dir);
     *newest = 0;
-    DIR *d = opendir(dir);
+    DIR *d = elastic__opendir(dir);
     if (d == NULL) return errno == ENOENT ? 0 : ckpt__fail_errno(errno, "open", dir);
     struct dirent *entry;
     uint64_t generation;

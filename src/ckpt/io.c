@@ -4,6 +4,7 @@
  * records, and the fault-injection hook the tests use for EIO/ENOSPC (built
  * only with ELASTIC_TEST_HOOKS: the library that ships has no such hook).
  */
+#include "common/dir.h"
 #include "ckpt/ckpt.h"
 #include "common/parse_int.h"
 
@@ -203,7 +204,7 @@ int ckpt__read_small_file(const char *path, size_t max, uint8_t **data, size_t *
 
 int ckpt__remove_step_dir(const char *path)
 {
-    DIR *d = opendir(path);
+    DIR *d = elastic__opendir(path);
     if (d == NULL) return errno == ENOENT ? 0 : ckpt__fail_errno(errno, "open directory", path);
     /* The commit record goes first, so a crash half way leaves an
      * uncommitted (ignored) step, never a committed one missing shards. */

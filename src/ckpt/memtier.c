@@ -3,6 +3,7 @@
  * removing the tree, reading the marker, counting what the tree holds and
  * reserving room before a write.
  */
+#include "common/dir.h"
 #include "ckpt/memtier.h"
 
 #include "ckpt/ckpt.h"
@@ -52,7 +53,7 @@ static int remove_tree(const char *path, int depth)
         return 0;
     }
     if (depth == 0) return elastic__fail(ELASTIC_EINVAL, "%s: deeper than a memory tier", path);
-    DIR *d = opendir(path);
+    DIR *d = elastic__opendir(path);
     if (d == NULL) return ckpt__fail_errno(errno, "open", path);
     int rc = 0;
     char child[PATH_MAX];
@@ -156,7 +157,7 @@ void ckpt__mem_tier_close(ckpt_mem_tier *tier)
 
 static uint64_t usage_below(const char *path, int depth)
 {
-    DIR *d = opendir(path);
+    DIR *d = elastic__opendir(path);
     if (d == NULL) return 0;
     uint64_t total = 0;
     char child[PATH_MAX];
@@ -256,7 +257,7 @@ void ckpt__mem_keep_spares(const char *dir, const char *step_dir)
     char path[PATH_MAX + 300], spare[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
     unlink(path); /* first, as ckpt__remove_step_dir does: never a committed step missing shards */
-    DIR *d = opendir(step_dir);
+    DIR *d = elastic__opendir(step_dir);
     if (d == NULL) return;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {

@@ -5,6 +5,7 @@
  * record before anything else, so an interrupted removal leaves an
  * uncommitted step, never a broken committed one.
  */
+#include "common/dir.h"
 #include "ckpt/ckpt.h"
 #include "common/parse_int.h"
 
@@ -49,7 +50,7 @@ static bool temp_is_ours(const elastic_ckpt_opts *o, const char *name)
 /* Removes our temp files in a step directory; true if it holds a commit record. */
 static bool clean_step_dir(elastic_ckpt *c, const char *step_dir)
 {
-    DIR *d = opendir(step_dir);
+    DIR *d = elastic__opendir(step_dir);
     if (d == NULL) return true; /* unreadable: leave it alone */
     bool committed = false;
     struct dirent *e;

@@ -4,6 +4,7 @@
  * against each other; at the full verify level every chunk's checksum too.
  * Any mismatch makes the step invalid with a reason in elastic_last_error().
  */
+#include "common/dir.h"
 #include "ckpt/ckpt.h"
 #include "ckpt/view.h"
 
@@ -188,7 +189,7 @@ static int compare_steps(const void *a, const void *b)
 
 int ckpt__scan_steps(const char *dir, uint64_t **steps, size_t *n)
 {
-    DIR *d = opendir(dir);
+    DIR *d = elastic__opendir(dir);
     if (d == NULL) return ckpt__fail_errno(errno, "open directory", dir);
     uint64_t *list = NULL;
     size_t count = 0, cap = 0;

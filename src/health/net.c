@@ -8,6 +8,7 @@
  * counters are a warning; a port down from the start is a warning (it may be
  * unused). No ports (or no such directory) adds nothing.
  */
+#include "common/dir.h"
 #include "health/health.h"
 
 #include <dirent.h>
@@ -148,7 +149,7 @@ static int compare_names(const void *a, const void *b)
 /* Names in a directory, sorted (the findings' order does not depend on readdir's). */
 static int list_dir(const char *path, char names[][48], int max)
 {
-    DIR *dir = opendir(path);
+    DIR *dir = elastic__opendir(path);
     if (dir == NULL) return 0;
     int n = 0;
     struct dirent *e;

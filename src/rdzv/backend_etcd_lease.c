@@ -143,6 +143,9 @@ int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms
                       ttl_ms);
     *lease = (uint64_t)id;
     if (keepalive_interval_ms == 0) return 0;
+    /* A keeper that ended on its own (its lease was lost) is still to be
+     * joined: the new lease's keeper takes its place, not its handle. */
+    etcd__keeper_stop(b);
     etcd__keeper *k = &b->keeper;
     pthread_mutex_lock(&k->lock);
     k->lease = id;

@@ -2,6 +2,7 @@
  * The sending side of the replica channel: pushing a committed step's shards
  * (then its commit record) to a peer, and fetching one file back.
  */
+#include "common/dir.h"
 #include "replica/wire.h"
 
 #include "common/parse_int.h"
@@ -55,7 +56,7 @@ int replica__push_step(replica_conn *c, const char *origin, const char *dir, uin
     }
     replica_file_id id = { .step = step, .generation = record.generation, .world = record.world };
     snprintf(id.origin, sizeof id.origin, "%s", origin);
-    DIR *d = opendir(step_dir);
+    DIR *d = elastic__opendir(step_dir);
     if (d == NULL) rc = ckpt__fail_errno(errno, "open", step_dir);
     struct dirent *e;
     size_t pushed = 0;

@@ -5,6 +5,7 @@
  * commit record says. Cheap (directory listings, records, stat): the bytes
  * are verified by whoever reads them.
  */
+#include "common/dir.h"
 #include "replica/replica.h"
 
 #include <dirent.h>
@@ -90,7 +91,7 @@ int replica__holdings(const char *root, uint32_t self_node, ckpt_copy **copies, 
     snprintf(dir, sizeof dir, "%s/" CKPT_MEM_OWN_DIR, root);
     int rc = scan_dir(&l, dir);
     snprintf(dir, sizeof dir, "%s/" CKPT_MEM_PEER_DIR, root);
-    DIR *d = rc == 0 ? opendir(dir) : NULL;
+    DIR *d = rc == 0 ? elastic__opendir(dir) : NULL;
     struct dirent *e;
     while (d != NULL && rc == 0 && (e = readdir(d)) != NULL) {
         if (!replica__node_name_ok(e->d_name)) continue;

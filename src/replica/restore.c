@@ -2,6 +2,7 @@
  * Staging one shard of the agreed restore step into ROOT/own, from the
  * cheapest copy that verifies (replica.h, replica__stage_shard).
  */
+#include "common/dir.h"
 #include "replica/wire.h"
 
 #include "common/clock.h"
@@ -41,7 +42,7 @@ static bool find_local(const char *root, const replica_file_id *id, char *path, 
     replica__file_path(dir, id, path, cap);
     if (stat(path, &st) == 0) return true;
     snprintf(dir, sizeof dir, "%s/" CKPT_MEM_PEER_DIR, root);
-    DIR *d = opendir(dir);
+    DIR *d = elastic__opendir(dir);
     if (d == NULL) return false;
     struct dirent *e;
     bool found = false;

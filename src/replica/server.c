@@ -5,6 +5,7 @@
  * connection has a thread of its own (at most max_conns at once), so a slow
  * peer delays nobody else. Every read and write has a deadline.
  */
+#include "common/dir.h"
 #include "replica/wire.h"
 
 #include "common/clock.h"
@@ -70,7 +71,7 @@ static void prune_origin(const replica_server *s, const char *dir)
     for (size_t i = 0; i + keep < n; i++) {
         char step_dir[PATH_MAX], from[PATH_MAX + 300], to[PATH_MAX + 64];
         ckpt__step_dir(dir, steps[i], step_dir, sizeof step_dir);
-        DIR *d = opendir(step_dir);
+        DIR *d = elastic__opendir(step_dir);
         struct dirent *e;
         while (d != NULL && (e = readdir(d)) != NULL) {
             uint32_t rank;
@@ -191,7 +192,7 @@ static int find_file(replica_server *s, const replica_file_id *id, char *path, s
     replica__file_path(dir, id, path, cap);
     if (stat(path, &st) == 0) return 0;
     snprintf(dir, sizeof dir, "%s/" CKPT_MEM_PEER_DIR, s->root);
-    DIR *d = opendir(dir);
+    DIR *d = elastic__opendir(dir);
     if (d == NULL) return ELASTIC_ENOTFOUND;
     struct dirent *e;
     int rc = ELASTIC_ENOTFOUND;

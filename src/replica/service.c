@@ -7,6 +7,7 @@
  * every half second; neither ever blocks the agent: it only kicks and reads
  * the counters.
  */
+#include "common/dir.h"
 #include "replica/wire.h"
 
 #include "common/clock.h"
@@ -175,7 +176,7 @@ static int write_to_disk(replica_service *s, uint64_t step)
     if (rc == 0) rc = ckpt__commit_decode(raw, len, &r);
     free(raw);
     if (rc) return rc;
-    DIR *d = opendir(step_dir);
+    DIR *d = elastic__opendir(step_dir);
     if (d == NULL) rc = ckpt__fail_errno(errno, "open", step_dir);
     struct dirent *e;
     while (rc == 0 && d != NULL && (e = readdir(d)) != NULL) {

@@ -10,6 +10,7 @@
  *   memtier/g<generation>/node/<group rank>   the node's record (text, bounded)
  *   memtier/history                          "<generation> <restored 0|1> <step>" lines
  */
+#include "common/dir.h"
 #include "replica/replica.h"
 
 #include "channel/channel.h"
@@ -261,7 +262,7 @@ static void drop_newer_everywhere(const char *root, uint64_t step)
     snprintf(dir, sizeof dir, "%s/" CKPT_MEM_OWN_DIR, root);
     drop_newer(dir, step);
     snprintf(dir, sizeof dir, "%s/" CKPT_MEM_PEER_DIR, root);
-    DIR *d = opendir(dir);
+    DIR *d = elastic__opendir(dir);
     for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
         if (!replica__node_name_ok(e->d_name)) continue;
         char sub[PATH_MAX + 300];
