@@ -92,6 +92,9 @@ typedef struct elastic_agent_opts {
     int quiet;
     /* An evicted node rejoins after this; 0: it leaves; default 300 s. */
     int straggler_quarantine_ms;
+    /* Warm spare workers per node, parked until a rank on the node fails
+     * (docs/WARM_SPARES.md); needs in_process_recovery; 0 (default): none. */
+    int warm_spares;
 } elastic_agent_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */

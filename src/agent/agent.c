@@ -376,7 +376,7 @@ static int validate(const elastic_agent_opts *o)
     int mask;
     if (agent__std_parse(o->redirects, 0, &mask) != 0 || agent__std_parse(o->tee, 0, &mask) != 0)
         return elastic__fail(ELASTIC_EINVAL, "invalid --redirects/--tee: %s", elastic_last_error());
-    return 0;
+    return agent__check_warm_spares(o);
 }
 
 static int setup(elastic_agent *agent)

@@ -35,6 +35,12 @@ static const char *const event_names[AGENT_EVENT_TYPE_COUNT] = {
     [AGENT_EVENT_QUARANTINE_ENDED] = "quarantine_ended",
     [AGENT_EVENT_RECONFIGURED] = "reconfigured",
     [AGENT_EVENT_WORKER_RECONFIGURED] = "worker_reconfigured",
+    [AGENT_EVENT_SPARE_STARTED] = "spare_started",
+    [AGENT_EVENT_SPARE_PARKED] = "spare_parked",
+    [AGENT_EVENT_SPARE_PROMOTED] = "spare_promoted",
+    [AGENT_EVENT_SPARE_EXITED] = "spare_exited",
+    [AGENT_EVENT_SPARES_DISABLED] = "spares_disabled",
+    [AGENT_EVENT_RECOVERY_PHASES] = "recovery_phases",
 };
 
 const char *agent__event_name(agent_event_type type)

@@ -63,6 +63,8 @@ static const char usage_text[] =
     "place)\n"
     "  --abort-ack-timeout SECONDS in-process: survivors acknowledge the abort within this "
     "(default 5)\n"
+    "  --warm-spares N             in-process: N parked spare workers per node take a failed "
+    "rank's place\n"
     "  --event-log PATH            JSONL events: generations, workers, failures, restarts\n"
     "  --error-file PATH           root-cause JSON (default $TORCHELASTIC_ERROR_FILE)\n"
     "  -q, --quiet                 no console lines of our own (failures, restarts, waiting, "

@@ -17,6 +17,8 @@ typedef struct agent_worker_env {
     int local_rank;
     const char *heartbeat_shm; /* the probe monitor's heartbeat file; NULL: none */
     const char *agent_socket;  /* its control socket; NULL: none */
+    bool spare;                /* a warm spare: no rank yet, ELASTIC_SPARE=spare_slot instead */
+    int spare_slot;
 } agent_worker_env;
 
 /* A NULL-terminated environment: the agent's own minus what torchrun sets,

@@ -22,6 +22,9 @@
 #define CHANNEL__ENV_HEARTBEAT_SHM  "ELASTIC_HEARTBEAT_SHM"
 #define CHANNEL__ENV_HEARTBEAT_SLOT "ELASTIC_HEARTBEAT_SLOT"
 #define CHANNEL__ENV_AGENT_SOCKET   "ELASTIC_AGENT_SOCKET"
+/* A warm spare's control slot (local_world_size + its index): set only in
+ * spares, which park (elastic_worker_park) before they attach. */
+#define CHANNEL__ENV_SPARE "ELASTIC_SPARE"
 
 /* ---- heartbeat shared memory --------------------------------------------- */
 
@@ -110,6 +113,9 @@ typedef enum channel__msg_type {
     CHANNEL__MSG_FAULT = 7,
     /* worker -> agent: NAME (nccl_rebuilt) and its fields, for the event log and the metrics */
     CHANNEL__MSG_EVENT = 8,
+    /* agent -> parked spare: the rank's worker environment (as RECONFIGURE's
+     * payload). A spare parks by saying HELLO with SLOT=its spare slot. */
+    CHANNEL__MSG_PROMOTE = 9,
     CHANNEL__MSG_TYPE_END_
 } channel__msg_type;
 
