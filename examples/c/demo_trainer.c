@@ -7,7 +7,15 @@
  * every few steps with the atomic checkpoint store (elastic_ckpt_*); after a
  * restart every rank resumes from the newest committed step.
  *
+ * Under `elasticrun --in-process-recovery` the survivors of a failure stay:
+ * the all-reduce polls the worker while it waits, and on a new generation
+ * every rank reloads the newest checkpoint and goes on. With `--warm-spares`
+ * the start-up runs first and the process parks (elastic_worker_park) until
+ * it is given a failed rank (--no-park: a trainer that does not know about
+ * spares, for the tests).
+ *
  *   demo_trainer --ckpt-dir DIR [--steps 300] [--ckpt-every 10] [--step-ms 10] [--result FILE]
+ *                [--no-park]
  */
 #include <elastic.h>
 
@@ -22,11 +30,13 @@
 #define GLOBAL_BATCH      64
 #define LEARNING_RATE     0.05
 #define REDUCE_TIMEOUT_MS 60000
+#define REDUCE_POLL_MS    50 /* a wait for peers looks at the worker this often */
 
 typedef struct trainer_args {
     const char *ckpt_dir;
     const char *result;
     int steps, ckpt_every, step_ms;
+    int no_park;
 } trainer_args;
 
 typedef struct state {
@@ -73,8 +83,21 @@ static void partial_gradient(const state *s, int rank, int world, double out[DIM
     }
 }
 
-static int all_reduce(elastic_store *store, uint64_t step, int rank, int world,
-                      double grad[DIM + 1])
+/* A peer's value, waiting in short slices so that an ended generation
+ * (in-process recovery: ELASTIC_ERECONFIGURE from poll) stops the wait. */
+static int get_polling(elastic_worker *worker, elastic_store *store, const char *key,
+                       void **value, size_t *len)
+{
+    for (int waited = 0; waited < REDUCE_TIMEOUT_MS; waited += REDUCE_POLL_MS) {
+        int rc = elastic_store_get(store, key, REDUCE_POLL_MS, value, len);
+        if (rc != ELASTIC_ETIMEDOUT) return rc;
+        if ((rc = elastic_worker_poll(worker)) != 0) return rc;
+    }
+    return ELASTIC_ETIMEDOUT;
+}
+
+static int all_reduce(elastic_worker *worker, elastic_store *store, uint64_t step, int rank,
+                      int world, double grad[DIM + 1])
 {
     char key[64];
     snprintf(key, sizeof key, "step/%" PRIu64 "/grad/%d", step, rank);
@@ -85,7 +108,7 @@ static int all_reduce(elastic_store *store, uint64_t step, int rank, int world,
         void *value = NULL;
         size_t len = 0;
         snprintf(key, sizeof key, "step/%" PRIu64 "/grad/%d", step, peer);
-        rc = elastic_store_get(store, key, REDUCE_TIMEOUT_MS, &value, &len);
+        rc = get_polling(worker, store, key, &value, &len);
         if (rc != 0) return rc;
         if (len != sizeof total) {
             elastic_free(value);
@@ -137,6 +160,13 @@ static int load_state(elastic_ckpt *ckpt, state *s)
 
 /* ---- main ------------------------------------------------------------------ */
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void parse_args(int argc, char **argv, trainer_args *args)
 {
     *args = (trainer_args){ .steps = 300, .ckpt_every = 10, .step_ms = 10 };
@@ -151,6 +181,8 @@ static void parse_args(int argc, char **argv, trainer_args *args)
             args->ckpt_every = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--step-ms") == 0)
             args->step_ms = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--no-park") == 0)
+            args->no_park = 1, i--; /* a switch: no value */
     }
 }
 
@@ -178,6 +210,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "demo_trainer: run me under elasticrun with --ckpt-dir DIR\n");
         return 2;
     }
+    /* Everything above is the start-up a warm spare does ahead of need (here
+     * nothing costly; a real trainer builds its model here). Not a spare:
+     * park returns at once. */
+    int promoted = 0;
+    int parked = args.no_park ? 0 : elastic_worker_park(NULL, &promoted, NULL);
+    if (parked != 0) {
+        fprintf(stderr, "demo_trainer: park: %s\n", elastic_last_error());
+        return parked == ELASTIC_ECLOSED ? 0 : 1; /* the job no longer needs this spare */
+    }
     /* Rank, world size, generation and the generation's store: all from the
      * agent, validated by the library (no environment parsing here). */
     elastic_worker *worker;
@@ -188,9 +229,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "demo_trainer: %s\n", elastic_last_error());
         return 1;
     }
-    int rank = info.rank, world = info.world_size;
+    printf("rank %d pid %d generation %" PRIu64 " %s\n", info.rank, (int)getpid(),
+           info.generation, promoted ? "promoted" : "started");
     state s;
     elastic_ckpt *ckpt = NULL;
+    uint64_t restore_from = promoted ? now_ns() : 0;
     int rc = open_checkpoints(args.ckpt_dir, &info, &ckpt);
     if (rc == 0) rc = load_state(ckpt, &s);
     if (rc != 0) {
@@ -198,14 +241,33 @@ int main(int argc, char **argv)
                 elastic_last_error());
         return 1;
     }
-    if (rank == 0) printf("%s at step %" PRIu64 "\n", s.step > 0 ? "resumed" : "started", s.step);
+    if (restore_from != 0) elastic_worker_report_phase(worker, "restore", now_ns() - restore_from);
+    if (info.rank == 0)
+        printf("%s at step %" PRIu64 "\n", s.step > 0 ? "resumed" : "started", s.step);
     fflush(stdout);
     double loss = 0;
     while (s.step < (uint64_t)args.steps) {
+        int rank = info.rank, world = info.world_size;
         double grad[DIM + 1];
         partial_gradient(&s, rank, world, grad);
-        rc = all_reduce(store, s.step, rank, world, grad);
+        rc = all_reduce(worker, store, s.step, rank, world, grad);
         if (rc == 0) rc = elastic_worker_heartbeat(worker, s.step);
+        if (rc == ELASTIC_ERECONFIGURE) { /* a new generation: same process, new rank */
+            uint64_t from = now_ns();
+            elastic_ckpt_close(ckpt);
+            ckpt = NULL;
+            rc = elastic_worker_get_info(worker, &info);
+            if (rc == 0) rc = elastic_worker_get_store(worker, &store);
+            if (rc == 0) rc = open_checkpoints(args.ckpt_dir, &info, &ckpt);
+            if (rc == 0) rc = load_state(ckpt, &s);
+            if (rc == 0) {
+                elastic_worker_report_phase(worker, "restore", now_ns() - from);
+                printf("rank %d pid %d generation %" PRIu64 " reconfigured at step %" PRIu64 "\n",
+                       info.rank, (int)getpid(), info.generation, s.step);
+                fflush(stdout);
+                continue;
+            }
+        }
         if (rc != 0) {
             fprintf(stderr, "demo_trainer: rank %d step %" PRIu64 ": %s\n", rank, s.step,
                     elastic_strerror(rc));
@@ -227,6 +289,7 @@ int main(int argc, char **argv)
         if (args.step_ms > 0)
             nanosleep(&(struct timespec){ 0, (long)args.step_ms * 1000000L }, NULL);
     }
+    int rank = info.rank;
     if (rank == 0) write_result(args.result, &s, loss);
     elastic_ckpt_close(ckpt);
     elastic_worker_close(worker); /* owns the store */
