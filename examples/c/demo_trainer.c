@@ -170,19 +170,23 @@ static uint64_t now_ns(void)
 static void parse_args(int argc, char **argv, trainer_args *args)
 {
     *args = (trainer_args){ .steps = 300, .ckpt_every = 10, .step_ms = 10 };
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--ckpt-dir") == 0)
-            args->ckpt_dir = argv[i + 1];
-        else if (strcmp(argv[i], "--result") == 0)
-            args->result = argv[i + 1];
-        else if (strcmp(argv[i], "--steps") == 0)
-            args->steps = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--ckpt-every") == 0)
-            args->ckpt_every = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--step-ms") == 0)
-            args->step_ms = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--no-park") == 0)
-            args->no_park = 1, i--; /* a switch: no value */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--no-park") == 0) { /* a switch */
+            args->no_park = 1;
+            continue;
+        }
+        if (i + 1 >= argc) break;
+        const char *value = argv[++i];
+        if (strcmp(argv[i - 1], "--ckpt-dir") == 0)
+            args->ckpt_dir = value;
+        else if (strcmp(argv[i - 1], "--result") == 0)
+            args->result = value;
+        else if (strcmp(argv[i - 1], "--steps") == 0)
+            args->steps = atoi(value);
+        else if (strcmp(argv[i - 1], "--ckpt-every") == 0)
+            args->ckpt_every = atoi(value);
+        else if (strcmp(argv[i - 1], "--step-ms") == 0)
+            args->step_ms = atoi(value);
     }
 }
 
@@ -215,9 +219,10 @@ int main(int argc, char **argv)
      * park returns at once. */
     int promoted = 0;
     int parked = args.no_park ? 0 : elastic_worker_park(NULL, &promoted, NULL);
+    if (parked == ELASTIC_ECLOSED) return 0; /* the job no longer needs this spare */
     if (parked != 0) {
         fprintf(stderr, "demo_trainer: park: %s\n", elastic_last_error());
-        return parked == ELASTIC_ECLOSED ? 0 : 1; /* the job no longer needs this spare */
+        return 1;
     }
     /* Rank, world size, generation and the generation's store: all from the
      * agent, validated by the library (no environment parsing here). */
