@@ -33,6 +33,7 @@ typedef enum timeline_kind {
     TL_WAITING,            /* value: nodes joined, text: missing */
     TL_FENCED,             /* text: reason */
     TL_JOB_END,            /* value: exit code, text: status */
+    TL_RECOVERY_PHASES,    /* value: total ms, text: "stop 1, promote 4, ..." (ms) */
     TL_KINDS
 } timeline_kind;
 
