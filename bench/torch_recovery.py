@@ -161,7 +161,7 @@ def main():
     keys = []
     for e in spare:
         for key in (e["phases"] or {}):
-            if key.endswith("_ms") and key not in keys:
+            if key.endswith("_ms") and key != "ts_ms" and key not in keys:
                 keys.append(key)
     print("recovery_phases (warm spare, median ms over rounds): " + ", ".join(
         "%s %d" % (key[:-3], statistics.median([e["phases"][key] for e in spare if e["phases"] and key in e["phases"]]))
