@@ -165,6 +165,8 @@ HELPERS := $(patsubst test/helpers/%.c,$(OUT)/test/helpers/%,$(HELPER_SRC))
 
 # A test double of NCCL and the CUDA runtime (tests only): loaded through ELASTIC_NCCL_LIBRARY.
 NCCL_DOUBLE := $(OUT)/test/libnccl_double.so
+# A test double of NVML (the health checks' GPUs, set by a state file): loaded through ELASTIC_NVML_LIBRARY.
+NVML_DOUBLE := $(OUT)/test/libnvml_double.so
 
 # test/abi: programs built against the shared library. old_caller uses a shorter
 # snapshot of the public structs (an older caller); layout prints the C offsets
@@ -339,6 +341,10 @@ $(NCCL_DOUBLE): test/nccl_double/nccl_double.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -g -fPIC -shared -D_GNU_SOURCE $(OPT) $(SAN) $(WARNINGS) -Wno-missing-prototypes -o $@ $< -lpthread
 
+$(NVML_DOUBLE): test/nvml_double/nvml_double.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -g -fPIC -shared -D_GNU_SOURCE $(OPT) $(SAN) $(WARNINGS) -Wno-missing-prototypes -o $@ $< -lpthread
+
 $(OUT)/test/abi/%: test/abi/%.c $(SHARED_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL)) -Itest/abi -MMD -MP $(LDFLAGS_ALL) -o $@ $< \
@@ -365,6 +371,8 @@ header-check: deps-present
 	  echo "header-check: every public function has its comment"
 	@if [ -f "$(CUDA_HOME)/include/nccl.h" ]; then echo "header-check: src/nccl/nccl.h against $(CUDA_HOME)/include/nccl.h"; \
 	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nccl_layout.c; fi
+	@if [ -f "$(CUDA_HOME)/include/nvml.h" ]; then echo "header-check: src/health/nvml.h against $(CUDA_HOME)/include/nvml.h"; \
+	  $(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I$(CUDA_HOME)/include -fsyntax-only test/header/nvml_layout.c; fi
 
 # The suite, the demo and the benchmarks need the agent; a build without it
 # is checked by test/integration/test_build_knobs.c instead. (Without etcd the
@@ -382,9 +390,9 @@ whole-library:
 #   make test TEST_FILTER="rdzv_etcd ckpt_async"
 #   make test TEST_FILTER==store_wait_times_out
 #   build/release/test/run_tests --list    every test's name, one per line
-test: whole-library deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE)
+test: whole-library deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE) $(NVML_DOUBLE)
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
-	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
+	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) ELASTIC_NVML_DOUBLE=$(abspath $(NVML_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) \
 	  $(TEST_BIN) $(TEST_FILTER)
@@ -408,8 +416,9 @@ tsan:
 	    echo "tsan: ThreadSanitizer reports above (one file per process in $(TSAN_REPORTS))"; exit 1; fi; \
 	  exit $$rc
 
-valgrind: whole-library all $(TEST_BIN) $(HELPERS) $(NCCL_DOUBLE)
+valgrind: whole-library all $(TEST_BIN) $(HELPERS) $(NCCL_DOUBLE) $(NVML_DOUBLE)
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) \
+	ELASTIC_NVML_DOUBLE=$(abspath $(NVML_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) ELASTIC_TEST_TIMEOUT_SCALE=10 \
 	  valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \

@@ -92,6 +92,19 @@ typedef struct elastic_agent_opts {
     int quiet;
     /* An evicted node rejoins after this; 0: it leaves; default 300 s. */
     int straggler_quarantine_ms;
+    /* Node health checks (docs/HEALTH.md), appended: "auto" (default), "off",
+     * or a comma list of "gpu" (NVML must load) and "network". */
+    const char *health_checks;
+    /* A round every this while training; 0: only before joining; default 30 s. */
+    int health_check_interval_ms;
+    /* The site's own check, sh -c in every round (exit 0 healthy); NULL: none. */
+    const char *health_check_cmd;
+    /* The site command is killed past this (fatal); default 60 s. */
+    int health_check_timeout_ms;
+    /* Fewer GPUs is fatal; 0 (default): as many as the first check found. */
+    int expected_gpus;
+    /* A GPU at or over this many degrees C warns; 0: its slowdown threshold - 5. */
+    int health_temperature_max;
     /* Warm spare workers per node, parked until a rank on the node fails
      * (docs/WARM_SPARES.md); needs in_process_recovery; 0 (default): none. */
     int warm_spares;

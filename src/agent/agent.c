@@ -6,6 +6,7 @@
 #include "agent/group.h"
 #include "agent/console.h"
 #include "agent/generation_store.h"
+#include "agent/health.h"
 #include "agent/journal.h"
 #include "agent/membership.h"
 #include "agent/probes.h"
@@ -421,6 +422,7 @@ static int setup(elastic_agent *agent)
     group->log_root = agent->log_root;
     group->log_root_fd = agent->log_root_fd;
     if ((rc = agent__probes_start(group)) != 0) return rc;
+    if ((rc = agent__health_start(group)) != 0) return rc; /* its first round runs now */
     if (agent->token != NULL) {
         /* Workers read the token from the agent's private run directory: it
          * never sits in their environment (nor their children's). */
@@ -509,6 +511,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     if (agent == NULL) return;
     __atomic_store_n(&agent->accepting_stop, 0, __ATOMIC_RELEASE);
     if (agent->group_ready) {
+        agent__health_stop(&agent->group); /* its thread posts to the group: stopped first */
         agent__workers_signal(&agent->group, SIGKILL); /* only if the run ended abnormally */
         if (!agent__group_close(&agent->group)) {
             ELASTIC_LOG_I("agent",

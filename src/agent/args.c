@@ -51,6 +51,9 @@ void agent__opts_defaults(elastic_agent_opts *opts)
     opts->user_probe_interval_ms = 10000;
     opts->abort_ack_timeout_ms = 5000;
     opts->straggler_quarantine_ms = 300000;
+    opts->health_checks = "auto";
+    opts->health_check_interval_ms = 30000;
+    opts->health_check_timeout_ms = 60000;
 }
 
 ELASTIC_EXTERN int elastic_agent_opts_init(elastic_agent_opts *opts, size_t struct_size)
@@ -261,6 +264,47 @@ static int set_quarantine(elastic_agent_opts *o, const char *v)
 {
     return set_seconds_field(&o->straggler_quarantine_ms, v, true);
 }
+/* node health checks (src/health/, docs/HEALTH.md) */
+static int set_health_checks(elastic_agent_opts *o, const char *v)
+{
+    const char *why = "is not auto, off, or a comma-separated list of gpu and network";
+    if (strcmp(v, "auto") != 0 && strcmp(v, "off") != 0) {
+        char copy[64];
+        if (*v == '\0' || strlen(v) >= sizeof copy)
+            return elastic__fail(ELASTIC_EINVAL, "\"%.80s\" %s", v, why);
+        snprintf(copy, sizeof copy, "%s", v);
+        char *save = NULL;
+        for (char *word = strtok_r(copy, ",", &save); word != NULL;
+             word = strtok_r(NULL, ",", &save))
+            if (strcmp(word, "gpu") != 0 && strcmp(word, "network") != 0)
+                return elastic__fail(ELASTIC_EINVAL, "\"%s\" %s", v, why);
+        if (v[strlen(v) - 1] == ',' || v[0] == ',' || strstr(v, ",,") != NULL)
+            return elastic__fail(ELASTIC_EINVAL, "\"%s\" %s", v, why);
+    }
+    o->health_checks = v;
+    return 0;
+}
+static int set_health_interval(elastic_agent_opts *o, const char *v)
+{
+    return set_seconds_field(&o->health_check_interval_ms, v, true);
+}
+static int set_health_cmd(elastic_agent_opts *o, const char *v)
+{
+    if (*v == '\0') return elastic__fail(ELASTIC_EINVAL, "an empty command");
+    return bounded_string(v, &o->health_check_cmd);
+}
+static int set_health_timeout(elastic_agent_opts *o, const char *v)
+{
+    return set_seconds_field(&o->health_check_timeout_ms, v, false);
+}
+static int set_expected_gpus(elastic_agent_opts *o, const char *v)
+{
+    return set_int_field(&o->expected_gpus, v, 0, 64);
+}
+static int set_health_temperature(elastic_agent_opts *o, const char *v)
+{
+    return set_int_field(&o->health_temperature_max, v, 0, 150);
+}
 static int set_abort_ack(elastic_agent_opts *o, const char *v)
 {
     return set_seconds_field(&o->abort_ack_timeout_ms, v, false);
@@ -377,6 +421,12 @@ static const flag_spec flags[] = {
     { "user_probe_interval", 0, false, true, set_user_probe_interval },
     { "in_process_recovery", 0, true, true, set_in_process },
     { "abort_ack_timeout", 0, false, true, set_abort_ack },
+    { "health_checks", 0, false, true, set_health_checks },
+    { "health_check_interval", 0, false, true, set_health_interval },
+    { "health_check_cmd", 0, false, true, set_health_cmd },
+    { "health_check_timeout", 0, false, true, set_health_timeout },
+    { "expected_gpus", 0, false, true, set_expected_gpus },
+    { "health_temperature_max", 0, false, true, set_health_temperature },
     { "warm_spares", 0, false, true, set_warm_spares },
     { "event_log", 0, false, true, set_event_log },
     { "error_file", 0, false, true, set_error_file },

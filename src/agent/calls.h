@@ -49,6 +49,7 @@ typedef struct agent_call {
     int waiting;           /* EVICT: spares waiting in the open round */
     char replacement[128]; /* EVICT: the likely replacement's node id; "": unknown */
     double score;          /* EVICT: the verdict it acts on */
+    bool health;           /* EVICT: a fatal health check's step-aside (health.c), not a straggler's */
     uint64_t step_ms;
     /* NEXT on etcd: the generation's store, endpoint and token file replace the group's */
     agent_jobstore *jobstore;

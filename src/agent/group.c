@@ -30,6 +30,7 @@
 
 #include "agent/console.h"
 #include "agent/generation_store.h"
+#include "agent/health.h"
 #include "agent/journal.h"
 #include "agent/probes.h"
 #include "agent/reaper.h"
@@ -45,10 +46,9 @@
 #include <sys/wait.h>
 
 static const char *const end_status_names[] = {
-    [AGENT_END_SUCCEEDED] = "succeeded",
-    [AGENT_END_FAILED] = "failed",
-    [AGENT_END_STOPPED] = "stopped",
-    [AGENT_END_EVICTED] = "evicted",
+    [AGENT_END_SUCCEEDED] = "succeeded", [AGENT_END_FAILED] = "failed",
+    [AGENT_END_STOPPED] = "stopped",     [AGENT_END_EVICTED] = "evicted",
+    [AGENT_END_UNHEALTHY] = "unhealthy",
 };
 
 const char *agent__end_status_name(agent_end_status status)
@@ -160,15 +160,23 @@ static void on_quarantine_over(uv_timer_t *timer)
     agent__group_post(timer->data, &(agent_group_event){ .kind = AGENT_GROUP_QUARANTINE_OVER });
 }
 
-/* -> QUARANTINED (an evicted straggler), or DONE when the quarantine is 0. */
+/* -> QUARANTINED (an evicted straggler, or a node a fatal health check made
+ * step aside), or DONE when the quarantine is 0. */
 static void begin_quarantine(agent_group *group)
 {
     int ms = group->opts->straggler_quarantine_ms;
     if (ms <= 0) { /* out for good; counted gone already: nothing to leave */
+        if (group->stepped_aside_unhealthy) {
+            snprintf(group->summary, sizeof group->summary,
+                     "unhealthy: stepped aside and left (%s)", agent__health_reason(group));
+            end_now(group, 1, AGENT_END_UNHEALTHY);
+            return;
+        }
         snprintf(group->summary, sizeof group->summary, "evicted as the job's straggler: left");
         end_now(group, 0, AGENT_END_EVICTED);
         return;
     }
+    group->health_recheck = true; /* its way back in starts with a fresh health round */
     group->state = AGENT_QUARANTINED;
     uv_timer_start(&group->quarantine_timer, on_quarantine_over, (uint64_t)ms, 0);
 }
@@ -227,6 +235,7 @@ static void end_generation_for(agent_group *group, agent_worker *worker, const c
     }
     agent__phases_failure(group, keep_worker ? NULL : worker);
     group->unhealthy_local_rank = keep_worker ? -1 : worker->local_rank;
+    group->health_recheck = true; /* a failure here: checked before this node rejoins */
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "rank %d: %s", worker->rank,
              reason);
     /* Workers first: every millisecond here is a millisecond of recovery. The
@@ -293,6 +302,7 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
     agent__event_emit(group->events, &event);
     group->state = AGENT_RUNNING;
     group->succeeded = 0;
+    group->rejoining = group->stepped_aside_unhealthy = false;
     group->evict_refused_logged = false;
     agent__probes_generation_started(group);
     agent__phases_formed(group);
@@ -329,15 +339,64 @@ static void rendezvous_finished(agent_group *group, const agent_call *call)
     begin_ending(group, 1, AGENT_END_FAILED, agent__summary_call(group, call->rc, call->error));
 }
 
-/* -> RENDEZVOUS. */
-static void begin_rendezvous(agent_group *group)
+/* RENDEZVOUS, cleared to join: the next() call. */
+static void join_rendezvous(agent_group *group)
 {
-    group->state = AGENT_RENDEZVOUS;
-    group->rendezvous_started_ms = elastic__now_ms();
+    group->health_gating = group->health_recheck = false;
     agent__waiting_start(group);
     agent_call *next = agent__call_new(AGENT_CALL_NEXT);
     if (next != NULL) next->jobstore = group->jobstore;
     agent__call_post(group, next);
+}
+
+/* RENDEZVOUS -> DONE/ENDING: a fatal health check before joining; the node
+ * does not join and says why. A member of the last generation leaves, so
+ * that the others do not wait for it; a node that never joined or comes out
+ * of a quarantine is counted gone already. */
+static void end_unhealthy(agent_group *group, const char *reason)
+{
+    group->health_gating = false;
+    snprintf(group->summary, sizeof group->summary, "unhealthy, did not join: %s", reason);
+    agent__console(group, "node %s does not join the job: unhealthy (%s)", group->node_id, reason);
+    if (group->generations == 0 || group->rejoining) {
+        end_now(group, 1, AGENT_END_UNHEALTHY);
+        return;
+    }
+    begin_ending(group, 1, AGENT_END_UNHEALTHY, agent__call_new(AGENT_CALL_LEAVE));
+}
+
+/* -> RENDEZVOUS; after the start, a local failure or a quarantine the join
+ * first waits for a fresh round of health checks (docs/HEALTH.md). */
+static void begin_rendezvous(agent_group *group)
+{
+    group->state = AGENT_RENDEZVOUS;
+    group->rendezvous_started_ms = elastic__now_ms();
+    if (group->health_recheck) {
+        char reason[300];
+        switch (agent__health_gate(group, reason, sizeof reason)) {
+        case AGENT_HEALTH_WAIT: group->health_gating = true; return; /* AGENT_GROUP_HEALTH */
+        case AGENT_HEALTH_STOP: end_unhealthy(group, reason); return;
+        case AGENT_HEALTH_GO: break;
+        }
+    }
+    join_rendezvous(group);
+}
+
+/* Any state: a round of health checks is in. Before joining it decides the
+ * join; while running a fatal verdict makes this node step aside. */
+static void health_report(agent_group *group)
+{
+    agent_health_news news;
+    if (!agent__health_take(group, &news)) return;
+    if (group->state == AGENT_RENDEZVOUS && group->health_gating) {
+        if (!news.gate_done) return;
+        if (news.fatal)
+            end_unhealthy(group, news.reason);
+        else
+            join_rendezvous(group);
+        return;
+    }
+    if (news.fatal && group->state == AGENT_RUNNING) agent__health_step_aside(group, news.reason);
 }
 
 /* Any state: what a call's result changes whatever the state (the loop
@@ -350,8 +409,9 @@ static void apply_call(agent_group *group, agent_call *call)
                       : call->kind == AGENT_CALL_FINISH     ? "finishing"
                       : call->kind == AGENT_CALL_LEAVE      ? "leaving the rendezvous"
                       : call->kind == AGENT_CALL_NODE_STATS ? "exchanging straggler statistics"
-                      : call->kind == AGENT_CALL_EVICT      ? "stepping aside as a straggler"
-                                                            : "sharing the failure's detail",
+                      : call->kind == AGENT_CALL_EVICT && call->health ? "stepping aside, unhealthy"
+                      : call->kind == AGENT_CALL_EVICT ? "stepping aside as a straggler"
+                                                       : "sharing the failure's detail",
                       elastic_err_name(call->rc), call->error);
     if (call->kind == AGENT_CALL_NEXT) {
         agent__waiting_stop(group);
@@ -374,7 +434,8 @@ static void apply_call(agent_group *group, agent_call *call)
     if (call->kind == AGENT_CALL_SUMMARY)
         snprintf(group->summary, sizeof group->summary, "%s", call->summary);
     if (call->kind == AGENT_CALL_NODE_STATS) agent__node_stats_done(group, call);
-    if (call->kind == AGENT_CALL_EVICT) agent__node_evict_done(group, call);
+    if (call->kind == AGENT_CALL_EVICT && !agent__health_evict_done(group, call))
+        agent__node_evict_done(group, call);
 }
 
 /* ---- news from other threads ------------------------------------------------------- */
@@ -524,6 +585,7 @@ static void on_quarantined(agent_group *group, const agent_group_event *ev)
         agent__event_begin(&event, group->events, AGENT_EVENT_QUARANTINE_ENDED);
         agent__event_int(&event, "generation", (int64_t)group->current.generation);
         agent__event_emit(group->events, &event);
+        group->rejoining = true;
         begin_rendezvous(group);
         break;
     }
@@ -546,6 +608,7 @@ static void on_event(agent_group *group, const agent_group_event *ev)
         agent__spares_reap(group);
         return;
     case AGENT_GROUP_STREAM_CLOSED: group->closing_streams--; return;
+    case AGENT_GROUP_HEALTH: health_report(group); return;
     case AGENT_GROUP_GRACE_EXPIRED:
         ELASTIC_LOG_W("agent", "workers still alive %d ms after SIGTERM: SIGKILL",
                       group->opts->grace_period_ms);
@@ -729,6 +792,24 @@ void agent__group_on_change(void *user, const elastic_rdzv_cause *cause)
     uv_async_send(&group->wake);
 }
 
+void agent__group_post_from_thread(agent_group *group, agent_group_event_kind kind)
+{
+    agent_group_event *ev = calloc(1, sizeof *ev);
+    if (ev == NULL) {
+        ELASTIC_LOG_E("agent", "out of memory posting an event (%d)", (int)kind);
+        return;
+    }
+    ev->kind = kind;
+    pthread_mutex_lock(&group->lock);
+    if (group->posted_tail != NULL)
+        group->posted_tail->next = ev;
+    else
+        group->posted = ev;
+    group->posted_tail = ev;
+    pthread_mutex_unlock(&group->lock);
+    uv_async_send(&group->wake);
+}
+
 void agent__group_request_stop(agent_group *group, int signum)
 {
     __atomic_store_n(&group->pending_stop_signal, signum > 0 ? signum : 0, __ATOMIC_RELEASE);
@@ -744,6 +825,7 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
     group->reaper_fd = -1;
     group->state = AGENT_IDLE;
     group->unhealthy_local_rank = -1;
+    group->health_recheck = true; /* the first join waits for the first health round */
     int rc = pthread_mutex_init(&group->lock, NULL);
     if (rc != 0) return elastic__fail(ELASTIC_ESYS, "mutex: %s", strerror(rc));
     if ((rc = agent__exits_init(group)) != 0 ||

@@ -18,6 +18,7 @@
 #include <uv.h>
 
 typedef struct agent_membership agent_membership;
+typedef struct agent_health agent_health;
 typedef struct agent_events agent_events;
 typedef struct agent_jobstore agent_jobstore;
 
@@ -81,7 +82,8 @@ typedef enum agent_end_status {
     AGENT_END_SUCCEEDED, /* every worker exited 0 */
     AGENT_END_FAILED,    /* the rendezvous failed (budget exhausted, job closed, ...) */
     AGENT_END_STOPPED,   /* SIGTERM/SIGINT to the agent */
-    AGENT_END_EVICTED    /* stepped aside as the job's straggler, for good */
+    AGENT_END_EVICTED,   /* stepped aside as the job's straggler, for good */
+    AGENT_END_UNHEALTHY  /* a fatal health check: did not join, or left the job */
 } agent_end_status;
 
 /* "succeeded", "failed", "stopped", "evicted": job_end's status and the console's word. */
@@ -99,7 +101,8 @@ typedef enum agent_group_event_kind {
     AGENT_GROUP_CALL_DONE,         /* a call posted with agent__call_post is back (call) */
     AGENT_GROUP_EVICTED,           /* this node stepped aside as the job's straggler */
     AGENT_GROUP_GRACE_EXPIRED,     /* timer: workers still alive after SIGTERM */
-    AGENT_GROUP_QUARANTINE_OVER    /* timer: rejoin after a straggler's quarantine */
+    AGENT_GROUP_QUARANTINE_OVER,   /* timer: rejoin after a straggler's quarantine */
+    AGENT_GROUP_HEALTH             /* a health check round's report is in (health.c; any thread) */
 } agent_group_event_kind;
 
 typedef struct agent_group_event {
@@ -180,6 +183,11 @@ typedef struct agent_group {
     bool evict_in_flight;        /* at most one eviction call */
     bool evict_refused_logged;   /* "no spare" said once per generation */
     uv_timer_t quarantine_timer; /* AGENT_QUARANTINED: when to rejoin */
+    agent_health *health;        /* node health checks (health.c); NULL: off */
+    bool health_recheck;         /* the next join waits for a fresh health round */
+    bool health_gating;          /* RENDEZVOUS: NEXT not posted yet, waiting for that round */
+    bool stepped_aside_unhealthy; /* the quarantine is a fatal health check's */
+    bool rejoining;              /* out of a quarantine: counted gone, nothing to leave */
     char probe_dir[96];          /* its heartbeat file and socket (short: a socket path) */
     uv_timer_t ack_timer;        /* in-process recovery: the abort acknowledgement deadline */
     int unhealthy_local_rank;    /* the worker that ended the generation here; -1: none */
@@ -216,6 +224,9 @@ void agent__group_start(agent_group *group);
  * makes a helper post (workers_start in generation_formed) finishes first,
  * then its posts are handled, before events that were already waiting. */
 void agent__group_post(agent_group *group, const agent_group_event *event);
+/* Any thread: posts an event of `kind` with no payload (the health runner's
+ * thread after each round); waits in the queue like membership news. */
+void agent__group_post_from_thread(agent_group *group, agent_group_event_kind kind);
 /* Shorthands for the worker events. */
 void agent__group_worker_unhealthy(agent_group *group, agent_worker *worker, const char *reason,
                                    int exit_code, int term_signal);

@@ -62,6 +62,7 @@ struct probe__monitor {
     uint64_t node_score_rounds; /* exchanges scored so far (a counter on /metrics) */
     probe__node_stat *node_stats;
     double *node_scores;
+    char *extra_metrics; /* probe__monitor_set_extra_metrics; NULL: none */
 };
 
 int monitor__check_opts(const probe__monitor_opts *opts);

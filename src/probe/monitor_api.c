@@ -23,6 +23,7 @@ static void release(uv_handle_t *handle)
     free(m->scores);
     free(m->node_stats);
     free(m->node_scores);
+    free(m->extra_metrics);
     free(m);
 }
 
@@ -360,4 +361,10 @@ void probe__monitor_set_node_scores(probe__monitor *m, unsigned n, const probe__
     m->node_score_rounds++;
     memcpy(m->node_stats, stats, n * sizeof *stats);
     memcpy(m->node_scores, scores, n * sizeof *scores);
+}
+
+void probe__monitor_set_extra_metrics(probe__monitor *m, const char *text)
+{
+    free(m->extra_metrics);
+    m->extra_metrics = text != NULL && *text != '\0' ? elastic__strdup(text) : NULL;
 }

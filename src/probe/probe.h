@@ -228,6 +228,10 @@ void probe__monitor_opts_init(probe__monitor_opts *opts);
 /* The job-wide scores for /metrics (elastic_node_straggler_score); n = 0 clears them. */
 void probe__monitor_set_node_scores(probe__monitor *m, unsigned n, const probe__node_stat *stats,
                                     const double *scores);
+/* Lines another part of the agent renders for /metrics (the node health
+ * checks' per-GPU gauges, Prometheus text with their HELP/TYPE): copied,
+ * appended to every page until replaced; NULL or "" clears them. On the loop. */
+void probe__monitor_set_extra_metrics(probe__monitor *m, const char *text);
 int probe__monitor_start(const probe__monitor_opts *opts, probe__monitor **out);
 /* Closes everything on the loop (the heartbeat file and socket are removed). */
 void probe__monitor_stop(probe__monitor *m);

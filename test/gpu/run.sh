@@ -3,8 +3,9 @@
 # communicator there): builds libelastic from a fresh clone of the repository
 # this script is in (its committed HEAD), then measures NCCL communicator init,
 # abort, re-create and shrink, the watchdog catching a kernel that spins on a
-# host-set flag, and the C++ trainer under elasticrun surviving a killed
-# worker. Prints one table. Every step has a timeout and fails soft (a FAIL
+# host-set flag, every health check read through the real NVML (value,
+# verdict, the CPU cost of a round), and the C++ trainer under elasticrun
+# surviving a killed worker. Prints one table. Every step has a timeout and fails soft (a FAIL
 # row, the run goes on); the whole run stays under 8 minutes.
 #
 #   bash test/gpu/run.sh            (as root it installs missing apt packages)
@@ -127,6 +128,46 @@ if [ -n "$SRC" ] && [ -f "$SRC/lib/libelastic.a" ] &&
     report stream_after_abort "stream after the abort" "spin kernel released by the host"
 else
     row "GPU probe" "FAIL" "not built: $(last_line probe_build)"
+fi
+
+# ---- the health checks on the real device ----------------------------------------------------------
+
+# Every NVML check of every GPU read once through the real driver (value, verdict, text; the
+# UUID in the note), then the CPU cost of a periodic round; and src/health/nvml.h's
+# hand-written ABI checked against the toolkit's nvml.h (make header-check).
+if [ -n "$SRC" ] && run_step health_build 120 make -C "$SRC" -j"$(nproc)" build/release/bench/health_bench; then
+    run_step health 60 env -u ELASTIC_NVML_LIBRARY "$SRC/build/release/bench/health_bench" --print --rounds 200
+    health_rc=$?
+    if grep -q '^# NVML not available' "$WORK/health.log"; then
+        row "health: NVML" "FAIL" "$(grep -m1 '^# NVML' "$WORK/health.log" | cut -c3-100)"
+    fi
+    # Lines "check gpu value verdict text... [uuid]" between the header and the "# first round" line.
+    while read -r check gpu value verdict text; do
+        [ "$check" = check ] && continue
+        row "health $check gpu $gpu" "$value $verdict" "$(echo "$text" | cut -c1-70)"
+    done < <(sed -n '/^check /,/^# first round/p' "$WORK/health.log" | grep -v '^#')
+    first=$(sed -n 's/^# first round: //p' "$WORK/health.log")
+    [ -n "$first" ] && row "health first round" "${first%%,*}" "${first#*, } (takes the baselines)"
+    cost=$(grep -m1 '^rounds ' "$WORK/health.log")
+    if [ -n "$cost" ]; then
+        row "health round CPU (us)" "$(echo "$cost" | awk '{ print $9 }')" \
+            "median of 200; p99 $(echo "$cost" | awk '{ print $11 }') us, wall $(echo "$cost" | awk '{ print $14 }') us, $(echo "$cost" | awk '{ print $4 }') GPUs"
+    else
+        row "health round CPU (us)" "FAIL" "exit $health_rc: $(last_line health)"
+    fi
+else
+    row "health checks" "FAIL" "health_bench not built: $(last_line health_build)"
+fi
+CUDA_INC=$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/../include
+if [ -n "$SRC" ] && [ -f "$CUDA_INC/nvml.h" ]; then
+    if run_step nvml_layout 30 cc -std=c11 -D_GNU_SOURCE -I"$SRC/include" -I"$SRC/src" -I"$CUDA_INC" \
+        -fsyntax-only "$SRC/test/header/nvml_layout.c"; then
+        row "nvml.h layout" "ok" "src/health/nvml.h matches $CUDA_INC/nvml.h"
+    else
+        row "nvml.h layout" "FAIL" "$(grep -m1 'error' "$WORK/nvml_layout.log" | cut -c1-90)"
+    fi
+else
+    row "nvml.h layout" "skipped" "no nvml.h in the CUDA toolkit here"
 fi
 
 # ---- the C++ trainer under elasticrun survives a killed worker --------------------------------------

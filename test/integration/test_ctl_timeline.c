@@ -193,6 +193,38 @@ TEST_TIMEOUT(ctl_timeline_marks_a_straggler_eviction, 60)
     free(text);
 }
 
+/* A node health check that is not ok is a mark naming the GPU; stepping aside is another. */
+TEST_TIMEOUT(ctl_timeline_marks_health_verdicts_and_the_step_aside, 60)
+{
+    static const char log_h[] =
+        "{\"ts_ms\":1000,\"event\":\"agent_started\",\"run_id\":\"job7\",\"node\":\"sick\"}\n"
+        "{\"ts_ms\":1100,\"event\":\"generation_formed\",\"run_id\":\"job7\",\"node\":\"sick\","
+        "\"generation\":1,\"world_size\":4,\"group_world_size\":2}\n"
+        "{\"ts_ms\":3000,\"event\":\"health_check\",\"run_id\":\"job7\",\"node\":\"sick\","
+        "\"check\":\"temperature\",\"gpu\":3,\"uuid\":\"GPU-c\",\"pci_bus_id\":\"00000000:13:00."
+        "0\","
+        "\"port\":\"\",\"value\":95,\"verdict\":\"ok\",\"reason\":\"95 C\"}\n"
+        "{\"ts_ms\":5000,\"event\":\"health_check\",\"run_id\":\"job7\",\"node\":\"sick\","
+        "\"check\":\"xid\",\"gpu\":5,\"uuid\":\"GPU-e\",\"pci_bus_id\":\"00000000:15:00.0\","
+        "\"port\":\"\",\"value\":79,\"verdict\":\"fatal\","
+        "\"reason\":\"Xid 79: the GPU has fallen off the bus\"}\n"
+        "{\"ts_ms\":5100,\"event\":\"health_stepped_aside\",\"run_id\":\"job7\",\"node\":\"sick\","
+        "\"generation\":1,\"reason\":\"GPU 5: Xid 79\",\"replacement\":\"spare\"}\n";
+    char h[512];
+    write_file(agent_harness_path(h, sizeof h, "h.jsonl"), log_h);
+    const char *argv[] = { "elasticctl", "summary", h, NULL };
+    ASSERT_EQ(run_ctl(argv, "health"), 0);
+    char *text = output_of("health", "out");
+    if (strstr(text,
+               "+    4.000 s  sick                     probe: health fatal: xid GPU 5: Xid 79: "
+               "the GPU has fallen off the bus\n") == NULL ||
+        strstr(text, "probe: stepped aside, unhealthy: GPU 5: Xid 79; replaced by spare\n") ==
+            NULL ||
+        strstr(text, "temperature") != NULL) /* an ok verdict is no mark */
+        FAIL("summary:\n%s", text);
+    free(text);
+}
+
 TEST_TIMEOUT(ctl_timeline_refuses_bad_logs_naming_file_and_line, 60)
 {
     char a[512], bad[512], other[512], out[512];

@@ -91,3 +91,19 @@ TEST_TIMEOUT(netns_straggler_leaves_when_min_nodes_allow_and_quarantine_is_0, 15
 {
     run_netns_script("straggler_leave.sh");
 }
+
+/* Node health checks with the NVML double (test/netns/health_*.sh). */
+TEST_TIMEOUT(netns_health_xid_79_hands_the_node_to_the_waiting_spare, 150)
+{
+    run_netns_script("health_xid_spare.sh");
+}
+
+TEST_TIMEOUT(netns_health_missing_gpu_or_hanging_site_check_never_joins, 150)
+{
+    run_netns_script("health_join.sh");
+}
+
+TEST_TIMEOUT(netns_health_warnings_do_not_evict_a_failing_site_check_does, 150)
+{
+    run_netns_script("health_warn_site.sh");
+}

@@ -71,3 +71,28 @@ TEST(ctl_status_shows_job_wide_node_scores)
     if (out.data == NULL || strstr(out.data, "node straggler scores") != NULL) FAIL("%s", out.data);
     elastic__text_free(&out);
 }
+
+TEST(ctl_status_shows_the_node_health_checks_verdict)
+{
+    static const char health_page[] =
+        "elastic_job_info{run_id=\"job7\",node=\"n1\"} 1\n"
+        "elastic_node_health 2\n"
+        "elastic_gpu_health{gpu=\"0\",uuid=\"GPU-a\",pci_bus_id=\"00000000:10:00.0\"} 0\n"
+        "elastic_gpu_health{gpu=\"1\",uuid=\"GPU-b\",pci_bus_id=\"00000000:11:00.0\"} 2\n"
+        "elastic_gpu_health{gpu=\"2\",uuid=\"GPU-c\",pci_bus_id=\"00000000:12:00.0\"} 1\n"
+        "elastic_health_check_verdict{check=\"xid\",gpu=\"1\",port=\"\"} 2\n"
+        "elastic_health_check_verdict{check=\"temperature\",gpu=\"2\",port=\"\"} 1\n"
+        "elastic_health_check_verdict{check=\"ib_errors\",gpu=\"-1\",port=\"mlx5_0/1\"} 1\n";
+    elastic__text out;
+    elastic__text_init(&out, 1 << 16);
+    ASSERT_OK(ctl_status_format(health_page, 200, "ok\n", &out));
+    if (strstr(out.data, "node checks: fatal  GPUs: 1 ok, 1 warning, 1 fatal  (xid GPU 1 (fatal), "
+                         "temperature GPU 2, ib_errors mlx5_0/1)\n") == NULL)
+        FAIL("%s", out.data);
+    elastic__text_free(&out);
+    /* A page without health checks has no such line. */
+    elastic__text_init(&out, 1 << 16);
+    ASSERT_OK(ctl_status_format(page, 200, "ok\n", &out));
+    ASSERT(strstr(out.data, "node checks") == NULL);
+    elastic__text_free(&out);
+}

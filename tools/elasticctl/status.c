@@ -1,7 +1,8 @@
 /*
  * `elasticctl status`: fetch an agent's /metrics and /healthz over plain
  * HTTP (bounded, with one deadline) and print the job at a glance: node,
- * generation, restarts, workers, health, and one line per rank.
+ * generation, restarts, workers, health, one line per rank, and the node
+ * health checks' verdict (docs/HEALTH.md).
  */
 #include "common/http.h"
 #include "common/parse_int.h"
@@ -31,6 +32,9 @@ typedef struct job_view {
     rank_row ranks[STATUS_MAX_RANKS];
     int rank_count;
     char node_scores[1024]; /* "vm-1 1.00, vm-2 0.33" (job-wide straggler scores) */
+    double node_health;     /* elastic_node_health: 0 ok, 1 warning, 2 fatal; < 0: no checks */
+    int gpus[3];            /* elastic_gpu_health: GPUs ok, warning, fatal */
+    char checks[1024];      /* "temperature GPU 3, ib_link_downed mlx5_0/1" (not ok) */
 } job_view;
 
 static rank_row *row_for(job_view *v, const char *labels)
@@ -92,6 +96,22 @@ static void take_sample(job_view *v, const elastic__prom_sample *s)
         size_t at = strlen(v->node_scores);
         snprintf(v->node_scores + at, sizeof v->node_scores - at, "%s%s %.2f", at > 0 ? ", " : "",
                  label, s->value);
+    } else if (strcmp(s->name, "elastic_node_health") == 0) {
+        v->node_health = s->value;
+    } else if (strcmp(s->name, "elastic_gpu_health") == 0) {
+        if (s->value >= 0 && s->value <= 2) v->gpus[(int)s->value]++;
+    } else if (strcmp(s->name, "elastic_health_check_verdict") == 0 &&
+               elastic__prom_label(s->labels, "check", label, sizeof label)) {
+        char gpu[16] = "", port[64] = "", where[96] = "";
+        elastic__prom_label(s->labels, "gpu", gpu, sizeof gpu);
+        elastic__prom_label(s->labels, "port", port, sizeof port);
+        if (port[0] != '\0')
+            snprintf(where, sizeof where, " %s", port);
+        else if (gpu[0] != '\0' && strcmp(gpu, "-1") != 0)
+            snprintf(where, sizeof where, " GPU %s", gpu);
+        size_t at = strlen(v->checks);
+        snprintf(v->checks + at, sizeof v->checks - at, "%s%s%s%s", at > 0 ? ", " : "", label,
+                 where, s->value >= 2 ? " (fatal)" : "");
     } else if (strncmp(s->name, "elastic_worker_", 15) == 0) {
         rank_row *row = row_for(v, s->labels);
         if (row == NULL) return;
@@ -128,6 +148,7 @@ int ctl_status_format(const char *metrics, int health_status, const char *health
 {
     job_view *v = calloc(1, sizeof *v);
     if (v == NULL) return elastic__fail(ELASTIC_ENOMEM, "status");
+    v->node_health = -1;
     int rc = parse_page(metrics, v);
     if (rc == 0) {
         char health[160];
@@ -164,6 +185,16 @@ int ctl_status_format(const char *metrics, int health_status, const char *health
             v->recoveries[0], v->recovery_last[0], v->recoveries[1], v->recovery_last[1]);
         if (v->node_scores[0] != '\0')
             elastic__text_printf(out, "node straggler scores (job-wide): %s\n", v->node_scores);
+        if (v->node_health >= 0) {
+            static const char *const verdicts[3] = { "ok", "warning", "fatal" };
+            int worst = v->node_health >= 2 ? 2 : v->node_health >= 1 ? 1 : 0;
+            elastic__text_printf(out, "node checks: %s", verdicts[worst]);
+            if (v->gpus[0] + v->gpus[1] + v->gpus[2] > 0)
+                elastic__text_printf(out, "  GPUs: %d ok, %d warning, %d fatal", v->gpus[0],
+                                     v->gpus[1], v->gpus[2]);
+            if (v->checks[0] != '\0') elastic__text_printf(out, "  (%s)", v->checks);
+            elastic__text_printf(out, "\n");
+        }
     }
     free(v);
     return rc;

@@ -53,6 +53,11 @@ static int kind_of(const char *event, json_object *obj)
                    : TL_PROBE;
     }
     if (strcmp(event, "straggler_evicted") == 0) return TL_PROBE; /* marked as a probe's verdict */
+    if (strcmp(event, "health_stepped_aside") == 0) return TL_PROBE;
+    if (strcmp(event, "health_check") == 0) { /* a check that is not ok (a return to ok: no mark) */
+        const char *verdict = json__get_string(obj, "verdict");
+        return verdict != NULL && strcmp(verdict, "ok") != 0 ? TL_PROBE : -1;
+    }
     for (int k = 0; k < TL_KINDS; k++)
         if (k != TL_HANG && k != TL_PROBE && strcmp(event, kind_names[k]) == 0) return k;
     return -1;
@@ -163,6 +168,25 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
             snprintf(e.text, sizeof e.text, "evicted as the job's straggler (score %.16s)%s%.128s",
                      score != NULL ? score : "?", named ? "; replaced by " : "",
                      named ? spare : "");
+        }
+        if (strcmp(event, "health_check") == 0) {
+            const char *verdict = json__get_string(obj, "verdict"),
+                       *check = json__get_string(obj, "check"),
+                       *port = json__get_string(obj, "port");
+            char where[80] = "";
+            if (port != NULL && port[0] != '\0')
+                snprintf(where, sizeof where, " %.64s", port);
+            else if (json__get_int(obj, "gpu", 0, 1 << 16, &v))
+                snprintf(where, sizeof where, " GPU %d", (int)v);
+            snprintf(e.text, sizeof e.text, "health %.16s: %.32s%s: %.100s",
+                     verdict != NULL ? verdict : "?", check != NULL ? check : "?", where,
+                     text != NULL ? text : "");
+        }
+        if (strcmp(event, "health_stepped_aside") == 0) {
+            const char *spare = json__get_string(obj, "replacement");
+            bool named = spare != NULL && spare[0] != '\0';
+            snprintf(e.text, sizeof e.text, "stepped aside, unhealthy: %.100s%s%.60s",
+                     text != NULL ? text : "?", named ? "; replaced by " : "", named ? spare : "");
         }
         if (kind == TL_RECOVERY_PHASES) /* every "<phase>_ms" but the total, in log order */
             phases_text(obj, e.text, sizeof e.text);
