@@ -85,8 +85,8 @@ static void partial_gradient(const state *s, int rank, int world, double out[DIM
 
 /* A peer's value, waiting in short slices so that an ended generation
  * (in-process recovery: ELASTIC_ERECONFIGURE from poll) stops the wait. */
-static int get_polling(elastic_worker *worker, elastic_store *store, const char *key,
-                       void **value, size_t *len)
+static int get_polling(elastic_worker *worker, elastic_store *store, const char *key, void **value,
+                       size_t *len)
 {
     for (int waited = 0; waited < REDUCE_TIMEOUT_MS; waited += REDUCE_POLL_MS) {
         int rc = elastic_store_get(store, key, REDUCE_POLL_MS, value, len);
@@ -234,8 +234,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "demo_trainer: %s\n", elastic_last_error());
         return 1;
     }
-    printf("rank %d pid %d generation %" PRIu64 " %s\n", info.rank, (int)getpid(),
-           info.generation, promoted ? "promoted" : "started");
+    printf("rank %d pid %d generation %" PRIu64 " %s\n", info.rank, (int)getpid(), info.generation,
+           promoted ? "promoted" : "started");
     state s;
     elastic_ckpt *ckpt = NULL;
     uint64_t restore_from = promoted ? now_ns() : 0;

@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define ARGS_MAX_NODES    100000
-#define ARGS_MAX_NPROC    4096
+#define ARGS_MAX_NODES       100000
+#define ARGS_MAX_NPROC       4096
 #define ARGS_MAX_RESTARTS    1000000
 #define ARGS_MAX_WARM_SPARES 64
-#define ARGS_MAX_SECONDS  (86400.0 * 30)
-#define ARGS_MAX_STRING   4096
+#define ARGS_MAX_SECONDS     (86400.0 * 30)
+#define ARGS_MAX_STRING      4096
 
 typedef int (*flag_apply_fn)(elastic_agent_opts *opts, const char *value);
 
@@ -566,9 +566,10 @@ int agent__check_warm_spares(const elastic_agent_opts *opts)
         return elastic__fail(ELASTIC_EINVAL, "--warm-spares %d: 0..%d", opts->warm_spares,
                              ARGS_MAX_WARM_SPARES);
     if (opts->warm_spares > 0 && !opts->in_process_recovery)
-        return elastic__fail(ELASTIC_EINVAL,
-                             "--warm-spares needs --in-process-recovery: a spare replaces one failed "
-                             "rank while the others stay; a full restart starts every rank anew");
+        return elastic__fail(
+            ELASTIC_EINVAL,
+            "--warm-spares needs --in-process-recovery: a spare replaces one failed "
+            "rank while the others stay; a full restart starts every rank anew");
     return 0;
 }
 

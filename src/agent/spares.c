@@ -369,8 +369,7 @@ void agent__spares_reap(agent_group *group)
                                (int)s->pid, how);
             } else if (!group->spares_disabled) {
                 char why[192];
-                snprintf(why, sizeof why, "%s before it parked (does the trainer call park?)",
-                         how);
+                snprintf(why, sizeof why, "%s before it parked (does the trainer call park?)", how);
                 disable(group, s, why);
             }
         }

@@ -133,7 +133,8 @@ int agent__env_build(const agent_worker_env *spec, char ***envp)
         if (!is_owned(*entry)) strv_push(&v, elastic__strdup(*entry));
     if (spec->spare) { /* a rank's variables come when it is promoted (elastic_worker_park) */
         strv_pushf(&v, "ELASTIC_SPARE=%d", spec->spare_slot);
-        if (spec->agent_socket != NULL) strv_pushf(&v, "ELASTIC_AGENT_SOCKET=%s", spec->agent_socket);
+        if (spec->agent_socket != NULL)
+            strv_pushf(&v, "ELASTIC_AGENT_SOCKET=%s", spec->agent_socket);
         if (spec->run_id != NULL) strv_pushf(&v, "TORCHELASTIC_RUN_ID=%s", spec->run_id);
         return finish_env(&v, spec, envp);
     }

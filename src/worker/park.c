@@ -53,8 +53,7 @@ static bool promoted_name(const char *name)
     return false;
 }
 
-ELASTIC_EXTERN int elastic_worker_park_opts_init(elastic_worker_park_opts *opts,
-                                                 size_t struct_size)
+ELASTIC_EXTERN int elastic_worker_park_opts_init(elastic_worker_park_opts *opts, size_t struct_size)
 {
     elastic_worker_park_opts defaults = { .struct_size = sizeof defaults, .timeout_ms = -1 };
     return ELASTIC__STRUCT_INIT(opts, struct_size, &defaults, "elastic_worker_park_opts");

@@ -121,8 +121,8 @@ TEST_TIMEOUT(agent_warm_spare_takes_a_killed_ranks_place_and_the_survivors_stay,
     const char *kept2[] = { "\"event\":\"worker_reconfigured\"", "\"rank\":2,", NULL };
     ASSERT_EQ(nth_event(&run, kept0, 0, "pid"), pid0); /* the survivors keep their pids */
     ASSERT_EQ(nth_event(&run, kept2, 0, "pid"), pid2);
-    const char *phases[] = { "\"event\":\"recovery_phases\"", "\"complete\":1", "\"promote_ms\":",
-                             "\"restore_ms\":", NULL };
+    const char *phases[] = { "\"event\":\"recovery_phases\"", "\"complete\":1",
+                             "\"promote_ms\":", "\"restore_ms\":", NULL };
     ASSERT_EQ(nth_event(&run, phases, 0, "promoted"), 1);
     /* and a new spare is started in the background, parked under another pid */
     long replacement = nth_event(&run, parked_ev, 1, "pid");

@@ -13,21 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[TL_KINDS] = { "agent_started",
-                                                  "generation_formed",
-                                                  "worker_started",
-                                                  "worker_exited",
-                                                  "failure",
-                                                  "hang",
-                                                  "probe",
-                                                  "generation_ended",
-                                                  "generation_stopped",
-                                                  "restarted",
-                                                  "checkpoint",
-                                                  "waiting",
-                                                  "fenced",
-                                                  "job_end",
-                                                  "recovery_phases" };
+static const char *const kind_names[TL_KINDS] = {
+    "agent_started", "generation_formed", "worker_started",
+    "worker_exited", "failure",           "hang",
+    "probe",         "generation_ended",  "generation_stopped",
+    "restarted",     "checkpoint",        "waiting",
+    "fenced",        "job_end",           "recovery_phases"
+};
 
 const char *timeline__kind_name(int kind)
 {
@@ -90,8 +82,8 @@ static void phases_text(json_object *obj, char *out, size_t size)
         if (n < 4 || n > 40 || strcmp(key + n - 3, "_ms") != 0 || strcmp(key, "total_ms") == 0 ||
             strcmp(key, "ts_ms") == 0 || !json_object_is_type(value, json_type_int))
             continue;
-        int wrote = snprintf(out + len, size - len, "%s%.*s %lld", len > 0 ? ", " : "", (int)(n - 3),
-                             key, (long long)json_object_get_int64(value));
+        int wrote = snprintf(out + len, size - len, "%s%.*s %lld", len > 0 ? ", " : "",
+                             (int)(n - 3), key, (long long)json_object_get_int64(value));
         if (wrote < 0 || (size_t)wrote >= size - len) {
             out[len] = '\0'; /* what fits */
             return;
