@@ -8,7 +8,8 @@
 #   make valgrind   the suite under valgrind memcheck
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS seconds (clang)
 #   make bench      the benchmarks (prints tables against the peers)
-#   make soak       long fault runs (the checkpoint crash test with SOAK_KILLS SIGKILLs)
+#   make soak       long fault runs (the checkpoint crash test with SOAK_KILLS SIGKILLs,
+#                   the power-cut test with SOAK_POWERCUTS cuts)
 #   make demo       the elastic demo: a worker is killed and the job survives
 #                   (TRAINER=rust: with the Rust trainer of examples/rust)
 #   make install    PREFIX, LIBDIR, INCLUDEDIR, PYTHONDIR, DESTDIR honoured
@@ -67,10 +68,12 @@ BASE_CFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE -DELASTIC_BUI
 PARTS := agent etcd
 
 # ELASTIC_AGENT=0: the agent, its probes, the store server it hosts (libuv) and
-# the JSON reader only it uses (src/without/agent*.c in their place). The
+# the JSON reader only it uses, with the goodput accounting's reading of its journal
+# (src/without/agent*.c in their place). The
 # suite, the demo and the benchmarks need it (SUITE_NEEDS).
 KNOB_agent := ELASTIC_AGENT
-SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv.c src/common/json.c
+SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv.c src/common/json.c \
+  src/common/goodput_event.c
 FEATURES_agent := agent store_server
 ELASTIC_AGENT ?= 1
 
@@ -280,7 +283,8 @@ $(BIN_OUT)/%: $(OUT)/tools/%.o $(STATIC_LIB)
 # shares with the library (JSON, text, HTTP GET, Prometheus lines); their
 # elastic__fail is tools/elasticctl/fail.c (the library's copy is hidden).
 CTL_SRC := $(sort $(wildcard tools/elasticctl/*.c)) src/common/json.c src/common/text.c \
-  src/common/http_client.c src/common/promparse.c src/common/parse_int.c src/common/endpoint.c
+  src/common/http_client.c src/common/promparse.c src/common/parse_int.c src/common/endpoint.c \
+  src/common/goodput.c
 CTL_OBJ := $(patsubst %.c,$(OUT)/ctl/%.o,$(CTL_SRC))
 PUBLIC_CFLAGS = $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL))
 
@@ -296,7 +300,7 @@ $(OUT)/tools/%.o: tools/%.c
 $(BIN_OUT)/elasticctl: $(OUT)/tools/elasticctl.o $(CTL_OBJ) $(SHARED_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(OUT)/tools/elasticctl.o $(CTL_OBJ) \
-	  -L$(LIB_OUT) -Wl,-rpath,'$$ORIGIN/../lib' -lelastic -ljson-c
+	  -L$(LIB_OUT) -Wl,-rpath,'$$ORIGIN/../lib' -lelastic -ljson-c -lm
 
 $(OUT)/examples/%: $(OUT)/examples/c/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
@@ -326,8 +330,12 @@ $(TEST_LIB): $(filter-out $(patsubst %.c,$(OUT)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $(H
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# The suite also checks elasticctl's status table (its own code, not the library's).
-CTL_TESTED_OBJ := $(OUT)/ctl/tools/elasticctl/status.o
+# The suite also checks elasticctl's status table, its goodput report (over the
+# library's accounting, src/common/goodput.c) and its simulator (its own code).
+CTL_TESTED_OBJ := $(OUT)/ctl/tools/elasticctl/status.o $(OUT)/ctl/tools/elasticctl/goodput.o \
+  $(OUT)/ctl/tools/elasticctl/goodput_text.o $(OUT)/ctl/tools/elasticctl/goodput_svg.o \
+  $(OUT)/ctl/tools/elasticctl/timeline_load.o $(OUT)/ctl/tools/elasticctl/simulate.o \
+  $(OUT)/ctl/tools/elasticctl/simulate_profile.o $(OUT)/ctl/tools/elasticctl/simulate_defaults.o
 
 $(TEST_BIN): $(TEST_OBJ) $(CTL_TESTED_OBJ) $(TEST_LIB)
 	@mkdir -p $(dir $@)
@@ -336,6 +344,16 @@ $(TEST_BIN): $(TEST_OBJ) $(CTL_TESTED_OBJ) $(TEST_LIB)
 $(OUT)/test/helpers/%: $(OUT)/test/helpers/%.o $(TEST_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_LIB) $(LIBS)
+
+# The power-cut tests' FUSE file system (test/powercut/README.md). Built by
+# the test target's recipe, so after `deps` installed libfuse3-dev
+# (deps/debian.txt); without it the power-cut test skips, naming the package.
+$(OUT)/test/helpers/crashfs: test/powercut/crashfs.c
+	@mkdir -p $(dir $@)
+	@flags="$$(pkg-config --cflags --libs fuse3 2>/dev/null)"; \
+	if [ -z "$$flags" ]; then echo "crashfs: no libfuse3-dev (pkg-config fuse3): the power-cut test will skip"; \
+	else echo "$(CC) ... -o $@ $< $$flags"; \
+	  $(CC) -std=c11 -g -D_GNU_SOURCE $(OPT) $(SAN) $(WARNINGS) -o $@ $< $$flags; fi
 
 $(NCCL_DOUBLE): test/nccl_double/nccl_double.c
 	@mkdir -p $(dir $@)
@@ -391,6 +409,7 @@ whole-library:
 #   make test TEST_FILTER==store_wait_times_out
 #   build/release/test/run_tests --list    every test's name, one per line
 test: whole-library deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE) $(NVML_DOUBLE)
+	@$(MAKE) --no-print-directory $(OUT)/test/helpers/crashfs
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
 	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) ELASTIC_NVML_DOUBLE=$(abspath $(NVML_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
@@ -449,8 +468,10 @@ fuzz: deps-present $(FUZZERS)
 # ---- soak -----------------------------------------------------------------
 
 SOAK_KILLS ?= 3000
+SOAK_POWERCUTS ?= 20000
 soak:
 	ELASTIC_CKPT_KILLS=$(SOAK_KILLS) ELASTIC_TEST_TIMEOUT_SCALE=50 $(MAKE) test TEST_FILTER=ckpt_survives_sigkill
+	ELASTIC_POWERCUT_CUTS=$(SOAK_POWERCUTS) ELASTIC_TEST_TIMEOUT_SCALE=50 $(MAKE) test TEST_FILTER=survives_power_cuts
 
 # ---- benchmarks -----------------------------------------------------------
 

@@ -275,9 +275,11 @@ typedef struct event_logs {
     const char *run_id;
 } event_logs;
 
-/* EVENTS.jsonl... [--run-id ID] [-o FILE]: files are positional, any number. */
-static int read_args(const char *command, int argc, char **argv, bool want_output,
-                     const char **output, event_logs *logs)
+/* EVENTS.jsonl... [--run-id ID] [-o FILE] [--json]: files are positional, any number.
+ * json NULL: no --json; output_required: -o must be given. */
+static int read_args_json(const char *command, int argc, char **argv, bool want_output,
+                          bool output_required, const char **output, bool *json, flag_spec *extra,
+                          event_logs *logs)
 {
     const char **paths = logs->paths;
     const char *run_id = NULL;
@@ -289,7 +291,11 @@ static int read_args(const char *command, int argc, char **argv, bool want_outpu
             strcmp(arg, "--run-id") == 0                                              ? &run_id
             : want_output && (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) ? output
                                                                                       : NULL;
-        if (value != NULL) {
+        for (flag_spec *f = extra; f != NULL && f->name != NULL && value == NULL; f++)
+            if (strncmp(arg, "--", 2) == 0 && strcmp(arg + 2, f->name) == 0) value = f->value;
+        if (json != NULL && strcmp(arg, "--json") == 0) {
+            *json = true;
+        } else if (value != NULL) {
             if (i + 1 >= argc) return usage_error(command, "flag \"%s\" needs a value", arg);
             *value = argv[++i];
         } else if (strncmp(arg, "-", 1) == 0 && arg[1] != '\0') {
@@ -303,7 +309,8 @@ static int read_args(const char *command, int argc, char **argv, bool want_outpu
     if (count == 0)
         return usage_error(command, "%s",
                            "needs EVENTS.jsonl (an elasticrun --event-log), one per node");
-    if (want_output && *output == NULL) return usage_error(command, "%s", "needs -o FILE.svg");
+    if (want_output && output_required && *output == NULL)
+        return usage_error(command, "%s", "needs -o FILE.svg");
     logs->count = count;
     logs->run_id = run_id;
     return 0;
@@ -313,6 +320,24 @@ static int events_failed(const char *command, int rc)
 {
     if (rc != 0) fprintf(stderr, "elasticctl %s: %s\n", command, ctl_last_error());
     return rc == 0 ? 0 : 1;
+}
+
+static int read_args(const char *command, int argc, char **argv, bool want_output,
+                     const char **output, event_logs *logs)
+{
+    return read_args_json(command, argc, argv, want_output, true, output, NULL, NULL, logs);
+}
+
+static int cmd_goodput(int argc, char **argv)
+{
+    event_logs logs;
+    ctl_goodput_opts o = { .json = false };
+    flag_spec extra[] = { { "profile-out", &o.profile_path },
+                          { "trace-out", &o.trace_path },
+                          { NULL, NULL } };
+    int rc = read_args_json("goodput", argc, argv, true, false, &o.svg_path, &o.json, extra, &logs);
+    if (rc != 0) return rc;
+    return events_failed("goodput", ctl_goodput(logs.paths, logs.count, logs.run_id, &o, stdout));
 }
 
 static int cmd_timeline(int argc, char **argv)
@@ -331,6 +356,57 @@ static int cmd_summary(int argc, char **argv)
     int rc = read_args("summary", argc, argv, false, &unused, &logs);
     if (rc != 0) return rc;
     return events_failed("summary", ctl_summary(logs.paths, logs.count, logs.run_id, stdout));
+}
+
+/* ---- simulate: ETTR at scale, by launcher profile ------------------------ */
+
+static int cmd_simulate(int argc, char **argv)
+{
+    const char *gpus_text = "1024,16384,100000", *days_text = "30", *seeds_text = "20",
+               *seed_text = "1", *profile = NULL, *trace = NULL, *only = NULL;
+    bool json = false;
+    for (int i = 0; i < argc; i++) /* --json takes no value: strip it before the flag parser */
+        if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+            for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
+            argc--, i--;
+        }
+    flag_spec flags[] = { { "gpus", &gpus_text }, { "days", &days_text },  { "seeds", &seeds_text },
+                          { "seed", &seed_text }, { "profile", &profile }, { "trace", &trace },
+                          { "only", &only },      { NULL, NULL } };
+    parsed_args args;
+    int rc = parse_args("simulate", argc, argv, flags, &args);
+    if (rc != 0) return rc;
+    if (args.count != 0)
+        return usage_error("simulate", "unexpected argument \"%s\"", args.positional[0]);
+    ctl_simulate_opts o = {
+        .profile_path = profile, .trace_path = trace, .only = only, .json = json
+    };
+    long long v;
+    char list[256];
+    if (strlen(gpus_text) >= sizeof list)
+        return usage_error("simulate", "bad --gpus \"%s\"", gpus_text);
+    strcpy(list, gpus_text);
+    for (char *save = NULL, *item = strtok_r(list, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        if (o.gpu_count == CTL_SIM_MAX_SCALES || !parse_int(item, 1, 10000000, &v))
+            return usage_error("simulate", "bad --gpus \"%s\" (up to 8 counts, 1 to 10000000)",
+                               gpus_text);
+        o.gpus[o.gpu_count++] = (double)v;
+    }
+    if (o.gpu_count == 0) return usage_error("simulate", "bad --gpus \"%s\"", gpus_text);
+    if (!parse_int(days_text, 1, 3650, &v))
+        return usage_error("simulate", "bad --days \"%s\"", days_text);
+    o.days = (double)v;
+    if (!parse_int(seeds_text, 1, 1000, &v))
+        return usage_error("simulate", "bad --seeds \"%s\"", seeds_text);
+    o.seeds = (int)v;
+    if (!parse_int(seed_text, 0, INT64_MAX, &v))
+        return usage_error("simulate", "bad --seed \"%s\"", seed_text);
+    o.seed = (unsigned long long)v;
+    rc = ctl_simulate(&o, stdout);
+    if (rc != 0) fprintf(stderr, "elasticctl simulate: %s\n", ctl_last_error());
+    return rc == 0 ? 0 : 1;
 }
 
 /* ---- top level ----------------------------------------------------------- */
@@ -354,6 +430,12 @@ static const char usage_text[] =
     "  timeline EVENTS.jsonl... -o FILE.svg [--run-id ID]   a job's history as a picture (one log "
     "per node)\n"
     "  summary EVENTS.jsonl... [--run-id ID]   the same as text\n"
+    "  goodput EVENTS.jsonl... [--run-id ID] [--json] [-o FILE.svg] [--profile-out F] [--trace-out "
+    "F]\n"
+    "        where the job's time went: lost per failure and bucket, ETTR (and, for simulate, the\n"
+    "        run's measured recovery profile and its failures as a trace)\n"
+    "  simulate [--gpus N,...] [--days D] [--seeds S] [--seed X] [--profile F] [--only NAME]\n"
+    "        [--trace F] [--json]   ETTR at scale by launcher profile (or one trace's run)\n"
     "  version\n"
     "Without --token-file the token comes from ELASTIC_STORE_TOKEN, if set.\n";
 
@@ -369,9 +451,10 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    { "store", cmd_store },     { "status", cmd_status },   { "timeline", cmd_timeline },
-    { "summary", cmd_summary }, { "version", cmd_version }, { "--version", cmd_version },
-    { "help", cmd_help },       { "--help", cmd_help },     { "-h", cmd_help },
+    { "store", cmd_store },     { "status", cmd_status },     { "timeline", cmd_timeline },
+    { "summary", cmd_summary }, { "goodput", cmd_goodput },   { "simulate", cmd_simulate },
+    { "version", cmd_version }, { "--version", cmd_version }, { "help", cmd_help },
+    { "--help", cmd_help },     { "-h", cmd_help },
 };
 
 int main(int argc, char **argv)

@@ -29,7 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define AGENT_C10D_DEFAULT_PORT 29400
+#define AGENT_C10D_DEFAULT_PORT        29400
+#define AGENT_ETCD_KEEP_ALIVE_ATTEMPTS 10 /* x keep_alive_interval (0.5 s): a 5 s etcd lease */
 
 struct elastic_agent {
     elastic_agent_opts opts;
@@ -117,7 +118,8 @@ static int setup_store(elastic_agent *agent)
     if ((rc = agent__token_load(&agent->conf, !local_only(agent) && !on_etcd(agent),
                                 &agent->token)) != 0)
         return rc;
-    if (on_etcd(agent)) { /* no store yet: each generation's rank 0 hosts one (generation_store.c) */
+    if (on_etcd(
+            agent)) { /* no store yet: each generation's rank 0 hosts one (generation_store.c) */
         agent_jobstore *js = &agent->jobstore;
         js->bind_host = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr
                         : o->local_addr != NULL                ? o->local_addr
@@ -230,8 +232,15 @@ static int setup_membership(elastic_agent *agent)
     if (conf->keep_alive_interval_ms > 0)
         rdzv_opts.keepalive_interval_ms = conf->keep_alive_interval_ms;
     if (rdzv_opts.keepalive_interval_ms < 100) rdzv_opts.keepalive_interval_ms = 100;
-    int attempts = conf->keep_alive_max_attempt > 0 ? conf->keep_alive_max_attempt : 4;
-    if (conf->keep_alive_interval_ms > 0 || conf->keep_alive_max_attempt > 0)
+    /* On etcd the lease must outlast a leader election: no leader expires
+     * it meanwhile, but a node whose keep-alives find no leader for its TTL
+     * fences (etcd's default election timeout is 1 s; elections after a
+     * leader's SIGKILL took 1.1-2.5 s here). 10 x 0.5 s, where the store's
+     * own lease, tied to its connection, is 4 x 0.5 s (docs/RDZV.md). */
+    int attempts = conf->keep_alive_max_attempt > 0 ? conf->keep_alive_max_attempt
+                   : on_etcd(agent)                 ? AGENT_ETCD_KEEP_ALIVE_ATTEMPTS
+                                                    : 4;
+    if (conf->keep_alive_interval_ms > 0 || conf->keep_alive_max_attempt > 0 || on_etcd(agent))
         rdzv_opts.keepalive_timeout_ms = rdzv_opts.keepalive_interval_ms * attempts;
     if (!on_etcd(agent))
         return agent__membership_rdzv(&rdzv_opts, agent__group_on_change, &agent->group,

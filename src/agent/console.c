@@ -6,6 +6,7 @@
  */
 #include "agent/console.h"
 
+#include "agent/probes.h"
 #include "agent/python.h"
 
 #include "common/clock.h"
@@ -14,6 +15,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -178,9 +180,19 @@ static void format_duration(uint64_t ms, char *out, size_t size)
 void agent__console_job_end(const agent_group *group, agent_end_status end)
 {
     const char *status = agent__end_status_name(end);
-    char took[32], lost[32], ckpt[160];
+    char took[32], lost[96], ckpt[160];
     format_duration(elastic__now_ms() - group->started_ms, took, sizeof took);
-    format_duration(group->lost_ms, lost, sizeof lost);
+    /* The goodput accounting of this node's journal: the redone steps, the
+     * restarts and the restores, not only failure -> running again. */
+    goodput_report *goodput = NULL;
+    if (agent__goodput_report(group, &goodput) == 0) {
+        snprintf(lost, sizeof lost, "%.3f s lost to failures (ETTR %.1f%%%s)",
+                 goodput->failures_ms / 1000.0, 100.0 * goodput->ettr,
+                 goodput->steps_known ? "" : "; no steps reported");
+        free(goodput);
+    } else {
+        snprintf(lost, sizeof lost, "%.3f s lost to failures", (double)group->lost_ms / 1000.0);
+    }
     if (group->ckpt_step_valid) {
         time_t seconds = (time_t)(group->ckpt_wall_ms / 1000);
         struct tm tm;
@@ -193,8 +205,7 @@ void agent__console_job_end(const agent_group *group, agent_end_status end)
         snprintf(ckpt, sizeof ckpt, "no checkpoint reported");
     }
     int restarts = group->current.restart_count;
-    agent__console(
-        group, "job %s after %s: %llu generation%s, %d restart%s, %s lost to failures, %s", status,
-        took, (unsigned long long)group->generations, group->generations == 1 ? "" : "s", restarts,
-        restarts == 1 ? "" : "s", lost, ckpt);
+    agent__console(group, "job %s after %s: %llu generation%s, %d restart%s, %s, %s", status, took,
+                   (unsigned long long)group->generations, group->generations == 1 ? "" : "s",
+                   restarts, restarts == 1 ? "" : "s", lost, ckpt);
 }

@@ -81,6 +81,7 @@ static void begin_rendezvous(agent_group *group);
 
 static void emit_job_end(agent_group *group, agent_end_status status)
 {
+    agent__goodput_generation_ended(group); /* a last generation that ended well */
     agent_event event;
     agent__event_begin(&event, group->events, AGENT_EVENT_JOB_END);
     agent__event_str(&event, "status", agent__end_status_name(status));
@@ -192,6 +193,7 @@ static void check_stopped(agent_group *group)
     uv_timer_stop(&group->grace_timer);
     uv_timer_stop(&group->ack_timer);
     agent__workers_signal(group, SIGKILL); /* grandchildren left in the workers' process groups */
+    agent__goodput_generation_ended(group);
     agent__phases_stopped(group);
     agent_event event;
     agent__event_begin(&event, group->events, AGENT_EVENT_GENERATION_STOPPED);

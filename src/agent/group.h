@@ -11,11 +11,14 @@
 #include "agent/calls.h"
 #include "agent/stream.h"
 #include "agent/waiting.h"
+#include "common/goodput.h"
 #include "probe/probe.h"
 
 #include <pthread.h>
 #include <sys/types.h>
 #include <uv.h>
+
+#define AGENT_REAPER_MAX_TOLD 1024 /* adopted processes remembered as told (reaper.c) */
 
 typedef struct agent_membership agent_membership;
 typedef struct agent_health agent_health;
@@ -174,6 +177,17 @@ typedef struct agent_group {
     bool reaper_unwatched;   /* the agent is closing: a reaper's end is expected */
     char reaper_cgroup[512]; /* the workers' cgroup v2, the agent's own while it runs; "": none */
     char reaper_parent_cgroup[400]; /* where the agent was (and returns before a normal exit) */
+    char reaper_why[400];           /* why there is no cgroup ("" with one) */
+    /* Without a cgroup the agent is a child subreaper; this timer looks for
+     * the processes it adopted and tells the reaper of each once. */
+    uv_timer_t reaper_scan;
+    bool reaper_scanning;
+    struct {
+        pid_t pid;
+        uint64_t start; /* /proc start time: a reused pid is another process */
+    } reaper_told[AGENT_REAPER_MAX_TOLD];
+    int reaper_n_told;
+    uint64_t reaper_agent_start; /* the agent's /proc start time: descendants start later */
 
     probe__monitor *monitor; /* probes, metrics, the workers' channel (probes.c) */
     probe__job_straggler
@@ -210,6 +224,8 @@ typedef struct agent_group {
 
     /* what the console's job-end line sums up (console.c) */
     uint64_t lost_ms;     /* failure detected -> the group running again, summed */
+    uint64_t steps_started_generation, steps_ended_generation; /* journaled for (goodput.c) */
+    goodput_floor goodput_floor; /* the /metrics goodput counters' high-water marks */
     bool ckpt_step_valid; /* a worker reported a committed checkpoint */
     uint64_t ckpt_step, ckpt_wall_ms;
     int ckpt_rank;

@@ -7,6 +7,7 @@
 #include "agent/journal.h"
 
 #include "common/clock.h"
+#include "common/goodput.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +36,8 @@ static const char *const event_names[AGENT_EVENT_TYPE_COUNT] = {
     [AGENT_EVENT_QUARANTINE_ENDED] = "quarantine_ended",
     [AGENT_EVENT_RECONFIGURED] = "reconfigured",
     [AGENT_EVENT_WORKER_RECONFIGURED] = "worker_reconfigured",
+    [AGENT_EVENT_STEPS_STARTED] = "steps_started",
+    [AGENT_EVENT_STEPS_ENDED] = "steps_ended",
     [AGENT_EVENT_HEALTH_CHECK] = "health_check",
     [AGENT_EVENT_HEALTH_STEPPED_ASIDE] = "health_stepped_aside",
     [AGENT_EVENT_SPARE_STARTED] = "spare_started",
@@ -50,8 +53,13 @@ const char *agent__event_name(agent_event_type type)
     return (unsigned)type < AGENT_EVENT_TYPE_COUNT ? event_names[type] : NULL;
 }
 
+#define AGENT_GOODPUT_MAX_RECORDS 65536 /* about 10,000 generations of records */
+
 struct agent_events {
-    int fd; /* -1: no file */
+    int fd;                  /* -1: no file */
+    goodput_record *records; /* the lines the goodput accounting reads, in order */
+    size_t count, cap;
+    bool records_full;
     char run_id[160];
     char node_id[160];
 };
@@ -82,6 +90,7 @@ void agent__events_close(agent_events *events)
 {
     if (events == NULL) return;
     if (events->fd >= 0) close(events->fd);
+    free(events->records);
     free(events);
 }
 
@@ -147,12 +156,39 @@ void agent__event_str(agent_event *event, const char *key, const char *value)
     append(event, ",\"%s\":\"%s\"", key, escaped);
 }
 
+/* The accounting's copy of the journal, kept with or without a log file:
+ * bounded; past the bound the accounting stops there (and says so once). */
+static void keep_record(agent_events *events, const agent_event *event)
+{
+    goodput_record r;
+    if (events->records_full || !goodput__record_of_line(event->text, event->len - 1, &r)) return;
+    if (events->count == events->cap) {
+        size_t cap = events->cap ? events->cap * 2 : 64;
+        goodput_record *grown =
+            cap <= AGENT_GOODPUT_MAX_RECORDS ? realloc(events->records, cap * sizeof *grown) : NULL;
+        if (grown == NULL) {
+            events->records_full = true;
+            ELASTIC_LOG_W("agent", "goodput: no room for more events; its accounting stops here");
+            return;
+        }
+        events->records = grown;
+        events->cap = cap;
+    }
+    events->records[events->count++] = r;
+}
+
+int agent__events_goodput(const agent_events *events, uint64_t now_ms, goodput_report *out)
+{
+    return goodput__account(events->records, events->count, now_ms, out);
+}
+
 void agent__event_emit(agent_events *events, agent_event *event)
 {
     event->text[event->len++] = '}';
     event->text[event->len++] = '\n';
     event->text[event->len] = '\0';
     ELASTIC_LOG_D("agent", "event %.*s", (int)event->len - 1, event->text);
+    keep_record(events, event);
     if (events->fd < 0) return;
     ssize_t written;
     do written = write(events->fd, event->text, event->len);

@@ -31,6 +31,8 @@ typedef enum agent_event_type {
     AGENT_EVENT_QUARANTINE_ENDED,
     AGENT_EVENT_RECONFIGURED,
     AGENT_EVENT_WORKER_RECONFIGURED,
+    AGENT_EVENT_STEPS_STARTED,
+    AGENT_EVENT_STEPS_ENDED,
     AGENT_EVENT_HEALTH_CHECK,
     AGENT_EVENT_HEALTH_STEPPED_ASIDE,
     AGENT_EVENT_SPARE_STARTED,
@@ -59,6 +61,10 @@ void agent__event_begin(agent_event *event, const agent_events *events, agent_ev
 void agent__event_int(agent_event *event, const char *key, int64_t value);
 void agent__event_str(agent_event *event, const char *key, const char *value);
 void agent__event_emit(agent_events *events, agent_event *event);
+/* The goodput accounting (src/common/goodput.h) of every event journaled so
+ * far, this node's view, up to now_ms: the closing line's and /metrics' figures. */
+struct goodput_report;
+int agent__events_goodput(const agent_events *events, uint64_t now_ms, struct goodput_report *out);
 /* JSON string escaping (into out, NUL-terminated, truncated to size). */
 void agent__json_escape(const char *text, char *out, size_t size);
 

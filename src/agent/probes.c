@@ -171,6 +171,8 @@ int agent__probes_start(agent_group *group)
     opts.on_worker_event = on_worker_event;
     opts.node_stat_interval_ms = AGENT_NODE_STAT_INTERVAL_MS;
     opts.on_node_stat = agent__node_stat;
+    opts.on_steps_started = agent__goodput_on_steps_started;
+    opts.on_render = agent__goodput_render;
     opts.user = group;
     int rc = probe__monitor_start(&opts, &group->monitor);
     if (rc != 0) return rc;

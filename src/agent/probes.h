@@ -15,6 +15,14 @@ void agent__probes_worker_starting(agent_group *group, agent_worker *worker);
 void agent__probes_worker_started(agent_group *group, agent_worker *worker);
 void agent__probes_worker_exited(agent_group *group, agent_worker *worker);
 
+/* goodput.c: the accounting's step events (steps_started from the monitor's
+ * tick; steps_ended once the generation's workers stopped or the job ends),
+ * its report (free() it) and its /metrics lines. */
+void agent__goodput_on_steps_started(void *user, const probe__progress *progress);
+void agent__goodput_generation_ended(agent_group *group);
+int agent__goodput_report(const agent_group *group, goodput_report **out);
+void agent__goodput_render(void *user, elastic__text *out);
+
 /* inprocess.c: --in-process-recovery. stop() aborts the healthy workers
  * instead of stopping them (false: not in this mode); kept() counts those that
  * acknowledged; reconfigure() moves a kept worker into the current generation. */

@@ -10,6 +10,19 @@
  * moves itself into that cgroup once the reaper is forked, so every child is
  * born inside it (no race with a worker that forks at once), and moves back
  * out before a normal exit.
+ *
+ * Where no cgroup can be made (a container or chroot without a cgroup file
+ * system, kernels before 5.14, or ELASTIC_NO_CGROUP=1), a descendant that
+ * left its worker's process group (setsid) is caught this way instead: the
+ * agent is a child subreaper (an orphan of a worker's tree becomes its child,
+ * not init's) and tells the reaper, every 0.2 s, of each descendant outside
+ * the workers' groups ("=<pid> <start time>": checked before the kill, so a
+ * reused pid is spared). When the agent dies the workers die at once (their
+ * parent-death signal) and what they forked is init's: the reaper stops the
+ * groups and what it was told of, walks /proc for anything those forked
+ * since (by parent, stopping each as found so none forks past the walk) and
+ * kills them all. Only a process that leaves its group within the last scan
+ * before the agent's death, its parent dying with the agent, can escape.
  */
 #include "agent/reaper.h"
 
@@ -30,11 +43,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define REAPER_MAX_GROUPS 8192
+#define REAPER_MAX_GROUPS  8192
+#define REAPER_MAX_TOLD_OF 4096  /* descendants the agent told of (outside the groups) */
+#define REAPER_MAX_DOOMED  32768 /* descendants found by the walk */
+#define REAPER_SCAN_MS     200   /* the agent's look at its descendants (no cgroup) */
 
 /* ---- the reaper process (after fork: raw system calls only) ---------------- */
 
+typedef struct reaper_proc {
+    pid_t pid;
+    uint64_t start; /* start time (clock ticks after boot): a reused pid differs */
+} reaper_proc;
+
 static pid_t reaper_groups[REAPER_MAX_GROUPS];
+static reaper_proc reaper_told_of[REAPER_MAX_TOLD_OF];
+static int reaper_n_told_of;
+static pid_t reaper_doomed[REAPER_MAX_DOOMED];
+static int reaper_n_doomed;
 static int reaper_spare_cgroup; /* "!": the agent could not leave the cgroup; do not kill it */
 
 static void groups_apply(const char *line)
@@ -52,6 +77,125 @@ static void groups_apply(const char *line)
             return;
         }
     }
+}
+
+/* "=<pid> <start>": a descendant outside the workers' groups, told by the agent. */
+static void told_apply(const char *line)
+{
+    int64_t pid;
+    uint64_t start;
+    const char *at = line + 1;
+    size_t digits = strspn(at, "0123456789");
+    if (elastic__parse_i64_n(NULL, at, digits, 2, INT32_MAX, &pid) != 0 || at[digits] != ' ')
+        return;
+    at += digits + 1;
+    digits = strspn(at, "0123456789");
+    if (elastic__parse_u64_n(NULL, at, digits, 0, UINT64_MAX, &start) != 0) return;
+    if (reaper_n_told_of < REAPER_MAX_TOLD_OF)
+        reaper_told_of[reaper_n_told_of++] = (reaper_proc){ (pid_t)pid, start };
+}
+
+/* From /proc/<name>/stat ("pid (comm) state ppid pgrp ... starttime ..."):
+ * false for a zombie or a process gone. comm may hold anything: fields are
+ * read after its last ')'. */
+static bool proc_stat(int proc, const char *name, pid_t *ppid, pid_t *pgrp, uint64_t *start)
+{
+    char path[48], buf[1024];
+    if (strlen(name) > 20) return false;
+    snprintf(path, sizeof path, "%s/stat", name);
+    int fd = openat(proc, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return false;
+    buf[n] = '\0';
+    char *at = strrchr(buf, ')');
+    if (at == NULL || at[1] != ' ' || at[2] == 'Z' || at[2] == 'X') return false;
+    at += 2; /* field 3, the state; starttime is field 22 */
+    int64_t fields[20] = { 0 };
+    for (int field = 3; field <= 22; field++) {
+        while (*at == ' ') at++;
+        size_t len = strcspn(at, " ");
+        if (len == 0) return false;
+        if (field == 4 || field == 5 || field == 22)
+            if (elastic__parse_i64_n(NULL, at, len, INT64_MIN, INT64_MAX, &fields[field - 3]) != 0)
+                return false;
+        at += len;
+    }
+    *ppid = (pid_t)fields[1];
+    *pgrp = (pid_t)fields[2];
+    *start = (uint64_t)fields[19];
+    return true;
+}
+
+static bool in_groups(pid_t pgrp)
+{
+    for (int i = 0; i < REAPER_MAX_GROUPS; i++)
+        if (reaper_groups[i] > 1 && reaper_groups[i] == pgrp) return true;
+    return false;
+}
+
+static bool doomed(pid_t pid)
+{
+    for (int i = 0; i < reaper_n_doomed; i++)
+        if (reaper_doomed[i] == pid) return true;
+    return false;
+}
+
+static void doom(pid_t pid)
+{
+    if (reaper_n_doomed == REAPER_MAX_DOOMED) return;
+    kill(pid, SIGSTOP); /* it forks no more while we look for its children */
+    reaper_doomed[reaper_n_doomed++] = pid;
+}
+
+/* One pass over /proc: stops and dooms every process in a worker's group or
+ * whose parent is doomed, and every one told of that is still the same process.
+ * Returns how many it added. */
+static int walk_once(void)
+{
+    int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (proc < 0) return 0;
+    int added = 0;
+    char buf[8192];
+    for (;;) {
+        long n = syscall(SYS_getdents64, proc, buf, sizeof buf);
+        if (n <= 0) break;
+        for (long at = 0; at < n;) {
+            struct dirent64 *entry = (struct dirent64 *)(buf + at);
+            at += entry->d_reclen;
+            int64_t pid;
+            if (elastic__parse_i64_n(NULL, entry->d_name, strlen(entry->d_name), 2, INT32_MAX,
+                                     &pid) != 0 ||
+                pid == getpid() || doomed((pid_t)pid))
+                continue;
+            pid_t ppid, pgrp;
+            uint64_t start;
+            if (!proc_stat(proc, entry->d_name, &ppid, &pgrp, &start)) continue;
+            bool take = in_groups(pgrp) || doomed(ppid);
+            for (int i = 0; !take && i < reaper_n_told_of; i++)
+                take = reaper_told_of[i].pid == (pid_t)pid && reaper_told_of[i].start == start;
+            if (!take) continue;
+            doom((pid_t)pid);
+            added++;
+        }
+    }
+    close(proc);
+    return added;
+}
+
+/* Without a cgroup: every worker group, everything they forked (even in a
+ * session of its own) and everything the agent told of, stopped, then killed. */
+static void kill_descendants(void)
+{
+    for (int i = 0; i < REAPER_MAX_GROUPS; i++)
+        if (reaper_groups[i] > 1) kill(-reaper_groups[i], SIGSTOP);
+    /* Each pass finds the children of what the last one stopped. */
+    for (int pass = 0; pass < 1000 && walk_once() > 0; pass++) {
+    }
+    for (int i = 0; i < REAPER_MAX_GROUPS; i++)
+        if (reaper_groups[i] > 1) kill(-reaper_groups[i], SIGKILL);
+    for (int i = 0; i < reaper_n_doomed; i++) kill(reaper_doomed[i], SIGKILL);
 }
 
 static void write_file(const char *path, const char *text)
@@ -116,7 +260,7 @@ static _Noreturn void reaper_main(int fd, const char *cgroup_dir, const char *ru
     signal(SIGHUP, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_NAME, "elastic-reaper");
-    char line[32];
+    char line[48];
     size_t len = 0;
     char buf[512];
     for (;;) {
@@ -131,13 +275,18 @@ static _Noreturn void reaper_main(int fd, const char *cgroup_dir, const char *ru
             line[len] = '\0';
             if (len == 1 && line[0] == '!')
                 reaper_spare_cgroup = 1;
+            else if (len > 1 && line[0] == '=')
+                told_apply(line);
             else if (len > 1)
                 groups_apply(line);
             len = 0;
         }
     }
-    for (int i = 0; i < REAPER_MAX_GROUPS; i++)
-        if (reaper_groups[i] > 1) kill(-reaper_groups[i], SIGKILL);
+    if (cgroup_dir[0] == '\0')
+        kill_descendants();
+    else
+        for (int i = 0; i < REAPER_MAX_GROUPS; i++)
+            if (reaper_groups[i] > 1) kill(-reaper_groups[i], SIGKILL);
     if (cgroup_dir[0] != '\0' && !reaper_spare_cgroup) {
         char path[600];
         snprintf(path, sizeof path, "%s/cgroup.kill", cgroup_dir);
@@ -245,18 +394,26 @@ static void make_worker_cgroup(agent_group *group)
 {
     char *parent = group->reaper_parent_cgroup;
     group->reaper_cgroup[0] = '\0';
-    if (!own_cgroup2(parent, sizeof group->reaper_parent_cgroup)) return;
+    const char *off = getenv("ELASTIC_NO_CGROUP"); /* tests of the fallback; hosts where it fails */
+    if (off != NULL && strcmp(off, "1") == 0) {
+        snprintf(group->reaper_why, sizeof group->reaper_why, "ELASTIC_NO_CGROUP=1");
+        return;
+    }
+    if (!own_cgroup2(parent, sizeof group->reaper_parent_cgroup)) {
+        snprintf(group->reaper_why, sizeof group->reaper_why, "no cgroup v2 file system");
+        return;
+    }
     sweep_stale_cgroups(parent);
     char dir[sizeof group->reaper_cgroup];
     snprintf(dir, sizeof dir, "%s/elastic-%d", parent, (int)getpid());
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        ELASTIC_LOG_I("agent", "no cgroup for the workers (%s: %s): process groups only", dir,
-                      strerror(errno));
+        snprintf(group->reaper_why, sizeof group->reaper_why, "%.300s: %s", dir, strerror(errno));
         return;
     }
     char kill_path[sizeof dir + 16];
     snprintf(kill_path, sizeof kill_path, "%s/cgroup.kill", dir);
     if (access(kill_path, W_OK) != 0) { /* kernels before 5.14 */
+        snprintf(group->reaper_why, sizeof group->reaper_why, "no cgroup.kill (kernel < 5.14)");
         rmdir(dir);
         return;
     }
@@ -324,6 +481,7 @@ static void on_reaper_gone(uv_poll_t *poll, int status, int events)
     }
     for (int i = 0; i < group->nworkers; i++)
         if (group->workers[i].running) tell(group, '+', group->workers[i].pid);
+    group->reaper_n_told = 0; /* the next scan tells the new one of every descendant */
 }
 
 /* The write end of the reaper's pipe on the agent's loop: the kernel marks
@@ -340,15 +498,120 @@ static void watch_reaper(agent_group *group)
     uv_poll_start(&group->reaper_watch, UV_DISCONNECT, on_reaper_gone);
 }
 
+/* One process of the table the agent's scan reads. */
+typedef struct scanned {
+    pid_t pid, ppid, pgrp;
+    uint64_t start;
+} scanned;
+
+static bool worker_group(const agent_group *group, pid_t pgrp)
+{
+    for (int i = 0; i < group->nworkers; i++)
+        if (group->workers[i].running && group->workers[i].pid == pgrp) return true;
+    return false;
+}
+
+/* Tells the reaper of one process (once: the told list remembers it). */
+static void tell_process(agent_group *group, const scanned *p)
+{
+    for (int i = 0; i < group->reaper_n_told; i++)
+        if (group->reaper_told[i].pid == p->pid && group->reaper_told[i].start == p->start) return;
+    if (group->reaper_n_told == AGENT_REAPER_MAX_TOLD) { /* forget the oldest */
+        memmove(group->reaper_told, group->reaper_told + 1,
+                (AGENT_REAPER_MAX_TOLD - 1) * sizeof group->reaper_told[0]);
+        group->reaper_n_told--;
+    }
+    group->reaper_told[group->reaper_n_told].pid = p->pid;
+    group->reaper_told[group->reaper_n_told++].start = p->start;
+    char line[48];
+    int len = snprintf(line, sizeof line, "=%d %llu\n", (int)p->pid, (unsigned long long)p->start);
+    ssize_t n;
+    do n = group->reaper_fd >= 0 ? write(group->reaper_fd, line, (size_t)len) : len;
+    while (n < 0 && errno == EINTR);
+    ELASTIC_LOG_D("agent", "reaper: told of pid %d (a descendant outside the workers' groups)",
+                  (int)p->pid);
+}
+
+/* No cgroup: a worker's parent-death signal kills it the moment the agent
+ * dies, and whatever it forked into a session of its own is then init's,
+ * out of the reaper's reach. So while the agent runs, every 0.2 s, each of
+ * its descendants outside the workers' process groups (setsid, or adopted:
+ * the agent is a child subreaper) is told to the reaper once. */
+static void scan_descendants(uv_timer_t *timer)
+{
+    agent_group *group = timer->data;
+    enum { MAX_SCANNED = 16384 };
+    scanned *table = malloc(MAX_SCANNED * sizeof *table);
+    bool *mine = calloc(MAX_SCANNED, sizeof *mine);
+    DIR *proc = opendir("/proc");
+    int proc_fd = proc != NULL ? dirfd(proc) : -1;
+    size_t n = 0;
+    struct dirent *entry;
+    while (table != NULL && mine != NULL && proc_fd >= 0 && n < MAX_SCANNED &&
+           (entry = readdir(proc)) != NULL) {
+        int64_t pid;
+        if (elastic__parse_i64_n(NULL, entry->d_name, strlen(entry->d_name), 2, INT32_MAX, &pid) !=
+                0 ||
+            pid == group->reaper_pid)
+            continue;
+        table[n].pid = (pid_t)pid;
+        /* Only what started after the agent can descend from it: a short table. */
+        if (proc_stat(proc_fd, entry->d_name, &table[n].ppid, &table[n].pgrp, &table[n].start) &&
+            table[n].start >= group->reaper_agent_start)
+            n++;
+    }
+    if (proc != NULL) closedir(proc);
+    /* The agent's descendants: a closure over parents, a pass per level. */
+    pid_t self = getpid();
+    for (bool grew = true; grew && table != NULL && mine != NULL;) {
+        grew = false;
+        for (size_t i = 0; i < n; i++) {
+            if (mine[i]) continue;
+            bool child = table[i].ppid == self;
+            for (size_t j = 0; !child && j < n; j++)
+                child = mine[j] && table[j].pid == table[i].ppid;
+            if (child) mine[i] = grew = true;
+        }
+    }
+    for (size_t i = 0; table != NULL && mine != NULL && i < n; i++)
+        if (mine[i] && !worker_group(group, table[i].pgrp)) tell_process(group, &table[i]);
+    free(table);
+    free(mine);
+}
+
 int agent__reaper_start(agent_group *group)
 {
     make_worker_cgroup(group);
     int rc = fork_reaper(group);
     if (rc != 0) return rc;
     if (group->reaper_cgroup[0] != '\0' && join_cgroup(group->reaper_cgroup) != 0) {
-        ELASTIC_LOG_I("agent", "cannot enter %s (%s): process groups only", group->reaper_cgroup,
-                      strerror(errno));
+        snprintf(group->reaper_why, sizeof group->reaper_why, "cannot enter %.300s: %s",
+                 group->reaper_cgroup, strerror(errno));
         group->reaper_cgroup[0] = '\0'; /* the reaper finds it empty and removes it */
+    }
+    if (group->reaper_cgroup[0] != '\0') {
+        ELASTIC_LOG_I("agent", "reaper: cgroup %s (cgroup.kill takes every descendant)",
+                      group->reaper_cgroup);
+    } else {
+        /* Orphans of the workers' trees become ours, not init's, while we run. */
+        bool subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0;
+        int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        pid_t ppid, pgrp;
+        char self[24];
+        snprintf(self, sizeof self, "%d", (int)getpid());
+        if (proc < 0 || !proc_stat(proc, self, &ppid, &pgrp, &group->reaper_agent_start))
+            subreaper = false; /* no /proc: process groups only */
+        if (proc >= 0) close(proc);
+        ELASTIC_LOG_I("agent", "reaper: no cgroup (%s): %s", group->reaper_why,
+                      subreaper ? "process groups, and every descendant that leaves them "
+                                  "(the agent, a child subreaper, tells the reaper of each)"
+                                : "process groups only (no /proc or no child subreaper)");
+        if (subreaper && uv_timer_init(group->loop, &group->reaper_scan) == 0) {
+            group->reaper_scan.data = group;
+            group->reaper_scanning = true;
+            uv_timer_start(&group->reaper_scan, scan_descendants, 0, REAPER_SCAN_MS);
+            uv_unref((uv_handle_t *)&group->reaper_scan); /* never what keeps the loop alive */
+        }
     }
     watch_reaper(group);
     return 0;
@@ -373,6 +636,10 @@ void agent__reaper_track(agent_group *group, pid_t old_pgid, pid_t pgid)
 void agent__reaper_unwatch(agent_group *group)
 {
     group->reaper_unwatched = true;
+    if (group->reaper_scanning) {
+        uv_close((uv_handle_t *)&group->reaper_scan, NULL);
+        group->reaper_scanning = false;
+    }
     if (group->reaper_watching && !uv_is_closing((uv_handle_t *)&group->reaper_watch))
         uv_close((uv_handle_t *)&group->reaper_watch, on_reaper_watch_closed);
 }

@@ -60,8 +60,10 @@ typedef struct channel__hb_slot {
     uint64_t stack_dumps; /* backtraces the worker's signal handler wrote */
     uint64_t ckpt_saves;  /* checkpoint steps this worker saved (src/ckpt/report.c); written last */
     uint64_t ckpt_step;   /* the last of them */
-    uint64_t ckpt_wall_ms; /* when (ms since the epoch) */
-    uint8_t reserved[32];
+    uint64_t ckpt_wall_ms;    /* when (ms since the epoch) */
+    uint64_t ckpt_stall_ns;   /* time the training thread spent in checkpoint saves, summed */
+    uint64_t ckpt_restore_ns; /* time spent reading checkpoints (the restore), summed */
+    uint8_t reserved[16];
 } channel__hb_slot;
 
 typedef struct channel__hb_snapshot {
@@ -71,6 +73,7 @@ typedef struct channel__hb_snapshot {
     int32_t stack_signal;
     uint64_t stack_dumps;
     uint64_t ckpt_saves, ckpt_step, ckpt_wall_ms;
+    uint64_t ckpt_stall_ns, ckpt_restore_ns;
 } channel__hb_snapshot;
 
 typedef struct channel__hb_region channel__hb_region;

@@ -162,6 +162,8 @@ void channel__hb_read(const channel__hb_region *region, unsigned slot, channel__
         __atomic_load_n(&s->ckpt_saves, __ATOMIC_ACQUIRE); /* pairs with the release in report.c */
     out->ckpt_step = __atomic_load_n(&s->ckpt_step, __ATOMIC_RELAXED);
     out->ckpt_wall_ms = __atomic_load_n(&s->ckpt_wall_ms, __ATOMIC_RELAXED);
+    out->ckpt_stall_ns = __atomic_load_n(&s->ckpt_stall_ns, __ATOMIC_RELAXED);
+    out->ckpt_restore_ns = __atomic_load_n(&s->ckpt_restore_ns, __ATOMIC_RELAXED);
 }
 
 void channel__hb_close(channel__hb_region *region, bool unlink_file)

@@ -346,6 +346,7 @@ ELASTIC_EXTERN int elastic_ckpt_save_async(elastic_ckpt *c, uint64_t step,
         if (rc) return rc;
     }
     ckpt_async *a = c->async;
+    uint64_t started_ns = elastic__now_ns();
     pthread_mutex_lock(&a->lock);
     bool idle = wait_idle(a, elastic__deadline_ms(timeout_ms));
     pthread_mutex_unlock(&a->lock);
@@ -366,6 +367,7 @@ ELASTIC_EXTERN int elastic_ckpt_save_async(elastic_ckpt *c, uint64_t step,
     a->busy = true;
     pthread_cond_broadcast(&a->changed);
     pthread_mutex_unlock(&a->lock);
+    ckpt__report_stall(elastic__now_ns() - started_ns); /* waiting and staging held the caller */
     return 0;
 }
 

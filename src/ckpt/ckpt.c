@@ -94,11 +94,18 @@ ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *o
     if (rc) return rc;
     struct stat st;
     /* Every rank opens the shared directory at once: another's mkdir may win. */
-    if (stat(dir, &st) != 0 &&
-        (errno != ENOENT || (mkdir(dir, ckpt__dir_mode(&o)) != 0 && errno != EEXIST) ||
-         stat(dir, &st) != 0))
-        return ckpt__fail_errno(errno, "create", dir);
+    bool created = false;
+    if (stat(dir, &st) != 0) {
+        if (errno != ENOENT) return ckpt__fail_errno(errno, "stat", dir);
+        created = mkdir(dir, ckpt__dir_mode(&o)) == 0;
+        if ((!created && errno != EEXIST) || stat(dir, &st) != 0)
+            return ckpt__fail_errno(errno, "create", dir);
+    }
     if (!S_ISDIR(st.st_mode)) return elastic__fail(ELASTIC_EINVAL, "%s is not a directory", dir);
+    /* A new directory's entry is in its parent: without this fsync a power
+     * cut can take the directory, and every step committed in it, away. */
+    if (created && o.fsync == ELASTIC_CKPT_FSYNC_FULL && (rc = ckpt__fsync_parent(dir)) != 0)
+        return rc;
     elastic_ckpt *c = calloc(1, sizeof *c);
     if (c == NULL) return elastic__fail(ELASTIC_ENOMEM, "ckpt handle");
     pthread_mutex_init(&c->lock, NULL);

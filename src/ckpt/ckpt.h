@@ -128,6 +128,8 @@ int ckpt__write_all(int fd, const void *data, size_t len, const char *path);
 int ckpt__pread_all(int fd, void *buf, size_t len, uint64_t offset, const char *path);
 int ckpt__fsync_fd(int fd, const char *path);
 int ckpt__fsync_dir(const char *path);
+/* fsyncs the directory holding `path` (its entry there). */
+int ckpt__fsync_parent(const char *path);
 /* Writes a small file (mode `mode`) atomically: temp in the same directory,
  * fsync (when `durable`), rename, fsync the directory. */
 int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag,
@@ -226,6 +228,10 @@ int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest 
 /* report.c: this worker saved `step` (its shard is in, the global commit
  * done or left to a later rank): tell the agent through the heartbeat slot. */
 void ckpt__report_saved(uint64_t step);
+/* Time (ns) a save held the caller's thread, and a read took: summed in the
+ * heartbeat slot, for the goodput accounting's checkpoint stall and restore. */
+void ckpt__report_stall(uint64_t ns);
+void ckpt__report_restore(uint64_t ns);
 /* Size and manifest hash of a shard file from its trailer (trailer may be NULL). */
 int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer);
 /* Writes the step's COMMIT file atomically. */

@@ -35,13 +35,18 @@ static int dir_register(elastic_ckpt *c)
 {
     char dir[PATH_MAX], path[PATH_MAX + 32];
     snprintf(dir, sizeof dir, "%s/" MARKER_DIR, c->dir);
-    if (mkdir(dir, ckpt__dir_mode(&c->opts)) != 0 && errno != EEXIST)
-        return ckpt__fail_errno(errno, "create", dir);
+    bool created = mkdir(dir, ckpt__dir_mode(&c->opts)) == 0;
+    if (!created && errno != EEXIST) return ckpt__fail_errno(errno, "create", dir);
     snprintf(path, sizeof path, "%s/%" PRIu64, dir, c->opts.generation);
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, c->opts.file_mode);
     if (fd < 0) return ckpt__fail_errno(errno, "create", path);
     close(fd);
-    return 0;
+    /* The marker must outlive a power cut, or an older generation that
+     * kept running could commit again after it. */
+    if (c->opts.fsync != ELASTIC_CKPT_FSYNC_FULL) return 0;
+    int rc = ckpt__fsync_dir(dir);
+    if (rc == 0 && created) rc = ckpt__fsync_dir(c->dir);
+    return rc;
 }
 
 static int dir_newest(elastic_ckpt *c, uint64_t *newest)

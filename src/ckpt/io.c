@@ -138,6 +138,22 @@ int ckpt__fsync_dir(const char *path)
     return rc;
 }
 
+int ckpt__fsync_parent(const char *path)
+{
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", path);
+    size_t len = strlen(parent);
+    while (len > 1 && parent[len - 1] == '/') parent[--len] = '\0'; /* "a/b/" names "a/b" */
+    char *slash = strrchr(parent, '/');
+    if (slash == NULL)
+        snprintf(parent, sizeof parent, ".");
+    else if (slash == parent)
+        parent[1] = '\0'; /* "/a": the root */
+    else
+        *slash = '\0';
+    return ckpt__fsync_dir(parent);
+}
+
 int ckpt__write_file_atomic(const char *dir, const char *name, const char *tmp_tag,
                             const void *data, size_t len, bool durable, unsigned mode)
 {

@@ -4,6 +4,8 @@
  * memory), and the listings of steps and blob names.
  */
 #include "ckpt/ckpt.h"
+
+#include "common/clock.h"
 #include "ckpt/view.h"
 
 #include <inttypes.h>
@@ -324,9 +326,11 @@ static int list_blobs_unlocked(elastic_ckpt *c, uint64_t step, int rank, char **
 ELASTIC_EXTERN int elastic_ckpt_latest(elastic_ckpt *c, uint64_t *step)
 {
     if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_latest: NULL handle");
+    uint64_t started_ns = elastic__now_ns();
     pthread_mutex_lock(&c->read_lock);
     int rc = latest_unlocked(c, step);
     pthread_mutex_unlock(&c->read_lock);
+    ckpt__report_restore(elastic__now_ns() - started_ns);
     return rc;
 }
 
@@ -334,9 +338,11 @@ ELASTIC_EXTERN int elastic_ckpt_read(elastic_ckpt *c, uint64_t step, const char 
                                      size_t *len)
 {
     if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_read: NULL handle");
+    uint64_t started_ns = elastic__now_ns();
     pthread_mutex_lock(&c->read_lock);
     int rc = read_unlocked(c, step, name, data, len);
     pthread_mutex_unlock(&c->read_lock);
+    ckpt__report_restore(elastic__now_ns() - started_ns);
     return rc;
 }
 
@@ -344,9 +350,11 @@ ELASTIC_EXTERN int elastic_ckpt_read_shard(elastic_ckpt *c, uint64_t step, int r
                                            const char *name, void **data, size_t *len)
 {
     if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_read_shard: NULL handle");
+    uint64_t started_ns = elastic__now_ns();
     pthread_mutex_lock(&c->read_lock);
     int rc = read_shard_unlocked(c, step, rank, name, data, len);
     pthread_mutex_unlock(&c->read_lock);
+    ckpt__report_restore(elastic__now_ns() - started_ns);
     return rc;
 }
 
@@ -354,9 +362,11 @@ ELASTIC_EXTERN int elastic_ckpt_read_into(elastic_ckpt *c, uint64_t step, const 
                                           void *buf, size_t cap, size_t *len)
 {
     if (c == NULL) return elastic__fail(ELASTIC_EINVAL, "elastic_ckpt_read_into: NULL handle");
+    uint64_t started_ns = elastic__now_ns();
     pthread_mutex_lock(&c->read_lock);
     int rc = read_into_unlocked(c, step, name, buf, cap, len);
     pthread_mutex_unlock(&c->read_lock);
+    ckpt__report_restore(elastic__now_ns() - started_ns);
     return rc;
 }
 

@@ -43,3 +43,16 @@ void ckpt__report_saved(uint64_t step)
     __atomic_fetch_add(&report_slot->ckpt_saves, 1,
                        __ATOMIC_RELEASE); /* last: the agent reads it first */
 }
+
+void ckpt__report_stall(uint64_t ns)
+{
+    pthread_once(&attach_once, attach);
+    if (report_slot != NULL) __atomic_fetch_add(&report_slot->ckpt_stall_ns, ns, __ATOMIC_RELAXED);
+}
+
+void ckpt__report_restore(uint64_t ns)
+{
+    pthread_once(&attach_once, attach);
+    if (report_slot != NULL)
+        __atomic_fetch_add(&report_slot->ckpt_restore_ns, ns, __ATOMIC_RELAXED);
+}

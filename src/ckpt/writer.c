@@ -654,13 +654,16 @@ ELASTIC_EXTERN int elastic_ckpt_save(elastic_ckpt *c, uint64_t step, const elast
                                      size_t n)
 {
     if (blobs == NULL && n > 0) return elastic__fail(ELASTIC_EINVAL, "ckpt save: NULL blobs");
+    uint64_t started_ns = elastic__now_ns();
     elastic_ckpt_txn *t = NULL;
     int rc = elastic_ckpt_begin(c, step, &t);
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = elastic_ckpt_put_flags(t, blobs[i].name, blobs[i].data, blobs[i].len, blobs[i].flags);
-    if (rc != 0) {
+    if (rc != 0)
         elastic_ckpt_abort(t);
-        return rc;
-    }
-    return elastic_ckpt_commit(t);
+    else
+        rc = elastic_ckpt_commit(t);
+    ckpt__report_stall(elastic__now_ns() -
+                       started_ns); /* the whole save was on the caller's path */
+    return rc;
 }

@@ -18,6 +18,7 @@
 #define ETCD__DEFAULT_TIMEOUT_MS 5000       /* a call's deadline unless told otherwise */
 #define ETCD__CONNECT_TIMEOUT_MS 1000       /* per endpoint, so a dead one costs little */
 #define ETCD__POOL               8          /* idle curl handles kept (reused connections) */
+#define ETCD__MAX_TTL_S          86400      /* a lease TTL etcd may plausibly grant */
 #define ETCD__MAX_TXN_OPS        128 /* etcd's default --max-txn-ops: larger batches are split */
 
 /* What the backend is told (every string copied). */
@@ -46,6 +47,12 @@ int etcd__client_timeout_ms(const etcd__client *client);
  * to ELASTIC_E* codes with etcd's message. */
 int etcd__call(etcd__client *c, const char *path, json_object *body, int timeout_ms,
                bool retry_unsent_only, json_object **reply);
+/* The same for a request that is safe to repeat, no endpoint given longer
+ * than attempt_ms of the timeout: one that holds it (a member that still
+ * believes in a leader it cannot reach) costs that much, then the next
+ * endpoint is tried. */
+int etcd__call_each(etcd__client *c, const char *path, json_object *body, int timeout_ms,
+                    int attempt_ms, json_object **reply);
 
 /* Streaming call (/v3/watch): on_message runs for each JSON message in the
  * reply stream until it returns non-zero (that value is returned) or

@@ -131,6 +131,11 @@ static attempt_result post(etcd__client *c, size_t endpoint, const char *path, c
     struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
     headers =
         curl_slist_append(headers, "Expect:"); /* no 100-continue round trip for larger bodies */
+    /* etcd's require-leader metadata (what clientv3's WithRequireLeader
+     * sends): a member that has lost its leader (mid-election, or cut off
+     * from the others) answers "no leader" at once, and closes our watches,
+     * instead of holding the request: we fail over to the next endpoint. */
+    headers = curl_slist_append(headers, "Grpc-Metadata-hasleader: true");
     pthread_mutex_lock(&c->lock);
     if (c->token[0] != '\0') snprintf(auth, sizeof auth, "Authorization: %s", c->token);
     pthread_mutex_unlock(&c->lock);
@@ -233,9 +238,10 @@ static int authenticate(etcd__client *c, int timeout_ms);
 
 /* ---- calls ----------------------------------------------------------------------------- */
 
-/* Tries every endpoint, starting with the preferred one, until the deadline. */
+/* Tries every endpoint, starting with the preferred one, until the deadline,
+ * none for longer than attempt_ms. */
 static int call_once(etcd__client *c, const char *path, const char *text, uint64_t deadline,
-                     bool retry_unsent_only, json_object **reply, bool *auth_failed)
+                     int attempt_ms, bool retry_unsent_only, json_object **reply, bool *auth_failed)
 {
     char why[512] = "no endpoint answered";
     pthread_mutex_lock(&c->lock);
@@ -257,7 +263,8 @@ static int call_once(etcd__client *c, const char *path, const char *text, uint64
         exchange x = { 0 };
         elastic__text_init(&x.reply, ETCD__MAX_RESPONSE - 1);
         long status = 0;
-        attempt_result result = post(c, endpoint, path, text, left, &x, &status, why, sizeof why);
+        attempt_result result = post(c, endpoint, path, text, left < attempt_ms ? left : attempt_ms,
+                                     &x, &status, why, sizeof why);
         if (result == ATTEMPT_FAILED) {
             elastic__text_free(&x.reply);
             return elastic__fail(ELASTIC_EIO, "etcd %s: %s", path, why);
@@ -306,23 +313,39 @@ static int call_once(etcd__client *c, const char *path, const char *text, uint64
                          "etcd %s: no endpoint answered within the deadline (%s)", path, why);
 }
 
-int etcd__call(etcd__client *c, const char *path, json_object *body, int timeout_ms,
-               bool retry_unsent_only, json_object **reply)
+static int call_within(etcd__client *c, const char *path, json_object *body, int timeout_ms,
+                       int attempt_ms, bool retry_unsent_only, json_object **reply)
 {
     *reply = NULL;
     if (body == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd %s: out of memory", path);
     char *text = elastic__strdup(json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN));
     json_object_put(body);
     if (text == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd %s: out of memory", path);
-    uint64_t deadline = elastic__deadline_ms(timeout_ms > 0 ? timeout_ms : c->timeout_ms);
+    if (timeout_ms <= 0) timeout_ms = c->timeout_ms;
+    uint64_t deadline = elastic__deadline_ms(timeout_ms);
+    if (attempt_ms <= 0) /* a member that holds a request (no leader yet) costs a third */
+        attempt_ms =
+            timeout_ms / 3 > ETCD__CONNECT_TIMEOUT_MS ? timeout_ms / 3 : ETCD__CONNECT_TIMEOUT_MS;
     bool auth_failed;
-    int rc = call_once(c, path, text, deadline, retry_unsent_only, reply, &auth_failed);
+    int rc = call_once(c, path, text, deadline, attempt_ms, retry_unsent_only, reply, &auth_failed);
     /* An expired auth token: log in again once and repeat. */
     if (rc == ELASTIC_EAUTH && auth_failed && c->user != NULL &&
         authenticate(c, elastic__ms_left(deadline)) == 0)
-        rc = call_once(c, path, text, deadline, retry_unsent_only, reply, &auth_failed);
+        rc = call_once(c, path, text, deadline, attempt_ms, retry_unsent_only, reply, &auth_failed);
     free(text);
     return rc;
+}
+
+int etcd__call(etcd__client *c, const char *path, json_object *body, int timeout_ms,
+               bool retry_unsent_only, json_object **reply)
+{
+    return call_within(c, path, body, timeout_ms, 0, retry_unsent_only, reply);
+}
+
+int etcd__call_each(etcd__client *c, const char *path, json_object *body, int timeout_ms,
+                    int attempt_ms, json_object **reply)
+{
+    return call_within(c, path, body, timeout_ms, attempt_ms, false, reply);
 }
 
 int etcd__stream(etcd__client *c, const char *path, etcd__body_fn make_body, int timeout_ms,

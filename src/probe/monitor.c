@@ -222,6 +222,7 @@ void monitor__tick(uv_timer_t *timer)
     probe__monitor *m = timer->data;
     uint64_t now = elastic__now_ns();
     for (unsigned i = 0; i < m->opts.local_world_size; i++) probe_worker(m, (int)i, now);
+    monitor__check_steps(m);
     evaluate_stragglers(m);
     publish_node_stat(m, now);
     monitor__arm_hang_timer(m);
@@ -273,4 +274,21 @@ void monitor__arm_hang_timer(probe__monitor *m)
     /* 1 ms past the deadline: probe__hang_check wants silence longer than the limit. */
     uint64_t delay_ms = earliest > now ? (earliest - now) / 1000000u + 1 : 0;
     uv_timer_start(&m->hang_timer, on_hang_timer, delay_ms, 0);
+}
+
+void monitor__check_steps(probe__monitor *m)
+{
+    if (m->paused || m->steps_reported || m->opts.on_steps_started == NULL) return;
+    unsigned running = 0, stepping = 0;
+    for (unsigned i = 0; i < m->opts.local_world_size; i++) {
+        const monitored_worker *mw = &m->workers[i];
+        if (!mw->running) continue;
+        running++;
+        stepping += mw->last.beats > mw->baseline.beats;
+    }
+    if (running == 0 || stepping < running) return;
+    probe__progress progress;
+    probe__monitor_progress(m, &progress);
+    m->steps_reported = true;
+    m->opts.on_steps_started(m->opts.user, &progress);
 }

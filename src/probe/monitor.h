@@ -27,7 +27,9 @@ typedef struct monitored_worker {
     uv_timer_t dump_timer; /* waits for the worker's own backtrace */
     bool waiting_for_dump;
     uint64_t dumps_before, dump_deadline_ms;
-    probe__failure pending; /* reported once its stacks are out */
+    probe__failure pending;        /* reported once its stacks are out */
+    channel__hb_snapshot baseline; /* the slot as this generation began (zero: a fresh process) */
+    bool fresh;                    /* started since the last generation began */
 } monitored_worker;
 
 #define MONITOR_PROBES 7 /* hang, startup, straggler, user, exit, nccl_timeout, nccl_error */
@@ -51,6 +53,7 @@ struct probe__monitor {
 
     probe__generation_info generation;
     bool paused, healthy, straggler_reported, user_probe_reported, user_probe_healthy;
+    bool steps_reported; /* on_steps_started called for this generation */
     char unhealthy_reason[256];
     uint64_t failures[MONITOR_PROBES];
     uint64_t recoveries[2]; /* [0] full restart, [1] in-process */
@@ -71,6 +74,8 @@ void monitor__tick(uv_timer_t *timer);
 /* Arms the hang timer for the earliest deadline of any worker, so a hang is
  * declared when its timeout runs out, not at the next tick. */
 void monitor__arm_hang_timer(probe__monitor *m);
+/* Tells the agent, once a generation, that every running worker has stepped. */
+void monitor__check_steps(probe__monitor *m);
 /* Tells the agent about a checkpoint the worker saved since the last look. */
 void monitor__check_checkpoint(probe__monitor *m, monitored_worker *mw, int local_rank);
 /* Marks the group unhealthy and tells the agent. */

@@ -176,6 +176,7 @@ void probe__monitor_generation_started(probe__monitor *m, const probe__generatio
     m->healthy = true;
     m->unhealthy_reason[0] = '\0';
     m->straggler_reported = m->user_probe_reported = false;
+    m->steps_reported = false;
     if (m->straggler != NULL) probe__straggler_reset(m->straggler);
     uint64_t now = elastic__now_ns();
     for (unsigned i = 0; i < m->opts.local_world_size; i++) {
@@ -183,6 +184,9 @@ void probe__monitor_generation_started(probe__monitor *m, const probe__generatio
         mw->failed = false;
         m->scores[i] = -1;
         channel__hb_read(m->region, mw->slot, &mw->last);
+        /* A survivor's sums so far belong to the generations before. */
+        if (!mw->fresh) mw->baseline = mw->last;
+        mw->fresh = false;
         probe__hang_start(&mw->hang, &mw->last, now);
     }
     monitor__arm_hang_timer(m);
@@ -208,6 +212,8 @@ void probe__monitor_worker_starting(probe__monitor *m, int local_rank)
     if (mw == NULL) return;
     channel__hb_reset(m->region, mw->slot);
     memset(&mw->last, 0, sizeof mw->last);
+    memset(&mw->baseline, 0, sizeof mw->baseline);
+    mw->fresh = true;
     mw->ckpt_saves_seen = 0;
 }
 
@@ -361,6 +367,30 @@ void probe__monitor_set_node_scores(probe__monitor *m, unsigned n, const probe__
     m->node_score_rounds++;
     memcpy(m->node_stats, stats, n * sizeof *stats);
     memcpy(m->node_scores, scores, n * sizeof *scores);
+}
+
+void probe__monitor_progress(const probe__monitor *m, probe__progress *out)
+{
+    unsigned n = m->opts.local_world_size;
+    channel__hb_snapshot *now = calloc(n > 0 ? n : 1, sizeof *now);
+    const channel__hb_snapshot **cur = calloc(n > 0 ? n : 1, sizeof *cur),
+                               **base = calloc(n > 0 ? n : 1, sizeof *base);
+    if (now == NULL || cur == NULL || base == NULL) {
+        memset(out, 0, sizeof *out);
+        out->first_step = out->last_step = -1;
+    } else {
+        for (unsigned i = 0; i < n; i++) {
+            const monitored_worker *mw = &m->workers[i];
+            if (mw->shown_pid <= 0) continue; /* no process ever ran in the slot */
+            channel__hb_read(m->region, mw->slot, &now[i]);
+            cur[i] = &now[i];
+            base[i] = &mw->baseline;
+        }
+        probe__progress_of(cur, base, n, elastic__wall_ms(), elastic__now_ns(), out);
+    }
+    free(now);
+    free(cur);
+    free(base);
 }
 
 void probe__monitor_set_extra_metrics(probe__monitor *m, const char *text)

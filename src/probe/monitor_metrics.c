@@ -177,6 +177,7 @@ void monitor__render(void *user, elastic__text *out)
                 elastic__text_printf(out, "elastic_node_straggler_score{node=\"%s\"} %.6g\n",
                                      m->node_stats[i].node_id, m->node_scores[i]);
     }
+    if (m->opts.on_render != NULL) m->opts.on_render(m->opts.user, out);
     if (m->extra_metrics != NULL) elastic__text_printf(out, "%s", m->extra_metrics);
 }
 

@@ -8,6 +8,7 @@
 #define ELASTIC_PROBE_H
 
 #include "channel/channel.h"
+#include "probe/progress.h"
 #include "common/common.h"
 #include "common/http.h"
 #include "common/text.h"
@@ -221,6 +222,12 @@ typedef struct probe__monitor_opts {
      * statistic for the job-wide straggler scores (the agent publishes it). */
     int node_stat_interval_ms;
     void (*on_node_stat)(void *user, const probe__node_stat *stat);
+    /* Once a generation, on the probe tick: every running worker has reported
+     * a step (the generation trains); may be NULL. */
+    void (*on_steps_started)(void *user, const probe__progress *progress);
+    /* Appends the agent's own lines to each /metrics page (the goodput
+     * counters); may be NULL. */
+    void (*on_render)(void *user, elastic__text *out);
     void *user;
 } probe__monitor_opts;
 
@@ -278,6 +285,10 @@ uint64_t probe__monitor_last_beat_ns(const probe__monitor *m, int local_rank);
 void probe__monitor_record_recovery(probe__monitor *m, double seconds, bool in_process);
 /* A failure the agent saw itself (worker exit), for the metrics' failure counts. */
 void probe__monitor_count_failure(probe__monitor *m, const char *probe);
+/* This generation's progress on this node, from fresh reads of the slots
+ * (progress.h): call it when the generation's workers have stopped, before
+ * the next ones start in the slots. */
+void probe__monitor_progress(const probe__monitor *m, probe__progress *out);
 /* Straggler scores of the last round (-1: no data), one per local rank. */
 void probe__monitor_scores(const probe__monitor *m, double *scores);
 

@@ -22,6 +22,7 @@ typedef struct etcd__keeper {
     int64_t lease;
     int ttl_ms, interval_ms;
     uint64_t last_ok_ms; /* when the last acknowledged keep-alive was sent */
+    /* ttl_ms: the TTL etcd granted (its last reply), the fence deadline */
 } etcd__keeper;
 
 typedef struct etcd__backend {

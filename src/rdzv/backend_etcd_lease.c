@@ -3,6 +3,13 @@
  * alive from a thread of its own every keep-alive interval (so a busy caller
  * never loses it), and reported lost (fencing) the moment etcd says it is
  * gone or no keep-alive was acknowledged for a whole TTL.
+ *
+ * The deadline is what etcd guarantees: the TTL etcd granted (its replies
+ * say it; etcd raises a TTL below its minimum), counted from when the last
+ * acknowledged keep-alive was sent. etcd cannot expire the lease before
+ * then, and during a leader election none expires (a new leader extends
+ * every lease), so a keep-alive that finds no leader is tried on the other
+ * endpoints, each given a fraction of the time left, until the deadline.
  */
 #include "rdzv/backend_etcd.h"
 
@@ -12,12 +19,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* One keep-alive: 1 while the lease lives, 0 when etcd no longer has it. */
-static int keep_alive_once(etcd__backend *b, int64_t lease, int timeout_ms)
+/* The longest one endpoint may hold a keep-alive: a quarter of the TTL,
+ * so a member cut off from its leader leaves time for the others. */
+static int attempt_ms(int ttl_ms)
+{
+    int quarter = ttl_ms / 4;
+    return quarter < 200 ? 200 : quarter > 1000 ? 1000 : quarter;
+}
+
+/* One keep-alive: 1 while the lease lives (*ttl_ms: the TTL etcd granted),
+ * 0 when etcd no longer has it. */
+static int keep_alive_once(etcd__backend *b, int64_t lease, int timeout_ms, int *ttl_ms)
 {
     json_object *body = json_object_new_object(), *reply = NULL;
     json_object_object_add(body, "ID", json_object_new_int64(lease));
-    int rc = etcd__call(b->client, "/v3/lease/keepalive", body, timeout_ms, false, &reply);
+    int rc = etcd__call_each(b->client, "/v3/lease/keepalive", body, timeout_ms,
+                             attempt_ms(*ttl_ms), &reply);
     if (rc != 0) return rc;
     json_object *result = etcd__json_field(reply, "result", json_type_object);
     int64_t ttl = 0;
@@ -27,6 +44,10 @@ static int keep_alive_once(etcd__backend *b, int64_t lease, int timeout_ms)
         rc = etcd__json_i64(result, "TTL", 0, &ttl);
     json_object_put(reply);
     if (rc != 0) return rc;
+    if (ttl > ETCD__MAX_TTL_S)
+        return elastic__fail(ELASTIC_EPROTO, "etcd keepalive: TTL %" PRId64 " s is not plausible",
+                             ttl);
+    if (ttl > 0) *ttl_ms = (int)ttl * 1000;
     return ttl > 0 ? 1 : 0;
 }
 
@@ -52,18 +73,23 @@ static void *keeper_main(void *arg)
         }
         uint64_t sent = elastic__now_ms();
         uint64_t expires = k->last_ok_ms + (uint64_t)k->ttl_ms;
+        int ttl_ms = k->ttl_ms;
         pthread_mutex_unlock(&k->lock);
         /* Never wait past the moment the lease would lapse: we fence then. */
         int left = sent < expires ? (int)(expires - sent) : 1;
-        int alive = keep_alive_once(b, lease, left);
+        int alive = keep_alive_once(b, lease, left, &ttl_ms);
         char why[300] = "";
         if (alive == 0)
             snprintf(why, sizeof why, "etcd says the lease has expired");
         else if (alive < 0 && elastic__now_ms() >= expires)
-            snprintf(why, sizeof why, "no keep-alive acknowledged for %d ms (%s)", k->ttl_ms,
+            snprintf(why, sizeof why,
+                     "no keep-alive acknowledged within the lease's TTL of %d ms (%s)", ttl_ms,
                      elastic_last_error());
         pthread_mutex_lock(&k->lock);
-        if (alive == 1) k->last_ok_ms = sent;
+        if (alive == 1) {
+            k->last_ok_ms = sent;
+            k->ttl_ms = ttl_ms;
+        }
         if (why[0] != '\0' && !k->stop) {
             k->stop = true;
             pthread_mutex_unlock(&k->lock);
@@ -98,22 +124,29 @@ int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms
     etcd__keeper_stop(b); /* one lease per node: a new grant replaces a lost one */
     rdzv__count(base, 8, 8);
     json_object *body = json_object_new_object(), *reply = NULL;
-    /* etcd counts in seconds (and raises tiny TTLs to its minimum); our own
-     * deadline stays ttl_ms, so we fence no later than etcd expires us. */
+    /* etcd counts in seconds (and raises tiny TTLs to its minimum, 1.5
+     * election timeouts): our deadline is the TTL it grants. */
     json_object_object_add(body, "TTL", json_object_new_int64((ttl_ms + 999) / 1000));
     int rc = etcd__call(b->client, "/v3/lease/grant", body, 0, false, &reply);
-    int64_t id = 0;
+    int64_t id = 0, granted = 0;
     if (rc == 0) rc = etcd__json_i64(reply, "ID", 0, &id);
+    if (rc == 0) rc = etcd__json_i64(reply, "TTL", 0, &granted);
     json_object_put(reply);
     if (rc == 0 && id <= 0)
         rc = elastic__fail(ELASTIC_EPROTO, "etcd lease grant: no lease ID in the reply");
+    if (rc == 0 && (granted <= 0 || granted > ETCD__MAX_TTL_S))
+        rc = elastic__fail(ELASTIC_EPROTO, "etcd lease grant: TTL %" PRId64 " s in the reply",
+                           granted);
     if (rc != 0) return rc;
+    if (granted * 1000 != ttl_ms)
+        ELASTIC_LOG_D("rdzv", "etcd granted a TTL of %" PRId64 " s for %d ms asked", granted,
+                      ttl_ms);
     *lease = (uint64_t)id;
     if (keepalive_interval_ms == 0) return 0;
     etcd__keeper *k = &b->keeper;
     pthread_mutex_lock(&k->lock);
     k->lease = id;
-    k->ttl_ms = ttl_ms;
+    k->ttl_ms = (int)granted * 1000; /* what etcd keeps it for, not what we asked */
     k->interval_ms = keepalive_interval_ms;
     k->last_ok_ms = elastic__now_ms();
     k->stop = false;

@@ -75,7 +75,27 @@ int rdzv__jobstore_host_lost(elastic_rdzv *r, uint64_t generation, const char *w
      * for a loss of its own node. */
     rdzv__fill_cause(r, &cause, ELASTIC_RDZV_NODE_LOST, generation, members[0].node_id, reason);
     free(members);
+    /* The host is gone (its store reset the connection): the survivors'
+     * next round must not wait for it as for a survivor, until its lease
+     * expires. Counted once, by whoever marks it first, before the end
+     * wakes anyone. */
+    char key[64];
+    void *current = NULL;
+    size_t clen = 0;
     bool won = false;
+    rdzv__key_round(key, sizeof key, generation, "host_gone");
+    size_t id_len = strlen(r->node_id); /* unique: "equals what we wrote" means we wrote it */
+    rc =
+        r->backend->ops->compare_set(r->backend, key, NULL, 0, r->node_id, id_len, &current, &clen);
+    bool first =
+        rc == 0 && current != NULL && clen == id_len && memcmp(current, r->node_id, id_len) == 0;
+    elastic_free(current);
+    int64_t gone = 0;
+    if (rc == 0 && first) {
+        rdzv__key_round(key, sizeof key, generation, "gone");
+        rc = r->backend->ops->add(r->backend, key, 1, &gone);
+    }
+    if (rc != 0) return rc;
     return rdzv__end(r, generation, &cause, &won);
 }
 

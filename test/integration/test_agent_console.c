@@ -79,7 +79,7 @@ TEST_TIMEOUT(agent_console_says_failure_restart_and_summary_and_quiet_silences_t
         FAIL("no running-again line:\n%s", err);
     if (!line_starting(err, "elasticrun: job succeeded after ", line, sizeof line) ||
         strstr(line, ": 2 generations, 1 restart, ") == NULL ||
-        strstr(line, " lost to failures, ") == NULL)
+        strstr(line, " s lost to failures (ETTR ") == NULL)
         FAIL("no summary line:\n%s", err);
     /* one line per event, nothing else (besides the start line naming the run) */
     ASSERT_EQ(count_of(err, "elasticrun: run "), 1);

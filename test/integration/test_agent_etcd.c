@@ -44,8 +44,10 @@ static pid_t etcd_job_agent_env(const etcd_job *j, const char *name, const char 
     elasticrun_args cmd;
     elasticrun_args_init(&cmd);
     elasticrun_args_add(&cmd, "--nnodes", nodes, "--nproc-per-node", "1", "--rdzv-backend", "etcd",
-                        "--rdzv-endpoint", j->endpoints, "--rdzv-id", j->run_id, "--rdzv-conf",
-                        j->conf, "--local-addr", "127.0.0.1", "--max-restarts", j->max_restarts,
+                        "--rdzv-endpoint", j->endpoints, "--rdzv-id", j->run_id);
+    /* No conf: the defaults users get. */
+    if (j->conf != NULL && j->conf[0] != '\0') elasticrun_args_add(&cmd, "--rdzv-conf", j->conf);
+    elasticrun_args_add(&cmd, "--local-addr", "127.0.0.1", "--max-restarts", j->max_restarts,
                         "--no-python", j->worker, "--dir", j->ckpt_dir, "--report", j->report,
                         "--step-ms", "100", "--exit-on-store-loss", j->exit_on_store_loss);
     return elasticrun_args_spawn(&cmd, env, name);
@@ -93,8 +95,9 @@ TEST_TIMEOUT(agent_etcd_survivors_reform_on_a_new_store_when_its_host_dies, 180)
     etcd_cluster_start(&c, 1);
     etcd_job j;
     /* keep-alive timeout 1 s: 0.2 s x 5 */
-    etcd_job_init(&j, &c, "storehost",
-                  "last_call_timeout=1,keep_alive_interval=0.2,keep_alive_max_attempt=5");
+    /* The defaults users get: the survivors do not wait for the dead host's
+     * lease (it is counted gone the moment its store resets). */
+    etcd_job_init(&j, &c, "storehost", NULL);
     /* The trainers fail when their store vanishes, as real ones do, and the
      * job has no restart budget: the host's loss must cost none. */
     j.max_restarts = "0";
@@ -211,47 +214,223 @@ TEST_TIMEOUT(agent_etcd_unreachable_fences_every_node, 120)
     etcd_cluster_stop(&c);
 }
 
+/* ---- etcd's own faults, with the defaults users get ------------------------------ */
+
+/* The default lease: what the agent asks etcd for with no keep_alive_* set
+ * (docs/RDZV.md), and etcd's default election timeout. */
+#define DEFAULT_TTL_MS   5000
+#define ETCD_ELECTION_MS 1000
+
+typedef struct ha_job {
+    etcd_cluster c;
+    etcd_job j;
+    pid_t agents[2];
+    char gen_needle[32];
+    long before; /* the last step committed before the fault */
+} ha_job;
+
+/* A 3-member etcd with etcd's timing, two agents with default settings, a
+ * few steps committed. Member 0 comes first in every agent's endpoints: the
+ * one their calls go to until it fails them. */
+static void ha_job_start(ha_job *h, const char *run_id)
+{
+    etcd_cluster_start_defaults(&h->c);
+    etcd_job_init(&h->j, &h->c, run_id, NULL);
+    h->agents[0] = etcd_job_agent(&h->j, "agent0", "2");
+    h->agents[1] = etcd_job_agent(&h->j, "agent1", "2");
+    const char *two[] = { "resume ", "world=2 ", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(h->j.report, two, 2, FORM_MS), 2);
+    char line[256];
+    nth_line(h->j.report, two, 0, line, sizeof line);
+    snprintf(h->gen_needle, sizeof h->gen_needle, "gen=%ld ",
+             agent_harness_line_field(line, "gen"));
+    const char *committed[] = { "commit ", h->gen_needle, NULL };
+    ASSERT(agent_harness_wait_lines(h->j.report, committed, 3, FORM_MS) >= 3);
+    h->before = commits_seen(h->j.report, h->gen_needle);
+}
+
+/* The job trained on in the same generation for longer than a whole lease
+ * after the fault (steps of 100 ms), nobody fenced, no new generation. */
+static void ha_job_kept_its_generation(ha_job *h, const char *fault)
+{
+    const char *more[] = { "commit ", h->gen_needle, NULL };
+    int want = (int)h->before + (DEFAULT_TTL_MS + 2000) / 100;
+    uint64_t since = etcd_fixture_now_ms();
+    if (agent_harness_wait_lines(h->j.report, more, want, FORM_MS) < want) {
+        for (int i = 0; i < 2; i++) { /* what the agents said about it */
+            char path[512], name[32];
+            snprintf(name, sizeof name, "agent%d.err", i);
+            char *err = agent_harness_read_file(agent_harness_path(path, sizeof path, name));
+            size_t len = err != NULL ? strlen(err) : 0;
+            printf("agent%d (last of its log):\n%s\n", i,
+                   err != NULL ? err + (len > 3000 ? len - 3000 : 0) : "");
+            free(err);
+        }
+        FAIL("after %s the job did not reach step %d in its generation", fault, want);
+    }
+    const char *any_resume[] = { "resume ", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(h->j.report, any_resume, 3, 10), 2); /* no new generation */
+    for (int i = 0; i < 2; i++) {
+        if (!agent_harness_process_alive(h->agents[i])) FAIL("agent%d exited after %s", i, fault);
+        char path[512], name[32];
+        snprintf(name, sizeof name, "agent%d.err", i);
+        char *err = agent_harness_read_file(agent_harness_path(path, sizeof path, name));
+        if (err != NULL && strstr(err, "fenced") != NULL)
+            FAIL("agent%d fenced itself after %s:\n%s", i, fault, err);
+        free(err);
+    }
+    printf("# %s: %d steps in generation %s after it (%llu ms), nobody fenced\n", fault,
+           want - (int)h->before, h->gen_needle,
+           (unsigned long long)(etcd_fixture_now_ms() - since));
+    stop_agents(h->agents, 2);
+    etcd_cluster_stop(&h->c);
+}
+
+static int wait_leader(etcd_cluster *c, int timeout_ms)
+{
+    uint64_t deadline = etcd_fixture_now_ms() + (uint64_t)test_scaled_ms(timeout_ms);
+    int leader;
+    while ((leader = etcd_cluster_leader(c)) < 0 && etcd_fixture_now_ms() < deadline) {
+        struct timespec pause = { 0, 20 * 1000000L };
+        nanosleep(&pause, NULL);
+    }
+    return leader;
+}
+
 TEST_TIMEOUT(agent_etcd_job_keeps_its_generation_when_the_etcd_leader_dies, 180)
 {
+    ha_job h;
+    ha_job_start(&h, "leader");
+    int leader = wait_leader(&h.c, 10000);
+    if (leader < 0) FAIL("no etcd leader");
+    uint64_t killed = etcd_fixture_now_ms();
+    etcd_member_kill(&h.c, leader);
+    int next = wait_leader(&h.c, 15000);
+    if (next < 0) FAIL("no new etcd leader after killing member %d", leader);
+    printf("# etcd leader (member %d) SIGKILLed -> member %d leads %llu ms later\n", leader, next,
+           (unsigned long long)(etcd_fixture_now_ms() - killed));
+    ha_job_kept_its_generation(&h, "the etcd leader's SIGKILL");
+}
+
+TEST_TIMEOUT(agent_etcd_job_keeps_its_generation_when_an_etcd_member_restarts, 180)
+{
+    ha_job h;
+    ha_job_start(&h, "restart");
+    /* Member 0: the one every agent talks to. */
+    etcd_member_restart(&h.c, 0);
+    if (wait_leader(&h.c, 15000) < 0) FAIL("no etcd leader after member 0 restarted");
+    ha_job_kept_its_generation(&h, "etcd member 0's restart");
+}
+
+TEST_TIMEOUT(agent_etcd_job_keeps_its_generation_when_an_etcd_member_is_cut_off, 180)
+{
+    ha_job h;
+    ha_job_start(&h, "cutoff");
+    /* Member 0, the one every agent talks to, loses the other two (its
+     * calls hang, then it answers "no leader"): the agents fail over. */
+    etcd_member_cut_off(&h.c);
+    uint64_t cut = etcd_fixture_now_ms();
+    /* It is cut off: it soon knows no leader, while the other two have one. */
+    uint64_t deadline = cut + (uint64_t)test_scaled_ms(10000);
+    while (etcd_member_sees_leader(&h.c, 0) != 0) {
+        if (etcd_fixture_now_ms() > deadline)
+            FAIL("etcd member 0 still has a leader 10 s after the cut");
+        struct timespec pause = { 0, 20 * 1000000L };
+        nanosleep(&pause, NULL);
+    }
+    printf("# etcd member 0 cut off -> it knows no leader %llu ms later\n",
+           (unsigned long long)(etcd_fixture_now_ms() - cut));
+    if (etcd_member_sees_leader(&h.c, 1) <= 0 && etcd_member_sees_leader(&h.c, 2) <= 0 &&
+        wait_leader(&h.c, 10000) < 0)
+        FAIL("members 1 and 2 have no leader after member 0 was cut off");
+    ha_job_kept_its_generation(&h, "etcd member 0 cut off from the other two");
+}
+
+/* delay_proxy (no delay) in front of one member: freezing it cuts whoever
+ * connects through it off, silently. */
+static pid_t start_proxy(int target_port, int *port)
+{
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        char target[16];
+        snprintf(target, sizeof target, "%d", target_port);
+        execl(test_helper_path("delay_proxy"), "delay_proxy", "127.0.0.1", "0", "127.0.0.1", target,
+              "0", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *out = fdopen(fds[0], "r");
+    char line[64] = "";
+    if (out == NULL || fgets(line, sizeof line, out) == NULL ||
+        sscanf(line, "listening %d", port) != 1)
+        FAIL("delay_proxy did not say where it listens");
+    fclose(out);
+    return pid;
+}
+
+TEST_TIMEOUT(agent_etcd_node_cut_off_from_etcd_is_fenced_within_its_ttl, 180)
+{
     etcd_cluster c;
-    etcd_cluster_start(&c, 3);
+    etcd_cluster_start_defaults(&c);
     etcd_job j;
-    /* keep-alive timeout 3 s: longer than an etcd election */
-    etcd_job_init(&j, &c, "leader", "keep_alive_interval=0.5,keep_alive_max_attempt=6");
-    pid_t agents[2] = { etcd_job_agent(&j, "agent0", "2"), etcd_job_agent(&j, "agent1", "2") };
+    etcd_job_init(&j, &c, "nodecut", NULL);
+    /* agent1 reaches every member through a proxy of its own. */
+    pid_t proxies[3];
+    char endpoints[256];
+    size_t at = 0;
+    for (int i = 0; i < 3; i++) {
+        int port = 0;
+        proxies[i] = start_proxy(c.m[i].client_port, &port);
+        at += (size_t)snprintf(endpoints + at, sizeof endpoints - at, "%s127.0.0.1:%d",
+                               i ? "," : "", port);
+    }
+    pid_t agents[2];
+    agents[0] = etcd_job_agent(&j, "agent0", "2");
+    etcd_job cut = j;
+    cut.endpoints = endpoints;
+    agents[1] = etcd_job_agent(&cut, "agent1", "2");
     const char *two[] = { "resume ", "world=2 ", NULL };
     ASSERT_EQ(agent_harness_wait_lines(j.report, two, 2, FORM_MS), 2);
-    char line[256];
-    nth_line(j.report, two, 0, line, sizeof line);
-    char gen_needle[32];
-    snprintf(gen_needle, sizeof gen_needle, "gen=%ld ", agent_harness_line_field(line, "gen"));
-    const char *committed[] = { "commit ", gen_needle, NULL };
+    const char *committed[] = { "commit ", NULL };
     ASSERT(agent_harness_wait_lines(j.report, committed, 3, FORM_MS) >= 3);
-    int leader = -1;
-    uint64_t deadline = etcd_fixture_now_ms() + (uint64_t)test_scaled_ms(10000);
-    while ((leader = etcd_cluster_leader(&c)) < 0 && etcd_fixture_now_ms() < deadline) {
-        struct timespec pause = { 0, 100 * 1000000L };
-        nanosleep(&pause, NULL);
+    /* agent1's worker: the resume line whose parent is agent1. */
+    pid_t worker = 0;
+    char line[256];
+    for (int i = 0; i < 2; i++) {
+        nth_line(j.report, two, i, line, sizeof line);
+        if ((pid_t)agent_harness_line_field(line, "ppid") == agents[1])
+            worker = (pid_t)agent_harness_line_field(line, "pid");
     }
-    if (leader < 0) FAIL("no etcd leader");
-    long before = commits_seen(j.report, gen_needle);
-    etcd_member_kill(&c, leader);
-    /* A new leader is elected... */
-    deadline = etcd_fixture_now_ms() + (uint64_t)test_scaled_ms(15000);
-    int next = -1;
-    while ((next = etcd_cluster_leader(&c)) < 0 && etcd_fixture_now_ms() < deadline) {
-        struct timespec pause = { 0, 100 * 1000000L };
-        nanosleep(&pause, NULL);
+    if (worker <= 0) FAIL("no worker of agent1 in the report");
+    uint64_t cut_at = etcd_fixture_now_ms();
+    for (int i = 0; i < 3; i++) kill(proxies[i], SIGSTOP);
+    if (!agent_harness_wait_gone(worker, test_scaled_ms(DEFAULT_TTL_MS + 10000)))
+        FAIL("agent1's worker outlived its lease by 10 s");
+    uint64_t took = etcd_fixture_now_ms() - cut_at;
+    printf("# agent1 cut off from etcd -> fenced, its worker gone, in %llu ms (TTL %d ms + 1 s "
+           "allowed)\n",
+           (unsigned long long)took, DEFAULT_TTL_MS);
+    /* Not before etcd could have expired the lease (the last keep-alive
+     * acknowledged up to an interval before the cut), not later than 1 s after. */
+    if (took + 600 < DEFAULT_TTL_MS)
+        FAIL("fenced after %llu ms, before its lease could expire", (unsigned long long)took);
+    if (took > (uint64_t)test_scaled_ms(DEFAULT_TTL_MS + 1000))
+        FAIL("fenced %llu ms after the cut (> TTL %d ms + 1 s)", (unsigned long long)took,
+             DEFAULT_TTL_MS);
+    char path[512];
+    char *err = agent_harness_read_file(agent_harness_path(path, sizeof path, "agent1.err"));
+    if (err == NULL || strstr(err, "fenced out of generation") == NULL)
+        FAIL("agent1 has no fencing line:\n%s", err != NULL ? err : "");
+    free(err);
+    for (int i = 0; i < 3; i++) {
+        kill(proxies[i], SIGKILL);
+        waitpid(proxies[i], NULL, 0);
     }
-    if (next < 0) FAIL("no new etcd leader after killing member %d", leader);
-    /* ...and past a whole keep-alive timeout (3 s) after it, the job still
-     * trains in the same generation: 30 more steps of 100 ms. */
-    const char *more[] = { "commit ", gen_needle, NULL };
-    int want = (int)before + 30;
-    ASSERT(agent_harness_wait_lines(j.report, more, want, FORM_MS) >= want);
-    const char *any_resume[] = { "resume ", NULL };
-    ASSERT_EQ(agent_harness_wait_lines(j.report, any_resume, 3, 10), 2); /* no new generation */
-    for (int i = 0; i < 2; i++) ASSERT(agent_harness_process_alive(agents[i]));
     stop_agents(agents, 2);
     etcd_cluster_stop(&c);
 }

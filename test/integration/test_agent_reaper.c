@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,33 +68,92 @@ static int wait_all_gone(const char *pids)
     return checked;
 }
 
-TEST_TIMEOUT(agent_sigkill_takes_every_worker_descendant_and_run_dir_along, 60)
+/* The agent's line saying how its reaper catches descendants ("reaper:
+ * cgroup ..." or "reaper: no cgroup (...)"), once it is written. */
+static void reaper_mechanism(const char *err_path, char *out, size_t size)
 {
-    char pids[1024], script[4096], tmp_env[4200];
-    agent_harness_path(pids, sizeof pids, "pids");
-    /* A shell worker with two grandchildren, one of them in a session of its own. */
+    const char *needles[] = { "agent: reaper: ", NULL };
+    if (agent_harness_wait_lines(err_path, needles, 1, test_scaled_ms(20000)) < 1 ||
+        !agent_harness_nth_line(err_path, needles, 0, out, size))
+        FAIL("the agent did not say how its reaper works (%s)", err_path);
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/* One run: a shell worker with three grandchildren, two in a session of
+ * their own, one of those orphaned at once (its parent subshell exits, so it
+ * is adopted: by init with a cgroup, by the agent without). Without a cgroup
+ * the agent tells the reaper of those two (it looks every 0.2 s): the test
+ * waits for that before the SIGKILL. */
+static void sigkill_takes_every_descendant(bool cgroup)
+{
+    char pids[1024], script[4608], tmp_env[4200], name[32], err[1100], line[600];
+    snprintf(name, sizeof name, "pids-%s", cgroup ? "cgroup" : "nocgroup");
+    agent_harness_path(pids, sizeof pids, name);
     snprintf(script, sizeof script,
-             "sleep 4321 & echo $! >> %s; setsid sleep 4322 & echo $! >> %s; echo $$ >> %s; wait",
-             pids, pids, pids);
+             "sleep 4321 & echo $! >> %s; setsid sleep 4322 & echo $! >> %s; "
+             "(setsid sleep 4323 & echo $! >> %s); echo $$ >> %s; wait",
+             pids, pids, pids, pids);
     const char *tmp = short_tmpdir();
     snprintf(tmp_env, sizeof tmp_env, "TMPDIR=%s", tmp);
-    const char *env[] = { tmp_env, NULL };
+    const char *env[] = { tmp_env, "ELASTIC_LOG_LEVEL=debug", cgroup ? NULL : "ELASTIC_NO_CGROUP=1",
+                          NULL };
     elasticrun_args cmd;
     elasticrun_args_init(&cmd);
     elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "1", "--no-python", "/bin/sh",
                         "-c", script);
-    pid_t agent = elasticrun_args_spawn(&cmd, env, "agent");
+    snprintf(name, sizeof name, "agent-%s", cgroup ? "cgroup" : "nocgroup");
+    pid_t agent = elasticrun_args_spawn(&cmd, env, name);
     const char *any[] = { "", NULL };
-    ASSERT_EQ(agent_harness_wait_lines(pids, any, 3, test_scaled_ms(20000)), 3);
+    ASSERT_EQ(agent_harness_wait_lines(pids, any, 4, test_scaled_ms(20000)), 4);
+    snprintf(name, sizeof name, "agent-%s.err", cgroup ? "cgroup" : "nocgroup");
+    agent_harness_path(err, sizeof err, name);
+    reaper_mechanism(err, line, sizeof line);
+    printf("# %s: %s\n", cgroup ? "with cgroups" : "cgroups forced off", strstr(line, "reaper: "));
+    bool used_cgroup = strstr(line, "reaper: cgroup ") != NULL;
+    if (cgroup && !used_cgroup) {
+        kill(agent, SIGKILL);
+        SKIP("no cgroup for the workers can be made here (the other way is tested alone)");
+    }
+    if (!cgroup && used_cgroup) FAIL("ELASTIC_NO_CGROUP=1, but: %s", line);
+    if (!cgroup) {
+        /* The two that left the worker's group (lines 2 and 3; the second
+         * an orphan the agent adopted): wait until the reaper knows them. */
+        char *text = agent_harness_read_file(pids);
+        ASSERT(text != NULL);
+        int listed[4] = { 0 }, at = 0;
+        for (int i = 0; i < 4 && text[at] != '\0'; i++) {
+            listed[i] = atoi(text + at);
+            at += (int)strcspn(text + at, "\n");
+            if (text[at] == '\n') at++;
+        }
+        free(text);
+        for (int i = 1; i <= 2; i++) {
+            char told[64];
+            snprintf(told, sizeof told, "told of pid %d ", listed[i]);
+            const char *needles[] = { told, NULL };
+            if (agent_harness_wait_lines(err, needles, 1, test_scaled_ms(10000)) < 1)
+                FAIL("the agent never told the reaper of pid %d (in a session of its own%s)",
+                     listed[i], i == 2 ? ", orphaned" : "");
+        }
+    }
     ASSERT_EQ(run_dirs_of(tmp, agent), 1); /* the run directory lives in TMPDIR */
     ASSERT_EQ(kill(agent, SIGKILL), 0);
     int status;
     ASSERT(agent_harness_wait_exit(agent, test_scaled_ms(5000), &status));
-    ASSERT_EQ(wait_all_gone(pids), 3);
+    ASSERT_EQ(wait_all_gone(pids), 4);
     for (int waited = 0; run_dirs_of(tmp, agent) > 0 && waited < test_scaled_ms(5000); waited += 20)
         usleep(20 * 1000);
     ASSERT_EQ(run_dirs_of(tmp, agent), 0);
     remove_short_tmpdir(tmp);
+}
+
+/* Both ways: with the workers' cgroup (cgroup.kill), and with cgroups forced
+ * off as in a container or chroot without a cgroup file system (process
+ * groups, a walk of the descendants, the agent as child subreaper). */
+TEST_TIMEOUT(agent_sigkill_takes_every_worker_descendant_and_run_dir_along, 90)
+{
+    sigkill_takes_every_descendant(false);
+    sigkill_takes_every_descendant(true);
 }
 
 TEST_TIMEOUT(agent_leaves_no_run_dir_and_sweeps_a_dead_agents, 60)

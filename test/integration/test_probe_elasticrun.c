@@ -206,6 +206,12 @@ TEST_TIMEOUT(probe_elasticrun_metrics_scraped_and_status, 90)
     ASSERT_EQ(sample_value(page.data, "elastic_workers_alive", NULL), 2);
     ASSERT_EQ(sample_value(page.data, "elastic_healthy", NULL), 1);
     ASSERT(sample_value(page.data, "elastic_worker_heartbeat_age_seconds", "0") >= 0);
+    /* The goodput accounting, live: training, so a ratio above 0; counters per bucket. */
+    double ratio = sample_value(page.data, "elastic_goodput_ratio", NULL);
+    if (!(ratio > 0 && ratio <= 1)) FAIL("elastic_goodput_ratio %g:\n%s", ratio, page.data);
+    ASSERT(sample_value(page.data, "elastic_goodput_wall_seconds_total", NULL) > 0);
+    ASSERT(sample_value(page.data, "elastic_goodput_productive_seconds_total", NULL) > 0);
+    ASSERT(strstr(page.data, "elastic_goodput_lost_seconds_total{bucket=\"redone\"} ") != NULL);
     elastic__text_free(&page);
 
     char status_flag[128];

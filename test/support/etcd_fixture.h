@@ -27,6 +27,7 @@
 
 typedef struct etcd_member {
     pid_t pid; /* 0: not running */
+    uid_t uid; /* runs as this user (0: root); set before the start (etcd_member_cut_off) */
     int client_port, peer_port;
     char name[16];
     char dir[600];
@@ -39,6 +40,9 @@ typedef struct etcd_cluster {
     char endpoints[256]; /* "127.0.0.1:p1,127.0.0.1:p2,..." */
     char initial[1024];  /* --initial-cluster */
     bool tls;            /* https with client certificates (etcd_cluster_start_tls) */
+    bool etcd_timing;    /* etcd's own heartbeat (100 ms) and election timeout (1 s), not the
+                            fixture's faster 50/500 ms (etcd_cluster_start_defaults) */
+    char cut_chain[32];  /* the iptables chain of a member cut off (etcd_member_cut_off) */
     char ca[600], server_cert[600], server_key[600], client_cert[600], client_key[600];
 } etcd_cluster;
 
@@ -116,6 +120,8 @@ static inline void etcd_member_spawn(etcd_cluster *c, int i, bool fresh)
     snprintf(log_path, sizeof log_path, "%s/etcd.log", m->dir);
     snprintf(token, sizeof token, "elastic-test-%d", (int)getpid());
     pid_t parent = getpid();
+    if (m->uid != 0 && chown(m->dir, m->uid, (gid_t)-1) != 0)
+        FAIL("chown %s: %s", m->dir, strerror(errno));
     pid_t pid = fork();
     if (pid < 0) FAIL("fork: %s", strerror(errno));
     if (pid == 0) {
@@ -123,6 +129,7 @@ static inline void etcd_member_spawn(etcd_cluster *c, int i, bool fresh)
         if (getppid() != parent) _exit(1);
         int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+        if (m->uid != 0 && (setgid(65534) != 0 || setuid(m->uid) != 0)) _exit(126);
         char data[700];
         snprintf(data, sizeof data, "%s/data", m->dir);
         if (c->tls)
@@ -133,6 +140,13 @@ static inline void etcd_member_spawn(etcd_cluster *c, int i, bool fresh)
                   fresh ? "new" : "existing", "--initial-cluster-token", token, "--log-level",
                   "warn", "--cert-file", c->server_cert, "--key-file", c->server_key,
                   "--trusted-ca-file", c->ca, "--client-cert-auth", (char *)NULL);
+        else if (c->etcd_timing)
+            execl(etcd_fixture_binary(), "etcd", "--name", m->name, "--data-dir", data,
+                  "--listen-client-urls", client, "--advertise-client-urls", client,
+                  "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                  "--initial-cluster", c->initial, "--initial-cluster-state",
+                  fresh ? "new" : "existing", "--initial-cluster-token", token, "--log-level",
+                  "warn", (char *)NULL);
         else
             execl(etcd_fixture_binary(), "etcd", "--name", m->name, "--data-dir", data,
                   "--listen-client-urls", client, "--advertise-client-urls", client,
@@ -280,8 +294,128 @@ static inline int etcd_cluster_leader(etcd_cluster *c)
     return -1;
 }
 
+/* Three members with etcd's own timing (heartbeat 100 ms, election timeout
+ * 1 s), as an operator runs it; member 0 runs as `nobody` so that it can be
+ * cut off from the other two (etcd_member_cut_off). */
+static inline void etcd_cluster_start_defaults(etcd_cluster *c)
+{
+    memset(c, 0, sizeof *c);
+    c->etcd_timing = true;
+    c->m[0].uid = 65534;
+    /* nobody must reach its data directory: search permission on the way */
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    for (char *slash; dir[0] != '\0';) {
+        struct stat st;
+        if (stat(dir, &st) == 0 && (st.st_mode & 0001) == 0)
+            chmod(dir, (st.st_mode & 07777) | 0111);
+        if ((slash = strrchr(dir, '/')) == NULL || slash == dir) break;
+        *slash = '\0';
+    }
+    etcd_cluster_launch(c, 3);
+}
+
+/* Stops member i as an operator would (SIGTERM: a leader hands over), then
+ * starts it again on its data and waits until it answers. */
+static inline void etcd_member_restart(etcd_cluster *c, int i)
+{
+    if (c->m[i].pid == 0) FAIL("etcd member %d is not running", i);
+    kill(c->m[i].pid, SIGTERM);
+    int status;
+    uint64_t deadline = etcd_fixture_now_ms() + (uint64_t)test_scaled_ms(20000);
+    while (waitpid(c->m[i].pid, &status, WNOHANG) == 0) {
+        if (etcd_fixture_now_ms() > deadline) FAIL("etcd member %d ignored SIGTERM", i);
+        struct timespec pause = { 0, 20 * 1000000L };
+        nanosleep(&pause, NULL);
+    }
+    c->m[i].pid = 0;
+    etcd_member_spawn(c, i, false);
+    etcd_cluster_wait_ready(c, 30000);
+}
+
+static inline int etcd_fixture_sh(const char *command)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", command, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static char etcd_fixture_chain[32]; /* the chain in place, for the exit handler */
+
+static inline void etcd_fixture_remove_chain(void)
+{
+    if (etcd_fixture_chain[0] == '\0') return;
+    char command[512];
+    snprintf(command, sizeof command,
+             "iptables -D OUTPUT -j %s 2>/dev/null; iptables -F %s 2>/dev/null; "
+             "iptables -X %s 2>/dev/null",
+             etcd_fixture_chain, etcd_fixture_chain, etcd_fixture_chain);
+    etcd_fixture_sh(command);
+    etcd_fixture_chain[0] = '\0';
+}
+
+static inline void etcd_member_reconnect(etcd_cluster *c)
+{
+    if (c->cut_chain[0] == '\0') return;
+    etcd_fixture_remove_chain();
+    c->cut_chain[0] = '\0';
+}
+
+/* Cuts member 0 (running as its own user) off from the other two members,
+ * silently (DROP), while every client can still reach each of them: the
+ * peer port of member 0 and every connection member 0 opens to a peer port.
+ * Loopback only, in a chain of this test's own (removed by reconnect). */
+static inline void etcd_member_cut_off(etcd_cluster *c)
+{
+    if (c->m[0].uid == 0) FAIL("etcd_member_cut_off: start with etcd_cluster_start_defaults");
+    if (geteuid() != 0 || etcd_fixture_sh("iptables -L OUTPUT -n >/dev/null 2>&1") != 0)
+        SKIP("cutting an etcd member off needs root and iptables (Debian: apt-get install "
+             "iptables)");
+    /* A failed test exits at once (_exit): sweep the chains of dead tests. */
+    etcd_fixture_sh("for ch in $(iptables -S 2>/dev/null | grep -o '^-N elastic-etcd-[0-9]*' | "
+                    "cut -c4-); do [ -d /proc/${ch##*-} ] && continue; "
+                    "iptables -D OUTPUT -j $ch 2>/dev/null; iptables -F $ch; iptables -X $ch; "
+                    "done");
+    snprintf(c->cut_chain, sizeof c->cut_chain, "elastic-etcd-%d", (int)getpid());
+    snprintf(etcd_fixture_chain, sizeof etcd_fixture_chain, "%s", c->cut_chain);
+    char command[1024];
+    snprintf(command, sizeof command,
+             "set -e; iptables -N %s; "
+             "iptables -A %s -m owner --uid-owner %u -j CONNMARK --set-mark 0x26; "
+             "iptables -A %s -p tcp -m multiport --ports %d -j DROP; "
+             "iptables -A %s -p tcp -m connmark --mark 0x26 -m multiport --ports %d,%d -j DROP; "
+             "iptables -I OUTPUT -j %s",
+             c->cut_chain, c->cut_chain, (unsigned)c->m[0].uid, c->cut_chain, c->m[0].peer_port,
+             c->cut_chain, c->m[1].peer_port, c->m[2].peer_port, c->cut_chain);
+    if (etcd_fixture_sh(command) != 0) {
+        etcd_member_reconnect(c);
+        FAIL("iptables could not cut etcd member 0 off");
+    }
+}
+
+/* The leader member i believes in (0: none; -1: no answer). */
+static inline int64_t etcd_member_sees_leader(etcd_cluster *c, int i)
+{
+    json_object *reply =
+                    etcd_fixture_post(c, c->m[i].client_port, "/v3/maintenance/status", "{}", 1000),
+                *leader = NULL;
+    int64_t id = -1;
+    if (reply != NULL)
+        id = json_object_object_get_ex(reply, "leader", &leader)
+                 ? (int64_t)strtoull(json_object_get_string(leader), NULL, 10)
+                 : 0;
+    json_object_put(reply);
+    return id;
+}
+
 static inline void etcd_cluster_stop(etcd_cluster *c)
 {
+    etcd_member_reconnect(c);
     for (int i = 0; i < c->n; i++) etcd_member_kill(c, i);
 }
 

@@ -1,9 +1,10 @@
 /*
- * `elasticctl timeline` and `elasticctl summary`: load a job's event logs
+ * `elasticctl timeline`, `summary` and `goodput`: load a job's event logs
  * (timeline_load.c) and draw them as SVG (timeline_svg.c) or text
- * (timeline_text.c).
+ * (timeline_text.c), or account their time (goodput*.c).
  */
 #include "elasticctl/ctl.h"
+#include "elasticctl/goodput.h"
 #include "elasticctl/timeline.h"
 
 #include <errno.h>
@@ -51,7 +52,50 @@ int ctl_summary(const char *const *paths, int count, const char *run_id, FILE *o
     timeline *t = NULL;
     int rc = load(paths, count, run_id, &t);
     if (rc != 0) return rc;
-    rc = timeline__write_text(t, out);
+    goodput_report *goodput = NULL;
+    rc = goodput__of_timeline(t, &goodput);
+    if (rc == 0) rc = timeline__write_text(t, goodput, out);
+    free(goodput);
     unload(t);
+    return rc;
+}
+
+static int write_to(const char *path, const goodput_report *r, const timeline *t,
+                    int (*writer)(const goodput_report *, const timeline *, FILE *))
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) return elastic__fail(ELASTIC_EIO, "%s: %s", path, strerror(errno));
+    int written = writer(r, t, f);
+    if (fclose(f) != 0 || written != 0)
+        return elastic__fail(ELASTIC_EIO, "writing %s failed", path);
+    return 0;
+}
+
+static int svg_writer(const goodput_report *r, const timeline *t, FILE *out)
+{
+    return goodput__write_svg(r, t->run_id, out);
+}
+
+/* `elasticctl goodput`: text on out, or JSON; the picture, profile and trace
+ * where asked for. */
+int ctl_goodput(const char *const *paths, int count, const char *run_id, const ctl_goodput_opts *o,
+                FILE *out)
+{
+    timeline *t = calloc(1, sizeof *t);
+    if (t == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+    goodput_report *report = NULL;
+    int rc = timeline__load(paths, count, run_id, t);
+    if (rc == 0) rc = goodput__of_timeline(t, &report);
+    if (rc == 0 && o->svg_path != NULL) rc = write_to(o->svg_path, report, t, svg_writer);
+    if (rc == 0 && o->profile_path != NULL)
+        rc = write_to(o->profile_path, report, t, goodput__write_profile);
+    if (rc == 0 && o->trace_path != NULL)
+        rc = write_to(o->trace_path, report, t, goodput__write_trace);
+    if (rc == 0)
+        rc = o->json ? goodput__write_json(report, t->run_id, out)
+                     : goodput__write_text(report, t->run_id, out);
+    free(report);
+    if (rc == 0 || t->events != NULL) timeline__free(t);
+    free(t);
     return rc;
 }

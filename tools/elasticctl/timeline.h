@@ -26,13 +26,15 @@ typedef enum timeline_kind {
     TL_FAILURE,            /* a local worker failed; value/value2 as above, text: reason */
     TL_HANG,               /* a hang or startup probe fired; text: reason */
     TL_PROBE,              /* another probe (straggler, user); text: reason */
-    TL_GENERATION_ENDED,   /* ended by another node; text: reason */
+    TL_GENERATION_ENDED,   /* ended by another node; value: cause, text: reason */
     TL_GENERATION_STOPPED, /* value: stop ms */
     TL_RESTARTED,          /* value: recovery ms */
     TL_CHECKPOINT,         /* value: step */
     TL_WAITING,            /* value: nodes joined, text: missing */
     TL_FENCED,             /* text: reason */
     TL_JOB_END,            /* value: exit code, text: status */
+    TL_STEPS_STARTED, /* a node's workers stepped: value step, value2 its wall ms, value3 restore ms */
+    TL_STEPS_ENDED, /* value last step, value2 its wall ms, value3 step us, value4 save stall ms */
     TL_RECOVERY_PHASES,    /* value: total ms, text: "stop 1, promote 4, ..." (ms) */
     TL_KINDS
 } timeline_kind;
@@ -43,7 +45,7 @@ typedef struct timeline_event {
     int node;             /* index into timeline.nodes */
     int local_rank, rank; /* -1: the node itself */
     int64_t generation;   /* -1: unknown */
-    int64_t value, value2;
+    int64_t value, value2, value3, value4;
     char text[200];
 } timeline_event;
 
@@ -67,8 +69,10 @@ void timeline__free(timeline *t);
  * as spans, failures, hangs, restarts, fences as marks, checkpoints as ticks,
  * a time axis. */
 int timeline__write_svg(const timeline *t, FILE *out);
-/* The same as text: totals, then every mark in time order. */
-int timeline__write_text(const timeline *t, FILE *out);
+/* The same as text: totals (time lost to failures by the goodput accounting,
+ * src/common/goodput.h), the accounting's verdict, then every mark in time order. */
+struct goodput_report;
+int timeline__write_text(const timeline *t, const struct goodput_report *goodput, FILE *out);
 
 /* Shared by both: "+12.345 s" offsets and a kind's word. */
 const char *timeline__kind_name(int kind);

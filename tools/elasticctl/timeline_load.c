@@ -18,7 +18,8 @@ static const char *const kind_names[TL_KINDS] = {
     "worker_exited", "failure",           "hang",
     "probe",         "generation_ended",  "generation_stopped",
     "restarted",     "checkpoint",        "waiting",
-    "fenced",        "job_end",           "recovery_phases"
+    "fenced",        "job_end",           "steps_started",
+    "steps_ended",   "recovery_phases"
 };
 
 const char *timeline__kind_name(int kind)
@@ -128,6 +129,7 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
         rc = elastic__fail(ELASTIC_ELIMIT, "more than %d nodes", TIMELINE_MAX_NODES);
     if (rc == 0) {
         int64_t v;
+        if (kind == TL_STEPS_STARTED || kind == TL_STEPS_ENDED) e.value = e.value2 = -1;
         if (json__get_int(obj, "generation", 0, INT64_MAX / 2, &v)) e.generation = v;
         if (json__get_int(obj, "local_rank", 0, TIMELINE_MAX_LOCAL - 1, &v)) e.local_rank = (int)v;
         if (json__get_int(obj, "rank", -1, 1 << 24, &v)) e.rank = (int)v;
@@ -139,16 +141,31 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
                                                           [TL_CHECKPOINT] = "step",
                                                           [TL_WAITING] = "joined",
                                                           [TL_JOB_END] = "exit_code",
+                                                          [TL_GENERATION_ENDED] = "cause",
+                                                          [TL_STEPS_STARTED] = "step",
+                                                          [TL_STEPS_ENDED] = "last_step",
                                                           [TL_RECOVERY_PHASES] = "total_ms" };
         static const char *const value2_keys[TL_KINDS] = { [TL_GENERATION_FORMED] =
                                                                "group_world_size",
                                                            [TL_WORKER_EXITED] = "signal",
-                                                           [TL_FAILURE] = "signal" };
+                                                           [TL_FAILURE] = "signal",
+                                                           [TL_STEPS_STARTED] = "first_step_ms",
+                                                           [TL_STEPS_ENDED] = "last_step_ms" };
+        static const char *const value3_keys[TL_KINDS] = {
+            [TL_STEPS_STARTED] = "restore_ms", [TL_STEPS_ENDED] = "step_us"
+        };
+        static const char *const value4_keys[TL_KINDS] = { [TL_STEPS_ENDED] = "save_stall_ms" };
         if (value_keys[kind] != NULL && json__get_int(obj, value_keys[kind], -1, INT64_MAX / 2, &v))
             e.value = v;
         if (value2_keys[kind] != NULL &&
             json__get_int(obj, value2_keys[kind], -1, INT64_MAX / 2, &v))
             e.value2 = v;
+        if (value3_keys[kind] != NULL &&
+            json__get_int(obj, value3_keys[kind], 0, INT64_MAX / 2, &v))
+            e.value3 = v;
+        if (value4_keys[kind] != NULL &&
+            json__get_int(obj, value4_keys[kind], 0, INT64_MAX / 2, &v))
+            e.value4 = v;
         const char *text = json__get_string(obj, kind == TL_JOB_END   ? "status"
                                                  : kind == TL_WAITING ? "missing"
                                                                       : "reason");

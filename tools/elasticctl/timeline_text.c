@@ -4,6 +4,7 @@
  * hangs, restarts, ends by other nodes, fences, waiting, checkpoints, the
  * job's end) in time order with its offset from the first event.
  */
+#include "elasticctl/goodput.h"
 #include "elasticctl/timeline.h"
 
 #include <stdlib.h>
@@ -14,10 +15,9 @@ static double offset_s(const timeline *t, uint64_t ts)
     return (double)(ts - t->t0_ms) / 1000.0;
 }
 
-static void totals(const timeline *t, FILE *out)
+static void totals(const timeline *t, const goodput_report *goodput, FILE *out)
 {
-    int64_t generations = 0, failures = 0, hangs = 0, restarts = 0, checkpoints = 0, fences = 0,
-            lost_ms = 0;
+    int64_t generations = 0, failures = 0, hangs = 0, restarts = 0, checkpoints = 0, fences = 0;
     const timeline_event *last_ckpt = NULL, *end = NULL;
     for (size_t i = 0; i < t->count; i++) {
         const timeline_event *e = &t->events[i];
@@ -34,7 +34,6 @@ static void totals(const timeline *t, FILE *out)
                 seen =
                     t->events[j].kind == TL_RESTARTED && t->events[j].generation == e->generation;
             restarts += !seen;
-            lost_ms += e->value;
         }
         if (e->kind == TL_CHECKPOINT && (last_ckpt == NULL || e->value >= last_ckpt->value))
             last_ckpt = e;
@@ -45,16 +44,16 @@ static void totals(const timeline *t, FILE *out)
             end != NULL ? end->text : "no job_end yet");
     fprintf(out,
             "totals: last generation %lld, %lld failure%s (%lld hang%s), %lld restart%s, %.3f s "
-            "lost to failures "
-            "(summed over nodes), %lld fence%s, %lld checkpoint event%s",
+            "lost to failures, %lld fence%s, %lld checkpoint event%s",
             (long long)generations, (long long)failures, failures == 1 ? "" : "s", (long long)hangs,
             hangs == 1 ? "" : "s", (long long)restarts, restarts == 1 ? "" : "s",
-            (double)lost_ms / 1000.0, (long long)fences, fences == 1 ? "" : "s",
+            goodput->failures_ms / 1000.0, (long long)fences, fences == 1 ? "" : "s",
             (long long)checkpoints, checkpoints == 1 ? "" : "s");
     if (last_ckpt != NULL)
         fprintf(out, ", last step %lld (rank %d on %s)", (long long)last_ckpt->value,
                 last_ckpt->rank, t->nodes[last_ckpt->node]);
     fputc('\n', out);
+    goodput__write_verdict(goodput, out);
 }
 
 /* Each node's generation spans, like the node lanes of the picture. */
@@ -129,9 +128,9 @@ static void marks(const timeline *t, FILE *out)
     }
 }
 
-int timeline__write_text(const timeline *t, FILE *out)
+int timeline__write_text(const timeline *t, const goodput_report *goodput, FILE *out)
 {
-    totals(t, out);
+    totals(t, goodput, out);
     lanes(t, out);
     fputs("events:\n", out);
     marks(t, out);
