@@ -2,8 +2,12 @@
 # The elastic demo (make demo): 4 workers of a deterministic data-parallel
 # trainer under `elasticrun --standalone`; one worker is SIGKILLed midway, the
 # group restarts from the last checkpoint and finishes. A second run without
-# the failure must end with exactly the same weights. DEMO_TRAINER names
-# another build of the same trainer (make demo TRAINER=rust: examples/rust).
+# the failure must end with exactly the same weights. The agents hold a memory
+# checkpoint tier (--memory-ckpt): the trainer saves every step to memory
+# (--memory-every 1, with a per-rank 1 MiB shard it checks after the restore)
+# and every 10 to disk, so the killed worker's group resumes from local
+# memory, one step back at most. DEMO_TRAINER names another build of the same
+# trainer (make demo TRAINER=rust: examples/rust; it saves to disk only).
 set -euo pipefail
 
 bin_dir=${ELASTIC_BIN_DIR:-$(dirname "$0")/../bin}
@@ -31,13 +35,19 @@ wait_for_line() {
     return 1
 }
 
+memory_flag="--memory-ckpt"
+memory_args="--memory-every 1 --state-mib 1"
+# A trainer without the memory tier's flags (the Rust one) saves to disk only.
+if ! grep -q -a -- "--memory-every" "$trainer"; then memory_flag=""; memory_args=""; fi
+
 run_job() { # run_job NAME KILL(0|1) [ELASTICRUN FLAGS...]
     local dir=$work/$1 kill_one=$2
     shift 2
     mkdir -p "$dir/ckpt"
-    "$bin_dir/elasticrun" --standalone --nproc-per-node=4 --max-restarts=3 "$@" \
+    # shellcheck disable=SC2086
+    "$bin_dir/elasticrun" --standalone --nproc-per-node=4 --max-restarts=3 $memory_flag "$@" \
         --log-dir "$dir/logs" --event-log "$dir/events.jsonl" --no-python \
-        "$trainer" --ckpt-dir "$dir/ckpt" --steps "$steps" --result "$dir/result.txt" \
+        "$trainer" --ckpt-dir "$dir/ckpt" --steps "$steps" --result "$dir/result.txt" $memory_args \
         >"$dir/console.txt" 2>&1 &
     local agent=$!
     if [ "$kill_one" = 1 ]; then
@@ -45,7 +55,9 @@ run_job() { # run_job NAME KILL(0|1) [ELASTICRUN FLAGS...]
         local victim
         victim=$(grep '"event":"worker_started"' "$dir/events.jsonl" | grep '"generation":1,' | grep '"rank":2,' |
                  sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
-        echo "  killing rank 2 (pid $victim) with SIGKILL after step $kill_at"
+        # With the memory tier, a few steps past the disk checkpoint: only memory has them.
+        [ -n "$memory_flag" ] && sleep 0.05
+        echo "  killing rank 2 (pid $victim) with SIGKILL after step $kill_at${memory_flag:+ and a few more}"
         kill -9 "$victim"
     fi
     if ! wait "$agent"; then
@@ -61,7 +73,7 @@ seconds_since_start() { # seconds_since_start EVENTS TS_MS
     awk -v a="$start" -v b="$2" 'BEGIN { printf "%6.3f s", (b - a) / 1000 }'
 }
 
-echo "elastic demo: 4 workers, $steps steps, a checkpoint every 10 steps"
+echo "elastic demo: 4 workers, $steps steps, a checkpoint every 10 steps${memory_flag:+ on disk and every step in memory}"
 echo
 echo "run 1: a worker is killed midway"
 run_job faulty 1
@@ -73,7 +85,16 @@ end_ts=$(field "$events" '"event":"job_end"' ts_ms)
 resumed=$(grep -h -m1 '^resumed at step' "$work"/faulty/logs/*/gen_2/rank_0/stdout.log | awk '{print $4}')
 echo "  $(seconds_since_start "$events" "$failure_ts")  failure detected: rank $(field "$events" '"event":"failure"' rank), $(field "$events" '"event":"failure"' reason)"
 echo "  $(seconds_since_start "$events" "$restart_ts")  group restarted: generation 2, all 4 workers running ${recovery_ms} ms after the failure"
-echo "  $(seconds_since_start "$events" "$restart_ts")  resumed at step $resumed (the last checkpoint)"
+source=$(field "$events" '"event":"checkpoint_restored"' source)
+from_node=$(field "$events" '"event":"checkpoint_restored"' from_node)
+restored_ms=$(field "$events" '"event":"checkpoint_restored"' ms)
+if [ "$source" = disk ]; then
+    echo "  $(seconds_since_start "$events" "$restart_ts")  resumed at step $resumed from disk in ${restored_ms} ms"
+elif [ -n "$source" ]; then
+    echo "  $(seconds_since_start "$events" "$restart_ts")  resumed at step $resumed from $source memory${from_node:+ (node $from_node)} in ${restored_ms} ms (the last disk checkpoint: step $kill_at)"
+else
+    echo "  $(seconds_since_start "$events" "$restart_ts")  resumed at step $resumed (the last checkpoint)"
+fi
 echo "  $(seconds_since_start "$events" "$end_ts")  finished: $(cat "$work/faulty/result.txt")"
 echo
 echo "run 2: the same job without the failure"

@@ -290,9 +290,33 @@ static enum outcome run_one(test_case *tc, int number, const char *root)
     return result;
 }
 
+/* Run inside a Slurm allocation (a CI job under sbatch), elasticrun would
+ * take its settings from the allocation's SLURM_* variables: the suite
+ * starts without them; the Slurm tests give their own. */
+static void forget_slurm_environment(void)
+{
+    extern char **environ;
+    for (int i = 0; environ[i] != NULL;) {
+        const char *entry = environ[i];
+        if (strncmp(entry, "SLURM_", 6) != 0 && strncmp(entry, "SLURMD_", 7) != 0) {
+            i++;
+            continue;
+        }
+        char name[256];
+        size_t len = strcspn(entry, "=");
+        if (len >= sizeof name) { /* no such Slurm variable: leave it */
+            i++;
+            continue;
+        }
+        snprintf(name, sizeof name, "%.*s", (int)len, entry);
+        unsetenv(name); /* environ shifts: look at index i again */
+    }
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
+    forget_slurm_environment();
     selection sel = { 0 };
     int rc = parse_args(argc, argv, &sel);
     if (rc != 0) {

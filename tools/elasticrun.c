@@ -39,10 +39,20 @@ int main(int argc, char **argv)
     }
     if (opts.help) {
         fputs(elastic_agent_usage(), stdout);
+        if (opts.slurm_summary != NULL)
+            printf("\nIn this Slurm job step (each a default its flag overrides):\n  %s\n",
+                   opts.slurm_summary);
         return 0;
     }
     if (opts.version) {
         printf("elasticrun %s\n", elastic_version_string());
+        return 0;
+    }
+    if (opts.slurm_stand_aside) { /* srun started several tasks here: local task 0 is the agent */
+        fprintf(stderr,
+                "elasticrun: slurm: another task of this step runs node %s's agent; "
+                "this one has nothing to do\n",
+                opts.node_name != NULL ? opts.node_name : "?");
         return 0;
     }
     int rc = elastic_agent_create(&opts, &running_agent);

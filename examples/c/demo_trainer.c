@@ -4,18 +4,22 @@
  * of every step's global batch; the ranks average them through the job's
  * store, which the worker API hands out scoped to the generation (summed in
  * rank order, so the result is bitwise reproducible). The ranks save the state
- * every few steps with the atomic checkpoint store (elastic_ckpt_*); after a
- * restart every rank resumes from the newest committed step.
+ * every few steps with the atomic checkpoint store (elastic_ckpt_*), and with
+ * --memory-every N also to the node's memory tier (elasticrun --memory-ckpt);
+ * after a restart every rank resumes from the cheapest copy of the job's
+ * restore step. --state-mib S adds a per-rank shard of S MiB whose content is
+ * a function of (step, rank), checked after every restore: a wrong or mixed
+ * copy fails the run.
  *
  * Under `elasticrun --in-process-recovery` the survivors of a failure stay:
  * the all-reduce polls the worker while it waits, and on a new generation
- * every rank reloads the newest checkpoint and goes on. With `--warm-spares`
- * the start-up runs first and the process parks (elastic_worker_park) until
- * it is given a failed rank (--no-park: a trainer that does not know about
- * spares, for the tests).
+ * every rank reloads the newest checkpoint (memory or disk) and goes on. With
+ * `--warm-spares` the start-up runs first and the process parks
+ * (elastic_worker_park) until it is given a failed rank (--no-park: a trainer
+ * that does not know about spares, for the tests).
  *
- *   demo_trainer --ckpt-dir DIR [--steps 300] [--ckpt-every 10] [--step-ms 10] [--result FILE]
- *                [--no-park]
+ *   demo_trainer --ckpt-dir DIR [--steps 300] [--ckpt-every 10] [--memory-every 0]
+ *                [--state-mib 0] [--step-ms 10] [--result FILE] [--no-park]
  */
 #include <elastic.h>
 
@@ -35,7 +39,7 @@
 typedef struct trainer_args {
     const char *ckpt_dir;
     const char *result;
-    int steps, ckpt_every, step_ms;
+    int steps, ckpt_every, memory_every, state_mib, step_ms;
     int no_park;
 } trainer_args;
 
@@ -125,40 +129,109 @@ static int all_reduce(elastic_worker *worker, elastic_store *store, uint64_t ste
 /* ---- checkpoint: the library's atomic checkpoint store ---------------------
  * Every rank takes part in each save (the step is committed once all ranks
  * did); the state is the same on every rank, so it is one replicated blob. */
+static void fill_opts(elastic_ckpt_opts *opts, const elastic_worker_info *info)
+{
+    elastic_ckpt_opts_init(opts, sizeof *opts);
+    opts->compression = ELASTIC_CKPT_NONE;
+    opts->threads = 1;
+    opts->rank = (uint32_t)info->rank;
+    opts->world = (uint32_t)info->world_size;
+    opts->generation = info->generation;
+}
+
 static int open_checkpoints(const char *dir, const elastic_worker_info *info, elastic_ckpt **ckpt)
 {
     elastic_ckpt_opts opts;
-    elastic_ckpt_opts_init(&opts, sizeof opts);
-    opts.compression = ELASTIC_CKPT_NONE;
-    opts.threads = 1;
+    fill_opts(&opts, info);
     opts.keep_last = 3;
-    opts.rank = (uint32_t)info->rank;
-    opts.world = (uint32_t)info->world_size;
-    opts.generation = info->generation;
     return elastic_ckpt_open(dir, &opts, ckpt);
 }
 
-static int save_state(elastic_ckpt *ckpt, const state *s)
+/* The node's memory tier: each node holds its own ranks' shards, so the
+ * step's commit goes through the job's store (every rank's shard is in). */
+static int open_memory(const elastic_worker_info *info, elastic_store *store, elastic_ckpt **ckpt)
 {
-    elastic_ckpt_blob blob = {
-        .name = "state", .data = s, .len = sizeof *s, .flags = ELASTIC_CKPT_REPLICATED
-    };
-    return elastic_ckpt_save(ckpt, s->step, &blob, 1);
+    elastic_ckpt_opts opts;
+    fill_opts(&opts, info);
+    opts.store = store;
+    return elastic_ckpt_open_memory(&opts, ckpt);
 }
 
-static int load_state(elastic_ckpt *ckpt, state *s)
+/* The per-rank shard: its bytes are a function of (step, rank), so every
+ * restore can be checked without a record of what was saved. */
+static void fill_rank_state(uint8_t *buf, size_t len, uint64_t step, int rank)
+{
+    for (size_t i = 0; i < len; i += 8) {
+        uint64_t v = mix(step * 0x100000001b3ull + (uint64_t)rank * 0x9e3779b1u + i / 8);
+        memcpy(buf + i, &v, len - i < 8 ? len - i : 8);
+    }
+}
+
+static int save_state(elastic_ckpt *ckpt, const state *s, uint8_t *rank_state, size_t rank_len,
+                      int rank)
+{
+    elastic_ckpt_blob blobs[2] = {
+        { .name = "state", .data = s, .len = sizeof *s, .flags = ELASTIC_CKPT_REPLICATED },
+        { .name = "rank-state", .data = rank_state, .len = rank_len, .flags = 0 },
+    };
+    if (rank_len > 0) fill_rank_state(rank_state, rank_len, s->step, rank);
+    return elastic_ckpt_save(ckpt, s->step, blobs, rank_len > 0 ? 2 : 1);
+}
+
+/* From the job's restore step, in whichever tier is cheapest; the per-rank
+ * shard must be exactly what (step, rank) gives. */
+static int load_state(elastic_ckpt *memory, elastic_ckpt *disk, state *s, uint8_t *rank_state,
+                      size_t rank_len, int rank, const char **where)
 {
     uint64_t step;
     size_t len = 0;
+    elastic_ckpt *from = NULL;
+    int source = 0;
     memset(s, 0, sizeof *s);
-    int rc = elastic_ckpt_latest(ckpt, &step);
+    *where = "nowhere";
+    int rc = elastic_ckpt_restore_begin(memory, disk, &step, &from, &source);
     if (rc == ELASTIC_ENOTFOUND) return 0; /* a fresh start */
-    if (rc == 0) rc = elastic_ckpt_read_into(ckpt, step, "state", s, sizeof *s, &len);
+    if (rc == 0) rc = elastic_ckpt_read_into(from, step, "state", s, sizeof *s, &len);
     if (rc == 0 && (len != sizeof *s || s->step != step)) rc = ELASTIC_ECORRUPT;
+    if (rc == 0 && rank_len > 0) {
+        uint8_t *want = malloc(rank_len);
+        void *got = NULL;
+        size_t got_len = 0;
+        rc = want ? elastic_ckpt_read_shard(from, step, rank, "rank-state", &got, &got_len)
+                  : ELASTIC_ENOMEM;
+        if (rc == 0) fill_rank_state(want, rank_len, step, rank);
+        if (rc == 0 && (got_len != rank_len || memcmp(got, want, rank_len) != 0)) {
+            fprintf(stderr,
+                    "demo_trainer: rank %d: the restored per-rank state of step %" PRIu64
+                    " is not this rank's\n",
+                    rank, step);
+            rc = ELASTIC_ECORRUPT;
+        }
+        if (rc == 0) memcpy(rank_state, got, rank_len);
+        elastic_free(got);
+        free(want);
+    }
+    elastic_ckpt_restore_end(from);
+    *where = source == ELASTIC_CKPT_SOURCE_LOCAL  ? "local memory"
+             : source == ELASTIC_CKPT_SOURCE_PEER ? "peer memory"
+                                                  : "disk";
     return rc;
 }
 
 /* ---- main ------------------------------------------------------------------ */
+
+/* The disk store, the memory tier with --memory-every, and the state from the
+ * cheapest of them (a fresh start when neither has a step). */
+static int open_and_load(const trainer_args *args, const elastic_worker_info *info,
+                         elastic_store *store, elastic_ckpt **ckpt, elastic_ckpt **memory, state *s,
+                         uint8_t *rank_state, size_t rank_len, const char **where)
+{
+    int rc = open_checkpoints(args->ckpt_dir, info, ckpt);
+    if (rc == 0 && args->memory_every > 0 && (rc = open_memory(info, store, memory)) != 0)
+        fprintf(stderr, "demo_trainer: --memory-every needs elasticrun --memory-ckpt\n");
+    if (rc == 0) rc = load_state(*memory, *ckpt, s, rank_state, rank_len, info->rank, where);
+    return rc;
+}
 
 static uint64_t now_ns(void)
 {
@@ -187,6 +260,10 @@ static void parse_args(int argc, char **argv, trainer_args *args)
             args->ckpt_every = atoi(value);
         else if (strcmp(argv[i - 1], "--step-ms") == 0)
             args->step_ms = atoi(value);
+        else if (strcmp(argv[i - 1], "--memory-every") == 0)
+            args->memory_every = atoi(value);
+        else if (strcmp(argv[i - 1], "--state-mib") == 0)
+            args->state_mib = atoi(value);
     }
 }
 
@@ -237,18 +314,23 @@ int main(int argc, char **argv)
     printf("rank %d pid %d generation %" PRIu64 " %s\n", info.rank, (int)getpid(), info.generation,
            promoted ? "promoted" : "started");
     state s;
-    elastic_ckpt *ckpt = NULL;
+    elastic_ckpt *ckpt = NULL, *memory = NULL;
     uint64_t restore_from = promoted ? now_ns() : 0;
-    int rc = open_checkpoints(args.ckpt_dir, &info, &ckpt);
-    if (rc == 0) rc = load_state(ckpt, &s);
+    size_t rank_len = args.state_mib > 0 ? (size_t)args.state_mib << 20 : 0;
+    uint8_t *rank_state = rank_len > 0 ? calloc(1, rank_len) : NULL;
+    if (rank_len > 0 && rank_state == NULL) return 1;
+    const char *where = "nowhere";
+    int rc = open_and_load(&args, &info, store, &ckpt, &memory, &s, rank_state, rank_len, &where);
     if (rc != 0) {
         fprintf(stderr, "demo_trainer: checkpoints in %s: %s\n", args.ckpt_dir,
                 elastic_last_error());
         return 1;
     }
     if (restore_from != 0) elastic_worker_report_phase(worker, "restore", now_ns() - restore_from);
-    if (info.rank == 0)
-        printf("%s at step %" PRIu64 "\n", s.step > 0 ? "resumed" : "started", s.step);
+    if (info.rank == 0 && s.step > 0)
+        printf("resumed at step %" PRIu64 " from %s\n", s.step, where);
+    else if (info.rank == 0)
+        printf("started at step 0\n");
     fflush(stdout);
     double loss = 0;
     while (s.step < (uint64_t)args.steps) {
@@ -259,16 +341,25 @@ int main(int argc, char **argv)
         if (rc == 0) rc = elastic_worker_heartbeat(worker, s.step);
         if (rc == ELASTIC_ERECONFIGURE) { /* a new generation: same process, new rank */
             uint64_t from = now_ns();
+            elastic_ckpt_close(memory);
             elastic_ckpt_close(ckpt);
-            ckpt = NULL;
+            memory = ckpt = NULL;
+            /* The restore plan this process was started with is an older
+             * generation's: like a promoted spare (started without one), it
+             * takes the newest step its node's tiers hold. */
+            unsetenv("ELASTIC_RESTORE_STEP");
+            unsetenv("ELASTIC_RESTORE_SOURCE");
+            unsetenv("ELASTIC_RESTORE_NODE");
             rc = elastic_worker_get_info(worker, &info);
             if (rc == 0) rc = elastic_worker_get_store(worker, &store);
-            if (rc == 0) rc = open_checkpoints(args.ckpt_dir, &info, &ckpt);
-            if (rc == 0) rc = load_state(ckpt, &s);
+            if (rc == 0)
+                rc = open_and_load(&args, &info, store, &ckpt, &memory, &s, rank_state, rank_len,
+                                   &where);
             if (rc == 0) {
                 elastic_worker_report_phase(worker, "restore", now_ns() - from);
-                printf("rank %d pid %d generation %" PRIu64 " reconfigured at step %" PRIu64 "\n",
-                       info.rank, (int)getpid(), info.generation, s.step);
+                printf("rank %d pid %d generation %" PRIu64 " reconfigured at step %" PRIu64
+                       " from %s\n",
+                       info.rank, (int)getpid(), info.generation, s.step, where);
                 fflush(stdout);
                 continue;
             }
@@ -281,8 +372,14 @@ int main(int argc, char **argv)
         for (int d = 0; d < DIM; d++) s.weights[d] -= LEARNING_RATE * grad[d];
         loss = grad[DIM];
         s.step++;
+        if (memory != NULL && s.step % (uint64_t)args.memory_every == 0 &&
+            (rc = save_state(memory, &s, rank_state, rank_len, rank)) != 0) {
+            fprintf(stderr, "demo_trainer: rank %d memory checkpoint %" PRIu64 ": %s\n", rank,
+                    s.step, elastic_last_error());
+            return 1;
+        }
         if (s.step % (uint64_t)args.ckpt_every == 0) {
-            rc = save_state(ckpt, &s);
+            rc = save_state(ckpt, &s, rank_state, rank_len, rank);
             if (rc != 0) {
                 fprintf(stderr, "demo_trainer: rank %d checkpoint %" PRIu64 ": %s\n", rank, s.step,
                         elastic_last_error());
@@ -296,7 +393,9 @@ int main(int argc, char **argv)
     }
     int rank = info.rank;
     if (rank == 0) write_result(args.result, &s, loss);
+    elastic_ckpt_close(memory);
     elastic_ckpt_close(ckpt);
+    free(rank_state);
     elastic_worker_close(worker); /* owns the store */
     return 0;
 }

@@ -92,6 +92,17 @@ typedef struct elastic_agent_opts {
     int quiet;
     /* An evicted node rejoins after this; 0: it leaves; default 300 s. */
     int straggler_quarantine_ms;
+    /* Slurm (docs/SLURM.md): elastic_agent_parse_args fills these from a job
+     * step's environment (SLURM_JOB_ID set); what else it derives there
+     * (run_id, rdzv_*, nodes, nproc_per_node) are defaults the flags override. */
+    /* Names this node in events and console lines (SLURMD_NODENAME); NULL: the host name. */
+    const char *node_name;
+    /* The group rank to ask for as a newcomer (SLURM_PROCID); -1 (default): none. */
+    int preferred_rank;
+    int slurm_drain;           /* 1: drain this node (scontrol) when the job gives up on it */
+    const char *slurm_job;     /* the Slurm job id, for events; NULL: not under Slurm */
+    const char *slurm_summary; /* what came from Slurm, one line; NULL: not under Slurm */
+    int slurm_stand_aside;     /* 1: another local task runs this node's agent: exit 0 */
     /* Node health checks (docs/HEALTH.md), appended: "auto" (default), "off",
      * or a comma list of "gpu" (NVML must load) and "network". */
     const char *health_checks;
@@ -105,6 +116,21 @@ typedef struct elastic_agent_opts {
     int expected_gpus;
     /* A GPU at or over this many degrees C warns; 0: its slowdown threshold - 5. */
     int health_temperature_max;
+    /* The memory checkpoint tier (docs/CHECKPOINT.md, "Memory tier"): 1: this
+     * node's agent holds one for its workers (--memory-ckpt). */
+    int memory_ckpt;
+    /* Its limit in bytes (--memory-ckpt-limit); 0 (default): a quarter of RAM. */
+    uint64_t memory_ckpt_limit;
+    /* Steps kept (K, --memory-ckpt-steps): the one being written and K-1; default 3. */
+    int memory_ckpt_steps;
+    /* Copies of this node's shards on other nodes (R, --memory-replicas); default 1. */
+    int memory_replicas;
+    /* This node's failure domain (rack, switch) for placing copies (--failure-domain); NULL: its own. */
+    const char *failure_domain;
+    /* A shared disk tier the plan counts in, and where every Nth memory step is
+     * written in the background (--memory-disk-dir, --memory-disk-every; 0: never). */
+    const char *memory_disk_dir;
+    int memory_disk_every;
     /* Warm spare workers per node, parked until a rank on the node fails
      * (docs/WARM_SPARES.md); needs in_process_recovery; 0 (default): none. */
     int warm_spares;

@@ -203,6 +203,37 @@ ELASTIC_EXTERN int elastic_ckpt_list_blobs(elastic_ckpt *ckpt, uint64_t step, in
 ELASTIC_EXTERN int elastic_ckpt_step_info(elastic_ckpt *ckpt, uint64_t step, uint32_t *world,
                                           uint64_t *generation);
 
+/* ---- memory tier (docs/CHECKPOINT.md, "Memory tier") --------------------- */
+
+/* Where a restore reads from (elastic_ckpt_restore_begin). */
+#define ELASTIC_CKPT_SOURCE_LOCAL 1 /* memory on this node */
+#define ELASTIC_CKPT_SOURCE_PEER  2 /* memory staged from a peer node's copy */
+#define ELASTIC_CKPT_SOURCE_DISK  3 /* the disk tier */
+
+/* Opens this node's memory tier (elasticrun --memory-ckpt: shared memory the
+ * node's agent holds, in the disk tier's format) as a checkpoint handle:
+ * saves go to memory at memcpy speed and outlive the worker; every read,
+ * read_shard and verification works as on a directory. opts as for
+ * elastic_ckpt_open (rank, world, generation; a store for the commit, since
+ * each node holds only its own ranks' shards); compression NONE is best here.
+ * Over the tier's limit a save fails with ELASTIC_ENOSPC naming the limit.
+ * ELASTIC_ENOTFOUND when the worker runs without a memory tier. */
+ELASTIC_EXTERN int elastic_ckpt_open_memory(const elastic_ckpt_opts *opts, elastic_ckpt **ckpt);
+/* The step this worker restores and the handle to read it from (*from is
+ * `memory` or `disk`; either may be NULL): the job's agreed step when the
+ * agents planned one (each rank's shard from its cheapest copy: this node's
+ * memory, a peer's copy staged into it, or disk), else the newer of the
+ * memory tier's latest step and the disk's (memory on a tie). *source (may
+ * be NULL): ELASTIC_CKPT_SOURCE_*. ELASTIC_ENOTFOUND when neither has a
+ * step. Read the step from *from, then call elastic_ckpt_restore_end. Thread
+ * rules: those of the two handles. */
+ELASTIC_EXTERN int elastic_ckpt_restore_begin(elastic_ckpt *memory, elastic_ckpt *disk,
+                                              uint64_t *step, elastic_ckpt **from, int *source);
+/* After the restore's reads on `from`: tells the agent the step, source,
+ * bytes read and time taken (the checkpoint_restored event; nothing outside
+ * elasticrun). NULL, or a handle without a restore begun, is a no-op. */
+ELASTIC_EXTERN void elastic_ckpt_restore_end(elastic_ckpt *from);
+
 #ifdef __cplusplus
 }
 #endif

@@ -60,6 +60,9 @@ typedef struct elastic_rdzv_opts {
     const char *etcd_password;  /* etcd_user's password */
     /* Deadline of each etcd request; default 5000; > 0 (every request has one). */
     int etcd_timeout_ms;
+    /* The group rank this node asks for as a newcomer (Slurm's SLURM_PROCID):
+     * newcomers are ordered by it, survivors keep theirs; -1 (default): none. */
+    int preferred_rank;
 } elastic_rdzv_opts;
 
 typedef enum elastic_rdzv_backend {

@@ -124,6 +124,16 @@ ELASTIC_EXTERN int elastic_worker_poll(elastic_worker *w);
  * everyone is already there; ELASTIC_TIMEOUT_DEFAULT: opts.store_timeout_ms). */
 ELASTIC_EXTERN int elastic_worker_barrier(elastic_worker *w, int timeout_ms);
 
+/* Stop notices: the job is being stopped (its agent got SIGTERM: scancel,
+ * preemption, the end of a time limit). 1 once a notice came, with
+ * *grace_left_ms (may be NULL) the time left before this worker is killed
+ * (-1: not known); 0 otherwise (one atomic load: fine at every step). Save a
+ * checkpoint and exit 0. docs/SLURM.md, "Preemption and scancel". */
+ELASTIC_EXTERN int elastic_worker_stop_notice(elastic_worker *w, int *grace_left_ms);
+/* Makes a SIGTERM to this process a stop notice instead of its end (Slurm
+ * signals every process of a job step, the workers too). Only while SIGTERM
+ * has its default action: ELASTIC_EBUSY when the trainer has its own handler. */
+ELASTIC_EXTERN int elastic_worker_notice_on_sigterm(elastic_worker *w);
 /* ---- warm spares (elasticrun --warm-spares=N, docs/WARM_SPARES.md) ---------------
  *
  * A warm spare is a trainer process the agent starts ahead of need: it runs

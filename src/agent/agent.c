@@ -8,6 +8,7 @@
 #include "agent/generation_store.h"
 #include "agent/health.h"
 #include "agent/journal.h"
+#include "agent/memory.h"
 #include "agent/membership.h"
 #include "agent/probes.h"
 #include "agent/python.h"
@@ -225,6 +226,7 @@ static int setup_membership(elastic_agent *agent)
     rdzv_opts.local_world_size = o->nproc_per_node;
     rdzv_opts.node_addr = o->local_addr; /* NULL: the host name */
     rdzv_opts.node_id = agent->node_id;
+    rdzv_opts.preferred_rank = o->preferred_rank;
     const agent_rdzv_conf *conf = &agent->conf;
     if (conf->join_timeout_ms > 0) rdzv_opts.join_timeout_ms = conf->join_timeout_ms;
     if (conf->last_call_timeout_ms >= 0)
@@ -386,6 +388,16 @@ static int validate(const elastic_agent_opts *o)
     int mask;
     if (agent__std_parse(o->redirects, 0, &mask) != 0 || agent__std_parse(o->tee, 0, &mask) != 0)
         return elastic__fail(ELASTIC_EINVAL, "invalid --redirects/--tee: %s", elastic_last_error());
+    if (o->preferred_rank < -1 || o->preferred_rank >= 100000)
+        return elastic__fail(ELASTIC_EINVAL, "preferred_rank %d is not -1 or 0..99999",
+                             o->preferred_rank);
+    if (o->node_name != NULL &&
+        (o->node_name[0] == '\0' || strlen(o->node_name) > 120 ||
+         strspn(o->node_name,
+                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+             strlen(o->node_name)))
+        return elastic__fail(ELASTIC_EINVAL,
+                             "node_name must be 1..120 characters of [A-Za-z0-9._-]");
     return agent__check_warm_spares(o);
 }
 
@@ -407,7 +419,10 @@ static int setup(elastic_agent *agent)
     }
     snprintf(agent->hostname, sizeof agent->hostname, "node");
     gethostname(agent->hostname, sizeof agent->hostname - 1);
-    snprintf(agent->node_id, sizeof agent->node_id, "%s-%d", agent->hostname, (int)getpid());
+    /* Under Slurm the node is named as Slurm names it (SLURMD_NODENAME). */
+    snprintf(agent->node_id, sizeof agent->node_id, "%s-%d",
+             agent->opts.node_name != NULL ? agent->opts.node_name : agent->hostname,
+             (int)getpid());
     if ((rc = uv_loop_init(&agent->loop)) != 0)
         return elastic__fail(ELASTIC_ESYS, "uv_loop_init: %s", uv_strerror(rc));
     agent->loop_ready = true;
@@ -440,6 +455,8 @@ static int setup(elastic_agent *agent)
         if (rc != 0) return rc;
         group->store_token_file = agent->token_file;
     }
+    group->node_addr = node_address(agent);
+    if ((rc = agent__memory_start(group, agent->token)) != 0) return rc;
     return agent__reaper_start(group); /* after the run directory exists: it removes it */
 }
 
@@ -469,6 +486,9 @@ ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_
     agent__event_int(&event, "max_restarts", agent->opts.max_restarts);
     agent__event_str(&event, "store", agent->store_endpoint);
     agent__event_int(&event, "hosts_store", agent->server != NULL);
+    if (agent->opts.slurm_job != NULL) agent__event_str(&event, "slurm_job", agent->opts.slurm_job);
+    if (agent->opts.node_name != NULL)
+        agent__event_str(&event, "slurm_node", agent->opts.node_name);
     agent__event_emit(agent->events, &event);
     __atomic_store_n(&agent->accepting_stop, 1, __ATOMIC_RELEASE);
     *out = agent;
@@ -533,6 +553,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
         }
     }
     if (agent->token_file[0] != '\0') unlink(agent->token_file); /* before its directory goes */
+    if (agent->group_ready) agent__memory_stop(&agent->group);   /* frees the tier's memory */
     if (agent->group_ready)
         agent__probes_stop(&agent->group); /* its handles close with their callbacks */
     if (agent->loop_ready) {

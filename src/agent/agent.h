@@ -42,6 +42,15 @@ int agent__rdzv_conf_parse(const char *text, agent_rdzv_conf *conf);
 
 /* torchrun's Std for --redirects/--tee: "0".."3" for every local rank, or
  * "local_rank:std,..." per rank. Bit 1 = stdout, bit 2 = stderr. */
+/* elasticrun's exit code when fewer than --nnodes' minimum remain (docs/OPERATIONS.md):
+ * a Slurm recipe requeues on it (cold replacement). */
+#define AGENT_EXIT_TOO_FEW_NODES 75
+/* With --slurm-drain, the job gives up on a node whose own workers caused
+ * this many of the job's failures (and most of them), or that fenced itself
+ * this many times. */
+#define AGENT_GIVE_UP_FAILURES 3
+#define AGENT_GIVE_UP_FENCES   3
+
 #define AGENT_STD_OUT 1
 #define AGENT_STD_ERR 2
 int agent__std_parse(const char *text, int local_rank, int *mask);

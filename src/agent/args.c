@@ -4,6 +4,7 @@
  * abbreviations), PET_<FLAG> environment fallbacks, then the program.
  */
 #include "agent/agent.h"
+#include "agent/slurm.h"
 #include "common/parse_int.h"
 #include "common/names.h"
 
@@ -51,9 +52,12 @@ void agent__opts_defaults(elastic_agent_opts *opts)
     opts->user_probe_interval_ms = 10000;
     opts->abort_ack_timeout_ms = 5000;
     opts->straggler_quarantine_ms = 300000;
+    opts->preferred_rank = -1;
     opts->health_checks = "auto";
     opts->health_check_interval_ms = 30000;
     opts->health_check_timeout_ms = 60000;
+    opts->memory_ckpt_steps = 3;
+    opts->memory_replicas = 1;
 }
 
 ELASTIC_EXTERN int elastic_agent_opts_init(elastic_agent_opts *opts, size_t struct_size)
@@ -310,6 +314,54 @@ static int set_abort_ack(elastic_agent_opts *o, const char *v)
     return set_seconds_field(&o->abort_ack_timeout_ms, v, false);
 }
 
+static int set_memory_ckpt(elastic_agent_opts *o, const char *v)
+{
+    o->memory_ckpt = strcmp(v, "1") == 0;
+    return 0;
+}
+/* Bytes, with an optional binary suffix: 64G, 512M, 1T. */
+static int set_memory_limit(elastic_agent_opts *o, const char *v)
+{
+    size_t len = strlen(v);
+    uint64_t unit = 1, n;
+    char last = len > 0 ? v[len - 1] : '\0';
+    if (last == 'K' || last == 'k') unit = 1ull << 10;
+    if (last == 'M' || last == 'm') unit = 1ull << 20;
+    if (last == 'G' || last == 'g') unit = 1ull << 30;
+    if (last == 'T' || last == 't') unit = 1ull << 40;
+    if (len == 0 ||
+        elastic__parse_u64_n(NULL, v, unit > 1 ? len - 1 : len, 1, (1ull << 50) / unit, &n) != 0 ||
+        n * unit < (1ull << 20))
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not a size of at least 1M (e.g. 64G)", v);
+    o->memory_ckpt_limit = n * unit;
+    return 0;
+}
+static int set_memory_steps(elastic_agent_opts *o, const char *v)
+{
+    return elastic__parse_int("--memory-ckpt-steps", v, 2, 64, &o->memory_ckpt_steps);
+}
+static int set_memory_replicas(elastic_agent_opts *o, const char *v)
+{
+    return elastic__parse_int("--memory-replicas", v, 0, 16, &o->memory_replicas);
+}
+static int set_failure_domain(elastic_agent_opts *o, const char *v)
+{
+    size_t len = strlen(v);
+    if (len == 0 || len > 64 ||
+        strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != len)
+        return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not 1..64 of [A-Za-z0-9._-]", v);
+    o->failure_domain = v;
+    return 0;
+}
+static int set_memory_disk_dir(elastic_agent_opts *o, const char *v)
+{
+    return bounded_string(v, &o->memory_disk_dir);
+}
+static int set_memory_disk_every(elastic_agent_opts *o, const char *v)
+{
+    return elastic__parse_int("--memory-disk-every", v, 0, 1000000000, &o->memory_disk_every);
+}
+
 static int set_start_method(elastic_agent_opts *o, const char *value)
 {
     /* Accepted for compatibility: every worker is a fresh exec'd process. */
@@ -385,6 +437,10 @@ static int set_quiet(elastic_agent_opts *o, const char *v)
 {
     return switch_value(v, &o->quiet);
 }
+static int set_slurm_drain(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->slurm_drain);
+}
 
 static const flag_spec flags[] = {
     { "nnodes", 0, false, true, set_nnodes },
@@ -429,8 +485,16 @@ static const flag_spec flags[] = {
     { "health_temperature_max", 0, false, true, set_health_temperature },
     { "warm_spares", 0, false, true, set_warm_spares },
     { "event_log", 0, false, true, set_event_log },
+    { "memory_ckpt", 0, true, true, set_memory_ckpt },
+    { "memory_ckpt_limit", 0, false, true, set_memory_limit },
+    { "memory_ckpt_steps", 0, false, true, set_memory_steps },
+    { "memory_replicas", 0, false, true, set_memory_replicas },
+    { "memory_disk_dir", 0, false, true, set_memory_disk_dir },
+    { "memory_disk_every", 0, false, true, set_memory_disk_every },
+    { "failure_domain", 0, false, true, set_failure_domain },
     { "error_file", 0, false, true, set_error_file },
     { "quiet", 'q', true, true, set_quiet },
+    { "slurm_drain", 0, true, true, set_slurm_drain },
     { "help", 'h', true, false, set_help },
     { "version", 0, true, false, set_version },
 };
@@ -580,6 +644,8 @@ static int check_combination(const elastic_agent_opts *opts)
         return elastic__fail(ELASTIC_EINVAL, "no training program given (see --help)");
     if (opts->module && opts->no_python)
         return elastic__fail(ELASTIC_EINVAL, "--module and --no-python cannot be used together");
+    if (opts->memory_disk_every > 0 && opts->memory_disk_dir == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "--memory-disk-every needs --memory-disk-dir");
     if (opts->standalone && opts->max_nodes > 1)
         return elastic__fail(ELASTIC_EINVAL, "--standalone runs one node, but --nnodes allows %d",
                              opts->max_nodes);
@@ -605,7 +671,10 @@ extern char **environ;
 static int parse_into(int argc, const char *const *argv, const char *const *envp,
                       elastic_agent_opts *opts)
 {
-    int rc = apply_environment(opts, envp != NULL ? envp : (const char *const *)environ);
+    /* Slurm's job step first: PET_* and the flags override what it gives. */
+    int rc = agent__slurm_defaults(opts, envp != NULL ? envp : (const char *const *)environ);
+    if (rc != 0) return rc;
+    rc = apply_environment(opts, envp != NULL ? envp : (const char *const *)environ);
     if (rc != 0) return rc;
     int at = 1;
     while (at < argc) {
@@ -627,6 +696,7 @@ static int parse_into(int argc, const char *const *argv, const char *const *envp
         if (opts->argv[i] == NULL || strlen(opts->argv[i]) >= 65536)
             return elastic__fail(ELASTIC_EINVAL,
                                  "program argument %d is missing or longer than 64 KiB", i);
+    agent__slurm_after_flags(opts);
     return check_combination(opts);
 }
 

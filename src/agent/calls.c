@@ -10,11 +10,13 @@
  * generation); the loop applies its results when it is back.
  */
 #include "agent/calls.h"
+#include "agent/memory.h"
 
 #include "agent/generation_store.h"
 #include "agent/group.h"
 #include "agent/membership.h"
 #include "agent/probes.h"
+#include "agent/slurm.h"
 #include "agent/summary.h"
 
 #include <stdlib.h>
@@ -27,6 +29,7 @@ static void run_call(agent_call *call)
         call->result.struct_size = sizeof call->result;
         call->rc = m->ops->next(m, &call->result);
         if (call->rc == 0) agent__jobstore_take(call->jobstore, call);
+        if (call->rc == 0) agent__memory_sync(call);
         break;
     case AGENT_CALL_END: call->rc = m->ops->end_generation(m, &call->cause); break;
     case AGENT_CALL_FINISH: call->rc = m->ops->finish(m); break;
@@ -42,6 +45,7 @@ static void run_call(agent_call *call)
         return;
     case AGENT_CALL_NODE_STATS: agent__node_stats_exchange(call); break;
     case AGENT_CALL_EVICT: agent__node_evict_run(call); break;
+    case AGENT_CALL_SLURM_DRAIN: agent__slurm_drain_run(call); break;
     }
     snprintf(call->error, sizeof call->error, "%s", call->rc != 0 ? elastic_last_error() : "");
 }
@@ -74,6 +78,7 @@ static void *calls_main(void *arg)
 
 void agent__call_free(agent_call *call)
 {
+    if (call != NULL) agent__memory_call_free(call);
     if (call == NULL) return;
     if (call->store_changed) elastic_store_close(call->store); /* a store never applied */
     free(call->node_stats);
@@ -97,6 +102,13 @@ void agent__call_post(agent_group *group, agent_call *call)
     agent_calls *calls = &group->calls;
     call->membership = group->membership;
     if (call->kind != AGENT_CALL_NEXT) call->store = group->store;
+    if (call->kind == AGENT_CALL_NEXT && group->memory != NULL) {
+        call->memory = group->memory;
+        call->memory_store = group->store;
+        call->opts = group->opts;
+        call->node_id = group->node_id;
+        call->node_addr = group->node_addr;
+    }
     agent_group_event done = { .kind = AGENT_GROUP_CALL_DONE, .call = call };
     if (!group->membership->ops->next_blocks) { /* in-memory membership: nothing can block */
         run_call(call);

@@ -21,7 +21,8 @@ typedef enum agent_call_kind {
     AGENT_CALL_SHARE_FAILURE, /* put a failure's detail in the job store (key, value) */
     AGENT_CALL_SUMMARY,       /* write the root-cause summary (reads the store) */
     AGENT_CALL_NODE_STATS,    /* publish this node's straggler statistic, read all */
-    AGENT_CALL_EVICT          /* this node is the job's straggler: step aside if it may */
+    AGENT_CALL_EVICT,         /* this node is the job's straggler: step aside if it may */
+    AGENT_CALL_SLURM_DRAIN    /* scontrol drains this node (key: node, value: why) */
 } agent_call_kind;
 
 /* One call: `run` on the calls thread touches only this struct (and what
@@ -60,6 +61,14 @@ typedef struct agent_call {
     /* SUMMARY: the group's inputs (opts and ids are immutable), and the text back */
     const elastic_agent_opts *opts;
     const char *run_id, *node_id;
+    /* NEXT with a memory tier: the job's one restore step (replica/sync.c),
+     * run right after the rendezvous, before the workers start. */
+    struct replica_service *memory;
+    elastic_store *memory_store; /* the job store (NULL: no sync: each worker decides alone) */
+    const char *node_addr;
+    bool memory_synced;
+    int memory_rc;
+    struct replica_sync_out *memory_out;
     uint64_t fenced_wall_ms;
     char fenced_reason[256];
     char store_endpoint[300];

@@ -27,6 +27,7 @@
  * has the full table (state x event -> action, next state).
  */
 #include "agent/group.h"
+#include "agent/memory.h"
 
 #include "agent/console.h"
 #include "agent/generation_store.h"
@@ -34,6 +35,7 @@
 #include "agent/journal.h"
 #include "agent/probes.h"
 #include "agent/reaper.h"
+#include "agent/slurm.h"
 #include "agent/spares.h"
 #include "agent/summary.h"
 #include "agent/waiting.h"
@@ -147,10 +149,12 @@ static void stop_workers(agent_group *group, agent_stop_reason reason)
     bool in_process =
         reason == AGENT_STOP_FOR_RESTART &&
         agent__inprocess_stop(group, group->unhealthy_local_rank, group->unhealthy_reason);
-    if (in_process)
+    if (in_process) {
         group->inprocess_failure_ms = group->failure_ms;
-    else
+    } else {
+        if (reason == AGENT_STOP_FOR_SHUTDOWN) agent__workers_notice(group);
         agent__workers_signal(group, SIGTERM);
+    }
     if (group->running > 0)
         uv_timer_start(&group->grace_timer, on_grace_expired,
                        (uint64_t)group->opts->grace_period_ms, 0);
@@ -281,6 +285,17 @@ static void on_worker_exit(agent_group *group, agent_worker *worker)
     else
         snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
     end_generation_for(group, worker, reason, worker->exit_code, worker->term_signal, false);
+    /* A crash loop is this node's: at least 3 of the job's failures, and most
+     * of them (a bug that crashes every node is no reason to drain one). */
+    int job_failures = group->current.restart_count + 1;
+    if (++group->local_failures >= AGENT_GIVE_UP_FAILURES &&
+        2 * group->local_failures > job_failures) {
+        char why[256];
+        snprintf(why, sizeof why,
+                 "crash loop: %d worker failures on this node (last: rank %d %.100s)",
+                 group->local_failures, worker->rank, reason);
+        agent__slurm_give_up(group, why);
+    }
 }
 
 /* ---- rendezvous ---------------------------------------------------------------------- */
@@ -327,7 +342,7 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
 }
 
 /* RENDEZVOUS x next() back: RUNNING, or the job ends here. */
-static void rendezvous_finished(agent_group *group, const agent_call *call)
+static void rendezvous_finished(agent_group *group, agent_call *call)
 {
     if (group->stop_signal != 0) { /* SIGTERM arrived while we waited */
         if (call->rc == 0) group->current = call->result;
@@ -335,10 +350,15 @@ static void rendezvous_finished(agent_group *group, const agent_call *call)
         return;
     }
     if (call->rc == 0) {
+        agent__memory_apply(group, call);
         generation_formed(group, &call->result);
         return;
     }
-    begin_ending(group, 1, AGENT_END_FAILED, agent__summary_call(group, call->rc, call->error));
+    /* Too few nodes is its own code: under Slurm the recipe requeues on it,
+     * and the lost nodes are drained first so the requeue cannot land on one. */
+    if (call->rc == ELASTIC_ENOTENOUGH) agent__slurm_drain_lost(group);
+    begin_ending(group, call->rc == ELASTIC_ENOTENOUGH ? AGENT_EXIT_TOO_FEW_NODES : 1,
+                 AGENT_END_FAILED, agent__summary_call(group, call->rc, call->error));
 }
 
 /* RENDEZVOUS, cleared to join: the next() call. */
@@ -405,7 +425,7 @@ static void health_report(agent_group *group)
  * applies it; the calls thread only wrote the call). */
 static void apply_call(agent_group *group, agent_call *call)
 {
-    if (call->rc != 0 && call->kind != AGENT_CALL_NEXT)
+    if (call->rc != 0 && call->kind != AGENT_CALL_NEXT && call->kind != AGENT_CALL_SLURM_DRAIN)
         ELASTIC_LOG_W("agent", "%s: %s (%s)",
                       call->kind == AGENT_CALL_END          ? "ending the generation"
                       : call->kind == AGENT_CALL_FINISH     ? "finishing"
@@ -438,6 +458,7 @@ static void apply_call(agent_group *group, agent_call *call)
     if (call->kind == AGENT_CALL_NODE_STATS) agent__node_stats_done(group, call);
     if (call->kind == AGENT_CALL_EVICT && !agent__health_evict_done(group, call))
         agent__node_evict_done(group, call);
+    if (call->kind == AGENT_CALL_SLURM_DRAIN) agent__slurm_drain_done(group, call);
 }
 
 /* ---- news from other threads ------------------------------------------------------- */
@@ -461,6 +482,12 @@ static void handle_fenced(agent_group *group, const elastic_rdzv_cause *cause)
                       "rejoining as a new member",
                       (unsigned long long)cause->generation, cause->reason, group->running);
     agent__console_fenced(group, cause->generation, cause->reason, group->running);
+    if (++group->fenced_count >= AGENT_GIVE_UP_FENCES) {
+        char why[96];
+        snprintf(why, sizeof why, "fenced %d times (lost its lease: node or network unreliable)",
+                 group->fenced_count);
+        agent__slurm_give_up(group, why);
+    }
 }
 
 /* This node itself lost (FENCED, or named lost by the others): its lease
@@ -490,6 +517,7 @@ static void generation_ended(agent_group *group, const elastic_rdzv_cause *cause
     agent__event_str(&event, "reason", cause->reason);
     agent__event_emit(group->events, &event);
     if (!fenced) agent__console_ended_elsewhere(group, cause); /* the fenced line said it */
+    if (cause->kind == ELASTIC_RDZV_NODE_LOST) agent__slurm_note_lost(group, cause->node_id);
     group->failure_ms = elastic__now_ms();
     agent__phases_failure(group, NULL);
     group->unhealthy_local_rank = -1;
@@ -869,6 +897,10 @@ bool agent__group_close(agent_group *group)
 
 void agent__group_destroy(agent_group *group)
 {
+    free(group->restore_sources);
+    free(group->restore_nodes);
+    group->restore_sources = NULL;
+    group->restore_nodes = NULL;
     take_nested(group);
     while (group->pending != NULL) {
         agent_group_event *next = group->pending->next;

@@ -203,8 +203,19 @@ typedef struct agent_group {
     bool stepped_aside_unhealthy; /* the quarantine is a fatal health check's */
     bool rejoining;              /* out of a quarantine: counted gone, nothing to leave */
     char probe_dir[96];          /* its heartbeat file and socket (short: a socket path) */
-    uv_timer_t ack_timer;        /* in-process recovery: the abort acknowledgement deadline */
-    int unhealthy_local_rank;    /* the worker that ended the generation here; -1: none */
+    /* The memory checkpoint tier (memory.c); memory NULL: none. */
+    struct replica_service *memory;
+    char memory_root[96], memory_dir[112];
+    const char *node_addr; /* where peers reach this node's receiver */
+    uint64_t restore_said; /* generation + 1 whose "resumed at" line was said */
+    /* The generation's restore plan (the memory sync in NEXT), per local rank. */
+    bool restore_planned;
+    uint64_t restore_step;
+    unsigned *restore_sources; /* CHANNEL__RESTORE_*; NONE: no plan for that rank */
+    char (*restore_nodes)[72];
+    int restore_count;
+    uv_timer_t ack_timer;     /* in-process recovery: the abort acknowledgement deadline */
+    int unhealthy_local_rank; /* the worker that ended the generation here; -1: none */
     char unhealthy_reason[300];
     int reconfiguring;             /* workers reconfigured in place whose READY is outstanding */
     uint64_t inprocess_failure_ms; /* the failure an in-process recovery is timed from */
@@ -220,6 +231,13 @@ typedef struct agent_group {
     int stop_signal;
     agent_failure local_failure;
     int exit_code;
+
+    /* Slurm (slurm.c): the counts that make the job give up on this node */
+    int local_failures;      /* workers of this node that failed, job-wide */
+    int fenced_count;        /* times this node fenced itself */
+    bool slurm_drain_posted; /* --slurm-drain: the drain call went out (once) */
+    char slurm_lost[4][128]; /* Slurm node names of nodes lost from this node's generations */
+    int slurm_lost_count;
     char summary[4096];
 
     /* what the console's job-end line sums up (console.c) */

@@ -13,6 +13,7 @@
 #include "agent/console.h"
 #include "agent/journal.h"
 #include "agent/membership.h"
+#include "agent/slurm.h"
 #include "common/text.h"
 #include "health/health.h"
 
@@ -216,8 +217,12 @@ static void report_finding(agent_health *h, const health__report *r, const healt
     emit(h->group, r, f);
     char text[400];
     describe(f, text, sizeof text);
-    if (f->verdict == HEALTH__FATAL)
+    if (f->verdict == HEALTH__FATAL) {
         agent__console(h->group, "node %s unhealthy: %s", h->group->node_id, text);
+        char why[440];
+        snprintf(why, sizeof why, "health check failed: %s", text);
+        agent__slurm_give_up(h->group, why); /* --slurm-drain: out of the pool */
+    }
     else if (f->verdict == HEALTH__WARNING)
         ELASTIC_LOG_W("health", "%s", text);
     else

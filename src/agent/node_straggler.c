@@ -9,6 +9,7 @@
 #include "agent/journal.h"
 #include "agent/membership.h"
 #include "agent/probes.h"
+#include "agent/slurm.h"
 
 #include "rdzv/rdzv.h"
 
@@ -154,6 +155,11 @@ static void emit_evicted(agent_group *group, const agent_call *call)
     agent__event_str(&event, "replacement", call->replacement);
     agent__event_int(&event, "quarantine_ms", group->opts->straggler_quarantine_ms);
     agent__event_emit(group->events, &event);
+    char why[160];
+    snprintf(why, sizeof why,
+             "evicted straggler: step %llu ms, score %.2f against the job's median",
+             (unsigned long long)call->step_ms, call->score);
+    agent__slurm_give_up(group, why);
 }
 
 void agent__node_evict_done(agent_group *group, agent_call *call)

@@ -5,11 +5,13 @@
  * heartbeat file and the control socket), short enough for a socket path.
  */
 #include "agent/probes.h"
+#include "agent/memory.h"
 
 #include "agent/journal.h"
 #include "agent/console.h"
 #include "agent/proc.h"
 #include "agent/reaper.h"
+#include "agent/slurm.h"
 #include "agent/spares.h"
 
 #include "common/clock.h"
@@ -47,6 +49,11 @@ static void on_failure(void *user, const probe__failure *f)
 {
     agent_group *group = user;
     emit_probe_event(group, AGENT_EVENT_PROBE_FAILED, f);
+    if (strcmp(f->probe, "user") == 0) { /* the node's health check: out of the job's pool */
+        char why[300];
+        snprintf(why, sizeof why, "health check failed: %s", f->reason);
+        agent__slurm_give_up(group, why);
+    }
     agent_worker *worker = worker_at(group, f->local_rank);
     if (worker == NULL) return;
     /* A hung worker will not stop on SIGTERM in time (a stopped process
@@ -125,6 +132,17 @@ static void on_checkpoint(void *user, int local_rank, int rank, uint64_t step, u
     agent__event_emit(group->events, &event);
 }
 
+static void on_checkpoint_tier(void *user, int local_rank, int rank, uint64_t step, unsigned tier)
+{
+    agent__memory_saved(user, local_rank, rank, step, tier);
+}
+
+static void on_restored(void *user, int local_rank, int rank, unsigned source, uint64_t step,
+                        uint64_t bytes, uint64_t us)
+{
+    agent__memory_restored(user, local_rank, rank, source, step, bytes, us);
+}
+
 static void on_straggler(void *user, const probe__failure *f)
 {
     agent_group *group = user;
@@ -168,6 +186,8 @@ int agent__probes_start(agent_group *group)
     opts.on_straggler = on_straggler;
     opts.on_control = agent__inprocess_on_control;
     opts.on_checkpoint = on_checkpoint;
+    opts.on_checkpoint_tier = on_checkpoint_tier;
+    opts.on_restored = on_restored;
     opts.on_worker_event = on_worker_event;
     opts.node_stat_interval_ms = AGENT_NODE_STAT_INTERVAL_MS;
     opts.on_node_stat = agent__node_stat;

@@ -105,6 +105,13 @@ void agent__python_start_line(const elastic_agent_opts *o, const char *run_id)
                  o->no_python ? "" : " -u ", o->module ? "-m " : "", o->argc > 0 ? o->argv[0] : "");
     if (len < 0) return;
     if ((size_t)len >= sizeof line) len = (int)sizeof line - 1, line[len - 1] = '\n';
+    /* Under Slurm, what the job step gave (the flags may have overridden some of it). */
+    if (o->slurm_summary != NULL && (size_t)len + 1 < sizeof line) {
+        int more =
+            snprintf(line + len, sizeof line - (size_t)len, "elasticrun: %s\n", o->slurm_summary);
+        if (more > 0) len = (size_t)(len + more) >= sizeof line ? (int)sizeof line - 1 : len + more;
+        line[len - 1] = '\n';
+    }
     ssize_t written;
     do written = write(STDERR_FILENO, line, (size_t)len);
     while (written < 0 && errno == EINTR);

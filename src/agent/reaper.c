@@ -25,6 +25,7 @@
  * before the agent's death, its parent dying with the agent, can escape.
  */
 #include "agent/reaper.h"
+#include "ckpt/memtier.h"
 
 #include "agent/group.h"
 #include "common/parse_int.h"
@@ -241,7 +242,8 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-static _Noreturn void reaper_main(int fd, const char *cgroup_dir, const char *run_dir)
+static _Noreturn void reaper_main(int fd, const char *cgroup_dir, const char *run_dir,
+                                  const char *memory_root)
 {
     /* Only the pipe: an inherited listening socket (the store) must close with the agent. */
     if (fd != 3) {
@@ -295,6 +297,15 @@ static _Noreturn void reaper_main(int fd, const char *cgroup_dir, const char *ru
         rmdir(cgroup_dir);
     }
     if (run_dir[0] != '\0') remove_dir(run_dir);
+    /* The memory tier: shared memory nobody frees otherwise. Only a tree
+     * with the tier's marker is removed (memtier.c's shape, depth-bounded). */
+    if (memory_root[0] != '\0') {
+        ckpt_mem_tier tier;
+        if (ckpt__mem_tier_open(memory_root, &tier) == 0) {
+            ckpt__mem_tier_close(&tier);
+            ckpt__mem_tier_remove(memory_root);
+        }
+    }
     _exit(0);
 }
 
@@ -437,7 +448,7 @@ static int fork_reaper(agent_group *group)
         /* A replacement is forked from inside the workers' cgroup: out of it
          * first, or its own cgroup.kill would end it before it cleans up. */
         if (group->reaper_cgroup[0] != '\0') join_cgroup(group->reaper_parent_cgroup);
-        reaper_main(fds[0], group->reaper_cgroup, group->probe_dir);
+        reaper_main(fds[0], group->reaper_cgroup, group->probe_dir, group->memory_root);
     }
     close(fds[0]);
     group->reaper_fd = fds[1];

@@ -139,6 +139,9 @@ static int spawn(agent_group *group, agent_spare *spare)
                               .store_token_file = group->store_token_file,
                               .error_file = spare->error_file,
                               .agent_socket = probe__monitor_socket_path(group->monitor),
+                              /* the node's tier; the rank's restore plan has no slot in
+                               * the promotion (the worker then looks in its own tier) */
+                              .memory_dir = group->memory_dir[0] != '\0' ? group->memory_dir : NULL,
                               .spare = true,
                               .spare_slot = group->opts->nproc_per_node + (int)spare->index };
     char **envp = NULL, **argv = NULL;

@@ -76,11 +76,27 @@ static const char usage_text[] =
     "  --warm-spares N             in-process: N parked spare workers per node take a failed "
     "rank's place\n"
     "  --event-log PATH            JSONL events: generations, workers, failures, restarts\n"
+    "  --memory-ckpt               hold a memory checkpoint tier for the workers (shared memory,\n"
+    "                              copied to peers; elastic_ckpt_open_memory)\n"
+    "  --memory-ckpt-limit SIZE    its limit (64G, 512M); default a quarter of RAM\n"
+    "  --memory-ckpt-steps K       steps kept (the one being written and K-1); default 3\n"
+    "  --memory-replicas R         copies on other nodes; default 1 (0: none)\n"
+    "  --failure-domain LABEL      this node's rack/switch: copies go outside it\n"
+    "  --memory-disk-dir DIR       the shared disk tier the restore plan counts in\n"
+    "  --memory-disk-every N       write every Nth memory step there in the background\n"
     "  --error-file PATH           root-cause JSON (default $TORCHELASTIC_ERROR_FILE)\n"
     "  -q, --quiet                 no console lines of our own (failures, restarts, waiting, "
     "summary)\n"
     "  -h, --help                  this text\n"
-    "  --version                   the library version\n";
+    "  --version                   the library version\n"
+    "\n"
+    "Slurm (SLURM_JOB_ID set; docs/SLURM.md): the run id (slurm-<job>.<step>), c10d on the\n"
+    "step's first node, --nnodes N:N (the step's nodes), --nproc-per-node (GPUs, else tasks\n"
+    "per node) and the node's name come from the job step, each overridden by its flag;\n"
+    "--help inside a step prints what it gave. Fewer than --nnodes' minimum left: exit 75.\n"
+    "  --slurm-drain               drain this node (scontrol, Reason=\"elastic: <why>\") when\n"
+    "                              the job gives up on it: crash loop, evicted straggler,\n"
+    "                              failed health check, fenced again and again\n";
 
 ELASTIC_EXTERN const char *elastic_agent_usage(void)
 {

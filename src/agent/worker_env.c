@@ -11,6 +11,7 @@
 #include "common/text.h"
 
 #include <stdarg.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,10 @@ static const char *const owned_names[] = {
     "ELASTIC_HEARTBEAT_SLOT",
     "ELASTIC_AGENT_SOCKET",
     "ELASTIC_SPARE",
+    CHANNEL__ENV_MEMORY_CKPT_DIR,
+    CHANNEL__ENV_RESTORE_STEP,
+    CHANNEL__ENV_RESTORE_SOURCE,
+    CHANNEL__ENV_RESTORE_NODE,
 };
 
 static bool is_owned(const char *entry)
@@ -186,6 +191,16 @@ static int finish_env(strv *v, const agent_worker_env *spec, char ***envp)
      * /proc/PID/environ shows it): workers read it from this file. */
     if (spec->store_token_file != NULL)
         strv_pushf(v, "ELASTIC_STORE_TOKEN_FILE=%s", spec->store_token_file);
+    /* The memory tier, and the job's restore plan for this rank (a spare has
+     * none: its rank's plan comes with its promotion). */
+    if (spec->memory_dir != NULL)
+        strv_pushf(v, CHANNEL__ENV_MEMORY_CKPT_DIR "=%s", spec->memory_dir);
+    if (spec->restore_source != NULL) {
+        strv_pushf(v, CHANNEL__ENV_RESTORE_STEP "=%" PRIu64, spec->restore_step);
+        strv_pushf(v, CHANNEL__ENV_RESTORE_SOURCE "=%s", spec->restore_source);
+        strv_pushf(v, CHANNEL__ENV_RESTORE_NODE "=%s",
+                   spec->restore_node ? spec->restore_node : "");
+    }
     return strv_done(v, envp);
 }
 

@@ -19,6 +19,10 @@ typedef struct agent_worker_env {
     const char *agent_socket;  /* its control socket; NULL: none */
     bool spare;                /* a warm spare: no rank yet, ELASTIC_SPARE=spare_slot instead */
     int spare_slot;
+    const char *memory_dir;     /* the node's memory tier (ROOT/own); NULL: none */
+    uint64_t restore_step;      /* the job's restore plan for this rank: */
+    const char *restore_source; /* "local", "peer", "disk"; NULL: no plan */
+    const char *restore_node;
 } agent_worker_env;
 
 /* A NULL-terminated environment: the agent's own minus what torchrun sets,

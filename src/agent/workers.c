@@ -4,6 +4,7 @@
  * signalling their process groups.
  */
 #include "agent/workers.h"
+#include "channel/channel.h"
 
 #include "agent/probes.h"
 #include "agent/proc.h"
@@ -17,6 +18,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -110,8 +112,19 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
         .error_file = worker->error_file,
         .local_rank = worker->local_rank,
         .heartbeat_shm = group->monitor ? probe__monitor_heartbeat_path(group->monitor) : NULL,
-        .agent_socket = group->monitor ? probe__monitor_socket_path(group->monitor) : NULL
+        .agent_socket = group->monitor ? probe__monitor_socket_path(group->monitor) : NULL,
+        .memory_dir = group->memory_dir[0] != '\0' ? group->memory_dir : NULL,
     };
+    int at = worker->local_rank;
+    if (group->restore_planned && at >= 0 && at < group->restore_count &&
+        group->restore_sources[at] != CHANNEL__RESTORE_NONE) {
+        unsigned src = group->restore_sources[at];
+        spec.restore_step = group->restore_step;
+        spec.restore_source = src == CHANNEL__RESTORE_LOCAL  ? "local"
+                              : src == CHANNEL__RESTORE_PEER ? "peer"
+                                                             : "disk";
+        spec.restore_node = group->restore_nodes[at];
+    }
     char **envp = NULL;
     int rc = agent__env_build(&spec, &envp);
     if (rc != 0) return rc;
@@ -233,6 +246,19 @@ void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agen
         on_exit(group, worker);
         agent__spares_worker_reaped(group, worker); /* a promoted spare's record: its streams */
     }
+}
+
+void agent__workers_notice(agent_group *group)
+{
+    if (group->monitor == NULL) return;
+    char reason[64];
+    snprintf(reason, sizeof reason, "the agent got signal %d (%s)", group->stop_signal,
+             group->stop_signal > 0 ? strsignal(group->stop_signal) : "stop request");
+    for (int i = 0; i < group->nworkers; i++)
+        if (group->workers[i].running &&
+            probe__monitor_notice_worker(group->monitor, i, group->opts->grace_period_ms, reason) !=
+                0)
+            ELASTIC_LOG_W("agent", "stop notice to local rank %d: %s", i, elastic_last_error());
 }
 
 void agent__workers_signal(agent_group *group, int signum)

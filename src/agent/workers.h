@@ -21,6 +21,9 @@ void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agen
 /* Signals every worker's process group (while stopping: not those
  * in-process recovery keeps). */
 void agent__workers_signal(agent_group *group, int signum);
+/* The job is stopping (SIGTERM/SIGINT to the agent): each attached worker
+ * gets a stop notice with the grace period, before the signal follows. */
+void agent__workers_notice(agent_group *group);
 
 /* exits.c: a worker's exit reaches the loop through its pidfd (SIGCHLD where
  * pidfds are unavailable), posted as AGENT_GROUP_CHILDREN_EXITED. start()

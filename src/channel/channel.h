@@ -25,11 +25,18 @@
 /* A warm spare's control slot (local_world_size + its index): set only in
  * spares, which park (elastic_worker_park) before they attach. */
 #define CHANNEL__ENV_SPARE "ELASTIC_SPARE"
+/* The node's memory checkpoint tier (ROOT/own; docs/CHECKPOINT.md, "Memory tier"). */
+#define CHANNEL__ENV_MEMORY_CKPT_DIR "ELASTIC_MEMORY_CKPT_DIR"
+/* The job's agreed restore step for this generation, and where this rank's
+ * shard is ("local", "peer" or "disk") and from which node; unset: no plan. */
+#define CHANNEL__ENV_RESTORE_STEP   "ELASTIC_RESTORE_STEP"
+#define CHANNEL__ENV_RESTORE_SOURCE "ELASTIC_RESTORE_SOURCE"
+#define CHANNEL__ENV_RESTORE_NODE   "ELASTIC_RESTORE_NODE"
 
 /* ---- heartbeat shared memory --------------------------------------------- */
 
 #define CHANNEL__HB_MAGIC     UINT64_C(0x31424853414c45) /* "ELASHB1" */
-#define CHANNEL__HB_VERSION   1u
+#define CHANNEL__HB_VERSION   2u /* 2: the third line (memory tier reports) */
 #define CHANNEL__HB_MAX_SLOTS 4096u
 
 typedef struct channel__hb_header {
@@ -64,7 +71,21 @@ typedef struct channel__hb_slot {
     uint64_t ckpt_stall_ns;   /* time the training thread spent in checkpoint saves, summed */
     uint64_t ckpt_restore_ns; /* time spent reading checkpoints (the restore), summed */
     uint8_t reserved[16];
+    /* third line: the memory tier's reports (src/ckpt/report.c) */
+    uint32_t ckpt_tier;      /* ckpt_step's tier: CHANNEL__TIER_*; written before ckpt_saves */
+    uint32_t restore_source; /* CHANNEL__RESTORE_*: this worker's restore; written last */
+    uint64_t restore_step;   /* the step it restored */
+    uint64_t restore_bytes;  /* bytes it read */
+    uint64_t restore_us;     /* how long the reading took */
+    uint8_t reserved_memory[32];
 } channel__hb_slot;
+
+#define CHANNEL__TIER_DISK     0u
+#define CHANNEL__TIER_MEMORY   1u
+#define CHANNEL__RESTORE_NONE  0u
+#define CHANNEL__RESTORE_LOCAL 1u /* memory on its own node */
+#define CHANNEL__RESTORE_PEER  2u /* memory staged from a peer's copy */
+#define CHANNEL__RESTORE_DISK  3u
 
 typedef struct channel__hb_snapshot {
     uint64_t step, beats, last_beat_ns;
@@ -74,6 +95,8 @@ typedef struct channel__hb_snapshot {
     uint64_t stack_dumps;
     uint64_t ckpt_saves, ckpt_step, ckpt_wall_ms;
     uint64_t ckpt_stall_ns, ckpt_restore_ns;
+    uint32_t ckpt_tier, restore_source;
+    uint64_t restore_step, restore_bytes, restore_us;
 } channel__hb_snapshot;
 
 typedef struct channel__hb_region channel__hb_region;
@@ -116,9 +139,12 @@ typedef enum channel__msg_type {
     CHANNEL__MSG_FAULT = 7,
     /* worker -> agent: NAME (nccl_rebuilt) and its fields, for the event log and the metrics */
     CHANNEL__MSG_EVENT = 8,
+    /* agent -> worker: GRACE_MS, REASON: the job is stopping (the agent got SIGTERM); save
+     * now, the worker is killed after GRACE_MS */
+    CHANNEL__MSG_NOTICE = 9,
     /* agent -> parked spare: the rank's worker environment (as RECONFIGURE's
      * payload). A spare parks by saying HELLO with SLOT=its spare slot. */
-    CHANNEL__MSG_PROMOTE = 9,
+    CHANNEL__MSG_PROMOTE = 10,
     CHANNEL__MSG_TYPE_END_
 } channel__msg_type;
 

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 _Static_assert(sizeof(channel__hb_header) == 64, "header is one cache line");
-_Static_assert(sizeof(channel__hb_slot) == 128, "slot is two cache lines");
+_Static_assert(sizeof(channel__hb_slot) == 192, "slot is three cache lines");
 
 struct channel__hb_region {
     void *base;
@@ -164,6 +164,12 @@ void channel__hb_read(const channel__hb_region *region, unsigned slot, channel__
     out->ckpt_wall_ms = __atomic_load_n(&s->ckpt_wall_ms, __ATOMIC_RELAXED);
     out->ckpt_stall_ns = __atomic_load_n(&s->ckpt_stall_ns, __ATOMIC_RELAXED);
     out->ckpt_restore_ns = __atomic_load_n(&s->ckpt_restore_ns, __ATOMIC_RELAXED);
+    out->ckpt_tier = __atomic_load_n(&s->ckpt_tier, __ATOMIC_RELAXED);
+    out->restore_source =
+        __atomic_load_n(&s->restore_source, __ATOMIC_ACQUIRE); /* pairs with report.c */
+    out->restore_step = __atomic_load_n(&s->restore_step, __ATOMIC_RELAXED);
+    out->restore_bytes = __atomic_load_n(&s->restore_bytes, __ATOMIC_RELAXED);
+    out->restore_us = __atomic_load_n(&s->restore_us, __ATOMIC_RELAXED);
 }
 
 void channel__hb_close(channel__hb_region *region, bool unlink_file)

@@ -73,6 +73,7 @@ static void free_handle(elastic_ckpt *c)
     ckpt__pool_stop(c->pool);
     ckpt__ctx_free(c->ctx);
     ckpt__view_free(c->view);
+    ckpt__mem_tier_close(&c->mem);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->read_lock);
     free(c->dir);
@@ -111,10 +112,12 @@ ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *o
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->read_lock, NULL);
     c->opts = o;
+    c->mem.lock_fd = -1;
     c->dir = elastic__strdup(dir);
     c->ctx = ckpt__ctx_new();
     rc = c->dir && c->ctx ? 0 : elastic__fail(ELASTIC_ENOMEM, "ckpt handle");
-    if (rc == 0 && o.threads > 1) rc = ckpt__pool_start(o.threads, &c->pool);
+    if (rc == 0) rc = ckpt__mem_attach(c);
+    if (rc == 0 && c->opts.threads > 1) rc = ckpt__pool_start(c->opts.threads, &c->pool);
     if (rc == 0) rc = ckpt__fence_register(c);
     if (rc) {
         free_handle(c);

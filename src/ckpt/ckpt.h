@@ -7,6 +7,7 @@
 #ifndef ELASTIC_CKPT_INTERNAL_H
 #define ELASTIC_CKPT_INTERNAL_H
 
+#include "ckpt/memtier.h"
 #include "common/bytes.h"
 #include "common/common.h"
 
@@ -119,6 +120,8 @@ void ckpt__step_dir(const char *dir, uint64_t step, char *out, size_t cap);
 /* "shard-<rank>-g<generation>.elck" */
 void ckpt__shard_name(uint32_t rank, uint64_t generation, char *out, size_t cap);
 bool ckpt__parse_step_dir(const char *name, uint64_t *step);
+/* The rank and generation of a "shard-<rank>-g<generation>.elck" name. */
+bool ckpt__parse_shard_name(const char *name, uint32_t *rank, uint64_t *generation);
 
 /* Maps errno to an ELASTIC_E* code and records "what path: why". */
 int ckpt__fail_errno(int err, const char *what, const char *path);
@@ -210,6 +213,13 @@ struct elastic_ckpt {
         uint8_t *in[16], *out[16], *small;
     } spare;
     uint64_t disk_bps; /* atomic: the write rate the last saves saw (bytes/s); 0: none yet */
+    ckpt_mem_tier mem; /* the memory tier the directory is in (mem.root NULL: none; memtier.h) */
+    uint64_t read_bytes; /* atomic: blob bytes read so far (a restore's report) */
+    struct ckpt_restore_state {
+        bool open;
+        uint64_t step, start_ns, start_bytes;
+        unsigned source;
+    } restore; /* elastic_ckpt_restore_begin .. _end, on the handle read from */
 };
 
 /* ---- writer (writer.c) --------------------------------------------------------- */
@@ -227,7 +237,9 @@ void ckpt__txn_release(elastic_ckpt *c);
 int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest);
 /* report.c: this worker saved `step` (its shard is in, the global commit
  * done or left to a later rank): tell the agent through the heartbeat slot. */
-void ckpt__report_saved(uint64_t step);
+void ckpt__report_saved(uint64_t step, unsigned tier);
+/* This worker restored `step` (CHANNEL__RESTORE_* source, bytes read, time). */
+void ckpt__report_restored(unsigned source, uint64_t step, uint64_t bytes, uint64_t us);
 /* Time (ns) a save held the caller's thread, and a read took: summed in the
  * heartbeat slot, for the goodput accounting's checkpoint stall and restore. */
 void ckpt__report_stall(uint64_t ns);
@@ -248,6 +260,51 @@ int ckpt__valid_steps(elastic_ckpt *c, int verify, size_t max, uint64_t **steps,
 /* Every step directory present, ascending. */
 int ckpt__scan_steps(const char *dir, uint64_t **steps, size_t *n);
 void ckpt__view_free(ckpt_step_view *v);
+
+/* ---- memory tier (memtier.c) ----------------------------------------------------- */
+
+/* At open: a directory inside a memory tier (its parent or grandparent holds
+ * the marker) binds the handle to the tier's limit; its steps kept become
+ * the default retention. No marker: nothing changes. */
+int ckpt__mem_attach(elastic_ckpt *c);
+/* Before a memory-tier step directory is removed: its commit record goes,
+ * then its shard files become the directory's spares ("<dir>/.spare-<rank>"),
+ * whose pages the next shard of that rank is written over (fresh tmpfs pages
+ * cost a zeroing and a fault each, more than the copy). */
+void ckpt__mem_keep_spares(const char *dir, const char *step_dir);
+/* Renames rank's spare to `path`; false when there is none. */
+bool ckpt__mem_take_spare(const char *dir, uint32_t rank, const char *path);
+
+/* adopt.c: a complete shard file (a memory-tier copy) of this handle's rank,
+ * world and generation becomes its shard of `step` here by the atomic path,
+ * then takes part in the global commit. ELASTIC_EBUSY during a transaction. */
+int ckpt__adopt_shard(elastic_ckpt *c, uint64_t step, const char *shard_path);
+
+/* verify_shard.c: one shard file checked completely (header, trailer,
+ * manifest, every chunk) against its step's commit record, without a handle. */
+int ckpt__verify_shard_file(const char *path, const ckpt_commit_record *r, uint32_t rank);
+
+/* ---- restoring (restore.c) ---------------------------------------------------------- */
+
+/* Where a worker restores from: the memory tier or the disk tier. */
+typedef struct ckpt_restore {
+    uint64_t step;
+    unsigned source;    /* CHANNEL__RESTORE_LOCAL / _PEER / _DISK */
+    elastic_ckpt *from; /* the handle to read the step from */
+    char node[72];      /* the node the copy came from ("" when this one) */
+    uint64_t start_ns, start_bytes;
+} ckpt_restore;
+
+/* Opens the node's memory tier that the agent named (ELASTIC_MEMORY_CKPT_DIR)
+ * with these options. ELASTIC_ENOTFOUND when there is none. */
+int ckpt__open_memory(const elastic_ckpt_opts *opts, elastic_ckpt **out);
+/* The step to restore and its handle: the job's agreed step when the agent
+ * planned one (ELASTIC_RESTORE_STEP / _SOURCE / _NODE), else the newer of
+ * the memory tier's latest and the disk's (memory on a tie). Either handle
+ * may be NULL. ELASTIC_ENOTFOUND when neither has a step. */
+int ckpt__restore_begin(elastic_ckpt *memory, elastic_ckpt *disk, ckpt_restore *r);
+/* After the reads: reports (step, source, bytes read since begin, time) to the agent. */
+void ckpt__restore_end(const ckpt_restore *r);
 
 /* ---- retention (retention.c) ------------------------------------------------------ */
 

@@ -224,3 +224,21 @@ int ckpt__remove_step_dir(const char *path)
         rc = ckpt__fail_errno(errno, "remove", path);
     return rc;
 }
+
+/* "shard-<rank>-g<generation>.elck" */
+bool ckpt__parse_shard_name(const char *name, uint32_t *rank, uint64_t *generation)
+{
+    uint64_t r, g;
+    size_t len = strlen(name);
+    if (strncmp(name, "shard-", 6) != 0 || len < 15 || strcmp(name + len - 5, ".elck") != 0)
+        return false;
+    const char *p = name + 6, *dash = strstr(p, "-g");
+    if (dash == NULL || dash + 2 > name + len - 5) return false;
+    if (elastic__parse_u64_n(NULL, p, (size_t)(dash - p), 0, CKPT_MAX_WORLD - 1, &r) != 0 ||
+        elastic__parse_u64_n(NULL, dash + 2, (size_t)(name + len - 5 - dash - 2), 0, UINT64_MAX,
+                             &g) != 0)
+        return false;
+    *rank = (uint32_t)r;
+    *generation = g;
+    return true;
+}

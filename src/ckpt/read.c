@@ -137,7 +137,9 @@ static int lookup(elastic_ckpt *c, uint64_t step, int rank, const char *name,
 
 static int read_blob(elastic_ckpt *c, const ckpt_shard_view *s, const ckpt_blob *b, void *dst)
 {
-    return run_chunks(c, s, &s->m.chunks[b->first_chunk], b->chunk_count, dst);
+    int rc = run_chunks(c, s, &s->m.chunks[b->first_chunk], b->chunk_count, dst);
+    if (rc == 0) __atomic_fetch_add(&c->read_bytes, b->raw_len, __ATOMIC_RELAXED);
+    return rc;
 }
 
 static int read_alloc(elastic_ckpt *c, uint64_t step, int rank, const char *name, void **data,

@@ -1,8 +1,10 @@
 /*
- * Tells the agent which checkpoint step this worker saved last, so
- * elasticrun's summary and the event log can name it: three words in the
- * worker's heartbeat slot (the shared memory the agent already reads on its
- * probe tick). Outside elasticrun (no heartbeat file) it does nothing.
+ * Tells the agent which checkpoint step this worker saved last (and in which
+ * tier), so elasticrun's summary and the event log can name it, and what
+ * this worker restored (step, source, bytes, time: checkpoint_restored):
+ * words in the worker's heartbeat slot (the shared memory the agent already
+ * reads on its probe tick). Outside elasticrun (no heartbeat file) it does
+ * nothing.
  */
 #include "ckpt/ckpt.h"
 
@@ -30,10 +32,11 @@ static void attach(void)
     }
 }
 
-void ckpt__report_saved(uint64_t step)
+void ckpt__report_saved(uint64_t step, unsigned tier)
 {
     pthread_once(&attach_once, attach);
     if (report_slot == NULL) return;
+    __atomic_store_n(&report_slot->ckpt_tier, tier, __ATOMIC_RELAXED);
     struct timeval now;
     gettimeofday(&now, NULL);
     __atomic_store_n(&report_slot->ckpt_step, step, __ATOMIC_RELAXED);
@@ -55,4 +58,15 @@ void ckpt__report_restore(uint64_t ns)
     pthread_once(&attach_once, attach);
     if (report_slot != NULL)
         __atomic_fetch_add(&report_slot->ckpt_restore_ns, ns, __ATOMIC_RELAXED);
+}
+
+void ckpt__report_restored(unsigned source, uint64_t step, uint64_t bytes, uint64_t us)
+{
+    pthread_once(&attach_once, attach);
+    if (report_slot == NULL) return;
+    __atomic_store_n(&report_slot->restore_step, step, __ATOMIC_RELAXED);
+    __atomic_store_n(&report_slot->restore_bytes, bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&report_slot->restore_us, us, __ATOMIC_RELAXED);
+    __atomic_store_n(&report_slot->restore_source, source,
+                     __ATOMIC_RELEASE); /* last: the agent reads it first */
 }

@@ -108,6 +108,7 @@ void ckpt__apply_retention(elastic_ckpt *c)
         for (size_t i = 0; i < n_all && all[i] < valid[0]; i++) {
             if (kept(o, valid, n_valid, all[i])) continue;
             ckpt__step_dir(c->dir, all[i], step_dir, sizeof step_dir);
+            if (c->mem.root != NULL) ckpt__mem_keep_spares(c->dir, step_dir);
             if (ckpt__remove_step_dir(step_dir) == 0)
                 ELASTIC_LOG_D("ckpt", "retention removed step %" PRIu64, all[i]);
             else

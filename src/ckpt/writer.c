@@ -6,6 +6,7 @@
  * and hands over to the global commit (commit.c).
  */
 #include "ckpt/ckpt.h"
+#include "channel/channel.h"
 #include "common/clock.h"
 
 #include <errno.h>
@@ -47,14 +48,16 @@ struct elastic_ckpt_txn {
     int fd;
     bool created_dir;
     uint64_t offset, writeback_done; /* bytes in the file; bytes handed to writeback */
-    uint64_t waited_cpu_ns;          /* writer blocked on compression, this window */
-    uint64_t waited_io_ns;           /* writer blocked on write/writeback, this window */
-    uint64_t io_ns;                  /* write, writeback and fsync, the whole transaction */
-    unsigned judged, raw_left;       /* chunks since the last judgement; chunks to store raw */
-    unsigned raw_streak, skipped;    /* samples in a row that said "raw"; samples skipped since */
-    bool blob_start;                 /* the next chunk is a blob's first: always sampled */
-    int error;                       /* sticky: the first failure */
-    char why[512];                   /* and its detail */
+    uint64_t reserved_end;           /* memory tier: the file is reserved up to here */
+    bool recycled;                /* memory tier: written over a spare (cut to length at the end) */
+    uint64_t waited_cpu_ns;       /* writer blocked on compression, this window */
+    uint64_t waited_io_ns;        /* writer blocked on write/writeback, this window */
+    uint64_t io_ns;               /* write, writeback and fsync, the whole transaction */
+    unsigned judged, raw_left;    /* chunks since the last judgement; chunks to store raw */
+    unsigned raw_streak, skipped; /* samples in a row that said "raw"; samples skipped since */
+    bool blob_start;              /* the next chunk is a blob's first: always sampled */
+    int error;                    /* sticky: the first failure */
+    char why[512];                /* and its detail */
     ckpt_manifest m;
     chunk_slot slots[WINDOW_MAX];
     size_t window, head, count; /* ring of submitted-but-unwritten slots */
@@ -163,9 +166,35 @@ static void start_writeback(elastic_ckpt_txn *t)
     t->writeback_done = t->offset;
 }
 
+/* Memory tier: room for the next bytes is reserved before they are written,
+ * in steps that double up to 64 MiB (few reservations for a large shard, a
+ * tight fit for a small one). */
+#define RESERVE_MAX   (64ull << 20)
+#define RESERVE_ROUND (64ull << 10)
+
+static int reserve(elastic_ckpt_txn *t, size_t len)
+{
+    uint64_t need = t->offset + len - t->reserved_end;
+    uint64_t grow = t->reserved_end < RESERVE_MAX ? t->reserved_end : RESERVE_MAX;
+    if (grow < need) grow = need;
+    grow = (grow + RESERVE_ROUND - 1) / RESERVE_ROUND * RESERVE_ROUND;
+    char what[96];
+    snprintf(what, sizeof what, "step %llu, rank %u", (unsigned long long)t->step,
+             (unsigned)t->c->opts.rank);
+    int rc = ckpt__mem_reserve(&t->c->mem, t->fd, t->reserved_end, grow, what);
+    /* A tight limit still fits a shard that fits exactly. */
+    if (rc == ELASTIC_ENOSPC && grow > need)
+        rc = ckpt__mem_reserve(&t->c->mem, t->fd, t->reserved_end, grow = need, what);
+    if (rc != 0) return txn_fail(t, rc);
+    t->reserved_end += grow;
+    return 0;
+}
+
 static int append(elastic_ckpt_txn *t, const void *data, size_t len)
 {
     int rc = 0;
+    if (t->c->mem.root != NULL && t->offset + len > t->reserved_end && (rc = reserve(t, len)) != 0)
+        return rc;
     if (len >= SMALL_WRITE_BUF / 2) {
         if (t->small_len > 0) rc = flush_small(t);
         if (rc == 0) rc = ckpt__write_all(t->fd, data, len, t->tmp_path);
@@ -403,8 +432,15 @@ static int open_temp_shard(elastic_ckpt_txn *t)
     snprintf(t->final_path, sizeof t->final_path, "%s/%s", t->step_dir, shard);
     snprintf(t->tmp_path, sizeof t->tmp_path, "%s/" CKPT_TMP_PREFIX "%s.%ld.%u", t->step_dir, shard,
              (long)getpid(), t->c->tmp_counter++);
-    t->fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                 t->c->opts.file_mode);
+    t->fd = -1;
+    if (t->c->mem.root != NULL && ckpt__mem_take_spare(t->c->dir, o->rank, t->tmp_path)) {
+        t->fd = open(t->tmp_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        t->recycled = t->fd >= 0;
+        if (t->fd < 0) unlink(t->tmp_path);
+    }
+    if (t->fd < 0)
+        t->fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     t->c->opts.file_mode);
     if (t->fd < 0) return ckpt__fail_errno(errno, "create", t->tmp_path);
     ckpt_header h = { .step = t->step,
                       .generation = o->generation,
@@ -591,6 +627,10 @@ static int finish_shard(elastic_ckpt_txn *t, ckpt_shard_digest *digest)
     free(manifest.data);
     if (rc == 0) rc = append(t, trailer, sizeof trailer);
     if (rc == 0 && t->small_len > 0 && (rc = flush_small(t)) != 0) txn_fail(t, rc);
+    if (rc == 0 && t->recycled && ftruncate(t->fd, (off_t)t->offset) != 0)
+        rc = txn_fail(t, ckpt__fail_errno(errno, "truncate", t->tmp_path));
+    if (rc == 0 && t->c->mem.root != NULL)
+        ckpt__mem_release_tail(t->fd, t->offset, t->reserved_end);
     uint64_t fsync_start = elastic__now_ns();
     if (rc == 0 && t->c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL &&
         (rc = ckpt__fsync_fd(t->fd, t->tmp_path)) != 0)
@@ -637,7 +677,7 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
             drop_files(t);
     } else {
         note_disk_rate(t);
-        ckpt__report_saved(t->step);
+        ckpt__report_saved(t->step, t->c->mem.root ? CHANNEL__TIER_MEMORY : CHANNEL__TIER_DISK);
     }
     txn_free(t);
     return rc;

@@ -210,11 +210,21 @@ static void publish_node_stat(probe__monitor *m, uint64_t now_ns)
 
 void monitor__check_checkpoint(probe__monitor *m, monitored_worker *mw, int local_rank)
 {
+    /* A worker restores once per start: the report is passed on once. */
+    if (!mw->restore_seen && mw->last.restore_source != CHANNEL__RESTORE_NONE) {
+        mw->restore_seen = true;
+        if (m->opts.on_restored != NULL)
+            m->opts.on_restored(m->opts.user, local_rank, mw->rank, mw->last.restore_source,
+                                mw->last.restore_step, mw->last.restore_bytes, mw->last.restore_us);
+    }
     if (mw->last.ckpt_saves == mw->ckpt_saves_seen) return;
     mw->ckpt_saves_seen = mw->last.ckpt_saves;
     if (m->opts.on_checkpoint != NULL)
         m->opts.on_checkpoint(m->opts.user, local_rank, mw->rank, mw->last.ckpt_step,
                               mw->last.ckpt_wall_ms);
+    if (m->opts.on_checkpoint_tier != NULL)
+        m->opts.on_checkpoint_tier(m->opts.user, local_rank, mw->rank, mw->last.ckpt_step,
+                                   mw->last.ckpt_tier);
 }
 
 void monitor__tick(uv_timer_t *timer)

@@ -22,6 +22,7 @@ typedef struct monitored_worker {
     double steps_per_second;  /* < 0: not measured yet (no two beats) */
     int shown_pid;            /* the last process in the slot, kept after it exited (status) */
     uint64_t ckpt_saves_seen; /* the slot's ckpt_saves already passed to on_checkpoint */
+    bool restore_seen;        /* the slot's restore report already passed to on_restored */
     uint64_t started_ns, exited_ns; /* its start and end (monotonic; exited 0: running) */
     probe__stack_dump *dump;
     uv_timer_t dump_timer; /* waits for the worker's own backtrace */

@@ -215,6 +215,7 @@ void probe__monitor_worker_starting(probe__monitor *m, int local_rank)
     memset(&mw->baseline, 0, sizeof mw->baseline);
     mw->fresh = true;
     mw->ckpt_saves_seen = 0;
+    mw->restore_seen = false;
 }
 
 void probe__monitor_worker_started(probe__monitor *m, int local_rank, int rank, int pid, int log_fd)
@@ -286,6 +287,21 @@ int probe__monitor_reconfigure_worker(probe__monitor *m, int local_rank,
                                  text.data);
     elastic__text_free(&text);
     return rc;
+}
+
+int probe__monitor_notice_worker(probe__monitor *m, int local_rank, int grace_ms,
+                                 const char *reason)
+{
+    if (worker_at(m, local_rank) == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "no local rank %d", local_rank);
+    char clean[256], payload[320];
+    snprintf(clean, sizeof clean, "%s", reason != NULL ? reason : "");
+    for (char *p = clean; *p != '\0'; p++)
+        if (*p == '\n') *p = ' ';
+    snprintf(payload, sizeof payload, "GRACE_MS=%d\nREASON=%s\n", grace_ms < 0 ? 0 : grace_ms,
+             clean);
+    if (!probe__control_connected(m->control, (unsigned)local_rank)) return 0; /* not attached */
+    return probe__control_send(m->control, (unsigned)local_rank, CHANNEL__MSG_NOTICE, payload);
 }
 
 int probe__monitor_stop_worker(probe__monitor *m, int local_rank)

@@ -216,6 +216,11 @@ typedef struct probe__monitor_opts {
     probe__failure_fn on_straggler; /* a persistent straggler (the agent's eviction policy) */
     probe__control_fn on_control;   /* worker hello / abort ack / ready / disconnect; may be NULL */
     probe__checkpoint_fn on_checkpoint; /* a worker saved a checkpoint step; may be NULL */
+    /* The tier (CHANNEL__TIER_*) of that step, beside on_checkpoint; may be NULL. */
+    void (*on_checkpoint_tier)(void *user, int local_rank, int rank, uint64_t step, unsigned tier);
+    /* A worker restored (CHANNEL__RESTORE_* source, step, bytes, microseconds); may be NULL. */
+    void (*on_restored)(void *user, int local_rank, int rank, unsigned source, uint64_t step,
+                        uint64_t bytes, uint64_t us);
     /* An event a worker's library reported (NAME=nccl_comm_built ...); may be NULL. */
     void (*on_worker_event)(void *user, int local_rank, int rank, const channel__kv *kv);
     /* Every node_stat_interval_ms (0: never) while not paused: this node's
@@ -272,6 +277,10 @@ int probe__monitor_abort_worker(probe__monitor *m, int local_rank, const char *r
 int probe__monitor_reconfigure_worker(probe__monitor *m, int local_rank,
                                       const channel__worker_env *env);
 int probe__monitor_stop_worker(probe__monitor *m, int local_rank);
+/* A stop notice (CHANNEL__MSG_NOTICE): the job is stopping, the worker has
+ * grace_ms to save. 0 also when the worker never attached (nothing to tell). */
+int probe__monitor_notice_worker(probe__monitor *m, int local_rank, int grace_ms,
+                                 const char *reason);
 bool probe__monitor_worker_connected(const probe__monitor *m, int local_rank);
 /* Warm spares: the spare parked in control slot local_world_size + index gets
  * PROMOTE with env (and GROUP_WORLD_SIZE=group_world_size), or STOP (env NULL). */

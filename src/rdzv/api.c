@@ -27,6 +27,7 @@ static void opts_defaults(elastic_rdzv_opts *opts)
     opts->local_world_size = 1;
     opts->backend = ELASTIC_RDZV_BACKEND_STORE;
     opts->etcd_timeout_ms = 5000;
+    opts->preferred_rank = -1;
 }
 
 ELASTIC_EXTERN int elastic_rdzv_opts_init(elastic_rdzv_opts *opts, size_t struct_size)
@@ -136,6 +137,7 @@ ELASTIC_EXTERN int elastic_rdzv_open(const elastic_rdzv_opts *opts, elastic_rdzv
     r->keepalive_timeout_ms = o.keepalive_timeout_ms;
     r->max_restarts = o.max_restarts;
     r->local_world_size = o.local_world_size;
+    r->preferred_rank = o.preferred_rank;
     fill_identity(r, &o);
     rc = init_sync(r);
     if (rc != 0) {

@@ -1,7 +1,8 @@
 /*
  * Who is admitted into a generation and with which ranks: survivors of the
- * previous generation keep their relative order, newcomers follow in arrival
- * order, global ranks follow from the per-node worker counts.
+ * previous generation keep their relative order, newcomers follow by their
+ * preferred rank when they name one, then in arrival order; global ranks
+ * follow from the per-node worker counts.
  */
 #include "rdzv/rdzv.h"
 
@@ -9,13 +10,20 @@
 #include <stdlib.h>
 
 /* Survivors (prev_rank >= 0 after normalising) first, by their old rank;
- * then newcomers by arrival. */
+ * then newcomers that name a preferred rank (Slurm's SLURM_PROCID), by it;
+ * then the others by arrival. */
 static int compare_members(const void *left, const void *right)
 {
     const rdzv__record *a = left, *b = right;
     bool a_old = a->prev_rank >= 0, b_old = b->prev_rank >= 0;
     if (a_old != b_old) return a_old ? -1 : 1;
     if (a_old && a->prev_rank != b->prev_rank) return a->prev_rank < b->prev_rank ? -1 : 1;
+    if (!a_old) {
+        bool a_pref = a->preferred_rank >= 0, b_pref = b->preferred_rank >= 0;
+        if (a_pref != b_pref) return a_pref ? -1 : 1;
+        if (a_pref && a->preferred_rank != b->preferred_rank)
+            return a->preferred_rank < b->preferred_rank ? -1 : 1;
+    }
     return (a->slot > b->slot) - (a->slot < b->slot);
 }
 

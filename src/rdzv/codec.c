@@ -73,12 +73,12 @@ static int bounded_copy(const char *value, size_t len, char *buf, size_t cap)
 
 static size_t record_line(const rdzv__record *rec, bool with_slot, char *buf, size_t cap)
 {
-    int n = with_slot ? snprintf(buf, cap, "%d %d %d %" PRIu64 " %d %s %s\n", rec->slot,
+    int n = with_slot ? snprintf(buf, cap, "%d %d %d %" PRIu64 " %d %d %s %s\n", rec->slot,
                                  rec->local_world_size, rec->master_port, rec->prev_generation,
-                                 rec->prev_rank, rec->node_id, rec->addr)
-                      : snprintf(buf, cap, "R1 %d %d %" PRIu64 " %d %s %s", rec->local_world_size,
-                                 rec->master_port, rec->prev_generation, rec->prev_rank,
-                                 rec->node_id, rec->addr);
+                                 rec->prev_rank, rec->preferred_rank, rec->node_id, rec->addr)
+                      : snprintf(buf, cap, "R2 %d %d %" PRIu64 " %d %d %s %s",
+                                 rec->local_world_size, rec->master_port, rec->prev_generation,
+                                 rec->prev_rank, rec->preferred_rank, rec->node_id, rec->addr);
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
 
@@ -87,20 +87,22 @@ size_t rdzv__record_encode(const rdzv__record *rec, char *buf, size_t cap)
     return record_line(rec, false, buf, cap);
 }
 
-/* fields: lws port prev_gen prev_rank node_id addr */
+/* fields: lws port prev_gen prev_rank preferred_rank node_id addr */
 static int record_fields(char **f, rdzv__record *rec)
 {
-    int64_t lws, port, prev_gen, prev_rank;
+    int64_t lws, port, prev_gen, prev_rank, preferred;
     if (field_int(f[0], 1, RDZV__MAX_LOCAL_WORLD, &lws) != 0 ||
         field_int(f[1], 0, 65535, &port) != 0 || field_int(f[2], 0, INT64_MAX, &prev_gen) != 0 ||
-        field_int(f[3], -1, RDZV__MAX_NODES - 1, &prev_rank) != 0)
+        field_int(f[3], -1, RDZV__MAX_NODES - 1, &prev_rank) != 0 ||
+        field_int(f[4], -1, RDZV__MAX_NODES - 1, &preferred) != 0)
         return ELASTIC_ECORRUPT;
     rec->local_world_size = (int)lws;
     rec->master_port = (int)port;
     rec->prev_generation = (uint64_t)prev_gen;
     rec->prev_rank = (int)prev_rank;
-    if (copy_token(rec->node_id, sizeof rec->node_id, f[4]) != 0 ||
-        copy_token(rec->addr, sizeof rec->addr, f[5]) != 0)
+    rec->preferred_rank = (int)preferred;
+    if (copy_token(rec->node_id, sizeof rec->node_id, f[5]) != 0 ||
+        copy_token(rec->addr, sizeof rec->addr, f[6]) != 0)
         return ELASTIC_ECORRUPT;
     return 0;
 }
@@ -109,8 +111,8 @@ int rdzv__record_decode(const char *value, size_t len, rdzv__record *rec)
 {
     char buf[RDZV__MAX_RECORD];
     char *f[MAX_FIELDS];
-    if (bounded_copy(value, len, buf, sizeof buf) != 0 || split(buf, f, 8, false) != 7 ||
-        strcmp(f[0], "R1") != 0 || record_fields(f + 1, rec) != 0)
+    if (bounded_copy(value, len, buf, sizeof buf) != 0 || split(buf, f, 9, false) != 8 ||
+        strcmp(f[0], "R2") != 0 || record_fields(f + 1, rec) != 0)
         return elastic__fail(ELASTIC_ECORRUPT, "rdzv: corrupt join record (%zu bytes)", len);
     return 0;
 }
@@ -270,7 +272,7 @@ static int member_line(char *line, rdzv__record *rec)
 {
     char *f[MAX_FIELDS];
     int64_t slot;
-    if (split(line, f, 8, false) != 7 || field_int(f[0], 1, INT32_MAX, &slot) != 0)
+    if (split(line, f, 9, false) != 8 || field_int(f[0], 1, INT32_MAX, &slot) != 0)
         return ELASTIC_ECORRUPT;
     rec->slot = (int)slot;
     return record_fields(f + 1, rec);

@@ -47,7 +47,9 @@ static int ensure_lease(elastic_rdzv *r, bool renew)
 /* Writes this node's leased join record (a new lease if the old one ended). */
 static int write_record(elastic_rdzv *r, uint64_t round, int slot)
 {
-    rdzv__record rec = { .local_world_size = r->local_world_size, .prev_rank = -1 };
+    rdzv__record rec = { .local_world_size = r->local_world_size,
+                         .prev_rank = -1,
+                         .preferred_rank = r->preferred_rank };
     int rc = pick_free_port(&rec.master_port);
     if (rc != 0) return rc;
     pthread_mutex_lock(&r->lock);

@@ -27,6 +27,7 @@ typedef struct rdzv__record {
     int master_port;          /* a free port, used if the node becomes group rank 0 */
     uint64_t prev_generation; /* last generation it was a member of; 0: none */
     int prev_rank;            /* its group_rank there; -1: none */
+    int preferred_rank; /* where it asks to be among newcomers (Slurm's SLURM_PROCID); -1: none */
     char node_id[RDZV__MAX_ID];
     char addr[RDZV__MAX_ADDR];
 } rdzv__record;
@@ -111,6 +112,7 @@ struct elastic_rdzv {
     int keepalive_interval_ms, keepalive_timeout_ms;
     int max_restarts;
     int local_world_size;
+    int preferred_rank; /* -1: none */
     rdzv__backend *backend;
 
     /* The lease this node's records hang on (caller thread only). */

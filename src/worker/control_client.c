@@ -127,6 +127,8 @@ static void *control_main(void *arg)
             handle_reconfigure(w, payload, header.length);
         else if (header.type == CHANNEL__MSG_STOP)
             mark_ended(w, true);
+        else if (header.type == CHANNEL__MSG_NOTICE)
+            worker__notice_received(w, payload, header.length);
         else
             ELASTIC_LOG_W("worker", "control channel: unexpected message type %u ignored",
                           header.type);

@@ -61,9 +61,18 @@ struct elastic_worker {
     elastic_worker_reconfigure_fn reconfigure_fn;
     void *reconfigure_user;
 
+    /* stop notices (notice.c) */
+    int notice;                  /* atomic: the agent sent CHANNEL__MSG_NOTICE */
+    uint64_t notice_deadline_ms; /* under lock: when the grace ends (0: not known) */
+    char notice_reason[128];     /* under lock */
+    bool sigterm_notice;         /* elastic_worker_notice_on_sigterm() was called */
+
     pthread_mutex_t hooks_lock; /* held while hooks run, so removing one waits for it */
     worker__hook *hooks;
 };
+
+/* notice.c: a CHANNEL__MSG_NOTICE frame (the control thread). */
+void worker__notice_received(elastic_worker *w, const char *payload, size_t length);
 
 /* control_client.c */
 int worker__control_connect(elastic_worker *w);

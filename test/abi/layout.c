@@ -59,6 +59,7 @@ static void rdzv_structs(void)
     FIELD(elastic_rdzv_opts, etcd_user);
     FIELD(elastic_rdzv_opts, etcd_password);
     FIELD(elastic_rdzv_opts, etcd_timeout_ms);
+    FIELD(elastic_rdzv_opts, preferred_rank);
     SIZE(elastic_rdzv_result);
     FIELD(elastic_rdzv_result, struct_size);
     FIELD(elastic_rdzv_result, generation);

@@ -218,6 +218,41 @@ else
     row "trainer survives kill -9" "FAIL" "not run (no trainer, no elasticrun, or out of time)"
 fi
 
+# ---- the memory tier's device-to-host path (elastic.torch, issue 23) ----------------------------------
+# save_state of 1 GiB of CUDA tensors into a memory tier: through the
+# CUDA-registered staging region (cudaHostRegister via dlopen) vs the plain
+# .cpu() copies, and the D2H rate of each. Written without a GPU at hand: the
+# first run on one is its test.
+if [ -f "$SRC/lib/libelastic.so" ] && command -v python3 >/dev/null && [ "$(seconds_left)" -gt 60 ]; then
+    mkdir -p "$WORK/tier/own" "$WORK/tier/peer"
+    printf 'elastic-memory-tier 1\nlimit %d\nsteps 2\n' $((8 << 30)) > "$WORK/tier/.elastic-memory-tier"
+    cat > "$WORK/d2h.py" <<'PY'
+import sys, time, torch
+import elastic.torch as et
+from elastic import Checkpoint
+n = 1 << 30
+state = {"w": torch.randn(n // 4, device="cuda")}
+torch.cuda.synchronize()
+def timed(step):
+    with Checkpoint.memory_tier() as mem:
+        t = time.perf_counter(); et.save_state(mem, step, state, replicated=False); return time.perf_counter() - t
+timed(1)  # registers the staging region once
+pinned = min(timed(s) for s in (2, 3, 4))
+et._staging.reserve = lambda nbytes: False  # the .cpu() path
+plain = min(timed(s) for s in (5, 6, 7))
+t = time.perf_counter(); state["w"].cpu(); torch.cuda.synchronize(); cpu_copy = time.perf_counter() - t
+print("pinned_s=%.4f plain_s=%.4f cpu_copy_s=%.4f" % (pinned, plain, cpu_copy))
+PY
+    if run_step d2h 60 env ELASTIC_LIB_DIR="$SRC/lib" PYTHONPATH="$SRC/bindings/python" \
+        ELASTIC_MEMORY_CKPT_DIR="$WORK/tier/own" python3 "$WORK/d2h.py"; then
+        line=$(grep -o 'pinned_s=.*' "$WORK/d2h.log" | tail -n 1)
+        pinned=$(echo "$line" | sed 's/.*pinned_s=\([^ ]*\).*/\1/'); plain=$(echo "$line" | sed 's/.*plain_s=\([^ ]*\).*/\1/')
+        row "memory-tier save, 1 GiB CUDA, registered staging (s)" "$pinned" "elastic.torch.save_state; vs .cpu(): ${plain} s"
+    else
+        row "memory-tier save, 1 GiB CUDA" "FAIL" "$(last_line d2h)"
+    fi
+fi
+
 # ---- the table ----------------------------------------------------------------------------
 
 echo

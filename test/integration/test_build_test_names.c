@@ -13,10 +13,10 @@
 /* The source modules (src/<module>/, tools' elasticctl as ctl), then the
  * suites that span them: the ABI, the language bindings, the build, and the
  * multi-host network-namespace runs. */
-static const char *const prefixes[] = { "agent_", "channel_",  "ckpt_",   "common_",
-                                        "ctl_",   "health_",   "nccl_",   "probe_",
-                                        "rdzv_",  "store_",    "worker_", "abi_",
-                                        "build_", "bindings_", "netns_",  NULL };
+static const char *const prefixes[] = { "agent_", "channel_", "ckpt_",   "common_", "ctl_",
+                                        "health_", "nccl_",   "probe_",  "rdzv_",   "store_",
+                                        "worker_", "slurm_",  "abi_",    "build_",  "bindings_",
+                                        "netns_",  NULL };
 
 #define MAX_TESTS 2000
 

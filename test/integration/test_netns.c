@@ -49,6 +49,12 @@ TEST_TIMEOUT(netns_killed_node_is_replaced_at_once, 120)
     run_netns_script("kill_node.sh");
 }
 
+/* The memory checkpoint tier across hosts (issue 23). */
+TEST_TIMEOUT(netns_memckpt_spare_restores_a_lost_nodes_rank_from_peer_memory, 180)
+{
+    run_netns_script("memckpt_spare.sh");
+}
+
 TEST_TIMEOUT(netns_frozen_node_fences_on_thaw_and_rejoins, 120)
 {
     run_netns_script("freeze.sh");

@@ -13,7 +13,8 @@ static rdzv__record sample_record(int slot, const char *id, uint64_t prev_gen, i
                          .local_world_size = 8,
                          .master_port = 29500,
                          .prev_generation = prev_gen,
-                         .prev_rank = prev_rank };
+                         .prev_rank = prev_rank,
+                         .preferred_rank = -1 };
     snprintf(rec.node_id, sizeof rec.node_id, "%s", id);
     snprintf(rec.addr, sizeof rec.addr, "10.0.0.%d", slot);
     return rec;
@@ -32,28 +33,35 @@ TEST(rdzv_record_round_trips)
     ASSERT_EQ(back.master_port, 29500);
     ASSERT_EQ(back.prev_generation, 4);
     ASSERT_EQ(back.prev_rank, 2);
+    ASSERT_EQ(back.preferred_rank, -1);
+    rec.preferred_rank = 7;
+    len = rdzv__record_encode(&rec, buf, sizeof buf);
+    ASSERT_OK(rdzv__record_decode(buf, len, &back));
+    ASSERT_EQ(back.preferred_rank, 7);
 }
 
 TEST(rdzv_corrupt_records_are_rejected)
 {
     static const char *const bad[] = {
-        "",                                          /* empty */
-        "R1 8 29500 4 2 id",                         /* a field missing */
-        "R1 8 29500 4 2 id addr extra",              /* one too many */
-        "R2 8 29500 4 2 id addr",                    /* unknown version */
-        "R1 0 29500 4 2 id addr",                    /* no workers */
-        "R1 5000 29500 4 2 id addr",                 /* too many workers */
-        "R1 8 70000 4 2 id addr",                    /* port out of range */
-        "R1 8 29500 -4 2 id addr",                   /* negative generation */
-        "R1 8 29500 4 2x id addr",                   /* not a number */
-        "R1 8 29500 4 99999999999999999999 id addr", /* overflow */
-        "R1 8  29500 4 2 id addr",                   /* empty field */
+        "",                                             /* empty */
+        "R2 8 29500 4 2 -1 id",                         /* a field missing */
+        "R2 8 29500 4 2 -1 id addr extra",              /* one too many */
+        "R1 8 29500 4 2 id addr",                       /* an older version */
+        "R3 8 29500 4 2 -1 id addr",                    /* unknown version */
+        "R2 0 29500 4 2 -1 id addr",                    /* no workers */
+        "R2 5000 29500 4 2 -1 id addr",                 /* too many workers */
+        "R2 8 70000 4 2 -1 id addr",                    /* port out of range */
+        "R2 8 29500 -4 2 -1 id addr",                   /* negative generation */
+        "R2 8 29500 4 2x -1 id addr",                   /* not a number */
+        "R2 8 29500 4 99999999999999999999 -1 id addr", /* overflow */
+        "R2 8  29500 4 2 -1 id addr",                   /* empty field */
+        "R2 8 29500 4 2 -2 id addr",                    /* preferred rank below -1 */
     };
     rdzv__record rec;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         ASSERT_ERR(rdzv__record_decode(bad[i], strlen(bad[i]), &rec), ELASTIC_ECORRUPT);
     /* An embedded NUL and an oversized value. */
-    ASSERT_ERR(rdzv__record_decode("R1 8 29500 4 2 i\0d addr", 24, &rec), ELASTIC_ECORRUPT);
+    ASSERT_ERR(rdzv__record_decode("R2 8 29500 4 2 -1 i\0d addr", 27, &rec), ELASTIC_ECORRUPT);
     char *huge = malloc(100000);
     memset(huge, 'a', 100000);
     ASSERT_ERR(rdzv__record_decode(huge, 100000, &rec), ELASTIC_ECORRUPT);
@@ -140,7 +148,7 @@ TEST(rdzv_generation_record_round_trips_and_bounds_its_member_count)
     ASSERT_STR_EQ(decoded[1].node_id, "a");
     free(decoded);
     /* Claims more members than it holds; trailing garbage; a void round with members. */
-    const char *short_blob = "I1 1 2 5 3 0\n2 8 29500 1 0 b 10.0.0.2\n";
+    const char *short_blob = "I1 1 2 5 3 0\n2 8 29500 1 0 -1 b 10.0.0.2\n";
     ASSERT_ERR(rdzv__info_decode(short_blob, strlen(short_blob), &back, &decoded),
                ELASTIC_ECORRUPT);
     char *tail = malloc(len + 8);
@@ -180,4 +188,28 @@ TEST(rdzv_survivors_keep_their_order_and_newcomers_follow)
     ASSERT_EQ(out[3].world_size, 26);
     ASSERT_EQ(out[3].next_slot, recs[0].slot); /* the ring closes */
     ASSERT_STR_EQ(out[2].master_addr, recs[0].addr);
+}
+
+TEST(rdzv_newcomers_take_their_preferred_ranks)
+{
+    /* A first generation under Slurm: each node prefers its SLURM_PROCID,
+     * whatever order they arrived in; one without a preference comes last;
+     * a survivor still keeps its place before every newcomer. */
+    rdzv__record recs[4] = { sample_record(1, "p2", 0, -1), sample_record(2, "none", 0, -1),
+                             sample_record(3, "p0", 0, -1), sample_record(4, "p1", 0, -1) };
+    recs[0].preferred_rank = 2;
+    recs[2].preferred_rank = 0;
+    recs[3].preferred_rank = 1;
+    ASSERT_EQ(rdzv__order_members(recs, 4, 0, 4), 4);
+    ASSERT_STR_EQ(recs[0].node_id, "p0");
+    ASSERT_STR_EQ(recs[1].node_id, "p1");
+    ASSERT_STR_EQ(recs[2].node_id, "p2");
+    ASSERT_STR_EQ(recs[3].node_id, "none");
+    rdzv__record later[3] = { sample_record(1, "spare", 0, -1), sample_record(2, "old1", 3, 1),
+                              sample_record(3, "old0", 3, 0) };
+    later[0].preferred_rank = 0;
+    ASSERT_EQ(rdzv__order_members(later, 3, 3, 3), 3);
+    ASSERT_STR_EQ(later[0].node_id, "old0");
+    ASSERT_STR_EQ(later[1].node_id, "old1");
+    ASSERT_STR_EQ(later[2].node_id, "spare");
 }

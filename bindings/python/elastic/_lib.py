@@ -54,7 +54,8 @@ class RdzvOpts(ctypes.Structure):
                 ("backend", ctypes.c_int), ("etcd_endpoints", ctypes.c_char_p), ("etcd_prefix", ctypes.c_char_p),
                 ("etcd_ca_file", ctypes.c_char_p), ("etcd_cert_file", ctypes.c_char_p),
                 ("etcd_key_file", ctypes.c_char_p), ("etcd_user", ctypes.c_char_p),
-                ("etcd_password", ctypes.c_char_p), ("etcd_timeout_ms", ctypes.c_int)]
+                ("etcd_password", ctypes.c_char_p), ("etcd_timeout_ms", ctypes.c_int),
+                ("preferred_rank", ctypes.c_int)]
 
 
 class RdzvResult(ctypes.Structure):
@@ -171,6 +172,8 @@ _SIGNATURES: Dict[str, Tuple[object, List[object]]] = {
     "elastic_worker_report_step_time": (_I, [_P, _U64]),
     "elastic_worker_on_abort": (_I, [_P, WORKER_ABORT_FN, _P]),
     "elastic_worker_poll": (_I, [_P]),
+    "elastic_worker_stop_notice": (_I, [_P, ctypes.POINTER(ctypes.c_int)]),
+    "elastic_worker_notice_on_sigterm": (_I, [_P]),
     "elastic_worker_barrier": (_I, [_P, _I]),
     "elastic_worker_close": (_V, [_P]),
     "elastic_worker_park_opts_init": (_I, [ctypes.POINTER(WorkerParkOpts), _SZ]),
@@ -187,6 +190,9 @@ _SIGNATURES: Dict[str, Tuple[object, List[object]]] = {
     "elastic_ckpt_blob_len": (_I, [_P, _U64, _S, c_size_p]),
     "elastic_ckpt_list_steps": (_I, [_P, ctypes.POINTER(c_uint64_p), c_size_p]),
     "elastic_ckpt_list_blobs": (_I, [_P, _U64, _I, c_char_ppp, c_size_p]),
+    "elastic_ckpt_open_memory": (_I, [ctypes.POINTER(CkptOpts), c_void_pp]),
+    "elastic_ckpt_restore_begin": (_I, [_P, _P, c_uint64_p, c_void_pp, ctypes.POINTER(_I)]),
+    "elastic_ckpt_restore_end": (_V, [_P]),
 }
 
 

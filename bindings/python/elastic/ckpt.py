@@ -8,7 +8,7 @@ from typing import Collection, Dict, List, Mapping, Optional, Union
 from ._buffers import as_buffer, encode_key
 from ._lib import CkptBlob, CkptOpts, c_uint64_p, lib, take_bytes, take_strings
 from ._handle import Handle
-from .errors import CODES, check
+from .errors import CODES, ElasticError, check
 from .store import Store
 
 BytesLike = Union[bytes, bytearray, memoryview, str]
@@ -17,6 +17,7 @@ NONE = 0        # ELASTIC_CKPT_NONE: blobs stored as they are
 ZSTD = 1        # ELASTIC_CKPT_ZSTD
 REPLICATED = 1  # ELASTIC_CKPT_REPLICATED: identical on every rank
 ANY_RANK = -1   # ELASTIC_CKPT_ANY_RANK
+SOURCES = {1: "local", 2: "peer", 3: "disk"}  # ELASTIC_CKPT_SOURCE_*
 
 
 class Checkpoint(Handle):
@@ -27,7 +28,9 @@ class Checkpoint(Handle):
 
     _kind = "checkpoint handle"
 
-    def __init__(self, directory: Union[str, os.PathLike], store: Optional[Store] = None, **options: int):
+    def __init__(self, directory: Optional[Union[str, os.PathLike]], store: Optional[Store] = None,
+                 **options: int):
+        memory = directory is None
         opts = CkptOpts()
         check(lib.elastic_ckpt_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "checkpoint options")
         known = {name for name, _ in CkptOpts._fields_} - {"struct_size", "store"}
@@ -39,9 +42,27 @@ class Checkpoint(Handle):
             opts.store = store._h()
             self._store = store  # the C handle keeps using it
         handle = ctypes.c_void_p()
-        check(lib.elastic_ckpt_open(str(directory).encode(), ctypes.byref(opts), ctypes.byref(handle)),
-              "open " + str(directory))
+        if memory:
+            check(lib.elastic_ckpt_open_memory(ctypes.byref(opts), ctypes.byref(handle)), "open the memory tier")
+        else:
+            check(lib.elastic_ckpt_open(str(directory).encode(), ctypes.byref(opts), ctypes.byref(handle)),
+                  "open " + str(directory))
         self._adopt(handle)
+        self.memory = memory
+
+    @classmethod
+    def memory_tier(cls, store: Optional[Store] = None, **options: int) -> Optional["Checkpoint"]:
+        """This node's memory tier (the agent's shared memory, elasticrun
+        --memory-ckpt), or None outside one. Saves go to memory at memcpy
+        speed and survive the worker; the same options as a directory's
+        (compression defaults to NONE here: memory is not worth compressing)."""
+        options.setdefault("compression", NONE)
+        try:
+            return cls(None, store=store, **options)
+        except ElasticError as exc:
+            if exc.code == CODES["ENOTFOUND"]:
+                return None
+            raise
 
     def save(self, step: int, blobs: Mapping[str, BytesLike], replicated: Collection[str] = ()) -> None:
         """Commits {name: bytes-like} as this rank's shard of `step`; names in
@@ -115,3 +136,35 @@ class Checkpoint(Handle):
 
     def _free(self, handle: ctypes.c_void_p) -> None:
         lib.elastic_ckpt_close(handle)
+
+
+class Restore:
+    """Where this worker restores from (restore()): `step`, `source` ("local",
+    "peer" or "disk") and `checkpoint` (the handle to read it from). Use it as
+    a context manager around the reads: on exit the agent is told what was
+    read and how long it took (the checkpoint_restored event)."""
+
+    def __init__(self, step: int, source: str, checkpoint: Checkpoint):
+        self.step, self.source, self.checkpoint = step, source, checkpoint
+
+    def __enter__(self) -> "Restore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        lib.elastic_ckpt_restore_end(self.checkpoint._h())
+
+
+def restore(memory: Optional[Checkpoint], disk: Optional[Checkpoint]) -> Optional[Restore]:
+    """The step this worker restores, and from which tier: the job's agreed
+    step when the agents planned one, else the newer of the memory tier's
+    latest and the disk's (memory on a tie). None when neither has a step."""
+    step, source = ctypes.c_uint64(), ctypes.c_int()
+    chosen = ctypes.c_void_p()
+    rc = lib.elastic_ckpt_restore_begin(memory._h() if memory else None, disk._h() if disk else None,
+                                        ctypes.byref(step), ctypes.byref(chosen), ctypes.byref(source))
+    if rc == CODES["ENOTFOUND"]:
+        return None
+    check(rc, "restore")
+    which = memory if memory is not None and chosen.value == memory._h().value else disk
+    assert which is not None
+    return Restore(step.value, SOURCES.get(source.value, "disk"), which)

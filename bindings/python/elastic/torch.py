@@ -39,7 +39,8 @@ from .store import Store
 from .worker import Worker, WorkerInfo
 
 __all__ = ["ElasticStore", "init_process_group", "reconfigured", "worker", "destroy_process_group",
-           "abort_process_group", "phase", "open_checkpoint", "save_state", "load_state"]
+           "abort_process_group", "phase", "open_checkpoint", "open_memory_checkpoint",
+           "save_state", "load_state", "restore_state"]
 
 _DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
 VERIFY_MANIFEST = 1  # ELASTIC_CKPT_VERIFY_MANIFEST
@@ -388,19 +389,91 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _split(obj: Any, tensors: List[torch.Tensor], prefix: str) -> Any:
+class _PinnedStaging:
+    """Host memory for the device-to-host copies of a save, registered with
+    CUDA (cudaHostRegister through the CUDA runtime, loaded with dlopen the
+    way the library loads it) so the copies run at pinned-memory speed, and
+    kept between saves: registering costs far more than a copy, once. The
+    library copies the blobs from it into the memory tier's shared region.
+    Without a CUDA runtime, tensors go through .cpu() as before."""
+
+    _NAMES = ("libcudart.so", "libcudart.so.12", "libcudart.so.11.0")
+
+    def __init__(self) -> None:
+        self._cudart: Any = None
+        self._buffer: Any = None
+        self._size = 0
+        self._offset = 0
+
+    def _runtime(self) -> Any:
+        if self._cudart is None:
+            for name in self._NAMES:
+                try:
+                    self._cudart = ctypes.CDLL(name)
+                    break
+                except OSError:
+                    continue
+            else:
+                self._cudart = False
+        return self._cudart
+
+    def reserve(self, nbytes: int) -> bool:
+        """Room for nbytes of device tensors; False: no pinned path (no CUDA runtime)."""
+        cudart = self._runtime()
+        if not cudart:
+            return False
+        if nbytes > self._size:
+            if self._buffer is not None:
+                cudart.cudaHostUnregister(ctypes.c_void_p(ctypes.addressof(self._buffer)))
+            size = max(nbytes, 2 * self._size)
+            self._buffer = (ctypes.c_char * size)()
+            if cudart.cudaHostRegister(ctypes.c_void_p(ctypes.addressof(self._buffer)), ctypes.c_size_t(size),
+                                       ctypes.c_uint(0)) != 0:
+                self._buffer, self._size = None, 0
+                return False
+            self._size = size
+        self._offset = 0
+        return True
+
+    def copy(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A CPU tensor in the registered memory holding `tensor` (copied asynchronously)."""
+        nbytes = tensor.numel() * tensor.element_size()
+        start = (self._offset + 63) // 64 * 64
+        self._offset = start + nbytes
+        raw = torch.frombuffer(memoryview(self._buffer)[start:start + nbytes], dtype=torch.uint8) if nbytes else \
+            torch.empty(0, dtype=torch.uint8)
+        host = raw.view(tensor.dtype).reshape(tensor.shape)
+        host.copy_(tensor, non_blocking=True)
+        return host
+
+
+_staging = _PinnedStaging()
+
+
+def _device_bytes(obj: Any) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size() + 64 if obj.is_cuda else 0
+    if isinstance(obj, dict):
+        return sum(_device_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_device_bytes(v) for v in obj)
+    return 0
+
+
+def _split(obj: Any, tensors: List[torch.Tensor], prefix: str, pinned: bool = False) -> Any:
     """The state with every tensor replaced by a _TensorRef (tensors collected)."""
     if isinstance(obj, torch.Tensor):
-        tensor = obj.detach().cpu().contiguous()
+        source = obj.detach()
+        tensor = _staging.copy(source.contiguous()) if pinned and source.is_cuda else source.cpu().contiguous()
         ref = _TensorRef("%s/t%d" % (prefix, len(tensors)), _dtype_name(tensor.dtype), tuple(tensor.shape))
         tensors.append(tensor)
         return ref
     if isinstance(obj, collections.OrderedDict):
-        return collections.OrderedDict((k, _split(v, tensors, prefix)) for k, v in obj.items())
+        return collections.OrderedDict((k, _split(v, tensors, prefix, pinned)) for k, v in obj.items())
     if isinstance(obj, dict):
-        return {k: _split(v, tensors, prefix) for k, v in obj.items()}
+        return {k: _split(v, tensors, prefix, pinned) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_split(v, tensors, prefix) for v in obj)
+        return type(obj)(_split(v, tensors, prefix, pinned) for v in obj)
     return obj
 
 
@@ -419,7 +492,11 @@ def save_state(ckpt: Checkpoint, step: int, state: Mapping[str, Any], replicated
     small skeleton of containers and scalars) is pickled. replicated=True (DDP:
     every rank holds the same state) lets one rank write it for all."""
     tensors: List[torch.Tensor] = []
-    skeleton = _split(dict(state), tensors, "tensor")
+    device = _device_bytes(state)
+    pinned = device > 0 and _staging.reserve(device)
+    skeleton = _split(dict(state), tensors, "tensor", pinned)
+    if pinned:
+        torch.cuda.synchronize()  # the asynchronous device-to-host copies are in
     meta = pickle.dumps(skeleton, protocol=4)
     _SkeletonUnpickler(io.BytesIO(meta)).load()  # refuse now what load_state would refuse later
     blobs: Dict[str, Any] = {"state": meta}
@@ -477,6 +554,31 @@ def load_state(ckpt: Checkpoint, step: Optional[int] = None) -> Optional[Tuple[i
 def _read_state(ckpt: Checkpoint, step: int) -> Dict[str, Any]:
     skeleton = _SkeletonUnpickler(io.BytesIO(ckpt.read(step, "state"))).load()
     return _join(skeleton, ckpt, step)
+
+
+def restore_state(memory: Optional[Checkpoint], disk: Optional[Checkpoint]) -> Optional[Tuple[int, str, Dict[str, Any]]]:
+    """(step, source, state) from the cheapest tier that has the step to
+    restore (elastic.ckpt.restore: the job's agreed step, else the newer of
+    memory and disk); source is "local", "peer" or "disk". The agent is told
+    what was read (the checkpoint_restored event). None when neither tier has
+    a step."""
+    from .ckpt import restore
+    chosen = restore(memory, disk)
+    if chosen is None:
+        return None
+    with chosen:
+        return chosen.step, chosen.source, _read_state(chosen.checkpoint, chosen.step)
+
+
+def open_memory_checkpoint(**options: Any) -> Optional[Checkpoint]:
+    """This node's memory tier for this process's rank, world size and
+    generation (elasticrun --memory-ckpt), or None outside one. The commit
+    goes through the job's store: every rank's shard is in before the step counts."""
+    session = _get_session(None)
+    info = session.worker.info()
+    options.setdefault("verify", VERIFY_MANIFEST)
+    return Checkpoint.memory_tier(store=session.worker.store(), rank=info.rank, world=info.world_size,
+                                  generation=info.generation, **options)
 
 
 def open_checkpoint(directory: str, **options: Any) -> Checkpoint:

@@ -178,6 +178,22 @@ class Worker(Handle):
         check(rc, "poll")
         return False
 
+    def stop_notice(self) -> Optional[int]:
+        """None while the job runs. Once it is stopping (its agent got SIGTERM:
+        scancel, preemption, the end of a time limit), the milliseconds left
+        before this worker is killed (-1: not known): save, then exit. Cheap
+        enough for every step."""
+        left = ctypes.c_int(-1)
+        if lib.elastic_worker_stop_notice(self._h(), ctypes.byref(left)) == 0:
+            return None
+        return left.value
+
+    def notice_on_sigterm(self) -> None:
+        """Makes a SIGTERM to this process a stop notice instead of its end
+        (Slurm signals every process of a job step, workers included). Raises
+        ElasticError (EBUSY) when SIGTERM already has a handler."""
+        check(lib.elastic_worker_notice_on_sigterm(self._h()), "notice_on_sigterm")
+
     def barrier(self, timeout_ms: int = TIMEOUT_DEFAULT) -> None:
         """Waits until every worker of the generation entered the barrier
         (timeout_ms < 0: no limit; default: the worker's store_timeout_ms).

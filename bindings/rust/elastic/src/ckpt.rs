@@ -164,51 +164,29 @@ impl<'s> Checkpoint<'s> {
     pub fn open(dir: impl AsRef<Path>, options: &CheckpointOptions<'s>) -> Result<Checkpoint<'s>> {
         let dir = dir.as_ref();
         let dir = c_string(dir.to_str().ok_or_else(|| Error::new(sys::ELASTIC_EINVAL, "directory is not UTF-8"))?, "directory")?;
-        let mut opts: sys::elastic_ckpt_opts = zeroed();
-        // SAFETY: opts is a valid elastic_ckpt_opts of the size passed.
-        check(unsafe { sys::elastic_ckpt_opts_init(&mut opts, size_of::<sys::elastic_ckpt_opts>()) })?;
-        if let Some(c) = options.compression {
-            opts.compression = match c {
-                Compression::None => sys::ELASTIC_CKPT_NONE,
-                Compression::Zstd => sys::ELASTIC_CKPT_ZSTD,
-            } as i32;
-        }
-        if let Some(level) = options.zstd_level {
-            opts.zstd_level = level;
-        }
-        if let Some(threads) = options.threads {
-            opts.threads = threads;
-        }
-        if let Some(fsync) = options.fsync {
-            opts.fsync = (if fsync { sys::ELASTIC_CKPT_FSYNC_FULL } else { sys::ELASTIC_CKPT_FSYNC_NONE }) as i32;
-        }
-        if let Some(keep) = options.keep_last {
-            opts.keep_last = keep;
-        }
-        if let Some(every) = options.keep_every {
-            opts.keep_every = every;
-        }
-        if let Some(rank) = options.rank {
-            opts.rank = rank;
-        }
-        if let Some(world) = options.world {
-            opts.world = world;
-        }
-        if let Some(generation) = options.generation {
-            opts.generation = generation;
-        }
-        if let Some(store) = options.store {
-            opts.store = store.as_raw();
-        }
-        if let Some(Timeout::Default) = options.commit_timeout {
-            opts.commit_timeout_ms = sys::ELASTIC_TIMEOUT_DEFAULT;
-        }
-        set_timeout(&mut opts.commit_timeout_ms, options.commit_timeout);
+        let opts = raw_options(options)?;
         let mut raw = ptr::null_mut();
         // SAFETY: valid string and options (the store outlives 's, which the handle carries).
         check(unsafe { sys::elastic_ckpt_open(dir.as_ptr(), &opts, &mut raw) })?;
         let raw = NonNull::new(raw).ok_or_else(|| Error::new(sys::ELASTIC_ENOMEM, "ckpt open returned NULL"))?;
         Ok(Checkpoint { raw, calls: Mutex::new(()), store: PhantomData })
+    }
+
+    /// This node's memory tier (elasticrun `--memory-ckpt`: shared memory the
+    /// node's agent holds, in the disk format): saves go to memory and outlive
+    /// the worker; reads work as on a directory. `None` outside a memory tier.
+    /// Give it the worker's store (each node holds only its own ranks' shards).
+    pub fn open_memory(options: &CheckpointOptions<'s>) -> Result<Option<Checkpoint<'s>>> {
+        let opts = raw_options(options)?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: valid options (the store outlives 's, which the handle carries).
+        let rc = unsafe { sys::elastic_ckpt_open_memory(&opts, &mut raw) };
+        if rc == sys::ELASTIC_ENOTFOUND {
+            return Ok(None);
+        }
+        check(rc)?;
+        let raw = NonNull::new(raw).ok_or_else(|| Error::new(sys::ELASTIC_ENOMEM, "ckpt open returned NULL"))?;
+        Ok(Some(Checkpoint { raw, calls: Mutex::new(()), store: PhantomData }))
     }
 
     fn raw(&self) -> *mut sys::elastic_ckpt {
@@ -727,4 +705,115 @@ impl Drop for BlobWriter<'_> {
             unsafe { sys::elastic_ckpt_writer_close(raw.as_ptr()) };
         }
     }
+}
+
+/// The C options for `options` (what is not set keeps the library's default).
+fn raw_options(options: &CheckpointOptions<'_>) -> Result<sys::elastic_ckpt_opts> {
+        let mut opts: sys::elastic_ckpt_opts = zeroed();
+        // SAFETY: opts is a valid elastic_ckpt_opts of the size passed.
+        check(unsafe { sys::elastic_ckpt_opts_init(&mut opts, size_of::<sys::elastic_ckpt_opts>()) })?;
+        if let Some(c) = options.compression {
+            opts.compression = match c {
+                Compression::None => sys::ELASTIC_CKPT_NONE,
+                Compression::Zstd => sys::ELASTIC_CKPT_ZSTD,
+            } as i32;
+        }
+        if let Some(level) = options.zstd_level {
+            opts.zstd_level = level;
+        }
+        if let Some(threads) = options.threads {
+            opts.threads = threads;
+        }
+        if let Some(fsync) = options.fsync {
+            opts.fsync = (if fsync { sys::ELASTIC_CKPT_FSYNC_FULL } else { sys::ELASTIC_CKPT_FSYNC_NONE }) as i32;
+        }
+        if let Some(keep) = options.keep_last {
+            opts.keep_last = keep;
+        }
+        if let Some(every) = options.keep_every {
+            opts.keep_every = every;
+        }
+        if let Some(rank) = options.rank {
+            opts.rank = rank;
+        }
+        if let Some(world) = options.world {
+            opts.world = world;
+        }
+        if let Some(generation) = options.generation {
+            opts.generation = generation;
+        }
+        if let Some(store) = options.store {
+            opts.store = store.as_raw();
+        }
+        if let Some(Timeout::Default) = options.commit_timeout {
+            opts.commit_timeout_ms = sys::ELASTIC_TIMEOUT_DEFAULT;
+        }
+        set_timeout(&mut opts.commit_timeout_ms, options.commit_timeout);
+    Ok(opts)
+}
+
+/// Where a worker's restore reads from ([`restore`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Memory on this node (the node's memory tier).
+    Local,
+    /// Memory staged from a peer node's copy.
+    Peer,
+    /// The disk tier.
+    Disk,
+}
+
+/// The step a worker restores and the handle to read it from ([`restore`]).
+/// Dropping it tells the agent what was read and how long it took (the
+/// `checkpoint_restored` event).
+#[derive(Debug)]
+pub struct Restore<'c, 's> {
+    /// The step to read.
+    pub step: u64,
+    /// Where it is.
+    pub source: Source,
+    ckpt: &'c Checkpoint<'s>,
+}
+
+impl<'c, 's> Restore<'c, 's> {
+    /// The handle (memory tier or disk) to read [`Restore::step`] from.
+    pub fn checkpoint(&self) -> &'c Checkpoint<'s> {
+        self.ckpt
+    }
+}
+
+impl Drop for Restore<'_, '_> {
+    fn drop(&mut self) {
+        let _calls = self.ckpt.lock();
+        // SAFETY: live handle (borrowed for 'c).
+        unsafe { sys::elastic_ckpt_restore_end(self.ckpt.raw()) }
+    }
+}
+
+/// The step this worker restores, and from which tier: the job's agreed step
+/// when the agents planned one, else the newer of the memory tier's latest
+/// and the disk's (memory on a tie). `None` when neither has a step.
+pub fn restore<'c, 's>(memory: Option<&'c Checkpoint<'s>>, disk: Option<&'c Checkpoint<'s>>) -> Result<Option<Restore<'c, 's>>> {
+    let _m = memory.map(|c| c.lock());
+    let _d = disk.map(|c| c.lock());
+    let (mut step, mut from, mut source) = (0u64, ptr::null_mut(), 0i32);
+    let raw = |c: Option<&Checkpoint<'s>>| c.map_or(ptr::null_mut(), |c| c.raw());
+    // SAFETY: live handles (or NULL), valid out-pointers; both locked.
+    let rc = unsafe { sys::elastic_ckpt_restore_begin(raw(memory), raw(disk), &mut step, &mut from, &mut source) };
+    if rc == sys::ELASTIC_ENOTFOUND {
+        return Ok(None);
+    }
+    check(rc)?;
+    let ckpt = match (memory, disk) {
+        (Some(m), _) if m.raw() == from => m,
+        (_, Some(d)) => d,
+        (Some(m), None) => m,
+        (None, None) => unreachable!("restore_begin refuses two NULL handles"),
+    };
+    let source = match source as u32 {
+        sys::ELASTIC_CKPT_SOURCE_LOCAL => Source::Local,
+        sys::ELASTIC_CKPT_SOURCE_PEER => Source::Peer,
+        _ => Source::Disk,
+    };
+    Ok(Some(Restore { step, source, ckpt }))
 }

@@ -92,7 +92,7 @@ mod store;
 mod util;
 mod worker;
 
-pub use ckpt::{Blob, BlobWriter, Checkpoint, CheckpointOptions, Compression, PendingSave, Transaction};
+pub use ckpt::{restore, Blob, BlobWriter, Checkpoint, CheckpointOptions, Compression, PendingSave, Restore, Source, Transaction};
 pub use error::{Error, Result};
 pub use rdzv::{Cause, CauseKind, EtcdOptions, Generation, Rendezvous, RendezvousOptions};
 pub use store::{Store, StoreOptions, StoreRef, StoreServer, StoreServerOptions};

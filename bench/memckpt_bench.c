@@ -1,0 +1,416 @@
+/*
+ * The memory tier's benchmark tool (bench/run_memckpt.sh drives it, one
+ * subcommand per measurement, on simulated hosts). Prints key=value lines.
+ *
+ *   save ROOT BYTES RUNS            save stall into the memory tier (sync and
+ *                                   async) vs a memcpy into warm memory
+ *   serve ROOT PORT TOKEN           a replica receiver until killed
+ *   push ROOT HOST PORT TOKEN BYTES RUNS   a step of BYTES pushed to the peer
+ *                                   (RUNS + 2 steps; the median of the last RUNS)
+ *   blast-recv PORT / blast-send HOST PORT BYTES RUNS   plain TCP, same link
+ *   disk-save DIR BYTES             the same state into the disk tier (fsync)
+ *   restore-peer ROOT HOST PORT TOKEN STEP BYTES   rank 0 of STEP from the
+ *                                   peer: staged, verified, read into memory
+ *   restore-disk DIR                the newest step from disk (cold cache)
+ *   tls BYTES                       TLS 1.3 record layer alone (one core)
+ *   train ROOT BYTES STEPS STEP_MS EVERY   steps/s with an asynchronous
+ *                                   memory save every EVERY steps (0: none);
+ *                                   prints "done S" after each step
+ */
+#include "ckpt/ckpt.h"
+#include "ckpt/memtier.h"
+#include "common/clock.h"
+#include "replica/replica.h"
+#include "replica/wire.h"
+#include "store/tls.h"
+
+#include <elastic.h>
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+    return (double)elastic__now_ns() / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "memckpt_bench: %s: %s (%s)\n", what, elastic_err_name(rc),
+            elastic_last_error());
+    exit(1);
+}
+
+static uint8_t *state_of(size_t bytes, uint64_t seed)
+{
+    uint8_t *p = malloc(bytes);
+    if (p == NULL) die("state", ELASTIC_ENOMEM);
+    uint64_t x = seed | 1;
+    for (size_t i = 0; i + 8 <= bytes; i += 8) { /* incompressible, like float weights */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(p + i, &x, 8);
+    }
+    return p;
+}
+
+static elastic_ckpt *open_mem(const char *root, int threads)
+{
+    char own[4200];
+    snprintf(own, sizeof own, "%s/" CKPT_MEM_OWN_DIR, root);
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.compression = ELASTIC_CKPT_NONE;
+    if (threads > 0) o.threads = threads;
+    elastic_ckpt *c;
+    int rc = elastic_ckpt_open(own, &o, &c);
+    if (rc) die("open memory tier", rc);
+    return c;
+}
+
+static int cmd_save(const char *root, size_t bytes, int runs)
+{
+    int rc = ckpt__mem_tier_create(root, 4 * (uint64_t)bytes + (64u << 20), 2);
+    if (rc) die("tier", rc);
+    uint8_t *state = state_of(bytes, 1), *warm = malloc(bytes);
+    memset(warm, 1, bytes);
+    double copy[32], sync_s[32], async_s[32];
+    elastic_ckpt *c = open_mem(root, 0);
+    elastic_ckpt_async_reserve(c, bytes);
+    elastic_ckpt_blob blob = { .name = "state", .data = state, .len = bytes };
+    for (int i = 0; i < runs; i++) {
+        double t = now_s();
+        memcpy(warm, state, bytes);
+        copy[i] = now_s() - t;
+        t = now_s();
+        if ((rc = elastic_ckpt_save(c, (uint64_t)(2 * i + 1), &blob, 1)) != 0) die("save", rc);
+        sync_s[i] = now_s() - t;
+        t = now_s();
+        rc = elastic_ckpt_save_async(c, (uint64_t)(2 * i + 2), &blob, 1, -1);
+        async_s[i] = now_s() - t;
+        if (rc == 0) rc = elastic_ckpt_async_wait(c, -1, NULL);
+        if (rc) die("save_async", rc);
+    }
+    printf("bytes=%zu\nruns=%d\nmemcpy_s=%.6f\nsave_sync_s=%.6f\nsave_async_s=%.6f\n", bytes, runs,
+           median(copy, runs), median(sync_s, runs), median(async_s, runs));
+    elastic_ckpt_close(c);
+    return 0;
+}
+
+static int cmd_serve(const char *root, int port, const char *token)
+{
+    int rc = ckpt__mem_tier_create(root, 1ull << 40, 2);
+    if (rc) die("tier", rc);
+    replica_server_opts o = { .tier_root = root, .token = token, .port = port };
+    replica_server *s;
+    if ((rc = replica__server_start(&o, &s)) != 0) die("serve", rc);
+    printf("ready %d\n", replica__server_port(s));
+    fflush(stdout);
+    for (;;) pause(); /* until killed (the bench's teardown) */
+    return 0;
+}
+
+static replica_conn *dial(const char *host, int port, const char *token)
+{
+    replica_conn *c;
+    uint64_t deadline = elastic__deadline_ms(30000);
+    int rc = replica__tcp_connect(host, port, deadline, &c);
+    if (rc == 0) rc = replica__auth_client(c, token, deadline);
+    if (rc) die("connect", rc);
+    return c;
+}
+
+static int cmd_push(const char *root, const char *host, int port, const char *token, size_t bytes,
+                    int runs)
+{
+    int rc = ckpt__mem_tier_create(root, 4 * (uint64_t)bytes + (64u << 20), 2);
+    if (rc) die("tier", rc);
+    uint8_t *state = state_of(bytes, 2);
+    elastic_ckpt *c = open_mem(root, 0);
+    elastic_ckpt_blob blob = { .name = "state", .data = state, .len = bytes };
+    replica_conn *conn = dial(host, port, token);
+    char own[4200];
+    snprintf(own, sizeof own, "%s/" CKPT_MEM_OWN_DIR, root);
+    double t_s[40];
+    uint64_t sent = 0;
+    /* Two pushes first: from the third on the peer writes over the pages of
+     * the copy it pruned (the steady state, which the median reports). */
+    for (int i = 0; i < runs + 2; i++) {
+        if ((rc = elastic_ckpt_save(c, (uint64_t)i + 1, &blob, 1)) != 0) die("save", rc);
+        double t = now_s();
+        rc = replica__push_step(conn, "bench-node", own, (uint64_t)i + 1, &sent,
+                                elastic__deadline_ms(60000));
+        t_s[i] = now_s() - t;
+        if (rc) die("push", rc);
+    }
+    printf("push_bytes=%" PRIu64 "\npush_s=%.6f\n", sent, median(t_s + 2, runs));
+    replica__close(conn);
+    elastic_ckpt_close(c);
+    return 0;
+}
+
+static int cmd_blast_recv(int port)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 4) != 0)
+        die("blast listen", ELASTIC_ESYS);
+    printf("ready %d\n", port);
+    fflush(stdout);
+    size_t cap = 4u << 20;
+    uint8_t *buf = malloc(cap);
+    for (;;) {
+        int fd = accept(l, NULL, NULL);
+        if (fd < 0) break;
+        while (recv(fd, buf, cap, 0) > 0) {
+        }
+        close(fd);
+    }
+    return 0;
+}
+
+static int cmd_blast_send(const char *host, int port, size_t bytes, int runs)
+{
+    uint8_t *state = state_of(bytes, 3);
+    double t_s[32];
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) die("blast address", ELASTIC_EINVAL);
+    for (int i = 0; i < runs; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+            die("blast connect", ELASTIC_ECONNECT);
+        double t = now_s();
+        for (size_t done = 0; done < bytes;) {
+            ssize_t n = send(fd, state + done, bytes - done, MSG_NOSIGNAL);
+            if (n <= 0) die("blast send", ELASTIC_ECONNECT);
+            done += (size_t)n;
+        }
+        /* Until the receiver has it all: half-close, wait for its close. */
+        shutdown(fd, SHUT_WR);
+        uint8_t byte;
+        while (recv(fd, &byte, 1, 0) > 0) {
+        }
+        t_s[i] = now_s() - t;
+        close(fd);
+    }
+    printf("blast_bytes=%zu\nblast_s=%.6f\n", bytes, median(t_s, runs));
+    return 0;
+}
+
+static int cmd_disk_save(const char *dir, size_t bytes)
+{
+    uint8_t *state = state_of(bytes, 2);
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    elastic_ckpt *c;
+    int rc = elastic_ckpt_open(dir, &o, &c);
+    elastic_ckpt_blob blob = { .name = "state", .data = state, .len = bytes };
+    double t = now_s();
+    if (rc == 0) rc = elastic_ckpt_save(c, 1, &blob, 1);
+    if (rc) die("disk save", rc);
+    printf("disk_save_s=%.6f\n", now_s() - t);
+    elastic_ckpt_close(c);
+    return 0;
+}
+
+/* What a trainer does after the stage: read its state into its memory. */
+static double read_state(elastic_ckpt *c, uint64_t step, uint8_t *into, size_t cap)
+{
+    size_t len;
+    double t = now_s();
+    int rc = elastic_ckpt_read_into(c, step, "state", into, cap, &len);
+    if (rc) die("read", rc);
+    return now_s() - t;
+}
+
+typedef struct peer_ctx {
+    const char *host, *token;
+    int port;
+} peer_ctx;
+
+static int dial_peer(void *p, uint32_t node, replica_conn **out)
+{
+    peer_ctx *ctx = p;
+    (void)node;
+    uint64_t deadline = elastic__deadline_ms(30000);
+    int rc = replica__tcp_connect(ctx->host, ctx->port, deadline, out);
+    if (rc == 0 && (rc = replica__auth_client(*out, ctx->token, deadline)) != 0)
+        replica__close(*out);
+    return rc;
+}
+
+/* The spare's restore of one rank's state from the peer that holds the
+ * copy: stage (fetch + verify every byte), then read it into memory. */
+static int cmd_restore_peer(const char *root, const char *host, int port, const char *token,
+                            uint64_t step, size_t bytes)
+{
+    int rc = ckpt__mem_tier_create(root, 4 * (uint64_t)bytes + (64u << 20), 2);
+    if (rc) die("tier", rc);
+    uint8_t *into = malloc(bytes);
+    memset(into, 0, bytes);
+    ckpt_copy copy = { .step = step, .world = 1, .node = 1, .tier = CKPT_TIER_MEMORY };
+    ckpt_plan_input in = { .copies = &copy, .n_copies = 1 };
+    ckpt_plan plan;
+    if ((rc = ckpt__plan_restore(&in, &plan)) != 0 || !plan.found)
+        die("plan", rc ? rc : ELASTIC_ENOTFOUND);
+    peer_ctx ctx = { host, token, port };
+    replica_dialer dialer = { dial_peer, &ctx };
+    replica_restored got;
+    double t = now_s();
+    if ((rc = replica__stage_shard(root, &plan, 0, 2, &dialer, elastic__deadline_ms(60000),
+                                   &got)) != 0)
+        die("stage", rc);
+    double staged = now_s() - t;
+    elastic_ckpt *m = open_mem(root, 0);
+    double read = read_state(m, plan.step, into, bytes);
+    printf("peer_restore_s=%.6f\npeer_stage_s=%.6f\npeer_read_s=%.6f\n", now_s() - t, staged, read);
+    elastic_ckpt_close(m);
+    ckpt__plan_free(&plan);
+    return 0;
+}
+
+static int cmd_restore_disk(const char *dir, size_t bytes)
+{
+    uint8_t *into = malloc(bytes);
+    memset(into, 0, bytes);
+    /* Cold: the shard's pages leave the page cache first (clean after fsync). */
+    char path[4300];
+    snprintf(path, sizeof path, "%s/step-00000000000000000001/shard-00000-g0.elck", dir);
+    int fd = open(path, O_RDONLY);
+    if (fd >= 0) {
+        fdatasync(fd);
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+    double t = now_s();
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.verify = ELASTIC_CKPT_VERIFY_MANIFEST; /* read verifies every byte anyway */
+    elastic_ckpt *c;
+    uint64_t step = 0;
+    int rc = elastic_ckpt_open(dir, &o, &c);
+    if (rc == 0) rc = elastic_ckpt_latest(c, &step);
+    if (rc) die("disk restore", rc);
+    read_state(c, step, into, bytes);
+    printf("disk_restore_s=%.6f\n", now_s() - t);
+    elastic_ckpt_close(c);
+    return 0;
+}
+
+static int cmd_tls(size_t bytes)
+{
+    const char *token = "bench-token";
+    store__tls *cl, *sv;
+    if (store__tls_new(false, token, &cl) || store__tls_new(true, token, &sv))
+        die("tls", ELASTIC_ESYS);
+    uint8_t *buf = malloc(1u << 20);
+    const char *why;
+    for (int round = 0; round < 20; round++) { /* handshake over memory */
+        int a = store__tls_handshake(cl, &why);
+        size_t n = store__tls_take_output(cl, buf, 1u << 20);
+        store__tls_feed(sv, buf, n);
+        int b = store__tls_handshake(sv, &why);
+        n = store__tls_take_output(sv, buf, 1u << 20);
+        store__tls_feed(cl, buf, n);
+        if (a == 1 && b == 1) break;
+    }
+    uint8_t *state = state_of(1u << 20, 4), *plain = malloc(1u << 20), *wire = malloc(2u << 20);
+    double enc = 0, dec = 0;
+    for (size_t done = 0; done < bytes; done += 1u << 20) {
+        double t = now_s();
+        store__tls_write(cl, state, 1u << 20);
+        size_t n = store__tls_take_output(cl, wire, 2u << 20);
+        enc += now_s() - t;
+        t = now_s();
+        store__tls_feed(sv, wire, n);
+        size_t got = 0, total = 0;
+        while (total < (1u << 20) &&
+               store__tls_read(sv, plain + total, (1u << 20) - total, &got, &why) == 0 && got > 0)
+            total += got;
+        dec += now_s() - t;
+    }
+    printf("tls_bytes=%zu\ntls_encrypt_s=%.6f\ntls_decrypt_s=%.6f\n", bytes, enc, dec);
+    return 0;
+}
+
+static int cmd_train(const char *root, size_t bytes, int steps, int step_ms, int every)
+{
+    int rc = ckpt__mem_tier_create(root, 4 * (uint64_t)bytes + (64u << 20), 2);
+    if (rc) die("tier", rc);
+    uint8_t *state = state_of(bytes, 5);
+    elastic_ckpt *c = open_mem(root, 2);
+    if (every > 0) elastic_ckpt_async_reserve(c, bytes);
+    elastic_ckpt_blob blob = { .name = "state", .data = state, .len = bytes };
+    double t = now_s();
+    for (int s = 1; s <= steps; s++) {
+        /* A step: step_ms of work that touches the state, as training would. */
+        double until = now_s() + step_ms / 1000.0;
+        size_t at = 0;
+        while (now_s() < until) {
+            for (int k = 0; k < 4096 && at + 8 <= bytes; k++, at += 64) state[at]++;
+            if (at + 8 > bytes) at = 0;
+        }
+        if (every > 0 && s % every == 0 &&
+            (rc = elastic_ckpt_save_async(c, (uint64_t)s, &blob, 1, -1)) != 0)
+            die("save", rc);
+        printf("done %d\n", s);
+        fflush(stdout);
+    }
+    if (every > 0) elastic_ckpt_async_wait(c, -1, NULL);
+    printf("train_s=%.6f\nsteps=%d\n", now_s() - t, steps);
+    elastic_ckpt_close(c);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: memckpt_bench save|serve|push|blast-recv|blast-send|disk-save|"
+                        "restore-peer|restore-disk|tls|train ...\n");
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "save") == 0 && argc == 5)
+        return cmd_save(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]));
+    if (strcmp(cmd, "serve") == 0 && argc == 5) return cmd_serve(argv[2], atoi(argv[3]), argv[4]);
+    if (strcmp(cmd, "push") == 0 && argc == 8)
+        return cmd_push(argv[2], argv[3], atoi(argv[4]), argv[5], strtoull(argv[6], NULL, 10),
+                        atoi(argv[7]));
+    if (strcmp(cmd, "blast-recv") == 0 && argc == 3) return cmd_blast_recv(atoi(argv[2]));
+    if (strcmp(cmd, "blast-send") == 0 && argc == 6)
+        return cmd_blast_send(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]));
+    if (strcmp(cmd, "disk-save") == 0 && argc == 4)
+        return cmd_disk_save(argv[2], strtoull(argv[3], NULL, 10));
+    if (strcmp(cmd, "restore-peer") == 0 && argc == 8)
+        return cmd_restore_peer(argv[2], argv[3], atoi(argv[4]), argv[5],
+                                strtoull(argv[6], NULL, 10), strtoull(argv[7], NULL, 10));
+    if (strcmp(cmd, "restore-disk") == 0 && argc == 4)
+        return cmd_restore_disk(argv[2], strtoull(argv[3], NULL, 10));
+    if (strcmp(cmd, "tls") == 0 && argc == 3) return cmd_tls(strtoull(argv[2], NULL, 10));
+    if (strcmp(cmd, "train") == 0 && argc == 7)
+        return cmd_train(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]), atoi(argv[5]),
+                         atoi(argv[6]));
+    fprintf(stderr, "memckpt_bench: bad arguments for %s\n", cmd);
+    return 2;
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Memory-tier benchmark (issue 23): three simulated hosts and a spare
+# (network namespaces, test/netns/netns.sh; needs root), 256 MiB of state per
+# node, peers measured in the same run:
+#   - save stall into the memory tier vs a memcpy of the same bytes into warm memory;
+#   - replication throughput vs a plain TCP blast over the same veth link;
+#   - node loss: the spare's rank restored from peer memory vs from the disk
+#     tier (cold cache) vs torch.save/torch.load through /dev/shm;
+#   - steps lost per failure: a memory save every step vs a disk save every 100;
+#   - training throughput with a memory save every step vs none;
+#   - the TLS record layer alone (what encrypting the channel would cost).
+# Env: MEMCKPT_BYTES (256 MiB), MEMCKPT_RUNS (3), MEMCKPT_STEP_MS (1000: a training step of a second),
+# MEMCKPT_KILLS (5), TORCH_PYTHON (/usr/bin/python3).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bench=${ELASTIC_BENCH_DIR:-$here/../build/release/bench}/memckpt_bench
+bytes=${MEMCKPT_BYTES:-268435456}
+runs=${MEMCKPT_RUNS:-3}
+step_ms=${MEMCKPT_STEP_MS:-1000}
+kills=${MEMCKPT_KILLS:-5}
+python=${TORCH_PYTHON:-/usr/bin/python3}
+token=bench-token-$$
+NETNS_TAG=${NETNS_TAG:-memckpt}
+. "$here/../test/netns/netns.sh"
+netns_skip_unless_able
+netns_setup 4 # h1..h3 train, h4 is the spare
+work=$(mktemp -d /dev/shm/memckpt-bench.XXXXXX)
+disk=$(mktemp -d /var/tmp/memckpt-bench-disk.XXXXXX)
+out=$work/results
+trap 'netns_teardown; rm -rf "$work" "$disk"' EXIT
+: > "$out"
+kv() { grep -E "^$1=" "$2" | tail -1 | cut -d= -f2; }
+
+# 1. save stall (h1, no network involved)
+netns_exec 1 "$bench" save "$work/h1-save" "$bytes" "$runs" > "$work/save"
+
+# 2. replication vs a plain TCP blast, h1 -> h2, the same veth link
+netns_spawn 2 "$work/serve" "$bench" serve "$work/h2" 7400 "$token"
+netns_wait_for "$work/serve" '^ready' 10
+netns_exec 1 "$bench" push "$work/h1" "$(netns_addr 2)" 7400 "$token" "$bytes" "$runs" > "$work/push"
+netns_spawn 2 "$work/blast" "$bench" blast-recv 7401
+netns_wait_for "$work/blast" '^ready' 10
+netns_exec 1 "$bench" blast-send "$(netns_addr 2)" 7401 "$bytes" "$runs" > "$work/blastsend"
+
+# 3. h1 is lost: the spare (h4) restores h1's rank from h2's copy ...
+netns_exec 4 "$bench" restore-peer "$work/h4" "$(netns_addr 2)" 7400 "$token" $(( runs + 2 )) "$bytes" > "$work/peer"
+# ... vs from the disk tier (written by h1, read cold by h4) ...
+netns_exec 1 "$bench" disk-save "$disk/ckpt" "$bytes" > "$work/disksave"
+netns_exec 4 "$bench" restore-disk "$disk/ckpt" "$bytes" > "$work/disk"
+# ... vs torch.save / torch.load of the same bytes through /dev/shm.
+if "$python" -c 'import torch' 2>/dev/null; then
+  netns_exec 4 "$python" - "$work/t.pt" "$bytes" > "$work/torch" <<'PY'
+import sys, time, torch
+path, n = sys.argv[1], int(sys.argv[2])
+state = {"state": torch.randint(0, 255, (n,), dtype=torch.uint8)}
+t = time.perf_counter(); torch.save(state, path); s = time.perf_counter() - t
+t = time.perf_counter(); got = torch.load(path); l = time.perf_counter() - t
+assert got["state"].numel() == n
+print(f"torch_save_s={s:.6f}\ntorch_load_s={l:.6f}")
+PY
+fi
+
+# 4. steps lost per failure: the trainer (64 MiB, 10 ms steps) is SIGKILLed at
+# a random step in 3..202; the disk figure is what a save every 100 steps
+# would have lost at the same moments
+lost_mem=0; lost_disk=0
+for k in $(seq 1 "$kills"); do
+  rm -rf "$work/train"
+  netns_spawn 1 "$work/train.log" "$bench" train "$work/train" $(( bytes / 4 )) 100000 10 1
+  pid=$NETNS_LAST_PID
+  netns_wait_for "$work/train.log" "^done $(( 3 + RANDOM % 200 ))\$" 120
+  sleep 0.$(( RANDOM % 10 ))
+  kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+  done_step=$(grep -E '^done ' "$work/train.log" | tail -1 | cut -d' ' -f2)
+  saved=$(ls "$work/train/own" | grep -E '^step-' | sort | while read -r d; do
+            if [ -e "$work/train/own/$d/COMMIT" ]; then echo "$d"; fi; done | tail -1 | sed 's/step-0*//')
+  lost_mem=$(( lost_mem + done_step - ${saved:-0} ))
+  lost_disk=$(( lost_disk + done_step % 100 ))
+done
+echo "lost_mem_avg=$(awk -v a=$lost_mem -v k=$kills 'BEGIN{printf "%.2f", a/k}')" >> "$out"
+echo "lost_disk_avg=$(awk -v a=$lost_disk -v k=$kills 'BEGIN{printf "%.2f", a/k}')" >> "$out"
+
+# 5. throughput: a memory save every step vs none
+netns_exec 1 "$bench" train "$work/tput1-tier" "$bytes" 10 "$step_ms" 1 > "$work/tput1"
+netns_exec 1 "$bench" train "$work/tput0-tier" "$bytes" 10 "$step_ms" 0 > "$work/tput0"
+
+# 6. TLS record layer alone
+"$bench" tls "$bytes" > "$work/tls"
+
+cat "$work"/save "$work"/push "$work"/blastsend "$work"/peer "$work"/disk "$work"/tls >> "$out"
+[ -s "$work/torch" ] && cat "$work/torch" >> "$out"
+echo "tput1_s=$(kv train_s "$work/tput1")" >> "$out"
+echo "tput0_s=$(kv train_s "$work/tput0")" >> "$out"
+"$python" - "$out" "$bytes" <<'PY'
+import sys
+r = {}
+for line in open(sys.argv[1]):
+    k, _, v = line.strip().partition("=")
+    if v: r[k] = float(v)
+mib = int(sys.argv[2]) / 2**20
+gbs = lambda b, s: b / s / 1e9
+print(f"memory tier benchmark: {mib:.0f} MiB per node, 3 simulated hosts + a spare (veth), medians of {int(r['runs'])}")
+print(f"{'measurement':<58}{'value':>12}  {'goal':>8}")
+def row(what, value, goal=""): print(f"{what:<58}{value:>12}  {goal:>8}")
+row("memcpy into warm memory (s)", f"{r['memcpy_s']:.4f}")
+row("save stall, asynchronous memory save (s)", f"{r['save_async_s']:.4f}")
+row("  vs memcpy", f"{r['save_async_s']/r['memcpy_s']:.2f}x", "<= 1.2x")
+row("save, synchronous into the memory tier (s)", f"{r['save_sync_s']:.4f}")
+row("replication h1 -> h2 (GB/s)", f"{gbs(r['push_bytes'], r['push_s']):.2f}")
+row("plain TCP blast h1 -> h2, same link (GB/s)", f"{gbs(r['blast_bytes'], r['blast_s']):.2f}")
+row("  replication / blast", f"{r['blast_s']/r['push_s']:.2f}x", ">= 0.7x")
+row("spare restore from peer memory (s)", f"{r['peer_restore_s']:.4f}")
+row("  of which fetch + verify (s)", f"{r['peer_stage_s']:.4f}")
+row("spare restore from the disk tier, cold (s)", f"{r['disk_restore_s']:.4f}")
+row("  disk / peer memory", f"{r['disk_restore_s']/r['peer_restore_s']:.2f}x", ">= 5x")
+if 'torch_load_s' in r:
+    row("torch.save to /dev/shm (s)", f"{r['torch_save_s']:.4f}")
+    row("torch.load from /dev/shm (s)", f"{r['torch_load_s']:.4f}")
+    row("  torch.load / peer memory restore", f"{r['torch_load_s']/r['peer_restore_s']:.2f}x")
+row("steps lost per failure, memory save every step", f"{r['lost_mem_avg']:.2f}", "<= 1")
+row("steps lost per failure, disk save every 100 steps", f"{r['lost_disk_avg']:.2f}")
+row("throughput, memory save every step vs none", f"{r['tput1_s']/r['tput0_s']:.3f}x", "<= 1.05x")
+row("TLS 1.3 AES-128-GCM, encrypt one core (GB/s)", f"{gbs(r['tls_bytes'], r['tls_encrypt_s']):.2f}")
+row("TLS 1.3 AES-128-GCM, decrypt one core (GB/s)", f"{gbs(r['tls_bytes'], r['tls_decrypt_s']):.2f}")
+PY

@@ -1,0 +1,198 @@
+/*
+ * The node's memory checkpoint tier as the agent hosts it (--memory-ckpt):
+ * the tier under /dev/shm (removed when the agent leaves, by its reaper when
+ * it is killed), the replica service (receiver, replicator, disk writer;
+ * src/replica/service.c) on threads of its own, and the two events the
+ * workers' reports become: checkpoint_saved (step, tier) and
+ * checkpoint_restored (rank, step, source, bytes, ms, node).
+ */
+#include "agent/memory.h"
+
+#include "agent/calls.h"
+#include "agent/console.h"
+#include "agent/journal.h"
+#include "channel/channel.h"
+#include "replica/replica.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int agent__memory_start(agent_group *group, const char *token)
+{
+    const elastic_agent_opts *o = group->opts;
+    if (!o->memory_ckpt) return 0;
+    snprintf(group->memory_root, sizeof group->memory_root, "/dev/shm/elastic-mem-%d-XXXXXX",
+             (int)getpid());
+    if (mkdtemp(group->memory_root) == NULL) {
+        group->memory_root[0] = '\0';
+        return elastic__fail(ELASTIC_ESYS, "memory checkpoint tier under /dev/shm: %s",
+                             strerror(errno));
+    }
+    replica_service_opts so = { .root = group->memory_root,
+                                .limit = o->memory_ckpt_limit,
+                                .steps = (unsigned)o->memory_ckpt_steps,
+                                .token = token,
+                                .replicas = (unsigned)o->memory_replicas,
+                                .disk_dir = o->memory_disk_every > 0 ? o->memory_disk_dir : NULL,
+                                .disk_every = (unsigned)o->memory_disk_every };
+    int rc = replica__service_start(&so, &group->memory);
+    if (rc != 0) {
+        group->memory_root[0] = '\0';
+        return rc;
+    }
+    snprintf(group->memory_dir, sizeof group->memory_dir, "%s/" CKPT_MEM_OWN_DIR,
+             group->memory_root);
+    return 0;
+}
+
+void agent__memory_stop(agent_group *group)
+{
+    replica__service_stop(group->memory); /* removes the tier: its memory is freed */
+    group->memory = NULL;
+    group->memory_dir[0] = '\0';
+}
+
+void agent__memory_saved(agent_group *group, int local_rank, int rank, uint64_t step, unsigned tier)
+{
+    agent_event event;
+    agent__event_begin(&event, group->events, AGENT_EVENT_CHECKPOINT_SAVED);
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_int(&event, "rank", rank);
+    agent__event_int(&event, "local_rank", local_rank);
+    agent__event_int(&event, "step", (int64_t)step);
+    agent__event_str(&event, "tier", tier == CHANNEL__TIER_MEMORY ? "memory" : "disk");
+    agent__event_emit(group->events, &event);
+    if (tier == CHANNEL__TIER_MEMORY && group->memory != NULL) replica__service_kick(group->memory);
+}
+
+static const char *source_name(unsigned source)
+{
+    return source == CHANNEL__RESTORE_LOCAL  ? "local"
+           : source == CHANNEL__RESTORE_PEER ? "peer"
+                                             : "disk";
+}
+
+void agent__memory_restored(agent_group *group, int local_rank, int rank, unsigned source,
+                            uint64_t step, uint64_t bytes, uint64_t us)
+{
+    /* The copy's node: this one for local memory; a peer's name as the plan
+     * said; none for disk. */
+    int at = local_rank;
+    const char *planned = group->restore_nodes != NULL && at >= 0 && at < group->restore_count
+                              ? group->restore_nodes[at]
+                              : "";
+    const char *node = source == CHANNEL__RESTORE_LOCAL  ? group->node_id
+                       : source == CHANNEL__RESTORE_PEER ? planned
+                                                         : "";
+    agent_event event;
+    agent__event_begin(&event, group->events, AGENT_EVENT_CHECKPOINT_RESTORED);
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
+    agent__event_int(&event, "rank", rank);
+    agent__event_int(&event, "local_rank", local_rank);
+    agent__event_int(&event, "step", (int64_t)step);
+    agent__event_str(&event, "source", source_name(source));
+    agent__event_int(&event, "bytes", (int64_t)bytes);
+    agent__event_int(&event, "ms", (int64_t)(us / 1000u));
+    /* "node" is the journal's own field (the reporting node): the copy's is from_node. */
+    agent__event_str(&event, "from_node", node);
+    agent__event_emit(group->events, &event);
+    if (group->restore_said == group->current.generation + 1) return;
+    group->restore_said = group->current.generation + 1;
+    double mib = (double)bytes / (1024.0 * 1024.0);
+    if (source == CHANNEL__RESTORE_DISK)
+        agent__console(group, "resumed at step %" PRIu64 " from disk, %.1f MiB in %.1f ms", step,
+                       mib, (double)us / 1000.0);
+    else
+        agent__console(group,
+                       "resumed at step %" PRIu64 " from %s memory (node %s), %.1f MiB in %.1f ms",
+                       step, source == CHANNEL__RESTORE_LOCAL ? "local" : "peer", node, mib,
+                       (double)us / 1000.0);
+}
+
+/* A node name the replica channel accepts: the node id with anything else
+ * replaced (it names a directory on the peers). */
+static void replica_name(const char *node_id, char *out, size_t cap)
+{
+    size_t i = 0;
+    for (; node_id[i] != '\0' && i + 1 < cap && i < REPLICA_NODE_MAX; i++) {
+        char c = node_id[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == '-';
+        out[i] = ok ? c : '_';
+    }
+    out[i] = '\0';
+    if (i == 0 || out[0] == '.') snprintf(out, cap, "node");
+}
+
+void agent__memory_sync(agent_call *call)
+{
+    if (call->memory == NULL || call->memory_store == NULL) return;
+    const elastic_rdzv_result *g = &call->result;
+    replica_sync_out *out = calloc(1, sizeof *out);
+    if (out == NULL) return;
+    char name[REPLICA_NODE_MAX + 1];
+    replica_name(call->node_id, name, sizeof name);
+    replica_sync_in in = { .service = call->memory,
+                           .node_name = name,
+                           .host = call->node_addr,
+                           .domain = call->opts->failure_domain,
+                           .generation = g->generation,
+                           .group_rank = g->group_rank,
+                           .group_world_size = g->group_world_size,
+                           .first_rank = (uint32_t)g->rank_base,
+                           .local_ranks = (uint32_t)g->local_world_size,
+                           .disk_dir = call->opts->memory_disk_dir };
+    call->memory_rc = replica__sync_generation(call->memory_store, &in, out);
+    if (call->memory_rc != 0)
+        ELASTIC_LOG_W("agent",
+                      "memory tier: no job-wide restore plan (%s): each worker restores on its own",
+                      elastic_last_error());
+    call->memory_out = out;
+    call->memory_synced = true;
+}
+
+void agent__memory_call_free(agent_call *call)
+{
+    if (call->memory_out != NULL) free(call->memory_out->ranks);
+    free(call->memory_out);
+    call->memory_out = NULL;
+}
+
+void agent__memory_apply(agent_group *group, agent_call *call)
+{
+    free(group->restore_sources);
+    free(group->restore_nodes);
+    group->restore_sources = NULL;
+    group->restore_nodes = NULL;
+    group->restore_count = 0;
+    group->restore_planned = false;
+    replica_sync_out *out = call->memory_out;
+    if (!call->memory_synced || out == NULL || call->memory_rc != 0) {
+        agent__memory_call_free(call);
+        return;
+    }
+    int n = call->result.local_world_size;
+    group->restore_sources = calloc((size_t)(n > 0 ? n : 1), sizeof *group->restore_sources);
+    group->restore_nodes = calloc((size_t)(n > 0 ? n : 1), sizeof *group->restore_nodes);
+    if (group->restore_sources != NULL && group->restore_nodes != NULL && out->planned) {
+        group->restore_planned = true;
+        group->restore_step = out->step;
+        group->restore_count = n;
+        for (int i = 0; i < n; i++) {
+            group->restore_sources[i] = out->ranks[i].source;
+            snprintf(group->restore_nodes[i], sizeof group->restore_nodes[i], "%s",
+                     out->ranks[i].node);
+        }
+    }
+    /* Said when the plan left something out (a fresh job has nothing to say). */
+    bool passed = strstr(out->why, "passed over") != NULL || strstr(out->why, "ignored") != NULL;
+    if (passed && out->planned)
+        agent__console(group, "restore plan: %s; the job restores step %" PRIu64, out->why,
+                       out->step);
+    else if (passed)
+        agent__console(group, "restore plan: %s: every worker restores on its own", out->why);
+    agent__memory_call_free(call);
+}

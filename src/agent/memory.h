@@ -1,0 +1,33 @@
+/*
+ * The node's memory checkpoint tier as the agent hosts it (memory.c;
+ * --memory-ckpt, docs/CHECKPOINT.md "Memory tier").
+ */
+#ifndef ELASTIC_AGENT_MEMORY_H
+#define ELASTIC_AGENT_MEMORY_H
+
+#include "agent/group.h"
+
+/* Creates the tier and starts its service when opts.memory_ckpt is set;
+ * `token`: the job's (NULL: none). */
+int agent__memory_start(agent_group *group, const char *token);
+void agent__memory_stop(agent_group *group);
+/* A worker saved `step` in `tier` (CHANNEL__TIER_*): checkpoint_saved, and
+ * the service looks for the new memory step at once. */
+void agent__memory_saved(agent_group *group, int local_rank, int rank, uint64_t step,
+                         unsigned tier);
+/* A worker restored: checkpoint_restored, and the console's "resumed at step
+ * S from ..." line (once per generation, for the node's first worker). */
+void agent__memory_restored(agent_group *group, int local_rank, int rank, unsigned source,
+                            uint64_t step, uint64_t bytes, uint64_t us);
+
+/* Calls thread, in NEXT after the rendezvous: the job's one restore step
+ * (replica__sync_generation); the result waits in the call for the loop. */
+struct agent_call;
+void agent__memory_sync(struct agent_call *call);
+/* Loop, NEXT back: the plan goes to the workers' environment; a plan that
+ * passed over newer steps says why on the console. */
+void agent__memory_apply(agent_group *group, struct agent_call *call);
+/* The call's result, when the loop did not take it. */
+void agent__memory_call_free(struct agent_call *call);
+
+#endif /* ELASTIC_AGENT_MEMORY_H */

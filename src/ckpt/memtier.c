@@ -1,0 +1,274 @@
+/*
+ * The memory tier's directory, marker and bound (memtier.h): creating and
+ * removing the tree, reading the marker, counting what the tree holds and
+ * reserving room before a write.
+ */
+#include "ckpt/memtier.h"
+
+#include "ckpt/ckpt.h"
+#include "common/parse_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MARKER_MAX 256
+#define TREE_DEPTH 4 /* ROOT/peer/<node>/step-N/file */
+
+uint64_t ckpt__mem_default_limit(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return 1ull << 30;
+    return (uint64_t)pages * (uint64_t)page / 4;
+}
+
+/* Removes `path` and below, at most `depth` levels: the tree has a fixed
+ * shape, so anything deeper is not ours and stays (rmdir then fails). */
+static int remove_tree(const char *path, int depth)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : ckpt__fail_errno(errno, "stat", path);
+    if (!S_ISDIR(st.st_mode)) {
+        if (unlink(path) != 0 && errno != ENOENT) return ckpt__fail_errno(errno, "remove", path);
+        return 0;
+    }
+    if (depth == 0) return elastic__fail(ELASTIC_EINVAL, "%s: deeper than a memory tier", path);
+    DIR *d = opendir(path);
+    if (d == NULL) return ckpt__fail_errno(errno, "open", path);
+    int rc = 0;
+    struct dirent *e;
+    char child[PATH_MAX];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if ((size_t)snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= sizeof child)
+            continue;
+        int one = remove_tree(child, depth - 1);
+        if (rc == 0) rc = one;
+    }
+    closedir(d);
+    if (rmdir(path) != 0 && errno != ENOENT && rc == 0)
+        rc = ckpt__fail_errno(errno, "remove", path);
+    return rc;
+}
+
+int ckpt__mem_tier_remove(const char *root)
+{
+    return remove_tree(root, TREE_DEPTH);
+}
+
+static int make_dir(const char *root, const char *sub)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s%s%s", root, sub ? "/" : "", sub ? sub : "");
+    if (mkdir(path, 0700) != 0) return ckpt__fail_errno(errno, "create", path);
+    return 0;
+}
+
+int ckpt__mem_tier_create(const char *root, uint64_t limit, unsigned steps)
+{
+    if (root == NULL || *root == '\0' || strlen(root) > 3800)
+        return elastic__fail(ELASTIC_EINVAL, "memory tier: bad directory");
+    if (limit == 0) return elastic__fail(ELASTIC_EINVAL, "memory tier: the limit must be > 0");
+    if (steps < 2 || steps > CKPT_MEM_STEPS_MAX)
+        return elastic__fail(ELASTIC_EINVAL, "memory tier: steps kept must be 2..%u",
+                             CKPT_MEM_STEPS_MAX);
+    int rc = ckpt__mem_tier_remove(root);
+    if (rc == 0) rc = make_dir(root, NULL);
+    if (rc == 0) rc = make_dir(root, CKPT_MEM_OWN_DIR);
+    if (rc == 0) rc = make_dir(root, CKPT_MEM_PEER_DIR);
+    char text[MARKER_MAX];
+    int len = snprintf(text, sizeof text, "elastic-memory-tier 1\nlimit %" PRIu64 "\nsteps %u\n",
+                       limit, steps);
+    if (rc == 0)
+        rc = ckpt__write_file_atomic(root, CKPT_MEM_MARKER, "mem", text, (size_t)len, false, 0600);
+    return rc;
+}
+
+/* "elastic-memory-tier 1\nlimit N\nsteps K\n", nothing else. */
+static int parse_marker(const char *path, const char *text, ckpt_mem_tier *tier)
+{
+    char limit_text[32], steps_text[16];
+    int used = 0;
+    if (sscanf(text, "elastic-memory-tier 1\nlimit %31[0-9]\nsteps %15[0-9]\n%n", limit_text,
+               steps_text, &used) != 2 ||
+        text[used] != '\0')
+        return elastic__fail(ELASTIC_ECORRUPT, "%s: not a memory tier marker", path);
+    uint64_t limit, steps;
+    if (elastic__parse_u64("memory tier limit", limit_text, 1, UINT64_MAX, &limit) != 0 ||
+        elastic__parse_u64("memory tier steps", steps_text, 2, CKPT_MEM_STEPS_MAX, &steps) != 0)
+        return ckpt__fail_in(ELASTIC_ECORRUPT, path);
+    tier->limit = limit;
+    tier->steps = (unsigned)steps;
+    return 0;
+}
+
+int ckpt__mem_tier_open(const char *root, ckpt_mem_tier *tier)
+{
+    memset(tier, 0, sizeof *tier);
+    tier->lock_fd = -1;
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof path, "%s/" CKPT_MEM_MARKER, root) >= sizeof path)
+        return elastic__fail(ELASTIC_EINVAL, "memory tier: path too long");
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno == ENOENT) return elastic__fail(ELASTIC_ENOTFOUND, "%s: no memory tier", root);
+        return ckpt__fail_errno(errno, "open", path);
+    }
+    char text[MARKER_MAX + 1];
+    ssize_t n = pread(fd, text, MARKER_MAX, 0);
+    int rc = n < 0 ? ckpt__fail_errno(errno, "read", path) : 0;
+    if (rc == 0) {
+        text[n] = '\0';
+        rc = parse_marker(path, text, tier);
+    }
+    if (rc == 0 && (tier->root = elastic__strdup(root)) == NULL)
+        rc = elastic__fail(ELASTIC_ENOMEM, "memory tier");
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    tier->lock_fd = fd;
+    return 0;
+}
+
+void ckpt__mem_tier_close(ckpt_mem_tier *tier)
+{
+    if (tier->lock_fd >= 0) close(tier->lock_fd);
+    free(tier->root);
+    memset(tier, 0, sizeof *tier);
+    tier->lock_fd = -1;
+}
+
+static uint64_t usage_below(const char *path, int depth)
+{
+    DIR *d = opendir(path);
+    if (d == NULL) return 0;
+    uint64_t total = 0;
+    struct dirent *e;
+    char child[PATH_MAX];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if ((size_t)snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= sizeof child)
+            continue;
+        struct stat st;
+        if (lstat(child, &st) != 0) continue; /* removed meanwhile */
+        if (S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_blocks * 512u;
+        else if (S_ISDIR(st.st_mode) && depth > 1)
+            total += usage_below(child, depth - 1);
+    }
+    closedir(d);
+    return total;
+}
+
+uint64_t ckpt__mem_usage(const char *root)
+{
+    return usage_below(root, TREE_DEPTH);
+}
+
+int ckpt__mem_reserve(const ckpt_mem_tier *tier, int fd, uint64_t from, uint64_t len,
+                      const char *what)
+{
+    if (len == 0) return 0;
+    /* One reservation at a time in the whole tree (every process that
+     * writes into it): the count and the allocation go together. */
+    while (flock(tier->lock_fd, LOCK_EX) != 0)
+        if (errno != EINTR) return ckpt__fail_errno(errno, "lock", tier->root);
+    uint64_t held = ckpt__mem_usage(tier->root);
+    /* What the file already has allocated in the range (a reused file) is
+     * held already: only the rest is new. Files here are allocated from
+     * offset 0 up (written or reserved in order), so the blocks past `from`
+     * are the ones in the range. */
+    struct stat st;
+    uint64_t allocated = fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512u : 0;
+    uint64_t inside = allocated > from ? allocated - from : 0;
+    uint64_t need = len > inside ? len - inside : 0;
+    int rc = 0;
+    if (held > tier->limit || need > tier->limit - held) {
+        rc = elastic__fail(ELASTIC_ENOSPC,
+                           "memory checkpoint tier full (--memory-ckpt-limit %" PRIu64
+                           " bytes, %" PRIu64 " held): %s needs %" PRIu64 " more bytes (tier %s)",
+                           tier->limit, held, what, need, tier->root);
+    } else if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)len) != 0) {
+        /* A file system without fallocate still gets the count, racily. */
+        if (errno != EOPNOTSUPP) rc = ckpt__fail_errno(errno, "reserve memory in", tier->root);
+    }
+    flock(tier->lock_fd, LOCK_UN);
+    return rc;
+}
+
+void ckpt__mem_release_tail(int fd, uint64_t size, uint64_t reserved_end)
+{
+    if (reserved_end > size)
+        fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)size,
+                  (off_t)(reserved_end - size));
+}
+
+/* The directory's parent, then grandparent: ROOT/own, ROOT/peer/<node>. */
+int ckpt__mem_attach(elastic_ckpt *c)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", c->dir);
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(path, '/');
+        while (slash != NULL && slash > path && slash[1] == '\0') { /* trailing slashes */
+            *slash = '\0';
+            slash = strrchr(path, '/');
+        }
+        if (slash == NULL) {
+            if (up > 0 || strcmp(path, ".") == 0) return 0;
+            snprintf(path, sizeof path, "."); /* a relative name: its parent is "." */
+        } else if (slash == path) {
+            path[1] = '\0';
+        } else {
+            *slash = '\0';
+        }
+        int rc = ckpt__mem_tier_open(path, &c->mem);
+        if (rc == ELASTIC_ENOTFOUND) continue;
+        if (rc != 0) return rc;
+        /* tmpfs has nothing to flush; K steps kept: the one being written
+         * and K-1 committed ones. */
+        c->opts.fsync = ELASTIC_CKPT_FSYNC_NONE;
+        if (c->opts.keep_last == 0) c->opts.keep_last = c->mem.steps - 1;
+        return 0;
+    }
+    return 0;
+}
+
+static void spare_name(const char *dir, uint32_t rank, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/.spare-%" PRIu32, dir, rank);
+}
+
+void ckpt__mem_keep_spares(const char *dir, const char *step_dir)
+{
+    char path[PATH_MAX + 300], spare[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
+    unlink(path); /* first, as ckpt__remove_step_dir does: never a committed step missing shards */
+    DIR *d = opendir(step_dir);
+    if (d == NULL) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        uint32_t rank;
+        uint64_t gen;
+        if (!ckpt__parse_shard_name(e->d_name, &rank, &gen)) continue;
+        snprintf(path, sizeof path, "%s/%s", step_dir, e->d_name);
+        spare_name(dir, rank, spare, sizeof spare);
+        rename(path, spare); /* replaces an older spare; failing, the file goes with its step */
+    }
+    closedir(d);
+}
+
+bool ckpt__mem_take_spare(const char *dir, uint32_t rank, const char *path)
+{
+    char spare[PATH_MAX + 32];
+    spare_name(dir, rank, spare, sizeof spare);
+    return rename(spare, path) == 0;
+}

@@ -1,0 +1,266 @@
+/*
+ * Peer replicas of memory-tier shards (docs/CHECKPOINT.md, "Memory tier"):
+ * each node's agent copies its node's shards to R other nodes' agents, which
+ * keep them in their own bounded memory tier, and a node that restores reads
+ * a shard from whichever peer holds it.
+ *
+ * Layers, bottom up:
+ *   transport (tcp.c)   a connection that sends, sends from a file, receives,
+ *                       with a deadline on every call. The seam: UCX (RDMA,
+ *                       Debian libucx-dev) is the next transport, behind the
+ *                       same four operations.
+ *   auth (auth.c)       both sides prove they hold the job's token (HMAC-SHA256
+ *                       over both nonces, labels of their own), before any
+ *                       request is read.
+ *   wire (wire.c)       requests and answers, every field bounded.
+ *   client (client.c)   push a step's shards and commit record; fetch one.
+ *   server (server.c)   the receiver: stores pushed files under
+ *                       ROOT/peer/<origin>/ within the tier's limit, K steps
+ *                       per origin; serves fetches of its own and peer shards.
+ *   placement.c         which R nodes hold a node's copies (pure).
+ *   holdings.c          what a tier holds, as the restore planner's input.
+ */
+#ifndef ELASTIC_REPLICA_H
+#define ELASTIC_REPLICA_H
+
+#include "ckpt/ckpt.h"
+#include "ckpt/memtier.h"
+#include "ckpt/restore_plan.h"
+#include "common/common.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- transport (the seam) --------------------------------------------------- */
+
+typedef struct replica_conn replica_conn;
+
+typedef struct replica_transport_ops {
+    const char *name;
+    /* Each: the whole length before the deadline (ms, elastic__now_ms clock),
+     * else ELASTIC_ETIMEDOUT / ELASTIC_ECONNECT with a detail. */
+    int (*send)(replica_conn *c, const void *data, size_t len, uint64_t deadline_ms);
+    int (*send_file)(replica_conn *c, int fd, uint64_t offset, uint64_t len, uint64_t deadline_ms);
+    int (*recv)(replica_conn *c, void *data, size_t len, uint64_t deadline_ms);
+    /* Wakes a call blocked on the connection from another thread (it fails). */
+    void (*shutdown)(replica_conn *c);
+    void (*close)(replica_conn *c);
+} replica_transport_ops;
+
+struct replica_conn {
+    const replica_transport_ops *ops; /* transports embed this first */
+};
+
+typedef struct replica_listener replica_listener;
+
+int replica__tcp_connect(const char *host, int port, uint64_t deadline_ms, replica_conn **out);
+/* host NULL or "": every address. port 0: any (see replica__tcp_port). */
+int replica__tcp_listen(const char *host, int port, replica_listener **out);
+int replica__tcp_port(const replica_listener *l);
+int replica__tcp_listener_fd(const replica_listener *l);
+/* ELASTIC_ETIMEDOUT when nobody connects before the deadline. */
+int replica__tcp_accept(replica_listener *l, uint64_t deadline_ms, replica_conn **out);
+void replica__tcp_listener_close(replica_listener *l);
+
+static inline void replica__close(replica_conn *c)
+{
+    if (c != NULL) c->ops->close(c);
+}
+
+/* ---- authentication ------------------------------------------------------------ */
+
+/* token NULL: no authentication (both sides must agree; a server with a
+ * token refuses a client without one and the other way round). */
+int replica__auth_client(replica_conn *c, const char *token, uint64_t deadline_ms);
+int replica__auth_server(replica_conn *c, const char *token, uint64_t deadline_ms);
+
+/* ---- requests ---------------------------------------------------------------- */
+
+#define REPLICA_NODE_MAX    64 /* origin names: [A-Za-z0-9._-], 1..64 */
+#define REPLICA_KIND_SHARD  0u
+#define REPLICA_KIND_COMMIT 1u
+
+/* One file of one step of one origin's memory tier. */
+typedef struct replica_file_id {
+    char origin[REPLICA_NODE_MAX + 1]; /* the node whose shards these are */
+    uint64_t step, generation;
+    uint32_t rank, world; /* commit records: rank 0 */
+    uint32_t kind;        /* REPLICA_KIND_* */
+} replica_file_id;
+
+bool replica__node_name_ok(const char *name);
+
+/* Pushes every shard of `step` found in the checkpoint directory `dir`
+ * (the origin's ROOT/own), then its commit record (so a step is complete
+ * on the peer only once its record arrived). *bytes: what was sent. */
+int replica__push_step(replica_conn *c, const char *origin, const char *dir, uint64_t step,
+                       uint64_t *bytes, uint64_t deadline_ms);
+/* Pushes one file. */
+int replica__push_file(replica_conn *c, const replica_file_id *id, const char *path,
+                       uint64_t deadline_ms);
+/* Fetches one file the peer holds into `dest` (a temporary name beside it,
+ * then renamed), reserving room in `tier` when it is not NULL. id->origin
+ * empty: wherever the peer has it (its own shards first, then its replicas).
+ * ELASTIC_ENOTFOUND when the peer does not hold it. Checks nothing but the
+ * length: the reader verifies every byte. */
+int replica__fetch_file(replica_conn *c, const replica_file_id *id, const char *dest,
+                        const ckpt_mem_tier *tier, uint64_t *bytes, uint64_t deadline_ms);
+
+/* ---- the receiver -------------------------------------------------------------- */
+
+typedef struct replica_server replica_server;
+
+typedef struct replica_server_opts {
+    const char *tier_root; /* a memory tier (ckpt__mem_tier_create) */
+    const char *token;     /* NULL: unauthenticated */
+    const char *host;      /* NULL: every address */
+    int port;              /* 0: any */
+    int io_timeout_ms;     /* per request; default 30000 */
+    unsigned max_conns;    /* connections served at once; default 16 */
+} replica_server_opts;
+
+int replica__server_start(const replica_server_opts *opts, replica_server **out);
+int replica__server_port(const replica_server *s);
+/* Counters for metrics: files and bytes stored, refused requests. */
+void replica__server_counts(replica_server *s, uint64_t *files, uint64_t *bytes, uint64_t *refused);
+void replica__server_stop(replica_server *s);
+
+/* ---- placement ----------------------------------------------------------------- */
+
+typedef struct replica_node {
+    const char *name;   /* unique */
+    const char *domain; /* failure domain (rack, switch); NULL or "": its own */
+} replica_node;
+
+/* The R nodes that hold copies of nodes[self]'s shards: never itself, never
+ * in its failure domain while nodes outside it remain, then as few copies
+ * per domain as can be, spread so that every node holds about as many
+ * copies as it sends (a ring over the nodes sorted by name). Deterministic:
+ * every agent computes the same placement. Writes up to r indices; returns
+ * how many (fewer than r when there are not enough other nodes). */
+size_t replica__place(const replica_node *nodes, size_t n, size_t self, size_t r, size_t *out);
+
+/* ---- holdings ------------------------------------------------------------------- */
+
+/* What the tier at `root` holds: its own committed steps and its peers'
+ * (each shard whose size matches its step's commit record), as copies held
+ * by node `self_node` in the memory tier. *copies is freed with free(). */
+int replica__holdings(const char *root, uint32_t self_node, ckpt_copy **copies, size_t *n);
+
+/* ---- restoring ------------------------------------------------------------------- */
+
+/* How the stager reaches a peer node: connect and authenticate; the caller closes. */
+typedef struct replica_dialer {
+    int (*connect)(void *ctx, uint32_t node, replica_conn **out);
+    void *ctx;
+} replica_dialer;
+
+typedef struct replica_restored {
+    ckpt_source source; /* where the verified copy came from */
+    uint32_t node;      /* the node that held it (CKPT_NODE_SHARED: shared disk) */
+    uint64_t bytes;     /* the shard's size */
+    uint64_t ns;        /* time to stage and verify it */
+    unsigned refused;   /* copies tried before it that failed (unreachable, corrupt) */
+    char why[256];      /* the last refusal's reason */
+} replica_restored;
+
+/* Makes `rank`'s shard of the plan's step readable from ROOT/own for node
+ * `self` (ROOT/own/step-N/ gets the shard and the step's commit record):
+ * tries the plan's copies cheapest first — this node's memory (its own
+ * shards, or a replica it holds, linked in), a peer's memory (fetched
+ * through the dialer) — and verifies each completely before taking it; a
+ * copy that fails (a flipped byte, an unreachable peer) is removed and the
+ * next one tried. A disk copy is not staged: out->source is
+ * CKPT_SOURCE_DISK and the worker reads the disk tier. ELASTIC_ENOTFOUND,
+ * with every refusal's reason, when no copy was usable. */
+int replica__stage_shard(const char *root, const ckpt_plan *plan, uint32_t rank, uint32_t self,
+                         const replica_dialer *dialer, uint64_t deadline_ms, replica_restored *out);
+
+/* ---- the node's service (service.c): what an agent hosts ---------------------- */
+
+typedef struct replica_service replica_service;
+
+typedef struct replica_peer {
+    char name[REPLICA_NODE_MAX + 1];   /* unique node name (the origin of its copies) */
+    char domain[REPLICA_NODE_MAX + 1]; /* failure domain; "": its own */
+    char host[256];                    /* where its receiver listens */
+    int port;
+} replica_peer;
+
+typedef struct replica_service_opts {
+    const char *root;        /* the tier (created afresh; removed at stop) */
+    uint64_t limit;          /* bytes; 0: ckpt__mem_default_limit() */
+    unsigned steps;          /* K; 0: 2 */
+    const char *token;       /* the job's token; NULL: unauthenticated */
+    const char *listen_host; /* NULL: every address */
+    int port;                /* 0: any */
+    unsigned replicas;       /* R; 0 is allowed (no copies) */
+    const char *disk_dir;    /* the disk tier, or NULL */
+    unsigned disk_every;     /* every Nth memory step goes to disk; 0: none */
+    int io_timeout_ms;       /* per push/fetch; default 30000 */
+} replica_service_opts;
+
+typedef struct replica_service_stats {
+    uint64_t held_bytes;      /* the whole tier: own shards and replicas */
+    uint64_t own_step;        /* newest committed own step (0: none) */
+    uint64_t replicated_step; /* newest own step every target holds */
+    uint64_t lag_ms;          /* from that step's commit to its last replica (last one) */
+    uint64_t replicas_in;     /* files received from peers */
+    uint64_t push_failures;   /* pushes that failed (retried on the next step) */
+    uint64_t disk_step;       /* newest step written to disk from memory */
+    uint64_t disk_failures;
+} replica_service_stats;
+
+int replica__service_start(const replica_service_opts *opts, replica_service **out);
+int replica__service_port(const replica_service *s);
+/* The generation's nodes (self included, by index) and so the placement of
+ * this node's copies. Copies already pushed stay where they are. */
+int replica__service_set_peers(replica_service *s, const replica_peer *nodes, size_t n,
+                               size_t self);
+/* A worker committed a memory step (or the agent's tick): look for new steps now. */
+void replica__service_kick(replica_service *s);
+void replica__service_stats(replica_service *s, replica_service_stats *out);
+/* Waits (until the deadline) for `step` to have all its replicas; 0 or ELASTIC_ETIMEDOUT. */
+int replica__service_wait_replicated(replica_service *s, uint64_t step, uint64_t deadline_ms);
+/* Stops the threads and removes the tier (its memory is freed). */
+void replica__service_stop(replica_service *s);
+const char *replica__service_root(const replica_service *s);
+const char *replica__service_token(const replica_service *s);
+
+/* ---- one restore step for the job (sync.c) --------------------------------------- */
+
+/* At the start of each generation every node's agent publishes its
+ * receiver's address and what its tier holds through the job's store, reads
+ * every other node's, places its copies (R peers), runs the restore planner
+ * on the same inputs as every other node (so all agree on one step), stages
+ * the shards of the ranks it will run, and records the generation's restore
+ * step in the job's history (the fence for later plans). */
+typedef struct replica_sync_in {
+    replica_service *service; /* this node's */
+    const char *node_name;    /* unique, replica__node_name_ok */
+    const char *host;         /* where peers reach its receiver */
+    const char *domain;       /* failure domain; NULL or "": its own */
+    uint64_t generation;
+    int group_rank, group_world_size;
+    uint32_t first_rank, local_ranks; /* the ranks this node runs in the generation */
+    const char *disk_dir;             /* a shared disk tier to count in, or NULL */
+    int timeout_ms;                   /* for the other nodes' records; default 30000 */
+} replica_sync_in;
+
+typedef struct replica_sync_rank {
+    unsigned source; /* CHANNEL__RESTORE_* (NONE: this rank has no shard in the step) */
+    char node[REPLICA_NODE_MAX + 1]; /* the node the copy came from ("" for disk) */
+} replica_sync_rank;
+
+typedef struct replica_sync_out {
+    bool planned;             /* false: no step has every shard (a fresh start, or too much lost) */
+    uint64_t step;            /* the step every rank restores */
+    char why[512];            /* what the plan passed over, or why there is none */
+    replica_sync_rank *ranks; /* local_ranks entries; free() */
+} replica_sync_out;
+
+int replica__sync_generation(elastic_store *store, const replica_sync_in *in,
+                             replica_sync_out *out);
+
+#endif /* ELASTIC_REPLICA_H */

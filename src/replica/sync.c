@@ -1,0 +1,396 @@
+/*
+ * One restore step for the whole job (replica.h, "one restore step"): every
+ * node publishes a record through the job's store — its receiver's address,
+ * its failure domain and every copy its tier holds (and the shared disk
+ * tier's steps it sees) — reads every other node's, and runs the planner on
+ * the union, which is the same on every node: all agree on one step without
+ * a leader. The job's history (each generation's restore step, the fence)
+ * is one key that group rank 0 appends to.
+ *
+ *   memtier/g<generation>/node/<group rank>   the node's record (text, bounded)
+ *   memtier/history                          "<generation> <restored 0|1> <step>" lines
+ */
+#include "replica/replica.h"
+
+#include "channel/channel.h"
+#include "common/clock.h"
+#include "common/parse_int.h"
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MAX_COPIES_PER_NODE 65536u
+#define MAX_RECORD_BYTES    (64u + 4u * 300u + MAX_COPIES_PER_NODE * 80u)
+#define MAX_HISTORY_LINES   256u
+#define MAX_HISTORY_BYTES   (MAX_HISTORY_LINES * 64u)
+#define MAX_NODES           4096
+
+typedef struct node_record {
+    replica_peer peer;
+    ckpt_copy *copies;
+    size_t n_copies;
+} node_record;
+
+/* ---- records --------------------------------------------------------------------- */
+
+static int disk_copies(const char *dir, ckpt_copy **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    uint64_t *steps = NULL;
+    size_t n_steps = 0;
+    if (dir == NULL || ckpt__scan_steps(dir, &steps, &n_steps) != 0) return 0;
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n_steps && rc == 0; i++) {
+        char step_dir[PATH_MAX], path[PATH_MAX + 16];
+        ckpt__step_dir(dir, steps[i], step_dir, sizeof step_dir);
+        snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
+        uint8_t *raw = NULL;
+        size_t len = 0;
+        ckpt_commit_record r;
+        if (ckpt__read_small_file(path, 32u + 16u * CKPT_MAX_WORLD + 8u, &raw, &len) != 0) continue;
+        int decoded = ckpt__commit_decode(raw, len, &r);
+        free(raw);
+        if (decoded != 0) continue;
+        for (uint32_t rank = 0; rank < r.world && rc == 0; rank++) {
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 64;
+                ckpt_copy *grown =
+                    cap <= MAX_COPIES_PER_NODE ? realloc(*out, cap * sizeof *grown) : NULL;
+                if (grown == NULL) {
+                    rc = elastic__fail(ELASTIC_ELIMIT, "too many disk copies");
+                    break;
+                }
+                *out = grown;
+            }
+            (*out)[(*n)++] = (ckpt_copy){ .step = steps[i],
+                                          .generation = r.generation,
+                                          .world = r.world,
+                                          .rank = rank,
+                                          .node = CKPT_NODE_SHARED,
+                                          .tier = CKPT_TIER_DISK,
+                                          .bytes = r.shards[rank].file_size };
+        }
+        ckpt__commit_free(&r);
+    }
+    free(steps);
+    return rc;
+}
+
+static int encode_record(const replica_sync_in *in, int port, bytes__buf *out)
+{
+    ckpt_copy *mem = NULL, *disk = NULL;
+    size_t n_mem = 0, n_disk = 0;
+    int rc = replica__holdings(replica__service_root(in->service), 0, &mem, &n_mem);
+    if (rc == 0) rc = disk_copies(in->disk_dir, &disk, &n_disk);
+    if (rc == 0 && n_mem + n_disk > MAX_COPIES_PER_NODE)
+        rc = elastic__fail(ELASTIC_ELIMIT, "more than %u copies in the tier", MAX_COPIES_PER_NODE);
+    char line[400];
+    int len = snprintf(line, sizeof line, "node %s\nhost %s\nport %d\ndomain %s\n", in->node_name,
+                       in->host, port, in->domain && *in->domain ? in->domain : "-");
+    if (rc == 0) bytes__put(out, line, (size_t)len);
+    for (size_t i = 0; rc == 0 && i < n_mem + n_disk; i++) {
+        const ckpt_copy *c = i < n_mem ? &mem[i] : &disk[i - n_mem];
+        len = snprintf(line, sizeof line,
+                       "%s %" PRIu64 " %" PRIu64 " %" PRIu32 " %" PRIu32 " %" PRIu64 "\n",
+                       c->tier == CKPT_TIER_DISK ? "disk" : "mem", c->step, c->generation, c->world,
+                       c->rank, c->bytes);
+        bytes__put(out, line, (size_t)len);
+    }
+    free(mem);
+    free(disk);
+    if (rc == 0 && out->failed) rc = elastic__fail(ELASTIC_ENOMEM, "memory tier record");
+    return rc;
+}
+
+static int bad_record(int group_rank, const char *why)
+{
+    return elastic__fail(ELASTIC_EPROTO, "memory tier record of node %d: %s", group_rank, why);
+}
+
+/* Reads "key value\n" where value is [^\n]{1,cap-1}. */
+static bool take_field(const char **p, const char *end, const char *key, char *value, size_t cap)
+{
+    size_t klen = strlen(key);
+    if ((size_t)(end - *p) <= klen || memcmp(*p, key, klen) != 0 || (*p)[klen] != ' ') return false;
+    const char *v = *p + klen + 1, *nl = memchr(v, '\n', (size_t)(end - v));
+    if (nl == NULL || nl == v || (size_t)(nl - v) >= cap) return false;
+    memcpy(value, v, (size_t)(nl - v));
+    value[nl - v] = '\0';
+    *p = nl + 1;
+    return true;
+}
+
+static int decode_record(const char *text, size_t len, int group_rank, node_record *rec)
+{
+    const char *p = text, *end = text + len;
+    char port_text[16];
+    memset(rec, 0, sizeof *rec);
+    if (!take_field(&p, end, "node", rec->peer.name, sizeof rec->peer.name) ||
+        !replica__node_name_ok(rec->peer.name) ||
+        !take_field(&p, end, "host", rec->peer.host, sizeof rec->peer.host) ||
+        !take_field(&p, end, "port", port_text, sizeof port_text) ||
+        elastic__parse_int(NULL, port_text, 1, 65535, &rec->peer.port) != 0 ||
+        !take_field(&p, end, "domain", rec->peer.domain, sizeof rec->peer.domain))
+        return bad_record(group_rank, "bad header");
+    if (strcmp(rec->peer.domain, "-") == 0) rec->peer.domain[0] = '\0';
+    size_t cap = 0;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        char line[160];
+        if (nl == NULL || (size_t)(nl - p) >= sizeof line)
+            return bad_record(group_rank, "bad line");
+        memcpy(line, p, (size_t)(nl - p));
+        line[nl - p] = '\0';
+        p = nl + 1;
+        char kind[8], f[5][24];
+        int used = 0;
+        if (sscanf(line, "%7s %23s %23s %23s %23s %23s%n", kind, f[0], f[1], f[2], f[3], f[4],
+                   &used) != 6 ||
+            line[used] != '\0')
+            return bad_record(group_rank, "bad copy line");
+        ckpt_copy c = { .node = (uint32_t)group_rank };
+        uint64_t world, rank;
+        if ((strcmp(kind, "mem") != 0 && strcmp(kind, "disk") != 0) ||
+            elastic__parse_u64(NULL, f[0], 0, UINT64_MAX - 1, &c.step) != 0 ||
+            elastic__parse_u64(NULL, f[1], 0, UINT64_MAX, &c.generation) != 0 ||
+            elastic__parse_u64(NULL, f[2], 1, CKPT_MAX_WORLD, &world) != 0 ||
+            elastic__parse_u64(NULL, f[3], 0, world - 1, &rank) != 0 ||
+            elastic__parse_u64(NULL, f[4], 0, UINT64_MAX, &c.bytes) != 0)
+            return bad_record(group_rank, "copy out of range");
+        c.world = (uint32_t)world;
+        c.rank = (uint32_t)rank;
+        c.tier = strcmp(kind, "disk") == 0 ? CKPT_TIER_DISK : CKPT_TIER_MEMORY;
+        if (c.tier == CKPT_TIER_DISK) c.node = CKPT_NODE_SHARED;
+        if (rec->n_copies == cap) {
+            cap = cap ? cap * 2 : 64;
+            ckpt_copy *grown =
+                cap <= 2 * MAX_COPIES_PER_NODE ? realloc(rec->copies, cap * sizeof *grown) : NULL;
+            if (grown == NULL) return bad_record(group_rank, "too many copies");
+            rec->copies = grown;
+        }
+        rec->copies[rec->n_copies++] = c;
+    }
+    return 0;
+}
+
+/* ---- history ------------------------------------------------------------------------ */
+
+static int read_history(elastic_store *store, uint64_t before, ckpt_generation_start **out,
+                        size_t *n, char **raw_out)
+{
+    *out = NULL;
+    *n = 0;
+    *raw_out = NULL;
+    void *value = NULL;
+    size_t len = 0;
+    int rc = elastic_store_try_get(store, "memtier/history", &value, &len);
+    if (rc == ELASTIC_ENOTFOUND) return 0; /* the first generation */
+    if (rc) return rc;
+    if (len > MAX_HISTORY_BYTES) len = MAX_HISTORY_BYTES;
+    char *text = malloc(len + 1);
+    *out = calloc(MAX_HISTORY_LINES, sizeof **out);
+    if (text == NULL || *out == NULL) {
+        free(text);
+        elastic_free(value);
+        return elastic__fail(ELASTIC_ENOMEM, "history");
+    }
+    memcpy(text, value, len);
+    text[len] = '\0';
+    elastic_free(value);
+    for (char *line = text, *next; line && *line && *n < MAX_HISTORY_LINES; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        char g[24], r[4], s[24];
+        uint64_t gen, step, restored;
+        if (sscanf(line, "%23s %3s %23s", g, r, s) != 3 ||
+            elastic__parse_u64(NULL, g, 0, UINT64_MAX, &gen) != 0 ||
+            elastic__parse_u64(NULL, r, 0, 1, &restored) != 0 ||
+            elastic__parse_u64(NULL, s, 0, UINT64_MAX, &step) != 0 || gen >= before)
+            continue;
+        (*out)[(*n)++] = (ckpt_generation_start){ .generation = gen,
+                                                  .restored = restored == 1,
+                                                  .restore_step = step };
+    }
+    *raw_out = text; /* kept for the append (lines of this and later generations dropped) */
+    return 0;
+}
+
+static void append_history(elastic_store *store, const ckpt_generation_start *history, size_t n,
+                           const ckpt_plan *plan, uint64_t generation)
+{
+    bytes__buf out = { 0 };
+    char line[80];
+    size_t first = n + 1 > MAX_HISTORY_LINES ? n + 1 - MAX_HISTORY_LINES : 0;
+    for (size_t i = first; i < n; i++) {
+        int len = snprintf(line, sizeof line, "%" PRIu64 " %d %" PRIu64 "\n", history[i].generation,
+                           history[i].restored ? 1 : 0, history[i].restore_step);
+        bytes__put(&out, line, (size_t)len);
+    }
+    int len = snprintf(line, sizeof line, "%" PRIu64 " %d %" PRIu64 "\n", generation,
+                       plan->found ? 1 : 0, plan->found ? plan->step : 0);
+    bytes__put(&out, line, (size_t)len);
+    if (!out.failed && elastic_store_set(store, "memtier/history", out.data, out.len) != 0)
+        ELASTIC_LOG_W("replica", "recording the restore step: %s", elastic_last_error());
+    bytes__buf_free(&out);
+}
+
+/* The job goes back to `step`: what this tier holds beyond it is a history
+ * the job left (the trainer will save those step numbers again). */
+static void drop_newer(const char *dir, uint64_t step)
+{
+    uint64_t *steps = NULL;
+    size_t n = 0;
+    if (ckpt__scan_steps(dir, &steps, &n) != 0) return;
+    for (size_t i = 0; i < n; i++) {
+        if (steps[i] <= step) continue;
+        char step_dir[PATH_MAX];
+        ckpt__step_dir(dir, steps[i], step_dir, sizeof step_dir);
+        ckpt__remove_step_dir(step_dir);
+    }
+    free(steps);
+}
+
+static void drop_newer_everywhere(const char *root, uint64_t step)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/" CKPT_MEM_OWN_DIR, root);
+    drop_newer(dir, step);
+    snprintf(dir, sizeof dir, "%s/" CKPT_MEM_PEER_DIR, root);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        if (!replica__node_name_ok(e->d_name)) continue;
+        char sub[PATH_MAX + 300];
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        drop_newer(sub, step);
+    }
+    if (d) closedir(d);
+}
+
+/* ---- staging through the records' addresses ---------------------------------------------- */
+
+typedef struct dial_ctx {
+    const node_record *records;
+    size_t n;
+    const char *token;
+    int timeout_ms;
+} dial_ctx;
+
+static int dial_record(void *p, uint32_t node, replica_conn **out)
+{
+    const dial_ctx *ctx = p;
+    if (node >= ctx->n) return elastic__fail(ELASTIC_ECONNECT, "no node %" PRIu32, node);
+    const replica_peer *peer = &ctx->records[node].peer;
+    uint64_t deadline = elastic__deadline_ms(ctx->timeout_ms);
+    int rc = replica__tcp_connect(peer->host, peer->port, deadline, out);
+    if (rc == 0 && (rc = replica__auth_client(*out, ctx->token, deadline)) != 0)
+        replica__close(*out);
+    return rc;
+}
+
+static void free_records(node_record *records, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(records[i].copies);
+    free(records);
+}
+
+int replica__sync_generation(elastic_store *store, const replica_sync_in *in, replica_sync_out *out)
+{
+    memset(out, 0, sizeof *out);
+    if (store == NULL || in == NULL || in->service == NULL || in->group_world_size < 1 ||
+        in->group_world_size > MAX_NODES || in->group_rank < 0 ||
+        in->group_rank >= in->group_world_size || !replica__node_name_ok(in->node_name))
+        return elastic__fail(ELASTIC_EINVAL, "memory tier sync: bad arguments");
+    int timeout_ms = in->timeout_ms > 0 ? in->timeout_ms : 30000;
+    out->ranks = calloc(in->local_ranks ? in->local_ranks : 1, sizeof *out->ranks);
+    if (out->ranks == NULL) return elastic__fail(ELASTIC_ENOMEM, "memory tier sync");
+    /* 1. our record */
+    bytes__buf rec = { .limit = MAX_RECORD_BYTES };
+    char key[128];
+    int rc = encode_record(in, replica__service_port(in->service), &rec);
+    snprintf(key, sizeof key, "memtier/g%" PRIu64 "/node/%d", in->generation, in->group_rank);
+    if (rc == 0) rc = elastic_store_set(store, key, rec.data, rec.len);
+    bytes__buf_free(&rec);
+    if (rc) return rc;
+    /* 2. everyone's (ours included: the same bytes every node reads) */
+    size_t n = (size_t)in->group_world_size;
+    node_record *records = calloc(n, sizeof *records);
+    if (records == NULL) return elastic__fail(ELASTIC_ENOMEM, "memory tier sync");
+    uint64_t deadline = elastic__deadline_ms(timeout_ms);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        snprintf(key, sizeof key, "memtier/g%" PRIu64 "/node/%zu", in->generation, i);
+        void *value = NULL;
+        size_t len = 0;
+        rc = elastic_store_get(store, key, elastic__ms_left(deadline), &value, &len);
+        if (rc == 0 && len > MAX_RECORD_BYTES) rc = bad_record((int)i, "too large");
+        if (rc == 0) rc = decode_record(value, len, (int)i, &records[i]);
+        elastic_free(value);
+    }
+    /* 3. placement of our copies among the generation's nodes */
+    replica_peer *peers = rc == 0 ? calloc(n, sizeof *peers) : NULL;
+    if (rc == 0 && peers == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "memory tier sync");
+    for (size_t i = 0; rc == 0 && i < n; i++) peers[i] = records[i].peer;
+    if (rc == 0) rc = replica__service_set_peers(in->service, peers, n, (size_t)in->group_rank);
+    free(peers);
+    /* 4. the plan, the same on every node */
+    ckpt_generation_start *history = NULL;
+    size_t n_history = 0;
+    char *raw_history = NULL;
+    if (rc == 0) rc = read_history(store, in->generation, &history, &n_history, &raw_history);
+    free(raw_history);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) total += records[i].n_copies;
+    ckpt_copy *all = rc == 0 ? malloc((total ? total : 1) * sizeof *all) : NULL;
+    if (rc == 0 && all == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "memory tier sync");
+    for (size_t i = 0, at = 0; rc == 0 && i < n; i++) {
+        memcpy(all + at, records[i].copies, records[i].n_copies * sizeof *all);
+        at += records[i].n_copies;
+    }
+    ckpt_plan plan = { 0 };
+    ckpt_plan_input pin = { .copies = all,
+                            .n_copies = total,
+                            .history = history,
+                            .n_history = n_history,
+                            .generation = in->generation };
+    if (rc == 0) rc = ckpt__plan_restore(&pin, &plan);
+    free(all);
+    if (rc == 0 && in->group_rank == 0)
+        append_history(store, history, n_history, &plan, in->generation);
+    free(history);
+    if (rc == 0) {
+        out->planned = plan.found;
+        out->step = plan.step;
+        snprintf(out->why, sizeof out->why, "%s", plan.why);
+    }
+    /* 5. this node's ranks, staged from their cheapest verified copies */
+    dial_ctx ctx = { records, n, replica__service_token(in->service), timeout_ms };
+    replica_dialer dialer = { dial_record, &ctx };
+    for (uint32_t i = 0; rc == 0 && plan.found && i < in->local_ranks; i++) {
+        uint32_t rank = in->first_rank + i;
+        if (rank >= plan.world) continue; /* a larger world: that rank reshards on its own */
+        replica_restored got;
+        int staged = replica__stage_shard(replica__service_root(in->service), &plan, rank,
+                                          (uint32_t)in->group_rank, &dialer,
+                                          elastic__deadline_ms(timeout_ms), &got);
+        if (staged != 0) {
+            ELASTIC_LOG_E("replica", "rank %" PRIu32 ": %s", rank, elastic_last_error());
+            continue; /* NONE: the worker falls back on its own */
+        }
+        out->ranks[i].source = got.source == CKPT_SOURCE_LOCAL  ? CHANNEL__RESTORE_LOCAL
+                               : got.source == CKPT_SOURCE_PEER ? CHANNEL__RESTORE_PEER
+                                                                : CHANNEL__RESTORE_DISK;
+        if (got.source != CKPT_SOURCE_DISK && got.node < n)
+            snprintf(out->ranks[i].node, sizeof out->ranks[i].node, "%s",
+                     records[got.node].peer.name);
+    }
+    /* Steps newer than the plan's are never among its copies, so no peer's
+     * staging can be fetching them: they go. */
+    if (rc == 0 && plan.found) drop_newer_everywhere(replica__service_root(in->service), plan.step);
+    ckpt__plan_free(&plan);
+    free_records(records, n);
+    return rc;
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The memory checkpoint tier across hosts: three nodes train (the demo
+# trainer, 100 ms steps, a memory save every step with a per-rank 1 MiB shard
+# it checks after every restore, no disk step in reach) and a spare waits. h3's agent
+# is SIGKILLed: the survivors and the spare agree on one restore step, the
+# spare's rank comes back from its peer copy (peer memory), the others from
+# memory too, and the job finishes with every per-rank shard right.
+set -euo pipefail
+here=$(dirname "$0")
+NETNS_TAG=${NETNS_TAG:-memckpt}
+. "$here/netns.sh"
+. "$here/cluster.sh"
+netns_skip_unless_able
+netns_setup 4
+TRAINER=${ELASTIC_EXAMPLE_DIR:-$here/../../build/release/examples}/demo_trainer
+[ -x "$ELASTICRUN" ] && [ -x "$TRAINER" ] || { echo "FAIL: build first (make)" >&2; exit 1; }
+ckpt=$CLUSTER_DIR/ckpt
+mkdir -p "$ckpt"
+
+start_node() { # start_node I
+    local host=$1 conf="last_call_timeout=1,join_timeout=60"
+    [ "$host" = 1 ] && conf="$conf,is_host=1" || conf="$conf,is_host=0"
+    rm -f "$(cluster_events "$host")"
+    netns_spawn "$host" "$(cluster_log "$host")" env ELASTIC_LOG_LEVEL=warn "$ELASTICRUN" \
+        --nnodes 3:3 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint "$(netns_addr 1):$CLUSTER_PORT" \
+        --rdzv-id memckpt-job --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts 3 \
+        --memory-ckpt --memory-ckpt-limit 256M --event-log "$(cluster_events "$host")" --no-python \
+        "$TRAINER" --ckpt-dir "$ckpt" --steps 150 --step-ms 100 --ckpt-every 100000 \
+        --memory-every 1 --state-mib 1
+    CLUSTER_AGENT_PIDS[$host]=$NETNS_LAST_PID
+}
+
+for i in 1 2 3; do start_node "$i"; done
+for i in 1 2 3; do
+    cluster_wait "$i" '"event":"generation_formed".*"world_size":3,' 60 || cluster_fail "h$i never joined"
+done
+start_node 4 # the spare: waits, the job is full
+# Memory steps replicated: every node has saved for a while.
+for i in 1 2 3; do
+    cluster_wait_count "$i" '"event":"checkpoint_saved".*"tier":"memory"' 2 30 || cluster_fail "h$i saved nothing"
+done
+cluster_mark
+kill -KILL "${CLUSTER_AGENT_PIDS[3]}"
+cluster_wait 4 '"event":"checkpoint_restored"' 60 || cluster_fail "the spare restored nothing"
+grep -E '"event":"checkpoint_restored".*"source":"peer"' "$(cluster_events 4)" >/dev/null ||
+    cluster_fail "the spare's rank did not come from peer memory"
+# The survivors restore too: from local memory, or from a peer when the
+# new generation gave them another rank than before.
+for i in 1 2; do
+    cluster_wait "$i" '"event":"checkpoint_restored".*"source":"(local|peer)"' 30 || cluster_fail "h$i did not restore from memory"
+done
+grep -q "from peer memory (node " "$(cluster_log 4)" || cluster_fail "the spare's console did not say where its restore came from"
+# All restored the same step.
+steps=$(for i in 1 2 4; do grep -E '"event":"checkpoint_restored"' "$(cluster_events "$i")" |
+        sed -n 's/.*"step":\([0-9]*\).*/\1/p' | head -1; done | sort -u | wc -l)
+[ "$steps" = 1 ] || cluster_fail "the nodes restored different steps"
+for i in 1 2 4; do
+    deadline=$(( SECONDS + 90 ))
+    while kill -0 "${CLUSTER_AGENT_PIDS[$i]}" 2>/dev/null; do
+        [ "$SECONDS" -lt "$deadline" ] || cluster_fail "h$i's job did not finish"
+        sleep 0.1
+    done
+    wait "${CLUSTER_AGENT_PIDS[$i]}" || cluster_fail "h$i's elasticrun failed"
+done
+netns_log "spare restored from peer memory: $(grep -h 'resumed at step' "$(cluster_log 4)" | tail -1)"
+echo "memckpt spare: ok"

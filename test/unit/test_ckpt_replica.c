@@ -1,0 +1,409 @@
+/*
+ * Peer replicas of memory-tier shards: a node's committed step pushed to a
+ * peer's receiver (authenticated with the job's token, within the peer's
+ * limit, K steps per origin), listed as the peer's holdings, staged back on
+ * a third node from the cheapest copy that verifies — a copy with a flipped
+ * byte is refused and the next one used — and placement that never puts a
+ * copy on its own node or, while others remain, in its failure domain.
+ */
+#include "support/ckpt_content.h"
+#include "replica/replica.h"
+#include "replica/wire.h"
+#include "test.h"
+
+#include "common/clock.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#define TOKEN "replica-test-token"
+
+static const char *root_of(const char *name)
+{
+    static char roots[8][4096];
+    static int next;
+    char *out = roots[next++ % 8];
+    snprintf(out, 4096, "%s/%s", test_tmpdir(), name);
+    return out;
+}
+
+static const char *own_of(const char *root)
+{
+    static char dirs[8][4200];
+    static int next;
+    char *out = dirs[next++ % 8];
+    snprintf(out, 4200, "%s/" CKPT_MEM_OWN_DIR, root);
+    return out;
+}
+
+/* `world` ranks of one node save `step` into the tier's own directory. */
+static void save_step(const char *root, uint64_t step, uint32_t world)
+{
+    for (uint32_t rank = 0; rank < world; rank++) {
+        elastic_ckpt_opts o;
+        elastic_ckpt_opts_init(&o, sizeof o);
+        o.compression = ELASTIC_CKPT_NONE;
+        o.rank = rank;
+        o.world = world;
+        o.generation = 1;
+        elastic_ckpt *c;
+        ASSERT_OK(elastic_ckpt_open(own_of(root), &o, &c));
+        ASSERT_OK(ckpt_test_save(c, step, rank));
+        elastic_ckpt_close(c);
+    }
+}
+
+static replica_server *serve(const char *root, uint64_t limit, unsigned steps)
+{
+    ASSERT_OK(ckpt__mem_tier_create(root, limit, steps));
+    replica_server_opts o = { .tier_root = root, .token = TOKEN, .host = "127.0.0.1" };
+    replica_server *s;
+    ASSERT_OK(replica__server_start(&o, &s));
+    return s;
+}
+
+static replica_conn *dial(int port, const char *token)
+{
+    replica_conn *c;
+    uint64_t deadline = elastic__deadline_ms(test_scaled_ms(10000));
+    ASSERT_OK(replica__tcp_connect("127.0.0.1", port, deadline, &c));
+    int rc = replica__auth_client(c, token, deadline);
+    if (rc != 0) {
+        replica__close(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void push(replica_server *to, const char *from_root, uint64_t step)
+{
+    replica_conn *c = dial(replica__server_port(to), TOKEN);
+    ASSERT(c != NULL);
+    uint64_t bytes = 0;
+    ASSERT_OK(replica__push_step(c, "node-a", own_of(from_root), step, &bytes,
+                                 elastic__deadline_ms(test_scaled_ms(10000))));
+    ASSERT(bytes > 0);
+    replica__close(c);
+}
+
+typedef struct ports {
+    int by_node[8];
+} ports;
+
+static int dial_node(void *ctx, uint32_t node, replica_conn **out)
+{
+    ports *p = ctx;
+    if (node >= 8 || p->by_node[node] == 0)
+        return elastic__fail(ELASTIC_ECONNECT, "no node %u", node);
+    uint64_t deadline = elastic__deadline_ms(test_scaled_ms(10000));
+    int rc = replica__tcp_connect("127.0.0.1", p->by_node[node], deadline, out);
+    if (rc == 0 && (rc = replica__auth_client(*out, TOKEN, deadline)) != 0) replica__close(*out);
+    return rc;
+}
+
+static ckpt_plan plan_from(const char *const *roots, const uint32_t *nodes, size_t n)
+{
+    ckpt_copy all[64];
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        ckpt_copy *copies;
+        size_t k;
+        ASSERT_OK(replica__holdings(roots[i], nodes[i], &copies, &k));
+        ASSERT(total + k <= 64);
+        memcpy(all + total, copies, k * sizeof *copies);
+        total += k;
+        free(copies);
+    }
+    ckpt_plan_input in = { .copies = all, .n_copies = total, .generation = 1 };
+    ckpt_plan plan;
+    ASSERT_OK(ckpt__plan_restore(&in, &plan));
+    return plan;
+}
+
+static void expect_content(const char *root, uint64_t step, uint32_t world)
+{
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    elastic_ckpt *c;
+    ASSERT_OK(elastic_ckpt_open(own_of(root), &o, &c));
+    char why[512];
+    for (uint32_t rank = 0; rank < world; rank++)
+        if (ckpt_test_check(c, step, rank, why, sizeof why) != 0) FAIL("rank %u: %s", rank, why);
+    elastic_ckpt_close(c);
+}
+
+TEST(ckpt_replica_pushed_step_is_held_by_the_peer_and_restored_on_a_spare)
+{
+    const char *a = root_of("a"), *b = root_of("b"), *spare = root_of("spare");
+    ASSERT_OK(ckpt__mem_tier_create(a, 64ull << 20, 2));
+    save_step(a, 5, 2);
+    replica_server *sb = serve(b, 64ull << 20, 2);
+    push(sb, a, 5);
+    uint64_t files = 0, bytes = 0, refused = 9;
+    replica__server_counts(sb, &files, &bytes, &refused);
+    ASSERT_EQ(files, 3); /* two shards and the record */
+    ASSERT_EQ(refused, 0);
+    /* Node a is lost; the spare stages both ranks from b's copies. */
+    const char *roots[] = { b };
+    const uint32_t nodes[] = { 1 };
+    ckpt_plan plan = plan_from(roots, nodes, 1);
+    ASSERT(plan.found);
+    ASSERT_EQ(plan.step, 5);
+    ASSERT_OK(ckpt__mem_tier_create(spare, 64ull << 20, 2));
+    ports p = { .by_node = { [1] = replica__server_port(sb) } };
+    replica_dialer dialer = { dial_node, &p };
+    for (uint32_t rank = 0; rank < 2; rank++) {
+        replica_restored got;
+        ASSERT_OK(replica__stage_shard(spare, &plan, rank, 2, &dialer,
+                                       elastic__deadline_ms(test_scaled_ms(10000)), &got));
+        ASSERT_EQ(got.source, CKPT_SOURCE_PEER);
+        ASSERT_EQ(got.node, 1);
+        ASSERT_EQ(got.refused, 0);
+        ASSERT(got.bytes > CKPT_HEADER_BYTES);
+    }
+    expect_content(spare, 5, 2);
+    /* b stages from its own replicas: local memory, no byte over the wire. */
+    replica_restored local;
+    ASSERT_OK(replica__stage_shard(b, &plan, 1, 1, NULL, elastic__deadline_ms(1000), &local));
+    ASSERT_EQ(local.source, CKPT_SOURCE_LOCAL);
+    ckpt__plan_free(&plan);
+    replica__server_stop(sb);
+}
+
+TEST(ckpt_replica_flipped_byte_in_a_peer_copy_is_detected_and_the_next_copy_used)
+{
+    const char *a = root_of("a"), *b = root_of("b"), *d = root_of("d"), *spare = root_of("spare");
+    ASSERT_OK(ckpt__mem_tier_create(a, 64ull << 20, 2));
+    save_step(a, 8, 1);
+    replica_server *sb = serve(b, 64ull << 20, 2), *sd = serve(d, 64ull << 20, 2);
+    push(sb, a, 8);
+    push(sd, a, 8);
+    /* One byte of chunk data in b's copy (node 1: tried first). */
+    char path[4400];
+    snprintf(path, sizeof path, "%s/peer/node-a/step-00000000000000000008/shard-00000-g1.elck", b);
+    int fd = open(path, O_RDWR);
+    ASSERT(fd >= 0);
+    uint8_t byte;
+    ASSERT_EQ(pread(fd, &byte, 1, CKPT_HEADER_BYTES + 3), 1);
+    byte ^= 0x10;
+    ASSERT_EQ(pwrite(fd, &byte, 1, CKPT_HEADER_BYTES + 3), 1);
+    close(fd);
+    const char *roots[] = { b, d };
+    const uint32_t nodes[] = { 1, 3 };
+    ckpt_plan plan = plan_from(roots, nodes, 2);
+    ASSERT(plan.found);
+    ASSERT_OK(ckpt__mem_tier_create(spare, 64ull << 20, 2));
+    ports p = { .by_node = { [1] = replica__server_port(sb), [3] = replica__server_port(sd) } };
+    replica_dialer dialer = { dial_node, &p };
+    replica_restored got;
+    ASSERT_OK(replica__stage_shard(spare, &plan, 0, 2, &dialer,
+                                   elastic__deadline_ms(test_scaled_ms(10000)), &got));
+    ASSERT_EQ(got.source, CKPT_SOURCE_PEER);
+    ASSERT_EQ(got.node, 3);
+    ASSERT_EQ(got.refused, 1);
+    ASSERT(strstr(got.why, "checksum mismatch") != NULL);
+    expect_content(spare, 8, 1);
+    /* With no good copy left the stager says so, listing why. */
+    replica__server_stop(sd);
+    snprintf(path, sizeof path, "%s/own/step-00000000000000000008/shard-00000-g1.elck", spare);
+    ASSERT_EQ(unlink(path), 0);
+    ASSERT_EQ(replica__stage_shard(spare, &plan, 0, 2, &dialer,
+                                   elastic__deadline_ms(test_scaled_ms(10000)), &got),
+              ELASTIC_ENOTFOUND);
+    ASSERT(strstr(elastic_last_error(), "no usable copy") != NULL);
+    ASSERT_EQ(got.refused, 2);
+    ckpt__plan_free(&plan);
+    replica__server_stop(sb);
+}
+
+TEST(ckpt_replica_refuses_a_peer_without_the_jobs_token)
+{
+    const char *b = root_of("b");
+    replica_server *sb = serve(b, 64ull << 20, 2);
+    int port = replica__server_port(sb);
+    ASSERT(dial(port, "not-the-token") == NULL);
+    ASSERT(strstr(elastic_last_error(), "token") != NULL);
+    ASSERT(dial(port, NULL) == NULL); /* no token at all */
+    replica_conn *ok = dial(port, TOKEN);
+    ASSERT(ok != NULL);
+    replica__close(ok);
+    uint64_t files = 9, refused = 0;
+    /* The refusals are counted once each server thread saw them: wait for that. */
+    uint64_t deadline = elastic__deadline_ms(test_scaled_ms(5000));
+    do replica__server_counts(sb, &files, NULL, &refused);
+    while (refused < 2 && elastic__now_ms() < deadline);
+    ASSERT_EQ(refused, 2);
+    ASSERT_EQ(files, 0);
+    replica__server_stop(sb);
+}
+
+TEST(ckpt_replica_receiver_stays_within_its_limit_and_keeps_k_steps_per_origin)
+{
+    const char *a = root_of("a"), *b = root_of("b");
+    ASSERT_OK(ckpt__mem_tier_create(a, 64ull << 20, 2));
+    replica_server *sb = serve(b, 64ull << 20, 2);
+    for (uint64_t step = 1; step <= 3; step++) {
+        save_step(a, step, 1);
+        push(sb, a, step);
+    }
+    uint64_t *steps;
+    size_t n;
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s/peer/node-a", b);
+    ASSERT_OK(ckpt__scan_steps(dir, &steps, &n));
+    ASSERT_EQ(n, 2);
+    ASSERT_EQ(steps[0], 2);
+    ASSERT_EQ(steps[1], 3);
+    free(steps);
+    replica__server_stop(sb);
+    /* A peer whose tier is too small refuses the copy before any byte is
+     * sent, saying why; the connection stays usable. */
+    const char *tiny = root_of("tiny");
+    replica_server *st = serve(tiny, CKPT_HEADER_BYTES, 2); /* smaller than any shard */
+    replica_conn *c = dial(replica__server_port(st), TOKEN);
+    ASSERT(c != NULL);
+    save_step(a, 4, 1);
+    uint64_t bytes;
+    uint64_t deadline = elastic__deadline_ms(test_scaled_ms(10000));
+    ASSERT_EQ(replica__push_step(c, "node-a", own_of(a), 4, &bytes, deadline), ELASTIC_ENOSPC);
+    ASSERT(strstr(elastic_last_error(), "--memory-ckpt-limit") != NULL);
+    ASSERT(ckpt__mem_usage(tiny) <= CKPT_HEADER_BYTES);
+    /* Still answering: a fetch of something it does not hold. */
+    replica_file_id id = { .step = 99, .generation = 1, .world = 1, .kind = REPLICA_KIND_SHARD };
+    char dest[4300];
+    snprintf(dest, sizeof dest, "%s/fetched", test_tmpdir());
+    ASSERT_EQ(replica__fetch_file(c, &id, dest, NULL, &bytes, deadline), ELASTIC_ENOTFOUND);
+    replica__close(c);
+    replica__server_stop(st);
+}
+
+TEST(ckpt_replica_receiver_closes_a_connection_that_breaks_the_protocol)
+{
+    const char *b = root_of("b");
+    replica_server *sb = serve(b, 64ull << 20, 2);
+    replica_conn *c = dial(replica__server_port(sb), TOKEN);
+    ASSERT(c != NULL);
+    uint64_t deadline = elastic__deadline_ms(test_scaled_ms(10000));
+    /* rank >= world */
+    replica_request bad = { .op = REPLICA_OP_PUT, .length = 5000 };
+    bad.id = (replica_file_id){ .origin = "x", .step = 1, .rank = 3, .world = 2 };
+    ASSERT_OK(replica__send_request(c, &bad, deadline));
+    int status;
+    uint64_t len;
+    ASSERT_EQ(replica__recv_answer(c, &status, &len, deadline), ELASTIC_ECONNECT);
+    replica__close(c);
+    /* An origin name that would leave the tree. */
+    c = dial(replica__server_port(sb), TOKEN);
+    ASSERT(c != NULL);
+    bad.id = (replica_file_id){ .origin = "..", .step = 1, .rank = 0, .world = 1 };
+    ASSERT_OK(replica__send_request(c, &bad, deadline));
+    ASSERT_EQ(replica__recv_answer(c, &status, &len, deadline), ELASTIC_ECONNECT);
+    replica__close(c);
+    struct stat st;
+    char escaped[4300];
+    snprintf(escaped, sizeof escaped, "%s/step-00000000000000000001", b);
+    ASSERT(stat(escaped, &st) != 0);
+    /* The server still serves the next peer. */
+    c = dial(replica__server_port(sb), TOKEN);
+    ASSERT(c != NULL);
+    replica__close(c);
+    replica__server_stop(sb);
+}
+
+TEST(ckpt_replica_placement_never_uses_the_own_node_and_spreads_over_failure_domains)
+{
+    const replica_node nodes[] = {
+        { "n0", "rack1" }, { "n1", "rack1" }, { "n2", "rack2" }, { "n3", "rack2" }, { "n4", NULL },
+    };
+    size_t out[4];
+    /* R = 1: the next node by name outside the own rack. */
+    ASSERT_EQ(replica__place(nodes, 5, 0, 1, out), 1);
+    ASSERT_EQ(out[0], 2);
+    /* R = 2: two other domains before a second copy in one. */
+    ASSERT_EQ(replica__place(nodes, 5, 0, 2, out), 2);
+    ASSERT_EQ(out[0], 2);
+    ASSERT_EQ(out[1], 4);
+    /* R = 4 on 5 nodes: every other node, the own rack's last. */
+    ASSERT_EQ(replica__place(nodes, 5, 0, 4, out), 4);
+    for (size_t i = 0; i < 4; i++) ASSERT_NE(out[i], 0);
+    ASSERT_EQ(out[3], 1);
+    /* Never more copies than other nodes. */
+    ASSERT_EQ(replica__place(nodes, 2, 1, 3, out), 1);
+    ASSERT_EQ(out[0], 0);
+    ASSERT_EQ(replica__place(nodes, 1, 0, 1, out), 0);
+    /* Without domains: a ring, so each node holds as many copies as it sends. */
+    const replica_node plain[] = { { "c", NULL }, { "a", NULL }, { "b", NULL } };
+    unsigned held[3] = { 0 };
+    for (size_t self = 0; self < 3; self++) {
+        ASSERT_EQ(replica__place(plain, 3, self, 1, out), 1);
+        ASSERT_NE(out[0], self);
+        held[out[0]]++;
+    }
+    for (size_t i = 0; i < 3; i++) ASSERT_EQ(held[i], 1);
+}
+
+/* The service an agent hosts: a committed own step reaches its target's
+ * tier in the background, every Nth step reaches the disk tier, and stop
+ * frees the memory. */
+TEST(ckpt_replica_service_replicates_new_steps_and_writes_every_nth_to_disk)
+{
+    const char *a = root_of("a"), *b = root_of("b");
+    char disk[4200];
+    snprintf(disk, sizeof disk, "%s/disk", test_tmpdir());
+    replica_service_opts oa = { .root = a,
+                                .limit = 64ull << 20,
+                                .token = TOKEN,
+                                .listen_host = "127.0.0.1",
+                                .replicas = 1,
+                                .disk_dir = disk,
+                                .disk_every = 2 };
+    replica_service_opts ob = oa;
+    ob.root = b;
+    ob.disk_every = 0;
+    ob.disk_dir = NULL;
+    replica_service *sa, *sb;
+    ASSERT_OK(replica__service_start(&oa, &sa));
+    ASSERT_OK(replica__service_start(&ob, &sb));
+    replica_peer nodes[2] = { { .name = "node-a", .host = "127.0.0.1" },
+                              { .name = "node-b", .host = "127.0.0.1" } };
+    nodes[0].port = replica__service_port(sa);
+    nodes[1].port = replica__service_port(sb);
+    ASSERT_OK(replica__service_set_peers(sa, nodes, 2, 0));
+    ASSERT_OK(replica__service_set_peers(sb, nodes, 2, 1));
+    for (uint64_t step = 1; step <= 2; step++) {
+        save_step(a, step, 2);
+        replica__service_kick(sa);
+        ASSERT_OK(replica__service_wait_replicated(sa, step,
+                                                   elastic__deadline_ms(test_scaled_ms(10000))));
+    }
+    ckpt_copy *copies;
+    size_t n;
+    ASSERT_OK(replica__holdings(b, 1, &copies, &n));
+    size_t of_step2 = 0;
+    for (size_t i = 0; i < n; i++) of_step2 += copies[i].step == 2;
+    ASSERT_EQ(of_step2, 2);
+    free(copies);
+    /* Step 2 on disk, from the memory copy, in the background. */
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    uint64_t deadline = elastic__deadline_ms(test_scaled_ms(10000));
+    replica_service_stats st;
+    do replica__service_stats(sa, &st);
+    while (st.disk_step < 2 && elastic__now_ms() < deadline);
+    ASSERT_EQ(st.disk_step, 2);
+    ASSERT_EQ(st.replicated_step, 2);
+    ASSERT(st.held_bytes > 0);
+    elastic_ckpt *d;
+    ASSERT_OK(elastic_ckpt_open(disk, &o, &d));
+    char why[512];
+    for (uint32_t rank = 0; rank < 2; rank++)
+        if (ckpt_test_check(d, 2, rank, why, sizeof why) != 0) FAIL("disk rank %u: %s", rank, why);
+    elastic_ckpt_close(d);
+    replica__service_stats(sb, &st);
+    ASSERT(st.replicas_in >= 3);
+    replica__service_stop(sa);
+    replica__service_stop(sb);
+    struct stat gone;
+    ASSERT(stat(a, &gone) != 0);
+    ASSERT(stat(b, &gone) != 0);
+}

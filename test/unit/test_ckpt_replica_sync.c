@@ -1,0 +1,167 @@
+/*
+ * One restore step for the job through the store: three nodes replicate
+ * their ranks' shards (R = 1); one is lost and a spare takes its rank; every
+ * node's sync agrees on the step, the survivors restore from local memory
+ * and the spare from the peer that holds the lost node's copy.
+ */
+#include "channel/channel.h"
+#include "replica/replica.h"
+#include "support/ckpt_content.h"
+#include "support/store_fixture.h"
+#include "test.h"
+
+#include "common/clock.h"
+
+#define TOKEN "sync-test-token"
+
+typedef struct node {
+    char name[32], root[4096];
+    replica_service *service;
+    elastic_store *store;
+    /* this generation */
+    int group_rank, world_nodes;
+    uint64_t generation;
+    replica_sync_out out;
+    int rc;
+    pthread_t thread;
+} node;
+
+static void node_start(node *n, const char *name, const store_fixture *f)
+{
+    snprintf(n->name, sizeof n->name, "%s", name);
+    snprintf(n->root, sizeof n->root, "%s/%s", test_tmpdir(), name);
+    replica_service_opts o = { .root = n->root,
+                               .limit = 64ull << 20,
+                               .token = TOKEN,
+                               .listen_host = "127.0.0.1",
+                               .replicas = 1 };
+    ASSERT_OK(replica__service_start(&o, &n->service));
+    n->store = fixture_connect(f);
+}
+
+static void *sync_main(void *arg)
+{
+    node *n = arg;
+    replica_sync_in in = { .service = n->service,
+                           .node_name = n->name,
+                           .host = "127.0.0.1",
+                           .generation = n->generation,
+                           .group_rank = n->group_rank,
+                           .group_world_size = n->world_nodes,
+                           .first_rank = (uint32_t)n->group_rank,
+                           .local_ranks = 1,
+                           .timeout_ms = test_scaled_ms(20000) };
+    n->rc = replica__sync_generation(n->store, &in, &n->out);
+    return NULL;
+}
+
+/* Every node of the generation syncs at once (each waits for the others' records). */
+static void sync_all(node **nodes, int count, uint64_t generation)
+{
+    for (int i = 0; i < count; i++) {
+        nodes[i]->group_rank = i;
+        nodes[i]->world_nodes = count;
+        nodes[i]->generation = generation;
+        free(nodes[i]->out.ranks);
+        ASSERT_EQ(pthread_create(&nodes[i]->thread, NULL, sync_main, nodes[i]), 0);
+    }
+    for (int i = 0; i < count; i++) {
+        pthread_join(nodes[i]->thread, NULL);
+        if (nodes[i]->rc != 0) FAIL("%s: %s", nodes[i]->name, elastic_err_name(nodes[i]->rc));
+    }
+}
+
+typedef struct saver {
+    node *n;
+    uint64_t step, generation;
+    uint32_t rank, world;
+    int rc;
+} saver;
+
+static void *save_main(void *arg)
+{
+    saver *s = arg;
+    char own[4200];
+    snprintf(own, sizeof own, "%s/own", s->n->root);
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.compression = ELASTIC_CKPT_NONE;
+    o.rank = s->rank;
+    o.world = s->world;
+    o.generation = s->generation;
+    o.store = s->n->store;
+    o.commit_timeout_ms = test_scaled_ms(20000);
+    elastic_ckpt *c;
+    s->rc = elastic_ckpt_open(own, &o, &c);
+    if (s->rc == 0) {
+        s->rc = ckpt_test_save(c, s->step, s->rank);
+        elastic_ckpt_close(c);
+    }
+    return NULL;
+}
+
+TEST(ckpt_replica_sync_restores_a_lost_nodes_rank_on_the_spare_from_its_peer_copy)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 }, spare = { 0 };
+    node_start(&a, "node-a", &f);
+    node_start(&b, "node-b", &f);
+    node_start(&c, "node-c", &f);
+    node *gen1[] = { &a, &b, &c };
+    sync_all(gen1, 3, 1);
+    ASSERT(!a.out.planned); /* nothing saved yet */
+    /* Each node's rank saves step 5 (committed through the store), replicated. */
+    saver savers[3];
+    pthread_t threads[3];
+    for (uint32_t r = 0; r < 3; r++) {
+        savers[r] = (saver){ .n = gen1[r], .step = 5, .generation = 1, .rank = r, .world = 3 };
+        ASSERT_EQ(pthread_create(&threads[r], NULL, save_main, &savers[r]), 0);
+    }
+    for (int r = 0; r < 3; r++) {
+        pthread_join(threads[r], NULL);
+        ASSERT_OK(savers[r].rc);
+        replica__service_kick(gen1[r]->service);
+        ASSERT_OK(replica__service_wait_replicated(gen1[r]->service, 5,
+                                                   elastic__deadline_ms(test_scaled_ms(20000))));
+    }
+    /* node-b is lost; the spare takes its place (group rank 1, rank 1). */
+    replica__service_stop(b.service);
+    elastic_store_close(b.store);
+    node_start(&spare, "node-spare", &f);
+    node *gen2[] = { &a, &spare, &c };
+    sync_all(gen2, 3, 2);
+    for (int i = 0; i < 3; i++) {
+        ASSERT(gen2[i]->out.planned);
+        ASSERT_EQ(gen2[i]->out.step, 5);
+    }
+    ASSERT_EQ(a.out.ranks[0].source, CHANNEL__RESTORE_LOCAL);
+    ASSERT_EQ(c.out.ranks[0].source, CHANNEL__RESTORE_LOCAL);
+    ASSERT_EQ(spare.out.ranks[0].source, CHANNEL__RESTORE_PEER);
+    /* node-b's copy went to the next node by name: node-c. */
+    ASSERT_STR_EQ(spare.out.ranks[0].node, "node-c");
+    /* The spare reads rank 1's shard from its own tier, every byte right. */
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.shared_storage = 0;
+    char own[4200];
+    snprintf(own, sizeof own, "%s/own", spare.root);
+    elastic_ckpt *ck;
+    ASSERT_OK(elastic_ckpt_open(own, &o, &ck));
+    char why[512];
+    if (ckpt_test_check(ck, 5, 1, why, sizeof why) != 0) FAIL("spare: %s", why);
+    elastic_ckpt_close(ck);
+    /* The history records generation 2's restore step: a later plan is fenced by it. */
+    void *value;
+    size_t len;
+    ASSERT_OK(elastic_store_try_get(a.store, "memtier/history", &value, &len));
+    ASSERT(memmem(value, len, "2 1 5\n", 6) != NULL);
+    elastic_free(value);
+    node *all[] = { &a, &c, &spare };
+    for (int i = 0; i < 3; i++) {
+        free(all[i]->out.ranks);
+        replica__service_stop(all[i]->service);
+        elastic_store_close(all[i]->store);
+    }
+    elastic_store_server_close(f.server);
+}

@@ -1,0 +1,121 @@
+/*
+ * A worker's restore: the memory tier the agent named, the newer of memory
+ * and disk (memory on a tie) or the job's agreed step, and the report in
+ * the heartbeat slot that the agent turns into checkpoint_restored.
+ */
+#include "channel/channel.h"
+#include "ckpt/ckpt.h"
+#include "ckpt/memtier.h"
+#include "support/ckpt_content.h"
+#include "test.h"
+
+static char tier[4096], own[4200], disk[4200];
+
+static void setup(void)
+{
+    snprintf(tier, sizeof tier, "%s/tier", test_tmpdir());
+    snprintf(own, sizeof own, "%s/" CKPT_MEM_OWN_DIR, tier);
+    snprintf(disk, sizeof disk, "%s/disk", test_tmpdir());
+    ASSERT_OK(ckpt__mem_tier_create(tier, 64ull << 20, 2));
+    setenv(CHANNEL__ENV_MEMORY_CKPT_DIR, own, 1);
+    unsetenv(CHANNEL__ENV_RESTORE_STEP);
+    unsetenv(CHANNEL__ENV_RESTORE_SOURCE);
+}
+
+static elastic_ckpt *open_memory(void)
+{
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.compression = ELASTIC_CKPT_NONE;
+    elastic_ckpt *c;
+    ASSERT_OK(ckpt__open_memory(&o, &c));
+    return c;
+}
+
+static elastic_ckpt *open_disk(void)
+{
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    elastic_ckpt *c;
+    ASSERT_OK(elastic_ckpt_open(disk, &o, &c));
+    return c;
+}
+
+TEST(ckpt_restore_takes_the_newer_tier_memory_on_a_tie)
+{
+    setup();
+    elastic_ckpt *mem = open_memory(), *dsk = open_disk();
+    ckpt_restore r;
+    ASSERT_EQ(ckpt__restore_begin(mem, dsk, &r), ELASTIC_ENOTFOUND);
+    ASSERT_OK(ckpt_test_save(dsk, 4, 0));
+    ASSERT_OK(ckpt__restore_begin(mem, dsk, &r));
+    ASSERT_EQ(r.step, 4);
+    ASSERT_EQ(r.source, CHANNEL__RESTORE_DISK);
+    ASSERT(r.from == dsk);
+    ASSERT_OK(ckpt_test_save(mem, 4, 0));
+    ASSERT_OK(ckpt__restore_begin(mem, dsk, &r));
+    ASSERT_EQ(r.source, CHANNEL__RESTORE_LOCAL);
+    ASSERT_OK(ckpt_test_save(mem, 9, 0));
+    ASSERT_OK(ckpt__restore_begin(mem, NULL, &r));
+    ASSERT_EQ(r.step, 9);
+    ASSERT(r.from == mem);
+    elastic_ckpt_close(mem);
+    elastic_ckpt_close(dsk);
+    /* Outside a memory tier there is no memory handle, said plainly. */
+    unsetenv(CHANNEL__ENV_MEMORY_CKPT_DIR);
+    elastic_ckpt *none = NULL;
+    ASSERT_EQ(ckpt__open_memory(NULL, &none), ELASTIC_ENOTFOUND);
+    ASSERT(strstr(elastic_last_error(), "--memory-ckpt") != NULL);
+}
+
+TEST(ckpt_restore_follows_the_jobs_agreed_step)
+{
+    setup();
+    elastic_ckpt *mem = open_memory(), *dsk = open_disk();
+    ASSERT_OK(ckpt_test_save(mem, 12, 0));
+    ASSERT_OK(ckpt_test_save(dsk, 10, 0));
+    /* The job agreed on disk step 10 (another rank's shard of 12 is lost). */
+    setenv(CHANNEL__ENV_RESTORE_STEP, "10", 1);
+    setenv(CHANNEL__ENV_RESTORE_SOURCE, "disk", 1);
+    ckpt_restore r;
+    ASSERT_OK(ckpt__restore_begin(mem, dsk, &r));
+    ASSERT_EQ(r.step, 10);
+    ASSERT(r.from == dsk);
+    setenv(CHANNEL__ENV_RESTORE_SOURCE, "tape", 1);
+    ASSERT_EQ(ckpt__restore_begin(mem, dsk, &r), ELASTIC_EINVAL);
+    setenv(CHANNEL__ENV_RESTORE_SOURCE, "peer", 1);
+    ASSERT_EQ(ckpt__restore_begin(NULL, dsk, &r), ELASTIC_EINVAL); /* no memory handle */
+    elastic_ckpt_close(mem);
+    elastic_ckpt_close(dsk);
+}
+
+TEST(ckpt_restore_reports_step_source_bytes_and_time_to_the_agent)
+{
+    setup();
+    char hb[4200];
+    snprintf(hb, sizeof hb, "%s/hb", test_tmpdir());
+    channel__hb_region *region;
+    ASSERT_OK(channel__hb_create(hb, 2, &region));
+    setenv(CHANNEL__ENV_HEARTBEAT_SHM, hb, 1);
+    setenv(CHANNEL__ENV_HEARTBEAT_SLOT, "1", 1);
+    elastic_ckpt *mem = open_memory();
+    ASSERT_OK(ckpt_test_save(mem, 3, 0));
+    channel__hb_snapshot snap;
+    channel__hb_read(region, 1, &snap);
+    ASSERT_EQ(snap.ckpt_step, 3);
+    ASSERT_EQ(snap.ckpt_tier, CHANNEL__TIER_MEMORY);
+    ASSERT_EQ(snap.restore_source, CHANNEL__RESTORE_NONE);
+    ckpt_restore r;
+    ASSERT_OK(ckpt__restore_begin(mem, NULL, &r));
+    char why[256];
+    ASSERT_OK(ckpt_test_check(mem, r.step, 0, why, sizeof why));
+    ckpt__restore_end(&r);
+    channel__hb_read(region, 1, &snap);
+    ASSERT_EQ(snap.restore_source, CHANNEL__RESTORE_LOCAL);
+    ASSERT_EQ(snap.restore_step, 3);
+    size_t want = 0;
+    for (int b = 0; b < CKPT_TEST_BLOBS; b++) want += ckpt_test_blob_len(3, 0, b);
+    ASSERT_EQ(snap.restore_bytes, want);
+    elastic_ckpt_close(mem);
+    channel__hb_close(region, true);
+}
