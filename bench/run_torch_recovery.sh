@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # PyTorch DDP recovery: failure -> every rank training again, in-process under
-# elasticrun against a full restart under elasticrun and under torchrun, in one
+# elasticrun (with and without a warm spare) against a full restart under
+# elasticrun and under torchrun, in one
 # run (bench/torch_recovery.py). Env: TORCH_RECOVERY_ROUNDS (5), TORCH_RECOVERY_NPROC (3),
 # TORCH_PYTHON (/usr/bin/python3). Skipped when that python cannot import torch.
 set -euo pipefail

@@ -11,8 +11,15 @@
  * a function of (step, rank), checked after every restore: a wrong or mixed
  * copy fails the run.
  *
+ * Under `elasticrun --in-process-recovery` the survivors of a failure stay:
+ * the all-reduce polls the worker while it waits, and on a new generation
+ * every rank reloads the newest checkpoint (memory or disk) and goes on. With
+ * `--warm-spares` the start-up runs first and the process parks
+ * (elastic_worker_park) until it is given a failed rank (--no-park: a trainer
+ * that does not know about spares, for the tests).
+ *
  *   demo_trainer --ckpt-dir DIR [--steps 300] [--ckpt-every 10] [--memory-every 0]
- *                [--state-mib 0] [--step-ms 10] [--result FILE]
+ *                [--state-mib 0] [--step-ms 10] [--result FILE] [--no-park]
  */
 #include <elastic.h>
 
@@ -27,11 +34,13 @@
 #define GLOBAL_BATCH      64
 #define LEARNING_RATE     0.05
 #define REDUCE_TIMEOUT_MS 60000
+#define REDUCE_POLL_MS    50 /* a wait for peers looks at the worker this often */
 
 typedef struct trainer_args {
     const char *ckpt_dir;
     const char *result;
     int steps, ckpt_every, memory_every, state_mib, step_ms;
+    int no_park;
 } trainer_args;
 
 typedef struct state {
@@ -78,8 +87,21 @@ static void partial_gradient(const state *s, int rank, int world, double out[DIM
     }
 }
 
-static int all_reduce(elastic_store *store, uint64_t step, int rank, int world,
-                      double grad[DIM + 1])
+/* A peer's value, waiting in short slices so that an ended generation
+ * (in-process recovery: ELASTIC_ERECONFIGURE from poll) stops the wait. */
+static int get_polling(elastic_worker *worker, elastic_store *store, const char *key, void **value,
+                       size_t *len)
+{
+    for (int waited = 0; waited < REDUCE_TIMEOUT_MS; waited += REDUCE_POLL_MS) {
+        int rc = elastic_store_get(store, key, REDUCE_POLL_MS, value, len);
+        if (rc != ELASTIC_ETIMEDOUT) return rc;
+        if ((rc = elastic_worker_poll(worker)) != 0) return rc;
+    }
+    return ELASTIC_ETIMEDOUT;
+}
+
+static int all_reduce(elastic_worker *worker, elastic_store *store, uint64_t step, int rank,
+                      int world, double grad[DIM + 1])
 {
     char key[64];
     snprintf(key, sizeof key, "step/%" PRIu64 "/grad/%d", step, rank);
@@ -90,7 +112,7 @@ static int all_reduce(elastic_store *store, uint64_t step, int rank, int world,
         void *value = NULL;
         size_t len = 0;
         snprintf(key, sizeof key, "step/%" PRIu64 "/grad/%d", step, peer);
-        rc = elastic_store_get(store, key, REDUCE_TIMEOUT_MS, &value, &len);
+        rc = get_polling(worker, store, key, &value, &len);
         if (rc != 0) return rc;
         if (len != sizeof total) {
             elastic_free(value);
@@ -198,24 +220,50 @@ static int load_state(elastic_ckpt *memory, elastic_ckpt *disk, state *s, uint8_
 
 /* ---- main ------------------------------------------------------------------ */
 
+/* The disk store, the memory tier with --memory-every, and the state from the
+ * cheapest of them (a fresh start when neither has a step). */
+static int open_and_load(const trainer_args *args, const elastic_worker_info *info,
+                         elastic_store *store, elastic_ckpt **ckpt, elastic_ckpt **memory, state *s,
+                         uint8_t *rank_state, size_t rank_len, const char **where)
+{
+    int rc = open_checkpoints(args->ckpt_dir, info, ckpt);
+    if (rc == 0 && args->memory_every > 0 && (rc = open_memory(info, store, memory)) != 0)
+        fprintf(stderr, "demo_trainer: --memory-every needs elasticrun --memory-ckpt\n");
+    if (rc == 0) rc = load_state(*memory, *ckpt, s, rank_state, rank_len, info->rank, where);
+    return rc;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void parse_args(int argc, char **argv, trainer_args *args)
 {
     *args = (trainer_args){ .steps = 300, .ckpt_every = 10, .step_ms = 10 };
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--ckpt-dir") == 0)
-            args->ckpt_dir = argv[i + 1];
-        else if (strcmp(argv[i], "--result") == 0)
-            args->result = argv[i + 1];
-        else if (strcmp(argv[i], "--steps") == 0)
-            args->steps = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--ckpt-every") == 0)
-            args->ckpt_every = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--step-ms") == 0)
-            args->step_ms = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--memory-every") == 0)
-            args->memory_every = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--state-mib") == 0)
-            args->state_mib = atoi(argv[i + 1]);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--no-park") == 0) { /* a switch */
+            args->no_park = 1;
+            continue;
+        }
+        if (i + 1 >= argc) break;
+        const char *value = argv[++i];
+        if (strcmp(argv[i - 1], "--ckpt-dir") == 0)
+            args->ckpt_dir = value;
+        else if (strcmp(argv[i - 1], "--result") == 0)
+            args->result = value;
+        else if (strcmp(argv[i - 1], "--steps") == 0)
+            args->steps = atoi(value);
+        else if (strcmp(argv[i - 1], "--ckpt-every") == 0)
+            args->ckpt_every = atoi(value);
+        else if (strcmp(argv[i - 1], "--step-ms") == 0)
+            args->step_ms = atoi(value);
+        else if (strcmp(argv[i - 1], "--memory-every") == 0)
+            args->memory_every = atoi(value);
+        else if (strcmp(argv[i - 1], "--state-mib") == 0)
+            args->state_mib = atoi(value);
     }
 }
 
@@ -249,6 +297,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "demo_trainer: run me under elasticrun with --ckpt-dir DIR\n");
         return 2;
     }
+    /* Everything above is the start-up a warm spare does ahead of need (here
+     * nothing costly; a real trainer builds its model here). Not a spare:
+     * park returns at once. */
+    int promoted = 0;
+    int parked = args.no_park ? 0 : elastic_worker_park(NULL, &promoted, NULL);
+    if (parked == ELASTIC_ECLOSED) return 0; /* the job no longer needs this spare */
+    if (parked != 0) {
+        fprintf(stderr, "demo_trainer: park: %s\n", elastic_last_error());
+        return 1;
+    }
     /* Rank, world size, generation and the generation's store: all from the
      * agent, validated by the library (no environment parsing here). */
     elastic_worker *worker;
@@ -259,33 +317,59 @@ int main(int argc, char **argv)
         fprintf(stderr, "demo_trainer: %s\n", elastic_last_error());
         return 1;
     }
-    int rank = info.rank, world = info.world_size;
+    printf("rank %d pid %d generation %" PRIu64 " %s\n", info.rank, (int)getpid(), info.generation,
+           promoted ? "promoted" : "started");
     state s;
     elastic_ckpt *ckpt = NULL, *memory = NULL;
+    uint64_t restore_from = promoted ? now_ns() : 0;
     size_t rank_len = args.state_mib > 0 ? (size_t)args.state_mib << 20 : 0;
     uint8_t *rank_state = rank_len > 0 ? calloc(1, rank_len) : NULL;
     if (rank_len > 0 && rank_state == NULL) return 1;
     const char *where = "nowhere";
-    int rc = open_checkpoints(args.ckpt_dir, &info, &ckpt);
-    if (rc == 0 && args.memory_every > 0 && (rc = open_memory(&info, store, &memory)) != 0)
-        fprintf(stderr, "demo_trainer: --memory-every needs elasticrun --memory-ckpt\n");
-    if (rc == 0) rc = load_state(memory, ckpt, &s, rank_state, rank_len, rank, &where);
+    int rc = open_and_load(&args, &info, store, &ckpt, &memory, &s, rank_state, rank_len, &where);
     if (rc != 0) {
         fprintf(stderr, "demo_trainer: checkpoints in %s: %s\n", args.ckpt_dir,
                 elastic_last_error());
         return 1;
     }
-    if (rank == 0 && s.step > 0)
+    if (restore_from != 0) elastic_worker_report_phase(worker, "restore", now_ns() - restore_from);
+    if (info.rank == 0 && s.step > 0)
         printf("resumed at step %" PRIu64 " from %s\n", s.step, where);
-    else if (rank == 0)
+    else if (info.rank == 0)
         printf("started at step 0\n");
     fflush(stdout);
     double loss = 0;
     while (s.step < (uint64_t)args.steps) {
+        int rank = info.rank, world = info.world_size;
         double grad[DIM + 1];
         partial_gradient(&s, rank, world, grad);
-        rc = all_reduce(store, s.step, rank, world, grad);
+        rc = all_reduce(worker, store, s.step, rank, world, grad);
         if (rc == 0) rc = elastic_worker_heartbeat(worker, s.step);
+        if (rc == ELASTIC_ERECONFIGURE) { /* a new generation: same process, new rank */
+            uint64_t from = now_ns();
+            elastic_ckpt_close(memory);
+            elastic_ckpt_close(ckpt);
+            memory = ckpt = NULL;
+            /* The restore plan this process was started with is an older
+             * generation's: like a promoted spare (started without one), it
+             * takes the newest step its node's tiers hold. */
+            unsetenv("ELASTIC_RESTORE_STEP");
+            unsetenv("ELASTIC_RESTORE_SOURCE");
+            unsetenv("ELASTIC_RESTORE_NODE");
+            rc = elastic_worker_get_info(worker, &info);
+            if (rc == 0) rc = elastic_worker_get_store(worker, &store);
+            if (rc == 0)
+                rc = open_and_load(&args, &info, store, &ckpt, &memory, &s, rank_state, rank_len,
+                                   &where);
+            if (rc == 0) {
+                elastic_worker_report_phase(worker, "restore", now_ns() - from);
+                printf("rank %d pid %d generation %" PRIu64 " reconfigured at step %" PRIu64
+                       " from %s\n",
+                       info.rank, (int)getpid(), info.generation, s.step, where);
+                fflush(stdout);
+                continue;
+            }
+        }
         if (rc != 0) {
             fprintf(stderr, "demo_trainer: rank %d step %" PRIu64 ": %s\n", rank, s.step,
                     elastic_strerror(rc));
@@ -316,6 +400,7 @@ int main(int argc, char **argv)
         if (args.step_ms > 0)
             nanosleep(&(struct timespec){ 0, (long)args.step_ms * 1000000L }, NULL);
     }
+    int rank = info.rank;
     if (rank == 0) write_result(args.result, &s, loss);
     elastic_ckpt_close(memory);
     elastic_ckpt_close(ckpt);

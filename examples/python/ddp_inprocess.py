@@ -10,6 +10,10 @@ those of a run without the failure.
         --max-restarts=3 --in-process-recovery examples/python/ddp_inprocess.py \\
         --dir /tmp/ckpt --steps 40 --kill-rank 1 --kill-at-step 13
 
+With `--warm-spares=1` as well, the agent keeps one more process parked
+after its imports and model construction (elastic.worker.park_or_exit below);
+it takes the dead rank's place at once instead of a fresh `import torch`.
+
 It also runs under plain torchrun (a failure then restarts every process) or
 alone. (PYTHONPATH=bindings/python and ELASTIC_LIB_DIR=lib when not installed.)"""
 
@@ -109,10 +113,17 @@ def main():
     parser.add_argument("--report", help="append 'kill' and first-step-after-resume lines with times here")
     args = parser.parse_args()
 
+    # Everything a warm spare should have done before it is needed: torch is
+    # imported, and the model is built once (torch's kernels and allocator
+    # warmed). Not a spare: park returns at once.
+    make_training(seed=1234)
+    if elastic.worker.park_or_exit():
+        report(args, "promoted pid=%d" % os.getpid())
     info = elastic.torch.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     worker = elastic.torch.worker()
     log(info, "start (restart %d)" % info.restart_count)
-    net, optimizer, scheduler, model, ckpt, step = resume(args, info)
+    with elastic.torch.phase("restore"):
+        net, optimizer, scheduler, model, ckpt, step = resume(args, info)
     resumed = True
     while step < args.steps:
         if info.rank == args.kill_rank and step == args.kill_at_step and info.restart_count == 0:
@@ -126,7 +137,8 @@ def main():
             elastic.torch.reconfigured(block=True)
             info = worker.info()
             ckpt.close()
-            net, optimizer, scheduler, model, ckpt, step = resume(args, info)
+            with elastic.torch.phase("restore"):
+                net, optimizer, scheduler, model, ckpt, step = resume(args, info)
             resumed = True
             continue
         if resumed:
@@ -143,7 +155,8 @@ def main():
         if elastic.torch.reconfigured():  # the group changed without a failed collective here
             info = worker.info()
             ckpt.close()
-            net, optimizer, scheduler, model, ckpt, step = resume(args, info)
+            with elastic.torch.phase("restore"):
+                net, optimizer, scheduler, model, ckpt, step = resume(args, info)
             resumed = True
     if args.out and info.rank == 0:
         torch.save(net.state_dict(), args.out)

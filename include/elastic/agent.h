@@ -131,6 +131,9 @@ typedef struct elastic_agent_opts {
      * written in the background (--memory-disk-dir, --memory-disk-every; 0: never). */
     const char *memory_disk_dir;
     int memory_disk_every;
+    /* Warm spare workers per node, parked until a rank on the node fails
+     * (docs/WARM_SPARES.md); needs in_process_recovery; 0 (default): none. */
+    int warm_spares;
 } elastic_agent_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */

@@ -134,6 +134,50 @@ ELASTIC_EXTERN int elastic_worker_stop_notice(elastic_worker *w, int *grace_left
  * signals every process of a job step, the workers too). Only while SIGTERM
  * has its default action: ELASTIC_EBUSY when the trainer has its own handler. */
 ELASTIC_EXTERN int elastic_worker_notice_on_sigterm(elastic_worker *w);
+/* ---- warm spares (elasticrun --warm-spares=N, docs/WARM_SPARES.md) ---------------
+ *
+ * A warm spare is a trainer process the agent starts ahead of need: it runs
+ * the trainer's start-up (imports, CUDA context, model construction) and
+ * then parks here, holding no rank, until a rank on its node fails and the
+ * agent hands it that rank. Call elastic_worker_park() once, after the
+ * expensive start-up and before elastic_worker_init(); in a process that was
+ * not started as a spare it returns 0 at once, so the same trainer runs
+ * unchanged with or without spares. */
+typedef struct elastic_worker_park_opts {
+    size_t struct_size; /* sizeof(elastic_worker_park_opts) */
+    /* Longest wait for a rank, in ms; -1 (default): until promoted or told to
+     * stop (the agent's end of the socket closing, as when it dies, also ends
+     * the wait). */
+    int timeout_ms;
+} elastic_worker_park_opts;
+
+/* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
+ELASTIC_EXTERN int elastic_worker_park_opts_init(elastic_worker_park_opts *opts,
+                                                 size_t struct_size);
+
+/* Not a spare (no ELASTIC_SPARE in the environment): 0 at once, *promoted 0.
+ * A spare: tells the agent it is parked and waits. Promoted: the rank's
+ * environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_*, ELASTIC_*) has been
+ * written into the process environment (setenv: call it from the main thread
+ * while no other thread reads the environment), ELASTIC_SPARE is removed,
+ * *promoted is 1, and 0 is returned: call elastic_worker_init() next, then
+ * load state and join the communicator like any restarted rank.
+ * environment (may be NULL) receives the same variables as "KEY=value\n"
+ * lines (free with elastic_free), for runtimes that keep their own copy of the
+ * environment (Python's os.environ). ELASTIC_ECLOSED when the agent stopped
+ * the spare or went away (exit 0: the job no longer needs it);
+ * ELASTIC_ETIMEDOUT after opts->timeout_ms. opts NULL: the defaults. */
+ELASTIC_EXTERN int elastic_worker_park(const elastic_worker_park_opts *opts, int *promoted,
+                                       char **environment);
+
+/* Optional: how long one phase of a recovery took in this worker (after
+ * ELASTIC_ERECONFIGURE, or in a promoted spare), for the agent's
+ * recovery_phases event. phase: 1..31 characters of [a-z0-9_], e.g. "regroup"
+ * (re-creating the communicator) or "restore" (loading state; the agent
+ * writes the event once every local rank reported "restore"). 0 when not
+ * attached to an agent (nothing to tell). */
+ELASTIC_EXTERN int elastic_worker_report_phase(elastic_worker *w, const char *phase,
+                                               uint64_t duration_ns);
 
 /* Detaches (the agent sees a clean goodbye) and frees. NULL is a no-op. */
 ELASTIC_EXTERN void elastic_worker_close(elastic_worker *w);

@@ -412,7 +412,7 @@ static int validate(const elastic_agent_opts *o)
              strlen(o->node_name)))
         return elastic__fail(ELASTIC_EINVAL,
                              "node_name must be 1..120 characters of [A-Za-z0-9._-]");
-    return 0;
+    return agent__check_warm_spares(o);
 }
 
 static int setup(elastic_agent *agent)

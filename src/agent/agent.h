@@ -57,6 +57,8 @@ int agent__std_parse(const char *text, int local_rank, int *mask);
 
 /* elastic_agent_opts with every default (args.c). */
 void agent__opts_defaults(elastic_agent_opts *opts);
+/* --warm-spares: in range and with --in-process-recovery (args.c). */
+int agent__check_warm_spares(const elastic_agent_opts *opts);
 /* Seconds read from flags, environment or conf values (integers go through
  * common/parse_int.h): bounded; may have a fraction; become milliseconds. */
 int agent__parse_seconds_ms(const char *text, double max_seconds, int *ms);

@@ -14,11 +14,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define ARGS_MAX_NODES    100000
-#define ARGS_MAX_NPROC    4096
-#define ARGS_MAX_RESTARTS 1000000
-#define ARGS_MAX_SECONDS  (86400.0 * 30)
-#define ARGS_MAX_STRING   4096
+#define ARGS_MAX_NODES       100000
+#define ARGS_MAX_NPROC       4096
+#define ARGS_MAX_RESTARTS    1000000
+#define ARGS_MAX_WARM_SPARES 64
+#define ARGS_MAX_SECONDS     (86400.0 * 30)
+#define ARGS_MAX_STRING      4096
 
 typedef int (*flag_apply_fn)(elastic_agent_opts *opts, const char *value);
 
@@ -429,6 +430,10 @@ static int set_in_process(elastic_agent_opts *o, const char *v)
 {
     return switch_value(v, &o->in_process_recovery);
 }
+static int set_warm_spares(elastic_agent_opts *o, const char *v)
+{
+    return set_int_field(&o->warm_spares, v, 0, ARGS_MAX_WARM_SPARES);
+}
 static int set_quiet(elastic_agent_opts *o, const char *v)
 {
     return switch_value(v, &o->quiet);
@@ -479,6 +484,7 @@ static const flag_spec flags[] = {
     { "health_check_timeout", 0, false, true, set_health_timeout },
     { "expected_gpus", 0, false, true, set_expected_gpus },
     { "health_temperature_max", 0, false, true, set_health_temperature },
+    { "warm_spares", 0, false, true, set_warm_spares },
     { "event_log", 0, false, true, set_event_log },
     { "memory_ckpt", 0, true, true, set_memory_ckpt },
     { "memory_ckpt_limit", 0, false, true, set_memory_limit },
@@ -615,6 +621,23 @@ static int parse_short(elastic_agent_opts *opts, int argc, const char *const *ar
     return apply_flag(opts, flag, argv[at + 1], where) == 0 ? 2 : ELASTIC_EINVAL;
 }
 
+/* --warm-spares replaces a failed rank with a parked process while the
+ * survivors stay: that is in-process recovery. Without it every failure stops
+ * and restarts the whole group, so a spare would stand in for one of N fresh
+ * starts and save nothing the others do not wait for: refused, not ignored. */
+int agent__check_warm_spares(const elastic_agent_opts *opts)
+{
+    if (opts->warm_spares < 0 || opts->warm_spares > ARGS_MAX_WARM_SPARES)
+        return elastic__fail(ELASTIC_EINVAL, "--warm-spares %d: 0..%d", opts->warm_spares,
+                             ARGS_MAX_WARM_SPARES);
+    if (opts->warm_spares > 0 && !opts->in_process_recovery)
+        return elastic__fail(
+            ELASTIC_EINVAL,
+            "--warm-spares needs --in-process-recovery: a spare replaces one failed "
+            "rank while the others stay; a full restart starts every rank anew");
+    return 0;
+}
+
 static int check_combination(const elastic_agent_opts *opts)
 {
     if (opts->help || opts->version) return 0;
@@ -641,7 +664,7 @@ static int check_combination(const elastic_agent_opts *opts)
         !opts->standalone && opts->max_nodes > 1)
         return elastic__fail(ELASTIC_EINVAL,
                              "--rdzv-backend c10d needs --rdzv-endpoint host[:port]");
-    return 0;
+    return agent__check_warm_spares(opts);
 }
 
 extern char **environ;

@@ -10,6 +10,7 @@
  * coalesced, and it becomes readable only after the process is a zombie, so
  * the waitpid() that follows never blocks and never misses the exit.
  */
+#include "agent/spares.h"
 #include "agent/workers.h"
 
 #include <errno.h>
@@ -81,6 +82,12 @@ static void on_pidfd(uv_poll_t *poll, int status, int events)
                 uv_timer_start(&watch->retry, on_retry, EXIT_RETRY_MS, EXIT_RETRY_MS);
             return;
         }
+    if (agent__spares_own_watch(group, watch)) {
+        uv_poll_stop(poll);
+        if (!uv_is_active((uv_handle_t *)&watch->retry))
+            uv_timer_start(&watch->retry, on_retry, EXIT_RETRY_MS, EXIT_RETRY_MS);
+        return;
+    }
     close_watch(watch);
 }
 

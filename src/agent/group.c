@@ -36,6 +36,7 @@
 #include "agent/probes.h"
 #include "agent/reaper.h"
 #include "agent/slurm.h"
+#include "agent/spares.h"
 #include "agent/summary.h"
 #include "agent/waiting.h"
 #include "agent/workers.h"
@@ -104,6 +105,7 @@ static void emit_job_end(agent_group *group, agent_end_status status)
 /* -> DONE: the job ended for this node. */
 static void end_now(agent_group *group, int exit_code, agent_end_status status)
 {
+    agent__spares_stop(group);
     group->state = AGENT_DONE;
     group->exit_code = exit_code;
     uv_timer_stop(&group->grace_timer);
@@ -114,6 +116,7 @@ static void end_now(agent_group *group, int exit_code, agent_end_status status)
 static void begin_ending(agent_group *group, int exit_code, agent_end_status status,
                          agent_call *call)
 {
+    agent__spares_stop(group);
     group->state = AGENT_ENDING;
     group->ending_exit_code = exit_code;
     group->ending_status = status;
@@ -201,6 +204,7 @@ static void check_stopped(agent_group *group)
     uv_timer_stop(&group->ack_timer);
     agent__workers_signal(group, SIGKILL); /* grandchildren left in the workers' process groups */
     agent__goodput_generation_ended(group);
+    agent__phases_stopped(group);
     agent_event event;
     agent__event_begin(&event, group->events, AGENT_EVENT_GENERATION_STOPPED);
     agent__event_int(&event, "generation", (int64_t)group->current.generation);
@@ -241,6 +245,7 @@ static void end_generation_for(agent_group *group, agent_worker *worker, const c
         snprintf(cause.reason, sizeof cause.reason, "job store host lost (rank %d: %.150s)",
                  worker->rank, reason);
     }
+    agent__phases_failure(group, keep_worker ? NULL : worker);
     group->unhealthy_local_rank = keep_worker ? -1 : worker->local_rank;
     group->health_recheck = true; /* a failure here: checked before this node rejoins */
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "rank %d: %s", worker->rank,
@@ -323,8 +328,10 @@ static void generation_formed(agent_group *group, const elastic_rdzv_result *res
     group->rejoining = group->stepped_aside_unhealthy = false;
     group->evict_refused_logged = false;
     agent__probes_generation_started(group);
+    agent__phases_formed(group);
     if (agent__workers_start(group) != 0)
         return; /* a worker that could not start is posted as unhealthy: handled next */
+    agent__spares_fill(group); /* the first ones; after a recovery, once it is over */
     if (group->failure_ms != 0 && group->monitor != NULL && group->reconfiguring == 0)
         probe__monitor_record_recovery(
             group->monitor, (double)(elastic__now_ms() - group->failure_ms) / 1000.0, false);
@@ -543,6 +550,7 @@ static void generation_ended(agent_group *group, const elastic_rdzv_cause *cause
     if (!fenced) agent__console_ended_elsewhere(group, cause); /* the fenced line said it */
     if (cause->kind == ELASTIC_RDZV_NODE_LOST) agent__slurm_note_lost(group, cause->node_id);
     group->failure_ms = elastic__now_ms();
+    agent__phases_failure(group, NULL);
     group->unhealthy_local_rank = -1;
     snprintf(group->unhealthy_reason, sizeof group->unhealthy_reason, "%.100s: %.150s",
              cause->node_id, cause->reason);
@@ -658,6 +666,7 @@ static void on_event(agent_group *group, const agent_group_event *ev)
     switch (ev->kind) { /* any state */
     case AGENT_GROUP_CHILDREN_EXITED:
         agent__workers_reap(group, on_worker_exit); /* each exit by the state it finds */
+        agent__spares_reap(group);
         return;
     case AGENT_GROUP_STREAM_CLOSED: group->closing_streams--; return;
     case AGENT_GROUP_HEALTH: health_report(group); return;
@@ -892,6 +901,7 @@ int agent__group_init(agent_group *group, uv_loop_t *loop)
         return elastic__fail(ELASTIC_ESYS, "agent loop: %s", uv_strerror(rc));
     group->grace_timer.data = group->wake.data = group->ack_timer.data = group;
     group->quarantine_timer.data = group;
+    if ((rc = agent__spares_init(group)) != 0) return rc;
     return agent__waiting_init(group);
 }
 
@@ -906,6 +916,7 @@ void agent__group_start(agent_group *group)
 
 bool agent__group_close(agent_group *group)
 {
+    agent__spares_close(group);
     agent__exits_close(group);
     agent__reaper_unwatch(group);
     uv_close((uv_handle_t *)&group->grace_timer, NULL);
@@ -941,5 +952,6 @@ void agent__group_destroy(agent_group *group)
     }
     free(group->workers);
     group->workers = NULL;
+    agent__spares_destroy(group);
     pthread_mutex_destroy(&group->lock);
 }

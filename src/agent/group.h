@@ -43,6 +43,7 @@ typedef enum agent_stop_reason {
 } agent_stop_reason;
 
 typedef struct agent_exit_watch agent_exit_watch;
+typedef struct agent_spare agent_spare;
 
 typedef struct agent_worker {
     int local_rank;
@@ -59,7 +60,25 @@ typedef struct agent_worker {
     bool survivor;        /* in-process recovery: kept across the generation change */
     bool abort_acked;     /* in-process recovery: its abort hook ran */
     bool reconfiguring;   /* in-process recovery: RECONFIGURE sent, READY not yet back */
+    bool awaiting_hello;  /* started (or promoted) in a recovery: its attach is timed */
+    agent_spare *spare;   /* a promoted warm spare: its output streams are the spare's */
 } agent_worker;
+
+/* The phases of the recovery in flight (phases.c), for recovery_phases. */
+#define AGENT_PHASES_MAX 8 /* named phases the workers report */
+typedef struct agent_recovery_phases {
+    bool active;           /* a failure is being recovered from */
+    uint64_t failure_ms;   /* the agent saw it (monotonic) */
+    int64_t detect_ms;     /* the failed worker's last heartbeat -> failure_ms; -1: unknown */
+    uint64_t stopped_ms;   /* the generation stopped here (survivors aborted) */
+    uint64_t formed_ms;    /* the next generation formed */
+    uint64_t attached_ms;  /* the last replacement process attached */
+    uint64_t generation;   /* the generation recovered into */
+    int promoted, cold_started, awaiting_hello;
+    int restored; /* local workers that reported "restore" */
+    char names[AGENT_PHASES_MAX][32];
+    uint64_t max_ns[AGENT_PHASES_MAX]; /* the slowest local rank's time per phase */
+} agent_recovery_phases;
 
 /* How the job ended for this node (job_end's status). */
 typedef enum agent_end_status {
@@ -205,6 +224,12 @@ typedef struct agent_group {
     int reconfiguring;             /* workers reconfigured in place whose READY is outstanding */
     uint64_t inprocess_failure_ms; /* the failure an in-process recovery is timed from */
     uint64_t inprocess_back_ms;    /* the latest READY so far (the workers' clock) */
+
+    agent_spare *spares;         /* warm spares (spares.c): every record not yet freed */
+    bool spares_disabled;        /* the trainer does not park: no more spares on this node */
+    bool spares_closing;         /* the group is closing: nothing is restarted */
+    uv_timer_t spare_timer;      /* a spare that has not parked in time is stopped */
+    agent_recovery_phases phases;
 
     uint64_t started_ms, rendezvous_started_ms, stop_started_ms, failure_ms;
     int stop_signal;

@@ -11,6 +11,7 @@
 #include "agent/journal.h"
 #include "agent/probes.h"
 #include "agent/proc.h"
+#include "agent/spares.h"
 #include "agent/workers.h"
 
 #include "common/clock.h"
@@ -69,9 +70,15 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
                                  uint64_t sent_ns)
 {
     agent_group *group = user;
+    if (slot >= group->opts->nproc_per_node) { /* a warm spare's slot */
+        agent__spares_on_control(group, (unsigned)(slot - group->opts->nproc_per_node), type);
+        return;
+    }
     if (group->workers == NULL || slot < 0 || slot >= group->nworkers) return;
     agent_worker *worker = &group->workers[slot];
-    if (type == CHANNEL__MSG_ABORT_ACK) {
+    if (type == CHANNEL__MSG_HELLO) {
+        agent__phases_on_hello(group, worker);
+    } else if (type == CHANNEL__MSG_ABORT_ACK) {
         agent__group_post(
             group, &(agent_group_event){ .kind = AGENT_GROUP_ABORT_ACKED, .worker = worker });
     } else if (type == CHANNEL__MSG_READY && generation == group->current.generation &&

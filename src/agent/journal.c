@@ -43,6 +43,12 @@ static const char *const event_names[AGENT_EVENT_TYPE_COUNT] = {
     [AGENT_EVENT_HEALTH_STEPPED_ASIDE] = "health_stepped_aside",
     [AGENT_EVENT_CHECKPOINT_SAVED] = "checkpoint_saved",
     [AGENT_EVENT_CHECKPOINT_RESTORED] = "checkpoint_restored",
+    [AGENT_EVENT_SPARE_STARTED] = "spare_started",
+    [AGENT_EVENT_SPARE_PARKED] = "spare_parked",
+    [AGENT_EVENT_SPARE_PROMOTED] = "spare_promoted",
+    [AGENT_EVENT_SPARE_EXITED] = "spare_exited",
+    [AGENT_EVENT_SPARES_DISABLED] = "spares_disabled",
+    [AGENT_EVENT_RECOVERY_PHASES] = "recovery_phases",
 };
 
 const char *agent__event_name(agent_event_type type)

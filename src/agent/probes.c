@@ -12,6 +12,7 @@
 #include "agent/proc.h"
 #include "agent/reaper.h"
 #include "agent/slurm.h"
+#include "agent/spares.h"
 
 #include "common/clock.h"
 #include "common/parse_int.h"
@@ -72,7 +73,20 @@ static void on_worker_event(void *user, int local_rank, int rank, const channel_
 {
     agent_group *group = user;
     const char *name = channel__kv_get(kv, "NAME");
-    if (name == NULL || strcmp(name, "nccl_comm_built") != 0) return; /* the only one known */
+    if (name != NULL && strcmp(name, "recovery_phase") == 0) {
+        const char *phase = channel__kv_get(kv, "PHASE");
+        uint64_t ns, generation;
+        size_t len = phase != NULL ? strlen(phase) : 0;
+        if (len == 0 || len > 31 || strspn(phase, "abcdefghijklmnopqrstuvwxyz0123456789_") != len ||
+            elastic__parse_u64(NULL, channel__kv_get(kv, "NS"), 0, INT64_MAX, &ns) != 0 ||
+            elastic__parse_u64(NULL, channel__kv_get(kv, "GENERATION"), 0, INT64_MAX,
+                               &generation) != 0)
+            return; /* malformed: dropped */
+        agent_worker *worker = worker_at(group, local_rank);
+        if (worker != NULL) agent__phases_on_report(group, worker, phase, ns, generation);
+        return;
+    }
+    if (name == NULL || strcmp(name, "nccl_comm_built") != 0) return; /* the only other one */
     agent_event event;
     agent__event_begin(&event, group->events, AGENT_EVENT_NCCL_COMM_BUILT);
     agent__event_int(&event, "generation", (int64_t)group->current.generation);
@@ -155,6 +169,7 @@ int agent__probes_start(agent_group *group)
     opts.loop = group->loop;
     opts.run_dir = group->probe_dir;
     opts.local_world_size = (unsigned)o->nproc_per_node;
+    opts.spare_slots = (unsigned)(o->warm_spares > 0 ? o->warm_spares : 0);
     opts.run_id = group->run_id;
     opts.node_id = group->node_id;
     opts.interval_ms =

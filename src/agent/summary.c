@@ -10,6 +10,7 @@
 #include "agent/journal.h"
 #include "agent/membership.h"
 #include "agent/python.h"
+#include "agent/spares.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,7 +56,7 @@ void agent__failure_record(agent_group *group, agent_worker *worker,
     failure->detail_is_error_file =
         read_small_file(worker->error_file, failure->detail, sizeof failure->detail) > 0;
     if (!failure->detail_is_error_file)
-        agent__stream_tail(&worker->err, failure->detail, sizeof failure->detail);
+        agent__stream_tail(agent__worker_err(worker), failure->detail, sizeof failure->detail);
 }
 
 void agent__failure_share(agent_group *group, const elastic_rdzv_cause *cause)

@@ -73,6 +73,8 @@ static const char usage_text[] =
     "  --health-check-timeout S    the site command is killed past this (default 60)\n"
     "  --expected-gpus N           fewer GPUs is fatal (default: as many as at the start)\n"
     "  --health-temperature-max C  a GPU this hot warns (default: its slowdown - 5 C)\n"
+    "  --warm-spares N             in-process: N parked spare workers per node take a failed "
+    "rank's place\n"
     "  --event-log PATH            JSONL events: generations, workers, failures, restarts\n"
     "  --memory-ckpt               hold a memory checkpoint tier for the workers (shared memory,\n"
     "                              copied to peers; elastic_ckpt_open_memory)\n"

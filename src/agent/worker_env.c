@@ -103,6 +103,7 @@ static const char *const owned_names[] = {
     "ELASTIC_HEARTBEAT_SHM",
     "ELASTIC_HEARTBEAT_SLOT",
     "ELASTIC_AGENT_SOCKET",
+    "ELASTIC_SPARE",
     CHANNEL__ENV_MEMORY_CKPT_DIR,
     CHANNEL__ENV_RESTORE_STEP,
     CHANNEL__ENV_RESTORE_SOURCE,
@@ -127,13 +128,21 @@ static void push_inherited_or(strv *v, const char *name, const char *fallback)
         strv_pushf(v, "%s=%s", name, fallback);
 }
 
+static int finish_env(strv *v, const agent_worker_env *spec, char ***envp);
+
 int agent__env_build(const agent_worker_env *spec, char ***envp)
 {
     strv v = { 0 };
     const elastic_rdzv_result *g = spec->generation;
-    const elastic_agent_opts *o = spec->opts;
     for (char **entry = environ; entry != NULL && *entry != NULL; entry++)
         if (!is_owned(*entry)) strv_push(&v, elastic__strdup(*entry));
+    if (spec->spare) { /* a rank's variables come when it is promoted (elastic_worker_park) */
+        strv_pushf(&v, "ELASTIC_SPARE=%d", spec->spare_slot);
+        if (spec->agent_socket != NULL)
+            strv_pushf(&v, "ELASTIC_AGENT_SOCKET=%s", spec->agent_socket);
+        if (spec->run_id != NULL) strv_pushf(&v, "TORCHELASTIC_RUN_ID=%s", spec->run_id);
+        return finish_env(&v, spec, envp);
+    }
     /* The per-generation variables come from the one formatter that also
      * writes the in-process RECONFIGURE payload, so the two cannot drift. */
     channel__worker_env shared = { .rank = g->rank_base + spec->local_rank,
@@ -162,29 +171,37 @@ int agent__env_build(const agent_worker_env *spec, char ***envp)
         agent__strv_free(v.items);
         return rc;
     }
-    /* What only a freshly started process needs. */
-    strv_pushf(&v, "ROLE_NAME=%s", o->role);
     strv_pushf(&v, "GROUP_WORLD_SIZE=%d", g->group_world_size);
-    strv_pushf(&v, "TORCHELASTIC_MAX_RESTARTS=%d", g->max_restarts);
-    strv_pushf(&v, "TORCHELASTIC_USE_AGENT_STORE=False"); /* our store does not speak TCPStore */
-    strv_pushf(&v, "TORCHELASTIC_ERROR_FILE=%s", spec->error_file);
-    push_inherited_or(&v, "NCCL_ASYNC_ERROR_HANDLING", "1");
-    push_inherited_or(&v, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-    push_inherited_or(&v, "OMP_NUM_THREADS", o->nproc_per_node > 1 ? "1" : NULL);
+    return finish_env(&v, spec, envp);
+}
+
+/* What only a freshly started process needs (a worker or a spare). */
+static int finish_env(strv *v, const agent_worker_env *spec, char ***envp)
+{
+    const elastic_rdzv_result *g = spec->generation;
+    const elastic_agent_opts *o = spec->opts;
+    strv_pushf(v, "ROLE_NAME=%s", o->role);
+    strv_pushf(v, "TORCHELASTIC_MAX_RESTARTS=%d", g->max_restarts);
+    strv_pushf(v, "TORCHELASTIC_USE_AGENT_STORE=False"); /* our store does not speak TCPStore */
+    strv_pushf(v, "TORCHELASTIC_ERROR_FILE=%s", spec->error_file);
+    push_inherited_or(v, "NCCL_ASYNC_ERROR_HANDLING", "1");
+    push_inherited_or(v, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+    push_inherited_or(v, "OMP_NUM_THREADS", o->nproc_per_node > 1 ? "1" : NULL);
     /* The token itself is never in the environment (children inherit it and
      * /proc/PID/environ shows it): workers read it from this file. */
     if (spec->store_token_file != NULL)
-        strv_pushf(&v, "ELASTIC_STORE_TOKEN_FILE=%s", spec->store_token_file);
-    /* The memory tier, and the job's restore plan for this rank. */
+        strv_pushf(v, "ELASTIC_STORE_TOKEN_FILE=%s", spec->store_token_file);
+    /* The memory tier, and the job's restore plan for this rank (a spare has
+     * none: its rank's plan comes with its promotion). */
     if (spec->memory_dir != NULL)
-        strv_pushf(&v, CHANNEL__ENV_MEMORY_CKPT_DIR "=%s", spec->memory_dir);
+        strv_pushf(v, CHANNEL__ENV_MEMORY_CKPT_DIR "=%s", spec->memory_dir);
     if (spec->restore_source != NULL) {
-        strv_pushf(&v, CHANNEL__ENV_RESTORE_STEP "=%" PRIu64, spec->restore_step);
-        strv_pushf(&v, CHANNEL__ENV_RESTORE_SOURCE "=%s", spec->restore_source);
-        strv_pushf(&v, CHANNEL__ENV_RESTORE_NODE "=%s",
+        strv_pushf(v, CHANNEL__ENV_RESTORE_STEP "=%" PRIu64, spec->restore_step);
+        strv_pushf(v, CHANNEL__ENV_RESTORE_SOURCE "=%s", spec->restore_source);
+        strv_pushf(v, CHANNEL__ENV_RESTORE_NODE "=%s",
                    spec->restore_node ? spec->restore_node : "");
     }
-    return strv_done(&v, envp);
+    return strv_done(v, envp);
 }
 
 void agent__worker_store_prefix(const agent_group *group, char *out, size_t size)

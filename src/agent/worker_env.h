@@ -15,8 +15,10 @@ typedef struct agent_worker_env {
     const char *store_token_file; /* the token's file in the agent's run directory; NULL: none */
     const char *error_file;
     int local_rank;
-    const char *heartbeat_shm;  /* the probe monitor's heartbeat file; NULL: none */
-    const char *agent_socket;   /* its control socket; NULL: none */
+    const char *heartbeat_shm; /* the probe monitor's heartbeat file; NULL: none */
+    const char *agent_socket;  /* its control socket; NULL: none */
+    bool spare;                /* a warm spare: no rank yet, ELASTIC_SPARE=spare_slot instead */
+    int spare_slot;
     const char *memory_dir;     /* the node's memory tier (ROOT/own); NULL: none */
     uint64_t restore_step;      /* the job's restore plan for this rank: */
     const char *restore_source; /* "local", "peer", "disk"; NULL: no plan */

@@ -9,6 +9,7 @@
 #include "agent/probes.h"
 #include "agent/proc.h"
 #include "agent/reaper.h"
+#include "agent/spares.h"
 #include "agent/worker_env.h"
 
 #include "common/clock.h"
@@ -190,6 +191,12 @@ int agent__workers_start(agent_group *group)
                 group, worker); /* a failure to send kills it: reaped as a failure */
             continue;
         }
+        bool recovering = group->phases.active;
+        worker->local_rank = local_rank;
+        if (recovering && agent__spares_promote(group, worker)) {
+            agent__phases_replacement(group, worker, true);
+            continue;
+        }
         char path[4096];
         char **argv = NULL;
         int rc = prepare_worker(group, worker, local_rank);
@@ -205,6 +212,7 @@ int agent__workers_start(agent_group *group)
             return rc;
         }
         emit_started(group, worker);
+        if (recovering) agent__phases_replacement(group, worker, false);
     }
     return 0;
 }
@@ -230,11 +238,13 @@ void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agen
         group->running--;
         worker->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         worker->term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-        group->closing_streams += (int)worker->out.open + (int)worker->err.open;
-        agent__stream_finish(&worker->out);
-        agent__stream_finish(&worker->err);
+        agent_stream *out = agent__worker_out(worker), *err = agent__worker_err(worker);
+        group->closing_streams += (int)out->open + (int)err->open;
+        agent__stream_finish(out);
+        agent__stream_finish(err);
         agent__probes_worker_exited(group, worker);
         on_exit(group, worker);
+        agent__spares_worker_reaped(group, worker); /* a promoted spare's record: its streams */
     }
 }
 

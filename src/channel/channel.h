@@ -22,6 +22,9 @@
 #define CHANNEL__ENV_HEARTBEAT_SHM  "ELASTIC_HEARTBEAT_SHM"
 #define CHANNEL__ENV_HEARTBEAT_SLOT "ELASTIC_HEARTBEAT_SLOT"
 #define CHANNEL__ENV_AGENT_SOCKET   "ELASTIC_AGENT_SOCKET"
+/* A warm spare's control slot (local_world_size + its index): set only in
+ * spares, which park (elastic_worker_park) before they attach. */
+#define CHANNEL__ENV_SPARE "ELASTIC_SPARE"
 /* The node's memory checkpoint tier (ROOT/own; docs/CHECKPOINT.md, "Memory tier"). */
 #define CHANNEL__ENV_MEMORY_CKPT_DIR "ELASTIC_MEMORY_CKPT_DIR"
 /* The job's agreed restore step for this generation, and where this rank's
@@ -139,6 +142,9 @@ typedef enum channel__msg_type {
     /* agent -> worker: GRACE_MS, REASON: the job is stopping (the agent got SIGTERM); save
      * now, the worker is killed after GRACE_MS */
     CHANNEL__MSG_NOTICE = 9,
+    /* agent -> parked spare: the rank's worker environment (as RECONFIGURE's
+     * payload). A spare parks by saying HELLO with SLOT=its spare slot. */
+    CHANNEL__MSG_PROMOTE = 10,
     CHANNEL__MSG_TYPE_END_
 } channel__msg_type;
 

@@ -26,7 +26,8 @@ int monitor__check_opts(const probe__monitor_opts *o)
 {
     if (o->loop == NULL || o->run_dir == NULL || o->on_failure == NULL)
         return elastic__fail(ELASTIC_EINVAL, "monitor: loop, run_dir and on_failure are required");
-    if (o->local_world_size == 0 || o->local_world_size > CHANNEL__HB_MAX_SLOTS)
+    if (o->local_world_size == 0 || o->local_world_size > CHANNEL__HB_MAX_SLOTS ||
+        o->spare_slots > CHANNEL__HB_MAX_SLOTS - o->local_world_size)
         return elastic__fail(ELASTIC_EINVAL, "monitor: %u local workers", o->local_world_size);
     if (o->interval_ms <= 0 || o->hang_timeout_ms < 0 || o->startup_timeout_ms < 0 ||
         o->stack_dump_timeout_ms <= 0 || o->stack_dump_budget_ms < 0)

@@ -86,8 +86,8 @@ static int start_services(probe__monitor *m)
     const probe__monitor_opts *o = &m->opts;
     int rc = channel__hb_create(m->heartbeat_path, o->local_world_size, &m->region);
     if (rc == 0)
-        rc = probe__control_start(o->loop, m->socket_path, o->local_world_size, on_control, m,
-                                  &m->control);
+        rc = probe__control_start(o->loop, m->socket_path, o->local_world_size + o->spare_slots,
+                                  on_control, m, &m->control);
     if (rc == 0) probe__control_on_report(m->control, monitor__on_report, m);
     if (rc == 0 && o->metrics_port >= 0)
         rc = probe__metrics_start(o->loop, o->metrics_host, o->metrics_port, monitor__render,
@@ -315,6 +315,38 @@ bool probe__monitor_worker_connected(const probe__monitor *m, int local_rank)
 {
     return worker_at(m, local_rank) != NULL &&
            probe__control_connected(m->control, (unsigned)local_rank);
+}
+
+int probe__monitor_spare_send(probe__monitor *m, unsigned index, const channel__worker_env *env,
+                              int group_world_size)
+{
+    if (index >= m->opts.spare_slots) return elastic__fail(ELASTIC_EINVAL, "no spare %u", index);
+    unsigned slot = m->opts.local_world_size + index;
+    if (env == NULL) return probe__control_send(m->control, slot, CHANNEL__MSG_STOP, "");
+    elastic__text text;
+    elastic__text_init(&text, CHANNEL__MSG_MAX_PAYLOAD);
+    int rc = channel__worker_env_format(env, &text);
+    if (rc == 0) {
+        elastic__text_printf(&text, "GROUP_WORLD_SIZE=%d\n", group_world_size);
+        rc = text.overflow ? elastic__fail(ELASTIC_ELIMIT, "promotion too long") : 0;
+    }
+    if (rc == 0) rc = probe__control_send(m->control, slot, CHANNEL__MSG_PROMOTE, text.data);
+    elastic__text_free(&text);
+    return rc;
+}
+
+bool probe__monitor_spare_parked(const probe__monitor *m, unsigned index)
+{
+    return index < m->opts.spare_slots &&
+           probe__control_connected(m->control, m->opts.local_world_size + index);
+}
+
+uint64_t probe__monitor_last_beat_ns(const probe__monitor *m, int local_rank)
+{
+    if (worker_at(m, local_rank) == NULL || m->region == NULL) return 0;
+    channel__hb_snapshot now;
+    channel__hb_read(m->region, (unsigned)local_rank, &now);
+    return now.last_beat_ns;
 }
 
 void probe__monitor_record_recovery(probe__monitor *m, double seconds, bool in_process)

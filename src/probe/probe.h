@@ -191,6 +191,9 @@ typedef struct probe__monitor_opts {
     uv_loop_t *loop;     /* the agent's loop; every callback runs on it */
     const char *run_dir; /* where the heartbeat file and the control socket go */
     unsigned local_world_size;
+    /* Control slots past the workers' for warm spares to park in (slot
+     * local_world_size + i); they have no heartbeat slot and no probes. */
+    unsigned spare_slots;
     const char *run_id, *node_id; /* labels on the metrics page */
     int interval_ms;              /* probe timer; default 1000, at most hang_timeout / 2 */
     int hang_timeout_ms;          /* silence after the first beat; 0: no hang probe */
@@ -279,6 +282,13 @@ int probe__monitor_stop_worker(probe__monitor *m, int local_rank);
 int probe__monitor_notice_worker(probe__monitor *m, int local_rank, int grace_ms,
                                  const char *reason);
 bool probe__monitor_worker_connected(const probe__monitor *m, int local_rank);
+/* Warm spares: the spare parked in control slot local_world_size + index gets
+ * PROMOTE with env (and GROUP_WORLD_SIZE=group_world_size), or STOP (env NULL). */
+int probe__monitor_spare_send(probe__monitor *m, unsigned index, const channel__worker_env *env,
+                              int group_world_size);
+bool probe__monitor_spare_parked(const probe__monitor *m, unsigned index);
+/* The worker's last heartbeat (CLOCK_MONOTONIC ns) as its slot holds it now; 0: none. */
+uint64_t probe__monitor_last_beat_ns(const probe__monitor *m, int local_rank);
 
 /* A recovery finished: failure -> workers back in their loop, in seconds. */
 void probe__monitor_record_recovery(probe__monitor *m, double seconds, bool in_process);

@@ -100,6 +100,14 @@ static int attach_heartbeat(elastic_worker *w)
 
 static int attach(elastic_worker *w)
 {
+    /* A warm spare holds no rank until promoted: attaching now would take
+     * another worker's identity (or none). The agent sees the spare exit
+     * before it parked and stops starting spares for this trainer. */
+    if (getenv(CHANNEL__ENV_SPARE) != NULL)
+        return elastic__fail(ELASTIC_EINVAL,
+                             "this process was started as a warm spare (%s is set): call "
+                             "elastic_worker_park() before elastic_worker_init()",
+                             CHANNEL__ENV_SPARE);
     int rc = worker__env_parse(worker__getenv, NULL, &w->env);
     if (rc != 0) return rc;
     if (w->env.mode == WORKER__ALONE) return start_private_store(w);

@@ -115,6 +115,9 @@ static void worker_structs(void)
     FIELD(elastic_worker_info, attached);
     FIELD(elastic_worker_info, run_id);
     FIELD(elastic_worker_info, master_addr);
+    SIZE(elastic_worker_park_opts);
+    FIELD(elastic_worker_park_opts, struct_size);
+    FIELD(elastic_worker_park_opts, timeout_ms);
 }
 
 static void ckpt_structs(void)

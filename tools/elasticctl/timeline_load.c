@@ -19,7 +19,7 @@ static const char *const kind_names[TL_KINDS] = {
     "probe",         "generation_ended",  "generation_stopped",
     "restarted",     "checkpoint",        "waiting",
     "fenced",        "job_end",           "steps_started",
-    "steps_ended"
+    "steps_ended",   "recovery_phases"
 };
 
 const char *timeline__kind_name(int kind)
@@ -69,6 +69,28 @@ static int push(timeline *t, const timeline_event *e)
     }
     t->events[t->count++] = *e;
     return 0;
+}
+
+/* "stop 1, rendezvous 0, promote 4, regroup 35, restore 15" from a
+ * recovery_phases event: its "<phase>_ms" integers but total_ms, bounded. */
+static void phases_text(json_object *obj, char *out, size_t size)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    json_object_object_foreach(obj, key, value)
+    {
+        size_t n = strlen(key);
+        if (n < 4 || n > 40 || strcmp(key + n - 3, "_ms") != 0 || strcmp(key, "total_ms") == 0 ||
+            strcmp(key, "ts_ms") == 0 || !json_object_is_type(value, json_type_int))
+            continue;
+        int wrote = snprintf(out + len, size - len, "%s%.*s %lld", len > 0 ? ", " : "",
+                             (int)(n - 3), key, (long long)json_object_get_int64(value));
+        if (wrote < 0 || (size_t)wrote >= size - len) {
+            out[len] = '\0'; /* what fits */
+            return;
+        }
+        len += (size_t)wrote;
+    }
 }
 
 /* One line: 0 (kept or skipped) or an error naming what is wrong. */
@@ -121,7 +143,8 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
                                                           [TL_JOB_END] = "exit_code",
                                                           [TL_GENERATION_ENDED] = "cause",
                                                           [TL_STEPS_STARTED] = "step",
-                                                          [TL_STEPS_ENDED] = "last_step" };
+                                                          [TL_STEPS_ENDED] = "last_step",
+                                                          [TL_RECOVERY_PHASES] = "total_ms" };
         static const char *const value2_keys[TL_KINDS] = { [TL_GENERATION_FORMED] =
                                                                "group_world_size",
                                                            [TL_WORKER_EXITED] = "signal",
@@ -174,6 +197,8 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
             snprintf(e.text, sizeof e.text, "stepped aside, unhealthy: %.100s%s%.60s",
                      text != NULL ? text : "?", named ? "; replaced by " : "", named ? spare : "");
         }
+        if (kind == TL_RECOVERY_PHASES) /* every "<phase>_ms" but the total, in log order */
+            phases_text(obj, e.text, sizeof e.text);
         if (kind == TL_CHECKPOINT && json__get_int(obj, "saved_ms", 0, INT64_C(1) << 52, &v))
             e.ts_ms = (uint64_t)v;
         /* A worker event without a usable local rank cannot have a lane. */

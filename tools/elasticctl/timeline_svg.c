@@ -363,6 +363,11 @@ static void marks(FILE *out, const layout *l)
             snprintf(title, sizeof title, "job %s (exit code %lld)", e->text, (long long)e->value);
             mark(out, l, "end", e, -1, title);
             break;
+        case TL_RECOVERY_PHASES:
+            snprintf(title, sizeof title, "recovery phases (ms): %s; total %lld", e->text,
+                     (long long)e->value);
+            mark(out, l, "restart", e, -1, title);
+            break;
         default: break;
         }
     }

@@ -118,6 +118,10 @@ static void marks(const timeline *t, FILE *out)
         case TL_JOB_END:
             snprintf(what, sizeof what, "job %s (exit code %lld)", e->text, (long long)e->value);
             break;
+        case TL_RECOVERY_PHASES:
+            snprintf(what, sizeof what, "recovery phases (ms): %s; total %lld", e->text,
+                     (long long)e->value);
+            break;
         default: continue; /* worker starts and exits are the lanes' spans */
         }
         fprintf(out, "  +%9.3f s  %-24s %s\n", offset_s(t, e->ts_ms), t->nodes[e->node], what);

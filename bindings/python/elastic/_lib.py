@@ -99,6 +99,11 @@ class CkptOpts(ctypes.Structure):
                 ("max_blob_bytes", ctypes.c_uint64), ("file_mode", ctypes.c_uint)]
 
 
+class WorkerParkOpts(ctypes.Structure):
+    """elastic_worker_park_opts (include/elastic/worker.h)."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("timeout_ms", ctypes.c_int)]
+
+
 class CkptBlob(ctypes.Structure):
     """elastic_ckpt_blob (include/elastic/ckpt.h)."""
     _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("len", ctypes.c_size_t),
@@ -109,7 +114,7 @@ class CkptBlob(ctypes.Structure):
 STRUCTS: Dict[str, Type[ctypes.Structure]] = {
     "elastic_store_server_opts": StoreServerOpts, "elastic_store_opts": StoreOpts, "elastic_rdzv_opts": RdzvOpts,
     "elastic_rdzv_result": RdzvResult, "elastic_rdzv_cause": RdzvCause, "elastic_worker_opts": WorkerOpts,
-    "elastic_worker_info": WorkerInfoC, "elastic_ckpt_opts": CkptOpts, "elastic_ckpt_blob": CkptBlob,
+    "elastic_worker_info": WorkerInfoC, "elastic_worker_park_opts": WorkerParkOpts, "elastic_ckpt_opts": CkptOpts, "elastic_ckpt_blob": CkptBlob,
 }
 
 # Callbacks the library runs on its own threads (ctypes takes the GIL for them).
@@ -171,6 +176,9 @@ _SIGNATURES: Dict[str, Tuple[object, List[object]]] = {
     "elastic_worker_notice_on_sigterm": (_I, [_P]),
     "elastic_worker_barrier": (_I, [_P, _I]),
     "elastic_worker_close": (_V, [_P]),
+    "elastic_worker_park_opts_init": (_I, [ctypes.POINTER(WorkerParkOpts), _SZ]),
+    "elastic_worker_park": (_I, [ctypes.POINTER(WorkerParkOpts), ctypes.POINTER(ctypes.c_int), c_void_pp]),
+    "elastic_worker_report_phase": (_I, [_P, _S, _U64]),
     # checkpoint store
     "elastic_ckpt_opts_init": (_I, [ctypes.POINTER(CkptOpts), _SZ]),
     "elastic_ckpt_open": (_I, [_S, ctypes.POINTER(CkptOpts), c_void_pp]),

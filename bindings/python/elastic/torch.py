@@ -22,11 +22,12 @@ import collections
 import ctypes
 import datetime
 import io
+import os
 import pickle
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -38,7 +39,8 @@ from .store import Store
 from .worker import Worker, WorkerInfo
 
 __all__ = ["ElasticStore", "init_process_group", "reconfigured", "worker", "destroy_process_group",
-           "open_checkpoint", "open_memory_checkpoint", "save_state", "load_state", "restore_state"]
+           "abort_process_group", "phase", "open_checkpoint", "open_memory_checkpoint",
+           "save_state", "load_state", "restore_state"]
 
 _DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
 VERIFY_MANIFEST = 1  # ELASTIC_CKPT_VERIFY_MANIFEST
@@ -113,6 +115,9 @@ class _Session:
         # names tells a stale event from one about the current group.
         self.aborted = threading.Event()
         self.aborted_generation = -1
+        # A recovery in flight: its phases go to the agent until "restore".
+        # A promoted warm spare is one from the start.
+        self.recovering = os.environ.get("ELASTIC_PROMOTED") == "1"
         worker_.on_abort(self._on_abort)
 
     def _on_abort(self, generation: int, reason: str) -> None:
@@ -169,6 +174,14 @@ def init_process_group(backend: str = "gloo", worker: Optional[Worker] = None, *
 
 
 def _create_group(session: _Session) -> WorkerInfo:
+    started = time.monotonic()
+    info = _build_group(session)
+    if session.recovering:
+        _report(session, "regroup", time.monotonic() - started)
+    return info
+
+
+def _build_group(session: _Session) -> WorkerInfo:
     info = session.worker.info()
     timeout = session.kwargs.get("timeout", _DEFAULT_TIMEOUT)
     job_store = session.worker.store()
@@ -178,10 +191,38 @@ def _create_group(session: _Session) -> WorkerInfo:
     else:
         # An owned clone: the worker's own handle is replaced at every reconfigure.
         session.store = ElasticStore(job_store.clone("torch/"), timeout)
-        dist.init_process_group(session.backend, store=session.store, rank=info.rank, world_size=info.world_size,
-                                **session.kwargs)
+        with _event_driven_init_barrier():
+            dist.init_process_group(session.backend, store=session.store, rank=info.rank,
+                                    world_size=info.world_size, **session.kwargs)
     session.generation = info.generation
     return info
+
+
+class _event_driven_init_barrier:
+    """torch < 2.2 ends init_process_group with a barrier that polls the store
+    every 10 ms (distributed_c10d._store_based_barrier): after a failure that
+    is up to 10 ms per rank per recovery of nothing but sleeping. Over our
+    store the same barrier is one add per rank and one blocking wait (the
+    last rank to arrive sets the key the others wait on). Only while our
+    group is created; a torch without that function is left alone."""
+
+    def __enter__(self) -> None:
+        c10d = dist.distributed_c10d
+        self._saved = getattr(c10d, "_store_based_barrier", None)
+        if self._saved is not None:
+            c10d._store_based_barrier = _store_barrier
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._saved is not None:
+            dist.distributed_c10d._store_based_barrier = self._saved
+
+
+def _store_barrier(rank: int, store: Any, timeout: datetime.timedelta, *rest: Any, **kw: Any) -> None:
+    key = "%s:%s" % (dist.distributed_c10d.STORE_BASED_BARRIER_PREFIX, dist.distributed_c10d._group_count)
+    world = dist.get_world_size()
+    if store.add(key, 1) == world:
+        store.set(key + "/all", b"1")
+    store.wait([key + "/all"], timeout)
 
 
 def destroy_process_group() -> None:
@@ -192,6 +233,66 @@ def destroy_process_group() -> None:
     if session is not None and session.store is not None:
         session.store.close()
         session.store = None
+
+
+def _torch_abort() -> Optional[Callable[[], None]]:
+    """torch's own abort of the default group where this torch has one (it
+    does not wait for work in flight); None: destroy is all there is."""
+    c10d = dist.distributed_c10d
+    for name in ("_abort_process_group", "abort_process_group"):
+        fn = getattr(c10d, name, None)
+        if callable(fn):
+            return fn
+    return None
+
+
+def abort_process_group() -> None:
+    """Takes the default group down after a failure: torch's abort where the
+    version has it (torch >= 2.6), destroy otherwise; the store handle goes
+    either way. Peers blocked on this rank fail fast when its sockets close."""
+    session = _session
+    abort = _torch_abort()
+    if dist.is_initialized():
+        if abort is not None:
+            try:
+                abort()
+            except Exception:  # an abort that fails leaves destroy to do it
+                pass
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if session is not None and session.store is not None:
+        session.store.close()
+        session.store = None
+
+
+class phase:
+    """Times a block of the recovery and reports it to the agent's
+    recovery_phases event (elastic_worker_report_phase):
+        with elastic.torch.phase("restore"): step = resume()
+    Reports only while a recovery is in flight in this process (after
+    reconfigured() returned True, or in a promoted spare); a no-op otherwise."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._start = 0.0
+
+    def __enter__(self) -> "phase":
+        self._start = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        session = _session
+        if session is not None and session.recovering and exc[0] is None:
+            _report(session, self.name, time.monotonic() - self._start)
+            if self.name == "restore":
+                session.recovering = False
+
+
+def _report(session: "_Session", name: str, seconds: float) -> None:
+    try:
+        session.worker.report_phase(name, seconds)
+    except ElasticError:
+        pass  # the agent went away: nothing to tell
 
 
 def reconfigured(block: bool = False, timeout: Optional[float] = None) -> bool:
@@ -220,8 +321,10 @@ def reconfigured(block: bool = False, timeout: Optional[float] = None) -> bool:
         raise RuntimeError("reconfigured(block=True): no agent to recover in place (run under "
                            "elasticrun --in-process-recovery); failing so the launcher restarts the job")
     limit = timeout if timeout is not None else session.worker.reconfigure_timeout_ms / 1000.0
-    destroy_process_group()
-    deadline = time.monotonic() + limit
+    started = time.monotonic()
+    abort_process_group()
+    aborted = time.monotonic()
+    deadline = aborted + limit
     while True:
         session.aborted.clear()
         if session.worker.poll():  # blocks for the next generation once this one ended
@@ -229,17 +332,27 @@ def reconfigured(block: bool = False, timeout: Optional[float] = None) -> bool:
         left = deadline - time.monotonic()
         if left <= 0 or not session.aborted.wait(left):
             raise TimeoutError("reconfigured(block=True): the generation did not end within %.0f s" % limit)
+    _begin_recovery(session, aborted - started, time.monotonic() - aborted)
     _create_group(session)
     return True
+
+
+def _begin_recovery(session: _Session, abort_s: float, wait_s: float) -> None:
+    session.recovering = True
+    _report(session, "abort", abort_s)
+    _report(session, "wait", wait_s)
 
 
 def _switch(session: _Session, already_polled: bool) -> None:
     """Old group down first (its sockets close, so peers blocked on us fail
     fast), then the next generation, then its group."""
-    destroy_process_group()
+    started = time.monotonic()
+    abort_process_group()
+    aborted = time.monotonic()
     session.aborted.clear()
     if not already_polled and not session.worker.poll():
         raise RuntimeError("the generation ended but poll() saw no change")
+    _begin_recovery(session, aborted - started, time.monotonic() - aborted)
     _create_group(session)
 
 

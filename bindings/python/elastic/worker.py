@@ -10,8 +10,8 @@ import threading
 from typing import Callable, NamedTuple, Optional, Set
 
 from ._handle import Handle
-from ._lib import TIMEOUT_DEFAULT, WORKER_ABORT_FN, WorkerInfoC, WorkerOpts, lib
-from .errors import CODES, check
+from ._lib import TIMEOUT_DEFAULT, WORKER_ABORT_FN, WorkerInfoC, WorkerOpts, WorkerParkOpts, lib, take_bytes
+from .errors import CODES, ElasticError, check
 from .store import Store
 
 
@@ -46,6 +46,49 @@ def notice(what: str, text: str) -> None:
 def launched_by_elasticrun() -> bool:
     """True when the agent's variables are in the environment."""
     return "ELASTIC_STORE_ENDPOINT" in os.environ
+
+
+def is_spare() -> bool:
+    """True in a process elasticrun started as a warm spare (not promoted yet)."""
+    return "ELASTIC_SPARE" in os.environ
+
+
+def park(timeout_ms: Optional[int] = None) -> bool:
+    """Warm spares (elasticrun --warm-spares): call once after the costly
+    start-up (imports, CUDA context, model construction) and before Worker()
+    or elastic.torch.init_process_group(). Not a spare: returns False at once.
+    A spare: waits until the agent gives it a failed rank, sets that rank's
+    variables in os.environ (and the C environment), returns True; then load
+    state and join the group like any restarted rank. When the job no longer
+    needs the spare it raises ElasticError(ECLOSED): let the process exit 0
+    (elastic.worker.park_or_exit does)."""
+    opts = WorkerParkOpts()
+    check(lib.elastic_worker_park_opts_init(ctypes.byref(opts), ctypes.sizeof(opts)), "park options")
+    if timeout_ms is not None:
+        opts.timeout_ms = timeout_ms
+    promoted = ctypes.c_int(0)
+    env = ctypes.c_void_p()
+    check(lib.elastic_worker_park(ctypes.byref(opts), ctypes.byref(promoted), ctypes.byref(env)), "park")
+    if not promoted.value:
+        return False
+    text = take_bytes(env, len(ctypes.string_at(env))).decode() if env.value else ""
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            os.environ[key] = value
+    os.environ.pop("ELASTIC_SPARE", None)
+    os.environ["ELASTIC_PROMOTED"] = "1"  # elastic.torch times this process's first group as a recovery
+    return True
+
+
+def park_or_exit(timeout_ms: Optional[int] = None) -> bool:
+    """park(), but a spare the job no longer needs exits 0 here."""
+    try:
+        return park(timeout_ms)
+    except ElasticError as exc:
+        if exc.code != CODES["ECLOSED"]:
+            raise
+        sys.exit(0)
 
 
 class Worker(Handle):
@@ -93,6 +136,12 @@ class Worker(Handle):
     def heartbeat(self, step: int) -> None:
         """Progress report; cheap enough for every step. `step` should grow."""
         check(lib.elastic_worker_heartbeat(self._h(), step), "heartbeat")
+
+    def report_phase(self, phase: str, seconds: float) -> None:
+        """How long one recovery phase took here ("regroup", "restore", ...),
+        for the agent's recovery_phases event; a no-op when not attached."""
+        check(lib.elastic_worker_report_phase(self._h(), phase.encode(), max(0, int(seconds * 1e9))),
+              "report_phase")
 
     def report_step_time(self, compute_ns: int) -> None:
         """The compute part of the last step (without time blocked in collectives)."""

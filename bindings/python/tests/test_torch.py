@@ -5,6 +5,7 @@ uninterrupted run's). Skipped when torch is not importable."""
 
 import collections
 import datetime
+import json
 import os
 import re
 import subprocess
@@ -91,10 +92,10 @@ def test_state_round_trips_bit_for_bit_and_refuses_foreign_objects(tmp_path):
         assert ckpt.latest() is None
 
 
-def run_ddp(ckpt_dir, out, *extra):
+def run_ddp(ckpt_dir, out, *extra, launcher=()):
     elasticrun = os.path.join(os.environ.get("ELASTIC_BIN_DIR", os.path.join(ROOT, "bin")), "elasticrun")
     cmd = [elasticrun, "--standalone", "--nproc-per-node=3", "--max-restarts=2", "--in-process-recovery",
-           DDP_EXAMPLE, "--dir", str(ckpt_dir), "--steps", "24", "--every", "5", "--out", str(out), "--no-fsync"]
+           *launcher, DDP_EXAMPLE, "--dir", str(ckpt_dir), "--steps", "24", "--every", "5", "--out", str(out), "--no-fsync"]
     result = subprocess.run(cmd + list(extra), env=clean_env(), capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
@@ -124,6 +125,37 @@ def test_ddp_job_recovers_in_place_with_the_weights_of_an_uninterrupted_run(tmp_
     assert list(want) == list(got)
     for name in want:
         assert torch.equal(want[name], got[name]), name
+
+
+def events_of(path, name):
+    with open(path) as f:
+        return [e for e in map(json.loads, f) if e["event"] == name]
+
+
+def test_a_warm_spare_takes_the_killed_ranks_place_with_the_weights_of_an_uninterrupted_run(tmp_path):
+    reference = run_ddp(tmp_path / "ref", tmp_path / "ref.pt")
+    events = tmp_path / "events.jsonl"
+    failed = run_ddp(tmp_path / "kill", tmp_path / "kill.pt", "--kill-rank", "1", "--kill-at-step", "13",
+                     launcher=("--warm-spares=1", "--event-log", str(events)))
+    first, second = pids(failed, 1), pids(failed, 2)
+    for rank in (0, 2):  # the survivors kept their processes
+        assert first[rank] == second[rank] and len(first[rank]) == 1, failed
+    parked = events_of(events, "spare_parked")
+    promoted = events_of(events, "spare_promoted")
+    assert len(promoted) == 1 and promoted[0]["rank"] == 1 and promoted[0]["generation"] == 2, promoted
+    # the process that took rank 1 is the one parked before the kill, not a new one
+    assert promoted[0]["pid"] == parked[0]["pid"] and second[1] == {parked[0]["pid"]}, (parked, failed)
+    assert not [e for e in events_of(events, "worker_started") if e["generation"] == 2]
+    phases = events_of(events, "recovery_phases")
+    assert len(phases) == 1 and phases[0]["complete"] == 1 and phases[0]["promoted"] == 1, phases
+    for key in ("stop_ms", "promote_ms", "regroup_ms", "restore_ms", "total_ms"):
+        assert key in phases[0], phases
+    assert failed.count("gen 2: done at step 24") == 3, failed
+    want, got = torch.load(tmp_path / "ref.pt"), torch.load(tmp_path / "kill.pt")
+    assert list(want) == list(got)
+    for name in want:
+        assert torch.equal(want[name], got[name]), name
+    assert reference.count("done at step 24") == 3, reference
 
 
 def test_alone_a_group_of_one_and_no_recovery_to_wait_for(tmp_path):

@@ -97,7 +97,7 @@ pub use error::{Error, Result};
 pub use rdzv::{Cause, CauseKind, EtcdOptions, Generation, Rendezvous, RendezvousOptions};
 pub use store::{Store, StoreOptions, StoreRef, StoreServer, StoreServerOptions};
 pub use util::Timeout;
-pub use worker::{Poll, Worker, WorkerInfo, WorkerOptions};
+pub use worker::{park, Poll, Worker, WorkerInfo, WorkerOptions};
 
 use elastic_sys as sys;
 

@@ -246,6 +246,16 @@ impl Worker {
         check(unsafe { sys::elastic_worker_heartbeat(self.raw.as_ptr(), step) })
     }
 
+    /// How long one phase of a recovery took in this worker ("regroup",
+    /// "restore", ...), for the agent's `recovery_phases` event. The name is
+    /// 1..31 characters of `[a-z0-9_]`; a no-op when not attached.
+    pub fn report_phase(&mut self, phase: &str, took: Duration) -> Result<()> {
+        let name = crate::util::c_string(phase, "phase name")?;
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        // SAFETY: live handle; the name outlives the call.
+        check(unsafe { sys::elastic_worker_report_phase(self.raw.as_ptr(), name.as_ptr(), ns) })
+    }
+
     /// Reports the compute part of the last step (without time blocked in
     /// collectives), which the straggler probe scores ranks by.
     ///
@@ -364,4 +374,25 @@ impl Drop for Worker {
         // no hook runs after it and the boxes can go.
         unsafe { sys::elastic_worker_close(self.raw.as_ptr()) }
     }
+}
+
+/// Warm spares (`elasticrun --warm-spares`): call once after the costly
+/// start-up and before [`Worker::init`]. Not a spare: `Ok(false)` at once. A
+/// spare: waits until the agent gives it a failed rank (whose variables are
+/// then in the process environment) and returns `Ok(true)`; init then attaches
+/// as that rank. `Err` with code `ECLOSED` when the job no longer needs the
+/// spare (exit 0). `timeout`: `None` waits until promoted or stopped.
+pub fn park(timeout: Option<Duration>) -> Result<bool> {
+    let mut opts: sys::elastic_worker_park_opts = zeroed();
+    // SAFETY: opts is a live struct of the size passed.
+    check(unsafe {
+        sys::elastic_worker_park_opts_init(&mut opts, size_of::<sys::elastic_worker_park_opts>())
+    })?;
+    if let Some(limit) = timeout {
+        opts.timeout_ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
+    }
+    let mut promoted: std::os::raw::c_int = 0;
+    // SAFETY: valid pointers for the call; the environment copy is not asked for.
+    check(unsafe { sys::elastic_worker_park(&opts, &mut promoted, ptr::null_mut()) })?;
+    Ok(promoted != 0)
 }

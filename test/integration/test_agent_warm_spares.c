@@ -1,0 +1,226 @@
+/*
+ * Warm spares (--warm-spares) with the demo trainer (examples/c/demo_trainer)
+ * under elasticrun --in-process-recovery: a killed rank's place goes to the
+ * process that was parked before the kill while the survivors keep theirs,
+ * and the final weights equal a fault-free run's; more failures than spares
+ * cold-start the rest; a spare killed while parked is replaced at no cost to
+ * the job; a trainer that never parks disables spares; the flag without
+ * in-process recovery is refused. Every wait is on an event-log line.
+ */
+#include "support/agent_harness.h"
+#include "support/elasticrun_args.h"
+#include "test.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#define WAIT_MS 60000
+
+typedef struct demo_run {
+    char dir[512], events[600], result[600], console[600];
+    pid_t agent;
+} demo_run;
+
+/* The value of "key": in an event line (an integer), or -1. */
+static long event_field(const char *line, const char *key)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "\"%s\":", key);
+    const char *at = strstr(line, needle);
+    return at != NULL ? strtol(at + strlen(needle), NULL, 10) : -1;
+}
+
+/* The n-th event line with every needle, its field `key`; fails the test when absent. */
+static long nth_event(const demo_run *run, const char *const *needles, int n, const char *key)
+{
+    char line[2048];
+    if (agent_harness_wait_lines(run->events, needles, n + 1, test_scaled_ms(WAIT_MS)) < n + 1)
+        return -1;
+    if (!agent_harness_nth_line(run->events, needles, n, line, sizeof line)) return -1;
+    return event_field(line, key);
+}
+
+static void start_demo(demo_run *run, const char *name, const char *spares, bool park,
+                       bool in_process, int steps)
+{
+    agent_harness_path(run->dir, sizeof run->dir, name);
+    mkdir(run->dir, 0755);
+    char ckpt[600], trainer[1024], steps_text[16];
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt", run->dir);
+    mkdir(ckpt, 0755);
+    snprintf(run->result, sizeof run->result, "%s/result.txt", run->dir);
+    snprintf(run->events, sizeof run->events, "%s/events.jsonl", run->dir);
+    snprintf(run->console, sizeof run->console, "%s/%s.out", test_tmpdir(), name);
+    snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
+    snprintf(steps_text, sizeof steps_text, "%d", steps);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "3", "--max-restarts", "3",
+                        "--event-log", run->events);
+    if (in_process) elasticrun_args_add(&cmd, "--in-process-recovery");
+    if (spares != NULL) elasticrun_args_add(&cmd, "--warm-spares", spares);
+    elasticrun_args_add(&cmd, "--no-python", trainer, "--ckpt-dir", ckpt, "--steps", steps_text,
+                        "--step-ms", "5", "--ckpt-every", "10", "--result", run->result);
+    if (!park) elasticrun_args_add(&cmd, "--no-park");
+    run->agent = elasticrun_args_spawn(&cmd, NULL, name);
+}
+
+/* Waits for the job; its result line (free()), or NULL when it failed. */
+static char *finish_demo(demo_run *run)
+{
+    int status = 0;
+    if (!agent_harness_wait_exit(run->agent, test_scaled_ms(120000), &status)) {
+        kill(run->agent, SIGKILL);
+        return NULL;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return NULL;
+    return agent_harness_read_file(run->result);
+}
+
+static char *clean_result(int steps)
+{
+    demo_run run;
+    start_demo(&run, "clean", NULL, true, false, steps);
+    return finish_demo(&run);
+}
+
+/* A worker's pid in generation 1, by rank (from its worker_started line). */
+static long first_pid(const demo_run *run, int rank)
+{
+    char rank_text[32];
+    snprintf(rank_text, sizeof rank_text, "\"rank\":%d,", rank);
+    const char *started[] = { "\"event\":\"worker_started\"", "\"generation\":1,", rank_text,
+                              NULL };
+    return nth_event(run, started, 0, "pid");
+}
+
+/* Rank 0 printed this checkpoint step: training is under way. */
+static bool wait_step(const demo_run *run, const char *step)
+{
+    const char *midway[] = { step, "(checkpoint)", NULL };
+    return agent_harness_wait_lines(run->console, midway, 1, test_scaled_ms(WAIT_MS)) == 1;
+}
+
+static const char *const parked_ev[] = { "\"event\":\"spare_parked\"", NULL };
+static const char *const promoted_ev[] = { "\"event\":\"spare_promoted\"", NULL };
+
+TEST_TIMEOUT(agent_warm_spare_takes_a_killed_ranks_place_and_the_survivors_stay, 240)
+{
+    demo_run run;
+    start_demo(&run, "spare", "1", true, true, 400);
+    long parked = nth_event(&run, parked_ev, 0, "pid");
+    long pid0 = first_pid(&run, 0), pid1 = first_pid(&run, 1), pid2 = first_pid(&run, 2);
+    ASSERT(parked > 0 && pid0 > 0 && pid1 > 0 && pid2 > 0);
+    ASSERT(wait_step(&run, "step 40 "));
+    ASSERT_EQ(kill((pid_t)pid1, SIGKILL), 0);
+    ASSERT_EQ(nth_event(&run, promoted_ev, 0, "pid"), parked); /* the parked process */
+    ASSERT_EQ(nth_event(&run, promoted_ev, 0, "rank"), 1);
+    const char *kept0[] = { "\"event\":\"worker_reconfigured\"", "\"rank\":0,", NULL };
+    const char *kept2[] = { "\"event\":\"worker_reconfigured\"", "\"rank\":2,", NULL };
+    ASSERT_EQ(nth_event(&run, kept0, 0, "pid"), pid0); /* the survivors keep their pids */
+    ASSERT_EQ(nth_event(&run, kept2, 0, "pid"), pid2);
+    const char *phases[] = { "\"event\":\"recovery_phases\"", "\"complete\":1",
+                             "\"promote_ms\":", "\"restore_ms\":", NULL };
+    ASSERT_EQ(nth_event(&run, phases, 0, "promoted"), 1);
+    /* and a new spare is started in the background, parked under another pid */
+    long replacement = nth_event(&run, parked_ev, 1, "pid");
+    ASSERT(replacement > 0 && replacement != parked);
+    char *faulty = finish_demo(&run);
+    ASSERT(faulty != NULL);
+    const char *cold[] = { "\"event\":\"worker_started\"", "\"generation\":2,", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(run.events, cold, 1, 0), 0); /* nothing cold-started */
+    char *clean = clean_result(400);
+    ASSERT(clean != NULL && strstr(clean, "steps=400 ") != NULL);
+    ASSERT_STR_EQ(faulty, clean);
+    free(faulty);
+    free(clean);
+}
+
+TEST_TIMEOUT(agent_warm_spares_more_failures_than_spares_cold_start_the_rest, 240)
+{
+    demo_run run;
+    start_demo(&run, "two", "1", true, true, 400);
+    long parked = nth_event(&run, parked_ev, 0, "pid");
+    long pid1 = first_pid(&run, 1), pid2 = first_pid(&run, 2);
+    ASSERT(parked > 0 && pid1 > 0 && pid2 > 0);
+    ASSERT(wait_step(&run, "step 40 "));
+    ASSERT_EQ(kill((pid_t)pid1, SIGKILL), 0);
+    ASSERT_EQ(kill((pid_t)pid2, SIGKILL), 0);
+    ASSERT_EQ(nth_event(&run, promoted_ev, 0, "pid"), parked);
+    /* the one spare took one rank; the other was started afresh */
+    const char *cold[] = { "\"event\":\"worker_started\"", NULL };
+    ASSERT(nth_event(&run, cold, 3, "generation") >= 2);
+    char *faulty = finish_demo(&run);
+    ASSERT(faulty != NULL);
+    ASSERT_EQ(agent_harness_wait_lines(run.events, promoted_ev, 2, 0), 1);
+    char *clean = clean_result(400);
+    ASSERT(clean != NULL);
+    ASSERT_STR_EQ(faulty, clean);
+    free(faulty);
+    free(clean);
+}
+
+TEST_TIMEOUT(agent_warm_spare_killed_while_parked_is_replaced_at_no_cost, 180)
+{
+    demo_run run;
+    start_demo(&run, "parked", "1", true, true, 400);
+    long parked = nth_event(&run, parked_ev, 0, "pid");
+    ASSERT(parked > 0);
+    ASSERT_EQ(kill((pid_t)parked, SIGKILL), 0);
+    const char *exited[] = { "\"event\":\"spare_exited\"", "\"signal\":9", NULL };
+    ASSERT_EQ(nth_event(&run, exited, 0, "pid"), parked);
+    long replacement = nth_event(&run, parked_ev, 1, "pid");
+    ASSERT(replacement > 0 && replacement != parked);
+    char *result = finish_demo(&run);
+    ASSERT(result != NULL && strstr(result, "steps=400 ") != NULL);
+    free(result);
+    const char *end[] = { "\"event\":\"job_end\"", "\"status\":\"succeeded\"", "\"restarts\":0,",
+                          NULL };
+    ASSERT_EQ(agent_harness_wait_lines(run.events, end, 1, 0), 1); /* no restart spent */
+    const char *failure[] = { "\"event\":\"failure\"", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(run.events, failure, 1, 0), 0);
+    char err[600];
+    snprintf(err, sizeof err, "%s/parked.err", test_tmpdir());
+    const char *said[] = { "warm spare", "while parked: replacing it", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(err, said, 1, 0), 1);
+}
+
+TEST_TIMEOUT(agent_warm_spares_a_trainer_that_never_parks_runs_unchanged, 180)
+{
+    demo_run run;
+    start_demo(&run, "noparks", "1", false, true, 400);
+    const char *disabled[] = { "\"event\":\"spares_disabled\"", NULL };
+    ASSERT(nth_event(&run, disabled, 0, "pid") > 0);
+    long pid1 = first_pid(&run, 1);
+    ASSERT(pid1 > 0);
+    ASSERT(wait_step(&run, "step 40 "));
+    ASSERT_EQ(kill((pid_t)pid1, SIGKILL), 0); /* recovered the way it is without spares */
+    char *faulty = finish_demo(&run);
+    ASSERT(faulty != NULL);
+    ASSERT_EQ(agent_harness_wait_lines(run.events, promoted_ev, 1, 0), 0);
+    const char *cold[] = { "\"event\":\"worker_started\"", "\"generation\":2,", "\"rank\":1,",
+                           NULL };
+    ASSERT_EQ(agent_harness_wait_lines(run.events, cold, 1, 0), 1);
+    char *clean = clean_result(400);
+    ASSERT(clean != NULL);
+    ASSERT_STR_EQ(faulty, clean);
+    free(faulty);
+    free(clean);
+}
+
+TEST(agent_warm_spares_without_in_process_recovery_are_refused)
+{
+    demo_run run;
+    start_demo(&run, "refused", "1", true, false, 10);
+    int status = 0;
+    ASSERT(agent_harness_wait_exit(run.agent, test_scaled_ms(WAIT_MS), &status));
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    char err[600];
+    snprintf(err, sizeof err, "%s/refused.err", test_tmpdir());
+    const char *said[] = { "--warm-spares needs --in-process-recovery", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(err, said, 1, 0), 1);
+    const char *started[] = { "\"event\":\"worker_started\"", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(run.events, started, 1, 0), 0);
+}
