@@ -17,7 +17,8 @@ typedef struct etcd__keeper {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_t thread;
-    bool running; /* the thread exists (join it) */
+    bool running; /* a keeper thread was started and not stopped yet */
+    bool exited;  /* ... and it has left keeper_main (it is detached: see keeper_main) */
     bool stop;
     int64_t lease;
     int ttl_ms, interval_ms;

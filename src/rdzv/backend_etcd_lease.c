@@ -100,6 +100,12 @@ static void *keeper_main(void *arg)
         next = sent + (uint64_t)k->interval_ms;
         if (alive < 0 && next > expires) next = expires; /* one last try right at the deadline */
     }
+    /* Detached, so a keeper that ended on its own (its lease was lost) is no
+     * thread left to join when the process exits without closing the backend
+     * (an agent whose store call cannot be interrupted); etcd__keeper_stop
+     * waits for this instead of a join. */
+    k->exited = true;
+    pthread_cond_broadcast(&k->wake);
     pthread_mutex_unlock(&k->lock);
     return NULL;
 }
@@ -112,8 +118,10 @@ void etcd__keeper_stop(etcd__backend *b)
     k->stop = true;
     k->running = false;
     pthread_cond_broadcast(&k->wake);
+    /* the keeper itself (a lease-lost callback that stops it) must not wait for itself */
+    if (running && !pthread_equal(pthread_self(), k->thread))
+        while (!k->exited) pthread_cond_wait(&k->wake, &k->lock);
     pthread_mutex_unlock(&k->lock);
-    if (running) pthread_join(k->thread, NULL);
 }
 
 int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms, uint64_t *lease)
@@ -143,9 +151,6 @@ int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms
                       ttl_ms);
     *lease = (uint64_t)id;
     if (keepalive_interval_ms == 0) return 0;
-    /* A keeper that ended on its own (its lease was lost) is still to be
-     * joined: the new lease's keeper takes its place, not its handle. */
-    etcd__keeper_stop(b);
     etcd__keeper *k = &b->keeper;
     pthread_mutex_lock(&k->lock);
     k->lease = id;
@@ -153,7 +158,9 @@ int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms
     k->interval_ms = keepalive_interval_ms;
     k->last_ok_ms = elastic__now_ms();
     k->stop = false;
+    k->exited = false;
     rc = pthread_create(&k->thread, NULL, keeper_main, b);
+    if (rc == 0) pthread_detach(k->thread);
     k->running = rc == 0;
     pthread_mutex_unlock(&k->lock);
     if (rc != 0)
