@@ -52,6 +52,7 @@ fn rust_layouts() -> HashMap<String, (usize, usize)> {
             stack_dump_signal;
         elastic_worker_info: struct_size, rank, local_rank, world_size, local_world_size, group_rank, restart_count,
             generation, master_port, attached, run_id, master_addr;
+        elastic_worker_park_opts: struct_size, timeout_ms;
         elastic_ckpt_opts: struct_size, compression, zstd_level, threads, chunk_bytes, fsync, verify, keep_last,
             keep_every, rank, world, generation, store, shared_storage, commit_timeout_ms, max_blob_bytes, file_mode;
         elastic_ckpt_blob: name, data, len, flags;
