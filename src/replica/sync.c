@@ -348,6 +348,7 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in, re
     ckpt_copy *all = rc == 0 ? malloc((total ? total : 1) * sizeof *all) : NULL;
     if (rc == 0 && all == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "memory tier sync");
     for (size_t i = 0, at = 0; rc == 0 && i < n; i++) {
+        if (records[i].n_copies == 0) continue; /* copies is NULL then: memcpy's NULL is UB */
         memcpy(all + at, records[i].copies, records[i].n_copies * sizeof *all);
         at += records[i].n_copies;
     }

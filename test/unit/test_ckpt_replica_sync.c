@@ -126,6 +126,7 @@ TEST(ckpt_replica_sync_restores_a_lost_nodes_rank_on_the_spare_from_its_peer_cop
                                                    elastic__deadline_ms(test_scaled_ms(20000))));
     }
     /* node-b is lost; the spare takes its place (group rank 1, rank 1). */
+    free(b.out.ranks); /* node b is lost here: its generation-1 result goes with it */
     replica__service_stop(b.service);
     elastic_store_close(b.store);
     node_start(&spare, "node-spare", &f);
