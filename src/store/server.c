@@ -128,7 +128,7 @@ static int bind_listener(elastic_store_server *server)
 
 static void server_free(elastic_store_server *server)
 {
-    store__wait_free_log(server);
+    store__wait_free_index(server);
     store__kv_free(&server->kv);
     store__token_free(server->token);
     free((char *)server->opts.host);

@@ -140,7 +140,7 @@ void store__wait_park(store__conn *conn, const store__request *req);
 void store__wait_cancel_all(store__conn *conn);
 void store__wait_on_change(void *server, const char *key, size_t key_len, uint64_t revision,
                            bool deleted);
-void store__wait_free_log(elastic_store_server *server);
+void store__wait_free_index(elastic_store_server *server);
 /* Writes a get/multi_get response for keys that all exist. */
 void store__reply_values(store__conn *conn, uint32_t id, uint16_t op, const store__slice *keys,
                          uint32_t n);

@@ -227,10 +227,14 @@ static void remember_deletion(elastic_store_server *server, const char *key, siz
         server->deletion_horizon = revision; /* forgotten at once */
 }
 
-void store__wait_free_log(elastic_store_server *server)
+void store__wait_free_index(elastic_store_server *server)
 {
     for (size_t i = 0; i < STORE__DELETE_LOG; i++) free(server->deletions[i].key);
     memset(server->deletions, 0, sizeof server->deletions);
+    /* the watch index by prefix length goes with the server too */
+    free(server->watch_lengths);
+    server->watch_lengths = NULL;
+    server->watch_length_count = server->watch_length_cap = 0;
 }
 
 /* ---- the change hook ----------------------------------------------------- */
