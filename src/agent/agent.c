@@ -576,7 +576,6 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
         uv_run(&agent->loop, UV_RUN_DEFAULT);
         uv_loop_close(&agent->loop);
     }
-    if (agent->group_ready) agent__group_destroy(&agent->group);
     agent__jobstore_close(
         &agent->jobstore); /* its watcher uses the membership and the group's store */
     if (agent->membership != NULL) agent->membership->ops->destroy(agent->membership);
@@ -588,6 +587,9 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     if (agent->group_ready) agent__reaper_stop(&agent->group); /* last: it removes what is left */
     if (agent->log_root_is_temporary) nftw(agent->log_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     if (agent->log_root_fd >= 0) close(agent->log_root_fd);
+    /* Last: the membership's threads (the rdzv guard's fence news) post to
+     * the group under its lock until the membership is destroyed above. */
+    if (agent->group_ready) agent__group_destroy(&agent->group);
     agent__token_free(agent->token);
     free(agent);
 }

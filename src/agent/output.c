@@ -3,6 +3,7 @@
  * (with a "[default0]:" prefix per line when tee'd, as torchrun), and keeps the last bytes of
  * stderr for the root-cause summary.
  */
+#include "common/tsan_fd.h"
 #include "agent/stream.h"
 
 #include "common/common.h"
@@ -131,6 +132,7 @@ void agent__stream_finish(agent_stream *stream)
     }
     if (stream->file_fd >= 0) close(stream->file_fd);
     stream->file_fd = -1;
+    if (uv_fileno((uv_handle_t *)&stream->pipe, &fd) == 0) elastic__tsan_fd_closing(fd);
     uv_close((uv_handle_t *)&stream->pipe, on_closed);
 }
 

@@ -5,6 +5,7 @@
  * peer from costing more than its share: every byte buffered for a connection (partial frames
  * included) counts against max_buffered_bytes.
  */
+#include "common/tsan_fd.h"
 #include "store/server.h"
 
 #include <stdlib.h>
@@ -104,6 +105,8 @@ void store__conn_close(store__conn *conn, const char *why)
     store__wait_cancel_all(conn);
     store__conn_end_leases(conn); /* wakes other connections' watchers */
     uv_close((uv_handle_t *)&conn->timer, on_handle_closed);
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&conn->tcp, &fd) == 0) elastic__tsan_fd_closing(fd);
     uv_close((uv_handle_t *)&conn->tcp, on_handle_closed);
 }
 
