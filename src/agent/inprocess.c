@@ -103,27 +103,37 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
 }
 
 /* The new generation's environment for a kept worker, as its RECONFIGURE. */
-int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker)
+/* The current generation's settings for `worker` as the control channel
+ * hands them over (a reconfigured survivor, a promoted warm spare); sets its
+ * rank. `prefix` holds the store prefix `env` points to. */
+void agent__inprocess_channel_env(const agent_group *group, agent_worker *worker, char *prefix,
+                                  size_t prefix_size, channel__worker_env *env)
 {
     const elastic_rdzv_result *g = &group->current;
-    char prefix[400];
-    agent__worker_store_prefix(group, prefix, sizeof prefix);
+    agent__worker_store_prefix(group, prefix, prefix_size);
     worker->rank = g->rank_base + worker->local_rank;
-    channel__worker_env env = { .rank = worker->rank,
-                                .local_rank = worker->local_rank,
-                                .world_size = g->world_size,
-                                .local_world_size = g->local_world_size,
-                                .group_rank = g->group_rank,
-                                .restart_count = g->restart_count,
-                                .generation = g->generation,
-                                .run_id = group->run_id,
-                                .master_addr = g->master_addr,
-                                .master_port = g->master_port,
-                                .store_endpoint = group->store_endpoint,
-                                .store_prefix = prefix,
-                                .heartbeat_shm = probe__monitor_heartbeat_path(group->monitor),
-                                .heartbeat_slot = worker->local_rank,
-                                .agent_socket = probe__monitor_socket_path(group->monitor) };
+    *env = (channel__worker_env){ .rank = worker->rank,
+                                  .local_rank = worker->local_rank,
+                                  .world_size = g->world_size,
+                                  .local_world_size = g->local_world_size,
+                                  .group_rank = g->group_rank,
+                                  .restart_count = g->restart_count,
+                                  .generation = g->generation,
+                                  .run_id = group->run_id,
+                                  .master_addr = g->master_addr,
+                                  .master_port = g->master_port,
+                                  .store_endpoint = group->store_endpoint,
+                                  .store_prefix = prefix,
+                                  .heartbeat_shm = probe__monitor_heartbeat_path(group->monitor),
+                                  .heartbeat_slot = worker->local_rank,
+                                  .agent_socket = probe__monitor_socket_path(group->monitor) };
+}
+
+int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker)
+{
+    char prefix[400];
+    channel__worker_env env;
+    agent__inprocess_channel_env(group, worker, prefix, sizeof prefix, &env);
     worker->survivor = worker->abort_acked = false;
     int rc = probe__monitor_reconfigure_worker(group->monitor, worker->local_rank, &env);
     if (rc != 0) {
@@ -137,7 +147,7 @@ int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker)
     group->reconfiguring++;
     agent_event event;
     agent__event_begin(&event, group->events, AGENT_EVENT_WORKER_RECONFIGURED);
-    agent__event_int(&event, "generation", (int64_t)g->generation);
+    agent__event_int(&event, "generation", (int64_t)group->current.generation);
     agent__event_int(&event, "rank", worker->rank);
     agent__event_int(&event, "local_rank", worker->local_rank);
     agent__event_int(&event, "pid", worker->pid);

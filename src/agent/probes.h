@@ -28,6 +28,8 @@ void agent__goodput_render(void *user, elastic__text *out);
  * acknowledged; reconfigure() moves a kept worker into the current generation. */
 bool agent__inprocess_stop(agent_group *group, int failed_local_rank, const char *reason);
 int agent__inprocess_kept(const agent_group *group);
+void agent__inprocess_channel_env(const agent_group *group, agent_worker *worker, char *prefix,
+                                  size_t prefix_size, channel__worker_env *env);
 int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker);
 void agent__inprocess_on_control(void *user, int slot, int type, uint64_t generation,
                                  uint64_t sent_ns);

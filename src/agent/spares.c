@@ -279,27 +279,12 @@ bool agent__spares_promote(agent_group *group, agent_worker *worker)
             probe__monitor_spare_parked(group->monitor, s->index))
             spare = s;
     if (spare == NULL) return false;
-    const elastic_rdzv_result *g = &group->current;
     char prefix[400];
-    agent__worker_store_prefix(group, prefix, sizeof prefix);
-    worker->rank = g->rank_base + worker->local_rank;
-    channel__worker_env env = { .rank = worker->rank,
-                                .local_rank = worker->local_rank,
-                                .world_size = g->world_size,
-                                .local_world_size = g->local_world_size,
-                                .group_rank = g->group_rank,
-                                .restart_count = g->restart_count,
-                                .generation = g->generation,
-                                .run_id = group->run_id,
-                                .master_addr = g->master_addr,
-                                .master_port = g->master_port,
-                                .store_endpoint = group->store_endpoint,
-                                .store_prefix = prefix,
-                                .heartbeat_shm = probe__monitor_heartbeat_path(group->monitor),
-                                .heartbeat_slot = worker->local_rank,
-                                .agent_socket = probe__monitor_socket_path(group->monitor) };
+    channel__worker_env env;
+    agent__inprocess_channel_env(group, worker, prefix, sizeof prefix, &env);
     agent__probes_worker_starting(group, worker); /* its heartbeat slot zeroed before it attaches */
-    if (probe__monitor_spare_send(group->monitor, spare->index, &env, g->group_world_size) != 0) {
+    if (probe__monitor_spare_send(group->monitor, spare->index, &env,
+                                  group->current.group_world_size) != 0) {
         ELASTIC_LOG_W("agent", "spare %u not promoted (%s): stopping it", spare->index,
                       elastic_last_error());
         agent__proc_signal_group(spare->pid, SIGKILL);
