@@ -332,7 +332,12 @@ static int cmd_restore_disk(const char *dir, size_t bytes)
     bool dropped = drop >= 0 && write(drop, "3\n", 2) == 2;
     if (drop >= 0) close(drop);
     double cold = disk_read(dir, into, bytes);
-    double warm = disk_read(dir, into, bytes);
+    /* Into memory prepared as for the cold read and the peer's (fresh, then
+     * written once): the page cache is the only difference. */
+    uint8_t *again = malloc(bytes);
+    memset(again, 0, bytes);
+    double warm = disk_read(dir, again, bytes);
+    free(again);
     printf("disk_restore_s=%.6f\ndisk_warm_s=%.6f\ndisk_dropped_caches=%d\n", cold, warm,
            dropped ? 1 : 0);
     return 0;
