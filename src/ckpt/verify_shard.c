@@ -108,17 +108,24 @@ static int verify(const shard_src *s, const ckpt_commit_record *r, uint32_t rank
     return rc == ELASTIC_ECORRUPT ? ckpt__fail_in(rc, path) : rc;
 }
 
+int ckpt__verify_shard_fd(int fd, uint64_t size, const char *path, const ckpt_commit_record *r,
+                          uint32_t rank)
+{
+    shard_src s = { .fd = fd, .size = size, .path = path };
+    if ((s.window = malloc(ckpt__hash_window())) == NULL)
+        return elastic__fail(ELASTIC_ENOMEM, "chunk buffer");
+    int rc = verify(&s, r, rank);
+    free(s.window);
+    return rc;
+}
+
 int ckpt__verify_shard_file(const char *path, const ckpt_commit_record *r, uint32_t rank)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return ckpt__fail_errno(errno, "open", path);
     struct stat st;
     int rc = fstat(fd, &st) == 0 ? 0 : ckpt__fail_errno(errno, "stat", path);
-    shard_src s = { .fd = fd, .size = (uint64_t)st.st_size, .path = path };
-    if (rc == 0 && (s.window = malloc(ckpt__hash_window())) == NULL)
-        rc = elastic__fail(ELASTIC_ENOMEM, "chunk buffer");
-    if (rc == 0) rc = verify(&s, r, rank);
-    free(s.window);
+    if (rc == 0) rc = ckpt__verify_shard_fd(fd, (uint64_t)st.st_size, path, r, rank);
     close(fd);
     return rc;
 }

@@ -115,7 +115,7 @@ int replica__fetch_file_checked(replica_conn *c, const replica_file_id *id, cons
     rc = replica__incoming_open(dest, len, tier, NULL, &in);
     if (rc) return rc;
     rc = replica__incoming_receive(c, &in, deadline_ms);
-    if (rc == 0 && check != NULL) rc = check(ctx, in.len > 0 ? in.map : NULL, in.len);
+    if (rc == 0 && check != NULL) rc = check(ctx, in.fd, in.len);
     if (rc == 0)
         rc = replica__incoming_keep(&in);
     else

@@ -112,14 +112,14 @@ typedef struct shard_check {
     const ckpt_commit_record *record;
 } shard_check;
 
-static int check_received_shard(void *p, const void *data, uint64_t len)
+static int check_received_shard(void *p, int fd, uint64_t len)
 {
     const shard_check *k = p;
-    return ckpt__verify_shard_mem(data, len, k->s->shard_path, k->record, k->s->shard.rank);
+    return ckpt__verify_shard_fd(fd, len, k->s->shard_path, k->record, k->s->shard.rank);
 }
 
-/* The record, then the shard, verified as it lands (while it is mapped,
- * before it takes its name): each byte crosses memory once on the way in. */
+/* The record, then the shard, verified before it takes its name (through a
+ * small window, from the pages it was just written to). */
 static int stage_peer(stage *s, const replica_dialer *dialer, uint32_t node, uint64_t deadline_ms,
                       uint64_t *bytes)
 {
