@@ -49,7 +49,8 @@ void replica__file_path(const char *dir, const replica_file_id *id, char *out, s
  * through a small buffer, then renamed into place (keep) or removed (drop). */
 typedef struct replica_incoming {
     char path[PATH_MAX + 128], tmp[PATH_MAX + 200];
-    int fd; /* open for reading and writing until keep or drop */
+    int fd;        /* open for reading and writing until keep or drop */
+    bool recycled; /* a spare file's pages, already allocated and written */
     uint64_t len;
 } replica_incoming;
 
