@@ -113,7 +113,7 @@ row("replication h1 -> h2 (GB/s)", f"{gbs(r['push_bytes'], r['push_s']):.2f}")
 row("plain TCP blast h1 -> h2, same link (GB/s)", f"{gbs(r['blast_bytes'], r['blast_s']):.2f}")
 row("  replication / blast", f"{r['blast_s']/r['push_s']:.2f}x", ">= 0.7x")
 row("spare restore from peer memory (s)", f"{r['peer_restore_s']:.4f}")
-row("  of which fetch + verify as it lands (s)", f"{r['peer_stage_s']:.4f}")
+row("  of which fetch + verify before it is kept (s)", f"{r['peer_stage_s']:.4f}")
 row("  of which the worker's read into its memory (s)", f"{r['peer_read_s']:.4f}")
 cold = "page cache dropped" if r.get('disk_dropped_caches') else "the shard's pages dropped"
 row(f"spare restore from the disk tier, cold: {cold} (s)", f"{r['disk_restore_s']:.4f}")
