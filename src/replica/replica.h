@@ -203,9 +203,15 @@ typedef struct replica_service_opts {
 
 typedef struct replica_service_stats {
     uint64_t held_bytes;      /* the whole tier: own shards and replicas */
+    uint64_t own_bytes;       /* of which this node's own shards (ROOT/own) */
     uint64_t own_step;        /* newest committed own step (0: none) */
     uint64_t replicated_step; /* newest own step every target holds */
     uint64_t lag_ms;          /* from that step's commit to its last replica (last one) */
+    uint64_t committed_step;  /* the job's last memory-committed step this node knows (0: none) */
+    uint64_t committed_generation; /* the generation that wrote it */
+    uint64_t commit_lag_ms;   /* from its commit on this node to the job's record (last one) */
+    uint64_t rounds_missed;   /* rounds given up: no record in time */
+    unsigned targets;         /* peers that hold this node's copies (R, or fewer) */
     uint64_t replicas_in;     /* files received from peers */
     uint64_t push_failures;   /* pushes that failed (retried on the next step) */
     uint64_t disk_step;       /* newest step written to disk from memory */
@@ -221,12 +227,43 @@ int replica__service_set_peers(replica_service *s, const replica_peer *nodes, si
 /* A worker committed a memory step (or the agent's tick): look for new steps now. */
 void replica__service_kick(replica_service *s);
 void replica__service_stats(replica_service *s, replica_service_stats *out);
+/* The generation the job entered, once its restore step is agreed: with a
+ * store (a handle the service clones and keeps), the node takes part in the
+ * job-wide memory commit (commit.c) for `world` nodes; NULL: none (each
+ * node pushes its newest step, nothing is memory-committed). The restored
+ * step (0: none) is the generation's first committed step: every node
+ * restored it, and retention keeps it until a newer one is committed. */
+int replica__service_set_generation(replica_service *s, elastic_store *store, uint64_t generation,
+                                    int world, uint64_t restored_step,
+                                    uint64_t restored_generation);
+/* The job's history as this node knows it (the fence of restore plans:
+ * sync.c carries it in every node's record, so a job store that lost it —
+ * etcd's per-generation store — gets it back from the survivors). */
+#define REPLICA_HISTORY_MAX 256u
+void replica__service_history_record(replica_service *s, const ckpt_generation_start *g);
+size_t replica__service_history(replica_service *s, ckpt_generation_start *out, size_t max);
 /* Waits (until the deadline) for `step` to have all its replicas; 0 or ELASTIC_ETIMEDOUT. */
 int replica__service_wait_replicated(replica_service *s, uint64_t step, uint64_t deadline_ms);
 /* Stops the threads and removes the tier (its memory is freed). */
 void replica__service_stop(replica_service *s);
 const char *replica__service_root(const replica_service *s);
 const char *replica__service_token(const replica_service *s);
+
+/* ---- the job-wide memory commit (commit.c) ------------------------------------- */
+
+/* Round `round` of `generation`: its step — `proposal` when this node is
+ * the first to propose one, else the step another node proposed. */
+int replica__round_step(elastic_store *store, uint64_t generation, uint64_t round,
+                        uint64_t proposal, uint64_t *step);
+/* Counts this node in for the round (its shards of the round's step have
+ * their copies); the node that completes the count of `world` writes the
+ * round's record: *completed. */
+int replica__round_count_in(elastic_store *store, uint64_t generation, uint64_t round,
+                            uint64_t step, int world, bool *completed);
+/* The round's record, waiting up to wait_ms (0: not at all): its step, or
+ * ELASTIC_ETIMEDOUT / ELASTIC_ENOTFOUND while the round is not committed. */
+int replica__round_committed(elastic_store *store, uint64_t generation, uint64_t round,
+                             int wait_ms, uint64_t *step);
 
 /* ---- one restore step for the job (sync.c) --------------------------------------- */
 
