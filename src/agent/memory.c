@@ -132,7 +132,12 @@ static void replica_name(const char *node_id, char *out, size_t cap)
 
 void agent__memory_sync(agent_call *call)
 {
-    if (call->memory == NULL || call->memory_store == NULL) return;
+    if (call->memory == NULL) return;
+    /* On etcd the job store comes per generation, in this very call (its
+     * group rank 0 hosts it): the plan goes through that one; the previous
+     * generation's, if any, may be gone with its host. */
+    elastic_store *store = call->store_changed ? call->store : call->memory_store;
+    if (store == NULL) return;
     const elastic_rdzv_result *g = &call->result;
     replica_sync_out *out = calloc(1, sizeof *out);
     if (out == NULL) return;
@@ -148,7 +153,7 @@ void agent__memory_sync(agent_call *call)
                            .first_rank = (uint32_t)g->rank_base,
                            .local_ranks = (uint32_t)g->local_world_size,
                            .disk_dir = call->opts->memory_disk_dir };
-    call->memory_rc = replica__sync_generation(call->memory_store, &in, out);
+    call->memory_rc = replica__sync_generation(store, &in, out);
     if (call->memory_rc != 0)
         ELASTIC_LOG_W("agent",
                       "memory tier: no job-wide restore plan (%s): each worker restores on its own",
@@ -190,8 +195,20 @@ void agent__memory_apply(agent_group *group, agent_call *call)
                      out->ranks[i].node);
         }
     }
+    /* The job's one plan, as this node ran it: the step, whether it was
+     * committed (memory-committed job-wide or on disk) and what was passed
+     * over and why (a shard without a live copy names its step and rank). */
+    agent_event event;
+    agent__event_begin(&event, group->events, AGENT_EVENT_RESTORE_PLANNED);
+    agent__event_int(&event, "generation", (int64_t)call->result.generation);
+    agent__event_int(&event, "planned", out->planned ? 1 : 0);
+    if (out->planned) agent__event_int(&event, "step", (int64_t)out->step);
+    agent__event_int(&event, "committed", out->planned && out->committed ? 1 : 0);
+    agent__event_str(&event, "why", out->why);
+    agent__event_emit(group->events, &event);
     /* Said when the plan left something out (a fresh job has nothing to say). */
-    bool passed = strstr(out->why, "passed over") != NULL || strstr(out->why, "ignored") != NULL;
+    bool passed = strstr(out->why, "passed over") != NULL || strstr(out->why, "ignored") != NULL ||
+                  strstr(out->why, "not memory-committed") != NULL;
     if (passed && out->planned)
         agent__console(group, "restore plan: %s; the job restores step %" PRIu64, out->why,
                        out->step);

@@ -244,6 +244,9 @@ void replica__service_history_record(replica_service *s, const ckpt_generation_s
 size_t replica__service_history(replica_service *s, ckpt_generation_start *out, size_t max);
 /* Waits (until the deadline) for `step` to have all its replicas; 0 or ELASTIC_ETIMEDOUT. */
 int replica__service_wait_replicated(replica_service *s, uint64_t step, uint64_t deadline_ms);
+/* Waits (until the deadline) for the job's memory-commit record of `step`
+ * or a later one to reach this node; 0 or ELASTIC_ETIMEDOUT. */
+int replica__service_wait_committed(replica_service *s, uint64_t step, uint64_t deadline_ms);
 /* Stops the threads and removes the tier (its memory is freed). */
 void replica__service_stop(replica_service *s);
 const char *replica__service_root(const replica_service *s);
@@ -292,6 +295,7 @@ typedef struct replica_sync_rank {
 
 typedef struct replica_sync_out {
     bool planned;             /* false: no step has every shard (a fresh start, or too much lost) */
+    bool committed;           /* the step is memory-committed job-wide or on disk */
     uint64_t step;            /* the step every rank restores */
     char why[512];            /* what the plan passed over, or why there is none */
     replica_sync_rank *ranks; /* local_ranks entries; free() */

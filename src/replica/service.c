@@ -257,6 +257,7 @@ static bool play_round(replica_service *s, round_state *rs, target *targets, siz
         uint64_t now = wall_ms();
         s->stats.commit_lag_ms =
             rs->commit_ms > 0 && now > rs->commit_ms ? now - rs->commit_ms : 0;
+        pthread_cond_broadcast(&s->progress);
         pthread_mutex_unlock(&s->lock);
         next_round(s, rs);
         return false;
@@ -556,11 +557,13 @@ void replica__service_stats(replica_service *s, replica_service_stats *out)
     replica__server_counts(s->server, &out->replicas_in, NULL, NULL);
 }
 
-int replica__service_wait_replicated(replica_service *s, uint64_t step, uint64_t deadline_ms)
+/* Waits on `progress` until *field reaches `step`. Called unlocked. */
+static int wait_progress(replica_service *s, const uint64_t *field, uint64_t step,
+                         uint64_t deadline_ms)
 {
     pthread_mutex_lock(&s->lock);
     int rc = 0;
-    while (s->stats.replicated_step < step && rc == 0) {
+    while (*field < step && rc == 0) {
         int left = elastic__ms_left(deadline_ms);
         if (left == 0) {
             rc = ELASTIC_ETIMEDOUT;
@@ -575,7 +578,19 @@ int replica__service_wait_replicated(replica_service *s, uint64_t step, uint64_t
         pthread_cond_timedwait(&s->progress, &s->lock, &until);
     }
     pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int replica__service_wait_replicated(replica_service *s, uint64_t step, uint64_t deadline_ms)
+{
+    int rc = wait_progress(s, &s->stats.replicated_step, step, deadline_ms);
     return rc ? elastic__fail(rc, "step %" PRIu64 " not replicated in time", step) : 0;
+}
+
+int replica__service_wait_committed(replica_service *s, uint64_t step, uint64_t deadline_ms)
+{
+    int rc = wait_progress(s, &s->stats.committed_step, step, deadline_ms);
+    return rc ? elastic__fail(rc, "step %" PRIu64 " not memory-committed in time", step) : 0;
 }
 
 void replica__service_stop(replica_service *s)

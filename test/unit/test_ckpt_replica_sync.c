@@ -12,6 +12,8 @@
 
 #include "common/clock.h"
 
+#include <sys/stat.h>
+
 #define TOKEN "sync-test-token"
 
 typedef struct node {
@@ -158,6 +160,118 @@ TEST(ckpt_replica_sync_restores_a_lost_nodes_rank_on_the_spare_from_its_peer_cop
     ASSERT_OK(elastic_store_try_get(a.store, "memtier/history", &value, &len));
     ASSERT(memmem(value, len, "2 1 5\n", 6) != NULL);
     elastic_free(value);
+    node *all[] = { &a, &c, &spare };
+    for (int i = 0; i < 3; i++) {
+        free(all[i]->out.ranks);
+        replica__service_stop(all[i]->service);
+        elastic_store_close(all[i]->store);
+    }
+    elastic_store_server_close(f.server);
+}
+
+/* All three nodes' ranks save `step` at once (a global commit through the store). */
+static void save_all(node **nodes, uint64_t step, uint64_t generation)
+{
+    saver savers[3];
+    pthread_t threads[3];
+    for (uint32_t r = 0; r < 3; r++) {
+        savers[r] = (saver){ .n = nodes[r], .step = step, .generation = generation, .rank = r,
+                             .world = 3 };
+        ASSERT_EQ(pthread_create(&threads[r], NULL, save_main, &savers[r]), 0);
+    }
+    for (int r = 0; r < 3; r++) {
+        pthread_join(threads[r], NULL);
+        ASSERT_OK(savers[r].rc);
+        replica__service_kick(nodes[r]->service);
+    }
+}
+
+static bool own_step_held(const node *n, uint64_t step)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/own/step-%020llu/COMMIT", n->root, (unsigned long long)step);
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* The memory-commit record (K = 2): node-b is lost in the middle of
+ * replicating step 6 (its copies cannot reach node-c), after every node
+ * committed step 6 locally. Without the record each tier keeps only its
+ * newest step and no step would have every shard somewhere; with it step 5,
+ * the last memory-committed one, is kept everywhere and the whole job
+ * restores it, the spare from node-c's copy of node-b's shard. */
+TEST(ckpt_replica_sync_node_lost_mid_replication_restores_the_last_memory_committed_step)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 }, spare = { 0 };
+    node_start(&a, "node-a", &f);
+    node_start(&b, "node-b", &f);
+    node_start(&c, "node-c", &f);
+    node *gen1[] = { &a, &b, &c };
+    sync_all(gen1, 3, 1);
+    save_all(gen1, 5, 1);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    replica_service_stats stats;
+    replica__service_stats(a.service, &stats);
+    ASSERT_EQ(stats.committed_step, 5);
+    ASSERT_EQ(stats.committed_generation, 1);
+    ASSERT_EQ(stats.targets, 1);
+    /* node-b's copies now go nowhere: its target's address is a closed port. */
+    replica_peer peers[3];
+    const node *order[] = { &a, &b, &c };
+    for (int i = 0; i < 3; i++) {
+        peers[i] = (replica_peer){ .port = replica__service_port(order[i]->service) };
+        snprintf(peers[i].name, sizeof peers[i].name, "%s", order[i]->name);
+        snprintf(peers[i].host, sizeof peers[i].host, "127.0.0.1");
+    }
+    peers[2].port = 1;
+    ASSERT_OK(replica__service_set_peers(b.service, peers, 3, 1));
+    save_all(gen1, 6, 1);
+    /* node-a and node-c hold step 6 at their targets; node-b never will. */
+    ASSERT_OK(replica__service_wait_replicated(a.service, 6,
+                                               elastic__deadline_ms(test_scaled_ms(20000))));
+    ASSERT_OK(replica__service_wait_replicated(c.service, 6,
+                                               elastic__deadline_ms(test_scaled_ms(20000))));
+    replica__service_stats(a.service, &stats);
+    ASSERT_EQ(stats.committed_step, 5); /* step 6 is not memory-committed */
+    /* K = 2 keeps one committed step of its own: step 6; step 5 stays, pinned. */
+    ASSERT(own_step_held(&a, 6));
+    ASSERT(own_step_held(&a, 5));
+    ASSERT(own_step_held(&c, 5));
+    /* node-b is lost; the spare takes its place. */
+    free(b.out.ranks);
+    replica__service_stop(b.service);
+    elastic_store_close(b.store);
+    node_start(&spare, "node-spare", &f);
+    node *gen2[] = { &a, &spare, &c };
+    sync_all(gen2, 3, 2);
+    for (int i = 0; i < 3; i++) {
+        ASSERT(gen2[i]->out.planned);
+        ASSERT(gen2[i]->out.committed);
+        ASSERT_EQ(gen2[i]->out.step, 5);
+    }
+    /* Step 6 is complete nowhere (rank 1's copy died with node-b). */
+    ASSERT(strstr(a.out.why, "step 6") != NULL);
+    ASSERT(strstr(a.out.why, "rank 1") != NULL);
+    ASSERT_EQ(a.out.ranks[0].source, CHANNEL__RESTORE_LOCAL);
+    ASSERT_EQ(spare.out.ranks[0].source, CHANNEL__RESTORE_PEER);
+    ASSERT_STR_EQ(spare.out.ranks[0].node, "node-c");
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.shared_storage = 0;
+    char own[4200];
+    snprintf(own, sizeof own, "%s/own", spare.root);
+    elastic_ckpt *ck;
+    ASSERT_OK(elastic_ckpt_open(own, &o, &ck));
+    char why[512];
+    if (ckpt_test_check(ck, 5, 1, why, sizeof why) != 0) FAIL("spare: %s", why);
+    elastic_ckpt_close(ck);
+    /* Generation 2 starts from step 5, committed: every node knows it. */
+    replica__service_stats(spare.service, &stats);
+    ASSERT_EQ(stats.committed_step, 5);
     node *all[] = { &a, &c, &spare };
     for (int i = 0; i < 3; i++) {
         free(all[i]->out.ranks);
