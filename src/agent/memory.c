@@ -153,6 +153,7 @@ void agent__memory_sync(agent_call *call)
                            .group_world_size = g->group_world_size,
                            .first_rank = (uint32_t)g->rank_base,
                            .local_ranks = (uint32_t)g->local_world_size,
+                           .job_world = (uint32_t)g->world_size,
                            .disk_dir = call->opts->memory_disk_dir };
     call->memory_rc = replica__sync_generation(store, &in, out);
     if (call->memory_rc != 0)

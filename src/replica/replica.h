@@ -284,6 +284,11 @@ typedef struct replica_sync_in {
     uint64_t generation;
     int group_rank, group_world_size;
     uint32_t first_rank, local_ranks; /* the ranks this node runs in the generation */
+    /* Ranks in the generation (0: not known). When the restore step had
+     * more, the departed ranks' shards are staged on every node too, so a
+     * resharding reader finds them in its own tier (memory held: the
+     * departed ranks' state once per node, until a newer step is committed). */
+    uint32_t job_world;
     const char *disk_dir;             /* a shared disk tier to count in, or NULL */
     int timeout_ms;                   /* for the other nodes' records; default 30000 */
 } replica_sync_in;

@@ -482,6 +482,17 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in, re
             snprintf(out->ranks[i].node, sizeof out->ranks[i].node, "%s",
                      records[got.node].peer.name);
     }
+    /* 6. departed ranks (a smaller world): readable on every node, for resharding */
+    for (uint32_t rank = in->job_world; rc == 0 && plan.found && in->job_world > 0 &&
+                                        rank < plan.world;
+         rank++) {
+        replica_restored got;
+        if (replica__stage_shard(replica__service_root(in->service), &plan, rank,
+                                 (uint32_t)in->group_rank, &dialer,
+                                 elastic__deadline_ms(timeout_ms), &got) != 0)
+            ELASTIC_LOG_W("replica", "departed rank %" PRIu32 " of step %" PRIu64 ": %s", rank,
+                          plan.step, elastic_last_error());
+    }
     /* Steps newer than the plan's are never among its copies, so no peer's
      * staging can be fetching them: they go. */
     if (rc == 0 && plan.found) drop_newer_everywhere(replica__service_root(in->service), plan.step);

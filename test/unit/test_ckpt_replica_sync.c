@@ -52,6 +52,7 @@ static void *sync_main(void *arg)
                            .group_world_size = n->world_nodes,
                            .first_rank = (uint32_t)n->group_rank,
                            .local_ranks = 1,
+                           .job_world = (uint32_t)n->world_nodes,
                            .timeout_ms = test_scaled_ms(20000) };
     n->rc = replica__sync_generation(n->store, &in, &n->out);
     return NULL;
@@ -277,6 +278,57 @@ TEST(ckpt_replica_sync_node_lost_mid_replication_restores_the_last_memory_commit
         free(all[i]->out.ranks);
         replica__service_stop(all[i]->service);
         elastic_store_close(all[i]->store);
+    }
+    elastic_store_server_close(f.server);
+}
+
+/* After a world-size change the departed ranks' shards are still readable:
+ * node-c leaves for good (3 ranks to 2) and both survivors' own tiers get
+ * rank 2's shard of the restore step, from the copy one of them holds, so a
+ * resharding reader (read_shard of a rank no longer in the world) finds it. */
+TEST(ckpt_replica_sync_departed_ranks_shards_stay_readable_after_the_world_shrinks)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 };
+    node_start(&a, "node-a", &f);
+    node_start(&b, "node-b", &f);
+    node_start(&c, "node-c", &f);
+    node *gen1[] = { &a, &b, &c };
+    sync_all(gen1, 3, 1);
+    save_all(gen1, 5, 1);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    free(c.out.ranks);
+    replica__service_stop(c.service);
+    elastic_store_close(c.store);
+    node *gen2[] = { &a, &b };
+    sync_all(gen2, 2, 2);
+    for (int i = 0; i < 2; i++) {
+        ASSERT(gen2[i]->out.planned);
+        ASSERT_EQ(gen2[i]->out.step, 5);
+        /* A reader of the new world (2 ranks) reads the departed rank 2. */
+        elastic_ckpt_opts o;
+        elastic_ckpt_opts_init(&o, sizeof o);
+        o.shared_storage = 0;
+        o.rank = (uint32_t)i;
+        o.world = 2;
+        o.generation = 2;
+        o.store = gen2[i]->store;
+        char own[4200], why[512];
+        snprintf(own, sizeof own, "%s/own", gen2[i]->root);
+        elastic_ckpt *ck;
+        ASSERT_OK(elastic_ckpt_open(own, &o, &ck));
+        if (ckpt_test_check(ck, 5, 2, why, sizeof why) != 0) FAIL("%s: %s", gen2[i]->name, why);
+        if (ckpt_test_check(ck, 5, (uint32_t)i, why, sizeof why) != 0)
+            FAIL("%s: %s", gen2[i]->name, why);
+        elastic_ckpt_close(ck);
+    }
+    for (int i = 0; i < 2; i++) {
+        free(gen2[i]->out.ranks);
+        replica__service_stop(gen2[i]->service);
+        elastic_store_close(gen2[i]->store);
     }
     elastic_store_server_close(f.server);
 }
