@@ -39,6 +39,12 @@ TEST_TIMEOUT(netns_memckpt_spare_restores_a_lost_nodes_rank_from_peer_memory, 18
     run_netns_script("memckpt_spare.sh");
 }
 
+/* Two nodes lost with R = 1: no memory step is complete; disk, and why. */
+TEST_TIMEOUT(netns_memckpt_two_nodes_lost_fall_back_to_disk_and_say_why, 180)
+{
+    run_netns_script("memckpt_two_lost.sh");
+}
+
 TEST_TIMEOUT(netns_frozen_node_fences_on_thaw_and_rejoins, 120)
 {
     run_netns_script("freeze.sh");
