@@ -295,34 +295,69 @@ static void append_history(elastic_store *store, const ckpt_generation_start *hi
     bytes__buf_free(&out);
 }
 
-/* The job goes back to `step`: what this tier holds beyond it is a history
- * the job left (the trainer will save those step numbers again). */
-static void drop_newer(const char *dir, uint64_t step)
+/* What a tier keeps of its steps at a generation's start: none newer than
+ * the plan's (the job goes back to it: the trainer saves those numbers
+ * again) and none the fence refuses (written by a generation whose steps a
+ * later one went back on: a node cut off and back holds such copies; a
+ * worker restoring on its own must never find them). */
+typedef struct drop_rule {
+    const ckpt_plan_input *fence;
+    bool planned;
+    uint64_t plan_step;
+} drop_rule;
+
+/* The generation that wrote a step directory (its commit record's). */
+static bool step_generation(const char *step_dir, uint64_t *generation)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
+    uint8_t *raw = NULL;
+    size_t len = 0;
+    ckpt_commit_record r;
+    if (ckpt__read_small_file(path, 32u + 16u * CKPT_MAX_WORLD + 8u, &raw, &len) != 0) return false;
+    int decoded = ckpt__commit_decode(raw, len, &r);
+    free(raw);
+    if (decoded != 0) return false;
+    *generation = r.generation;
+    ckpt__commit_free(&r);
+    return true;
+}
+
+static void drop_steps(const char *dir, const drop_rule *rule)
 {
     uint64_t *steps = NULL;
     size_t n = 0;
     if (ckpt__scan_steps(dir, &steps, &n) != 0) return;
     for (size_t i = 0; i < n; i++) {
-        if (steps[i] <= step) continue;
         char step_dir[PATH_MAX];
         ckpt__step_dir(dir, steps[i], step_dir, sizeof step_dir);
+        uint64_t generation = 0;
+        bool newer = rule->planned && steps[i] > rule->plan_step;
+        bool fenced = step_generation(step_dir, &generation) &&
+                      !ckpt__plan_copy_usable(rule->fence, steps[i], generation);
+        if (!newer && !fenced) continue;
+        if (fenced)
+            ELASTIC_LOG_I("replica",
+                          "dropping step %" PRIu64 " of generation %" PRIu64
+                          " from %s: a history the job left",
+                          steps[i], generation, dir);
         ckpt__remove_step_dir(step_dir);
     }
     free(steps);
 }
 
-static void drop_newer_everywhere(const char *root, uint64_t step)
+static void drop_everywhere(const char *root, const drop_rule *rule)
 {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/" CKPT_MEM_OWN_DIR, root);
-    drop_newer(dir, step);
+    drop_steps(dir, rule);
     snprintf(dir, sizeof dir, "%s/" CKPT_MEM_PEER_DIR, root);
     DIR *d = elastic__opendir(dir);
     for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
         if (!replica__node_name_ok(e->d_name)) continue;
         char sub[PATH_MAX + 300];
         snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-        drop_newer(sub, step);
+        drop_steps(sub, rule);
     }
     if (d) closedir(d);
 }
@@ -454,7 +489,6 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in, re
             in->service, &(ckpt_generation_start){ .generation = in->generation,
                                                    .restored = plan.found,
                                                    .restore_step = plan.found ? plan.step : 0 });
-    free(history);
     if (rc == 0) {
         out->planned = plan.found;
         out->committed = plan.committed;
@@ -495,7 +529,23 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in, re
     }
     /* Steps newer than the plan's are never among its copies, so no peer's
      * staging can be fetching them: they go. */
-    if (rc == 0 && plan.found) drop_newer_everywhere(replica__service_root(in->service), plan.step);
+    if (rc == 0) {
+        /* The fence including this generation's own start. */
+        ckpt_generation_start *fence = calloc(n_history + 1, sizeof *fence);
+        if (fence != NULL) {
+            memcpy(fence, history, n_history * sizeof *fence);
+            fence[n_history] = (ckpt_generation_start){ .generation = in->generation,
+                                                        .restored = plan.found,
+                                                        .restore_step = plan.step };
+            ckpt_plan_input rule_in = { .history = fence,
+                                        .n_history = n_history + 1,
+                                        .generation = in->generation };
+            drop_rule rule = { &rule_in, plan.found, plan.step };
+            drop_everywhere(replica__service_root(in->service), &rule);
+            free(fence);
+        }
+    }
+    free(history);
     /* The generation's memory commit starts from the step every node
      * restored; without a plan (a failed sync) there is none. */
     int set = replica__service_set_generation(in->service, rc == 0 ? store : NULL, in->generation,

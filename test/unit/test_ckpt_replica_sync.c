@@ -170,21 +170,39 @@ TEST(ckpt_replica_sync_restores_a_lost_nodes_rank_on_the_spare_from_its_peer_cop
     elastic_store_server_close(f.server);
 }
 
-/* All three nodes' ranks save `step` at once (a global commit through the store). */
-static void save_all(node **nodes, uint64_t step, uint64_t generation)
+/* Every node's rank saves `step` at once (a global commit through the store). */
+static void save_on(node **nodes, uint32_t count, uint64_t step, uint64_t generation)
 {
     saver savers[3];
     pthread_t threads[3];
-    for (uint32_t r = 0; r < 3; r++) {
+    for (uint32_t r = 0; r < count; r++) {
         savers[r] = (saver){ .n = nodes[r], .step = step, .generation = generation, .rank = r,
-                             .world = 3 };
+                             .world = count };
         ASSERT_EQ(pthread_create(&threads[r], NULL, save_main, &savers[r]), 0);
     }
-    for (int r = 0; r < 3; r++) {
+    for (uint32_t r = 0; r < count; r++) {
         pthread_join(threads[r], NULL);
         ASSERT_OK(savers[r].rc);
         replica__service_kick(nodes[r]->service);
     }
+}
+
+static void save_all(node **nodes, uint64_t step, uint64_t generation)
+{
+    save_on(nodes, 3, step, generation);
+}
+
+/* node `from`'s copies go nowhere from now on: its target's address is a closed port. */
+static void cut_replication(node *const *order, int from)
+{
+    replica_peer peers[3];
+    for (int i = 0; i < 3; i++) {
+        peers[i] = (replica_peer){ .port = replica__service_port(order[i]->service) };
+        snprintf(peers[i].name, sizeof peers[i].name, "%s", order[i]->name);
+        snprintf(peers[i].host, sizeof peers[i].host, "127.0.0.1");
+    }
+    peers[(from + 1) % 3].port = 1; /* its ring successor by name */
+    ASSERT_OK(replica__service_set_peers(order[from]->service, peers, 3, (size_t)from));
 }
 
 static bool own_step_held(const node *n, uint64_t step)
@@ -220,16 +238,8 @@ TEST(ckpt_replica_sync_node_lost_mid_replication_restores_the_last_memory_commit
     ASSERT_EQ(stats.committed_step, 5);
     ASSERT_EQ(stats.committed_generation, 1);
     ASSERT_EQ(stats.targets, 1);
-    /* node-b's copies now go nowhere: its target's address is a closed port. */
-    replica_peer peers[3];
-    const node *order[] = { &a, &b, &c };
-    for (int i = 0; i < 3; i++) {
-        peers[i] = (replica_peer){ .port = replica__service_port(order[i]->service) };
-        snprintf(peers[i].name, sizeof peers[i].name, "%s", order[i]->name);
-        snprintf(peers[i].host, sizeof peers[i].host, "127.0.0.1");
-    }
-    peers[2].port = 1;
-    ASSERT_OK(replica__service_set_peers(b.service, peers, 3, 1));
+    /* node-b's copies now go nowhere. */
+    cut_replication(gen1, 1);
     save_all(gen1, 6, 1);
     /* node-a and node-c hold step 6 at their targets; node-b never will. */
     ASSERT_OK(replica__service_wait_replicated(a.service, 6,
@@ -329,6 +339,58 @@ TEST(ckpt_replica_sync_departed_ranks_shards_stay_readable_after_the_world_shrin
         free(gen2[i]->out.ranks);
         replica__service_stop(gen2[i]->service);
         elastic_store_close(gen2[i]->store);
+    }
+    elastic_store_server_close(f.server);
+}
+
+/* A partition during replication: node-c is cut off while step 6 is being
+ * replicated (its copy never arrives, so step 6 is not memory-committed);
+ * the job goes on without it from step 5 and saves step 6 again. node-c is
+ * back for generation 3 with its own generation-1 step 6: that copy belongs
+ * to a history the job left, so the plan ignores it (and says so) and
+ * node-c's tier drops it, where a worker restoring on its own would find it. */
+TEST(ckpt_replica_sync_a_fenced_nodes_copies_are_never_used)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 };
+    node_start(&a, "node-a", &f);
+    node_start(&b, "node-b", &f);
+    node_start(&c, "node-c", &f);
+    node *gen1[] = { &a, &b, &c };
+    sync_all(gen1, 3, 1);
+    save_all(gen1, 5, 1);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    cut_replication(gen1, 2);
+    save_all(gen1, 6, 1);
+    ASSERT(own_step_held(&c, 6));
+    /* Generation 2 without node-c (cut off): step 6 lacks rank 2's copy. */
+    node *gen2[] = { &a, &b };
+    sync_all(gen2, 2, 2);
+    ASSERT(a.out.planned);
+    ASSERT_EQ(a.out.step, 5);
+    save_on(gen2, 2, 6, 2);
+    for (int i = 0; i < 2; i++)
+        ASSERT_OK(replica__service_wait_committed(gen2[i]->service, 6,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    /* node-c is back. */
+    node *gen3[] = { &a, &b, &c };
+    sync_all(gen3, 3, 3);
+    for (int i = 0; i < 3; i++) {
+        ASSERT(gen3[i]->out.planned);
+        ASSERT_EQ(gen3[i]->out.step, 6);
+    }
+    if (strstr(c.out.why, "history the job left ignored") == NULL) FAIL("why: %s", c.out.why);
+    /* Generation 2's step 6 has two ranks: node-c's rank 2 has no shard in it. */
+    ASSERT_EQ(c.out.ranks[0].source, CHANNEL__RESTORE_NONE);
+    /* node-c's generation-1 step 6 is gone from its tier. */
+    ASSERT(!own_step_held(&c, 6));
+    for (int i = 0; i < 3; i++) {
+        free(gen3[i]->out.ranks);
+        replica__service_stop(gen3[i]->service);
+        elastic_store_close(gen3[i]->store);
     }
     elastic_store_server_close(f.server);
 }
