@@ -39,6 +39,13 @@ TEST_TIMEOUT(netns_memckpt_spare_restores_a_lost_nodes_rank_from_peer_memory, 18
     run_netns_script("memckpt_spare.sh");
 }
 
+/* The same on etcd: the plan through each generation's job store. */
+TEST_TIMEOUT(netns_memckpt_spare_on_etcd_restores_from_peer_memory, 180)
+{
+    if (!elastic_has_feature("etcd")) SKIP("built without etcd (ELASTIC_ETCD=0)");
+    run_netns_script("memckpt_spare_etcd.sh");
+}
+
 /* Two nodes lost with R = 1: no memory step is complete; disk, and why. */
 TEST_TIMEOUT(netns_memckpt_two_nodes_lost_fall_back_to_disk_and_say_why, 180)
 {
