@@ -46,6 +46,12 @@ TEST_TIMEOUT(netns_memckpt_spare_on_etcd_restores_from_peer_memory, 180)
     run_netns_script("memckpt_spare_etcd.sh");
 }
 
+/* A partition during replication: the fenced node's copies are never used. */
+TEST_TIMEOUT(netns_memckpt_partition_during_replication_never_uses_the_fenced_nodes_copies, 300)
+{
+    run_netns_script("memckpt_partition.sh");
+}
+
 /* Two nodes lost with R = 1: no memory step is complete; disk, and why. */
 TEST_TIMEOUT(netns_memckpt_two_nodes_lost_fall_back_to_disk_and_say_why, 180)
 {
