@@ -248,23 +248,25 @@ void agent__memory_render_metrics(agent_group *group, elastic__text *out)
                          "# TYPE elastic_memory_ckpt_replica_files_received_total counter\n"
                          "elastic_memory_ckpt_replica_files_received_total %" PRIu64 "\n",
                          st.targets, st.replicas_in);
-    elastic__text_printf(out,
-                         "# HELP elastic_memory_ckpt_step newest step: own (committed on this "
-                         "node), replicated (at every peer), committed (memory-committed job-wide), "
-                         "disk (written to disk from memory)\n"
-                         "# TYPE elastic_memory_ckpt_step gauge\n"
-                         "elastic_memory_ckpt_step{kind=\"own\"} %" PRIu64 "\n"
-                         "elastic_memory_ckpt_step{kind=\"replicated\"} %" PRIu64 "\n"
-                         "elastic_memory_ckpt_step{kind=\"committed\"} %" PRIu64 "\n"
-                         "elastic_memory_ckpt_step{kind=\"disk\"} %" PRIu64 "\n",
-                         st.own_step, st.replicated_step, st.committed_step, st.disk_step);
+    elastic__text_printf(
+        out,
+        "# HELP elastic_memory_ckpt_step newest step: own (committed on this "
+        "node), replicated (at every peer), committed (memory-committed job-wide), "
+        "disk (written to disk from memory)\n"
+        "# TYPE elastic_memory_ckpt_step gauge\n"
+        "elastic_memory_ckpt_step{kind=\"own\"} %" PRIu64 "\n"
+        "elastic_memory_ckpt_step{kind=\"replicated\"} %" PRIu64 "\n"
+        "elastic_memory_ckpt_step{kind=\"committed\"} %" PRIu64 "\n"
+        "elastic_memory_ckpt_step{kind=\"disk\"} %" PRIu64 "\n",
+        st.own_step, st.replicated_step, st.committed_step, st.disk_step);
     elastic__text_printf(
         out,
         "# HELP elastic_memory_ckpt_replication_lag_steps own steps newer than the job's last "
         "memory-committed one (what a node loss could cost)\n"
         "# TYPE elastic_memory_ckpt_replication_lag_steps gauge\n"
         "elastic_memory_ckpt_replication_lag_steps %" PRIu64 "\n"
-        "# HELP elastic_memory_ckpt_replication_lag_ms the last replicated step: from its commit on "
+        "# HELP elastic_memory_ckpt_replication_lag_ms the last replicated step: from its commit "
+        "on "
         "this node to its last peer copy (kind=replica), to the job's memory-commit record "
         "(kind=commit)\n"
         "# TYPE elastic_memory_ckpt_replication_lag_ms gauge\n"

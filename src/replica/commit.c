@@ -3,17 +3,20 @@
  * memory-committed once every node's shards of it have their R peer copies.
  * The nodes agree through the job's store, in rounds, without a leader:
  *
- *   memtier/g<gen>/round/<k>/step        the round's step: the first node to
- *                                        propose one sets it (compare_set)
- *   memtier/g<gen>/round/<k>/in          nodes whose copies of it are placed
- *   memtier/g<gen>/round/<k>/committed   the record, written once by the node
- *                                        whose count completed the round
+ *   memtier/g<gen>/round/<k>/step         the round's step: the first node to
+ *                                         propose one sets it (compare_set); a
+ *                                         node already past it that no longer
+ *                                         holds it raises it to its newest
+ *   memtier/g<gen>/round/<k>/in/<step>    nodes whose copies of that step are placed
+ *   memtier/g<gen>/round/<k>/committed    the record, written once by the node
+ *                                         whose count completed the round
  *
  * Rounds make the nodes replicate the same step: each one pushes the step
  * of the round, not whatever is newest on it (nodes that each pushed their
  * own newest could go on forever without a step every one of them pushed).
- * A round's step is greater than the previous round's, so committed steps
- * only grow.
+ * A step only rises within a round (a node behind waits until its trainer
+ * saved it), and a round's step is greater than the previous round's, so
+ * committed steps only grow.
  */
 #include "replica/replica.h"
 
@@ -36,15 +39,36 @@ static int parse_step(const char *key, const void *value, size_t len, uint64_t *
     return 0;
 }
 
-int replica__round_step(elastic_store *store, uint64_t generation, uint64_t round,
-                        uint64_t proposal, uint64_t *step)
+int replica__round_current(elastic_store *store, uint64_t generation, uint64_t round,
+                           uint64_t *step)
 {
-    char key[96], text[24];
+    char key[96];
     round_key(key, sizeof key, generation, round, "step");
-    int len = snprintf(text, sizeof text, "%" PRIu64, proposal);
+    void *value = NULL;
+    size_t len = 0;
+    *step = 0;
+    int rc = elastic_store_try_get(store, key, &value, &len);
+    if (rc == ELASTIC_ENOTFOUND) {
+        elastic__clear_error();
+        return 0;
+    }
+    if (rc == 0) rc = parse_step(key, value, len, step);
+    elastic_free(value);
+    return rc;
+}
+
+int replica__round_propose(elastic_store *store, uint64_t generation, uint64_t round,
+                           uint64_t expected, uint64_t proposal, uint64_t *step)
+{
+    char key[96], want[24], had[24];
+    round_key(key, sizeof key, generation, round, "step");
+    int wlen = snprintf(want, sizeof want, "%" PRIu64, proposal);
+    int hlen = snprintf(had, sizeof had, "%" PRIu64, expected);
     void *current = NULL;
     size_t clen = 0;
-    int rc = elastic_store_compare_set(store, key, NULL, 0, text, (size_t)len, &current, &clen);
+    int rc = elastic_store_compare_set(store, key, expected > 0 ? had : NULL,
+                                       expected > 0 ? (size_t)hlen : 0, want, (size_t)wlen,
+                                       &current, &clen);
     if (rc == 0) rc = parse_step(key, current, clen, step);
     elastic_free(current);
     return rc;
@@ -53,9 +77,10 @@ int replica__round_step(elastic_store *store, uint64_t generation, uint64_t roun
 int replica__round_count_in(elastic_store *store, uint64_t generation, uint64_t round,
                             uint64_t step, int world, bool *completed)
 {
-    char key[96];
+    char key[96], what[40];
     *completed = false;
-    round_key(key, sizeof key, generation, round, "in");
+    snprintf(what, sizeof what, "in/%" PRIu64, step); /* a raised step counts afresh */
+    round_key(key, sizeof key, generation, round, what);
     int64_t count = 0;
     int rc = elastic_store_add(store, key, 1, &count);
     if (rc != 0 || count != world) return rc;
@@ -68,8 +93,8 @@ int replica__round_count_in(elastic_store *store, uint64_t generation, uint64_t 
     return rc;
 }
 
-int replica__round_committed(elastic_store *store, uint64_t generation, uint64_t round,
-                             int wait_ms, uint64_t *step)
+int replica__round_committed(elastic_store *store, uint64_t generation, uint64_t round, int wait_ms,
+                             uint64_t *step)
 {
     char key[96];
     round_key(key, sizeof key, generation, round, "committed");

@@ -254,10 +254,13 @@ const char *replica__service_token(const replica_service *s);
 
 /* ---- the job-wide memory commit (commit.c) ------------------------------------- */
 
-/* Round `round` of `generation`: its step — `proposal` when this node is
- * the first to propose one, else the step another node proposed. */
-int replica__round_step(elastic_store *store, uint64_t generation, uint64_t round,
-                        uint64_t proposal, uint64_t *step);
+/* Round `round` of `generation`: its step now (0: none proposed yet). */
+int replica__round_current(elastic_store *store, uint64_t generation, uint64_t round,
+                           uint64_t *step);
+/* Sets the round's step to `proposal` if it is still `expected` (0: none
+ * yet); *step: the round's step after the call, whoever set it. */
+int replica__round_propose(elastic_store *store, uint64_t generation, uint64_t round,
+                           uint64_t expected, uint64_t proposal, uint64_t *step);
 /* Counts this node in for the round (its shards of the round's step have
  * their copies); the node that completes the count of `world` writes the
  * round's record: *completed. */

@@ -28,6 +28,9 @@
 /* A round of the memory commit that has no record by then is given up
  * (some node could not take part: its copy of the step was gone). */
 #define ROUND_TIMEOUT_MS 10000
+/* A node that counted in waits this long on the record at a time, then
+ * looks whether the round's step was raised meanwhile. */
+#define RECORD_WAIT_MS 200
 
 typedef struct target {
     replica_peer peer;
@@ -211,20 +214,50 @@ static bool push_newest(replica_service *s, target *targets, size_t n)
     return !done;
 }
 
-/* One turn of the memory commit's current round (commit.c): propose or
- * learn its step, push that step when this node has it, count in, look for
- * the record. True when there is nothing to do until kicked. */
+/* Writes the keep file with `extra` pinned besides the committed step
+ * (before proposing it: retention must not evict it meanwhile). */
+static void pin_also(replica_service *s, uint64_t extra)
+{
+    round_state one = { .step = extra };
+    pin(s, &one);
+}
+
+/* The round's step as this node plays it: learned, proposed (none yet:
+ * our newest), or raised (we are past it and no longer hold it: our
+ * newest). 0 when the store did not answer. */
+static uint64_t round_target(replica_service *s, round_state *rs, uint64_t newest)
+{
+    uint64_t current = 0, commit_ms = 0;
+    if (replica__round_current(rs->store, rs->generation, rs->k, &current) != 0) {
+        ELASTIC_LOG_D("replica", "memory commit round %" PRIu64 ": %s", rs->k,
+                      elastic_last_error());
+        return 0;
+    }
+    bool lacking = current > 0 && current < newest && !step_committed_here(s, current, &commit_ms);
+    if ((current == 0 || lacking) && newest > rs->prev) {
+        pin_also(s, newest);
+        if (replica__round_propose(rs->store, rs->generation, rs->k, current, newest, &current) !=
+            0) {
+            ELASTIC_LOG_D("replica", "memory commit round %" PRIu64 ": %s", rs->k,
+                          elastic_last_error());
+            return 0;
+        }
+    }
+    return current;
+}
+
+/* One turn of the memory commit's current round (commit.c): learn,
+ * propose or raise its step, push that step when this node has it, count
+ * in, look for the record. True when there is nothing to do until kicked. */
 static bool play_round(replica_service *s, round_state *rs, target *targets, size_t n)
 {
     uint64_t newest = newest_committed(s, NULL);
-    if (rs->step == 0) {
-        if (newest <= rs->prev) return true; /* nothing newer than the last round */
-        if (replica__round_step(rs->store, rs->generation, rs->k, newest, &rs->step) != 0) {
-            ELASTIC_LOG_D("replica", "memory commit round %" PRIu64 ": %s", rs->k,
-                          elastic_last_error());
-            rs->step = 0;
-            return true;
-        }
+    if (rs->step == 0 && newest <= rs->prev) return true; /* nothing newer than the last round */
+    uint64_t want = round_target(s, rs, newest);
+    if (want == 0) return true;
+    if (want != rs->step) { /* a new step for the round: progress, the clock starts again */
+        rs->step = want;
+        rs->counted = false;
         rs->deadline = elastic__deadline_ms(ROUND_TIMEOUT_MS);
         pin(s, rs);
     }
@@ -248,17 +281,20 @@ static bool play_round(replica_service *s, round_state *rs, target *targets, siz
     }
     int left = elastic__ms_left(rs->deadline);
     uint64_t step = 0;
-    int rc = replica__round_committed(rs->store, rs->generation, rs->k,
-                                      rs->counted ? (left < POLL_MS ? left : POLL_MS) : 0, &step);
-    if (rc == 0 && step == rs->step) {
+    int wait = rs->counted ? (left < RECORD_WAIT_MS ? left : RECORD_WAIT_MS) : 0;
+    int rc = replica__round_committed(rs->store, rs->generation, rs->k, wait, &step);
+    if (rc == 0) {
         pthread_mutex_lock(&s->lock);
-        s->stats.committed_step = step;
-        s->stats.committed_generation = rs->generation;
+        if (step > s->stats.committed_step) {
+            s->stats.committed_step = step;
+            s->stats.committed_generation = rs->generation;
+        }
         uint64_t now = wall_ms();
         s->stats.commit_lag_ms =
-            rs->commit_ms > 0 && now > rs->commit_ms ? now - rs->commit_ms : 0;
+            step == rs->step && rs->commit_ms > 0 && now > rs->commit_ms ? now - rs->commit_ms : 0;
         pthread_cond_broadcast(&s->progress);
         pthread_mutex_unlock(&s->lock);
+        rs->step = step;
         next_round(s, rs);
         return false;
     }
@@ -308,8 +344,8 @@ static void *replicator_main(void *arg)
         if (old != NULL) elastic_store_close(old);
         if (fresh) pin(s, &rs); /* the restored step, until a round commits */
         uint64_t newest = newest_committed(s, NULL);
-        bool idle = rs.store != NULL ? play_round(s, &rs, local, n_local)
-                                     : push_newest(s, local, n_local);
+        bool idle =
+            rs.store != NULL ? play_round(s, &rs, local, n_local) : push_newest(s, local, n_local);
         pthread_mutex_lock(&s->lock);
         s->stats.own_step = newest > s->stats.own_step ? newest : s->stats.own_step;
         s->stats.targets = (unsigned)n_local;
@@ -485,8 +521,7 @@ int replica__service_set_peers(replica_service *s, const replica_peer *nodes, si
 }
 
 int replica__service_set_generation(replica_service *s, elastic_store *store, uint64_t generation,
-                                    int world, uint64_t restored_step,
-                                    uint64_t restored_generation)
+                                    int world, uint64_t restored_step, uint64_t restored_generation)
 {
     if (world < 1) return elastic__fail(ELASTIC_EINVAL, "memory commit: world %d", world);
     elastic_store *mine = NULL;

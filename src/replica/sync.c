@@ -33,7 +33,7 @@ typedef struct node_record {
     replica_peer peer;
     ckpt_copy *copies;
     size_t n_copies;
-    ckpt_step_ref committed; /* the memory-commit record the node knows (step 0: none) */
+    ckpt_step_ref committed;        /* the memory-commit record the node knows (step 0: none) */
     ckpt_generation_start *history; /* the job's history as the node knows it */
     size_t n_history;
 } node_record;
@@ -111,8 +111,7 @@ static int encode_record(const replica_sync_in *in, int port, bytes__buf *out)
         history != NULL ? replica__service_history(in->service, history, REPLICA_HISTORY_MAX) : 0;
     for (size_t i = 0; i < n_history; i++) {
         len = snprintf(line, sizeof line, "hist %" PRIu64 " %d %" PRIu64 "\n",
-                       history[i].generation, history[i].restored ? 1 : 0,
-                       history[i].restore_step);
+                       history[i].generation, history[i].restored ? 1 : 0, history[i].restore_step);
         bytes__put(out, line, (size_t)len);
     }
     free(history);
@@ -169,7 +168,8 @@ static int decode_step_line(const char *line, int group_rank, node_record *rec)
         elastic__parse_u64(NULL, f[2], 0, UINT64_MAX, &c) != 0)
         return bad_record(group_rank, "bad history line");
     if (rec->n_history >= REPLICA_HISTORY_MAX) return bad_record(group_rank, "history too long");
-    if (rec->history == NULL && (rec->history = calloc(REPLICA_HISTORY_MAX, sizeof *rec->history)) == NULL)
+    if (rec->history == NULL &&
+        (rec->history = calloc(REPLICA_HISTORY_MAX, sizeof *rec->history)) == NULL)
         return elastic__fail(ELASTIC_ENOMEM, "memory tier record");
     rec->history[rec->n_history++] =
         (ckpt_generation_start){ .generation = a, .restored = b == 1, .restore_step = c };
@@ -517,9 +517,8 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in, re
                      records[got.node].peer.name);
     }
     /* 6. departed ranks (a smaller world): readable on every node, for resharding */
-    for (uint32_t rank = in->job_world; rc == 0 && plan.found && in->job_world > 0 &&
-                                        rank < plan.world;
-         rank++) {
+    for (uint32_t rank = in->job_world;
+         rc == 0 && plan.found && in->job_world > 0 && rank < plan.world; rank++) {
         replica_restored got;
         if (replica__stage_shard(replica__service_root(in->service), &plan, rank,
                                  (uint32_t)in->group_rank, &dialer,

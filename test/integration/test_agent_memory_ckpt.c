@@ -8,6 +8,8 @@
  */
 #include "support/agent_harness.h"
 #include "support/elasticrun_args.h"
+#include "common/http.h"
+#include "common/prom.h"
 #include "test.h"
 
 #include "common/clock.h"
@@ -241,4 +243,100 @@ TEST_TIMEOUT(agent_memory_ckpt_save_over_the_limit_fails_naming_the_flag_and_the
     ASSERT_STR_EQ(capped, roomy);
     free(capped);
     free(roomy);
+}
+
+/* One sample's value in a /metrics page: `name` with label kind=`kind`
+ * (NULL: the first sample of that name); -1 without it. */
+static double metric(const char *page, const char *name, const char *kind)
+{
+    char line[2048];
+    for (const char *p = page; *p != '\0';) {
+        size_t len = strcspn(p, "\n");
+        snprintf(line, sizeof line, "%.*s", (int)len, p);
+        p += len + (p[len] == '\n');
+        elastic__prom_sample s;
+        if (elastic__prom_parse_line(line, &s) < 0) FAIL("malformed metrics line: %s", line);
+        char value[32];
+        if (strcmp(s.name, name) == 0 &&
+            (kind == NULL || (elastic__prom_label(s.labels, "kind", value, sizeof value) &&
+                              strcmp(value, kind) == 0)))
+            return s.value;
+    }
+    return -1;
+}
+
+/* /metrics of the tier: two agents on this machine (a job store of the
+ * test's), one rank each, R = 1: each holds its own shards and its peer's
+ * copy, steps are memory-committed job-wide, and the lag is what is newer. */
+TEST_TIMEOUT(agent_memory_ckpt_metrics_show_memory_held_replicas_and_lag, 180)
+{
+    elastic_store_server *server;
+    ASSERT_OK(elastic_store_server_start(NULL, &server));
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
+    pid_t agents[2];
+    char trainer[1024]; /* test_example_path's buffer is reused */
+    snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
+    for (int i = 0; i < 2; i++) {
+        char name[32], dir[512], ckpt[600];
+        snprintf(name, sizeof name, "metrics-%d", i);
+        agent_harness_path(dir, sizeof dir, name);
+        mkdir(dir, 0755);
+        snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir);
+        mkdir(ckpt, 0755);
+        elasticrun_args cmd;
+        elasticrun_args_init(&cmd);
+        elasticrun_args_add(&cmd, "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend",
+                            "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "memory-metrics",
+                            "--rdzv-conf", "is_host=0,last_call_timeout=1", "--local-addr",
+                            "127.0.0.1", "--memory-ckpt", "--memory-ckpt-limit", "64M");
+        if (i == 0) elasticrun_args_add(&cmd, "--metrics-port", "0");
+        elasticrun_args_add(&cmd, "--no-python", trainer, "--ckpt-dir", ckpt, "--steps", "3000",
+                            "--step-ms", "20", "--ckpt-every", "100000", "--memory-every", "1",
+                            "--state-mib", "1");
+        agents[i] = elasticrun_args_spawn(&cmd, NULL, name);
+        spawned[n_spawned++] = agents[i];
+    }
+    char err[600], line[512], where[64];
+    snprintf(err, sizeof err, "%s/metrics-0.err", test_tmpdir());
+    const char *announced[] = { "metrics on http://", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(err, announced, 1, 60000), 1);
+    ASSERT(agent_harness_nth_line(err, announced, 0, line, sizeof line));
+    ASSERT_EQ(sscanf(strstr(line, "http://") + 7, "%63[^/]", where), 1);
+    elastic__text page = { 0 };
+    uint64_t deadline = elastic__deadline_ms(test_scaled_ms(90000));
+    double committed = -1;
+    while (elastic__ms_left(deadline) > 0) { /* until steps are memory-committed */
+        elastic__text_init(&page, 1 << 22);
+        int status = 0;
+        if (elastic__http_get(where, "/metrics", 5000, &page, &status) != 0 || status != 200) {
+            char *text = agent_harness_read_file(err);
+            FAIL("no /metrics at %s (status %d): %s", where, status, text ? text : "");
+        }
+        committed = metric(page.data, "elastic_memory_ckpt_step", "committed");
+        if (committed >= 10) break;
+        elastic__text_free(&page);
+        usleep(100000); /* the job's progress, not a synchronisation */
+    }
+    if (committed < 10) FAIL("no step memory-committed in time");
+    double own = metric(page.data, "elastic_memory_ckpt_step", "own");
+    ASSERT(own >= committed);
+    ASSERT_EQ(metric(page.data, "elastic_memory_ckpt_replication_lag_steps", NULL),
+              own - committed);
+    /* Own shards (1 MiB of per-rank state and more) and the peer's copies. */
+    ASSERT(metric(page.data, "elastic_memory_ckpt_held_bytes", "own") >= 1 << 20);
+    ASSERT(metric(page.data, "elastic_memory_ckpt_held_bytes", "replicas") >= 1 << 20);
+    ASSERT_EQ(metric(page.data, "elastic_memory_ckpt_limit_bytes", NULL), 64 << 20);
+    ASSERT_EQ(metric(page.data, "elastic_memory_ckpt_replica_peers", NULL), 1);
+    ASSERT(metric(page.data, "elastic_memory_ckpt_replica_files_received_total", NULL) > 0);
+    ASSERT(metric(page.data, "elastic_memory_ckpt_replication_lag_ms", "commit") >= 0);
+    ASSERT(metric(page.data, "elastic_memory_ckpt_failures_total", "round") >= 0);
+    elastic__text_free(&page);
+    for (int i = 0; i < 2; i++) kill(agents[i], SIGTERM);
+    for (int i = 0; i < 2; i++) {
+        int status;
+        ASSERT(agent_harness_wait_exit(agents[i], 30000, &status));
+    }
+    no_tier_left();
+    elastic_store_server_close(server);
 }

@@ -176,8 +176,9 @@ static void save_on(node **nodes, uint32_t count, uint64_t step, uint64_t genera
     saver savers[3];
     pthread_t threads[3];
     for (uint32_t r = 0; r < count; r++) {
-        savers[r] = (saver){ .n = nodes[r], .step = step, .generation = generation, .rank = r,
-                             .world = count };
+        savers[r] = (saver){
+            .n = nodes[r], .step = step, .generation = generation, .rank = r, .world = count
+        };
         ASSERT_EQ(pthread_create(&threads[r], NULL, save_main, &savers[r]), 0);
     }
     for (uint32_t r = 0; r < count; r++) {
