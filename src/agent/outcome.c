@@ -45,8 +45,10 @@ int agent__outcome_owe(const char *endpoint, const char *token, const char *run_
     elastic_store_opts_init(&opts, sizeof opts);
     opts.token = token;
     opts.timeout_ms = OUTCOME_CALL_TIMEOUT_MS;
-    /* Keep-alives from the client's I/O thread, ten per TTL (at most one a second). */
-    int interval_ms = ttl_ms / 10 > 1000 ? 1000 : ttl_ms / 10 > 0 ? ttl_ms / 10 : 1;
+    /* Keep-alives from the client's I/O thread, six per TTL (5 s at the
+     * default): a few lost ones cost nothing, and at thousands of nodes the
+     * host's store gets a small fraction of the rendezvous' keep-alives. */
+    int interval_ms = ttl_ms / 6 > 100 ? ttl_ms / 6 : 100;
     elastic_store *store = NULL;
     uint64_t lease = 0;
     int rc = elastic_store_connect(endpoint, &opts, &store);
