@@ -163,8 +163,9 @@ TEST_TIMEOUT(agent_etcd_unreachable_fences_every_node, 120)
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
     etcd_job j;
-    etcd_job_init(&j, &c, "fence",
-                  "keep_alive_interval=0.2,keep_alive_max_attempt=5,read_timeout=2");
+    etcd_job_init(
+        &j, &c, "fence",
+        "keep_alive_interval=0.2,keep_alive_max_attempt=5,read_timeout=2,join_timeout=10");
     /* This job has a configured token: the store and the workers use it. */
     char token_path[512], token_env[600];
     agent_harness_path(token_path, sizeof token_path, "token");
@@ -198,10 +199,16 @@ TEST_TIMEOUT(agent_etcd_unreachable_fences_every_node, 120)
     /* keep-alive timeout (1 s) + 1 s */
     if (took > (uint64_t)test_scaled_ms(2000))
         FAIL("workers stopped %llu ms after etcd froze", (unsigned long long)took);
+    /* Fenced, each waits for etcd to come back until its join_timeout (10 s), then gives up. */
     for (int i = 0; i < 2; i++) {
         int status;
         if (!agent_harness_wait_exit(agents[i], test_scaled_ms(30000), &status))
-            FAIL("agent %d did not exit", i);
+            FAIL("agent %d did not exit 30 s after etcd froze (join_timeout 10 s)", i);
+        uint64_t exited = etcd_fixture_now_ms() - cut;
+        printf("# agent%d gave up on etcd %llu ms after it froze\n", i, (unsigned long long)exited);
+        if (exited < 9000) /* join_timeout runs from the rejoin, after the fence */
+            FAIL("agent %d gave up %llu ms after etcd froze, before its join_timeout of 10 s", i,
+                 (unsigned long long)exited);
         ASSERT(WIFEXITED(status) && WEXITSTATUS(status) != 0);
         char path[512], name[32];
         snprintf(name, sizeof name, "agent%d.err", i);
@@ -209,6 +216,8 @@ TEST_TIMEOUT(agent_etcd_unreachable_fences_every_node, 120)
         ASSERT(err != NULL);
         if (strstr(err, "fenced out of generation") == NULL)
             FAIL("agent%d has no fencing line:\n%s", i, err);
+        if (strstr(err, "the job failed: lost etcd at") == NULL)
+            FAIL("agent%d does not say it lost etcd:\n%s", i, err);
         free(err);
     }
     kill(c.m[0].pid, SIGCONT);
