@@ -108,6 +108,13 @@ TEST_TIMEOUT(netns_spare_left_out_by_overlapping_faults_exits_0_and_says_so, 180
     run_netns_script("spare_overlap.sh");
 }
 
+/* c10d (issue 26): a node cut off as the job ends learns it succeeded (the
+ * store's host serves until it did) and exits 0; a dead node holds no one up. */
+TEST_TIMEOUT(netns_node_cut_off_as_the_c10d_job_ends_learns_it_succeeded_and_exits_0, 180)
+{
+    run_netns_script("cut_off_as_job_ends.sh");
+}
+
 /* Node health checks with the NVML double (test/netns/health_*.sh). */
 TEST_TIMEOUT(netns_health_xid_79_hands_the_node_to_the_waiting_spare, 150)
 {
