@@ -460,6 +460,30 @@ static double server_cpu_ms(void)
     return us / 1000.0;
 }
 
+/* RDZV_BENCH_PROBE=1: a thread of the store's process times one round trip
+ * every 50 ms and prints those of 100 ms or more: how late the store answers
+ * anyone (the nodes' keep-alive checks included) at this size. */
+static volatile int probe_stop;
+static void *probe_main(void *arg)
+{
+    elastic_store *s = NULL;
+    if (elastic_store_connect(arg, NULL, &s) != 0) return NULL;
+    while (!probe_stop) {
+        uint64_t t0 = elastic__now_ms();
+        void *v = NULL;
+        size_t len = 0;
+        (void)elastic_store_try_get(s, "probe", &v, &len);
+        elastic_free(v);
+        uint64_t t1 = elastic__now_ms();
+        if (t1 - t0 >= 100)
+            fprintf(stderr, "%6llu probe %llu ms\n", (unsigned long long)(t1 - bench_epoch_ms),
+                    (unsigned long long)(t1 - t0));
+        usleep(50000);
+    }
+    elastic_store_close(s);
+    return NULL;
+}
+
 /* Reads one answer line from every batch into lines[i]; -1 when one fails. */
 static int hear(batch *batches, int count, char (*lines)[160], const char *expected)
 {
@@ -491,6 +515,9 @@ static int one_run_procs(int n, int per_batch, int run, run_result *out, double 
     }
     snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
     snprintf(run_id, sizeof run_id, "bench-%d-%d-%d", n, run, (int)getpid());
+    pthread_t probe;
+    bool probing = getenv("RDZV_BENCH_PROBE") != NULL &&
+                   pthread_create(&probe, NULL, probe_main, endpoint) == 0;
     /* The last batch is one node alone: the victim, killed with SIGKILL (its
      * connection drops as a crashed host's would, nothing says goodbye). */
     int survivors = n > 1 ? n - 1 : n;
@@ -587,6 +614,10 @@ static int one_run_procs(int n, int per_batch, int run, run_result *out, double 
     }
     free(batches);
     free(lines);
+    if (probing) {
+        probe_stop = 1;
+        pthread_join(probe, NULL);
+    }
     elastic_store_server_close(server);
     return failed ? -1 : 0;
 }
