@@ -322,6 +322,36 @@ static int bench_freeze(int n)
 
 /* ---- process mode: nodes in batches, the store alone in this process ---- */
 
+static void *free_main(void *arg)
+{
+    node *n = arg;
+    elastic_rdzv_free(n->rdzv);
+    n->rdzv = NULL;
+    return NULL;
+}
+
+/* Frees the batch's nodes at once: one by one, each stop waits on its
+ * monitor and the batch's teardown took minutes at 16k nodes. */
+static void free_all(node *nodes, int count)
+{
+    bool *started = calloc((size_t)count, sizeof *started);
+    if (started == NULL) {
+        for (int i = 0; i < count; i++) free_main(&nodes[i]);
+        return;
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    for (int i = 0; i < count; i++) {
+        started[i] = pthread_create(&nodes[i].thread, &attr, free_main, &nodes[i]) == 0;
+        if (!started[i]) free_main(&nodes[i]);
+    }
+    pthread_attr_destroy(&attr);
+    for (int i = 0; i < count; i++)
+        if (started[i]) pthread_join(nodes[i].thread, NULL);
+    free(started);
+}
+
 /* A batch child: `count` nodes of an N-node job, driven by one-line commands
  * on stdin ("form", "watch", "kill", "quit"), answering on stdout. */
 static int batch_child(const char *endpoint, const char *run_id, int n, int count)
@@ -388,7 +418,12 @@ static int batch_child(const char *endpoint, const char *run_id, int n, int coun
         }
         fflush(stdout);
     }
-    for (int i = 0; i < count; i++) elastic_rdzv_free(nodes[i].rdzv);
+    uint64_t quit_ms = elastic__now_ms();
+    free_all(nodes, count);
+    if (getenv("RDZV_BENCH_TRACE") != NULL)
+        fprintf(stderr, "%6llu batch freed its %d nodes in %llu ms\n",
+                (unsigned long long)(elastic__now_ms() - bench_epoch_ms), count,
+                (unsigned long long)(elastic__now_ms() - quit_ms));
     free(nodes);
     return 0;
 }
@@ -612,6 +647,9 @@ static int one_run_procs(int n, int per_batch, int run, run_result *out, double 
         int status = 0;
         waitpid(batches[i].pid, &status, 0);
     }
+    if (getenv("RDZV_BENCH_TRACE") != NULL)
+        fprintf(stderr, "%6llu batches gone\n",
+                (unsigned long long)(elastic__now_ms() - bench_epoch_ms));
     free(batches);
     free(lines);
     if (probing) {

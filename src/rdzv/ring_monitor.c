@@ -119,16 +119,26 @@ static void clean_previous(elastic_rdzv *r)
     if (generation > 0) rdzv__forget_slot(r, generation, slot);
 }
 
+static int cleanup_delay_ms(const elastic_rdzv *r, unsigned *seed)
+{
+    int spread = r->max_nodes / 4;
+    return 1000 + (spread > 0 ? rand_r(seed) % (spread + 1) : 0);
+}
+
 static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id)
 {
     uint64_t revision = 0;
     bool reported = false, cleaned = false, armed = false;
+    /* Only spreads timing; nothing depends on it being unpredictable. */
+    unsigned seed = (unsigned)(elastic__now_ms() ^ (uintptr_t)r ^ (unsigned)my_slot * 2654435761u);
     char prefix[64];
     while (still_wanted(r, generation, slot)) {
         rdzv__key_slot(prefix, sizeof prefix, generation, slot, "");
         /* Cleanup waits for the first quiet second, away from the rush of a
-         * re-formation. */
-        int slice = cleaned ? r->watch_slice_ms : 1000;
+         * re-formation, and a large job's nodes spread theirs over a window
+         * that grows with the job (a quarter ms a node: 4 s at 16k nodes,
+         * whose 3 deletes each would otherwise reach the store at once). */
+        int slice = cleaned ? r->watch_slice_ms : cleanup_delay_ms(r, &seed);
         int rc = r->backend->ops->watch(r->backend, prefix, revision, slice, &revision);
         if (rc == ELASTIC_ETIMEDOUT) {
             if (!cleaned) clean_previous(r);
