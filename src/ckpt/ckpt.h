@@ -293,12 +293,9 @@ int ckpt__adopt_shard(elastic_ckpt *c, uint64_t step, const char *shard_path);
  * manifest, every chunk) against its step's commit record, without a handle. */
 int ckpt__verify_shard_file(const char *path, const ckpt_commit_record *r, uint32_t rank);
 /* The same checks on an open file of `size` bytes (a copy just received,
- * before it takes its name), or on a shard's bytes in memory; `path` names
- * it in errors. */
+ * before it takes its name); `path` names it in errors. */
 int ckpt__verify_shard_fd(int fd, uint64_t size, const char *path, const ckpt_commit_record *r,
                           uint32_t rank);
-int ckpt__verify_shard_mem(const void *data, uint64_t len, const char *path,
-                           const ckpt_commit_record *r, uint32_t rank);
 
 /* ---- restoring (restore.c) ---------------------------------------------------------- */
 

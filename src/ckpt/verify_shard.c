@@ -3,8 +3,8 @@
  * handle: header, trailer, manifest and every chunk's checksum. The memory
  * tier's restore uses it on each copy it takes (a peer's copy with a flipped
  * byte is refused and the next source tried) before any worker reads it:
- * on a file (a copy already in this node's memory), or on the bytes of a
- * copy just received, while they are still mapped (no second read).
+ * on a file (a copy already in this node's memory), or on a copy just
+ * received, before it takes its name; read through one small window.
  */
 #include "ckpt/ckpt.h"
 
@@ -15,10 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Where the shard's bytes are: a file (read through a small window) or memory. */
+/* The shard's file, read through a small window. */
 typedef struct shard_src {
     int fd;
-    const uint8_t *mem;
     uint64_t size;
     const char *path;
     uint8_t *window;
@@ -32,18 +31,14 @@ static int out_of_range(const shard_src *s)
 static int src_read(const shard_src *s, void *buf, size_t len, uint64_t off)
 {
     if (off > s->size || len > s->size - off) return out_of_range(s);
-    if (s->mem == NULL) return ckpt__pread_all(s->fd, buf, len, off, s->path);
-    memcpy(buf, s->mem + off, len);
-    return 0;
+    return ckpt__pread_all(s->fd, buf, len, off, s->path);
 }
 
-/* One pass over each byte: hashed in place, or read through the window. */
+/* One pass over each byte, through the window. */
 static int src_hash(const shard_src *s, size_t len, uint64_t off, uint64_t *hash)
 {
     if (off > s->size || len > s->size - off) return out_of_range(s);
-    if (s->mem == NULL) return ckpt__hash_range(s->fd, s->window, len, off, s->path, hash);
-    *hash = ckpt__hash(s->mem + off, len);
-    return 0;
+    return ckpt__hash_range(s->fd, s->window, len, off, s->path, hash);
 }
 
 static int check_chunks(const shard_src *s, const ckpt_manifest *m)
@@ -128,11 +123,4 @@ int ckpt__verify_shard_file(const char *path, const ckpt_commit_record *r, uint3
     if (rc == 0) rc = ckpt__verify_shard_fd(fd, (uint64_t)st.st_size, path, r, rank);
     close(fd);
     return rc;
-}
-
-int ckpt__verify_shard_mem(const void *data, uint64_t len, const char *path,
-                           const ckpt_commit_record *r, uint32_t rank)
-{
-    shard_src s = { .fd = -1, .mem = data, .size = len, .path = path };
-    return verify(&s, r, rank);
 }

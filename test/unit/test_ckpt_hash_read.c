@@ -1,6 +1,6 @@
-/* Tests of src/ckpt/hash_read.c and the in-memory shard check: reading and
- * hashing in one pass gives the bytes and the checksum a read, then a hash,
- * would; a shard checked in memory is refused for the same faults as on disk. */
+/* Tests of src/ckpt/hash_read.c and the check of a received shard: reading
+ * and hashing in one pass gives the bytes and the checksum a read, then a
+ * hash, would; a received copy is refused for the same faults as a file. */
 #include "ckpt/ckpt.h"
 #include "test.h"
 
@@ -78,31 +78,40 @@ static void saved_step(const char *dir, size_t blob_len, ckpt_commit_record *r, 
     ASSERT_OK(ckpt__read_small_file(shard_path, 1u << 30, shard, shard_len));
 }
 
-TEST(ckpt_shard_checked_in_memory_is_refused_for_what_the_file_check_refuses)
+/* The check a received copy gets before it takes its name, on its open file. */
+static int verify_fd(const char *path, size_t len, const ckpt_commit_record *r, uint32_t rank)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return ELASTIC_ENOTFOUND;
+    int rc = ckpt__verify_shard_fd(fd, len, path, r, rank);
+    close(fd);
+    return rc;
+}
+
+TEST(ckpt_received_shard_is_refused_for_what_the_file_check_refuses)
 {
     ckpt_commit_record r;
     uint8_t *shard;
     size_t len;
     char path[4400];
     saved_step(test_tmpdir(), (1u << 20) + 333, &r, &shard, &len, path, sizeof path);
-    ASSERT_OK(ckpt__verify_shard_mem(shard, len, path, &r, 0));
+    ASSERT_OK(verify_fd(path, len, &r, 0));
     ASSERT_OK(ckpt__verify_shard_file(path, &r, 0));
-    /* One flipped byte of chunk data, in memory and in the file. */
+    /* One flipped byte of chunk data. */
     size_t at = CKPT_HEADER_BYTES + 200000;
     shard[at] ^= 0x04;
-    ASSERT_ERR(ckpt__verify_shard_mem(shard, len, path, &r, 0), ELASTIC_ECORRUPT);
-    ASSERT(strstr(elastic_last_error(), "checksum mismatch") != NULL);
     int fd = open(path, O_RDWR);
     ASSERT(fd >= 0);
     ASSERT_EQ(pwrite(fd, shard + at, 1, (off_t)at), 1);
     close(fd);
+    ASSERT_ERR(verify_fd(path, len, &r, 0), ELASTIC_ECORRUPT);
+    ASSERT(strstr(elastic_last_error(), "checksum mismatch") != NULL);
     ASSERT_ERR(ckpt__verify_shard_file(path, &r, 0), ELASTIC_ECORRUPT);
     ASSERT(strstr(elastic_last_error(), "checksum mismatch") != NULL);
-    shard[at] ^= 0x04;
-    /* Cut short, or of another rank: refused before any chunk is read. */
-    ASSERT_ERR(ckpt__verify_shard_mem(shard, len - 1, path, &r, 0), ELASTIC_ECORRUPT);
-    ASSERT_ERR(ckpt__verify_shard_mem(NULL, 0, path, &r, 0), ELASTIC_ECORRUPT);
-    ASSERT_ERR(ckpt__verify_shard_mem(shard, len, path, &r, 1), ELASTIC_EINVAL);
+    /* Shorter than the record says, or of another rank: refused before any chunk is read. */
+    ASSERT_ERR(verify_fd(path, len - 1, &r, 0), ELASTIC_ECORRUPT);
+    ASSERT_ERR(verify_fd(path, 0, &r, 0), ELASTIC_ECORRUPT);
+    ASSERT_ERR(verify_fd(path, len, &r, 1), ELASTIC_EINVAL);
     free(shard);
     ckpt__commit_free(&r);
 }
