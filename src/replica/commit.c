@@ -106,3 +106,15 @@ int replica__round_committed(elastic_store *store, uint64_t generation, uint64_t
     elastic_free(value);
     return rc;
 }
+
+int replica__round_watch(elastic_store *store, uint64_t generation, uint64_t round,
+                         uint64_t *revision, int wait_ms)
+{
+    char prefix[96];
+    round_key(prefix, sizeof prefix, generation, round, "");
+    uint64_t now = *revision;
+    int rc = elastic_store_watch(store, prefix, *revision, wait_ms, &now);
+    if (rc == 0) *revision = now;
+    if (rc == ELASTIC_ETIMEDOUT) elastic__clear_error();
+    return rc;
+}
