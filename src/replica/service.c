@@ -66,6 +66,7 @@ typedef struct round_state {
     uint64_t k;         /* the round being played, from 1 */
     uint64_t step;      /* its step; 0: not proposed yet */
     uint64_t prev;      /* the last round's step (or the restored one): the next is greater */
+    uint64_t prev2;     /* the step of the round before that (0: none committed) */
     bool counted;       /* this node counted itself in */
     uint64_t deadline;  /* when the round is given up */
     uint64_t commit_ms; /* the step's commit on this node (wall clock) */
@@ -189,6 +190,7 @@ static void replicated(replica_service *s, uint64_t step, uint64_t commit_ms)
 
 static void next_round(replica_service *s, round_state *rs)
 {
+    rs->prev2 = rs->prev;
     rs->prev = rs->step;
     rs->k++;
     rs->step = 0;
@@ -268,6 +270,8 @@ static bool play_round(replica_service *s, round_state *rs, target *targets, siz
             if (replica__round_count_in(rs->store, rs->generation, rs->k, rs->step, rs->world,
                                         &completed) == 0)
                 rs->counted = true;
+            if (completed && rs->k > 2 && rs->prev2 > 0)
+                replica__round_forget(rs->store, rs->generation, rs->k - 2, rs->prev2);
             else
                 ELASTIC_LOG_W("replica", "memory commit of step %" PRIu64 ": %s", rs->step,
                               elastic_last_error());
