@@ -1,7 +1,7 @@
 /*
  * Self-fencing: a lost lease is lost membership. While this node is in a
  * generation, the guard thread renews its lease with one answered round trip
- * per keep-alive interval. When the store says the lease ended, the store is
+ * per keep-alive interval (at most two per timeout). When the store says the lease ended, the store is
  * gone, or no answer came for the keep-alive timeout, the others have re-formed
  * (or will) without us: the generation ends here as FENCED, the on_change
  * callback tells the agent to stop its workers, and next() joins as a new member.
