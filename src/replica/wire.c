@@ -159,11 +159,21 @@ int replica__incoming_open(const char *path, uint64_t len, const ckpt_mem_tier *
     snprintf(in->path, sizeof in->path, "%s", path);
     snprintf(in->tmp, sizeof in->tmp, "%s.tmp-recv.%ld.%u", path, (long)getpid(),
              __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-    /* A spare file's pages are reused (overwritten, then cut to length). */
+    /* A spare file's pages are reused (overwritten, then cut to length),
+     * unless another name still shares them: a copy staged for a restore is
+     * a hard link, and overwriting its pages would destroy that copy. */
     if (recycle != NULL && rename(recycle, in->tmp) == 0) {
         in->fd = open(in->tmp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-        in->recycled = in->fd >= 0;
-    } else
+        struct stat st;
+        if (in->fd >= 0 && fstat(in->fd, &st) == 0 && st.st_nlink == 1)
+            in->recycled = true;
+        else {
+            if (in->fd >= 0) close(in->fd);
+            unlink(in->tmp); /* this name only: the other keeps its data */
+            in->fd = -1;
+        }
+    }
+    if (in->fd < 0)
         in->fd = open(in->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (in->fd < 0) return ckpt__fail_errno(errno, "create", in->tmp);
     /* The step directory and file name say which copy. */
