@@ -135,18 +135,19 @@ static void *control_main(void *arg)
     }
 }
 
-static int connect_socket(const char *path, int *fd_out)
+int worker__connect_agent(const char *path, const char *who, int *fd_out)
 {
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof addr.sun_path)
-        return elastic__fail(ELASTIC_EINVAL, "agent socket path too long");
+        return elastic__fail(ELASTIC_EINVAL, "%s: the agent socket path %s is too long", who,
+                             CHANNEL__ENV_AGENT_SOCKET);
     memcpy(addr.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return elastic__fail(ELASTIC_ESYS, "socket: %s", strerror(errno));
+    if (fd < 0) return elastic__fail(ELASTIC_ESYS, "%s: socket: %s", who, strerror(errno));
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
         int err = errno;
         close(fd);
-        return elastic__fail(ELASTIC_ECONNECT, "connect to the agent at %s: %s", path,
+        return elastic__fail(ELASTIC_ECONNECT, "%s: connect to the agent at %s: %s", who, path,
                              strerror(err));
     }
     *fd_out = fd;
@@ -168,7 +169,7 @@ static int start_thread(elastic_worker *w)
 
 int worker__control_connect(elastic_worker *w)
 {
-    int rc = connect_socket(w->env.agent_socket, &w->control_fd);
+    int rc = worker__connect_agent(w->env.agent_socket, "worker", &w->control_fd);
     if (rc != 0) return rc;
     char hello[128];
     snprintf(hello, sizeof hello, "SLOT=%d\nPID=%ld\nGENERATION=%llu\nTIME_NS=%llu\n",

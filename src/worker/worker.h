@@ -75,6 +75,9 @@ struct elastic_worker {
 void worker__notice_received(elastic_worker *w, const char *payload, size_t length);
 
 /* control_client.c */
+/* A connection to the agent's unix socket at `path` (the control channel, a
+ * warm spare's parking); `who` starts the error text. */
+int worker__connect_agent(const char *path, const char *who, int *fd_out);
 int worker__control_connect(elastic_worker *w);
 void worker__control_shutdown(elastic_worker *w);
 int worker__control_send(elastic_worker *w, int type, const char *payload);
