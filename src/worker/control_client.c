@@ -5,6 +5,7 @@
  * thread. The fast path of poll is one atomic load.
  */
 #include "common/clock.h"
+#include "store/store.h"
 #include "worker/worker.h"
 
 #include <errno.h>
@@ -76,6 +77,9 @@ static void handle_abort(elastic_worker *w, char *payload, size_t length)
     void *user = w->abort_user;
     pthread_mutex_unlock(&w->lock);
     ELASTIC_LOG_I("worker", "generation %llu aborted: %s", (unsigned long long)generation, reason);
+    /* Library waits on this generation's peers (a checkpoint commit) end now:
+     * a peer that died would hold them for their whole timeout. */
+    if (w->root_store != NULL) store__generation_ended(w->root_store, generation);
     pthread_mutex_lock(&w->hooks_lock);
     for (worker__hook *hook = w->hooks; hook != NULL; hook = hook->next)
         if (hook->on_abort != NULL) hook->on_abort(hook->user, generation, reason);
