@@ -239,6 +239,7 @@ static int apply_generation(elastic_worker *w, char *payload, size_t length)
     if (rc == 0 && strcmp(next.heartbeat_shm, w->env.heartbeat_shm) != 0)
         rc = elastic__fail(ELASTIC_EPROTO, "reconfigure message: the heartbeat file changed");
     if (rc == 0) rc = worker__scope_store(w, next.store_prefix);
+    if (rc == 0) rc = worker__restore_plan_apply(kv_lookup, &kv);
     if (rc != 0) return rc;
     next.info.attached = w->env.info.attached;
     snprintf(next.agent_socket, sizeof next.agent_socket, "%s", w->env.agent_socket);

@@ -42,6 +42,9 @@ static const char *const promoted_names[] = {
     CHANNEL__ENV_HEARTBEAT_SHM,
     CHANNEL__ENV_HEARTBEAT_SLOT,
     CHANNEL__ENV_AGENT_SOCKET,
+    CHANNEL__ENV_RESTORE_STEP,
+    CHANNEL__ENV_RESTORE_SOURCE,
+    CHANNEL__ENV_RESTORE_NODE,
 };
 
 static bool promoted_name(const char *name)
@@ -79,6 +82,7 @@ static int apply_promotion(const char *payload, size_t length)
     if (rc == 0 && env.mode != WORKER__AGENT)
         rc = elastic__fail(ELASTIC_EPROTO, "warm spare: the promotion names no job store");
     if (rc != 0) return rc;
+    if ((rc = worker__restore_plan_apply(kv_lookup, &kv)) != 0) return rc;
     for (size_t i = 0; i < kv.count; i++)
         if (setenv(kv.keys[i], kv.values[i], 1) != 0)
             return elastic__fail(ELASTIC_ESYS, "setenv %s: %s", kv.keys[i], strerror(errno));

@@ -90,6 +90,12 @@ void worker__hook_remove(elastic_worker *w, worker__hook *hook);
  * wait for the generation the agent will form. */
 int worker__report_fault(elastic_worker *w, const char *payload);
 
+/* restore_plan.c: the job's restore plan for this rank in a RECONFIGURE or
+ * PROMOTE payload becomes the process' ELASTIC_RESTORE_* variables (what
+ * elastic_ckpt_restore_begin reads), or they are removed when it has none:
+ * a plan from an older generation must not outlive it. Validated first. */
+int worker__restore_plan_apply(const char *(*lookup)(void *ctx, const char *name), void *ctx);
+
 /* heartbeat.c: points the heartbeat at a slot (shared or local). */
 void worker__heartbeat_bind(elastic_worker *w, channel__hb_slot *slot);
 
