@@ -5,7 +5,8 @@
  * rank waits for that record (commit_timeout_ms) and keeps a copy as its
  * local COMMIT file. A rank killed before writing its copy recovers it from
  * the store in elastic_ckpt_latest(). Under an agent the wait also ends with
- * the generation (ELASTIC_ERECONFIGURE: the step is abandoned). Keys, under the store handle's prefix:
+ * the generation (ELASTIC_ERECONFIGURE: the step is abandoned). Keys, under
+ * the store handle's prefix:
  *   ckpt/<step>/g<generation>/shard/<rank>   16 bytes: file size, manifest hash
  *   ckpt/<step>/g<generation>/done           how many ranks committed
  *   ckpt/<step>/g<generation>/commit         the commit record
@@ -98,8 +99,7 @@ static int adopt_record(elastic_ckpt *c, uint64_t step, uint64_t generation, con
  * never sends its shard, and the worker announces the generation's end on
  * the store connection (store__generation_ended), so the step is abandoned
  * here at once instead of after commit_timeout_ms. */
-static int wait_record(elastic_ckpt *c, uint64_t step, const char *key, void **record,
-                       size_t *len)
+static int wait_record(elastic_ckpt *c, uint64_t step, const char *key, void **record, size_t *len)
 {
     const elastic_ckpt_opts *o = &c->opts;
     elastic_store *waiter = NULL;
