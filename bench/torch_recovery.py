@@ -178,7 +178,8 @@ def main():
             "%s %d" % (key[:-3], statistics.median([e["phases"][key] for e in spare
                                                     if e["phases"] and key in e["phases"]]))
             for key in keys))
-        print("  restored from: " + "; ".join(sorted({", ".join(e["sources"]) or "?" for e in spare})))
+        print("  restored from: " + "; ".join(sorted({", ".join(e["sources"]) or "disk (load_state, not reported)"
+                                                  for e in spare})))
         rss_spare = [e["rss_spare"] for e in spare if e["rss_spare"]]
         rss_rank = [e["rss_rank"] for e in spare if e["rss_rank"]]
         if rss_spare and rss_rank:
