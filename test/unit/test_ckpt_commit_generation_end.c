@@ -139,6 +139,37 @@ TEST_TIMEOUT(ckpt_store_commit_every_rank_made_stands_after_the_end, 60)
     elastic_store_server_close(server);
 }
 
+TEST_TIMEOUT(ckpt_async_store_commit_waiting_for_a_dead_rank_ends_with_its_generation, 60)
+{
+    /* The same wait on the background thread of an asynchronous save: its
+     * outcome (async_wait) is the abandoned step, promptly. */
+    elastic_store_server *server;
+    ASSERT_OK(elastic_store_server_start(NULL, &server));
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
+    elastic_store *store;
+    ASSERT_OK(elastic_store_connect(endpoint, NULL, &store));
+    elastic_ckpt *c = open_rank0("async", store, 2, 9);
+    static const char state[] = "weights";
+    elastic_ckpt_blob blob = { .name = "state", .data = state, .len = sizeof state };
+    ASSERT_OK(elastic_ckpt_save_async(c, 4, &blob, 1, 0));
+    void *value = NULL;
+    size_t len = 0;
+    ASSERT_OK(elastic_store_get(store, "ckpt/4/g9/done", test_scaled_ms(PROMPT_MS), &value, &len));
+    elastic_free(value);
+    wait_calls_in_flight(store, 1);
+    store__generation_ended(store, 9);
+    uint64_t step = 0;
+    ASSERT_ERR(elastic_ckpt_async_wait(c, test_scaled_ms(PROMPT_MS), &step), ELASTIC_ERECONFIGURE);
+    ASSERT_EQ(step, 4);
+    ASSERT(strstr(elastic_last_error(), "step 4 abandoned") != NULL);
+    uint64_t latest;
+    ASSERT_ERR(elastic_ckpt_latest(c, &latest), ELASTIC_ENOTFOUND);
+    elastic_ckpt_close(c);
+    elastic_store_close(store);
+    elastic_store_server_close(server);
+}
+
 typedef struct get_job {
     elastic_store *store;
     const char *key;
