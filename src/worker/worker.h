@@ -1,7 +1,9 @@
 /*
  * The worker handle's insides, shared by the files of src/worker/: attach and
  * info (worker.c), heartbeats (heartbeat.c), the control thread and poll
- * (control_client.c), the barrier (barrier.c) and the stack-dump handler (stackdump.c).
+ * (control_client.c), the barrier (barrier.c), the stack-dump handler
+ * (stackdump.c), parking a warm spare (park.c) and the restore plan a
+ * reconfigure or promotion carries (restore_plan.c).
  */
 #ifndef ELASTIC_WORKER_INTERNAL_H
 #define ELASTIC_WORKER_INTERNAL_H
