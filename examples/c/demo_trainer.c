@@ -371,6 +371,7 @@ int main(int argc, char **argv)
         printf("started at step 0\n");
     fflush(stdout);
     double loss = 0;
+    int memory_full_said = 0;
     while (s.step < (uint64_t)args.steps) {
         int rank = info.rank, world = info.world_size;
         double grad[DIM + 1];
@@ -408,6 +409,18 @@ int main(int argc, char **argv)
                 rc = reconfigure(&args, worker, &info, &store, &ckpt, &memory, &s, rank_state,
                                  rank_len);
             if (rc == 0) continue;
+        }
+        if (rc == ELASTIC_ENOSPC) {
+            /* The tier is full (--memory-ckpt-limit): that step is not in
+             * memory, nothing else is lost; training goes on and the next
+             * memory save tries again. Said once. */
+            if (!memory_full_said)
+                fprintf(stderr,
+                        "demo_trainer: rank %d memory checkpoint %" PRIu64
+                        ": %s (training goes on; memory saves are retried)\n",
+                        rank, s.step, elastic_last_error());
+            memory_full_said = 1;
+            rc = 0;
         }
         if (rc != 0) {
             fprintf(stderr, "demo_trainer: rank %d memory checkpoint %" PRIu64 ": %s\n", rank,
