@@ -271,6 +271,17 @@ int replica__round_count_in(elastic_store *store, uint64_t generation, uint64_t 
 int replica__round_committed(elastic_store *store, uint64_t generation, uint64_t round,
                              int wait_ms, uint64_t *step);
 
+/* Deletes a finished round's keys (its step, record and the count of
+ * `step`): the node that completes round k forgets round k-2, which every
+ * node has left (all counted in round k). Counts of steps raised away stay. */
+void replica__round_forget(elastic_store *store, uint64_t generation, uint64_t round,
+                           uint64_t step);
+/* Waits up to wait_ms for any change to the round's keys after *revision
+ * (a proposal, a raise, a count, the record), which it updates; 0, or
+ * ELASTIC_ETIMEDOUT when nothing changed. */
+int replica__round_watch(elastic_store *store, uint64_t generation, uint64_t round,
+                         uint64_t *revision, int wait_ms);
+
 /* ---- one restore step for the job (sync.c) --------------------------------------- */
 
 /* At the start of each generation every node's agent publishes its
