@@ -64,12 +64,6 @@ TEST_TIMEOUT(netns_warm_spare_takes_a_killed_ranks_place_and_survivors_on_both_h
     run_netns_script("warm_spares.sh");
 }
 
-/* The same with gloo DDP (examples/python/ddp_inprocess.py); skipped without torch. */
-TEST_TIMEOUT(netns_warm_spare_takes_a_killed_torch_ranks_place_across_hosts, 300)
-{
-    run_netns_script("warm_spares_torch.sh");
-}
-
 TEST_TIMEOUT(netns_frozen_node_fences_on_thaw_and_rejoins, 120)
 {
     run_netns_script("freeze.sh");
