@@ -26,6 +26,8 @@
  */
 #include "rdzv/rdzv.h"
 
+#include "etcd_counts.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -150,6 +152,9 @@ static int one_run(int n, int run, run_result *out)
         }
     }
     rdzv__traffic before = total_traffic(nodes, n, -1);
+    /* --etcd: what etcd counted in each phase (#etcd lines) */
+    etcd_counts etcd0, etcd1, etcd2, etcd3;
+    bool counted = etcd_endpoints != NULL && etcd_counts_read(etcd_endpoints, &etcd0) == 0;
     pthread_barrier_init(&start_line, NULL, (unsigned)n + 1);
     for (int i = 0; i < n; i++) start_thread(&nodes[i]);
     pthread_barrier_wait(&start_line);
@@ -164,6 +169,8 @@ static int one_run(int n, int run, run_result *out)
     }
     pthread_barrier_destroy(&start_line);
     rdzv__traffic formed = total_traffic(nodes, n, -1);
+    if (counted && etcd_counts_read(etcd_endpoints, &etcd1) == 0)
+        etcd_counts_print(n, "form", &etcd0, &etcd1, n);
     out->form_ms = (double)(last - start);
     out->msgs = (double)(formed.messages - before.messages) / n;
     out->bytes = (double)(formed.bytes_sent + formed.bytes_received - before.bytes_sent -
@@ -180,6 +187,7 @@ static int one_run(int n, int run, run_result *out)
             if (i != victim) start_thread(&nodes[i]);
         }
         rdzv__traffic pre = total_traffic(nodes, n, victim);
+        counted = etcd_endpoints != NULL && etcd_counts_read(etcd_endpoints, &etcd2) == 0;
         uint64_t killed = elastic__now_ms();
         elastic_rdzv_free(nodes[victim].rdzv);
         nodes[victim].rdzv = NULL;
@@ -191,6 +199,8 @@ static int one_run(int n, int run, run_result *out)
             if (nodes[i].done_ms > last) last = nodes[i].done_ms;
         }
         rdzv__traffic post = total_traffic(nodes, n, victim);
+        if (counted && etcd_counts_read(etcd_endpoints, &etcd3) == 0)
+            etcd_counts_print(n, "kill", &etcd2, &etcd3, n - 1);
         out->kill_ms = (double)(last - killed);
         out->kill_msgs = (double)(post.messages - pre.messages) / (n - 1);
         out->kill_bytes =
