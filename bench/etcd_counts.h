@@ -16,7 +16,7 @@
 #include <string.h>
 
 enum {
-    ETCD_PROPOSALS, /* Raft proposals committed: the writes (Put, Txn with writes, leases) */
+    ETCD_PROPOSALS, /* Raft proposals applied: the writes (Put, Txn, DeleteRange, leases) */
     ETCD_RANGE,
     ETCD_TXN,
     ETCD_PUT,
@@ -73,7 +73,7 @@ static int etcd_counts_read(const char *endpoints, etcd_counts *out)
         elastic__prom_sample s;
         if (elastic__prom_parse_line(line, &s) != 1) continue;
         char method[64];
-        if (strcmp(s.name, "etcd_server_proposals_committed_total") == 0)
+        if (strcmp(s.name, "etcd_server_proposals_applied_total") == 0)
             out->v[ETCD_PROPOSALS] = s.value;
         else if (strcmp(s.name, "process_cpu_seconds_total") == 0)
             out->v[ETCD_CPU_MS] = s.value * 1000;
