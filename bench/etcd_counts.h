@@ -29,9 +29,9 @@ enum {
     ETCD_COUNTS
 };
 
-static const char *const etcd_count_names[ETCD_COUNTS] = {
-    "proposals", "range", "txn", "put", "delete", "watch", "grant", "revoke", "keepalive", "cpu_ms"
-};
+static const char *const etcd_count_names[ETCD_COUNTS] = { "proposals", "range", "txn",   "put",
+                                                           "delete",    "watch", "grant", "revoke",
+                                                           "keepalive", "cpu_ms" };
 
 typedef struct etcd_counts {
     double v[ETCD_COUNTS];
@@ -42,10 +42,14 @@ static int etcd_count_of_method(const char *method)
     static const struct {
         const char *name;
         int index;
-    } methods[] = { { "Range", ETCD_RANGE },        { "Txn", ETCD_TXN },
-                    { "Put", ETCD_PUT },            { "DeleteRange", ETCD_DELETE },
-                    { "Watch", ETCD_WATCH },        { "LeaseGrant", ETCD_GRANT },
-                    { "LeaseRevoke", ETCD_REVOKE }, { "LeaseKeepAlive", ETCD_KEEPALIVE } };
+    } methods[] = { { "Range", ETCD_RANGE },
+                    { "Txn", ETCD_TXN },
+                    { "Put", ETCD_PUT },
+                    { "DeleteRange", ETCD_DELETE },
+                    { "Watch", ETCD_WATCH },
+                    { "LeaseGrant", ETCD_GRANT },
+                    { "LeaseRevoke", ETCD_REVOKE },
+                    { "LeaseKeepAlive", ETCD_KEEPALIVE } };
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         if (strcmp(method, methods[i].name) == 0) return methods[i].index;
     return -1;
