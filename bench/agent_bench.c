@@ -113,45 +113,19 @@ static pid_t launch(const bench_args *args, bool torchrun, int nproc, const char
     dup2(log, STDOUT_FILENO);
     dup2(log, STDERR_FILENO);
     setpgid(0, 0);
-    if (torchrun) {
-        const char *argv[] = { args->python,
-                               "-m",
-                               "torch.distributed.run",
-                               "--standalone",
-                               "--nproc_per_node",
-                               nproc_text,
-                               "--max_restarts",
-                               "1000",
-                               "--monitor_interval",
-                               "0.1",
-                               "--redirects",
-                               "2",
-                               "--tee",
-                               "2",
-                               "--no_python",
-                               args->worker,
-                               report,
-                               NULL };
-        execv(args->python, (char *const *)argv);
-    } else {
-        const char *argv[] = { args->elasticrun,
-                               "--standalone",
-                               "--nproc_per_node",
-                               nproc_text,
-                               "--max_restarts",
-                               "1000",
-                               "--monitor_interval",
-                               "0.1",
-                               "--redirects",
-                               "2",
-                               "--tee",
-                               "2",
-                               "--no_python",
-                               args->worker,
-                               report,
-                               NULL };
-        execv(args->elasticrun, (char *const *)argv);
+    /* The same torchrun flags for both launchers; torchrun is reached
+     * through its Python module, elasticrun directly. */
+    const char *argv[] = { args->python, "-m", "torch.distributed.run",
+                           "--standalone", "--nproc_per_node", nproc_text,
+                           "--max_restarts", "1000", "--monitor_interval", "0.1",
+                           "--redirects", "2", "--tee", "2",
+                           "--no_python", args->worker, report, NULL };
+    const char *const *launcher_argv = argv;
+    if (!torchrun) {
+        launcher_argv = argv + 2; /* drop "python -m": argv[2] becomes the program */
+        argv[2] = args->elasticrun;
     }
+    execv(launcher_argv[0], (char *const *)launcher_argv);
     _exit(127);
 }
 
