@@ -192,15 +192,35 @@ static int etcd_set_leased(rdzv__backend *base, const char *key, const void *val
     return rc;
 }
 
-/* One Txn per ETCD__MAX_TXN_OPS keys (etcd's --max-txn-ops default): each
- * chunk is atomic; the rendezvous needs no atomicity across them (every
- * reader waits for its own key). */
+size_t etcd__txn_ops(etcd__backend *b)
+{
+    return (size_t)__atomic_load_n(&b->txn_ops, __ATOMIC_RELAXED);
+}
+
+bool etcd__txn_refused(etcd__backend *b, size_t ops, int rc)
+{
+    if (rc == 0 || ops <= ETCD__MAX_TXN_OPS) return false;
+    const char *why = elastic_last_error();
+    /* --max-txn-ops ("too many operations in txn request"), --max-request-bytes
+     * ("request is too large"), gRPC's own receive limit ("larger than max") */
+    if (strstr(why, "too many operations") == NULL && strstr(why, "too large") == NULL &&
+        strstr(why, "larger than max") == NULL)
+        return false;
+    __atomic_store_n(&b->txn_ops, ETCD__MAX_TXN_OPS, __ATOMIC_RELAXED);
+    ELASTIC_LOG_D("rdzv", "etcd refused a Txn of %zu ops (%s): %d per Txn from now on", ops, why,
+                  ETCD__MAX_TXN_OPS);
+    return true;
+}
+
+/* One Txn per etcd__txn_ops keys: each chunk is atomic; the rendezvous needs
+ * no atomicity across them (every reader waits for its own key). */
 static int etcd_multi_set(rdzv__backend *base, const char *const *keys, const void *const *values,
                           const size_t *lens, size_t n)
 {
     etcd__backend *b = self(base);
-    for (size_t first = 0; first < n; first += ETCD__MAX_TXN_OPS) {
-        size_t last = first + ETCD__MAX_TXN_OPS < n ? first + ETCD__MAX_TXN_OPS : n, sent = 0;
+    for (size_t first = 0; first < n;) {
+        size_t step = etcd__txn_ops(b);
+        size_t last = first + step < n ? first + step : n, sent = 0;
         json_object *body = json_object_new_object(), *ops = json_object_new_array();
         json_object_object_add(body, "success", ops);
         for (size_t i = first; i < last; i++) {
@@ -217,7 +237,9 @@ static int etcd_multi_set(rdzv__backend *base, const char *const *keys, const vo
         json_object *reply = NULL;
         int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
         json_object_put(reply);
+        if (etcd__txn_refused(b, last - first, rc)) continue; /* the same keys, smaller */
         if (rc != 0) return rc;
+        first = last;
     }
     return 0;
 }
@@ -619,6 +641,7 @@ int rdzv__backend_etcd_open(const rdzv__etcd_conf *conf, const char *run_id,
     etcd__backend *b = calloc(1, sizeof *b);
     if (b == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
     b->base.ops = &etcd_ops;
+    b->txn_ops = ETCD__BIG_TXN_OPS;
     size_t root_len = strlen(root);
     while (root_len > 0 && root[root_len - 1] == '/') root_len--;
     snprintf(b->prefix, sizeof b->prefix, "%.*s/%s/rdzv/", (int)root_len, root, run_id);

@@ -174,7 +174,7 @@ int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision
     return etcd__watch_from(b, full, is_prefix, (int64_t)after_revision + 1, timeout_ms, revision);
 }
 
-/* Reads every key, one Txn per ETCD__MAX_TXN_OPS keys; *missing: the first
+/* Reads every key, one Txn per etcd__txn_ops keys; *missing: the first
  * absent one (or -1), and *revision: the store revision the first read of
  * that key saw. */
 static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **values,
@@ -182,8 +182,9 @@ static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **
 {
     int rc = 0;
     *missing = -1;
-    for (size_t first = 0; rc == 0 && *missing < 0 && first < n; first += ETCD__MAX_TXN_OPS) {
-        size_t last = first + ETCD__MAX_TXN_OPS < n ? first + ETCD__MAX_TXN_OPS : n;
+    for (size_t first = 0, last = 0; rc == 0 && *missing < 0 && first < n; first = last) {
+        size_t step = etcd__txn_ops(b);
+        last = first + step < n ? first + step : n;
         json_object *body = json_object_new_object(), *ops = json_object_new_array();
         json_object_object_add(body, "success", ops);
         for (size_t i = first; rc == 0 && i < last; i++) {
@@ -201,6 +202,11 @@ static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **
         else
             rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
         rdzv__count(&b->base, 0, 0);
+        if (etcd__txn_refused(b, last - first, rc)) { /* the same keys, smaller */
+            rc = 0;
+            last = first;
+            continue;
+        }
         json_object *responses =
             rc == 0 ? etcd__json_field(reply, "responses", json_type_array) : NULL;
         json_object *header = rc == 0 ? etcd__json_field(reply, "header", json_type_object) : NULL;
