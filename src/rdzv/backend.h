@@ -46,11 +46,12 @@ typedef struct rdzv__backend_ops {
      * request costs more than its work (etcd: each is an HTTP request and a
      * gateway call; writes are a Raft round each):
      * get_some reads n keys in one message, an absent one as values[i] NULL;
-     * add_pair adds 1 to two counters in one message (*r1, *r2: the results). */
+     * add_pair adds 1 to two counters in one message (*r1, *r2: the results);
+     * del_prefix deletes every key under prefix in one message (0 also when none). */
     int (*get_some)(rdzv__backend *b, const char *const *keys, size_t n, void **values,
                     size_t *lens);
-    int (*add_pair)(rdzv__backend *b, const char *key1, const char *key2, int64_t *r1,
-                    int64_t *r2);
+    int (*add_pair)(rdzv__backend *b, const char *key1, const char *key2, int64_t *r1, int64_t *r2);
+    int (*del_prefix)(rdzv__backend *b, const char *prefix);
     void (*close)(rdzv__backend *b);
 } rdzv__backend_ops;
 

@@ -259,6 +259,25 @@ static int etcd_del(rdzv__backend *base, const char *key)
     return rc;
 }
 
+/* One DeleteRange over [prefix, the first key after it): one Raft write. */
+static int etcd_del_prefix(rdzv__backend *base, const char *prefix)
+{
+    etcd__backend *b = self(base);
+    char full[512], end[512];
+    int rc = etcd__full_key(b, prefix, full, sizeof full);
+    if (rc != 0) return rc;
+    if (prefix[0] == '\0')
+        return elastic__fail(ELASTIC_EINVAL, "etcd: del_prefix of the whole run refused");
+    etcd__range_end(full, end, sizeof end);
+    json_object *body = json_object_new_object(), *reply = NULL;
+    json_object_object_add(body, "key", etcd__b64(full, strlen(full)));
+    json_object_object_add(body, "range_end", etcd__b64(end, strlen(end)));
+    rdzv__count(base, strlen(prefix), 0);
+    rc = etcd__call(b->client, "/v3/kv/deleterange", body, 0, false, &reply);
+    json_object_put(reply);
+    return rc;
+}
+
 static int etcd_compare_set(rdzv__backend *base, const char *key, const void *expected, size_t elen,
                             const void *desired, size_t dlen, void **current, size_t *clen)
 {
@@ -352,11 +371,10 @@ static int add_txn_result(json_object *reply, const char *key, int64_t *result, 
         return rc;
     }
     json_object *responses = etcd__json_field(reply, "responses", json_type_array);
-    json_object *inner =
-        responses != NULL && json_object_array_length(responses) == 1
-            ? etcd__json_field(json_object_array_get_idx(responses, 0), "response_txn",
-                               json_type_object)
-            : NULL;
+    json_object *inner = responses != NULL && json_object_array_length(responses) == 1
+                             ? etcd__json_field(json_object_array_get_idx(responses, 0),
+                                                "response_txn", json_type_object)
+                             : NULL;
     if (inner == NULL) return elastic__fail(ELASTIC_EPROTO, "etcd: add: malformed Txn reply");
     if (txn_succeeded(inner)) { /* created */
         *result = 1;
@@ -381,8 +399,7 @@ static int add_one(etcd__backend *b, const char *key, int64_t *result, bool *not
                    int64_t *mod_revision, int64_t *current)
 {
     json_object *body = add_txn_body(b, key), *reply = NULL;
-    if (body == NULL)
-        return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" is too long", key);
+    if (body == NULL) return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" is too long", key);
     int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
     if (rc == 0) rc = add_txn_result(reply, key, result, not_counter, mod_revision, current);
     json_object_put(reply);
@@ -477,9 +494,9 @@ static int etcd_add_pair(rdzv__backend *base, const char *key1, const char *key2
             json_object *put = etcd__json_field(one, "response_put", json_type_object);
             json_object *kv = etcd__json_field(put, "prev_kv", json_type_object);
             int64_t version = 0;
-            rc = kv != NULL ? etcd__json_i64(kv, "version", 0, &version)
-                            : elastic__fail(ELASTIC_EPROTO,
-                                            "etcd: add: no previous version in the reply");
+            rc = kv != NULL
+                     ? etcd__json_i64(kv, "version", 0, &version)
+                     : elastic__fail(ELASTIC_EPROTO, "etcd: add: no previous version in the reply");
             *results[i] = version + 1;
         } else {
             int64_t mod_revision = 0, current = 0;
@@ -529,9 +546,9 @@ static int etcd_get_some(rdzv__backend *base, const char *const *keys, size_t n,
         json_object *range = etcd__json_field(json_object_array_get_idx(responses, i),
                                               "response_range", json_type_object);
         json_object *kvs = etcd__json_field(range, "kvs", json_type_array);
-        json_object *kv =
-            kvs != NULL && json_object_array_length(kvs) > 0 ? json_object_array_get_idx(kvs, 0)
-                                                             : NULL;
+        json_object *kv = kvs != NULL && json_object_array_length(kvs) > 0
+                              ? json_object_array_get_idx(kvs, 0)
+                              : NULL;
         if (kv == NULL || !json_object_is_type(kv, json_type_object)) continue;
         rc = etcd__kv_value(kv, (char **)&values[i], &lens[i]);
         received += lens[i];
@@ -627,6 +644,7 @@ static const rdzv__backend_ops etcd_ops = {
     .set_leased = etcd_set_leased,
     .get_some = etcd_get_some,
     .add_pair = etcd_add_pair,
+    .del_prefix = etcd_del_prefix,
     .close = etcd_close,
 };
 

@@ -35,7 +35,7 @@ typedef struct etcd__keeper {
 typedef struct etcd__backend {
     rdzv__backend base;
     etcd__client *client;
-    int txn_ops; /* ops per Txn now (atomic): ETCD__BIG_TXN_OPS until refused */
+    int txn_ops;      /* ops per Txn now (atomic): ETCD__BIG_TXN_OPS until refused */
     char prefix[320]; /* "<root>/<run_id>/rdzv/": every key starts with it */
     size_t prefix_len;
     etcd__keeper keeper;

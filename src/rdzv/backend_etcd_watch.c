@@ -81,8 +81,8 @@ static int on_watch_message(void *user, json_object *message)
         if (w->want_value) {
             /* The event carries the key's new value: no read after the wait.
              * A PUT's "type" is absent (the enum's zero), a delete says DELETE. */
-            json_object *type = etcd__json_field(json_object_array_get_idx(events, i), "type",
-                                                 json_type_string);
+            json_object *type =
+                etcd__json_field(json_object_array_get_idx(events, i), "type", json_type_string);
             free(w->value);
             w->value = NULL;
             w->len = 0;
@@ -267,10 +267,7 @@ int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int 
         }
         char full[512];
         rc = etcd__full_key(b, keys[missing], full, sizeof full);
-        watch_ctx w = { .b = b,
-                        .key = full,
-                        .start_revision = revision + 1,
-                        .want_value = n == 1 };
+        watch_ctx w = { .b = b, .key = full, .start_revision = revision + 1, .want_value = n == 1 };
         if (rc == 0) rc = watch_ctx_run(&w, left);
         rdzv__count(base, strlen(keys[missing]) + 12, 8);
         if (rc == 0 && w.value != NULL) { /* one key, and its event says what it holds */

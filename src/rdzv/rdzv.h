@@ -203,13 +203,12 @@ typedef struct rdzv__seal_hint {
     int prev_size;    /* size of the previous generation when the caller was in
                                           * it (it has ended); -1: read it from the store */
     int64_t back;     /* its "back" count as a survivor; -1: read it */
-    /* Read with the join (join_view.c) where the backend reads several keys in
-     * one message; unset (false): read them when needed. */
-    bool have_count, have_gone;
-    int64_t count; /* the round's count after this node's join */
-    int64_t gone;  /* the previous generation's "gone" count */
     bool timer_fired; /* a re-check, not the join itself */
     uint64_t joined_at_ms;
+    /* Read with the join (join_view.c) where the backend reads several keys
+     * in one message; unset (false): read when needed. */
+    bool have_count, have_gone;
+    int64_t count, gone; /* the round's count after this join; the last generation's gone */
 } rdzv__seal_hint;
 /* What a joining node reads after its record (join_view.c): the round
  * pointer always; with a backend that reads several keys in one message also

@@ -31,8 +31,7 @@ static int count_alive_records(elastic_rdzv *r, uint64_t round, int64_t *alive)
 /* Whether round `round`, whose previous round formed a generation of
  * prev_size nodes that has ended, has every survivor back (or waited long
  * enough for the missing ones). */
-static int survivors_ready(elastic_rdzv *r, const rdzv__seal_hint *hint, int prev_size,
-                           bool *ready)
+static int survivors_ready(elastic_rdzv *r, const rdzv__seal_hint *hint, int prev_size, bool *ready)
 {
     char key[64];
     uint64_t round = hint->round;

@@ -4,7 +4,8 @@
  * counters in one Txn, created when absent, exact under contention), a
  * single key's wait that takes the value from its watch event, and a watch
  * from revision 0 that answers from one read when a key exists but still
- * reports a prefix whose keys came and went.
+ * reports a prefix whose keys came and went, and del_prefix (one node's keys
+ * of a generation in one write).
  */
 #include "support/etcd_fixture.h"
 #include "support/rdzv_fixture.h"
@@ -181,6 +182,30 @@ TEST_TIMEOUT(rdzv_etcd_backend_watch_from_zero_reads_once_and_sees_past_deletes,
     ASSERT(again > 0);
     /* A prefix that never had a key waits. */
     ASSERT_ERR(b->ops->watch(b, "never/", 0, 300, &again), ELASTIC_ETIMEDOUT);
+    b->ops->close(b);
+    etcd_cluster_stop(&c);
+}
+
+TEST_TIMEOUT(rdzv_etcd_backend_del_prefix_clears_one_area_in_one_write, 60)
+{
+    etcd_cluster c;
+    etcd_cluster_start(&c, 1);
+    rdzv__backend *b = open_backend(&c, "clear");
+    ASSERT(b->ops->del_prefix != NULL);
+    ASSERT_OK(b->ops->set(b, "r/1/n/1/rec", "R", 1));
+    ASSERT_OK(b->ops->set(b, "r/1/n/1/a", "A", 1));
+    ASSERT_OK(b->ops->set(b, "r/1/n/10/rec", "R", 1)); /* shares the digits, not the area */
+    uint64_t before = messages(b);
+    ASSERT_OK(b->ops->del_prefix(b, "r/1/n/1/"));
+    ASSERT_EQ(messages(b) - before, 1);
+    void *value = NULL;
+    size_t len = 0;
+    ASSERT_ERR(b->ops->get(b, "r/1/n/1/rec", &value, &len), ELASTIC_ENOTFOUND);
+    ASSERT_ERR(b->ops->get(b, "r/1/n/1/a", &value, &len), ELASTIC_ENOTFOUND);
+    ASSERT_OK(b->ops->get(b, "r/1/n/10/rec", &value, &len));
+    elastic_free(value);
+    ASSERT_OK(b->ops->del_prefix(b, "r/1/n/1/"));          /* nothing left: still fine */
+    ASSERT_ERR(b->ops->del_prefix(b, ""), ELASTIC_EINVAL); /* never the whole run */
     b->ops->close(b);
     etcd_cluster_stop(&c);
 }
