@@ -22,7 +22,11 @@
  * --keepalive I:T (after --etcd) sets the lease keep-alive interval and
  * timeout in ms (default 500:2000).
  * With --etcd the nodes rendezvous on etcd v3 instead of the embedded store
- * (wire = HTTP bytes per node, keep-alives included; 0 on the store).
+ * (wire = HTTP bytes per node, keep-alives included; 0 on the store), and each
+ * run of the thread mode also prints what etcd itself counted per node in each
+ * phase, read from its /metrics (etcd_counts.h):
+ *   "#etcd N form|kill proposals=.. range=.. txn=.. put=.. delete=.. watch=..
+ *    grant=.. revoke=.. keepalive=.. cpu_ms=.."
  */
 #include "rdzv/rdzv.h"
 
