@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 enum {
     ETCD_PROPOSALS, /* Raft proposals applied: the writes (Put, Txn, DeleteRange, leases) */
@@ -93,6 +94,32 @@ static int etcd_counts_read(const char *endpoints, etcd_counts *out)
     }
     elastic__text_free(&page);
     return 0;
+}
+
+/* Requests other than keep-alives (what a phase's protocol sends). */
+static double etcd_counts_requests(const etcd_counts *c)
+{
+    return c->v[ETCD_RANGE] + c->v[ETCD_TXN] + c->v[ETCD_PUT] + c->v[ETCD_DELETE] +
+           c->v[ETCD_WATCH] + c->v[ETCD_GRANT] + c->v[ETCD_REVOKE];
+}
+
+/* Waits (up to timeout_ms) until etcd serves fewer than `calm` requests in
+ * 250 ms: the formation's tail (every monitor's first look at its
+ * neighbour) is over, as it is long before a node dies in a real job.
+ * Keep-alives do not count. Returns the ms waited. */
+static int etcd_counts_wait_quiet(const char *endpoints, double calm, int timeout_ms)
+{
+    uint64_t start = elastic__now_ms();
+    etcd_counts before, after;
+    if (etcd_counts_read(endpoints, &before) != 0) return 0;
+    while (elastic__now_ms() - start < (uint64_t)timeout_ms) {
+        struct timespec pause = { 0, 250 * 1000000L };
+        nanosleep(&pause, NULL);
+        if (etcd_counts_read(endpoints, &after) != 0) break;
+        if (etcd_counts_requests(&after) - etcd_counts_requests(&before) < calm) break;
+        before = after;
+    }
+    return (int)(elastic__now_ms() - start);
 }
 
 /* "#etcd <N> <phase> name=value/node ...": what etcd counted between two reads. */

@@ -190,6 +190,13 @@ static int one_run(int n, int run, run_result *out)
             nodes[i].rejoin = true;
             if (i != victim) start_thread(&nodes[i]);
         }
+        /* On etcd the kill waits for the formation's tail to pass (quiet: under
+         * 1 request per 100 nodes in 250 ms, at most 30 s), so the phase is
+         * the lost node's cost, not the end of the formation's. */
+        int quiet_ms = etcd_endpoints != NULL
+                           ? etcd_counts_wait_quiet(etcd_endpoints, n / 100.0 + 1, 30000)
+                           : 0;
+        if (etcd_endpoints != NULL) printf("#etcd %d quiet_after_ms=%d\n", n, quiet_ms);
         rdzv__traffic pre = total_traffic(nodes, n, victim);
         counted = etcd_endpoints != NULL && etcd_counts_read(etcd_endpoints, &etcd2) == 0;
         uint64_t killed = elastic__now_ms();
