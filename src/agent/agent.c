@@ -6,6 +6,7 @@
 #include "agent/group.h"
 #include "agent/console.h"
 #include "agent/generation_store.h"
+#include "agent/outcome.h"
 #include "agent/health.h"
 #include "agent/journal.h"
 #include "agent/memory.h"
@@ -48,6 +49,7 @@ struct elastic_agent {
     elastic_store *store;
     agent_events *events;
     agent_membership *membership;
+    agent_outcome_mark outcome; /* c10d, not the host: the outcome is owed to this node */
     char run_id[160];
     char node_id[200];
     char hostname[128];
@@ -301,14 +303,79 @@ static void closed_watch_main(void *arg)
     uv_async_send(watch->wake);
 }
 
+static int outcome_timeout_ms(const elastic_agent *agent)
+{
+    return agent->conf.outcome_timeout_ms >= 0 ? agent->conf.outcome_timeout_ms
+                                               : AGENT_OUTCOME_TIMEOUT_MS;
+}
+
+/* c10d: every node but the host marks itself as owed the outcome (outcome.h). */
+static void owe_outcome(elastic_agent *agent)
+{
+    if (agent->server != NULL || local_only(agent) || on_etcd(agent) || agent->store == NULL ||
+        outcome_timeout_ms(agent) == 0)
+        return;
+    if (agent__outcome_owe(agent->store_endpoint, agent->token, agent->run_id, agent->node_id,
+                           outcome_timeout_ms(agent), &agent->outcome) != 0)
+        ELASTIC_LOG_W("agent",
+                      "%s: if this node is cut off as the job ends, the store's host will not "
+                      "wait for it to learn how the job ended",
+                      elastic_last_error());
+}
+
+typedef struct settled_watch {
+    elastic_store *store;
+    const char *run_id;
+    int timeout_ms;
+    int stop; /* atomic */
+    int done; /* atomic */
+    int rc;
+    char error[300];
+    uv_async_t *wake;
+} settled_watch;
+
+static void settled_watch_main(void *arg)
+{
+    settled_watch *watch = arg;
+    watch->rc =
+        agent__outcome_wait_settled(watch->store, watch->run_id, watch->timeout_ms, &watch->stop);
+    if (watch->rc != 0) snprintf(watch->error, sizeof watch->error, "%s", elastic_last_error());
+    __atomic_store_n(&watch->done, 1, __ATOMIC_RELEASE);
+    uv_async_send(watch->wake);
+}
+
+/* c10d's host: the job is over here; serve until every other node learned
+ * how it ended (its outcome mark is gone), or until told to stop. */
+static void serve_until_settled(elastic_agent *agent)
+{
+    settled_watch watch = { .store = agent->store,
+                            .run_id = agent->run_id,
+                            .timeout_ms = outcome_timeout_ms(agent),
+                            .wake = &agent->group.wake };
+    uv_thread_t thread;
+    if (watch.store == NULL || watch.timeout_ms == 0 ||
+        uv_thread_create(&thread, settled_watch_main, &watch) != 0)
+        return;
+    uint64_t started = elastic__now_ms();
+    while (!__atomic_load_n(&watch.done, __ATOMIC_ACQUIRE) && agent->group.stop_signal == 0)
+        uv_run(&agent->loop, UV_RUN_ONCE);
+    __atomic_store_n(&watch.stop, 1, __ATOMIC_RELEASE);
+    uv_thread_join(&thread);
+    if (watch.rc != 0 && agent->group.stop_signal == 0)
+        ELASTIC_LOG_W("agent", "stopped serving the job's store after %.1f s: %s",
+                      (double)(elastic__now_ms() - started) / 1000.0, watch.error);
+    else if (elastic__now_ms() - started >= 1000)
+        ELASTIC_LOG_I("agent", "every node learned how the job ended after %.1f s",
+                      (double)(elastic__now_ms() - started) / 1000.0);
+}
+
 static void on_serve_timer(uv_timer_t *timer)
 {
     *(bool *)timer->data = true;
 }
 
-/* The job ended, but the other nodes still read from the store we host
- * how (a failure's root cause, or that it closed): keep serving for
- * close_timeout (default 2 s) or until told to stop. */
+/* Every node learned how the job ended, or is gone: serve close_timeout
+ * more (default 2 s) for a read still in flight, or until told to stop. */
 static void serve_a_while(elastic_agent *agent)
 {
     bool expired = false;
@@ -459,6 +526,7 @@ static int setup(elastic_agent *agent)
     group->store_endpoint = agent->store_endpoint;
     group->log_root = agent->log_root;
     group->log_root_fd = agent->log_root_fd;
+    owe_outcome(agent);
     if ((rc = agent__probes_start(group)) != 0) return rc;
     if ((rc = agent__health_start(group)) != 0) return rc; /* its first round runs now */
     if (agent->token != NULL) {
@@ -524,13 +592,16 @@ ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result 
     while (!agent__group_is_done(&agent->group)) uv_run(&agent->loop, UV_RUN_ONCE);
     bool hosting = agent->server != NULL || agent__jobstore_hosting(&agent->jobstore);
     if (hosting && !local_only(agent) && agent->group.stop_signal == 0) {
-        /* Closed, the store still serves close_timeout: a node that was
-         * cut off or waiting as a spare reads that the job succeeded
-         * (left out, exit 0) instead of finding the store gone. */
+        /* Closed, the store still serves until every node learned the
+         * outcome: a node that was cut off or waiting as a spare reads that
+         * the job succeeded (left out, exit 0) instead of finding the store
+         * gone. */
         if (agent->group.exit_code == 0) serve_until_closed(agent);
+        if (agent->server != NULL) serve_until_settled(agent);
         serve_a_while(agent);
     }
     elastic_agent_result full = { .struct_size = sizeof full };
+    agent__outcome_settled(&agent->outcome); /* this node knows it: the host need not wait */
     full.exit_code = agent->group.exit_code;
     full.generations = agent->group.generations;
     full.restarts = agent->group.current.restart_count;
@@ -579,6 +650,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     agent__jobstore_close(
         &agent->jobstore); /* its watcher uses the membership and the group's store */
     if (agent->membership != NULL) agent->membership->ops->destroy(agent->membership);
+    agent__outcome_settled(&agent->outcome); /* a run that never ran, or was left */
     elastic_store_close(agent->store);
     if (on_etcd(agent) && agent->group_ready) elastic_store_close(agent->group.store);
     elastic_store_server_close(agent->server);

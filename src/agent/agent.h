@@ -18,7 +18,8 @@
 typedef struct agent_rdzv_conf {
     int join_timeout_ms;      /* join_timeout (s) */
     int last_call_timeout_ms; /* last_call_timeout (s) */
-    int close_timeout_ms; /* close_timeout (s): how long a store host serves after a failed job */
+    int close_timeout_ms; /* close_timeout (s): a store host's grace once every node settled */
+    int outcome_timeout_ms; /* outcome_timeout (s): how long it keeps the outcome for a silent node */
     int read_timeout_ms;  /* read_timeout (s): store calls */
     int keep_alive_interval_ms; /* keep_alive_interval (s) */
     int keep_alive_max_attempt; /* keep_alive_max_attempt */

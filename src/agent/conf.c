@@ -94,6 +94,8 @@ static int conf_apply(agent_rdzv_conf *conf, const char *key, const char *value)
     if (strcmp(key, "last_call_timeout") == 0)
         return conf_seconds(key, value, &conf->last_call_timeout_ms);
     if (strcmp(key, "close_timeout") == 0) return conf_seconds(key, value, &conf->close_timeout_ms);
+    if (strcmp(key, "outcome_timeout") == 0)
+        return conf_seconds(key, value, &conf->outcome_timeout_ms);
     if (strcmp(key, "read_timeout") == 0) return conf_seconds(key, value, &conf->read_timeout_ms);
     if (strcmp(key, "keep_alive_interval") == 0)
         return conf_seconds(key, value, &conf->keep_alive_interval_ms);
@@ -152,6 +154,7 @@ int agent__rdzv_conf_parse(const char *text, agent_rdzv_conf *conf)
     *conf = (agent_rdzv_conf){ .join_timeout_ms = -1,
                                .last_call_timeout_ms = -1,
                                .close_timeout_ms = -1,
+                               .outcome_timeout_ms = -1,
                                .read_timeout_ms = -1,
                                .keep_alive_interval_ms = -1,
                                .keep_alive_max_attempt = -1,

@@ -54,7 +54,52 @@ typedef struct exchange {
     int stop; /* what on_message returned to stop the stream */
     bool corrupt;
     char corrupt_detail[128];
+    bool transient; /* the member ended the stream for now ("no leader"): try another */
+    char transient_detail[200];
 } exchange;
+
+/* gRPC's UNAVAILABLE, what a member without a leader answers. */
+#define GRPC_CODE_UNAVAILABLE 14
+
+/* A stream message that says this member cannot serve the stream now, by
+ * etcd's contract a transient state: a member that lost its leader (an
+ * election, or cut off from the others) ends our watches with "etcdserver:
+ * no leader" (require-leader, see post()), as an error message of the
+ * stream or a watch cancelled without a compaction. Another member, or this
+ * one after the election, serves it again. */
+static bool stream_unavailable(json_object *message, char *detail, size_t cap)
+{
+    json_object *error = NULL, *field = NULL, *result = NULL;
+    const char *text = NULL;
+    int code = 0;
+    if (json_object_object_get_ex(message, "error", &error) &&
+        json_object_is_type(error, json_type_object)) {
+        if (json_object_object_get_ex(error, "grpc_code", &field) &&
+            json_object_is_type(field, json_type_int))
+            code = json_object_get_int(field);
+        if (json_object_object_get_ex(error, "message", &field) &&
+            json_object_is_type(field, json_type_string))
+            text = json_object_get_string(field);
+    } else if (json_object_object_get_ex(message, "result", &result) &&
+               json_object_is_type(result, json_type_object) &&
+               json_object_object_get_ex(result, "canceled", &field) &&
+               json_object_get_boolean(field)) {
+        json_object *compacted = NULL;
+        if (json_object_object_get_ex(result, "compact_revision", &compacted) &&
+            json_object_get_int64(compacted) > 0)
+            return false; /* a compaction: the caller's to handle */
+        if (json_object_object_get_ex(result, "cancel_reason", &field) &&
+            json_object_is_type(field, json_type_string))
+            text = json_object_get_string(field);
+        code = GRPC_CODE_UNAVAILABLE; /* cancelled by the member, not by us */
+    } else {
+        return false;
+    }
+    bool no_leader = text != NULL && strstr(text, "no leader") != NULL;
+    if (code != GRPC_CODE_UNAVAILABLE && !no_leader) return false;
+    snprintf(detail, cap, "%.150s", text != NULL ? text : "the stream was cancelled");
+    return true;
+}
 
 static size_t on_stream_bytes(exchange *x, const char *data, size_t size)
 {
@@ -77,6 +122,11 @@ static size_t on_stream_bytes(exchange *x, const char *data, size_t size)
         }
         offset += json_tokener_get_parse_end(x->tok);
         json_tokener_reset(x->tok);
+        if (stream_unavailable(message, x->transient_detail, sizeof x->transient_detail)) {
+            json_object_put(message);
+            x->transient = true;
+            return 0; /* ends this attempt: the stream is re-opened elsewhere */
+        }
         x->stop = x->on_message(x->user, message);
         json_object_put(message);
         if (x->stop != 0) return 0; /* aborts the transfer: we have what we wanted */
@@ -201,7 +251,7 @@ enum {
     GRPC_NOT_FOUND = 5,
     GRPC_PERMISSION_DENIED = 7,
     GRPC_FAILED_PRECONDITION = 9,
-    GRPC_UNAVAILABLE = 14,
+    GRPC_UNAVAILABLE = GRPC_CODE_UNAVAILABLE,
     GRPC_UNAUTHENTICATED = 16
 };
 
@@ -397,6 +447,15 @@ int etcd__stream(etcd__client *c, const char *path, etcd__body_fn make_body, int
         if (x.stop != 0) return x.stop < 0 ? x.stop : 0;
         if (x.corrupt) return elastic__fail(ELASTIC_EPROTO, "etcd %s: %s", path, x.corrupt_detail);
         if (result == ATTEMPT_FAILED) return elastic__fail(ELASTIC_EIO, "etcd %s: %s", path, why);
+        if (x.transient) { /* that member has no leader now: the next one, same revision */
+            snprintf(why, sizeof why, "%s: %s", c->endpoints[endpoint], x.transient_detail);
+            ELASTIC_LOG_I("rdzv", "etcd %s: %s; trying again", path, why);
+            if (elastic__ms_left(deadline) <= 0) /* no change seen, as a watch that timed out */
+                return elastic__fail(ELASTIC_ETIMEDOUT,
+                                     "etcd %s: nothing within %d ms (the last member: %s)", path,
+                                     timeout_ms, why);
+            continue;
+        }
         /* Timed out with the stream open: nothing happened. */
         if (result == ATTEMPT_LOST && elastic__ms_left(deadline) <= 0)
             return elastic__fail(ELASTIC_ETIMEDOUT, "etcd %s: nothing within %d ms", path,

@@ -382,6 +382,30 @@ static int await_store_after_fence(elastic_rdzv *r, uint64_t deadline)
     }
 }
 
+/* The round pointer, for a fenced node. On etcd (a service that outlives
+ * its clients: no lease_check) not answering is transient (a member
+ * restarts, an election ends, a partition heals): tried again, once per
+ * keep-alive interval, until the join deadline. c10d's store that does not
+ * answer is await_store_after_fence's business. */
+static int read_round_within(elastic_rdzv *r, rdzv__round_ptr *ptr, uint64_t deadline)
+{
+    bool said = false;
+    for (;;) {
+        int rc = rdzv__read_round(r, ptr);
+        if ((rc != ELASTIC_ECONNECT && rc != ELASTIC_ETIMEDOUT) ||
+            r->backend->ops->lease_check != NULL)
+            return rc;
+        int left = elastic__ms_left(deadline);
+        if (left <= 0) return rc;
+        if (!said)
+            ELASTIC_LOG_W("rdzv", "run %s: %s; trying again until join_timeout", r->run_id,
+                          elastic_last_error());
+        said = true;
+        usleep((useconds_t)(left < r->keepalive_interval_ms ? left : r->keepalive_interval_ms) *
+               1000u);
+    }
+}
+
 ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *result)
 {
     elastic__clear_error();
@@ -403,7 +427,7 @@ ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *resul
     uint64_t round = r->phase == RDZV__ENDED && !r->fenced ? r->generation + 1 : 0;
     pthread_mutex_unlock(&r->lock);
     if (round == 0) {
-        rc = rdzv__read_round(r, &ptr);
+        rc = fenced ? read_round_within(r, &ptr, deadline) : rdzv__read_round(r, &ptr);
         round = ptr.open_round;
     }
     while (rc == 0) {

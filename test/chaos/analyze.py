@@ -304,7 +304,8 @@ def main():
         v = recoveries[t]
         print(f"{t:14}{len(v):>7}{int(statistics.median(v)):>9}{max(v):>9}")
     if problems:
-        print(f"\nchaos: {len(problems)} invariant(s) broken (re-run: make chaos CHAOS_SEED={seed}):")
+        repro = os.environ.get("CHAOS_REPRO", f"make chaos CHAOS_SEED={seed}")
+        print(f"\nchaos: {len(problems)} invariant(s) broken (reproduce with: {repro}):")
         for p in problems:
             print("  " + p)
         return 1

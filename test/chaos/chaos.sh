@@ -48,13 +48,20 @@ PROCS=$RUN/procs.tsv     # ts_ms job host pid generation
 HANG_TIMEOUT=3
 PORT=29400
 RANDOM=$SEED
-echo "chaos: seed $SEED, $MINUTES min, backends: $BACKENDS, run dir $RUN (re-run: make chaos CHAOS_SEED=$SEED)"
+REPRO="make chaos CHAOS_MINUTES=$MINUTES CHAOS_SEED=$SEED${CHAOS_BACKENDS:+ CHAOS_BACKENDS=\"$BACKENDS\"}"
+export CHAOS_REPRO=$REPRO # analyze.py names it beside a broken invariant
+echo "chaos: seed $SEED, $MINUTES min, backends: $BACKENDS, run dir $RUN (re-run: $REPRO)"
+# Any failure, the harness's own included (a job that never started), says
+# how to reproduce it; the run directory is kept.
+say_repro() { echo "chaos: FAILED (exit $1); reproduce with: $REPRO; run directory kept: $RUN" >&2; }
 now_ms() { date +%s%3N; }
 log() { netns_log "$*"; }
 
 # ---- the fault-free reference: the same trainer standalone, 4 workers ------
 mkdir -p "$RUN/clean/ckpt"
-trap 'kill -TERM "${CLEAN_PID:-0}" 2>/dev/null || true' EXIT INT TERM
+trap 'rc=$?; kill -TERM "${CLEAN_PID:-0}" 2>/dev/null || true; [ "$rc" = 0 ] || say_repro "$rc"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 "$ELASTICRUN" --standalone --nproc-per-node 4 --no-python --log-dir "$RUN/clean/logs" \
     --event-log "$RUN/clean/events.jsonl" "$TRAINER" --ckpt-dir "$RUN/clean/ckpt" \
     --steps "$STEPS" --step-ms 10 --result "$RUN/clean/result.txt" >"$RUN/clean/console.txt" 2>&1 &
@@ -68,7 +75,9 @@ CKFS=$RUN/ckptfs
 mkdir -p "$CKFS"
 mount -t tmpfs -o size=2m,mode=0755 chaos-ckpt "$CKFS"
 cleanup_fs() { umount -l "$CKFS" 2>/dev/null || true; }
-trap 'netns_teardown; cleanup_fs' EXIT INT TERM
+trap 'rc=$?; netns_teardown; cleanup_fs; [ "$rc" = 0 ] || say_repro "$rc"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 declare -a AGENT=() INCARN=()
 JOB=0 BACKEND=c10d JOBDIR=""

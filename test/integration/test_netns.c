@@ -39,6 +39,25 @@ TEST_TIMEOUT(netns_memckpt_spare_restores_a_lost_nodes_rank_from_peer_memory, 18
     run_netns_script("memckpt_spare.sh");
 }
 
+/* The same on etcd: the plan through each generation's job store. */
+TEST_TIMEOUT(netns_memckpt_spare_on_etcd_restores_from_peer_memory, 180)
+{
+    if (!elastic_has_feature("etcd")) SKIP("built without etcd (ELASTIC_ETCD=0)");
+    run_netns_script("memckpt_spare_etcd.sh");
+}
+
+/* A partition during replication: the fenced node's copies are never used. */
+TEST_TIMEOUT(netns_memckpt_partition_during_replication_never_uses_the_fenced_nodes_copies, 300)
+{
+    run_netns_script("memckpt_partition.sh");
+}
+
+/* Two nodes lost with R = 1: no memory step is complete; disk, and why. */
+TEST_TIMEOUT(netns_memckpt_two_nodes_lost_fall_back_to_disk_and_say_why, 180)
+{
+    run_netns_script("memckpt_two_lost.sh");
+}
+
 TEST_TIMEOUT(netns_frozen_node_fences_on_thaw_and_rejoins, 120)
 {
     run_netns_script("freeze.sh");
@@ -87,6 +106,13 @@ TEST_TIMEOUT(netns_straggler_leaves_when_min_nodes_allow_and_quarantine_is_0, 15
 TEST_TIMEOUT(netns_spare_left_out_by_overlapping_faults_exits_0_and_says_so, 180)
 {
     run_netns_script("spare_overlap.sh");
+}
+
+/* c10d (issue 26): a node cut off as the job ends learns it succeeded (the
+ * store's host serves until it did) and exits 0; a dead node holds no one up. */
+TEST_TIMEOUT(netns_node_cut_off_as_the_c10d_job_ends_learns_it_succeeded_and_exits_0, 180)
+{
+    run_netns_script("cut_off_as_job_ends.sh");
 }
 
 /* Node health checks with the NVML double (test/netns/health_*.sh). */

@@ -208,6 +208,66 @@ TEST_TIMEOUT(rdzv_etcd_backend_watch_and_multi_get_miss_no_event, 60)
     etcd_cluster_stop(&c);
 }
 
+typedef struct watch_run {
+    rdzv__backend *b;
+    uint64_t after, revision;
+    int rc;
+    uint64_t done_ms;
+} watch_run;
+
+static void *watch_run_main(void *arg)
+{
+    watch_run *w = arg;
+    w->rc = w->b->ops->watch(w->b, "area/", w->after, test_scaled_ms(30000), &w->revision);
+    w->done_ms = etcd_fixture_now_ms();
+    return NULL;
+}
+
+/* "etcdserver: no leader" is transient by etcd's contract (issue 26): a
+ * member cut off from the other two ends the watches it serves with it
+ * (require-leader); the watch goes on on another member, from the same
+ * revision, and sees the change made meanwhile. */
+TEST_TIMEOUT(rdzv_etcd_watch_fails_over_when_its_member_has_no_leader, 120)
+{
+    etcd_cluster c;
+    etcd_cluster_start_defaults(&c); /* member 0 first in the endpoints, and cut off below */
+    rdzv__backend *b = open_backend(&c, "noleader");
+    uint64_t first = 0;
+    ASSERT_OK(b->ops->set(b, "area/x", "1", 1)); /* answered by member 0: it stays preferred */
+    ASSERT_OK(b->ops->watch(b, "area/", 0, test_scaled_ms(2000), &first));
+    watch_run w = { .b = b, .after = first };
+    pthread_t thread;
+    ASSERT_EQ(pthread_create(&thread, NULL, watch_run_main, &w), 0);
+    etcd_member_cut_off(&c);
+    uint64_t cut = etcd_fixture_now_ms();
+    uint64_t deadline = cut + (uint64_t)test_scaled_ms(15000);
+    while (etcd_member_sees_leader(&c, 0) != 0) {
+        if (etcd_fixture_now_ms() > deadline)
+            FAIL("etcd member 0 still has a leader 15 s after the cut");
+        struct timespec pause = { 0, 20 * 1000000L };
+        nanosleep(&pause, NULL);
+    }
+    /* Written through the other two, which member 0 no longer hears. */
+    char others[128];
+    snprintf(others, sizeof others, "127.0.0.1:%d,127.0.0.1:%d", c.m[1].client_port,
+             c.m[2].client_port);
+    rdzv__etcd_conf conf = { .endpoints = others, .timeout_ms = test_scaled_ms(5000) };
+    rdzv__backend *writer = NULL;
+    ASSERT_OK(rdzv__backend_etcd_open(&conf, "noleader", &writer));
+    ASSERT_OK(writer->ops->set(writer, "area/y", "2", 1));
+    uint64_t written = etcd_fixture_now_ms();
+    pthread_join(thread, NULL);
+    printf("# member 0 cut off; the watch saw the change %lld ms after it was written, through "
+           "another member\n",
+           (long long)(w.done_ms - written));
+    ASSERT_OK(w.rc);
+    ASSERT(w.revision > first);
+    expect_value(b, "area/y", "2"); /* and the next call, too, goes where a leader is */
+    writer->ops->close(writer);
+    b->ops->close(b);
+    etcd_cluster_stop(&c);
+}
+
 typedef struct fence_seen {
     pthread_mutex_t lock;
     pthread_cond_t cond;
