@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -203,6 +204,19 @@ TEST(ckpt_replica_flipped_byte_in_a_peer_copy_is_detected_and_the_next_copy_used
     ASSERT_EQ(got.refused, 1);
     ASSERT(strstr(got.why, "checksum mismatch") != NULL);
     expect_content(spare, 8, 1);
+    /* The refused copy was checked before it took a name: nothing of it is left. */
+    char step_dir[4400];
+    snprintf(step_dir, sizeof step_dir, "%s/own/step-00000000000000000008", spare);
+    DIR *dir = opendir(step_dir);
+    ASSERT(dir != NULL);
+    size_t entries = 0;
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        if (e->d_name[0] == '.' && (e->d_name[1] == '\0' || strcmp(e->d_name, "..") == 0)) continue;
+        ASSERT(strstr(e->d_name, ".tmp-") == NULL);
+        entries++;
+    }
+    closedir(dir);
+    ASSERT_EQ(entries, 2); /* the shard from node 3 and the commit record */
     /* With no good copy left the stager says so, listing why. */
     replica__server_stop(sd);
     snprintf(path, sizeof path, "%s/own/step-00000000000000000008/shard-00000-g1.elck", spare);
