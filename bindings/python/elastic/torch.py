@@ -35,6 +35,7 @@ import torch.distributed as dist
 from . import errors
 from .ckpt import Checkpoint
 from .errors import ElasticError
+from .group_sockets import GroupSockets
 from .store import Store
 from .worker import Worker, WorkerInfo
 
@@ -118,11 +119,35 @@ class _Session:
         # A recovery in flight: its phases go to the agent until "restore".
         # A promoted warm spare is one from the start.
         self.recovering = os.environ.get("ELASTIC_PROMOTED") == "1"
+        # The current gloo group's TCP sockets (group_sockets.py): the abort
+        # hook shuts them down so a rank blocked in a collective on a peer that
+        # is still alive wakes at once instead of after the group's timeout.
+        # group_lock orders the hook against a group being registered.
+        self.group_lock = threading.Lock()
+        self.sockets = GroupSockets([])
         worker_.on_abort(self._on_abort)
 
     def _on_abort(self, generation: int, reason: str) -> None:
         self.aborted_generation = generation
         self.aborted.set()
+        with self.group_lock:
+            if self.generation is not None and generation >= self.generation:
+                self.sockets.shutdown()
+
+    def set_group(self, generation: int, sockets: GroupSockets) -> None:
+        """Registers the group just created; an abort of its generation that
+        came while it was being created takes effect now."""
+        with self.group_lock:
+            self.generation = generation
+            self.sockets = sockets
+            if self.aborted.is_set() and self.aborted_generation >= generation:
+                sockets.shutdown()
+
+    def break_group(self) -> None:
+        """Shuts the current group's sockets down (peers blocked on this rank
+        fail now, even while DDP still holds the group)."""
+        with self.group_lock:
+            self.sockets.shutdown()
 
     def abort_pending(self) -> bool:
         """True when the agent ended the generation the current group belongs to."""
@@ -185,17 +210,33 @@ def _build_group(session: _Session) -> WorkerInfo:
     info = session.worker.info()
     timeout = session.kwargs.get("timeout", _DEFAULT_TIMEOUT)
     job_store = session.worker.store()
-    if job_store is None:  # plain torchrun: its environment names the rendezvous
+    if job_store is None:  # plain torchrun: its environment names the rendezvous (no agent, no abort)
         dist.init_process_group(session.backend, init_method="env://", rank=info.rank, world_size=info.world_size,
                                 **session.kwargs)
-    else:
-        # An owned clone: the worker's own handle is replaced at every reconfigure.
-        session.store = ElasticStore(job_store.clone("torch/"), timeout)
+        session.generation = info.generation
+        return info
+    # An owned clone: the worker's own handle is replaced at every reconfigure.
+    session.store = ElasticStore(job_store.clone("torch/"), timeout)
+
+    def create() -> None:
         with _event_driven_init_barrier():
             dist.init_process_group(session.backend, store=session.store, rank=info.rank,
                                     world_size=info.world_size, **session.kwargs)
-    session.generation = info.generation
+
+    if _breakable(session.backend):
+        _, sockets = GroupSockets.capture(create)
+    else:
+        create()
+        sockets = GroupSockets([])
+    session.set_group(info.generation, sockets)
     return info
+
+
+def _breakable(backend: Any) -> bool:
+    """Only gloo's sockets are shut down on an abort: NCCL has its own abort
+    (ncclCommAbort, from the trainer's hook) and treats a socket error on its
+    proxy thread as fatal."""
+    return isinstance(backend, str) and backend.lower() == "gloo"
 
 
 class _event_driven_init_barrier:
@@ -249,8 +290,12 @@ def _torch_abort() -> Optional[Callable[[], None]]:
 def abort_process_group() -> None:
     """Takes the default group down after a failure: torch's abort where the
     version has it (torch >= 2.6), destroy otherwise; the store handle goes
-    either way. Peers blocked on this rank fail fast when its sockets close."""
+    either way. Peers blocked on this rank fail fast: a gloo group's sockets
+    are shut down first, since destroy alone leaves them open while DDP (or
+    anything else) still holds the group."""
     session = _session
+    if session is not None:
+        session.break_group()  # DDP may still hold the group: destroy alone would leave its sockets open
     abort = _torch_abort()
     if dist.is_initialized():
         if abort is not None:

@@ -261,3 +261,61 @@ def test_load_state_skips_a_corrupt_newest_step_for_the_one_before(tmp_path, cap
             et.load_state(ckpt, 2)
         assert info.value.code == elastic.errors.ECORRUPT
     assert "checkpoint step 2 is corrupt" in capfd.readouterr().err
+
+
+BLOCKED_TRAINER = r'''
+import datetime, os, signal, sys, time
+import torch, torch.distributed as dist
+import elastic.torch as et
+
+def say(info, text):
+    print("rank %d pid %d gen %d: %s" % (info.rank, os.getpid(), info.generation, text), flush=True)
+
+info = et.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
+worker = et.worker()
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))  # holds the group, as in training
+if info.generation == 1:
+    dist.barrier()
+    if info.rank == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if info.rank == 1:
+        started = time.monotonic()
+        try:
+            dist.recv(torch.zeros(1), src=0)  # rank 0 is alive and never sends: only the abort can end this
+            say(info, "recv returned")
+        except RuntimeError:
+            say(info, "recv failed after %.1f s" % (time.monotonic() - started))
+        et.reconfigured(block=True)
+    else:  # rank 0 learns of the failure from the agent while it keeps its DDP model
+        deadline = time.monotonic() + 60
+        while not et.reconfigured():
+            if time.monotonic() > deadline:
+                sys.exit("rank 0: the generation never ended")
+            time.sleep(0.01)
+    info = worker.info()
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))  # as the new rank 2 does
+dist.barrier()
+say(info, "done")
+del model
+et.destroy_process_group()
+'''
+
+
+def test_the_agents_abort_wakes_a_rank_blocked_on_a_live_peer(tmp_path):
+    # A gloo op blocked on a survivor never sees the dead rank; torch 1.13 has
+    # no gloo abort and destroy leaves the sockets open while DDP holds the
+    # group. The abort hook must break it (else: the group's 10 min timeout).
+    trainer = tmp_path / "blocked.py"
+    trainer.write_text(BLOCKED_TRAINER)
+    elasticrun = os.path.join(os.environ.get("ELASTIC_BIN_DIR", os.path.join(ROOT, "bin")), "elasticrun")
+    cmd = [elasticrun, "--standalone", "--nproc-per-node=3", "--max-restarts=1", "--in-process-recovery", str(trainer)]
+    result = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=180)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    blocked = re.search(r"rank 1 pid (\d+) gen 1: recv failed after ([0-9.]+) s", out)
+    assert blocked, out
+    assert float(blocked.group(2)) < 60, out
+    first, second = pids(out, 1), pids(out, 2)
+    for rank in (0, 1):  # the survivors kept their processes
+        assert first[rank] == second[rank], out
+    assert out.count("gen 2: done") == 3, out
