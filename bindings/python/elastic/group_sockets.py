@@ -10,9 +10,9 @@ every pending send/recv on both ends fail at once with "Connection closed by
 peer", which elastic.torch's trainers already handle as a failed collective.
 
 Which sockets: the TCP sockets that appeared while init_process_group ran
-(gloo connects its full mesh there). Each is remembered with its inode, so a
-descriptor that gloo closed and the process reused for something else is
-never touched. Linux only (/proc/self/fd); elsewhere nothing is captured and
+(gloo connects its full mesh there), listeners excepted. Each is remembered
+with its inode, so a descriptor that gloo closed and the process reused for
+something else is never touched. Linux only (/proc/self/fd); elsewhere nothing is captured and
 abort falls back to destroy alone.
 """
 
@@ -50,13 +50,19 @@ def _inode(fd: int) -> int:
         return -1
 
 
-def _is_tcp(fd: int) -> bool:
+def _is_tcp_connection(fd: int) -> bool:
+    """A TCP socket that is not a listener: no collective waits on gloo's
+    listener, and its accept loop is not written for one shut under it."""
     try:
         probe = socket.socket(fileno=os.dup(fd))
     except OSError:
         return False
     try:
-        return probe.family in (socket.AF_INET, socket.AF_INET6) and probe.type == socket.SOCK_STREAM
+        if probe.family not in (socket.AF_INET, socket.AF_INET6) or probe.type != socket.SOCK_STREAM:
+            return False
+        return probe.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 0
+    except OSError:
+        return False
     finally:
         probe.close()  # closes the duplicate only
 
@@ -74,7 +80,7 @@ class GroupSockets:
         before = _socket_inodes()
         result = create()
         after = _socket_inodes()
-        opened = [(fd, ino) for fd, ino in sorted(after.items()) if before.get(fd) != ino and _is_tcp(fd)]
+        opened = [(fd, ino) for fd, ino in sorted(after.items()) if before.get(fd) != ino and _is_tcp_connection(fd)]
         return result, cls(opened)
 
     def __len__(self) -> int:
@@ -98,6 +104,6 @@ class GroupSockets:
                 try:
                     pinned.shutdown(socket.SHUT_RDWR)
                     count += 1
-                except OSError:  # a listener, or a connection already gone
+                except OSError:  # a connection already gone
                     pass
         return count
