@@ -193,7 +193,14 @@ static int load_state(elastic_ckpt *memory, elastic_ckpt *disk, state *s, uint8_
     if (rc == ELASTIC_ENOTFOUND) return 0; /* a fresh start */
     if (rc == 0) rc = elastic_ckpt_read_into(from, step, "state", s, sizeof *s, &len);
     if (rc == 0 && (len != sizeof *s || s->step != step)) rc = ELASTIC_ECORRUPT;
-    if (rc == 0 && rank_len > 0) {
+    /* A rank the job grew by has no shard in the step: it resumes at the
+     * same step with the replicated state and starts its own part fresh
+     * (here: the content every rank's part has at that step). */
+    uint32_t step_world = 0;
+    if (rc == 0) rc = elastic_ckpt_step_info(from, step, &step_world, NULL);
+    if (rc == 0 && rank_len > 0 && (uint32_t)rank >= step_world)
+        fill_rank_state(rank_state, rank_len, step, rank);
+    else if (rc == 0 && rank_len > 0) {
         uint8_t *want = malloc(rank_len);
         void *got = NULL;
         size_t got_len = 0;

@@ -118,8 +118,12 @@ static int verify(stage *s, uint64_t *bytes)
         return rc;
     }
     if (r.generation != s->shard.generation || r.world != s->shard.world)
-        rc = elastic__fail(ELASTIC_ECORRUPT, "%s: the record is of another generation",
-                           s->commit_path);
+        rc = elastic__fail(ELASTIC_ECORRUPT,
+                           "%s: the record is of generation %" PRIu64 " (world %" PRIu32
+                           "), not %" PRIu64 " (world %" PRIu32 ")",
+                           s->commit_path, r.generation, r.world, s->shard.generation,
+                           s->shard.world);
+    if (rc != 0) unlink(s->commit_path); /* the next source brings the step's own */
     if (rc == 0) rc = ckpt__verify_shard_file(s->shard_path, &r, s->shard.rank);
     if (rc == 0) *bytes = r.shards[s->shard.rank].file_size;
     ckpt__commit_free(&r);
