@@ -106,6 +106,13 @@ int replica__push_file(replica_conn *c, const replica_file_id *id, const char *p
  * length: the reader verifies every byte. */
 int replica__fetch_file(replica_conn *c, const replica_file_id *id, const char *dest,
                         const ckpt_mem_tier *tier, uint64_t *bytes, uint64_t deadline_ms);
+/* The same, with the received file handed to check(ctx, fd, len) before it
+ * takes its name: a copy that fails the check (its error returned) is never
+ * kept, not even for a moment under its name. */
+typedef int (*replica_check_fn)(void *ctx, int fd, uint64_t len);
+int replica__fetch_file_checked(replica_conn *c, const replica_file_id *id, const char *dest,
+                                const ckpt_mem_tier *tier, replica_check_fn check, void *ctx,
+                                uint64_t *bytes, uint64_t deadline_ms);
 
 /* ---- the receiver -------------------------------------------------------------- */
 
