@@ -309,6 +309,7 @@ TEST(ckpt_memory_tier_writes_over_a_removed_steps_pages)
  * refused for the limit. */
 typedef struct limited_rank {
     const store_fixture *f;
+    const char *dir; /* the tier's own tree (tier_dir's buffer is not the threads' to share) */
     uint32_t rank;
     size_t len;
     int rc;
@@ -329,7 +330,7 @@ static void *limited_save(void *arg)
     o.store = store;
     o.commit_timeout_ms = test_scaled_ms(120000); /* what the others would wait for */
     elastic_ckpt *c;
-    r->rc = elastic_ckpt_open(tier_dir(CKPT_MEM_OWN_DIR), &o, &c);
+    r->rc = elastic_ckpt_open(r->dir, &o, &c);
     uint8_t *data = calloc(1, r->len);
     uint64_t start = elastic__now_ns();
     if (r->rc == 0) {
@@ -352,8 +353,10 @@ TEST(ckpt_memory_tier_a_save_refused_for_the_limit_abandons_the_step_for_every_r
     ASSERT_OK(ckpt__mem_tier_create(tier_root(), 1u << 20, 2));
     store_fixture f;
     fixture_start(&f);
-    limited_rank ranks[2] = { { .f = &f, .rank = 0, .len = 100000 },
-                              { .f = &f, .rank = 1, .len = 2u << 20 } };
+    char own[4200];
+    snprintf(own, sizeof own, "%s", tier_dir(CKPT_MEM_OWN_DIR));
+    limited_rank ranks[2] = { { .f = &f, .dir = own, .rank = 0, .len = 100000 },
+                              { .f = &f, .dir = own, .rank = 1, .len = 2u << 20 } };
     pthread_t threads[2];
     for (int i = 0; i < 2; i++)
         ASSERT_EQ(pthread_create(&threads[i], NULL, limited_save, &ranks[i]), 0);
@@ -383,7 +386,9 @@ TEST(ckpt_store_commit_an_aborted_rank_ends_the_others_wait)
     ASSERT_OK(ckpt__mem_tier_create(tier_root(), 64u << 20, 2));
     store_fixture f;
     fixture_start(&f);
-    limited_rank waiter = { .f = &f, .rank = 0, .len = 1000 };
+    char own[4200];
+    snprintf(own, sizeof own, "%s", tier_dir(CKPT_MEM_OWN_DIR));
+    limited_rank waiter = { .f = &f, .dir = own, .rank = 0, .len = 1000 };
     pthread_t thread;
     ASSERT_EQ(pthread_create(&thread, NULL, limited_save, &waiter), 0);
     elastic_store *store = fixture_connect(&f);
@@ -394,7 +399,7 @@ TEST(ckpt_store_commit_an_aborted_rank_ends_the_others_wait)
     o.generation = 1;
     o.store = store;
     elastic_ckpt *c;
-    ASSERT_OK(elastic_ckpt_open(tier_dir(CKPT_MEM_OWN_DIR), &o, &c));
+    ASSERT_OK(elastic_ckpt_open(own, &o, &c));
     elastic_ckpt_txn *t;
     ASSERT_OK(elastic_ckpt_begin(c, 7, &t));
     elastic_ckpt_abort(t);
