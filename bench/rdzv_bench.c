@@ -322,6 +322,36 @@ static int bench_freeze(int n)
 
 /* ---- process mode: nodes in batches, the store alone in this process ---- */
 
+static void *free_main(void *arg)
+{
+    node *n = arg;
+    elastic_rdzv_free(n->rdzv);
+    n->rdzv = NULL;
+    return NULL;
+}
+
+/* Frees the batch's nodes at once: one by one, each stop waits on its
+ * monitor and the batch's teardown took minutes at 16k nodes. */
+static void free_all(node *nodes, int count)
+{
+    bool *started = calloc((size_t)count, sizeof *started);
+    if (started == NULL) {
+        for (int i = 0; i < count; i++) free_main(&nodes[i]);
+        return;
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    for (int i = 0; i < count; i++) {
+        started[i] = pthread_create(&nodes[i].thread, &attr, free_main, &nodes[i]) == 0;
+        if (!started[i]) free_main(&nodes[i]);
+    }
+    pthread_attr_destroy(&attr);
+    for (int i = 0; i < count; i++)
+        if (started[i]) pthread_join(nodes[i].thread, NULL);
+    free(started);
+}
+
 /* A batch child: `count` nodes of an N-node job, driven by one-line commands
  * on stdin ("form", "watch", "kill", "quit"), answering on stdout. */
 static int batch_child(const char *endpoint, const char *run_id, int n, int count)
@@ -388,7 +418,12 @@ static int batch_child(const char *endpoint, const char *run_id, int n, int coun
         }
         fflush(stdout);
     }
-    for (int i = 0; i < count; i++) elastic_rdzv_free(nodes[i].rdzv);
+    uint64_t quit_ms = elastic__now_ms();
+    free_all(nodes, count);
+    if (getenv("RDZV_BENCH_TRACE") != NULL)
+        fprintf(stderr, "%6llu batch freed its %d nodes in %llu ms\n",
+                (unsigned long long)(elastic__now_ms() - bench_epoch_ms), count,
+                (unsigned long long)(elastic__now_ms() - quit_ms));
     free(nodes);
     return 0;
 }
@@ -460,6 +495,30 @@ static double server_cpu_ms(void)
     return us / 1000.0;
 }
 
+/* RDZV_BENCH_PROBE=1: a thread of the store's process times one round trip
+ * every 50 ms and prints those of 100 ms or more: how late the store answers
+ * anyone (the nodes' keep-alive checks included) at this size. */
+static volatile int probe_stop;
+static void *probe_main(void *arg)
+{
+    elastic_store *s = NULL;
+    if (elastic_store_connect(arg, NULL, &s) != 0) return NULL;
+    while (!probe_stop) {
+        uint64_t t0 = elastic__now_ms();
+        void *v = NULL;
+        size_t len = 0;
+        (void)elastic_store_try_get(s, "probe", &v, &len);
+        elastic_free(v);
+        uint64_t t1 = elastic__now_ms();
+        if (t1 - t0 >= 100)
+            fprintf(stderr, "%6llu probe %llu ms\n", (unsigned long long)(t1 - bench_epoch_ms),
+                    (unsigned long long)(t1 - t0));
+        usleep(50000);
+    }
+    elastic_store_close(s);
+    return NULL;
+}
+
 /* Reads one answer line from every batch into lines[i]; -1 when one fails. */
 static int hear(batch *batches, int count, char (*lines)[160], const char *expected)
 {
@@ -491,6 +550,9 @@ static int one_run_procs(int n, int per_batch, int run, run_result *out, double 
     }
     snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", port);
     snprintf(run_id, sizeof run_id, "bench-%d-%d-%d", n, run, (int)getpid());
+    pthread_t probe;
+    bool probing = getenv("RDZV_BENCH_PROBE") != NULL &&
+                   pthread_create(&probe, NULL, probe_main, endpoint) == 0;
     /* The last batch is one node alone: the victim, killed with SIGKILL (its
      * connection drops as a crashed host's would, nothing says goodbye). */
     int survivors = n > 1 ? n - 1 : n;
@@ -585,8 +647,15 @@ static int one_run_procs(int n, int per_batch, int run, run_result *out, double 
         int status = 0;
         waitpid(batches[i].pid, &status, 0);
     }
+    if (getenv("RDZV_BENCH_TRACE") != NULL)
+        fprintf(stderr, "%6llu batches gone\n",
+                (unsigned long long)(elastic__now_ms() - bench_epoch_ms));
     free(batches);
     free(lines);
+    if (probing) {
+        probe_stop = 1;
+        pthread_join(probe, NULL);
+    }
     elastic_store_server_close(server);
     return failed ? -1 : 0;
 }

@@ -73,9 +73,28 @@ last_rank_trained_after() {
         "$work/report"
 }
 
+# crash_a_training_node LOG WHAT: crashes a training node other than node1 (the
+# one sbatch runs on) a few steps and a checkpoint after the start, waits until
+# all 6 ranks trained again and prints the seconds that took; the node crashed
+# is left in $crashed_node. LOG is shown and WHAT named if it never recovers.
+crashed_node=
+crash_a_training_node() {
+    local log=$1 what=$2 t0 deadline
+    sleep 2 # a few steps and a checkpoint past the start
+    crashed_node=$(training_nodes | grep -v '^node1$' | head -n 1)
+    t0=$(date +%s.%N)
+    slurm_crash "$crashed_node" 2>/dev/null
+    deadline=$((SECONDS + 240))
+    until [ "$(ranks_trained_after "$t0")" -ge 6 ]; do
+        [ "$SECONDS" -lt "$deadline" ] || { grep -v 'reducer\|InitGoogle' "$log" | tail -n 40 >&2; echo "FAIL: $what" >&2; exit 1; }
+        sleep 0.1
+    done
+    awk -v a="$(last_rank_trained_after "$t0")" -v b="$t0" 'BEGIN { printf "%.3f\n", a - b }'
+}
+
 # one_round LAUNCHER: prints seconds from the crash to every rank training again.
 one_round() {
-    local launcher=$1 job victim t0 deadline
+    local launcher=$1 job victim deadline
     rm -rf "$work/ckpt" "$work/report"
     printf '#!/bin/bash\nsrun --no-kill %s\n' "$work/$launcher.sh" >"$work/job.sh"
     job=$(slurm_sbatch -N4 --no-kill --ntasks-per-node=2 --time=5 -o "$work/$launcher.out" "$work/job.sh")
@@ -85,16 +104,8 @@ one_round() {
         [ "$SECONDS" -lt "$deadline" ] || { grep -v 'reducer\|InitGoogle' "$work/$launcher.out" | tail -n 40 >&2; echo "FAIL: $launcher never trained" >&2; exit 1; }
         sleep 0.2
     done
-    sleep 2 # a few steps and a checkpoint past the start
-    victim=$(training_nodes | grep -v '^node1$' | head -n 1)
-    t0=$(date +%s.%N)
-    slurm_crash "$victim" 2>/dev/null
-    deadline=$((SECONDS + 240))
-    until [ "$(ranks_trained_after "$t0")" -ge 6 ]; do
-        [ "$SECONDS" -lt "$deadline" ] || { grep -v 'reducer\|InitGoogle' "$work/$launcher.out" | tail -n 40 >&2; echo "FAIL: $launcher did not recover" >&2; exit 1; }
-        sleep 0.1
-    done
-    awk -v a="$(last_rank_trained_after "$t0")" -v b="$t0" 'BEGIN { printf "%.3f\n", a - b }'
+    crash_a_training_node "$work/$launcher.out" "$launcher did not recover"
+    victim=$crashed_node
     slurm_ctl scancel "$job"
     slurm_wait_job_state "$job" "CANCELLED|COMPLETED|FAILED" 60 || true
     # The crashed node back for the next round: slurmd again, then RESUME.
@@ -111,7 +122,7 @@ one_round() {
 # spare; a node crashes, the survivors give up after join_timeout, the job
 # requeues itself; prints "crash->training again, of it requeue->running".
 requeue_round() {
-    local job victim t0 deadline
+    local job deadline
     rm -rf "$work/ckpt" "$work/report"
     job=$(TRAIN_NODES=3 ELASTICRUN="$ELASTICRUN" ELASTIC_FLAGS="--rdzv-conf join_timeout=$join_timeout" \
         PYTHON_EXEC=$python PYTHONPATH=$root/bindings/python GLOO_SOCKET_IFNAME=eth0 ELASTIC_LIB_DIR=$ELASTIC_LIB_DIR \
@@ -122,16 +133,7 @@ requeue_round() {
         [ "$SECONDS" -lt "$deadline" ] || { tail -n 40 "$work/requeue.out" >&2; echo "FAIL: the recipe never trained" >&2; exit 1; }
         sleep 0.2
     done
-    sleep 2 # a few steps and a checkpoint past the start
-    victim=$(training_nodes | grep -v '^node1$' | head -n 1)
-    t0=$(date +%s.%N)
-    slurm_crash "$victim" 2>/dev/null
-    deadline=$((SECONDS + 240))
-    until [ "$(ranks_trained_after "$t0")" -ge 6 ]; do
-        [ "$SECONDS" -lt "$deadline" ] || { grep -v 'reducer\|InitGoogle' "$work/requeue.out" | tail -n 40 >&2; echo "FAIL: no training after the requeue" >&2; exit 1; }
-        sleep 0.1
-    done
-    awk -v a="$(last_rank_trained_after "$t0")" -v b="$t0" 'BEGIN { printf "%.3f\n", a - b }'
+    crash_a_training_node "$work/requeue.out" "no training after the requeue"
     slurm_ctl scancel "$job"
     slurm_wait_job_state "$job" "CANCELLED|COMPLETED|FAILED" 60 || true
 }

@@ -339,6 +339,7 @@ int main(int argc, char **argv)
         printf("started at step 0\n");
     fflush(stdout);
     double loss = 0;
+    int memory_full_said = 0;
     while (s.step < (uint64_t)args.steps) {
         int rank = info.rank, world = info.world_size;
         double grad[DIM + 1];
@@ -380,9 +381,20 @@ int main(int argc, char **argv)
         s.step++;
         if (memory != NULL && s.step % (uint64_t)args.memory_every == 0 &&
             (rc = save_state(memory, &s, rank_state, rank_len, rank)) != 0) {
-            fprintf(stderr, "demo_trainer: rank %d memory checkpoint %" PRIu64 ": %s\n", rank,
-                    s.step, elastic_last_error());
-            return 1;
+            /* The tier is full (--memory-ckpt-limit): that step is not in
+             * memory, nothing else is lost; training goes on and the next
+             * memory save tries again. Said once. */
+            if (rc == ELASTIC_ENOSPC && !memory_full_said) {
+                fprintf(stderr,
+                        "demo_trainer: rank %d memory checkpoint %" PRIu64
+                        ": %s (training goes on; memory saves are retried)\n",
+                        rank, s.step, elastic_last_error());
+                memory_full_said = 1;
+            } else if (rc != ELASTIC_ENOSPC) {
+                fprintf(stderr, "demo_trainer: rank %d memory checkpoint %" PRIu64 ": %s\n", rank,
+                        s.step, elastic_last_error());
+                return 1;
+            }
         }
         if (s.step % (uint64_t)args.ckpt_every == 0) {
             rc = save_state(ckpt, &s, rank_state, rank_len, rank);

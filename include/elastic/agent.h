@@ -121,7 +121,8 @@ typedef struct elastic_agent_opts {
     int memory_ckpt;
     /* Its limit in bytes (--memory-ckpt-limit); 0 (default): a quarter of RAM. */
     uint64_t memory_ckpt_limit;
-    /* Steps kept (K, --memory-ckpt-steps): the one being written and K-1; default 3. */
+    /* Steps kept (K, --memory-ckpt-steps): the one being written and K-1, besides
+     * the job's last memory-committed step (kept until a newer one is); default 2. */
     int memory_ckpt_steps;
     /* Copies of this node's shards on other nodes (R, --memory-replicas); default 1. */
     int memory_replicas;

@@ -57,7 +57,7 @@ void agent__opts_defaults(elastic_agent_opts *opts)
     opts->health_checks = "auto";
     opts->health_check_interval_ms = 30000;
     opts->health_check_timeout_ms = 60000;
-    opts->memory_ckpt_steps = 3;
+    opts->memory_ckpt_steps = 2;
     opts->memory_replicas = 1;
 }
 

@@ -43,6 +43,7 @@ static const char *const event_names[AGENT_EVENT_TYPE_COUNT] = {
     [AGENT_EVENT_HEALTH_STEPPED_ASIDE] = "health_stepped_aside",
     [AGENT_EVENT_CHECKPOINT_SAVED] = "checkpoint_saved",
     [AGENT_EVENT_CHECKPOINT_RESTORED] = "checkpoint_restored",
+    [AGENT_EVENT_RESTORE_PLANNED] = "restore_planned",
     [AGENT_EVENT_SPARE_STARTED] = "spare_started",
     [AGENT_EVENT_SPARE_PARKED] = "spare_parked",
     [AGENT_EVENT_SPARE_PROMOTED] = "spare_promoted",

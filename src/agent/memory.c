@@ -12,6 +12,7 @@
 #include "agent/console.h"
 #include "agent/journal.h"
 #include "channel/channel.h"
+#include "common/text.h"
 #include "replica/replica.h"
 
 #include <errno.h>
@@ -132,7 +133,12 @@ static void replica_name(const char *node_id, char *out, size_t cap)
 
 void agent__memory_sync(agent_call *call)
 {
-    if (call->memory == NULL || call->memory_store == NULL) return;
+    if (call->memory == NULL) return;
+    /* On etcd the job store comes per generation, in this very call (its
+     * group rank 0 hosts it): the plan goes through that one; the previous
+     * generation's, if any, may be gone with its host. */
+    elastic_store *store = call->store_changed ? call->store : call->memory_store;
+    if (store == NULL) return;
     const elastic_rdzv_result *g = &call->result;
     replica_sync_out *out = calloc(1, sizeof *out);
     if (out == NULL) return;
@@ -147,8 +153,9 @@ void agent__memory_sync(agent_call *call)
                            .group_world_size = g->group_world_size,
                            .first_rank = (uint32_t)g->rank_base,
                            .local_ranks = (uint32_t)g->local_world_size,
+                           .job_world = (uint32_t)g->world_size,
                            .disk_dir = call->opts->memory_disk_dir };
-    call->memory_rc = replica__sync_generation(call->memory_store, &in, out);
+    call->memory_rc = replica__sync_generation(store, &in, out);
     if (call->memory_rc != 0)
         ELASTIC_LOG_W("agent",
                       "memory tier: no job-wide restore plan (%s): each worker restores on its own",
@@ -190,12 +197,89 @@ void agent__memory_apply(agent_group *group, agent_call *call)
                      out->ranks[i].node);
         }
     }
+    /* The job's one plan, as this node ran it: the step, whether it was
+     * committed (memory-committed job-wide or on disk) and what was passed
+     * over and why (a shard without a live copy names its step and rank). */
+    agent_event event;
+    agent__event_begin(&event, group->events, AGENT_EVENT_RESTORE_PLANNED);
+    agent__event_int(&event, "generation", (int64_t)call->result.generation);
+    agent__event_int(&event, "planned", out->planned ? 1 : 0);
+    if (out->planned) agent__event_int(&event, "step", (int64_t)out->step);
+    agent__event_int(&event, "committed", out->planned && out->committed ? 1 : 0);
+    agent__event_str(&event, "why", out->why);
+    agent__event_emit(group->events, &event);
     /* Said when the plan left something out (a fresh job has nothing to say). */
-    bool passed = strstr(out->why, "passed over") != NULL || strstr(out->why, "ignored") != NULL;
+    bool passed = strstr(out->why, "passed over") != NULL || strstr(out->why, "ignored") != NULL ||
+                  strstr(out->why, "not memory-committed") != NULL;
     if (passed && out->planned)
         agent__console(group, "restore plan: %s; the job restores step %" PRIu64, out->why,
                        out->step);
     else if (passed)
         agent__console(group, "restore plan: %s: every worker restores on its own", out->why);
     agent__memory_call_free(call);
+}
+
+void agent__memory_render_metrics(agent_group *group, elastic__text *out)
+{
+    if (group->memory == NULL) return;
+    replica_service_stats st;
+    replica__service_stats(group->memory, &st);
+    uint64_t replicas = st.held_bytes > st.own_bytes ? st.held_bytes - st.own_bytes : 0;
+    elastic__text_printf(out,
+                         "# HELP elastic_memory_ckpt_held_bytes memory the node's checkpoint tier "
+                         "holds: its own shards and peers' copies\n"
+                         "# TYPE elastic_memory_ckpt_held_bytes gauge\n"
+                         "elastic_memory_ckpt_held_bytes{kind=\"own\"} %" PRIu64 "\n"
+                         "elastic_memory_ckpt_held_bytes{kind=\"replicas\"} %" PRIu64 "\n",
+                         st.own_bytes, replicas);
+    elastic__text_printf(out,
+                         "# HELP elastic_memory_ckpt_limit_bytes --memory-ckpt-limit\n"
+                         "# TYPE elastic_memory_ckpt_limit_bytes gauge\n"
+                         "elastic_memory_ckpt_limit_bytes %" PRIu64 "\n",
+                         group->opts->memory_ckpt_limit > 0 ? group->opts->memory_ckpt_limit
+                                                            : ckpt__mem_default_limit());
+    elastic__text_printf(out,
+                         "# HELP elastic_memory_ckpt_replica_peers peers holding this node's "
+                         "copies (R, fewer when the job has too few nodes)\n"
+                         "# TYPE elastic_memory_ckpt_replica_peers gauge\n"
+                         "elastic_memory_ckpt_replica_peers %u\n"
+                         "# HELP elastic_memory_ckpt_replica_files_received_total peers' shard "
+                         "files this node stored\n"
+                         "# TYPE elastic_memory_ckpt_replica_files_received_total counter\n"
+                         "elastic_memory_ckpt_replica_files_received_total %" PRIu64 "\n",
+                         st.targets, st.replicas_in);
+    elastic__text_printf(
+        out,
+        "# HELP elastic_memory_ckpt_step newest step: own (committed on this "
+        "node), replicated (at every peer), committed (memory-committed job-wide), "
+        "disk (written to disk from memory)\n"
+        "# TYPE elastic_memory_ckpt_step gauge\n"
+        "elastic_memory_ckpt_step{kind=\"own\"} %" PRIu64 "\n"
+        "elastic_memory_ckpt_step{kind=\"replicated\"} %" PRIu64 "\n"
+        "elastic_memory_ckpt_step{kind=\"committed\"} %" PRIu64 "\n"
+        "elastic_memory_ckpt_step{kind=\"disk\"} %" PRIu64 "\n",
+        st.own_step, st.replicated_step, st.committed_step, st.disk_step);
+    elastic__text_printf(
+        out,
+        "# HELP elastic_memory_ckpt_replication_lag_steps own steps newer than the job's last "
+        "memory-committed one (what a node loss could cost)\n"
+        "# TYPE elastic_memory_ckpt_replication_lag_steps gauge\n"
+        "elastic_memory_ckpt_replication_lag_steps %" PRIu64 "\n"
+        "# HELP elastic_memory_ckpt_replication_lag_ms the last replicated step: from its commit "
+        "on "
+        "this node to its last peer copy (kind=replica), to the job's memory-commit record "
+        "(kind=commit)\n"
+        "# TYPE elastic_memory_ckpt_replication_lag_ms gauge\n"
+        "elastic_memory_ckpt_replication_lag_ms{kind=\"replica\"} %" PRIu64 "\n"
+        "elastic_memory_ckpt_replication_lag_ms{kind=\"commit\"} %" PRIu64 "\n",
+        st.own_step > st.committed_step ? st.own_step - st.committed_step : 0, st.lag_ms,
+        st.commit_lag_ms);
+    elastic__text_printf(out,
+                         "# HELP elastic_memory_ckpt_failures_total pushes to peers that failed "
+                         "(retried), commit rounds given up, disk writes that failed\n"
+                         "# TYPE elastic_memory_ckpt_failures_total counter\n"
+                         "elastic_memory_ckpt_failures_total{kind=\"push\"} %" PRIu64 "\n"
+                         "elastic_memory_ckpt_failures_total{kind=\"round\"} %" PRIu64 "\n"
+                         "elastic_memory_ckpt_failures_total{kind=\"disk\"} %" PRIu64 "\n",
+                         st.push_failures, st.rounds_missed, st.disk_failures);
 }

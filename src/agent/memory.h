@@ -20,6 +20,13 @@ void agent__memory_saved(agent_group *group, int local_rank, int rank, uint64_t 
 void agent__memory_restored(agent_group *group, int local_rank, int rank, unsigned source,
                             uint64_t step, uint64_t bytes, uint64_t us);
 
+/* The tier's /metrics lines (loop thread; nothing without --memory-ckpt):
+ * memory held (own shards, peers' copies), the limit, copies placed, the
+ * newest own / replicated / memory-committed / disk steps and the
+ * replication lag (steps and ms). */
+struct elastic__text;
+void agent__memory_render_metrics(agent_group *group, struct elastic__text *out);
+
 /* Calls thread, in NEXT after the rendezvous: the job's one restore step
  * (replica__sync_generation); the result waits in the call for the loop. */
 struct agent_call;

@@ -152,6 +152,13 @@ static void on_straggler(void *user, const probe__failure *f)
         agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
 }
 
+/* The agent's own /metrics lines: goodput, then the memory tier's. */
+static void render_metrics(void *user, elastic__text *out)
+{
+    agent__goodput_render(user, out);
+    agent__memory_render_metrics(user, out);
+}
+
 int agent__probes_start(agent_group *group)
 {
     const elastic_agent_opts *o = group->opts;
@@ -192,7 +199,7 @@ int agent__probes_start(agent_group *group)
     opts.node_stat_interval_ms = AGENT_NODE_STAT_INTERVAL_MS;
     opts.on_node_stat = agent__node_stat;
     opts.on_steps_started = agent__goodput_on_steps_started;
-    opts.on_render = agent__goodput_render;
+    opts.on_render = render_metrics;
     opts.user = group;
     int rc = probe__monitor_start(&opts, &group->monitor);
     if (rc != 0) return rc;

@@ -277,3 +277,48 @@ bool ckpt__mem_take_spare(const char *dir, uint32_t rank, const char *path)
     spare_name(dir, rank, spare, sizeof spare);
     return rename(spare, path) == 0;
 }
+
+/* ---- the keep file ------------------------------------------------------------ */
+
+int ckpt__mem_keep_write(const char *root, const uint64_t *steps, size_t n)
+{
+    char text[CKPT_MEM_KEEP_MAX * 24 + 1];
+    size_t len = 0;
+    for (size_t i = 0; i < n && i < CKPT_MEM_KEEP_MAX; i++)
+        len += (size_t)snprintf(text + len, sizeof text - len, "%" PRIu64 "\n", steps[i]);
+    return ckpt__write_file_atomic(root, CKPT_MEM_KEEP, "keep", text, len, false, 0600);
+}
+
+size_t ckpt__mem_keep_read(const char *root, uint64_t *steps)
+{
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof path, "%s/" CKPT_MEM_KEEP, root) >= sizeof path) return 0;
+    uint8_t *raw = NULL;
+    size_t len = 0;
+    if (ckpt__read_small_file(path, CKPT_MEM_KEEP_MAX * 24, &raw, &len) != 0) {
+        elastic__clear_error(); /* no file: nothing kept beyond K */
+        return 0;
+    }
+    size_t n = 0;
+    for (size_t at = 0; at < len && n < CKPT_MEM_KEEP_MAX;) {
+        const uint8_t *nl = memchr(raw + at, '\n', len - at);
+        if (nl == NULL) break;
+        size_t line = (size_t)(nl - (raw + at));
+        if (elastic__parse_u64_n(NULL, (const char *)raw + at, line, 0, UINT64_MAX - 1,
+                                 &steps[n]) != 0) {
+            n = 0; /* not ours: keep nothing extra rather than something wrong */
+            break;
+        }
+        n++;
+        at += line + 1;
+    }
+    free(raw);
+    return n;
+}
+
+bool ckpt__mem_keep_has(const uint64_t *steps, size_t n, uint64_t step)
+{
+    for (size_t i = 0; i < n; i++)
+        if (steps[i] == step) return true;
+    return false;
+}

@@ -25,12 +25,15 @@
 #define ELASTIC_CKPT_MEMTIER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define CKPT_MEM_MARKER    ".elastic-memory-tier"
 #define CKPT_MEM_OWN_DIR   "own"
 #define CKPT_MEM_PEER_DIR  "peer"
 #define CKPT_MEM_STEPS_MAX 64u /* K: steps kept per writer (default 2) */
+#define CKPT_MEM_KEEP      ".elastic-memory-keep"
+#define CKPT_MEM_KEEP_MAX  4u /* steps the keep file may name */
 
 typedef struct ckpt_mem_tier {
     char *root;     /* NULL: not in a memory tier */
@@ -57,6 +60,18 @@ int ckpt__mem_reserve(const ckpt_mem_tier *tier, int fd, uint64_t from, uint64_t
                       const char *what);
 /* Gives back what was reserved past the file's final size. */
 void ckpt__mem_release_tail(int fd, uint64_t size, uint64_t reserved_end);
+/* The keep file (ROOT/.elastic-memory-keep, written by the agent): steps
+ * retention never removes from any directory of the tier, whatever K says —
+ * the job's last memory-committed step, and the step the job is replicating
+ * now (docs/CHECKPOINT.md, "Memory-committed"). One decimal step per line.
+ * Writes it atomically; `n` 0 empties it. */
+int ckpt__mem_keep_write(const char *root, const uint64_t *steps, size_t n);
+/* Reads up to CKPT_MEM_KEEP_MAX steps; 0 of them when there is no file or
+ * it is not well formed (nothing is then kept beyond K). */
+size_t ckpt__mem_keep_read(const char *root, uint64_t *steps);
+/* Whether `step` is in the list. */
+bool ckpt__mem_keep_has(const uint64_t *steps, size_t n, uint64_t step);
+
 /* The default limit: a quarter of the node's physical memory. */
 uint64_t ckpt__mem_default_limit(void);
 

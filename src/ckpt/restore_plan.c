@@ -96,6 +96,20 @@ static void note_fenced(const ckpt_plan_input *in, ckpt_plan *plan)
              count, newest->step, newest->generation, newest->node);
 }
 
+/* Committed: a disk copy is among them (the disk tier reports committed
+ * steps only), or a live node knows the step's memory-commit record. */
+static bool candidate_committed(const ckpt_plan_input *in, const ckpt_copy *c, size_t begin,
+                                size_t end)
+{
+    for (size_t i = begin; i < end; i++)
+        if (c[i].tier == CKPT_TIER_DISK) return true;
+    for (size_t i = 0; i < in->n_committed; i++)
+        if (in->committed[i].step == c[begin].step &&
+            in->committed[i].generation == c[begin].generation)
+            return true;
+    return false;
+}
+
 static int keep_candidate(ckpt_plan *plan, const ckpt_copy *c, size_t begin, size_t end)
 {
     const ckpt_copy *first = &c[begin];
@@ -134,13 +148,25 @@ int ckpt__plan_restore(const ckpt_plan_input *in, ckpt_plan *plan)
     note_fenced(in, plan);
     qsort(usable, n, sizeof *usable, compare_copies);
     int rc = 0;
-    size_t passed_over = 0;
+    size_t passed_over = 0, uncommitted = 0;
+    size_t fallback_begin = 0, fallback_end = 0; /* the newest complete uncommitted one */
     for (size_t begin = 0, end; begin < n && !plan->found && rc == 0; begin = end) {
         for (end = begin + 1; end < n && same_candidate(&usable[begin], &usable[end]); end++) {
         }
         uint32_t missing = first_missing_rank(usable, begin, end);
-        if (missing == usable[begin].world) {
+        if (missing == usable[begin].world && candidate_committed(in, usable, begin, end)) {
             rc = keep_candidate(plan, usable, begin, end);
+            plan->committed = rc == 0;
+        } else if (missing == usable[begin].world) {
+            if (uncommitted++ == 0) {
+                fallback_begin = begin;
+                fallback_end = end;
+                note(plan,
+                     "step %" PRIu64 " (generation %" PRIu64
+                     ") complete but not memory-committed (its peer copies were not all "
+                     "placed): an older committed step wins; ",
+                     usable[begin].step, usable[begin].generation);
+            }
         } else if (passed_over++ == 0) {
             /* The newest step passed over is the one worth explaining. */
             note(plan,
@@ -148,6 +174,12 @@ int ckpt__plan_restore(const ckpt_plan_input *in, ckpt_plan *plan)
                  " ranks) passed over: no live copy of rank %" PRIu32 "'s shard; ",
                  usable[begin].step, usable[begin].generation, usable[begin].world, missing);
         }
+    }
+    if (rc == 0 && !plan->found && uncommitted > 0) {
+        /* No committed step is complete: the newest complete one is still
+         * better than nothing (every rank gets the same step). */
+        rc = keep_candidate(plan, usable, fallback_begin, fallback_end);
+        note(plan, "no committed step is complete: restoring that step; ");
     }
     if (rc == 0 && passed_over > 1)
         note(plan, "%zu newer (step, generation, world) candidates incomplete in all; ",

@@ -55,9 +55,23 @@ typedef struct ckpt_generation_start {
     uint64_t restore_step; /* when restored */
 } ckpt_generation_start;
 
+/* A job-wide record of a step (a memory-committed step: every node's
+ * shards of it had their R peer copies; replica.h, "memory commit"). */
+typedef struct ckpt_step_ref {
+    uint64_t step;
+    uint64_t generation; /* the generation that wrote it */
+} ckpt_step_ref;
+
 typedef struct ckpt_plan_input {
     const ckpt_copy *copies;
     size_t n_copies;
+    /* Memory-committed steps the live nodes know of (any order, repeats
+     * fine). A step with such a record, or on disk (the disk tier has only
+     * committed steps), always wins over a newer one without: a step that
+     * is complete among the live nodes but was never memory-committed is
+     * restored only when no committed step is complete. */
+    const ckpt_step_ref *committed;
+    size_t n_committed;
     const ckpt_generation_start *history; /* every earlier generation; any order */
     size_t n_history;
     uint64_t generation; /* the generation planning (copies from later ones are refused) */
@@ -65,6 +79,7 @@ typedef struct ckpt_plan_input {
 
 typedef struct ckpt_plan {
     bool found;
+    bool committed; /* the chosen step is memory-committed or on disk */
     uint64_t step, generation; /* the chosen step and the generation that wrote it */
     uint32_t world;
     ckpt_copy *copies; /* the chosen step's usable copies, grouped by rank */

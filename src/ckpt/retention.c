@@ -103,11 +103,16 @@ void ckpt__apply_retention(elastic_ckpt *c)
     uint64_t *valid, *all;
     size_t n_valid, n_all;
     if (ckpt__valid_steps(c, ELASTIC_CKPT_VERIFY_MANIFEST, SIZE_MAX, &valid, &n_valid) != 0) return;
+    /* A memory tier also keeps what its agent pinned: the job's last
+     * memory-committed step and the one being replicated (memtier.h). */
+    uint64_t pinned[CKPT_MEM_KEEP_MAX];
+    size_t n_pinned = c->mem.root != NULL ? ckpt__mem_keep_read(c->mem.root, pinned) : 0;
     if (n_valid > 0 && ckpt__scan_steps(c->dir, &all, &n_all) == 0) {
         char step_dir[PATH_MAX];
         /* Only below the newest valid step: above it a step may be in progress. */
         for (size_t i = 0; i < n_all && all[i] < valid[0]; i++) {
-            if (kept(o, valid, n_valid, all[i])) continue;
+            if (kept(o, valid, n_valid, all[i]) || ckpt__mem_keep_has(pinned, n_pinned, all[i]))
+                continue;
             ckpt__step_dir(c->dir, all[i], step_dir, sizeof step_dir);
             if (c->mem.root != NULL) ckpt__mem_keep_spares(c->dir, step_dir);
             if (ckpt__remove_step_dir(step_dir) == 0)

@@ -10,6 +10,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 void rdzv__fence(elastic_rdzv *r, uint64_t generation, const char *reason)
 {
@@ -65,10 +66,32 @@ static bool check_once(elastic_rdzv *r, uint64_t generation, uint64_t lease, uin
     return true;
 }
 
+/* How often the guard asks: every keep-alive interval, but no more often
+ * than twice per timeout. The store client's one-way keep-alives renew the
+ * lease in between; the answered check costs the store a reply (and the node
+ * a wake-up), half the keep-alive load at 2 per second per node. The fence
+ * bound stays one timeout after the last answered check, and so does the
+ * answer delay it tolerates (an answer later than timeout/2 at either pace). */
+static uint64_t check_period_ms(const elastic_rdzv *r)
+{
+    int half_timeout = r->keepalive_timeout_ms / 2;
+    return (uint64_t)(r->keepalive_interval_ms > half_timeout ? r->keepalive_interval_ms
+                                                              : half_timeout);
+}
+
+/* Half to one keep-alive interval, spread by a per-node random number. */
+static uint64_t first_check_delay_ms(const elastic_rdzv *r, unsigned *seed)
+{
+    uint64_t half = (uint64_t)r->keepalive_interval_ms / 2;
+    return half + (half > 0 ? (uint64_t)rand_r(seed) % (half + 1) : 0);
+}
+
 static void *guard_main(void *arg)
 {
     elastic_rdzv *r = arg;
-    uint64_t guarded = 0, last_ok_ms = 0;
+    uint64_t guarded = 0, last_ok_ms = 0, due_ms = 0;
+    /* Only spreads timing; nothing depends on it being unpredictable. */
+    unsigned seed = (unsigned)(elastic__now_ms() ^ (uintptr_t)r ^ (uintptr_t)&seed);
     pthread_mutex_lock(&r->lock);
     while (!r->stopping) {
         if (r->phase != RDZV__RUNNING || r->fenced) {
@@ -80,15 +103,26 @@ static void *guard_main(void *arg)
             continue;
         }
         uint64_t generation = r->generation, lease = r->guard_lease;
-        if (guarded != generation) { /* joining renewed the lease just now */
+        if (guarded != generation) {
+            /* Joining used the lease just now (the ticker's keep-alives kept
+             * it while we waited). The first check waits half to one interval,
+             * a different share on every node: every member joins at the same
+             * moment, and N checks at once would queue behind the
+             * generation's own traffic at the store and time out together. */
             guarded = generation;
             last_ok_ms = elastic__now_ms();
+            due_ms = last_ok_ms + first_check_delay_ms(r, &seed);
+        }
+        /* r->changed is broadcast for other reasons too: wait out the interval. */
+        if (elastic__now_ms() < due_ms) {
+            wait_until(r, due_ms);
+            continue;
         }
         pthread_mutex_unlock(&r->lock);
         uint64_t started_ms = elastic__now_ms();
         bool fenced = check_once(r, generation, lease, &last_ok_ms);
         pthread_mutex_lock(&r->lock);
-        if (!fenced) wait_until(r, started_ms + (uint64_t)r->keepalive_interval_ms);
+        due_ms = fenced ? 0 : started_ms + check_period_ms(r);
     }
     pthread_mutex_unlock(&r->lock);
     return NULL;

@@ -13,12 +13,13 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#define RDZV__MAX_NODES       65536 /* max_nodes bound; slots are 1..count */
-#define RDZV__MAX_LOCAL_WORLD 4096  /* workers per node */
-#define RDZV__MAX_ID          128   /* node_id buffer, NUL included */
-#define RDZV__MAX_ADDR        256   /* node_addr buffer, NUL included */
-#define RDZV__MAX_RECORD      512   /* one encoded record, assignment or cause */
-#define RDZV__WATCH_SLICE_MS  5000  /* a watch is re-armed this often (bounds shutdown) */
+#define RDZV__MAX_NODES        65536 /* max_nodes bound; slots are 1..count */
+#define RDZV__MAX_LOCAL_WORLD  4096  /* workers per node */
+#define RDZV__MAX_ID           128   /* node_id buffer, NUL included */
+#define RDZV__MAX_ADDR         256   /* node_addr buffer, NUL included */
+#define RDZV__MAX_RECORD       512   /* one encoded record, assignment or cause */
+#define RDZV__WATCH_SLICE_MS   5000  /* a watch is re-armed this often (bounds shutdown) */
+#define RDZV__KEEPALIVES_PER_S 4000  /* the job's keep-alives the store is asked to answer */
 
 /* A node's join record in one round (key r/<round>/n/<slot>/rec, leased). */
 typedef struct rdzv__record {
@@ -109,7 +110,13 @@ struct elastic_rdzv {
     char node_addr[RDZV__MAX_ADDR];
     int min_nodes, max_nodes;
     int join_timeout_ms, last_call_timeout_ms;
-    int keepalive_interval_ms, keepalive_timeout_ms;
+    int keepalive_interval_ms, keepalive_timeout_ms; /* after rdzv__scale_liveness */
+    /* How long one monitor watch waits before it is re-armed:
+     * RDZV__WATCH_SLICE_MS, or two lease timeouts where the job's size
+     * stretched them (each re-arm is an answer from the store: 16k nodes
+     * re-arming every 5 s would cost it as much as their keep-alives).
+     * Stopping kicks the watch, so this only bounds a lost kick. */
+    int watch_slice_ms;
     int max_restarts;
     int local_world_size;
     int preferred_rank; /* -1: none */
@@ -151,6 +158,10 @@ struct elastic_rdzv {
     uint64_t guard_lease; /* the lease of the generation being guarded */
     bool fenced;          /* lost membership: next() joins as a new member */
 };
+
+/* api.c: the keep-alive interval and timeout a job of max_nodes uses
+ * (both grow with max_nodes past RDZV__KEEPALIVES_PER_S x interval). */
+void rdzv__scale_liveness(int max_nodes, int *interval_ms, int *timeout_ms);
 
 /* ---- keys.c ---- */
 

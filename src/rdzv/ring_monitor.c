@@ -15,6 +15,7 @@
 /* What is in a watched area right now (one listing). */
 typedef struct area_state {
     bool alive, done;
+    bool ended; /* the end broadcast's mark is there */
 } area_state;
 
 static int read_area(elastic_rdzv *r, uint64_t generation, int slot, area_state *state)
@@ -33,6 +34,8 @@ static int read_area(elastic_rdzv *r, uint64_t generation, int slot, area_state 
             state->alive = true;
         else if (strcmp(name, "done") == 0)
             state->done = true;
+        else if (strcmp(name, "e") == 0)
+            state->ended = true;
     }
     elastic_free(names);
     return 0;
@@ -116,25 +119,47 @@ static void clean_previous(elastic_rdzv *r)
     if (generation > 0) rdzv__forget_slot(r, generation, slot);
 }
 
+static int cleanup_delay_ms(const elastic_rdzv *r, unsigned *seed)
+{
+    int spread = r->max_nodes / 4;
+    return 1000 + (spread > 0 ? rand_r(seed) % (spread + 1) : 0);
+}
+
 static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id)
 {
     uint64_t revision = 0;
-    bool reported = false, cleaned = false;
+    bool reported = false, cleaned = false, armed = false;
+    /* Only spreads timing; nothing depends on it being unpredictable. */
+    unsigned seed = (unsigned)(elastic__now_ms() ^ (uintptr_t)r ^ (unsigned)my_slot * 2654435761u);
     char prefix[64];
     while (still_wanted(r, generation, slot)) {
         rdzv__key_slot(prefix, sizeof prefix, generation, slot, "");
         /* Cleanup waits for the first quiet second, away from the rush of a
-         * re-formation. */
-        int slice = cleaned ? RDZV__WATCH_SLICE_MS : 1000;
+         * re-formation, and a large job's nodes spread theirs over a window
+         * that grows with the job (a quarter ms a node: 4 s at 16k nodes,
+         * whose 3 deletes each would otherwise reach the store at once). */
+        int slice = cleaned ? r->watch_slice_ms : cleanup_delay_ms(r, &seed);
         int rc = r->backend->ops->watch(r->backend, prefix, revision, slice, &revision);
         if (rc == ELASTIC_ETIMEDOUT) {
             if (!cleaned) clean_previous(r);
             cleaned = true;
             continue;
         }
-        /* Most wake-ups are the end broadcast: look for the end first. */
+        /* Most wake-ups are the end broadcast: look for the end first. The
+         * first watch of an area returns at once (its keys exist): the area
+         * says whether the end came already, one message instead of two. */
         elastic_rdzv_cause cause;
-        if (rc == 0) rc = rdzv__read_end(r, generation, &cause);
+        area_state area = { 0 };
+        bool area_read = false;
+        if (rc == 0 && armed) {
+            rc = rdzv__read_end(r, generation, &cause);
+        } else if (rc == 0) {
+            armed = true;
+            area_read = true;
+            rc = read_area(r, generation, slot, &area);
+            if (rc == 0)
+                rc = area.ended ? rdzv__read_end(r, generation, &cause) : ELASTIC_ENOTFOUND;
+        }
         if (rc == 0 && cause.kind == ELASTIC_RDZV_NODE_LOST &&
             strcmp(cause.node_id, r->node_id) == 0) {
             /* The others lost us (we were frozen or cut off) and moved on. */
@@ -147,8 +172,7 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
             rdzv__notify(r, generation, &cause);
             return;
         }
-        area_state area;
-        if (rc == ELASTIC_ENOTFOUND) rc = read_area(r, generation, slot, &area);
+        if (rc == ELASTIC_ENOTFOUND && !area_read) rc = read_area(r, generation, slot, &area);
         if (rc != 0) {
             ELASTIC_LOG_D("rdzv", "run %s: watch: %s", r->run_id, elastic_last_error());
             pause_after_error(r);
@@ -158,6 +182,7 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
         if (area.done) {
             if (skip_finished(r, generation, &slot, node_id) != 0) pause_after_error(r);
             revision = 0;
+            armed = false;
         } else if (!reported) {
             reported = true;
             report_lost(r, generation, node_id);
@@ -237,7 +262,7 @@ static void kick(elastic_rdzv *r, uint64_t generation, int area_slot, int my_slo
 
 void rdzv__monitor_unwatch(elastic_rdzv *r)
 {
-    uint64_t deadline = elastic__now_ms() + RDZV__WATCH_SLICE_MS + 1000;
+    uint64_t deadline = elastic__now_ms() + (uint64_t)r->watch_slice_ms + 1000;
     pthread_mutex_lock(&r->lock);
     r->watch_stop = true;
     while (r->watch_generation != 0 && elastic__now_ms() < deadline) {

@@ -90,18 +90,22 @@ int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__
     /* count >= slot: read it only when the slot does not settle the question. */
     int64_t count = hint->slot;
     if (prev_size == 0 && !hint->timer_fired && count < r->max_nodes) return 0;
+    bool ready = false;
+    if (prev_size > 0) {
+        /* Survivors first: all but the last one back stop here, without
+         * reading the count (every survivor back took a slot: count >= back). */
+        rc = survivors_ready(r, hint->round, prev_size, hint->back, hint->timer_fired,
+                             hint->joined_at_ms, &ready);
+        if (rc != 0 || !ready) return rc;
+        if (hint->back > count) count = hint->back;
+    }
     if (hint->timer_fired || count < r->min_nodes) {
         char key[64];
         rdzv__key_round(key, sizeof key, hint->round, "count");
         rc = rdzv__read_int(r, key, 0, &count);
         if (rc != 0 || count < r->min_nodes) return rc;
     }
-    bool ready;
-    if (prev_size > 0) {
-        rc = survivors_ready(r, hint->round, prev_size, hint->back, hint->timer_fired,
-                             hint->joined_at_ms, &ready);
-        if (rc != 0) return rc;
-    } else {
+    if (prev_size == 0) {
         /* First formation: at once at max_nodes, else the last call runs from
          * the arrival of node min_nodes (slots after it time out later). */
         ready = count >= r->max_nodes ||

@@ -203,9 +203,15 @@ typedef struct replica_service_opts {
 
 typedef struct replica_service_stats {
     uint64_t held_bytes;      /* the whole tier: own shards and replicas */
+    uint64_t own_bytes;       /* of which this node's own shards (ROOT/own) */
     uint64_t own_step;        /* newest committed own step (0: none) */
     uint64_t replicated_step; /* newest own step every target holds */
     uint64_t lag_ms;          /* from that step's commit to its last replica (last one) */
+    uint64_t committed_step;  /* the job's last memory-committed step this node knows (0: none) */
+    uint64_t committed_generation; /* the generation that wrote it */
+    uint64_t commit_lag_ms;   /* from its commit on this node to the job's record (last one) */
+    uint64_t rounds_missed;   /* rounds given up: no record in time */
+    unsigned targets;         /* peers that hold this node's copies (R, or fewer) */
     uint64_t replicas_in;     /* files received from peers */
     uint64_t push_failures;   /* pushes that failed (retried on the next step) */
     uint64_t disk_step;       /* newest step written to disk from memory */
@@ -221,12 +227,49 @@ int replica__service_set_peers(replica_service *s, const replica_peer *nodes, si
 /* A worker committed a memory step (or the agent's tick): look for new steps now. */
 void replica__service_kick(replica_service *s);
 void replica__service_stats(replica_service *s, replica_service_stats *out);
+/* The generation the job entered, once its restore step is agreed: with a
+ * store (a handle the service clones and keeps), the node takes part in the
+ * job-wide memory commit (commit.c) for `world` nodes; NULL: none (each
+ * node pushes its newest step, nothing is memory-committed). The restored
+ * step (0: none) is the generation's first committed step: every node
+ * restored it, and retention keeps it until a newer one is committed. */
+int replica__service_set_generation(replica_service *s, elastic_store *store, uint64_t generation,
+                                    int world, uint64_t restored_step,
+                                    uint64_t restored_generation);
+/* The job's history as this node knows it (the fence of restore plans:
+ * sync.c carries it in every node's record, so a job store that lost it —
+ * etcd's per-generation store — gets it back from the survivors). */
+#define REPLICA_HISTORY_MAX 256u
+void replica__service_history_record(replica_service *s, const ckpt_generation_start *g);
+size_t replica__service_history(replica_service *s, ckpt_generation_start *out, size_t max);
 /* Waits (until the deadline) for `step` to have all its replicas; 0 or ELASTIC_ETIMEDOUT. */
 int replica__service_wait_replicated(replica_service *s, uint64_t step, uint64_t deadline_ms);
+/* Waits (until the deadline) for the job's memory-commit record of `step`
+ * or a later one to reach this node; 0 or ELASTIC_ETIMEDOUT. */
+int replica__service_wait_committed(replica_service *s, uint64_t step, uint64_t deadline_ms);
 /* Stops the threads and removes the tier (its memory is freed). */
 void replica__service_stop(replica_service *s);
 const char *replica__service_root(const replica_service *s);
 const char *replica__service_token(const replica_service *s);
+
+/* ---- the job-wide memory commit (commit.c) ------------------------------------- */
+
+/* Round `round` of `generation`: its step now (0: none proposed yet). */
+int replica__round_current(elastic_store *store, uint64_t generation, uint64_t round,
+                           uint64_t *step);
+/* Sets the round's step to `proposal` if it is still `expected` (0: none
+ * yet); *step: the round's step after the call, whoever set it. */
+int replica__round_propose(elastic_store *store, uint64_t generation, uint64_t round,
+                           uint64_t expected, uint64_t proposal, uint64_t *step);
+/* Counts this node in for the round (its shards of the round's step have
+ * their copies); the node that completes the count of `world` writes the
+ * round's record: *completed. */
+int replica__round_count_in(elastic_store *store, uint64_t generation, uint64_t round,
+                            uint64_t step, int world, bool *completed);
+/* The round's record, waiting up to wait_ms (0: not at all): its step, or
+ * ELASTIC_ETIMEDOUT / ELASTIC_ENOTFOUND while the round is not committed. */
+int replica__round_committed(elastic_store *store, uint64_t generation, uint64_t round,
+                             int wait_ms, uint64_t *step);
 
 /* ---- one restore step for the job (sync.c) --------------------------------------- */
 
@@ -244,6 +287,11 @@ typedef struct replica_sync_in {
     uint64_t generation;
     int group_rank, group_world_size;
     uint32_t first_rank, local_ranks; /* the ranks this node runs in the generation */
+    /* Ranks in the generation (0: not known). When the restore step had
+     * more, the departed ranks' shards are staged on every node too, so a
+     * resharding reader finds them in its own tier (memory held: the
+     * departed ranks' state once per node, until a newer step is committed). */
+    uint32_t job_world;
     const char *disk_dir;             /* a shared disk tier to count in, or NULL */
     int timeout_ms;                   /* for the other nodes' records; default 30000 */
 } replica_sync_in;
@@ -255,6 +303,7 @@ typedef struct replica_sync_rank {
 
 typedef struct replica_sync_out {
     bool planned;             /* false: no step has every shard (a fresh start, or too much lost) */
+    bool committed;           /* the step is memory-committed job-wide or on disk */
     uint64_t step;            /* the step every rank restores */
     char why[512];            /* what the plan passed over, or why there is none */
     replica_sync_rank *ranks; /* local_ranks entries; free() */

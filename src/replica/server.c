@@ -61,14 +61,19 @@ static void spare_path(const char *dir, uint32_t rank, char *out, size_t cap)
 }
 
 /* Keeps the newest steps-1 step directories of an origin before a new one
- * starts: with the new one, K steps. Their shard files become spares. */
+ * starts: with the new one, K steps; and the steps the tier's keep file pins
+ * (the job's last memory-committed step: memtier.h). The others' shard files
+ * become spares. */
 static void prune_origin(const replica_server *s, const char *dir)
 {
     uint64_t *steps = NULL;
     size_t n = 0;
     if (ckpt__scan_steps(dir, &steps, &n) != 0) return;
+    uint64_t pinned[CKPT_MEM_KEEP_MAX];
+    size_t n_pinned = ckpt__mem_keep_read(s->root, pinned);
     size_t keep = s->tier.steps - 1;
     for (size_t i = 0; i + keep < n; i++) {
+        if (ckpt__mem_keep_has(pinned, n_pinned, steps[i])) continue;
         char step_dir[PATH_MAX], from[PATH_MAX + 300], to[PATH_MAX + 64];
         ckpt__step_dir(dir, steps[i], step_dir, sizeof step_dir);
         DIR *d = elastic__opendir(step_dir);

@@ -25,6 +25,12 @@
 
 #define POLL_MS     50 /* a scan of ROOT/own: a few directory reads */
 #define MAX_TARGETS 16
+/* A round of the memory commit that has no record by then is given up
+ * (some node could not take part: its copy of the step was gone). */
+#define ROUND_TIMEOUT_MS 10000
+/* A node that counted in waits this long on the record at a time, then
+ * looks whether the round's step was raised meanwhile. */
+#define RECORD_WAIT_MS 200
 
 typedef struct target {
     replica_peer peer;
@@ -45,7 +51,28 @@ struct replica_service {
     replica_service_stats stats;
     pthread_t replicator, disk;
     bool replicator_started, disk_started;
+    /* The generation's memory commit, set by set_generation and taken by
+     * the replicator (which alone uses and closes the store handles). */
+    bool generation_changed;
+    elastic_store *next_store;
+    uint64_t next_generation, next_restored;
+    int next_world;
+    ckpt_generation_start history[REPLICA_HISTORY_MAX];
+    size_t n_history;
 };
+
+/* The replicator's view of the memory commit (commit.c). */
+typedef struct round_state {
+    elastic_store *store; /* NULL: no job store: the newest step is pushed, nothing committed */
+    uint64_t generation;
+    int world;
+    uint64_t k;         /* the round being played, from 1 */
+    uint64_t step;      /* its step; 0: not proposed yet */
+    uint64_t prev;      /* the last round's step (or the restored one): the next is greater */
+    bool counted;       /* this node counted itself in */
+    uint64_t deadline;  /* when the round is given up */
+    uint64_t commit_ms; /* the step's commit on this node (wall clock) */
+} round_state;
 
 /* The newest step of ROOT/own with a commit record, and that record's time. */
 static uint64_t newest_committed(const replica_service *s, uint64_t *commit_wall_ms)
@@ -126,12 +153,173 @@ static bool push_everywhere(replica_service *s, target *targets, size_t n, uint6
     return all;
 }
 
+/* The round's steps, and the job's last committed one, pinned against
+ * every retention of the tier (memtier.h, the keep file). */
+static void pin(replica_service *s, const round_state *rs)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t steps[2];
+    size_t n = 0;
+    if (s->stats.committed_step > 0) steps[n++] = s->stats.committed_step;
+    if (rs->step > 0 && rs->step != s->stats.committed_step) steps[n++] = rs->step;
+    pthread_mutex_unlock(&s->lock);
+    if (ckpt__mem_keep_write(s->root, steps, n) != 0)
+        ELASTIC_LOG_W("replica", "pinning the committed step: %s", elastic_last_error());
+}
+
+static bool step_committed_here(const replica_service *s, uint64_t step, uint64_t *commit_wall_ms)
+{
+    char own[PATH_MAX], step_dir[PATH_MAX], path[PATH_MAX + 64];
+    snprintf(own, sizeof own, "%s/" CKPT_MEM_OWN_DIR, s->root);
+    ckpt__step_dir(own, step, step_dir, sizeof step_dir);
+    snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
+    struct stat st;
+    if (stat(path, &st) != 0) return false;
+    *commit_wall_ms = (uint64_t)st.st_mtim.tv_sec * 1000u + (uint64_t)st.st_mtim.tv_nsec / 1000000u;
+    return true;
+}
+
+static void replicated(replica_service *s, uint64_t step, uint64_t commit_ms)
+{
+    pthread_mutex_lock(&s->lock);
+    if (step > s->stats.replicated_step) s->stats.replicated_step = step;
+    uint64_t now = wall_ms();
+    s->stats.lag_ms = now > commit_ms ? now - commit_ms : 0;
+    pthread_cond_broadcast(&s->progress);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void next_round(replica_service *s, round_state *rs)
+{
+    rs->prev = rs->step;
+    rs->k++;
+    rs->step = 0;
+    rs->counted = false;
+    pin(s, rs);
+}
+
+/* Without a job store: each new committed own step goes to every target.
+ * True when there is nothing to do until kicked. */
+static bool push_newest(replica_service *s, target *targets, size_t n)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t replicated_step = s->stats.replicated_step;
+    pthread_mutex_unlock(&s->lock);
+    uint64_t commit_ms = 0, newest = newest_committed(s, &commit_ms);
+    bool done = newest > replicated_step && (n == 0 || push_everywhere(s, targets, n, newest));
+    if (done) replicated(s, newest, commit_ms);
+    pthread_mutex_lock(&s->lock);
+    if (!done && newest > replicated_step) s->stats.push_failures++;
+    pthread_mutex_unlock(&s->lock);
+    return !done;
+}
+
+/* Writes the keep file with `extra` pinned besides the committed step
+ * (before proposing it: retention must not evict it meanwhile). */
+static void pin_also(replica_service *s, uint64_t extra)
+{
+    round_state one = { .step = extra };
+    pin(s, &one);
+}
+
+/* The round's step as this node plays it: learned, proposed (none yet:
+ * our newest), or raised (we are past it and no longer hold it: our
+ * newest). 0 when the store did not answer. */
+static uint64_t round_target(replica_service *s, round_state *rs, uint64_t newest)
+{
+    uint64_t current = 0, commit_ms = 0;
+    if (replica__round_current(rs->store, rs->generation, rs->k, &current) != 0) {
+        ELASTIC_LOG_D("replica", "memory commit round %" PRIu64 ": %s", rs->k,
+                      elastic_last_error());
+        return 0;
+    }
+    bool lacking = current > 0 && current < newest && !step_committed_here(s, current, &commit_ms);
+    if ((current == 0 || lacking) && newest > rs->prev) {
+        pin_also(s, newest);
+        if (replica__round_propose(rs->store, rs->generation, rs->k, current, newest, &current) !=
+            0) {
+            ELASTIC_LOG_D("replica", "memory commit round %" PRIu64 ": %s", rs->k,
+                          elastic_last_error());
+            return 0;
+        }
+    }
+    return current;
+}
+
+/* One turn of the memory commit's current round (commit.c): learn,
+ * propose or raise its step, push that step when this node has it, count
+ * in, look for the record. True when there is nothing to do until kicked. */
+static bool play_round(replica_service *s, round_state *rs, target *targets, size_t n)
+{
+    uint64_t newest = newest_committed(s, NULL);
+    if (rs->step == 0 && newest <= rs->prev) return true; /* nothing newer than the last round */
+    uint64_t want = round_target(s, rs, newest);
+    if (want == 0) return true;
+    if (want != rs->step) { /* a new step for the round: progress, the clock starts again */
+        rs->step = want;
+        rs->counted = false;
+        rs->deadline = elastic__deadline_ms(ROUND_TIMEOUT_MS);
+        pin(s, rs);
+    }
+    uint64_t commit_ms = 0;
+    if (!rs->counted && step_committed_here(s, rs->step, &commit_ms)) {
+        if (n == 0 || push_everywhere(s, targets, n, rs->step)) {
+            replicated(s, rs->step, commit_ms);
+            rs->commit_ms = commit_ms;
+            bool completed = false;
+            if (replica__round_count_in(rs->store, rs->generation, rs->k, rs->step, rs->world,
+                                        &completed) == 0)
+                rs->counted = true;
+            else
+                ELASTIC_LOG_W("replica", "memory commit of step %" PRIu64 ": %s", rs->step,
+                              elastic_last_error());
+        } else {
+            pthread_mutex_lock(&s->lock);
+            s->stats.push_failures++;
+            pthread_mutex_unlock(&s->lock);
+        }
+    }
+    int left = elastic__ms_left(rs->deadline);
+    uint64_t step = 0;
+    int wait = rs->counted ? (left < RECORD_WAIT_MS ? left : RECORD_WAIT_MS) : 0;
+    int rc = replica__round_committed(rs->store, rs->generation, rs->k, wait, &step);
+    if (rc == 0) {
+        pthread_mutex_lock(&s->lock);
+        if (step > s->stats.committed_step) {
+            s->stats.committed_step = step;
+            s->stats.committed_generation = rs->generation;
+        }
+        uint64_t now = wall_ms();
+        s->stats.commit_lag_ms =
+            step == rs->step && rs->commit_ms > 0 && now > rs->commit_ms ? now - rs->commit_ms : 0;
+        pthread_cond_broadcast(&s->progress);
+        pthread_mutex_unlock(&s->lock);
+        rs->step = step;
+        next_round(s, rs);
+        return false;
+    }
+    if (left == 0) {
+        ELASTIC_LOG_W("replica",
+                      "memory commit round %" PRIu64 " (step %" PRIu64
+                      ") has no record after %d ms: %s; the next round starts",
+                      rs->k, rs->step, ROUND_TIMEOUT_MS,
+                      rs->counted ? "some node did not count in" : "this node lacked the step");
+        pthread_mutex_lock(&s->lock);
+        s->stats.rounds_missed++;
+        pthread_mutex_unlock(&s->lock);
+        next_round(s, rs);
+        return false;
+    }
+    return !rs->counted; /* counted: the wait for the record was the pause */
+}
+
 static void *replicator_main(void *arg)
 {
     replica_service *s = arg;
     target local[MAX_TARGETS];
     size_t n_local = 0;
     unsigned seen = 0;
+    round_state rs = { 0 };
     pthread_mutex_lock(&s->lock);
     while (!s->stopping) {
         if (s->targets_changed) { /* new placement: connections to the old targets go */
@@ -140,25 +328,32 @@ static void *replicator_main(void *arg)
             for (size_t i = 0; i < n_local; i++) local[i] = (target){ .peer = s->targets[i].peer };
             s->targets_changed = false;
         }
-        uint64_t replicated = s->stats.replicated_step;
+        elastic_store *old = NULL;
+        bool fresh = s->generation_changed;
+        if (fresh) { /* a new generation: its rounds start at 1 */
+            old = rs.store;
+            rs = (round_state){ .store = s->next_store,
+                                .generation = s->next_generation,
+                                .world = s->next_world,
+                                .k = 1,
+                                .prev = s->next_restored };
+            s->next_store = NULL;
+            s->generation_changed = false;
+        }
         pthread_mutex_unlock(&s->lock);
-        uint64_t commit_ms = 0, newest = newest_committed(s, &commit_ms);
-        bool done =
-            newest > replicated && (n_local == 0 || push_everywhere(s, local, n_local, newest));
+        if (old != NULL) elastic_store_close(old);
+        if (fresh) pin(s, &rs); /* the restored step, until a round commits */
+        uint64_t newest = newest_committed(s, NULL);
+        bool idle =
+            rs.store != NULL ? play_round(s, &rs, local, n_local) : push_newest(s, local, n_local);
         pthread_mutex_lock(&s->lock);
         s->stats.own_step = newest > s->stats.own_step ? newest : s->stats.own_step;
-        if (done) {
-            s->stats.replicated_step = newest;
-            uint64_t now = wall_ms();
-            s->stats.lag_ms = now > commit_ms ? now - commit_ms : 0;
-            pthread_cond_broadcast(&s->progress);
-        } else if (newest > replicated) {
-            s->stats.push_failures++;
-        }
-        if (!done) wait_for_work(s, &seen);
+        s->stats.targets = (unsigned)n_local;
+        if (idle) wait_for_work(s, &seen);
     }
     pthread_mutex_unlock(&s->lock);
     for (size_t i = 0; i < n_local; i++) replica__close(local[i].conn);
+    elastic_store_close(rs.store);
     return NULL;
 }
 
@@ -228,6 +423,7 @@ static void *disk_main(void *arg)
 
 static void service_free(replica_service *s)
 {
+    elastic_store_close(s->next_store);
     replica__server_stop(s->server);
     if (s->root) ckpt__mem_tier_remove(s->root);
     pthread_mutex_destroy(&s->lock);
@@ -324,6 +520,58 @@ int replica__service_set_peers(replica_service *s, const replica_peer *nodes, si
     return 0;
 }
 
+int replica__service_set_generation(replica_service *s, elastic_store *store, uint64_t generation,
+                                    int world, uint64_t restored_step, uint64_t restored_generation)
+{
+    if (world < 1) return elastic__fail(ELASTIC_EINVAL, "memory commit: world %d", world);
+    elastic_store *mine = NULL;
+    if (store != NULL) {
+        int rc = elastic_store_clone(store, "", &mine);
+        if (rc != 0) return rc;
+    }
+    pthread_mutex_lock(&s->lock);
+    elastic_store *untaken = s->next_store;
+    s->next_store = mine;
+    s->next_generation = generation;
+    s->next_world = world;
+    s->next_restored = restored_step;
+    s->generation_changed = true;
+    /* Every node restored this step: the generation's first committed one. */
+    s->stats.committed_step = restored_step;
+    s->stats.committed_generation = restored_step > 0 ? restored_generation : 0;
+    s->kicks++;
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    elastic_store_close(untaken); /* a generation the replicator never saw */
+    return 0;
+}
+
+void replica__service_history_record(replica_service *s, const ckpt_generation_start *g)
+{
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n_history; i++) {
+        if (s->history[i].generation != g->generation) continue;
+        s->history[i] = *g;
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
+    if (s->n_history == REPLICA_HISTORY_MAX) { /* the oldest goes */
+        memmove(s->history, s->history + 1, (REPLICA_HISTORY_MAX - 1) * sizeof *s->history);
+        s->n_history--;
+    }
+    s->history[s->n_history++] = *g;
+    pthread_mutex_unlock(&s->lock);
+}
+
+size_t replica__service_history(replica_service *s, ckpt_generation_start *out, size_t max)
+{
+    pthread_mutex_lock(&s->lock);
+    size_t n = s->n_history < max ? s->n_history : max;
+    memcpy(out, s->history + (s->n_history - n), n * sizeof *out);
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
 void replica__service_kick(replica_service *s)
 {
     pthread_mutex_lock(&s->lock);
@@ -338,14 +586,19 @@ void replica__service_stats(replica_service *s, replica_service_stats *out)
     *out = s->stats;
     pthread_mutex_unlock(&s->lock);
     out->held_bytes = ckpt__mem_usage(s->root);
+    char own[PATH_MAX];
+    snprintf(own, sizeof own, "%s/" CKPT_MEM_OWN_DIR, s->root);
+    out->own_bytes = ckpt__mem_usage(own);
     replica__server_counts(s->server, &out->replicas_in, NULL, NULL);
 }
 
-int replica__service_wait_replicated(replica_service *s, uint64_t step, uint64_t deadline_ms)
+/* Waits on `progress` until *field reaches `step`. Called unlocked. */
+static int wait_progress(replica_service *s, const uint64_t *field, uint64_t step,
+                         uint64_t deadline_ms)
 {
     pthread_mutex_lock(&s->lock);
     int rc = 0;
-    while (s->stats.replicated_step < step && rc == 0) {
+    while (*field < step && rc == 0) {
         int left = elastic__ms_left(deadline_ms);
         if (left == 0) {
             rc = ELASTIC_ETIMEDOUT;
@@ -360,7 +613,19 @@ int replica__service_wait_replicated(replica_service *s, uint64_t step, uint64_t
         pthread_cond_timedwait(&s->progress, &s->lock, &until);
     }
     pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int replica__service_wait_replicated(replica_service *s, uint64_t step, uint64_t deadline_ms)
+{
+    int rc = wait_progress(s, &s->stats.replicated_step, step, deadline_ms);
     return rc ? elastic__fail(rc, "step %" PRIu64 " not replicated in time", step) : 0;
+}
+
+int replica__service_wait_committed(replica_service *s, uint64_t step, uint64_t deadline_ms)
+{
+    int rc = wait_progress(s, &s->stats.committed_step, step, deadline_ms);
+    return rc ? elastic__fail(rc, "step %" PRIu64 " not memory-committed in time", step) : 0;
 }
 
 void replica__service_stop(replica_service *s)

@@ -33,6 +33,9 @@ typedef struct node_record {
     replica_peer peer;
     ckpt_copy *copies;
     size_t n_copies;
+    ckpt_step_ref committed;        /* the memory-commit record the node knows (step 0: none) */
+    ckpt_generation_start *history; /* the job's history as the node knows it */
+    size_t n_history;
 } node_record;
 
 /* ---- records --------------------------------------------------------------------- */
@@ -94,6 +97,24 @@ static int encode_record(const replica_sync_in *in, int port, bytes__buf *out)
     int len = snprintf(line, sizeof line, "node %s\nhost %s\nport %d\ndomain %s\n", in->node_name,
                        in->host, port, in->domain && *in->domain ? in->domain : "-");
     if (rc == 0) bytes__put(out, line, (size_t)len);
+    /* The memory-commit record it knows, and the history (the fence) it
+     * knows: a fresh job store (etcd's, per generation) gets both back. */
+    replica_service_stats stats;
+    replica__service_stats(in->service, &stats);
+    if (rc == 0 && stats.committed_step > 0) {
+        len = snprintf(line, sizeof line, "committed %" PRIu64 " %" PRIu64 "\n",
+                       stats.committed_step, stats.committed_generation);
+        bytes__put(out, line, (size_t)len);
+    }
+    ckpt_generation_start *history = rc == 0 ? calloc(REPLICA_HISTORY_MAX, sizeof *history) : NULL;
+    size_t n_history =
+        history != NULL ? replica__service_history(in->service, history, REPLICA_HISTORY_MAX) : 0;
+    for (size_t i = 0; i < n_history; i++) {
+        len = snprintf(line, sizeof line, "hist %" PRIu64 " %d %" PRIu64 "\n",
+                       history[i].generation, history[i].restored ? 1 : 0, history[i].restore_step);
+        bytes__put(out, line, (size_t)len);
+    }
+    free(history);
     for (size_t i = 0; rc == 0 && i < n_mem + n_disk; i++) {
         const ckpt_copy *c = i < n_mem ? &mem[i] : &disk[i - n_mem];
         len = snprintf(line, sizeof line,
@@ -126,6 +147,35 @@ static bool take_field(const char **p, const char *end, const char *key, char *v
     return true;
 }
 
+/* "committed <step> <generation>" or "hist <generation> <restored 0|1> <step>". */
+static int decode_step_line(const char *line, int group_rank, node_record *rec)
+{
+    char kind[12], f[3][24];
+    int used = 0;
+    uint64_t a, b, c;
+    if (sscanf(line, "%11s %23s %23s%n", kind, f[0], f[1], &used) == 3 && line[used] == '\0' &&
+        strcmp(kind, "committed") == 0) {
+        if (elastic__parse_u64(NULL, f[0], 1, UINT64_MAX - 1, &a) != 0 ||
+            elastic__parse_u64(NULL, f[1], 0, UINT64_MAX, &b) != 0)
+            return bad_record(group_rank, "bad committed line");
+        rec->committed = (ckpt_step_ref){ .step = a, .generation = b };
+        return 0;
+    }
+    if (sscanf(line, "%11s %23s %23s %23s%n", kind, f[0], f[1], f[2], &used) != 4 ||
+        line[used] != '\0' || strcmp(kind, "hist") != 0 ||
+        elastic__parse_u64(NULL, f[0], 0, UINT64_MAX, &a) != 0 ||
+        elastic__parse_u64(NULL, f[1], 0, 1, &b) != 0 ||
+        elastic__parse_u64(NULL, f[2], 0, UINT64_MAX, &c) != 0)
+        return bad_record(group_rank, "bad history line");
+    if (rec->n_history >= REPLICA_HISTORY_MAX) return bad_record(group_rank, "history too long");
+    if (rec->history == NULL &&
+        (rec->history = calloc(REPLICA_HISTORY_MAX, sizeof *rec->history)) == NULL)
+        return elastic__fail(ELASTIC_ENOMEM, "memory tier record");
+    rec->history[rec->n_history++] =
+        (ckpt_generation_start){ .generation = a, .restored = b == 1, .restore_step = c };
+    return 0;
+}
+
 static int decode_record(const char *text, size_t len, int group_rank, node_record *rec)
 {
     const char *p = text, *end = text + len;
@@ -148,8 +198,13 @@ static int decode_record(const char *text, size_t len, int group_rank, node_reco
         memcpy(line, p, (size_t)(nl - p));
         line[nl - p] = '\0';
         p = nl + 1;
-        char kind[8], f[5][24];
+        char kind[12], f[5][24];
         int used = 0;
+        if (strncmp(line, "committed ", 10) == 0 || strncmp(line, "hist ", 5) == 0) {
+            int rc = decode_step_line(line, group_rank, rec);
+            if (rc) return rc;
+            continue;
+        }
         if (sscanf(line, "%7s %23s %23s %23s %23s %23s%n", kind, f[0], f[1], f[2], f[3], f[4],
                    &used) != 6 ||
             line[used] != '\0')
@@ -240,34 +295,69 @@ static void append_history(elastic_store *store, const ckpt_generation_start *hi
     bytes__buf_free(&out);
 }
 
-/* The job goes back to `step`: what this tier holds beyond it is a history
- * the job left (the trainer will save those step numbers again). */
-static void drop_newer(const char *dir, uint64_t step)
+/* What a tier keeps of its steps at a generation's start: none newer than
+ * the plan's (the job goes back to it: the trainer saves those numbers
+ * again) and none the fence refuses (written by a generation whose steps a
+ * later one went back on: a node cut off and back holds such copies; a
+ * worker restoring on its own must never find them). */
+typedef struct drop_rule {
+    const ckpt_plan_input *fence;
+    bool planned;
+    uint64_t plan_step;
+} drop_rule;
+
+/* The generation that wrote a step directory (its commit record's). */
+static bool step_generation(const char *step_dir, uint64_t *generation)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
+    uint8_t *raw = NULL;
+    size_t len = 0;
+    ckpt_commit_record r;
+    if (ckpt__read_small_file(path, 32u + 16u * CKPT_MAX_WORLD + 8u, &raw, &len) != 0) return false;
+    int decoded = ckpt__commit_decode(raw, len, &r);
+    free(raw);
+    if (decoded != 0) return false;
+    *generation = r.generation;
+    ckpt__commit_free(&r);
+    return true;
+}
+
+static void drop_steps(const char *dir, const drop_rule *rule)
 {
     uint64_t *steps = NULL;
     size_t n = 0;
     if (ckpt__scan_steps(dir, &steps, &n) != 0) return;
     for (size_t i = 0; i < n; i++) {
-        if (steps[i] <= step) continue;
         char step_dir[PATH_MAX];
         ckpt__step_dir(dir, steps[i], step_dir, sizeof step_dir);
+        uint64_t generation = 0;
+        bool newer = rule->planned && steps[i] > rule->plan_step;
+        bool fenced = step_generation(step_dir, &generation) &&
+                      !ckpt__plan_copy_usable(rule->fence, steps[i], generation);
+        if (!newer && !fenced) continue;
+        if (fenced)
+            ELASTIC_LOG_I("replica",
+                          "dropping step %" PRIu64 " of generation %" PRIu64
+                          " from %s: a history the job left",
+                          steps[i], generation, dir);
         ckpt__remove_step_dir(step_dir);
     }
     free(steps);
 }
 
-static void drop_newer_everywhere(const char *root, uint64_t step)
+static void drop_everywhere(const char *root, const drop_rule *rule)
 {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/" CKPT_MEM_OWN_DIR, root);
-    drop_newer(dir, step);
+    drop_steps(dir, rule);
     snprintf(dir, sizeof dir, "%s/" CKPT_MEM_PEER_DIR, root);
     DIR *d = elastic__opendir(dir);
     for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
         if (!replica__node_name_ok(e->d_name)) continue;
         char sub[PATH_MAX + 300];
         snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-        drop_newer(sub, step);
+        drop_steps(sub, rule);
     }
     if (d) closedir(d);
 }
@@ -295,8 +385,27 @@ static int dial_record(void *p, uint32_t node, replica_conn **out)
 
 static void free_records(node_record *records, size_t n)
 {
-    for (size_t i = 0; i < n; i++) free(records[i].copies);
+    for (size_t i = 0; i < n; i++) {
+        free(records[i].copies);
+        free(records[i].history);
+    }
     free(records);
+}
+
+/* The history the store has, completed with what the live nodes know
+ * (generations before `generation` only; one entry per generation). */
+static size_t merge_history(ckpt_generation_start *history, size_t n, const node_record *records,
+                            size_t n_records, uint64_t generation)
+{
+    for (size_t i = 0; i < n_records; i++) {
+        for (size_t j = 0; j < records[i].n_history && n < MAX_HISTORY_LINES; j++) {
+            const ckpt_generation_start *g = &records[i].history[j];
+            bool known = g->generation >= generation;
+            for (size_t k = 0; k < n && !known; k++) known = history[k].generation == g->generation;
+            if (!known) history[n++] = *g;
+        }
+    }
+    return n;
 }
 
 int replica__sync_generation(elastic_store *store, const replica_sync_in *in, replica_sync_out *out)
@@ -343,6 +452,14 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in, re
     char *raw_history = NULL;
     if (rc == 0) rc = read_history(store, in->generation, &history, &n_history, &raw_history);
     free(raw_history);
+    if (rc == 0 && history == NULL &&
+        (history = calloc(MAX_HISTORY_LINES, sizeof *history)) == NULL)
+        rc = elastic__fail(ELASTIC_ENOMEM, "history");
+    if (rc == 0) n_history = merge_history(history, n_history, records, n, in->generation);
+    ckpt_step_ref *committed = rc == 0 ? calloc(n, sizeof *committed) : NULL;
+    size_t n_committed = 0;
+    for (size_t i = 0; committed != NULL && i < n; i++)
+        if (records[i].committed.step > 0) committed[n_committed++] = records[i].committed;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) total += records[i].n_copies;
     ckpt_copy *all = rc == 0 ? malloc((total ? total : 1) * sizeof *all) : NULL;
@@ -355,16 +472,26 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in, re
     ckpt_plan plan = { 0 };
     ckpt_plan_input pin = { .copies = all,
                             .n_copies = total,
+                            .committed = committed,
+                            .n_committed = n_committed,
                             .history = history,
                             .n_history = n_history,
                             .generation = in->generation };
     if (rc == 0) rc = ckpt__plan_restore(&pin, &plan);
     free(all);
+    free(committed);
     if (rc == 0 && in->group_rank == 0)
         append_history(store, history, n_history, &plan, in->generation);
-    free(history);
+    for (size_t i = 0; rc == 0 && i < n_history; i++)
+        replica__service_history_record(in->service, &history[i]);
+    if (rc == 0)
+        replica__service_history_record(
+            in->service, &(ckpt_generation_start){ .generation = in->generation,
+                                                   .restored = plan.found,
+                                                   .restore_step = plan.found ? plan.step : 0 });
     if (rc == 0) {
         out->planned = plan.found;
+        out->committed = plan.committed;
         out->step = plan.step;
         snprintf(out->why, sizeof out->why, "%s", plan.why);
     }
@@ -389,9 +516,41 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in, re
             snprintf(out->ranks[i].node, sizeof out->ranks[i].node, "%s",
                      records[got.node].peer.name);
     }
+    /* 6. departed ranks (a smaller world): readable on every node, for resharding */
+    for (uint32_t rank = in->job_world;
+         rc == 0 && plan.found && in->job_world > 0 && rank < plan.world; rank++) {
+        replica_restored got;
+        if (replica__stage_shard(replica__service_root(in->service), &plan, rank,
+                                 (uint32_t)in->group_rank, &dialer,
+                                 elastic__deadline_ms(timeout_ms), &got) != 0)
+            ELASTIC_LOG_W("replica", "departed rank %" PRIu32 " of step %" PRIu64 ": %s", rank,
+                          plan.step, elastic_last_error());
+    }
     /* Steps newer than the plan's are never among its copies, so no peer's
      * staging can be fetching them: they go. */
-    if (rc == 0 && plan.found) drop_newer_everywhere(replica__service_root(in->service), plan.step);
+    if (rc == 0) {
+        /* The fence including this generation's own start. */
+        ckpt_generation_start *fence = calloc(n_history + 1, sizeof *fence);
+        if (fence != NULL) {
+            memcpy(fence, history, n_history * sizeof *fence);
+            fence[n_history] = (ckpt_generation_start){ .generation = in->generation,
+                                                        .restored = plan.found,
+                                                        .restore_step = plan.step };
+            ckpt_plan_input rule_in = { .history = fence,
+                                        .n_history = n_history + 1,
+                                        .generation = in->generation };
+            drop_rule rule = { &rule_in, plan.found, plan.step };
+            drop_everywhere(replica__service_root(in->service), &rule);
+            free(fence);
+        }
+    }
+    free(history);
+    /* The generation's memory commit starts from the step every node
+     * restored; without a plan (a failed sync) there is none. */
+    int set = replica__service_set_generation(in->service, rc == 0 ? store : NULL, in->generation,
+                                              in->group_world_size, plan.found ? plan.step : 0,
+                                              plan.generation);
+    if (rc == 0) rc = set;
     ckpt__plan_free(&plan);
     free_records(records, n);
     return rc;

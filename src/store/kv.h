@@ -34,6 +34,7 @@ struct store__lease {
     void *timer;              /* the server's expiry timer */
     store__lease *owner_next; /* the owner's list of leases */
     store__entry *entries;
+    uint32_t grace_ms; /* expiry put off so far while the owner's input waited unread */
 };
 
 /* Called after every change (deleted: the key is gone), in revision order. */

@@ -8,24 +8,48 @@
  */
 #include "support/agent_harness.h"
 #include "support/elasticrun_args.h"
+#include "common/http.h"
+#include "common/prom.h"
 #include "test.h"
+
+#include "common/clock.h"
 
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
-static int tiers_in_dev_shm(void)
+/* Whether agent `pid`'s tier (/dev/shm/elastic-mem-<pid>-*) is still
+ * there. Per agent: other jobs on the machine have tiers of their own. */
+static bool tier_left(pid_t pid)
 {
+    char mine[64];
+    snprintf(mine, sizeof mine, "elastic-mem-%d-", (int)pid);
     DIR *d = opendir("/dev/shm");
-    int n = 0;
-    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
-        char mine[64];
-        snprintf(mine, sizeof mine, "elastic-mem-");
-        n += strncmp(e->d_name, mine, strlen(mine)) == 0;
-    }
+    bool found = false;
+    for (struct dirent *e; d != NULL && !found && (e = readdir(d)) != NULL;)
+        found = strncmp(e->d_name, mine, strlen(mine)) == 0;
     if (d) closedir(d);
-    return n;
+    return found;
+}
+
+static pid_t spawned[8]; /* the agents this test started */
+static int n_spawned;
+
+static void no_tier_left(void)
+{
+    for (int i = 0; i < n_spawned; i++)
+        if (tier_left(spawned[i])) FAIL("agent %d left its tier in /dev/shm", (int)spawned[i]);
+}
+
+/* "key":<integer> in a JSON line; -1 without it. */
+static long json_int(const char *line, const char *key)
+{
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    const char *at = strstr(line, pattern);
+    return at != NULL ? strtol(at + strlen(pattern), NULL, 10) : -1;
 }
 
 static char *run(const char *name, bool kill_one, char *events, size_t events_cap)
@@ -47,6 +71,7 @@ static char *run(const char *name, bool kill_one, char *events, size_t events_ca
                         "20", "--ckpt-every", "50", "--memory-every", "1", "--state-mib", "2",
                         "--result", result);
     pid_t agent = elasticrun_args_spawn(&cmd, NULL, name);
+    spawned[n_spawned++] = agent;
     if (kill_one) {
         /* Past the disk checkpoint at 50 (rank 0 says so on its stdout): the
          * steps after it are only in memory. */
@@ -60,7 +85,6 @@ static char *run(const char *name, bool kill_one, char *events, size_t events_ca
 
 TEST_TIMEOUT(agent_memory_ckpt_worker_crash_restores_from_local_memory, 240)
 {
-    int tiers_before = tiers_in_dev_shm();
     char events[700], clean_events[700];
     char *faulty = run("faulty", true, events, sizeof events);
     char *clean = run("clean", false, clean_events, sizeof clean_events);
@@ -87,7 +111,232 @@ TEST_TIMEOUT(agent_memory_ckpt_worker_crash_restores_from_local_memory, 240)
     /* The clean run restored nothing. */
     const char *none[] = { "\"event\":\"checkpoint_restored\"", NULL };
     ASSERT_EQ(agent_harness_wait_lines(clean_events, none, 1, 0), 0);
-    ASSERT_EQ(tiers_in_dev_shm(), tiers_before);
+    no_tier_left();
     free(faulty);
     free(clean);
+}
+
+/* A standalone job of one rank with the memory tier; `extra` elasticrun or
+ * trainer flags are appended to the trainer's. Returns the agent's pid. */
+static pid_t spawn_one(const char *dir_name, const char *name, const char *limit, int steps,
+                       int state_mib, char *events, size_t events_cap)
+{
+    char dir[512], ckpt[600], result[600], steps_text[16], state_text[16];
+    agent_harness_path(dir, sizeof dir, dir_name);
+    mkdir(dir, 0755);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir);
+    snprintf(result, sizeof result, "%s/result.txt", dir);
+    mkdir(ckpt, 0755);
+    snprintf(events, events_cap, "%s/%s.events.jsonl", dir, name);
+    snprintf(steps_text, sizeof steps_text, "%d", steps);
+    snprintf(state_text, sizeof state_text, "%d", state_mib);
+    char trainer[1024];
+    snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "1", "--max-restarts", "0",
+                        "--memory-ckpt", "--memory-ckpt-limit", limit, "--event-log", events,
+                        "--no-python", trainer, "--ckpt-dir", ckpt, "--steps", steps_text,
+                        "--step-ms", "20", "--ckpt-every", "40", "--memory-every", "1",
+                        "--state-mib", state_text, "--result", result);
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, name);
+    spawned[n_spawned++] = agent;
+    return agent;
+}
+
+/* The newest memory step the agent journaled (checkpoint_saved reports are
+ * the worker's latest, not every step), waiting until it is >= min_step. */
+static long wait_memory_step(const char *events, long min_step, int timeout_ms)
+{
+    const char *saved[] = { "\"event\":\"checkpoint_saved\"", "\"tier\":\"memory\"", NULL };
+    uint64_t deadline = elastic__deadline_ms(test_scaled_ms(timeout_ms));
+    for (;;) {
+        long newest = -1;
+        char line[2048];
+        for (int i = 0; agent_harness_nth_line(events, saved, i, line, sizeof line); i++) {
+            long step = json_int(line, "step");
+            if (step > newest) newest = step;
+        }
+        if (newest >= min_step || elastic__ms_left(deadline) == 0) return newest;
+        usleep(10000);
+    }
+}
+
+static char *result_of(const char *dir_name)
+{
+    char dir[512], result[600];
+    agent_harness_path(dir, sizeof dir, dir_name);
+    snprintf(result, sizeof result, "%s/result.txt", dir);
+    return agent_harness_read_file(result);
+}
+
+/* The tier is the agent's memory: an agent SIGKILLed with memory steps
+ * newer than the last disk step leaves nothing behind (its reaper removes
+ * the tier), and the agent started again on that node restores from disk,
+ * saying so, with the same final weights as a run without the fault. */
+TEST_TIMEOUT(agent_memory_ckpt_agent_restart_loses_its_memory_and_restores_from_disk, 240)
+{
+    char events[700], events2[700], clean_events[700];
+    pid_t agent = spawn_one("restart", "restart-1", "256M", 200, 1, events, sizeof events);
+    /* A memory step newer than the disk step at 40. */
+    long in_memory = wait_memory_step(events, 45, 60000);
+    ASSERT(in_memory >= 45);
+    ASSERT_EQ(kill(agent, SIGKILL), 0);
+    int status;
+    ASSERT(agent_harness_wait_exit(agent, 10000, &status));
+    /* The reaper removes the tier (its memory goes back to the node). */
+    uint64_t deadline = elastic__deadline_ms(test_scaled_ms(10000));
+    while (tier_left(agent) && elastic__ms_left(deadline) > 0) usleep(20000);
+    if (tier_left(agent)) FAIL("the SIGKILLed agent's tier is still in /dev/shm");
+    agent = spawn_one("restart", "restart-2", "256M", 200, 1, events2, sizeof events2);
+    ASSERT_EQ(agent_harness_exit_code(agent, 90000), 0);
+    /* The newest disk step at the kill: 40, or 80 on a slow machine. */
+    const char *restored[] = { "\"event\":\"checkpoint_restored\"", "\"source\":\"disk\"", NULL };
+    char line[2048];
+    ASSERT_EQ(agent_harness_wait_lines(events2, restored, 1, 1000), 1);
+    ASSERT(agent_harness_nth_line(events2, restored, 0, line, sizeof line));
+    long step = json_int(line, "step");
+    if (step <= 0 || step % 40 != 0) FAIL("restored step %ld: %s", step, line);
+    char console[600], said_text[64];
+    snprintf(console, sizeof console, "%s/restart-2.err", test_tmpdir());
+    snprintf(said_text, sizeof said_text, "resumed at step %ld from disk", step);
+    const char *said[] = { said_text, NULL };
+    ASSERT_EQ(agent_harness_wait_lines(console, said, 1, 1000), 1);
+    char *faulty = result_of("restart");
+    agent = spawn_one("restart-clean", "restart-clean", "256M", 200, 1, clean_events,
+                      sizeof clean_events);
+    ASSERT_EQ(agent_harness_exit_code(agent, 90000), 0);
+    char *clean = result_of("restart-clean");
+    ASSERT(faulty != NULL && clean != NULL);
+    ASSERT_STR_EQ(faulty, clean);
+    no_tier_left();
+    free(faulty);
+    free(clean);
+}
+
+/* The memory cap under the agent: a per-rank shard of 2 MiB in a tier of
+ * 1 MiB. Every memory save fails before it writes, with an error naming
+ * --memory-ckpt-limit; nothing is OOM-killed, the trainer goes on (its
+ * disk checkpoints still work) and ends with the same weights as a run
+ * whose tier has room. */
+TEST_TIMEOUT(agent_memory_ckpt_save_over_the_limit_fails_naming_the_flag_and_the_job_goes_on, 180)
+{
+    char events[700], roomy_events[700];
+    pid_t agent = spawn_one("capped", "capped", "1M", 80, 2, events, sizeof events);
+    ASSERT_EQ(agent_harness_exit_code(agent, 90000), 0);
+    char err[600];
+    snprintf(err, sizeof err, "%s/capped.err", test_tmpdir());
+    char *text = agent_harness_read_file(err);
+    ASSERT(text != NULL);
+    if (strstr(text, "memory checkpoint tier full (--memory-ckpt-limit 1048576 bytes") == NULL ||
+        strstr(text, "training goes on") == NULL)
+        FAIL("no error naming the limit in: %s", text);
+    free(text);
+    const char *in_memory[] = { "\"event\":\"checkpoint_saved\"", "\"tier\":\"memory\"", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(events, in_memory, 1, 0), 0);
+    const char *on_disk[] = { "\"event\":\"checkpoint_saved\"", "\"tier\":\"disk\"", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(events, on_disk, 2, 1000), 2);
+    agent = spawn_one("roomy", "roomy", "256M", 80, 2, roomy_events, sizeof roomy_events);
+    ASSERT_EQ(agent_harness_exit_code(agent, 90000), 0);
+    char *capped = result_of("capped"), *roomy = result_of("roomy");
+    ASSERT(capped != NULL && roomy != NULL);
+    ASSERT_STR_EQ(capped, roomy);
+    free(capped);
+    free(roomy);
+}
+
+/* One sample's value in a /metrics page: `name` with label kind=`kind`
+ * (NULL: the first sample of that name); -1 without it. */
+static double metric(const char *page, const char *name, const char *kind)
+{
+    char line[2048];
+    for (const char *p = page; *p != '\0';) {
+        size_t len = strcspn(p, "\n");
+        snprintf(line, sizeof line, "%.*s", (int)len, p);
+        p += len + (p[len] == '\n');
+        elastic__prom_sample s;
+        if (elastic__prom_parse_line(line, &s) < 0) FAIL("malformed metrics line: %s", line);
+        char value[32];
+        if (strcmp(s.name, name) == 0 &&
+            (kind == NULL || (elastic__prom_label(s.labels, "kind", value, sizeof value) &&
+                              strcmp(value, kind) == 0)))
+            return s.value;
+    }
+    return -1;
+}
+
+/* /metrics of the tier: two agents on this machine (a job store of the
+ * test's), one rank each, R = 1: each holds its own shards and its peer's
+ * copy, steps are memory-committed job-wide, and the lag is what is newer. */
+TEST_TIMEOUT(agent_memory_ckpt_metrics_show_memory_held_replicas_and_lag, 180)
+{
+    elastic_store_server *server;
+    ASSERT_OK(elastic_store_server_start(NULL, &server));
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
+    pid_t agents[2];
+    char trainer[1024]; /* test_example_path's buffer is reused */
+    snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
+    for (int i = 0; i < 2; i++) {
+        char name[32], dir[512], ckpt[600];
+        snprintf(name, sizeof name, "metrics-%d", i);
+        agent_harness_path(dir, sizeof dir, name);
+        mkdir(dir, 0755);
+        snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir);
+        mkdir(ckpt, 0755);
+        elasticrun_args cmd;
+        elasticrun_args_init(&cmd);
+        elasticrun_args_add(&cmd, "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend",
+                            "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "memory-metrics",
+                            "--rdzv-conf", "is_host=0,last_call_timeout=1", "--local-addr",
+                            "127.0.0.1", "--memory-ckpt", "--memory-ckpt-limit", "64M");
+        if (i == 0) elasticrun_args_add(&cmd, "--metrics-port", "0");
+        elasticrun_args_add(&cmd, "--no-python", trainer, "--ckpt-dir", ckpt, "--steps", "3000",
+                            "--step-ms", "20", "--ckpt-every", "100000", "--memory-every", "1",
+                            "--state-mib", "1");
+        agents[i] = elasticrun_args_spawn(&cmd, NULL, name);
+        spawned[n_spawned++] = agents[i];
+    }
+    char err[600], line[512], where[64];
+    snprintf(err, sizeof err, "%s/metrics-0.err", test_tmpdir());
+    const char *announced[] = { "metrics on http://", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(err, announced, 1, 60000), 1);
+    ASSERT(agent_harness_nth_line(err, announced, 0, line, sizeof line));
+    ASSERT_EQ(sscanf(strstr(line, "http://") + 7, "%63[^/]", where), 1);
+    elastic__text page = { 0 };
+    uint64_t deadline = elastic__deadline_ms(test_scaled_ms(90000));
+    double committed = -1;
+    while (elastic__ms_left(deadline) > 0) { /* until steps are memory-committed */
+        elastic__text_init(&page, 1 << 22);
+        int status = 0;
+        if (elastic__http_get(where, "/metrics", 5000, &page, &status) != 0 || status != 200) {
+            char *text = agent_harness_read_file(err);
+            FAIL("no /metrics at %s (status %d): %s", where, status, text ? text : "");
+        }
+        committed = metric(page.data, "elastic_memory_ckpt_step", "committed");
+        if (committed >= 10) break;
+        elastic__text_free(&page);
+        usleep(100000); /* the job's progress, not a synchronisation */
+    }
+    if (committed < 10) FAIL("no step memory-committed in time");
+    double own = metric(page.data, "elastic_memory_ckpt_step", "own");
+    ASSERT(own >= committed);
+    ASSERT_EQ(metric(page.data, "elastic_memory_ckpt_replication_lag_steps", NULL),
+              own - committed);
+    /* Own shards (1 MiB of per-rank state and more) and the peer's copies. */
+    ASSERT(metric(page.data, "elastic_memory_ckpt_held_bytes", "own") >= 1 << 20);
+    ASSERT(metric(page.data, "elastic_memory_ckpt_held_bytes", "replicas") >= 1 << 20);
+    ASSERT_EQ(metric(page.data, "elastic_memory_ckpt_limit_bytes", NULL), 64 << 20);
+    ASSERT_EQ(metric(page.data, "elastic_memory_ckpt_replica_peers", NULL), 1);
+    ASSERT(metric(page.data, "elastic_memory_ckpt_replica_files_received_total", NULL) > 0);
+    ASSERT(metric(page.data, "elastic_memory_ckpt_replication_lag_ms", "commit") >= 0);
+    ASSERT(metric(page.data, "elastic_memory_ckpt_failures_total", "round") >= 0);
+    elastic__text_free(&page);
+    for (int i = 0; i < 2; i++) kill(agents[i], SIGTERM);
+    for (int i = 0; i < 2; i++) {
+        int status;
+        ASSERT(agent_harness_wait_exit(agents[i], 30000, &status));
+    }
+    no_tier_left();
+    elastic_store_server_close(server);
 }

@@ -39,6 +39,25 @@ TEST_TIMEOUT(netns_memckpt_spare_restores_a_lost_nodes_rank_from_peer_memory, 18
     run_netns_script("memckpt_spare.sh");
 }
 
+/* The same on etcd: the plan through each generation's job store. */
+TEST_TIMEOUT(netns_memckpt_spare_on_etcd_restores_from_peer_memory, 180)
+{
+    if (!elastic_has_feature("etcd")) SKIP("built without etcd (ELASTIC_ETCD=0)");
+    run_netns_script("memckpt_spare_etcd.sh");
+}
+
+/* A partition during replication: the fenced node's copies are never used. */
+TEST_TIMEOUT(netns_memckpt_partition_during_replication_never_uses_the_fenced_nodes_copies, 300)
+{
+    run_netns_script("memckpt_partition.sh");
+}
+
+/* Two nodes lost with R = 1: no memory step is complete; disk, and why. */
+TEST_TIMEOUT(netns_memckpt_two_nodes_lost_fall_back_to_disk_and_say_why, 180)
+{
+    run_netns_script("memckpt_two_lost.sh");
+}
+
 TEST_TIMEOUT(netns_frozen_node_fences_on_thaw_and_rejoins, 120)
 {
     run_netns_script("freeze.sh");

@@ -5,24 +5,33 @@
 # is SIGKILLed: the survivors and the spare agree on one restore step, the
 # spare's rank comes back from its peer copy (peer memory), the others from
 # memory too, and the job finishes with every per-rank shard right.
+# MEMCKPT_BACKEND=etcd (memckpt_spare_etcd.sh): the rendezvous on etcd (on
+# h1), so the plan goes through each generation's job store.
 set -euo pipefail
 here=$(dirname "$0")
 NETNS_TAG=${NETNS_TAG:-memckpt}
+MEMCKPT_BACKEND=${MEMCKPT_BACKEND:-c10d}
 . "$here/netns.sh"
 . "$here/cluster.sh"
+. "$here/straggler_cluster.sh" # spare_start_etcd
 netns_skip_unless_able
 netns_setup 4
+[ "$MEMCKPT_BACKEND" = etcd ] && spare_start_etcd
 TRAINER=${ELASTIC_EXAMPLE_DIR:-$here/../../build/release/examples}/demo_trainer
 [ -x "$ELASTICRUN" ] && [ -x "$TRAINER" ] || { echo "FAIL: build first (make)" >&2; exit 1; }
 ckpt=$CLUSTER_DIR/ckpt
 mkdir -p "$ckpt"
 
 start_node() { # start_node I
-    local host=$1 conf="last_call_timeout=1,join_timeout=60"
-    [ "$host" = 1 ] && conf="$conf,is_host=1" || conf="$conf,is_host=0"
+    local host=$1 conf="last_call_timeout=1,join_timeout=60" endpoint="$(netns_addr 1):$CLUSTER_PORT"
+    if [ "$MEMCKPT_BACKEND" = etcd ]; then
+        endpoint="$(netns_addr 1):2379"
+        conf="$conf,keep_alive_interval=0.5,keep_alive_max_attempt=4"
+    elif [ "$host" = 1 ]; then conf="$conf,is_host=1"
+    else conf="$conf,is_host=0"; fi
     rm -f "$(cluster_events "$host")"
     netns_spawn "$host" "$(cluster_log "$host")" env ELASTIC_LOG_LEVEL=warn "$ELASTICRUN" \
-        --nnodes 3:3 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint "$(netns_addr 1):$CLUSTER_PORT" \
+        --nnodes 3:3 --nproc-per-node 1 --rdzv-backend "$MEMCKPT_BACKEND" --rdzv-endpoint "$endpoint" \
         --rdzv-id memckpt-job --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts 3 \
         --memory-ckpt --memory-ckpt-limit 256M --event-log "$(cluster_events "$host")" --no-python \
         "$TRAINER" --ckpt-dir "$ckpt" --steps 150 --step-ms 100 --ckpt-every 100000 \

@@ -12,6 +12,8 @@
 
 #include "common/clock.h"
 
+#include <sys/stat.h>
+
 #define TOKEN "sync-test-token"
 
 typedef struct node {
@@ -50,6 +52,7 @@ static void *sync_main(void *arg)
                            .group_world_size = n->world_nodes,
                            .first_rank = (uint32_t)n->group_rank,
                            .local_ranks = 1,
+                           .job_world = (uint32_t)n->world_nodes,
                            .timeout_ms = test_scaled_ms(20000) };
     n->rc = replica__sync_generation(n->store, &in, &n->out);
     return NULL;
@@ -163,6 +166,232 @@ TEST(ckpt_replica_sync_restores_a_lost_nodes_rank_on_the_spare_from_its_peer_cop
         free(all[i]->out.ranks);
         replica__service_stop(all[i]->service);
         elastic_store_close(all[i]->store);
+    }
+    elastic_store_server_close(f.server);
+}
+
+/* Every node's rank saves `step` at once (a global commit through the store). */
+static void save_on(node **nodes, uint32_t count, uint64_t step, uint64_t generation)
+{
+    saver savers[3];
+    pthread_t threads[3];
+    for (uint32_t r = 0; r < count; r++) {
+        savers[r] = (saver){
+            .n = nodes[r], .step = step, .generation = generation, .rank = r, .world = count
+        };
+        ASSERT_EQ(pthread_create(&threads[r], NULL, save_main, &savers[r]), 0);
+    }
+    for (uint32_t r = 0; r < count; r++) {
+        pthread_join(threads[r], NULL);
+        ASSERT_OK(savers[r].rc);
+        replica__service_kick(nodes[r]->service);
+    }
+}
+
+static void save_all(node **nodes, uint64_t step, uint64_t generation)
+{
+    save_on(nodes, 3, step, generation);
+}
+
+/* node `from`'s copies go nowhere from now on: its target's address is a closed port. */
+static void cut_replication(node *const *order, int from)
+{
+    replica_peer peers[3];
+    for (int i = 0; i < 3; i++) {
+        peers[i] = (replica_peer){ .port = replica__service_port(order[i]->service) };
+        snprintf(peers[i].name, sizeof peers[i].name, "%s", order[i]->name);
+        snprintf(peers[i].host, sizeof peers[i].host, "127.0.0.1");
+    }
+    peers[(from + 1) % 3].port = 1; /* its ring successor by name */
+    ASSERT_OK(replica__service_set_peers(order[from]->service, peers, 3, (size_t)from));
+}
+
+static bool own_step_held(const node *n, uint64_t step)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/own/step-%020llu/COMMIT", n->root, (unsigned long long)step);
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* The memory-commit record (K = 2): node-b is lost in the middle of
+ * replicating step 6 (its copies cannot reach node-c), after every node
+ * committed step 6 locally. Without the record each tier keeps only its
+ * newest step and no step would have every shard somewhere; with it step 5,
+ * the last memory-committed one, is kept everywhere and the whole job
+ * restores it, the spare from node-c's copy of node-b's shard. */
+TEST(ckpt_replica_sync_node_lost_mid_replication_restores_the_last_memory_committed_step)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 }, spare = { 0 };
+    node_start(&a, "node-a", &f);
+    node_start(&b, "node-b", &f);
+    node_start(&c, "node-c", &f);
+    node *gen1[] = { &a, &b, &c };
+    sync_all(gen1, 3, 1);
+    save_all(gen1, 5, 1);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    replica_service_stats stats;
+    replica__service_stats(a.service, &stats);
+    ASSERT_EQ(stats.committed_step, 5);
+    ASSERT_EQ(stats.committed_generation, 1);
+    ASSERT_EQ(stats.targets, 1);
+    /* node-b's copies now go nowhere. */
+    cut_replication(gen1, 1);
+    save_all(gen1, 6, 1);
+    /* node-a and node-c hold step 6 at their targets; node-b never will. */
+    ASSERT_OK(replica__service_wait_replicated(a.service, 6,
+                                               elastic__deadline_ms(test_scaled_ms(20000))));
+    ASSERT_OK(replica__service_wait_replicated(c.service, 6,
+                                               elastic__deadline_ms(test_scaled_ms(20000))));
+    replica__service_stats(a.service, &stats);
+    ASSERT_EQ(stats.committed_step, 5); /* step 6 is not memory-committed */
+    /* K = 2 keeps one committed step of its own: step 6; step 5 stays, pinned. */
+    ASSERT(own_step_held(&a, 6));
+    ASSERT(own_step_held(&a, 5));
+    ASSERT(own_step_held(&c, 5));
+    /* node-b is lost; the spare takes its place. */
+    free(b.out.ranks);
+    replica__service_stop(b.service);
+    elastic_store_close(b.store);
+    node_start(&spare, "node-spare", &f);
+    node *gen2[] = { &a, &spare, &c };
+    sync_all(gen2, 3, 2);
+    for (int i = 0; i < 3; i++) {
+        ASSERT(gen2[i]->out.planned);
+        ASSERT(gen2[i]->out.committed);
+        ASSERT_EQ(gen2[i]->out.step, 5);
+    }
+    /* Step 6 is complete nowhere (rank 1's copy died with node-b). */
+    ASSERT(strstr(a.out.why, "step 6") != NULL);
+    ASSERT(strstr(a.out.why, "rank 1") != NULL);
+    ASSERT_EQ(a.out.ranks[0].source, CHANNEL__RESTORE_LOCAL);
+    ASSERT_EQ(spare.out.ranks[0].source, CHANNEL__RESTORE_PEER);
+    ASSERT_STR_EQ(spare.out.ranks[0].node, "node-c");
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.shared_storage = 0;
+    char own[4200];
+    snprintf(own, sizeof own, "%s/own", spare.root);
+    elastic_ckpt *ck;
+    ASSERT_OK(elastic_ckpt_open(own, &o, &ck));
+    char why[512];
+    if (ckpt_test_check(ck, 5, 1, why, sizeof why) != 0) FAIL("spare: %s", why);
+    elastic_ckpt_close(ck);
+    /* Generation 2 starts from step 5, committed: every node knows it. */
+    replica__service_stats(spare.service, &stats);
+    ASSERT_EQ(stats.committed_step, 5);
+    node *all[] = { &a, &c, &spare };
+    for (int i = 0; i < 3; i++) {
+        free(all[i]->out.ranks);
+        replica__service_stop(all[i]->service);
+        elastic_store_close(all[i]->store);
+    }
+    elastic_store_server_close(f.server);
+}
+
+/* After a world-size change the departed ranks' shards are still readable:
+ * node-c leaves for good (3 ranks to 2) and both survivors' own tiers get
+ * rank 2's shard of the restore step, from the copy one of them holds, so a
+ * resharding reader (read_shard of a rank no longer in the world) finds it. */
+TEST(ckpt_replica_sync_departed_ranks_shards_stay_readable_after_the_world_shrinks)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 };
+    node_start(&a, "node-a", &f);
+    node_start(&b, "node-b", &f);
+    node_start(&c, "node-c", &f);
+    node *gen1[] = { &a, &b, &c };
+    sync_all(gen1, 3, 1);
+    save_all(gen1, 5, 1);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    free(c.out.ranks);
+    replica__service_stop(c.service);
+    elastic_store_close(c.store);
+    node *gen2[] = { &a, &b };
+    sync_all(gen2, 2, 2);
+    for (int i = 0; i < 2; i++) {
+        ASSERT(gen2[i]->out.planned);
+        ASSERT_EQ(gen2[i]->out.step, 5);
+        /* A reader of the new world (2 ranks) reads the departed rank 2. */
+        elastic_ckpt_opts o;
+        elastic_ckpt_opts_init(&o, sizeof o);
+        o.shared_storage = 0;
+        o.rank = (uint32_t)i;
+        o.world = 2;
+        o.generation = 2;
+        o.store = gen2[i]->store;
+        char own[4200], why[512];
+        snprintf(own, sizeof own, "%s/own", gen2[i]->root);
+        elastic_ckpt *ck;
+        ASSERT_OK(elastic_ckpt_open(own, &o, &ck));
+        if (ckpt_test_check(ck, 5, 2, why, sizeof why) != 0) FAIL("%s: %s", gen2[i]->name, why);
+        if (ckpt_test_check(ck, 5, (uint32_t)i, why, sizeof why) != 0)
+            FAIL("%s: %s", gen2[i]->name, why);
+        elastic_ckpt_close(ck);
+    }
+    for (int i = 0; i < 2; i++) {
+        free(gen2[i]->out.ranks);
+        replica__service_stop(gen2[i]->service);
+        elastic_store_close(gen2[i]->store);
+    }
+    elastic_store_server_close(f.server);
+}
+
+/* A partition during replication: node-c is cut off while step 6 is being
+ * replicated (its copy never arrives, so step 6 is not memory-committed);
+ * the job goes on without it from step 5 and saves step 6 again. node-c is
+ * back for generation 3 with its own generation-1 step 6: that copy belongs
+ * to a history the job left, so the plan ignores it (and says so) and
+ * node-c's tier drops it, where a worker restoring on its own would find it. */
+TEST(ckpt_replica_sync_a_fenced_nodes_copies_are_never_used)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 };
+    node_start(&a, "node-a", &f);
+    node_start(&b, "node-b", &f);
+    node_start(&c, "node-c", &f);
+    node *gen1[] = { &a, &b, &c };
+    sync_all(gen1, 3, 1);
+    save_all(gen1, 5, 1);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    cut_replication(gen1, 2);
+    save_all(gen1, 6, 1);
+    ASSERT(own_step_held(&c, 6));
+    /* Generation 2 without node-c (cut off): step 6 lacks rank 2's copy. */
+    node *gen2[] = { &a, &b };
+    sync_all(gen2, 2, 2);
+    ASSERT(a.out.planned);
+    ASSERT_EQ(a.out.step, 5);
+    save_on(gen2, 2, 6, 2);
+    for (int i = 0; i < 2; i++)
+        ASSERT_OK(replica__service_wait_committed(gen2[i]->service, 6,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    /* node-c is back. */
+    node *gen3[] = { &a, &b, &c };
+    sync_all(gen3, 3, 3);
+    for (int i = 0; i < 3; i++) {
+        ASSERT(gen3[i]->out.planned);
+        ASSERT_EQ(gen3[i]->out.step, 6);
+    }
+    if (strstr(c.out.why, "history the job left ignored") == NULL) FAIL("why: %s", c.out.why);
+    /* Generation 2's step 6 has two ranks: node-c's rank 2 has no shard in it. */
+    ASSERT_EQ(c.out.ranks[0].source, CHANNEL__RESTORE_NONE);
+    /* node-c's generation-1 step 6 is gone from its tier. */
+    ASSERT(!own_step_held(&c, 6));
+    for (int i = 0; i < 3; i++) {
+        free(gen3[i]->out.ranks);
+        replica__service_stop(gen3[i]->service);
+        elastic_store_close(gen3[i]->store);
     }
     elastic_store_server_close(f.server);
 }

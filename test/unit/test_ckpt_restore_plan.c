@@ -25,14 +25,26 @@ static ckpt_copy disk(uint64_t step, uint64_t gen, uint32_t world, uint32_t rank
     return c;
 }
 
+/* The memory-commit records the live nodes report (plan_of's input). */
+static ckpt_step_ref committed_refs[8];
+static size_t n_committed_refs;
+
+static void committed(uint64_t step, uint64_t gen)
+{
+    committed_refs[n_committed_refs++] = (ckpt_step_ref){ step, gen };
+}
+
 static ckpt_plan plan_of(const ckpt_copy *copies, size_t n, const ckpt_generation_start *history,
                          size_t n_history, uint64_t generation)
 {
     ckpt_plan_input in = { .copies = copies,
                            .n_copies = n,
+                           .committed = committed_refs,
+                           .n_committed = n_committed_refs,
                            .history = history,
                            .n_history = n_history,
                            .generation = generation };
+    n_committed_refs = 0; /* each plan states its own */
     ckpt_plan plan;
     ASSERT_OK(ckpt__plan_restore(&in, &plan));
     return plan;
@@ -57,7 +69,10 @@ TEST(ckpt_plan_picks_the_newest_complete_step_and_reads_own_memory_first)
     size_t n = ring_step(copies, 8, 1, live);
     n += ring_step(copies + n, 9, 1, live);
     for (uint32_t r = 0; r < 3; r++) copies[n++] = disk(5, 1, 3, r);
+    committed(8, 1);
+    committed(9, 1);
     ckpt_plan plan = plan_of(copies, n, NULL, 0, 1);
+    ASSERT(plan.committed);
     ASSERT(plan.found);
     ASSERT_EQ(plan.step, 9);
     ASSERT_EQ(plan.world, 3);
@@ -83,6 +98,7 @@ TEST(ckpt_plan_restores_a_lost_nodes_shards_from_their_peer_copies)
     const bool live[3] = { true, false, true }; /* node 1 SIGKILLed */
     ckpt_copy copies[16];
     size_t n = ring_step(copies, 12, 2, live);
+    committed(12, 2);
     ckpt_plan plan = plan_of(copies, n, NULL, 0, 3);
     ASSERT(plan.found);
     ASSERT_EQ(plan.step, 12);
@@ -101,6 +117,7 @@ TEST(ckpt_plan_falls_back_to_disk_when_a_shard_has_no_live_copy_and_says_why)
     ckpt_copy copies[16];
     size_t n = ring_step(copies, 30, 1, live);
     for (uint32_t r = 0; r < 3; r++) copies[n++] = disk(20, 1, 3, r);
+    committed(30, 1);
     ckpt_plan plan = plan_of(copies, n, NULL, 0, 2);
     ASSERT(plan.found);
     ASSERT_EQ(plan.step, 20);
@@ -130,6 +147,8 @@ TEST(ckpt_plan_never_uses_copies_of_a_history_the_job_left)
         { .generation = 1, .restored = false },
         { .generation = 2, .restored = true, .restore_step = 5 },
     };
+    committed(7, 1); /* what node 2 knew: a record of the history the job left */
+    committed(6, 2);
     ckpt_plan plan = plan_of(copies, n, history, 2, 3);
     ASSERT(plan.found);
     ASSERT_EQ(plan.step, 6);
@@ -154,6 +173,9 @@ TEST(ckpt_plan_never_mixes_shards_of_different_generations_or_world_sizes)
     const ckpt_generation_start history[] = {
         { .generation = 2, .restored = true, .restore_step = 4 }
     };
+    committed(4, 2);
+    committed(3, 1);
+    committed(2, 1);
     ckpt_plan plan = plan_of(copies, sizeof copies / sizeof copies[0], history, 1, 2);
     ASSERT(plan.found);
     ASSERT_EQ(plan.step, 2);
@@ -175,4 +197,44 @@ TEST(ckpt_plan_without_any_complete_step_finds_nothing_and_says_so)
     ckpt_plan empty = plan_of(NULL, 0, NULL, 0, 1);
     ASSERT(!empty.found);
     ckpt__plan_free(&empty);
+}
+
+/* The memory-commit record: a step complete among the live nodes but never
+ * memory-committed (its node's copies were not all placed when the fault
+ * came) loses to the last committed step; it is restored only when no
+ * committed step is complete. */
+TEST(ckpt_plan_prefers_the_last_memory_committed_step_over_a_newer_unreplicated_one)
+{
+    const bool live[3] = { true, true, true };
+    ckpt_copy copies[32];
+    size_t n = ring_step(copies, 8, 1, live);
+    for (uint32_t r = 0; r < 3; r++) copies[n++] = mem(9, 1, 3, r, r); /* own copies only */
+    committed(8, 1);
+    ckpt_plan plan = plan_of(copies, n, NULL, 0, 2);
+    ASSERT(plan.found);
+    ASSERT(plan.committed);
+    ASSERT_EQ(plan.step, 8);
+    ASSERT(strstr(plan.why, "step 9") != NULL);
+    ASSERT(strstr(plan.why, "not memory-committed") != NULL);
+    ckpt__plan_free(&plan);
+    /* A disk step is committed too: it wins over a newer step without a record. */
+    n = 0;
+    for (uint32_t r = 0; r < 3; r++) copies[n++] = mem(9, 1, 3, r, r);
+    for (uint32_t r = 0; r < 3; r++) copies[n++] = disk(5, 1, 3, r);
+    plan = plan_of(copies, n, NULL, 0, 2);
+    ASSERT(plan.found);
+    ASSERT(plan.committed);
+    ASSERT_EQ(plan.step, 5);
+    ckpt__plan_free(&plan);
+    /* Nothing committed is complete: the newest complete step, said so. */
+    n = 0;
+    for (uint32_t r = 0; r < 3; r++) copies[n++] = mem(9, 1, 3, r, r);
+    copies[n++] = mem(8, 1, 3, 0, 0); /* step 8 committed, but rank 1's and 2's copies are gone */
+    committed(8, 1);
+    plan = plan_of(copies, n, NULL, 0, 2);
+    ASSERT(plan.found);
+    ASSERT(!plan.committed);
+    ASSERT_EQ(plan.step, 9);
+    ASSERT(strstr(plan.why, "no committed step is complete") != NULL);
+    ckpt__plan_free(&plan);
 }

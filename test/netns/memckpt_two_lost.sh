@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The memory tier when too many copies are gone: three nodes train (the
+# demo trainer, 100 ms steps, a memory save every step, R = 1, a disk step
+# every 30 that the restore plan counts in through --memory-disk-dir). h2's
+# and h3's agents are SIGKILLed together: with R = 1 some rank's shard had
+# its only copies on those two, so no memory step is complete among the live
+# nodes. h1 goes on alone from the newest disk step and says why: the
+# restore_planned event and the console name the memory step passed over and
+# the rank without a live copy; checkpoint_restored says "disk".
+set -euo pipefail
+here=$(dirname "$0")
+NETNS_TAG=${NETNS_TAG:-memc}
+. "$here/netns.sh"
+. "$here/cluster.sh"
+netns_skip_unless_able
+netns_setup 3
+TRAINER=${ELASTIC_EXAMPLE_DIR:-$here/../../build/release/examples}/demo_trainer
+[ -x "$ELASTICRUN" ] && [ -x "$TRAINER" ] || { echo "FAIL: build first (make)" >&2; exit 1; }
+ckpt=$CLUSTER_DIR/ckpt
+mkdir -p "$ckpt"
+
+start_node() { # start_node I
+    local host=$1 conf="last_call_timeout=2,join_timeout=60"
+    [ "$host" = 1 ] && conf="$conf,is_host=1" || conf="$conf,is_host=0"
+    rm -f "$(cluster_events "$host")"
+    netns_spawn "$host" "$(cluster_log "$host")" env ELASTIC_LOG_LEVEL=warn "$ELASTICRUN" \
+        --nnodes 1:3 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint "$(netns_addr 1):$CLUSTER_PORT" \
+        --rdzv-id memc-two-lost --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts 3 \
+        --memory-ckpt --memory-ckpt-limit 256M --memory-disk-dir "$ckpt" \
+        --event-log "$(cluster_events "$host")" --no-python \
+        "$TRAINER" --ckpt-dir "$ckpt" --steps 150 --step-ms 100 --ckpt-every 30 \
+        --memory-every 1 --state-mib 1
+    CLUSTER_AGENT_PIDS[$host]=$NETNS_LAST_PID
+}
+
+for i in 1 2 3; do start_node "$i"; done
+for i in 1 2 3; do
+    cluster_wait "$i" '"event":"generation_formed".*"world_size":3,' 60 || cluster_fail "h$i never joined"
+done
+# Past the disk step at 30: memory steps newer than it (the reports are the
+# worker's latest step, about one a second).
+cluster_wait 1 '"event":"checkpoint_saved".*"step":(3[3-9]|[4-9][0-9]|1[0-9][0-9]),' 60 ||
+    cluster_fail "h1 saved no step past the first disk step"
+cluster_mark
+kill -KILL "${CLUSTER_AGENT_PIDS[2]}" "${CLUSTER_AGENT_PIDS[3]}"
+cluster_wait 1 '"event":"restore_planned".*"planned":1' 90 || cluster_fail "h1 planned no restore"
+plan=$(grep -E '"event":"restore_planned".*"planned":1' "$(cluster_events 1)" | tail -1)
+echo "$plan" | grep -Eq '"why":"[^"]*step [0-9]+ \(generation [0-9]+, 3 ranks\) passed over: no live copy of rank [12]'"'"'s shard' ||
+    cluster_fail "the plan did not say which step and rank had no live copy: $plan"
+echo "$plan" | grep -q '"committed":1' || cluster_fail "the fallback is not a committed step: $plan"
+step=$(echo "$plan" | sed -n 's/.*"step":\([0-9]*\).*/\1/p')
+[ $(( step % 30 )) = 0 ] || cluster_fail "restore step $step is not a disk step"
+cluster_wait 1 '"event":"checkpoint_restored".*"source":"disk"' 30 || cluster_fail "h1 did not restore from disk"
+grep -E '"event":"checkpoint_restored"' "$(cluster_events 1)" | tail -1 | grep -q "\"step\":$step," ||
+    cluster_fail "h1 restored another step than the plan's $step"
+grep -Eq "restore plan: .*passed over: no live copy of rank [12]'s shard.*the job restores step $step" "$(cluster_log 1)" ||
+    cluster_fail "h1's console did not say why it went back to disk"
+grep -q "resumed at step $step from disk" "$(cluster_log 1)" || cluster_fail "h1's console did not say it resumed from disk"
+deadline=$(( SECONDS + 90 ))
+while kill -0 "${CLUSTER_AGENT_PIDS[1]}" 2>/dev/null; do
+    [ "$SECONDS" -lt "$deadline" ] || cluster_fail "h1's job did not finish"
+    sleep 0.1
+done
+wait "${CLUSTER_AGENT_PIDS[1]}" || cluster_fail "h1's elasticrun failed"
+netns_log "two nodes lost with R = 1: $(grep -h 'restore plan:' "$(cluster_log 1)" | tail -1)"
+echo "memckpt two lost: ok"
