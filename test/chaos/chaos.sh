@@ -354,6 +354,7 @@ run_job() {
     # What the job leaves in its checkpoint directory: temporary files, and
     # its size (a fenced generation's shards once filled the shared fs).
     echo "$(find "$CKFS/job$JOB" -name '.tmp*' 2>/dev/null | wc -l) $(du -sk "$CKFS/job$JOB" 2>/dev/null | cut -f1)" >"$JOBDIR/ckpt_left.txt"
+    rm -rf "${CKFS:?}/job$JOB" # the small shared fs holds one job's checkpoints, not the run's
     log "job $JOB done: $(cat "$JOBDIR/result.txt" 2>/dev/null || echo 'no result')"
 }
 
