@@ -254,7 +254,10 @@ def main():
             console = "\n".join(read_lines(os.path.join(jobdir, f"agent.{tag}.log")))
             ends = [e for e in by_tag.get(tag, []) if e["event"] == "job_end"]
             if len(parts) > 2 and parts[2] == "store_kill":
-                if rc != 1 or "lost the job's store" not in console:
+                # the root-cause line; or, for an agent (re)started as the host
+                # died, that it never reached the store
+                if rc != 1 or ("lost the job's store" not in console and
+                               not re.search(r"connect to store \S+: Connection refused", console)):
                     problems.append(f"{name}: {tag} exited {rc} after the store's host died; its console: {console[-300:]!r}")
                 continue
             status = ends[-1]["status"] if ends else None
