@@ -11,11 +11,15 @@
  *   disk-save DIR BYTES             the same state into the disk tier (fsync)
  *   restore-peer ROOT HOST PORT TOKEN STEP BYTES   rank 0 of STEP from the
  *                                   peer: staged, verified, read into memory
- *   restore-disk DIR                the newest step from disk (cold cache)
+ *   restore-disk DIR BYTES          the newest step from disk: cold (the page
+ *                                   cache dropped), then warm
  *   tls BYTES                       TLS 1.3 record layer alone (one core)
  *   train ROOT BYTES STEPS STEP_MS EVERY   steps/s with an asynchronous
  *                                   memory save every EVERY steps (0: none);
  *                                   prints "done S" after each step
+ *   train-compare ROOT BYTES STEPS STEP_MS ROUNDS   the same fixed work per
+ *                                   step with a memory save after every step
+ *                                   and without, alternating, ROUNDS times
  */
 #include "ckpt/ckpt.h"
 #include "ckpt/memtier.h"
@@ -290,19 +294,10 @@ static int cmd_restore_peer(const char *root, const char *host, int port, const 
     return 0;
 }
 
-static int cmd_restore_disk(const char *dir, size_t bytes)
+/* The newest step of the disk tier read into memory (verify: the read checks
+ * every chunk it copies). */
+static double disk_read(const char *dir, uint8_t *into, size_t bytes)
 {
-    uint8_t *into = malloc(bytes);
-    memset(into, 0, bytes);
-    /* Cold: the shard's pages leave the page cache first (clean after fsync). */
-    char path[4300];
-    snprintf(path, sizeof path, "%s/step-00000000000000000001/shard-00000-g0.elck", dir);
-    int fd = open(path, O_RDONLY);
-    if (fd >= 0) {
-        fdatasync(fd);
-        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-        close(fd);
-    }
     double t = now_s();
     elastic_ckpt_opts o;
     elastic_ckpt_opts_init(&o, sizeof o);
@@ -313,8 +308,38 @@ static int cmd_restore_disk(const char *dir, size_t bytes)
     if (rc == 0) rc = elastic_ckpt_latest(c, &step);
     if (rc) die("disk restore", rc);
     read_state(c, step, into, bytes);
-    printf("disk_restore_s=%.6f\n", now_s() - t);
     elastic_ckpt_close(c);
+    return now_s() - t;
+}
+
+/* Cold, as a spare reading shared storage finds it: the whole page cache
+ * dropped (root), else the shard's own pages (clean after fsync); then warm:
+ * the same read again, from the page cache. */
+static int cmd_restore_disk(const char *dir, size_t bytes)
+{
+    uint8_t *into = malloc(bytes);
+    memset(into, 0, bytes);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/step-00000000000000000001/shard-00000-g0.elck", dir);
+    int fd = open(path, O_RDONLY);
+    if (fd >= 0) {
+        fdatasync(fd);
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+    sync();
+    int drop = open("/proc/sys/vm/drop_caches", O_WRONLY);
+    bool dropped = drop >= 0 && write(drop, "3\n", 2) == 2;
+    if (drop >= 0) close(drop);
+    double cold = disk_read(dir, into, bytes);
+    /* Into memory prepared as for the cold read and the peer's (fresh, then
+     * written once): the page cache is the only difference. */
+    uint8_t *again = malloc(bytes);
+    memset(again, 0, bytes);
+    double warm = disk_read(dir, again, bytes);
+    free(again);
+    printf("disk_restore_s=%.6f\ndisk_warm_s=%.6f\ndisk_dropped_caches=%d\n", cold, warm,
+           dropped ? 1 : 0);
     return 0;
 }
 
@@ -383,6 +408,64 @@ static int cmd_train(const char *root, size_t bytes, int steps, int step_ms, int
     return 0;
 }
 
+/* One step's work: `iters` passes of 4096 touches of the state (memory
+ * traffic, as training's would be), fixed, so that time lost to the saves
+ * (their stalls, the background copies' share of the cores and of memory
+ * bandwidth) shows as a longer run. */
+static void work(uint8_t *state, size_t bytes, size_t *at, long iters)
+{
+    for (long i = 0; i < iters; i++) {
+        for (int k = 0; k < 4096 && *at + 8 <= bytes; k++, *at += 64) state[*at]++;
+        if (*at + 8 > bytes) *at = 0;
+    }
+}
+
+/* Throughput with an asynchronous memory save after every step vs none, the
+ * same fixed work per step (calibrated to STEP_MS at the start), in rounds
+ * that alternate the two so that drift in the machine's load hits both. */
+static int cmd_train_compare(const char *root, size_t bytes, int steps, int step_ms, int rounds)
+{
+    int rc = ckpt__mem_tier_create(root, 4 * (uint64_t)bytes + (64u << 20), 2);
+    if (rc) die("tier", rc);
+    uint8_t *state = state_of(bytes, 5);
+    elastic_ckpt *c = open_mem(root, 0);
+    elastic_ckpt_async_reserve(c, bytes);
+    elastic_ckpt_blob blob = { .name = "state", .data = state, .len = bytes };
+    size_t at = 0;
+    long iters = 0;
+    double t = now_s();
+    while (now_s() - t < 0.2) {
+        work(state, bytes, &at, 64);
+        iters += 64;
+    }
+    iters = (long)((double)iters * step_ms / 1000.0 / (now_s() - t));
+    if (iters < 1) iters = 1;
+    double with = 0, without = 0, stall = 0, wait = 0;
+    uint64_t step = 0;
+    for (int r = 0; r < rounds; r++) {
+        for (int saving = 0; saving < 2; saving++) {
+            double start = now_s();
+            for (int s = 0; s < steps; s++) {
+                work(state, bytes, &at, iters);
+                if (!saving) continue;
+                double st = now_s();
+                if ((rc = elastic_ckpt_save_async(c, ++step, &blob, 1, -1)) != 0) die("save", rc);
+                stall += now_s() - st;
+            }
+            if (saving) { /* the last save's background part is the run's too */
+                double wt = now_s();
+                if ((rc = elastic_ckpt_async_wait(c, -1, NULL)) != 0) die("save", rc);
+                wait += now_s() - wt;
+            }
+            *(saving ? &with : &without) += now_s() - start;
+        }
+    }
+    printf("tput0_s=%.6f\ntput1_s=%.6f\ntput_stall_s=%.6f\ntput_wait_s=%.6f\ntput_steps=%d\n",
+           without, with, stall, wait, steps * rounds);
+    elastic_ckpt_close(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -411,6 +494,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "train") == 0 && argc == 7)
         return cmd_train(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]), atoi(argv[5]),
                          atoi(argv[6]));
+    if (strcmp(cmd, "train-compare") == 0 && argc == 7)
+        return cmd_train_compare(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]),
+                                 atoi(argv[5]), atoi(argv[6]));
     fprintf(stderr, "memckpt_bench: bad arguments for %s\n", cmd);
     return 2;
 }

@@ -16,8 +16,11 @@
 #                     (default "1024 4096"; RDZV_BIG=1: "1024 2048 4096 8192 16384")
 #   RDZV_SCALE_RUNS   runs per N in the scale table, median (default 1)
 #   RDZV_BATCH        nodes per process in the scale table (default 256)
-# 8192 nodes and more run ~4 threads a node: kernel.pid_max must allow them (the bench
-# says so and that row shows "-"); the store's process needs one descriptor a node.
+#   RDZV_ETCD_SCALE   a file of etcd rows for the scale table, "N form_ms msgs kill_ms msgs
+#                     cpu_ms_per_node", from the etcd benchmark (branch etcd-scale); missing: "-"
+# 8192 nodes and more run ~4 threads a node: kernel.pid_max must allow them (run as root,
+# this script raises it; else the bench says so and that row shows "-"); the store's
+# process needs one descriptor a node. 16,384 nodes take about 4 minutes here.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bench_dir=${ELASTIC_BENCH_DIR:-$here/../build/release/bench}
@@ -65,6 +68,11 @@ print(*[x.getsockname()[1] for x in s])')
 : > "$out/scale"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for n in $scale_nodes; do
+    # ~4 threads a node (the caller, the monitor, the store client's reader and keep-alive).
+    need=$((4 * n + 8192))
+    if [ "$(cat /proc/sys/kernel/pid_max)" -lt "$need" ] && [ -w /proc/sys/kernel/pid_max ]; then
+        echo "$need" > /proc/sys/kernel/pid_max
+    fi
     "$bench_dir/rdzv_bench" --runs "$scale_runs" --procs "$batch" "$n" >> "$out/scale" 2>"$out/scale.err" ||
         { echo "$n -" >> "$out/scale"; tail -1 "$out/scale.err" >&2; }
 done
@@ -114,9 +122,15 @@ END {
     printf "targets: 1024 nodes form < 1000 ms; O(1) messages per node per round; kill -> next generation < 2500 ms\n"
 }' "$out/elastic" "$out/torch" "$out/freeze"
 
-# At scale: nodes as processes, the store alone; its CPU time per node per event.
-awk -v runs="$scale_runs" -v batch="$batch" -v before="$load_before" -v after="$load_after" '
+# At scale: nodes as processes, the store alone; its CPU time per node per event. Torch's
+# c10d rows are this run's (at the sizes it finished); etcd's come from RDZV_ETCD_SCALE.
+etcd_scale=${RDZV_ETCD_SCALE:-/dev/null}
+[ -r "$etcd_scale" ] || etcd_scale=/dev/null
+awk -v runs="$scale_runs" -v batch="$batch" -v before="$load_before" -v after="$load_after" \
+    -v torch="$out/torch" -v etcd="$etcd_scale" '
 function cell(v, fmt) { return v == "" || v == "-" || v < 0 ? "-" : sprintf(fmt, v) }
+FILENAME == torch { if ($2 >= 0) { tn[$1] = 1; tf[$1] = $2; tm[$1] = $3; tk[$1] = $5; tkm[$1] = $6 } ; next }
+FILENAME == etcd { en[++ecount] = $1; ef[ecount] = $2; em[ecount] = $3; ek[ecount] = $4; ekm[ecount] = $5; ec[ecount] = $6; next }
 { n[++count] = $1; f[count] = $2; m[count] = $3; k[count] = $5; km[count] = $6; fc[count] = $10; kc[count] = $11 }
 END {
     printf "\nrendezvous at scale: nodes as processes of %d nodes (threads) each, the store alone in the bench process;\n", batch
@@ -126,10 +140,23 @@ END {
     for (i = 1; i <= count; i++)
         printf "%6d | %8s %8s | %10s %10s | %18s %18s\n", n[i], cell(f[i], "%.0f"), cell(m[i], "%.1f"),
                cell(k[i], "%.0f"), cell(km[i], "%.1f"), cell(fc[i], "%.3f"), cell(kc[i], "%.3f")
+    for (t in tn) torder[++tcount] = t + 0
+    for (i = 1; i <= tcount; i++) for (j = i + 1; j <= tcount; j++) if (torder[j] < torder[i]) { x = torder[i]; torder[i] = torder[j]; torder[j] = x }
+    printf "torch c10d, this run (nodes as threads, DynamicRendezvousHandler), at the sizes it finished:\n"
+    if (tcount == 0) printf "%6s | none within the cap\n", "-"
+    for (i = 1; i <= tcount; i++) { t = torder[i]
+        printf "%6d | %8s %8s | %10s %10s | %18s %18s\n", t, cell(tf[t], "%.0f"), cell(tm[t], "%.1f"),
+               cell(tk[t], "%.0f"), cell(tkm[t], "%.1f"), "-", "-" }
+    printf "etcd v3 (RDZV_ETCD_SCALE; store CPU: etcd'"'"'s, both phases):\n"
+    if (ecount == 0) printf "%6s | not given\n", "-"
+    for (i = 1; i <= ecount; i++)
+        printf "%6d | %8s %8s | %10s %10s | %18s %18s\n", en[i], cell(ef[i], "%.0f"), cell(em[i], "%.1f"),
+               cell(ek[i], "%.0f"), cell(ekm[i], "%.1f"), cell(ec[i], "%.3f"), "-"
     printf "\nstore CPU = the bench process less its driving thread (getrusage), keep-alives during the phase included;\n"
     printf "messages are each node'"'"'s backend requests; the nodes share this machine'"'"'s cores with the store and everyone else\n"
+    printf "keep-alives: 500 / 2000 ms asked; from 2,000 nodes on the library stretches them to keep the job at 4000 a second (16k: 4.1 / 16.4 s)\n"
     printf "targets: 4096 kill -> next < 2500 ms; 16384 form < 5000 ms; store CPU per node within 1.5x from 1k to 16k\n"
-}' "$out/scale"
+}' "$out/torch" "$etcd_scale" "$out/scale"
 
 # The same phases on etcd v3 beside the embedded store (same machine, same run).
 awk -v runs="$runs" '

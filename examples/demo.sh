@@ -113,16 +113,21 @@ case "$trainer" in */examples/demo_trainer) c_trainer=1 ;; *) c_trainer=0 ;; esa
 if [ "$c_trainer" = 1 ]; then
     echo
     echo "run 3: the same failure with --in-process-recovery --warm-spares=1"
-    # Without the memory tier: a survivor's save waits in the tier's commit
-    # (through the store, commit_timeout_ms) for the killed rank's shard and does
-    # not see the new generation until that wait ends.
-    memory_flag="" memory_args=""
+    # With the memory tier too: a survivor's save that waits for the killed
+    # rank's shard ends with the generation (the step is abandoned), and every
+    # rank, the promoted spare too, restores the job's agreed step.
     run_job spare 1 --in-process-recovery --warm-spares=1
     events=$work/spare/events.jsonl
     parked=$(field "$events" '"event":"spare_parked"' pid)
     promoted=$(field "$events" '"event":"spare_promoted"' pid)
     phases=$(grep -m1 '"event":"recovery_phases"' "$events" | sed 's/.*"complete":[01],//; s/[{}"]//g; s/,/, /g')
     echo "  the spare parked before the kill (pid $parked) took rank 2: promoted pid $promoted; the other 3 kept their processes"
+    # The promoted spare's restore (rank 2 of generation 2): the step and tier.
+    grep '"event":"checkpoint_restored"' "$events" | grep '"generation":2,' | grep '"rank":2,' >"$work/spare/restored.jsonl" || true
+    spare_step=$(field "$work/spare/restored.jsonl" checkpoint_restored step)
+    spare_source=$(field "$work/spare/restored.jsonl" checkpoint_restored source)
+    case "$spare_source" in local | peer) spare_source="$spare_source memory" ;; esac
+    [ -n "$spare_step" ] && echo "  the promoted spare restored step $spare_step from $spare_source, like the survivors"
     echo "  recovery phases (ms): $phases"
     echo "  finished: $(cat "$work/spare/result.txt")"
     if cmp -s "$work/spare/result.txt" "$work/clean/result.txt" && [ "$parked" = "$promoted" ]; then

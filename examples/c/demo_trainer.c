@@ -20,10 +20,13 @@
  *
  *   demo_trainer --ckpt-dir DIR [--steps 300] [--ckpt-every 10] [--memory-every 0]
  *                [--state-mib 0] [--step-ms 10] [--result FILE] [--no-park]
+ *                [--die-at-save RANK:STEP]  (tests: that rank of generation 1 is
+ *                                            SIGKILLed before its save of STEP)
  */
 #include <elastic.h>
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +44,7 @@ typedef struct trainer_args {
     const char *result;
     int steps, ckpt_every, memory_every, state_mib, step_ms;
     int no_park;
+    int die_rank, die_step; /* --die-at-save R:S (tests); die_step 0: never */
 } trainer_args;
 
 typedef struct state {
@@ -240,6 +244,31 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* After ELASTIC_ERECONFIGURE from the worker: the same process in the new
+ * generation (maybe another rank) reopens both tiers and loads the job's
+ * restore step; the plan for this generation came with it (the worker
+ * library put it in the environment), like a cold-started rank's. */
+static int reconfigure(const trainer_args *args, elastic_worker *worker, elastic_worker_info *info,
+                       elastic_store **store, elastic_ckpt **ckpt, elastic_ckpt **memory, state *s,
+                       uint8_t *rank_state, size_t rank_len)
+{
+    uint64_t from = now_ns();
+    elastic_ckpt_close(*memory);
+    elastic_ckpt_close(*ckpt);
+    *memory = *ckpt = NULL;
+    const char *where = "nowhere";
+    int rc = elastic_worker_get_info(worker, info);
+    if (rc == 0) rc = elastic_worker_get_store(worker, store);
+    if (rc == 0)
+        rc = open_and_load(args, info, *store, ckpt, memory, s, rank_state, rank_len, &where);
+    if (rc != 0) return rc;
+    elastic_worker_report_phase(worker, "restore", now_ns() - from);
+    printf("rank %d pid %d generation %" PRIu64 " reconfigured at step %" PRIu64 " from %s\n",
+           info->rank, (int)getpid(), info->generation, s->step, where);
+    fflush(stdout);
+    return 0;
+}
+
 static void parse_args(int argc, char **argv, trainer_args *args)
 {
     *args = (trainer_args){ .steps = 300, .ckpt_every = 10, .step_ms = 10 };
@@ -264,6 +293,9 @@ static void parse_args(int argc, char **argv, trainer_args *args)
             args->memory_every = atoi(value);
         else if (strcmp(argv[i - 1], "--state-mib") == 0)
             args->state_mib = atoi(value);
+        else if (strcmp(argv[i - 1], "--die-at-save") == 0 &&
+                 sscanf(value, "%d:%d", &args->die_rank, &args->die_step) != 2)
+            args->die_step = 0;
     }
 }
 
@@ -347,29 +379,9 @@ int main(int argc, char **argv)
         rc = all_reduce(worker, store, s.step, rank, world, grad);
         if (rc == 0) rc = elastic_worker_heartbeat(worker, s.step);
         if (rc == ELASTIC_ERECONFIGURE) { /* a new generation: same process, new rank */
-            uint64_t from = now_ns();
-            elastic_ckpt_close(memory);
-            elastic_ckpt_close(ckpt);
-            memory = ckpt = NULL;
-            /* The restore plan this process was started with is an older
-             * generation's: like a promoted spare (started without one), it
-             * takes the newest step its node's tiers hold. */
-            unsetenv("ELASTIC_RESTORE_STEP");
-            unsetenv("ELASTIC_RESTORE_SOURCE");
-            unsetenv("ELASTIC_RESTORE_NODE");
-            rc = elastic_worker_get_info(worker, &info);
-            if (rc == 0) rc = elastic_worker_get_store(worker, &store);
-            if (rc == 0)
-                rc = open_and_load(&args, &info, store, &ckpt, &memory, &s, rank_state, rank_len,
-                                   &where);
-            if (rc == 0) {
-                elastic_worker_report_phase(worker, "restore", now_ns() - from);
-                printf("rank %d pid %d generation %" PRIu64 " reconfigured at step %" PRIu64
-                       " from %s\n",
-                       info.rank, (int)getpid(), info.generation, s.step, where);
-                fflush(stdout);
-                continue;
-            }
+            rc =
+                reconfigure(&args, worker, &info, &store, &ckpt, &memory, &s, rank_state, rank_len);
+            if (rc == 0) continue;
         }
         if (rc != 0) {
             fprintf(stderr, "demo_trainer: rank %d step %" PRIu64 ": %s\n", rank, s.step,
@@ -379,22 +391,41 @@ int main(int argc, char **argv)
         for (int d = 0; d < DIM; d++) s.weights[d] -= LEARNING_RATE * grad[d];
         loss = grad[DIM];
         s.step++;
-        if (memory != NULL && s.step % (uint64_t)args.memory_every == 0 &&
-            (rc = save_state(memory, &s, rank_state, rank_len, rank)) != 0) {
+        /* A rank that dies after its share of the step and before its save:
+         * the others' saves of that step wait for its shard (tests). */
+        if (args.die_step > 0 && (uint64_t)args.die_step == s.step && rank == args.die_rank &&
+            info.generation == 1 && !promoted)
+            raise(SIGKILL);
+        if (memory != NULL && s.step % (uint64_t)args.memory_every == 0)
+            rc = save_state(memory, &s, rank_state, rank_len, rank);
+        if (rc == ELASTIC_ERECONFIGURE) {
+            /* The generation ended while the save waited for a rank that died:
+             * the step is not committed; wait for the next generation (poll)
+             * and restore like after a failed all-reduce. */
+            printf("rank %d: %s\n", rank, elastic_last_error());
+            fflush(stdout);
+            rc = elastic_worker_poll(worker);
+            if (rc == ELASTIC_ERECONFIGURE)
+                rc = reconfigure(&args, worker, &info, &store, &ckpt, &memory, &s, rank_state,
+                                 rank_len);
+            if (rc == 0) continue;
+        }
+        if (rc == ELASTIC_ENOSPC) {
             /* The tier is full (--memory-ckpt-limit): that step is not in
              * memory, nothing else is lost; training goes on and the next
              * memory save tries again. Said once. */
-            if (rc == ELASTIC_ENOSPC && !memory_full_said) {
+            if (!memory_full_said)
                 fprintf(stderr,
                         "demo_trainer: rank %d memory checkpoint %" PRIu64
                         ": %s (training goes on; memory saves are retried)\n",
                         rank, s.step, elastic_last_error());
-                memory_full_said = 1;
-            } else if (rc != ELASTIC_ENOSPC) {
-                fprintf(stderr, "demo_trainer: rank %d memory checkpoint %" PRIu64 ": %s\n", rank,
-                        s.step, elastic_last_error());
-                return 1;
-            }
+            memory_full_said = 1;
+            rc = 0;
+        }
+        if (rc != 0) {
+            fprintf(stderr, "demo_trainer: rank %d memory checkpoint %" PRIu64 ": %s\n", rank,
+                    s.step, elastic_last_error());
+            return 1;
         }
         if (s.step % (uint64_t)args.ckpt_every == 0) {
             rc = save_state(ckpt, &s, rank_state, rank_len, rank);

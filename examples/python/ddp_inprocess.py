@@ -13,6 +13,9 @@ those of a run without the failure.
 With `--warm-spares=1` as well, the agent keeps one more process parked
 after its imports and model construction (elastic.worker.park_or_exit below);
 it takes the dead rank's place at once instead of a fresh `import torch`.
+With elasticrun `--memory-ckpt` and `--memory-every N` the state also goes to
+the node's memory tier every N steps, and a recovery restores the job's
+agreed step from memory (the promoted spare too).
 
 It also runs under plain torchrun (a failure then restarts every process) or
 alone. (PYTHONPATH=bindings/python and ELASTIC_LIB_DIR=lib when not installed.)"""
@@ -63,16 +66,27 @@ def batch(step, rank):
     return x, x.sum(dim=1, keepdim=True).sin()
 
 
-def resume(args, info):
-    """Fresh model, optimizer and scheduler at the last checkpoint (or at the
-    start), DDP over the current group, every rank at the same step."""
+def resume(args, info, memory):
+    """Fresh model, optimizer and scheduler at the job's restore step (or at
+    the start), DDP over the current group, every rank at the same step. With
+    the memory tier (--memory-every) the step comes from the cheapest copy,
+    memory or disk (the agents' plan when there is one); else from disk.
+    Returns the disk and memory checkpoints of this generation too."""
     net, optimizer, scheduler = make_training(seed=1234)
     dist.barrier()  # every survivor has finished its last step's commits before anyone looks
+    if memory is not None:
+        memory.close()
+        memory = None
     ckpt = elastic.torch.open_checkpoint(args.dir, fsync=1 if args.no_fsync else 0)
-    found = elastic.torch.load_state(ckpt)
-    step = 0
+    if args.memory_every > 0:
+        memory = elastic.torch.open_memory_checkpoint()
+    found = elastic.torch.restore_state(memory, ckpt) if memory is not None else elastic.torch.load_state(ckpt)
+    step, source = 0, "nothing"
     if found is not None:
-        step, state = found
+        if memory is not None:
+            step, source, state = found
+        else:
+            (step, state), source = found, "disk"
         net.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -82,12 +96,17 @@ def resume(args, info):
     dist.broadcast(agreed, src=0)
     if int(agreed) != step:
         raise RuntimeError("rank %d would resume at %d, rank 0 at %d" % (info.rank, step, int(agreed)))
-    log(info, "resume at step %d" % step)
+    log(info, "resume at step %d from %s" % (step, source))
     # find_unused_parameters keeps DDP's first bucket layout (it never rebuilds
     # buckets): a re-wrapped model then reduces gradients in the same order as
     # an uninterrupted run, so resuming is bitwise reproducible.
     model = DistributedDataParallel(net, find_unused_parameters=True)
-    return net, optimizer, scheduler, model, ckpt, step
+    return net, optimizer, scheduler, model, ckpt, memory, step
+
+
+def training_state(net, optimizer, scheduler, step):
+    return {"model": net.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            "data": {"step": step}}
 
 
 def train_step(model, optimizer, scheduler, step, rank):
@@ -111,6 +130,10 @@ def main():
     parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step (to pace benchmarks)")
     parser.add_argument("--no-fsync", action="store_true", help="checkpoints survive a crash, not a power loss")
     parser.add_argument("--report", help="append 'kill' and first-step-after-resume lines with times here")
+    parser.add_argument("--kill-before-save", action="store_true",
+                        help="--kill-rank dies after training --kill-at-step, before saving it: the others' saves wait")
+    parser.add_argument("--memory-every", type=int, default=0,
+                        help="also save to the node's memory tier every N steps (elasticrun --memory-ckpt)")
     args = parser.parse_args()
 
     # Everything a warm spare should have done before it is needed: torch is
@@ -122,14 +145,19 @@ def main():
     info = elastic.torch.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     worker = elastic.torch.worker()
     log(info, "start (restart %d)" % info.restart_count)
+    memory = None
     with elastic.torch.phase("restore"):
-        net, optimizer, scheduler, model, ckpt, step = resume(args, info)
+        net, optimizer, scheduler, model, ckpt, memory, step = resume(args, info, memory)
     resumed = True
-    while step < args.steps:
-        if info.rank == args.kill_rank and step == args.kill_at_step and info.restart_count == 0:
+    def die_here(where):
+        if (info.rank == args.kill_rank and step == args.kill_at_step and info.restart_count == 0
+                and where == ("save" if args.kill_before_save else "step")):
             log(info, "SIGKILL myself at step %d" % step)
             report(args, "kill rank=%d" % info.rank)
             os.kill(os.getpid(), signal.SIGKILL)
+
+    while step < args.steps:
+        die_here("step")
         try:
             train_step(model, optimizer, scheduler, step, info.rank)
         except RuntimeError as exc:  # a peer died mid-collective
@@ -138,7 +166,7 @@ def main():
             info = worker.info()
             ckpt.close()
             with elastic.torch.phase("restore"):
-                net, optimizer, scheduler, model, ckpt, step = resume(args, info)
+                net, optimizer, scheduler, model, ckpt, memory, step = resume(args, info, memory)
             resumed = True
             continue
         if resumed:
@@ -149,19 +177,32 @@ def main():
         worker.heartbeat(step)
         if args.step_seconds > 0:
             time.sleep(args.step_seconds)
-        if step % args.every == 0 or step == args.steps:
-            elastic.torch.save_state(ckpt, step, {"model": net.state_dict(), "optimizer": optimizer.state_dict(),
-                                                  "scheduler": scheduler.state_dict(), "data": {"step": step}})
-        if elastic.torch.reconfigured():  # the group changed without a failed collective here
+        abandoned = False
+        die_here("save")
+        try:
+            if memory is not None and step % args.memory_every == 0:
+                elastic.torch.save_state(memory, step, training_state(net, optimizer, scheduler, step))
+            if step % args.every == 0 or step == args.steps:
+                elastic.torch.save_state(ckpt, step, training_state(net, optimizer, scheduler, step))
+        except elastic.ElasticError as exc:
+            # The generation ended while the memory save waited for a rank
+            # that died ("step S abandoned"): recover like after a failed collective.
+            if exc.code != elastic.errors.ERECONFIGURE:
+                raise
+            log(info, exc.detail)
+            abandoned = True
+        if elastic.torch.reconfigured(block=abandoned):  # the group changed
             info = worker.info()
             ckpt.close()
             with elastic.torch.phase("restore"):
-                net, optimizer, scheduler, model, ckpt, step = resume(args, info)
+                net, optimizer, scheduler, model, ckpt, memory, step = resume(args, info, memory)
             resumed = True
     if args.out and info.rank == 0:
         torch.save(net.state_dict(), args.out)
     log(info, "done at step %d" % step)
     ckpt.close()
+    if memory is not None:
+        memory.close()
     elastic.torch.destroy_process_group()
 
 

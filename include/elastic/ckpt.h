@@ -123,8 +123,11 @@ ELASTIC_EXTERN int elastic_ckpt_writer_close(elastic_ckpt_writer *writer);
 /* Makes the shard durable and commits it (rank-local commit), then takes part
  * in the global commit: with a shared directory the last rank to commit
  * writes the step's commit record; with a store every rank waits (up to
- * commit_timeout_ms) for all ranks and records the commit locally. Frees the
- * transaction whatever the outcome; on failure nothing of it remains. */
+ * commit_timeout_ms) for all ranks and records the commit locally. Under an
+ * agent that wait also ends with the generation (in-process recovery):
+ * ELASTIC_ERECONFIGURE, the step abandoned (not committed) unless every rank
+ * had committed it already. Frees the transaction whatever the outcome; on
+ * failure nothing of it remains. */
 ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *txn);
 /* Drops the transaction and its temporary files. NULL is a no-op. */
 ELASTIC_EXTERN void elastic_ckpt_abort(elastic_ckpt_txn *txn);

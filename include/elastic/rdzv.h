@@ -36,7 +36,9 @@ typedef struct elastic_rdzv_opts {
     int max_nodes;        /* default 1; >= min_nodes */
     int join_timeout_ms;  /* below min_nodes this long -> ELASTIC_ENOTENOUGH; default 600000; > 0 */
     int last_call_timeout_ms;  /* once min_nodes are in, wait this long for more; default 30000 */
-    int keepalive_interval_ms; /* heartbeat period; default 500, at least 100 */
+    int keepalive_interval_ms; /* heartbeat period; default 500, at least 100; a job whose
+                                  max_nodes / 4 ms is longer uses that, and the timeout in
+                                  proportion (the store's keep-alive load; docs/RDZV.md) */
     int keepalive_timeout_ms;  /* silent this long -> evicted; default 2000, at least 100. On
                                   etcd it is the lease TTL and the fence deadline: keep it above
                                   etcd's leader election time (elasticrun uses 5000) */

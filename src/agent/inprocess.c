@@ -9,6 +9,7 @@
  * ordinary way (SIGTERM, SIGKILL after the grace period).
  */
 #include "agent/journal.h"
+#include "agent/memory.h"
 #include "agent/probes.h"
 #include "agent/proc.h"
 #include "agent/spares.h"
@@ -102,7 +103,6 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
     }
 }
 
-/* The new generation's environment for a kept worker, as its RECONFIGURE. */
 /* The current generation's settings for `worker` as the control channel
  * hands them over (a reconfigured survivor, a promoted warm spare); sets its
  * rank. `prefix` holds the store prefix `env` points to. */
@@ -127,6 +127,8 @@ void agent__inprocess_channel_env(const agent_group *group, agent_worker *worker
                                   .heartbeat_shm = probe__monitor_heartbeat_path(group->monitor),
                                   .heartbeat_slot = worker->local_rank,
                                   .agent_socket = probe__monitor_socket_path(group->monitor) };
+    agent__memory_plan_for(group, worker->local_rank, &env->restore_step, &env->restore_source,
+                           &env->restore_node);
 }
 
 int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker)

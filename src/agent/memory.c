@@ -116,6 +116,19 @@ void agent__memory_restored(agent_group *group, int local_rank, int rank, unsign
                        (double)us / 1000.0);
 }
 
+bool agent__memory_plan_for(const agent_group *group, int local_rank, uint64_t *step,
+                            const char **source, const char **node)
+{
+    int at = local_rank;
+    if (!group->restore_planned || at < 0 || at >= group->restore_count ||
+        group->restore_sources[at] == CHANNEL__RESTORE_NONE)
+        return false;
+    *step = group->restore_step;
+    *source = source_name(group->restore_sources[at]);
+    *node = group->restore_nodes[at];
+    return true;
+}
+
 /* A node name the replica channel accepts: the node id with anything else
  * replaced (it names a directory on the peers). */
 static void replica_name(const char *node_id, char *out, size_t cap)

@@ -34,6 +34,11 @@ void agent__memory_sync(struct agent_call *call);
 /* Loop, NEXT back: the plan goes to the workers' environment; a plan that
  * passed over newer steps says why on the console. */
 void agent__memory_apply(agent_group *group, struct agent_call *call);
+/* The current generation's restore plan for a local rank: its step, source
+ * ("local", "peer", "disk") and node, as a cold-started rank, a reconfigured
+ * survivor and a promoted spare get them; false when there is none. */
+bool agent__memory_plan_for(const agent_group *group, int local_rank, uint64_t *step,
+                            const char **source, const char **node);
 /* The call's result, when the loop did not take it. */
 void agent__memory_call_free(struct agent_call *call);
 

@@ -159,7 +159,10 @@ int agent__env_build(const agent_worker_env *spec, char ***envp)
                                    .store_prefix = spec->store_prefix,
                                    .heartbeat_shm = spec->heartbeat_shm,
                                    .heartbeat_slot = spec->local_rank,
-                                   .agent_socket = spec->agent_socket };
+                                   .agent_socket = spec->agent_socket,
+                                   .restore_step = spec->restore_step,
+                                   .restore_source = spec->restore_source,
+                                   .restore_node = spec->restore_node };
     elastic__text lines;
     elastic__text_init(&lines, 64 * 1024);
     int rc = channel__worker_env_format(&shared, &lines);
@@ -191,16 +194,10 @@ static int finish_env(strv *v, const agent_worker_env *spec, char ***envp)
      * /proc/PID/environ shows it): workers read it from this file. */
     if (spec->store_token_file != NULL)
         strv_pushf(v, "ELASTIC_STORE_TOKEN_FILE=%s", spec->store_token_file);
-    /* The memory tier, and the job's restore plan for this rank (a spare has
-     * none: its rank's plan comes with its promotion). */
+    /* The memory tier (the job's restore plan for a rank came with the rank's
+     * variables; a spare's comes with its promotion). */
     if (spec->memory_dir != NULL)
         strv_pushf(v, CHANNEL__ENV_MEMORY_CKPT_DIR "=%s", spec->memory_dir);
-    if (spec->restore_source != NULL) {
-        strv_pushf(v, CHANNEL__ENV_RESTORE_STEP "=%" PRIu64, spec->restore_step);
-        strv_pushf(v, CHANNEL__ENV_RESTORE_SOURCE "=%s", spec->restore_source);
-        strv_pushf(v, CHANNEL__ENV_RESTORE_NODE "=%s",
-                   spec->restore_node ? spec->restore_node : "");
-    }
     return strv_done(v, envp);
 }
 

@@ -6,6 +6,7 @@
 #include "agent/workers.h"
 #include "channel/channel.h"
 
+#include "agent/memory.h"
 #include "agent/probes.h"
 #include "agent/proc.h"
 #include "agent/reaper.h"
@@ -115,16 +116,8 @@ static int spawn_worker(agent_group *group, agent_worker *worker, const char *pa
         .agent_socket = group->monitor ? probe__monitor_socket_path(group->monitor) : NULL,
         .memory_dir = group->memory_dir[0] != '\0' ? group->memory_dir : NULL,
     };
-    int at = worker->local_rank;
-    if (group->restore_planned && at >= 0 && at < group->restore_count &&
-        group->restore_sources[at] != CHANNEL__RESTORE_NONE) {
-        unsigned src = group->restore_sources[at];
-        spec.restore_step = group->restore_step;
-        spec.restore_source = src == CHANNEL__RESTORE_LOCAL  ? "local"
-                              : src == CHANNEL__RESTORE_PEER ? "peer"
-                                                             : "disk";
-        spec.restore_node = group->restore_nodes[at];
-    }
+    agent__memory_plan_for(group, worker->local_rank, &spec.restore_step, &spec.restore_source,
+                           &spec.restore_node);
     char **envp = NULL;
     int rc = agent__env_build(&spec, &envp);
     if (rc != 0) return rc;

@@ -192,6 +192,11 @@ typedef struct channel__worker_env {
     const char *heartbeat_shm; /* NULL: none */
     int heartbeat_slot;
     const char *agent_socket; /* NULL: none */
+    /* The job's restore plan for this rank (ELASTIC_RESTORE_*): a reconfigured
+     * survivor and a promoted spare get it like a cold-started rank. */
+    uint64_t restore_step;
+    const char *restore_source; /* "local", "peer", "disk"; NULL: no plan */
+    const char *restore_node;   /* the peer holding the copy; NULL: "" */
 } channel__worker_env;
 
 /* Appends "KEY=value\n" for every variable to out. ELASTIC_EINVAL when a

@@ -1,7 +1,8 @@
 /*
  * The variables an agent gives its workers, written once for both uses: the
- * spawn environment and the in-process RECONFIGURE payload (the worker parses
- * both with worker__env_parse, so the two cannot drift apart).
+ * spawn environment and the in-process RECONFIGURE and PROMOTE payloads (the
+ * worker parses all with worker__env_parse, so they cannot drift apart),
+ * with the job's restore plan for the rank when there is one.
  */
 #include "channel/channel.h"
 
@@ -12,8 +13,10 @@ static bool line_safe(const char *value)
 
 int channel__worker_env_format(const channel__worker_env *e, elastic__text *out)
 {
-    const char *strings[] = { e->run_id,       e->master_addr,   e->store_endpoint,
-                              e->store_prefix, e->heartbeat_shm, e->agent_socket };
+    const char *strings[] = {
+        e->run_id,        e->master_addr,  e->store_endpoint, e->store_prefix,
+        e->heartbeat_shm, e->agent_socket, e->restore_source, e->restore_node
+    };
     for (size_t i = 0; i < ELASTIC__ARRAY_LEN(strings); i++)
         if (!line_safe(strings[i]))
             return elastic__fail(ELASTIC_EINVAL, "worker environment: newline in a value");
@@ -38,5 +41,10 @@ int channel__worker_env_format(const channel__worker_env *e, elastic__text *out)
         if (e->agent_socket != NULL)
             elastic__text_printf(out, "%s=%s\n", CHANNEL__ENV_AGENT_SOCKET, e->agent_socket);
     }
+    if (e->restore_source != NULL)
+        elastic__text_printf(out, "%s=%llu\n%s=%s\n%s=%s\n", CHANNEL__ENV_RESTORE_STEP,
+                             (unsigned long long)e->restore_step, CHANNEL__ENV_RESTORE_SOURCE,
+                             e->restore_source, CHANNEL__ENV_RESTORE_NODE,
+                             e->restore_node != NULL ? e->restore_node : "");
     return out->overflow ? elastic__fail(ELASTIC_ELIMIT, "worker environment too long") : 0;
 }

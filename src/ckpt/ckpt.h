@@ -129,6 +129,15 @@ int ckpt__fail_errno(int err, const char *what, const char *path);
 int ckpt__fail_in(int rc, const char *path);
 int ckpt__write_all(int fd, const void *data, size_t len, const char *path);
 int ckpt__pread_all(int fd, void *buf, size_t len, uint64_t offset, const char *path);
+/* Reads len bytes at offset into dst and their XXH3-64 (ckpt__hash of
+ * them) in one pass, piece by piece while each piece is in cache. */
+int ckpt__pread_hashed(int fd, void *dst, size_t len, uint64_t offset, const char *path,
+                       uint64_t *hash);
+/* The XXH3-64 of a file range, read through `window` (ckpt__hash_window()
+ * bytes, reused for every piece). */
+size_t ckpt__hash_window(void);
+int ckpt__hash_range(int fd, void *window, size_t len, uint64_t offset, const char *path,
+                     uint64_t *hash);
 int ckpt__fsync_fd(int fd, const char *path);
 int ckpt__fsync_dir(const char *path);
 /* fsyncs the directory holding `path` (its entry there). */
@@ -283,6 +292,10 @@ int ckpt__adopt_shard(elastic_ckpt *c, uint64_t step, const char *shard_path);
 /* verify_shard.c: one shard file checked completely (header, trailer,
  * manifest, every chunk) against its step's commit record, without a handle. */
 int ckpt__verify_shard_file(const char *path, const ckpt_commit_record *r, uint32_t rank);
+/* The same checks on an open file of `size` bytes (a copy just received,
+ * before it takes its name); `path` names it in errors. */
+int ckpt__verify_shard_fd(int fd, uint64_t size, const char *path, const ckpt_commit_record *r,
+                          uint32_t rank);
 
 /* ---- restoring (restore.c) ---------------------------------------------------------- */
 

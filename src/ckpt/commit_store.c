@@ -4,7 +4,9 @@
  * rank that completes the count writes the commit record to the store; every
  * rank waits for that record (commit_timeout_ms) and keeps a copy as its
  * local COMMIT file. A rank killed before writing its copy recovers it from
- * the store in elastic_ckpt_latest(). Keys, under the store handle's prefix:
+ * the store in elastic_ckpt_latest(). Under an agent the wait also ends with
+ * the generation (ELASTIC_ERECONFIGURE: the step is abandoned). Keys, under
+ * the store handle's prefix:
  *   ckpt/<step>/g<generation>/shard/<rank>   16 bytes: file size, manifest hash
  *   ckpt/<step>/g<generation>/done           how many ranks committed
  *   ckpt/<step>/g<generation>/commit         the commit record
@@ -12,6 +14,7 @@
 #include "common/dir.h"
 #include "ckpt/ckpt.h"
 #include "common/parse_int.h"
+#include "store/store.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -91,6 +94,33 @@ static int adopt_record(elastic_ckpt *c, uint64_t step, uint64_t generation, con
     return rc;
 }
 
+/* Waits for the step's record. Under an agent the wait ends with the
+ * generation: in-process recovery keeps this process while a peer that died
+ * never sends its shard, and the worker announces the generation's end on
+ * the store connection (store__generation_ended), so the step is abandoned
+ * here at once instead of after commit_timeout_ms. */
+static int wait_record(elastic_ckpt *c, uint64_t step, const char *key, void **record, size_t *len)
+{
+    const elastic_ckpt_opts *o = &c->opts;
+    elastic_store *waiter = NULL;
+    int rc = o->generation != 0 ? store__clone_for_generation(o->store, o->generation, &waiter) : 0;
+    if (rc == 0)
+        rc = elastic_store_get(waiter != NULL ? waiter : o->store, key, o->commit_timeout_ms,
+                               record, len);
+    elastic_store_close(waiter);
+    /* Every rank may have committed just before the end: the step stands then. */
+    if (rc == ELASTIC_ECANCELED && elastic_store_try_get(o->store, key, record, len) == 0) return 0;
+    if (rc == ELASTIC_ECANCELED)
+        return elastic__fail(ELASTIC_ERECONFIGURE,
+                             "step %" PRIu64 " abandoned: generation %" PRIu64
+                             " ended while its commit waited for the other ranks",
+                             step, o->generation);
+    if (rc == ELASTIC_ETIMEDOUT)
+        return elastic__fail(rc, "step %" PRIu64 ": not every rank committed within %d ms", step,
+                             o->commit_timeout_ms);
+    return rc;
+}
+
 int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest)
 {
     const elastic_ckpt_opts *o = &c->opts;
@@ -109,10 +139,7 @@ int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *
     void *record = NULL;
     size_t len = 0;
     step_key(key, sizeof key, step, o->generation, "commit");
-    if (rc == 0) rc = elastic_store_get(o->store, key, o->commit_timeout_ms, &record, &len);
-    if (rc == ELASTIC_ETIMEDOUT)
-        rc = elastic__fail(rc, "step %" PRIu64 ": not every rank committed within %d ms", step,
-                           o->commit_timeout_ms);
+    if (rc == 0) rc = wait_record(c, step, key, &record, &len);
     if (rc == 0) rc = adopt_record(c, step, o->generation, record, len, digest);
     elastic_free(record);
     if (rc == 0 && (!o->shared_storage || o->rank == 0)) ckpt__apply_retention(c);

@@ -28,9 +28,11 @@ static void run_read(ckpt_task *task, ckpt_worker_ctx *ctx)
     bool into_dst = r->dst != NULL && ch->codec == CKPT_CODEC_RAW;
     uint8_t *stored = into_dst ? r->dst : ckpt__ctx_scratch(ctx, ch->stored_len);
     if (stored == NULL) r->rc = elastic__fail(ELASTIC_ENOMEM, "chunk buffer");
+    uint64_t hash = 0; /* read and hashed in one pass: the bytes cross memory once */
     if (r->rc == 0)
-        r->rc = ckpt__pread_all(r->shard->fd, stored, ch->stored_len, ch->offset, r->shard->path);
-    if (r->rc == 0 && ckpt__hash(stored, ch->stored_len) != ch->hash)
+        r->rc = ckpt__pread_hashed(r->shard->fd, stored, ch->stored_len, ch->offset,
+                                   r->shard->path, &hash);
+    if (r->rc == 0 && hash != ch->hash)
         r->rc =
             elastic__fail(ELASTIC_ECORRUPT, "%s: chunk at offset %" PRIu64 ": checksum mismatch",
                           r->shard->path, ch->offset);

@@ -666,8 +666,11 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
         unlink(t->final_path); /* renamed, then its directory fsync failed */
         drop_files(t);
     } else if ((rc = ckpt__global_commit(t->c, t->step, &digest)) != 0) {
-        ELASTIC_LOG_W("ckpt", "step %llu: global commit failed: %s", (unsigned long long)t->step,
-                      elastic_last_error());
+        if (rc == ELASTIC_ERECONFIGURE) /* in-process recovery: expected, the trainer recovers */
+            ELASTIC_LOG_I("ckpt", "%s", elastic_last_error());
+        else
+            ELASTIC_LOG_W("ckpt", "step %llu: global commit failed: %s",
+                          (unsigned long long)t->step, elastic_last_error());
         /* With one rank nothing of a failed commit stays (the record may be
          * renamed into place with its directory fsync failed). With several
          * the shard stays: another rank may still commit the step with it. */

@@ -156,8 +156,8 @@ ELASTIC_EXTERN int elastic_rdzv_open(const elastic_rdzv_opts *opts, elastic_rdzv
     r->keepalive_timeout_ms = o.keepalive_timeout_ms;
     rdzv__scale_liveness(r->max_nodes, &r->keepalive_interval_ms, &r->keepalive_timeout_ms);
     r->watch_slice_ms = RDZV__WATCH_SLICE_MS;
-    if (r->keepalive_interval_ms != o.keepalive_interval_ms &&
-        r->keepalive_timeout_ms > RDZV__WATCH_SLICE_MS / 2)
+    r->liveness_scaled = r->keepalive_interval_ms != o.keepalive_interval_ms;
+    if (r->liveness_scaled && r->keepalive_timeout_ms > RDZV__WATCH_SLICE_MS / 2)
         r->watch_slice_ms =
             r->keepalive_timeout_ms < INT32_MAX / 2 ? 2 * r->keepalive_timeout_ms : INT32_MAX;
     if (r->keepalive_interval_ms != o.keepalive_interval_ms)

@@ -1,7 +1,7 @@
 /*
  * Self-fencing: a lost lease is lost membership. While this node is in a
  * generation, the guard thread renews its lease with one answered round trip
- * per keep-alive interval. When the store says the lease ended, the store is
+ * per keep-alive interval (two per timeout in a large job). When the store says the lease ended, the store is
  * gone, or no answer came for the keep-alive timeout, the others have re-formed
  * (or will) without us: the generation ends here as FENCED, the on_change
  * callback tells the agent to stop its workers, and next() joins as a new member.
@@ -66,17 +66,20 @@ static bool check_once(elastic_rdzv *r, uint64_t generation, uint64_t lease, uin
     return true;
 }
 
-/* How often the guard asks: every keep-alive interval, but no more often
- * than twice per timeout. The store client's one-way keep-alives renew the
- * lease in between; the answered check costs the store a reply (and the node
- * a wake-up), half the keep-alive load at 2 per second per node. The fence
- * bound stays one timeout after the last answered check, and so does the
- * answer delay it tolerates (an answer later than timeout/2 at either pace). */
+/* How often the guard asks: every keep-alive interval; in a job whose
+ * liveness was stretched for its size (rdzv__scale_liveness), twice per
+ * timeout, with the store client's one-way keep-alives renewing in between:
+ * the answered check costs the store a reply and the node a wake-up, and at
+ * 16k nodes half of them is what keeps the store's answers in time. The fence
+ * bound is one timeout after the last answered check either way; what the
+ * slower pace gives up is slack for one late answer after a quick one
+ * (timeout/2 instead of timeout - interval), kept for the small jobs. */
 static uint64_t check_period_ms(const elastic_rdzv *r)
 {
     int half_timeout = r->keepalive_timeout_ms / 2;
-    return (uint64_t)(r->keepalive_interval_ms > half_timeout ? r->keepalive_interval_ms
-                                                              : half_timeout);
+    if (!r->liveness_scaled || r->keepalive_interval_ms > half_timeout)
+        return (uint64_t)r->keepalive_interval_ms;
+    return (uint64_t)half_timeout;
 }
 
 /* Half to one keep-alive interval, spread by a per-node random number. */

@@ -111,6 +111,7 @@ struct elastic_rdzv {
     int min_nodes, max_nodes;
     int join_timeout_ms, last_call_timeout_ms;
     int keepalive_interval_ms, keepalive_timeout_ms; /* after rdzv__scale_liveness */
+    bool liveness_scaled; /* rdzv__scale_liveness stretched them for max_nodes */
     /* How long one monitor watch waits before it is re-armed:
      * RDZV__WATCH_SLICE_MS, or two lease timeouts where the job's size
      * stretched them (each re-arm is an answer from the store: 16k nodes

@@ -92,6 +92,13 @@ int replica__push_step(replica_conn *c, const char *origin, const char *dir, uin
 int replica__fetch_file(replica_conn *c, const replica_file_id *id, const char *dest,
                         const ckpt_mem_tier *tier, uint64_t *bytes, uint64_t deadline_ms)
 {
+    return replica__fetch_file_checked(c, id, dest, tier, NULL, NULL, bytes, deadline_ms);
+}
+
+int replica__fetch_file_checked(replica_conn *c, const replica_file_id *id, const char *dest,
+                                const ckpt_mem_tier *tier, replica_check_fn check, void *ctx,
+                                uint64_t *bytes, uint64_t deadline_ms)
+{
     *bytes = 0;
     replica_request req = { .op = REPLICA_OP_GET, .id = *id };
     int status = 0;
@@ -108,6 +115,7 @@ int replica__fetch_file(replica_conn *c, const replica_file_id *id, const char *
     rc = replica__incoming_open(dest, len, tier, NULL, &in);
     if (rc) return rc;
     rc = replica__incoming_receive(c, &in, deadline_ms);
+    if (rc == 0 && check != NULL) rc = check(ctx, in.fd, in.len);
     if (rc == 0)
         rc = replica__incoming_keep(&in);
     else

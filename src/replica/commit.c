@@ -7,9 +7,11 @@
  *                                         propose one sets it (compare_set); a
  *                                         node already past it that no longer
  *                                         holds it raises it to its newest
- *   memtier/g<gen>/round/<k>/in/<step>    nodes whose copies of that step are placed
  *   memtier/g<gen>/round/<k>/committed    the record, written once by the node
  *                                         whose count completed the round
+ *   memtier/g<gen>/count/<k>/<step>       nodes whose copies of that step are
+ *                                         placed (outside the round's prefix,
+ *                                         which the nodes watch)
  *
  * Rounds make the nodes replicate the same step: each one pushes the step
  * of the round, not whatever is newest on it (nodes that each pushed their
@@ -77,10 +79,12 @@ int replica__round_propose(elastic_store *store, uint64_t generation, uint64_t r
 int replica__round_count_in(elastic_store *store, uint64_t generation, uint64_t round,
                             uint64_t step, int world, bool *completed)
 {
-    char key[96], what[40];
+    char key[96];
     *completed = false;
-    snprintf(what, sizeof what, "in/%" PRIu64, step); /* a raised step counts afresh */
-    round_key(key, sizeof key, generation, round, what);
+    /* Outside the round's prefix: the watchers wake for its step and its
+     * record, not for every node's count (a raised step counts afresh). */
+    snprintf(key, sizeof key, "memtier/g%" PRIu64 "/count/%" PRIu64 "/%" PRIu64, generation, round,
+             step);
     int64_t count = 0;
     int rc = elastic_store_add(store, key, 1, &count);
     if (rc != 0 || count != world) return rc;
@@ -105,4 +109,29 @@ int replica__round_committed(elastic_store *store, uint64_t generation, uint64_t
     if (rc == 0) rc = parse_step(key, value, len, step);
     elastic_free(value);
     return rc;
+}
+
+int replica__round_watch(elastic_store *store, uint64_t generation, uint64_t round,
+                         uint64_t *revision, int wait_ms)
+{
+    char prefix[96];
+    round_key(prefix, sizeof prefix, generation, round, "");
+    uint64_t now = *revision;
+    int rc = elastic_store_watch(store, prefix, *revision, wait_ms, &now);
+    if (rc == 0) *revision = now;
+    if (rc == ELASTIC_ETIMEDOUT) elastic__clear_error();
+    return rc;
+}
+
+void replica__round_forget(elastic_store *store, uint64_t generation, uint64_t round, uint64_t step)
+{
+    char key[96];
+    round_key(key, sizeof key, generation, round, "step");
+    (void)elastic_store_delete(store, key);
+    round_key(key, sizeof key, generation, round, "committed");
+    (void)elastic_store_delete(store, key);
+    snprintf(key, sizeof key, "memtier/g%" PRIu64 "/count/%" PRIu64 "/%" PRIu64, generation, round,
+             step);
+    (void)elastic_store_delete(store, key);
+    elastic__clear_error(); /* absent already: nothing to forget */
 }

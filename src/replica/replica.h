@@ -106,6 +106,13 @@ int replica__push_file(replica_conn *c, const replica_file_id *id, const char *p
  * length: the reader verifies every byte. */
 int replica__fetch_file(replica_conn *c, const replica_file_id *id, const char *dest,
                         const ckpt_mem_tier *tier, uint64_t *bytes, uint64_t deadline_ms);
+/* The same, with the received file handed to check(ctx, fd, len) before it
+ * takes its name: a copy that fails the check (its error returned) is never
+ * kept, not even for a moment under its name. */
+typedef int (*replica_check_fn)(void *ctx, int fd, uint64_t len);
+int replica__fetch_file_checked(replica_conn *c, const replica_file_id *id, const char *dest,
+                                const ckpt_mem_tier *tier, replica_check_fn check, void *ctx,
+                                uint64_t *bytes, uint64_t deadline_ms);
 
 /* ---- the receiver -------------------------------------------------------------- */
 
@@ -270,6 +277,17 @@ int replica__round_count_in(elastic_store *store, uint64_t generation, uint64_t 
  * ELASTIC_ETIMEDOUT / ELASTIC_ENOTFOUND while the round is not committed. */
 int replica__round_committed(elastic_store *store, uint64_t generation, uint64_t round,
                              int wait_ms, uint64_t *step);
+
+/* Deletes a finished round's keys (its step, record and the count of
+ * `step`): the node that completes round k forgets round k-2, which every
+ * node has left (all counted in round k). Counts of steps raised away stay. */
+void replica__round_forget(elastic_store *store, uint64_t generation, uint64_t round,
+                           uint64_t step);
+/* Waits up to wait_ms for any change to the round's keys after *revision
+ * (a proposal, a raise, a count, the record), which it updates; 0, or
+ * ELASTIC_ETIMEDOUT when nothing changed. */
+int replica__round_watch(elastic_store *store, uint64_t generation, uint64_t round,
+                         uint64_t *revision, int wait_ms);
 
 /* ---- one restore step for the job (sync.c) --------------------------------------- */
 

@@ -89,6 +89,37 @@ static int stage_local(stage *s)
     return rc;
 }
 
+/* The step's record, checked against the copy wanted; a bad one is removed
+ * (the next source brings its own). */
+static int load_checked_record(stage *s, ckpt_commit_record *r)
+{
+    int rc = load_record(s->commit_path, s->shard.step, r);
+    if (rc) {
+        unlink(s->commit_path);
+        return rc;
+    }
+    if (r->generation != s->shard.generation || r->world != s->shard.world) {
+        ckpt__commit_free(r);
+        unlink(s->commit_path);
+        return elastic__fail(ELASTIC_ECORRUPT, "%s: the record is of another generation",
+                             s->commit_path);
+    }
+    return 0;
+}
+
+typedef struct shard_check {
+    const stage *s;
+    const ckpt_commit_record *record;
+} shard_check;
+
+static int check_received_shard(void *p, int fd, uint64_t len)
+{
+    const shard_check *k = p;
+    return ckpt__verify_shard_fd(fd, len, k->s->shard_path, k->record, k->s->shard.rank);
+}
+
+/* The record, then the shard, verified before it takes its name (through a
+ * small window, from the pages it was just written to). */
 static int stage_peer(stage *s, const replica_dialer *dialer, uint32_t node, uint64_t deadline_ms,
                       uint64_t *bytes)
 {
@@ -103,24 +134,27 @@ static int stage_peer(stage *s, const replica_dialer *dialer, uint32_t node, uin
     struct stat st;
     if (rc == 0 && stat(s->commit_path, &st) != 0)
         rc = replica__fetch_file(c, &s->commit, s->commit_path, &tier, &got, deadline_ms);
-    if (rc == 0) rc = replica__fetch_file(c, &s->shard, s->shard_path, &tier, bytes, deadline_ms);
-    replica__close(c);
+    ckpt_commit_record r;
+    bool loaded = false;
+    if (rc == 0 && (rc = load_checked_record(s, &r)) == 0) loaded = true;
+    shard_check check = { s, &r };
+    if (rc == 0)
+        rc = replica__fetch_file_checked(c, &s->shard, s->shard_path, &tier, check_received_shard,
+                                         &check, &got, deadline_ms);
+    if (rc == 0) *bytes = r.shards[s->shard.rank].file_size;
+    if (loaded) ckpt__commit_free(&r);
+    if (c) replica__close(c);
     ckpt__mem_tier_close(&tier);
     return rc;
 }
 
-static int verify(stage *s, uint64_t *bytes)
+/* A copy already in this node's memory: the file checked completely. */
+static int verify_local(stage *s, uint64_t *bytes)
 {
     ckpt_commit_record r;
-    int rc = load_record(s->commit_path, s->shard.step, &r);
-    if (rc) {
-        unlink(s->commit_path); /* a bad record: the next source brings its own */
-        return rc;
-    }
-    if (r.generation != s->shard.generation || r.world != s->shard.world)
-        rc = elastic__fail(ELASTIC_ECORRUPT, "%s: the record is of another generation",
-                           s->commit_path);
-    if (rc == 0) rc = ckpt__verify_shard_file(s->shard_path, &r, s->shard.rank);
+    int rc = load_checked_record(s, &r);
+    if (rc) return rc;
+    rc = ckpt__verify_shard_file(s->shard_path, &r, s->shard.rank);
     if (rc == 0) *bytes = r.shards[s->shard.rank].file_size;
     ckpt__commit_free(&r);
     return rc;
@@ -167,10 +201,13 @@ int replica__stage_shard(const char *root, const ckpt_plan *plan, uint32_t rank,
             out->bytes = copies[i].bytes;
             return 0; /* the worker reads the disk tier itself */
         }
-        int rc = kinds[i] == CKPT_SOURCE_LOCAL
-                     ? stage_local(&s)
-                     : stage_peer(&s, dialer, copies[i].node, deadline_ms, &bytes);
-        if (rc == 0) rc = verify(&s, &bytes);
+        int rc = 0;
+        if (kinds[i] == CKPT_SOURCE_LOCAL) {
+            rc = stage_local(&s);
+            if (rc == 0) rc = verify_local(&s, &bytes);
+        } else {
+            rc = stage_peer(&s, dialer, copies[i].node, deadline_ms, &bytes);
+        }
         if (rc == 0) {
             out->bytes = bytes;
             out->ns = elastic__now_ns() - start;

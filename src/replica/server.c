@@ -115,10 +115,13 @@ static int prepare_dirs(replica_server *s, const replica_file_id *id)
  * are checked by whoever reads the copy. */
 static int check_received(const replica_incoming *in, const replica_file_id *id)
 {
-    const uint8_t *p = in->map;
     if (id->kind == REPLICA_KIND_COMMIT) {
+        uint8_t *record = malloc(in->len); /* replica__file_max(id) bounded the length */
+        if (record == NULL) return elastic__fail(ELASTIC_ENOMEM, "commit record");
         ckpt_commit_record r;
-        int rc = ckpt__commit_decode(p, in->len, &r);
+        int rc = ckpt__pread_all(in->fd, record, (size_t)in->len, 0, in->tmp);
+        if (rc == 0) rc = ckpt__commit_decode(record, in->len, &r);
+        free(record);
         if (rc) return rc;
         bool same = r.step == id->step && r.generation == id->generation && r.world == id->world;
         ckpt__commit_free(&r);
@@ -126,9 +129,13 @@ static int check_received(const replica_incoming *in, const replica_file_id *id)
     }
     ckpt_header h;
     ckpt_trailer t;
-    int rc = ckpt__header_decode(p, CKPT_HEADER_BYTES, &h);
+    uint8_t header[CKPT_HEADER_BYTES], trailer[CKPT_TRAILER_BYTES];
+    int rc = ckpt__pread_all(in->fd, header, sizeof header, 0, in->tmp);
+    if (rc == 0) rc = ckpt__header_decode(header, sizeof header, &h);
     if (rc == 0)
-        rc = ckpt__trailer_decode(p + in->len - CKPT_TRAILER_BYTES, CKPT_TRAILER_BYTES, &t);
+        rc =
+            ckpt__pread_all(in->fd, trailer, sizeof trailer, in->len - CKPT_TRAILER_BYTES, in->tmp);
+    if (rc == 0) rc = ckpt__trailer_decode(trailer, sizeof trailer, &t);
     if (rc) return rc;
     if (h.step != id->step || h.generation != id->generation || h.rank != id->rank ||
         h.world != id->world || t.step != id->step)

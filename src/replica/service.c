@@ -28,9 +28,6 @@
 /* A round of the memory commit that has no record by then is given up
  * (some node could not take part: its copy of the step was gone). */
 #define ROUND_TIMEOUT_MS 10000
-/* A node that counted in waits this long on the record at a time, then
- * looks whether the round's step was raised meanwhile. */
-#define RECORD_WAIT_MS 200
 
 typedef struct target {
     replica_peer peer;
@@ -69,9 +66,11 @@ typedef struct round_state {
     uint64_t k;         /* the round being played, from 1 */
     uint64_t step;      /* its step; 0: not proposed yet */
     uint64_t prev;      /* the last round's step (or the restored one): the next is greater */
+    uint64_t prev2;     /* the step of the round before that (0: none committed) */
     bool counted;       /* this node counted itself in */
     uint64_t deadline;  /* when the round is given up */
     uint64_t commit_ms; /* the step's commit on this node (wall clock) */
+    uint64_t revision;  /* the store's revision of the round's keys last seen */
 } round_state;
 
 /* The newest step of ROOT/own with a commit record, and that record's time. */
@@ -191,6 +190,7 @@ static void replicated(replica_service *s, uint64_t step, uint64_t commit_ms)
 
 static void next_round(replica_service *s, round_state *rs)
 {
+    rs->prev2 = rs->prev;
     rs->prev = rs->step;
     rs->k++;
     rs->step = 0;
@@ -270,6 +270,8 @@ static bool play_round(replica_service *s, round_state *rs, target *targets, siz
             if (replica__round_count_in(rs->store, rs->generation, rs->k, rs->step, rs->world,
                                         &completed) == 0)
                 rs->counted = true;
+            if (completed && rs->k > 2 && rs->prev2 > 0)
+                replica__round_forget(rs->store, rs->generation, rs->k - 2, rs->prev2);
             else
                 ELASTIC_LOG_W("replica", "memory commit of step %" PRIu64 ": %s", rs->step,
                               elastic_last_error());
@@ -281,8 +283,7 @@ static bool play_round(replica_service *s, round_state *rs, target *targets, siz
     }
     int left = elastic__ms_left(rs->deadline);
     uint64_t step = 0;
-    int wait = rs->counted ? (left < RECORD_WAIT_MS ? left : RECORD_WAIT_MS) : 0;
-    int rc = replica__round_committed(rs->store, rs->generation, rs->k, wait, &step);
+    int rc = replica__round_committed(rs->store, rs->generation, rs->k, 0, &step);
     if (rc == 0) {
         pthread_mutex_lock(&s->lock);
         if (step > s->stats.committed_step) {
@@ -310,7 +311,14 @@ static bool play_round(replica_service *s, round_state *rs, target *targets, siz
         next_round(s, rs);
         return false;
     }
-    return !rs->counted; /* counted: the wait for the record was the pause */
+    /* Until the round changes (a raise must be seen within a step: the
+     * raised step is evicted here once a newer one commits) or this node's
+     * trainer commits (seen on the next look, POLL_MS at most). */
+    rc = replica__round_watch(rs->store, rs->generation, rs->k, &rs->revision,
+                              left < POLL_MS ? left : POLL_MS);
+    if (rc == 0 || rc == ELASTIC_ETIMEDOUT) return false;
+    ELASTIC_LOG_D("replica", "memory commit round %" PRIu64 ": %s", rs->k, elastic_last_error());
+    return true; /* the store does not answer: the pause is wait_for_work's */
 }
 
 static void *replicator_main(void *arg)

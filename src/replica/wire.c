@@ -155,15 +155,25 @@ int replica__incoming_open(const char *path, uint64_t len, const ckpt_mem_tier *
     static unsigned counter;
     memset(in, 0, sizeof *in);
     in->fd = -1;
-    in->map = MAP_FAILED;
     in->len = len;
     snprintf(in->path, sizeof in->path, "%s", path);
     snprintf(in->tmp, sizeof in->tmp, "%s.tmp-recv.%ld.%u", path, (long)getpid(),
              __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-    /* A spare file's pages are reused (overwritten, then cut to length). */
-    if (recycle != NULL && rename(recycle, in->tmp) == 0)
+    /* A spare file's pages are reused (overwritten, then cut to length),
+     * unless another name still shares them: a copy staged for a restore is
+     * a hard link, and overwriting its pages would destroy that copy. */
+    if (recycle != NULL && rename(recycle, in->tmp) == 0) {
         in->fd = open(in->tmp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    else
+        struct stat st;
+        if (in->fd >= 0 && fstat(in->fd, &st) == 0 && st.st_nlink == 1)
+            in->recycled = true;
+        else {
+            if (in->fd >= 0) close(in->fd);
+            unlink(in->tmp); /* this name only: the other keeps its data */
+            in->fd = -1;
+        }
+    }
+    if (in->fd < 0)
         in->fd = open(in->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (in->fd < 0) return ckpt__fail_errno(errno, "create", in->tmp);
     /* The step directory and file name say which copy. */
@@ -175,25 +185,48 @@ int replica__incoming_open(const char *path, uint64_t len, const ckpt_mem_tier *
     int rc = tier ? ckpt__mem_reserve(tier, in->fd, 0, len, what) : 0;
     if (rc == 0 && ftruncate(in->fd, (off_t)len) != 0)
         rc = ckpt__fail_errno(errno, "size", in->tmp);
-    /* Straight from the socket into the file's (reserved, prefaulted) pages:
-     * one copy, as a plain receive into a buffer would make. */
-    if (rc == 0 && len > 0) {
-        in->map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, in->fd, 0);
-        if (in->map == MAP_FAILED) rc = ckpt__fail_errno(errno, "map", in->tmp);
-    }
     if (rc != 0) replica__incoming_drop(in);
     return rc;
 }
 
+/* Straight into a mapping of the file's pages: one copy. */
+static int receive_mapped(replica_conn *c, replica_incoming *in, uint64_t deadline_ms)
+{
+    void *map = mmap(NULL, in->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, in->fd, 0);
+    if (map == MAP_FAILED) return ckpt__fail_errno(errno, "map", in->tmp);
+    int rc = c->ops->recv(c, map, in->len, deadline_ms);
+    munmap(map, in->len);
+    return rc;
+}
+
+/* A fresh file is received through a buffer that stays in the core's cache,
+ * then written into it: mapping 256 MiB of fresh tmpfs pages (populating
+ * them zeroes every page) and unmapping them cost 0.3-0.6 s each here,
+ * against ~0.05 s for the second copy, and full-page writes into reserved
+ * pages are never zeroed first. A recycled file's pages are already there:
+ * mapped, they take the bytes in one copy (measured ~15% less CPU). */
+#define RECEIVE_PIECE (512u << 10)
+
 int replica__incoming_receive(replica_conn *c, replica_incoming *in, uint64_t deadline_ms)
 {
-    return in->len > 0 ? c->ops->recv(c, in->map, in->len, deadline_ms) : 0;
+    if (in->len == 0) return 0;
+    if (in->recycled) return receive_mapped(c, in, deadline_ms);
+    size_t cap = in->len < RECEIVE_PIECE ? (size_t)in->len : RECEIVE_PIECE;
+    uint8_t *buf = malloc(cap);
+    if (buf == NULL) return elastic__fail(ELASTIC_ENOMEM, "receive buffer");
+    int rc = 0;
+    for (uint64_t done = 0; done < in->len && rc == 0;) {
+        size_t n = in->len - done < cap ? (size_t)(in->len - done) : cap;
+        rc = c->ops->recv(c, buf, n, deadline_ms);
+        if (rc == 0) rc = ckpt__write_all(in->fd, buf, n, in->tmp); /* from offset 0, in order */
+        done += n;
+    }
+    free(buf);
+    return rc;
 }
 
 int replica__incoming_keep(replica_incoming *in)
 {
-    if (in->map != MAP_FAILED) munmap(in->map, in->len);
-    in->map = MAP_FAILED;
     int rc = close(in->fd) == 0 ? 0 : ckpt__fail_errno(errno, "close", in->tmp);
     in->fd = -1;
     if (rc == 0 && rename(in->tmp, in->path) != 0) rc = ckpt__fail_errno(errno, "rename", in->tmp);
@@ -203,8 +236,6 @@ int replica__incoming_keep(replica_incoming *in)
 
 void replica__incoming_drop(replica_incoming *in)
 {
-    if (in->map != MAP_FAILED) munmap(in->map, in->len);
-    in->map = MAP_FAILED;
     if (in->fd >= 0) {
         close(in->fd);
         unlink(in->tmp);

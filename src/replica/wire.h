@@ -45,12 +45,12 @@ uint64_t replica__file_max(const replica_file_id *id);
 /* "<dir>/step-N/<shard-R-gG.elck | COMMIT>" */
 void replica__file_path(const char *dir, const replica_file_id *id, char *out, size_t cap);
 /* A file being received: created under a temporary name beside `path`,
- * room reserved in the tier (NULL: none), mapped; then filled from the
- * connection, then renamed into place (keep) or removed (drop). */
+ * room reserved in the tier (NULL: none); then filled from the connection
+ * through a small buffer, then renamed into place (keep) or removed (drop). */
 typedef struct replica_incoming {
     char path[PATH_MAX + 128], tmp[PATH_MAX + 200];
-    int fd;
-    void *map;
+    int fd;        /* open for reading and writing until keep or drop */
+    bool recycled; /* a spare file's pages, already allocated and written */
     uint64_t len;
 } replica_incoming;
 

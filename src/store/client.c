@@ -503,6 +503,9 @@ static int attempt(elastic_store *s, bytes__buf *request, const store__call_opts
         int err = reconnect_locked(session, co->deadline_ms);
         if (err != 0) return err;
     }
+    /* Checked under the lock that store__generation_ended takes: a call
+     * either sees the end here or is registered before it and cancelled. */
+    if (store__generation_over(s)) return ELASTIC_ECANCELED;
     register_call(session, call, s);
     bytes__set_le32(request->data + 4, call->id);
     uint64_t epoch = session->epoch;
@@ -556,7 +559,11 @@ int store__call_run(elastic_store *s, uint16_t op, bytes__buf *request, const st
         free(call.body);
         status = attempt(s, request, co, &call, &sent);
     }
-    if (status != 0) status = fail_from_call(status, op, &call, session);
+    if (status == ELASTIC_ECANCELED)
+        status = elastic__fail(status, "store %s: generation %llu ended", store__op_name(op),
+                               (unsigned long long)s->generation);
+    else if (status != 0)
+        status = fail_from_call(status, op, &call, session);
     if (status == 0) {
         *body = call.body;
         *len = call.body_len;

@@ -60,6 +60,7 @@ typedef struct store__session {
     store__call *calls;
     store__keepalive *keepalives;
     char broken_reason[160];
+    uint64_t ended_generation; /* the newest generation announced ended (0: none) */
 } store__session;
 
 struct elastic_store {
@@ -70,7 +71,16 @@ struct elastic_store {
     int active_calls;
     bool closing;
     pthread_cond_t idle;
+    /* Set by store__clone_for_generation (0: none): the handle's calls fail
+     * with ELASTIC_ECANCELED once this generation is announced ended. */
+    uint64_t generation;
 };
+
+/* With the session lock held: the handle's generation has ended. */
+static inline bool store__generation_over(const elastic_store *s)
+{
+    return s->generation != 0 && s->generation <= s->session->ended_generation;
+}
 
 /* What a call needs beyond its frame. */
 typedef struct store__call_opts {

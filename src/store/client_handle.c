@@ -1,7 +1,8 @@
 /*
- * Store handles: connecting, scoped clones that share one connection, and
- * closing a handle (its pending calls fail with ELASTIC_ECLOSED, its leases
- * are revoked, the connection goes with the last handle).
+ * Store handles: connecting, scoped clones that share one connection,
+ * clones bound to a generation (their waits end when it does), and closing a
+ * handle (its pending calls fail with ELASTIC_ECLOSED, its leases are
+ * revoked, the connection goes with the last handle).
  */
 #include "store/client.h"
 
@@ -92,6 +93,18 @@ ELASTIC_EXTERN int elastic_store_clone(elastic_store *store, const char *prefix,
     return err;
 }
 
+/* With the lock held: ends a waiting call with `status` (its caller wakes). */
+static void cancel_call(store__session *session, store__call *call, int status)
+{
+    if (session->calls == call) session->calls = call->next;
+    if (call->prev != NULL) call->prev->next = call->next;
+    if (call->next != NULL) call->next->prev = call->prev;
+    call->prev = call->next = NULL;
+    call->status = status;
+    call->done = true;
+    pthread_cond_signal(&call->cond);
+}
+
 /* With the lock held: fails this handle's calls and takes its keep-alives;
  * returns how many leases to revoke (their ids in `leases`). */
 static size_t detach_handle(elastic_store *s, uint64_t *leases, size_t max)
@@ -99,14 +112,7 @@ static size_t detach_handle(elastic_store *s, uint64_t *leases, size_t max)
     store__session *session = s->session;
     for (store__call *call = session->calls, *next; call != NULL; call = next) {
         next = call->next;
-        if (call->owner != s) continue;
-        if (session->calls == call) session->calls = call->next;
-        if (call->prev != NULL) call->prev->next = call->next;
-        if (call->next != NULL) call->next->prev = call->prev;
-        call->prev = call->next = NULL;
-        call->status = ELASTIC_ECLOSED;
-        call->done = true;
-        pthread_cond_signal(&call->cond);
+        if (call->owner == s) cancel_call(session, call, ELASTIC_ECLOSED);
     }
     store__session_wake_reader(session); /* it may be one of ours, blocked in poll */
     size_t count = 0;
@@ -121,6 +127,27 @@ static size_t detach_handle(elastic_store *s, uint64_t *leases, size_t max)
         free(k);
     }
     return count;
+}
+
+int store__clone_for_generation(elastic_store *store, uint64_t generation, elastic_store **out)
+{
+    if (generation == 0) return elastic__fail(ELASTIC_EINVAL, "generation 0 never ends");
+    int rc = elastic_store_clone(store, "", out);
+    if (rc == 0) (*out)->generation = generation; /* not shared yet: no lock needed */
+    return rc;
+}
+
+void store__generation_ended(elastic_store *store, uint64_t generation)
+{
+    store__session *session = store->session;
+    pthread_mutex_lock(&session->lock);
+    if (generation > session->ended_generation) session->ended_generation = generation;
+    for (store__call *call = session->calls, *next; call != NULL; call = next) {
+        next = call->next;
+        if (store__generation_over(call->owner)) cancel_call(session, call, ELASTIC_ECANCELED);
+    }
+    store__session_wake_reader(session); /* the reader may be a cancelled call, in poll */
+    pthread_mutex_unlock(&session->lock);
 }
 
 /* Revokes leases without waiting for answers: the handle is going away. */

@@ -40,4 +40,18 @@ void store__token_free(char *token);
  * reconnect failed). Fencing (src/rdzv/guard.c) is built on it. */
 int store__lease_check(elastic_store *s, uint64_t lease, int timeout_ms);
 
+/* ---- waits an ended generation cuts short (client_handle.c) ------------------ */
+
+/* A clone of `store` (same connection, same prefix) for waits on the peers
+ * of `generation` (> 0): once that generation's end is announced on the
+ * connection, its calls in flight and any later one fail at once with
+ * ELASTIC_ECANCELED. A store-mode checkpoint commit waits on one
+ * (src/ckpt/commit_store.c), so a peer that died does not hold it for
+ * commit_timeout_ms. Close it with elastic_store_close. */
+int store__clone_for_generation(elastic_store *store, uint64_t generation, elastic_store **out);
+/* `generation` and every older one ended, on the connection `store` (or any
+ * of its clones) uses: the worker's control thread says so when the agent
+ * aborts it (in-process recovery, src/worker/control_client.c). */
+void store__generation_ended(elastic_store *store, uint64_t generation);
+
 #endif /* ELASTIC_STORE_INTERNAL_H */

@@ -5,6 +5,7 @@
  * thread. The fast path of poll is one atomic load.
  */
 #include "common/clock.h"
+#include "store/store.h"
 #include "worker/worker.h"
 
 #include <errno.h>
@@ -76,6 +77,9 @@ static void handle_abort(elastic_worker *w, char *payload, size_t length)
     void *user = w->abort_user;
     pthread_mutex_unlock(&w->lock);
     ELASTIC_LOG_I("worker", "generation %llu aborted: %s", (unsigned long long)generation, reason);
+    /* Library waits on this generation's peers (a checkpoint commit) end now:
+     * a peer that died would hold them for their whole timeout. */
+    if (w->root_store != NULL) store__generation_ended(w->root_store, generation);
     pthread_mutex_lock(&w->hooks_lock);
     for (worker__hook *hook = w->hooks; hook != NULL; hook = hook->next)
         if (hook->on_abort != NULL) hook->on_abort(hook->user, generation, reason);
@@ -135,18 +139,19 @@ static void *control_main(void *arg)
     }
 }
 
-static int connect_socket(const char *path, int *fd_out)
+int worker__connect_agent(const char *path, const char *who, int *fd_out)
 {
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof addr.sun_path)
-        return elastic__fail(ELASTIC_EINVAL, "agent socket path too long");
+        return elastic__fail(ELASTIC_EINVAL, "%s: the agent socket path %s is too long", who,
+                             CHANNEL__ENV_AGENT_SOCKET);
     memcpy(addr.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return elastic__fail(ELASTIC_ESYS, "socket: %s", strerror(errno));
+    if (fd < 0) return elastic__fail(ELASTIC_ESYS, "%s: socket: %s", who, strerror(errno));
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
         int err = errno;
         close(fd);
-        return elastic__fail(ELASTIC_ECONNECT, "connect to the agent at %s: %s", path,
+        return elastic__fail(ELASTIC_ECONNECT, "%s: connect to the agent at %s: %s", who, path,
                              strerror(err));
     }
     *fd_out = fd;
@@ -168,7 +173,7 @@ static int start_thread(elastic_worker *w)
 
 int worker__control_connect(elastic_worker *w)
 {
-    int rc = connect_socket(w->env.agent_socket, &w->control_fd);
+    int rc = worker__connect_agent(w->env.agent_socket, "worker", &w->control_fd);
     if (rc != 0) return rc;
     char hello[128];
     snprintf(hello, sizeof hello, "SLOT=%d\nPID=%ld\nGENERATION=%llu\nTIME_NS=%llu\n",
@@ -234,6 +239,7 @@ static int apply_generation(elastic_worker *w, char *payload, size_t length)
     if (rc == 0 && strcmp(next.heartbeat_shm, w->env.heartbeat_shm) != 0)
         rc = elastic__fail(ELASTIC_EPROTO, "reconfigure message: the heartbeat file changed");
     if (rc == 0) rc = worker__scope_store(w, next.store_prefix);
+    if (rc == 0) rc = worker__restore_plan_apply(kv_lookup, &kv);
     if (rc != 0) return rc;
     next.info.attached = w->env.info.attached;
     snprintf(next.agent_socket, sizeof next.agent_socket, "%s", w->env.agent_socket);

@@ -15,8 +15,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #define PARK_MAX_TIMEOUT_MS (7 * 24 * 3600 * 1000)
@@ -44,6 +42,9 @@ static const char *const promoted_names[] = {
     CHANNEL__ENV_HEARTBEAT_SHM,
     CHANNEL__ENV_HEARTBEAT_SLOT,
     CHANNEL__ENV_AGENT_SOCKET,
+    CHANNEL__ENV_RESTORE_STEP,
+    CHANNEL__ENV_RESTORE_SOURCE,
+    CHANNEL__ENV_RESTORE_NODE,
 };
 
 static bool promoted_name(const char *name)
@@ -57,24 +58,6 @@ ELASTIC_EXTERN int elastic_worker_park_opts_init(elastic_worker_park_opts *opts,
 {
     elastic_worker_park_opts defaults = { .struct_size = sizeof defaults, .timeout_ms = -1 };
     return ELASTIC__STRUCT_INIT(opts, struct_size, &defaults, "elastic_worker_park_opts");
-}
-
-static int connect_agent(const char *path, int *fd_out)
-{
-    struct sockaddr_un addr = { .sun_family = AF_UNIX };
-    if (strlen(path) >= sizeof addr.sun_path)
-        return elastic__fail(ELASTIC_EINVAL, "%s: path too long", CHANNEL__ENV_AGENT_SOCKET);
-    memcpy(addr.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return elastic__fail(ELASTIC_ESYS, "socket: %s", strerror(errno));
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
-        int err = errno;
-        close(fd);
-        return elastic__fail(ELASTIC_ECONNECT, "warm spare: connect to the agent at %s: %s", path,
-                             strerror(err));
-    }
-    *fd_out = fd;
-    return 0;
 }
 
 static const char *kv_lookup(void *ctx, const char *name)
@@ -99,6 +82,7 @@ static int apply_promotion(const char *payload, size_t length)
     if (rc == 0 && env.mode != WORKER__AGENT)
         rc = elastic__fail(ELASTIC_EPROTO, "warm spare: the promotion names no job store");
     if (rc != 0) return rc;
+    if ((rc = worker__restore_plan_apply(kv_lookup, &kv)) != 0) return rc;
     for (size_t i = 0; i < kv.count; i++)
         if (setenv(kv.keys[i], kv.values[i], 1) != 0)
             return elastic__fail(ELASTIC_ESYS, "setenv %s: %s", kv.keys[i], strerror(errno));
@@ -128,7 +112,7 @@ ELASTIC_EXTERN int elastic_worker_park(const elastic_worker_park_opts *opts, int
         return elastic__fail(ELASTIC_EINVAL, "%s is set but %s is not", CHANNEL__ENV_SPARE,
                              CHANNEL__ENV_AGENT_SOCKET);
     int fd = -1;
-    if ((rc = connect_agent(socket_path, &fd)) != 0) return rc;
+    if ((rc = worker__connect_agent(socket_path, "warm spare", &fd)) != 0) return rc;
     char hello[128];
     snprintf(hello, sizeof hello, "SLOT=%d\nPID=%ld\nTIME_NS=%llu\n", slot, (long)getpid(),
              (unsigned long long)elastic__now_ns());

@@ -1,7 +1,9 @@
 /*
  * The worker handle's insides, shared by the files of src/worker/: attach and
  * info (worker.c), heartbeats (heartbeat.c), the control thread and poll
- * (control_client.c), the barrier (barrier.c) and the stack-dump handler (stackdump.c).
+ * (control_client.c), the barrier (barrier.c), the stack-dump handler
+ * (stackdump.c), parking a warm spare (park.c) and the restore plan a
+ * reconfigure or promotion carries (restore_plan.c).
  */
 #ifndef ELASTIC_WORKER_INTERNAL_H
 #define ELASTIC_WORKER_INTERNAL_H
@@ -75,6 +77,9 @@ struct elastic_worker {
 void worker__notice_received(elastic_worker *w, const char *payload, size_t length);
 
 /* control_client.c */
+/* A connection to the agent's unix socket at `path` (the control channel, a
+ * warm spare's parking); `who` starts the error text. */
+int worker__connect_agent(const char *path, const char *who, int *fd_out);
 int worker__control_connect(elastic_worker *w);
 void worker__control_shutdown(elastic_worker *w);
 int worker__control_send(elastic_worker *w, int type, const char *payload);
@@ -86,6 +91,12 @@ void worker__hook_remove(elastic_worker *w, worker__hook *hook);
  * "KEY=value" lines): tells the agent, and when attached makes the next poll
  * wait for the generation the agent will form. */
 int worker__report_fault(elastic_worker *w, const char *payload);
+
+/* restore_plan.c: the job's restore plan for this rank in a RECONFIGURE or
+ * PROMOTE payload becomes the process' ELASTIC_RESTORE_* variables (what
+ * elastic_ckpt_restore_begin reads), or they are removed when it has none:
+ * a plan from an older generation must not outlive it. Validated first. */
+int worker__restore_plan_apply(const char *(*lookup)(void *ctx, const char *name), void *ctx);
 
 /* heartbeat.c: points the heartbeat at a slot (shared or local). */
 void worker__heartbeat_bind(elastic_worker *w, channel__hb_slot *slot);

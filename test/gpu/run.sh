@@ -54,6 +54,14 @@ last_line() { tail -n 1 "$WORK/$1.log" 2>/dev/null | cut -c1-100; }
 
 # ---- the machine -------------------------------------------------------------------
 
+# Without an NVIDIA GPU there is nothing to measure: say so and stop, successfully
+# (ELASTIC_GPU_FORCE=1 runs every step anyway, each failing soft).
+if [ "${ELASTIC_GPU_FORCE:-0}" != 1 ] &&
+    ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; then
+    echo "test/gpu/run.sh: skipped: no NVIDIA GPU here (nvidia-smi lists none)"
+    exit 0
+fi
+
 if command -v nvidia-smi >/dev/null 2>&1 &&
     run_step gpu 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; then
     row "GPU" "$(head -n 1 "$WORK/gpu.log" | cut -d, -f1)" "driver $(head -n 1 "$WORK/gpu.log" | cut -d, -f2 | tr -d ' ')"
@@ -241,13 +249,15 @@ pinned = min(timed(s) for s in (2, 3, 4))
 et._staging.reserve = lambda nbytes: False  # the .cpu() path
 plain = min(timed(s) for s in (5, 6, 7))
 t = time.perf_counter(); state["w"].cpu(); torch.cuda.synchronize(); cpu_copy = time.perf_counter() - t
-print("pinned_s=%.4f plain_s=%.4f cpu_copy_s=%.4f" % (pinned, plain, cpu_copy))
+print("pinned_s=%.4f plain_s=%.4f cpu_copy_s=%.4f pinned_gbs=%.2f plain_gbs=%.2f"
+      % (pinned, plain, cpu_copy, n / pinned / 1e9, n / plain / 1e9))
 PY
     if run_step d2h 60 env ELASTIC_LIB_DIR="$SRC/lib" PYTHONPATH="$SRC/bindings/python" \
         ELASTIC_MEMORY_CKPT_DIR="$WORK/tier/own" python3 "$WORK/d2h.py"; then
         line=$(grep -o 'pinned_s=.*' "$WORK/d2h.log" | tail -n 1)
         pinned=$(echo "$line" | sed 's/.*pinned_s=\([^ ]*\).*/\1/'); plain=$(echo "$line" | sed 's/.*plain_s=\([^ ]*\).*/\1/')
-        row "memory-tier save, 1 GiB CUDA, registered staging (s)" "$pinned" "elastic.torch.save_state; vs .cpu(): ${plain} s"
+        rates=$(echo "$line" | sed 's/.*pinned_gbs=\([^ ]*\) plain_gbs=\([^ ]*\).*/\1 vs \2 GB\/s/')
+        row "memory-tier save, 1 GiB CUDA, registered staging (s)" "$pinned" "elastic.torch.save_state; vs .cpu(): ${plain} s (${rates})"
     else
         row "memory-tier save, 1 GiB CUDA" "FAIL" "$(last_line d2h)"
     fi

@@ -332,6 +332,22 @@ TEST_TIMEOUT(agent_memory_ckpt_metrics_show_memory_held_replicas_and_lag, 180)
     ASSERT(metric(page.data, "elastic_memory_ckpt_replication_lag_ms", "commit") >= 0);
     ASSERT(metric(page.data, "elastic_memory_ckpt_failures_total", "round") >= 0);
     elastic__text_free(&page);
+    /* Rounds are forgotten as they finish: a few rounds' keys, not one per step. */
+    elastic_store *client;
+    ASSERT_OK(elastic_store_connect(endpoint, NULL, &client));
+    char **keys = NULL;
+    size_t n_keys = 0;
+    ASSERT_OK(elastic_store_keys(client, "", 1000000, &keys, &n_keys));
+    size_t round_keys = 0, memtier_keys = 0;
+    for (size_t i = 0; i < n_keys; i++) {
+        if (strstr(keys[i], "memtier/") == NULL) continue;
+        memtier_keys++;
+        round_keys += strstr(keys[i], "/round/") != NULL || strstr(keys[i], "/count/") != NULL;
+    }
+    ASSERT(memtier_keys > 0); /* the job's keys are where this looks */
+    elastic_free(keys);
+    elastic_store_close(client);
+    if (round_keys > 12) FAIL("%zu memory-commit round keys after %g steps", round_keys, committed);
     for (int i = 0; i < 2; i++) kill(agents[i], SIGTERM);
     for (int i = 0; i < 2; i++) {
         int status;

@@ -3,7 +3,9 @@
  * under elasticrun --in-process-recovery: a killed rank's place goes to the
  * process that was parked before the kill while the survivors keep theirs,
  * and the final weights equal a fault-free run's; more failures than spares
- * cold-start the rest; a spare killed while parked is replaced at no cost to
+ * cold-start the rest; with memory saves every step the survivors' waiting
+ * saves end with the generation and every rank, the promoted spare too,
+ * restores the agreed step from memory; a spare killed while parked is replaced at no cost to
  * the job; a trainer that never parks disables spares; the flag without
  * in-process recovery is refused. Every wait is on an event-log line.
  */
@@ -42,8 +44,11 @@ static long nth_event(const demo_run *run, const char *const *needles, int n, co
     return event_field(line, key);
 }
 
-static void start_demo(demo_run *run, const char *name, const char *spares, bool park,
-                       bool in_process, int steps)
+/* memory_die: with the memory tier (a save every step), and that rank of
+ * generation 1 dies (R:S, the trainer's --die-at-save) before its save of
+ * step S; NULL: no memory tier. */
+static void start_demo_with(demo_run *run, const char *name, const char *spares, bool park,
+                            bool in_process, int steps, const char *memory_die)
 {
     agent_harness_path(run->dir, sizeof run->dir, name);
     mkdir(run->dir, 0755);
@@ -61,10 +66,21 @@ static void start_demo(demo_run *run, const char *name, const char *spares, bool
                         "--event-log", run->events);
     if (in_process) elasticrun_args_add(&cmd, "--in-process-recovery");
     if (spares != NULL) elasticrun_args_add(&cmd, "--warm-spares", spares);
+    if (memory_die != NULL) elasticrun_args_add(&cmd, "--memory-ckpt");
     elasticrun_args_add(&cmd, "--no-python", trainer, "--ckpt-dir", ckpt, "--steps", steps_text,
                         "--step-ms", "5", "--ckpt-every", "10", "--result", run->result);
     if (!park) elasticrun_args_add(&cmd, "--no-park");
+    /* every step to memory, with a per-rank shard the trainer checks after its restore */
+    if (memory_die != NULL)
+        elasticrun_args_add(&cmd, "--memory-every", "1", "--state-mib", "1", "--die-at-save",
+                            memory_die);
     run->agent = elasticrun_args_spawn(&cmd, NULL, name);
+}
+
+static void start_demo(demo_run *run, const char *name, const char *spares, bool park,
+                       bool in_process, int steps)
+{
+    start_demo_with(run, name, spares, park, in_process, steps, NULL);
 }
 
 /* Waits for the job; its result line (free()), or NULL when it failed. */
@@ -127,6 +143,56 @@ TEST_TIMEOUT(agent_warm_spare_takes_a_killed_ranks_place_and_the_survivors_stay,
     /* and a new spare is started in the background, parked under another pid */
     long replacement = nth_event(&run, parked_ev, 1, "pid");
     ASSERT(replacement > 0 && replacement != parked);
+    char *faulty = finish_demo(&run);
+    ASSERT(faulty != NULL);
+    const char *cold[] = { "\"event\":\"worker_started\"", "\"generation\":2,", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(run.events, cold, 1, 0), 0); /* nothing cold-started */
+    char *clean = clean_result(400);
+    ASSERT(clean != NULL && strstr(clean, "steps=400 ") != NULL);
+    ASSERT_STR_EQ(faulty, clean);
+    free(faulty);
+    free(clean);
+}
+
+TEST_TIMEOUT(agent_warm_spare_with_memory_saves_every_step_restores_the_agreed_step_from_memory,
+             240)
+{
+    /* The memory tier takes a save every step and rank 1 dies after its share
+     * of step 143, before saving it: the survivors' saves of step 143 wait for
+     * its shard until the generation's end cuts them short (step abandoned);
+     * then every rank, the promoted spare too, restores the step the agents
+     * agreed on from this node's memory. */
+    demo_run run;
+    start_demo_with(&run, "spare_memory", "1", true, true, 400, "1:143");
+    long parked = nth_event(&run, parked_ev, 0, "pid");
+    long pid0 = first_pid(&run, 0), pid1 = first_pid(&run, 1), pid2 = first_pid(&run, 2);
+    ASSERT(parked > 0 && pid0 > 0 && pid1 > 0 && pid2 > 0);
+    const char *exited[] = { "\"event\":\"worker_exited\"", "\"rank\":1,", NULL };
+    ASSERT_EQ(nth_event(&run, exited, 0, "pid"), pid1); /* by the trainer's own hand */
+    const char *abandoned0[] = { "rank 0: step 143 abandoned: generation 1 ended", NULL };
+    const char *abandoned2[] = { "rank 2: step 143 abandoned: generation 1 ended", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(run.console, abandoned0, 1, test_scaled_ms(WAIT_MS)), 1);
+    ASSERT_EQ(agent_harness_wait_lines(run.console, abandoned2, 1, test_scaled_ms(WAIT_MS)), 1);
+    ASSERT_EQ(nth_event(&run, promoted_ev, 0, "pid"), parked);
+    const char *kept0[] = { "\"event\":\"worker_reconfigured\"", "\"rank\":0,", NULL };
+    const char *kept2[] = { "\"event\":\"worker_reconfigured\"", "\"rank\":2,", NULL };
+    ASSERT_EQ(nth_event(&run, kept0, 0, "pid"), pid0);
+    ASSERT_EQ(nth_event(&run, kept2, 0, "pid"), pid2);
+    /* The three ranks of generation 2 restore one step, each from this node's memory. */
+    const char *restored[] = { "\"event\":\"checkpoint_restored\"", "\"generation\":2,", NULL };
+    long step = nth_event(&run, restored, 0, "step");
+    ASSERT_EQ(step, 142); /* the last step every rank committed */
+    for (int i = 0; i < 3; i++) {
+        char line[2048];
+        ASSERT(agent_harness_wait_lines(run.events, restored, i + 1, test_scaled_ms(WAIT_MS)) >=
+               i + 1);
+        ASSERT(agent_harness_nth_line(run.events, restored, i, line, sizeof line));
+        ASSERT_EQ(event_field(line, "step"), step);
+        if (strstr(line, "\"source\":\"local\"") == NULL) FAIL("not from local memory: %s", line);
+    }
+    const char *promoted_restore[] = { "\"event\":\"checkpoint_restored\"", "\"generation\":2,",
+                                       "\"rank\":1,", NULL };
+    ASSERT_EQ(nth_event(&run, promoted_restore, 0, "step"), step); /* the spare's too */
     char *faulty = finish_demo(&run);
     ASSERT(faulty != NULL);
     const char *cold[] = { "\"event\":\"worker_started\"", "\"generation\":2,", NULL };

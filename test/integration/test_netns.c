@@ -58,6 +58,12 @@ TEST_TIMEOUT(netns_memckpt_two_nodes_lost_fall_back_to_disk_and_say_why, 180)
     run_netns_script("memckpt_two_lost.sh");
 }
 
+/* Warm spares across hosts (issue 24): 2 hosts x 2 ranks + 1 spare each, a rank killed on h2. */
+TEST_TIMEOUT(netns_warm_spare_takes_a_killed_ranks_place_and_survivors_on_both_hosts_stay, 240)
+{
+    run_netns_script("warm_spares.sh");
+}
+
 TEST_TIMEOUT(netns_frozen_node_fences_on_thaw_and_rejoins, 120)
 {
     run_netns_script("freeze.sh");

@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -203,6 +204,19 @@ TEST(ckpt_replica_flipped_byte_in_a_peer_copy_is_detected_and_the_next_copy_used
     ASSERT_EQ(got.refused, 1);
     ASSERT(strstr(got.why, "checksum mismatch") != NULL);
     expect_content(spare, 8, 1);
+    /* The refused copy was checked before it took a name: nothing of it is left. */
+    char step_dir[4400];
+    snprintf(step_dir, sizeof step_dir, "%s/own/step-00000000000000000008", spare);
+    DIR *dir = opendir(step_dir);
+    ASSERT(dir != NULL);
+    size_t entries = 0;
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        if (e->d_name[0] == '.' && (e->d_name[1] == '\0' || strcmp(e->d_name, "..") == 0)) continue;
+        ASSERT(strstr(e->d_name, ".tmp-") == NULL);
+        entries++;
+    }
+    closedir(dir);
+    ASSERT_EQ(entries, 2); /* the shard from node 3 and the commit record */
     /* With no good copy left the stager says so, listing why. */
     replica__server_stop(sd);
     snprintf(path, sizeof path, "%s/own/step-00000000000000000008/shard-00000-g1.elck", spare);
@@ -406,4 +420,47 @@ TEST(ckpt_replica_service_replicates_new_steps_and_writes_every_nth_to_disk)
     struct stat gone;
     ASSERT(stat(a, &gone) != 0);
     ASSERT(stat(b, &gone) != 0);
+}
+
+/* A spare file offered for reuse that another name still shares (a copy
+ * staged for a restore is a hard link to it) is not written over: the copy
+ * behind the other name keeps its bytes, and the new file is a fresh one. */
+TEST(ckpt_replica_receive_never_recycles_a_file_another_name_shares)
+{
+    char spare[4200], staged[4200], path[4200];
+    snprintf(spare, sizeof spare, "%s/spare", test_tmpdir());
+    snprintf(staged, sizeof staged, "%s/staged", test_tmpdir());
+    snprintf(path, sizeof path, "%s/incoming", test_tmpdir());
+    int fd = open(spare, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(write(fd, "staged copy", 11), 11);
+    close(fd);
+    ASSERT_EQ(link(spare, staged), 0);
+
+    replica_incoming in;
+    ASSERT_EQ(replica__incoming_open(path, 11, NULL, spare, &in), 0);
+    ASSERT(!in.recycled);
+    ASSERT_EQ(pwrite(in.fd, "new content", 11, 0), 11);
+    ASSERT_EQ(replica__incoming_keep(&in), 0);
+
+    char bytes[12] = { 0 };
+    fd = open(staged, O_RDONLY);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(read(fd, bytes, 11), 11);
+    close(fd);
+    ASSERT_STR_EQ(bytes, "staged copy");
+    fd = open(path, O_RDONLY);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(read(fd, bytes, 11), 11);
+    close(fd);
+    ASSERT_STR_EQ(bytes, "new content");
+    ASSERT(access(spare, F_OK) != 0); /* the spare's own name is gone */
+
+    /* A file no other name shares is recycled. */
+    fd = open(spare, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    ASSERT(fd >= 0);
+    close(fd);
+    ASSERT_EQ(replica__incoming_open(path, 11, NULL, spare, &in), 0);
+    ASSERT(in.recycled);
+    replica__incoming_drop(&in);
 }

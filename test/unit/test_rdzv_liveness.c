@@ -53,11 +53,13 @@ TEST(rdzv_open_uses_the_stretched_liveness_for_a_large_job_only)
     ASSERT_EQ(small->keepalive_interval_ms, 500);
     ASSERT_EQ(small->keepalive_timeout_ms, 2000);
     ASSERT_EQ(small->watch_slice_ms, RDZV__WATCH_SLICE_MS);
+    ASSERT(!small->liveness_scaled); /* its guard asks every interval, as asked */
     o.run_id = "large";
     o.max_nodes = 16384;
     ASSERT_OK(elastic_rdzv_open(&o, &large));
     ASSERT_EQ(large->keepalive_interval_ms, 4096);
     ASSERT_EQ(large->keepalive_timeout_ms, 16384);
+    ASSERT(large->liveness_scaled);
     /* Its monitor's watch is re-armed no more often than its keep-alives lapse. */
     ASSERT_EQ(large->watch_slice_ms, 2 * 16384);
     elastic_rdzv_free(small);

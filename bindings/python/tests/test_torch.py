@@ -158,6 +158,35 @@ def test_a_warm_spare_takes_the_killed_ranks_place_with_the_weights_of_an_uninte
     assert reference.count("done at step 24") == 3, reference
 
 
+def test_a_warm_spare_with_memory_saves_every_step_restores_the_agreed_step_from_memory(tmp_path):
+    # Rank 1 dies after training step 13, before saving it: the survivors'
+    # memory saves of step 13 wait for its shard until the generation's end
+    # cuts them short ("step 13 abandoned"); then all three ranks, the
+    # promoted spare too, restore step 12 (the last every rank committed) from
+    # this node's memory and end with the weights of an uninterrupted run.
+    reference = run_ddp(tmp_path / "ref", tmp_path / "ref.pt")
+    events = tmp_path / "events.jsonl"
+    failed = run_ddp(tmp_path / "kill", tmp_path / "kill.pt", "--kill-rank", "1", "--kill-at-step", "13",
+                     "--kill-before-save", "--memory-every", "1", "--step-seconds", "0.1",  # the spare parks first
+                     launcher=("--warm-spares=1", "--memory-ckpt", "--event-log", str(events)))
+    first, second = pids(failed, 1), pids(failed, 2)
+    for rank in (0, 2):  # the survivors kept their processes and abandoned the step
+        assert first[rank] == second[rank] and len(first[rank]) == 1, failed
+        assert re.search(r"rank %d/3 pid \d+ gen 1: step 13 abandoned: generation 1 ended" % rank, failed), failed
+    parked, promoted = events_of(events, "spare_parked"), events_of(events, "spare_promoted")
+    assert len(promoted) == 1 and promoted[0]["pid"] == parked[0]["pid"] == list(second[1])[0], (parked, failed)
+    restored = [e for e in events_of(events, "checkpoint_restored") if e["generation"] == 2]
+    assert sorted(e["rank"] for e in restored) == [0, 1, 2], restored
+    assert {(e["step"], e["source"]) for e in restored} == {(12, "local")}, restored
+    assert failed.count("gen 2: resume at step 12 from local") == 3, failed
+    assert failed.count("gen 2: done at step 24") == 3, failed
+    want, got = torch.load(tmp_path / "ref.pt"), torch.load(tmp_path / "kill.pt")
+    assert list(want) == list(got)
+    for name in want:
+        assert torch.equal(want[name], got[name]), name
+    assert reference.count("done at step 24") == 3, reference
+
+
 def test_alone_a_group_of_one_and_no_recovery_to_wait_for(tmp_path):
     code = ("import elastic.torch as et, torch.distributed as dist\n"
             "info = et.init_process_group('gloo')\n"
