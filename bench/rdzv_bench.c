@@ -22,9 +22,15 @@
  * --keepalive I:T (after --etcd) sets the lease keep-alive interval and
  * timeout in ms (default 500:2000).
  * With --etcd the nodes rendezvous on etcd v3 instead of the embedded store
- * (wire = HTTP bytes per node, keep-alives included; 0 on the store).
+ * (wire = HTTP bytes per node, keep-alives included; 0 on the store), and each
+ * run of the thread mode also prints what etcd itself counted per node in each
+ * phase, read from its /metrics (etcd_counts.h):
+ *   "#etcd N form|kill proposals=.. range=.. txn=.. put=.. delete=.. watch=..
+ *    grant=.. revoke=.. keepalive=.. cpu_ms=.."
  */
 #include "rdzv/rdzv.h"
+
+#include "etcd_counts.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -150,6 +156,9 @@ static int one_run(int n, int run, run_result *out)
         }
     }
     rdzv__traffic before = total_traffic(nodes, n, -1);
+    /* --etcd: what etcd counted in each phase (#etcd lines) */
+    etcd_counts etcd0, etcd1, etcd2, etcd3;
+    bool counted = etcd_endpoints != NULL && etcd_counts_read(etcd_endpoints, &etcd0) == 0;
     pthread_barrier_init(&start_line, NULL, (unsigned)n + 1);
     for (int i = 0; i < n; i++) start_thread(&nodes[i]);
     pthread_barrier_wait(&start_line);
@@ -164,6 +173,8 @@ static int one_run(int n, int run, run_result *out)
     }
     pthread_barrier_destroy(&start_line);
     rdzv__traffic formed = total_traffic(nodes, n, -1);
+    if (counted && etcd_counts_read(etcd_endpoints, &etcd1) == 0)
+        etcd_counts_print(n, "form", &etcd0, &etcd1, n);
     out->form_ms = (double)(last - start);
     out->msgs = (double)(formed.messages - before.messages) / n;
     out->bytes = (double)(formed.bytes_sent + formed.bytes_received - before.bytes_sent -
@@ -179,7 +190,15 @@ static int one_run(int n, int run, run_result *out)
             nodes[i].rejoin = true;
             if (i != victim) start_thread(&nodes[i]);
         }
+        /* On etcd the kill waits for the formation's tail to pass (quiet: under
+         * 1 request per 100 nodes in 250 ms, at most 30 s), so the phase is
+         * the lost node's cost, not the end of the formation's. */
+        int quiet_ms = etcd_endpoints != NULL
+                           ? etcd_counts_wait_quiet(etcd_endpoints, n / 100.0 + 1, 30000)
+                           : 0;
+        if (etcd_endpoints != NULL) printf("#etcd %d quiet_after_ms=%d\n", n, quiet_ms);
         rdzv__traffic pre = total_traffic(nodes, n, victim);
+        counted = etcd_endpoints != NULL && etcd_counts_read(etcd_endpoints, &etcd2) == 0;
         uint64_t killed = elastic__now_ms();
         elastic_rdzv_free(nodes[victim].rdzv);
         nodes[victim].rdzv = NULL;
@@ -191,6 +210,8 @@ static int one_run(int n, int run, run_result *out)
             if (nodes[i].done_ms > last) last = nodes[i].done_ms;
         }
         rdzv__traffic post = total_traffic(nodes, n, victim);
+        if (counted && etcd_counts_read(etcd_endpoints, &etcd3) == 0)
+            etcd_counts_print(n, "kill", &etcd2, &etcd3, n - 1);
         out->kill_ms = (double)(last - killed);
         out->kill_msgs = (double)(post.messages - pre.messages) / (n - 1);
         out->kill_bytes =

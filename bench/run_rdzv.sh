@@ -50,7 +50,7 @@ print(*[x.getsockname()[1] for x in s])')
     etcd --name bench --data-dir "$out/etcd" --listen-client-urls "http://127.0.0.1:$client" \
         --advertise-client-urls "http://127.0.0.1:$client" --listen-peer-urls "http://127.0.0.1:$peer" \
         --initial-advertise-peer-urls "http://127.0.0.1:$peer" --initial-cluster "bench=http://127.0.0.1:$peer" \
-        --log-level error --quota-backend-bytes $((4 << 30)) >"$out/etcd.log" 2>&1 &
+        --log-level error --quota-backend-bytes $((4 << 30)) --max-txn-ops 4096 >"$out/etcd.log" 2>&1 &
     etcd_pid=$!
     for i in $(seq 1 100); do
         if curl -s -m 1 -d '{"key":"AA=="}' "http://127.0.0.1:$client/v3/kv/range" | grep -q header; then
@@ -77,17 +77,28 @@ for n in $scale_nodes; do
         { echo "$n -" >> "$out/scale"; tail -1 "$out/scale.err" >&2; }
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-: > "$out/etcd_runs"
-: > "$out/etcd_freeze"
-if command -v etcd >/dev/null 2>&1 && start_etcd; then
+# etcd rows: the bench's line per N into etcd_runs, what etcd itself counted
+# per node per phase (its "#etcd" lines) into etcd_counts.
+run_etcd_rows() {
+    local n keepalive
+    : > "$out/etcd_runs"
+    : > "$out/etcd_counts"
+    : > "$out/etcd_freeze"
+    command -v etcd >/dev/null 2>&1 && start_etcd || return 0
+    etcd_load_before=$(cut -d' ' -f1-3 /proc/loadavg)
     for n in $etcd_nodes; do
         keepalive=500:2000
         [ "$n" -ge "${RDZV_ETCD_BIG:-1024}" ] && keepalive=2000:10000
         "$bench_dir/rdzv_bench" --etcd "$etcd_endpoint" --keepalive "$keepalive" --runs "$runs" "$n" \
-            >> "$out/etcd_runs" || true
+            > "$out/etcd_one" 2>"$out/etcd.err" || tail -1 "$out/etcd.err" >&2
+        grep -v '^#etcd' "$out/etcd_one" >> "$out/etcd_runs" || true
+        grep '^#etcd' "$out/etcd_one" >> "$out/etcd_counts" || true
     done
-    "$bench_dir/rdzv_bench" --etcd "$etcd_endpoint" --freeze 16 > "$out/etcd_freeze" || true
-fi
+    etcd_load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+    "$bench_dir/rdzv_bench" --etcd "$etcd_endpoint" --freeze 16 2>/dev/null | grep -v '^#etcd' > "$out/etcd_freeze" || true
+}
+etcd_load_before=- etcd_load_after=-
+run_etcd_rows
 if "$python" -c "import torch.distributed.elastic" 2>/dev/null; then
     "$python" "$here/rdzv_torch.py" "$cap" $torch_nodes > "$out/torch" 2>"$out/torch.err" || true
 else
@@ -185,3 +196,31 @@ END {
     printf "etcd runs from %d nodes on use keep-alive 2000 ms / lease 10000 ms (RDZV_ETCD_BIG); the store keeps 500/2000\n", big
     printf "- : not run (etcd not installed) or failed\n"
 }' big="${RDZV_ETCD_BIG:-1024}" "$out/elastic" "$out/etcd_runs" "$out/etcd_freeze" "$out/freeze"
+
+# What etcd counted (its /metrics, read before and after each phase): per node,
+# the last run of each N. Requests and Raft proposals follow the protocol and do
+# not swing; keep-alives follow the phase's length; CPU is etcd's own.
+print_etcd_counts() {
+    [ -s "$out/etcd_counts" ] || return 0
+    awk -v before="$etcd_load_before" -v after="$etcd_load_after" '
+    function field(name,   i, kv) { for (i = 4; i <= NF; i++) { split($i, kv, "="); if (kv[1] == name) return kv[2] } return 0 }
+    $3 != "form" && $3 != "kill" { next }
+    { key = $2 " " $3; if (!(key in seen)) order[++count] = key; seen[key] = 1
+      req[key] = field("range") + field("txn") + field("put") + field("delete") + field("watch") + field("grant") + field("revoke")
+      for (i = 4; i <= NF; i++) { split($i, kv, "="); v[key, kv[1]] = kv[2] } }
+    END {
+        printf "\netcd per node per phase, counted by etcd (/metrics); load average %s before, %s after\n\n", before, after
+        printf "%5s %5s | %8s %9s | %5s %5s %5s %6s %5s | %9s %11s\n", "N", "phase", "requests", "proposals",
+               "range", "txn", "put", "delete", "watch", "keepalive", "etcd CPU ms"
+        for (i = 1; i <= count; i++) {
+            k = order[i]; split(k, nk, " ")
+            printf "%5d %5s | %8.2f %9.2f | %5.2f %5.2f %5.2f %6.2f %5.2f | %9.2f %11.2f\n", nk[1], nk[2], req[k],
+                   v[k, "proposals"], v[k, "range"], v[k, "txn"], v[k, "put"], v[k, "delete"], v[k, "watch"],
+                   v[k, "keepalive"], v[k, "cpu_ms"]
+        }
+        printf "\nrequests = gRPC calls the JSON gateway made (keep-alives apart); proposals = Raft writes;\n"
+        printf "the kill comes once etcd is quiet after the formation (rdzv_bench: under N/100 + 1 requests in 250 ms)\n"
+        printf "etcd started with --max-txn-ops 4096 (a seal is one Txn); targets: 1024 form < 3000 ms, kill -> next < 3000 ms\n"
+    }' "$out/etcd_counts"
+}
+print_etcd_counts

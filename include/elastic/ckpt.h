@@ -225,8 +225,10 @@ ELASTIC_EXTERN int elastic_ckpt_open_memory(const elastic_ckpt_opts *opts, elast
 /* The step this worker restores and the handle to read it from (*from is
  * `memory` or `disk`; either may be NULL): the job's agreed step when the
  * agents planned one (each rank's shard from its cheapest copy: this node's
- * memory, a peer's copy staged into it, or disk), else the newer of the
- * memory tier's latest step and the disk's (memory on a tie). *source (may
+ * memory, a peer's copy staged into it, or disk; a step committed on a
+ * shared-directory `disk` newer than the agreed one, and of its generation
+ * or later, wins: the agents may not know that directory), else the newer
+ * of the memory tier's latest step and the disk's (memory on a tie). *source (may
  * be NULL): ELASTIC_CKPT_SOURCE_*. ELASTIC_ENOTFOUND when neither has a
  * step. Read the step from *from, then call elastic_ckpt_restore_end. Thread
  * rules: those of the two handles. */

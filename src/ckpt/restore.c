@@ -76,6 +76,41 @@ static int planned(elastic_ckpt *memory, elastic_ckpt *disk, ckpt_restore *r, bo
     return 0;
 }
 
+/* The agents plan from what they hold and, with --memory-disk-dir, the disk
+ * tier they write; a trainer's own disk checkpoints they do not see, so
+ * under replication lag the plan can name a step older than the newest
+ * step committed on `disk`. Restoring that older step would redo the work
+ * and then fail to save the committed step again (EEXIST). The newer disk
+ * step wins when it is a shared directory (COMMIT is written after every
+ * rank's shard, and every rank reads the same directory, so every rank
+ * takes the same step) and its generation is not older than the planned
+ * step's (an older generation's newer step was abandoned when the planned
+ * step's history restored to before it: it must not win). */
+static int newer_on_disk(elastic_ckpt *disk, ckpt_restore *r)
+{
+    if (disk == NULL || r->from == disk || disk->opts.store != NULL) return 0;
+    uint64_t disk_step = 0;
+    int rc = elastic_ckpt_latest(disk, &disk_step);
+    if (rc == ELASTIC_ENOTFOUND) return 0;
+    if (rc) return rc;
+    if (disk_step <= r->step) return 0;
+    uint32_t world;
+    uint64_t planned_generation, disk_generation;
+    /* The planned step unreadable: its reads say why, as without a disk. */
+    if (elastic_ckpt_step_info(r->from, r->step, &world, &planned_generation) != 0) return 0;
+    if ((rc = elastic_ckpt_step_info(disk, disk_step, &world, &disk_generation)) != 0) return rc;
+    if (disk_generation < planned_generation) return 0;
+    ELASTIC_LOG_I("ckpt",
+                  "the job's plan names step %" PRIu64 " but step %" PRIu64
+                  " is committed on disk: restoring step %" PRIu64 " from disk",
+                  r->step, disk_step, disk_step);
+    r->step = disk_step;
+    r->source = CHANNEL__RESTORE_DISK;
+    r->from = disk;
+    r->node[0] = '\0';
+    return 0;
+}
+
 int ckpt__restore_begin(elastic_ckpt *memory, elastic_ckpt *disk, ckpt_restore *r)
 {
     memset(r, 0, sizeof *r);
@@ -83,6 +118,7 @@ int ckpt__restore_begin(elastic_ckpt *memory, elastic_ckpt *disk, ckpt_restore *
     bool have = false;
     int rc = planned(memory, disk, r, &have);
     if (rc) return rc;
+    if (have && (rc = newer_on_disk(disk, r)) != 0) return rc;
     if (!have) {
         bool in_memory, on_disk;
         uint64_t mem_step = 0, disk_step = 0;

@@ -323,8 +323,12 @@ static int call_once(etcd__client *c, const char *path, const char *text, uint64
         exchange x = { 0 };
         elastic__text_init(&x.reply, ETCD__MAX_RESPONSE - 1);
         long status = 0;
-        attempt_result result = post(c, endpoint, path, text, left < attempt_ms ? left : attempt_ms,
-                                     &x, &status, why, sizeof why);
+        /* The cap is for failing over; with one endpoint there is nowhere to
+         * go, and abandoning a loaded member's reply to ask it again only adds
+         * to its load (1,024 nodes' keep-alives did that to a member until
+         * their leases lapsed): the one attempt gets the whole deadline. */
+        int cap = c->n > 1 && attempt_ms < left ? attempt_ms : left;
+        attempt_result result = post(c, endpoint, path, text, cap, &x, &status, why, sizeof why);
         if (result == ATTEMPT_FAILED) {
             elastic__text_free(&x.reply);
             return elastic__fail(ELASTIC_EIO, "etcd %s: %s", path, why);

@@ -42,6 +42,16 @@ typedef struct rdzv__backend_ops {
      * it ended, ELASTIC_ETIMEDOUT no answer, ELASTIC_ECONNECT the store refuses or
      * is gone. Optional (NULL: no self-fencing, see guard.c). */
     int (*lease_check)(rdzv__backend *b, uint64_t lease, int timeout_ms);
+    /* Optional (NULL: the caller makes one call per key), for backends where a
+     * request costs more than its work (etcd: each is an HTTP request and a
+     * gateway call; writes are a Raft round each):
+     * get_some reads n keys in one message, an absent one as values[i] NULL;
+     * add_pair adds 1 to two counters in one message (*r1, *r2: the results);
+     * del_prefix deletes every key under prefix in one message (0 also when none). */
+    int (*get_some)(rdzv__backend *b, const char *const *keys, size_t n, void **values,
+                    size_t *lens);
+    int (*add_pair)(rdzv__backend *b, const char *key1, const char *key2, int64_t *r1, int64_t *r2);
+    int (*del_prefix)(rdzv__backend *b, const char *prefix);
     void (*close)(rdzv__backend *b);
 } rdzv__backend_ops;
 

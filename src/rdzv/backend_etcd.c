@@ -85,7 +85,7 @@ static json_object *wrap(const char *name, json_object *inner)
     return o;
 }
 
-/* compare: "VALUE" == value, or "CREATE"/"MOD" == revision. */
+/* compare: "VALUE" == value, or "CREATE"/"MOD" == revision, "VERSION" == version. */
 static json_object *compare_object(etcd__backend *b, const char *key, const char *target,
                                    const void *value, size_t len, int64_t revision)
 {
@@ -97,6 +97,8 @@ static json_object *compare_object(etcd__backend *b, const char *key, const char
         json_object_object_add(o, "value", etcd__b64(value, len));
     else if (strcmp(target, "CREATE") == 0)
         json_object_object_add(o, "create_revision", json_object_new_int64(revision));
+    else if (strcmp(target, "VERSION") == 0)
+        json_object_object_add(o, "version", json_object_new_int64(revision));
     else
         json_object_object_add(o, "mod_revision", json_object_new_int64(revision));
     return o;
@@ -190,15 +192,35 @@ static int etcd_set_leased(rdzv__backend *base, const char *key, const void *val
     return rc;
 }
 
-/* One Txn per ETCD__MAX_TXN_OPS keys (etcd's --max-txn-ops default): each
- * chunk is atomic; the rendezvous needs no atomicity across them (every
- * reader waits for its own key). */
+size_t etcd__txn_ops(etcd__backend *b)
+{
+    return (size_t)__atomic_load_n(&b->txn_ops, __ATOMIC_RELAXED);
+}
+
+bool etcd__txn_refused(etcd__backend *b, size_t ops, int rc)
+{
+    if (rc == 0 || ops <= ETCD__MAX_TXN_OPS) return false;
+    const char *why = elastic_last_error();
+    /* --max-txn-ops ("too many operations in txn request"), --max-request-bytes
+     * ("request is too large"), gRPC's own receive limit ("larger than max") */
+    if (strstr(why, "too many operations") == NULL && strstr(why, "too large") == NULL &&
+        strstr(why, "larger than max") == NULL)
+        return false;
+    __atomic_store_n(&b->txn_ops, ETCD__MAX_TXN_OPS, __ATOMIC_RELAXED);
+    ELASTIC_LOG_D("rdzv", "etcd refused a Txn of %zu ops (%s): %d per Txn from now on", ops, why,
+                  ETCD__MAX_TXN_OPS);
+    return true;
+}
+
+/* One Txn per etcd__txn_ops keys: each chunk is atomic; the rendezvous needs
+ * no atomicity across them (every reader waits for its own key). */
 static int etcd_multi_set(rdzv__backend *base, const char *const *keys, const void *const *values,
                           const size_t *lens, size_t n)
 {
     etcd__backend *b = self(base);
-    for (size_t first = 0; first < n; first += ETCD__MAX_TXN_OPS) {
-        size_t last = first + ETCD__MAX_TXN_OPS < n ? first + ETCD__MAX_TXN_OPS : n, sent = 0;
+    for (size_t first = 0; first < n;) {
+        size_t step = etcd__txn_ops(b);
+        size_t last = first + step < n ? first + step : n, sent = 0;
         json_object *body = json_object_new_object(), *ops = json_object_new_array();
         json_object_object_add(body, "success", ops);
         for (size_t i = first; i < last; i++) {
@@ -215,7 +237,9 @@ static int etcd_multi_set(rdzv__backend *base, const char *const *keys, const vo
         json_object *reply = NULL;
         int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
         json_object_put(reply);
+        if (etcd__txn_refused(b, last - first, rc)) continue; /* the same keys, smaller */
         if (rc != 0) return rc;
+        first = last;
     }
     return 0;
 }
@@ -231,6 +255,25 @@ static int etcd_del(rdzv__backend *base, const char *key)
         rc = etcd__json_i64(reply, "deleted", 0, &deleted);
         if (rc == 0 && deleted == 0) rc = ELASTIC_ENOTFOUND;
     }
+    json_object_put(reply);
+    return rc;
+}
+
+/* One DeleteRange over [prefix, the first key after it): one Raft write. */
+static int etcd_del_prefix(rdzv__backend *base, const char *prefix)
+{
+    etcd__backend *b = self(base);
+    char full[512], end[512];
+    int rc = etcd__full_key(b, prefix, full, sizeof full);
+    if (rc != 0) return rc;
+    if (prefix[0] == '\0')
+        return elastic__fail(ELASTIC_EINVAL, "etcd: del_prefix of the whole run refused");
+    etcd__range_end(full, end, sizeof end);
+    json_object *body = json_object_new_object(), *reply = NULL;
+    json_object_object_add(body, "key", etcd__b64(full, strlen(full)));
+    json_object_object_add(body, "range_end", etcd__b64(end, strlen(end)));
+    rdzv__count(base, strlen(prefix), 0);
+    rc = etcd__call(b->client, "/v3/kv/deleterange", body, 0, false, &reply);
     json_object_put(reply);
     return rc;
 }
@@ -264,56 +307,103 @@ static int etcd_compare_set(rdzv__backend *base, const char *key, const void *ex
     return rc;
 }
 
-/* add(+1) on a counter: one Txn that writes the marker if the key holds it
- * (the result is the new version), or creates it. */
+/* add(+1) on a counter as one Txn, nested so that no race costs a retry:
+ * "if the key holds the marker, Put it again (prev_kv: the result is the
+ * previous version + 1); else if it is absent (version 0), create it (1);
+ * else read it" (a plain number: the caller's compare-and-set loop). etcd
+ * applies a Txn atomically, so the inner compare sees what the outer one saw.
+ * The same object is a request_txn inside add_pair's Txn. */
+static json_object *add_txn_body(etcd__backend *b, const char *key)
+{
+    json_object *bump = wrap("request_put", put_object(b, key, COUNTER, COUNTER_LEN, 0, true));
+    json_object *create = wrap("request_put", put_object(b, key, COUNTER, COUNTER_LEN, 0, false));
+    json_object *read = wrap("request_range", key_object(b, key));
+    json_object *is_counter = compare_object(b, key, "VALUE", COUNTER, COUNTER_LEN, 0);
+    json_object *absent = compare_object(b, key, "VERSION", NULL, 0, 0);
+    if (bump == NULL || create == NULL || read == NULL || is_counter == NULL || absent == NULL) {
+        json_object_put(bump);
+        json_object_put(create);
+        json_object_put(read);
+        json_object_put(is_counter);
+        json_object_put(absent);
+        return NULL;
+    }
+    json_object *inner = json_object_new_object(), *list = json_object_new_array();
+    json_object_array_add(list, absent);
+    json_object_object_add(inner, "compare", list);
+    list = json_object_new_array();
+    json_object_array_add(list, create);
+    json_object_object_add(inner, "success", list);
+    list = json_object_new_array();
+    json_object_array_add(list, read);
+    json_object_object_add(inner, "failure", list);
+    json_object *outer = json_object_new_object();
+    list = json_object_new_array();
+    json_object_array_add(list, is_counter);
+    json_object_object_add(outer, "compare", list);
+    list = json_object_new_array();
+    json_object_array_add(list, bump);
+    json_object_object_add(outer, "success", list);
+    list = json_object_new_array();
+    json_object_array_add(list, wrap("request_txn", inner));
+    json_object_object_add(outer, "failure", list);
+    return outer;
+}
+
+static bool txn_succeeded(json_object *reply)
+{
+    json_object *flag = etcd__json_field(reply, "succeeded", json_type_boolean);
+    return flag != NULL && json_object_get_boolean(flag);
+}
+
+/* The outcome of add_txn_body's Txn (a reply, or a response_txn): *result,
+ * or *not_counter with the plain number and its mod_revision. */
+static int add_txn_result(json_object *reply, const char *key, int64_t *result, bool *not_counter,
+                          int64_t *mod_revision, int64_t *current)
+{
+    if (txn_succeeded(reply)) {
+        json_object *kv = txn_kv(reply, "response_put", "prev_kv");
+        int64_t version = 0;
+        int rc = kv != NULL
+                     ? etcd__json_i64(kv, "version", 0, &version)
+                     : elastic__fail(ELASTIC_EPROTO, "etcd: add: no previous version in the reply");
+        if (rc == 0) *result = version + 1;
+        return rc;
+    }
+    json_object *responses = etcd__json_field(reply, "responses", json_type_array);
+    json_object *inner = responses != NULL && json_object_array_length(responses) == 1
+                             ? etcd__json_field(json_object_array_get_idx(responses, 0),
+                                                "response_txn", json_type_object)
+                             : NULL;
+    if (inner == NULL) return elastic__fail(ELASTIC_EPROTO, "etcd: add: malformed Txn reply");
+    if (txn_succeeded(inner)) { /* created */
+        *result = 1;
+        return 0;
+    }
+    json_object *kv = txn_kv(inner, "response_range", "kvs");
+    if (kv == NULL) /* deleted between the two compares: impossible within one Txn */
+        return elastic__fail(ELASTIC_EPROTO, "etcd: add: %s neither absent nor present", key);
+    char *value = NULL;
+    size_t len = 0;
+    int rc = etcd__kv_value(kv, &value, &len);
+    if (rc == 0) rc = etcd__json_i64(kv, "mod_revision", 0, mod_revision);
+    *current = 0;
+    if (rc == 0 && elastic__parse_i64_n(NULL, value, len, INT64_MIN, INT64_MAX, current) != 0)
+        rc = elastic__fail(ELASTIC_EINVAL, "etcd: add: key %s holds no integer", key);
+    free(value);
+    *not_counter = true;
+    return rc;
+}
+
 static int add_one(etcd__backend *b, const char *key, int64_t *result, bool *not_counter,
                    int64_t *mod_revision, int64_t *current)
 {
-    for (int attempt = 0; attempt < ADD_ATTEMPTS; attempt++) {
-        json_object *reply = NULL;
-        bool succeeded = false;
-        json_object *put = put_object(b, key, COUNTER, COUNTER_LEN, 0, true);
-        int rc = txn(b, compare_object(b, key, "VALUE", COUNTER, COUNTER_LEN, 0),
-                     wrap("request_put", put), key, &reply, &succeeded);
-        if (rc != 0) return rc;
-        json_object *kv = succeeded ? txn_kv(reply, "response_put", "prev_kv")
-                                    : txn_kv(reply, "response_range", "kvs");
-        int64_t version = 0;
-        if (succeeded) {
-            rc = kv != NULL
-                     ? etcd__json_i64(kv, "version", 0, &version)
-                     : elastic__fail(ELASTIC_EPROTO, "etcd: add: no previous version in the reply");
-            json_object_put(reply);
-            if (rc == 0) *result = version + 1;
-            return rc;
-        }
-        if (kv != NULL) { /* holds a plain number: the caller's compare-and-set loop */
-            char *value = NULL;
-            size_t len = 0;
-            rc = etcd__kv_value(kv, &value, &len);
-            if (rc == 0) rc = etcd__json_i64(kv, "mod_revision", 0, mod_revision);
-            *current = 0;
-            if (rc == 0 &&
-                elastic__parse_i64_n(NULL, value, len, INT64_MIN, INT64_MAX, current) != 0)
-                rc = elastic__fail(ELASTIC_EINVAL, "etcd: add: key %s holds no integer", key);
-            free(value);
-            json_object_put(reply);
-            *not_counter = true;
-            return rc;
-        }
-        json_object_put(reply);
-        /* Absent: create it as a counter at 1, unless someone else just did. */
-        put = put_object(b, key, COUNTER, COUNTER_LEN, 0, false);
-        rc = txn(b, compare_object(b, key, "CREATE", NULL, 0, 0), wrap("request_put", put), key,
-                 &reply, &succeeded);
-        json_object_put(reply);
-        if (rc != 0) return rc;
-        if (succeeded) {
-            *result = 1;
-            return 0;
-        }
-    }
-    return elastic__fail(ELASTIC_EBUSY, "etcd: add on %s lost %d races", key, ADD_ATTEMPTS);
+    json_object *body = add_txn_body(b, key), *reply = NULL;
+    if (body == NULL) return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" is too long", key);
+    int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
+    if (rc == 0) rc = add_txn_result(reply, key, result, not_counter, mod_revision, current);
+    json_object_put(reply);
+    return rc;
 }
 
 static int etcd_add(rdzv__backend *base, const char *key, int64_t delta, int64_t *result)
@@ -358,6 +448,119 @@ static int etcd_add(rdzv__backend *base, const char *key, int64_t delta, int64_t
         if (rc != 0 || succeeded) return rc;
     }
     return elastic__fail(ELASTIC_EBUSY, "etcd: add on %s lost %d races", key, ADD_ATTEMPTS);
+}
+
+/* Two counters +1 in one Txn: "if both hold the marker, Put both again",
+ * else each as add_one's nested Txn (absent: create). A key that holds a
+ * plain number goes through etcd_add's loop on its own afterwards. */
+static int etcd_add_pair(rdzv__backend *base, const char *key1, const char *key2, int64_t *r1,
+                         int64_t *r2)
+{
+    etcd__backend *b = self(base);
+    const char *keys[2] = { key1, key2 };
+    int64_t *results[2] = { r1, r2 };
+    json_object *body = json_object_new_object(), *compare = json_object_new_array(),
+                *success = json_object_new_array(), *failure = json_object_new_array();
+    json_object_object_add(body, "compare", compare);
+    json_object_object_add(body, "success", success);
+    json_object_object_add(body, "failure", failure);
+    for (int i = 0; i < 2; i++) {
+        json_object *is_counter = compare_object(b, keys[i], "VALUE", COUNTER, COUNTER_LEN, 0);
+        json_object *bump =
+            wrap("request_put", put_object(b, keys[i], COUNTER, COUNTER_LEN, 0, true));
+        json_object *add = wrap("request_txn", add_txn_body(b, keys[i]));
+        if (is_counter == NULL || bump == NULL || add == NULL) {
+            json_object_put(is_counter);
+            json_object_put(bump);
+            json_object_put(add);
+            json_object_put(body);
+            return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" is too long", keys[i]);
+        }
+        json_object_array_add(compare, is_counter);
+        json_object_array_add(success, bump);
+        json_object_array_add(failure, add);
+    }
+    rdzv__count(base, strlen(key1) + strlen(key2) + 16, 16);
+    json_object *reply = NULL;
+    int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
+    json_object *responses = rc == 0 ? etcd__json_field(reply, "responses", json_type_array) : NULL;
+    if (rc == 0 && (responses == NULL || json_object_array_length(responses) != 2))
+        rc = elastic__fail(ELASTIC_EPROTO, "etcd: add: a Txn of two answered with another count");
+    bool both = rc == 0 && txn_succeeded(reply);
+    bool plain[2] = { false, false };
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        json_object *one = json_object_array_get_idx(responses, i);
+        if (both) {
+            json_object *put = etcd__json_field(one, "response_put", json_type_object);
+            json_object *kv = etcd__json_field(put, "prev_kv", json_type_object);
+            int64_t version = 0;
+            rc = kv != NULL
+                     ? etcd__json_i64(kv, "version", 0, &version)
+                     : elastic__fail(ELASTIC_EPROTO, "etcd: add: no previous version in the reply");
+            *results[i] = version + 1;
+        } else {
+            int64_t mod_revision = 0, current = 0;
+            json_object *inner = etcd__json_field(one, "response_txn", json_type_object);
+            rc = inner != NULL ? add_txn_result(inner, keys[i], results[i], &plain[i],
+                                                &mod_revision, &current)
+                               : elastic__fail(ELASTIC_EPROTO, "etcd: add: malformed Txn reply");
+        }
+    }
+    json_object_put(reply);
+    for (int i = 0; rc == 0 && i < 2; i++)
+        if (plain[i]) rc = etcd_add(base, keys[i], 1, results[i]);
+    return rc;
+}
+
+/* n keys in one Txn of Ranges (ETCD__MAX_TXN_OPS at most); absent: NULL. */
+static int etcd_get_some(rdzv__backend *base, const char *const *keys, size_t n, void **values,
+                         size_t *lens)
+{
+    etcd__backend *b = self(base);
+    size_t sent = 0, received = 0;
+    for (size_t i = 0; i < n; i++) {
+        values[i] = NULL;
+        lens[i] = 0;
+        sent += strlen(keys[i]);
+    }
+    if (n > ETCD__MAX_TXN_OPS)
+        return elastic__fail(ELASTIC_EINVAL, "etcd: get_some of %zu keys (at most %d)", n,
+                             ETCD__MAX_TXN_OPS);
+    json_object *body = json_object_new_object(), *ops = json_object_new_array();
+    json_object_object_add(body, "success", ops);
+    for (size_t i = 0; i < n; i++) {
+        json_object *range = wrap("request_range", key_object(b, keys[i]));
+        if (range == NULL) {
+            json_object_put(body);
+            return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" is too long", keys[i]);
+        }
+        json_object_array_add(ops, range);
+    }
+    json_object *reply = NULL;
+    int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
+    json_object *responses = rc == 0 ? etcd__json_field(reply, "responses", json_type_array) : NULL;
+    if (rc == 0 && (responses == NULL || json_object_array_length(responses) != n))
+        rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of %zu reads answered with another count",
+                           n);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        json_object *range = etcd__json_field(json_object_array_get_idx(responses, i),
+                                              "response_range", json_type_object);
+        json_object *kvs = etcd__json_field(range, "kvs", json_type_array);
+        json_object *kv = kvs != NULL && json_object_array_length(kvs) > 0
+                              ? json_object_array_get_idx(kvs, 0)
+                              : NULL;
+        if (kv == NULL || !json_object_is_type(kv, json_type_object)) continue;
+        rc = etcd__kv_value(kv, (char **)&values[i], &lens[i]);
+        received += lens[i];
+    }
+    json_object_put(reply);
+    for (size_t i = 0; rc != 0 && i < n; i++) {
+        free(values[i]);
+        values[i] = NULL;
+        lens[i] = 0;
+    }
+    rdzv__count(base, sent, received);
+    return rc;
 }
 
 static int etcd_keys(rdzv__backend *base, const char *prefix, size_t max, char ***keys, size_t *n)
@@ -439,6 +642,9 @@ static const rdzv__backend_ops etcd_ops = {
     .lease_grant = etcd__lease_grant,
     .lease_revoke = etcd__lease_revoke,
     .set_leased = etcd_set_leased,
+    .get_some = etcd_get_some,
+    .add_pair = etcd_add_pair,
+    .del_prefix = etcd_del_prefix,
     .close = etcd_close,
 };
 
@@ -453,6 +659,7 @@ int rdzv__backend_etcd_open(const rdzv__etcd_conf *conf, const char *run_id,
     etcd__backend *b = calloc(1, sizeof *b);
     if (b == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
     b->base.ops = &etcd_ops;
+    b->txn_ops = ETCD__BIG_TXN_OPS;
     size_t root_len = strlen(root);
     while (root_len > 0 && root[root_len - 1] == '/') root_len--;
     snprintf(b->prefix, sizeof b->prefix, "%.*s/%s/rdzv/", (int)root_len, root, run_id);

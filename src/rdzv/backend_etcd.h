@@ -26,9 +26,16 @@ typedef struct etcd__keeper {
     /* ttl_ms: the TTL etcd granted (its last reply), the fence deadline */
 } etcd__keeper;
 
+/* Ops per Txn tried first: a member started with --max-txn-ops at least this
+ * takes a whole round's assignments (or join records) in one Txn, one Raft
+ * round on the sealer's path instead of one per 128 keys. A member that
+ * refuses it (etcd's default is 128) gets ETCD__MAX_TXN_OPS from then on. */
+#define ETCD__BIG_TXN_OPS 4096
+
 typedef struct etcd__backend {
     rdzv__backend base;
     etcd__client *client;
+    int txn_ops;      /* ops per Txn now (atomic): ETCD__BIG_TXN_OPS until refused */
     char prefix[320]; /* "<root>/<run_id>/rdzv/": every key starts with it */
     size_t prefix_len;
     etcd__keeper keeper;
@@ -50,5 +57,11 @@ int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision
 int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms, uint64_t *lease);
 int etcd__lease_revoke(rdzv__backend *base, uint64_t lease);
 void etcd__keeper_stop(etcd__backend *b);
+/* How many ops one Txn may hold now. */
+size_t etcd__txn_ops(etcd__backend *b);
+/* After a Txn of `ops` operations failed with rc: true (and the limit drops to
+ * etcd's default) when the member refused its size, so the caller re-sends it
+ * in smaller pieces; a refused Txn changed nothing. */
+bool etcd__txn_refused(etcd__backend *b, size_t ops, int rc);
 
 #endif /* ELASTIC_RDZV_BACKEND_ETCD_H */

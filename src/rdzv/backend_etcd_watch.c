@@ -17,6 +17,9 @@ typedef struct watch_ctx {
     bool prefix;
     int64_t start_revision;
     uint64_t revision; /* out: the change's revision */
+    bool want_value;   /* a single key's wait: keep what its last event wrote */
+    char *value;       /* out (want_value): the value the key holds after the events, */
+    size_t len;        /* NULL when the last event deleted it */
     char error[200];
 } watch_ctx;
 
@@ -75,23 +78,70 @@ static int on_watch_message(void *user, json_object *message)
             return ELASTIC_EPROTO;
         }
         if (mod > revision) revision = mod;
+        if (w->want_value) {
+            /* The event carries the key's new value: no read after the wait.
+             * A PUT's "type" is absent (the enum's zero), a delete says DELETE. */
+            json_object *type =
+                etcd__json_field(json_object_array_get_idx(events, i), "type", json_type_string);
+            free(w->value);
+            w->value = NULL;
+            w->len = 0;
+            if ((type == NULL || strcmp(json_object_get_string(type), "PUT") == 0) &&
+                etcd__kv_value(kv, &w->value, &w->len) != 0) {
+                snprintf(w->error, sizeof w->error, "a watch event without a valid value");
+                return ELASTIC_EPROTO;
+            }
+        }
     }
     if (n == 0) return 0; /* "created", or a progress notice */
     w->revision = (uint64_t)revision;
     return 1;
 }
 
+/* Runs w's watch until its first event; w->value is the caller's to free. */
+static int watch_ctx_run(watch_ctx *w, int timeout_ms)
+{
+    if (w->start_revision < 1) w->start_revision = 1;
+    int rc = etcd__stream(w->b->client, "/v3/watch", watch_body, timeout_ms, on_watch_message, w);
+    if (rc != 0) {
+        free(w->value);
+        w->value = NULL;
+    }
+    if (rc == ELASTIC_EPROTO && w->error[0] != '\0')
+        return elastic__fail(rc, "etcd watch: %s", w->error);
+    return rc;
+}
+
 int etcd__watch_from(etcd__backend *b, const char *full_key, bool prefix, int64_t start_revision,
                      int timeout_ms, uint64_t *revision)
 {
-    watch_ctx w = { .b = b,
-                    .key = full_key,
-                    .prefix = prefix,
-                    .start_revision = start_revision > 0 ? start_revision : 1 };
-    int rc = etcd__stream(b->client, "/v3/watch", watch_body, timeout_ms, on_watch_message, &w);
-    if (rc == ELASTIC_EPROTO && w.error[0] != '\0')
-        return elastic__fail(rc, "etcd watch: %s", w.error);
+    watch_ctx w = { .b = b, .key = full_key, .prefix = prefix, .start_revision = start_revision };
+    int rc = watch_ctx_run(&w, timeout_ms);
     if (rc == 0) *revision = w.revision;
+    return rc;
+}
+
+/* Whether a key exists at `full` (under it, when prefix), and the revision
+ * etcd answered at. */
+static int any_key(etcd__backend *b, const char *full, bool prefix, int64_t *revision, bool *any)
+{
+    json_object *body = json_object_new_object(), *reply = NULL;
+    json_object_object_add(body, "key", etcd__b64(full, strlen(full)));
+    if (prefix) {
+        char end[512];
+        etcd__range_end(full, end, sizeof end);
+        json_object_object_add(body, "range_end", etcd__b64(end, strlen(end)));
+    }
+    json_object_object_add(body, "keys_only", json_object_new_boolean(1));
+    json_object_object_add(body, "limit", json_object_new_int64(1));
+    int rc = etcd__call(b->client, "/v3/kv/range", body, 0, false, &reply);
+    json_object *header = rc == 0 ? etcd__json_field(reply, "header", json_type_object) : NULL;
+    if (rc == 0) rc = etcd__json_i64(header, "revision", 0, revision);
+    if (rc == 0 && *revision <= 0)
+        rc = elastic__fail(ELASTIC_EPROTO, "etcd range: no revision in the reply");
+    json_object *kvs = rc == 0 ? etcd__json_field(reply, "kvs", json_type_array) : NULL;
+    *any = kvs != NULL && json_object_array_length(kvs) > 0;
+    json_object_put(reply);
     return rc;
 }
 
@@ -106,10 +156,25 @@ int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision
     if (after_revision >= (uint64_t)INT64_MAX)
         return elastic__fail(ELASTIC_EINVAL, "etcd watch: revision too large");
     bool is_prefix = full[0] != '\0' && full[strlen(full) - 1] == '/';
+    if (after_revision == 0) {
+        /* "Changed since the beginning" is true the moment a key exists: one
+         * Range answers it instead of a stream replaying the whole history
+         * (which etcd serves from its history loop, up to 100 ms late). Only
+         * an empty prefix, whose keys may have come and gone, needs that
+         * history watch. */
+        int64_t now = 0;
+        bool any = false;
+        rc = any_key(b, full, is_prefix, &now, &any);
+        if (rc != 0) return rc;
+        if (any) {
+            *revision = (uint64_t)now;
+            return 0;
+        }
+    }
     return etcd__watch_from(b, full, is_prefix, (int64_t)after_revision + 1, timeout_ms, revision);
 }
 
-/* Reads every key, one Txn per ETCD__MAX_TXN_OPS keys; *missing: the first
+/* Reads every key, one Txn per etcd__txn_ops keys; *missing: the first
  * absent one (or -1), and *revision: the store revision the first read of
  * that key saw. */
 static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **values,
@@ -117,8 +182,9 @@ static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **
 {
     int rc = 0;
     *missing = -1;
-    for (size_t first = 0; rc == 0 && *missing < 0 && first < n; first += ETCD__MAX_TXN_OPS) {
-        size_t last = first + ETCD__MAX_TXN_OPS < n ? first + ETCD__MAX_TXN_OPS : n;
+    for (size_t first = 0, last = 0; rc == 0 && *missing < 0 && first < n; first = last) {
+        size_t step = etcd__txn_ops(b);
+        last = first + step < n ? first + step : n;
         json_object *body = json_object_new_object(), *ops = json_object_new_array();
         json_object_object_add(body, "success", ops);
         for (size_t i = first; rc == 0 && i < last; i++) {
@@ -136,6 +202,11 @@ static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **
         else
             rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
         rdzv__count(&b->base, 0, 0);
+        if (etcd__txn_refused(b, last - first, rc)) { /* the same keys, smaller */
+            rc = 0;
+            last = first;
+            continue;
+        }
         json_object *responses =
             rc == 0 ? etcd__json_field(reply, "responses", json_type_array) : NULL;
         json_object *header = rc == 0 ? etcd__json_field(reply, "header", json_type_object) : NULL;
@@ -195,10 +266,16 @@ int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int 
             break;
         }
         char full[512];
-        uint64_t changed = 0;
         rc = etcd__full_key(b, keys[missing], full, sizeof full);
-        if (rc == 0) rc = etcd__watch_from(b, full, false, revision + 1, left, &changed);
+        watch_ctx w = { .b = b, .key = full, .start_revision = revision + 1, .want_value = n == 1 };
+        if (rc == 0) rc = watch_ctx_run(&w, left);
         rdzv__count(base, strlen(keys[missing]) + 12, 8);
+        if (rc == 0 && w.value != NULL) { /* one key, and its event says what it holds */
+            values[0] = w.value;
+            lens[0] = w.len;
+            break;
+        }
+        free(w.value); /* deleted again, or one of several keys: read them all again */
         if (rc == ELASTIC_ETIMEDOUT) {
             rc = elastic__fail(ELASTIC_ETIMEDOUT, "etcd: key %s absent after %d ms", keys[missing],
                                timeout_ms);

@@ -224,25 +224,32 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
 {
     char key[64];
     int64_t slot = 0, back = -1;
+    pthread_mutex_lock(&r->lock);
+    bool survivor = round > 1 && r->generation == round - 1 && !r->fenced;
+    int prev_size = survivor ? r->group_world_size : -1;
+    pthread_mutex_unlock(&r->lock);
+    char back_key[64];
     rdzv__key_round(key, sizeof key, round, "count");
-    int rc = r->backend->ops->add(r->backend, key, 1, &slot);
+    rdzv__key_round(back_key, sizeof back_key, round, "back");
+    /* A survivor counts itself in both at once where the backend can (one
+     * write instead of two); a sealer that sees "back" complete before this
+     * node's record exists waits for the record like any in flight. */
+    bool paired = survivor && r->backend->ops->add_pair != NULL;
+    int rc = paired ? r->backend->ops->add_pair(r->backend, key, back_key, &slot, &back)
+                    : r->backend->ops->add(r->backend, key, 1, &slot);
     if (rc != 0) return rc;
     if (slot < 1 || slot > INT32_MAX / 2)
         return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
     *slot_out = (int)slot;
     rc = write_record(r, round, (int)slot);
     if (rc != 0) return rc;
-    pthread_mutex_lock(&r->lock);
-    bool survivor = round > 1 && r->generation == round - 1 && !r->fenced;
-    int prev_size = survivor ? r->group_world_size : -1;
-    pthread_mutex_unlock(&r->lock);
-    if (survivor) {
-        rdzv__key_round(key, sizeof key, round, "back");
-        rc = r->backend->ops->add(r->backend, key, 1, &back);
+    if (survivor && !paired) {
+        rc = r->backend->ops->add(r->backend, back_key, 1, &back);
         if (rc != 0) return rc;
     }
     rdzv__round_ptr ptr;
-    rc = rdzv__read_round(r, &ptr);
+    rdzv__join_view view;
+    rc = rdzv__read_join_view(r, round, survivor, &ptr, &view);
     if (rc != 0) return rc;
     if (ptr.open_round == round + 1 && slot > ptr.prev_sealed) {
         /* Sealed just before our add: not in it. */
@@ -250,7 +257,7 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
         a->outcome = RDZV__EXCLUDED;
         return 0;
     }
-    rc = rdzv__check_closed(r);
+    rc = view.have_closed ? view.closed_rc : rdzv__check_closed(r);
     if (rc != 0) return rc;
     uint64_t joined_at = elastic__now_ms();
     if (!survivor && round > 1 && ptr.open_round == round) {
@@ -261,7 +268,11 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
                              .slot = (int)slot,
                              .prev_size = prev_size,
                              .back = back,
-                             .joined_at_ms = joined_at };
+                             .joined_at_ms = joined_at,
+                             .have_count = view.have_count,
+                             .count = view.count,
+                             .have_gone = view.have_gone,
+                             .gone = view.gone };
     rc = rdzv__maybe_seal(r, &ptr, &hint);
     if (rc == 0) rc = await_assignment(r, round, (int)slot, joined_at, deadline, a);
     /* Not admitted: our record there must not count us as alive later. */

@@ -182,6 +182,8 @@ typedef struct rdzv__round_ptr {
     char raw[RDZV__MAX_ID + 48];
 } rdzv__round_ptr;
 int rdzv__read_round(elastic_rdzv *r, rdzv__round_ptr *ptr);
+/* The same from a value already read (NULL: absent, round 1 open). */
+int rdzv__round_parse(elastic_rdzv *r, const void *value, size_t len, rdzv__round_ptr *ptr);
 /* Waits up to timeout_ms for key to exist; ELASTIC_ETIMEDOUT otherwise. */
 int rdzv__wait_value(elastic_rdzv *r, const char *key, int timeout_ms, void **value, size_t *len);
 /* Reads the "formed" summary of a round: *group_world_size 0 for a void
@@ -195,6 +197,8 @@ int rdzv__read_info(elastic_rdzv *r, uint64_t round, int timeout_ms, rdzv__info 
 int rdzv__read_end(elastic_rdzv *r, uint64_t round, elastic_rdzv_cause *cause);
 /* ELASTIC_ECLOSED / ELASTIC_EBUDGET when the job is shut, else 0. */
 int rdzv__check_closed(elastic_rdzv *r);
+/* The same from the "closed" value already read (NULL: absent, 0). */
+int rdzv__closed_code(elastic_rdzv *r, const void *value, size_t len);
 /* Why the job was closed: 0 and *cause (and *budget: the restart budget ran
  * out) when it was; ELASTIC_ENOTFOUND while it runs. A job whose every member
  * finished is closed with kind JOB_ENDED and reason RDZV__FINISHED_REASON. */
@@ -213,7 +217,22 @@ typedef struct rdzv__seal_hint {
     int64_t back;     /* its "back" count as a survivor; -1: read it */
     bool timer_fired; /* a re-check, not the join itself */
     uint64_t joined_at_ms;
+    /* Read with the join (join_view.c) where the backend reads several keys
+     * in one message; unset (false): read when needed. */
+    bool have_count, have_gone;
+    int64_t count, gone; /* the round's count after this join; the last generation's gone */
 } rdzv__seal_hint;
+/* What a joining node reads after its record (join_view.c): the round
+ * pointer always; with a backend that reads several keys in one message also
+ * the closed marker (closed_rc: what rdzv__check_closed would return), the
+ * round's count and, for a survivor, the previous generation's gone count. */
+typedef struct rdzv__join_view {
+    bool have_closed, have_count, have_gone;
+    int closed_rc;
+    int64_t count, gone;
+} rdzv__join_view;
+int rdzv__read_join_view(elastic_rdzv *r, uint64_t round, bool survivor, rdzv__round_ptr *ptr,
+                         rdzv__join_view *view);
 /* Decides whether the round is complete and, if so, seals and publishes it.
  * `known`: the round pointer just read, or NULL to read it. */
 int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__seal_hint *hint);

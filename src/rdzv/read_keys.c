@@ -23,15 +23,11 @@ int rdzv__read_int(elastic_rdzv *r, const char *key, int64_t dflt, int64_t *out)
     return rc == 0 ? 0 : elastic__fail(rc, "rdzv: key %s holds no integer", key);
 }
 
-int rdzv__read_round(elastic_rdzv *r, rdzv__round_ptr *ptr)
+int rdzv__round_parse(elastic_rdzv *r, const void *value, size_t len, rdzv__round_ptr *ptr)
 {
-    void *value = NULL;
-    size_t len = 0;
     memset(ptr, 0, sizeof *ptr);
     ptr->open_round = 1;
-    int rc = r->backend->ops->get(r->backend, "round", &value, &len);
-    if (rc == ELASTIC_ENOTFOUND) return 0;
-    if (rc != 0) return rc;
+    if (value == NULL) return 0; /* absent: round 1 is open */
     const char *text = value;
     const char *first = memchr(text, ' ', len);
     const char *second =
@@ -39,17 +35,25 @@ int rdzv__read_round(elastic_rdzv *r, rdzv__round_ptr *ptr)
     int64_t open_round = 0, sealed = 0;
     if (len >= sizeof ptr->raw || second == NULL ||
         rdzv__parse_int(text, (size_t)(first - text), 2, INT64_MAX, &open_round) != 0 ||
-        rdzv__parse_int(first + 1, (size_t)(second - first - 1), 0, INT32_MAX, &sealed) != 0) {
-        elastic_free(value);
+        rdzv__parse_int(first + 1, (size_t)(second - first - 1), 0, INT32_MAX, &sealed) != 0)
         return elastic__fail(ELASTIC_ECORRUPT, "rdzv: run %s: corrupt round pointer (%zu bytes)",
                              r->run_id, len);
-    }
     ptr->open_round = (uint64_t)open_round;
     ptr->prev_sealed = (int)sealed;
     ptr->len = len;
     memcpy(ptr->raw, text, len);
-    elastic_free(value);
     return 0;
+}
+
+int rdzv__read_round(elastic_rdzv *r, rdzv__round_ptr *ptr)
+{
+    void *value = NULL;
+    size_t len = 0;
+    int rc = r->backend->ops->get(r->backend, "round", &value, &len);
+    if (rc == ELASTIC_ENOTFOUND) return rdzv__round_parse(r, NULL, 0, ptr);
+    if (rc == 0) rc = rdzv__round_parse(r, value, len, ptr);
+    elastic_free(value);
+    return rc;
 }
 
 int rdzv__wait_value(elastic_rdzv *r, const char *key, int timeout_ms, void **value, size_t *len)
@@ -89,6 +93,17 @@ int rdzv__read_end(elastic_rdzv *r, uint64_t round, elastic_rdzv_cause *cause)
     return rc;
 }
 
+int rdzv__closed_code(elastic_rdzv *r, const void *value, size_t len)
+{
+    if (value == NULL) return 0;
+    /* "B <cause>": the restart budget ran out; "C <cause>": closed. */
+    if (len > 0 && ((const char *)value)[0] == 'B')
+        return elastic__fail(ELASTIC_EBUDGET,
+                             "rdzv: run %s used up its restart budget (max_restarts %d)", r->run_id,
+                             r->max_restarts);
+    return elastic__fail(ELASTIC_ECLOSED, "rdzv: run %s was closed", r->run_id);
+}
+
 int rdzv__check_closed(elastic_rdzv *r)
 {
     void *value = NULL;
@@ -96,14 +111,9 @@ int rdzv__check_closed(elastic_rdzv *r)
     int rc = r->backend->ops->get(r->backend, "closed", &value, &len);
     if (rc == ELASTIC_ENOTFOUND) return 0;
     if (rc != 0) return rc;
-    /* "B <cause>": the restart budget ran out; "C <cause>": closed. */
-    bool budget = len > 0 && ((const char *)value)[0] == 'B';
+    rc = rdzv__closed_code(r, value, len);
     elastic_free(value);
-    if (budget)
-        return elastic__fail(ELASTIC_EBUDGET,
-                             "rdzv: run %s used up its restart budget (max_restarts %d)", r->run_id,
-                             r->max_restarts);
-    return elastic__fail(ELASTIC_ECLOSED, "rdzv: run %s was closed", r->run_id);
+    return rc;
 }
 
 int rdzv__read_closed(elastic_rdzv *r, elastic_rdzv_cause *cause, bool *budget)

@@ -31,13 +31,15 @@ static int count_alive_records(elastic_rdzv *r, uint64_t round, int64_t *alive)
 /* Whether round `round`, whose previous round formed a generation of
  * prev_size nodes that has ended, has every survivor back (or waited long
  * enough for the missing ones). */
-static int survivors_ready(elastic_rdzv *r, uint64_t round, int prev_size, int64_t back,
-                           bool timer_fired, uint64_t joined_at_ms, bool *ready)
+static int survivors_ready(elastic_rdzv *r, const rdzv__seal_hint *hint, int prev_size, bool *ready)
 {
     char key[64];
-    int64_t gone = 0;
+    uint64_t round = hint->round;
+    int64_t gone = hint->gone, back = hint->back;
+    bool timer_fired = hint->timer_fired;
+    uint64_t joined_at_ms = hint->joined_at_ms;
     rdzv__key_round(key, sizeof key, round - 1, "gone");
-    int rc = rdzv__read_int(r, key, 0, &gone);
+    int rc = hint->have_gone ? 0 : rdzv__read_int(r, key, 0, &gone);
     if (rc == 0 && back < 0) {
         rdzv__key_round(key, sizeof key, round, "back");
         rc = rdzv__read_int(r, key, 0, &back);
@@ -94,15 +96,17 @@ int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__
     if (prev_size > 0) {
         /* Survivors first: all but the last one back stop here, without
          * reading the count (every survivor back took a slot: count >= back). */
-        rc = survivors_ready(r, hint->round, prev_size, hint->back, hint->timer_fired,
-                             hint->joined_at_ms, &ready);
+        rc = survivors_ready(r, hint, prev_size, &ready);
         if (rc != 0 || !ready) return rc;
         if (hint->back > count) count = hint->back;
     }
     if (hint->timer_fired || count < r->min_nodes) {
         char key[64];
         rdzv__key_round(key, sizeof key, hint->round, "count");
-        rc = rdzv__read_int(r, key, 0, &count);
+        if (hint->have_count && !hint->timer_fired)
+            count = hint->count; /* read with the join, after this node's add */
+        else
+            rc = rdzv__read_int(r, key, 0, &count);
         if (rc != 0 || count < r->min_nodes) return rc;
     }
     if (prev_size == 0) {

@@ -89,6 +89,73 @@ TEST(ckpt_restore_follows_the_jobs_agreed_step)
     elastic_ckpt_close(dsk);
 }
 
+static elastic_ckpt *open_at(bool memory, uint64_t generation)
+{
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.compression = ELASTIC_CKPT_NONE;
+    o.generation = generation;
+    elastic_ckpt *c;
+    if (memory)
+        ASSERT_OK(ckpt__open_memory(&o, &c));
+    else
+        ASSERT_OK(elastic_ckpt_open(disk, &o, &c));
+    return c;
+}
+
+/* The agents do not see a trainer's own disk directory: under replication
+ * lag their plan can name a memory step older than a committed disk step.
+ * The worker restores the disk step then (else it redoes the work and its
+ * save of that step fails: already committed), unless that disk step was
+ * written by an older generation than the planned step (abandoned). */
+TEST(ckpt_restore_takes_a_committed_disk_step_newer_than_the_plans)
+{
+    setup();
+    elastic_ckpt *old_disk = open_at(false, 1);
+    ASSERT_OK(ckpt_test_save(old_disk, 10, 0));
+    elastic_ckpt_close(old_disk);
+    elastic_ckpt *mem = open_at(true, 2), *dsk = open_at(false, 2);
+    ASSERT_OK(ckpt_test_save(mem, 5, 0));
+    setenv(CHANNEL__ENV_RESTORE_STEP, "5", 1);
+    setenv(CHANNEL__ENV_RESTORE_SOURCE, "local", 1);
+    ckpt_restore r;
+    /* Disk step 10 is generation 1's, step 5 generation 2's: generation 2
+     * went back to before 10, so 10 is abandoned and the plan stands. */
+    ASSERT_OK(ckpt__restore_begin(mem, dsk, &r));
+    ASSERT_EQ(r.step, 5);
+    ASSERT_EQ(r.source, CHANNEL__RESTORE_LOCAL);
+    ASSERT(r.from == mem);
+    /* Generation 2 committed step 12 on disk; the plan still says 5. */
+    ASSERT_OK(ckpt_test_save(dsk, 12, 0));
+    ASSERT_OK(ckpt__restore_begin(mem, dsk, &r));
+    ASSERT_EQ(r.step, 12);
+    ASSERT_EQ(r.source, CHANNEL__RESTORE_DISK);
+    ASSERT(r.from == dsk);
+    char why[256];
+    ASSERT_OK(ckpt_test_check(r.from, r.step, 0, why, sizeof why));
+    /* The same through the public call, which the trainers use. */
+    uint64_t step = 0;
+    elastic_ckpt *from = NULL;
+    int source = 0;
+    ASSERT_OK(elastic_ckpt_restore_begin(mem, dsk, &step, &from, &source));
+    ASSERT_EQ(step, 12);
+    ASSERT(from == dsk);
+    ASSERT_EQ(source, ELASTIC_CKPT_SOURCE_DISK);
+    elastic_ckpt_restore_end(from);
+    /* A planned step as new as the disk's: memory, the cheaper copy. */
+    ASSERT_OK(ckpt_test_save(mem, 12, 0));
+    setenv(CHANNEL__ENV_RESTORE_STEP, "12", 1);
+    ASSERT_OK(ckpt__restore_begin(mem, dsk, &r));
+    ASSERT_EQ(r.step, 12);
+    ASSERT(r.from == mem);
+    /* Without the disk handle the plan is all there is. */
+    setenv(CHANNEL__ENV_RESTORE_STEP, "5", 1);
+    ASSERT_OK(ckpt__restore_begin(mem, NULL, &r));
+    ASSERT_EQ(r.step, 5);
+    elastic_ckpt_close(mem);
+    elastic_ckpt_close(dsk);
+}
+
 TEST(ckpt_restore_reports_step_source_bytes_and_time_to_the_agent)
 {
     setup();

@@ -156,7 +156,9 @@ class Restore:
 
 def restore(memory: Optional[Checkpoint], disk: Optional[Checkpoint]) -> Optional[Restore]:
     """The step this worker restores, and from which tier: the job's agreed
-    step when the agents planned one, else the newer of the memory tier's
+    step when the agents planned one (or a newer step committed on a
+    shared-directory disk of that step's generation or later: the agents may
+    not know that directory), else the newer of the memory tier's
     latest and the disk's (memory on a tie). None when neither has a step."""
     step, source = ctypes.c_uint64(), ctypes.c_int()
     chosen = ctypes.c_void_p()

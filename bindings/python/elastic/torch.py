@@ -558,8 +558,8 @@ def _read_state(ckpt: Checkpoint, step: int) -> Dict[str, Any]:
 
 def restore_state(memory: Optional[Checkpoint], disk: Optional[Checkpoint]) -> Optional[Tuple[int, str, Dict[str, Any]]]:
     """(step, source, state) from the cheapest tier that has the step to
-    restore (elastic.ckpt.restore: the job's agreed step, else the newer of
-    memory and disk); source is "local", "peer" or "disk". The agent is told
+    restore (elastic.ckpt.restore: the job's agreed step, or a newer one
+    committed on disk; else the newer of memory and disk); source is "local", "peer" or "disk". The agent is told
     what was read (the checkpoint_restored event). None when neither tier has
     a step."""
     from .ckpt import restore

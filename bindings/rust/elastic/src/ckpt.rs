@@ -791,7 +791,8 @@ impl Drop for Restore<'_, '_> {
 }
 
 /// The step this worker restores, and from which tier: the job's agreed step
-/// when the agents planned one, else the newer of the memory tier's latest
+/// when the agents planned one (or a newer step committed on a shared-directory
+/// disk, of that step's generation or later), else the newer of the memory tier's latest
 /// and the disk's (memory on a tie). `None` when neither has a step.
 pub fn restore<'c, 's>(memory: Option<&'c Checkpoint<'s>>, disk: Option<&'c Checkpoint<'s>>) -> Result<Option<Restore<'c, 's>>> {
     let _m = memory.map(|c| c.lock());

@@ -1,0 +1,41 @@
+/*
+ * What a joining node reads right after writing its record: the round
+ * pointer, the job's closed marker, the round's count and, for a survivor,
+ * how many of its last generation are gone. Where the backend reads several
+ * keys in one message (get_some: etcd, where every request is an HTTP call
+ * through the gateway) that is one request instead of up to four; elsewhere
+ * it is the round pointer alone, and the rest is read when needed, as before.
+ */
+#include "rdzv/rdzv.h"
+
+#include <stdlib.h>
+
+int rdzv__read_join_view(elastic_rdzv *r, uint64_t round, bool survivor, rdzv__round_ptr *ptr,
+                         rdzv__join_view *view)
+{
+    memset(view, 0, sizeof *view);
+    if (r->backend->ops->get_some == NULL) return rdzv__read_round(r, ptr);
+    char count_key[64], gone_key[64];
+    rdzv__key_round(count_key, sizeof count_key, round, "count");
+    rdzv__key_round(gone_key, sizeof gone_key, round - 1, "gone");
+    const char *keys[4] = { "round", "closed", count_key, gone_key };
+    void *values[4] = { NULL, NULL, NULL, NULL };
+    size_t lens[4] = { 0, 0, 0, 0 }, n = survivor && round > 1 ? 4 : 3;
+    int rc = r->backend->ops->get_some(r->backend, keys, n, values, lens);
+    if (rc == 0) rc = rdzv__round_parse(r, values[0], lens[0], ptr);
+    if (rc == 0) {
+        view->have_closed = true;
+        view->closed_rc = rdzv__closed_code(r, values[1], lens[1]);
+    }
+    int64_t *counts[2] = { &view->count, &view->gone };
+    bool *known[2] = { &view->have_count, &view->have_gone };
+    for (size_t i = 2; rc == 0 && i < n; i++) {
+        *counts[i - 2] = 0; /* absent: nobody counted yet */
+        if (values[i] != NULL &&
+            rdzv__parse_int(values[i], lens[i], INT32_MIN, INT64_MAX, counts[i - 2]) != 0)
+            rc = elastic__fail(ELASTIC_ECORRUPT, "rdzv: key %s holds no integer", keys[i]);
+        *known[i - 2] = rc == 0;
+    }
+    for (size_t i = 0; i < n; i++) elastic_free(values[i]);
+    return rc;
+}

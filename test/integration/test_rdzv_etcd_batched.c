@@ -1,0 +1,211 @@
+/*
+ * The etcd backend's batched operations against a real one-member etcd:
+ * get_some (several keys, absent ones included, in one Txn), add_pair (two
+ * counters in one Txn, created when absent, exact under contention), a
+ * single key's wait that takes the value from its watch event, and a watch
+ * from revision 0 that answers from one read when a key exists but still
+ * reports a prefix whose keys came and went, and del_prefix (one node's keys
+ * of a generation in one write).
+ */
+#include "support/etcd_fixture.h"
+#include "support/rdzv_fixture.h"
+#include "etcd/etcd.h"
+#include "rdzv/backend.h"
+
+#include <pthread.h>
+
+static rdzv__backend *open_backend(const etcd_cluster *c, const char *run_id)
+{
+    rdzv__etcd_conf conf = { .endpoints = c->endpoints, .timeout_ms = test_scaled_ms(5000) };
+    rdzv__backend *b = NULL;
+    ASSERT_OK(rdzv__backend_etcd_open(&conf, run_id, &b));
+    return b;
+}
+
+static uint64_t messages(rdzv__backend *b)
+{
+    return __atomic_load_n(&b->traffic.messages, __ATOMIC_RELAXED);
+}
+
+TEST_TIMEOUT(rdzv_etcd_backend_get_some_reads_several_keys_in_one_message, 60)
+{
+    etcd_cluster c;
+    etcd_cluster_start(&c, 1);
+    rdzv__backend *b = open_backend(&c, "some");
+    ASSERT(b->ops->get_some != NULL);
+    ASSERT_OK(b->ops->set(b, "a", "one", 3));
+    ASSERT_OK(b->ops->set(b, "c", "three", 5));
+    int64_t counted = 0;
+    ASSERT_OK(b->ops->add(b, "n", 1, &counted));
+    const char *keys[] = { "a", "b", "c", "n" };
+    void *values[4];
+    size_t lens[4];
+    uint64_t before = messages(b);
+    ASSERT_OK(b->ops->get_some(b, keys, 4, values, lens));
+    ASSERT_EQ(messages(b) - before, 1);
+    ASSERT_STR_EQ((char *)values[0], "one");
+    ASSERT(values[1] == NULL && lens[1] == 0); /* absent, not an error */
+    ASSERT_STR_EQ((char *)values[2], "three");
+    ASSERT_STR_EQ((char *)values[3], "1"); /* a counter reads as its count */
+    for (int i = 0; i < 4; i++) elastic_free(values[i]);
+    /* More keys than one Txn may hold is the caller's error, said so. */
+    const char *many[ETCD__MAX_TXN_OPS + 1];
+    void *many_values[ETCD__MAX_TXN_OPS + 1];
+    size_t many_lens[ETCD__MAX_TXN_OPS + 1];
+    for (int i = 0; i <= ETCD__MAX_TXN_OPS; i++) many[i] = "a";
+    ASSERT_ERR(b->ops->get_some(b, many, ETCD__MAX_TXN_OPS + 1, many_values, many_lens),
+               ELASTIC_EINVAL);
+    b->ops->close(b);
+    etcd_cluster_stop(&c);
+}
+
+typedef struct pair_adder {
+    rdzv__backend *b;
+    int64_t first[20], second[20];
+    int rc;
+} pair_adder;
+
+static void *pair_main(void *arg)
+{
+    pair_adder *a = arg;
+    for (int i = 0; i < 20 && a->rc == 0; i++)
+        a->rc = a->b->ops->add_pair(a->b, "count", "back", &a->first[i], &a->second[i]);
+    return NULL;
+}
+
+TEST_TIMEOUT(rdzv_etcd_backend_add_pair_counts_both_exactly_under_contention, 90)
+{
+    etcd_cluster c;
+    etcd_cluster_start(&c, 1);
+    /* Four clients start on absent counters at once: whoever creates them,
+     * every result of each counter is handed out exactly once. */
+    pair_adder adders[4];
+    pthread_t threads[4];
+    for (int i = 0; i < 4; i++) {
+        adders[i] = (pair_adder){ .b = open_backend(&c, "pair") };
+        ASSERT_EQ(pthread_create(&threads[i], NULL, pair_main, &adders[i]), 0);
+    }
+    bool seen_first[81] = { false }, seen_second[81] = { false };
+    for (int i = 0; i < 4; i++) {
+        pthread_join(threads[i], NULL);
+        ASSERT_OK(adders[i].rc);
+        for (int j = 0; j < 20; j++) {
+            int64_t f = adders[i].first[j], s = adders[i].second[j];
+            ASSERT(f >= 1 && f <= 80 && s >= 1 && s <= 80);
+            if (seen_first[f] || seen_second[s])
+                FAIL("add_pair returned %lld/%lld twice", (long long)f, (long long)s);
+            seen_first[f] = seen_second[s] = true;
+        }
+    }
+    rdzv__backend *b = adders[0].b;
+    int64_t one = 0, two = 0;
+    /* One counter and one absent key; then a plain number, which add_pair
+     * still adds to (through add's compare-and-set). */
+    uint64_t before = messages(b);
+    ASSERT_OK(b->ops->add_pair(b, "count", "fresh", &one, &two));
+    ASSERT_EQ(one, 81);
+    ASSERT_EQ(two, 1);
+    ASSERT_EQ(messages(b) - before, 1);
+    ASSERT_OK(b->ops->set(b, "plain", "40", 2));
+    ASSERT_OK(b->ops->add_pair(b, "fresh", "plain", &one, &two));
+    ASSERT_EQ(one, 2);
+    ASSERT_EQ(two, 41);
+    ASSERT_OK(b->ops->set(b, "word", "abc", 3));
+    ASSERT_ERR(b->ops->add_pair(b, "fresh", "word", &one, &two), ELASTIC_EINVAL);
+    /* A single add on an absent key is one request too (no create race). */
+    before = messages(b);
+    ASSERT_OK(b->ops->add(b, "single", 1, &one));
+    ASSERT_EQ(one, 1);
+    ASSERT_EQ(messages(b) - before, 1);
+    for (int i = 0; i < 4; i++) adders[i].b->ops->close(adders[i].b);
+    etcd_cluster_stop(&c);
+}
+
+typedef struct late_put {
+    rdzv__backend *b;
+    const char *key, *value;
+    int delay_ms;
+} late_put;
+
+static void *late_put_main(void *arg)
+{
+    late_put *d = arg;
+    struct timespec pause = { d->delay_ms / 1000, (long)(d->delay_ms % 1000) * 1000000L };
+    nanosleep(&pause, NULL); /* late on purpose: the reader must be waiting */
+    (void)d->b->ops->set(d->b, d->key, d->value, strlen(d->value));
+    return NULL;
+}
+
+TEST_TIMEOUT(rdzv_etcd_backend_one_key_wait_takes_the_value_from_its_event, 60)
+{
+    etcd_cluster c;
+    etcd_cluster_start(&c, 1);
+    rdzv__backend *b = open_backend(&c, "wait"), *writer = open_backend(&c, "wait");
+    late_put d = { .b = writer, .key = "assignment", .value = "A1 rank 7", .delay_ms = 300 };
+    pthread_t thread;
+    ASSERT_EQ(pthread_create(&thread, NULL, late_put_main, &d), 0);
+    const char *keys[] = { "assignment" };
+    void *value = NULL;
+    size_t len = 0;
+    uint64_t before = messages(b);
+    ASSERT_OK(b->ops->multi_get(b, keys, 1, test_scaled_ms(5000), &value, &len));
+    pthread_join(thread, NULL);
+    ASSERT_EQ(len, strlen("A1 rank 7"));
+    ASSERT_STR_EQ((char *)value, "A1 rank 7");
+    elastic_free(value);
+    /* the read that missed and the watch whose event carried the value */
+    ASSERT_EQ(messages(b) - before, 2);
+    writer->ops->close(writer);
+    b->ops->close(b);
+    etcd_cluster_stop(&c);
+}
+
+TEST_TIMEOUT(rdzv_etcd_backend_watch_from_zero_reads_once_and_sees_past_deletes, 60)
+{
+    etcd_cluster c;
+    etcd_cluster_start(&c, 1);
+    rdzv__backend *b = open_backend(&c, "zero");
+    uint64_t revision = 0, again = 0;
+    ASSERT_OK(b->ops->set(b, "area/rec", "1", 1));
+    /* Keys exist: changed since revision 0, answered by one read at once. */
+    ASSERT_OK(b->ops->watch(b, "area/", 0, test_scaled_ms(2000), &revision));
+    ASSERT(revision > 0);
+    /* From the revision it answered, only news counts. */
+    ASSERT_ERR(b->ops->watch(b, "area/", revision, 300, &again), ELASTIC_ETIMEDOUT);
+    ASSERT_OK(b->ops->del(b, "area/rec"));
+    ASSERT_OK(b->ops->watch(b, "area/", revision, test_scaled_ms(2000), &again));
+    ASSERT(again > revision);
+    /* A prefix that is empty now but had keys changed since 0 as well: a
+     * member that came and went before anyone watched is still news. */
+    again = 0;
+    ASSERT_OK(b->ops->watch(b, "area/", 0, test_scaled_ms(2000), &again));
+    ASSERT(again > 0);
+    /* A prefix that never had a key waits. */
+    ASSERT_ERR(b->ops->watch(b, "never/", 0, 300, &again), ELASTIC_ETIMEDOUT);
+    b->ops->close(b);
+    etcd_cluster_stop(&c);
+}
+
+TEST_TIMEOUT(rdzv_etcd_backend_del_prefix_clears_one_area_in_one_write, 60)
+{
+    etcd_cluster c;
+    etcd_cluster_start(&c, 1);
+    rdzv__backend *b = open_backend(&c, "clear");
+    ASSERT(b->ops->del_prefix != NULL);
+    ASSERT_OK(b->ops->set(b, "r/1/n/1/rec", "R", 1));
+    ASSERT_OK(b->ops->set(b, "r/1/n/1/a", "A", 1));
+    ASSERT_OK(b->ops->set(b, "r/1/n/10/rec", "R", 1)); /* shares the digits, not the area */
+    uint64_t before = messages(b);
+    ASSERT_OK(b->ops->del_prefix(b, "r/1/n/1/"));
+    ASSERT_EQ(messages(b) - before, 1);
+    void *value = NULL;
+    size_t len = 0;
+    ASSERT_ERR(b->ops->get(b, "r/1/n/1/rec", &value, &len), ELASTIC_ENOTFOUND);
+    ASSERT_ERR(b->ops->get(b, "r/1/n/1/a", &value, &len), ELASTIC_ENOTFOUND);
+    ASSERT_OK(b->ops->get(b, "r/1/n/10/rec", &value, &len));
+    elastic_free(value);
+    ASSERT_OK(b->ops->del_prefix(b, "r/1/n/1/"));          /* nothing left: still fine */
+    ASSERT_ERR(b->ops->del_prefix(b, ""), ELASTIC_EINVAL); /* never the whole run */
+    b->ops->close(b);
+    etcd_cluster_stop(&c);
+}
