@@ -3,7 +3,7 @@
  * regression on synthetic data. Each rank computes the gradient of its share
  * of every step's global batch; the ranks average them through the job's
  * store, which the worker API hands out scoped to the generation (summed in
- * rank order, so the result is bitwise reproducible). The ranks save the state
+ * sample order, so the result is bitwise reproducible at any world size). The ranks save the state
  * every few steps with the atomic checkpoint store (elastic_ckpt_*), and with
  * --memory-every N also to the node's memory tier (elasticrun --memory-ckpt);
  * after a restart every rank resumes from the cheapest copy of the job's
@@ -76,18 +76,25 @@ static void sample(uint64_t step, int index, double x[DIM], double *y)
     }
 }
 
-/* This rank's share of the step's batch: samples index % world == rank. The
- * last slot carries the summed squared error for the loss. */
-static void partial_gradient(const state *s, int rank, int world, double out[DIM + 1])
+/* This rank's share of the step's batch: samples index % world == rank, one
+ * row of DIM + 1 values per sample (the last slot is the squared error, for
+ * the loss). Rows, not their sum: the reduction adds them in sample order,
+ * so the step's gradient is the same bits whatever the world size (a job
+ * that grows or shrinks ends with a fault-free run's weights). */
+static int rows_of(int rank, int world)
 {
-    memset(out, 0, sizeof(double) * (DIM + 1));
-    for (int i = rank; i < GLOBAL_BATCH; i += world) {
+    return rank < GLOBAL_BATCH ? (GLOBAL_BATCH - 1 - rank) / world + 1 : 0;
+}
+
+static void partial_gradient(const state *s, int rank, int world, double out[][DIM + 1])
+{
+    for (int i = rank, row = 0; i < GLOBAL_BATCH; i += world, row++) {
         double x[DIM], y, prediction = 0;
         sample(s->step, i, x, &y);
         for (int d = 0; d < DIM; d++) prediction += s->weights[d] * x[d];
         double error = prediction - y;
-        for (int d = 0; d < DIM; d++) out[d] += 2.0 * error * x[d];
-        out[DIM] += error * error;
+        for (int d = 0; d < DIM; d++) out[row][d] = 2.0 * error * x[d];
+        out[row][DIM] = error * error;
     }
 }
 
@@ -105,27 +112,32 @@ static int get_polling(elastic_worker *worker, elastic_store *store, const char 
 }
 
 static int all_reduce(elastic_worker *worker, elastic_store *store, uint64_t step, int rank,
-                      int world, double grad[DIM + 1])
+                      int world, const double rows[][DIM + 1], double grad[DIM + 1])
 {
     char key[64];
     snprintf(key, sizeof key, "step/%" PRIu64 "/grad/%d", step, rank);
-    int rc = elastic_store_set(store, key, grad, sizeof(double) * (DIM + 1));
+    size_t row_bytes = sizeof(double) * (DIM + 1);
+    int rc = elastic_store_set(store, key, rows, row_bytes * (size_t)rows_of(rank, world));
     if (rc != 0) return rc;
-    double total[DIM + 1] = { 0 };
-    for (int peer = 0; peer < world; peer++) { /* in rank order: the same sums on every rank */
+    static double all[GLOBAL_BATCH][DIM + 1]; /* every sample's row, by sample index */
+    for (int peer = 0; peer < world && peer < GLOBAL_BATCH; peer++) {
         void *value = NULL;
         size_t len = 0;
         snprintf(key, sizeof key, "step/%" PRIu64 "/grad/%d", step, peer);
         rc = get_polling(worker, store, key, &value, &len);
         if (rc != 0) return rc;
-        if (len != sizeof total) {
+        if (len != row_bytes * (size_t)rows_of(peer, world)) {
             elastic_free(value);
             return ELASTIC_EPROTO;
         }
-        const double *theirs = value;
-        for (int d = 0; d <= DIM; d++) total[d] += theirs[d];
+        const double(*theirs)[DIM + 1] = value;
+        for (int i = peer, row = 0; i < GLOBAL_BATCH; i += world, row++)
+            memcpy(all[i], theirs[row], row_bytes);
         elastic_free(value);
     }
+    double total[DIM + 1] = { 0 };
+    for (int i = 0; i < GLOBAL_BATCH; i++) /* in sample order: the same sums on every rank */
+        for (int d = 0; d <= DIM; d++) total[d] += all[i][d];
     for (int d = 0; d <= DIM; d++) grad[d] = total[d] / GLOBAL_BATCH;
     return 0;
 }
@@ -197,7 +209,14 @@ static int load_state(elastic_ckpt *memory, elastic_ckpt *disk, state *s, uint8_
     if (rc == ELASTIC_ENOTFOUND) return 0; /* a fresh start */
     if (rc == 0) rc = elastic_ckpt_read_into(from, step, "state", s, sizeof *s, &len);
     if (rc == 0 && (len != sizeof *s || s->step != step)) rc = ELASTIC_ECORRUPT;
-    if (rc == 0 && rank_len > 0) {
+    /* A rank the job grew by has no shard in the step: it resumes at the
+     * same step with the replicated state and starts its own part fresh
+     * (here: the content every rank's part has at that step). */
+    uint32_t step_world = 0;
+    if (rc == 0) rc = elastic_ckpt_step_info(from, step, &step_world, NULL);
+    if (rc == 0 && rank_len > 0 && (uint32_t)rank >= step_world)
+        fill_rank_state(rank_state, rank_len, step, rank);
+    else if (rc == 0 && rank_len > 0) {
         uint8_t *want = malloc(rank_len);
         void *got = NULL;
         size_t got_len = 0;
@@ -374,9 +393,9 @@ int main(int argc, char **argv)
     int memory_full_said = 0;
     while (s.step < (uint64_t)args.steps) {
         int rank = info.rank, world = info.world_size;
-        double grad[DIM + 1];
-        partial_gradient(&s, rank, world, grad);
-        rc = all_reduce(worker, store, s.step, rank, world, grad);
+        double rows[GLOBAL_BATCH][DIM + 1], grad[DIM + 1];
+        partial_gradient(&s, rank, world, rows);
+        rc = all_reduce(worker, store, s.step, rank, world, (const double(*)[DIM + 1]) rows, grad);
         if (rc == 0) rc = elastic_worker_heartbeat(worker, s.step);
         if (rc == ELASTIC_ERECONFIGURE) { /* a new generation: same process, new rank */
             rc =

@@ -259,6 +259,9 @@ int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer
 int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r);
 /* Store mode (commit_store.c): the global commit, and recovering a commit
  * record this rank did not get to write locally. */
+/* Store mode: this rank will not commit `step` (its save failed with `code`
+ * for `why`, or was aborted): the other ranks' commit waits end with it. */
+void ckpt__store_abandon(elastic_ckpt *c, uint64_t step, int code, const char *why);
 int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest);
 int ckpt__store_recover_commit(elastic_ckpt *c, uint64_t step);
 

@@ -51,6 +51,20 @@ int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r)
     return rc;
 }
 
+/* A fenced generation can never commit this step (each of its ranks is
+ * refused the same way), so the shards it wrote for it are removed: a
+ * crash-looping old generation, or a job restarted by an operator whose
+ * generations count from 1 again, must not fill the disk with them. */
+static void drop_generation_shards(const elastic_ckpt *c, const char *step_dir)
+{
+    char path[PATH_MAX + 128], shard[96];
+    for (uint32_t rank = 0; rank < c->opts.world; rank++) {
+        ckpt__shard_name(rank, c->opts.generation, shard, sizeof shard);
+        snprintf(path, sizeof path, "%s/%s", step_dir, shard);
+        unlink(path);
+    }
+}
+
 /* Shared storage: when every rank's shard of this generation is in place,
  * write the record. Not finding them all is not an error: a later rank will. */
 static int shared_dir_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *own)
@@ -76,12 +90,14 @@ static int shared_dir_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_di
         all_there = rc == 0;
     }
     int rc = all_there ? ckpt__fence_check(c, step) : 0;
+    if (all_there && rc == ELASTIC_ESTATE) drop_generation_shards(c, step_dir);
     if (all_there && rc == 0) {
         rc = ckpt__write_commit_record(c, &r);
         /* A newer generation that started meanwhile wins: take the record back. */
         if (rc == 0 && (rc = ckpt__fence_check(c, step)) != 0) {
             snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
             unlink(path);
+            if (rc == ELASTIC_ESTATE) drop_generation_shards(c, step_dir);
         }
         if (rc == 0)
             ELASTIC_LOG_D("ckpt", "step %" PRIu64 " committed by rank %" PRIu32, step, o->rank);

@@ -9,7 +9,12 @@
  * the store handle's prefix:
  *   ckpt/<step>/g<generation>/shard/<rank>   16 bytes: file size, manifest hash
  *   ckpt/<step>/g<generation>/done           how many ranks committed
- *   ckpt/<step>/g<generation>/commit         the commit record
+ *   ckpt/<step>/g<generation>/commit         the commit record, or an abandon
+ * A rank whose save fails before it counts itself in (its memory tier is
+ * full, a write failed, its caller aborted) writes an abandon to the commit
+ * key instead: ABANDON_TAG, its error code (4 bytes) and why. The count can
+ * no longer complete, so the others' wait for the record ends at once with
+ * that error and reason, not at commit_timeout_ms.
  */
 #include "common/dir.h"
 #include "ckpt/ckpt.h"
@@ -21,6 +26,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#define ABANDON_TAG     "ABANDON:" /* never a record's magic */
+#define ABANDON_TAG_LEN 8
 
 static void step_key(char *out, size_t cap, uint64_t step, uint64_t generation, const char *what)
 {
@@ -140,10 +148,46 @@ int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *
     size_t len = 0;
     step_key(key, sizeof key, step, o->generation, "commit");
     if (rc == 0) rc = wait_record(c, step, key, &record, &len);
-    if (rc == 0) rc = adopt_record(c, step, o->generation, record, len, digest);
+    if (rc == 0 && len >= ABANDON_TAG_LEN + 4 &&
+        memcmp(record, ABANDON_TAG, ABANDON_TAG_LEN) == 0) {
+        const uint8_t *p = (const uint8_t *)record + ABANDON_TAG_LEN;
+        int32_t code = (int32_t)bytes__le32(p);
+        if (code >= 0 || code <= ELASTIC_ERRNO_END_) code = ELASTIC_ECANCELED;
+        int why_len = (int)(len - ABANDON_TAG_LEN - 4 > 400 ? 400 : len - ABANDON_TAG_LEN - 4);
+        rc = elastic__fail(code, "step %" PRIu64 " abandoned: %.*s", step, why_len,
+                           (const char *)(p + 4));
+    } else if (rc == 0)
+        rc = adopt_record(c, step, o->generation, record, len, digest);
     elastic_free(record);
     if (rc == 0 && (!o->shared_storage || o->rank == 0)) ckpt__apply_retention(c);
     return rc;
+}
+
+void ckpt__store_abandon(elastic_ckpt *c, uint64_t step, int code, const char *why)
+{
+    const elastic_ckpt_opts *o = &c->opts;
+    if (o->store == NULL || o->world <= 1) return;
+    char text[320];
+    int n = snprintf(text, sizeof text, "rank %" PRIu32 ": %s", o->rank,
+                     why != NULL && *why != '\0' ? why : "its save was aborted");
+    size_t text_len = n < 0 ? 0 : (size_t)n >= sizeof text ? sizeof text - 1 : (size_t)n;
+    uint8_t value[ABANDON_TAG_LEN + 4 + sizeof text];
+    memcpy(value, ABANDON_TAG, ABANDON_TAG_LEN);
+    bytes__set_le32(value + ABANDON_TAG_LEN, (uint32_t)(int32_t)code);
+    memcpy(value + ABANDON_TAG_LEN + 4, text, text_len);
+    char key[64];
+    step_key(key, sizeof key, step, o->generation, "commit");
+    /* Best effort: without the store the others end at commit_timeout_ms.
+     * The caller's error stays this thread's last (the store call clears it). */
+    char kept[512];
+    snprintf(kept, sizeof kept, "%s", elastic_last_error());
+    if (elastic_store_set(o->store, key, value, ABANDON_TAG_LEN + 4 + text_len) != 0)
+        ELASTIC_LOG_W("ckpt", "step %" PRIu64 ": telling the other ranks it is abandoned: %s", step,
+                      elastic_last_error());
+    if (kept[0] != '\0')
+        elastic__fail(code, "%s", kept);
+    else
+        elastic__clear_error();
 }
 
 /* elastic_ckpt_latest() found a step with this rank's shard but no COMMIT:

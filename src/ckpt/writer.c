@@ -656,6 +656,7 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
     int rc = t->writer ? elastic__fail(ELASTIC_ESTATE, "a blob writer is still open") : t->error;
     if (rc != 0) {
         if (t->error) rc = txn_error(t);
+        ckpt__store_abandon(t->c, t->step, rc, elastic_last_error());
         drop_files(t);
         txn_free(t);
         return rc;
@@ -663,6 +664,7 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
     ckpt_shard_digest digest;
     rc = finish_shard(t, &digest);
     if (rc != 0) {
+        ckpt__store_abandon(t->c, t->step, rc, elastic_last_error());
         unlink(t->final_path); /* renamed, then its directory fsync failed */
         drop_files(t);
     } else if ((rc = ckpt__global_commit(t->c, t->step, &digest)) != 0) {
@@ -689,6 +691,8 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
 ELASTIC_EXTERN void elastic_ckpt_abort(elastic_ckpt_txn *t)
 {
     if (t == NULL) return;
+    ckpt__store_abandon(t->c, t->step, t->error ? t->error : ELASTIC_ECANCELED,
+                        t->error ? t->why : NULL);
     drop_files(t);
     txn_free(t);
 }

@@ -7,8 +7,12 @@
  */
 #include "rdzv/rdzv.h"
 
+#include "common/clock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
+
+#define RDZV__LOOKUP_SLICE_MS 2000 /* how often the wait looks whether the generation ended */
 
 int rdzv__jobstore_publish(elastic_rdzv *r, uint64_t generation, const char *endpoint,
                            const char *token)
@@ -31,7 +35,25 @@ int rdzv__jobstore_lookup(elastic_rdzv *r, uint64_t generation, int timeout_ms, 
     void *value = NULL;
     size_t len = 0;
     rdzv__key_round(key, sizeof key, generation, "store");
-    int rc = rdzv__wait_value(r, key, timeout_ms, &value, &len);
+    /* In slices: a host that cannot publish (cut off, frozen: its lease
+     * lapses) gets the generation ended by the others' monitors within a
+     * lease; waiting on for the whole timeout would only be silence. */
+    uint64_t deadline = elastic__deadline_ms(timeout_ms);
+    int rc;
+    for (;;) {
+        int left = elastic__ms_left(deadline);
+        int slice = left < RDZV__LOOKUP_SLICE_MS ? left : RDZV__LOOKUP_SLICE_MS;
+        rc = rdzv__wait_value(r, key, slice > 0 ? slice : 1, &value, &len);
+        if (rc != ELASTIC_ETIMEDOUT || elastic__ms_left(deadline) == 0) break;
+        pthread_mutex_lock(&r->lock);
+        bool ended = r->generation == generation && r->phase == RDZV__ENDED;
+        pthread_mutex_unlock(&r->lock);
+        if (ended)
+            return elastic__fail(ELASTIC_ETIMEDOUT,
+                                 "rdzv: run %s: generation %llu ended before its store host "
+                                 "published where its store listens",
+                                 r->run_id, (unsigned long long)generation);
+    }
     if (rc != 0) return rc;
     char ep[RDZV__MAX_ADDR], tok[128];
     char format[32];

@@ -315,8 +315,12 @@ typedef struct replica_sync_in {
 } replica_sync_in;
 
 typedef struct replica_sync_rank {
-    unsigned source; /* CHANNEL__RESTORE_* (NONE: this rank has no shard in the step) */
+    unsigned source; /* CHANNEL__RESTORE_* (NONE: no copy of the step could be staged) */
     char node[REPLICA_NODE_MAX + 1]; /* the node the copy came from ("" for disk) */
+    /* The rank is beyond the step's world (the job grew): what was staged is
+     * another rank's shard, for the step's replicated part; the rank starts
+     * its own part fresh (elastic_ckpt_step_info tells the worker). */
+    bool beyond_step;
 } replica_sync_rank;
 
 typedef struct replica_sync_out {

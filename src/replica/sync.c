@@ -408,6 +408,28 @@ static size_t merge_history(ckpt_generation_start *history, size_t n, const node
     return n;
 }
 
+/* Stages shard `shard` of the plan's step into this node's tier for `rank`
+ * and says where it came from; a failure leaves NONE (the worker falls back
+ * on its own) and is logged. */
+static void stage_rank(const replica_sync_in *in, const ckpt_plan *plan, uint32_t rank,
+                       uint32_t shard, const replica_dialer *dialer, int timeout_ms,
+                       const node_record *records, size_t n, replica_sync_rank *out)
+{
+    replica_restored got;
+    if (replica__stage_shard(replica__service_root(in->service), plan, shard,
+                             (uint32_t)in->group_rank, dialer, elastic__deadline_ms(timeout_ms),
+                             &got) != 0) {
+        ELASTIC_LOG_E("replica", "rank %" PRIu32 " (shard %" PRIu32 "): %s", rank, shard,
+                      elastic_last_error());
+        return;
+    }
+    out->source = got.source == CKPT_SOURCE_LOCAL  ? CHANNEL__RESTORE_LOCAL
+                  : got.source == CKPT_SOURCE_PEER ? CHANNEL__RESTORE_PEER
+                                                   : CHANNEL__RESTORE_DISK;
+    if (got.source != CKPT_SOURCE_DISK && got.node < n)
+        snprintf(out->node, sizeof out->node, "%s", records[got.node].peer.name);
+}
+
 int replica__sync_generation(elastic_store *store, const replica_sync_in *in, replica_sync_out *out)
 {
     memset(out, 0, sizeof *out);
@@ -495,26 +517,49 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in, re
         out->step = plan.step;
         snprintf(out->why, sizeof out->why, "%s", plan.why);
     }
+    /* The fence including this generation's own start. The copies it
+     * refuses go before staging: a node cut off and back may hold the plan's
+     * very step, written by a history the job left, where the step's real
+     * shards are staged now. */
+    ckpt_generation_start *fence = rc == 0 ? calloc(n_history + 1, sizeof *fence) : NULL;
+    ckpt_plan_input fence_in = { .history = fence,
+                                 .n_history = n_history + 1,
+                                 .generation = in->generation };
+    if (fence != NULL) {
+        memcpy(fence, history, n_history * sizeof *fence);
+        fence[n_history] = (ckpt_generation_start){ .generation = in->generation,
+                                                    .restored = plan.found,
+                                                    .restore_step = plan.step };
+        drop_rule fenced_only = { &fence_in, false, 0 };
+        drop_everywhere(replica__service_root(in->service), &fenced_only);
+    }
     /* 5. this node's ranks, staged from their cheapest verified copies */
     dial_ctx ctx = { records, n, replica__service_token(in->service), timeout_ms };
     replica_dialer dialer = { dial_record, &ctx };
     for (uint32_t i = 0; rc == 0 && plan.found && i < in->local_ranks; i++) {
         uint32_t rank = in->first_rank + i;
-        if (rank >= plan.world) continue; /* a larger world: that rank reshards on its own */
-        replica_restored got;
-        int staged = replica__stage_shard(replica__service_root(in->service), &plan, rank,
-                                          (uint32_t)in->group_rank, &dialer,
-                                          elastic__deadline_ms(timeout_ms), &got);
-        if (staged != 0) {
-            ELASTIC_LOG_E("replica", "rank %" PRIu32 ": %s", rank, elastic_last_error());
-            continue; /* NONE: the worker falls back on its own */
-        }
-        out->ranks[i].source = got.source == CKPT_SOURCE_LOCAL  ? CHANNEL__RESTORE_LOCAL
-                               : got.source == CKPT_SOURCE_PEER ? CHANNEL__RESTORE_PEER
-                                                                : CHANNEL__RESTORE_DISK;
-        if (got.source != CKPT_SOURCE_DISK && got.node < n)
-            snprintf(out->ranks[i].node, sizeof out->ranks[i].node, "%s",
-                     records[got.node].peer.name);
+        if (rank < plan.world)
+            stage_rank(in, &plan, rank, rank, &dialer, timeout_ms, records, n, &out->ranks[i]);
+    }
+    /* Ranks beyond the step's world (the job grew): the same step, so every
+     * rank resumes at one step. They have no shard of it: they read the
+     * step's replicated part (any shard carries it) and start their own part
+     * fresh. A shard one of this node's ranks staged serves; else rank
+     * (rank mod world)'s is staged, which spreads the new ranks' reads over
+     * the step's shards. */
+    for (uint32_t i = 0; rc == 0 && plan.found && i < in->local_ranks; i++) {
+        uint32_t rank = in->first_rank + i;
+        if (rank < plan.world) continue;
+        const replica_sync_rank *staged = NULL;
+        for (uint32_t j = 0; j < in->local_ranks && staged == NULL; j++)
+            if (in->first_rank + j < plan.world && out->ranks[j].source != CHANNEL__RESTORE_NONE)
+                staged = &out->ranks[j];
+        if (staged != NULL)
+            out->ranks[i] = *staged;
+        else
+            stage_rank(in, &plan, rank, rank % plan.world, &dialer, timeout_ms, records, n,
+                       &out->ranks[i]);
+        out->ranks[i].beyond_step = out->ranks[i].source != CHANNEL__RESTORE_NONE;
     }
     /* 6. departed ranks (a smaller world): readable on every node, for resharding */
     for (uint32_t rank = in->job_world;
@@ -528,22 +573,11 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in, re
     }
     /* Steps newer than the plan's are never among its copies, so no peer's
      * staging can be fetching them: they go. */
-    if (rc == 0) {
-        /* The fence including this generation's own start. */
-        ckpt_generation_start *fence = calloc(n_history + 1, sizeof *fence);
-        if (fence != NULL) {
-            memcpy(fence, history, n_history * sizeof *fence);
-            fence[n_history] = (ckpt_generation_start){ .generation = in->generation,
-                                                        .restored = plan.found,
-                                                        .restore_step = plan.step };
-            ckpt_plan_input rule_in = { .history = fence,
-                                        .n_history = n_history + 1,
-                                        .generation = in->generation };
-            drop_rule rule = { &rule_in, plan.found, plan.step };
-            drop_everywhere(replica__service_root(in->service), &rule);
-            free(fence);
-        }
+    if (fence != NULL) {
+        drop_rule rule = { &fence_in, plan.found, plan.step };
+        drop_everywhere(replica__service_root(in->service), &rule);
     }
+    free(fence);
     free(history);
     /* The generation's memory commit starts from the step every node
      * restored; without a plan (a failed sync) there is none. */

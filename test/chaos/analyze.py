@@ -10,7 +10,9 @@ logs, the faults, the process-table samples, the exit codes) and checks:
              the fault-free run's at that step
   fencing    never two generations' workers alive at once (process table)
              beyond the fencing bound (plus the freeze that kept them stopped)
-  orphans    no process, namespace or shm file of ours left; no agent's fds grow
+  orphans    no process, namespace or shm file of ours left; no agent's fds grow;
+             no temporary file in a job's checkpoint directory, which ends no
+             larger than CKPT_GROWTH times the fault-free run's
   recovery   after each fault, new progress within its type's bound (a fault
              that overlaps extends it by its own)
   silence    never longer than SILENCE_MS without an event while the job runs
@@ -33,6 +35,7 @@ FENCE_MS = 4000 * SCALE    # keep-alive timeout (2 s) + detection and SIGKILL sl
 SILENCE_MS = 20000 * SCALE
 GRACE_S = 5  # elasticrun's default --grace-period: SIGTERM to SIGKILL
 FD_GROWTH = 32  # an agent's open fds may grow this much over its life, not more
+CKPT_GROWTH = 4  # a job's checkpoint directory may end this many times the fault-free one's size
 REFORM_WINDOW_MS = 10000 * SCALE  # a generation formed this soon after a fault is its recovery
 BASE_MS = {  # recovery bound per fault type, beyond the fault's own duration
     "worker_kill": 8000, "worker_hang": 10000, "agent_kill": 10000, "freeze": 10000,
@@ -107,6 +110,7 @@ def main():
     run, seed, hang_s = sys.argv[1], sys.argv[2], int(sys.argv[3])
     problems = []
     clean = read_lines(os.path.join(run, "clean", "result.txt"))
+    clean_kib = int((read_lines(os.path.join(run, "clean", "ckpt_kib.txt")) or ["0"])[0] or 0)
     clean_commits = {s: d.pop() for s, d in commits(os.path.join(run, "clean", "logs", "**", "stdout.log")).items()}
     faults = []
     for line in read_lines(os.path.join(run, "faults.tsv")):
@@ -250,7 +254,10 @@ def main():
             console = "\n".join(read_lines(os.path.join(jobdir, f"agent.{tag}.log")))
             ends = [e for e in by_tag.get(tag, []) if e["event"] == "job_end"]
             if len(parts) > 2 and parts[2] == "store_kill":
-                if rc != 1 or "lost the job's store" not in console:
+                # the root-cause line; or, for an agent (re)started as the host
+                # died, that it never reached the store
+                if rc != 1 or ("lost the job's store" not in console and
+                               not re.search(r"connect to store \S+: Connection refused", console)):
                     problems.append(f"{name}: {tag} exited {rc} after the store's host died; its console: {console[-300:]!r}")
                 continue
             status = ends[-1]["status"] if ends else None
@@ -262,6 +269,15 @@ def main():
                 problems.append(f"{name}: {tag} exited {rc} (job_end {status}) though the job succeeded: {console[-300:]!r}")
             if status == "left_out" and "left out as a spare" not in console:
                 problems.append(f"{name}: {tag} is left out but does not say so")
+        # the checkpoint directory: no temporary file left, no more than a
+        # few times what the fault-free run keeps (stale shards fill disks)
+        left = read_lines(os.path.join(jobdir, "ckpt_left.txt"))
+        if left and len(left[0].split()) == 2:
+            tmp, kib = (int(x) for x in left[0].split())
+            if tmp > 0:
+                problems.append(f"{name}: {tmp} temporary file(s) left in its checkpoint directory")
+            if clean_kib and kib > CKPT_GROWTH * clean_kib:
+                problems.append(f"{name}: its checkpoint directory holds {kib} KiB, the fault-free run's {clean_kib} KiB")
         orphans = read_lines(os.path.join(jobdir, "orphans.txt"))
         if orphans:
             problems.append(f"{name}: processes left behind: {orphans}")

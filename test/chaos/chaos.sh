@@ -68,6 +68,7 @@ trap 'exit 143' TERM
 CLEAN_PID=$!
 wait "$CLEAN_PID" || { echo "FAIL: the fault-free run failed" >&2; cat "$RUN/clean/console.txt" >&2; exit 1; }
 CLEAN_PID=
+du -sk "$RUN/clean/ckpt" | cut -f1 >"$RUN/clean/ckpt_kib.txt"
 before_shm=$(ls /dev/shm 2>/dev/null | sort)
 
 netns_setup 5
@@ -350,6 +351,10 @@ run_job() {
         while read -r p; do
             if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -q "chaos-$SEED-$JOB\|$CKFS"; then echo "$p"; fi
         done >"$JOBDIR/orphans.txt" || true
+    # What the job leaves in its checkpoint directory: temporary files, and
+    # its size (a fenced generation's shards once filled the shared fs).
+    echo "$(find "$CKFS/job$JOB" -name '.tmp*' 2>/dev/null | wc -l) $(du -sk "$CKFS/job$JOB" 2>/dev/null | cut -f1)" >"$JOBDIR/ckpt_left.txt"
+    rm -rf "${CKFS:?}/job$JOB" # the small shared fs holds one job's checkpoints, not the run's
     log "job $JOB done: $(cat "$JOBDIR/result.txt" 2>/dev/null || echo 'no result')"
 }
 

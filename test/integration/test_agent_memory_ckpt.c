@@ -356,3 +356,96 @@ TEST_TIMEOUT(agent_memory_ckpt_metrics_show_memory_held_replicas_and_lag, 180)
     no_tier_left();
     elastic_store_server_close(server);
 }
+
+/* The lines of `events` with every needle, their "step" values into steps[]. */
+static int restored_steps(const char *events, long generation, long *steps, int max)
+{
+    const char *restored[] = { "\"event\":\"checkpoint_restored\"", NULL };
+    char line[2048];
+    int n = 0;
+    for (int i = 0; n < max && agent_harness_nth_line(events, restored, i, line, sizeof line); i++)
+        if (json_int(line, "generation") == generation) steps[n++] = json_int(line, "step");
+    return n;
+}
+
+static long newest_generation(const char *events)
+{
+    const char *restored[] = { "\"event\":\"checkpoint_restored\"", NULL };
+    char line[2048];
+    long newest = -1;
+    for (int i = 0; agent_harness_nth_line(events, restored, i, line, sizeof line); i++)
+        if (json_int(line, "generation") > newest) newest = json_int(line, "generation");
+    return newest;
+}
+
+/* The job grows from two nodes to three while it saves every step to
+ * memory (and every 50 to disk). The new node's tier is empty and its rank
+ * 2 has no shard in the restore step; it is told the job's step all the
+ * same (it reads the replicated state from a peer's shard and starts its own
+ * part fresh), so all three ranks resume at one memory step, newer than the
+ * last disk step, and the job ends with a fault-free run's weights (the
+ * demo's reduction is the same bits at any world size). */
+TEST_TIMEOUT(agent_memory_ckpt_every_rank_resumes_at_one_step_after_the_world_grows, 300)
+{
+    char clean_events[700];
+    char *clean = run("grow-clean", false, clean_events, sizeof clean_events);
+    elastic_store_server *server;
+    ASSERT_OK(elastic_store_server_start(NULL, &server));
+    char endpoint[64], result[600], trainer[1024];
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
+    snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
+    char dir[512];
+    agent_harness_path(dir, sizeof dir, "grow");
+    mkdir(dir, 0755);
+    snprintf(result, sizeof result, "%s/result.txt", dir);
+    char events[3][700];
+    pid_t agents[3];
+    for (int i = 0; i < 3; i++) {
+        char name[32], ckpt[600];
+        snprintf(name, sizeof name, "grow-%d", i);
+        snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir); /* the job's one (shared) disk tier */
+        mkdir(ckpt, 0755);
+        snprintf(events[i], sizeof events[i], "%s/%s.events.jsonl", dir, name);
+        if (i == 2) {
+            /* Past the disk step 100, with memory steps newer than it. */
+            long newest = wait_memory_step(events[0], 115, 90000);
+            if (newest < 115) FAIL("memory step %ld before the third node joins", newest);
+        }
+        elasticrun_args cmd;
+        elasticrun_args_init(&cmd);
+        elasticrun_args_add(&cmd, "--nnodes", "2:3", "--nproc-per-node", "1", "--max-restarts", "3",
+                            "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id",
+                            "memory-grow", "--rdzv-conf", "is_host=0,last_call_timeout=1",
+                            "--local-addr", "127.0.0.1", "--memory-ckpt", "--memory-ckpt-limit",
+                            "256M", "--event-log", events[i], "--no-python", trainer, "--ckpt-dir",
+                            ckpt, "--steps", "200", "--step-ms", "20", "--ckpt-every", "50",
+                            "--memory-every", "1", "--state-mib", "2", "--result", result);
+        agents[i] = elasticrun_args_spawn(&cmd, NULL, name);
+        spawned[n_spawned++] = agents[i];
+    }
+    for (int i = 0; i < 3; i++) ASSERT_EQ(agent_harness_exit_code(agents[i], 120000), 0);
+    /* The generation the third node joined: every rank restored one step. */
+    long generation = newest_generation(events[2]);
+    ASSERT(generation >= 2);
+    long steps[3][4];
+    int counts[3];
+    for (int i = 0; i < 3; i++) {
+        counts[i] = restored_steps(events[i], generation, steps[i], 4);
+        if (counts[i] != 1)
+            FAIL("node %d: %d restores in generation %ld", i, counts[i], generation);
+    }
+    if (steps[0][0] != steps[1][0] || steps[1][0] != steps[2][0])
+        FAIL("generation %ld restored steps %ld, %ld, %ld", generation, steps[0][0], steps[1][0],
+             steps[2][0]);
+    if (steps[2][0] <= 100) FAIL("restored step %ld: not newer than the disk step", steps[2][0]);
+    /* The new node had nothing of its own: its rank read a peer's copy. */
+    const char *from_peer[] = { "\"event\":\"checkpoint_restored\"", "\"source\":\"peer\"", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(events[2], from_peer, 1, 1000), 1);
+    char *grown = agent_harness_read_file(result);
+    ASSERT(grown != NULL);
+    ASSERT_STR_EQ(grown, clean);
+    no_tier_left();
+    free(grown);
+    free(clean);
+    elastic_store_server_close(server);
+}

@@ -6,7 +6,10 @@
  * the store.
  */
 #include "support/ckpt_content.h"
+#include "ckpt/ckpt.h"
 #include "test.h"
+
+#include <unistd.h>
 
 static elastic_ckpt *open_gen(const char *dir, elastic_store *store, uint64_t generation)
 {
@@ -71,4 +74,40 @@ TEST(ckpt_fenced_generation_cannot_commit_through_the_store)
     fenced_writer_scenario(fenced_dir, live_dir, store);
     elastic_store_close(store);
     elastic_store_server_close(server);
+}
+
+static elastic_ckpt *open_rank(const char *dir, uint64_t generation, uint32_t rank, uint32_t world)
+{
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.generation = generation;
+    o.rank = rank;
+    o.world = world;
+    elastic_ckpt *c;
+    ASSERT_OK(elastic_ckpt_open(dir, &o, &c));
+    return c;
+}
+
+/* A fenced generation of two ranks saves a step: refused, and its shards of
+ * that step are gone, so a crash loop of fenced generations (the chaos run
+ * saw 48 of them after an operator restart) cannot fill the disk. */
+TEST(ckpt_fenced_generation_leaves_no_shards_of_the_refused_step)
+{
+    const char *dir = test_tmpdir();
+    elastic_ckpt *old0 = open_rank(dir, 1, 0, 2), *old1 = open_rank(dir, 1, 1, 2);
+    elastic_ckpt *live = open_rank(dir, 2, 0, 2);
+    ASSERT_OK(ckpt_test_save(old0, 3, 0)); /* not every shard yet: nothing to commit */
+    ASSERT_EQ(ckpt_test_save(old1, 3, 1), ELASTIC_ESTATE);
+    char step_dir[4300], path[4400], shard[96];
+    ckpt__step_dir(dir, 3, step_dir, sizeof step_dir);
+    for (uint32_t rank = 0; rank < 2; rank++) {
+        ckpt__shard_name(rank, 1, shard, sizeof shard);
+        snprintf(path, sizeof path, "%s/%s", step_dir, shard);
+        if (access(path, F_OK) == 0) FAIL("the fenced generation's %s is left behind", shard);
+    }
+    uint64_t latest = 0;
+    ASSERT_ERR(elastic_ckpt_latest(live, &latest), ELASTIC_ENOTFOUND);
+    elastic_ckpt_close(old0);
+    elastic_ckpt_close(old1);
+    elastic_ckpt_close(live);
 }

@@ -8,9 +8,13 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/memtier.h"
 #include "support/ckpt_content.h"
+#include "support/store_fixture.h"
 #include "test.h"
 
+#include "common/clock.h"
+
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -299,4 +303,111 @@ TEST(ckpt_memory_tier_writes_over_a_removed_steps_pages)
     elastic_ckpt_close(c);
     free(buf);
     ASSERT(ckpt__mem_usage(tier_root()) < (12u << 20));
+}
+
+/* Two ranks of one node commit a step through the job's store; one save is
+ * refused for the limit. */
+typedef struct limited_rank {
+    const store_fixture *f;
+    const char *dir; /* the tier's own tree (tier_dir's buffer is not the threads' to share) */
+    uint32_t rank;
+    size_t len;
+    int rc;
+    char error[512];
+    uint64_t ms;
+} limited_rank;
+
+static void *limited_save(void *arg)
+{
+    limited_rank *r = arg;
+    elastic_store *store = fixture_connect(r->f);
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.compression = ELASTIC_CKPT_NONE;
+    o.rank = r->rank;
+    o.world = 2;
+    o.generation = 1;
+    o.store = store;
+    o.commit_timeout_ms = test_scaled_ms(120000); /* what the others would wait for */
+    elastic_ckpt *c;
+    r->rc = elastic_ckpt_open(r->dir, &o, &c);
+    uint8_t *data = calloc(1, r->len);
+    uint64_t start = elastic__now_ns();
+    if (r->rc == 0) {
+        elastic_ckpt_blob blob = { .name = "w", .data = data, .len = r->len };
+        r->rc = elastic_ckpt_save(c, 7, &blob, 1);
+        snprintf(r->error, sizeof r->error, "%s", elastic_last_error());
+        elastic_ckpt_close(c);
+    }
+    r->ms = (elastic__now_ns() - start) / 1000000u;
+    free(data);
+    elastic_store_close(store);
+    return NULL;
+}
+
+/* A rank's save refused for the limit abandons the step for every rank: the
+ * other rank's commit wait ends at once with the same error, naming the
+ * limit and the rank, instead of at commit_timeout_ms. */
+TEST(ckpt_memory_tier_a_save_refused_for_the_limit_abandons_the_step_for_every_rank)
+{
+    ASSERT_OK(ckpt__mem_tier_create(tier_root(), 1u << 20, 2));
+    store_fixture f;
+    fixture_start(&f);
+    char own[4200];
+    snprintf(own, sizeof own, "%s", tier_dir(CKPT_MEM_OWN_DIR));
+    limited_rank ranks[2] = { { .f = &f, .dir = own, .rank = 0, .len = 100000 },
+                              { .f = &f, .dir = own, .rank = 1, .len = 2u << 20 } };
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++)
+        ASSERT_EQ(pthread_create(&threads[i], NULL, limited_save, &ranks[i]), 0);
+    for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+    for (int i = 0; i < 2; i++) {
+        if (ranks[i].rc != ELASTIC_ENOSPC)
+            FAIL("rank %d: %s: %s", i, elastic_err_name(ranks[i].rc), ranks[i].error);
+        if (strstr(ranks[i].error, "--memory-ckpt-limit") == NULL)
+            FAIL("rank %d: %s", i, ranks[i].error);
+    }
+    if (strstr(ranks[0].error, "step 7 abandoned: rank 1: ") == NULL) FAIL("%s", ranks[0].error);
+    /* Promptly: far from the 120 s the commit would have waited. */
+    if (ranks[0].ms > (uint64_t)test_scaled_ms(10000))
+        FAIL("rank 0 waited %llu ms", (unsigned long long)ranks[0].ms);
+    /* Nothing of the step is committed, nor held. */
+    elastic_ckpt *c = open_in_tier(CKPT_MEM_OWN_DIR, 0, 1);
+    uint64_t latest = 0;
+    ASSERT_EQ(elastic_ckpt_latest(c, &latest), ELASTIC_ENOTFOUND);
+    elastic_ckpt_close(c);
+    ASSERT(ckpt__mem_usage(tier_root()) < 100000);
+    elastic_store_server_close(f.server);
+}
+
+/* An explicit abort in store mode abandons the step too (ELASTIC_ECANCELED). */
+TEST(ckpt_store_commit_an_aborted_rank_ends_the_others_wait)
+{
+    ASSERT_OK(ckpt__mem_tier_create(tier_root(), 64u << 20, 2));
+    store_fixture f;
+    fixture_start(&f);
+    char own[4200];
+    snprintf(own, sizeof own, "%s", tier_dir(CKPT_MEM_OWN_DIR));
+    limited_rank waiter = { .f = &f, .dir = own, .rank = 0, .len = 1000 };
+    pthread_t thread;
+    ASSERT_EQ(pthread_create(&thread, NULL, limited_save, &waiter), 0);
+    elastic_store *store = fixture_connect(&f);
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.rank = 1;
+    o.world = 2;
+    o.generation = 1;
+    o.store = store;
+    elastic_ckpt *c;
+    ASSERT_OK(elastic_ckpt_open(own, &o, &c));
+    elastic_ckpt_txn *t;
+    ASSERT_OK(elastic_ckpt_begin(c, 7, &t));
+    elastic_ckpt_abort(t);
+    pthread_join(thread, NULL);
+    ASSERT_EQ(waiter.rc, ELASTIC_ECANCELED);
+    if (strstr(waiter.error, "step 7 abandoned: rank 1: its save was aborted") == NULL)
+        FAIL("%s", waiter.error);
+    elastic_ckpt_close(c);
+    elastic_store_close(store);
+    elastic_store_server_close(f.server);
 }

@@ -214,6 +214,22 @@ static bool own_step_held(const node *n, uint64_t step)
     return stat(path, &st) == 0;
 }
 
+/* The generation of the commit record of `step` in the node's own tree. */
+static uint64_t commit_generation(const node *n, uint64_t step)
+{
+    char own[4200];
+    snprintf(own, sizeof own, "%s/own", n->root);
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.store = n->store;
+    elastic_ckpt *ck;
+    uint64_t generation = 0;
+    if (elastic_ckpt_open(own, &o, &ck) != 0) return 0;
+    if (elastic_ckpt_step_info(ck, step, NULL, &generation) != 0) generation = 0;
+    elastic_ckpt_close(ck);
+    return generation;
+}
+
 /* The memory-commit record (K = 2): node-b is lost in the middle of
  * replicating step 6 (its copies cannot reach node-c), after every node
  * committed step 6 locally. Without the record each tier keeps only its
@@ -384,14 +400,74 @@ TEST(ckpt_replica_sync_a_fenced_nodes_copies_are_never_used)
         ASSERT_EQ(gen3[i]->out.step, 6);
     }
     if (strstr(c.out.why, "history the job left ignored") == NULL) FAIL("why: %s", c.out.why);
-    /* Generation 2's step 6 has two ranks: node-c's rank 2 has no shard in it. */
-    ASSERT_EQ(c.out.ranks[0].source, CHANNEL__RESTORE_NONE);
-    /* node-c's generation-1 step 6 is gone from its tier. */
-    ASSERT(!own_step_held(&c, 6));
+    /* Generation 2's step 6 has two ranks: node-c's rank 2 has no shard in
+     * it, and is told the same step, with another rank's shard staged. */
+    ASSERT(c.out.ranks[0].beyond_step);
+    ASSERT_EQ(c.out.ranks[0].source, CHANNEL__RESTORE_PEER);
+    /* node-c's generation-1 step 6 is gone from its tier: the step 6 it
+     * holds now is generation 2's, staged for rank 2. */
+    ASSERT(own_step_held(&c, 6));
+    ASSERT_EQ(commit_generation(&c, 6), 2);
     for (int i = 0; i < 3; i++) {
         free(gen3[i]->out.ranks);
         replica__service_stop(gen3[i]->service);
         elastic_store_close(gen3[i]->store);
+    }
+    elastic_store_server_close(f.server);
+}
+
+/* The job grows from two nodes to three: the new node's rank 2 has no shard
+ * in the restore step, yet it gets the very step the others restore (not
+ * whatever its own tier or the disk holds), with a shard of the step staged
+ * in its tier from a peer for the step's replicated part. */
+TEST(ckpt_replica_sync_a_rank_the_job_grew_by_gets_the_same_step)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 };
+    node_start(&a, "node-a", &f);
+    node_start(&b, "node-b", &f);
+    node *gen1[] = { &a, &b };
+    sync_all(gen1, 2, 1);
+    save_on(gen1, 2, 4, 1);
+    save_on(gen1, 2, 5, 1);
+    for (int i = 0; i < 2; i++)
+        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    node_start(&c, "node-c", &f);
+    node *gen2[] = { &a, &b, &c };
+    sync_all(gen2, 3, 2);
+    for (int i = 0; i < 3; i++) {
+        ASSERT(gen2[i]->out.planned);
+        ASSERT_EQ(gen2[i]->out.step, 5);
+        ASSERT(gen2[i]->out.ranks[0].source != CHANNEL__RESTORE_NONE);
+    }
+    ASSERT(!a.out.ranks[0].beyond_step);
+    ASSERT_EQ(a.out.ranks[0].source, CHANNEL__RESTORE_LOCAL);
+    ASSERT(c.out.ranks[0].beyond_step);
+    ASSERT_EQ(c.out.ranks[0].source, CHANNEL__RESTORE_PEER);
+    /* Rank 2 mod 2 = shard 0, fetched from the node that holds it. */
+    ASSERT(strcmp(c.out.ranks[0].node, "node-a") == 0 ||
+           strcmp(c.out.ranks[0].node, "node-b") == 0);
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.rank = 2;
+    o.world = 3;
+    o.generation = 2;
+    o.store = c.store;
+    char own[4200], why[512];
+    snprintf(own, sizeof own, "%s/own", c.root);
+    elastic_ckpt *ck;
+    ASSERT_OK(elastic_ckpt_open(own, &o, &ck));
+    uint32_t world = 0;
+    ASSERT_OK(elastic_ckpt_step_info(ck, 5, &world, NULL));
+    ASSERT_EQ(world, 2); /* the worker sees it has no shard of its own */
+    if (ckpt_test_check(ck, 5, 0, why, sizeof why) != 0) FAIL("node-c: %s", why);
+    elastic_ckpt_close(ck);
+    for (int i = 0; i < 3; i++) {
+        free(gen2[i]->out.ranks);
+        replica__service_stop(gen2[i]->service);
+        elastic_store_close(gen2[i]->store);
     }
     elastic_store_server_close(f.server);
 }

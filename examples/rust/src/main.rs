@@ -61,10 +61,13 @@ fn sample(step: u64, index: usize) -> ([f64; DIM], f64) {
     (x, y)
 }
 
-/// This rank's share of the step's batch: samples index % world == rank. The
-/// last slot carries the summed squared error for the loss.
-fn partial_gradient(s: &State, rank: usize, world: usize) -> [f64; DIM + 1] {
-    let mut out = [0.0; DIM + 1];
+/// This rank's share of the step's batch: samples index % world == rank, one
+/// row of DIM + 1 values per sample (the last slot is the squared error, for
+/// the loss). Rows, not their sum: the reduction adds them in sample order,
+/// so the step's gradient is the same bits at any world size, and the same
+/// as the C trainer's.
+fn partial_gradient(s: &State, rank: usize, world: usize) -> Vec<f64> {
+    let mut out = Vec::new();
     for i in (rank..GLOBAL_BATCH).step_by(world) {
         let (x, y) = sample(s.step, i);
         let mut prediction = 0.0;
@@ -73,9 +76,9 @@ fn partial_gradient(s: &State, rank: usize, world: usize) -> [f64; DIM + 1] {
         }
         let error = prediction - y;
         for d in 0..DIM {
-            out[d] += 2.0 * error * x[d];
+            out.push(2.0 * error * x[d]);
         }
-        out[DIM] += error * error;
+        out.push(error * error);
     }
     out
 }
@@ -84,23 +87,35 @@ fn to_bytes(values: &[f64]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_ne_bytes()).collect()
 }
 
-fn all_reduce(store: &Store, step: u64, rank: usize, world: usize, grad: &mut [f64; DIM + 1]) -> elastic::Result<()> {
-    store.set(&format!("step/{step}/grad/{rank}"), &to_bytes(grad))?;
-    let mut total = [0.0; DIM + 1];
-    for peer in 0..world {
-        // In rank order: the same sums on every rank.
+fn rows_of(rank: usize, world: usize) -> usize {
+    if rank < GLOBAL_BATCH { (GLOBAL_BATCH - 1 - rank) / world + 1 } else { 0 }
+}
+
+fn all_reduce(store: &Store, step: u64, rank: usize, world: usize, rows: &[f64]) -> elastic::Result<[f64; DIM + 1]> {
+    store.set(&format!("step/{step}/grad/{rank}"), &to_bytes(rows))?;
+    let mut all = vec![[0.0; DIM + 1]; GLOBAL_BATCH]; // every sample's row, by sample index
+    for peer in 0..world.min(GLOBAL_BATCH) {
         let theirs = store.get(&format!("step/{step}/grad/{peer}"), REDUCE_TIMEOUT.into())?;
-        if theirs.len() != 8 * (DIM + 1) {
+        if theirs.len() != 8 * (DIM + 1) * rows_of(peer, world) {
             return Err(elastic::Error::new(elastic::code::EPROTO, format!("rank {peer} sent {} bytes", theirs.len())));
         }
-        for (d, chunk) in theirs.chunks_exact(8).enumerate() {
-            total[d] += f64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+        for (row, bytes) in theirs.chunks_exact(8 * (DIM + 1)).enumerate() {
+            for (d, chunk) in bytes.chunks_exact(8).enumerate() {
+                all[peer + row * world][d] = f64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+            }
+        }
+    }
+    let mut grad = [0.0; DIM + 1];
+    for sample_row in &all {
+        // In sample order: the same sums on every rank, at any world size.
+        for d in 0..=DIM {
+            grad[d] += sample_row[d];
         }
     }
     for d in 0..=DIM {
-        grad[d] = total[d] / GLOBAL_BATCH as f64;
+        grad[d] /= GLOBAL_BATCH as f64;
     }
-    Ok(())
+    Ok(grad)
 }
 
 // ---- checkpoint: the library's atomic checkpoint store ----------------------
@@ -207,12 +222,12 @@ fn run(args: &Args, ckpt_dir: &str) -> Result<(), String> {
     flush();
     let mut loss = 0.0;
     while s.step < args.steps {
-        let mut grad = partial_gradient(&s, rank, world);
-        {
+        let rows = partial_gradient(&s, rank, world);
+        let grad = {
             // This generation's key space: a restarted group starts clean.
             let store = worker.store().map_err(|e| e.to_string())?.ok_or("no store: run me under elasticrun")?;
-            all_reduce(&store, s.step, rank, world, &mut grad).map_err(|e| format!("rank {rank} step {}: {e}", s.step))?;
-        }
+            all_reduce(&store, s.step, rank, world, &rows).map_err(|e| format!("rank {rank} step {}: {e}", s.step))?
+        };
         for d in 0..DIM {
             s.weights[d] -= LEARNING_RATE * grad[d];
         }
