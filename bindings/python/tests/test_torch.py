@@ -269,10 +269,12 @@ import torch, torch.distributed as dist
 import elastic.torch as et
 
 def say(info, text):
-    print("rank %d pid %d gen %d: %s" % (info.rank, os.getpid(), info.generation, text), flush=True)
+    print("rank %d/%d pid %d gen %d: %s" % (info.rank, info.world_size, os.getpid(), info.generation, text),
+          flush=True)
 
 info = et.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
 worker = et.worker()
+say(info, "up")
 model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))  # holds the group, as in training
 if info.generation == 1:
     dist.barrier()
@@ -309,13 +311,15 @@ def test_the_agents_abort_wakes_a_rank_blocked_on_a_live_peer(tmp_path):
     trainer.write_text(BLOCKED_TRAINER)
     elasticrun = os.path.join(os.environ.get("ELASTIC_BIN_DIR", os.path.join(ROOT, "bin")), "elasticrun")
     cmd = [elasticrun, "--standalone", "--nproc-per-node=3", "--max-restarts=1", "--in-process-recovery", str(trainer)]
-    result = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=180)
+    result = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=120)
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
-    blocked = re.search(r"rank 1 pid (\d+) gen 1: recv failed after ([0-9.]+) s", out)
+    blocked = re.search(r"rank 1/3 pid (\d+) gen 1: recv failed after ([0-9.]+) s", out)
     assert blocked, out
     assert float(blocked.group(2)) < 60, out
     first, second = pids(out, 1), pids(out, 2)
+    assert sorted(first) == [0, 1, 2] and sorted(second) == [0, 1, 2], out
     for rank in (0, 1):  # the survivors kept their processes
         assert first[rank] == second[rank], out
+    assert first[2] != second[2], out
     assert out.count("gen 2: done") == 3, out
