@@ -64,6 +64,13 @@ TEST_TIMEOUT(netns_warm_spare_takes_a_killed_ranks_place_and_survivors_on_both_h
     run_netns_script("warm_spares.sh");
 }
 
+/* The same with gloo DDP (skipped without torch): a survivor blocked in a
+ * collective on another survivor is woken by the agent's abort. */
+TEST_TIMEOUT(netns_torch_warm_spare_takes_a_killed_ranks_place_and_survivors_on_both_hosts_stay, 240)
+{
+    run_netns_script("warm_spares_torch.sh");
+}
+
 TEST_TIMEOUT(netns_frozen_node_fences_on_thaw_and_rejoins, 120)
 {
     run_netns_script("freeze.sh");
