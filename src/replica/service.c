@@ -270,11 +270,11 @@ static bool play_round(replica_service *s, round_state *rs, target *targets, siz
             if (replica__round_count_in(rs->store, rs->generation, rs->k, rs->step, rs->world,
                                         &completed) == 0)
                 rs->counted = true;
-            if (completed && rs->k > 2 && rs->prev2 > 0)
-                replica__round_forget(rs->store, rs->generation, rs->k - 2, rs->prev2);
             else
                 ELASTIC_LOG_W("replica", "memory commit of step %" PRIu64 ": %s", rs->step,
                               elastic_last_error());
+            if (completed && rs->k > 2 && rs->prev2 > 0)
+                replica__round_forget(rs->store, rs->generation, rs->k - 2, rs->prev2);
         } else {
             pthread_mutex_lock(&s->lock);
             s->stats.push_failures++;

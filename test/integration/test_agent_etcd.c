@@ -9,6 +9,7 @@
 #include "support/elasticrun_args.h"
 #include "support/etcd_fixture.h"
 #include "test.h"
+#include "common/dir.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -451,7 +452,7 @@ static int open_fds(pid_t pid)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    DIR *dir = opendir(path);
+    DIR *dir = elastic__opendir(path);
     if (dir == NULL) return -1;
     int n = 0;
     for (struct dirent *e; (e = readdir(dir)) != NULL;)

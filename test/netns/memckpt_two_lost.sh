@@ -45,15 +45,20 @@ cluster_mark
 kill -KILL "${CLUSTER_AGENT_PIDS[2]}" "${CLUSTER_AGENT_PIDS[3]}"
 cluster_wait 1 '"event":"restore_planned".*"planned":1' 90 || cluster_fail "h1 planned no restore"
 plan=$(grep -E '"event":"restore_planned".*"planned":1' "$(cluster_events 1)" | tail -1)
-echo "$plan" | grep -Eq '"why":"[^"]*step [0-9]+ \(generation [0-9]+, 3 ranks\) passed over: no live copy of rank [12]'"'"'s shard' ||
-    cluster_fail "the plan did not say which step and rank had no live copy: $plan"
+# The ranks the two lost nodes had in generation 1 (the assignment follows
+# the join order, not the host's number).
+lost_ranks=$(grep -hE '"event":"worker_started".*"generation":1,' "$(cluster_events 2)" "$(cluster_events 3)" |
+    sed -n 's/.*"rank":\([0-9]*\),.*/\1/p' | sort -u | tr -d '\n')
+[ ${#lost_ranks} = 2 ] || cluster_fail "h2's and h3's generation-1 ranks not found in their events: '$lost_ranks'"
+echo "$plan" | grep -Eq '"why":"[^"]*step [0-9]+ \(generation [0-9]+, 3 ranks\) passed over: no live copy of rank ['"$lost_ranks"']'"'"'s shard' ||
+    cluster_fail "the plan did not say which step and which lost rank ($lost_ranks) had no live copy: $plan"
 echo "$plan" | grep -q '"committed":1' || cluster_fail "the fallback is not a committed step: $plan"
 step=$(echo "$plan" | sed -n 's/.*"step":\([0-9]*\).*/\1/p')
 [ $(( step % 30 )) = 0 ] || cluster_fail "restore step $step is not a disk step"
 cluster_wait 1 '"event":"checkpoint_restored".*"source":"disk"' 30 || cluster_fail "h1 did not restore from disk"
 grep -E '"event":"checkpoint_restored"' "$(cluster_events 1)" | tail -1 | grep -q "\"step\":$step," ||
     cluster_fail "h1 restored another step than the plan's $step"
-grep -Eq "restore plan: .*passed over: no live copy of rank [12]'s shard.*the job restores step $step" "$(cluster_log 1)" ||
+grep -Eq "restore plan: .*passed over: no live copy of rank [$lost_ranks]'s shard.*the job restores step $step" "$(cluster_log 1)" ||
     cluster_fail "h1's console did not say why it went back to disk"
 grep -q "resumed at step $step from disk" "$(cluster_log 1)" || cluster_fail "h1's console did not say it resumed from disk"
 deadline=$(( SECONDS + 90 ))

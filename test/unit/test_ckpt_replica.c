@@ -10,6 +10,7 @@
 #include "replica/replica.h"
 #include "replica/wire.h"
 #include "test.h"
+#include "common/dir.h"
 
 #include "common/clock.h"
 
@@ -207,7 +208,7 @@ TEST(ckpt_replica_flipped_byte_in_a_peer_copy_is_detected_and_the_next_copy_used
     /* The refused copy was checked before it took a name: nothing of it is left. */
     char step_dir[4400];
     snprintf(step_dir, sizeof step_dir, "%s/own/step-00000000000000000008", spare);
-    DIR *dir = opendir(step_dir);
+    DIR *dir = elastic__opendir(step_dir);
     ASSERT(dir != NULL);
     size_t entries = 0;
     for (struct dirent *e; (e = readdir(dir)) != NULL;) {
