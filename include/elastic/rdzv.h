@@ -91,6 +91,12 @@ typedef struct elastic_rdzv_result {
     int max_restarts;      /* the job's budget */
     char master_addr[256]; /* group rank 0's node_addr */
     int master_port;       /* a free port on group rank 0's node, new each generation */
+    /* The run's incarnation, the same on every node: the wall clock (ms) of
+     * the node that formed the run's first generation on this store. A job
+     * started again on a fresh store (generations from 1 again) has a larger
+     * one; checkpoints order (incarnation, generation). 0 from an
+     * older library. */
+    uint64_t incarnation;
 } elastic_rdzv_result;
 
 /* Why a generation ended. */

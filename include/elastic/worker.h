@@ -61,6 +61,10 @@ typedef struct elastic_worker_info {
     int attached;          /* 1 under an agent (heartbeats and control channel), 0 alone */
     char run_id[128];      /* the job's name ("" alone without TORCHELASTIC_RUN_ID) */
     char master_addr[256]; /* "" when not set */
+    /* The run's incarnation (ELASTIC_INCARNATION, elastic_rdzv_result):
+     * larger for a job started again on a fresh store; 0 when not set or
+     * from an older library. */
+    uint64_t incarnation;
 } elastic_worker_info;
 
 /* Attaches from the environment the agent set (RANK, LOCAL_RANK, WORLD_SIZE,

@@ -119,6 +119,7 @@ void agent__inprocess_channel_env(const agent_group *group, agent_worker *worker
                                   .group_rank = g->group_rank,
                                   .restart_count = g->restart_count,
                                   .generation = g->generation,
+                                  .incarnation = g->incarnation,
                                   .run_id = group->run_id,
                                   .master_addr = g->master_addr,
                                   .master_port = g->master_port,

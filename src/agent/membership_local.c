@@ -4,6 +4,7 @@
  * failure live in memory and a new generation costs no round trip.
  */
 #include "agent/membership.h"
+#include "common/clock.h"
 
 #include <stdio.h>
 
@@ -20,6 +21,7 @@ typedef struct local_membership {
     int max_restarts;
     int failures;
     uint64_t generation;
+    uint64_t incarnation; /* this agent's start (wall ms): its generations count from 1 */
     bool generation_ended;
     bool have_first_failure;
     elastic_rdzv_cause first_failure;
@@ -57,6 +59,7 @@ static int local_next(agent_membership *m, elastic_rdzv_result *result)
     int rc = free_port(local->master_addr, &result->master_port);
     if (rc != 0) return rc;
     result->generation = ++local->generation;
+    result->incarnation = local->incarnation;
     local->generation_ended = false;
     result->group_rank = 0;
     result->group_world_size = 1;
@@ -120,6 +123,11 @@ int agent__membership_local(int nproc, int max_restarts, const char *master_addr
     local->base.ops = &local_ops;
     local->nproc = nproc;
     local->max_restarts = max_restarts;
+    /* The only node writes it: a restarted agent's is larger (see
+     * src/rdzv/incarnation.c), so its checkpoints are not fenced by the last
+     * run's markers. */
+    uint64_t now = elastic__wall_ms();
+    local->incarnation = now > 0 ? now : 1;
     snprintf(local->master_addr, sizeof local->master_addr, "%s", master_addr);
     *out = &local->base;
     return 0;

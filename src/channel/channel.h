@@ -18,6 +18,9 @@
 #define CHANNEL__ENV_STORE_ENDPOINT "ELASTIC_STORE_ENDPOINT"
 #define CHANNEL__ENV_STORE_PREFIX   "ELASTIC_STORE_PREFIX"
 #define CHANNEL__ENV_GENERATION     "ELASTIC_GENERATION"
+/* The run's incarnation (elastic_rdzv_result.incarnation): with the
+ * generation, the order checkpoint fencing compares. */
+#define CHANNEL__ENV_INCARNATION "ELASTIC_INCARNATION"
 #define CHANNEL__ENV_RUN_ID         "ELASTIC_RUN_ID"
 #define CHANNEL__ENV_HEARTBEAT_SHM  "ELASTIC_HEARTBEAT_SHM"
 #define CHANNEL__ENV_HEARTBEAT_SLOT "ELASTIC_HEARTBEAT_SLOT"
@@ -184,6 +187,7 @@ int channel__msg_read(int fd, int timeout_ms, channel__msg_header *header, char 
 typedef struct channel__worker_env {
     int rank, local_rank, world_size, local_world_size, group_rank, restart_count;
     uint64_t generation;
+    uint64_t incarnation;       /* 0: not set */
     const char *run_id;         /* TORCHELASTIC_RUN_ID and ELASTIC_RUN_ID */
     const char *master_addr;    /* NULL: not set */
     int master_port;            /* 0: not set */

@@ -35,6 +35,9 @@ int channel__worker_env_format(const channel__worker_env *e, elastic__text *out)
                              e->store_endpoint, CHANNEL__ENV_STORE_PREFIX,
                              e->store_prefix != NULL ? e->store_prefix : "",
                              CHANNEL__ENV_GENERATION, (unsigned long long)e->generation);
+        if (e->incarnation != 0)
+            elastic__text_printf(out, "%s=%llu\n", CHANNEL__ENV_INCARNATION,
+                                 (unsigned long long)e->incarnation);
         if (e->heartbeat_shm != NULL)
             elastic__text_printf(out, "%s=%s\n%s=%d\n", CHANNEL__ENV_HEARTBEAT_SHM,
                                  e->heartbeat_shm, CHANNEL__ENV_HEARTBEAT_SLOT, e->heartbeat_slot);

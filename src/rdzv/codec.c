@@ -127,10 +127,10 @@ size_t rdzv__assignment_encode(const rdzv__assignment *a, char *buf, size_t cap)
     case RDZV__VOID: n = snprintf(buf, cap, "V"); break;
     case RDZV__CLOSED: n = snprintf(buf, cap, "C"); break;
     default:
-        n = snprintf(buf, cap, "A1 %" PRIu64 " %d %d %d %d %d %d %d %d %s %s", a->generation,
-                     a->group_rank, a->group_world_size, a->rank_base, a->local_world_size,
-                     a->world_size, a->restart_count, a->master_port, a->next_slot, a->master_addr,
-                     a->next_node_id);
+        n = snprintf(buf, cap, "A2 %" PRIu64 " %d %d %d %d %d %d %d %d %s %s %" PRIu64,
+                     a->generation, a->group_rank, a->group_world_size, a->rank_base,
+                     a->local_world_size, a->world_size, a->restart_count, a->master_port,
+                     a->next_slot, a->master_addr, a->next_node_id, a->incarnation);
     }
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
@@ -174,9 +174,15 @@ int rdzv__assignment_decode(const char *value, size_t len, rdzv__assignment *a)
         a->outcome = RDZV__VOID;
     else if (strcmp(buf, "C") == 0)
         a->outcome = RDZV__CLOSED;
-    else if (split(buf, f, 13, false) != 12 || strcmp(f[0], "A1") != 0 ||
-             assignment_fields(f + 1, a) != 0)
-        goto corrupt;
+    else {
+        /* A1: an older sealer's, without the incarnation (the node reads it). */
+        int n = split(buf, f, 14, false);
+        bool a1 = n == 12 && strcmp(f[0], "A1") == 0, a2 = n == 13 && strcmp(f[0], "A2") == 0;
+        if ((!a1 && !a2) || assignment_fields(f + 1, a) != 0) goto corrupt;
+        int64_t incarnation = 0;
+        if (a2 && field_int(f[12], 1, INT64_MAX, &incarnation) != 0) goto corrupt;
+        a->incarnation = (uint64_t)incarnation;
+    }
     return 0;
 corrupt:
     return elastic__fail(ELASTIC_ECORRUPT, "rdzv: corrupt assignment (%zu bytes)", len);

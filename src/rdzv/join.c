@@ -318,6 +318,7 @@ static void become_member(elastic_rdzv *r, int slot, const rdzv__assignment *a,
     result->max_restarts = r->max_restarts;
     snprintf(result->master_addr, sizeof result->master_addr, "%s", a->master_addr);
     result->master_port = a->master_port;
+    result->incarnation = a->incarnation;
 }
 
 static int shut(elastic_rdzv *r, int code)
@@ -435,6 +436,12 @@ ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *resul
         int slot = 0;
         rc = join_round(r, round, &deadline, &a, &slot);
         if (rc != 0) break;
+        /* An assignment rebuilt from the round's record (or an older
+         * sealer's) carries no incarnation: the round's sealer made sure
+         * the key exists. */
+        if (a.outcome == RDZV__ASSIGNED && a.incarnation == 0 &&
+            (rc = rdzv__incarnation(r, &a.incarnation)) != 0)
+            break;
         if (a.outcome == RDZV__ASSIGNED) {
             elastic_rdzv_result full;
             become_member(r, slot, &a, &full);

@@ -138,7 +138,7 @@ out:
 }
 
 static int publish_generation(elastic_rdzv *r, uint64_t round, size_t count,
-                              uint64_t prev_generation)
+                              uint64_t prev_generation, uint64_t incarnation)
 {
     rdzv__record *records = calloc(count > 0 ? count : 1, sizeof *records);
     rdzv__assignment *assigned = calloc(count > 0 ? count : 1, sizeof *assigned);
@@ -168,6 +168,7 @@ static int publish_generation(elastic_rdzv *r, uint64_t round, size_t count,
         rdzv__assign_all(records, admitted, round, (int)restarts, assigned);
         for (size_t i = 0; i < admitted; i++) {
             size_t at = (size_t)records[i].slot - 1;
+            assigned[i].incarnation = incarnation;
             plan.len[at] = rdzv__assignment_encode(&assigned[i], plan.text[at], RDZV__MAX_RECORD);
         }
     }
@@ -193,6 +194,10 @@ int rdzv__seal(elastic_rdzv *r, const rdzv__round_ptr *ptr, bool prev_formed)
     if (rc != 0) return rc;
     if (count < 1 || count > INT32_MAX)
         return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
+    /* Known before the seal (one read, once per handle; the first round's
+     * sealer creates it), so a sealed round never waits on it. */
+    uint64_t incarnation = 0;
+    if ((rc = rdzv__incarnation(r, &incarnation)) != 0) return rc;
     /* The sealer's id makes the new value unique, so "current == desired"
      * means this node won. */
     int dlen =
@@ -204,7 +209,8 @@ int rdzv__seal(elastic_rdzv *r, const rdzv__round_ptr *ptr, bool prev_formed)
     bool won = rc == 0 && clen == (size_t)dlen && memcmp(current, desired, clen) == 0;
     elastic_free(current);
     if (rc != 0 || !won) return rc;
-    return publish_generation(r, round, (size_t)count, prev_formed ? round - 1 : 0);
+    return publish_generation(r, round, (size_t)count, prev_formed ? round - 1 : 0,
+                              incarnation);
 }
 
 int rdzv__void_orphan(elastic_rdzv *r, uint64_t round)

@@ -51,7 +51,8 @@ typedef struct rdzv__assignment {
     int world_size;
     int restart_count;
     int master_port;
-    int next_slot; /* ring neighbour this node watches */
+    int next_slot;        /* ring neighbour this node watches */
+    uint64_t incarnation; /* the run's incarnation (incarnation.c); 0: an older sealer's */
     char master_addr[RDZV__MAX_ADDR];
     char next_node_id[RDZV__MAX_ID];
 } rdzv__assignment;
@@ -158,11 +159,19 @@ struct elastic_rdzv {
     bool guard_running;
     uint64_t guard_lease; /* the lease of the generation being guarded */
     bool fenced;          /* lost membership: next() joins as a new member */
+
+    uint64_t incarnation; /* atomic: the run's incarnation once read; 0: not yet */
 };
 
 /* api.c: the keep-alive interval and timeout a job of max_nodes uses
  * (both grow with max_nodes past RDZV__KEEPALIVES_PER_S x interval). */
 void rdzv__scale_liveness(int max_nodes, int *interval_ms, int *timeout_ms);
+
+/* ---- incarnation.c ---- */
+
+/* The run's incarnation: read from the store (created there by the first
+ * node to ask), then cached in the handle. */
+int rdzv__incarnation(elastic_rdzv *r, uint64_t *out);
 
 /* ---- keys.c ---- */
 

@@ -136,6 +136,10 @@ static int parse_agent(worker__lookup_fn lookup, void *ctx, worker__env *env)
     if (rc == 0)
         rc = elastic__parse_u64(CHANNEL__ENV_GENERATION, generation, 0, UINT64_MAX / 2,
                                 &env->info.generation);
+    const char *incarnation = lookup(ctx, CHANNEL__ENV_INCARNATION);
+    if (rc == 0 && incarnation != NULL)
+        rc = elastic__parse_u64(CHANNEL__ENV_INCARNATION, incarnation, 0, UINT64_MAX / 2,
+                                &env->info.incarnation);
     if (rc == 0)
         rc = lookup_string(lookup, ctx, CHANNEL__ENV_STORE_PREFIX, NULL, env->store_prefix,
                            sizeof env->store_prefix);
