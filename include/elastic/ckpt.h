@@ -78,7 +78,18 @@ typedef struct elastic_ckpt_opts {
      * read (directories get x wherever r is: 0700 / 0750). Bits outside 0666
      * are refused. */
     unsigned file_mode;
+    /* The run's incarnation writing (elastic_worker_info.incarnation): a
+     * commit is fenced by any later (incarnation, generation) that opened
+     * the directory, compared incarnation first, so a job started again on a
+     * fresh store (generations from 1 again) is not fenced by the old job's
+     * markers and fences every worker of the old job still running. Default
+     * ELASTIC_CKPT_INCARNATION_FROM_ENV: the agent's ELASTIC_INCARNATION, 0
+     * without one. */
+    uint64_t incarnation;
 } elastic_ckpt_opts;
+
+/* opts.incarnation: take it from ELASTIC_INCARNATION (0 when unset). */
+#define ELASTIC_CKPT_INCARNATION_FROM_ENV UINT64_MAX
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */
 ELASTIC_EXTERN int elastic_ckpt_opts_init(elastic_ckpt_opts *opts, size_t struct_size);

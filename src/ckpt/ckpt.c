@@ -2,7 +2,9 @@
  * The checkpoint handle: options and their bounds, opening a directory
  * (with cleanup of what crashed writers left) and closing.
  */
+#include "channel/channel.h"
 #include "ckpt/ckpt.h"
+#include "common/parse_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -25,6 +27,16 @@ static void opts_defaults(elastic_ckpt_opts *opts)
     opts->commit_timeout_ms = 600000;
     opts->file_mode = 0600;
     opts->max_blob_bytes = 1ull << 40;
+    opts->incarnation = ELASTIC_CKPT_INCARNATION_FROM_ENV;
+}
+
+/* The agent's ELASTIC_INCARNATION (checked as the worker library checks it). */
+static int incarnation_from_env(uint64_t *out)
+{
+    const char *text = getenv(CHANNEL__ENV_INCARNATION);
+    *out = 0;
+    if (text == NULL) return 0;
+    return elastic__parse_u64(CHANNEL__ENV_INCARNATION, text, 0, UINT64_MAX / 2, out);
 }
 
 ELASTIC_EXTERN int elastic_ckpt_opts_init(elastic_ckpt_opts *opts, size_t struct_size)
@@ -91,6 +103,8 @@ ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *o
     elastic_ckpt_opts o;
     opts_defaults(&o);
     int rc = ELASTIC__STRUCT_READ(&o, opts, "elastic_ckpt_opts");
+    if (rc == 0 && o.incarnation == ELASTIC_CKPT_INCARNATION_FROM_ENV)
+        rc = incarnation_from_env(&o.incarnation);
     if (rc == 0) rc = check_opts(&o);
     if (rc) return rc;
     struct stat st;

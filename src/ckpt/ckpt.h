@@ -328,10 +328,22 @@ void ckpt__cleanup_on_open(elastic_ckpt *c);
 
 /* ---- generation fencing (fence.c) ------------------------------------------------------ */
 
-/* Records that opts.generation writes here (no-op for generation 0). */
+/* What the fence orders: (incarnation, generation), lexicographically. */
+typedef struct ckpt_fence_mark {
+    uint64_t incarnation; /* 0: a marker from before incarnations, or a handle without one */
+    uint64_t generation;
+} ckpt_fence_mark;
+/* "<generation>" (incarnation 0) or "<incarnation>-<generation>". */
+bool ckpt__fence_mark_parse(const char *text, size_t len, ckpt_fence_mark *out);
+size_t ckpt__fence_mark_format(const ckpt_fence_mark *m, char *out, size_t cap);
+int ckpt__fence_mark_cmp(const ckpt_fence_mark *a, const ckpt_fence_mark *b);
+/* Records that (opts.incarnation, opts.generation) writes here (no-op for
+ * generation 0). */
 int ckpt__fence_register(elastic_ckpt *c);
-/* ELASTIC_ESTATE when a newer generation has registered: this one may not commit. */
-int ckpt__fence_check(elastic_ckpt *c, uint64_t step);
+/* ELASTIC_ESTATE when a newer pair has registered: this one may not commit.
+ * *same_incarnation (may be NULL): the newer one is of this handle's
+ * incarnation, so a shard named with this generation is this one's own. */
+int ckpt__fence_check(elastic_ckpt *c, uint64_t step, bool *same_incarnation);
 void ckpt__apply_retention(elastic_ckpt *c);
 
 /* ---- async (async.c) ---------------------------------------------------------------- */

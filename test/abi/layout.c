@@ -72,6 +72,7 @@ static void rdzv_structs(void)
     FIELD(elastic_rdzv_result, max_restarts);
     FIELD(elastic_rdzv_result, master_addr);
     FIELD(elastic_rdzv_result, master_port);
+    FIELD(elastic_rdzv_result, incarnation);
     SIZE(elastic_rdzv_cause);
     FIELD(elastic_rdzv_cause, struct_size);
     FIELD(elastic_rdzv_cause, kind);
@@ -115,6 +116,7 @@ static void worker_structs(void)
     FIELD(elastic_worker_info, attached);
     FIELD(elastic_worker_info, run_id);
     FIELD(elastic_worker_info, master_addr);
+    FIELD(elastic_worker_info, incarnation);
     SIZE(elastic_worker_park_opts);
     FIELD(elastic_worker_park_opts, struct_size);
     FIELD(elastic_worker_park_opts, timeout_ms);
@@ -140,6 +142,7 @@ static void ckpt_structs(void)
     FIELD(elastic_ckpt_opts, commit_timeout_ms);
     FIELD(elastic_ckpt_opts, max_blob_bytes);
     FIELD(elastic_ckpt_opts, file_mode);
+    FIELD(elastic_ckpt_opts, incarnation);
     SIZE(elastic_ckpt_blob);
     FIELD(elastic_ckpt_blob, name);
     FIELD(elastic_ckpt_blob, data);

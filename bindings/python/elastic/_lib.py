@@ -63,7 +63,8 @@ class RdzvResult(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("generation", ctypes.c_uint64), ("group_rank", ctypes.c_int),
                 ("group_world_size", ctypes.c_int), ("rank_base", ctypes.c_int), ("local_world_size", ctypes.c_int),
                 ("world_size", ctypes.c_int), ("restart_count", ctypes.c_int), ("max_restarts", ctypes.c_int),
-                ("master_addr", ctypes.c_char * 256), ("master_port", ctypes.c_int)]
+                ("master_addr", ctypes.c_char * 256), ("master_port", ctypes.c_int),
+                ("incarnation", ctypes.c_uint64)]
 
 
 class RdzvCause(ctypes.Structure):
@@ -86,7 +87,8 @@ class WorkerInfoC(ctypes.Structure):
                 ("world_size", ctypes.c_int),
                 ("local_world_size", ctypes.c_int), ("group_rank", ctypes.c_int), ("restart_count", ctypes.c_int),
                 ("generation", ctypes.c_uint64), ("master_port", ctypes.c_int), ("attached", ctypes.c_int),
-                ("run_id", ctypes.c_char * 128), ("master_addr", ctypes.c_char * 256)]
+                ("run_id", ctypes.c_char * 128), ("master_addr", ctypes.c_char * 256),
+                ("incarnation", ctypes.c_uint64)]
 
 
 class CkptOpts(ctypes.Structure):
@@ -96,7 +98,8 @@ class CkptOpts(ctypes.Structure):
                 ("verify", ctypes.c_int), ("keep_last", ctypes.c_uint), ("keep_every", ctypes.c_uint64),
                 ("rank", ctypes.c_uint32), ("world", ctypes.c_uint32), ("generation", ctypes.c_uint64),
                 ("store", ctypes.c_void_p), ("shared_storage", ctypes.c_int), ("commit_timeout_ms", ctypes.c_int),
-                ("max_blob_bytes", ctypes.c_uint64), ("file_mode", ctypes.c_uint)]
+                ("max_blob_bytes", ctypes.c_uint64), ("file_mode", ctypes.c_uint),
+                ("incarnation", ctypes.c_uint64)]
 
 
 class WorkerParkOpts(ctypes.Structure):

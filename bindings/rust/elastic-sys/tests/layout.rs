@@ -46,15 +46,15 @@ fn rust_layouts() -> HashMap<String, (usize, usize)> {
             local_world_size, node_id, backend, etcd_endpoints, etcd_prefix, etcd_ca_file, etcd_cert_file,
             etcd_key_file, etcd_user, etcd_password, etcd_timeout_ms, preferred_rank;
         elastic_rdzv_result: struct_size, generation, group_rank, group_world_size, rank_base, local_world_size,
-            world_size, restart_count, max_restarts, master_addr, master_port;
+            world_size, restart_count, max_restarts, master_addr, master_port, incarnation;
         elastic_rdzv_cause: struct_size, kind, generation, node_id, rank, exit_code, signal, reason, time_ms;
         elastic_worker_opts: struct_size, store_connect_timeout_ms, store_timeout_ms, reconfigure_timeout_ms,
             stack_dump_signal;
         elastic_worker_info: struct_size, rank, local_rank, world_size, local_world_size, group_rank, restart_count,
-            generation, master_port, attached, run_id, master_addr;
+            generation, master_port, attached, run_id, master_addr, incarnation;
         elastic_worker_park_opts: struct_size, timeout_ms;
         elastic_ckpt_opts: struct_size, compression, zstd_level, threads, chunk_bytes, fsync, verify, keep_last,
-            keep_every, rank, world, generation, store, shared_storage, commit_timeout_ms, max_blob_bytes, file_mode;
+            keep_every, rank, world, generation, store, shared_storage, commit_timeout_ms, max_blob_bytes, file_mode, incarnation;
         elastic_ckpt_blob: name, data, len, flags;
     }
 }
