@@ -77,7 +77,7 @@ int ckpt__adopt_shard(elastic_ckpt *c, uint64_t step, const char *shard_path)
     struct stat st;
     if (rc == 0 && fstat(from, &st) != 0) rc = ckpt__fail_errno(errno, "stat", shard_path);
     if (rc == 0) rc = check_identity(from, shard_path, o, step);
-    if (rc == 0) rc = ckpt__fence_check(c, step, NULL);
+    if (rc == 0) rc = ckpt__fence_check(c, step);
     ckpt__step_dir(c->dir, step, step_dir, sizeof step_dir);
     ckpt__shard_name(o->rank, o->generation, shard, sizeof shard);
     snprintf(final_path, sizeof final_path, "%s/%s", step_dir, shard);

@@ -68,6 +68,9 @@ typedef struct ckpt_header {
     uint32_t rank;
     uint32_t world;
     uint32_t chunk_size;
+    /* In what was padding (zero in files written before it: incarnation 0),
+     * so the version did not change and older readers ignore it. */
+    uint64_t incarnation;
 } ckpt_header;
 
 typedef struct ckpt_trailer {
@@ -340,10 +343,13 @@ int ckpt__fence_mark_cmp(const ckpt_fence_mark *a, const ckpt_fence_mark *b);
 /* Records that (opts.incarnation, opts.generation) writes here (no-op for
  * generation 0). */
 int ckpt__fence_register(elastic_ckpt *c);
-/* ELASTIC_ESTATE when a newer pair has registered: this one may not commit.
- * *same_incarnation (may be NULL): the newer one is of this handle's
- * incarnation, so a shard named with this generation is this one's own. */
-int ckpt__fence_check(elastic_ckpt *c, uint64_t step, bool *same_incarnation);
+/* ELASTIC_ESTATE when a newer pair has registered: this one may not commit. */
+int ckpt__fence_check(elastic_ckpt *c, uint64_t step);
+/* Whether the shard file at path was written by this handle's incarnation
+ * (its header says so): shard names carry the generation alone, and a job
+ * started again counts generations from 1, so a shard of this name in a step
+ * the old job left uncommitted may be the old job's. */
+bool ckpt__shard_is_own_incarnation(const elastic_ckpt *c, const char *path);
 void ckpt__apply_retention(elastic_ckpt *c);
 
 /* ---- async (async.c) ---------------------------------------------------------------- */

@@ -53,17 +53,17 @@ int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r)
 
 /* A fenced generation can never commit this step (each of its ranks is
  * refused the same way), so the shards it wrote for it are removed: a
- * crash-looping old generation must not fill the disk with them. Only when
- * the newer generation is of the same incarnation: shard names carry the
- * generation alone, and a later incarnation's generation of the same number
- * (a job started again counts from 1) may own a shard of that name here. */
+ * crash-looping old generation, or a job restarted by an operator, must not
+ * fill the disk with them. Only its own incarnation's: a later incarnation's
+ * generation of the same number (a job started again counts from 1) may own
+ * a shard of that name here. */
 static void drop_generation_shards(const elastic_ckpt *c, const char *step_dir)
 {
     char path[PATH_MAX + 128], shard[96];
     for (uint32_t rank = 0; rank < c->opts.world; rank++) {
         ckpt__shard_name(rank, c->opts.generation, shard, sizeof shard);
         snprintf(path, sizeof path, "%s/%s", step_dir, shard);
-        unlink(path);
+        if (ckpt__shard_is_own_incarnation(c, path)) unlink(path);
     }
 }
 
@@ -89,18 +89,20 @@ static int shared_dir_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_di
         if (rc == ELASTIC_ECORRUPT)
             ELASTIC_LOG_W("ckpt", "step %" PRIu64 ": not committing: %s", step,
                           elastic_last_error());
-        all_there = rc == 0;
+        /* A shard of this name from an earlier incarnation (the job before
+         * an operator restart left the step uncommitted) is not this
+         * generation's: its rank here replaces it and commits then. */
+        all_there = rc == 0 && (o->generation == 0 || ckpt__shard_is_own_incarnation(c, path));
     }
-    bool droppable = false;
-    int rc = all_there ? ckpt__fence_check(c, step, &droppable) : 0;
-    if (all_there && rc == ELASTIC_ESTATE && droppable) drop_generation_shards(c, step_dir);
+    int rc = all_there ? ckpt__fence_check(c, step) : 0;
+    if (all_there && rc == ELASTIC_ESTATE) drop_generation_shards(c, step_dir);
     if (all_there && rc == 0) {
         rc = ckpt__write_commit_record(c, &r);
         /* A newer generation that started meanwhile wins: take the record back. */
-        if (rc == 0 && (rc = ckpt__fence_check(c, step, &droppable)) != 0) {
+        if (rc == 0 && (rc = ckpt__fence_check(c, step)) != 0) {
             snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
             unlink(path);
-            if (rc == ELASTIC_ESTATE && droppable) drop_generation_shards(c, step_dir);
+            if (rc == ELASTIC_ESTATE) drop_generation_shards(c, step_dir);
         }
         if (rc == 0)
             ELASTIC_LOG_D("ckpt", "step %" PRIu64 " committed by rank %" PRIu32, step, o->rank);

@@ -69,7 +69,7 @@ static int publish_record(elastic_ckpt *c, uint64_t step)
     }
     bytes__buf buf = { 0 };
     if (rc == 0) rc = ckpt__commit_encode(&r, &buf);
-    if (rc == 0) rc = ckpt__fence_check(c, step, NULL); /* the last rank may be the fenced one */
+    if (rc == 0) rc = ckpt__fence_check(c, step); /* the last rank may be the fenced one */
     char commit_key[64];
     step_key(commit_key, sizeof commit_key, step, o->generation, "commit");
     if (rc == 0) rc = elastic_store_set(o->store, commit_key, buf.data, buf.len);
@@ -138,7 +138,7 @@ int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *
     bytes__set_le64(value + 8, digest->manifest_hash);
     snprintf(what, sizeof what, "shard/%" PRIu32, o->rank);
     step_key(key, sizeof key, step, o->generation, what);
-    int rc = ckpt__fence_check(c, step, NULL);
+    int rc = ckpt__fence_check(c, step);
     if (rc == 0) rc = elastic_store_set(o->store, key, value, sizeof value);
     int64_t committed = 0;
     step_key(key, sizeof key, step, o->generation, "done");

@@ -157,6 +157,18 @@ static int store_register(elastic_ckpt *c)
     return elastic__fail(ELASTIC_EBUSY, "store key " NEWEST_KEY ": too much contention");
 }
 
+bool ckpt__shard_is_own_incarnation(const elastic_ckpt *c, const char *path)
+{
+    uint8_t raw[CKPT_HEADER_BYTES];
+    ckpt_header h;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return false;
+    int rc = ckpt__pread_all(fd, raw, sizeof raw, 0, path);
+    close(fd);
+    return rc == 0 && ckpt__header_decode(raw, sizeof raw, &h) == 0 &&
+           h.incarnation == c->opts.incarnation;
+}
+
 /* ---- the two entry points ----------------------------------------------------------- */
 
 int ckpt__fence_register(elastic_ckpt *c)
@@ -165,9 +177,8 @@ int ckpt__fence_register(elastic_ckpt *c)
     return c->opts.store != NULL ? store_register(c) : dir_register(c);
 }
 
-int ckpt__fence_check(elastic_ckpt *c, uint64_t step, bool *same_incarnation)
+int ckpt__fence_check(elastic_ckpt *c, uint64_t step)
 {
-    if (same_incarnation != NULL) *same_incarnation = false;
     if (c->opts.generation == 0) return 0;
     ckpt_fence_mark newest, mine = own_mark(c);
     char raw[MARK_CHARS];
@@ -176,7 +187,6 @@ int ckpt__fence_check(elastic_ckpt *c, uint64_t step, bool *same_incarnation)
                                    : dir_newest(c, &newest);
     if (rc != 0) return rc;
     if (ckpt__fence_mark_cmp(&newest, &mine) <= 0) return 0;
-    if (same_incarnation != NULL) *same_incarnation = newest.incarnation == mine.incarnation;
     if (newest.incarnation == mine.incarnation)
         return elastic__fail(ELASTIC_ESTATE,
                              "step %" PRIu64 " not committed: generation %" PRIu64

@@ -50,6 +50,7 @@ void ckpt__header_encode(const ckpt_header *h, uint8_t out[CKPT_HEADER_BYTES])
     bytes__put_u32(&w, h->rank);
     bytes__put_u32(&w, h->world);
     bytes__put_u32(&w, h->chunk_size);
+    bytes__put_u64(&w, h->incarnation);
     bytes__put_zeros(&w, CKPT_HEADER_BYTES - 8 - w.len);
     /* The checksum covers the padding too: every byte of the file is checked. */
     bytes__put_u64(&w, ckpt__hash(out, CKPT_HEADER_BYTES - 8));
@@ -69,6 +70,7 @@ int ckpt__header_decode(const uint8_t *in, size_t len, ckpt_header *h)
     h->rank = bytes__read_u32(&r);
     h->world = bytes__read_u32(&r);
     h->chunk_size = bytes__read_u32(&r);
+    h->incarnation = bytes__read_u64(&r);
     if (h->world == 0 || h->world > CKPT_MAX_WORLD || h->rank >= h->world)
         return corrupt("shard header: rank/world out of range");
     return 0;

@@ -47,6 +47,7 @@ struct elastic_ckpt_txn {
     char step_dir[PATH_MAX], tmp_path[PATH_MAX + 256], final_path[PATH_MAX + 256];
     int fd;
     bool created_dir;
+    bool renamed; /* the shard is at final_path (it may have replaced a file of that name) */
     uint64_t offset, writeback_done; /* bytes in the file; bytes handed to writeback */
     uint64_t reserved_end;           /* memory tier: the file is reserved up to here */
     bool recycled;                /* memory tier: written over a spare (cut to length at the end) */
@@ -446,7 +447,8 @@ static int open_temp_shard(elastic_ckpt_txn *t)
                       .generation = o->generation,
                       .rank = o->rank,
                       .world = o->world,
-                      .chunk_size = t->m.chunk_size };
+                      .chunk_size = t->m.chunk_size,
+                      .incarnation = o->incarnation };
     ckpt__header_encode(&h, t->small_buf);
     t->small_len = CKPT_HEADER_BYTES;
     t->offset = CKPT_HEADER_BYTES;
@@ -639,8 +641,14 @@ static int finish_shard(elastic_ckpt_txn *t, ckpt_shard_digest *digest)
     if (rc == 0 && close(t->fd) != 0)
         rc = txn_fail(t, ckpt__fail_errno(errno, "close", t->tmp_path));
     t->fd = -1;
+    /* A fenced generation must not rename its shard over a newer one's of
+     * the same name (a job started again counts generations from 1, so its
+     * generation's shards are named as the old job's were): checked again
+     * here, where a frozen worker of the old job that thaws gets to. */
+    if (rc == 0 && (rc = ckpt__fence_check(t->c, t->step)) != 0) txn_fail(t, rc);
     if (rc == 0 && rename(t->tmp_path, t->final_path) != 0)
         rc = txn_fail(t, ckpt__fail_errno(errno, "rename", t->tmp_path));
+    t->renamed = rc == 0;
     if (rc == 0 && t->c->opts.fsync == ELASTIC_CKPT_FSYNC_FULL &&
         (rc = ckpt__fsync_dir(t->step_dir)) != 0)
         txn_fail(t, rc);
@@ -665,7 +673,7 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
     rc = finish_shard(t, &digest);
     if (rc != 0) {
         ckpt__store_abandon(t->c, t->step, rc, elastic_last_error());
-        unlink(t->final_path); /* renamed, then its directory fsync failed */
+        if (t->renamed) unlink(t->final_path); /* renamed, then its directory fsync failed */
         drop_files(t);
     } else if ((rc = ckpt__global_commit(t->c, t->step, &digest)) != 0) {
         if (rc == ELASTIC_ERECONFIGURE) /* in-process recovery: expected, the trainer recovers */
@@ -675,8 +683,11 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
                           (unsigned long long)t->step, elastic_last_error());
         /* With one rank nothing of a failed commit stays (the record may be
          * renamed into place with its directory fsync failed). With several
-         * the shard stays: another rank may still commit the step with it. */
-        if (t->c->opts.world == 1)
+         * the shard stays: another rank may still commit the step with it.
+         * A fenced one's step directory may hold a newer generation's commit
+         * of the same step: only its own shard went (the fenced commit
+         * dropped it). */
+        if (t->c->opts.world == 1 && rc != ELASTIC_ESTATE)
             ckpt__remove_step_dir(t->step_dir);
         else
             drop_files(t);

@@ -45,6 +45,12 @@ TEST(ckpt_header_and_trailer_bytes_are_frozen)
     ASSERT_OK(ckpt__header_decode(out, sizeof out, &back));
     ASSERT(back.step == h.step && back.generation == 7 && back.rank == 1 && back.world == 3);
     ASSERT_EQ(back.chunk_size, 1 << 20);
+    ASSERT(back.incarnation == 0); /* what was padding: old files read as incarnation 0 */
+    h.incarnation = 1764600000123ull;
+    ckpt__header_encode(&h, out);
+    ASSERT_MEM_EQ(out, want, 44); /* the fields before it keep their bytes */
+    ASSERT_OK(ckpt__header_decode(out, sizeof out, &back));
+    ASSERT(back.incarnation == h.incarnation && back.generation == 7);
 
     uint8_t tr[CKPT_TRAILER_BYTES], want_tr[CKPT_TRAILER_BYTES];
     ckpt_trailer t = {
