@@ -192,11 +192,10 @@ int ckpt__fence_check(elastic_ckpt *c, uint64_t step)
                              "step %" PRIu64 " not committed: generation %" PRIu64
                              " is fenced, generation %" PRIu64 " has started since",
                              step, mine.generation, newest.generation);
-    return elastic__fail(ELASTIC_ESTATE,
-                         "step %" PRIu64 " not committed: generation %" PRIu64
-                         " of incarnation %" PRIu64 " is fenced, generation %" PRIu64
-                         " of the later incarnation %" PRIu64
-                         " (the job started again) has started since",
-                         step, mine.generation, mine.incarnation, newest.generation,
-                         newest.incarnation);
+    return elastic__fail(
+        ELASTIC_ESTATE,
+        "step %" PRIu64 " not committed: generation %" PRIu64 " of incarnation %" PRIu64
+        " is fenced, generation %" PRIu64 " of the later incarnation %" PRIu64
+        " (the job started again) has started since",
+        step, mine.generation, mine.incarnation, newest.generation, newest.incarnation);
 }

@@ -25,8 +25,9 @@ static int parse(elastic_rdzv *r, const void *value, size_t len, uint64_t *out)
 {
     int64_t v = 0;
     if (rdzv__parse_int(value, len, 1, INT64_MAX, &v) != 0)
-        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: run %s: key " INCARNATION_KEY
-                                               " holds no incarnation (%zu bytes)",
+        return elastic__fail(ELASTIC_ECORRUPT,
+                             "rdzv: run %s: key " INCARNATION_KEY
+                             " holds no incarnation (%zu bytes)",
                              r->run_id, len);
     *out = (uint64_t)v;
     return 0;
