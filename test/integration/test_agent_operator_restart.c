@@ -103,24 +103,27 @@ static uint64_t latest_step(const char *dir)
     return step;
 }
 
-/* The newest marker of generation `generation` in DIR/generations: its
- * incarnation (0: none). */
-static uint64_t marker_incarnation(const char *ckpt, uint64_t generation)
+/* Whether DIR/generations has a marker of `generation`, and the largest
+ * incarnation among them (a bare "<G>" is incarnation 0). */
+static bool marker_of(const char *ckpt, uint64_t generation, uint64_t *incarnation)
 {
     char dir[700];
     snprintf(dir, sizeof dir, "%s/generations", ckpt);
     DIR *d = elastic__opendir(dir); /* not opendir: see common/dir.h */
     ASSERT(d != NULL);
-    uint64_t newest = 0;
+    bool found = false;
+    *incarnation = 0;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        unsigned long long incarnation = 0, g = 0;
+        unsigned long long inc = 0, g = 0;
         char tail;
-        if (sscanf(e->d_name, "%llu-%llu%c", &incarnation, &g, &tail) == 2 && g == generation &&
-            incarnation > newest)
-            newest = incarnation;
+        bool named = sscanf(e->d_name, "%llu-%llu%c", &inc, &g, &tail) == 2 ||
+                     (inc = 0, sscanf(e->d_name, "%llu%c", &g, &tail) == 1);
+        if (!named || g != generation) continue;
+        found = true;
+        if (inc > *incarnation) *incarnation = inc;
     }
     closedir(d);
-    return newest;
+    return found;
 }
 
 TEST_TIMEOUT(agent_operator_restart_of_a_c10d_job_resumes_from_its_checkpoint_with_the_defaults,
@@ -158,8 +161,9 @@ TEST_TIMEOUT(agent_operator_restart_of_a_c10d_job_resumes_from_its_checkpoint_wi
     }
     uint64_t old_step = latest_step(ckpt);
     ASSERT(old_step >= 60);
-    uint64_t old_incarnation = marker_incarnation(ckpt, 2);
-    if (old_incarnation == 0) FAIL("the old job left no marker of generation 2 in %s", ckpt);
+    uint64_t old_incarnation = 0;
+    if (!marker_of(ckpt, 2, &old_incarnation))
+        FAIL("the old job left no marker of generation 2 in %s", ckpt);
 
     /* The operator starts it again on a fresh store, with the defaults. */
     run again;
@@ -182,7 +186,8 @@ TEST_TIMEOUT(agent_operator_restart_of_a_c10d_job_resumes_from_its_checkpoint_wi
     }
     ASSERT_EQ(latest_step(ckpt), old_step + 20);
     /* Its generation 1 is a later incarnation than the old job's. */
-    uint64_t new_incarnation = marker_incarnation(ckpt, 1);
+    uint64_t new_incarnation = 0;
+    ASSERT(marker_of(ckpt, 1, &new_incarnation));
     if (new_incarnation <= old_incarnation)
         FAIL("generation 1's incarnation %" PRIu64 " is not past the old job's %" PRIu64,
              new_incarnation, old_incarnation);
