@@ -423,8 +423,8 @@ static bool transient_on_etcd(const elastic_rdzv *r, int rc)
  * lease lapsed already, the revoke's answer still tells that etcd is back. */
 static int abandon_attempt(elastic_rdzv *r, uint64_t deadline)
 {
-    ELASTIC_LOG_W("rdzv", "run %s: %s; joining again as a new member until join_timeout",
-                  r->run_id, elastic_last_error());
+    ELASTIC_LOG_W("rdzv", "run %s: %s; joining again as a new member until join_timeout", r->run_id,
+                  elastic_last_error());
     pthread_mutex_lock(&r->lock);
     r->fenced = true;
     pthread_mutex_unlock(&r->lock);
