@@ -175,12 +175,13 @@ int rdzv__assignment_decode(const char *value, size_t len, rdzv__assignment *a)
     else if (strcmp(buf, "C") == 0)
         a->outcome = RDZV__CLOSED;
     else {
-        /* A1: an older sealer's, without the incarnation (the node reads it). */
+        /* A1: an older sealer's, without the incarnation; it and an A2's 0
+         * leave the node to read it from the store. */
         int n = split(buf, f, 14, false);
         bool a1 = n == 12 && strcmp(f[0], "A1") == 0, a2 = n == 13 && strcmp(f[0], "A2") == 0;
         if ((!a1 && !a2) || assignment_fields(f + 1, a) != 0) goto corrupt;
         int64_t incarnation = 0;
-        if (a2 && field_int(f[12], 1, INT64_MAX, &incarnation) != 0) goto corrupt;
+        if (a2 && field_int(f[12], 0, INT64_MAX, &incarnation) != 0) goto corrupt;
         a->incarnation = (uint64_t)incarnation;
     }
     return 0;

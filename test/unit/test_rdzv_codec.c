@@ -80,7 +80,8 @@ TEST(rdzv_assignment_round_trips_and_rejects_nonsense)
                            .world_size = 24,
                            .restart_count = 2,
                            .master_port = 4000,
-                           .next_slot = 5 },
+                           .next_slot = 5,
+                           .incarnation = 1764600000123ull },
                      b;
     snprintf(a.master_addr, sizeof a.master_addr, "node0");
     snprintf(a.next_node_id, sizeof a.next_node_id, "n2");
@@ -92,6 +93,25 @@ TEST(rdzv_assignment_round_trips_and_rejects_nonsense)
     ASSERT_EQ(b.rank_base, 8);
     ASSERT_EQ(b.next_slot, 5);
     ASSERT_STR_EQ(b.master_addr, "node0");
+    ASSERT(b.incarnation == 1764600000123ull);
+    /* An older sealer's assignment has no incarnation: 0, the node reads it. */
+    const char *a1 = "A1 7 1 3 8 8 24 2 4000 5 node0 n2";
+    ASSERT_OK(rdzv__assignment_decode(a1, strlen(a1), &b));
+    ASSERT(b.generation == 7 && b.incarnation == 0);
+    const char *bad_incarnation = "A2 7 1 3 8 8 24 2 4000 5 node0 n2 -1";
+    ASSERT_ERR(rdzv__assignment_decode(bad_incarnation, strlen(bad_incarnation), &b),
+               ELASTIC_ECORRUPT);
+    /* The longest assignment still fits one record. */
+    a.generation = INT64_MAX, a.group_rank = RDZV__MAX_NODES - 2,
+    a.group_world_size = RDZV__MAX_NODES - 1, a.rank_base = 0, a.local_world_size = 1,
+    a.world_size = INT32_MAX, a.restart_count = INT32_MAX, a.master_port = 65535,
+    a.next_slot = INT32_MAX, a.incarnation = INT64_MAX;
+    memset(a.master_addr, 'a', sizeof a.master_addr - 1);
+    memset(a.next_node_id, 'n', sizeof a.next_node_id - 1);
+    len = rdzv__assignment_encode(&a, buf, sizeof buf);
+    ASSERT(len > 0);
+    ASSERT_OK(rdzv__assignment_decode(buf, len, &b));
+    ASSERT(b.incarnation == (uint64_t)INT64_MAX && b.generation == (uint64_t)INT64_MAX);
     ASSERT_OK(rdzv__assignment_decode("X", 1, &b));
     ASSERT_EQ(b.outcome, RDZV__EXCLUDED);
     ASSERT_OK(rdzv__assignment_decode("C", 1, &b));
