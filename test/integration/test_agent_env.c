@@ -7,6 +7,8 @@
 #include "support/elasticrun_args.h"
 #include "test.h"
 
+#include "common/clock.h"
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -61,7 +63,9 @@ TEST_TIMEOUT(agent_sets_the_torchrun_environment, 60)
                           NULL }; /* RANK is ours to set */
     unsetenv("OMP_NUM_THREADS");
     unsetenv("TORCH_NCCL_ASYNC_ERROR_HANDLING");
+    uint64_t started_ms = elastic__wall_ms();
     run_to_success(&cmd, env);
+    char first_incarnation[512] = "";
     for (int rank = 0; rank < 2; rank++) {
         snprintf(path, sizeof path, "%s/restart0_rank%d.env", env_dir, rank);
         char *dump = agent_harness_read_file(path);
@@ -90,6 +94,13 @@ TEST_TIMEOUT(agent_sets_the_torchrun_environment, 60)
         snprintf(expected, sizeof expected, "%s/envjob/gen_1/rank_%d/error.json", log_dir, rank);
         ASSERT_ENV(dump, "TORCHELASTIC_ERROR_FILE", expected);
         char value[512];
+        /* The run's incarnation: the agent's start, in wall-clock ms, the same for every rank. */
+        ASSERT(env_value(dump, "ELASTIC_INCARNATION", value, sizeof value) != NULL);
+        unsigned long long incarnation = strtoull(value, NULL, 10);
+        if (incarnation < started_ms || incarnation > elastic__wall_ms())
+            FAIL("ELASTIC_INCARNATION=%s is not the agent's start", value);
+        if (rank == 0) snprintf(first_incarnation, sizeof first_incarnation, "%s", value);
+        ASSERT_STR_EQ(value, first_incarnation);
         ASSERT(env_value(dump, "MASTER_ADDR", value, sizeof value) != NULL);
         ASSERT(env_value(dump, "MASTER_PORT", value, sizeof value) != NULL && atoi(value) > 0 &&
                atoi(value) < 65536);

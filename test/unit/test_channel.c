@@ -135,6 +135,7 @@ TEST(channel_worker_env_formats_what_the_worker_parses)
                                 .group_rank = 2,
                                 .restart_count = 1,
                                 .generation = 9,
+                                .incarnation = 1764600000123ull,
                                 .run_id = "j1",
                                 .master_addr = "127.0.0.1",
                                 .master_port = 1234,
@@ -148,7 +149,13 @@ TEST(channel_worker_env_formats_what_the_worker_parses)
     ASSERT_OK(channel__worker_env_format(&env, &text));
     ASSERT(strstr(text.data, "RANK=2\n") != NULL);
     ASSERT(strstr(text.data, "ELASTIC_GENERATION=9\n") != NULL);
+    ASSERT(strstr(text.data, "ELASTIC_INCARNATION=1764600000123\n") != NULL);
     ASSERT(strstr(text.data, "ELASTIC_AGENT_SOCKET=/tmp/a.sock\n") != NULL);
+    elastic__text_free(&text);
+    env.incarnation = 0; /* none: not set at all */
+    elastic__text_init(&text, 8192);
+    ASSERT_OK(channel__worker_env_format(&env, &text));
+    ASSERT(strstr(text.data, "ELASTIC_INCARNATION") == NULL);
     elastic__text_free(&text);
     env.run_id = "bad\nid";
     elastic__text_init(&text, 8192);

@@ -120,6 +120,23 @@ TEST(worker_env_rejects_malformed_numbers)
     expect_rejected("RANK", "1x");
     expect_rejected("TORCHELASTIC_RESTART_COUNT", "99999999999999999999999");
     expect_rejected("ELASTIC_GENERATION", "0x10");
+    expect_rejected("ELASTIC_INCARNATION", "");
+    expect_rejected("ELASTIC_INCARNATION", "-5");
+    expect_rejected("ELASTIC_INCARNATION", "17646e9");
+    expect_rejected("ELASTIC_INCARNATION", "99999999999999999999999");
+}
+
+/* The run's incarnation comes with the generation; without it (an older
+ * agent) it is 0. */
+TEST(worker_env_reads_the_incarnation)
+{
+    worker__env env;
+    ASSERT_OK(parse_with("ELASTIC_INCARNATION", "1764600000123", &env));
+    ASSERT(env.info.incarnation == 1764600000123ull);
+    ASSERT_EQ(env.info.generation, 3);
+    vars v = { { AGENT_VARS } };
+    ASSERT_OK(worker__env_parse(lookup, &v, &env));
+    ASSERT(env.info.incarnation == 0);
 }
 
 TEST(worker_env_rejects_bad_strings)
