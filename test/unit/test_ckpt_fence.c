@@ -299,3 +299,29 @@ TEST(ckpt_restarted_job_never_commits_or_drops_the_old_jobs_shards_of_the_same_n
     elastic_ckpt_close(new0);
     elastic_ckpt_close(new1);
 }
+
+/* The default incarnation is the agent's ELASTIC_INCARNATION (what a
+ * trainer that sets only rank, world and generation gets); a malformed one
+ * is refused naming the variable, not read as 0. */
+TEST(ckpt_default_incarnation_is_the_agents_and_a_malformed_one_is_refused)
+{
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.generation = 1;
+    elastic_ckpt *c = NULL;
+    setenv("ELASTIC_INCARNATION", "4000", 1);
+    ASSERT_OK(elastic_ckpt_open(test_tmpdir(), &o, &c));
+    elastic_ckpt_close(c);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/generations/4000-1", test_tmpdir());
+    if (access(path, F_OK) != 0) FAIL("no marker %s", path);
+    setenv("ELASTIC_INCARNATION", "40x", 1);
+    ASSERT_ERR(elastic_ckpt_open(test_tmpdir(), &o, &c), ELASTIC_EINVAL);
+    ASSERT(strstr(elastic_last_error(), "ELASTIC_INCARNATION") != NULL);
+    unsetenv("ELASTIC_INCARNATION");
+    /* Without an agent: incarnation 0, the old marker name. */
+    ASSERT_OK(elastic_ckpt_open(test_tmpdir(), &o, &c));
+    elastic_ckpt_close(c);
+    snprintf(path, sizeof path, "%s/generations/1", test_tmpdir());
+    if (access(path, F_OK) != 0) FAIL("no marker %s", path);
+}
