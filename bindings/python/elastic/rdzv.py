@@ -30,6 +30,7 @@ class Generation(NamedTuple):
     max_restarts: int
     master_addr: str
     master_port: int
+    incarnation: int = 0  # the run's, the same on every node; larger for a job started again on a fresh store
 
 
 class Cause(NamedTuple):
@@ -99,7 +100,7 @@ class Rendezvous(Handle):
         check(lib.elastic_rdzv_next(self._h(), ctypes.byref(raw)), "rendezvous next")
         return Generation(raw.generation, raw.group_rank, raw.group_world_size, raw.rank_base, raw.local_world_size,
                           raw.world_size, raw.restart_count, raw.max_restarts, raw.master_addr.decode(),
-                          raw.master_port)
+                          raw.master_port, raw.incarnation)
 
     def end_generation(self, kind: int = FAILURE, rank: int = -1, exit_code: int = -1, signal: int = 0,
                        reason: str = "") -> None:

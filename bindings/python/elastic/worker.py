@@ -28,6 +28,7 @@ class WorkerInfo(NamedTuple):
     attached: bool
     run_id: str
     master_addr: str
+    incarnation: int = 0  # the run's (ELASTIC_INCARNATION); 0 without an agent that sets it
 
 
 _notices_given: Set[str] = set()
@@ -120,7 +121,7 @@ class Worker(Handle):
         check(lib.elastic_worker_get_info(self._h(), ctypes.byref(raw)), "worker info")
         return WorkerInfo(raw.rank, raw.local_rank, raw.world_size, raw.local_world_size, raw.group_rank,
                           raw.restart_count, raw.generation, raw.master_port, bool(raw.attached),
-                          raw.run_id.decode(), raw.master_addr.decode())
+                          raw.run_id.decode(), raw.master_addr.decode(), raw.incarnation)
 
     def store(self) -> Optional[Store]:
         """The job's store scoped to the current generation, or None (plain
