@@ -20,7 +20,7 @@
 #define CHANNEL__ENV_GENERATION     "ELASTIC_GENERATION"
 /* The run's incarnation (elastic_rdzv_result.incarnation): with the
  * generation, the order checkpoint fencing compares. */
-#define CHANNEL__ENV_INCARNATION "ELASTIC_INCARNATION"
+#define CHANNEL__ENV_INCARNATION    "ELASTIC_INCARNATION"
 #define CHANNEL__ENV_RUN_ID         "ELASTIC_RUN_ID"
 #define CHANNEL__ENV_HEARTBEAT_SHM  "ELASTIC_HEARTBEAT_SHM"
 #define CHANNEL__ENV_HEARTBEAT_SLOT "ELASTIC_HEARTBEAT_SLOT"

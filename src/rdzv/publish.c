@@ -209,8 +209,7 @@ int rdzv__seal(elastic_rdzv *r, const rdzv__round_ptr *ptr, bool prev_formed)
     bool won = rc == 0 && clen == (size_t)dlen && memcmp(current, desired, clen) == 0;
     elastic_free(current);
     if (rc != 0 || !won) return rc;
-    return publish_generation(r, round, (size_t)count, prev_formed ? round - 1 : 0,
-                              incarnation);
+    return publish_generation(r, round, (size_t)count, prev_formed ? round - 1 : 0, incarnation);
 }
 
 int rdzv__void_orphan(elastic_rdzv *r, uint64_t round)

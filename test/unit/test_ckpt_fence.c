@@ -132,8 +132,8 @@ TEST(ckpt_fence_marks_order_the_incarnation_first_and_read_old_names_as_incarnat
     ASSERT(parses("7", 0, 7)); /* a marker from before incarnations */
     ASSERT(parses("1764600000123-3", 1764600000123ull, 3));
     ASSERT(parses("18446744073709551615-18446744073709551615", UINT64_MAX, UINT64_MAX));
-    static const char *const bad[] = { "",   "-3", "0-3",  "3-",  "a-1",   "1-2-3",
-                                       "+5", "1-+2", " 5", "5 ", "1--2", "18446744073709551616" };
+    static const char *const bad[] = { "",   "-3",   "0-3", "3-", "a-1",  "1-2-3",
+                                       "+5", "1-+2", " 5",  "5 ", "1--2", "18446744073709551616" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (!refused(bad[i])) FAIL("\"%s\" was read as a marker", bad[i]);
     ckpt_fence_mark old9 = { 0, 9 }, first1 = { 1000, 1 }, first5 = { 1000, 5 },
@@ -289,7 +289,8 @@ TEST(ckpt_restarted_job_never_commits_or_drops_the_old_jobs_shards_of_the_same_n
     ckpt__step_dir(dir, 20, step_dir, sizeof step_dir);
     ckpt__shard_name(0, 1, shard, sizeof shard);
     snprintf(path, sizeof path, "%s/%s", step_dir, shard);
-    if (access(path, F_OK) != 0) FAIL("the old job's refused worker removed the new job's %s", shard);
+    if (access(path, F_OK) != 0)
+        FAIL("the old job's refused worker removed the new job's %s", shard);
     ASSERT_OK(ckpt_test_save(new1, 20, 1));
     expect_latest(new0, 20);
     for (uint32_t rank = 0; rank < 2; rank++)
