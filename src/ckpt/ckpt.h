@@ -350,6 +350,9 @@ int ckpt__fence_check(elastic_ckpt *c, uint64_t step);
  * started again counts generations from 1, so a shard of this name in a step
  * the old job left uncommitted may be the old job's. */
 bool ckpt__shard_is_own_incarnation(const elastic_ckpt *c, const char *path);
+/* Removes this generation's (and incarnation's) shards of the step in
+ * step_dir: a fenced generation can never commit it (commit.c). */
+void ckpt__drop_generation_shards(const elastic_ckpt *c, const char *step_dir);
 void ckpt__apply_retention(elastic_ckpt *c);
 
 /* ---- async (async.c) ---------------------------------------------------------------- */

@@ -57,7 +57,7 @@ int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r)
  * fill the disk with them. Only its own incarnation's: a later incarnation's
  * generation of the same number (a job started again counts from 1) may own
  * a shard of that name here. */
-static void drop_generation_shards(const elastic_ckpt *c, const char *step_dir)
+void ckpt__drop_generation_shards(const elastic_ckpt *c, const char *step_dir)
 {
     char path[PATH_MAX + 128], shard[96];
     for (uint32_t rank = 0; rank < c->opts.world; rank++) {
@@ -95,14 +95,14 @@ static int shared_dir_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_di
         all_there = rc == 0 && (o->generation == 0 || ckpt__shard_is_own_incarnation(c, path));
     }
     int rc = all_there ? ckpt__fence_check(c, step) : 0;
-    if (all_there && rc == ELASTIC_ESTATE) drop_generation_shards(c, step_dir);
+    if (all_there && rc == ELASTIC_ESTATE) ckpt__drop_generation_shards(c, step_dir);
     if (all_there && rc == 0) {
         rc = ckpt__write_commit_record(c, &r);
         /* A newer generation that started meanwhile wins: take the record back. */
         if (rc == 0 && (rc = ckpt__fence_check(c, step)) != 0) {
             snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
             unlink(path);
-            if (rc == ELASTIC_ESTATE) drop_generation_shards(c, step_dir);
+            if (rc == ELASTIC_ESTATE) ckpt__drop_generation_shards(c, step_dir);
         }
         if (rc == 0)
             ELASTIC_LOG_D("ckpt", "step %" PRIu64 " committed by rank %" PRIu32, step, o->rank);

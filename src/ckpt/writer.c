@@ -644,8 +644,13 @@ static int finish_shard(elastic_ckpt_txn *t, ckpt_shard_digest *digest)
     /* A fenced generation must not rename its shard over a newer one's of
      * the same name (a job started again counts generations from 1, so its
      * generation's shards are named as the old job's were): checked again
-     * here, where a frozen worker of the old job that thaws gets to. */
-    if (rc == 0 && (rc = ckpt__fence_check(t->c, t->step)) != 0) txn_fail(t, rc);
+     * here, where a frozen worker of the old job that thaws gets to. Not in
+     * a memory tier: its directory is this agent's alone (the old job's
+     * agent had its own), and its saves run every step. */
+    if (rc == 0 && t->c->mem.root == NULL && (rc = ckpt__fence_check(t->c, t->step)) != 0) {
+        txn_fail(t, rc);
+        if (rc == ELASTIC_ESTATE) ckpt__drop_generation_shards(t->c, t->step_dir);
+    }
     if (rc == 0 && rename(t->tmp_path, t->final_path) != 0)
         rc = txn_fail(t, ckpt__fail_errno(errno, "rename", t->tmp_path));
     t->renamed = rc == 0;

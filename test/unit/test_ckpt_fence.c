@@ -95,9 +95,9 @@ TEST(ckpt_fenced_generation_leaves_no_shards_of_the_refused_step)
 {
     const char *dir = test_tmpdir();
     elastic_ckpt *old0 = open_rank(dir, 1, 0, 2), *old1 = open_rank(dir, 1, 1, 2);
-    elastic_ckpt *live = open_rank(dir, 2, 0, 2);
     ASSERT_OK(ckpt_test_save(old0, 3, 0)); /* not every shard yet: nothing to commit */
-    ASSERT_EQ(ckpt_test_save(old1, 3, 1), ELASTIC_ESTATE);
+    elastic_ckpt *live = open_rank(dir, 2, 0, 2);
+    ASSERT_EQ(ckpt_test_save(old1, 3, 1), ELASTIC_ESTATE); /* refused before its rename */
     char step_dir[4300], path[4400], shard[96];
     ckpt__step_dir(dir, 3, step_dir, sizeof step_dir);
     for (uint32_t rank = 0; rank < 2; rank++) {
