@@ -166,4 +166,56 @@ static inline void rdzv_expect_group(rdzv_node *nodes, int n)
     }
 }
 
+/* Opens n nodes ("node-<i>") with base's options and forms one generation;
+ * every node must agree on its generation and on a non-zero incarnation. */
+static inline void rdzv_nodes_form_one_incarnation(rdzv_node *nodes, int n,
+                                                   const elastic_rdzv_opts *base,
+                                                   uint64_t *generation, uint64_t *incarnation)
+{
+    char ids[16][32];
+    if (n > 16) FAIL("rdzv_nodes_form_one_incarnation: at most 16 nodes");
+    for (int i = 0; i < n; i++) {
+        elastic_rdzv_opts o = *base;
+        snprintf(ids[i], sizeof ids[i], "node-%d", i);
+        o.node_id = ids[i];
+        rdzv_node_open(&nodes[i], &o);
+    }
+    rdzv_nodes_form(nodes, n, 20000);
+    rdzv_expect_group(nodes, n);
+    *generation = nodes[0].result.generation;
+    *incarnation = nodes[0].result.incarnation;
+    ASSERT(*incarnation != 0);
+    for (int i = 1; i < n; i++) {
+        ASSERT_EQ(nodes[i].result.generation, *generation);
+        if (nodes[i].result.incarnation != *incarnation)
+            FAIL("node %d has incarnation %llu, node 0 %llu", i,
+                 (unsigned long long)nodes[i].result.incarnation, (unsigned long long)*incarnation);
+    }
+}
+
+/* Node 0 ends the generation with a FAILURE (the run needs max_restarts
+ * >= 1), the others see it, all re-form: a later generation, the same
+ * incarnation. */
+static inline void rdzv_nodes_fail_and_reform(rdzv_node *nodes, int n, uint64_t generation,
+                                              uint64_t incarnation)
+{
+    elastic_rdzv_cause cause;
+    memset(&cause, 0, sizeof cause);
+    cause.struct_size = sizeof cause;
+    cause.kind = ELASTIC_RDZV_FAILURE;
+    cause.rank = 0;
+    cause.exit_code = 3;
+    snprintf(cause.reason, sizeof cause.reason, "worker 0 exited with 3");
+    ASSERT_OK(elastic_rdzv_end_generation(nodes[0].rdzv, &cause));
+    for (int i = 1; i < n; i++) {
+        elastic_rdzv_cause seen = { .struct_size = sizeof seen };
+        ASSERT_OK(elastic_rdzv_watch(nodes[i].rdzv, test_scaled_ms(10000), &seen));
+    }
+    rdzv_nodes_form(nodes, n, 20000);
+    for (int i = 0; i < n; i++) {
+        ASSERT(nodes[i].result.generation > generation);
+        ASSERT_EQ(nodes[i].result.incarnation, incarnation);
+    }
+}
+
 #endif /* ELASTIC_TEST_RDZV_FIXTURE_H */
