@@ -78,6 +78,7 @@ typedef struct saver {
     node *n;
     uint64_t step, generation;
     uint32_t rank, world;
+    const char *dir; /* NULL: the node's memory tier */
     int rc;
 } saver;
 
@@ -85,7 +86,10 @@ static void *save_main(void *arg)
 {
     saver *s = arg;
     char own[4200];
-    snprintf(own, sizeof own, "%s/own", s->n->root);
+    if (s->dir != NULL)
+        snprintf(own, sizeof own, "%s", s->dir);
+    else
+        snprintf(own, sizeof own, "%s/own", s->n->root);
     elastic_ckpt_opts o;
     elastic_ckpt_opts_init(&o, sizeof o);
     o.compression = ELASTIC_CKPT_NONE;
@@ -464,6 +468,147 @@ TEST(ckpt_replica_sync_a_rank_the_job_grew_by_gets_the_same_step)
     ASSERT_EQ(world, 2); /* the worker sees it has no shard of its own */
     if (ckpt_test_check(ck, 5, 0, why, sizeof why) != 0) FAIL("node-c: %s", why);
     elastic_ckpt_close(ck);
+    for (int i = 0; i < 3; i++) {
+        free(gen2[i]->out.ranks);
+        replica__service_stop(gen2[i]->service);
+        elastic_store_close(gen2[i]->store);
+    }
+    elastic_store_server_close(f.server);
+}
+
+/* Each node's rank saves `step` in store mode to its node-local disk
+ * directory (ROOT-disk: no other node sees it) and announces it, as a worker
+ * under the agent does when it opens its disk checkpoint (channel.h). */
+static void save_on_local_disk(node **nodes, uint32_t count, uint64_t step, uint64_t generation,
+                               char (*dirs)[4200])
+{
+    saver savers[3];
+    pthread_t threads[3];
+    for (uint32_t r = 0; r < count; r++) {
+        snprintf(dirs[r], sizeof dirs[r], "%s-disk", nodes[r]->root);
+        savers[r] = (saver){ .n = nodes[r],
+                             .step = step,
+                             .generation = generation,
+                             .rank = r,
+                             .world = count,
+                             .dir = dirs[r] };
+        ASSERT_EQ(pthread_create(&threads[r], NULL, save_main, &savers[r]), 0);
+    }
+    for (uint32_t r = 0; r < count; r++) {
+        pthread_join(threads[r], NULL);
+        ASSERT_OK(savers[r].rc);
+        ASSERT_OK(ckpt__announce_disk_to(nodes[r]->root, 0, dirs[r], false));
+    }
+}
+
+/* The planner weighs the trainer's store-mode disk checkpoint: step 5 is
+ * memory-committed, then every rank commits step 8 on its node-local disk
+ * (the commit record in the store). The job restores step 8 from disk on
+ * every node, not the older memory step (restoring step 5 would redo the
+ * work and then fail to save step 8 again). */
+TEST(ckpt_replica_sync_a_newer_store_mode_disk_step_wins_over_memory)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 };
+    node_start(&a, "node-a", &f);
+    node_start(&b, "node-b", &f);
+    node_start(&c, "node-c", &f);
+    node *gen1[] = { &a, &b, &c };
+    sync_all(gen1, 3, 1);
+    save_all(gen1, 5, 1);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    char dirs[3][4200];
+    save_on_local_disk(gen1, 3, 8, 1, dirs);
+    sync_all(gen1, 3, 2);
+    for (int i = 0; i < 3; i++) {
+        ASSERT(gen1[i]->out.planned);
+        ASSERT(gen1[i]->out.committed);
+        ASSERT_EQ(gen1[i]->out.step, 8);
+        ASSERT_EQ(gen1[i]->out.ranks[0].source, CHANNEL__RESTORE_DISK);
+    }
+    for (int i = 0; i < 3; i++) {
+        free(gen1[i]->out.ranks);
+        replica__service_stop(gen1[i]->service);
+        elastic_store_close(gen1[i]->store);
+    }
+    elastic_store_server_close(f.server);
+}
+
+/* A node-local disk copy counts only for the node that holds it and runs
+ * its rank: node-b is lost with its disk, and the spare that takes rank 1
+ * cannot read node-b's step 8; node-a's and node-c's shards of step 8 do
+ * not make it complete. The job restores step 5 from memory, the spare from
+ * its peer copy, and the plan names the rank step 8 lacks. */
+TEST(ckpt_replica_sync_a_lost_nodes_local_disk_step_is_not_counted)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 }, spare = { 0 };
+    node_start(&a, "node-a", &f);
+    node_start(&b, "node-b", &f);
+    node_start(&c, "node-c", &f);
+    node *gen1[] = { &a, &b, &c };
+    sync_all(gen1, 3, 1);
+    save_all(gen1, 5, 1);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    char dirs[3][4200];
+    save_on_local_disk(gen1, 3, 8, 1, dirs);
+    free(b.out.ranks);
+    replica__service_stop(b.service);
+    elastic_store_close(b.store);
+    node_start(&spare, "node-spare", &f);
+    node *gen2[] = { &a, &spare, &c };
+    sync_all(gen2, 3, 2);
+    for (int i = 0; i < 3; i++) {
+        ASSERT(gen2[i]->out.planned);
+        ASSERT_EQ(gen2[i]->out.step, 5);
+    }
+    if (strstr(a.out.why, "step 8") == NULL || strstr(a.out.why, "rank 1") == NULL)
+        FAIL("why: %s", a.out.why);
+    ASSERT_EQ(a.out.ranks[0].source, CHANNEL__RESTORE_LOCAL);
+    ASSERT_EQ(spare.out.ranks[0].source, CHANNEL__RESTORE_PEER);
+    node *all[] = { &a, &c, &spare };
+    for (int i = 0; i < 3; i++) {
+        free(all[i]->out.ranks);
+        replica__service_stop(all[i]->service);
+        elastic_store_close(all[i]->store);
+    }
+    elastic_store_server_close(f.server);
+}
+
+/* Ranks move between nodes (the rendezvous ordered them anew): each node's
+ * local disk now holds another rank's shard than the one it runs, so no
+ * node can read its rank's step 8, and the plan does not count those
+ * copies; the job restores step 5 from memory, none of it from disk. */
+TEST(ckpt_replica_sync_a_local_disk_copy_counts_only_for_the_node_running_its_rank)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 };
+    node_start(&a, "node-a", &f);
+    node_start(&b, "node-b", &f);
+    node_start(&c, "node-c", &f);
+    node *gen1[] = { &a, &b, &c };
+    sync_all(gen1, 3, 1);
+    save_all(gen1, 5, 1);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    char dirs[3][4200];
+    save_on_local_disk(gen1, 3, 8, 1, dirs);
+    node *gen2[] = { &c, &a, &b }; /* node-c runs rank 0, node-a rank 1, node-b rank 2 */
+    sync_all(gen2, 3, 2);
+    for (int i = 0; i < 3; i++) {
+        ASSERT(gen2[i]->out.planned);
+        ASSERT_EQ(gen2[i]->out.step, 5);
+        ASSERT(gen2[i]->out.ranks[0].source != CHANNEL__RESTORE_DISK);
+        ASSERT(gen2[i]->out.ranks[0].source != CHANNEL__RESTORE_NONE);
+    }
     for (int i = 0; i < 3; i++) {
         free(gen2[i]->out.ranks);
         replica__service_stop(gen2[i]->service);
