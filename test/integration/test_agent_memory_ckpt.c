@@ -8,8 +8,8 @@
  */
 #include "support/agent_harness.h"
 #include "support/elasticrun_args.h"
+#include "support/metrics_page.h"
 #include "common/http.h"
-#include "common/prom.h"
 #include "test.h"
 
 #include "common/clock.h"
@@ -246,26 +246,6 @@ TEST_TIMEOUT(agent_memory_ckpt_save_over_the_limit_fails_naming_the_flag_and_the
     free(roomy);
 }
 
-/* One sample's value in a /metrics page: `name` with label kind=`kind`
- * (NULL: the first sample of that name); -1 without it. */
-static double metric(const char *page, const char *name, const char *kind)
-{
-    char line[2048];
-    for (const char *p = page; *p != '\0';) {
-        size_t len = strcspn(p, "\n");
-        snprintf(line, sizeof line, "%.*s", (int)len, p);
-        p += len + (p[len] == '\n');
-        elastic__prom_sample s;
-        if (elastic__prom_parse_line(line, &s) < 0) FAIL("malformed metrics line: %s", line);
-        char value[32];
-        if (strcmp(s.name, name) == 0 &&
-            (kind == NULL || (elastic__prom_label(s.labels, "kind", value, sizeof value) &&
-                              strcmp(value, kind) == 0)))
-            return s.value;
-    }
-    return -1;
-}
-
 /* /metrics of the tier: two agents on this machine (a job store of the
  * test's), one rank each, R = 1: each holds its own shards and its peer's
  * copy, steps are memory-committed job-wide, and the lag is what is newer. */
@@ -298,12 +278,9 @@ TEST_TIMEOUT(agent_memory_ckpt_metrics_show_memory_held_replicas_and_lag, 180)
         agents[i] = elasticrun_args_spawn(&cmd, NULL, name);
         spawned[n_spawned++] = agents[i];
     }
-    char err[600], line[512], where[64];
+    char err[600], where[64];
     snprintf(err, sizeof err, "%s/metrics-0.err", test_tmpdir());
-    const char *announced[] = { "metrics on http://", NULL };
-    ASSERT_EQ(agent_harness_wait_lines(err, announced, 1, 60000), 1);
-    ASSERT(agent_harness_nth_line(err, announced, 0, line, sizeof line));
-    ASSERT_EQ(sscanf(strstr(line, "http://") + 7, "%63[^/]", where), 1);
+    metrics_endpoint_from(err, 60000, where, sizeof where);
     elastic__text page = { 0 };
     uint64_t deadline = elastic__deadline_ms(test_scaled_ms(90000));
     double committed = -1;
@@ -314,24 +291,27 @@ TEST_TIMEOUT(agent_memory_ckpt_metrics_show_memory_held_replicas_and_lag, 180)
             char *text = agent_harness_read_file(err);
             FAIL("no /metrics at %s (status %d): %s", where, status, text ? text : "");
         }
-        committed = metric(page.data, "elastic_memory_ckpt_step", "committed");
+        committed = metrics_sample(page.data, "elastic_memory_ckpt_step", "kind", "committed");
         if (committed >= 10) break;
         elastic__text_free(&page);
         usleep(100000); /* the job's progress, not a synchronisation */
     }
     if (committed < 10) FAIL("no step memory-committed in time");
-    double own = metric(page.data, "elastic_memory_ckpt_step", "own");
+    double own = metrics_sample(page.data, "elastic_memory_ckpt_step", "kind", "own");
     ASSERT(own >= committed);
-    ASSERT_EQ(metric(page.data, "elastic_memory_ckpt_replication_lag_steps", NULL),
+    ASSERT_EQ(metrics_sample(page.data, "elastic_memory_ckpt_replication_lag_steps", NULL, NULL),
               own - committed);
     /* Own shards (1 MiB of per-rank state and more) and the peer's copies. */
-    ASSERT(metric(page.data, "elastic_memory_ckpt_held_bytes", "own") >= 1 << 20);
-    ASSERT(metric(page.data, "elastic_memory_ckpt_held_bytes", "replicas") >= 1 << 20);
-    ASSERT_EQ(metric(page.data, "elastic_memory_ckpt_limit_bytes", NULL), 64 << 20);
-    ASSERT_EQ(metric(page.data, "elastic_memory_ckpt_replica_peers", NULL), 1);
-    ASSERT(metric(page.data, "elastic_memory_ckpt_replica_files_received_total", NULL) > 0);
-    ASSERT(metric(page.data, "elastic_memory_ckpt_replication_lag_ms", "commit") >= 0);
-    ASSERT(metric(page.data, "elastic_memory_ckpt_failures_total", "round") >= 0);
+    ASSERT(metrics_sample(page.data, "elastic_memory_ckpt_held_bytes", "kind", "own") >= 1 << 20);
+    ASSERT(metrics_sample(page.data, "elastic_memory_ckpt_held_bytes", "kind", "replicas") >=
+           1 << 20);
+    ASSERT_EQ(metrics_sample(page.data, "elastic_memory_ckpt_limit_bytes", NULL, NULL), 64 << 20);
+    ASSERT_EQ(metrics_sample(page.data, "elastic_memory_ckpt_replica_peers", NULL, NULL), 1);
+    ASSERT(metrics_sample(page.data, "elastic_memory_ckpt_replica_files_received_total", NULL,
+                          NULL) > 0);
+    ASSERT(metrics_sample(page.data, "elastic_memory_ckpt_replication_lag_ms", "kind", "commit") >=
+           0);
+    ASSERT(metrics_sample(page.data, "elastic_memory_ckpt_failures_total", "kind", "round") >= 0);
     elastic__text_free(&page);
     /* Rounds are forgotten as they finish: a few rounds' keys, not one per step. */
     elastic_store *client;
