@@ -17,7 +17,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #define MAX_ANNOUNCED 64u /* distinct announced tiers counted; more are logged and skipped */
 
@@ -26,12 +25,15 @@ typedef struct copy_list {
     size_t n, cap, max;
 } copy_list;
 
+/* Appends a copy; ELASTIC_ELIMIT at the list's bound. */
 static int push(copy_list *l, const ckpt_copy *c)
 {
+    if (l->n >= l->max) return elastic__fail(ELASTIC_ELIMIT, "more than %zu disk copies", l->max);
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
-        ckpt_copy *grown = cap <= l->max ? realloc(l->items, cap * sizeof *grown) : NULL;
-        if (grown == NULL) return elastic__fail(ELASTIC_ELIMIT, "too many disk copies");
+        if (cap > l->max) cap = l->max;
+        ckpt_copy *grown = realloc(l->items, cap * sizeof *grown);
+        if (grown == NULL) return elastic__fail(ELASTIC_ENOMEM, "disk copies");
         l->items = grown;
         l->cap = cap;
     }
@@ -39,25 +41,43 @@ static int push(copy_list *l, const ckpt_copy *c)
     return 0;
 }
 
-/* A shard file of `rank` and `generation` in step_dir. */
-static bool shard_here(const char *step_dir, uint32_t rank, uint64_t generation)
+/* The shards of `generation` in step_dir (a node-local tier holds this
+ * node's ranks' only): one readdir, not a look-up per rank of the world. */
+static int local_shards(const char *step_dir, const ckpt_commit_record *r, uint64_t step,
+                        copy_list *l)
 {
-    char name[64], path[PATH_MAX + 64];
-    ckpt__shard_name(rank, generation, name, sizeof name);
-    snprintf(path, sizeof path, "%s/%s", step_dir, name);
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    DIR *d = elastic__opendir(step_dir);
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && d != NULL && (e = readdir(d)) != NULL;) {
+        uint32_t rank;
+        uint64_t generation;
+        if (!ckpt__parse_shard_name(e->d_name, &rank, &generation) || generation != r->generation ||
+            rank >= r->world)
+            continue;
+        ckpt_copy c = { .step = step,
+                        .generation = r->generation,
+                        .world = r->world,
+                        .rank = rank,
+                        .node = REPLICA_NODE_SELF,
+                        .tier = CKPT_TIER_DISK,
+                        .bytes = r->shards[rank].file_size };
+        rc = push(l, &c);
+    }
+    if (d) closedir(d);
+    return rc;
 }
 
-/* Every committed step of `dir`: all its ranks when shared, else the ranks
- * whose shard is in it. */
-static int dir_copies(const char *dir, bool shared, copy_list *l)
+/* The committed steps of `dir`, newest first, while they fit under the
+ * list's bound (the plan wants the newest; a directory that keeps every
+ * step must not make the node's record too large to publish): every rank
+ * of a step when shared, else the ranks whose shard is in it. */
+static void dir_copies(const char *dir, bool shared, copy_list *l)
 {
     uint64_t *steps = NULL;
     size_t n_steps = 0;
-    if (dir == NULL || ckpt__scan_steps(dir, &steps, &n_steps) != 0) return 0;
-    int rc = 0;
-    for (size_t i = 0; i < n_steps && rc == 0; i++) {
+    if (dir == NULL || ckpt__scan_steps(dir, &steps, &n_steps) != 0) return;
+    bool full = false;
+    for (size_t i = n_steps; i-- > 0 && !full;) {
         char step_dir[PATH_MAX], path[PATH_MAX + 16];
         ckpt__step_dir(dir, steps[i], step_dir, sizeof step_dir);
         snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
@@ -68,21 +88,31 @@ static int dir_copies(const char *dir, bool shared, copy_list *l)
         int decoded = ckpt__commit_decode(raw, len, &r);
         free(raw);
         if (decoded != 0) continue;
-        for (uint32_t rank = 0; rank < r.world && rc == 0; rank++) {
-            if (!shared && !shard_here(step_dir, rank, r.generation)) continue;
-            ckpt_copy c = { .step = steps[i],
-                            .generation = r.generation,
-                            .world = r.world,
-                            .rank = rank,
-                            .node = shared ? CKPT_NODE_SHARED : REPLICA_NODE_SELF,
-                            .tier = CKPT_TIER_DISK,
-                            .bytes = r.shards[rank].file_size };
-            rc = push(l, &c);
+        size_t before = l->n;
+        if (shared) {
+            for (uint32_t rank = 0; rank < r.world && !full; rank++) {
+                ckpt_copy c = { .step = steps[i],
+                                .generation = r.generation,
+                                .world = r.world,
+                                .rank = rank,
+                                .node = CKPT_NODE_SHARED,
+                                .tier = CKPT_TIER_DISK,
+                                .bytes = r.shards[rank].file_size };
+                full = push(l, &c) != 0;
+            }
+        } else {
+            full = local_shards(step_dir, &r, steps[i], l) != 0;
+        }
+        if (full) { /* a step counts whole or not at all */
+            l->n = before;
+            ELASTIC_LOG_W("replica",
+                          "%s: steps up to %" PRIu64 " left out of the restore plan (more than %zu "
+                          "copies)",
+                          dir, steps[i], l->max);
         }
         ckpt__commit_free(&r);
     }
     free(steps);
-    return rc;
 }
 
 /* One announcement: "shared|local <absolute dir>\n", nothing else. */
@@ -150,19 +180,16 @@ int replica__disk_copies(const char *tier_root, const char *disk_dir, size_t max
                          size_t *n)
 {
     copy_list l = { .max = max };
-    int rc = dir_copies(disk_dir, true, &l);
-    announced *tiers = rc == 0 ? calloc(MAX_ANNOUNCED, sizeof *tiers) : NULL;
-    if (rc == 0 && tiers == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "announced disk tiers");
-    size_t n_tiers = tiers != NULL ? announced_tiers(tier_root, disk_dir, tiers, MAX_ANNOUNCED) : 0;
-    for (size_t i = 0; i < n_tiers && rc == 0; i++)
-        rc = dir_copies(tiers[i].dir, tiers[i].shared, &l);
-    free(tiers);
-    if (rc) {
+    dir_copies(disk_dir, true, &l);
+    announced *tiers = calloc(MAX_ANNOUNCED, sizeof *tiers);
+    if (tiers == NULL) {
         free(l.items);
-        l.items = NULL;
-        l.n = 0;
+        return elastic__fail(ELASTIC_ENOMEM, "announced disk tiers");
     }
+    size_t n_tiers = announced_tiers(tier_root, disk_dir, tiers, MAX_ANNOUNCED);
+    for (size_t i = 0; i < n_tiers; i++) dir_copies(tiers[i].dir, tiers[i].shared, &l);
+    free(tiers);
     *out = l.items;
     *n = l.n;
-    return rc;
+    return 0;
 }

@@ -342,8 +342,9 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in,
 
 /* Every committed step's shards in `disk_dir` (shared; NULL: none) and in
  * the disk tiers the node's workers announced in TIER_ROOT (channel.h):
- * shared ones' every rank, node-local ones' shards present. At most `max`
- * copies (ELASTIC_ELIMIT beyond). *out: free(). */
+ * shared ones' every rank, node-local ones' shards present; newest steps
+ * first, whole steps only, at most `max` copies (older steps beyond are
+ * left out, and logged). 0 or ELASTIC_ENOMEM. *out: free(). */
 int replica__disk_copies(const char *tier_root, const char *disk_dir, size_t max,
                          ckpt_copy **out, size_t *n);
 

@@ -48,7 +48,8 @@ static int encode_record(const replica_sync_in *in, int port, bytes__buf *out)
     size_t n_mem = 0, n_disk = 0;
     const char *root = replica__service_root(in->service);
     int rc = replica__holdings(root, 0, &mem, &n_mem);
-    if (rc == 0) rc = replica__disk_copies(root, in->disk_dir, MAX_COPIES_PER_NODE, &disk, &n_disk);
+    if (rc == 0 && n_mem < MAX_COPIES_PER_NODE)
+        rc = replica__disk_copies(root, in->disk_dir, MAX_COPIES_PER_NODE - n_mem, &disk, &n_disk);
     if (rc == 0 && n_mem + n_disk > MAX_COPIES_PER_NODE)
         rc = elastic__fail(ELASTIC_ELIMIT, "more than %u copies in the tier", MAX_COPIES_PER_NODE);
     char line[400];
