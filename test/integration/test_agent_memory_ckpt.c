@@ -430,3 +430,82 @@ TEST_TIMEOUT(agent_memory_ckpt_every_rank_resumes_at_one_step_after_the_world_gr
     free(clean);
     elastic_store_server_close(server);
 }
+
+/* The trainer's flags of the disk-ahead test: memory saves every 10 steps,
+ * disk checkpoints every 7. */
+#define DISK_AHEAD_TRAINING                                                          \
+    "--steps", "60", "--step-ms", "10", "--ckpt-every", "7", "--memory-every", "10", \
+        "--state-mib", "1"
+
+/* The job's plan counts the trainer's own disk checkpoints: the workers
+ * announced their --ckpt-dir to their agents when they opened it, so at the
+ * restart after rank 1's death at step 25 both agents' plan names disk step
+ * 21, newer than the last memory step (20), and both ranks restore it from
+ * disk; the final weights equal a fault-free run's. */
+TEST_TIMEOUT(agent_memory_ckpt_plan_counts_the_trainers_newer_disk_step, 180)
+{
+    elastic_store_server *server;
+    ASSERT_OK(elastic_store_server_start(NULL, &server));
+    char endpoint[64], dir[512], ckpt[600], result[600], clean_ckpt[600], clean_result[600];
+    char trainer[1024]; /* test_example_path's buffer is reused */
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
+    snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
+    agent_harness_path(dir, sizeof dir, "disk-ahead");
+    mkdir(dir, 0755);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir); /* the job's one (shared) disk tier */
+    snprintf(result, sizeof result, "%s/result.txt", dir);
+    mkdir(ckpt, 0755);
+    char events[2][700];
+    pid_t agents[2];
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "disk-ahead-%d", i);
+        snprintf(events[i], sizeof events[i], "%s/%s.events.jsonl", dir, name);
+        elasticrun_args cmd;
+        elasticrun_args_init(&cmd);
+        elasticrun_args_add(&cmd, "--nnodes", "2:2", "--nproc-per-node", "1", "--max-restarts", "2",
+                            "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id",
+                            "memory-disk-ahead", "--rdzv-conf", "is_host=0,last_call_timeout=1",
+                            "--local-addr", "127.0.0.1", "--memory-ckpt", "--memory-ckpt-limit",
+                            "256M", "--event-log", events[i], "--no-python", trainer, "--ckpt-dir",
+                            ckpt, "--result", result, "--die-at-save", "1:25", DISK_AHEAD_TRAINING);
+        agents[i] = elasticrun_args_spawn(&cmd, NULL, name);
+        spawned[n_spawned++] = agents[i];
+    }
+    for (int i = 0; i < 2; i++) ASSERT_EQ(agent_harness_exit_code(agents[i], 120000), 0);
+    const char *planned[] = { "\"event\":\"restore_planned\"", "\"generation\":2,", "\"planned\":1",
+                              NULL };
+    const char *restored[] = { "\"event\":\"checkpoint_restored\"", "\"generation\":2,",
+                               "\"source\":\"disk\"", "\"step\":21,", NULL };
+    for (int i = 0; i < 2; i++) {
+        char line[2048];
+        if (!agent_harness_nth_line(events[i], planned, 0, line, sizeof line)) {
+            char *text = agent_harness_read_file(events[i]);
+            FAIL("node %d: no restore plan for generation 2: %s", i, text ? text : "");
+        }
+        if (json_int(line, "step") != 21)
+            FAIL("node %d: the plan is not disk step 21: %s", i, line);
+        ASSERT_EQ(agent_harness_wait_lines(events[i], restored, 1, 0), 1);
+    }
+    /* The fault-free run: the same two ranks on one agent. */
+    agent_harness_path(dir, sizeof dir, "disk-ahead-clean");
+    mkdir(dir, 0755);
+    snprintf(clean_ckpt, sizeof clean_ckpt, "%s/ckpt", dir);
+    snprintf(clean_result, sizeof clean_result, "%s/result.txt", dir);
+    mkdir(clean_ckpt, 0755);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--memory-ckpt",
+                        "--memory-ckpt-limit", "256M", "--no-python", trainer, "--ckpt-dir",
+                        clean_ckpt, "--result", clean_result, DISK_AHEAD_TRAINING);
+    pid_t clean_agent = elasticrun_args_spawn(&cmd, NULL, "disk-ahead-clean");
+    spawned[n_spawned++] = clean_agent;
+    ASSERT_EQ(agent_harness_exit_code(clean_agent, 90000), 0);
+    char *faulty = agent_harness_read_file(result), *clean = agent_harness_read_file(clean_result);
+    ASSERT(faulty != NULL && clean != NULL);
+    ASSERT_STR_EQ(faulty, clean);
+    no_tier_left();
+    free(faulty);
+    free(clean);
+    elastic_store_server_close(server);
+}
