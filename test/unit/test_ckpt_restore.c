@@ -104,11 +104,12 @@ static elastic_ckpt *open_at(bool memory, uint64_t generation)
     return c;
 }
 
-/* The agents do not see a trainer's own disk directory: under replication
- * lag their plan can name a memory step older than a committed disk step.
- * The worker restores the disk step then (else it redoes the work and its
- * save of that step fails: already committed), unless that disk step was
- * written by an older generation than the planned step (abandoned). */
+/* A disk tier the agents did not know when they planned (its workers had
+ * not announced it yet): under replication lag their plan can name a memory
+ * step older than a committed disk step. The worker restores the disk step
+ * then (else it redoes the work and its save of that step fails: already
+ * committed), unless that disk step was written by an older generation than
+ * the planned step (abandoned). */
 TEST(ckpt_restore_takes_a_committed_disk_step_newer_than_the_plans)
 {
     setup();
