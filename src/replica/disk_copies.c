@@ -186,7 +186,11 @@ int replica__disk_copies(const char *tier_root, const char *disk_dir, size_t max
         free(l.items);
         return elastic__fail(ELASTIC_ENOMEM, "announced disk tiers");
     }
-    size_t n_tiers = announced_tiers(tier_root, disk_dir, tiers, MAX_ANNOUNCED);
+    /* Announcements name resolved paths: --memory-disk-dir may not be one. */
+    char disk_abs[PATH_MAX];
+    const char *disk_key =
+        disk_dir != NULL && realpath(disk_dir, disk_abs) != NULL ? disk_abs : disk_dir;
+    size_t n_tiers = announced_tiers(tier_root, disk_key, tiers, MAX_ANNOUNCED);
     for (size_t i = 0; i < n_tiers; i++) dir_copies(tiers[i].dir, tiers[i].shared, &l);
     free(tiers);
     *out = l.items;

@@ -57,13 +57,15 @@ TEST(ckpt_replica_disk_copies_counts_each_tier_once_newest_steps_first)
     save_steps(shared, NULL, 1, 3);
     save_steps(local, store, 7, 8);
     /* The trainer's shared tier announced by two ranks and also the agent's
-     * --memory-disk-dir: counted once. */
+     * --memory-disk-dir (not a resolved path): counted once. */
     ASSERT_OK(ckpt__announce_disk_to(root, 0, shared, true));
     ASSERT_OK(ckpt__announce_disk_to(root, 1, shared, true));
     ASSERT_OK(ckpt__announce_disk_to(root, 2, local, false));
     ckpt_copy *copies = NULL;
     size_t n = 0;
-    ASSERT_OK(replica__disk_copies(root, shared, 100, &copies, &n));
+    char shared_unresolved[4300]; /* the agent's flag as an operator may write it */
+    snprintf(shared_unresolved, sizeof shared_unresolved, "%s/./shared", test_tmpdir());
+    ASSERT_OK(replica__disk_copies(root, shared_unresolved, 100, &copies, &n));
     ASSERT_EQ(n, 5);
     size_t shared_steps = 0, local_steps = 0;
     for (size_t i = 0; i < n; i++) {
