@@ -64,6 +64,7 @@ struct elastic_store_server {
     size_t paused_count;       /* connections not read until buffered falls */
     size_t parked_calls;       /* atomic: get/wait/watch calls parked now (tests wait on it) */
     uv_timer_t pump_timer;     /* decrypts what resumed TLS connections hold already */
+    uint64_t op_counts[STORE__OP_END_]; /* atomic: requests executed, by op (benchmarks) */
 };
 
 /* With a token, CONN_TLS (the TLS handshake) comes between PROOF and READY. */
@@ -116,6 +117,10 @@ struct store__waiter {
 /* Calls parked on the server right now; safe from any thread. Lets a test
  * make its change only once the call it tests is really waiting. */
 size_t store__server_parked_calls(const elastic_store_server *server);
+/* Requests the server has executed so far, by op (out[op], STORE__OP_END_
+ * entries; unknown ops under 0); safe from any thread. The benchmarks count
+ * round trips by type with it. */
+void store__server_op_counts(const elastic_store_server *server, uint64_t *out);
 
 /* server_conn.c */
 void store__conn_accept(elastic_store_server *server);

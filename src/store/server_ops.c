@@ -273,6 +273,8 @@ void store__execute(store__conn *conn, const store__request *req)
 {
     store__kv *kv = &conn->server->kv;
     elastic__clear_error();
+    __atomic_fetch_add(&conn->server->op_counts[req->op < STORE__OP_END_ ? req->op : 0], 1,
+                       __ATOMIC_RELAXED);
     switch (req->op) {
     case STORE__OP_SET:
         reply_result(
@@ -308,4 +310,10 @@ void store__execute(store__conn *conn, const store__request *req)
     case STORE__OP_PING: store__reply_status(conn, req->id, 0, NULL); break;
     default: store__reply_status(conn, req->id, ELASTIC_EPROTO, "unknown operation"); break;
     }
+}
+
+void store__server_op_counts(const elastic_store_server *server, uint64_t *out)
+{
+    for (int op = 0; op < STORE__OP_END_; op++)
+        out[op] = __atomic_load_n(&server->op_counts[op], __ATOMIC_RELAXED);
 }
