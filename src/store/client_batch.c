@@ -149,7 +149,8 @@ int store__batch_run(store__batch *b, bool stop_on_error)
                              "than %u operations (a waiting one last)",
                              STORE__MAX_BATCH);
     if (!store__batch_supported(b->store))
-        return elastic__fail(ELASTIC_EUNSUPPORTED, "store batch: this store server runs no batches");
+        return elastic__fail(ELASTIC_EUNSUPPORTED,
+                             "store batch: this store server runs no batches");
     bytes__set_le32(b->frame.data + b->frame_start + STORE__HEADER_BYTES, b->n);
     if (stop_on_error) bytes__set_le16(b->frame.data + b->frame_start + 10, STORE__FLAG_STOP);
     store__frame_end(&b->frame, b->frame_start);

@@ -65,6 +65,7 @@ struct elastic_store_server {
     size_t parked_calls;       /* atomic: get/wait/watch calls parked now (tests wait on it) */
     uv_timer_t pump_timer;     /* decrypts what resumed TLS connections hold already */
     uint64_t op_counts[STORE__OP_END_]; /* atomic: requests executed, by op (benchmarks) */
+    uint64_t batched_op_counts[STORE__OP_END_]; /* atomic: the operations inside batches */
     bool without_batch; /* atomic: acts as a server from before BATCH (tests) */
 };
 
@@ -127,9 +128,11 @@ struct store__waiter {
  * make its change only once the call it tests is really waiting. */
 size_t store__server_parked_calls(const elastic_store_server *server);
 /* Requests the server has executed so far, by op (out[op], STORE__OP_END_
- * entries; unknown ops under 0); safe from any thread. The benchmarks count
+ * entries; unknown ops under 0), and (batched, when not NULL) the
+ * operations inside batches; safe from any thread. The benchmarks count
  * round trips by type with it. */
-void store__server_op_counts(const elastic_store_server *server, uint64_t *out);
+void store__server_op_counts(const elastic_store_server *server, uint64_t *out,
+                             uint64_t *batched);
 /* From now on the server neither offers nor runs BATCH, as servers before it
  * (connections made before keep what their welcome said): tests of the
  * clients' fallback. */

@@ -329,8 +329,8 @@ store__waiter *store__execute(store__conn *conn, const store__request *req)
     store__kv *kv = &conn->server->kv;
     store__waiter *parked = NULL;
     elastic__clear_error();
-    __atomic_fetch_add(&conn->server->op_counts[req->op < STORE__OP_END_ ? req->op : 0], 1,
-                       __ATOMIC_RELAXED);
+    uint64_t *counts = conn->in_batch ? conn->server->batched_op_counts : conn->server->op_counts;
+    __atomic_fetch_add(&counts[req->op < STORE__OP_END_ ? req->op : 0], 1, __ATOMIC_RELAXED);
     switch (req->op) {
     case STORE__OP_SET:
         reply_result(
@@ -370,10 +370,14 @@ store__waiter *store__execute(store__conn *conn, const store__request *req)
     return parked;
 }
 
-void store__server_op_counts(const elastic_store_server *server, uint64_t *out)
+void store__server_op_counts(const elastic_store_server *server, uint64_t *out,
+                             uint64_t *batched)
 {
-    for (int op = 0; op < STORE__OP_END_; op++)
+    for (int op = 0; op < STORE__OP_END_; op++) {
         out[op] = __atomic_load_n(&server->op_counts[op], __ATOMIC_RELAXED);
+        if (batched != NULL)
+            batched[op] = __atomic_load_n(&server->batched_op_counts[op], __ATOMIC_RELAXED);
+    }
 }
 
 void store__server_without_batch(elastic_store_server *server)
