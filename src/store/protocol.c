@@ -166,17 +166,22 @@ static void parse_batch(parse_state *ps, store__request *req)
     req->list_len = (size_t)(ps->r.p - req->list);
 }
 
-void store__batch_next(bytes__reader *r, const store__limits *limits, uint32_t id,
-                       store__request *sub)
+int store__batch_next(bytes__reader *r, const store__limits *limits, uint32_t id,
+                      store__request *sub)
 {
     store__header h = { .id = id };
     h.op_or_status = bytes__read_u16(r);
     h.flags = bytes__read_u16(r);
     h.body_len = bytes__read_u32(r);
+    if (r->bad || h.body_len > r->left) {
+        r->bad = true;
+        return ELASTIC_EPROTO;
+    }
     const char *why = NULL;
-    (void)store__parse_request(&h, r->p, limits, sub, &why);
+    int err = store__parse_request(&h, r->p, limits, sub, &why);
     r->p += h.body_len;
     r->left -= h.body_len;
+    return err;
 }
 
 static void parse_body(parse_state *ps, store__request *req)

@@ -123,10 +123,10 @@ int store__parse_request(const store__header *h, const uint8_t *body, const stor
 void store__list_next(bytes__reader *r, bool with_values, store__slice *key, store__slice *value);
 
 /* Walks the validated operations of a batch: the next one, parsed as a
- * request of its own with the batch's id (it cannot fail on a list that
- * store__parse_request accepted). */
-void store__batch_next(bytes__reader *r, const store__limits *limits, uint32_t id,
-                       store__request *sub);
+ * request of its own with the batch's id; its parse result, which is 0 on
+ * a list that store__parse_request accepted. */
+int store__batch_next(bytes__reader *r, const store__limits *limits, uint32_t id,
+                      store__request *sub);
 /* Whether a request may park on the server (get without NOWAIT, wait,
  * multi_get, watch): in a batch only the last operation may. */
 bool store__request_waits(const store__request *req);

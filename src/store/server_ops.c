@@ -288,7 +288,7 @@ static store__waiter *do_batch(store__conn *conn, const store__request *req)
     conn->in_batch = true;
     for (uint32_t i = 0; i < req->n; i++) {
         store__request sub;
-        store__batch_next(&r, &conn->server->limits, req->id, &sub);
+        (void)store__batch_next(&r, &conn->server->limits, req->id, &sub); /* validated */
         if (stopped) {
             store__reply_status(conn, req->id, ELASTIC_ECANCELED,
                                 "an earlier operation of the batch failed");
