@@ -21,6 +21,9 @@
  * others hold, so small requests are always served; beyond it a connection
  * is paused while max_buffered_bytes is spent. */
 #define STORE__CONN_FLOOR_BYTES (64u << 10)
+/* The answers a batch whose last operation waits may hold while it is
+ * parked; beyond it that operation is refused (ELASTIC_ELIMIT) at once. */
+#define STORE__MAX_BATCH_HELD (64u << 10)
 
 typedef struct store__conn store__conn;
 typedef struct store__waiter store__waiter;
@@ -160,8 +163,10 @@ void store__conn_end_leases(store__conn *conn);
  * until a change satisfies it or its timeout passes. */
 store__waiter *store__wait_park(store__conn *conn, const store__request *req);
 /* Makes a parked call the last operation of a batch: its answer will open
- * with these bytes (copied). False, the call unparked, when out of memory. */
+ * with these bytes (copied). False when out of memory (still parked). */
 bool store__wait_adopt_batch(store__waiter *w, const uint8_t *prefix, size_t len);
+/* Unparks a call without answering it. */
+void store__wait_drop(store__waiter *w);
 void store__wait_cancel_all(store__conn *conn);
 void store__wait_on_change(void *server, const char *key, size_t key_len, uint64_t revision,
                            bool deleted);

@@ -298,18 +298,25 @@ static store__waiter *do_batch(store__conn *conn, const store__request *req)
         parked = store__execute(conn, &sub);
         if (parked != NULL) break; /* only the last one may wait */
         if ((req->flags & STORE__FLAG_STOP) && !conn->out.failed &&
-            conn->out.len >= at + STORE__HEADER_BYTES &&
-            bytes__le16(conn->out.data + at + 8) != 0)
+            conn->out.len >= at + STORE__HEADER_BYTES && bytes__le16(conn->out.data + at + 8) != 0)
             stopped = true;
     }
     conn->in_batch = false;
     if (!conn->out.failed) bytes__set_le64(conn->out.data + revision_at, conn->server->kv.revision);
     if (parked != NULL) {
-        size_t body = start + STORE__HEADER_BYTES;
-        bool kept = !conn->out.failed &&
-                    store__wait_adopt_batch(parked, conn->out.data + body, conn->out.len - body);
-        conn->out.len = start;
-        if (!kept) store__reply_status(conn, req->id, ELASTIC_ENOMEM, "out of memory");
+        /* The frame so far goes with the parked call, if it is small. */
+        size_t body = start + STORE__HEADER_BYTES, held = conn->out.len - body;
+        bool small = held <= STORE__MAX_BATCH_HELD;
+        if (!conn->out.failed && small &&
+            store__wait_adopt_batch(parked, conn->out.data + body, held)) {
+            conn->out.len = start;
+        } else {
+            store__wait_drop(parked);
+            store__reply_status(conn, req->id, small ? ELASTIC_ENOMEM : ELASTIC_ELIMIT,
+                                small ? "out of memory"
+                                      : "a batch that waits holds at most 64 KiB of answers");
+            store__frame_end(&conn->out, start);
+        }
     } else {
         store__frame_end(&conn->out, start);
     }
@@ -370,8 +377,7 @@ store__waiter *store__execute(store__conn *conn, const store__request *req)
     return parked;
 }
 
-void store__server_op_counts(const elastic_store_server *server, uint64_t *out,
-                             uint64_t *batched)
+void store__server_op_counts(const elastic_store_server *server, uint64_t *out, uint64_t *batched)
 {
     for (int op = 0; op < STORE__OP_END_; op++) {
         out[op] = __atomic_load_n(&server->op_counts[op], __ATOMIC_RELAXED);

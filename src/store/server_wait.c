@@ -415,13 +415,15 @@ store__waiter *store__wait_park(store__conn *conn, const store__request *req)
 bool store__wait_adopt_batch(store__waiter *w, const uint8_t *prefix, size_t len)
 {
     w->batch_prefix = malloc(len > 0 ? len : 1);
-    if (w->batch_prefix == NULL) {
-        waiter_finish(w);
-        return false;
-    }
+    if (w->batch_prefix == NULL) return false;
     memcpy(w->batch_prefix, prefix, len);
     w->batch_prefix_len = len;
     return true;
+}
+
+void store__wait_drop(store__waiter *w)
+{
+    waiter_finish(w);
 }
 
 size_t store__server_parked_calls(const elastic_store_server *server)

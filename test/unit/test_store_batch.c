@@ -150,6 +150,37 @@ TEST(store_batch_whose_last_operation_waits_is_answered_when_it_is)
     elastic_store_server_close(f.server);
 }
 
+/* A parked batch holds its other answers: at most 64 KiB of them. */
+TEST(store_batch_that_would_hold_too_much_while_it_waits_is_answered_at_once)
+{
+    store_fixture f;
+    fixture_start(&f);
+    elastic_store *s = fixture_connect(&f);
+    size_t big = (64u << 10) + 1;
+    char *value = calloc(1, big);
+    ASSERT(value != NULL);
+    ASSERT_OK(elastic_store_set(s, "big", value, big));
+    free(value);
+    store__batch b;
+    store__batch_begin(&b, s);
+    store__batch_get(&b, "big");
+    const char *keys[1] = { "never" };
+    store__batch_multi_get(&b, keys, 1, test_scaled_ms(10000));
+    uint64_t start = fixture_now_ms();
+    ASSERT_OK(store__batch_run(&b, false));
+    ASSERT_LT(fixture_now_ms() - start, (uint64_t)test_scaled_ms(5000));
+    void *got = NULL;
+    size_t len = 0;
+    ASSERT_OK(store__batch_value(&b, 0, &got, &len));
+    ASSERT_EQ(len, big);
+    elastic_free(got);
+    ASSERT_EQ(b.answers[1].status, ELASTIC_ELIMIT);
+    store__batch_free(&b);
+    ASSERT_EQ(store__server_parked_calls(f.server), 0u);
+    elastic_store_close(s);
+    elastic_store_server_close(f.server);
+}
+
 typedef struct clone_get {
     elastic_store *store;
     int rc;
