@@ -119,13 +119,11 @@ static int store_lease_check(rdzv__backend *b, uint64_t lease, int timeout_ms)
 
 /* ---- batched calls (one BATCH request each; see backend.h) ---------------- */
 
-static int store_add_get(rdzv__backend *b, const char *const *add_keys, size_t n_add,
-                         int64_t *sums, const char *const *get_keys, size_t n_get, void **values,
-                         size_t *lens)
+static int store_add_get(rdzv__backend *b, const char *const *add_keys, size_t n_add, int64_t *sums,
+                         const char *const *get_keys, size_t n_get, void **values, size_t *lens)
 {
     elastic_store *s = handle(b);
-    if (!store__batch_supported(s) || n_add + n_get > STORE__MAX_BATCH)
-        return ELASTIC_EUNSUPPORTED;
+    if (!store__batch_supported(s) || n_add + n_get > STORE__MAX_BATCH) return ELASTIC_EUNSUPPORTED;
     store__batch batch;
     store__batch_begin(&batch, s);
     size_t sent = 0, received = 0;
@@ -140,7 +138,8 @@ static int store_add_get(rdzv__backend *b, const char *const *add_keys, size_t n
         lens[i] = 0;
     }
     int rc = store__batch_run(&batch, false);
-    for (size_t i = 0; rc == 0 && i < n_add; i++) rc = store__batch_int(&batch, (uint32_t)i, &sums[i]);
+    for (size_t i = 0; rc == 0 && i < n_add; i++)
+        rc = store__batch_int(&batch, (uint32_t)i, &sums[i]);
     for (size_t i = 0; rc == 0 && i < n_get; i++) {
         rc = store__batch_value(&batch, (uint32_t)(n_add + i), &values[i], &lens[i]);
         if (rc == ELASTIC_ENOTFOUND) {
@@ -174,17 +173,17 @@ static int store_set_leased_wait(rdzv__backend *b, const char *key, const void *
     int rc = store__batch_run(&batch, true);
     if (rc == 0) {
         const store__batch_answer *set = &batch.answers[0];
-        rc = set->status != 0 ? elastic__fail(set->status, "%.*s", (int)set->len,
-                                              (const char *)set->body)
-                              : store__batch_values(&batch, 1, 1, wait_value, wait_len);
+        rc = set->status != 0
+                 ? elastic__fail(set->status, "%.*s", (int)set->len, (const char *)set->body)
+                 : store__batch_values(&batch, 1, 1, wait_value, wait_len);
     }
     store__batch_free(&batch);
     rdzv__count(b, strlen(key) + len + 8 + strlen(wait_key), rc == 0 ? *wait_len : 0);
     return rc;
 }
 
-static int store_keys_at(rdzv__backend *b, const char *prefix, size_t max, char ***keys,
-                         size_t *n, uint64_t *revision)
+static int store_keys_at(rdzv__backend *b, const char *prefix, size_t max, char ***keys, size_t *n,
+                         uint64_t *revision)
 {
     elastic_store *s = handle(b);
     *keys = NULL;

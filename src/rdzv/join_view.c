@@ -33,8 +33,8 @@ static int parse_view(elastic_rdzv *r, const char *const *keys, void **values, s
     return rc;
 }
 
-int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, int64_t *slot,
-                       int64_t *back, rdzv__round_ptr *ptr, rdzv__join_view *view)
+int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, int64_t *slot, int64_t *back,
+                       rdzv__round_ptr *ptr, rdzv__join_view *view)
 {
     memset(view, 0, sizeof *view);
     *back = -1;
@@ -48,8 +48,8 @@ int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, int64_t *
     int64_t sums[2] = { 0, -1 };
     void *values[4] = { NULL, NULL, NULL, NULL };
     size_t lens[4] = { 0, 0, 0, 0 }, n = survivor && round > 1 ? 4 : 3;
-    int rc = r->backend->ops->add_get(r->backend, adds, survivor ? 2 : 1, sums, keys, n, values,
-                                      lens);
+    int rc =
+        r->backend->ops->add_get(r->backend, adds, survivor ? 2 : 1, sums, keys, n, values, lens);
     if (rc == 0) rc = parse_view(r, keys, values, lens, n, ptr, view);
     for (size_t i = 0; i < n; i++) elastic_free(values[i]);
     *slot = sums[0];

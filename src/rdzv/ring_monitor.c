@@ -146,8 +146,7 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
         /* A new area is first read with the revision of the reading, where
          * the backend says it: the watch then starts from there, one message
          * instead of a watch that returns at once (its keys exist) and a read. */
-        int rc = armed ? ELASTIC_EUNSUPPORTED
-                       : read_area(r, generation, slot, &area, &revision);
+        int rc = armed ? ELASTIC_EUNSUPPORTED : read_area(r, generation, slot, &area, &revision);
         if (rc != ELASTIC_EUNSUPPORTED) {
             area_read = armed = rc == 0;
             if (rc == 0)

@@ -54,7 +54,7 @@ typedef struct store__session {
     bool stopping;
     bool ticker_started;
     pthread_t ticker;
-    bytes__buf in;  /* bytes read, owned by the reader role */
+    bytes__buf in;         /* bytes read, owned by the reader role */
     uint64_t epoch;        /* bumped by every new connection */
     uint16_t server_flags; /* the connection's welcome flags (STORE__WELCOME_BATCH) */
     uint32_t next_id;

@@ -192,8 +192,8 @@ int store__connect_socket(const char *host, int port, const char *token, uint64_
     *tls_out = NULL;
     *welcome_flags = 0;
     int fd = -1;
-    int err = elastic__tcp_connect_any(host, port, deadline_ms, connect_one, "store host", "store",
-                                       &fd);
+    int err =
+        elastic__tcp_connect_any(host, port, deadline_ms, connect_one, "store host", "store", &fd);
     if (err != 0) return err;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

@@ -67,7 +67,7 @@ struct elastic_store_server {
     size_t paused_count;       /* connections not read until buffered falls */
     size_t parked_calls;       /* atomic: get/wait/watch calls parked now (tests wait on it) */
     uv_timer_t pump_timer;     /* decrypts what resumed TLS connections hold already */
-    uint64_t op_counts[STORE__OP_END_]; /* atomic: requests executed, by op (benchmarks) */
+    uint64_t op_counts[STORE__OP_END_];         /* atomic: requests executed, by op (benchmarks) */
     uint64_t batched_op_counts[STORE__OP_END_]; /* atomic: the operations inside batches */
     bool without_batch; /* atomic: acts as a server from before BATCH (tests) */
 };
@@ -134,8 +134,7 @@ size_t store__server_parked_calls(const elastic_store_server *server);
  * entries; unknown ops under 0), and (batched, when not NULL) the
  * operations inside batches; safe from any thread. The benchmarks count
  * round trips by type with it. */
-void store__server_op_counts(const elastic_store_server *server, uint64_t *out,
-                             uint64_t *batched);
+void store__server_op_counts(const elastic_store_server *server, uint64_t *out, uint64_t *batched);
 /* From now on the server neither offers nor runs BATCH, as servers before it
  * (connections made before keep what their welcome said): tests of the
  * clients' fallback. */
