@@ -14,63 +14,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* A port free on this node right now, for the workers' master if this node
- * becomes group rank 0 (bind port 0, read it back, release it). */
-static int pick_free_port(int *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return elastic__fail(ELASTIC_ESYS, "rdzv: socket: cannot pick a master port");
-    struct sockaddr_in addr = { .sin_family = AF_INET,
-                                .sin_addr.s_addr = htonl(INADDR_ANY),
-                                .sin_port = 0 };
-    socklen_t len = sizeof addr;
-    int rc = bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
-                     getsockname(fd, (struct sockaddr *)&addr, &len) == 0
-                 ? 0
-                 : elastic__fail(ELASTIC_ESYS, "rdzv: bind: cannot pick a master port");
-    close(fd);
-    *port = ntohs(addr.sin_port);
-    return rc;
-}
-
-static int ensure_lease(elastic_rdzv *r, bool renew)
-{
-    /* A fenced node's lease is gone (or about to go): never reuse it. */
-    if (__atomic_exchange_n(&r->lease_lost, 0, __ATOMIC_ACQ_REL)) renew = true;
-    if (r->have_lease && !renew) return 0;
-    int rc = r->backend->ops->lease_grant(r->backend, r->keepalive_timeout_ms,
-                                          r->keepalive_interval_ms, &r->lease);
-    r->have_lease = rc == 0;
-    return rc;
-}
-
-/* Writes this node's leased join record (a new lease if the old one ended). */
-static int write_record(elastic_rdzv *r, uint64_t round, int slot)
-{
-    rdzv__record rec = { .local_world_size = r->local_world_size,
-                         .prev_rank = -1,
-                         .preferred_rank = r->preferred_rank };
-    int rc = pick_free_port(&rec.master_port);
-    if (rc != 0) return rc;
-    pthread_mutex_lock(&r->lock);
-    if (r->generation > 0 && !r->fenced) { /* a fenced node comes back as a new member */
-        rec.prev_generation = r->generation;
-        rec.prev_rank = r->group_rank;
-    }
-    pthread_mutex_unlock(&r->lock);
-    snprintf(rec.node_id, sizeof rec.node_id, "%s", r->node_id);
-    snprintf(rec.addr, sizeof rec.addr, "%s", r->node_addr);
-    char key[64], value[RDZV__MAX_RECORD];
-    size_t len = rdzv__record_encode(&rec, value, sizeof value);
-    rdzv__key_slot(key, sizeof key, round, slot, "rec");
-    for (int attempt = 0; attempt < 2; attempt++) {
-        rc = ensure_lease(r, attempt > 0);
-        if (rc == 0) rc = r->backend->ops->set_leased(r->backend, key, value, len, r->lease);
-        if (rc != ELASTIC_ENOTFOUND) return rc;
-    }
-    return rc;
-}
-
 static void delete_record(elastic_rdzv *r, uint64_t round, int slot)
 {
     char key[64];
@@ -239,45 +182,76 @@ static int resume_round(elastic_rdzv *r, join_progress *at, uint64_t *deadline, 
     return rc;
 }
 
-/* One attempt in round `round`: join, help complete it, wait for the outcome. */
-static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv__assignment *a,
-                      join_progress *at)
+/* The old join: one add (two for a survivor, or one add_pair), the record,
+ * then the view. */
+static int join_unbatched(elastic_rdzv *r, uint64_t round, bool survivor, int64_t *slot,
+                          int64_t *back, rdzv__round_ptr *ptr, rdzv__join_view *view,
+                          join_progress *at)
 {
-    if (at->resume && at->round == round) return resume_round(r, at, deadline, a);
-    *at = (join_progress){ .round = round };
-    char key[64];
-    int64_t slot = 0, back = -1;
-    pthread_mutex_lock(&r->lock);
-    bool survivor = round > 1 && r->generation == round - 1 && !r->fenced;
-    int prev_size = survivor ? r->group_world_size : -1;
-    pthread_mutex_unlock(&r->lock);
-    char back_key[64];
+    char key[64], back_key[64];
     rdzv__key_round(key, sizeof key, round, "count");
     rdzv__key_round(back_key, sizeof back_key, round, "back");
     /* A survivor counts itself in both at once where the backend can (one
      * write instead of two); a sealer that sees "back" complete before this
      * node's record exists waits for the record like any in flight. */
     bool paired = survivor && r->backend->ops->add_pair != NULL;
-    int rc = paired ? r->backend->ops->add_pair(r->backend, key, back_key, &slot, &back)
-                    : r->backend->ops->add(r->backend, key, 1, &slot);
+    int rc = paired ? r->backend->ops->add_pair(r->backend, key, back_key, slot, back)
+                    : r->backend->ops->add(r->backend, key, 1, slot);
     if (rc != 0) return rc;
-    if (slot < 1 || slot > INT32_MAX / 2)
+    if (*slot < 1 || *slot > INT32_MAX / 2)
         return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
-    at->slot = (int)slot;
+    at->slot = (int)*slot;
     at->recorded = true;
-    rc = write_record(r, round, (int)slot);
+    rc = rdzv__write_record(r, round, (int)*slot);
     if (rc != 0) return rc;
     if (survivor && !paired) {
-        rc = r->backend->ops->add(r->backend, back_key, 1, &back);
+        rc = r->backend->ops->add(r->backend, back_key, 1, back);
         if (rc != 0) return rc;
     }
+    return rdzv__read_join_view(r, round, survivor, ptr, view);
+}
+
+/* The first wait for the assignment, with the record in the same message
+ * where the backend can: 0 with *a (done), ELASTIC_ETIMEDOUT (the record
+ * is written; go on waiting) or an error. */
+static int record_with_first_wait(elastic_rdzv *r, uint64_t round, int slot, uint64_t joined_at,
+                                  uint64_t deadline, rdzv__assignment *a)
+{
+    uint64_t now = elastic__now_ms(), until = next_check(r, slot, joined_at, joined_at);
+    if (deadline < until) until = deadline;
+    int wait_ms = until > now ? (int)(until - now < INT32_MAX ? until - now : INT32_MAX) : 1;
+    int rc = rdzv__record_and_wait(r, round, slot, wait_ms, a);
+    if (rc != ELASTIC_EUNSUPPORTED) return rc;
+    rc = rdzv__write_record(r, round, slot);
+    return rc == 0 ? ELASTIC_ETIMEDOUT : rc;
+}
+
+/* One attempt in round `round`: join, help complete it, wait for the outcome.
+ * Where the backend batches (the store), joining is two messages: the adds
+ * with the view, then the record with the wait for the assignment (a node
+ * that may seal writes its record alone first, as its own must be there). */
+static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv__assignment *a,
+                      join_progress *at)
+{
+    if (at->resume && at->round == round) return resume_round(r, at, deadline, a);
+    *at = (join_progress){ .round = round };
+    int64_t slot = 0, back = -1;
+    pthread_mutex_lock(&r->lock);
+    bool survivor = round > 1 && r->generation == round - 1 && !r->fenced;
+    int prev_size = survivor ? r->group_world_size : -1;
+    pthread_mutex_unlock(&r->lock);
     rdzv__round_ptr ptr;
     rdzv__join_view view;
-    rc = rdzv__read_join_view(r, round, survivor, &ptr, &view);
+    int rc = rdzv__join_batched(r, round, survivor, &slot, &back, &ptr, &view);
+    if (rc == ELASTIC_EUNSUPPORTED)
+        rc = join_unbatched(r, round, survivor, &slot, &back, &ptr, &view, at);
     if (rc != 0) return rc;
+    if (slot < 1 || slot > INT32_MAX / 2)
+        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in round %" PRIu64, round);
+    at->slot = (int)slot;
     if (ptr.open_round == round + 1 && slot > ptr.prev_sealed) {
         /* Sealed just before our add: not in it. */
-        delete_record(r, round, (int)slot);
+        if (at->recorded) delete_record(r, round, (int)slot);
         a->outcome = RDZV__EXCLUDED;
         return 0;
     }
@@ -298,8 +272,20 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
                              .count = view.count,
                              .have_gone = view.have_gone,
                              .gone = view.gone };
-    rc = rdzv__maybe_seal(r, &ptr, &hint);
-    if (rc == 0) rc = await_assignment(r, round, (int)slot, joined_at, deadline, a);
+    bool assigned = false;
+    if (!at->recorded && !rdzv__may_seal(r, &ptr, &hint)) {
+        at->recorded = true;
+        rc = record_with_first_wait(r, round, (int)slot, joined_at, *deadline, a);
+        assigned = rc == 0;
+        if (rc == ELASTIC_ETIMEDOUT) rc = 0;
+    } else if (!at->recorded) {
+        at->recorded = true;
+        rc = rdzv__write_record(r, round, (int)slot);
+        if (rc == 0) rc = rdzv__maybe_seal(r, &ptr, &hint);
+    } else {
+        rc = rdzv__maybe_seal(r, &ptr, &hint);
+    }
+    if (rc == 0 && !assigned) rc = await_assignment(r, round, (int)slot, joined_at, deadline, a);
     /* Not admitted: our record there must not count us as alive later. */
     if (rc == 0 && a->outcome != RDZV__ASSIGNED) delete_record(r, round, (int)slot);
     return rc;
