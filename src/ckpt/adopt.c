@@ -97,7 +97,7 @@ int ckpt__adopt_shard(elastic_ckpt *c, uint64_t step, const char *shard_path)
     if (rc != 0) unlink(tmp);
     if (rc == 0 && durable) rc = ckpt__fsync_dir(step_dir);
     ckpt_shard_digest digest;
-    if (rc == 0) rc = ckpt__shard_digest(final_path, &digest, NULL);
+    if (rc == 0) rc = ckpt__shard_digest(final_path, &digest, NULL, NULL);
     if (rc == 0) rc = ckpt__global_commit(c, step, &digest);
     ckpt__txn_release(c);
     return rc;

@@ -256,8 +256,10 @@ void ckpt__report_restored(unsigned source, uint64_t step, uint64_t bytes, uint6
  * heartbeat slot, for the goodput accounting's checkpoint stall and restore. */
 void ckpt__report_stall(uint64_t ns);
 void ckpt__report_restore(uint64_t ns);
-/* Size and manifest hash of a shard file from its trailer (trailer may be NULL). */
-int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer);
+/* Size and manifest hash of a shard file from its trailer (trailer may be
+ * NULL); with incarnation (may be NULL) also its header's incarnation. */
+int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer,
+                       uint64_t *incarnation);
 /* Writes the step's COMMIT file atomically. */
 int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r);
 /* Store mode (commit_store.c): the global commit, and recovering a commit

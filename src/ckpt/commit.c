@@ -15,7 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer)
+int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer *trailer,
+                       uint64_t *incarnation)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ckpt__fail_errno(errno, "open", path);
@@ -26,11 +27,22 @@ int ckpt__shard_digest(const char *path, ckpt_shard_digest *digest, ckpt_trailer
         rc = elastic__fail(ELASTIC_ECORRUPT, "%s: truncated (%lld bytes)", path,
                            (long long)st.st_size);
     if (rc == 0) rc = ckpt__pread_all(fd, raw, sizeof raw, (uint64_t)st.st_size - sizeof raw, path);
+    /* The header from the same file (one open: a rename between two
+     * would pair one file's digest with another's incarnation). */
+    ckpt_header h = { 0 };
+    uint8_t *header = incarnation != NULL && rc == 0 ? malloc(CKPT_HEADER_BYTES) : NULL;
+    if (incarnation != NULL && rc == 0 && header == NULL)
+        rc = elastic__fail(ELASTIC_ENOMEM, "reading %s", path);
+    if (header != NULL && (rc = ckpt__pread_all(fd, header, CKPT_HEADER_BYTES, 0, path)) == 0 &&
+        (rc = ckpt__header_decode(header, CKPT_HEADER_BYTES, &h)) != 0)
+        rc = ckpt__fail_in(rc, path);
+    free(header);
     close(fd);
     ckpt_trailer t;
     if (rc == 0 && (rc = ckpt__trailer_decode(raw, sizeof raw, &t)) != 0)
         rc = ckpt__fail_in(rc, path);
     if (rc) return rc;
+    if (incarnation != NULL) *incarnation = h.incarnation;
     digest->file_size = (uint64_t)st.st_size;
     digest->manifest_hash = t.manifest_hash;
     if (trailer) *trailer = t;
@@ -85,14 +97,16 @@ static int shared_dir_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_di
         }
         ckpt__shard_name(rank, o->generation, shard, sizeof shard);
         snprintf(path, sizeof path, "%s/%s", step_dir, shard);
-        int rc = ckpt__shard_digest(path, &r.shards[rank], NULL);
+        uint64_t incarnation = 0;
+        int rc = ckpt__shard_digest(path, &r.shards[rank], NULL,
+                                    o->generation != 0 ? &incarnation : NULL);
         if (rc == ELASTIC_ECORRUPT)
             ELASTIC_LOG_W("ckpt", "step %" PRIu64 ": not committing: %s", step,
                           elastic_last_error());
         /* A shard of this name from an earlier incarnation (the job before
          * an operator restart left the step uncommitted) is not this
          * generation's: its rank here replaces it and commits then. */
-        all_there = rc == 0 && (o->generation == 0 || ckpt__shard_is_own_incarnation(c, path));
+        all_there = rc == 0 && (o->generation == 0 || incarnation == o->incarnation);
     }
     int rc = all_there ? ckpt__fence_check(c, step) : 0;
     if (all_there && rc == ELASTIC_ESTATE) ckpt__drop_generation_shards(c, step_dir);

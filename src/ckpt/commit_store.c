@@ -217,7 +217,7 @@ int ckpt__store_recover_commit(elastic_ckpt *c, uint64_t step)
         void *record = NULL;
         size_t len = 0;
         step_key(key, sizeof key, step, generation, "commit");
-        if (ckpt__shard_digest(path, &own, NULL) == 0 &&
+        if (ckpt__shard_digest(path, &own, NULL, NULL) == 0 &&
             elastic_store_try_get(c->opts.store, key, &record, &len) == 0)
             rc = adopt_record(c, step, generation, record, len, &own);
         elastic_free(record);
