@@ -30,6 +30,7 @@
 
 #include <elastic.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <arpa/inet.h>
@@ -37,12 +38,54 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 static double now_s(void)
 {
     return (double)elastic__now_ns() / 1e9;
+}
+
+/* CPU time this process used (user + system, every thread). */
+static double cpu_self_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec +
+           ((double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_usec) / 1e6;
+}
+
+/* CPU time another process's live threads used, in ns (schedstat's first
+ * field: on-CPU time, precise where /proc/PID/stat counts 10 ms ticks).
+ * The receiving end of a push or a blast: its thread lives as long as the
+ * connection. 0 when pid is 0 or gone. */
+static double cpu_of_s(long pid)
+{
+    if (pid <= 0) return 0;
+    char dir[64], path[400];
+    snprintf(dir, sizeof dir, "/proc/%ld/task", pid);
+    DIR *d = opendir(dir);
+    if (d == NULL) return 0;
+    double total = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s/schedstat", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        unsigned long long ns = 0;
+        if (f != NULL && fscanf(f, "%llu", &ns) == 1) total += (double)ns / 1e9;
+        if (f != NULL) fclose(f);
+    }
+    closedir(d);
+    return total;
+}
+
+/* The peer's pid for cpu_of_s (same machine, another namespace): $MEMCKPT_PEER_PID. */
+static long peer_pid(void)
+{
+    const char *v = getenv("MEMCKPT_PEER_PID");
+    return v ? strtol(v, NULL, 10) : 0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -155,19 +198,23 @@ static int cmd_push(const char *root, const char *host, int port, const char *to
     replica_conn *conn = dial(host, port, token);
     char own[4200];
     snprintf(own, sizeof own, "%s/" CKPT_MEM_OWN_DIR, root);
-    double t_s[40];
+    double t_s[40], cpu_s[40], peer_s[40];
     uint64_t sent = 0;
+    long peer = peer_pid();
     /* Two pushes first: from the third on the peer writes over the pages of
      * the copy it pruned (the steady state, which the median reports). */
     for (int i = 0; i < runs + 2; i++) {
         if ((rc = elastic_ckpt_save(c, (uint64_t)i + 1, &blob, 1)) != 0) die("save", rc);
-        double t = now_s();
+        double t = now_s(), cpu = cpu_self_s(), peer_cpu = cpu_of_s(peer);
         rc = replica__push_step(conn, "bench-node", own, (uint64_t)i + 1, &sent,
                                 elastic__deadline_ms(60000));
         t_s[i] = now_s() - t;
+        cpu_s[i] = cpu_self_s() - cpu;
+        peer_s[i] = cpu_of_s(peer) - peer_cpu;
         if (rc) die("push", rc);
     }
-    printf("push_bytes=%" PRIu64 "\npush_s=%.6f\n", sent, median(t_s + 2, runs));
+    printf("push_bytes=%" PRIu64 "\npush_s=%.6f\npush_cpu_s=%.6f\npush_peer_cpu_s=%.6f\n", sent,
+           median(t_s + 2, runs), median(cpu_s + 2, runs), median(peer_s + 2, runs));
     replica__close(conn);
     elastic_ckpt_close(c);
     return 0;
@@ -200,11 +247,13 @@ static int cmd_blast_send(const char *host, int port, size_t bytes, int runs)
     double t_s[32];
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     if (inet_pton(AF_INET, host, &a.sin_addr) != 1) die("blast address", ELASTIC_EINVAL);
+    double cpu_s[32], peer_s[32];
+    long peer = peer_pid();
     for (int i = 0; i < runs; i++) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
             die("blast connect", ELASTIC_ECONNECT);
-        double t = now_s();
+        double t = now_s(), cpu = cpu_self_s(), peer_cpu = cpu_of_s(peer);
         for (size_t done = 0; done < bytes;) {
             ssize_t n = send(fd, state + done, bytes - done, MSG_NOSIGNAL);
             if (n <= 0) die("blast send", ELASTIC_ECONNECT);
@@ -216,9 +265,12 @@ static int cmd_blast_send(const char *host, int port, size_t bytes, int runs)
         while (recv(fd, &byte, 1, 0) > 0) {
         }
         t_s[i] = now_s() - t;
+        cpu_s[i] = cpu_self_s() - cpu;
+        peer_s[i] = cpu_of_s(peer) - peer_cpu;
         close(fd);
     }
-    printf("blast_bytes=%zu\nblast_s=%.6f\n", bytes, median(t_s, runs));
+    printf("blast_bytes=%zu\nblast_s=%.6f\nblast_cpu_s=%.6f\nblast_peer_cpu_s=%.6f\n", bytes,
+           median(t_s, runs), median(cpu_s, runs), median(peer_s, runs));
     return 0;
 }
 
