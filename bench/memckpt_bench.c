@@ -547,8 +547,8 @@ int main(int argc, char **argv)
         return cmd_train(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]), atoi(argv[5]),
                          atoi(argv[6]));
     if (strcmp(cmd, "train-compare") == 0 && argc == 7)
-        return cmd_train_compare(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]),
-                                 atoi(argv[5]), atoi(argv[6]));
+        return cmd_train_compare(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]), atoi(argv[5]),
+                                 atoi(argv[6]));
     fprintf(stderr, "memckpt_bench: bad arguments for %s\n", cmd);
     return 2;
 }
