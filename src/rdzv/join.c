@@ -406,20 +406,53 @@ static int read_round_within(elastic_rdzv *r, rdzv__round_ptr *ptr, uint64_t dea
     }
 }
 
-ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *result)
+/* etcd outlives its clients: a request that found no endpoint in time (this
+ * node cut off, a member restarting, an election) is no reason to end the
+ * job. */
+static bool transient_on_etcd(const elastic_rdzv *r, int rc)
 {
-    elastic__clear_error();
-    if (r == NULL || result == NULL)
-        return elastic__fail(ELASTIC_EINVAL, "rdzv_next: NULL argument");
-    int rc = elastic__struct_size_check(result->struct_size, "elastic_rdzv_result");
-    if (rc == 0) rc = check_phase(r);
-    if (rc != 0) return rc;
-    uint64_t deadline = elastic__deadline_ms(r->join_timeout_ms);
+    return r->backend->ops->lease_check == NULL &&
+           (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT);
+}
+
+/* A join attempt on etcd broke off half way: our slot in the round may hold a
+ * record and count us, so the node comes back as a fenced one does, as a new
+ * member (no claim on its last rank). The lease that holds the record is
+ * revoked as soon as etcd answers (tried once per keep-alive interval until
+ * the join deadline), so the round never counts this node twice; had the
+ * lease lapsed already, the revoke's answer still tells that etcd is back. */
+static int abandon_attempt(elastic_rdzv *r, uint64_t deadline)
+{
+    ELASTIC_LOG_W("rdzv", "run %s: %s; joining again as a new member until join_timeout", r->run_id,
+                  elastic_last_error());
+    pthread_mutex_lock(&r->lock);
+    r->fenced = true;
+    pthread_mutex_unlock(&r->lock);
+    __atomic_store_n(&r->lease_lost, 1, __ATOMIC_RELEASE);
+    while (r->have_lease) {
+        int rc = r->backend->ops->lease_revoke(r->backend, r->lease);
+        if (!transient_on_etcd(r, rc)) {
+            r->have_lease = false;
+            break;
+        }
+        int left = elastic__ms_left(deadline);
+        if (left <= 0) return rc;
+        usleep((useconds_t)(left < r->keepalive_interval_ms ? left : r->keepalive_interval_ms) *
+               1000u);
+    }
+    return 0;
+}
+
+/* One attempt: wait out a fence, find the open round, join rounds until
+ * assigned or shut. */
+static int join_attempt(elastic_rdzv *r, elastic_rdzv_result *result, uint64_t *deadline)
+{
+    int rc = 0;
     rdzv__round_ptr ptr;
     pthread_mutex_lock(&r->lock);
     bool fenced = r->fenced;
     pthread_mutex_unlock(&r->lock);
-    if (fenced && (rc = await_store_after_fence(r, deadline)) != 0) return rc;
+    if (fenced && (rc = await_store_after_fence(r, *deadline)) != 0) return rc;
     /* A member whose generation just ended guesses the next round; a wrong
      * guess costs one exclusion (the round was sealed without it). A fenced
      * node reads the round: the others have moved on. */
@@ -427,13 +460,13 @@ ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *resul
     uint64_t round = r->phase == RDZV__ENDED && !r->fenced ? r->generation + 1 : 0;
     pthread_mutex_unlock(&r->lock);
     if (round == 0) {
-        rc = fenced ? read_round_within(r, &ptr, deadline) : rdzv__read_round(r, &ptr);
+        rc = fenced ? read_round_within(r, &ptr, *deadline) : rdzv__read_round(r, &ptr);
         round = ptr.open_round;
     }
     while (rc == 0) {
         rdzv__assignment a;
         int slot = 0;
-        rc = join_round(r, round, &deadline, &a, &slot);
+        rc = join_round(r, round, deadline, &a, &slot);
         if (rc != 0) break;
         if (a.outcome == RDZV__ASSIGNED) {
             elastic_rdzv_result full;
@@ -450,6 +483,23 @@ ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *resul
         }
         rc = rdzv__read_round(r, &ptr);
         round = ptr.open_round > round ? ptr.open_round : round + 1;
+    }
+    return rc;
+}
+
+ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *result)
+{
+    elastic__clear_error();
+    if (r == NULL || result == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "rdzv_next: NULL argument");
+    int rc = elastic__struct_size_check(result->struct_size, "elastic_rdzv_result");
+    if (rc == 0) rc = check_phase(r);
+    if (rc != 0) return rc;
+    uint64_t deadline = elastic__deadline_ms(r->join_timeout_ms);
+    for (;;) {
+        rc = join_attempt(r, result, &deadline);
+        if (!transient_on_etcd(r, rc) || elastic__ms_left(deadline) <= 0) break;
+        if ((rc = abandon_attempt(r, deadline)) != 0) break;
     }
     if (rc == ELASTIC_ECLOSED || rc == ELASTIC_EBUDGET) return shut(r, rc);
     return rc;
