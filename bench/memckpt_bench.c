@@ -549,10 +549,14 @@ static int cmd_train_compare(const char *root, size_t bytes, int steps, int step
     iters = (long)((double)iters * step_ms / 1000.0 / (now_s() - t));
     if (iters < 1) iters = 1;
     double with = 0, without = 0, stall = 0, wait = 0, replica_wait = 0;
+    /* CPU time: this process (trainer, save and replica threads) and the
+     * peer's receiver, per kind of round: what does not swing with the load */
+    double cpu[2] = { 0, 0 }, peer_cpu[2] = { 0, 0 };
+    long peer = peer_pid();
     uint64_t step = 0;
     for (int r = 0; r < rounds; r++) {
         for (int saving = 0; saving < 2; saving++) {
-            double start = now_s();
+            double start = now_s(), cpu_start = cpu_self_s(), peer_start = cpu_of_s(peer);
             for (int s = 0; s < steps; s++) {
                 work(state, bytes, &at, iters);
                 if (!saving) continue;
@@ -573,10 +577,13 @@ static int cmd_train_compare(const char *root, size_t bytes, int steps, int step
                 replica_wait += now_s() - wt;
             }
             *(saving ? &with : &without) += now_s() - start;
+            cpu[saving] += cpu_self_s() - cpu_start;
+            peer_cpu[saving] += cpu_of_s(peer) - peer_start;
         }
     }
-    printf("tput0_s=%.6f\ntput1_s=%.6f\ntput_stall_s=%.6f\ntput_wait_s=%.6f\ntput_steps=%d\n",
-           without, with, stall, wait, steps * rounds);
+    printf("tput0_s=%.6f\ntput1_s=%.6f\ntput_stall_s=%.6f\ntput_wait_s=%.6f\ntput_steps=%d\n"
+           "tput0_cpu_s=%.6f\ntput1_cpu_s=%.6f\ntput_peer_cpu_s=%.6f\n",
+           without, with, stall, wait, steps * rounds, cpu[0], cpu[1], peer_cpu[1] - peer_cpu[0]);
     elastic_ckpt_close(c);
     if (svc) {
         replica_service_stats st;

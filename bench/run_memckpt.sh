@@ -111,7 +111,7 @@ echo "lost_disk_avg=$(awk -v a=$lost_disk -v k=$kills 'BEGIN{printf "%.2f", a/k}
 # then again with every saved step also replicated to h2 (the goal's case:
 # what an agent does with the memory tier on)
 netns_exec 1 "$bench" train-compare "$work/tput-tier" "$bytes" 5 "$step_ms" 2 > "$work/tput"
-netns_exec 1 "$bench" train-compare "$work/tput-repl" "$bytes" 5 "$step_ms" 2 \
+MEMCKPT_PEER_PID=$serve_pid netns_exec 1 "$bench" train-compare "$work/tput-repl" "$bytes" 5 "$step_ms" 2 \
   "$(netns_addr 2)" 7400 "$token" | sed 's/^tput/rtput/' > "$work/rtput"
 
 # 6. TLS record layer alone
@@ -178,6 +178,7 @@ steps = r['tput_steps']
 row("  per step: time lost (ms)", f"{(r['tput1_s']-r['tput0_s'])/steps*1e3:.1f}")
 row("  per step: the save call's stall (ms)", f"{r['tput_stall_s']/steps*1e3:.1f}")
 row("  the last save's background finish (ms)", f"{r['tput_wait_s']*1e3:.1f}")
+row("  CPU per step: the save's extra (ms, any core)", f"{(r['tput1_cpu_s']-r['tput0_cpu_s'])/steps*1e3:.1f}")
 if 'rtput1_s' in r:
     row("throughput, memory save + replication every step vs none", f"{r['rtput1_s']/r['rtput0_s']:.3f}x", "<= 1.05x")
     rsteps = r['rtput_steps']
@@ -185,6 +186,9 @@ if 'rtput1_s' in r:
     row("  per step: the save call's stall (ms)", f"{r['rtput_stall_s']/rsteps*1e3:.1f}")
     row("  the last step's replication finish (ms)", f"{r['rtput_replica_wait_s']*1e3:.1f}")
     row("  pushes that failed (retried on the next step)", f"{int(r['rtput_push_failures'])}")
+    row("  CPU per step: save + replication, this node / the peer (ms)",
+        f"{(r['rtput1_cpu_s']-r['rtput0_cpu_s'])/rsteps*1e3:.1f} / {r['rtput_peer_cpu_s']/rsteps*1e3:.1f}")
+    row("  CPU per step: the training work itself (ms)", f"{r['rtput0_cpu_s']/rsteps*1e3:.1f}")
 row("TLS 1.3 AES-128-GCM, encrypt one core (GB/s)", f"{gbs(r['tls_bytes'], r['tls_encrypt_s']):.2f}")
 row("TLS 1.3 AES-128-GCM, decrypt one core (GB/s)", f"{gbs(r['tls_bytes'], r['tls_decrypt_s']):.2f}")
 PY
