@@ -2,7 +2,7 @@
  * The node's memory checkpoint tier as the agent hosts it (--memory-ckpt):
  * the tier under /dev/shm (removed when the agent leaves, by its reaper when
  * it is killed), the replica service (receiver, replicator, disk writer;
- * src/replica/service.c) on threads of its own, and the two events the
+ * src/replica/service.c and its thread files) on threads of its own, and the two events the
  * workers' reports become: checkpoint_saved (step, tier) and
  * checkpoint_restored (rank, step, source, bytes, ms, node).
  */

@@ -188,7 +188,7 @@ typedef struct replica_restored {
 int replica__stage_shard(const char *root, const ckpt_plan *plan, uint32_t rank, uint32_t self,
                          const replica_dialer *dialer, uint64_t deadline_ms, replica_restored *out);
 
-/* ---- the node's service (service.c): what an agent hosts ---------------------- */
+/* ---- the node's service (service.c; its threads: service_state.h) ------------ */
 
 typedef struct replica_service replica_service;
 
