@@ -5,8 +5,10 @@
  *   save ROOT BYTES RUNS            save stall into the memory tier (sync and
  *                                   async) vs a memcpy into warm memory
  *   serve ROOT PORT TOKEN           a replica receiver until killed
- *   push ROOT HOST PORT TOKEN BYTES RUNS   a step of BYTES pushed to the peer
- *                                   (RUNS + 2 steps; the median of the last RUNS)
+ *   push ROOT HOST PORT TOKEN BYTES RUNS [BLAST_PORT]   a step of BYTES pushed
+ *                                   to the peer (RUNS + 2 steps; the median of
+ *                                   the last RUNS); with BLAST_PORT, a plain
+ *                                   TCP blast after each push (alternating)
  *   push-again ROOT HOST PORT TOKEN the newest step at ROOT pushed once more
  *   blast-recv PORT / blast-send HOST PORT BYTES RUNS   plain TCP, same link
  *   disk-save DIR BYTES             the same state into the disk tier (fsync)
@@ -191,8 +193,49 @@ static replica_conn *dial(const char *host, int port, const char *token)
     return c;
 }
 
+/* One blast: `bytes` of plain TCP to addr, until the receiver has them
+ * all (half-close, then its close). *t, *cpu, *peer_cpu: wall time, this
+ * process's CPU, the receiver's (peer pid, 0: none). */
+static void blast_once(const struct sockaddr_in *a, const uint8_t *state, size_t bytes, long peer,
+                       double *t_out, double *cpu_out, double *peer_out)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, (const struct sockaddr *)a, sizeof *a) != 0)
+        die("blast connect", ELASTIC_ECONNECT);
+    double t = now_s(), cpu = cpu_self_s(), peer_cpu = cpu_of_s(peer);
+    for (size_t done = 0; done < bytes;) {
+        ssize_t n = send(fd, state + done, bytes - done, MSG_NOSIGNAL);
+        if (n <= 0) die("blast send", ELASTIC_ECONNECT);
+        done += (size_t)n;
+    }
+    shutdown(fd, SHUT_WR);
+    uint8_t byte;
+    while (recv(fd, &byte, 1, 0) > 0) {
+    }
+    *t_out = now_s() - t;
+    *cpu_out = cpu_self_s() - cpu;
+    *peer_out = cpu_of_s(peer) - peer_cpu;
+    close(fd);
+}
+
+static struct sockaddr_in blast_addr(const char *host, int port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) die("blast address", ELASTIC_EINVAL);
+    return a;
+}
+
+static void print_blast(size_t bytes, double *t_s, double *cpu_s, double *peer_s, int runs)
+{
+    printf("blast_bytes=%zu\nblast_s=%.6f\nblast_cpu_s=%.6f\nblast_peer_cpu_s=%.6f\n", bytes,
+           median(t_s, runs), median(cpu_s, runs), median(peer_s, runs));
+}
+
+/* blast_port > 0: a plain TCP blast of the same bytes to host:blast_port
+ * after each push (its receiver's pid in $MEMCKPT_BLAST_PID), so that the
+ * two alternate and drift in the machine's load hits both alike. */
 static int cmd_push(const char *root, const char *host, int port, const char *token, size_t bytes,
-                    int runs)
+                    int runs, int blast_port)
 {
     int rc = ckpt__mem_tier_create(root, 4 * (uint64_t)bytes + (64u << 20), 2);
     if (rc) die("tier", rc);
@@ -202,9 +245,13 @@ static int cmd_push(const char *root, const char *host, int port, const char *to
     replica_conn *conn = dial(host, port, token);
     char own[4200];
     snprintf(own, sizeof own, "%s/" CKPT_MEM_OWN_DIR, root);
-    double t_s[40], cpu_s[40], peer_s[40];
+    double t_s[40], cpu_s[40], peer_s[40], bt_s[40], bcpu_s[40], bpeer_s[40];
     uint64_t sent = 0;
     long peer = peer_pid();
+    const char *bp = getenv("MEMCKPT_BLAST_PID");
+    long blast_peer = bp ? strtol(bp, NULL, 10) : 0;
+    struct sockaddr_in blast_to = { 0 };
+    if (blast_port > 0) blast_to = blast_addr(host, blast_port);
     /* Two pushes first: from the third on the peer writes over the pages of
      * the copy it pruned (the steady state, which the median reports). */
     for (int i = 0; i < runs + 2; i++) {
@@ -216,7 +263,10 @@ static int cmd_push(const char *root, const char *host, int port, const char *to
         cpu_s[i] = cpu_self_s() - cpu;
         peer_s[i] = cpu_of_s(peer) - peer_cpu;
         if (rc) die("push", rc);
+        if (blast_port > 0)
+            blast_once(&blast_to, state, bytes, blast_peer, &bt_s[i], &bcpu_s[i], &bpeer_s[i]);
     }
+    if (blast_port > 0) print_blast(bytes, bt_s + 2, bcpu_s + 2, bpeer_s + 2, runs);
     printf("push_bytes=%" PRIu64 "\npush_s=%.6f\npush_cpu_s=%.6f\npush_peer_cpu_s=%.6f\n", sent,
            median(t_s + 2, runs), median(cpu_s + 2, runs), median(peer_s + 2, runs));
     replica__close(conn);
@@ -269,33 +319,11 @@ static int cmd_blast_recv(int port)
 static int cmd_blast_send(const char *host, int port, size_t bytes, int runs)
 {
     uint8_t *state = state_of(bytes, 3);
-    double t_s[32];
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) die("blast address", ELASTIC_EINVAL);
-    double cpu_s[32], peer_s[32];
-    long peer = peer_pid();
-    for (int i = 0; i < runs; i++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
-            die("blast connect", ELASTIC_ECONNECT);
-        double t = now_s(), cpu = cpu_self_s(), peer_cpu = cpu_of_s(peer);
-        for (size_t done = 0; done < bytes;) {
-            ssize_t n = send(fd, state + done, bytes - done, MSG_NOSIGNAL);
-            if (n <= 0) die("blast send", ELASTIC_ECONNECT);
-            done += (size_t)n;
-        }
-        /* Until the receiver has it all: half-close, wait for its close. */
-        shutdown(fd, SHUT_WR);
-        uint8_t byte;
-        while (recv(fd, &byte, 1, 0) > 0) {
-        }
-        t_s[i] = now_s() - t;
-        cpu_s[i] = cpu_self_s() - cpu;
-        peer_s[i] = cpu_of_s(peer) - peer_cpu;
-        close(fd);
-    }
-    printf("blast_bytes=%zu\nblast_s=%.6f\nblast_cpu_s=%.6f\nblast_peer_cpu_s=%.6f\n", bytes,
-           median(t_s, runs), median(cpu_s, runs), median(peer_s, runs));
+    struct sockaddr_in a = blast_addr(host, port);
+    double t_s[32], cpu_s[32], peer_s[32];
+    for (int i = 0; i < runs; i++)
+        blast_once(&a, state, bytes, peer_pid(), &t_s[i], &cpu_s[i], &peer_s[i]);
+    print_blast(bytes, t_s, cpu_s, peer_s, runs);
     return 0;
 }
 
@@ -571,8 +599,8 @@ static int cmd_train_compare(const char *root, size_t bytes, int steps, int step
                 wait += now_s() - wt;
                 wt = now_s();
                 if (svc) replica__service_kick(svc);
-                if (svc && (rc = replica__service_wait_replicated(svc, step,
-                                                                  elastic__deadline_ms(60000))) != 0)
+                if (svc && (rc = replica__service_wait_replicated(
+                                svc, step, elastic__deadline_ms(60000))) != 0)
                     die("replication", rc);
                 replica_wait += now_s() - wt;
             }
@@ -606,9 +634,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "save") == 0 && argc == 5)
         return cmd_save(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]));
     if (strcmp(cmd, "serve") == 0 && argc == 5) return cmd_serve(argv[2], atoi(argv[3]), argv[4]);
-    if (strcmp(cmd, "push") == 0 && argc == 8)
+    if (strcmp(cmd, "push") == 0 && (argc == 8 || argc == 9))
         return cmd_push(argv[2], argv[3], atoi(argv[4]), argv[5], strtoull(argv[6], NULL, 10),
-                        atoi(argv[7]));
+                        atoi(argv[7]), argc == 9 ? atoi(argv[8]) : 0);
     if (strcmp(cmd, "push-again") == 0 && argc == 6)
         return cmd_push_again(argv[2], argv[3], atoi(argv[4]), argv[5]);
     if (strcmp(cmd, "blast-recv") == 0 && argc == 3) return cmd_blast_recv(atoi(argv[2]));

@@ -41,14 +41,16 @@ netns_exec 1 "$bench" save "$work/h1-save" "$bytes" "$runs" > "$work/save"
 # the wall times, figures that do not swing with the load: CPU time of each
 # end (the receiver's read from /proc by pid) and syscalls (strace -c, one
 # more push and one more blast, when strace is there)
+# (a push and a blast alternate, in one process, so load drift hits both)
 netns_spawn 2 "$work/serve" "$bench" serve "$work/h2" 7400 "$token"
 serve_pid=$NETNS_LAST_PID
-netns_wait_for "$work/serve" '^ready' 10
-MEMCKPT_PEER_PID=$serve_pid netns_exec 1 "$bench" push "$work/h1" "$(netns_addr 2)" 7400 "$token" "$bytes" "$runs" > "$work/push"
 netns_spawn 2 "$work/blast" "$bench" blast-recv 7401
 blast_pid=$NETNS_LAST_PID
+netns_wait_for "$work/serve" '^ready' 10
 netns_wait_for "$work/blast" '^ready' 10
-MEMCKPT_PEER_PID=$blast_pid netns_exec 1 "$bench" blast-send "$(netns_addr 2)" 7401 "$bytes" "$runs" > "$work/blastsend"
+MEMCKPT_PEER_PID=$serve_pid MEMCKPT_BLAST_PID=$blast_pid netns_exec 1 "$bench" push "$work/h1" \
+  "$(netns_addr 2)" 7400 "$token" "$bytes" "$runs" 7401 > "$work/push"
+: > "$work/blastsend"
 # total calls of a strace -c summary
 calls() { awk '$NF == "total" { print $4 }' "$1"; }
 traced() { grep -Eq '^TracerPid:[[:space:]]+[1-9]' "/proc/$1/status"; }
