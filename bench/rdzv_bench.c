@@ -27,8 +27,13 @@
  * phase, read from its /metrics (etcd_counts.h):
  *   "#etcd N form|kill proposals=.. range=.. txn=.. put=.. delete=.. watch=..
  *    grant=.. revoke=.. keepalive=.. cpu_ms=.."
+ * RDZV_BENCH_OPS=1 (process mode): what the store executed per node in each
+ * phase, by op, on stderr: "#ops N form|kill get=.. batch=.. | in batches:
+ * add=.. get=.." (requests, keep-alives included, then the operations inside
+ * batches), to count round trips by type.
  */
 #include "rdzv/rdzv.h"
+#include "store/server.h"
 
 #include "etcd_counts.h"
 
@@ -540,6 +545,25 @@ static void *probe_main(void *arg)
     return NULL;
 }
 
+/* RDZV_BENCH_OPS: the requests the store executed between two counts, per
+ * node, by op. */
+static void print_ops(int n, const char *phase, const uint64_t *before, const uint64_t *after,
+                      int nodes)
+{
+    if (getenv("RDZV_BENCH_OPS") == NULL || nodes <= 0) return;
+    fprintf(stderr, "#ops %d %s", n, phase);
+    for (int half = 0; half < 2; half++) {
+        if (half == 1) fprintf(stderr, " | in batches:");
+        for (int op = 0; op < STORE__OP_END_; op++) {
+            int at = half * STORE__OP_END_ + op;
+            if (after[at] > before[at])
+                fprintf(stderr, " %s=%.2f", op == 0 ? "unknown" : store__op_name(op),
+                        (double)(after[at] - before[at]) / nodes);
+        }
+    }
+    fprintf(stderr, "\n");
+}
+
 /* Reads one answer line from every batch into lines[i]; -1 when one fails. */
 static int hear(batch *batches, int count, char (*lines)[160], const char *expected)
 {
@@ -594,12 +618,16 @@ static int one_run_procs(int n, int per_batch, int run, run_result *out, double 
     }
     if (!failed) failed = hear(batches, count, lines, "ready") != 0;
     uint64_t start = elastic__now_ms(), last = start;
+    uint64_t ops0[2 * STORE__OP_END_], ops1[2 * STORE__OP_END_]; /* requests, then batched ops */
+    store__server_op_counts(server, ops0, ops0 + STORE__OP_END_);
     double cpu0 = server_cpu_ms();
     if (!failed) {
         tell(batches, count, "form");
         failed = hear(batches, count, lines, "formed") != 0;
     }
     double cpu1 = server_cpu_ms();
+    store__server_op_counts(server, ops1, ops1 + STORE__OP_END_);
+    print_ops(n, "form", ops0, ops1, n);
     uint64_t msgs = 0, bytes = 0, wire = 0;
     for (int i = 0; !failed && i < count; i++) {
         uint64_t done, m, b, w;
@@ -626,6 +654,7 @@ static int one_run_procs(int n, int per_batch, int run, run_result *out, double 
         tell(batches, others, "watch");
         failed = hear(batches, others, lines, "watching") != 0;
         double cpu2 = server_cpu_ms();
+        store__server_op_counts(server, ops0, ops0 + STORE__OP_END_);
         uint64_t killed = elastic__now_ms();
         last = killed;
         if (getenv("RDZV_BENCH_TRACE") != NULL)
@@ -636,6 +665,8 @@ static int one_run_procs(int n, int per_batch, int run, run_result *out, double 
             failed = hear(batches, others, lines, "rejoined") != 0;
         }
         double cpu3 = server_cpu_ms();
+        store__server_op_counts(server, ops1, ops1 + STORE__OP_END_);
+        print_ops(n, "kill", ops0, ops1, n - 1);
         msgs = bytes = wire = 0;
         for (int i = 0; !failed && i < others; i++) {
             uint64_t done, m, b, w;

@@ -66,6 +66,7 @@ print(*[x.getsockname()[1] for x in s])')
 "$bench_dir/rdzv_bench" --runs "$runs" $nodes > "$out/elastic"
 "$bench_dir/rdzv_bench" --freeze 16 > "$out/freeze"
 : > "$out/scale"
+: > "$out/ops"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for n in $scale_nodes; do
     # ~4 threads a node (the caller, the monitor, the store client's reader and keep-alive).
@@ -73,8 +74,9 @@ for n in $scale_nodes; do
     if [ "$(cat /proc/sys/kernel/pid_max)" -lt "$need" ] && [ -w /proc/sys/kernel/pid_max ]; then
         echo "$need" > /proc/sys/kernel/pid_max
     fi
-    "$bench_dir/rdzv_bench" --runs "$scale_runs" --procs "$batch" "$n" >> "$out/scale" 2>"$out/scale.err" ||
-        { echo "$n -" >> "$out/scale"; tail -1 "$out/scale.err" >&2; }
+    RDZV_BENCH_OPS=1 "$bench_dir/rdzv_bench" --runs "$scale_runs" --procs "$batch" "$n" >> "$out/scale" 2>"$out/scale.err" ||
+        { echo "$n -" >> "$out/scale"; grep -v '^#ops' "$out/scale.err" | tail -1 >&2; }
+    grep '^#ops' "$out/scale.err" | tail -2 >> "$out/ops" || true
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 # etcd rows: the bench's line per N into etcd_runs, what etcd itself counted
@@ -168,6 +170,12 @@ END {
     printf "keep-alives: 500 / 2000 ms asked; from 2,000 nodes on the library stretches them to keep the job at 4000 a second (16k: 4.1 / 16.4 s)\n"
     printf "targets: 4096 kill -> next < 2500 ms; 16384 form < 5000 ms; store CPU per node within 1.5x from 1k to 16k\n"
 }' "$out/torch" "$etcd_scale" "$out/scale"
+# What the store executed per node, by type, in each phase of the last run of
+# each N: requests (keep-alives included), then the operations inside batches.
+if [ -s "$out/ops" ]; then
+    printf "\nstore requests per node by type (last run of each N; rdzv_bench RDZV_BENCH_OPS):\n"
+    sed 's/^#ops /  /; s/ [a-z_]*=0\.00//g' "$out/ops"
+fi
 
 # The same phases on etcd v3 beside the embedded store (same machine, same run).
 awk -v runs="$runs" '

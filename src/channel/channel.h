@@ -33,6 +33,21 @@
 #define CHANNEL__ENV_RESTORE_SOURCE "ELASTIC_RESTORE_SOURCE"
 #define CHANNEL__ENV_RESTORE_NODE   "ELASTIC_RESTORE_NODE"
 
+/* ---- the trainer's disk tier, announced to the agent's restore planner ---- */
+
+/* A worker that opens a disk checkpoint under an agent with a memory tier
+ * tells the agent where it is, so that the job's restore plan weighs the
+ * disk steps too (a newer committed disk step wins over an older memory
+ * step): it writes ROOT/trainer-disk.<LOCAL_RANK>, ROOT being the tier (the
+ * parent of ELASTIC_MEMORY_CKPT_DIR), holding one line
+ *   "shared <absolute dir>\n"  every rank reads the directory (one COMMIT)
+ *   "local <absolute dir>\n"   store mode on node-local storage: only this
+ *                              node's ranks' shards are in it
+ * The file outlives the worker, as the tier does: a replacement's plan
+ * knows it. The agent bounds and checks what it reads (sync.c). */
+#define CHANNEL__DISK_ANNOUNCE_PREFIX "trainer-disk."
+#define CHANNEL__DISK_ANNOUNCE_MAX    4200u /* bytes in the file */
+
 /* ---- heartbeat shared memory --------------------------------------------- */
 
 #define CHANNEL__HB_MAGIC     UINT64_C(0x31424853414c45) /* "ELASHB1" */

@@ -124,6 +124,7 @@ ELASTIC_EXTERN int elastic_ckpt_open(const char *dir, const elastic_ckpt_opts *o
         return rc;
     }
     ckpt__cleanup_on_open(c);
+    ckpt__announce_disk(c);
     *out = c;
     return 0;
 }

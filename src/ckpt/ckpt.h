@@ -322,6 +322,16 @@ int ckpt__restore_begin(elastic_ckpt *memory, elastic_ckpt *disk, ckpt_restore *
 /* After the reads: reports (step, source, bytes read since begin, time) to the agent. */
 void ckpt__restore_end(const ckpt_restore *r);
 
+/* ---- the trainer's disk tier, announced to the agent (announce.c) ----------------- */
+
+/* Writes TIER_ROOT/trainer-disk.<local_rank> (channel.h) naming `dir`,
+ * resolved to an absolute path, as shared or node-local storage. */
+int ckpt__announce_disk_to(const char *tier_root, uint32_t local_rank, const char *dir,
+                           bool shared);
+/* In a worker under an agent with a memory tier (ELASTIC_MEMORY_CKPT_DIR,
+ * LOCAL_RANK set), announces the disk handle `c` just opened; else nothing. */
+void ckpt__announce_disk(const elastic_ckpt *c);
+
 /* ---- retention (retention.c) ------------------------------------------------------ */
 
 void ckpt__cleanup_on_open(elastic_ckpt *c);

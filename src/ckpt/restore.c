@@ -76,24 +76,38 @@ static int planned(elastic_ckpt *memory, elastic_ckpt *disk, ckpt_restore *r, bo
     return 0;
 }
 
-/* The agents plan from what they hold and, with --memory-disk-dir, the disk
- * tier they write; a trainer's own disk checkpoints they do not see, so
- * under replication lag the plan can name a step older than the newest
- * step committed on `disk`. Restoring that older step would redo the work
- * and then fail to save the committed step again (EEXIST). The newer disk
- * step wins when it is a shared directory (COMMIT is written after every
- * rank's shard, and every rank reads the same directory, so every rank
- * takes the same step) and its generation is not older than the planned
- * step's (an older generation's newer step was abandoned when the planned
- * step's history restored to before it: it must not win). */
+/* The agents plan from what they hold, the --memory-disk-dir they write,
+ * and the disk tiers their workers announced (announce.c): a disk handle
+ * opened after the plan was made (the first generation of an agent, whose
+ * workers had not yet announced it) they do not see, so under replication
+ * lag the plan can name a step older than the newest step committed on
+ * `disk`. Restoring that older step would redo the work and then fail to
+ * save the committed step again (EEXIST). The newer disk step wins when
+ * every rank reads the same directory: shared storage, with its commit
+ * record in the directory or in the job's store (store mode), so every
+ * rank takes the same step; and when its generation is not older than the
+ * planned step's (an older generation's newer step was abandoned when the
+ * planned step's history restored to before it: it must not win).
+ * Node-local store-mode storage is left to the plan: one rank's newer
+ * shard says nothing of the others' (a replaced node has none), and a rank
+ * that went its own way would resume at another step than the job. */
 static int newer_on_disk(elastic_ckpt *disk, ckpt_restore *r)
 {
-    if (disk == NULL || r->from == disk || disk->opts.store != NULL) return 0;
+    if (disk == NULL || r->from == disk) return 0;
     uint64_t disk_step = 0;
     int rc = elastic_ckpt_latest(disk, &disk_step);
     if (rc == ELASTIC_ENOTFOUND) return 0;
     if (rc) return rc;
     if (disk_step <= r->step) return 0;
+    if (disk->opts.store != NULL && !disk->opts.shared_storage) {
+        ELASTIC_LOG_W("ckpt",
+                      "step %" PRIu64 " is committed on this rank's node-local disk but the "
+                      "job's plan names step %" PRIu64
+                      ": the plan counted this disk tier and some rank cannot read its shard "
+                      "of it, or the agent did not know the tier yet; restoring step %" PRIu64,
+                      disk_step, r->step, r->step);
+        return 0;
+    }
     uint32_t world;
     uint64_t planned_generation, disk_generation;
     /* The planned step unreadable: its reads say why, as without a disk. */

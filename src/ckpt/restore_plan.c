@@ -207,16 +207,16 @@ size_t ckpt__plan_sources(const ckpt_plan *plan, uint32_t rank, uint32_t reader_
     if (!plan->found || rank >= plan->world) return 0;
     size_t begin = plan->rank_first[rank], end = plan->rank_first[rank + 1], k = 0;
     /* Three passes, cheapest first: own memory; peers' memory; disk (the
-     * reader's own or the shared one before another node's). */
-    for (int pass = 0; pass < 4; pass++) {
+     * reader's own or the shared one: another node's local disk is no
+     * source, the reader's worker reads only the disk it sees). */
+    for (int pass = 0; pass < 3; pass++) {
         for (size_t i = begin; i < end && k < max; i++) {
             const ckpt_copy *c = &plan->copies[i];
             bool mine = c->node == reader_node;
-            bool take = pass == 0   ? c->tier == CKPT_TIER_MEMORY && mine
-                        : pass == 1 ? c->tier == CKPT_TIER_MEMORY && !mine
-                        : pass == 2
-                            ? c->tier == CKPT_TIER_DISK && (mine || c->node == CKPT_NODE_SHARED)
-                            : c->tier == CKPT_TIER_DISK && !mine && c->node != CKPT_NODE_SHARED;
+            bool take = pass == 0 ? c->tier == CKPT_TIER_MEMORY && mine
+                        : pass == 1
+                            ? c->tier == CKPT_TIER_MEMORY && !mine
+                            : c->tier == CKPT_TIER_DISK && (mine || c->node == CKPT_NODE_SHARED);
             if (!take) continue;
             out[k] = *c;
             if (sources)

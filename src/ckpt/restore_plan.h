@@ -95,7 +95,8 @@ void ckpt__plan_free(ckpt_plan *plan);
 
 /* Up to `max` copies of `rank`'s shard of the chosen step in the order
  * `reader_node` should try them: its own memory, peers' memory (in node
- * order), disk (its own or the shared one). Returns how many were written;
+ * order), disk (its own or the shared one; never another node's local
+ * disk, which the reader cannot see). Returns how many were written;
  * sources[i] (may be NULL) says which kind each is. */
 size_t ckpt__plan_sources(const ckpt_plan *plan, uint32_t rank, uint32_t reader_node,
                           ckpt_copy *out, ckpt_source *sources, size_t max);

@@ -52,6 +52,24 @@ typedef struct rdzv__backend_ops {
                     size_t *lens);
     int (*add_pair)(rdzv__backend *b, const char *key1, const char *key2, int64_t *r1, int64_t *r2);
     int (*del_prefix)(rdzv__backend *b, const char *prefix);
+    /* Optional, where one request carries several operations (the store's
+     * BATCH); NULL, or ELASTIC_EUNSUPPORTED with nothing sent (a store server
+     * from before batches): the caller makes one call per operation.
+     * add_get adds 1 to n_add counters (*sums: the results), then reads n_get
+     * keys (an absent one as values[i] NULL), with no other client's write in
+     * between, in one message.
+     * set_leased_wait sets a leased key, then (only if that worked) waits up
+     * to timeout_ms (>= 1) for wait_key and reads it, in one message: the
+     * set's error, or the wait's (ELASTIC_ETIMEDOUT: the key is set).
+     * keys_at is keys, plus the revision the listing was made at (a watch
+     * after it misses no change made since). */
+    int (*add_get)(rdzv__backend *b, const char *const *add_keys, size_t n_add, int64_t *sums,
+                   const char *const *get_keys, size_t n_get, void **values, size_t *lens);
+    int (*set_leased_wait)(rdzv__backend *b, const char *key, const void *value, size_t len,
+                           uint64_t lease, const char *wait_key, int timeout_ms, void **wait_value,
+                           size_t *wait_len);
+    int (*keys_at)(rdzv__backend *b, const char *prefix, size_t max, char ***keys, size_t *n,
+                   uint64_t *revision);
     void (*close)(rdzv__backend *b);
 } rdzv__backend_ops;
 

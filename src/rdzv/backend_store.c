@@ -4,6 +4,7 @@
  * Counts messages and payload bytes for the benchmarks.
  */
 #include "rdzv/backend.h"
+#include "store/batch.h"
 #include "store/store.h"
 
 #include <stdlib.h>
@@ -116,6 +117,91 @@ static int store_lease_check(rdzv__backend *b, uint64_t lease, int timeout_ms)
     return store__lease_check(handle(b), lease, timeout_ms);
 }
 
+/* ---- batched calls (one BATCH request each; see backend.h) ---------------- */
+
+static int store_add_get(rdzv__backend *b, const char *const *add_keys, size_t n_add, int64_t *sums,
+                         const char *const *get_keys, size_t n_get, void **values, size_t *lens)
+{
+    elastic_store *s = handle(b);
+    if (!store__batch_supported(s) || n_add + n_get > STORE__MAX_BATCH) return ELASTIC_EUNSUPPORTED;
+    store__batch batch;
+    store__batch_begin(&batch, s);
+    size_t sent = 0, received = 0;
+    for (size_t i = 0; i < n_add; i++) {
+        store__batch_add(&batch, add_keys[i], 1);
+        sent += strlen(add_keys[i]) + 8;
+    }
+    for (size_t i = 0; i < n_get; i++) {
+        store__batch_get(&batch, get_keys[i]);
+        sent += strlen(get_keys[i]);
+        values[i] = NULL;
+        lens[i] = 0;
+    }
+    int rc = store__batch_run(&batch, false);
+    for (size_t i = 0; rc == 0 && i < n_add; i++)
+        rc = store__batch_int(&batch, (uint32_t)i, &sums[i]);
+    for (size_t i = 0; rc == 0 && i < n_get; i++) {
+        rc = store__batch_value(&batch, (uint32_t)(n_add + i), &values[i], &lens[i]);
+        if (rc == ELASTIC_ENOTFOUND) {
+            elastic__clear_error();
+            rc = 0;
+        }
+        received += lens[i];
+    }
+    if (rc != 0)
+        for (size_t i = 0; i < n_get; i++) {
+            elastic_free(values[i]);
+            values[i] = NULL;
+        }
+    store__batch_free(&batch);
+    rdzv__count(b, sent, received + 8 * n_add);
+    return rc;
+}
+
+static int store_set_leased_wait(rdzv__backend *b, const char *key, const void *value, size_t len,
+                                 uint64_t lease, const char *wait_key, int timeout_ms,
+                                 void **wait_value, size_t *wait_len)
+{
+    elastic_store *s = handle(b);
+    *wait_value = NULL;
+    if (!store__batch_supported(s)) return ELASTIC_EUNSUPPORTED;
+    store__batch batch;
+    store__batch_begin(&batch, s);
+    store__batch_set_leased(&batch, key, value, len, lease);
+    const char *keys[1] = { wait_key };
+    store__batch_multi_get(&batch, keys, 1, timeout_ms);
+    int rc = store__batch_run(&batch, true);
+    if (rc == 0) {
+        const store__batch_answer *set = &batch.answers[0];
+        rc = set->status != 0
+                 ? elastic__fail(set->status, "%.*s", (int)set->len, (const char *)set->body)
+                 : store__batch_values(&batch, 1, 1, wait_value, wait_len);
+    }
+    store__batch_free(&batch);
+    rdzv__count(b, strlen(key) + len + 8 + strlen(wait_key), rc == 0 ? *wait_len : 0);
+    return rc;
+}
+
+static int store_keys_at(rdzv__backend *b, const char *prefix, size_t max, char ***keys, size_t *n,
+                         uint64_t *revision)
+{
+    elastic_store *s = handle(b);
+    *keys = NULL;
+    *n = 0;
+    if (!store__batch_supported(s)) return ELASTIC_EUNSUPPORTED;
+    store__batch batch;
+    store__batch_begin(&batch, s);
+    store__batch_keys(&batch, prefix, max > UINT32_MAX ? UINT32_MAX : (uint32_t)max);
+    int rc = store__batch_run(&batch, false);
+    if (rc == 0) rc = store__batch_keys_answer(&batch, 0, keys, n);
+    if (rc == 0) *revision = batch.revision;
+    store__batch_free(&batch);
+    size_t received = 0;
+    for (size_t i = 0; rc == 0 && i < *n; i++) received += strlen((*keys)[i]);
+    rdzv__count(b, strlen(prefix) + 8, received + 8);
+    return rc;
+}
+
 static void store_close(rdzv__backend *b)
 {
     if (b == NULL) return;
@@ -137,6 +223,9 @@ static const rdzv__backend_ops store_ops = {
     .lease_revoke = store_lease_revoke,
     .set_leased = store_set_leased,
     .lease_check = store_lease_check,
+    .add_get = store_add_get,
+    .set_leased_wait = store_set_leased_wait,
+    .keys_at = store_keys_at,
     .close = store_close,
 };
 

@@ -14,63 +14,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* A port free on this node right now, for the workers' master if this node
- * becomes group rank 0 (bind port 0, read it back, release it). */
-static int pick_free_port(int *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return elastic__fail(ELASTIC_ESYS, "rdzv: socket: cannot pick a master port");
-    struct sockaddr_in addr = { .sin_family = AF_INET,
-                                .sin_addr.s_addr = htonl(INADDR_ANY),
-                                .sin_port = 0 };
-    socklen_t len = sizeof addr;
-    int rc = bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
-                     getsockname(fd, (struct sockaddr *)&addr, &len) == 0
-                 ? 0
-                 : elastic__fail(ELASTIC_ESYS, "rdzv: bind: cannot pick a master port");
-    close(fd);
-    *port = ntohs(addr.sin_port);
-    return rc;
-}
-
-static int ensure_lease(elastic_rdzv *r, bool renew)
-{
-    /* A fenced node's lease is gone (or about to go): never reuse it. */
-    if (__atomic_exchange_n(&r->lease_lost, 0, __ATOMIC_ACQ_REL)) renew = true;
-    if (r->have_lease && !renew) return 0;
-    int rc = r->backend->ops->lease_grant(r->backend, r->keepalive_timeout_ms,
-                                          r->keepalive_interval_ms, &r->lease);
-    r->have_lease = rc == 0;
-    return rc;
-}
-
-/* Writes this node's leased join record (a new lease if the old one ended). */
-static int write_record(elastic_rdzv *r, uint64_t round, int slot)
-{
-    rdzv__record rec = { .local_world_size = r->local_world_size,
-                         .prev_rank = -1,
-                         .preferred_rank = r->preferred_rank };
-    int rc = pick_free_port(&rec.master_port);
-    if (rc != 0) return rc;
-    pthread_mutex_lock(&r->lock);
-    if (r->generation > 0 && !r->fenced) { /* a fenced node comes back as a new member */
-        rec.prev_generation = r->generation;
-        rec.prev_rank = r->group_rank;
-    }
-    pthread_mutex_unlock(&r->lock);
-    snprintf(rec.node_id, sizeof rec.node_id, "%s", r->node_id);
-    snprintf(rec.addr, sizeof rec.addr, "%s", r->node_addr);
-    char key[64], value[RDZV__MAX_RECORD];
-    size_t len = rdzv__record_encode(&rec, value, sizeof value);
-    rdzv__key_slot(key, sizeof key, round, slot, "rec");
-    for (int attempt = 0; attempt < 2; attempt++) {
-        rc = ensure_lease(r, attempt > 0);
-        if (rc == 0) rc = r->backend->ops->set_leased(r->backend, key, value, len, r->lease);
-        if (rc != ELASTIC_ENOTFOUND) return rc;
-    }
-    return rc;
-}
-
 static void delete_record(elastic_rdzv *r, uint64_t round, int slot)
 {
     char key[64];
@@ -218,48 +161,104 @@ static int await_assignment(elastic_rdzv *r, uint64_t round, int slot, uint64_t 
     }
 }
 
-/* One attempt in round `round`: join, help complete it, wait for the outcome. */
-static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv__assignment *a,
-                      int *slot_out)
+/* How far a join got in its round: what a request etcd did not answer
+ * leaves behind (a slot counted, perhaps a record under our lease). */
+typedef struct join_progress {
+    uint64_t round;
+    int slot;           /* 0: no slot taken in `round` (or given up) */
+    bool recorded;      /* our record may be there (its write was sent) */
+    uint64_t joined_at; /* when the round saw our record (0: not yet) */
+    bool resume;        /* the record lives: wait on in this slot */
+} join_progress;
+
+/* Waits for this node's assignment in the slot a broken-off attempt holds. */
+static int resume_round(elastic_rdzv *r, join_progress *at, uint64_t *deadline, rdzv__assignment *a)
 {
-    char key[64];
-    int64_t slot = 0, back = -1;
-    pthread_mutex_lock(&r->lock);
-    bool survivor = round > 1 && r->generation == round - 1 && !r->fenced;
-    int prev_size = survivor ? r->group_world_size : -1;
-    pthread_mutex_unlock(&r->lock);
-    char back_key[64];
+    at->resume = false;
+    uint64_t joined_at = at->joined_at != 0 ? at->joined_at : elastic__now_ms();
+    at->joined_at = joined_at;
+    int rc = await_assignment(r, at->round, at->slot, joined_at, deadline, a);
+    if (rc == 0 && a->outcome != RDZV__ASSIGNED) delete_record(r, at->round, at->slot);
+    return rc;
+}
+
+/* The old join: one add (two for a survivor, or one add_pair), the record,
+ * then the view. */
+static int join_unbatched(elastic_rdzv *r, uint64_t round, bool survivor, int64_t *slot,
+                          int64_t *back, rdzv__round_ptr *ptr, rdzv__join_view *view,
+                          join_progress *at)
+{
+    char key[64], back_key[64];
     rdzv__key_round(key, sizeof key, round, "count");
     rdzv__key_round(back_key, sizeof back_key, round, "back");
     /* A survivor counts itself in both at once where the backend can (one
      * write instead of two); a sealer that sees "back" complete before this
      * node's record exists waits for the record like any in flight. */
     bool paired = survivor && r->backend->ops->add_pair != NULL;
-    int rc = paired ? r->backend->ops->add_pair(r->backend, key, back_key, &slot, &back)
-                    : r->backend->ops->add(r->backend, key, 1, &slot);
+    int rc = paired ? r->backend->ops->add_pair(r->backend, key, back_key, slot, back)
+                    : r->backend->ops->add(r->backend, key, 1, slot);
     if (rc != 0) return rc;
-    if (slot < 1 || slot > INT32_MAX / 2)
+    if (*slot < 1 || *slot > INT32_MAX / 2)
         return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
-    *slot_out = (int)slot;
-    rc = write_record(r, round, (int)slot);
+    at->slot = (int)*slot;
+    at->recorded = true;
+    rc = rdzv__write_record(r, round, (int)*slot);
     if (rc != 0) return rc;
     if (survivor && !paired) {
-        rc = r->backend->ops->add(r->backend, back_key, 1, &back);
+        rc = r->backend->ops->add(r->backend, back_key, 1, back);
         if (rc != 0) return rc;
     }
+    return rdzv__read_join_view(r, round, survivor, ptr, view);
+}
+
+/* The first wait for the assignment, with the record in the same message
+ * where the backend can: 0 with *a (done), ELASTIC_ETIMEDOUT (the record
+ * is written; go on waiting) or an error. */
+static int record_with_first_wait(elastic_rdzv *r, uint64_t round, int slot, uint64_t joined_at,
+                                  uint64_t deadline, rdzv__assignment *a)
+{
+    uint64_t now = elastic__now_ms(), until = next_check(r, slot, joined_at, joined_at);
+    if (deadline < until) until = deadline;
+    int wait_ms = until > now ? (int)(until - now < INT32_MAX ? until - now : INT32_MAX) : 1;
+    int rc = rdzv__record_and_wait(r, round, slot, wait_ms, a);
+    if (rc != ELASTIC_EUNSUPPORTED) return rc;
+    rc = rdzv__write_record(r, round, slot);
+    return rc == 0 ? ELASTIC_ETIMEDOUT : rc;
+}
+
+/* One attempt in round `round`: join, help complete it, wait for the outcome.
+ * Where the backend batches (the store), joining is two messages: the adds
+ * with the view, then the record with the wait for the assignment (a node
+ * that may seal writes its record alone first, as its own must be there). */
+static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv__assignment *a,
+                      join_progress *at)
+{
+    if (at->resume && at->round == round) return resume_round(r, at, deadline, a);
+    *at = (join_progress){ .round = round };
+    int64_t slot = 0, back = -1;
+    pthread_mutex_lock(&r->lock);
+    bool survivor = round > 1 && r->generation == round - 1 && !r->fenced;
+    int prev_size = survivor ? r->group_world_size : -1;
+    pthread_mutex_unlock(&r->lock);
     rdzv__round_ptr ptr;
     rdzv__join_view view;
-    rc = rdzv__read_join_view(r, round, survivor, &ptr, &view);
+    int rc = rdzv__join_batched(r, round, survivor, &slot, &back, &ptr, &view);
+    if (rc == ELASTIC_EUNSUPPORTED)
+        rc = join_unbatched(r, round, survivor, &slot, &back, &ptr, &view, at);
     if (rc != 0) return rc;
+    if (slot < 1 || slot > INT32_MAX / 2)
+        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in round %" PRIu64, round);
+    at->slot = (int)slot;
     if (ptr.open_round == round + 1 && slot > ptr.prev_sealed) {
         /* Sealed just before our add: not in it. */
-        delete_record(r, round, (int)slot);
+        if (at->recorded) delete_record(r, round, (int)slot);
         a->outcome = RDZV__EXCLUDED;
         return 0;
     }
     rc = view.have_closed ? view.closed_rc : rdzv__check_closed(r);
     if (rc != 0) return rc;
     uint64_t joined_at = elastic__now_ms();
+    at->joined_at = joined_at;
     if (!survivor && round > 1 && ptr.open_round == round) {
         rc = end_if_room(r, round - 1);
         if (rc != 0) return rc;
@@ -273,8 +272,20 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
                              .count = view.count,
                              .have_gone = view.have_gone,
                              .gone = view.gone };
-    rc = rdzv__maybe_seal(r, &ptr, &hint);
-    if (rc == 0) rc = await_assignment(r, round, (int)slot, joined_at, deadline, a);
+    bool assigned = false;
+    if (!at->recorded && !rdzv__may_seal(r, &ptr, &hint)) {
+        at->recorded = true;
+        rc = record_with_first_wait(r, round, (int)slot, joined_at, *deadline, a);
+        assigned = rc == 0;
+        if (rc == ELASTIC_ETIMEDOUT) rc = 0;
+    } else if (!at->recorded) {
+        at->recorded = true;
+        rc = rdzv__write_record(r, round, (int)slot);
+        if (rc == 0) rc = rdzv__maybe_seal(r, &ptr, &hint);
+    } else {
+        rc = rdzv__maybe_seal(r, &ptr, &hint);
+    }
+    if (rc == 0 && !assigned) rc = await_assignment(r, round, (int)slot, joined_at, deadline, a);
     /* Not admitted: our record there must not count us as alive later. */
     if (rc == 0 && a->outcome != RDZV__ASSIGNED) delete_record(r, round, (int)slot);
     return rc;
@@ -382,6 +393,14 @@ static int await_store_after_fence(elastic_rdzv *r, uint64_t deadline)
     }
 }
 
+/* One keep-alive interval, or what is left until the deadline. */
+static void pause_for_retry(const elastic_rdzv *r, uint64_t deadline)
+{
+    int left = elastic__ms_left(deadline);
+    int wait = left < r->keepalive_interval_ms ? left : r->keepalive_interval_ms;
+    if (wait > 0) usleep((useconds_t)wait * 1000u);
+}
+
 /* The round pointer, for a fenced node. On etcd (a service that outlives
  * its clients: no lease_check) not answering is transient (a member
  * restarts, an election ends, a partition heals): tried again, once per
@@ -395,14 +414,12 @@ static int read_round_within(elastic_rdzv *r, rdzv__round_ptr *ptr, uint64_t dea
         if ((rc != ELASTIC_ECONNECT && rc != ELASTIC_ETIMEDOUT) ||
             r->backend->ops->lease_check != NULL)
             return rc;
-        int left = elastic__ms_left(deadline);
-        if (left <= 0) return rc;
+        if (elastic__ms_left(deadline) <= 0) return rc;
         if (!said)
             ELASTIC_LOG_W("rdzv", "run %s: %s; trying again until join_timeout", r->run_id,
                           elastic_last_error());
         said = true;
-        usleep((useconds_t)(left < r->keepalive_interval_ms ? left : r->keepalive_interval_ms) *
-               1000u);
+        pause_for_retry(r, deadline);
     }
 }
 
@@ -415,49 +432,68 @@ static bool transient_on_etcd(const elastic_rdzv *r, int rc)
            (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT);
 }
 
-/* A join attempt on etcd broke off half way: our slot in the round may hold a
- * record and count us, so the node comes back as a fenced one does, as a new
- * member (no claim on its last rank). The lease that holds the record is
- * revoked as soon as etcd answers (tried once per keep-alive interval until
- * the join deadline), so the round never counts this node twice; had the
- * lease lapsed already, the revoke's answer still tells that etcd is back. */
-static int abandon_attempt(elastic_rdzv *r, uint64_t deadline)
+/* A join on etcd broke off half way; once etcd answers again (tried once per
+ * keep-alive interval until the join deadline) the node either waits on in
+ * its slot, where its record still lives under a lease that was kept alive
+ * all along, or joins anew. A node whose lease lapsed comes back as a fenced
+ * one does, as a new member; that lease (and so the record it holds) is
+ * revoked first, so the round never counts the node twice. */
+static int recover_attempt(elastic_rdzv *r, join_progress *at, uint64_t deadline)
 {
-    ELASTIC_LOG_W("rdzv", "run %s: %s; joining again as a new member until join_timeout", r->run_id,
-                  elastic_last_error());
+    rdzv__round_ptr ptr;
+    int rc;
+    while ((rc = rdzv__read_round(r, &ptr)) != 0) {
+        if (!transient_on_etcd(r, rc) || elastic__ms_left(deadline) <= 0) return rc;
+        pause_for_retry(r, deadline);
+    }
+    bool lease_alive = r->have_lease && !__atomic_load_n(&r->lease_lost, __ATOMIC_ACQUIRE);
+    if (lease_alive && at->slot > 0 && at->recorded) {
+        char key[64];
+        void *value = NULL;
+        size_t len = 0;
+        rdzv__key_slot(key, sizeof key, at->round, at->slot, "rec");
+        rc = r->backend->ops->get(r->backend, key, &value, &len);
+        elastic_free(value);
+        if (rc == 0) {
+            at->resume = true;
+            return 0;
+        }
+        if (rc != ELASTIC_ENOTFOUND) return rc;
+    }
+    bool took_slot = at->slot > 0;
+    at->slot = 0;
+    if (lease_alive && !took_slot) return 0; /* nothing of ours in a round: join as before */
+    /* A slot counted without us in it, or a lapsed lease: a new member (a
+     * survivor's "back" must not count it twice). */
     pthread_mutex_lock(&r->lock);
     r->fenced = true;
     pthread_mutex_unlock(&r->lock);
-    __atomic_store_n(&r->lease_lost, 1, __ATOMIC_RELEASE);
-    while (r->have_lease) {
-        int rc = r->backend->ops->lease_revoke(r->backend, r->lease);
-        if (!transient_on_etcd(r, rc)) {
-            r->have_lease = false;
-            break;
-        }
-        int left = elastic__ms_left(deadline);
-        if (left <= 0) return rc;
-        usleep((useconds_t)(left < r->keepalive_interval_ms ? left : r->keepalive_interval_ms) *
-               1000u);
+    if (!lease_alive && r->have_lease) {
+        rc = r->backend->ops->lease_revoke(r->backend, r->lease);
+        if (transient_on_etcd(r, rc)) return rc; /* any answer: the lease is gone now */
+        r->have_lease = false;
+        __atomic_store_n(&r->lease_lost, 1, __ATOMIC_RELEASE);
     }
     return 0;
 }
 
 /* One attempt: wait out a fence, find the open round, join rounds until
- * assigned or shut. */
-static int join_attempt(elastic_rdzv *r, elastic_rdzv_result *result, uint64_t *deadline)
+ * assigned or shut (or go on in the slot a broken-off attempt kept). */
+static int join_attempt(elastic_rdzv *r, elastic_rdzv_result *result, uint64_t *deadline,
+                        join_progress *at)
 {
     int rc = 0;
     rdzv__round_ptr ptr;
+    uint64_t round = at->resume ? at->round : 0;
     pthread_mutex_lock(&r->lock);
     bool fenced = r->fenced;
     pthread_mutex_unlock(&r->lock);
-    if (fenced && (rc = await_store_after_fence(r, *deadline)) != 0) return rc;
+    if (round == 0 && fenced && (rc = await_store_after_fence(r, *deadline)) != 0) return rc;
     /* A member whose generation just ended guesses the next round; a wrong
      * guess costs one exclusion (the round was sealed without it). A fenced
      * node reads the round: the others have moved on. */
     pthread_mutex_lock(&r->lock);
-    uint64_t round = r->phase == RDZV__ENDED && !r->fenced ? r->generation + 1 : 0;
+    if (round == 0) round = r->phase == RDZV__ENDED && !r->fenced ? r->generation + 1 : 0;
     pthread_mutex_unlock(&r->lock);
     if (round == 0) {
         rc = fenced ? read_round_within(r, &ptr, *deadline) : rdzv__read_round(r, &ptr);
@@ -465,17 +501,17 @@ static int join_attempt(elastic_rdzv *r, elastic_rdzv_result *result, uint64_t *
     }
     while (rc == 0) {
         rdzv__assignment a;
-        int slot = 0;
-        rc = join_round(r, round, deadline, &a, &slot);
+        rc = join_round(r, round, deadline, &a, at);
         if (rc != 0) break;
         if (a.outcome == RDZV__ASSIGNED) {
             elastic_rdzv_result full;
-            become_member(r, slot, &a, &full);
+            become_member(r, at->slot, &a, &full);
             ELASTIC__STRUCT_WRITE(result, &full, "elastic_rdzv_result");
             ELASTIC_LOG_I("rdzv", "run %s: node %s is group rank %d of %d in generation %" PRIu64,
                           r->run_id, r->node_id, a.group_rank, a.group_world_size, a.generation);
             return 0;
         }
+        at->slot = 0; /* not admitted: its record is gone (join_round) */
         if (a.outcome == RDZV__CLOSED) {
             rc = rdzv__check_closed(r);
             if (rc == 0) rc = elastic__fail(ELASTIC_ECLOSED, "rdzv: run %s has ended", r->run_id);
@@ -496,10 +532,19 @@ ELASTIC_EXTERN int elastic_rdzv_next(elastic_rdzv *r, elastic_rdzv_result *resul
     if (rc == 0) rc = check_phase(r);
     if (rc != 0) return rc;
     uint64_t deadline = elastic__deadline_ms(r->join_timeout_ms);
+    join_progress at = { 0 };
+    bool said = false;
     for (;;) {
-        rc = join_attempt(r, result, &deadline);
+        rc = join_attempt(r, result, &deadline, &at);
         if (!transient_on_etcd(r, rc) || elastic__ms_left(deadline) <= 0) break;
-        if ((rc = abandon_attempt(r, deadline)) != 0) break;
+        if (!said)
+            ELASTIC_LOG_W("rdzv", "run %s: %s; trying again until join_timeout", r->run_id,
+                          elastic_last_error());
+        said = true;
+        while (transient_on_etcd(r, rc = recover_attempt(r, &at, deadline)) &&
+               elastic__ms_left(deadline) > 0)
+            pause_for_retry(r, deadline);
+        if (rc != 0) break;
     }
     if (rc == ELASTIC_ECLOSED || rc == ELASTIC_EBUDGET) return shut(r, rc);
     return rc;

@@ -5,24 +5,18 @@
  * keys in one message (get_some: etcd, where every request is an HTTP call
  * through the gateway) that is one request instead of up to four; elsewhere
  * it is the round pointer alone, and the rest is read when needed, as before.
+ * Where the backend also adds and reads in one message (add_get: the store's
+ * batches) the join's adds come in that message too (rdzv__join_batched).
  */
 #include "rdzv/rdzv.h"
 
 #include <stdlib.h>
 
-int rdzv__read_join_view(elastic_rdzv *r, uint64_t round, bool survivor, rdzv__round_ptr *ptr,
-                         rdzv__join_view *view)
+/* Parses the view's values: round, closed, count, gone (n of them). */
+static int parse_view(elastic_rdzv *r, const char *const *keys, void **values, size_t *lens,
+                      size_t n, rdzv__round_ptr *ptr, rdzv__join_view *view)
 {
-    memset(view, 0, sizeof *view);
-    if (r->backend->ops->get_some == NULL) return rdzv__read_round(r, ptr);
-    char count_key[64], gone_key[64];
-    rdzv__key_round(count_key, sizeof count_key, round, "count");
-    rdzv__key_round(gone_key, sizeof gone_key, round - 1, "gone");
-    const char *keys[4] = { "round", "closed", count_key, gone_key };
-    void *values[4] = { NULL, NULL, NULL, NULL };
-    size_t lens[4] = { 0, 0, 0, 0 }, n = survivor && round > 1 ? 4 : 3;
-    int rc = r->backend->ops->get_some(r->backend, keys, n, values, lens);
-    if (rc == 0) rc = rdzv__round_parse(r, values[0], lens[0], ptr);
+    int rc = rdzv__round_parse(r, values[0], lens[0], ptr);
     if (rc == 0) {
         view->have_closed = true;
         view->closed_rc = rdzv__closed_code(r, values[1], lens[1]);
@@ -36,6 +30,46 @@ int rdzv__read_join_view(elastic_rdzv *r, uint64_t round, bool survivor, rdzv__r
             rc = elastic__fail(ELASTIC_ECORRUPT, "rdzv: key %s holds no integer", keys[i]);
         *known[i - 2] = rc == 0;
     }
+    return rc;
+}
+
+int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, int64_t *slot, int64_t *back,
+                       rdzv__round_ptr *ptr, rdzv__join_view *view)
+{
+    memset(view, 0, sizeof *view);
+    *back = -1;
+    if (r->backend->ops->add_get == NULL) return ELASTIC_EUNSUPPORTED;
+    char count_key[64], back_key[64], gone_key[64];
+    rdzv__key_round(count_key, sizeof count_key, round, "count");
+    rdzv__key_round(back_key, sizeof back_key, round, "back");
+    rdzv__key_round(gone_key, sizeof gone_key, round - 1, "gone");
+    const char *adds[2] = { count_key, back_key };
+    const char *keys[4] = { "round", "closed", count_key, gone_key };
+    int64_t sums[2] = { 0, -1 };
+    void *values[4] = { NULL, NULL, NULL, NULL };
+    size_t lens[4] = { 0, 0, 0, 0 }, n = survivor && round > 1 ? 4 : 3;
+    int rc =
+        r->backend->ops->add_get(r->backend, adds, survivor ? 2 : 1, sums, keys, n, values, lens);
+    if (rc == 0) rc = parse_view(r, keys, values, lens, n, ptr, view);
+    for (size_t i = 0; i < n; i++) elastic_free(values[i]);
+    *slot = sums[0];
+    if (survivor) *back = sums[1];
+    return rc;
+}
+
+int rdzv__read_join_view(elastic_rdzv *r, uint64_t round, bool survivor, rdzv__round_ptr *ptr,
+                         rdzv__join_view *view)
+{
+    memset(view, 0, sizeof *view);
+    if (r->backend->ops->get_some == NULL) return rdzv__read_round(r, ptr);
+    char count_key[64], gone_key[64];
+    rdzv__key_round(count_key, sizeof count_key, round, "count");
+    rdzv__key_round(gone_key, sizeof gone_key, round - 1, "gone");
+    const char *keys[4] = { "round", "closed", count_key, gone_key };
+    void *values[4] = { NULL, NULL, NULL, NULL };
+    size_t lens[4] = { 0, 0, 0, 0 }, n = survivor && round > 1 ? 4 : 3;
+    int rc = r->backend->ops->get_some(r->backend, keys, n, values, lens);
+    if (rc == 0) rc = parse_view(r, keys, values, lens, n, ptr, view);
     for (size_t i = 0; i < n; i++) elastic_free(values[i]);
     return rc;
 }

@@ -233,9 +233,29 @@ typedef struct rdzv__join_view {
 } rdzv__join_view;
 int rdzv__read_join_view(elastic_rdzv *r, uint64_t round, bool survivor, rdzv__round_ptr *ptr,
                          rdzv__join_view *view);
+/* The join's counting and reading in one message where the backend can
+ * (add_get): adds 1 to the round's count (*slot) and, for a survivor, to
+ * its "back" (*back; else -1), then reads the whole join view (count,
+ * closed, gone, the round pointer) as it stands right after those adds.
+ * ELASTIC_EUNSUPPORTED with nothing sent where it cannot. */
+int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, int64_t *slot, int64_t *back,
+                       rdzv__round_ptr *ptr, rdzv__join_view *view);
+/* join_record.c: this node's leased record in r/<round>/n/<slot>/rec (a
+ * new lease if the old one ended). */
+int rdzv__write_record(elastic_rdzv *r, uint64_t round, int slot);
+/* The record and the first wait (wait_ms) for the slot's assignment in one
+ * message (set_leased_wait): 0 with *a; ELASTIC_ETIMEDOUT, the record
+ * written but no assignment yet; ELASTIC_EUNSUPPORTED, nothing written (no
+ * such backend call, or the lease ended): write it with rdzv__write_record. */
+int rdzv__record_and_wait(elastic_rdzv *r, uint64_t round, int slot, int wait_ms,
+                          rdzv__assignment *a);
 /* Decides whether the round is complete and, if so, seals and publishes it.
  * `known`: the round pointer just read, or NULL to read it. */
 int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__seal_hint *hint);
+/* Whether rdzv__maybe_seal(r, ptr, hint) at the join (not a timer's
+ * re-check) could seal: true when it might (it then needs this node's
+ * record written first), false only when it certainly returns without. */
+bool rdzv__may_seal(const elastic_rdzv *r, const rdzv__round_ptr *ptr, const rdzv__seal_hint *hint);
 /* Seals round `round` with one compare-and-set on the round pointer; the
  * winner reads the join records and publishes the generation. */
 int rdzv__seal(elastic_rdzv *r, const rdzv__round_ptr *ptr, bool prev_formed);

@@ -18,13 +18,19 @@ typedef struct area_state {
     bool ended; /* the end broadcast's mark is there */
 } area_state;
 
-static int read_area(elastic_rdzv *r, uint64_t generation, int slot, area_state *state)
+/* With `revision` (not NULL): also the revision the listing was made at,
+ * where the backend says it (keys_at), else ELASTIC_EUNSUPPORTED. */
+static int read_area(elastic_rdzv *r, uint64_t generation, int slot, area_state *state,
+                     uint64_t *revision)
 {
     char prefix[64];
     char **names = NULL;
     size_t n = 0;
     rdzv__key_slot(prefix, sizeof prefix, generation, slot, "");
-    int rc = r->backend->ops->keys(r->backend, prefix, 4096, &names, &n);
+    int rc = revision == NULL ? r->backend->ops->keys(r->backend, prefix, 4096, &names, &n)
+             : r->backend->ops->keys_at != NULL
+                 ? r->backend->ops->keys_at(r->backend, prefix, 4096, &names, &n, revision)
+                 : ELASTIC_EUNSUPPORTED;
     if (rc != 0) return rc;
     size_t plen = strlen(prefix);
     memset(state, 0, sizeof *state);
@@ -134,31 +140,41 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
     char prefix[64];
     while (still_wanted(r, generation, slot)) {
         rdzv__key_slot(prefix, sizeof prefix, generation, slot, "");
-        /* Cleanup waits for the first quiet second, away from the rush of a
-         * re-formation, and a large job's nodes spread theirs over a window
-         * that grows with the job (a quarter ms a node: 4 s at 16k nodes,
-         * whose 3 deletes each would otherwise reach the store at once). */
-        int slice = cleaned ? r->watch_slice_ms : cleanup_delay_ms(r, &seed);
-        int rc = r->backend->ops->watch(r->backend, prefix, revision, slice, &revision);
-        if (rc == ELASTIC_ETIMEDOUT) {
-            if (!cleaned) clean_previous(r);
-            cleaned = true;
-            continue;
-        }
-        /* Most wake-ups are the end broadcast: look for the end first. The
-         * first watch of an area returns at once (its keys exist): the area
-         * says whether the end came already, one message instead of two. */
         elastic_rdzv_cause cause;
         area_state area = { 0 };
         bool area_read = false;
-        if (rc == 0 && armed) {
-            rc = rdzv__read_end(r, generation, &cause);
-        } else if (rc == 0) {
-            armed = true;
-            area_read = true;
-            rc = read_area(r, generation, slot, &area);
+        /* A new area is first read with the revision of the reading, where
+         * the backend says it: the watch then starts from there, one message
+         * instead of a watch that returns at once (its keys exist) and a read. */
+        int rc = armed ? ELASTIC_EUNSUPPORTED : read_area(r, generation, slot, &area, &revision);
+        if (rc != ELASTIC_EUNSUPPORTED) {
+            area_read = armed = rc == 0;
             if (rc == 0)
                 rc = area.ended ? rdzv__read_end(r, generation, &cause) : ELASTIC_ENOTFOUND;
+        } else {
+            /* Cleanup waits for the first quiet second, away from the rush of a
+             * re-formation, and a large job's nodes spread theirs over a window
+             * that grows with the job (a quarter ms a node: 4 s at 16k nodes,
+             * whose 3 deletes each would otherwise reach the store at once). */
+            int slice = cleaned ? r->watch_slice_ms : cleanup_delay_ms(r, &seed);
+            rc = r->backend->ops->watch(r->backend, prefix, revision, slice, &revision);
+            if (rc == ELASTIC_ETIMEDOUT) {
+                if (!cleaned) clean_previous(r);
+                cleaned = true;
+                continue;
+            }
+            /* Most wake-ups are the end broadcast: look for the end first. The
+             * first watch of an area returns at once (its keys exist): the area
+             * says whether the end came already, one message instead of two. */
+            if (rc == 0 && armed) {
+                rc = rdzv__read_end(r, generation, &cause);
+            } else if (rc == 0) {
+                armed = true;
+                area_read = true;
+                rc = read_area(r, generation, slot, &area, NULL);
+                if (rc == 0)
+                    rc = area.ended ? rdzv__read_end(r, generation, &cause) : ELASTIC_ENOTFOUND;
+            }
         }
         if (rc == 0 && cause.kind == ELASTIC_RDZV_NODE_LOST &&
             strcmp(cause.node_id, r->node_id) == 0) {
@@ -172,7 +188,7 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
             rdzv__notify(r, generation, &cause);
             return;
         }
-        if (rc == ELASTIC_ENOTFOUND && !area_read) rc = read_area(r, generation, slot, &area);
+        if (rc == ELASTIC_ENOTFOUND && !area_read) rc = read_area(r, generation, slot, &area, NULL);
         if (rc != 0) {
             ELASTIC_LOG_D("rdzv", "run %s: watch: %s", r->run_id, elastic_last_error());
             pause_after_error(r);

@@ -72,6 +72,15 @@ static int previous_round(elastic_rdzv *r, uint64_t round, int *size, bool *ende
     return rc == ELASTIC_ENOTFOUND ? 0 : rc;
 }
 
+bool rdzv__may_seal(const elastic_rdzv *r, const rdzv__round_ptr *ptr, const rdzv__seal_hint *hint)
+{
+    if (ptr->open_round != hint->round) return false;
+    if (hint->prev_size < 0 && hint->round > 1) return true; /* it reads the previous round */
+    if (hint->prev_size <= 0) return hint->slot >= r->max_nodes;
+    if (!hint->have_gone || hint->back < 0) return true;
+    return hint->back >= hint->prev_size - hint->gone; /* the last survivor back */
+}
+
 int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__seal_hint *hint)
 {
     rdzv__round_ptr ptr;

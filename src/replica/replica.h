@@ -338,4 +338,18 @@ typedef struct replica_sync_out {
 int replica__sync_generation(elastic_store *store, const replica_sync_in *in,
                              replica_sync_out *out);
 
+/* ---- the disk copies a node's record counts (disk_copies.c) ----------------------- */
+
+/* The node of a copy on this node's own disk (a node-local, store-mode
+ * tier): only this node reads it; its record says so ("ldisk"). */
+#define REPLICA_NODE_SELF (UINT32_MAX - 1)
+
+/* Every committed step's shards in `disk_dir` (shared; NULL: none) and in
+ * the disk tiers the node's workers announced in TIER_ROOT (channel.h):
+ * shared ones' every rank, node-local ones' shards present; newest steps
+ * first, whole steps only, at most `max` copies (older steps beyond are
+ * left out, and logged). 0 or ELASTIC_ENOMEM. *out: free(). */
+int replica__disk_copies(const char *tier_root, const char *disk_dir, size_t max,
+                         ckpt_copy **out, size_t *n);
+
 #endif /* ELASTIC_REPLICA_H */

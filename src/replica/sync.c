@@ -36,66 +36,29 @@ typedef struct node_record {
     ckpt_step_ref committed;        /* the memory-commit record the node knows (step 0: none) */
     ckpt_generation_start *history; /* the job's history as the node knows it */
     size_t n_history;
+    bool ranks_known; /* the ranks it runs this generation: [first_rank, + local_ranks) */
+    uint32_t first_rank, local_ranks;
 } node_record;
 
 /* ---- records --------------------------------------------------------------------- */
-
-static int disk_copies(const char *dir, ckpt_copy **out, size_t *n)
-{
-    *out = NULL;
-    *n = 0;
-    uint64_t *steps = NULL;
-    size_t n_steps = 0;
-    if (dir == NULL || ckpt__scan_steps(dir, &steps, &n_steps) != 0) return 0;
-    size_t cap = 0;
-    int rc = 0;
-    for (size_t i = 0; i < n_steps && rc == 0; i++) {
-        char step_dir[PATH_MAX], path[PATH_MAX + 16];
-        ckpt__step_dir(dir, steps[i], step_dir, sizeof step_dir);
-        snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
-        uint8_t *raw = NULL;
-        size_t len = 0;
-        ckpt_commit_record r;
-        if (ckpt__read_small_file(path, 32u + 16u * CKPT_MAX_WORLD + 8u, &raw, &len) != 0) continue;
-        int decoded = ckpt__commit_decode(raw, len, &r);
-        free(raw);
-        if (decoded != 0) continue;
-        for (uint32_t rank = 0; rank < r.world && rc == 0; rank++) {
-            if (*n == cap) {
-                cap = cap ? cap * 2 : 64;
-                ckpt_copy *grown =
-                    cap <= MAX_COPIES_PER_NODE ? realloc(*out, cap * sizeof *grown) : NULL;
-                if (grown == NULL) {
-                    rc = elastic__fail(ELASTIC_ELIMIT, "too many disk copies");
-                    break;
-                }
-                *out = grown;
-            }
-            (*out)[(*n)++] = (ckpt_copy){ .step = steps[i],
-                                          .generation = r.generation,
-                                          .world = r.world,
-                                          .rank = rank,
-                                          .node = CKPT_NODE_SHARED,
-                                          .tier = CKPT_TIER_DISK,
-                                          .bytes = r.shards[rank].file_size };
-        }
-        ckpt__commit_free(&r);
-    }
-    free(steps);
-    return rc;
-}
 
 static int encode_record(const replica_sync_in *in, int port, bytes__buf *out)
 {
     ckpt_copy *mem = NULL, *disk = NULL;
     size_t n_mem = 0, n_disk = 0;
-    int rc = replica__holdings(replica__service_root(in->service), 0, &mem, &n_mem);
-    if (rc == 0) rc = disk_copies(in->disk_dir, &disk, &n_disk);
+    const char *root = replica__service_root(in->service);
+    int rc = replica__holdings(root, 0, &mem, &n_mem);
+    if (rc == 0 && n_mem < MAX_COPIES_PER_NODE)
+        rc = replica__disk_copies(root, in->disk_dir, MAX_COPIES_PER_NODE - n_mem, &disk, &n_disk);
     if (rc == 0 && n_mem + n_disk > MAX_COPIES_PER_NODE)
         rc = elastic__fail(ELASTIC_ELIMIT, "more than %u copies in the tier", MAX_COPIES_PER_NODE);
     char line[400];
     int len = snprintf(line, sizeof line, "node %s\nhost %s\nport %d\ndomain %s\n", in->node_name,
                        in->host, port, in->domain && *in->domain ? in->domain : "-");
+    if (rc == 0) bytes__put(out, line, (size_t)len);
+    /* The ranks it runs: its node-local disk copies count for those only. */
+    len = snprintf(line, sizeof line, "ranks %" PRIu32 " %" PRIu32 "\n", in->first_rank,
+                   in->local_ranks);
     if (rc == 0) bytes__put(out, line, (size_t)len);
     /* The memory-commit record it knows, and the history (the fence) it
      * knows: a fresh job store (etcd's, per generation) gets both back. */
@@ -119,8 +82,10 @@ static int encode_record(const replica_sync_in *in, int port, bytes__buf *out)
         const ckpt_copy *c = i < n_mem ? &mem[i] : &disk[i - n_mem];
         len = snprintf(line, sizeof line,
                        "%s %" PRIu64 " %" PRIu64 " %" PRIu32 " %" PRIu32 " %" PRIu64 "\n",
-                       c->tier == CKPT_TIER_DISK ? "disk" : "mem", c->step, c->generation, c->world,
-                       c->rank, c->bytes);
+                       c->tier == CKPT_TIER_MEMORY    ? "mem"
+                       : c->node == REPLICA_NODE_SELF ? "ldisk"
+                                                      : "disk",
+                       c->step, c->generation, c->world, c->rank, c->bytes);
         bytes__put(out, line, (size_t)len);
     }
     free(mem);
@@ -147,12 +112,23 @@ static bool take_field(const char **p, const char *end, const char *key, char *v
     return true;
 }
 
-/* "committed <step> <generation>" or "hist <generation> <restored 0|1> <step>". */
+/* "ranks <first> <count>", "committed <step> <generation>" or
+ * "hist <generation> <restored 0|1> <step>". */
 static int decode_step_line(const char *line, int group_rank, node_record *rec)
 {
     char kind[12], f[3][24];
     int used = 0;
     uint64_t a, b, c;
+    if (sscanf(line, "%11s %23s %23s%n", kind, f[0], f[1], &used) == 3 && line[used] == '\0' &&
+        strcmp(kind, "ranks") == 0) {
+        if (elastic__parse_u64(NULL, f[0], 0, CKPT_MAX_WORLD, &a) != 0 ||
+            elastic__parse_u64(NULL, f[1], 0, CKPT_MAX_WORLD - a, &b) != 0)
+            return bad_record(group_rank, "bad ranks line");
+        rec->ranks_known = true;
+        rec->first_rank = (uint32_t)a;
+        rec->local_ranks = (uint32_t)b;
+        return 0;
+    }
     if (sscanf(line, "%11s %23s %23s%n", kind, f[0], f[1], &used) == 3 && line[used] == '\0' &&
         strcmp(kind, "committed") == 0) {
         if (elastic__parse_u64(NULL, f[0], 1, UINT64_MAX - 1, &a) != 0 ||
@@ -200,7 +176,8 @@ static int decode_record(const char *text, size_t len, int group_rank, node_reco
         p = nl + 1;
         char kind[12], f[5][24];
         int used = 0;
-        if (strncmp(line, "committed ", 10) == 0 || strncmp(line, "hist ", 5) == 0) {
+        if (strncmp(line, "committed ", 10) == 0 || strncmp(line, "hist ", 5) == 0 ||
+            strncmp(line, "ranks ", 6) == 0) {
             int rc = decode_step_line(line, group_rank, rec);
             if (rc) return rc;
             continue;
@@ -211,7 +188,8 @@ static int decode_record(const char *text, size_t len, int group_rank, node_reco
             return bad_record(group_rank, "bad copy line");
         ckpt_copy c = { .node = (uint32_t)group_rank };
         uint64_t world, rank;
-        if ((strcmp(kind, "mem") != 0 && strcmp(kind, "disk") != 0) ||
+        bool local_disk = strcmp(kind, "ldisk") == 0;
+        if ((strcmp(kind, "mem") != 0 && strcmp(kind, "disk") != 0 && !local_disk) ||
             elastic__parse_u64(NULL, f[0], 0, UINT64_MAX - 1, &c.step) != 0 ||
             elastic__parse_u64(NULL, f[1], 0, UINT64_MAX, &c.generation) != 0 ||
             elastic__parse_u64(NULL, f[2], 1, CKPT_MAX_WORLD, &world) != 0 ||
@@ -220,8 +198,14 @@ static int decode_record(const char *text, size_t len, int group_rank, node_reco
             return bad_record(group_rank, "copy out of range");
         c.world = (uint32_t)world;
         c.rank = (uint32_t)rank;
-        c.tier = strcmp(kind, "disk") == 0 ? CKPT_TIER_DISK : CKPT_TIER_MEMORY;
-        if (c.tier == CKPT_TIER_DISK) c.node = CKPT_NODE_SHARED;
+        c.tier = strcmp(kind, "mem") == 0 ? CKPT_TIER_MEMORY : CKPT_TIER_DISK;
+        /* A shared disk copy is any node's; a node-local one (ldisk) only
+         * its own node's, and only for a rank that node runs: no other
+         * node can read it, and the plan must not count it for them. */
+        if (c.tier == CKPT_TIER_DISK && !local_disk) c.node = CKPT_NODE_SHARED;
+        if (local_disk && !(rec->ranks_known && c.rank >= rec->first_rank &&
+                            c.rank - rec->first_rank < rec->local_ranks))
+            continue;
         if (rec->n_copies == cap) {
             cap = cap ? cap * 2 : 64;
             ckpt_copy *grown =

@@ -316,8 +316,9 @@ static int reconnect_locked(store__session *session, uint64_t deadline_ms)
     uint64_t limit = elastic__deadline_ms(session->connect_timeout_ms);
     int fd = -1;
     store__tls *tls = NULL;
+    uint16_t flags = 0;
     int err = store__connect_socket(session->host, session->port, session->token,
-                                    deadline_ms < limit ? deadline_ms : limit, &fd, &tls);
+                                    deadline_ms < limit ? deadline_ms : limit, &fd, &tls, &flags);
     if (err != 0) {
         snprintf(session->broken_reason, sizeof session->broken_reason, "%s", elastic_last_error());
         return err;
@@ -325,6 +326,7 @@ static int reconnect_locked(store__session *session, uint64_t deadline_ms)
     pthread_mutex_lock(&session->write_lock);
     session->fd = fd;
     session->tls = tls;
+    session->server_flags = flags;
     session->epoch++;
     pthread_mutex_unlock(&session->write_lock);
     session->broken = false;

@@ -54,8 +54,9 @@ typedef struct store__session {
     bool stopping;
     bool ticker_started;
     pthread_t ticker;
-    bytes__buf in;  /* bytes read, owned by the reader role */
-    uint64_t epoch; /* bumped by every new connection */
+    bytes__buf in;         /* bytes read, owned by the reader role */
+    uint64_t epoch;        /* bumped by every new connection */
+    uint16_t server_flags; /* the connection's welcome flags (STORE__WELCOME_BATCH) */
     uint32_t next_id;
     store__call *calls;
     store__keepalive *keepalives;
@@ -100,13 +101,21 @@ void store__session_wake_ticker(store__session *session);
 /* With the lock held: interrupts the reader so waiting callers re-check. */
 void store__session_wake_reader(store__session *session);
 
+/* client_ops.c: decoding shared with batches (client_batch.c). */
+/* A NUL-terminated malloc'd copy of bytes; ELASTIC_ENOMEM (not recorded). */
+int store__copy_value(const uint8_t *data, uint32_t len, void **value, size_t *value_len);
+/* n keys from r, less the handle's prefix, in one allocation (NULL-terminated);
+ * ELASTIC_EPROTO (a key shorter than the prefix, the list cut short) or ELASTIC_ENOMEM. */
+int store__build_key_list(const elastic_store *s, bytes__reader *r, uint32_t n, char ***keys);
+
 /* A condition variable timed against CLOCK_MONOTONIC, like every wait here. */
 void store__cond_init(pthread_cond_t *cond);
 
 /* client_conn.c: connecting, the handshake, raw socket writes. */
 /* With a token, *tls_out gets the TLS session the connection continues in. */
+/* *welcome_flags: the server's (STORE__WELCOME_BATCH: it runs batches). */
 int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms,
-                          int *fd_out, store__tls **tls_out);
+                          int *fd_out, store__tls **tls_out, uint16_t *welcome_flags);
 int store__send_all(int fd, const void *data, size_t len);
 
 #endif /* ELASTIC_STORE_CLIENT_H */

@@ -67,7 +67,7 @@ int store__send_all(int fd, const void *data, size_t len)
 }
 
 /* Checks the welcome and answers with our proof. */
-static int handshake(int fd, const char *token, uint64_t deadline_ms)
+static int handshake(int fd, const char *token, uint64_t deadline_ms, uint16_t *welcome_flags)
 {
     uint8_t hello[STORE__HELLO_BYTES] = { 0 };
     memcpy(hello, STORE__MAGIC, 4);
@@ -90,6 +90,7 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms)
     if (bytes__le16(welcome + 4) != STORE__VERSION)
         return elastic__fail(ELASTIC_EPROTO, "the store speaks protocol version %u, this client %u",
                              bytes__le16(welcome + 4), STORE__VERSION);
+    *welcome_flags = bytes__le16(welcome + 6);
     bool server_auth = bytes__le16(welcome + 6) & STORE__WELCOME_AUTH;
     const uint8_t *server_nonce = welcome + 8, *server_proof = welcome + 8 + STORE__NONCE_BYTES;
     if (server_auth && token == NULL)
@@ -186,16 +187,17 @@ static int connect_one(const struct addrinfo *ai, uint64_t deadline_ms, int *fd_
 }
 
 int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms,
-                          int *fd_out, store__tls **tls_out)
+                          int *fd_out, store__tls **tls_out, uint16_t *welcome_flags)
 {
     *tls_out = NULL;
+    *welcome_flags = 0;
     int fd = -1;
-    int err = elastic__tcp_connect_any(host, port, deadline_ms, connect_one, "store host", "store",
-                                       &fd);
+    int err =
+        elastic__tcp_connect_any(host, port, deadline_ms, connect_one, "store host", "store", &fd);
     if (err != 0) return err;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    err = handshake(fd, token, deadline_ms);
+    err = handshake(fd, token, deadline_ms, welcome_flags);
     if (err == 0 && token != NULL) err = tls_handshake(fd, token, deadline_ms, tls_out);
     if (err != 0) {
         close(fd);

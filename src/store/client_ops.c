@@ -89,7 +89,7 @@ static int run_u64(elastic_store *s, uint16_t op, bytes__buf *b, size_t frame_st
 }
 
 /* A NUL-terminated copy of bytes (the convenience the header promises). */
-static int copy_value(const uint8_t *data, uint32_t len, void **value, size_t *value_len)
+int store__copy_value(const uint8_t *data, uint32_t len, void **value, size_t *value_len)
 {
     char *copy = malloc((size_t)len + 1);
     if (copy == NULL) return ELASTIC_ENOMEM;
@@ -187,7 +187,7 @@ ELASTIC_EXTERN int elastic_store_compare_set(elastic_store *s, const char *key,
     if (r.bad)
         err = malformed(STORE__OP_CAS);
     else if (current != NULL && present)
-        err = copy_value(value, value_len, current, clen);
+        err = store__copy_value(value, value_len, current, clen);
     else if (current != NULL) {
         *current = NULL;
         if (clen != NULL) *clen = 0;
@@ -248,7 +248,7 @@ static int get_one(elastic_store *s, const char *key, bool wait, int timeout_ms,
     if (r.bad)
         err = malformed(STORE__OP_GET);
     else if (value != NULL)
-        err = copy_value(data, value_len, value, len);
+        err = store__copy_value(data, value_len, value, len);
     else if (len != NULL)
         *len = value_len;
     if (err == 0 && revision != NULL) *revision = rev;
@@ -331,7 +331,7 @@ ELASTIC_EXTERN int elastic_store_multi_get(elastic_store *s, const char *const *
         uint32_t value_len;
         const uint8_t *data = bytes__read_bytes(&r, UINT32_MAX, &value_len);
         if (r.bad) break;
-        err = copy_value(data, value_len, &values[filled], lens ? &lens[filled] : NULL);
+        err = store__copy_value(data, value_len, &values[filled], lens ? &lens[filled] : NULL);
     }
     if (err == 0 && (r.bad || filled != n)) err = malformed(STORE__OP_MULTI_GET);
     if (err != 0)
@@ -358,7 +358,7 @@ ELASTIC_EXTERN int elastic_store_num_keys(elastic_store *s, int64_t *count)
 }
 
 /* One allocation: n+1 pointers (NULL-terminated), then the strings. */
-static int build_key_list(const elastic_store *s, bytes__reader *r, uint32_t n, char ***keys)
+int store__build_key_list(const elastic_store *s, bytes__reader *r, uint32_t n, char ***keys)
 {
     bytes__reader scan = *r;
     size_t bytes = ((size_t)n + 1) * sizeof(char *);
@@ -401,7 +401,7 @@ ELASTIC_EXTERN int elastic_store_keys(elastic_store *s, const char *prefix, size
     if (err != 0) return err;
     bytes__reader r = bytes__reader_of(body, len);
     uint32_t count = bytes__read_u32(&r);
-    err = r.bad || count > max ? ELASTIC_EPROTO : build_key_list(s, &r, count, keys);
+    err = r.bad || count > max ? ELASTIC_EPROTO : store__build_key_list(s, &r, count, keys);
     free(body);
     if (err == ELASTIC_EPROTO) return malformed(STORE__OP_KEYS);
     if (err == 0) *n = count;

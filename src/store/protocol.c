@@ -111,6 +111,79 @@ static void parse_list(parse_state *ps, store__request *req, bool with_values)
     req->list_len = (size_t)(ps->r.p - req->list);
 }
 
+bool store__request_waits(const store__request *req)
+{
+    return (req->op == STORE__OP_GET && !(req->flags & STORE__FLAG_NOWAIT)) ||
+           req->op == STORE__OP_WAIT || req->op == STORE__OP_MULTI_GET ||
+           req->op == STORE__OP_WATCH;
+}
+
+/* n operations, each a u16 op, u16 flags, u32 body length and a body that
+ * must parse as that request would alone; no batch inside a batch, and
+ * only the last may wait. Remembered as a span to walk later. */
+static void parse_batch(parse_state *ps, store__request *req)
+{
+    req->n = bytes__read_u32(&ps->r);
+    if (ps->r.bad) return;
+    if (req->n == 0 || req->n > STORE__MAX_BATCH) {
+        parse_fail(ps, ELASTIC_ELIMIT, "a batch holds 1 to 16 operations");
+        ps->r.bad = true;
+        return;
+    }
+    if (req->id == STORE__KEEPALIVE_ID) {
+        parse_fail(ps, ELASTIC_EINVAL, "a batch must be answered (its id is the no-answer id)");
+        return;
+    }
+    req->list = ps->r.p;
+    for (uint32_t i = 0; i < req->n && !ps->r.bad && ps->err == 0; i++) {
+        store__header h = { .id = req->id };
+        h.op_or_status = bytes__read_u16(&ps->r);
+        h.flags = bytes__read_u16(&ps->r);
+        h.body_len = bytes__read_u32(&ps->r);
+        if (ps->r.bad) return;
+        if (h.body_len > ps->r.left) {
+            ps->r.bad = true;
+            return;
+        }
+        if (h.op_or_status == STORE__OP_BATCH) {
+            parse_fail(ps, ELASTIC_EPROTO, "a batch inside a batch");
+            return;
+        }
+        store__request sub;
+        const char *why = NULL;
+        int err = store__parse_request(&h, ps->r.p, ps->limits, &sub, &why);
+        if (err != 0) {
+            parse_fail(ps, err, why);
+            return;
+        }
+        if (i + 1 < req->n && store__request_waits(&sub)) {
+            parse_fail(ps, ELASTIC_EINVAL, "only the last operation of a batch may wait");
+            return;
+        }
+        ps->r.p += h.body_len;
+        ps->r.left -= h.body_len;
+    }
+    req->list_len = (size_t)(ps->r.p - req->list);
+}
+
+int store__batch_next(bytes__reader *r, const store__limits *limits, uint32_t id,
+                      store__request *sub)
+{
+    store__header h = { .id = id };
+    h.op_or_status = bytes__read_u16(r);
+    h.flags = bytes__read_u16(r);
+    h.body_len = bytes__read_u32(r);
+    if (r->bad || h.body_len > r->left) {
+        r->bad = true;
+        return ELASTIC_EPROTO;
+    }
+    const char *why = NULL;
+    int err = store__parse_request(&h, r->p, limits, sub, &why);
+    r->p += h.body_len;
+    r->left -= h.body_len;
+    return err;
+}
+
 static void parse_body(parse_state *ps, store__request *req)
 {
     switch (req->op) {
@@ -163,6 +236,7 @@ static void parse_body(parse_state *ps, store__request *req)
     case STORE__OP_LEASE_KEEPALIVE:
     case STORE__OP_LEASE_REVOKE: req->number = bytes__read_u64(&ps->r); break;
     case STORE__OP_PING: break;
+    case STORE__OP_BATCH: parse_batch(ps, req); break;
     default: parse_fail(ps, ELASTIC_EPROTO, "unknown operation"); break;
     }
 }
@@ -209,6 +283,7 @@ const char *store__op_name(int op)
         [STORE__OP_LEASE_REVOKE] = "lease_revoke",
         [STORE__OP_SET_LEASED] = "set_leased",
         [STORE__OP_PING] = "ping",
+        [STORE__OP_BATCH] = "batch",
     };
     if (op <= 0 || op >= STORE__OP_END_ || names[op] == NULL) return "unknown";
     return names[op];

@@ -30,10 +30,16 @@
  * hold the reason, NUL-padded text, and the server closes. Sent unasked,
  * before the hello is read; older clients see a failed handshake. */
 #define STORE__WELCOME_REFUSED 0x2u
+/* Welcome flag: this server executes BATCH. Older clients ignore it; a
+ * client does not send BATCH to a server without it (docs/PROTOCOL.md). */
+#define STORE__WELCOME_BATCH 0x4u
 
 #define STORE__HEADER_BYTES   12
 #define STORE__FLAG_NOWAIT    0x1u      /* get: answer ENOTFOUND at once instead of waiting */
+#define STORE__FLAG_STOP      0x2u      /* batch: an operation that fails cancels the rest */
 #define STORE__MAX_LIST       65536u    /* keys in one wait/multi_get/multi_set */
+#define STORE__MAX_BATCH      16u       /* operations in one batch */
+#define STORE__BATCH_OP_BYTES 8u        /* a batched operation's head: u16 op, u16 flags, u32 len */
 #define STORE__MAX_WAIT_MS    86400000u /* a server-side wait lasts at most a day */
 #define STORE__MAX_ERROR_TEXT 256u
 
@@ -55,6 +61,7 @@ enum store__op {
     STORE__OP_LEASE_REVOKE = 15,
     STORE__OP_SET_LEASED = 16,
     STORE__OP_PING = 17,
+    STORE__OP_BATCH = 18,
     STORE__OP_END_
 };
 
@@ -102,7 +109,7 @@ typedef struct store__request {
     uint32_t ttl_ms;
     uint32_t max;
     uint32_t n;          /* entries in list */
-    const uint8_t *list; /* n keys, or n (key, value) pairs for multi_set */
+    const uint8_t *list; /* n keys, n (key, value) pairs for multi_set, n operations for batch */
     size_t list_len;
 } store__request;
 
@@ -114,6 +121,15 @@ int store__parse_request(const store__header *h, const uint8_t *body, const stor
 /* Walks the validated list of a request: the next key (and value for
  * multi_set). */
 void store__list_next(bytes__reader *r, bool with_values, store__slice *key, store__slice *value);
+
+/* Walks the validated operations of a batch: the next one, parsed as a
+ * request of its own with the batch's id; its parse result, which is 0 on
+ * a list that store__parse_request accepted. */
+int store__batch_next(bytes__reader *r, const store__limits *limits, uint32_t id,
+                      store__request *sub);
+/* Whether a request may park on the server (get without NOWAIT, wait,
+ * multi_get, watch): in a batch only the last operation may. */
+bool store__request_waits(const store__request *req);
 
 const char *store__op_name(int op);
 

@@ -21,6 +21,9 @@
  * others hold, so small requests are always served; beyond it a connection
  * is paused while max_buffered_bytes is spent. */
 #define STORE__CONN_FLOOR_BYTES (64u << 10)
+/* The answers a batch whose last operation waits may hold while it is
+ * parked; beyond it that operation is refused (ELASTIC_ELIMIT) at once. */
+#define STORE__MAX_BATCH_HELD (64u << 10)
 
 typedef struct store__conn store__conn;
 typedef struct store__waiter store__waiter;
@@ -64,6 +67,9 @@ struct elastic_store_server {
     size_t paused_count;       /* connections not read until buffered falls */
     size_t parked_calls;       /* atomic: get/wait/watch calls parked now (tests wait on it) */
     uv_timer_t pump_timer;     /* decrypts what resumed TLS connections hold already */
+    uint64_t op_counts[STORE__OP_END_];         /* atomic: requests executed, by op (benchmarks) */
+    uint64_t batched_op_counts[STORE__OP_END_]; /* atomic: the operations inside batches */
+    bool without_batch; /* atomic: acts as a server from before BATCH (tests) */
 };
 
 /* With a token, CONN_TLS (the TLS handshake) comes between PROOF and READY. */
@@ -82,6 +88,10 @@ struct store__conn {
     uint8_t server_nonce[STORE__NONCE_BYTES];
     bytes__buf in;
     bytes__buf out;
+    /* While a batch runs (in_batch), answers to this connection's other
+     * parked calls that its changes wake go here, after the batch's frame. */
+    bytes__buf aside;
+    bool in_batch;
     size_t bytes_in_flight; /* handed to uv_write, not yet written */
     size_t in_accounted;    /* in.cap as counted in server->buffered */
     bool paused;            /* reading stopped: over max_buffered_bytes */
@@ -109,13 +119,26 @@ struct store__waiter {
     uint32_t key_count;
     uint32_t missing;        /* keys[0..missing) existed when last checked */
     uint64_t after_revision; /* watch */
-    store__slice *keys;      /* point into storage */
+    /* The last operation of a batch: its answer is the batch's frame, and
+     * this (u32 n, u64 revision, the other operations' answers) opens it. */
+    uint8_t *batch_prefix;
+    size_t batch_prefix_len;
+    store__slice *keys; /* point into storage */
     uint8_t storage[];
 };
 
 /* Calls parked on the server right now; safe from any thread. Lets a test
  * make its change only once the call it tests is really waiting. */
 size_t store__server_parked_calls(const elastic_store_server *server);
+/* Requests the server has executed so far, by op (out[op], STORE__OP_END_
+ * entries; unknown ops under 0), and (batched, when not NULL) the
+ * operations inside batches; safe from any thread. The benchmarks count
+ * round trips by type with it. */
+void store__server_op_counts(const elastic_store_server *server, uint64_t *out, uint64_t *batched);
+/* From now on the server neither offers nor runs BATCH, as servers before it
+ * (connections made before keep what their welcome said): tests of the
+ * clients' fallback. */
+void store__server_without_batch(elastic_store_server *server);
 
 /* server_conn.c */
 void store__conn_accept(elastic_store_server *server);
@@ -130,13 +153,19 @@ void store__conn_pump_resumed(uv_timer_t *timer);
 void store__reply_status(store__conn *conn, uint32_t id, int status, const char *message);
 
 /* server_ops.c */
-void store__execute(store__conn *conn, const store__request *req);
+/* Returns the call it parked (a waiting get/wait/multi_get/watch), or NULL. */
+store__waiter *store__execute(store__conn *conn, const store__request *req);
 void store__conn_end_leases(store__conn *conn);
 
 /* server_wait.c */
 /* Answers a get/wait/multi_get/watch at once when it can, else parks it
  * until a change satisfies it or its timeout passes. */
-void store__wait_park(store__conn *conn, const store__request *req);
+store__waiter *store__wait_park(store__conn *conn, const store__request *req);
+/* Makes a parked call the last operation of a batch: its answer will open
+ * with these bytes (copied). False when out of memory (still parked). */
+bool store__wait_adopt_batch(store__waiter *w, const uint8_t *prefix, size_t len);
+/* Unparks a call without answering it. */
+void store__wait_drop(store__waiter *w);
 void store__wait_cancel_all(store__conn *conn);
 void store__wait_on_change(void *server, const char *key, size_t key_len, uint64_t revision,
                            bool deleted);

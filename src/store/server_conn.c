@@ -311,7 +311,10 @@ static void send_welcome(store__conn *conn, uint16_t version)
     uint8_t welcome[STORE__WELCOME_BYTES] = { 0 };
     memcpy(welcome, STORE__MAGIC, 4);
     bytes__set_le16(welcome + 4, STORE__VERSION);
-    bytes__set_le16(welcome + 6, conn->server->token ? STORE__WELCOME_AUTH : 0);
+    uint16_t flags = conn->server->token ? STORE__WELCOME_AUTH : 0;
+    if (!__atomic_load_n(&conn->server->without_batch, __ATOMIC_RELAXED))
+        flags |= STORE__WELCOME_BATCH;
+    bytes__set_le16(welcome + 6, flags);
     memcpy(welcome + 8, conn->server_nonce, STORE__NONCE_BYTES);
     if (conn->server->token != NULL)
         store__proof(conn->server->token, true, conn->client_nonce, conn->server_nonce,
@@ -406,7 +409,14 @@ static bool handle_frame(store__conn *conn, const store__header *h, const uint8_
     store__request req;
     const char *why = NULL;
     int err = store__parse_request(h, body, &conn->server->limits, &req, &why);
-    if (err == ELASTIC_EPROTO && (h->op_or_status <= 0 || h->op_or_status >= STORE__OP_END_)) {
+    bool unknown = h->op_or_status <= 0 || h->op_or_status >= STORE__OP_END_ ||
+                   (h->op_or_status == STORE__OP_BATCH &&
+                    __atomic_load_n(&conn->server->without_batch, __ATOMIC_RELAXED));
+    if (unknown) {
+        err = ELASTIC_EPROTO;
+        why = "unknown operation";
+    }
+    if (err == ELASTIC_EPROTO && unknown) {
         fail_connection(conn, ELASTIC_EPROTO, why);
         return false;
     }

@@ -52,14 +52,15 @@ void store__reply_values(store__conn *conn, uint32_t id, uint16_t op, const stor
     store__conn_mark_dirty(conn);
 }
 
-static void do_get(store__conn *conn, const store__request *req)
+static store__waiter *do_get(store__conn *conn, const store__request *req)
 {
     if (store__kv_find(&conn->server->kv, req->key.ptr, req->key.len) != NULL)
         store__reply_values(conn, req->id, STORE__OP_GET, &req->key, 1);
     else if (req->flags & STORE__FLAG_NOWAIT)
         store__reply_status(conn, req->id, ELASTIC_ENOTFOUND, "no such key");
     else
-        store__wait_park(conn, req);
+        return store__wait_park(conn, req);
+    return NULL;
 }
 
 static void do_add(store__conn *conn, const store__request *req)
@@ -267,12 +268,76 @@ static void do_set_leased(store__conn *conn, const store__request *req)
                                req->value.len, lease));
 }
 
+/* ---- batches ------------------------------------------------------------- */
+
+/* Runs a batch's operations in order, nobody else's in between (one loop),
+ * and answers them in one frame: u32 n, u64 the revision after them, then
+ * each one's answer as the frame it would get alone. With STORE__FLAG_STOP
+ * the first that fails cancels the rest. A waiting last operation that
+ * parks takes the frame so far with it and answers the batch when it is
+ * answered. */
+static store__waiter *do_batch(store__conn *conn, const store__request *req)
+{
+    bytes__reader r = bytes__reader_of(req->list, req->list_len);
+    size_t start = store__frame_begin(&conn->out, req->id, 0, 0);
+    bytes__put_u32(&conn->out, req->n);
+    size_t revision_at = conn->out.len;
+    bytes__put_u64(&conn->out, 0);
+    bool stopped = false;
+    store__waiter *parked = NULL;
+    conn->in_batch = true;
+    for (uint32_t i = 0; i < req->n; i++) {
+        store__request sub;
+        (void)store__batch_next(&r, &conn->server->limits, req->id, &sub); /* validated */
+        if (stopped) {
+            store__reply_status(conn, req->id, ELASTIC_ECANCELED,
+                                "an earlier operation of the batch failed");
+            continue;
+        }
+        size_t at = conn->out.len;
+        parked = store__execute(conn, &sub);
+        if (parked != NULL) break; /* only the last one may wait */
+        if ((req->flags & STORE__FLAG_STOP) && !conn->out.failed &&
+            conn->out.len >= at + STORE__HEADER_BYTES && bytes__le16(conn->out.data + at + 8) != 0)
+            stopped = true;
+    }
+    conn->in_batch = false;
+    if (!conn->out.failed) bytes__set_le64(conn->out.data + revision_at, conn->server->kv.revision);
+    if (parked != NULL) {
+        /* The frame so far goes with the parked call, if it is small. */
+        size_t body = start + STORE__HEADER_BYTES, held = conn->out.len - body;
+        bool small = held <= STORE__MAX_BATCH_HELD;
+        if (!conn->out.failed && small &&
+            store__wait_adopt_batch(parked, conn->out.data + body, held)) {
+            conn->out.len = start;
+        } else {
+            store__wait_drop(parked);
+            store__reply_status(conn, req->id, small ? ELASTIC_ENOMEM : ELASTIC_ELIMIT,
+                                small ? "out of memory"
+                                      : "a batch that waits holds at most 64 KiB of answers");
+            store__frame_end(&conn->out, start);
+        }
+    } else {
+        store__frame_end(&conn->out, start);
+    }
+    if (conn->aside.len > 0) {
+        bytes__put(&conn->out, conn->aside.data, conn->aside.len);
+        conn->aside.len = 0;
+    }
+    bytes__buf_free(&conn->aside);
+    store__conn_mark_dirty(conn);
+    return NULL;
+}
+
 /* ---- dispatch ------------------------------------------------------------ */
 
-void store__execute(store__conn *conn, const store__request *req)
+store__waiter *store__execute(store__conn *conn, const store__request *req)
 {
     store__kv *kv = &conn->server->kv;
+    store__waiter *parked = NULL;
     elastic__clear_error();
+    uint64_t *counts = conn->in_batch ? conn->server->batched_op_counts : conn->server->op_counts;
+    __atomic_fetch_add(&counts[req->op < STORE__OP_END_ ? req->op : 0], 1, __ATOMIC_RELAXED);
     switch (req->op) {
     case STORE__OP_SET:
         reply_result(
@@ -285,12 +350,12 @@ void store__execute(store__conn *conn, const store__request *req)
             store__kv_append(kv, req->key.ptr, req->key.len, req->value.ptr, req->value.len));
         break;
     case STORE__OP_SET_LEASED: do_set_leased(conn, req); break;
-    case STORE__OP_GET: do_get(conn, req); break;
+    case STORE__OP_GET: parked = do_get(conn, req); break;
     case STORE__OP_ADD: do_add(conn, req); break;
     case STORE__OP_CAS: do_compare_set(conn, req); break;
     case STORE__OP_WAIT:
     case STORE__OP_MULTI_GET:
-    case STORE__OP_WATCH: store__wait_park(conn, req); break;
+    case STORE__OP_WATCH: parked = store__wait_park(conn, req); break;
     case STORE__OP_DELETE:
         if (store__kv_delete(kv, req->key.ptr, req->key.len) != 0)
             store__reply_status(conn, req->id, ELASTIC_ENOTFOUND, "no such key");
@@ -306,6 +371,22 @@ void store__execute(store__conn *conn, const store__request *req)
     case STORE__OP_LEASE_KEEPALIVE:
     case STORE__OP_LEASE_REVOKE: do_lease(conn, req); break;
     case STORE__OP_PING: store__reply_status(conn, req->id, 0, NULL); break;
+    case STORE__OP_BATCH: do_batch(conn, req); break;
     default: store__reply_status(conn, req->id, ELASTIC_EPROTO, "unknown operation"); break;
     }
+    return parked;
+}
+
+void store__server_op_counts(const elastic_store_server *server, uint64_t *out, uint64_t *batched)
+{
+    for (int op = 0; op < STORE__OP_END_; op++) {
+        out[op] = __atomic_load_n(&server->op_counts[op], __ATOMIC_RELAXED);
+        if (batched != NULL)
+            batched[op] = __atomic_load_n(&server->batched_op_counts[op], __ATOMIC_RELAXED);
+    }
+}
+
+void store__server_without_batch(elastic_store_server *server)
+{
+    __atomic_store_n(&server->without_batch, true, __ATOMIC_RELAXED);
 }

@@ -24,7 +24,39 @@ static size_t watch_bucket_of(const void *prefix, size_t len)
 
 static void free_waiter_memory(uv_handle_t *handle)
 {
-    free(handle->data);
+    store__waiter *w = handle->data;
+    free(w->batch_prefix);
+    free(w);
+}
+
+/* Opens a parked call's answer. A change made by a batch of this same
+ * connection may be what answers it: that answer goes aside, after the
+ * batch's frame, never inside it. The last operation of a batch answers in
+ * the batch's frame, which its prefix opens. */
+static size_t answer_open(store__waiter *w)
+{
+    store__conn *conn = w->conn;
+    if (conn->in_batch) {
+        bytes__buf swap = conn->out;
+        conn->out = conn->aside;
+        conn->aside = swap;
+    }
+    if (w->batch_prefix == NULL) return SIZE_MAX;
+    size_t start = store__frame_begin(&conn->out, w->id, 0, 0);
+    bytes__put(&conn->out, w->batch_prefix, w->batch_prefix_len);
+    return start;
+}
+
+static void answer_close(store__waiter *w, size_t start)
+{
+    store__conn *conn = w->conn;
+    if (start != SIZE_MAX) store__frame_end(&conn->out, start);
+    if (conn->in_batch) {
+        bytes__buf swap = conn->out;
+        conn->out = conn->aside;
+        conn->aside = swap;
+    }
+    store__conn_mark_dirty(conn);
 }
 
 static void list_link(store__waiter **list, store__waiter *w)
@@ -125,7 +157,9 @@ static void on_wait_timeout(uv_timer_t *timer)
 {
     store__waiter *w = timer->data;
     store__conn *conn = w->conn;
+    size_t start = answer_open(w);
     store__reply_status(conn, w->id, ELASTIC_ETIMEDOUT, "timed out waiting");
+    answer_close(w, start);
     waiter_finish(w);
     store__server_flush(conn->server);
 }
@@ -157,7 +191,9 @@ static void recheck_keys(store__waiter *w)
     w->missing = first_missing(kv, w->keys, w->key_count, w->missing);
     if (w->missing == w->key_count) w->missing = first_missing(kv, w->keys, w->key_count, 0);
     if (w->missing == w->key_count) {
+        size_t start = answer_open(w);
         reply_satisfied(w->conn, w->id, w->op, w->keys, w->key_count);
+        answer_close(w, start);
         waiter_finish(w);
         return;
     }
@@ -254,7 +290,9 @@ void store__wait_on_change(void *user, const char *key, size_t key_len, uint64_t
             next = w->list_next;
             if (revision > w->after_revision && w->keys[0].len == len &&
                 starts_with(key, key_len, &w->keys[0])) {
+                size_t start = answer_open(w);
                 reply_revision(w->conn, w->id, revision);
+                answer_close(w, start);
                 waiter_finish(w);
             }
         }
@@ -335,17 +373,18 @@ static bool answer_now(store__conn *conn, const store__request *req, const store
     return true;
 }
 
-void store__wait_park(store__conn *conn, const store__request *req)
+store__waiter *store__wait_park(store__conn *conn, const store__request *req)
 {
     uint32_t n = 0;
+    store__waiter *parked = NULL;
     store__slice *keys = request_keys(req, &n);
     if (keys == NULL) {
         store__reply_status(conn, req->id, ELASTIC_ENOMEM, "out of memory");
-        return;
+        return NULL;
     }
     if (answer_now(conn, req, keys, n)) {
         free(keys);
-        return;
+        return NULL;
     }
     if (req->timeout_ms == 0) {
         store__reply_status(conn, req->id, ELASTIC_ETIMEDOUT, "timed out waiting");
@@ -359,10 +398,32 @@ void store__wait_park(store__conn *conn, const store__request *req)
         else if (req->op == STORE__OP_WATCH && !watch_link(conn->server, w)) {
             store__reply_status(conn, req->id, ELASTIC_ENOMEM, "out of memory");
             waiter_finish(w);
-        } else if (req->op != STORE__OP_WATCH)
-            recheck_keys(w);
+        } else {
+            parked = w;
+            if (req->op != STORE__OP_WATCH) {
+                /* answer_now found a key missing: park on the first one */
+                w->missing = first_missing(&conn->server->kv, w->keys, w->key_count, 0);
+                const store__slice *key = &w->keys[w->missing];
+                list_link(&conn->server->wait_buckets[bucket_of(key->ptr, key->len)], w);
+            }
+        }
     }
     free(keys);
+    return parked;
+}
+
+bool store__wait_adopt_batch(store__waiter *w, const uint8_t *prefix, size_t len)
+{
+    w->batch_prefix = malloc(len > 0 ? len : 1);
+    if (w->batch_prefix == NULL) return false;
+    memcpy(w->batch_prefix, prefix, len);
+    w->batch_prefix_len = len;
+    return true;
+}
+
+void store__wait_drop(store__waiter *w)
+{
+    waiter_finish(w);
 }
 
 size_t store__server_parked_calls(const elastic_store_server *server)

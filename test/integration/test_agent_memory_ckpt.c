@@ -8,8 +8,8 @@
  */
 #include "support/agent_harness.h"
 #include "support/elasticrun_args.h"
+#include "support/metrics_page.h"
 #include "common/http.h"
-#include "common/prom.h"
 #include "test.h"
 
 #include "common/clock.h"
@@ -246,26 +246,6 @@ TEST_TIMEOUT(agent_memory_ckpt_save_over_the_limit_fails_naming_the_flag_and_the
     free(roomy);
 }
 
-/* One sample's value in a /metrics page: `name` with label kind=`kind`
- * (NULL: the first sample of that name); -1 without it. */
-static double metric(const char *page, const char *name, const char *kind)
-{
-    char line[2048];
-    for (const char *p = page; *p != '\0';) {
-        size_t len = strcspn(p, "\n");
-        snprintf(line, sizeof line, "%.*s", (int)len, p);
-        p += len + (p[len] == '\n');
-        elastic__prom_sample s;
-        if (elastic__prom_parse_line(line, &s) < 0) FAIL("malformed metrics line: %s", line);
-        char value[32];
-        if (strcmp(s.name, name) == 0 &&
-            (kind == NULL || (elastic__prom_label(s.labels, "kind", value, sizeof value) &&
-                              strcmp(value, kind) == 0)))
-            return s.value;
-    }
-    return -1;
-}
-
 /* /metrics of the tier: two agents on this machine (a job store of the
  * test's), one rank each, R = 1: each holds its own shards and its peer's
  * copy, steps are memory-committed job-wide, and the lag is what is newer. */
@@ -298,12 +278,9 @@ TEST_TIMEOUT(agent_memory_ckpt_metrics_show_memory_held_replicas_and_lag, 180)
         agents[i] = elasticrun_args_spawn(&cmd, NULL, name);
         spawned[n_spawned++] = agents[i];
     }
-    char err[600], line[512], where[64];
+    char err[600], where[64];
     snprintf(err, sizeof err, "%s/metrics-0.err", test_tmpdir());
-    const char *announced[] = { "metrics on http://", NULL };
-    ASSERT_EQ(agent_harness_wait_lines(err, announced, 1, 60000), 1);
-    ASSERT(agent_harness_nth_line(err, announced, 0, line, sizeof line));
-    ASSERT_EQ(sscanf(strstr(line, "http://") + 7, "%63[^/]", where), 1);
+    metrics_endpoint_from(err, 60000, where, sizeof where);
     elastic__text page = { 0 };
     uint64_t deadline = elastic__deadline_ms(test_scaled_ms(90000));
     double committed = -1;
@@ -314,24 +291,27 @@ TEST_TIMEOUT(agent_memory_ckpt_metrics_show_memory_held_replicas_and_lag, 180)
             char *text = agent_harness_read_file(err);
             FAIL("no /metrics at %s (status %d): %s", where, status, text ? text : "");
         }
-        committed = metric(page.data, "elastic_memory_ckpt_step", "committed");
+        committed = metrics_sample(page.data, "elastic_memory_ckpt_step", "kind", "committed");
         if (committed >= 10) break;
         elastic__text_free(&page);
         usleep(100000); /* the job's progress, not a synchronisation */
     }
     if (committed < 10) FAIL("no step memory-committed in time");
-    double own = metric(page.data, "elastic_memory_ckpt_step", "own");
+    double own = metrics_sample(page.data, "elastic_memory_ckpt_step", "kind", "own");
     ASSERT(own >= committed);
-    ASSERT_EQ(metric(page.data, "elastic_memory_ckpt_replication_lag_steps", NULL),
+    ASSERT_EQ(metrics_sample(page.data, "elastic_memory_ckpt_replication_lag_steps", NULL, NULL),
               own - committed);
     /* Own shards (1 MiB of per-rank state and more) and the peer's copies. */
-    ASSERT(metric(page.data, "elastic_memory_ckpt_held_bytes", "own") >= 1 << 20);
-    ASSERT(metric(page.data, "elastic_memory_ckpt_held_bytes", "replicas") >= 1 << 20);
-    ASSERT_EQ(metric(page.data, "elastic_memory_ckpt_limit_bytes", NULL), 64 << 20);
-    ASSERT_EQ(metric(page.data, "elastic_memory_ckpt_replica_peers", NULL), 1);
-    ASSERT(metric(page.data, "elastic_memory_ckpt_replica_files_received_total", NULL) > 0);
-    ASSERT(metric(page.data, "elastic_memory_ckpt_replication_lag_ms", "commit") >= 0);
-    ASSERT(metric(page.data, "elastic_memory_ckpt_failures_total", "round") >= 0);
+    ASSERT(metrics_sample(page.data, "elastic_memory_ckpt_held_bytes", "kind", "own") >= 1 << 20);
+    ASSERT(metrics_sample(page.data, "elastic_memory_ckpt_held_bytes", "kind", "replicas") >=
+           1 << 20);
+    ASSERT_EQ(metrics_sample(page.data, "elastic_memory_ckpt_limit_bytes", NULL, NULL), 64 << 20);
+    ASSERT_EQ(metrics_sample(page.data, "elastic_memory_ckpt_replica_peers", NULL, NULL), 1);
+    ASSERT(metrics_sample(page.data, "elastic_memory_ckpt_replica_files_received_total", NULL,
+                          NULL) > 0);
+    ASSERT(metrics_sample(page.data, "elastic_memory_ckpt_replication_lag_ms", "kind", "commit") >=
+           0);
+    ASSERT(metrics_sample(page.data, "elastic_memory_ckpt_failures_total", "kind", "round") >= 0);
     elastic__text_free(&page);
     /* Rounds are forgotten as they finish: a few rounds' keys, not one per step. */
     elastic_store *client;
@@ -447,6 +427,85 @@ TEST_TIMEOUT(agent_memory_ckpt_every_rank_resumes_at_one_step_after_the_world_gr
     ASSERT_STR_EQ(grown, clean);
     no_tier_left();
     free(grown);
+    free(clean);
+    elastic_store_server_close(server);
+}
+
+/* The trainer's flags of the disk-ahead test: memory saves every 10 steps,
+ * disk checkpoints every 7. */
+#define DISK_AHEAD_TRAINING                                                          \
+    "--steps", "60", "--step-ms", "10", "--ckpt-every", "7", "--memory-every", "10", \
+        "--state-mib", "1"
+
+/* The job's plan counts the trainer's own disk checkpoints: the workers
+ * announced their --ckpt-dir to their agents when they opened it, so at the
+ * restart after rank 1's death at step 25 both agents' plan names disk step
+ * 21, newer than the last memory step (20), and both ranks restore it from
+ * disk; the final weights equal a fault-free run's. */
+TEST_TIMEOUT(agent_memory_ckpt_plan_counts_the_trainers_newer_disk_step, 180)
+{
+    elastic_store_server *server;
+    ASSERT_OK(elastic_store_server_start(NULL, &server));
+    char endpoint[64], dir[512], ckpt[600], result[600], clean_ckpt[600], clean_result[600];
+    char trainer[1024]; /* test_example_path's buffer is reused */
+    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
+    snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
+    agent_harness_path(dir, sizeof dir, "disk-ahead");
+    mkdir(dir, 0755);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir); /* the job's one (shared) disk tier */
+    snprintf(result, sizeof result, "%s/result.txt", dir);
+    mkdir(ckpt, 0755);
+    char events[2][700];
+    pid_t agents[2];
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "disk-ahead-%d", i);
+        snprintf(events[i], sizeof events[i], "%s/%s.events.jsonl", dir, name);
+        elasticrun_args cmd;
+        elasticrun_args_init(&cmd);
+        elasticrun_args_add(&cmd, "--nnodes", "2:2", "--nproc-per-node", "1", "--max-restarts", "2",
+                            "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id",
+                            "memory-disk-ahead", "--rdzv-conf", "is_host=0,last_call_timeout=1",
+                            "--local-addr", "127.0.0.1", "--memory-ckpt", "--memory-ckpt-limit",
+                            "256M", "--event-log", events[i], "--no-python", trainer, "--ckpt-dir",
+                            ckpt, "--result", result, "--die-at-save", "1:25", DISK_AHEAD_TRAINING);
+        agents[i] = elasticrun_args_spawn(&cmd, NULL, name);
+        spawned[n_spawned++] = agents[i];
+    }
+    for (int i = 0; i < 2; i++) ASSERT_EQ(agent_harness_exit_code(agents[i], 120000), 0);
+    const char *planned[] = { "\"event\":\"restore_planned\"", "\"generation\":2,", "\"planned\":1",
+                              NULL };
+    const char *restored[] = { "\"event\":\"checkpoint_restored\"", "\"generation\":2,",
+                               "\"source\":\"disk\"", "\"step\":21,", NULL };
+    for (int i = 0; i < 2; i++) {
+        char line[2048];
+        if (!agent_harness_nth_line(events[i], planned, 0, line, sizeof line)) {
+            char *text = agent_harness_read_file(events[i]);
+            FAIL("node %d: no restore plan for generation 2: %s", i, text ? text : "");
+        }
+        if (json_int(line, "step") != 21)
+            FAIL("node %d: the plan is not disk step 21: %s", i, line);
+        ASSERT_EQ(agent_harness_wait_lines(events[i], restored, 1, 0), 1);
+    }
+    /* The fault-free run: the same two ranks on one agent. */
+    agent_harness_path(dir, sizeof dir, "disk-ahead-clean");
+    mkdir(dir, 0755);
+    snprintf(clean_ckpt, sizeof clean_ckpt, "%s/ckpt", dir);
+    snprintf(clean_result, sizeof clean_result, "%s/result.txt", dir);
+    mkdir(clean_ckpt, 0755);
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--memory-ckpt",
+                        "--memory-ckpt-limit", "256M", "--no-python", trainer, "--ckpt-dir",
+                        clean_ckpt, "--result", clean_result, DISK_AHEAD_TRAINING);
+    pid_t clean_agent = elasticrun_args_spawn(&cmd, NULL, "disk-ahead-clean");
+    spawned[n_spawned++] = clean_agent;
+    ASSERT_EQ(agent_harness_exit_code(clean_agent, 90000), 0);
+    char *faulty = agent_harness_read_file(result), *clean = agent_harness_read_file(clean_result);
+    ASSERT(faulty != NULL && clean != NULL);
+    ASSERT_STR_EQ(faulty, clean);
+    no_tier_left();
+    free(faulty);
     free(clean);
     elastic_store_server_close(server);
 }

@@ -5,7 +5,7 @@
  * summarised by `elasticctl status`; and the trainer runs alone as well. */
 #include "support/agent_harness.h"
 #include "support/elasticrun_args.h"
-#include "common/prom.h"
+#include "support/metrics_page.h"
 #include "probe/probe.h"
 #include "test.h"
 
@@ -152,24 +152,6 @@ TEST_TIMEOUT(probe_elasticrun_unacknowledged_abort_restarts_the_worker, 120)
     ASSERT(pid_of(out, "started ", 2, 2) > 0);
 }
 
-static double sample_value(const char *page, const char *name, const char *rank)
-{
-    char line[2048];
-    for (const char *p = page; *p != '\0';) {
-        size_t len = strcspn(p, "\n");
-        snprintf(line, sizeof line, "%.*s", (int)len, p);
-        p += len + (p[len] == '\n');
-        elastic__prom_sample s;
-        if (elastic__prom_parse_line(line, &s) < 0) FAIL("malformed metrics line: %s", line);
-        char value[32];
-        if (strcmp(s.name, name) == 0 &&
-            (rank == NULL || (elastic__prom_label(s.labels, "rank", value, sizeof value) &&
-                              strcmp(value, rank) == 0)))
-            return s.value;
-    }
-    return -1;
-}
-
 TEST_TIMEOUT(probe_elasticrun_metrics_scraped_and_status, 90)
 {
     char err[512];
@@ -180,12 +162,8 @@ TEST_TIMEOUT(probe_elasticrun_metrics_scraped_and_status, 90)
                         "0.2", "--straggler-window", "5", "--no-python", probe_worker(), "steady",
                         "20");
     pid_t pid = elasticrun_args_spawn(&cmd, NULL, "elasticrun");
-    const char *announced[] = { "metrics on http://", NULL };
-    char line[512];
-    ASSERT_EQ(agent_harness_wait_lines(err, announced, 1, 30000), 1);
-    ASSERT(agent_harness_nth_line(err, announced, 0, line, sizeof line));
     char endpoint[64];
-    ASSERT_EQ(sscanf(strstr(line, "http://") + 7, "%63[^/]", endpoint), 1);
+    metrics_endpoint_from(err, 30000, endpoint, sizeof endpoint);
     elastic__text page;
     double step = -1;
     for (int attempt = 0; attempt < test_scaled_ms(300) && step < 10;
@@ -194,7 +172,7 @@ TEST_TIMEOUT(probe_elasticrun_metrics_scraped_and_status, 90)
         int status = 0;
         ASSERT_OK(elastic__http_get(endpoint, "/metrics", 5000, &page, &status));
         ASSERT_EQ(status, 200);
-        step = sample_value(page.data, "elastic_worker_step", "1");
+        step = metrics_sample(page.data, "elastic_worker_step", "rank", "1");
         if (step < 10)
             elastic__text_free(&page);
         else
@@ -202,15 +180,15 @@ TEST_TIMEOUT(probe_elasticrun_metrics_scraped_and_status, 90)
         usleep(50000); /* the workers' progress, not a synchronisation */
     }
     ASSERT(step >= 10);
-    ASSERT_EQ(sample_value(page.data, "elastic_generation", NULL), 1);
-    ASSERT_EQ(sample_value(page.data, "elastic_workers_alive", NULL), 2);
-    ASSERT_EQ(sample_value(page.data, "elastic_healthy", NULL), 1);
-    ASSERT(sample_value(page.data, "elastic_worker_heartbeat_age_seconds", "0") >= 0);
+    ASSERT_EQ(metrics_sample(page.data, "elastic_generation", NULL, NULL), 1);
+    ASSERT_EQ(metrics_sample(page.data, "elastic_workers_alive", NULL, NULL), 2);
+    ASSERT_EQ(metrics_sample(page.data, "elastic_healthy", NULL, NULL), 1);
+    ASSERT(metrics_sample(page.data, "elastic_worker_heartbeat_age_seconds", "rank", "0") >= 0);
     /* The goodput accounting, live: training, so a ratio above 0; counters per bucket. */
-    double ratio = sample_value(page.data, "elastic_goodput_ratio", NULL);
+    double ratio = metrics_sample(page.data, "elastic_goodput_ratio", NULL, NULL);
     if (!(ratio > 0 && ratio <= 1)) FAIL("elastic_goodput_ratio %g:\n%s", ratio, page.data);
-    ASSERT(sample_value(page.data, "elastic_goodput_wall_seconds_total", NULL) > 0);
-    ASSERT(sample_value(page.data, "elastic_goodput_productive_seconds_total", NULL) > 0);
+    ASSERT(metrics_sample(page.data, "elastic_goodput_wall_seconds_total", NULL, NULL) > 0);
+    ASSERT(metrics_sample(page.data, "elastic_goodput_productive_seconds_total", NULL, NULL) > 0);
     ASSERT(strstr(page.data, "elastic_goodput_lost_seconds_total{bucket=\"redone\"} ") != NULL);
     elastic__text_free(&page);
 

@@ -26,6 +26,53 @@ cluster_start_agent() {
     CLUSTER_AGENT_PIDS[$host]=$NETNS_LAST_PID
 }
 
+# cluster_start_memory_node I COMMAND [ARG]...: host I's agent with the memory
+# checkpoint tier (--memory-ckpt, 256 MiB) running COMMAND, for the memory-tier
+# and warm-spare scripts. A script describes its job once, before the first call:
+#   CLUSTER_JOB_ID      --rdzv-id
+#   CLUSTER_JOB_NNODES  --nnodes
+#   CLUSTER_JOB_CONF    --rdzv-conf (is_host is added for c10d)
+# and may change CLUSTER_JOB_BACKEND (c10d; etcd: its endpoint is h1:2379),
+# CLUSTER_JOB_NPROC (--nproc-per-node, 1), CLUSTER_JOB_RESTARTS (--max-restarts, 3)
+# and CLUSTER_JOB_FLAGS (an array: more elasticrun flags).
+CLUSTER_JOB_BACKEND=c10d
+CLUSTER_JOB_NPROC=1
+CLUSTER_JOB_RESTARTS=3
+declare -a CLUSTER_JOB_FLAGS=()
+cluster_start_memory_node() {
+    local host=$1 conf=$CLUSTER_JOB_CONF endpoint="$(netns_addr 1):$CLUSTER_PORT"
+    shift
+    if [ "$CLUSTER_JOB_BACKEND" = etcd ]; then endpoint="$(netns_addr 1):2379"
+    elif [ "$host" = 1 ]; then conf="$conf,is_host=1"
+    else conf="$conf,is_host=0"; fi
+    rm -f "$(cluster_events "$host")" # events are appended: start from an empty log
+    netns_spawn "$host" "$(cluster_log "$host")" env ELASTIC_LOG_LEVEL=warn "$ELASTICRUN" \
+        --nnodes "$CLUSTER_JOB_NNODES" --nproc-per-node "$CLUSTER_JOB_NPROC" \
+        --rdzv-backend "$CLUSTER_JOB_BACKEND" --rdzv-endpoint "$endpoint" --rdzv-id "$CLUSTER_JOB_ID" \
+        --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts "$CLUSTER_JOB_RESTARTS" \
+        --memory-ckpt --memory-ckpt-limit 256M --event-log "$(cluster_events "$host")" \
+        ${CLUSTER_JOB_FLAGS[@]+"${CLUSTER_JOB_FLAGS[@]}"} "$@"
+    CLUSTER_AGENT_PIDS[$host]=$NETNS_LAST_PID
+}
+
+# cluster_demo_trainer: the demo trainer's path (fails the test when it is not built).
+cluster_demo_trainer() {
+    local trainer
+    trainer=${ELASTIC_EXAMPLE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/release/examples}/demo_trainer
+    [ -x "$ELASTICRUN" ] && [ -x "$trainer" ] || { echo "FAIL: build first (make)" >&2; exit 1; }
+    echo "$trainer"
+}
+
+# cluster_wait_agent I LIMIT_S: host I's elasticrun exits 0 in time (scaled).
+cluster_wait_agent() {
+    local deadline=$(( SECONDS + $(cluster_scale "$2") ))
+    while kill -0 "${CLUSTER_AGENT_PIDS[$1]}" 2>/dev/null; do
+        [ "$SECONDS" -lt "$deadline" ] || cluster_fail "h$1's job did not finish"
+        sleep 0.1
+    done
+    wait "${CLUSTER_AGENT_PIDS[$1]}" || cluster_fail "h$1's elasticrun failed"
+}
+
 # cluster_start N: N hosts, one agent each; waits until all run world size 2*N.
 cluster_start() {
     local count=$1 i

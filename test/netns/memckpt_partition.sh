@@ -16,22 +16,15 @@ NETNS_TAG=${NETNS_TAG:-memc}
 . "$here/cluster.sh"
 netns_skip_unless_able
 netns_setup 4
-TRAINER=${ELASTIC_EXAMPLE_DIR:-$here/../../build/release/examples}/demo_trainer
-[ -x "$ELASTICRUN" ] && [ -x "$TRAINER" ] || { echo "FAIL: build first (make)" >&2; exit 1; }
+TRAINER=$(cluster_demo_trainer)
 ckpt=$CLUSTER_DIR/ckpt
 mkdir -p "$ckpt"
-
+CLUSTER_JOB_ID=memc-partition CLUSTER_JOB_NNODES=3:3 CLUSTER_JOB_RESTARTS=5
+CLUSTER_JOB_CONF="last_call_timeout=1,join_timeout=90"
+CLUSTER_JOB_FLAGS=(--no-python)
 start_node() { # start_node I
-    local host=$1 conf="last_call_timeout=1,join_timeout=90"
-    [ "$host" = 1 ] && conf="$conf,is_host=1" || conf="$conf,is_host=0"
-    rm -f "$(cluster_events "$host")"
-    netns_spawn "$host" "$(cluster_log "$host")" env ELASTIC_LOG_LEVEL=warn "$ELASTICRUN" \
-        --nnodes 3:3 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint "$(netns_addr 1):$CLUSTER_PORT" \
-        --rdzv-id memc-partition --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts 5 \
-        --memory-ckpt --memory-ckpt-limit 256M --event-log "$(cluster_events "$host")" --no-python \
-        "$TRAINER" --ckpt-dir "$ckpt" --steps 400 --step-ms 100 --ckpt-every 100000 \
-        --memory-every 1 --state-mib 1
-    CLUSTER_AGENT_PIDS[$host]=$NETNS_LAST_PID
+    cluster_start_memory_node "$1" "$TRAINER" --ckpt-dir "$ckpt" --steps 400 --step-ms 100 \
+        --ckpt-every 100000 --memory-every 1 --state-mib 1
 }
 
 for i in 1 2 3; do start_node "$i"; done
@@ -63,13 +56,6 @@ restored=$(grep -E '"event":"checkpoint_restored"' "$(cluster_events 3)" | tail 
 echo "$restored" | grep -q '"source":"peer"' || cluster_fail "h3's rank did not come from a peer: $restored"
 step=$(echo "$plan" | sed -n 's/.*"step":\([0-9]*\).*/\1/p')
 echo "$restored" | grep -q "\"step\":$step," || cluster_fail "h3 restored another step than the plan's $step"
-for i in 1 3 4; do
-    deadline=$(( SECONDS + 120 ))
-    while kill -0 "${CLUSTER_AGENT_PIDS[$i]}" 2>/dev/null; do
-        [ "$SECONDS" -lt "$deadline" ] || cluster_fail "h$i's job did not finish"
-        sleep 0.1
-    done
-    wait "${CLUSTER_AGENT_PIDS[$i]}" || cluster_fail "h$i's elasticrun failed"
-done
+for i in 1 3 4; do cluster_wait_agent "$i" 120; done
 netns_log "fenced copies ignored: $(echo "$plan" | sed -n 's/.*"why":"\([^"]*\)".*/\1/p')"
 echo "memckpt partition: ok"

@@ -17,26 +17,16 @@ MEMCKPT_BACKEND=${MEMCKPT_BACKEND:-c10d}
 netns_skip_unless_able
 netns_setup 4
 [ "$MEMCKPT_BACKEND" = etcd ] && spare_start_etcd
-TRAINER=${ELASTIC_EXAMPLE_DIR:-$here/../../build/release/examples}/demo_trainer
-[ -x "$ELASTICRUN" ] && [ -x "$TRAINER" ] || { echo "FAIL: build first (make)" >&2; exit 1; }
+TRAINER=$(cluster_demo_trainer)
 ckpt=$CLUSTER_DIR/ckpt
 mkdir -p "$ckpt"
-
+CLUSTER_JOB_ID=memckpt-job CLUSTER_JOB_NNODES=3:3 CLUSTER_JOB_BACKEND=$MEMCKPT_BACKEND
+CLUSTER_JOB_CONF="last_call_timeout=1,join_timeout=60"
+[ "$MEMCKPT_BACKEND" = etcd ] && CLUSTER_JOB_CONF="$CLUSTER_JOB_CONF,keep_alive_interval=0.5,keep_alive_max_attempt=4"
+CLUSTER_JOB_FLAGS=(--no-python)
 start_node() { # start_node I
-    local host=$1 conf="last_call_timeout=1,join_timeout=60" endpoint="$(netns_addr 1):$CLUSTER_PORT"
-    if [ "$MEMCKPT_BACKEND" = etcd ]; then
-        endpoint="$(netns_addr 1):2379"
-        conf="$conf,keep_alive_interval=0.5,keep_alive_max_attempt=4"
-    elif [ "$host" = 1 ]; then conf="$conf,is_host=1"
-    else conf="$conf,is_host=0"; fi
-    rm -f "$(cluster_events "$host")"
-    netns_spawn "$host" "$(cluster_log "$host")" env ELASTIC_LOG_LEVEL=warn "$ELASTICRUN" \
-        --nnodes 3:3 --nproc-per-node 1 --rdzv-backend "$MEMCKPT_BACKEND" --rdzv-endpoint "$endpoint" \
-        --rdzv-id memckpt-job --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts 3 \
-        --memory-ckpt --memory-ckpt-limit 256M --event-log "$(cluster_events "$host")" --no-python \
-        "$TRAINER" --ckpt-dir "$ckpt" --steps 150 --step-ms 100 --ckpt-every 100000 \
-        --memory-every 1 --state-mib 1
-    CLUSTER_AGENT_PIDS[$host]=$NETNS_LAST_PID
+    cluster_start_memory_node "$1" "$TRAINER" --ckpt-dir "$ckpt" --steps 150 --step-ms 100 \
+        --ckpt-every 100000 --memory-every 1 --state-mib 1
 }
 
 for i in 1 2 3; do start_node "$i"; done
@@ -63,13 +53,6 @@ grep -q "from peer memory (node " "$(cluster_log 4)" || cluster_fail "the spare'
 steps=$(for i in 1 2 4; do grep -E '"event":"checkpoint_restored"' "$(cluster_events "$i")" |
         sed -n 's/.*"step":\([0-9]*\).*/\1/p' | head -1; done | sort -u | wc -l)
 [ "$steps" = 1 ] || cluster_fail "the nodes restored different steps"
-for i in 1 2 4; do
-    deadline=$(( SECONDS + 90 ))
-    while kill -0 "${CLUSTER_AGENT_PIDS[$i]}" 2>/dev/null; do
-        [ "$SECONDS" -lt "$deadline" ] || cluster_fail "h$i's job did not finish"
-        sleep 0.1
-    done
-    wait "${CLUSTER_AGENT_PIDS[$i]}" || cluster_fail "h$i's elasticrun failed"
-done
+for i in 1 2 4; do cluster_wait_agent "$i" 90; done
 netns_log "spare restored from peer memory: $(grep -h 'resumed at step' "$(cluster_log 4)" | tail -1)"
 echo "memckpt spare: ok"

@@ -14,23 +14,15 @@ NETNS_TAG=${NETNS_TAG:-memc}
 . "$here/cluster.sh"
 netns_skip_unless_able
 netns_setup 3
-TRAINER=${ELASTIC_EXAMPLE_DIR:-$here/../../build/release/examples}/demo_trainer
-[ -x "$ELASTICRUN" ] && [ -x "$TRAINER" ] || { echo "FAIL: build first (make)" >&2; exit 1; }
+TRAINER=$(cluster_demo_trainer)
 ckpt=$CLUSTER_DIR/ckpt
 mkdir -p "$ckpt"
-
+CLUSTER_JOB_ID=memc-two-lost CLUSTER_JOB_NNODES=1:3
+CLUSTER_JOB_CONF="last_call_timeout=2,join_timeout=60"
+CLUSTER_JOB_FLAGS=(--memory-disk-dir "$ckpt" --no-python)
 start_node() { # start_node I
-    local host=$1 conf="last_call_timeout=2,join_timeout=60"
-    [ "$host" = 1 ] && conf="$conf,is_host=1" || conf="$conf,is_host=0"
-    rm -f "$(cluster_events "$host")"
-    netns_spawn "$host" "$(cluster_log "$host")" env ELASTIC_LOG_LEVEL=warn "$ELASTICRUN" \
-        --nnodes 1:3 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint "$(netns_addr 1):$CLUSTER_PORT" \
-        --rdzv-id memc-two-lost --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts 3 \
-        --memory-ckpt --memory-ckpt-limit 256M --memory-disk-dir "$ckpt" \
-        --event-log "$(cluster_events "$host")" --no-python \
-        "$TRAINER" --ckpt-dir "$ckpt" --steps 150 --step-ms 100 --ckpt-every 30 \
-        --memory-every 1 --state-mib 1
-    CLUSTER_AGENT_PIDS[$host]=$NETNS_LAST_PID
+    cluster_start_memory_node "$1" "$TRAINER" --ckpt-dir "$ckpt" --steps 150 --step-ms 100 \
+        --ckpt-every 30 --memory-every 1 --state-mib 1
 }
 
 for i in 1 2 3; do start_node "$i"; done
@@ -61,11 +53,6 @@ grep -E '"event":"checkpoint_restored"' "$(cluster_events 1)" | tail -1 | grep -
 grep -Eq "restore plan: .*passed over: no live copy of rank [$lost_ranks]'s shard.*the job restores step $step" "$(cluster_log 1)" ||
     cluster_fail "h1's console did not say why it went back to disk"
 grep -q "resumed at step $step from disk" "$(cluster_log 1)" || cluster_fail "h1's console did not say it resumed from disk"
-deadline=$(( SECONDS + 90 ))
-while kill -0 "${CLUSTER_AGENT_PIDS[1]}" 2>/dev/null; do
-    [ "$SECONDS" -lt "$deadline" ] || cluster_fail "h1's job did not finish"
-    sleep 0.1
-done
-wait "${CLUSTER_AGENT_PIDS[1]}" || cluster_fail "h1's elasticrun failed"
+cluster_wait_agent 1 90
 netns_log "two nodes lost with R = 1: $(grep -h 'restore plan:' "$(cluster_log 1)" | tail -1)"
 echo "memckpt two lost: ok"

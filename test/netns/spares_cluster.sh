@@ -60,14 +60,40 @@ spares_check_recovery() {
     SPARES_RESTORED_STEP=$steps
 }
 
-# spares_wait_agent I LIMIT_S: host I's elasticrun exits 0 in time.
-spares_wait_agent() {
-    local deadline=$(( SECONDS + $(cluster_scale "$2") ))
-    while kill -0 "${CLUSTER_AGENT_PIDS[$1]}" 2>/dev/null; do
-        [ "$SECONDS" -lt "$deadline" ] || cluster_fail "h$1's job did not finish"
-        sleep 0.1
+# spares_job ID JOIN_TIMEOUT_S: the job both hosts run (cluster_start_memory_node's
+# settings): 2 ranks and 1 warm spare per host, in-process recovery.
+spares_job() {
+    CLUSTER_JOB_ID=$1 CLUSTER_JOB_NNODES=2:2 CLUSTER_JOB_NPROC=2
+    CLUSTER_JOB_CONF="last_call_timeout=1,join_timeout=$2"
+    CLUSTER_JOB_FLAGS=(--in-process-recovery --warm-spares 1)
+}
+
+# spares_wait_running LIMIT_S SAVES_LIMIT_S: on both hosts the world of 4 formed, the spare
+# parked and the memory saves began.
+spares_wait_running() {
+    local i
+    for i in 1 2; do
+        cluster_wait "$i" '"event":"generation_formed".*"world_size":4,' "$1" || cluster_fail "h$i never joined"
+        cluster_wait "$i" '"event":"spare_parked"' "$1" || cluster_fail "h$i's spare never parked"
+        cluster_wait_count "$i" '"event":"checkpoint_saved".*"tier":"memory"' 2 "$2" || cluster_fail "h$i saved nothing"
     done
-    wait "${CLUSTER_AGENT_PIDS[$1]}" || cluster_fail "h$1's elasticrun failed"
+}
+
+# spares_kill_and_check_recovery AGENT_LIMIT_S: SIGKILLs h2's highest rank
+# once h2's spare parked (which host runs which rank is read from the events),
+# checks the recovery (spares_check_recovery), waits for both agents to exit 0
+# and that nothing was cold-started. Sets SPARES_PARKED (the spare's pid).
+spares_kill_and_check_recovery() {
+    local victim i
+    spares_ranks 4
+    victim=$(spares_victim 4)
+    SPARES_PARKED=$(spares_event_pid 2 '"event":"spare_parked"')
+    cluster_mark
+    netns_log "killing rank $victim (pid ${SPARES_PID[$victim]}) on h2; h2's parked spare is pid $SPARES_PARKED"
+    kill -KILL "${SPARES_PID[$victim]}"
+    spares_check_recovery 4 "$victim" "$SPARES_PARKED"
+    for i in 1 2; do cluster_wait_agent "$i" "$1"; done
+    spares_none_cold_started
 }
 
 # spares_none_cold_started: no worker process was started after generation 1.

@@ -11,6 +11,7 @@
 #include "store/client.h"
 #include "store/store.h"
 #include "support/ckpt_content.h"
+#include "support/store_fixture.h"
 #include "test.h"
 
 #include <pthread.h>
@@ -75,12 +76,9 @@ static elastic_ckpt *open_rank0(const char *name, elastic_store *store, uint32_t
 
 TEST_TIMEOUT(ckpt_store_commit_waiting_for_a_dead_rank_ends_with_its_generation, 60)
 {
-    elastic_store_server *server;
-    ASSERT_OK(elastic_store_server_start(NULL, &server));
-    char endpoint[64];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
-    elastic_store *store;
-    ASSERT_OK(elastic_store_connect(endpoint, NULL, &store));
+    store_fixture f;
+    fixture_start(&f);
+    elastic_store *store = fixture_connect(&f);
 
     /* Rank 0 of two saves step 7 of generation 5; rank 1 is dead and never will. */
     save_job job = { .ckpt = open_rank0("gen5", store, 2, 5), .step = 7 };
@@ -114,7 +112,7 @@ TEST_TIMEOUT(ckpt_store_commit_waiting_for_a_dead_rank_ends_with_its_generation,
     ASSERT_EQ(latest, 7);
     elastic_ckpt_close(next);
     elastic_store_close(store);
-    elastic_store_server_close(server);
+    elastic_store_server_close(f.server);
 }
 
 TEST_TIMEOUT(ckpt_store_commit_every_rank_made_stands_after_the_end, 60)
@@ -122,12 +120,9 @@ TEST_TIMEOUT(ckpt_store_commit_every_rank_made_stands_after_the_end, 60)
     /* Every rank counted in before the end (here the only one): the record
      * is in the store, so the step is committed although the wait for it
      * was cut short. */
-    elastic_store_server *server;
-    ASSERT_OK(elastic_store_server_start(NULL, &server));
-    char endpoint[64];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
-    elastic_store *store;
-    ASSERT_OK(elastic_store_connect(endpoint, NULL, &store));
+    store_fixture f;
+    fixture_start(&f);
+    elastic_store *store = fixture_connect(&f);
     elastic_ckpt *c = open_rank0("alone", store, 1, 3);
     store__generation_ended(store, 3);
     ASSERT_OK(ckpt_test_save(c, 1, 0));
@@ -136,19 +131,16 @@ TEST_TIMEOUT(ckpt_store_commit_every_rank_made_stands_after_the_end, 60)
     ASSERT_EQ(latest, 1);
     elastic_ckpt_close(c);
     elastic_store_close(store);
-    elastic_store_server_close(server);
+    elastic_store_server_close(f.server);
 }
 
 TEST_TIMEOUT(ckpt_async_store_commit_waiting_for_a_dead_rank_ends_with_its_generation, 60)
 {
     /* The same wait on the background thread of an asynchronous save: its
      * outcome (async_wait) is the abandoned step, promptly. */
-    elastic_store_server *server;
-    ASSERT_OK(elastic_store_server_start(NULL, &server));
-    char endpoint[64];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
-    elastic_store *store;
-    ASSERT_OK(elastic_store_connect(endpoint, NULL, &store));
+    store_fixture f;
+    fixture_start(&f);
+    elastic_store *store = fixture_connect(&f);
     elastic_ckpt *c = open_rank0("async", store, 2, 9);
     static const char state[] = "weights";
     elastic_ckpt_blob blob = { .name = "state", .data = state, .len = sizeof state };
@@ -167,7 +159,7 @@ TEST_TIMEOUT(ckpt_async_store_commit_waiting_for_a_dead_rank_ends_with_its_gener
     ASSERT_ERR(elastic_ckpt_latest(c, &latest), ELASTIC_ENOTFOUND);
     elastic_ckpt_close(c);
     elastic_store_close(store);
-    elastic_store_server_close(server);
+    elastic_store_server_close(f.server);
 }
 
 typedef struct get_job {
@@ -188,12 +180,9 @@ static void *get_main(void *arg)
 
 TEST_TIMEOUT(store_generation_end_cancels_only_that_generations_waits, 60)
 {
-    elastic_store_server *server;
-    ASSERT_OK(elastic_store_server_start(NULL, &server));
-    char endpoint[64];
-    snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", test_server_port(server));
-    elastic_store *store, *gen3, *gen4, *plain;
-    ASSERT_OK(elastic_store_connect(endpoint, NULL, &store));
+    store_fixture f;
+    fixture_start(&f);
+    elastic_store *store = fixture_connect(&f), *gen3, *gen4, *plain;
     ASSERT_OK(store__clone_for_generation(store, 3, &gen3));
     ASSERT_OK(store__clone_for_generation(store, 4, &gen4));
     ASSERT_OK(elastic_store_clone(store, "", &plain));
@@ -222,5 +211,5 @@ TEST_TIMEOUT(store_generation_end_cancels_only_that_generations_waits, 60)
     elastic_store_close(gen4);
     elastic_store_close(plain);
     elastic_store_close(store);
-    elastic_store_server_close(server);
+    elastic_store_server_close(f.server);
 }

@@ -74,10 +74,27 @@ static void sync_all(node **nodes, int count, uint64_t generation)
     }
 }
 
+/* A node leaves (lost, or the test ends): its result, service and store go. */
+static void node_stop(node *n)
+{
+    free(n->out.ranks);
+    n->out.ranks = NULL;
+    replica__service_stop(n->service);
+    elastic_store_close(n->store);
+}
+
+/* The test's end: every node still running, then the job store. */
+static void stop_all(node **nodes, int count, store_fixture *f)
+{
+    for (int i = 0; i < count; i++) node_stop(nodes[i]);
+    elastic_store_server_close(f->server);
+}
+
 typedef struct saver {
     node *n;
     uint64_t step, generation;
     uint32_t rank, world;
+    const char *dir; /* NULL: the node's memory tier */
     int rc;
 } saver;
 
@@ -85,7 +102,10 @@ static void *save_main(void *arg)
 {
     saver *s = arg;
     char own[4200];
-    snprintf(own, sizeof own, "%s/own", s->n->root);
+    if (s->dir != NULL)
+        snprintf(own, sizeof own, "%s", s->dir);
+    else
+        snprintf(own, sizeof own, "%s/own", s->n->root);
     elastic_ckpt_opts o;
     elastic_ckpt_opts_init(&o, sizeof o);
     o.compression = ELASTIC_CKPT_NONE;
@@ -129,9 +149,7 @@ TEST(ckpt_replica_sync_restores_a_lost_nodes_rank_on_the_spare_from_its_peer_cop
                                                    elastic__deadline_ms(test_scaled_ms(20000))));
     }
     /* node-b is lost; the spare takes its place (group rank 1, rank 1). */
-    free(b.out.ranks); /* node b is lost here: its generation-1 result goes with it */
-    replica__service_stop(b.service);
-    elastic_store_close(b.store);
+    node_stop(&b);
     node_start(&spare, "node-spare", &f);
     node *gen2[] = { &a, &spare, &c };
     sync_all(gen2, 3, 2);
@@ -162,12 +180,7 @@ TEST(ckpt_replica_sync_restores_a_lost_nodes_rank_on_the_spare_from_its_peer_cop
     ASSERT(memmem(value, len, "2 1 5\n", 6) != NULL);
     elastic_free(value);
     node *all[] = { &a, &c, &spare };
-    for (int i = 0; i < 3; i++) {
-        free(all[i]->out.ranks);
-        replica__service_stop(all[i]->service);
-        elastic_store_close(all[i]->store);
-    }
-    elastic_store_server_close(f.server);
+    stop_all(all, 3, &f);
 }
 
 /* Every node's rank saves `step` at once (a global commit through the store). */
@@ -191,6 +204,19 @@ static void save_on(node **nodes, uint32_t count, uint64_t step, uint64_t genera
 static void save_all(node **nodes, uint64_t step, uint64_t generation)
 {
     save_on(nodes, 3, step, generation);
+}
+
+/* node-a, node-b and node-c join generation 1, and each one's rank saves
+ * step 5, which becomes memory-committed job-wide (every node knows it). */
+static void start_with_step_5_committed(const store_fixture *f, node **three)
+{
+    static const char *const names[] = { "node-a", "node-b", "node-c" };
+    for (int i = 0; i < 3; i++) node_start(three[i], names[i], f);
+    sync_all(three, 3, 1);
+    save_all(three, 5, 1);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(replica__service_wait_committed(three[i]->service, 5,
+                                                  elastic__deadline_ms(test_scaled_ms(20000))));
 }
 
 /* node `from`'s copies go nowhere from now on: its target's address is a closed port. */
@@ -241,15 +267,8 @@ TEST(ckpt_replica_sync_node_lost_mid_replication_restores_the_last_memory_commit
     store_fixture f;
     fixture_start(&f);
     node a = { 0 }, b = { 0 }, c = { 0 }, spare = { 0 };
-    node_start(&a, "node-a", &f);
-    node_start(&b, "node-b", &f);
-    node_start(&c, "node-c", &f);
     node *gen1[] = { &a, &b, &c };
-    sync_all(gen1, 3, 1);
-    save_all(gen1, 5, 1);
-    for (int i = 0; i < 3; i++)
-        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
-                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    start_with_step_5_committed(&f, gen1);
     replica_service_stats stats;
     replica__service_stats(a.service, &stats);
     ASSERT_EQ(stats.committed_step, 5);
@@ -270,9 +289,7 @@ TEST(ckpt_replica_sync_node_lost_mid_replication_restores_the_last_memory_commit
     ASSERT(own_step_held(&a, 5));
     ASSERT(own_step_held(&c, 5));
     /* node-b is lost; the spare takes its place. */
-    free(b.out.ranks);
-    replica__service_stop(b.service);
-    elastic_store_close(b.store);
+    node_stop(&b);
     node_start(&spare, "node-spare", &f);
     node *gen2[] = { &a, &spare, &c };
     sync_all(gen2, 3, 2);
@@ -301,12 +318,7 @@ TEST(ckpt_replica_sync_node_lost_mid_replication_restores_the_last_memory_commit
     replica__service_stats(spare.service, &stats);
     ASSERT_EQ(stats.committed_step, 5);
     node *all[] = { &a, &c, &spare };
-    for (int i = 0; i < 3; i++) {
-        free(all[i]->out.ranks);
-        replica__service_stop(all[i]->service);
-        elastic_store_close(all[i]->store);
-    }
-    elastic_store_server_close(f.server);
+    stop_all(all, 3, &f);
 }
 
 /* After a world-size change the departed ranks' shards are still readable:
@@ -318,18 +330,9 @@ TEST(ckpt_replica_sync_departed_ranks_shards_stay_readable_after_the_world_shrin
     store_fixture f;
     fixture_start(&f);
     node a = { 0 }, b = { 0 }, c = { 0 };
-    node_start(&a, "node-a", &f);
-    node_start(&b, "node-b", &f);
-    node_start(&c, "node-c", &f);
     node *gen1[] = { &a, &b, &c };
-    sync_all(gen1, 3, 1);
-    save_all(gen1, 5, 1);
-    for (int i = 0; i < 3; i++)
-        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
-                                                  elastic__deadline_ms(test_scaled_ms(20000))));
-    free(c.out.ranks);
-    replica__service_stop(c.service);
-    elastic_store_close(c.store);
+    start_with_step_5_committed(&f, gen1);
+    node_stop(&c);
     node *gen2[] = { &a, &b };
     sync_all(gen2, 2, 2);
     for (int i = 0; i < 2; i++) {
@@ -352,12 +355,7 @@ TEST(ckpt_replica_sync_departed_ranks_shards_stay_readable_after_the_world_shrin
             FAIL("%s: %s", gen2[i]->name, why);
         elastic_ckpt_close(ck);
     }
-    for (int i = 0; i < 2; i++) {
-        free(gen2[i]->out.ranks);
-        replica__service_stop(gen2[i]->service);
-        elastic_store_close(gen2[i]->store);
-    }
-    elastic_store_server_close(f.server);
+    stop_all(gen2, 2, &f);
 }
 
 /* A partition during replication: node-c is cut off while step 6 is being
@@ -371,15 +369,8 @@ TEST(ckpt_replica_sync_a_fenced_nodes_copies_are_never_used)
     store_fixture f;
     fixture_start(&f);
     node a = { 0 }, b = { 0 }, c = { 0 };
-    node_start(&a, "node-a", &f);
-    node_start(&b, "node-b", &f);
-    node_start(&c, "node-c", &f);
     node *gen1[] = { &a, &b, &c };
-    sync_all(gen1, 3, 1);
-    save_all(gen1, 5, 1);
-    for (int i = 0; i < 3; i++)
-        ASSERT_OK(replica__service_wait_committed(gen1[i]->service, 5,
-                                                  elastic__deadline_ms(test_scaled_ms(20000))));
+    start_with_step_5_committed(&f, gen1);
     cut_replication(gen1, 2);
     save_all(gen1, 6, 1);
     ASSERT(own_step_held(&c, 6));
@@ -408,12 +399,7 @@ TEST(ckpt_replica_sync_a_fenced_nodes_copies_are_never_used)
      * holds now is generation 2's, staged for rank 2. */
     ASSERT(own_step_held(&c, 6));
     ASSERT_EQ(commit_generation(&c, 6), 2);
-    for (int i = 0; i < 3; i++) {
-        free(gen3[i]->out.ranks);
-        replica__service_stop(gen3[i]->service);
-        elastic_store_close(gen3[i]->store);
-    }
-    elastic_store_server_close(f.server);
+    stop_all(gen3, 3, &f);
 }
 
 /* The job grows from two nodes to three: the new node's rank 2 has no shard
@@ -464,10 +450,108 @@ TEST(ckpt_replica_sync_a_rank_the_job_grew_by_gets_the_same_step)
     ASSERT_EQ(world, 2); /* the worker sees it has no shard of its own */
     if (ckpt_test_check(ck, 5, 0, why, sizeof why) != 0) FAIL("node-c: %s", why);
     elastic_ckpt_close(ck);
-    for (int i = 0; i < 3; i++) {
-        free(gen2[i]->out.ranks);
-        replica__service_stop(gen2[i]->service);
-        elastic_store_close(gen2[i]->store);
+    stop_all(gen2, 3, &f);
+}
+
+/* Each node's rank saves `step` in store mode to its node-local disk
+ * directory (ROOT-disk: no other node sees it) and announces it, as a worker
+ * under the agent does when it opens its disk checkpoint (channel.h). */
+static void save_on_local_disk(node **nodes, uint32_t count, uint64_t step, uint64_t generation,
+                               char (*dirs)[4200])
+{
+    saver savers[3];
+    pthread_t threads[3];
+    for (uint32_t r = 0; r < count; r++) {
+        snprintf(dirs[r], sizeof dirs[r], "%s-disk", nodes[r]->root);
+        savers[r] = (saver){ .n = nodes[r],
+                             .step = step,
+                             .generation = generation,
+                             .rank = r,
+                             .world = count,
+                             .dir = dirs[r] };
+        ASSERT_EQ(pthread_create(&threads[r], NULL, save_main, &savers[r]), 0);
     }
-    elastic_store_server_close(f.server);
+    for (uint32_t r = 0; r < count; r++) {
+        pthread_join(threads[r], NULL);
+        ASSERT_OK(savers[r].rc);
+        ASSERT_OK(ckpt__announce_disk_to(nodes[r]->root, 0, dirs[r], false));
+    }
+}
+
+/* The planner weighs the trainer's store-mode disk checkpoint: step 5 is
+ * memory-committed, then every rank commits step 8 on its node-local disk
+ * (the commit record in the store). The job restores step 8 from disk on
+ * every node, not the older memory step (restoring step 5 would redo the
+ * work and then fail to save step 8 again). */
+TEST(ckpt_replica_sync_a_newer_store_mode_disk_step_wins_over_memory)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 };
+    node *gen1[] = { &a, &b, &c };
+    start_with_step_5_committed(&f, gen1);
+    char dirs[3][4200];
+    save_on_local_disk(gen1, 3, 8, 1, dirs);
+    sync_all(gen1, 3, 2);
+    for (int i = 0; i < 3; i++) {
+        ASSERT(gen1[i]->out.planned);
+        ASSERT(gen1[i]->out.committed);
+        ASSERT_EQ(gen1[i]->out.step, 8);
+        ASSERT_EQ(gen1[i]->out.ranks[0].source, CHANNEL__RESTORE_DISK);
+    }
+    stop_all(gen1, 3, &f);
+}
+
+/* A node-local disk copy counts only for the node that holds it and runs
+ * its rank: node-b is lost with its disk, and the spare that takes rank 1
+ * cannot read node-b's step 8; node-a's and node-c's shards of step 8 do
+ * not make it complete. The job restores step 5 from memory, the spare from
+ * its peer copy, and the plan names the rank step 8 lacks. */
+TEST(ckpt_replica_sync_a_lost_nodes_local_disk_step_is_not_counted)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 }, spare = { 0 };
+    node *gen1[] = { &a, &b, &c };
+    start_with_step_5_committed(&f, gen1);
+    char dirs[3][4200];
+    save_on_local_disk(gen1, 3, 8, 1, dirs);
+    node_stop(&b);
+    node_start(&spare, "node-spare", &f);
+    node *gen2[] = { &a, &spare, &c };
+    sync_all(gen2, 3, 2);
+    for (int i = 0; i < 3; i++) {
+        ASSERT(gen2[i]->out.planned);
+        ASSERT_EQ(gen2[i]->out.step, 5);
+    }
+    if (strstr(a.out.why, "step 8") == NULL || strstr(a.out.why, "rank 1") == NULL)
+        FAIL("why: %s", a.out.why);
+    ASSERT_EQ(a.out.ranks[0].source, CHANNEL__RESTORE_LOCAL);
+    ASSERT_EQ(spare.out.ranks[0].source, CHANNEL__RESTORE_PEER);
+    node *all[] = { &a, &c, &spare };
+    stop_all(all, 3, &f);
+}
+
+/* Ranks move between nodes (the rendezvous ordered them anew): each node's
+ * local disk now holds another rank's shard than the one it runs, so no
+ * node can read its rank's step 8, and the plan does not count those
+ * copies; the job restores step 5 from memory, none of it from disk. */
+TEST(ckpt_replica_sync_a_local_disk_copy_counts_only_for_the_node_running_its_rank)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 };
+    node *gen1[] = { &a, &b, &c };
+    start_with_step_5_committed(&f, gen1);
+    char dirs[3][4200];
+    save_on_local_disk(gen1, 3, 8, 1, dirs);
+    node *gen2[] = { &c, &a, &b }; /* node-c runs rank 0, node-a rank 1, node-b rank 2 */
+    sync_all(gen2, 3, 2);
+    for (int i = 0; i < 3; i++) {
+        ASSERT(gen2[i]->out.planned);
+        ASSERT_EQ(gen2[i]->out.step, 5);
+        ASSERT(gen2[i]->out.ranks[0].source != CHANNEL__RESTORE_DISK);
+        ASSERT(gen2[i]->out.ranks[0].source != CHANNEL__RESTORE_NONE);
+    }
+    stop_all(gen2, 3, &f);
 }

@@ -7,6 +7,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/memtier.h"
 #include "support/ckpt_content.h"
+#include "support/store_fixture.h"
 #include "test.h"
 
 static char tier[4096], own[4200], disk[4200];
@@ -103,11 +104,12 @@ static elastic_ckpt *open_at(bool memory, uint64_t generation)
     return c;
 }
 
-/* The agents do not see a trainer's own disk directory: under replication
- * lag their plan can name a memory step older than a committed disk step.
- * The worker restores the disk step then (else it redoes the work and its
- * save of that step fails: already committed), unless that disk step was
- * written by an older generation than the planned step (abandoned). */
+/* A disk tier the agents did not know when they planned (its workers had
+ * not announced it yet): under replication lag their plan can name a memory
+ * step older than a committed disk step. The worker restores the disk step
+ * then (else it redoes the work and its save of that step fails: already
+ * committed), unless that disk step was written by an older generation than
+ * the planned step (abandoned). */
 TEST(ckpt_restore_takes_a_committed_disk_step_newer_than_the_plans)
 {
     setup();
@@ -185,4 +187,47 @@ TEST(ckpt_restore_reports_step_source_bytes_and_time_to_the_agent)
     ASSERT_EQ(snap.restore_bytes, want);
     elastic_ckpt_close(mem);
     channel__hb_close(region, true);
+}
+
+/* The same rule for a store-mode disk checkpoint (its commit record in the
+ * job's store) on shared storage: every rank reads the directory, so the
+ * newer committed disk step wins over the plan's memory step. On node-local
+ * storage one rank's newer shard says nothing of the others': the plan
+ * (which counted the announced tier) stands. */
+TEST(ckpt_restore_takes_a_newer_store_mode_disk_step_on_shared_storage_only)
+{
+    setup();
+    store_fixture f;
+    fixture_start(&f);
+    elastic_store *store = fixture_connect(&f);
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.compression = ELASTIC_CKPT_NONE;
+    o.generation = 2;
+    o.store = store;
+    o.shared_storage = 1;
+    elastic_ckpt *shared_disk, *mem = open_at(true, 2);
+    ASSERT_OK(elastic_ckpt_open(disk, &o, &shared_disk));
+    ASSERT_OK(ckpt_test_save(shared_disk, 12, 0));
+    ASSERT_OK(ckpt_test_save(mem, 5, 0));
+    setenv(CHANNEL__ENV_RESTORE_STEP, "5", 1);
+    setenv(CHANNEL__ENV_RESTORE_SOURCE, "local", 1);
+    ckpt_restore r;
+    ASSERT_OK(ckpt__restore_begin(mem, shared_disk, &r));
+    ASSERT_EQ(r.step, 12);
+    ASSERT_EQ(r.source, CHANNEL__RESTORE_DISK);
+    ASSERT(r.from == shared_disk);
+    char why[256];
+    ASSERT_OK(ckpt_test_check(r.from, r.step, 0, why, sizeof why));
+    elastic_ckpt_close(shared_disk);
+    o.shared_storage = 0;
+    elastic_ckpt *local_disk;
+    ASSERT_OK(elastic_ckpt_open(disk, &o, &local_disk));
+    ASSERT_OK(ckpt__restore_begin(mem, local_disk, &r));
+    ASSERT_EQ(r.step, 5);
+    ASSERT(r.from == mem);
+    elastic_ckpt_close(local_disk);
+    elastic_ckpt_close(mem);
+    elastic_store_close(store);
+    elastic_store_server_close(f.server);
 }
