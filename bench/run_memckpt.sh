@@ -57,14 +57,23 @@ traced() { grep -Eq '^TracerPid:[[:space:]]+[1-9]' "/proc/$1/status"; }
 : > "$work/syscalls"
 if command -v strace >/dev/null; then
   # one end traced from its start, the other attached for the one transfer
+  # (a profile that fails, e.g. strace cannot attach, leaves its rows out)
   profile() { # name, receiver pid, sender command...
     local name=$1 pid=$2; shift 2
     strace -c -f -o "$work/$name.recv.strace" -p "$pid" 2>/dev/null & local tracer=$!
     for _ in $(seq 1 100); do traced "$pid" && break; sleep 0.05; done # attached, 5 s at most
-    netns_exec 1 strace -c -f -o "$work/$name.send.strace" "$@" > /dev/null
-    kill -INT "$tracer"; wait "$tracer" 2>/dev/null || true
-    echo "${name}_send_syscalls=$(calls "$work/$name.send.strace")" >> "$work/syscalls"
-    echo "${name}_recv_syscalls=$(calls "$work/$name.recv.strace")" >> "$work/syscalls"
+    netns_exec 1 strace -c -f -o "$work/$name.send.strace" "$@" > /dev/null || true
+    kill -INT "$tracer" 2>/dev/null || true
+    wait "$tracer" 2>/dev/null || true
+    local sent recv
+    sent=$(calls "$work/$name.send.strace" 2>/dev/null || true)
+    recv=$(calls "$work/$name.recv.strace" 2>/dev/null || true)
+    if [ -n "$sent" ] && [ -n "$recv" ]; then
+      echo "${name}_send_syscalls=$sent" >> "$work/syscalls"
+      echo "${name}_recv_syscalls=$recv" >> "$work/syscalls"
+    else
+      echo "memory benchmark: the $name syscall profile failed (strace); its rows are left out" >&2
+    fi
   }
   profile push "$serve_pid" "$bench" push-again "$work/h1" "$(netns_addr 2)" 7400 "$token"
   profile blast "$blast_pid" "$bench" blast-send "$(netns_addr 2)" 7401 "$bytes" 1
@@ -147,7 +156,7 @@ if 'push_cpu_s' in r:
         f"{r['push_cpu_s']/gib(r['push_bytes']):.2f} / {r['push_peer_cpu_s']/gib(r['push_bytes']):.2f}")
     row("  CPU s per GiB, blast: sender / receiver",
         f"{r['blast_cpu_s']/gib(r['blast_bytes']):.2f} / {r['blast_peer_cpu_s']/gib(r['blast_bytes']):.2f}")
-if 'push_send_syscalls' in r:
+if 'push_send_syscalls' in r and 'blast_send_syscalls' in r:
     per = lambda k, b: f"{r[k] / (b / 2**20):.2f}"
     row("  syscalls per MiB, replication: sender / receiver",
         f"{per('push_send_syscalls', r['push_bytes'])} / {per('push_recv_syscalls', r['push_bytes'])}")
