@@ -33,6 +33,14 @@ out=$work/results
 trap 'netns_teardown; rm -rf "$work" "$disk"' EXIT
 : > "$out"
 kv() { grep -E "^$1=" "$2" | tail -1 | cut -d= -f2; }
+# netns_wait_for, saying what did not come (it fails silently, and set -e
+# would end the run without a word)
+wait_for() {
+  netns_wait_for "$@" && return 0
+  echo "memory benchmark: no '$2' in $1 within $3 s:" >&2
+  cat "$1" >&2
+  exit 1
+}
 
 # 1. save stall (h1, no network involved)
 netns_exec 1 "$bench" save "$work/h1-save" "$bytes" "$runs" > "$work/save"
@@ -46,8 +54,8 @@ netns_spawn 2 "$work/serve" "$bench" serve "$work/h2" 7400 "$token"
 serve_pid=$NETNS_LAST_PID
 netns_spawn 2 "$work/blast" "$bench" blast-recv 7401
 blast_pid=$NETNS_LAST_PID
-netns_wait_for "$work/serve" '^ready' 10
-netns_wait_for "$work/blast" '^ready' 10
+wait_for "$work/serve" '^ready' 30
+wait_for "$work/blast" '^ready' 30
 MEMCKPT_PEER_PID=$serve_pid MEMCKPT_BLAST_PID=$blast_pid netns_exec 1 "$bench" push "$work/h1" \
   "$(netns_addr 2)" 7400 "$token" "$bytes" "$runs" 7401 > "$work/push"
 : > "$work/blastsend"
@@ -105,12 +113,12 @@ for k in $(seq 1 "$kills"); do
   rm -rf "$work/train"
   netns_spawn 1 "$work/train.log" "$bench" train "$work/train" $(( bytes / 4 )) 100000 10 1
   pid=$NETNS_LAST_PID
-  netns_wait_for "$work/train.log" "^done $(( 3 + RANDOM % 200 ))\$" 120
+  wait_for "$work/train.log" "^done $(( 3 + RANDOM % 200 ))\$" 120
   sleep 0.$(( RANDOM % 10 ))
   kill -9 "$pid"; wait "$pid" 2>/dev/null || true
   done_step=$(grep -E '^done ' "$work/train.log" | tail -1 | cut -d' ' -f2)
   saved=$(ls "$work/train/own" | grep -E '^step-' | sort | while read -r d; do
-            if [ -e "$work/train/own/$d/COMMIT" ]; then echo "$d"; fi; done | tail -1 | sed 's/step-0*//')
+            if [ -e "$work/train/own/$d/COMMIT" ]; then echo "$d"; fi; done | tail -1 | sed 's/step-0*//' || true)
   lost_mem=$(( lost_mem + done_step - ${saved:-0} ))
   lost_disk=$(( lost_disk + done_step % 100 ))
 done
