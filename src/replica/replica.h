@@ -6,9 +6,9 @@
  *
  * Layers, bottom up:
  *   transport (tcp.c)   a connection that sends, sends from a file, receives,
- *                       with a deadline on every call. The seam: UCX (RDMA,
- *                       Debian libucx-dev) is the next transport, behind the
- *                       same four operations.
+ *                       receives into a file, with a deadline on every call.
+ *                       The seam: UCX (RDMA, Debian libucx-dev) is the next
+ *                       transport, behind the same operations.
  *   auth (auth.c)       both sides prove they hold the job's token (HMAC-SHA256
  *                       over both nonces, labels of their own), before any
  *                       request is read.
