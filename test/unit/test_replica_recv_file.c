@@ -4,7 +4,8 @@
  * pieces the sender's writes arrive in (a pipe that fills, an offset that is
  * not page-aligned), a peer that dies mid-transfer or stalls fails the call
  * (by its deadline) instead of leaving a file that looks whole, and the
- * receiver drops such a half-received copy and takes the next push.
+ * receiver drops such a half-received copy and takes the next push; a
+ * transport without recv_file gets the same bytes through a buffer.
  */
 #include "replica/replica.h"
 #include "replica/wire.h"
@@ -310,4 +311,31 @@ TEST(replica_receiver_drops_a_copy_whose_peer_died_mid_transfer_and_takes_the_ne
     elastic_ckpt_close(copy);
     close(fd);
     replica__server_stop(server);
+}
+
+/* A transport without recv_file (UCX may be one): the receive goes through
+ * a buffer and lands the same bytes. */
+TEST(replica_incoming_receive_without_recv_file_lands_the_same_bytes)
+{
+    const size_t len = (3u << 20) + 777;
+    pair p = connect_pair();
+    replica_transport_ops bare = *p.in->ops;
+    bare.recv_file = NULL;
+    const replica_transport_ops *tcp_ops = p.in->ops;
+    p.in->ops = &bare;
+    sender s = { .conn = p.out, .len = len, .close_after = SIZE_MAX };
+    pthread_t t;
+    ASSERT_OK(pthread_create(&t, NULL, send_main, &s));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/bare", test_tmpdir());
+    replica_incoming in;
+    ASSERT_OK(replica__incoming_open(path, len, NULL, NULL, &in));
+    ASSERT_OK(replica__incoming_receive(p.in, &in, elastic__deadline_ms(test_scaled_ms(20000))));
+    pthread_join(t, NULL);
+    ASSERT_OK(s.rc);
+    expect_pattern(in.fd, 0, len);
+    ASSERT_OK(replica__incoming_keep(&in));
+    p.in->ops = tcp_ops; /* its close frees a tcp connection */
+    replica__close(p.out);
+    replica__close(p.in);
 }
