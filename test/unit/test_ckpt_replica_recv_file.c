@@ -141,7 +141,7 @@ static void receive_uneven_pieces_into(const char *dir)
     replica__close(p.in);
 }
 
-TEST(replica_recv_file_lands_every_byte_of_uneven_pieces_at_its_offset)
+TEST(ckpt_replica_recv_file_lands_every_byte_of_uneven_pieces_at_its_offset)
 {
     receive_uneven_pieces_into(test_tmpdir());
     /* The memory tier's own file system. */
@@ -153,7 +153,7 @@ TEST(replica_recv_file_lands_every_byte_of_uneven_pieces_at_its_offset)
     }
 }
 
-TEST(replica_recv_file_fails_when_the_peer_dies_mid_transfer)
+TEST(ckpt_replica_recv_file_fails_when_the_peer_dies_mid_transfer)
 {
     const size_t len = 4u << 20;
     pair p = connect_pair();
@@ -172,7 +172,7 @@ TEST(replica_recv_file_fails_when_the_peer_dies_mid_transfer)
     replica__close(p.in);
 }
 
-TEST(replica_recv_file_gives_up_at_its_deadline_when_the_peer_stalls)
+TEST(ckpt_replica_recv_file_gives_up_at_its_deadline_when_the_peer_stalls)
 {
     const size_t len = 4u << 20;
     pair p = connect_pair();
@@ -246,7 +246,7 @@ static replica_conn *dial(int port)
     return c;
 }
 
-TEST(replica_receiver_drops_a_copy_whose_peer_died_mid_transfer_and_takes_the_next)
+TEST(ckpt_replica_receiver_drops_a_copy_whose_peer_died_mid_transfer_and_takes_the_next)
 {
     char from[4096], to[4096], own[4200], shard[4500], step_dir[4400];
     snprintf(from, sizeof from, "%s/from", test_tmpdir());
@@ -315,7 +315,7 @@ TEST(replica_receiver_drops_a_copy_whose_peer_died_mid_transfer_and_takes_the_ne
 
 /* A transport without recv_file (UCX may be one): the receive goes through
  * a buffer and lands the same bytes. */
-TEST(replica_incoming_receive_without_recv_file_lands_the_same_bytes)
+TEST(ckpt_replica_incoming_receive_without_recv_file_lands_the_same_bytes)
 {
     const size_t len = (3u << 20) + 777;
     pair p = connect_pair();
