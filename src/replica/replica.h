@@ -6,9 +6,9 @@
  *
  * Layers, bottom up:
  *   transport (tcp.c)   a connection that sends, sends from a file, receives,
- *                       with a deadline on every call. The seam: UCX (RDMA,
- *                       Debian libucx-dev) is the next transport, behind the
- *                       same four operations.
+ *                       receives into a file, with a deadline on every call.
+ *                       The seam: UCX (RDMA, Debian libucx-dev) is the next
+ *                       transport, behind the same operations.
  *   auth (auth.c)       both sides prove they hold the job's token (HMAC-SHA256
  *                       over both nonces, labels of their own), before any
  *                       request is read.
@@ -43,6 +43,10 @@ typedef struct replica_transport_ops {
     int (*send)(replica_conn *c, const void *data, size_t len, uint64_t deadline_ms);
     int (*send_file)(replica_conn *c, int fd, uint64_t offset, uint64_t len, uint64_t deadline_ms);
     int (*recv)(replica_conn *c, void *data, size_t len, uint64_t deadline_ms);
+    /* Receives len bytes into the file fd at offset (pwrite-like: the
+     * file's offset is not moved). NULL: the caller receives through a
+     * buffer and writes. A failure leaves the connection spent. */
+    int (*recv_file)(replica_conn *c, int fd, uint64_t offset, uint64_t len, uint64_t deadline_ms);
     /* Wakes a call blocked on the connection from another thread (it fails). */
     void (*shutdown)(replica_conn *c);
     void (*close)(replica_conn *c);

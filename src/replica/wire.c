@@ -13,7 +13,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -189,28 +188,16 @@ int replica__incoming_open(const char *path, uint64_t len, const ckpt_mem_tier *
     return rc;
 }
 
-/* Straight into a mapping of the file's pages: one copy. */
-static int receive_mapped(replica_conn *c, replica_incoming *in, uint64_t deadline_ms)
-{
-    void *map = mmap(NULL, in->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, in->fd, 0);
-    if (map == MAP_FAILED) return ckpt__fail_errno(errno, "map", in->tmp);
-    int rc = c->ops->recv(c, map, in->len, deadline_ms);
-    munmap(map, in->len);
-    return rc;
-}
-
-/* A fresh file is received through a buffer that stays in the core's cache,
- * then written into it: mapping 256 MiB of fresh tmpfs pages (populating
- * them zeroes every page) and unmapping them cost 0.3-0.6 s each here,
- * against ~0.05 s for the second copy, and full-page writes into reserved
- * pages are never zeroed first. A recycled file's pages are already there:
- * mapped, they take the bytes in one copy (measured ~15% less CPU). */
+/* A transport without recv_file: through a buffer that stays in the core's
+ * cache, then written into the file (two copies). */
 #define RECEIVE_PIECE (512u << 10)
 
 int replica__incoming_receive(replica_conn *c, replica_incoming *in, uint64_t deadline_ms)
 {
     if (in->len == 0) return 0;
-    if (in->recycled) return receive_mapped(c, in, deadline_ms);
+    /* The transport's own way into the file's pages (tcp: splice, one copy
+     * by the kernel; into a recycled file, over pages already allocated). */
+    if (c->ops->recv_file != NULL) return c->ops->recv_file(c, in->fd, 0, in->len, deadline_ms);
     size_t cap = in->len < RECEIVE_PIECE ? (size_t)in->len : RECEIVE_PIECE;
     uint8_t *buf = malloc(cap);
     if (buf == NULL) return elastic__fail(ELASTIC_ENOMEM, "receive buffer");

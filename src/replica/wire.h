@@ -46,7 +46,8 @@ uint64_t replica__file_max(const replica_file_id *id);
 void replica__file_path(const char *dir, const replica_file_id *id, char *out, size_t cap);
 /* A file being received: created under a temporary name beside `path`,
  * room reserved in the tier (NULL: none); then filled from the connection
- * through a small buffer, then renamed into place (keep) or removed (drop). */
+ * (the transport's recv_file: tcp splices; else through a small buffer),
+ * then renamed into place (keep) or removed (drop). */
 typedef struct replica_incoming {
     char path[PATH_MAX + 128], tmp[PATH_MAX + 200];
     int fd;        /* open for reading and writing until keep or drop */
