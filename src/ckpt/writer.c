@@ -488,8 +488,16 @@ int ckpt__txn_begin(elastic_ckpt *c, uint64_t step, ckpt_worker_ctx *ctx, elasti
                             .chunk_size = (uint32_t)c->opts.chunk_bytes };
     int threads = c->opts.threads > 1 ? c->opts.threads : 1;
     t->window = c->pool ? (size_t)(2 * threads + 2 < WINDOW_MAX ? 2 * threads + 2 : WINDOW_MAX) : 1;
-    int rc = open_step_dir(t);
-    if (rc == 0) rc = open_temp_shard(t);
+    /* Another rank's failed save removes the step directory it created once
+     * it is empty (drop_files), which it can be between our mkdir and our
+     * create: then make it again (bounded: each try is another rank's
+     * failure in that instant). */
+    int rc = 0;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        rc = open_step_dir(t);
+        if (rc == 0) rc = open_temp_shard(t);
+        if (rc != ELASTIC_ENOTFOUND) break;
+    }
     if (rc != 0) {
         drop_files(t);
         t->fd = -1;

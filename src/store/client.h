@@ -104,6 +104,10 @@ void store__session_wake_reader(store__session *session);
 /* client_ops.c: decoding shared with batches (client_batch.c). */
 /* A NUL-terminated malloc'd copy of bytes; ELASTIC_ENOMEM (not recorded). */
 int store__copy_value(const uint8_t *data, uint32_t len, void **value, size_t *value_len);
+/* The n values of a multi_get answer (u32 n, then each value) into
+ * values[]/lens[]: 0, ELASTIC_EPROTO (malformed) or ELASTIC_ENOMEM, and on
+ * an error nothing is left allocated. */
+int store__read_values(const uint8_t *body, size_t len, size_t n, void **values, size_t *lens);
 /* n keys from r, less the handle's prefix, in one allocation (NULL-terminated);
  * ELASTIC_EPROTO (a key shorter than the prefix, the list cut short) or ELASTIC_ENOMEM. */
 int store__build_key_list(const elastic_store *s, bytes__reader *r, uint32_t n, char ***keys);

@@ -210,25 +210,10 @@ int store__batch_values(store__batch *b, uint32_t i, size_t n, void **values, si
     const store__batch_answer *a = NULL;
     int err = answer_status(b, i, &a);
     if (err != 0) return err;
-    bytes__reader r = bytes__reader_of(a->body, a->len);
-    if (bytes__read_u32(&r) != n) r.bad = true;
-    size_t filled = 0;
-    for (; filled < n && !r.bad && err == 0; filled++) {
-        uint32_t value_len;
-        const uint8_t *data = bytes__read_bytes(&r, UINT32_MAX, &value_len);
-        if (r.bad) break;
-        err = store__copy_value(data, value_len, &values[filled], lens ? &lens[filled] : NULL);
-    }
-    if (err == 0 && (r.bad || filled != n))
-        err = elastic__fail(ELASTIC_EPROTO, "store batch: malformed multi_get answer");
-    else if (err != 0)
-        err = elastic__fail(err, "store batch: out of memory");
-    if (err != 0)
-        for (size_t k = 0; k < filled; k++) {
-            free(values[k]);
-            values[k] = NULL;
-        }
-    return err;
+    err = store__read_values(a->body, a->len, n, values, lens);
+    if (err == ELASTIC_EPROTO)
+        return elastic__fail(ELASTIC_EPROTO, "store batch: malformed multi_get answer");
+    return err != 0 ? elastic__fail(err, "store batch: out of memory") : 0;
 }
 
 int store__batch_keys_answer(store__batch *b, uint32_t i, char ***keys, size_t *n)

@@ -100,6 +100,27 @@ int store__copy_value(const uint8_t *data, uint32_t len, void **value, size_t *v
     return 0;
 }
 
+int store__read_values(const uint8_t *body, size_t len, size_t n, void **values, size_t *lens)
+{
+    bytes__reader r = bytes__reader_of(body, len);
+    int err = 0;
+    if (bytes__read_u32(&r) != n) r.bad = true;
+    size_t filled = 0;
+    for (; filled < n && !r.bad && err == 0; filled++) {
+        uint32_t value_len;
+        const uint8_t *data = bytes__read_bytes(&r, UINT32_MAX, &value_len);
+        if (r.bad) break;
+        err = store__copy_value(data, value_len, &values[filled], lens ? &lens[filled] : NULL);
+    }
+    if (err == 0 && (r.bad || filled != n)) err = ELASTIC_EPROTO;
+    if (err != 0)
+        for (size_t i = 0; i < filled; i++) {
+            free(values[i]);
+            values[i] = NULL;
+        }
+    return err;
+}
+
 static bool valid_keys(const char *const *keys, size_t n)
 {
     if (keys == NULL || n == 0 || n > STORE__MAX_LIST) return false;
@@ -324,23 +345,10 @@ ELASTIC_EXTERN int elastic_store_multi_get(elastic_store *s, const char *const *
     do err = keys_request(s, STORE__OP_MULTI_GET, keys, n, wait_slice(deadline), &body, &len);
     while (wait_again(err, deadline));
     if (err != 0) return err;
-    bytes__reader r = bytes__reader_of(body, len);
-    if (bytes__read_u32(&r) != n) r.bad = true;
-    size_t filled = 0;
-    for (; filled < n && !r.bad && err == 0; filled++) {
-        uint32_t value_len;
-        const uint8_t *data = bytes__read_bytes(&r, UINT32_MAX, &value_len);
-        if (r.bad) break;
-        err = store__copy_value(data, value_len, &values[filled], lens ? &lens[filled] : NULL);
-    }
-    if (err == 0 && (r.bad || filled != n)) err = malformed(STORE__OP_MULTI_GET);
-    if (err != 0)
-        for (size_t i = 0; i < filled; i++) {
-            free(values[i]);
-            values[i] = NULL;
-        }
+    err = store__read_values(body, len, n, values, lens);
     free(body);
-    return err;
+    if (err == ELASTIC_EPROTO) return malformed(STORE__OP_MULTI_GET);
+    return err != 0 ? elastic__fail(err, "store multi_get: out of memory") : 0;
 }
 
 ELASTIC_EXTERN int elastic_store_num_keys(elastic_store *s, int64_t *count)
