@@ -304,7 +304,12 @@ static _Noreturn void reaper_main(int fd, const char *cgroup_dir, const char *ru
         ckpt_mem_tier tier;
         if (ckpt__mem_tier_open(memory_root, &tier) == 0) {
             ckpt__mem_tier_close(&tier);
-            ckpt__mem_tier_remove(memory_root);
+            /* A worker the kill has not reached yet can still make a step
+             * directory after the tree was listed (then rmdir fails and the
+             * tree stays, marker gone): try again for up to a second. */
+            for (int attempt = 0; attempt < 50 && ckpt__mem_tier_remove(memory_root) != 0;
+                 attempt++)
+                usleep(20000);
         }
     }
     _exit(0);
