@@ -132,9 +132,8 @@ void agent__stream_finish(agent_stream *stream)
     }
     if (stream->file_fd >= 0) close(stream->file_fd);
     stream->file_fd = -1;
-    if (uv_fileno((uv_handle_t *)&stream->pipe, &fd) != 0) fd = -1;
+    if (uv_fileno((uv_handle_t *)&stream->pipe, &fd) == 0) elastic__tsan_fd_closing(fd);
     uv_close((uv_handle_t *)&stream->pipe, on_closed);
-    elastic__tsan_fd_closing(fd); /* after uv_close's epoll_ctl on it (tsan_fd.h) */
 }
 
 size_t agent__stream_tail(const agent_stream *stream, char *out, size_t size)

@@ -4,13 +4,7 @@
  * ThreadSanitizer never sees; when the number was then reused by another
  * thread (a pipe for a worker, a socket the store accepts), it reported a
  * race on that descriptor. libuv built with ThreadSanitizer makes this same
- * call itself (uv__close_nocancel), just before the raw close and after its
- * epoll_ctl(EPOLL_CTL_DEL) on the descriptor: so call it right after
- * uv_close, which does both at once. Called before, the epoll_ctl counted as
- * a use after the close, and a later close of the reused number on another
- * thread was reported as a race with it (the store server's connection
- * against the agent's log directory in make tsan). No effect outside
- * ThreadSanitizer builds.
+ * call itself (uv__close_nocancel). No effect outside ThreadSanitizer builds.
  */
 #ifndef ELASTIC_COMMON_TSAN_FD_H
 #define ELASTIC_COMMON_TSAN_FD_H

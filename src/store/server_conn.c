@@ -105,10 +105,9 @@ void store__conn_close(store__conn *conn, const char *why)
     store__wait_cancel_all(conn);
     store__conn_end_leases(conn); /* wakes other connections' watchers */
     uv_close((uv_handle_t *)&conn->timer, on_handle_closed);
-    uv_os_fd_t fd = -1;
-    (void)uv_fileno((uv_handle_t *)&conn->tcp, &fd);
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&conn->tcp, &fd) == 0) elastic__tsan_fd_closing(fd);
     uv_close((uv_handle_t *)&conn->tcp, on_handle_closed);
-    elastic__tsan_fd_closing(fd); /* after uv_close's epoll_ctl on it (tsan_fd.h) */
 }
 
 void store__conn_mark_dirty(store__conn *conn)
