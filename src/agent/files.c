@@ -5,6 +5,7 @@
  * directories this user owns and nobody else may write.
  */
 #include "agent/agent.h"
+#include "common/tsan_fd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +39,8 @@ int agent__dir_private(int parent, const char *name, int *out)
         return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not a plain directory name", name);
     if (mkdirat(parent, name, 0700) != 0 && errno != EEXIST)
         return elastic__fail(elastic__from_errno(errno), "mkdir %s: %s", name, strerror(errno));
-    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = elastic__tsan_fd_made(
+        openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (fd < 0) {
         int saved = errno;
         return elastic__fail(elastic__from_errno(saved), "%s: %s", name,
@@ -68,7 +70,8 @@ static int check_file(int fd, const char *name)
 
 int agent__file_private(int dir, const char *name, int flags)
 {
-    int fd = openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+    int fd =
+        elastic__tsan_fd_made(openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600));
     if (fd < 0) {
         int saved = errno;
         return elastic__fail(elastic__from_errno(saved), "%s: %s", name,

@@ -3,6 +3,7 @@
  * the environment, never cut short), whether a multi-node job may run
  * without one, and the private file through which workers receive it.
  */
+#include "common/tsan_fd.h"
 #include "agent/agent.h"
 #include "store/store.h"
 
@@ -49,8 +50,9 @@ int agent__token_publish(const char *dir, const char *token, char *path, size_t 
         return elastic__fail(ELASTIC_EINVAL, "token file path too long");
     int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int fd = dir_fd < 0 ? -1
-                        : openat(dir_fd, "store_token",
-                                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                        : elastic__tsan_fd_made(
+                              openat(dir_fd, "store_token",
+                                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     int saved = errno;
     if (dir_fd >= 0) close(dir_fd);
     if (fd < 0) return elastic__fail(elastic__from_errno(saved), "%s: %s", path, strerror(saved));
