@@ -632,14 +632,8 @@ TEST_TIMEOUT(rdzv_etcd_backend_speaks_tls_with_a_client_certificate, 90)
 
 static void restart_opts(elastic_rdzv_opts *o, const etcd_cluster *c, const char *run_id)
 {
-    rdzv_env unused = { 0 };
-    rdzv_test_opts(o, &unused, run_id, NODES, NODES);
+    etcd_rdzv_opts(o, c, run_id, NODES, NODES);
     o->max_restarts = 1;
-    o->endpoint = NULL;
-    o->backend = ELASTIC_RDZV_BACKEND_ETCD;
-    o->etcd_endpoints = c->endpoints;
-    o->keepalive_interval_ms = 200;
-    o->keepalive_timeout_ms = test_scaled_ms(1000);
 }
 
 /* etcd keeps the run's keys when every agent is gone: the job started
