@@ -53,7 +53,7 @@ int etcd__kv_value(json_object *kv, char **value, size_t *len)
 
 /* ---- request builders ---- */
 
-static json_object *key_object(etcd__backend *b, const char *key)
+json_object *etcd__key_object(etcd__backend *b, const char *key)
 {
     char full[512];
     if (etcd__full_key(b, key, full, sizeof full) != 0) return NULL;
@@ -62,10 +62,10 @@ static json_object *key_object(etcd__backend *b, const char *key)
     return o;
 }
 
-static json_object *put_object(etcd__backend *b, const char *key, const void *value, size_t len,
+json_object *etcd__put_object(etcd__backend *b, const char *key, const void *value, size_t len,
                                int64_t lease, bool prev_kv)
 {
-    json_object *o = key_object(b, key), *encoded = etcd__b64(value, len);
+    json_object *o = etcd__key_object(b, key), *encoded = etcd__b64(value, len);
     if (o == NULL || encoded == NULL) {
         json_object_put(o);
         json_object_put(encoded);
@@ -89,7 +89,7 @@ static json_object *wrap(const char *name, json_object *inner)
 static json_object *compare_object(etcd__backend *b, const char *key, const char *target,
                                    const void *value, size_t len, int64_t revision)
 {
-    json_object *o = key_object(b, key);
+    json_object *o = etcd__key_object(b, key);
     if (o == NULL) return NULL;
     json_object_object_add(o, "target", json_object_new_string(target));
     json_object_object_add(o, "result", json_object_new_string("EQUAL"));
@@ -118,7 +118,7 @@ static int txn(etcd__backend *b, json_object *compare, json_object *success, con
                 *ok = json_object_new_array(), *fail = json_object_new_array();
     if (compare != NULL) json_object_array_add(cmp, compare);
     json_object_array_add(ok, success);
-    json_object_array_add(fail, wrap("request_range", key_object(b, key)));
+    json_object_array_add(fail, wrap("request_range", etcd__key_object(b, key)));
     json_object_object_add(body, "compare", cmp);
     json_object_object_add(body, "success", ok);
     json_object_object_add(body, "failure", fail);
@@ -154,7 +154,7 @@ static int etcd_get(rdzv__backend *base, const char *key, void **value, size_t *
     *value = NULL;
     *len = 0;
     json_object *reply = NULL;
-    int rc = etcd__call(b->client, "/v3/kv/range", key_object(b, key), 0, false, &reply);
+    int rc = etcd__call(b->client, "/v3/kv/range", etcd__key_object(b, key), 0, false, &reply);
     if (rc == 0) {
         json_object *kvs = etcd__json_field(reply, "kvs", json_type_array);
         json_object *kv = kvs != NULL && json_object_array_length(kvs) > 0
@@ -175,7 +175,7 @@ static int etcd_set(rdzv__backend *base, const char *key, const void *value, siz
     json_object *reply = NULL;
     rdzv__count(base, strlen(key) + len, 0);
     int rc = etcd__call(self(base)->client, "/v3/kv/put",
-                        put_object(self(base), key, value, len, 0, false), 0, false, &reply);
+                        etcd__put_object(self(base), key, value, len, 0, false), 0, false, &reply);
     json_object_put(reply);
     return rc;
 }
@@ -186,7 +186,7 @@ static int etcd_set_leased(rdzv__backend *base, const char *key, const void *val
     json_object *reply = NULL;
     rdzv__count(base, strlen(key) + len + 8, 0);
     int rc = etcd__call(self(base)->client, "/v3/kv/put",
-                        put_object(self(base), key, value, len, (int64_t)lease, false), 0, false,
+                        etcd__put_object(self(base), key, value, len, (int64_t)lease, false), 0, false,
                         &reply);
     json_object_put(reply);
     return rc;
@@ -224,7 +224,7 @@ static int etcd_multi_set(rdzv__backend *base, const char *const *keys, const vo
         json_object *body = json_object_new_object(), *ops = json_object_new_array();
         json_object_object_add(body, "success", ops);
         for (size_t i = first; i < last; i++) {
-            json_object *put = put_object(b, keys[i], values[i], lens[i], 0, false);
+            json_object *put = etcd__put_object(b, keys[i], values[i], lens[i], 0, false);
             if (put == NULL) {
                 json_object_put(body);
                 return elastic__fail(ELASTIC_ELIMIT,
@@ -248,7 +248,7 @@ static int etcd_del(rdzv__backend *base, const char *key)
 {
     json_object *reply = NULL;
     rdzv__count(base, strlen(key), 0);
-    int rc = etcd__call(self(base)->client, "/v3/kv/deleterange", key_object(self(base), key), 0,
+    int rc = etcd__call(self(base)->client, "/v3/kv/deleterange", etcd__key_object(self(base), key), 0,
                         false, &reply);
     if (rc == 0) {
         int64_t deleted = 0;
@@ -290,7 +290,7 @@ static int etcd_compare_set(rdzv__backend *base, const char *key, const void *ex
     bool succeeded = false;
     /* Re-sending a compare-and-set is harmless: if the first one applied,
      * the second fails its compare and reads back what the first wrote. */
-    int rc = txn(b, compare, wrap("request_put", put_object(b, key, desired, dlen, 0, false)), key,
+    int rc = txn(b, compare, wrap("request_put", etcd__put_object(b, key, desired, dlen, 0, false)), key,
                  &reply, &succeeded);
     if (rc == 0 && succeeded) {
         *current = malloc(dlen + 1);
@@ -315,9 +315,9 @@ static int etcd_compare_set(rdzv__backend *base, const char *key, const void *ex
  * The same object is a request_txn inside add_pair's Txn. */
 static json_object *add_txn_body(etcd__backend *b, const char *key)
 {
-    json_object *bump = wrap("request_put", put_object(b, key, COUNTER, COUNTER_LEN, 0, true));
-    json_object *create = wrap("request_put", put_object(b, key, COUNTER, COUNTER_LEN, 0, false));
-    json_object *read = wrap("request_range", key_object(b, key));
+    json_object *bump = wrap("request_put", etcd__put_object(b, key, COUNTER, COUNTER_LEN, 0, true));
+    json_object *create = wrap("request_put", etcd__put_object(b, key, COUNTER, COUNTER_LEN, 0, false));
+    json_object *read = wrap("request_range", etcd__key_object(b, key));
     json_object *is_counter = compare_object(b, key, "VALUE", COUNTER, COUNTER_LEN, 0);
     json_object *absent = compare_object(b, key, "VERSION", NULL, 0, 0);
     if (bump == NULL || create == NULL || read == NULL || is_counter == NULL || absent == NULL) {
@@ -429,7 +429,7 @@ static int etcd_add(rdzv__backend *base, const char *key, int64_t delta, int64_t
                                    : compare_object(b, key, "CREATE", NULL, 0, 0);
         json_object *reply = NULL;
         bool succeeded = false;
-        int rc = txn(b, compare, wrap("request_put", put_object(b, key, text, (size_t)n, 0, false)),
+        int rc = txn(b, compare, wrap("request_put", etcd__put_object(b, key, text, (size_t)n, 0, false)),
                      key, &reply, &succeeded);
         if (rc == 0 && succeeded) *result = current + delta;
         json_object *kv = rc == 0 && !succeeded ? txn_kv(reply, "response_range", "kvs") : NULL;
@@ -450,65 +450,125 @@ static int etcd_add(rdzv__backend *base, const char *key, int64_t delta, int64_t
     return elastic__fail(ELASTIC_EBUSY, "etcd: add on %s lost %d races", key, ADD_ATTEMPTS);
 }
 
-/* Two counters +1 in one Txn: "if both hold the marker, Put both again",
- * else each as add_one's nested Txn (absent: create). A key that holds a
- * plain number goes through etcd_add's loop on its own afterwards. */
-static int etcd_add_pair(rdzv__backend *base, const char *key1, const char *key2, int64_t *r1,
-                         int64_t *r2)
+static int etcd_get_some(rdzv__backend *b, const char *const *keys, size_t n, void **values,
+                         size_t *lens);
+
+/* The value of a Txn's response_range (NULL, 0 when the key is absent). */
+static int range_value(json_object *response, void **value, size_t *len)
+{
+    json_object *range = etcd__json_field(response, "response_range", json_type_object);
+    json_object *kvs = etcd__json_field(range, "kvs", json_type_array);
+    json_object *kv =
+        kvs != NULL && json_object_array_length(kvs) > 0 ? json_object_array_get_idx(kvs, 0) : NULL;
+    *value = NULL;
+    *len = 0;
+    if (kv == NULL || !json_object_is_type(kv, json_type_object)) return 0;
+    return etcd__kv_value(kv, (char **)value, len);
+}
+
+#define ADD_GET_MAX_ADDS 8 /* a join adds one or two */
+
+/* n_add counters +1, then n_get reads, in one Txn: "if every counter holds
+ * the marker, Put each again" (prev_kv: the results), else each as
+ * add_txn_body's nested Txn (absent: create). The reads follow the adds in
+ * either branch, and a read in a Txn sees the Txn's earlier writes, so they
+ * see the state right after the adds with no other client's write in
+ * between. A counter that holds a plain number goes through etcd_add's loop
+ * on its own afterwards, and then the reads are made again. One Raft round
+ * (the adds) and one request for what the store does in one batch. */
+static int etcd_add_get(rdzv__backend *base, const char *const *add_keys, size_t n_add,
+                        int64_t *sums, const char *const *get_keys, size_t n_get, void **values,
+                        size_t *lens)
 {
     etcd__backend *b = self(base);
-    const char *keys[2] = { key1, key2 };
-    int64_t *results[2] = { r1, r2 };
+    for (size_t i = 0; i < n_get; i++) values[i] = NULL, lens[i] = 0;
+    if (n_add < 1 || n_add > ADD_GET_MAX_ADDS || n_add + n_get > ETCD__MAX_TXN_OPS)
+        return elastic__fail(ELASTIC_EINVAL, "etcd: add_get of %zu adds and %zu reads", n_add,
+                             n_get);
     json_object *body = json_object_new_object(), *compare = json_object_new_array(),
                 *success = json_object_new_array(), *failure = json_object_new_array();
     json_object_object_add(body, "compare", compare);
     json_object_object_add(body, "success", success);
     json_object_object_add(body, "failure", failure);
-    for (int i = 0; i < 2; i++) {
-        json_object *is_counter = compare_object(b, keys[i], "VALUE", COUNTER, COUNTER_LEN, 0);
-        json_object *bump =
-            wrap("request_put", put_object(b, keys[i], COUNTER, COUNTER_LEN, 0, true));
-        json_object *add = wrap("request_txn", add_txn_body(b, keys[i]));
-        if (is_counter == NULL || bump == NULL || add == NULL) {
-            json_object_put(is_counter);
-            json_object_put(bump);
-            json_object_put(add);
-            json_object_put(body);
-            return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" is too long", keys[i]);
+    size_t sent = 0;
+    for (size_t i = 0; i < n_add + n_get; i++) {
+        const char *key = i < n_add ? add_keys[i] : get_keys[i - n_add];
+        sent += strlen(key) + (i < n_add ? 8 : 0);
+        json_object *is_counter = NULL, *first = NULL, *second = NULL;
+        if (i < n_add) {
+            is_counter = compare_object(b, key, "VALUE", COUNTER, COUNTER_LEN, 0);
+            first = wrap("request_put", etcd__put_object(b, key, COUNTER, COUNTER_LEN, 0, true));
+            second = wrap("request_txn", add_txn_body(b, key));
+        } else {
+            first = wrap("request_range", etcd__key_object(b, key));
+            second = wrap("request_range", etcd__key_object(b, key));
         }
-        json_object_array_add(compare, is_counter);
-        json_object_array_add(success, bump);
-        json_object_array_add(failure, add);
+        if ((i < n_add && is_counter == NULL) || first == NULL || second == NULL) {
+            json_object_put(is_counter);
+            json_object_put(first);
+            json_object_put(second);
+            json_object_put(body);
+            return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" is too long", key);
+        }
+        if (is_counter != NULL) json_object_array_add(compare, is_counter);
+        json_object_array_add(success, first);
+        json_object_array_add(failure, second);
     }
-    rdzv__count(base, strlen(key1) + strlen(key2) + 16, 16);
     json_object *reply = NULL;
     int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
     json_object *responses = rc == 0 ? etcd__json_field(reply, "responses", json_type_array) : NULL;
-    if (rc == 0 && (responses == NULL || json_object_array_length(responses) != 2))
-        rc = elastic__fail(ELASTIC_EPROTO, "etcd: add: a Txn of two answered with another count");
-    bool both = rc == 0 && txn_succeeded(reply);
-    bool plain[2] = { false, false };
-    for (int i = 0; rc == 0 && i < 2; i++) {
+    if (rc == 0 && (responses == NULL || json_object_array_length(responses) != n_add + n_get))
+        rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of %zu answered with another count",
+                           n_add + n_get);
+    bool all = rc == 0 && txn_succeeded(reply), plain[ADD_GET_MAX_ADDS] = { false }, any = false;
+    size_t received = 8 * n_add;
+    for (size_t i = 0; rc == 0 && i < n_add; i++) {
         json_object *one = json_object_array_get_idx(responses, i);
-        if (both) {
+        if (all) {
             json_object *put = etcd__json_field(one, "response_put", json_type_object);
             json_object *kv = etcd__json_field(put, "prev_kv", json_type_object);
             int64_t version = 0;
             rc = kv != NULL
                      ? etcd__json_i64(kv, "version", 0, &version)
                      : elastic__fail(ELASTIC_EPROTO, "etcd: add: no previous version in the reply");
-            *results[i] = version + 1;
+            sums[i] = version + 1;
         } else {
             int64_t mod_revision = 0, current = 0;
             json_object *inner = etcd__json_field(one, "response_txn", json_type_object);
-            rc = inner != NULL ? add_txn_result(inner, keys[i], results[i], &plain[i],
+            rc = inner != NULL ? add_txn_result(inner, add_keys[i], &sums[i], &plain[i],
                                                 &mod_revision, &current)
                                : elastic__fail(ELASTIC_EPROTO, "etcd: add: malformed Txn reply");
+            any |= plain[i];
         }
     }
+    for (size_t i = 0; rc == 0 && i < n_get; i++) {
+        rc = range_value(json_object_array_get_idx(responses, n_add + i), &values[i], &lens[i]);
+        received += lens[i];
+    }
     json_object_put(reply);
-    for (int i = 0; rc == 0 && i < 2; i++)
-        if (plain[i]) rc = etcd_add(base, keys[i], 1, results[i]);
+    rdzv__count(base, sent, received);
+    for (size_t i = 0; rc == 0 && i < n_add; i++)
+        if (plain[i]) rc = etcd_add(base, add_keys[i], 1, &sums[i]);
+    if (rc == 0 && any && n_get > 0) { /* read after every add, as the store does */
+        for (size_t i = 0; i < n_get; i++) free(values[i]);
+        rc = etcd_get_some(base, get_keys, n_get, values, lens);
+    }
+    for (size_t i = 0; rc != 0 && i < n_get; i++) {
+        free(values[i]);
+        values[i] = NULL;
+        lens[i] = 0;
+    }
+    return rc;
+}
+
+/* Two counters +1 in one Txn (add_get without reads). */
+static int etcd_add_pair(rdzv__backend *base, const char *key1, const char *key2, int64_t *r1,
+                         int64_t *r2)
+{
+    const char *keys[2] = { key1, key2 };
+    int64_t sums[2] = { 0, 0 };
+    int rc = etcd_add_get(base, keys, 2, sums, NULL, 0, NULL, NULL);
+    if (rc == 0) *r1 = sums[0], *r2 = sums[1];
     return rc;
 }
 
@@ -529,7 +589,7 @@ static int etcd_get_some(rdzv__backend *base, const char *const *keys, size_t n,
     json_object *body = json_object_new_object(), *ops = json_object_new_array();
     json_object_object_add(body, "success", ops);
     for (size_t i = 0; i < n; i++) {
-        json_object *range = wrap("request_range", key_object(b, keys[i]));
+        json_object *range = wrap("request_range", etcd__key_object(b, keys[i]));
         if (range == NULL) {
             json_object_put(body);
             return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" is too long", keys[i]);
@@ -563,7 +623,10 @@ static int etcd_get_some(rdzv__backend *base, const char *const *keys, size_t n,
     return rc;
 }
 
-static int etcd_keys(rdzv__backend *base, const char *prefix, size_t max, char ***keys, size_t *n)
+/* keys_at: the names and the revision etcd answered at (a watch from the
+ * next one misses no change made since the listing). */
+static int etcd_keys_at(rdzv__backend *base, const char *prefix, size_t max, char ***keys,
+                        size_t *n, uint64_t *revision)
 {
     etcd__backend *b = self(base);
     *keys = NULL;
@@ -580,6 +643,12 @@ static int etcd_keys(rdzv__backend *base, const char *prefix, size_t max, char *
     json_object *reply = NULL;
     rc = etcd__call(b->client, "/v3/kv/range", body, 0, false, &reply);
     json_object *kvs = rc == 0 ? etcd__json_field(reply, "kvs", json_type_array) : NULL;
+    int64_t at = 0;
+    if (rc == 0 && revision != NULL) {
+        rc = etcd__json_i64(etcd__json_field(reply, "header", json_type_object), "revision", 0, &at);
+        if (rc == 0 && at <= 0)
+            rc = elastic__fail(ELASTIC_EPROTO, "etcd range: no revision in the reply");
+    }
     size_t count = kvs != NULL ? json_object_array_length(kvs) : 0, total = 0, received = 0;
     if (count > max) count = max;
     char **decoded = calloc(count + 1, sizeof *decoded);
@@ -615,7 +684,13 @@ static int etcd_keys(rdzv__backend *base, const char *prefix, size_t max, char *
     if (rc != 0) return rc;
     *keys = names;
     *n = count;
+    if (revision != NULL) *revision = (uint64_t)at;
     return 0;
+}
+
+static int etcd_keys(rdzv__backend *base, const char *prefix, size_t max, char ***keys, size_t *n)
+{
+    return etcd_keys_at(base, prefix, max, keys, n, NULL);
 }
 
 static void etcd_close(rdzv__backend *base)
@@ -645,6 +720,9 @@ static const rdzv__backend_ops etcd_ops = {
     .get_some = etcd_get_some,
     .add_pair = etcd_add_pair,
     .del_prefix = etcd_del_prefix,
+    .add_get = etcd_add_get,
+    .set_leased_wait = etcd__set_leased_wait,
+    .keys_at = etcd_keys_at,
     .close = etcd_close,
 };
 

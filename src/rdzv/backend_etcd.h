@@ -43,6 +43,11 @@ typedef struct etcd__backend {
 
 /* "<prefix><key>" into out; ELASTIC_EINVAL when it does not fit. */
 int etcd__full_key(etcd__backend *b, const char *key, char *out, size_t cap);
+/* {"key": <prefix><key>} for a request (NULL when the key is too long). */
+json_object *etcd__key_object(etcd__backend *b, const char *key);
+/* A Put's body: key, value, lease (0: none), prev_kv (NULL when too long). */
+json_object *etcd__put_object(etcd__backend *b, const char *key, const void *value, size_t len,
+                              int64_t lease, bool prev_kv);
 /* A kv of a reply: its value (a counter's value for counters kept by add)
  * and its mod_revision. */
 int etcd__kv_value(json_object *kv, char **value, size_t *len);
@@ -54,6 +59,12 @@ int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int 
                     void **values, size_t *lens);
 int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision, int timeout_ms,
                 uint64_t *revision);
+/* set_leased_wait: the leased Put and a Range of wait_key in one Txn, then
+ * (when wait_key is absent) a watch from that Txn's revision whose event
+ * carries the value. */
+int etcd__set_leased_wait(rdzv__backend *base, const char *key, const void *value, size_t len,
+                          uint64_t lease, const char *wait_key, int timeout_ms, void **wait_value,
+                          size_t *wait_len);
 int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms, uint64_t *lease);
 int etcd__lease_revoke(rdzv__backend *base, uint64_t lease);
 void etcd__keeper_stop(etcd__backend *b);

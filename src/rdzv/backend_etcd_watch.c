@@ -287,3 +287,72 @@ int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int 
     __atomic_fetch_add(&base->traffic.bytes_received, (uint64_t)received, __ATOMIC_RELAXED);
     return rc;
 }
+
+/* The join's record and its first wait for the assignment: one Txn puts the
+ * leased record and reads the assignment (present when the sealer was
+ * quicker), and only when it is absent a watch from that Txn's revision,
+ * whose event carries the value. Two requests where a Put, a read and a
+ * watch were three; the Put is the one Raft round, as before. */
+int etcd__set_leased_wait(rdzv__backend *base, const char *key, const void *value, size_t len,
+                          uint64_t lease, const char *wait_key, int timeout_ms, void **wait_value,
+                          size_t *wait_len)
+{
+    etcd__backend *b = (etcd__backend *)base;
+    *wait_value = NULL;
+    *wait_len = 0;
+    char full[512];
+    int rc = etcd__full_key(b, wait_key, full, sizeof full);
+    if (rc != 0) return rc;
+    if (lease == 0 || lease > (uint64_t)INT64_MAX)
+        return elastic__fail(ELASTIC_EINVAL, "etcd: set_leased_wait without a valid lease");
+    json_object *put = etcd__put_object(b, key, value, len, (int64_t)lease, false),
+                *read = etcd__key_object(b, wait_key);
+    if (put == NULL || read == NULL) {
+        json_object_put(put);
+        json_object_put(read);
+        return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" or its value is too large", key);
+    }
+    json_object *body = json_object_new_object(), *ops = json_object_new_array(),
+                *put_op = json_object_new_object(), *read_op = json_object_new_object();
+    json_object_object_add(put_op, "request_put", put);
+    json_object_object_add(read_op, "request_range", read);
+    json_object_array_add(ops, put_op);
+    json_object_array_add(ops, read_op);
+    json_object_object_add(body, "success", ops);
+    json_object *reply = NULL;
+    /* Sent again after a lost reply it writes the same record on the same
+     * lease: harmless. A lease that ended fails the whole Txn (ENOTFOUND). */
+    rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
+    rdzv__count(base, strlen(key) + len + 8 + strlen(wait_key), 0);
+    json_object *responses = rc == 0 ? etcd__json_field(reply, "responses", json_type_array) : NULL;
+    json_object *header = rc == 0 ? etcd__json_field(reply, "header", json_type_object) : NULL;
+    int64_t revision = 0;
+    if (rc == 0) rc = etcd__json_i64(header, "revision", 0, &revision);
+    if (rc == 0 && (responses == NULL || json_object_array_length(responses) != 2 || revision < 1))
+        rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of a put and a read answered otherwise");
+    json_object *range =
+        rc == 0 ? etcd__json_field(json_object_array_get_idx(responses, 1), "response_range",
+                                   json_type_object)
+                : NULL;
+    json_object *kvs = etcd__json_field(range, "kvs", json_type_array);
+    json_object *kv =
+        kvs != NULL && json_object_array_length(kvs) > 0 ? json_object_array_get_idx(kvs, 0) : NULL;
+    if (rc == 0 && kv != NULL && json_object_is_type(kv, json_type_object))
+        rc = etcd__kv_value(kv, (char **)wait_value, wait_len);
+    json_object_put(reply);
+    if (rc != 0 || *wait_value != NULL) {
+        __atomic_fetch_add(&base->traffic.bytes_received, (uint64_t)*wait_len, __ATOMIC_RELAXED);
+        return rc;
+    }
+    watch_ctx w = { .b = b, .key = full, .start_revision = revision + 1, .want_value = true };
+    rc = watch_ctx_run(&w, timeout_ms > 0 ? timeout_ms : 1);
+    rdzv__count(base, strlen(wait_key) + 12, w.len);
+    if (rc == 0 && w.value == NULL) rc = ELASTIC_ETIMEDOUT; /* deleted again: wait on */
+    if (rc != 0) {
+        free(w.value);
+        return rc;
+    }
+    *wait_value = w.value;
+    *wait_len = w.len;
+    return 0;
+}
