@@ -60,16 +60,29 @@ typedef struct rdzv__backend_ops {
      * between, in one message.
      * set_leased_wait sets a leased key, then (only if that worked) waits up
      * to timeout_ms (>= 1) for wait_key and reads it, in one message: the
-     * set's error, or the wait's (ELASTIC_ETIMEDOUT: the key is set).
+     * set's error, or the wait's (ELASTIC_ETIMEDOUT: the key is set);
+     * *set_revision: the revision the set was made at where the backend
+     * says it (etcd), else 0.
      * keys_at is keys, plus the revision the listing was made at (a watch
      * after it misses no change made since). */
     int (*add_get)(rdzv__backend *b, const char *const *add_keys, size_t n_add, int64_t *sums,
                    const char *const *get_keys, size_t n_get, void **values, size_t *lens);
     int (*set_leased_wait)(rdzv__backend *b, const char *key, const void *value, size_t len,
                            uint64_t lease, const char *wait_key, int timeout_ms, void **wait_value,
-                           size_t *wait_len);
+                           size_t *wait_len, uint64_t *set_revision);
     int (*keys_at)(rdzv__backend *b, const char *prefix, size_t max, char ***keys, size_t *n,
                    uint64_t *revision);
+    /* Optional: watch on one node's area (prefix "r/<g>/n/<slot>/") where a
+     * Put of its assignment ("a") or of its join record ("rec") is no change.
+     * A monitor that starts from a revision before the sealer read the
+     * records (its own record's: set_leased_wait's *set_revision) then wakes
+     * only for what it follows (the record's end, the end mark, done, a
+     * kick), with no first look at the area. Otherwise as watch; and when
+     * the change was a Put of the area's end mark ("e"), *end_value is what
+     * it holds (the end's cause: rdzv__end writes it there for such a
+     * backend), else NULL; freed with elastic_free(). */
+    int (*watch_area)(rdzv__backend *b, const char *prefix, uint64_t after_revision, int timeout_ms,
+                      uint64_t *revision, void **end_value, size_t *end_len);
     void (*close)(rdzv__backend *b);
 } rdzv__backend_ops;
 

@@ -63,7 +63,7 @@ json_object *etcd__key_object(etcd__backend *b, const char *key)
 }
 
 json_object *etcd__put_object(etcd__backend *b, const char *key, const void *value, size_t len,
-                               int64_t lease, bool prev_kv)
+                              int64_t lease, bool prev_kv)
 {
     json_object *o = etcd__key_object(b, key), *encoded = etcd__b64(value, len);
     if (o == NULL || encoded == NULL) {
@@ -186,8 +186,8 @@ static int etcd_set_leased(rdzv__backend *base, const char *key, const void *val
     json_object *reply = NULL;
     rdzv__count(base, strlen(key) + len + 8, 0);
     int rc = etcd__call(self(base)->client, "/v3/kv/put",
-                        etcd__put_object(self(base), key, value, len, (int64_t)lease, false), 0, false,
-                        &reply);
+                        etcd__put_object(self(base), key, value, len, (int64_t)lease, false), 0,
+                        false, &reply);
     json_object_put(reply);
     return rc;
 }
@@ -248,8 +248,8 @@ static int etcd_del(rdzv__backend *base, const char *key)
 {
     json_object *reply = NULL;
     rdzv__count(base, strlen(key), 0);
-    int rc = etcd__call(self(base)->client, "/v3/kv/deleterange", etcd__key_object(self(base), key), 0,
-                        false, &reply);
+    int rc = etcd__call(self(base)->client, "/v3/kv/deleterange", etcd__key_object(self(base), key),
+                        0, false, &reply);
     if (rc == 0) {
         int64_t deleted = 0;
         rc = etcd__json_i64(reply, "deleted", 0, &deleted);
@@ -290,8 +290,8 @@ static int etcd_compare_set(rdzv__backend *base, const char *key, const void *ex
     bool succeeded = false;
     /* Re-sending a compare-and-set is harmless: if the first one applied,
      * the second fails its compare and reads back what the first wrote. */
-    int rc = txn(b, compare, wrap("request_put", etcd__put_object(b, key, desired, dlen, 0, false)), key,
-                 &reply, &succeeded);
+    int rc = txn(b, compare, wrap("request_put", etcd__put_object(b, key, desired, dlen, 0, false)),
+                 key, &reply, &succeeded);
     if (rc == 0 && succeeded) {
         *current = malloc(dlen + 1);
         if (*current == NULL)
@@ -315,8 +315,10 @@ static int etcd_compare_set(rdzv__backend *base, const char *key, const void *ex
  * The same object is a request_txn inside add_pair's Txn. */
 static json_object *add_txn_body(etcd__backend *b, const char *key)
 {
-    json_object *bump = wrap("request_put", etcd__put_object(b, key, COUNTER, COUNTER_LEN, 0, true));
-    json_object *create = wrap("request_put", etcd__put_object(b, key, COUNTER, COUNTER_LEN, 0, false));
+    json_object *bump =
+        wrap("request_put", etcd__put_object(b, key, COUNTER, COUNTER_LEN, 0, true));
+    json_object *create =
+        wrap("request_put", etcd__put_object(b, key, COUNTER, COUNTER_LEN, 0, false));
     json_object *read = wrap("request_range", etcd__key_object(b, key));
     json_object *is_counter = compare_object(b, key, "VALUE", COUNTER, COUNTER_LEN, 0);
     json_object *absent = compare_object(b, key, "VERSION", NULL, 0, 0);
@@ -429,8 +431,9 @@ static int etcd_add(rdzv__backend *base, const char *key, int64_t delta, int64_t
                                    : compare_object(b, key, "CREATE", NULL, 0, 0);
         json_object *reply = NULL;
         bool succeeded = false;
-        int rc = txn(b, compare, wrap("request_put", etcd__put_object(b, key, text, (size_t)n, 0, false)),
-                     key, &reply, &succeeded);
+        int rc = txn(b, compare,
+                     wrap("request_put", etcd__put_object(b, key, text, (size_t)n, 0, false)), key,
+                     &reply, &succeeded);
         if (rc == 0 && succeeded) *result = current + delta;
         json_object *kv = rc == 0 && !succeeded ? txn_kv(reply, "response_range", "kvs") : NULL;
         mod_revision = 0;
@@ -645,7 +648,8 @@ static int etcd_keys_at(rdzv__backend *base, const char *prefix, size_t max, cha
     json_object *kvs = rc == 0 ? etcd__json_field(reply, "kvs", json_type_array) : NULL;
     int64_t at = 0;
     if (rc == 0 && revision != NULL) {
-        rc = etcd__json_i64(etcd__json_field(reply, "header", json_type_object), "revision", 0, &at);
+        rc =
+            etcd__json_i64(etcd__json_field(reply, "header", json_type_object), "revision", 0, &at);
         if (rc == 0 && at <= 0)
             rc = elastic__fail(ELASTIC_EPROTO, "etcd range: no revision in the reply");
     }
@@ -723,6 +727,7 @@ static const rdzv__backend_ops etcd_ops = {
     .add_get = etcd_add_get,
     .set_leased_wait = etcd__set_leased_wait,
     .keys_at = etcd_keys_at,
+    .watch_area = etcd__watch_area,
     .close = etcd_close,
 };
 

@@ -61,10 +61,12 @@ int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision
                 uint64_t *revision);
 /* set_leased_wait: the leased Put and a Range of wait_key in one Txn, then
  * (when wait_key is absent) a watch from that Txn's revision whose event
- * carries the value. */
+ * carries the value; *set_revision: that Txn's revision. */
 int etcd__set_leased_wait(rdzv__backend *base, const char *key, const void *value, size_t len,
                           uint64_t lease, const char *wait_key, int timeout_ms, void **wait_value,
-                          size_t *wait_len);
+                          size_t *wait_len, uint64_t *set_revision);
+int etcd__watch_area(rdzv__backend *base, const char *prefix, uint64_t after_revision,
+                     int timeout_ms, uint64_t *revision, void **end_value, size_t *end_len);
 int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms, uint64_t *lease);
 int etcd__lease_revoke(rdzv__backend *base, uint64_t lease);
 void etcd__keeper_stop(etcd__backend *b);

@@ -20,6 +20,12 @@ typedef struct watch_ctx {
     bool want_value;   /* a single key's wait: keep what its last event wrote */
     char *value;       /* out (want_value): the value the key holds after the events, */
     size_t len;        /* NULL when the last event deleted it */
+    /* watch_area: full keys whose Puts are no change (NULL: none), and the
+     * end mark whose Put's value it keeps (end_value: NULL when none came) */
+    const char *ignore_put[2];
+    const char *end_key;
+    char *end_value;
+    size_t end_len;
     char error[200];
 } watch_ctx;
 
@@ -37,6 +43,36 @@ static json_object *watch_body(void *user)
     json_object *body = json_object_new_object();
     json_object_object_add(body, "create_request", create);
     return body;
+}
+
+static bool same_key(const char *full, const char *name, size_t len)
+{
+    return full != NULL && strlen(full) == len && memcmp(full, name, len) == 0;
+}
+
+/* watch_area: whether an event is a Put of one of w's ignored keys (then
+ * skipped); a Put of its end mark leaves the value in w->end_value. */
+static bool ignored_put(watch_ctx *w, json_object *event, json_object *kv)
+{
+    if (w->ignore_put[0] == NULL) return false;
+    json_object *type = etcd__json_field(event, "type", json_type_string);
+    if (type != NULL && strcmp(json_object_get_string(type), "PUT") != 0) return false;
+    json_object *key = etcd__json_field(kv, "key", json_type_string);
+    char *name = NULL;
+    size_t len = 0;
+    if (key == NULL || etcd__unb64(key, &name, &len) != 0) return false;
+    bool ignored = same_key(w->ignore_put[0], name, len) || same_key(w->ignore_put[1], name, len);
+    if (!ignored && same_key(w->end_key, name, len)) {
+        free(w->end_value);
+        w->end_value = NULL;
+        w->end_len = 0;
+        if (etcd__kv_value(kv, &w->end_value, &w->end_len) != 0) { /* the caller reads it */
+            w->end_value = NULL;
+            w->end_len = 0;
+        }
+    }
+    free(name);
+    return ignored;
 }
 
 /* 1: an event (or a compaction: the caller re-reads); 0: keep reading. */
@@ -77,6 +113,7 @@ static int on_watch_message(void *user, json_object *message)
             snprintf(w->error, sizeof w->error, "malformed watch event");
             return ELASTIC_EPROTO;
         }
+        if (ignored_put(w, json_object_array_get_idx(events, i), kv)) continue;
         if (mod > revision) revision = mod;
         if (w->want_value) {
             /* The event carries the key's new value: no read after the wait.
@@ -93,7 +130,7 @@ static int on_watch_message(void *user, json_object *message)
             }
         }
     }
-    if (n == 0) return 0; /* "created", or a progress notice */
+    if (revision == 0) return 0; /* "created", a progress notice, or only ignored Puts */
     w->revision = (uint64_t)revision;
     return 1;
 }
@@ -295,11 +332,12 @@ int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int 
  * watch were three; the Put is the one Raft round, as before. */
 int etcd__set_leased_wait(rdzv__backend *base, const char *key, const void *value, size_t len,
                           uint64_t lease, const char *wait_key, int timeout_ms, void **wait_value,
-                          size_t *wait_len)
+                          size_t *wait_len, uint64_t *set_revision)
 {
     etcd__backend *b = (etcd__backend *)base;
     *wait_value = NULL;
     *wait_len = 0;
+    *set_revision = 0;
     char full[512];
     int rc = etcd__full_key(b, wait_key, full, sizeof full);
     if (rc != 0) return rc;
@@ -330,10 +368,10 @@ int etcd__set_leased_wait(rdzv__backend *base, const char *key, const void *valu
     if (rc == 0) rc = etcd__json_i64(header, "revision", 0, &revision);
     if (rc == 0 && (responses == NULL || json_object_array_length(responses) != 2 || revision < 1))
         rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of a put and a read answered otherwise");
-    json_object *range =
-        rc == 0 ? etcd__json_field(json_object_array_get_idx(responses, 1), "response_range",
-                                   json_type_object)
-                : NULL;
+    if (rc == 0) *set_revision = (uint64_t)revision;
+    json_object *range = rc == 0 ? etcd__json_field(json_object_array_get_idx(responses, 1),
+                                                    "response_range", json_type_object)
+                                 : NULL;
     json_object *kvs = etcd__json_field(range, "kvs", json_type_array);
     json_object *kv =
         kvs != NULL && json_object_array_length(kvs) > 0 ? json_object_array_get_idx(kvs, 0) : NULL;
@@ -355,4 +393,43 @@ int etcd__set_leased_wait(rdzv__backend *base, const char *key, const void *valu
     *wait_value = w.value;
     *wait_len = w.len;
     return 0;
+}
+
+/* The monitor's watch of a node's area ("r/<g>/n/<slot>/"): as etcd__watch,
+ * from a revision (never 0: that is a look, etcd__watch's business), with
+ * the Puts of the area's "a" and "rec" skipped on the stream. */
+int etcd__watch_area(rdzv__backend *base, const char *prefix, uint64_t after_revision,
+                     int timeout_ms, uint64_t *revision, void **end_value, size_t *end_len)
+{
+    etcd__backend *b = (etcd__backend *)base;
+    *end_value = NULL;
+    *end_len = 0;
+    if (after_revision == 0) return etcd__watch(base, prefix, 0, timeout_ms, revision);
+    if (after_revision >= (uint64_t)INT64_MAX)
+        return elastic__fail(ELASTIC_EINVAL, "etcd watch: revision too large");
+    char full[512], assignment[520], record[520], end[520];
+    int rc = etcd__full_key(b, prefix, full, sizeof full);
+    size_t len = strlen(full);
+    if (rc == 0 && (len == 0 || full[len - 1] != '/'))
+        rc = elastic__fail(ELASTIC_EINVAL, "etcd: watch_area of \"%.60s\", not an area", prefix);
+    if (rc != 0) return rc;
+    snprintf(assignment, sizeof assignment, "%sa", full);
+    snprintf(record, sizeof record, "%srec", full);
+    snprintf(end, sizeof end, "%se", full);
+    rdzv__count(base, strlen(prefix) + 12, 8);
+    watch_ctx w = { .b = b,
+                    .key = full,
+                    .prefix = true,
+                    .start_revision = (int64_t)after_revision + 1,
+                    .ignore_put = { assignment, record },
+                    .end_key = end };
+    rc = watch_ctx_run(&w, timeout_ms);
+    if (rc == 0) {
+        *revision = w.revision;
+        *end_value = w.end_value;
+        *end_len = w.end_len;
+    } else {
+        free(w.end_value);
+    }
+    return rc;
 }

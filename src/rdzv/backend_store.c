@@ -160,10 +160,11 @@ static int store_add_get(rdzv__backend *b, const char *const *add_keys, size_t n
 
 static int store_set_leased_wait(rdzv__backend *b, const char *key, const void *value, size_t len,
                                  uint64_t lease, const char *wait_key, int timeout_ms,
-                                 void **wait_value, size_t *wait_len)
+                                 void **wait_value, size_t *wait_len, uint64_t *set_revision)
 {
     elastic_store *s = handle(b);
     *wait_value = NULL;
+    *set_revision = 0; /* the store's monitor looks first (keys_at) */
     if (!store__batch_supported(s)) return ELASTIC_EUNSUPPORTED;
     store__batch batch;
     store__batch_begin(&batch, s);

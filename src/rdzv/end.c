@@ -36,9 +36,13 @@ void rdzv__note_end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cau
 }
 
 /* Sets r/<g>/n/<slot>/e for every member: each member's monitor watches its
- * ring neighbour's area, so every monitor wakes exactly once. */
-static int wake_members(elastic_rdzv *r, uint64_t generation)
+ * ring neighbour's area, so every monitor wakes exactly once. Where the
+ * monitors' watch hands over the mark's value (watch_area: etcd) the mark is
+ * the encoded cause, so no monitor reads r/<g>/end after it; elsewhere "1"
+ * (the store's one message stays small). */
+static int wake_members(elastic_rdzv *r, uint64_t generation, const char *encoded, size_t len)
 {
+    bool carry = r->backend->ops->watch_area != NULL;
     rdzv__info info;
     rdzv__record *members = NULL;
     int rc = rdzv__read_info(r, generation, r->keepalive_timeout_ms, &info, &members);
@@ -54,8 +58,8 @@ static int wake_members(elastic_rdzv *r, uint64_t generation)
         for (size_t i = 0; i < n; i++) {
             rdzv__key_slot(keys[i], sizeof keys[i], generation, members[i].slot, "e");
             key_ptrs[i] = keys[i];
-            values[i] = "1";
-            lens[i] = 1;
+            values[i] = carry ? encoded : "1";
+            lens[i] = carry ? len : 1;
         }
         rc = r->backend->ops->multi_set(r->backend, key_ptrs, values, lens, n);
     }
@@ -106,7 +110,7 @@ int rdzv__end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *ca
         ELASTIC_LOG_I("rdzv", "run %s: generation %" PRIu64 " ended (kind %d, node %s: %s)",
                       r->run_id, generation, recorded.kind, recorded.node_id, recorded.reason);
         if (recorded.kind == ELASTIC_RDZV_FAILURE) rc = consume_budget(r, &recorded, encoded, len);
-        int wake_rc = wake_members(r, generation);
+        int wake_rc = wake_members(r, generation, encoded, len);
         if (rc == 0) rc = wake_rc;
     }
     rdzv__note_end(r, generation, &recorded);

@@ -165,10 +165,11 @@ static int await_assignment(elastic_rdzv *r, uint64_t round, int slot, uint64_t 
  * leaves behind (a slot counted, perhaps a record under our lease). */
 typedef struct join_progress {
     uint64_t round;
-    int slot;           /* 0: no slot taken in `round` (or given up) */
-    bool recorded;      /* our record may be there (its write was sent) */
-    uint64_t joined_at; /* when the round saw our record (0: not yet) */
-    bool resume;        /* the record lives: wait on in this slot */
+    int slot;                 /* 0: no slot taken in `round` (or given up) */
+    bool recorded;            /* our record may be there (its write was sent) */
+    uint64_t joined_at;       /* when the round saw our record (0: not yet) */
+    bool resume;              /* the record lives: wait on in this slot */
+    uint64_t record_revision; /* the record's revision where the backend said it (0: not) */
 } join_progress;
 
 /* Waits for this node's assignment in the slot a broken-off attempt holds. */
@@ -215,12 +216,12 @@ static int join_unbatched(elastic_rdzv *r, uint64_t round, bool survivor, int64_
  * where the backend can: 0 with *a (done), ELASTIC_ETIMEDOUT (the record
  * is written; go on waiting) or an error. */
 static int record_with_first_wait(elastic_rdzv *r, uint64_t round, int slot, uint64_t joined_at,
-                                  uint64_t deadline, rdzv__assignment *a)
+                                  uint64_t deadline, rdzv__assignment *a, uint64_t *record_revision)
 {
     uint64_t now = elastic__now_ms(), until = next_check(r, slot, joined_at, joined_at);
     if (deadline < until) until = deadline;
     int wait_ms = until > now ? (int)(until - now < INT32_MAX ? until - now : INT32_MAX) : 1;
-    int rc = rdzv__record_and_wait(r, round, slot, wait_ms, a);
+    int rc = rdzv__record_and_wait(r, round, slot, wait_ms, a, record_revision);
     if (rc != ELASTIC_EUNSUPPORTED) return rc;
     rc = rdzv__write_record(r, round, slot);
     return rc == 0 ? ELASTIC_ETIMEDOUT : rc;
@@ -275,7 +276,8 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
     bool assigned = false;
     if (!at->recorded && !rdzv__may_seal(r, &ptr, &hint)) {
         at->recorded = true;
-        rc = record_with_first_wait(r, round, (int)slot, joined_at, *deadline, a);
+        rc = record_with_first_wait(r, round, (int)slot, joined_at, *deadline, a,
+                                    &at->record_revision);
         assigned = rc == 0;
         if (rc == ELASTIC_ETIMEDOUT) rc = 0;
     } else if (!at->recorded) {
@@ -293,7 +295,7 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
 
 /* This node is in generation a->generation: remember, watch, report. */
 static void become_member(elastic_rdzv *r, int slot, const rdzv__assignment *a,
-                          elastic_rdzv_result *result)
+                          uint64_t record_revision, elastic_rdzv_result *result)
 {
     pthread_mutex_lock(&r->lock);
     uint64_t previous = r->generation;
@@ -316,7 +318,7 @@ static void become_member(elastic_rdzv *r, int slot, const rdzv__assignment *a,
     pthread_cond_broadcast(&r->changed);
     pthread_mutex_unlock(&r->lock);
     if (overdue > 0 && overdue != previous) rdzv__forget_slot(r, overdue, overdue_slot);
-    rdzv__monitor_watch(r, a->generation, a->next_slot, a->next_node_id);
+    rdzv__monitor_watch(r, a->generation, a->next_slot, a->next_node_id, record_revision);
     memset(result, 0, sizeof *result);
     result->struct_size = sizeof *result;
     result->generation = a->generation;
@@ -512,7 +514,7 @@ static int join_attempt(elastic_rdzv *r, elastic_rdzv_result *result, uint64_t *
             break;
         if (a.outcome == RDZV__ASSIGNED) {
             elastic_rdzv_result full;
-            become_member(r, at->slot, &a, &full);
+            become_member(r, at->slot, &a, at->record_revision, &full);
             ELASTIC__STRUCT_WRITE(result, &full, "elastic_rdzv_result");
             ELASTIC_LOG_I("rdzv", "run %s: node %s is group rank %d of %d in generation %" PRIu64,
                           r->run_id, r->node_id, a.group_rank, a.group_world_size, a.generation);

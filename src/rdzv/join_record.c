@@ -78,8 +78,9 @@ int rdzv__write_record(elastic_rdzv *r, uint64_t round, int slot)
 }
 
 int rdzv__record_and_wait(elastic_rdzv *r, uint64_t round, int slot, int wait_ms,
-                          rdzv__assignment *a)
+                          rdzv__assignment *a, uint64_t *record_revision)
 {
+    *record_revision = 0;
     if (r->backend->ops->set_leased_wait == NULL) return ELASTIC_EUNSUPPORTED;
 
     if (!r->have_lease || __atomic_load_n(&r->lease_lost, __ATOMIC_ACQUIRE))
@@ -93,9 +94,11 @@ int rdzv__record_and_wait(elastic_rdzv *r, uint64_t round, int slot, int wait_ms
     void *answer = NULL;
     size_t answer_len = 0;
     rc = r->backend->ops->set_leased_wait(r->backend, key, value, len, r->lease, wait_key,
-                                          wait_ms > 0 ? wait_ms : 1, &answer, &answer_len);
+                                          wait_ms > 0 ? wait_ms : 1, &answer, &answer_len,
+                                          record_revision);
     if (rc == 0) rc = rdzv__assignment_decode(answer, answer_len, a);
     elastic_free(answer);
     /* The lease ended meanwhile: the caller writes the record anew (a new lease). */
+    if (rc == ELASTIC_ENOTFOUND) *record_revision = 0;
     return rc == ELASTIC_ENOTFOUND ? ELASTIC_EUNSUPPORTED : rc;
 }

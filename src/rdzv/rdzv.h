@@ -146,6 +146,7 @@ struct elastic_rdzv {
     uint64_t watch_generation; /* generation the monitor should watch; 0: none */
     int watch_next_slot;
     char watch_next_id[RDZV__MAX_ID];
+    uint64_t watch_from;          /* see rdzv__monitor_watch; 0: look at the area first */
     int watching_slot;            /* area the monitor is blocked on, 0: none */
     bool watch_stop;              /* stop watching watch_generation */
     uint64_t notified_generation; /* last generation the callback ran for */
@@ -255,9 +256,11 @@ int rdzv__write_record(elastic_rdzv *r, uint64_t round, int slot);
 /* The record and the first wait (wait_ms) for the slot's assignment in one
  * message (set_leased_wait): 0 with *a; ELASTIC_ETIMEDOUT, the record
  * written but no assignment yet; ELASTIC_EUNSUPPORTED, nothing written (no
- * such backend call, or the lease ended): write it with rdzv__write_record. */
+ * such backend call, or the lease ended): write it with rdzv__write_record.
+ * *record_revision: the revision the record was written at (0: unknown),
+ * from which the monitor may follow its neighbour (rdzv__monitor_watch). */
 int rdzv__record_and_wait(elastic_rdzv *r, uint64_t round, int slot, int wait_ms,
-                          rdzv__assignment *a);
+                          rdzv__assignment *a, uint64_t *record_revision);
 /* Decides whether the round is complete and, if so, seals and publishes it.
  * `known`: the round pointer just read, or NULL to read it. */
 int rdzv__maybe_seal(elastic_rdzv *r, const rdzv__round_ptr *known, const rdzv__seal_hint *hint);
@@ -328,8 +331,13 @@ void rdzv__fence(elastic_rdzv *r, uint64_t generation, const char *reason);
 void rdzv__notify(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause);
 
 int rdzv__monitor_start(elastic_rdzv *r);
-/* Points the monitor at a freshly formed generation. */
-void rdzv__monitor_watch(elastic_rdzv *r, uint64_t generation, int next_slot, const char *next_id);
+/* Points the monitor at a freshly formed generation. from_revision: this
+ * node's join record's revision (0: unknown): the sealer read every record
+ * after it, so the neighbour's area held its live record and nothing else
+ * the monitor follows then; with the backend's watch_area the monitor
+ * watches from there without a first look. */
+void rdzv__monitor_watch(elastic_rdzv *r, uint64_t generation, int next_slot, const char *next_id,
+                         uint64_t from_revision);
 /* Stops watching the current generation (waits, bounded, for the monitor). */
 void rdzv__monitor_unwatch(elastic_rdzv *r);
 void rdzv__monitor_stop(elastic_rdzv *r);

@@ -131,10 +131,18 @@ static int cleanup_delay_ms(const elastic_rdzv *r, unsigned *seed)
     return 1000 + (spread > 0 ? rand_r(seed) % (spread + 1) : 0);
 }
 
-static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id)
+static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id,
+                       uint64_t from_revision)
 {
     uint64_t revision = 0;
     bool reported = false, cleaned = false, armed = false;
+    if (from_revision > 0 && r->backend->ops->watch_area != NULL) {
+        /* The sealer read the records after ours: from our record's revision
+         * the area holds the neighbour's live record and nothing else we
+         * follow, and every change after it is an event. */
+        revision = from_revision;
+        armed = true;
+    }
     /* Only spreads timing; nothing depends on it being unpredictable. */
     unsigned seed = (unsigned)(elastic__now_ms() ^ (uintptr_t)r ^ (unsigned)my_slot * 2654435761u);
     char prefix[64];
@@ -157,7 +165,19 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
              * that grows with the job (a quarter ms a node: 4 s at 16k nodes,
              * whose 3 deletes each would otherwise reach the store at once). */
             int slice = cleaned ? r->watch_slice_ms : cleanup_delay_ms(r, &seed);
-            rc = r->backend->ops->watch(r->backend, prefix, revision, slice, &revision);
+            void *end = NULL;
+            size_t end_len = 0;
+            rc = r->backend->ops->watch_area != NULL
+                     ? r->backend->ops->watch_area(r->backend, prefix, revision, slice, &revision,
+                                                   &end, &end_len)
+                     : r->backend->ops->watch(r->backend, prefix, revision, slice, &revision);
+            /* The end mark's Put carries the cause where the backend hands it
+             * over: no read of the end record (an older writer's "1" does not
+             * decode: read it). */
+            bool given = rc == 0 && armed && end != NULL &&
+                         rdzv__cause_decode(end, end_len, &cause) == 0 &&
+                         cause.generation == generation;
+            elastic_free(end);
             if (rc == ELASTIC_ETIMEDOUT) {
                 if (!cleaned) clean_previous(r);
                 cleaned = true;
@@ -166,7 +186,9 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
             /* Most wake-ups are the end broadcast: look for the end first. The
              * first watch of an area returns at once (its keys exist): the area
              * says whether the end came already, one message instead of two. */
-            if (rc == 0 && armed) {
+            if (given) {
+                elastic__clear_error();
+            } else if (rc == 0 && armed) {
                 rc = rdzv__read_end(r, generation, &cause);
             } else if (rc == 0) {
                 armed = true;
@@ -206,9 +228,10 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
     }
 }
 
-static void follow_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id)
+static void follow_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id,
+                        uint64_t from_revision)
 {
-    watch_ring(r, generation, my_slot, slot, node_id);
+    watch_ring(r, generation, my_slot, slot, node_id, from_revision);
     /* A generation too short for a quiet second still cleans up after
      * itself (a no-op when done already). */
     clean_previous(r);
@@ -231,10 +254,11 @@ static void *monitor_main(void *arg)
         }
         uint64_t generation = r->watch_generation;
         int my_slot = r->slot, next = r->watch_next_slot;
+        uint64_t from = r->watch_from;
         char next_id[RDZV__MAX_ID];
         snprintf(next_id, sizeof next_id, "%s", r->watch_next_id);
         pthread_mutex_unlock(&r->lock);
-        follow_ring(r, generation, my_slot, next, next_id);
+        follow_ring(r, generation, my_slot, next, next_id, from);
         pthread_mutex_lock(&r->lock);
         if (r->watch_generation == generation) r->watch_generation = 0;
         r->watching_slot = 0;
@@ -252,10 +276,12 @@ int rdzv__monitor_start(elastic_rdzv *r)
     return 0;
 }
 
-void rdzv__monitor_watch(elastic_rdzv *r, uint64_t generation, int next_slot, const char *next_id)
+void rdzv__monitor_watch(elastic_rdzv *r, uint64_t generation, int next_slot, const char *next_id,
+                         uint64_t from_revision)
 {
     pthread_mutex_lock(&r->lock);
     r->watch_generation = generation;
+    r->watch_from = from_revision;
     r->watch_next_slot = next_slot;
     snprintf(r->watch_next_id, sizeof r->watch_next_id, "%s", next_id);
     r->watch_stop = false;
