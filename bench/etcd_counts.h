@@ -9,6 +9,7 @@
 #ifndef ELASTIC_BENCH_ETCD_COUNTS_H
 #define ELASTIC_BENCH_ETCD_COUNTS_H
 
+#include "common/clock.h"
 #include "common/http.h"
 #include "common/prom.h"
 
@@ -38,7 +39,7 @@ typedef struct etcd_counts {
     double v[ETCD_COUNTS];
 } etcd_counts;
 
-static int etcd_count_of_method(const char *method)
+static inline int etcd_count_of_method(const char *method)
 {
     static const struct {
         const char *name;
@@ -59,7 +60,7 @@ static int etcd_count_of_method(const char *method)
 /* Reads the counters of the first endpoint of a "host:port,..." list.
  * Watch streams are counted when they start (grpc_server_started_total), the
  * unary calls when handled. -1 when etcd does not answer. */
-static int etcd_counts_read(const char *endpoints, etcd_counts *out)
+static inline int etcd_counts_read(const char *endpoints, etcd_counts *out)
 {
     char first[300];
     snprintf(first, sizeof first, "%.*s", (int)strcspn(endpoints, ","), endpoints);
@@ -97,7 +98,7 @@ static int etcd_counts_read(const char *endpoints, etcd_counts *out)
 }
 
 /* Requests other than keep-alives (what a phase's protocol sends). */
-static double etcd_counts_requests(const etcd_counts *c)
+static inline double etcd_counts_requests(const etcd_counts *c)
 {
     return c->v[ETCD_RANGE] + c->v[ETCD_TXN] + c->v[ETCD_PUT] + c->v[ETCD_DELETE] +
            c->v[ETCD_WATCH] + c->v[ETCD_GRANT] + c->v[ETCD_REVOKE];
@@ -107,7 +108,7 @@ static double etcd_counts_requests(const etcd_counts *c)
  * 250 ms: the formation's tail (every monitor's first look at its
  * neighbour) is over, as it is long before a node dies in a real job.
  * Keep-alives do not count. Returns the ms waited. */
-static int etcd_counts_wait_quiet(const char *endpoints, double calm, int timeout_ms)
+static inline int etcd_counts_wait_quiet(const char *endpoints, double calm, int timeout_ms)
 {
     uint64_t start = elastic__now_ms();
     etcd_counts before, after;
@@ -123,7 +124,7 @@ static int etcd_counts_wait_quiet(const char *endpoints, double calm, int timeou
 }
 
 /* "#etcd <N> <phase> name=value/node ...": what etcd counted between two reads. */
-static void etcd_counts_print(int n, const char *phase, const etcd_counts *before,
+static inline void etcd_counts_print(int n, const char *phase, const etcd_counts *before,
                               const etcd_counts *after, int nodes)
 {
     printf("#etcd %d %s", n, phase);

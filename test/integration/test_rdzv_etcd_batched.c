@@ -5,7 +5,10 @@
  * single key's wait that takes the value from its watch event, and a watch
  * from revision 0 that answers from one read when a key exists but still
  * reports a prefix whose keys came and went, and del_prefix (one node's keys
- * of a generation in one write).
+ * of a generation in one write); add_get (a join's adds and its view in one
+ * Txn), set_leased_wait (the record and the assignment's read in one Txn,
+ * then a watch), keys_at and watch_area (the monitor's watch, blind to the
+ * area's assignment and record Puts, handing over the end mark's cause).
  */
 #include "support/etcd_fixture.h"
 #include "support/rdzv_fixture.h"
@@ -206,6 +209,152 @@ TEST_TIMEOUT(rdzv_etcd_backend_del_prefix_clears_one_area_in_one_write, 60)
     elastic_free(value);
     ASSERT_OK(b->ops->del_prefix(b, "r/1/n/1/"));          /* nothing left: still fine */
     ASSERT_ERR(b->ops->del_prefix(b, ""), ELASTIC_EINVAL); /* never the whole run */
+    b->ops->close(b);
+    etcd_cluster_stop(&c);
+}
+
+TEST_TIMEOUT(rdzv_etcd_backend_add_get_adds_then_reads_what_the_adds_left_in_one_txn, 60)
+{
+    etcd_cluster c;
+    etcd_cluster_start(&c, 1);
+    rdzv__backend *b = open_backend(&c, "addget");
+    ASSERT(b->ops->add_get != NULL);
+    ASSERT_OK(b->ops->set(b, "round", "3 2 node-1", 10));
+    const char *adds[2] = { "count", "back" }, *gets[3] = { "round", "count", "absent" };
+    int64_t sums[2] = { 0, 0 };
+    void *values[3];
+    size_t lens[3];
+    for (int64_t expect = 1; expect <= 3; expect++) {
+        uint64_t before = messages(b);
+        ASSERT_OK(b->ops->add_get(b, adds, 2, sums, gets, 3, values, lens));
+        ASSERT_EQ(messages(b) - before, 1); /* absent counters too: created in the same Txn */
+        ASSERT_EQ(sums[0], expect);
+        ASSERT_EQ(sums[1], expect);
+        ASSERT_STR_EQ((char *)values[0], "3 2 node-1");
+        char text[8];
+        snprintf(text, sizeof text, "%lld", (long long)expect);
+        ASSERT_STR_EQ((char *)values[1], text); /* the read sees this Txn's add */
+        ASSERT(values[2] == NULL && lens[2] == 0);
+        for (int i = 0; i < 3; i++) elastic_free(values[i]);
+    }
+    /* A counter that holds a plain number is still added to (add's loop),
+     * and the reads are made after it. */
+    ASSERT_OK(b->ops->set(b, "back", "40", 2));
+    ASSERT_OK(b->ops->add_get(b, adds, 2, sums, gets + 1, 1, values, lens));
+    ASSERT_EQ(sums[0], 4);
+    ASSERT_EQ(sums[1], 41);
+    ASSERT_STR_EQ((char *)values[0], "4");
+    elastic_free(values[0]);
+    ASSERT_OK(b->ops->set(b, "back", "abc", 3));
+    ASSERT_ERR(b->ops->add_get(b, adds, 2, sums, gets, 1, values, lens), ELASTIC_EINVAL);
+    ASSERT(values[0] == NULL);
+    ASSERT_ERR(b->ops->add_get(b, adds, 0, sums, gets, 1, values, lens), ELASTIC_EINVAL);
+    b->ops->close(b);
+    etcd_cluster_stop(&c);
+}
+
+TEST_TIMEOUT(rdzv_etcd_backend_set_leased_wait_writes_and_reads_in_one_txn_then_watches, 60)
+{
+    etcd_cluster c;
+    etcd_cluster_start(&c, 1);
+    rdzv__backend *b = open_backend(&c, "slw"), *writer = open_backend(&c, "slw");
+    uint64_t lease = 0, revision = 0;
+    ASSERT_OK(b->ops->lease_grant(b, test_scaled_ms(5000), 500, &lease));
+    /* The assignment is there already: one request. */
+    ASSERT_OK(writer->ops->set(writer, "r/1/n/1/a", "A-first", 7));
+    void *value = NULL;
+    size_t len = 0;
+    uint64_t before = messages(b);
+    ASSERT_OK(b->ops->set_leased_wait(b, "r/1/n/1/rec", "R1", 2, lease, "r/1/n/1/a", 1000, &value,
+                                      &len, &revision));
+    ASSERT_EQ(messages(b) - before, 1);
+    ASSERT_STR_EQ((char *)value, "A-first");
+    elastic_free(value);
+    ASSERT(revision > 0);
+    void *rec = NULL;
+    size_t rec_len = 0;
+    ASSERT_OK(b->ops->get(b, "r/1/n/1/rec", &rec, &rec_len));
+    ASSERT_STR_EQ((char *)rec, "R1");
+    elastic_free(rec);
+    /* Not there yet: the watch from the Txn's revision carries it. */
+    late_put d = { .b = writer, .key = "r/1/n/2/a", .value = "A-late", .delay_ms = 300 };
+    pthread_t thread;
+    ASSERT_EQ(pthread_create(&thread, NULL, late_put_main, &d), 0);
+    uint64_t second = 0;
+    before = messages(b);
+    ASSERT_OK(b->ops->set_leased_wait(b, "r/1/n/2/rec", "R2", 2, lease, "r/1/n/2/a",
+                                      test_scaled_ms(5000), &value, &len, &second));
+    pthread_join(thread, NULL);
+    ASSERT_EQ(messages(b) - before, 2);
+    ASSERT_STR_EQ((char *)value, "A-late");
+    elastic_free(value);
+    ASSERT(second > revision);
+    /* No answer in time: the record is written all the same. */
+    ASSERT_ERR(b->ops->set_leased_wait(b, "r/1/n/3/rec", "R3", 2, lease, "r/1/n/3/a", 200, &value,
+                                       &len, &revision),
+               ELASTIC_ETIMEDOUT);
+    ASSERT(value == NULL);
+    ASSERT_OK(b->ops->get(b, "r/1/n/3/rec", &rec, &rec_len));
+    elastic_free(rec);
+    /* A lease that ended: nothing written, said as the set's ENOTFOUND. */
+    ASSERT_OK(b->ops->lease_revoke(b, lease));
+    ASSERT_ERR(b->ops->set_leased_wait(b, "r/1/n/4/rec", "R4", 2, lease, "r/1/n/4/a", 200, &value,
+                                       &len, &revision),
+               ELASTIC_ENOTFOUND);
+    ASSERT_ERR(b->ops->get(b, "r/1/n/4/rec", &rec, &rec_len), ELASTIC_ENOTFOUND);
+    writer->ops->close(writer);
+    b->ops->close(b);
+    etcd_cluster_stop(&c);
+}
+
+TEST_TIMEOUT(rdzv_etcd_backend_watch_area_wakes_for_what_a_monitor_follows_only, 60)
+{
+    etcd_cluster c;
+    etcd_cluster_start(&c, 1);
+    rdzv__backend *b = open_backend(&c, "area"), *other = open_backend(&c, "area");
+    ASSERT(b->ops->keys_at != NULL && b->ops->watch_area != NULL);
+    ASSERT_OK(other->ops->set(other, "r/1/n/2/rec", "R", 1));
+    char **names = NULL;
+    size_t n = 0;
+    uint64_t listed = 0, revision = 0;
+    ASSERT_OK(b->ops->keys_at(b, "r/1/n/2/", 16, &names, &n, &listed));
+    ASSERT_EQ(n, 1);
+    ASSERT_STR_EQ(names[0], "r/1/n/2/rec");
+    elastic_free(names);
+    ASSERT(listed > 0);
+    /* The sealer's assignment and a record written again are no change. */
+    ASSERT_OK(other->ops->set(other, "r/1/n/2/a", "A", 1));
+    ASSERT_OK(other->ops->set(other, "r/1/n/2/rec", "R", 1));
+    void *end = NULL;
+    size_t end_len = 0;
+    ASSERT_ERR(b->ops->watch_area(b, "r/1/n/2/", listed, 300, &revision, &end, &end_len),
+               ELASTIC_ETIMEDOUT);
+    /* The record's end is, with no value handed over. */
+    ASSERT_OK(other->ops->del(other, "r/1/n/2/rec"));
+    ASSERT_OK(
+        b->ops->watch_area(b, "r/1/n/2/", listed, test_scaled_ms(2000), &revision, &end, &end_len));
+    ASSERT(revision > listed);
+    ASSERT(end == NULL);
+    /* The end mark is, and hands over what it holds. */
+    uint64_t after_delete = revision;
+    ASSERT_OK(other->ops->set(other, "r/1/n/2/e", "C1 the cause", 12));
+    ASSERT_OK(b->ops->watch_area(b, "r/1/n/2/", after_delete, test_scaled_ms(2000), &revision, &end,
+                                 &end_len));
+    ASSERT(revision > after_delete);
+    ASSERT(end != NULL);
+    ASSERT_EQ(end_len, 12);
+    ASSERT_STR_EQ((char *)end, "C1 the cause");
+    elastic_free(end);
+    /* A kick (any other key of the area) wakes it too. */
+    uint64_t after_end = revision;
+    ASSERT_OK(other->ops->set(other, "r/1/n/2/x1", "1", 1));
+    ASSERT_OK(b->ops->watch_area(b, "r/1/n/2/", after_end, test_scaled_ms(2000), &revision, &end,
+                                 &end_len));
+    ASSERT(revision > after_end && end == NULL);
+    /* Not an area: refused, said so. */
+    ASSERT_ERR(b->ops->watch_area(b, "r/1/n/2", after_end, 100, &revision, &end, &end_len),
+               ELASTIC_EINVAL);
+    other->ops->close(other);
     b->ops->close(b);
     etcd_cluster_stop(&c);
 }
