@@ -72,6 +72,14 @@ typedef struct rdzv__backend_ops {
                            size_t *wait_len, uint64_t *set_revision);
     int (*keys_at)(rdzv__backend *b, const char *prefix, size_t max, char ***keys, size_t *n,
                    uint64_t *revision);
+    /* Optional: add_get made only while unless_key is absent, in one
+     * message: *added true and add_get's results; or, when unless_key
+     * exists, nothing added (*added false, *sums 0) and the reads alone. A
+     * node that has not read the round pointer joins round 1 this way (the
+     * pointer is absent until round 1 is sealed) instead of reading it first. */
+    int (*add_get_unless)(rdzv__backend *b, const char *unless_key, const char *const *add_keys,
+                          size_t n_add, int64_t *sums, const char *const *get_keys, size_t n_get,
+                          void **values, size_t *lens, bool *added);
     /* Optional: watch on one node's area (prefix "r/<g>/n/<slot>/") where a
      * Put of its assignment ("a") or of its join record ("rec") is no change.
      * A monitor that starts from a revision before the sealer read the

@@ -471,6 +471,23 @@ static int range_value(json_object *response, void **value, size_t *len)
 
 #define ADD_GET_MAX_ADDS 8 /* a join adds one or two */
 
+/* The reads of a Txn whose guard held (add_get_unless): the failure branch's
+ * Ranges, one per key. */
+static int guarded_reads(json_object *reply, size_t n_get, void **values, size_t *lens,
+                         size_t *received)
+{
+    json_object *responses = etcd__json_field(reply, "responses", json_type_array);
+    if (responses == NULL || json_object_array_length(responses) != n_get)
+        return elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of %zu reads answered with another count",
+                             n_get);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n_get; i++) {
+        rc = range_value(json_object_array_get_idx(responses, i), &values[i], &lens[i]);
+        *received += lens[i];
+    }
+    return rc;
+}
+
 /* n_add counters +1, then n_get reads, in one Txn: "if every counter holds
  * the marker, Put each again" (prev_kv: the results), else each as
  * add_txn_body's nested Txn (absent: create). The reads follow the adds in
@@ -478,13 +495,17 @@ static int range_value(json_object *response, void **value, size_t *len)
  * see the state right after the adds with no other client's write in
  * between. A counter that holds a plain number goes through etcd_add's loop
  * on its own afterwards, and then the reads are made again. One Raft round
- * (the adds) and one request for what the store does in one batch. */
-static int etcd_add_get(rdzv__backend *base, const char *const *add_keys, size_t n_add,
-                        int64_t *sums, const char *const *get_keys, size_t n_get, void **values,
-                        size_t *lens)
+ * (the adds) and one request for what the store does in one batch. With
+ * unless_key: that Txn nested in one that makes it only while unless_key is
+ * absent (else it reads the keys alone: *added false). */
+static int add_get_guarded(rdzv__backend *base, const char *unless_key, const char *const *add_keys,
+                           size_t n_add, int64_t *sums, const char *const *get_keys, size_t n_get,
+                           void **values, size_t *lens, bool *added)
 {
     etcd__backend *b = self(base);
+    *added = false;
     for (size_t i = 0; i < n_get; i++) values[i] = NULL, lens[i] = 0;
+    for (size_t i = 0; i < n_add; i++) sums[i] = 0;
     if (n_add < 1 || n_add > ADD_GET_MAX_ADDS || n_add + n_get > ETCD__MAX_TXN_OPS)
         return elastic__fail(ELASTIC_EINVAL, "etcd: add_get of %zu adds and %zu reads", n_add,
                              n_get);
@@ -517,14 +538,56 @@ static int etcd_add_get(rdzv__backend *base, const char *const *add_keys, size_t
         json_object_array_add(success, first);
         json_object_array_add(failure, second);
     }
+    if (unless_key != NULL) {
+        json_object *guard = compare_object(b, unless_key, "CREATE", NULL, 0, 0),
+                    *outer = json_object_new_object(), *list = json_object_new_array();
+        if (guard == NULL) {
+            json_object_put(outer);
+            json_object_put(list);
+            json_object_put(body);
+            return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" is too long", unless_key);
+        }
+        json_object_array_add(list, guard);
+        json_object_object_add(outer, "compare", list);
+        list = json_object_new_array();
+        json_object_array_add(list, wrap("request_txn", body));
+        json_object_object_add(outer, "success", list);
+        list = json_object_new_array();
+        for (size_t i = 0; i < n_get; i++)
+            json_object_array_add(list, wrap("request_range", etcd__key_object(b, get_keys[i])));
+        json_object_object_add(outer, "failure", list);
+        body = outer;
+        sent += strlen(unless_key);
+    }
     json_object *reply = NULL;
     int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
-    json_object *responses = rc == 0 ? etcd__json_field(reply, "responses", json_type_array) : NULL;
+    size_t received = 8 * n_add;
+    json_object *inner = reply;
+    if (rc == 0 && unless_key != NULL) {
+        json_object *outer = etcd__json_field(reply, "responses", json_type_array);
+        if (!txn_succeeded(reply)) { /* unless_key exists: only the reads */
+            rc = guarded_reads(reply, n_get, values, lens, &received);
+            json_object_put(reply);
+            rdzv__count(base, sent, received);
+            for (size_t i = 0; rc != 0 && i < n_get; i++) {
+                free(values[i]);
+                values[i] = NULL;
+                lens[i] = 0;
+            }
+            return rc;
+        }
+        inner = outer != NULL && json_object_array_length(outer) == 1
+                    ? etcd__json_field(json_object_array_get_idx(outer, 0), "response_txn",
+                                       json_type_object)
+                    : NULL;
+        if (inner == NULL) rc = elastic__fail(ELASTIC_EPROTO, "etcd: add_get: malformed Txn reply");
+    }
+    *added = rc == 0;
+    json_object *responses = rc == 0 ? etcd__json_field(inner, "responses", json_type_array) : NULL;
     if (rc == 0 && (responses == NULL || json_object_array_length(responses) != n_add + n_get))
         rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of %zu answered with another count",
                            n_add + n_get);
-    bool all = rc == 0 && txn_succeeded(reply), plain[ADD_GET_MAX_ADDS] = { false }, any = false;
-    size_t received = 8 * n_add;
+    bool all = rc == 0 && txn_succeeded(inner), plain[ADD_GET_MAX_ADDS] = { false }, any = false;
     for (size_t i = 0; rc == 0 && i < n_add; i++) {
         json_object *one = json_object_array_get_idx(responses, i);
         if (all) {
@@ -537,10 +600,10 @@ static int etcd_add_get(rdzv__backend *base, const char *const *add_keys, size_t
             sums[i] = version + 1;
         } else {
             int64_t mod_revision = 0, current = 0;
-            json_object *inner = etcd__json_field(one, "response_txn", json_type_object);
-            rc = inner != NULL ? add_txn_result(inner, add_keys[i], &sums[i], &plain[i],
-                                                &mod_revision, &current)
-                               : elastic__fail(ELASTIC_EPROTO, "etcd: add: malformed Txn reply");
+            json_object *nested = etcd__json_field(one, "response_txn", json_type_object);
+            rc = nested != NULL ? add_txn_result(nested, add_keys[i], &sums[i], &plain[i],
+                                                 &mod_revision, &current)
+                                : elastic__fail(ELASTIC_EPROTO, "etcd: add: malformed Txn reply");
             any |= plain[i];
         }
     }
@@ -562,6 +625,26 @@ static int etcd_add_get(rdzv__backend *base, const char *const *add_keys, size_t
         lens[i] = 0;
     }
     return rc;
+}
+
+static int etcd_add_get(rdzv__backend *base, const char *const *add_keys, size_t n_add,
+                        int64_t *sums, const char *const *get_keys, size_t n_get, void **values,
+                        size_t *lens)
+{
+    bool added = false;
+    return add_get_guarded(base, NULL, add_keys, n_add, sums, get_keys, n_get, values, lens,
+                           &added);
+}
+
+static int etcd_add_get_unless(rdzv__backend *base, const char *unless_key,
+                               const char *const *add_keys, size_t n_add, int64_t *sums,
+                               const char *const *get_keys, size_t n_get, void **values,
+                               size_t *lens, bool *added)
+{
+    if (unless_key == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "etcd: add_get_unless without a key to test");
+    return add_get_guarded(base, unless_key, add_keys, n_add, sums, get_keys, n_get, values, lens,
+                           added);
 }
 
 /* Two counters +1 in one Txn (add_get without reads). */
@@ -725,6 +808,7 @@ static const rdzv__backend_ops etcd_ops = {
     .add_pair = etcd_add_pair,
     .del_prefix = etcd_del_prefix,
     .add_get = etcd_add_get,
+    .add_get_unless = etcd_add_get_unless,
     .set_leased_wait = etcd__set_leased_wait,
     .keys_at = etcd_keys_at,
     .watch_area = etcd__watch_area,

@@ -61,7 +61,8 @@ int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision
                 uint64_t *revision);
 /* set_leased_wait: the leased Put and a Range of wait_key in one Txn, then
  * (when wait_key is absent) a watch from that Txn's revision whose event
- * carries the value; *set_revision: that Txn's revision. */
+ * carries the value; *set_revision: the revision the record was created at
+ * (that Txn's, or an earlier one's when the same record was there). */
 int etcd__set_leased_wait(rdzv__backend *base, const char *key, const void *value, size_t len,
                           uint64_t lease, const char *wait_key, int timeout_ms, void **wait_value,
                           size_t *wait_len, uint64_t *set_revision);

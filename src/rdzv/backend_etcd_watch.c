@@ -343,7 +343,7 @@ int etcd__set_leased_wait(rdzv__backend *base, const char *key, const void *valu
     if (rc != 0) return rc;
     if (lease == 0 || lease > (uint64_t)INT64_MAX)
         return elastic__fail(ELASTIC_EINVAL, "etcd: set_leased_wait without a valid lease");
-    json_object *put = etcd__put_object(b, key, value, len, (int64_t)lease, false),
+    json_object *put = etcd__put_object(b, key, value, len, (int64_t)lease, true),
                 *read = etcd__key_object(b, wait_key);
     if (put == NULL || read == NULL) {
         json_object_put(put);
@@ -368,7 +368,18 @@ int etcd__set_leased_wait(rdzv__backend *base, const char *key, const void *valu
     if (rc == 0) rc = etcd__json_i64(header, "revision", 0, &revision);
     if (rc == 0 && (responses == NULL || json_object_array_length(responses) != 2 || revision < 1))
         rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of a put and a read answered otherwise");
-    if (rc == 0) *set_revision = (uint64_t)revision;
+    /* The record's revision is its creation's: a Put sent again (its reply
+     * lost) lands later, after the sealer may have read the first one. */
+    json_object *prev =
+        rc == 0 ? etcd__json_field(etcd__json_field(json_object_array_get_idx(responses, 0),
+                                                    "response_put", json_type_object),
+                                   "prev_kv", json_type_object)
+                : NULL;
+    int64_t created = revision;
+    if (prev != NULL && etcd__json_i64(prev, "create_revision", 0, &created) != 0)
+        rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Put's previous record without a revision");
+    if (rc == 0)
+        *set_revision = (uint64_t)(created > 0 && created <= revision ? created : revision);
     json_object *range = rc == 0 ? etcd__json_field(json_object_array_get_idx(responses, 1),
                                                     "response_range", json_type_object)
                                  : NULL;

@@ -235,15 +235,29 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
                       join_progress *at)
 {
     if (at->resume && at->round == round) return resume_round(r, at, deadline, a);
-    *at = (join_progress){ .round = round };
     int64_t slot = 0, back = -1;
+    rdzv__round_ptr ptr;
+    rdzv__join_view view;
+    int rc = ELASTIC_EUNSUPPORTED;
+    if (round == 0) {
+        /* The round pointer unread: round 1 while the pointer is absent (a
+         * job's first formation), in the join's own message where the
+         * backend can; else (or when it exists) the open round it says. */
+        *at = (join_progress){ .round = 1 };
+        rc = rdzv__join_batched(r, 1, false, true, &slot, &back, &ptr, &view);
+        if (rc == ELASTIC_EUNSUPPORTED) rc = rdzv__read_round(r, &ptr);
+        if (rc != 0) return rc;
+        if (slot > 0)
+            round = 1;
+        else
+            round = ptr.open_round, rc = ELASTIC_EUNSUPPORTED;
+    }
+    if (rc != 0) *at = (join_progress){ .round = round };
     pthread_mutex_lock(&r->lock);
     bool survivor = round > 1 && r->generation == round - 1 && !r->fenced;
     int prev_size = survivor ? r->group_world_size : -1;
     pthread_mutex_unlock(&r->lock);
-    rdzv__round_ptr ptr;
-    rdzv__join_view view;
-    int rc = rdzv__join_batched(r, round, survivor, &slot, &back, &ptr, &view);
+    if (rc != 0) rc = rdzv__join_batched(r, round, survivor, false, &slot, &back, &ptr, &view);
     if (rc == ELASTIC_EUNSUPPORTED)
         rc = join_unbatched(r, round, survivor, &slot, &back, &ptr, &view, at);
     if (rc != 0) return rc;
@@ -494,18 +508,21 @@ static int join_attempt(elastic_rdzv *r, elastic_rdzv_result *result, uint64_t *
     if (round == 0 && fenced && (rc = await_store_after_fence(r, *deadline)) != 0) return rc;
     /* A member whose generation just ended guesses the next round; a wrong
      * guess costs one exclusion (the round was sealed without it). A fenced
-     * node reads the round: the others have moved on. */
+     * node reads the round: the others have moved on. Any other node tries
+     * round 1 while the round pointer is absent, in its join (join_round). */
     pthread_mutex_lock(&r->lock);
     if (round == 0) round = r->phase == RDZV__ENDED && !r->fenced ? r->generation + 1 : 0;
     pthread_mutex_unlock(&r->lock);
-    if (round == 0) {
-        rc = fenced ? read_round_within(r, &ptr, *deadline) : rdzv__read_round(r, &ptr);
+    if (round == 0 && fenced) {
+        rc = read_round_within(r, &ptr, *deadline);
         round = ptr.open_round;
     }
+    /* round 0: join_round finds the open round with the join itself */
     while (rc == 0) {
         rdzv__assignment a;
         rc = join_round(r, round, deadline, &a, at);
         if (rc != 0) break;
+        round = at->round;
         /* An assignment rebuilt from the round's record (or an older
          * sealer's) carries no incarnation: the round's sealer made sure
          * the key exists. */

@@ -33,12 +33,15 @@ static int parse_view(elastic_rdzv *r, const char *const *keys, void **values, s
     return rc;
 }
 
-int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, int64_t *slot, int64_t *back,
-                       rdzv__round_ptr *ptr, rdzv__join_view *view)
+int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, bool unread, int64_t *slot,
+                       int64_t *back, rdzv__round_ptr *ptr, rdzv__join_view *view)
 {
     memset(view, 0, sizeof *view);
     *back = -1;
-    if (r->backend->ops->add_get == NULL) return ELASTIC_EUNSUPPORTED;
+    *slot = 0;
+    if ((unread ? (void *)r->backend->ops->add_get_unless : (void *)r->backend->ops->add_get) ==
+        NULL)
+        return ELASTIC_EUNSUPPORTED;
     char count_key[64], back_key[64], gone_key[64];
     rdzv__key_round(count_key, sizeof count_key, round, "count");
     rdzv__key_round(back_key, sizeof back_key, round, "back");
@@ -48,10 +51,16 @@ int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, int64_t *
     int64_t sums[2] = { 0, -1 };
     void *values[4] = { NULL, NULL, NULL, NULL };
     size_t lens[4] = { 0, 0, 0, 0 }, n = survivor && round > 1 ? 4 : 3;
-    int rc =
-        r->backend->ops->add_get(r->backend, adds, survivor ? 2 : 1, sums, keys, n, values, lens);
+    bool added = true;
+    /* Unread: round 1, and only while the round pointer is absent (round 1
+     * is open until its seal writes the pointer); else the view alone. */
+    int rc = unread ? r->backend->ops->add_get_unless(r->backend, "round", adds, survivor ? 2 : 1,
+                                                      sums, keys, n, values, lens, &added)
+                    : r->backend->ops->add_get(r->backend, adds, survivor ? 2 : 1, sums, keys, n,
+                                               values, lens);
     if (rc == 0) rc = parse_view(r, keys, values, lens, n, ptr, view);
     for (size_t i = 0; i < n; i++) elastic_free(values[i]);
+    if (!added) return rc; /* *slot 0: not joined; *ptr says the open round */
     *slot = sums[0];
     if (survivor) *back = sums[1];
     return rc;

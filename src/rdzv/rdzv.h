@@ -247,9 +247,12 @@ int rdzv__read_join_view(elastic_rdzv *r, uint64_t round, bool survivor, rdzv__r
  * (add_get): adds 1 to the round's count (*slot) and, for a survivor, to
  * its "back" (*back; else -1), then reads the whole join view (count,
  * closed, gone, the round pointer) as it stands right after those adds.
- * ELASTIC_EUNSUPPORTED with nothing sent where it cannot. */
-int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, int64_t *slot, int64_t *back,
-                       rdzv__round_ptr *ptr, rdzv__join_view *view);
+ * ELASTIC_EUNSUPPORTED with nothing sent where it cannot. unread (round 1):
+ * the node has not read the round pointer; the adds are made only while it
+ * is absent (add_get_unless), else nothing is added, *slot is 0 and *ptr
+ * says the open round. */
+int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, bool unread, int64_t *slot,
+                       int64_t *back, rdzv__round_ptr *ptr, rdzv__join_view *view);
 /* join_record.c: this node's leased record in r/<round>/n/<slot>/rec (a
  * new lease if the old one ended). */
 int rdzv__write_record(elastic_rdzv *r, uint64_t round, int slot);

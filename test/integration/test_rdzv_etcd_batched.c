@@ -249,6 +249,28 @@ TEST_TIMEOUT(rdzv_etcd_backend_add_get_adds_then_reads_what_the_adds_left_in_one
     ASSERT_ERR(b->ops->add_get(b, adds, 2, sums, gets, 1, values, lens), ELASTIC_EINVAL);
     ASSERT(values[0] == NULL);
     ASSERT_ERR(b->ops->add_get(b, adds, 0, sums, gets, 1, values, lens), ELASTIC_EINVAL);
+    /* Guarded on a key's absence: added while "fresh" is absent, in one
+     * request; once it exists, nothing added and the reads alone. */
+    ASSERT(b->ops->add_get_unless != NULL);
+    const char *guessed[1] = { "guess" }, *view[2] = { "fresh", "guess" };
+    bool added = false;
+    uint64_t before = messages(b);
+    ASSERT_OK(b->ops->add_get_unless(b, "fresh", guessed, 1, sums, view, 2, values, lens, &added));
+    ASSERT_EQ(messages(b) - before, 1);
+    ASSERT(added);
+    ASSERT_EQ(sums[0], 1);
+    ASSERT(values[0] == NULL);
+    ASSERT_STR_EQ((char *)values[1], "1");
+    elastic_free(values[1]);
+    ASSERT_OK(b->ops->set(b, "fresh", "2 1 node-0", 10));
+    before = messages(b);
+    ASSERT_OK(b->ops->add_get_unless(b, "fresh", guessed, 1, sums, view, 2, values, lens, &added));
+    ASSERT_EQ(messages(b) - before, 1);
+    ASSERT(!added);
+    ASSERT_EQ(sums[0], 0);
+    ASSERT_STR_EQ((char *)values[0], "2 1 node-0");
+    ASSERT_STR_EQ((char *)values[1], "1"); /* not added to */
+    for (int i = 0; i < 2; i++) elastic_free(values[i]);
     b->ops->close(b);
     etcd_cluster_stop(&c);
 }
@@ -276,6 +298,13 @@ TEST_TIMEOUT(rdzv_etcd_backend_set_leased_wait_writes_and_reads_in_one_txn_then_
     ASSERT_OK(b->ops->get(b, "r/1/n/1/rec", &rec, &rec_len));
     ASSERT_STR_EQ((char *)rec, "R1");
     elastic_free(rec);
+    /* The same record written again (a re-sent request) keeps the revision
+     * it was created at: a monitor follows from there. */
+    uint64_t again = 0;
+    ASSERT_OK(b->ops->set_leased_wait(b, "r/1/n/1/rec", "R1", 2, lease, "r/1/n/1/a", 1000,
+                                      &value, &len, &again));
+    elastic_free(value);
+    ASSERT_EQ(again, revision);
     /* Not there yet: the watch from the Txn's revision carries it. */
     late_put d = { .b = writer, .key = "r/1/n/2/a", .value = "A-late", .delay_ms = 300 };
     pthread_t thread;

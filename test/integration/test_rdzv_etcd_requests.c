@@ -1,6 +1,7 @@
 /*
  * How many requests a node sends etcd to join, and that the batched calls
- * behind those counts (add_get, set_leased_wait, keys_at, watch_area) keep
+ * behind those counts (add_get_unless, add_get, set_leased_wait, keys_at,
+ * watch_area) keep
  * their promises: six nodes form and re-form after a lost one, once over the
  * calls as they are and once with the batched ones taken away (the calls
  * the backend made before them), against a real one-member etcd. The counts
@@ -91,6 +92,7 @@ static phase_counts form_lose_reform(const etcd_cluster *c, const char *run_id, 
             rdzv__backend *b = nodes[i].rdzv->backend;
             unbatched_ops[i] = *b->ops;
             unbatched_ops[i].add_get = NULL;
+            unbatched_ops[i].add_get_unless = NULL;
             unbatched_ops[i].set_leased_wait = NULL;
             unbatched_ops[i].keys_at = NULL;
             unbatched_ops[i].watch_area = NULL;
@@ -115,7 +117,11 @@ static phase_counts form_lose_reform(const etcd_cluster *c, const char *run_id, 
         }
     for (int i = 0; i < n; i++) {
         elastic_rdzv_cause cause = { .struct_size = sizeof cause };
-        ASSERT_OK(elastic_rdzv_watch(left[i]->rdzv, test_scaled_ms(10000), &cause));
+        int rc = elastic_rdzv_watch(left[i]->rdzv, test_scaled_ms(10000), &cause);
+        if (rc != 0)
+            FAIL("%s: node %d (rank %d) did not see rank 2 lost: %s",
+                 batched ? "batched" : "unbatched", i, left[i]->result.group_rank,
+                 elastic_last_error());
         ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODE_LOST);
         ASSERT_STR_EQ(cause.node_id, ids[victim]);
         ASSERT_EQ(cause.generation, first);
@@ -144,7 +150,7 @@ static phase_counts form_lose_reform(const etcd_cluster *c, const char *run_id, 
     return m;
 }
 
-TEST_TIMEOUT(rdzv_etcd_a_node_joins_in_four_requests_and_rejoins_in_three, 120)
+TEST_TIMEOUT(rdzv_etcd_a_node_joins_and_rejoins_in_three_requests, 120)
 {
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
@@ -160,12 +166,13 @@ TEST_TIMEOUT(rdzv_etcd_a_node_joins_in_four_requests_and_rejoins_in_three, 120)
             fprintf(stderr, " %llu", (unsigned long long)both[k]->reform[i]);
         fprintf(stderr, "; etcd proposals %.0f\n", both[k]->proposals);
     }
-    /* A newcomer: the round pointer, the adds with the view, the record with
-     * the assignment's read, its watch; a survivor the last three (its wake
-     * carried the cause). Each may also have started its monitor's watch by
+    /* A newcomer and a survivor alike: the adds with the view (a newcomer's
+     * guarded on round 1 being open: no read of the round pointer first),
+     * the record with the assignment's read, its watch; a survivor's wake
+     * carried the cause. Each may also have started its monitor's watch by
      * the time next() returned; the sealer and the reporter do more. */
     for (int i = 0; i < NODES / 2; i++)
-        if (batched.form[i] > 5)
+        if (batched.form[i] > 4)
             FAIL("a newcomer sent %llu requests to join", (unsigned long long)batched.form[i]);
     for (int i = 0; i < (NODES - 1) / 2; i++)
         if (batched.reform[i] > 4)
@@ -173,13 +180,16 @@ TEST_TIMEOUT(rdzv_etcd_a_node_joins_in_four_requests_and_rejoins_in_three, 120)
     /* Without the batches a newcomer sends 6 (the adds, the record, the
      * view, the assignment's read and watch apart) and a survivor 6 (with
      * the end's read), each before its monitor's first look. */
-    if (batched.form[0] >= unbatched.form[0] || batched.reform[0] + 2 > unbatched.reform[0])
+    if (batched.form[0] + 2 > unbatched.form[0] || batched.reform[0] + 2 > unbatched.reform[0])
         FAIL("the batches save too little: the quietest node's form %llu vs %llu, re-form "
              "%llu vs %llu",
              (unsigned long long)batched.form[0], (unsigned long long)unbatched.form[0],
              (unsigned long long)batched.reform[0], (unsigned long long)unbatched.reform[0]);
-    /* the same writes, batched or not: one Raft round per join's adds, one per record */
-    if (batched.proposals > unbatched.proposals)
+    /* The same writes, batched or not: one Raft round for a join's adds, one
+     * for its record. Give or take the monitors' wake-up kicks and lease
+     * bookkeeping, which follow the timing, not the protocol (a node more
+     * in each would be 6). */
+    if (batched.proposals > unbatched.proposals + 2)
         FAIL("etcd proposals: %.0f batched, %.0f without", batched.proposals, unbatched.proposals);
     etcd_cluster_stop(&c);
 }
