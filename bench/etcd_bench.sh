@@ -1,4 +1,9 @@
 #!/bin/bash
+# A fresh one-member etcd on loopback for one rdzv_bench --etcd run, and the
+# CPU etcd spent on it: to compare two builds' request counts ("#etcd" lines,
+# etcd's own per node and phase) and times in one session, e.g.
+#   flock /work/wt/bench.lock bench/etcd_bench.sh build/release/bench/rdzv_bench 1024 500:2000 1
+# (bench/run_rdzv.sh runs the full table, the embedded store beside it).
 # usage: etcd_bench.sh BENCH_BIN N KEEPALIVE RUNS
 bin=$1; n=$2; ka=$3; runs=$4
 d=$(mktemp -d); port=$((24000 + RANDOM % 1000)); peer=$((port+1000))
