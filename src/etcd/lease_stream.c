@@ -259,18 +259,27 @@ static int stream_ended(etcd__lease_stream *s)
     return rc;
 }
 
+int etcd__lease_reply_take(const unsigned char *in, size_t len, size_t *used, int64_t *id,
+                           int64_t *ttl)
+{
+    *used = 0;
+    if (len < FRAME_HEADER) return 0;
+    uint32_t size = (uint32_t)in[1] << 24 | (uint32_t)in[2] << 16 | (uint32_t)in[3] << 8 |
+                    (uint32_t)in[4];
+    if (in[0] != 0 || size > MAX_REPLY - FRAME_HEADER) return -1; /* compressed, or too long */
+    if (len < FRAME_HEADER + size) return 0;
+    *used = FRAME_HEADER + size;
+    return decode_reply(in + FRAME_HEADER, size, id, ttl) == 0 ? 1 : -1;
+}
+
 /* The next reply when a whole one is in; 1 (taken), 0 (not yet), -1 bad. */
 static int take_reply(etcd__lease_stream *s, int64_t *id, int64_t *ttl)
 {
-    if (s->in_len < FRAME_HEADER) return 0;
-    uint32_t len = (uint32_t)s->in[1] << 24 | (uint32_t)s->in[2] << 16 | (uint32_t)s->in[3] << 8 |
-                   (uint32_t)s->in[4];
-    if (s->in[0] != 0 || len > MAX_REPLY - FRAME_HEADER) return -1; /* compressed, or too long */
-    if (s->in_len < FRAME_HEADER + len) return 0;
-    int rc = decode_reply(s->in + FRAME_HEADER, len, id, ttl);
-    s->in_len -= FRAME_HEADER + len;
-    memmove(s->in, s->in + FRAME_HEADER + len, s->in_len);
-    return rc == 0 ? 1 : -1;
+    size_t used = 0;
+    int rc = etcd__lease_reply_take(s->in, s->in_len, &used, id, ttl);
+    s->in_len -= used;
+    memmove(s->in, s->in + used, s->in_len);
+    return rc;
 }
 
 etcd__lease_stream *etcd__lease_stream_new(etcd__client *client)

@@ -21,4 +21,11 @@ int etcd__lease_stream_keep_alive(etcd__lease_stream *s, int64_t lease, int time
                                   int first_ms, int64_t *ttl_s);
 void etcd__lease_stream_free(etcd__lease_stream *s);
 
+/* One LeaseKeepAliveResponse in gRPC's framing from the first len bytes of
+ * what the stream received: 1 (*used bytes taken, *id and *ttl read), 0 (not
+ * all of it yet), -1 (malformed: compressed, over 512 bytes, or bad
+ * protobuf). What fuzz_etcd_keepalive_reply feeds. */
+int etcd__lease_reply_take(const unsigned char *in, size_t len, size_t *used, int64_t *id,
+                           int64_t *ttl);
+
 #endif /* ELASTIC_ETCD_LEASE_STREAM_H */
