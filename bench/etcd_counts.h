@@ -26,14 +26,15 @@ enum {
     ETCD_WATCH, /* watch streams opened */
     ETCD_GRANT,
     ETCD_REVOKE,
-    ETCD_KEEPALIVE,
+    ETCD_KEEPALIVE, /* keep-alive messages etcd received, on the gateway's streams or ours */
     ETCD_CPU_MS,
+    ETCD_KEEPALIVE_STREAMS, /* LeaseKeepAlive streams opened: one per gateway keep-alive */
     ETCD_COUNTS
 };
 
 static const char *const etcd_count_names[ETCD_COUNTS] = { "proposals", "range", "txn",   "put",
                                                            "delete",    "watch", "grant", "revoke",
-                                                           "keepalive", "cpu_ms" };
+                                                           "keepalive", "cpu_ms", "keepalive_streams" };
 
 typedef struct etcd_counts {
     double v[ETCD_COUNTS];
@@ -84,13 +85,18 @@ static inline int etcd_counts_read(const char *endpoints, etcd_counts *out)
         else if (strcmp(s.name, "process_cpu_seconds_total") == 0)
             out->v[ETCD_CPU_MS] = s.value * 1000;
         else if ((strcmp(s.name, "grpc_server_handled_total") == 0 ||
-                  strcmp(s.name, "grpc_server_started_total") == 0) &&
+                  strcmp(s.name, "grpc_server_started_total") == 0 ||
+                  strcmp(s.name, "grpc_server_msg_received_total") == 0) &&
                  elastic__prom_label(s.labels, "grpc_method", method, sizeof method)) {
             int i = etcd_count_of_method(method);
-            bool streams = i == ETCD_WATCH || i == ETCD_KEEPALIVE;
-            /* streams: when opened; unary calls: when answered (either way once) */
-            if (i >= 0 && streams == (strcmp(s.name, "grpc_server_started_total") == 0))
-                out->v[i] += s.value;
+            bool started = strcmp(s.name, "grpc_server_started_total") == 0;
+            bool received = strcmp(s.name, "grpc_server_msg_received_total") == 0;
+            if (i == ETCD_KEEPALIVE) { /* messages, and apart the streams they came on */
+                if (received) out->v[ETCD_KEEPALIVE] += s.value;
+                if (started) out->v[ETCD_KEEPALIVE_STREAMS] += s.value;
+            } else if (i >= 0 && !received && (i == ETCD_WATCH) == started) {
+                out->v[i] += s.value; /* watch streams when opened; unary calls when answered */
+            }
         }
     }
     elastic__text_free(&page);

@@ -156,6 +156,11 @@ static inline unsigned ckpt__dir_mode(const elastic_ckpt_opts *o)
 }
 /* Reads a whole small file (at most max bytes). */
 int ckpt__read_small_file(const char *path, size_t max, uint8_t **data, size_t *len);
+/* The largest commit record (CKPT_MAX_WORLD ranks); a larger file is corrupt. */
+#define CKPT_MAX_COMMIT_RECORD (32u + 16u * CKPT_MAX_WORLD + 8u)
+/* A step directory's commit record (step_dir/COMMIT), read and decoded
+ * (ckpt__commit_free it); ELASTIC_ECORRUPT names the file. */
+int ckpt__read_commit_record(const char *step_dir, ckpt_commit_record *r);
 /* Removes a directory tree of depth one (a step directory). */
 int ckpt__remove_step_dir(const char *path);
 

@@ -202,6 +202,18 @@ int ckpt__read_small_file(const char *path, size_t max, uint8_t **data, size_t *
     return 0;
 }
 
+int ckpt__read_commit_record(const char *step_dir, ckpt_commit_record *r)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
+    uint8_t *raw = NULL;
+    size_t len = 0;
+    int rc = ckpt__read_small_file(path, CKPT_MAX_COMMIT_RECORD, &raw, &len);
+    if (rc == 0) rc = ckpt__commit_decode(raw, len, r);
+    free(raw);
+    return rc == ELASTIC_ECORRUPT ? ckpt__fail_in(rc, path) : rc;
+}
+
 int ckpt__remove_step_dir(const char *path)
 {
     DIR *d = elastic__opendir(path);

@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_COMMIT_RECORD (32u + 16u * CKPT_MAX_WORLD + 8u)
 #define MAX_STEP_DIRS     (1u << 20)
 
 void ckpt__view_free(ckpt_step_view *v)
@@ -47,13 +46,8 @@ static int load_commit_record(elastic_ckpt *c, ckpt_step_view *v)
     }
     v->commit_ino = st.st_ino;
     v->commit_mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
-    uint8_t *data =
-        NULL; /* stays NULL when the read fails (another rank's retention may remove the step) */
-    size_t len;
-    int rc = ckpt__read_small_file(path, MAX_COMMIT_RECORD, &data, &len);
-    if (rc == 0) rc = ckpt__commit_decode(data, len, &v->record);
-    free(data);
-    if (rc == ELASTIC_ECORRUPT) return ckpt__fail_in(rc, path);
+    /* The read may fail: another rank's retention may remove the step. */
+    int rc = ckpt__read_commit_record(v->step_dir, &v->record);
     if (rc == 0 && v->record.step != v->step) {
         ckpt__commit_free(&v->record);
         return elastic__fail(ELASTIC_ECORRUPT, "%s: records step %" PRIu64, path, v->record.step);

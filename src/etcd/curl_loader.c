@@ -45,6 +45,14 @@ static void load(void)
     BIND(easy_strerror, "curl_easy_strerror");
     BIND(slist_append, "curl_slist_append");
     BIND(slist_free_all, "curl_slist_free_all");
+    BIND(multi_init, "curl_multi_init");
+    BIND(multi_add_handle, "curl_multi_add_handle");
+    BIND(multi_remove_handle, "curl_multi_remove_handle");
+    BIND(multi_perform, "curl_multi_perform");
+    BIND(multi_poll, "curl_multi_poll");
+    BIND(multi_info_read, "curl_multi_info_read");
+    BIND(multi_cleanup, "curl_multi_cleanup");
+    BIND(easy_pause, "curl_easy_pause");
 }
 
 int etcd__curl_load(char *why, size_t why_cap)

@@ -22,6 +22,16 @@ typedef struct etcd__curl_api {
     const char *(*easy_strerror)(CURLcode code);
     struct curl_slist *(*slist_append)(struct curl_slist *list, const char *text);
     void (*slist_free_all)(struct curl_slist *list);
+    /* the multi interface, for the gRPC streams (lease_stream.c) */
+    CURLM *(*multi_init)(void);
+    CURLMcode (*multi_add_handle)(CURLM *multi, CURL *handle);
+    CURLMcode (*multi_remove_handle)(CURLM *multi, CURL *handle);
+    CURLMcode (*multi_perform)(CURLM *multi, int *running);
+    CURLMcode (*multi_poll)(CURLM *multi, struct curl_waitfd extra[], unsigned n, int timeout_ms,
+                            int *numfds);
+    CURLMsg *(*multi_info_read)(CURLM *multi, int *queued);
+    CURLMcode (*multi_cleanup)(CURLM *multi);
+    CURLcode (*easy_pause)(CURL *handle, int bitmask);
 } etcd__curl_api;
 
 /* Filled by etcd__curl_load; read-only afterwards. */

@@ -1,6 +1,7 @@
 /*
  * The etcd v3 client (the etcd rendezvous backend runs on it): JSON over HTTP to
- * etcd's gRPC gateway (/v3/...), libcurl for transport, json-c for JSON.
+ * etcd's gRPC gateway (/v3/...), libcurl for transport, json-c for JSON; a
+ * lease's keep-alives ride a gRPC stream instead (lease_stream.h).
  * Failover across endpoints, TLS and user/password auth, a deadline on every
  * call, bounded and validated responses. See docs/RDZV.md "etcd".
  */
@@ -39,6 +40,7 @@ void etcd__client_close(etcd__client *client);
 /* Counts every HTTP byte sent and received into *counter (atomically). */
 void etcd__client_count_wire(etcd__client *client, uint64_t *counter);
 int etcd__client_timeout_ms(const etcd__client *client);
+size_t etcd__client_endpoint_count(const etcd__client *client);
 
 /* POSTs `body` (consumed) to `path` ("/v3/kv/range") on the endpoints in
  * turn until one answers, within timeout_ms. `retry_unsent_only`: after a

@@ -10,6 +10,7 @@
 #include "store/store.h"
 
 #include "etcd/curl_loader.h"
+#include "etcd/client_setup.h"
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -64,7 +65,7 @@ typedef struct exchange {
 /* A stream message that says this member cannot serve the stream now, by
  * etcd's contract a transient state: a member that lost its leader (an
  * election, or cut off from the others) ends our watches with "etcdserver:
- * no leader" (require-leader, see post()), as an error message of the
+ * no leader" (require-leader, see etcd__client_setup), as an error message of the
  * stream or a watch cancelled without a compaction. Another member, or this
  * one after the election, serves it again. */
 static bool stream_unavailable(json_object *message, char *detail, size_t cap)
@@ -177,6 +178,58 @@ typedef enum attempt_result {
     ATTEMPT_FAILED  /* our own error (memory, a bad reply) */
 } attempt_result;
 
+/* What a gateway request and a gRPC stream to `endpoint` share. */
+struct curl_slist *etcd__client_setup(etcd__client *c, CURL *h, size_t endpoint, const char *path,
+                                      bool grpc, int timeout_ms, struct curl_slist *headers)
+{
+    char url[600], auth[600] = "";
+    snprintf(url, sizeof url, "%s%s", c->endpoints[endpoint], path);
+    /* etcd's require-leader metadata (what clientv3's WithRequireLeader
+     * sends): a member that has lost its leader (mid-election, or cut off
+     * from the others) answers "no leader" at once, and closes our watches,
+     * instead of holding the request: we fail over to the next endpoint.
+     * The gateway takes gRPC metadata as Grpc-Metadata-* headers, the token
+     * as Authorization; gRPC itself as plain headers, the token as "token". */
+    headers = etcd__curl.slist_append(headers, grpc ? "hasleader: true"
+                                                    : "Grpc-Metadata-hasleader: true");
+    pthread_mutex_lock(&c->lock);
+    if (c->token[0] != '\0')
+        snprintf(auth, sizeof auth, "%s: %s", grpc ? "token" : "Authorization", c->token);
+    pthread_mutex_unlock(&c->lock);
+    if (auth[0] != '\0') headers = etcd__curl.slist_append(headers, auth);
+    etcd__curl.easy_setopt(h, CURLOPT_URL, url);
+    etcd__curl.easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    etcd__curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    etcd__curl.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    etcd__curl.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                           (long)(timeout_ms < ETCD__CONNECT_TIMEOUT_MS
+                                      ? (timeout_ms > 0 ? timeout_ms : 1)
+                                      : ETCD__CONNECT_TIMEOUT_MS));
+    etcd__curl.easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    if (c->ca_file != NULL) etcd__curl.easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+    if (c->cert_file != NULL) etcd__curl.easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
+    if (c->key_file != NULL) etcd__curl.easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
+    return headers;
+}
+
+size_t etcd__client_preferred(etcd__client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t endpoint = c->preferred;
+    pthread_mutex_unlock(&c->lock);
+    return endpoint;
+}
+
+const char *etcd__client_endpoint(const etcd__client *c, size_t endpoint)
+{
+    return c->endpoints[endpoint];
+}
+
+void etcd__client_add_wire(etcd__client *c, uint64_t bytes)
+{
+    if (c->wire_bytes != NULL) __atomic_fetch_add(c->wire_bytes, bytes, __ATOMIC_RELAXED);
+}
+
 /* One POST to one endpoint. */
 static attempt_result post(etcd__client *c, size_t endpoint, const char *path, const char *body,
                            int timeout_ms, exchange *x, long *status, char *why, size_t why_cap)
@@ -186,36 +239,14 @@ static attempt_result post(etcd__client *c, size_t endpoint, const char *path, c
         snprintf(why, why_cap, "curl_easy_init failed");
         return ATTEMPT_FAILED;
     }
-    char url[600], auth[600] = "";
-    snprintf(url, sizeof url, "%s%s", c->endpoints[endpoint], path);
     struct curl_slist *headers = etcd__curl.slist_append(NULL, "Content-Type: application/json");
     headers = etcd__curl.slist_append(headers,
                                       "Expect:"); /* no 100-continue round trip for larger bodies */
-    /* etcd's require-leader metadata (what clientv3's WithRequireLeader
-     * sends): a member that has lost its leader (mid-election, or cut off
-     * from the others) answers "no leader" at once, and closes our watches,
-     * instead of holding the request: we fail over to the next endpoint. */
-    headers = etcd__curl.slist_append(headers, "Grpc-Metadata-hasleader: true");
-    pthread_mutex_lock(&c->lock);
-    if (c->token[0] != '\0') snprintf(auth, sizeof auth, "Authorization: %s", c->token);
-    pthread_mutex_unlock(&c->lock);
-    if (auth[0] != '\0') headers = etcd__curl.slist_append(headers, auth);
-    etcd__curl.easy_setopt(h, CURLOPT_URL, url);
+    headers = etcd__client_setup(c, h, endpoint, path, false, timeout_ms, headers);
     etcd__curl.easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    etcd__curl.easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    etcd__curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    etcd__curl.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     etcd__curl.easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : 1));
-    etcd__curl.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-                           (long)(timeout_ms < ETCD__CONNECT_TIMEOUT_MS
-                                      ? (timeout_ms > 0 ? timeout_ms : 1)
-                                      : ETCD__CONNECT_TIMEOUT_MS));
     etcd__curl.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_bytes);
     etcd__curl.easy_setopt(h, CURLOPT_WRITEDATA, x);
-    etcd__curl.easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-    if (c->ca_file != NULL) etcd__curl.easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
-    if (c->cert_file != NULL) etcd__curl.easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
-    if (c->key_file != NULL) etcd__curl.easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
     CURLcode rc = etcd__curl.easy_perform(h);
     etcd__curl.slist_free_all(headers);
     *status = 0;
@@ -226,9 +257,8 @@ static attempt_result post(etcd__client *c, size_t endpoint, const char *path, c
     etcd__curl.easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &downloaded);
     etcd__curl.easy_getinfo(h, CURLINFO_REQUEST_SIZE, &request_headers);
     etcd__curl.easy_getinfo(h, CURLINFO_HEADER_SIZE, &reply_headers);
-    if (c->wire_bytes != NULL) /* REQUEST_SIZE already holds the body of a POST. */
-        __atomic_fetch_add(c->wire_bytes, (uint64_t)(downloaded + request_headers + reply_headers),
-                           __ATOMIC_RELAXED);
+    /* REQUEST_SIZE already holds the body of a POST. */
+    etcd__client_add_wire(c, (uint64_t)(downloaded + request_headers + reply_headers));
     give_handle(c, h, rc == CURLE_OK);
     if (rc == CURLE_OK) return ATTEMPT_DONE;
     snprintf(why, why_cap, "%s: %s", c->endpoints[endpoint], etcd__curl.easy_strerror(rc));
@@ -565,6 +595,11 @@ int etcd__client_open(const etcd__opts *opts, etcd__client **out)
     }
     *out = c;
     return 0;
+}
+
+size_t etcd__client_endpoint_count(const etcd__client *c)
+{
+    return c->n;
 }
 
 int etcd__client_timeout_ms(const etcd__client *c)

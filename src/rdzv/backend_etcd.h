@@ -7,6 +7,7 @@
 #define ELASTIC_RDZV_BACKEND_ETCD_H
 
 #include "etcd/etcd.h"
+#include "etcd/lease_stream.h"
 
 #include "rdzv/backend.h"
 
@@ -23,6 +24,7 @@ typedef struct etcd__keeper {
     int64_t lease;
     int ttl_ms, interval_ms;
     uint64_t last_ok_ms; /* when the last acknowledged keep-alive was sent */
+    etcd__lease_stream *stream; /* the keeper thread's own; NULL: the gateway only */
     /* ttl_ms: the TTL etcd granted (its last reply), the fence deadline */
 } etcd__keeper;
 

@@ -1,8 +1,9 @@
 /*
  * This node's etcd lease: granted with TTL = the keep-alive timeout, kept
  * alive from a thread of its own every keep-alive interval (so a busy caller
- * never loses it), and reported lost (fencing) the moment etcd says it is
- * gone or no keep-alive was acknowledged for a whole TTL.
+ * never loses it), on a gRPC stream where etcd offers one, and reported lost
+ * (fencing) the moment etcd says it is gone or no keep-alive was
+ * acknowledged for a whole TTL.
  *
  * The deadline is what etcd guarantees: the TTL etcd granted (its replies
  * say it; etcd raises a TTL below its minimum), counted from when the last
@@ -27,9 +28,19 @@ static int attempt_ms(int ttl_ms)
     return quarter < 200 ? 200 : quarter > 1000 ? 1000 : quarter;
 }
 
-/* One keep-alive: 1 while the lease lives (*ttl_ms: the TTL etcd granted),
- * 0 when etcd no longer has it. */
-static int keep_alive_once(etcd__backend *b, int64_t lease, int timeout_ms, int *ttl_ms)
+/* The TTL of a keep-alive's reply into *ttl_ms: 1 while the lease lives, 0
+ * when etcd no longer has it. */
+static int take_ttl(int64_t ttl, int *ttl_ms)
+{
+    if (ttl > ETCD__MAX_TTL_S)
+        return elastic__fail(ELASTIC_EPROTO, "etcd keepalive: TTL %" PRId64 " s is not plausible",
+                             ttl);
+    if (ttl > 0) *ttl_ms = (int)ttl * 1000;
+    return ttl > 0 ? 1 : 0;
+}
+
+/* One keep-alive through the JSON gateway, failing over across endpoints. */
+static int keep_alive_by_gateway(etcd__backend *b, int64_t lease, int timeout_ms, int *ttl_ms)
 {
     json_object *body = json_object_new_object(), *reply = NULL;
     json_object_object_add(body, "ID", json_object_new_int64(lease));
@@ -43,12 +54,32 @@ static int keep_alive_once(etcd__backend *b, int64_t lease, int timeout_ms, int 
     else
         rc = etcd__json_i64(result, "TTL", 0, &ttl);
     json_object_put(reply);
-    if (rc != 0) return rc;
-    if (ttl > ETCD__MAX_TTL_S)
-        return elastic__fail(ELASTIC_EPROTO, "etcd keepalive: TTL %" PRId64 " s is not plausible",
-                             ttl);
-    if (ttl > 0) *ttl_ms = (int)ttl * 1000;
-    return ttl > 0 ? 1 : 0;
+    return rc != 0 ? rc : take_ttl(ttl, ttl_ms);
+}
+
+/* One keep-alive: on the keeper's gRPC stream (lease_stream.c: a twentieth
+ * of etcd's CPU), else, or when the stream fails, through the gateway with
+ * the time left. With several endpoints the stream gets one endpoint's share
+ * (attempt_ms), so the gateway can still fail over; with one, a stream that
+ * has answered before gets the whole deadline, as a loaded member's late
+ * answer is better than asking it again. 1 while the lease lives (*ttl_ms:
+ * the TTL etcd granted), 0 when etcd no longer has it. */
+static int keep_alive_once(etcd__backend *b, int64_t lease, int timeout_ms, int *ttl_ms)
+{
+    etcd__lease_stream *stream = b->keeper.stream; /* only this thread touches it */
+    if (stream != NULL) {
+        uint64_t deadline = elastic__deadline_ms(timeout_ms);
+        int share = etcd__client_endpoint_count(b->client) > 1 && attempt_ms(*ttl_ms) < timeout_ms
+                        ? attempt_ms(*ttl_ms)
+                        : timeout_ms;
+        int64_t ttl = 0;
+        int first = attempt_ms(*ttl_ms) < share ? attempt_ms(*ttl_ms) : share;
+        int alive = etcd__lease_stream_keep_alive(stream, lease, share, first, &ttl);
+        if (alive >= 0) return take_ttl(ttl, ttl_ms);
+        ELASTIC_LOG_D("rdzv", "%s; asking the gateway", elastic_last_error());
+        if ((timeout_ms = elastic__ms_left(deadline)) <= 0) return alive;
+    }
+    return keep_alive_by_gateway(b, lease, timeout_ms, ttl_ms);
 }
 
 static void report_lost(etcd__backend *b, int64_t lease, const char *why)
@@ -62,7 +93,9 @@ static void *keeper_main(void *arg)
 {
     etcd__backend *b = arg;
     etcd__keeper *k = &b->keeper;
+    etcd__lease_stream *stream = etcd__lease_stream_new(b->client); /* NULL: the gateway only */
     pthread_mutex_lock(&k->lock);
+    k->stream = stream;
     int64_t lease = k->lease;
     uint64_t next = elastic__now_ms() + (uint64_t)k->interval_ms;
     while (!k->stop) {
@@ -104,6 +137,8 @@ static void *keeper_main(void *arg)
      * thread left to join when the process exits without closing the backend
      * (an agent whose store call cannot be interrupted); etcd__keeper_stop
      * waits for this instead of a join. */
+    k->stream = NULL;
+    etcd__lease_stream_free(stream);
     k->exited = true;
     pthread_cond_broadcast(&k->wake);
     pthread_mutex_unlock(&k->lock);

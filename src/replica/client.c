@@ -41,14 +41,9 @@ int replica__push_step(replica_conn *c, const char *origin, const char *dir, uin
     *bytes = 0;
     char step_dir[PATH_MAX], path[PATH_MAX + 300];
     ckpt__step_dir(dir, step, step_dir, sizeof step_dir);
-    snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
     /* The record says which shards belong to the step (generation, world). */
-    uint8_t *raw = NULL;
-    size_t raw_len = 0;
     ckpt_commit_record record;
-    int rc = ckpt__read_small_file(path, 32u + 16u * CKPT_MAX_WORLD + 8u, &raw, &raw_len);
-    if (rc == 0) rc = ckpt__commit_decode(raw, raw_len, &record);
-    free(raw);
+    int rc = ckpt__read_commit_record(step_dir, &record);
     if (rc) {
         char why[300]; /* copied out: the detail is formatted into its own buffer otherwise */
         snprintf(why, sizeof why, "%s", elastic_last_error());
@@ -82,8 +77,9 @@ int replica__push_step(replica_conn *c, const char *origin, const char *dir, uin
         id.rank = 0;
         id.kind = REPLICA_KIND_COMMIT;
         snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
+        struct stat st;
+        if (stat(path, &st) == 0) *bytes += (uint64_t)st.st_size;
         rc = replica__push_file(c, &id, path, deadline_ms);
-        *bytes += raw_len;
     }
     ckpt__commit_free(&record);
     return rc;

@@ -78,16 +78,10 @@ static void dir_copies(const char *dir, bool shared, copy_list *l)
     if (dir == NULL || ckpt__scan_steps(dir, &steps, &n_steps) != 0) return;
     bool full = false;
     for (size_t i = n_steps; i-- > 0 && !full;) {
-        char step_dir[PATH_MAX], path[PATH_MAX + 16];
+        char step_dir[PATH_MAX];
         ckpt__step_dir(dir, steps[i], step_dir, sizeof step_dir);
-        snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
-        uint8_t *raw = NULL;
-        size_t len = 0;
         ckpt_commit_record r;
-        if (ckpt__read_small_file(path, 32u + 16u * CKPT_MAX_WORLD + 8u, &raw, &len) != 0) continue;
-        int decoded = ckpt__commit_decode(raw, len, &r);
-        free(raw);
-        if (decoded != 0) continue;
+        if (ckpt__read_commit_record(step_dir, &r) != 0) continue;
         size_t before = l->n;
         if (shared) {
             for (uint32_t rank = 0; rank < r.world && !full; rank++) {

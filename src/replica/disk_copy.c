@@ -21,13 +21,8 @@ static int write_to_disk(replica_service *s, uint64_t step)
     char own[PATH_MAX], step_dir[PATH_MAX], path[PATH_MAX + 300];
     snprintf(own, sizeof own, "%s/" CKPT_MEM_OWN_DIR, s->root);
     ckpt__step_dir(own, step, step_dir, sizeof step_dir);
-    snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
-    uint8_t *raw = NULL;
-    size_t len = 0;
     ckpt_commit_record r;
-    int rc = ckpt__read_small_file(path, 32u + 16u * CKPT_MAX_WORLD + 8u, &raw, &len);
-    if (rc == 0) rc = ckpt__commit_decode(raw, len, &r);
-    free(raw);
+    int rc = ckpt__read_commit_record(step_dir, &r);
     if (rc) return rc;
     DIR *d = elastic__opendir(step_dir);
     if (d == NULL) rc = ckpt__fail_errno(errno, "open", step_dir);

@@ -13,9 +13,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
-#define MAX_RECORD (32u + 16u * CKPT_MAX_WORLD + 8u)
 #define MAX_COPIES (1u << 20)
 
 typedef struct copy_list {
@@ -43,12 +43,9 @@ static int scan_step(copy_list *l, const char *dir, uint64_t step)
     char step_dir[PATH_MAX], path[PATH_MAX + 128], name[96];
     ckpt__step_dir(dir, step, step_dir, sizeof step_dir);
     snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
-    uint8_t *raw = NULL;
-    size_t len = 0;
     ckpt_commit_record r;
-    if (ckpt__read_small_file(path, MAX_RECORD, &raw, &len) != 0) return 0; /* not committed */
-    int decoded = ckpt__commit_decode(raw, len, &r);
-    free(raw);
+    if (access(path, F_OK) != 0) return 0; /* not committed */
+    int decoded = ckpt__read_commit_record(step_dir, &r);
     if (decoded != 0 || r.step != step) {
         if (decoded == 0) ckpt__commit_free(&r);
         ELASTIC_LOG_W("replica", "%s: ignored (%s)", path, elastic_last_error());

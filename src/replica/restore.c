@@ -16,14 +16,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_RECORD  (32u + 16u * CKPT_MAX_WORLD + 8u)
 #define MAX_SOURCES 64
 
 static int load_record(const char *path, uint64_t step, ckpt_commit_record *r)
 {
     uint8_t *raw = NULL;
     size_t len = 0;
-    int rc = ckpt__read_small_file(path, MAX_RECORD, &raw, &len);
+    int rc = ckpt__read_small_file(path, CKPT_MAX_COMMIT_RECORD, &raw, &len);
     if (rc == 0) rc = ckpt__commit_decode(raw, len, r);
     free(raw);
     if (rc == 0 && r->step != step) {

@@ -293,15 +293,8 @@ typedef struct drop_rule {
 /* The generation that wrote a step directory (its commit record's). */
 static bool step_generation(const char *step_dir, uint64_t *generation)
 {
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/" CKPT_COMMIT_NAME, step_dir);
-    uint8_t *raw = NULL;
-    size_t len = 0;
     ckpt_commit_record r;
-    if (ckpt__read_small_file(path, 32u + 16u * CKPT_MAX_WORLD + 8u, &raw, &len) != 0) return false;
-    int decoded = ckpt__commit_decode(raw, len, &r);
-    free(raw);
-    if (decoded != 0) return false;
+    if (ckpt__read_commit_record(step_dir, &r) != 0) return false;
     *generation = r.generation;
     ckpt__commit_free(&r);
     return true;

@@ -2,8 +2,11 @@
  * A TCP proxy that adds a fixed latency in each direction: the multi-host tests'
  * stand-in for netem delay, which this kernel lacks. Every chunk read is held
  * until its due time, then written in order. Usage:
- *   delay_proxy LISTEN_ADDR LISTEN_PORT TARGET_ADDR TARGET_PORT DELAY_MS
- * Prints "listening <port>" once bound (port 0 picks a free one).
+ *   delay_proxy LISTEN_ADDR LISTEN_PORT TARGET_ADDR TARGET_PORT DELAY_MS [http1]
+ * Prints "listening <port>" once bound (port 0 picks a free one). With
+ * "http1" it passes HTTP/1.x only, as a proxy without HTTP/2 does: a
+ * connection that opens with HTTP/2's preface is closed (no gRPC gets
+ * through, etcd's JSON gateway does).
  */
 #include <uv.h>
 
@@ -40,11 +43,13 @@ struct link_pair {
     uv_tcp_t client, server;
     pipe_end up, down; /* up: client -> server; down: server -> client */
     int closing, handles_open;
+    int client_spoke; /* the client's first bytes were seen (the http1 check) */
     uv_connect_t connect;
     uv_shutdown_t shutdowns[2];
 };
 
 static uint64_t delay_ms;
+static int http1_only;
 static struct sockaddr_storage target;
 
 static void pair_close(link_pair *pair);
@@ -167,7 +172,11 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         rc = enqueue(end, "", 0); /* the peer's FIN travels with the same delay */
     } else if (nread < 0) {
         rc = -1; /* a reset or error: both sides go, as with a cut cable */
+    } else if (nread > 0 && http1_only && end == &end->pair->up && !end->pair->client_spoke &&
+               nread >= 3 && memcmp(buf->base, "PRI", 3) == 0) {
+        rc = -1; /* HTTP/2's preface ("PRI * HTTP/2.0"): not passed */
     } else if (nread > 0) {
+        if (end == &end->pair->up) end->pair->client_spoke = 1;
         rc = enqueue(end, buf->base, (size_t)nread);
         if (end->queued > MAX_QUEUED_BYTES) {
             end->paused = 1;
@@ -241,12 +250,14 @@ int main(int argc, char **argv)
 {
     struct sockaddr_storage listen_addr;
     char *end;
-    if (argc != 6 || parse_addr(argv[1], argv[2], &listen_addr) != 0 ||
+    if ((argc != 6 && !(argc == 7 && strcmp(argv[6], "http1") == 0)) ||
+        parse_addr(argv[1], argv[2], &listen_addr) != 0 ||
         parse_addr(argv[3], argv[4], &target) != 0) {
-        fprintf(stderr,
-                "usage: delay_proxy LISTEN_ADDR LISTEN_PORT TARGET_ADDR TARGET_PORT DELAY_MS\n");
+        fprintf(stderr, "usage: delay_proxy LISTEN_ADDR LISTEN_PORT TARGET_ADDR TARGET_PORT "
+                        "DELAY_MS [http1]\n");
         return 2;
     }
+    http1_only = argc == 7;
     long delay = strtol(argv[5], &end, 10);
     if (*end != '\0' || delay < 0 || delay > 60000) {
         fprintf(stderr, "delay_proxy: DELAY_MS must be 0..60000\n");

@@ -357,33 +357,6 @@ TEST_TIMEOUT(agent_etcd_job_keeps_its_generation_when_an_etcd_member_is_cut_off,
     ha_job_kept_its_generation(&h, "etcd member 0 cut off from the other two");
 }
 
-/* delay_proxy (no delay) in front of one member: freezing it cuts whoever
- * connects through it off, silently. */
-static pid_t start_proxy(int target_port, int *port)
-{
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    pid_t pid = fork();
-    ASSERT(pid >= 0);
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        char target[16];
-        snprintf(target, sizeof target, "%d", target_port);
-        execl(test_helper_path("delay_proxy"), "delay_proxy", "127.0.0.1", "0", "127.0.0.1", target,
-              "0", (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    FILE *out = fdopen(fds[0], "r");
-    char line[64] = "";
-    if (out == NULL || fgets(line, sizeof line, out) == NULL ||
-        sscanf(line, "listening %d", port) != 1)
-        FAIL("delay_proxy did not say where it listens");
-    fclose(out);
-    return pid;
-}
-
 TEST_TIMEOUT(agent_etcd_node_cut_off_from_etcd_is_fenced_within_its_ttl, 180)
 {
     etcd_cluster c;
@@ -396,7 +369,7 @@ TEST_TIMEOUT(agent_etcd_node_cut_off_from_etcd_is_fenced_within_its_ttl, 180)
     size_t at = 0;
     for (int i = 0; i < 3; i++) {
         int port = 0;
-        proxies[i] = start_proxy(c.m[i].client_port, &port);
+        proxies[i] = etcd_fixture_proxy(c.m[i].client_port, false, &port); /* freezing it cuts whoever connects through it off, silently */
         at += (size_t)snprintf(endpoints + at, sizeof endpoints - at, "%s127.0.0.1:%d",
                                i ? "," : "", port);
     }

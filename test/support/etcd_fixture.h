@@ -113,6 +113,76 @@ static inline json_object *etcd_fixture_post(const etcd_cluster *c, int port, co
     return json_tokener_parse(buf);
 }
 
+/* delay_proxy (no delay) in front of a member's client port; *port: where it
+ * listens. http1: it passes HTTP/1.x only (the JSON gateway), no gRPC. */
+static inline pid_t etcd_fixture_proxy(int target_port, bool http1, int *port)
+{
+    int fds[2];
+    if (pipe(fds) != 0) FAIL("pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) FAIL("fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+        dup2(fds[1], 1);
+        close(fds[0]);
+        char target[16];
+        snprintf(target, sizeof target, "%d", target_port);
+        execl(test_helper_path("delay_proxy"), "delay_proxy", "127.0.0.1", "0", "127.0.0.1", target,
+              "0", http1 ? "http1" : (char *)NULL, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *out = fdopen(fds[0], "r");
+    char line[64] = "";
+    if (out == NULL || fgets(line, sizeof line, out) == NULL ||
+        sscanf(line, "listening %d", port) != 1)
+        FAIL("delay_proxy did not say where it listens");
+    fclose(out);
+    return pid;
+}
+
+/* The sum of a metric's samples on a member's /metrics whose labels hold
+ * `label` (e.g. "grpc_method=\"LeaseKeepAlive\""); -1 when it does not answer. */
+static inline double etcd_fixture_metric(const etcd_cluster *c, int i, const char *name,
+                                         const char *label)
+{
+    static char page[1 << 20];
+    char why[256];
+    if (etcd__curl_load(why, sizeof why) != 0) return -1;
+    CURL *h = etcd__curl.easy_init();
+    if (h == NULL) return -1;
+    char url[128];
+    snprintf(url, sizeof url, "%s://127.0.0.1:%d/metrics", c->tls ? "https" : "http",
+             c->m[i].client_port);
+    if (c->tls) {
+        etcd__curl.easy_setopt(h, CURLOPT_CAINFO, c->ca);
+        etcd__curl.easy_setopt(h, CURLOPT_SSLCERT, c->client_cert);
+        etcd__curl.easy_setopt(h, CURLOPT_SSLKEY, c->client_key);
+    }
+    FILE *out = fmemopen(page, sizeof page - 1, "w");
+    etcd__curl.easy_setopt(h, CURLOPT_URL, url);
+    etcd__curl.easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+    etcd__curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    etcd__curl.easy_setopt(h, CURLOPT_WRITEDATA, out);
+    CURLcode rc = etcd__curl.easy_perform(h);
+    size_t len = (size_t)ftell(out);
+    fclose(out);
+    etcd__curl.easy_cleanup(h);
+    if (rc != CURLE_OK) return -1;
+    page[len < sizeof page ? len : sizeof page - 1] = '\0';
+    double sum = 0;
+    size_t name_len = strlen(name);
+    for (char *line = page, *next; line != NULL && *line != '\0'; line = next) {
+        next = strchr(line, '\n');
+        if (next != NULL) *next++ = '\0';
+        if (strncmp(line, name, name_len) != 0 || line[name_len] != '{' || strstr(line, label) == NULL)
+            continue;
+        const char *value = strrchr(line, ' ');
+        if (value != NULL) sum += strtod(value + 1, NULL);
+    }
+    return sum;
+}
+
 static inline void etcd_member_spawn(etcd_cluster *c, int i, bool fresh)
 {
     etcd_member *m = &c->m[i];
