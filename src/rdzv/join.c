@@ -139,6 +139,9 @@ static int await_assignment(elastic_rdzv *r, uint64_t round, int slot, uint64_t 
             rdzv__round_ptr ptr;
             int rc = rdzv__read_round(r, &ptr);
             if (rc == 0) rc = rdzv__maybe_seal(r, &ptr, &hint);
+            /* Waiting on a running generation: is anyone still watching it? */
+            if (rc == 0 && ptr.open_round == round && round > 1)
+                rc = rdzv__end_if_orphaned(r, round - 1);
             if (rc != 0) return rc;
             if (ptr.open_round > round && orphan_since == 0) orphan_since = now;
             if (orphan_since != 0 && now - orphan_since >= 3u * (uint64_t)r->keepalive_timeout_ms) {

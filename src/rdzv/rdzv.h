@@ -294,6 +294,14 @@ void rdzv__note_end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cau
 void rdzv__fill_cause(elastic_rdzv *r, elastic_rdzv_cause *cause, int kind, uint64_t generation,
                       const char *node_id, const char *reason);
 
+/* ---- ring_monitor.c / orphan.c ---- */
+/* Ends `generation` for a member whose lease ended (counted in "gone"). */
+void rdzv__report_lost(elastic_rdzv *r, uint64_t generation, const char *node_id);
+/* A waiting node's look at the running generation nobody may watch any
+ * more (orphan.c): one member, picked at random, whose record is gone ends
+ * it. 0 unless a backend call failed. */
+int rdzv__end_if_orphaned(elastic_rdzv *r, uint64_t running);
+
 /* ---- evict.c ---- */
 
 typedef struct rdzv__step_aside_result {

@@ -80,7 +80,7 @@ static int skip_finished(elastic_rdzv *r, uint64_t generation, int *slot, char *
     return 0;
 }
 
-static void report_lost(elastic_rdzv *r, uint64_t generation, const char *node_id)
+void rdzv__report_lost(elastic_rdzv *r, uint64_t generation, const char *node_id)
 {
     char key[64];
     int64_t gone;
@@ -223,7 +223,7 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
             armed = false;
         } else if (!reported) {
             reported = true;
-            report_lost(r, generation, node_id);
+            rdzv__report_lost(r, generation, node_id);
         }
     }
 }

@@ -650,9 +650,8 @@ TEST_TIMEOUT(rdzv_etcd_a_job_started_again_with_its_run_id_goes_on_with_its_gene
     rdzv_nodes_form_one_incarnation(nodes, NODES, &o, &generation, &incarnation);
     rdzv_nodes_fail_and_reform(nodes, NODES, generation, incarnation);
     uint64_t last = nodes[0].result.generation;
-    /* The last generation is ended before every node goes: a full one whose
-     * members all vanish without ending it can keep the nodes started again
-     * waiting as spares of it (a limit of its own, not this test's). */
+    /* The last generation is ended before every node goes (one left behind
+     * unended by nodes that were all killed is test_rdzv_etcd_crashed_job.c's). */
     elastic_rdzv_cause cause;
     memset(&cause, 0, sizeof cause);
     cause.struct_size = sizeof cause;
