@@ -2,8 +2,8 @@
  * A generation nobody watches any more. When every node of a job on etcd is
  * killed at once (a cancelled allocation, a power cut), no ring monitor is
  * left to see a member's lease end, and the last generation stays in etcd
- * formed and never ended. The job started again with the same run id (a
- * Slurm job name, a resubmitted script) would wait as spares of it for ever.
+ * formed and never ended. The job started again with the same run id (the
+ * fixed --rdzv-id of a launch script) would wait as spares of it for ever.
  *
  * So a node waiting in the next round looks, at each of its round's checks,
  * at one member of the running generation, picked at random: a member whose

@@ -2,7 +2,7 @@
  * A job on etcd whose every node was killed (a cancelled allocation, a power
  * cut) leaves its last generation behind in etcd, full and never ended: no
  * monitor is left to see its members' leases end. The job started again
- * with the same run id (what Slurm's job name or a resubmitted script gives)
+ * with the same run id (the fixed --rdzv-id of a launch script)
  * must form once those leases are gone, not wait as spares of the dead
  * generation for ever.
  */
