@@ -241,26 +241,24 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
     int64_t slot = 0, back = -1;
     rdzv__round_ptr ptr;
     rdzv__join_view view;
-    int rc = ELASTIC_EUNSUPPORTED;
+    bool joined = false; /* round 1, in the message that found the pointer absent */
     if (round == 0) {
         /* The round pointer unread: round 1 while the pointer is absent (a
          * job's first formation), in the join's own message where the
          * backend can; else (or when it exists) the open round it says. */
         *at = (join_progress){ .round = 1 };
-        rc = rdzv__join_batched(r, 1, false, true, &slot, &back, &ptr, &view);
+        int rc = rdzv__join_batched(r, 1, false, true, &slot, &back, &ptr, &view);
         if (rc == ELASTIC_EUNSUPPORTED) rc = rdzv__read_round(r, &ptr);
         if (rc != 0) return rc;
-        if (slot > 0)
-            round = 1;
-        else
-            round = ptr.open_round, rc = ELASTIC_EUNSUPPORTED;
+        joined = slot > 0;
+        round = joined ? 1 : ptr.open_round;
     }
-    if (rc != 0) *at = (join_progress){ .round = round };
+    if (!joined) *at = (join_progress){ .round = round };
     pthread_mutex_lock(&r->lock);
     bool survivor = round > 1 && r->generation == round - 1 && !r->fenced;
     int prev_size = survivor ? r->group_world_size : -1;
     pthread_mutex_unlock(&r->lock);
-    if (rc != 0) rc = rdzv__join_batched(r, round, survivor, false, &slot, &back, &ptr, &view);
+    int rc = joined ? 0 : rdzv__join_batched(r, round, survivor, false, &slot, &back, &ptr, &view);
     if (rc == ELASTIC_EUNSUPPORTED)
         rc = join_unbatched(r, round, survivor, &slot, &back, &ptr, &view, at);
     if (rc != 0) return rc;

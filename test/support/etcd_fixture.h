@@ -81,12 +81,11 @@ static inline void etcd_fixture_ports(int *ports, int n)
     for (int i = 0; i < n; i++) close(fds[i]);
 }
 
-/* POSTs body to a member's gateway; the reply parsed (NULL: no answer). */
-static inline json_object *etcd_fixture_post(const etcd_cluster *c, int port, const char *path,
-                                             const char *body, int timeout_ms)
+/* A curl handle for `path` on the member at `port`, TLS as the cluster
+ * speaks it, with a deadline (NULL: libcurl cannot be had). */
+static inline CURL *etcd_fixture_curl(const etcd_cluster *c, int port, const char *path,
+                                      int timeout_ms)
 {
-    static char buf[65536];
-    size_t len = 0;
     char why[256];
     if (etcd__curl_load(why, sizeof why) != 0) return NULL;
     CURL *h = etcd__curl.easy_init();
@@ -99,9 +98,20 @@ static inline json_object *etcd_fixture_post(const etcd_cluster *c, int port, co
         etcd__curl.easy_setopt(h, CURLOPT_SSLKEY, c->client_key);
     }
     etcd__curl.easy_setopt(h, CURLOPT_URL, url);
-    etcd__curl.easy_setopt(h, CURLOPT_POSTFIELDS, body);
     etcd__curl.easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     etcd__curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    return h;
+}
+
+/* POSTs body to a member's gateway; the reply parsed (NULL: no answer). */
+static inline json_object *etcd_fixture_post(const etcd_cluster *c, int port, const char *path,
+                                             const char *body, int timeout_ms)
+{
+    static char buf[65536];
+    size_t len = 0;
+    CURL *h = etcd_fixture_curl(c, port, path, timeout_ms);
+    if (h == NULL) return NULL;
+    etcd__curl.easy_setopt(h, CURLOPT_POSTFIELDS, body);
     FILE *out = fmemopen(buf, sizeof buf - 1, "w");
     etcd__curl.easy_setopt(h, CURLOPT_WRITEDATA, out);
     CURLcode rc = etcd__curl.easy_perform(h);
@@ -147,22 +157,9 @@ static inline double etcd_fixture_metric(const etcd_cluster *c, int i, const cha
                                          const char *label)
 {
     static char page[1 << 20];
-    char why[256];
-    if (etcd__curl_load(why, sizeof why) != 0) return -1;
-    CURL *h = etcd__curl.easy_init();
+    CURL *h = etcd_fixture_curl(c, c->m[i].client_port, "/metrics", 5000);
     if (h == NULL) return -1;
-    char url[128];
-    snprintf(url, sizeof url, "%s://127.0.0.1:%d/metrics", c->tls ? "https" : "http",
-             c->m[i].client_port);
-    if (c->tls) {
-        etcd__curl.easy_setopt(h, CURLOPT_CAINFO, c->ca);
-        etcd__curl.easy_setopt(h, CURLOPT_SSLCERT, c->client_cert);
-        etcd__curl.easy_setopt(h, CURLOPT_SSLKEY, c->client_key);
-    }
     FILE *out = fmemopen(page, sizeof page - 1, "w");
-    etcd__curl.easy_setopt(h, CURLOPT_URL, url);
-    etcd__curl.easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
-    etcd__curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     etcd__curl.easy_setopt(h, CURLOPT_WRITEDATA, out);
     CURLcode rc = etcd__curl.easy_perform(h);
     size_t len = (size_t)ftell(out);
