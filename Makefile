@@ -1,8 +1,9 @@
 # libelastic — one entry point for building, testing, benchmarking and installing.
 #
 #   make            library (lib/), tools (bin/)
-#   make test       the whole suite (TAP, "N passed, N failed" at the end);
-#                   TEST_FILTER=store runs a module's tests (see "tests" below)
+#   make test       the whole suite (TAP, "N passed, N failed" at the end), up
+#                   to TEST_JOBS tests at once; TEST_FILTER=store runs a
+#                   module's tests (see "tests" below)
 #   make check      the suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan       the suite under ThreadSanitizer
 #   make valgrind   the suite under valgrind memcheck
@@ -16,6 +17,7 @@
 #   make demo       the elastic demo: a worker is killed and the job survives
 #                   (TRAINER=rust: with the Rust trainer of examples/rust)
 #   make install    PREFIX, LIBDIR, INCLUDEDIR, PYTHONDIR, DESTDIR honoured
+#   make wheel      a self-contained wheel in dist/ (library, elasticrun, elasticctl)
 #   make lib        only the library (lib/libelastic.so, lib/libelastic.a)
 #
 # Build knobs (zstd's ZSTD_LIB_* style), for `make lib` / `make install`:
@@ -76,7 +78,7 @@ PARTS := agent etcd
 # suite, the demo and the benchmarks need it (SUITE_NEEDS).
 KNOB_agent := ELASTIC_AGENT
 SRC_agent := src/agent/% src/probe/% src/store/server%.c src/store/kv%.c src/common/json.c \
-  src/common/goodput_event.c
+  src/common/goodput_event.c src/common/failure_class.c src/common/failure_policy.c src/common/failure_record.c
 FEATURES_agent := agent store_server
 ELASTIC_AGENT ?= 1
 
@@ -202,7 +204,7 @@ FUZZ_SRC := $(sort $(wildcard test/fuzz/*.c))
 FUZZERS := $(patsubst test/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 FUZZ_SECONDS ?= 20
 
-.PHONY: all lib deps deps-build deps-present deps-test print-build test check tsan valgrind fuzz bench soak chaos demo install uninstall clean header-check
+.PHONY: all lib deps deps-build deps-present deps-test print-build test check tsan valgrind fuzz bench soak chaos demo install uninstall wheel clean header-check
 
 all: deps-present $(SHARED_LIB) $(STATIC_LIB) $(TOOLS) $(EXAMPLES)
 lib: deps-present $(SHARED_LIB) $(STATIC_LIB)
@@ -286,8 +288,8 @@ $(BIN_OUT)/%: $(OUT)/tools/%.o $(STATIC_LIB)
 # shares with the library (JSON, text, HTTP GET, Prometheus lines); their
 # elastic__fail is tools/elasticctl/fail.c (the library's copy is hidden).
 CTL_SRC := $(sort $(wildcard tools/elasticctl/*.c)) src/common/json.c src/common/text.c \
-  src/common/http_client.c src/common/promparse.c src/common/parse_int.c src/common/endpoint.c \
-  src/common/goodput.c
+  src/common/json_writer.c src/common/http_client.c src/common/conn.c src/common/promparse.c src/common/parse_int.c src/common/endpoint.c \
+  src/common/goodput.c src/common/failure_class.c src/common/failure_policy.c
 CTL_OBJ := $(patsubst %.c,$(OUT)/ctl/%.o,$(CTL_SRC))
 PUBLIC_CFLAGS = $(filter-out -DELASTIC_BUILDING -Isrc,$(CFLAGS_ALL))
 
@@ -338,7 +340,9 @@ $(TEST_LIB): $(filter-out $(patsubst %.c,$(OUT)/%.o,$(HOOK_SRC)),$(LIB_OBJ)) $(H
 CTL_TESTED_OBJ := $(OUT)/ctl/tools/elasticctl/status.o $(OUT)/ctl/tools/elasticctl/goodput.o \
   $(OUT)/ctl/tools/elasticctl/goodput_text.o $(OUT)/ctl/tools/elasticctl/goodput_svg.o \
   $(OUT)/ctl/tools/elasticctl/timeline_load.o $(OUT)/ctl/tools/elasticctl/simulate.o \
-  $(OUT)/ctl/tools/elasticctl/simulate_profile.o $(OUT)/ctl/tools/elasticctl/simulate_defaults.o
+  $(OUT)/ctl/tools/elasticctl/simulate_profile.o $(OUT)/ctl/tools/elasticctl/simulate_defaults.o \
+  $(OUT)/ctl/tools/elasticctl/jsonl.o $(OUT)/ctl/tools/elasticctl/explain_load.o \
+  $(OUT)/ctl/tools/elasticctl/explain_text.o $(OUT)/ctl/tools/elasticctl/goodput_classes.o
 
 $(TEST_BIN): $(TEST_OBJ) $(CTL_TESTED_OBJ) $(TEST_LIB)
 	@mkdir -p $(dir $@)
@@ -411,18 +415,26 @@ whole-library:
 #   make test TEST_FILTER="rdzv_etcd ckpt_async"
 #   make test TEST_FILTER==store_wait_times_out
 #   build/release/test/run_tests --list    every test's name, one per line
+# TEST_JOBS=N runs up to N tests at once (the runner's -j; default 4 per CPU, at
+# most 16: the suite mostly waits on processes, sockets and deadlines); tests
+# declared TEST_ALONE run with nothing beside them (test/test.h). The sanitizer
+# suites default to SANITIZER_TEST_JOBS each (their tests use more CPU, and CI
+# runs the two side by side).
+TEST_JOBS ?=
+SANITIZER_TEST_JOBS ?= 4
 test: whole-library deps all header-check $(TEST_BIN) $(HELPERS) $(TOOLS) $(EXAMPLES) $(ABI_PROGRAMS) $(NCCL_DOUBLE) $(NVML_DOUBLE)
 	@$(MAKE) --no-print-directory $(OUT)/test/helpers/crashfs
 	ELASTIC_BIN_DIR=$(abspath $(BIN_OUT)) ELASTIC_LIB_DIR=$(abspath $(LIB_OUT)) ELASTIC_ABI_DIR=$(abspath $(OUT)/test/abi) \
 	ELASTIC_NCCL_DOUBLE=$(abspath $(NCCL_DOUBLE)) ELASTIC_NVML_DOUBLE=$(abspath $(NVML_DOUBLE)) \
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) \
-	  $(TEST_BIN) $(TEST_FILTER)
+	  $(TEST_BIN) $(if $(TEST_JOBS),-j $(TEST_JOBS)) $(TEST_FILTER)
 
 # Deadlines scale 2x under ASan+UBSan (about 2x slower), as they do under TSan.
 check:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ELASTIC_TEST_TIMEOUT_SCALE=$${ELASTIC_TEST_TIMEOUT_SCALE:-2} $(MAKE) VARIANT=asan test
+	  ELASTIC_TEST_TIMEOUT_SCALE=$${ELASTIC_TEST_TIMEOUT_SCALE:-2} $(MAKE) VARIANT=asan test \
+	  TEST_JOBS=$(or $(TEST_JOBS),$(SANITIZER_TEST_JOBS))
 
 # Every process of the suite (tests, elasticrun, helpers) writes its TSan
 # reports under build/tsan/reports: a race in a child whose exit code a test
@@ -433,7 +445,8 @@ TSAN_REPORTS := $(abspath build/tsan/reports)
 tsan:
 	@rm -rf $(TSAN_REPORTS) && mkdir -p $(TSAN_REPORTS)
 	TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$(TSAN_REPORTS)/report" \
-	  ELASTIC_TEST_TIMEOUT_SCALE=$${ELASTIC_TEST_TIMEOUT_SCALE:-3} $(MAKE) VARIANT=tsan test; rc=$$?; \
+	  ELASTIC_TEST_TIMEOUT_SCALE=$${ELASTIC_TEST_TIMEOUT_SCALE:-3} $(MAKE) VARIANT=tsan test \
+	  TEST_JOBS=$(or $(TEST_JOBS),$(SANITIZER_TEST_JOBS)); rc=$$?; \
 	  if ls $(TSAN_REPORTS)/report.* >/dev/null 2>&1; then cat $(TSAN_REPORTS)/report.*; \
 	    echo "tsan: ThreadSanitizer reports above (one file per process in $(TSAN_REPORTS))"; exit 1; fi; \
 	  exit $$rc
@@ -444,7 +457,7 @@ valgrind: whole-library all $(TEST_BIN) $(HELPERS) $(NCCL_DOUBLE) $(NVML_DOUBLE)
 	ELASTIC_HELPER_DIR=$(abspath $(OUT)/test/helpers) ELASTIC_EXAMPLE_DIR=$(abspath $(OUT)/examples) \
 	ELASTIC_SOURCE_DIR=$(CURDIR) ELASTIC_TEST_TIMEOUT_SCALE=10 \
 	  valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
-	  --trace-children=no $(TEST_BIN) $(TEST_FILTER)
+	  --trace-children=no $(TEST_BIN) -j $(or $(TEST_JOBS),1) $(TEST_FILTER)
 
 # ---- fuzzing (clang + libFuzzer) ------------------------------------------
 
@@ -548,6 +561,13 @@ install: all pkgconfig/elastic.pc
 	install -m 644 bindings/python/elastic/*.py bindings/python/elastic/py.typed $(DESTDIR)$(PYTHONDIR)/elastic/
 	printf '"""Written by make install: the library this package loads by default."""\nLIBRARY = "%s"\n' \
 	  '$(LIBDIR)/$(SONAME)' > $(DESTDIR)$(PYTHONDIR)/elastic/_installed.py
+
+# A self-contained wheel in dist/ (tools/build_wheel.py, the standard library
+# only): the package, the shared library inside it, elasticrun and elasticctl
+# as its scripts; `pip install --no-index dist/libelastic-*.whl` needs no
+# make install and no ELASTIC_LIB_DIR.
+wheel: all
+	python3 tools/build_wheel.py --lib $(SHARED_LIB) --bin $(BIN_OUT) --out dist
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/elastic.h $(DESTDIR)$(LIBDIR)/libelastic.so* $(DESTDIR)$(LIBDIR)/libelastic.a

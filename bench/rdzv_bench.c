@@ -135,6 +135,83 @@ typedef struct run_result {
     double form_ms, msgs, bytes, kill_ms, kill_msgs, kill_bytes, form_wire, kill_wire;
 } run_result;
 
+/* The per-node averages of what the nodes sent and received between two
+ * readings (n: how many nodes counted). */
+static void traffic_per_node(const rdzv__traffic *from, const rdzv__traffic *to, int n,
+                             double *msgs, double *bytes, double *wire)
+{
+    *msgs = (double)(to->messages - from->messages) / n;
+    *bytes =
+        (double)(to->bytes_sent + to->bytes_received - from->bytes_sent - from->bytes_received) / n;
+    *wire = (double)(to->wire_bytes - from->wire_bytes) / n;
+}
+
+/* Phase 1: every node joins at once; the formation's time is until the
+ * last one's next() returned. Nonzero when a node failed. */
+static int form_phase(node *nodes, int n, run_result *out)
+{
+    rdzv__traffic before = total_traffic(nodes, n, -1);
+    /* --etcd: what etcd counted in each phase (#etcd lines) */
+    etcd_counts etcd0, etcd1;
+    bool counted = etcd_endpoints != NULL && etcd_counts_read(etcd_endpoints, &etcd0) == 0;
+    pthread_barrier_init(&start_line, NULL, (unsigned)n + 1);
+    for (int i = 0; i < n; i++) start_thread(&nodes[i]);
+    pthread_barrier_wait(&start_line);
+    uint64_t start = elastic__now_ms(), last = start;
+    if (getenv("RDZV_BENCH_TRACE") != NULL)
+        fprintf(stderr, "%6llu start\n", (unsigned long long)(start - bench_epoch_ms));
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(nodes[i].thread, NULL);
+        failed |= nodes[i].rc != 0;
+        if (nodes[i].done_ms > last) last = nodes[i].done_ms;
+    }
+    pthread_barrier_destroy(&start_line);
+    rdzv__traffic formed = total_traffic(nodes, n, -1);
+    if (counted && etcd_counts_read(etcd_endpoints, &etcd1) == 0)
+        etcd_counts_print(n, "form", &etcd0, &etcd1, n);
+    out->form_ms = (double)(last - start);
+    traffic_per_node(&before, &formed, n, &out->msgs, &out->bytes, &out->form_wire);
+    return failed;
+}
+
+/* Phase 2: drop the middle-ranked node; the others watch, then re-join
+ * without it. Nonzero when a node failed or the group is not n - 1. */
+static int lose_one_phase(node *nodes, int n, run_result *out)
+{
+    int victim = 0;
+    while (nodes[victim].result.group_rank != n / 2) victim++;
+    for (int i = 0; i < n; i++) {
+        nodes[i].rejoin = true;
+        if (i != victim) start_thread(&nodes[i]);
+    }
+    /* On etcd the kill waits for the formation's tail to pass (quiet: under
+     * 1 request per 100 nodes in 250 ms, at most 30 s), so the phase is
+     * the lost node's cost, not the end of the formation's. */
+    int quiet_ms =
+        etcd_endpoints != NULL ? etcd_counts_wait_quiet(etcd_endpoints, n / 100.0 + 1, 30000) : 0;
+    if (etcd_endpoints != NULL) printf("#etcd %d quiet_after_ms=%d\n", n, quiet_ms);
+    rdzv__traffic pre = total_traffic(nodes, n, victim);
+    etcd_counts etcd2, etcd3;
+    bool counted = etcd_endpoints != NULL && etcd_counts_read(etcd_endpoints, &etcd2) == 0;
+    uint64_t killed = elastic__now_ms(), last = killed;
+    elastic_rdzv_free(nodes[victim].rdzv);
+    nodes[victim].rdzv = NULL;
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        if (i == victim) continue;
+        pthread_join(nodes[i].thread, NULL);
+        failed |= nodes[i].rc != 0 || nodes[i].result.group_world_size != n - 1;
+        if (nodes[i].done_ms > last) last = nodes[i].done_ms;
+    }
+    rdzv__traffic post = total_traffic(nodes, n, victim);
+    if (counted && etcd_counts_read(etcd_endpoints, &etcd3) == 0)
+        etcd_counts_print(n, "kill", &etcd2, &etcd3, n - 1);
+    out->kill_ms = (double)(last - killed);
+    traffic_per_node(&pre, &post, n - 1, &out->kill_msgs, &out->kill_bytes, &out->kill_wire);
+    return failed;
+}
+
 static int one_run(int n, int run, run_result *out)
 {
     elastic_store_server_opts so;
@@ -160,70 +237,9 @@ static int one_run(int n, int run, run_result *out)
             return -1;
         }
     }
-    rdzv__traffic before = total_traffic(nodes, n, -1);
-    /* --etcd: what etcd counted in each phase (#etcd lines) */
-    etcd_counts etcd0, etcd1, etcd2, etcd3;
-    bool counted = etcd_endpoints != NULL && etcd_counts_read(etcd_endpoints, &etcd0) == 0;
-    pthread_barrier_init(&start_line, NULL, (unsigned)n + 1);
-    for (int i = 0; i < n; i++) start_thread(&nodes[i]);
-    pthread_barrier_wait(&start_line);
-    uint64_t start = elastic__now_ms(), last = start;
-    if (getenv("RDZV_BENCH_TRACE") != NULL)
-        fprintf(stderr, "%6llu start\n", (unsigned long long)(start - bench_epoch_ms));
-    int failed = 0;
-    for (int i = 0; i < n; i++) {
-        pthread_join(nodes[i].thread, NULL);
-        failed |= nodes[i].rc != 0;
-        if (nodes[i].done_ms > last) last = nodes[i].done_ms;
-    }
-    pthread_barrier_destroy(&start_line);
-    rdzv__traffic formed = total_traffic(nodes, n, -1);
-    if (counted && etcd_counts_read(etcd_endpoints, &etcd1) == 0)
-        etcd_counts_print(n, "form", &etcd0, &etcd1, n);
-    out->form_ms = (double)(last - start);
-    out->msgs = (double)(formed.messages - before.messages) / n;
-    out->bytes = (double)(formed.bytes_sent + formed.bytes_received - before.bytes_sent -
-                          before.bytes_received) /
-                 n;
-    out->form_wire = (double)(formed.wire_bytes - before.wire_bytes) / n;
+    int failed = form_phase(nodes, n, out);
     out->kill_ms = out->kill_msgs = out->kill_bytes = out->kill_wire = 0;
-    if (!failed && n > 1) {
-        /* Drop the middle-ranked node; the others watch, then re-join. */
-        int victim = 0;
-        while (nodes[victim].result.group_rank != n / 2) victim++;
-        for (int i = 0; i < n; i++) {
-            nodes[i].rejoin = true;
-            if (i != victim) start_thread(&nodes[i]);
-        }
-        /* On etcd the kill waits for the formation's tail to pass (quiet: under
-         * 1 request per 100 nodes in 250 ms, at most 30 s), so the phase is
-         * the lost node's cost, not the end of the formation's. */
-        int quiet_ms = etcd_endpoints != NULL
-                           ? etcd_counts_wait_quiet(etcd_endpoints, n / 100.0 + 1, 30000)
-                           : 0;
-        if (etcd_endpoints != NULL) printf("#etcd %d quiet_after_ms=%d\n", n, quiet_ms);
-        rdzv__traffic pre = total_traffic(nodes, n, victim);
-        counted = etcd_endpoints != NULL && etcd_counts_read(etcd_endpoints, &etcd2) == 0;
-        uint64_t killed = elastic__now_ms();
-        elastic_rdzv_free(nodes[victim].rdzv);
-        nodes[victim].rdzv = NULL;
-        last = killed;
-        for (int i = 0; i < n; i++) {
-            if (i == victim) continue;
-            pthread_join(nodes[i].thread, NULL);
-            failed |= nodes[i].rc != 0 || nodes[i].result.group_world_size != n - 1;
-            if (nodes[i].done_ms > last) last = nodes[i].done_ms;
-        }
-        rdzv__traffic post = total_traffic(nodes, n, victim);
-        if (counted && etcd_counts_read(etcd_endpoints, &etcd3) == 0)
-            etcd_counts_print(n, "kill", &etcd2, &etcd3, n - 1);
-        out->kill_ms = (double)(last - killed);
-        out->kill_msgs = (double)(post.messages - pre.messages) / (n - 1);
-        out->kill_bytes =
-            (double)(post.bytes_sent + post.bytes_received - pre.bytes_sent - pre.bytes_received) /
-            (n - 1);
-        out->kill_wire = (double)(post.wire_bytes - pre.wire_bytes) / (n - 1);
-    }
+    if (!failed && n > 1) failed |= lose_one_phase(nodes, n, out);
     for (int i = 0; i < n; i++) elastic_rdzv_free(nodes[i].rdzv);
     free(nodes);
     elastic_store_server_close(server);
@@ -579,17 +595,150 @@ static int hear(batch *batches, int count, char (*lines)[160], const char *expec
     return rc;
 }
 
+/* One run in process mode: the store here, the nodes in batch processes. */
+typedef struct proc_run {
+    int n;
+    elastic_store_server *server;
+    batch *batches;
+    char (*lines)[160]; /* each batch's last answer */
+    int count, spawned;
+    int victim_batch, others; /* the victim's batch (-1: none), the batches before it */
+    int failed;
+} proc_run;
+
+/* Sums the batches' answers "<word> done msgs bytes wire bad" (the first
+ * `count`): the latest done into *last, the rest into the sums. Nonzero when
+ * one is malformed or says a node failed. */
+static int sum_answers(char (*lines)[160], int count, const char *word, uint64_t *last,
+                       uint64_t *msgs, uint64_t *bytes, uint64_t *wire)
+{
+    char format[96];
+    snprintf(format, sizeof format, "%s %%" SCNu64 " %%" SCNu64 " %%" SCNu64 " %%" SCNu64 " %%d",
+             word);
+    *msgs = *bytes = *wire = 0;
+    for (int i = 0; i < count; i++) {
+        uint64_t done, m, b, w;
+        int bad;
+        if (sscanf(lines[i], format, &done, &m, &b, &w, &bad) != 5 || bad) return 1;
+        if (done > *last) *last = done;
+        *msgs += m;
+        *bytes += b;
+        *wire += w;
+    }
+    return 0;
+}
+
+/* Starts the batch processes and waits until each says it is ready. The last
+ * batch is one node alone: the victim, killed with SIGKILL (its connection
+ * drops as a crashed host's would, nothing says goodbye). */
+static void spawn_batches(proc_run *pr, const char *endpoint, const char *run_id, int per_batch)
+{
+    int n = pr->n, survivors = n > 1 ? n - 1 : n;
+    pr->count = (survivors + per_batch - 1) / per_batch + (n > 1);
+    pr->victim_batch = n > 1 ? pr->count - 1 : -1;
+    pr->others = n > 1 ? pr->count - 1 : pr->count;
+    pr->batches = calloc((size_t)pr->count, sizeof *pr->batches);
+    pr->lines = calloc((size_t)pr->count, sizeof *pr->lines);
+    for (; pr->spawned < pr->count; pr->spawned++) {
+        int i = pr->spawned;
+        int mine = i == pr->victim_batch ? 1
+                   : i < pr->others - 1  ? per_batch
+                                         : survivors - per_batch * (pr->others - 1);
+        if (spawn_batch(&pr->batches[i], endpoint, run_id, n, mine) != 0) {
+            fprintf(stderr, "fork: %s\n", strerror(errno));
+            pr->failed = 1;
+            break;
+        }
+    }
+    if (!pr->failed) pr->failed = hear(pr->batches, pr->count, pr->lines, "ready") != 0;
+}
+
+/* Phase 1: every batch forms at once; the store's CPU per node beside. */
+static void procs_form(proc_run *pr, run_result *out, double *form_cpu)
+{
+    uint64_t start = elastic__now_ms(), last = start;
+    uint64_t ops0[2 * STORE__OP_END_], ops1[2 * STORE__OP_END_]; /* requests, then batched ops */
+    store__server_op_counts(pr->server, ops0, ops0 + STORE__OP_END_);
+    double cpu0 = server_cpu_ms();
+    if (!pr->failed) {
+        tell(pr->batches, pr->count, "form");
+        pr->failed = hear(pr->batches, pr->count, pr->lines, "formed") != 0;
+    }
+    double cpu1 = server_cpu_ms();
+    store__server_op_counts(pr->server, ops1, ops1 + STORE__OP_END_);
+    print_ops(pr->n, "form", ops0, ops1, pr->n);
+    uint64_t msgs = 0, bytes = 0, wire = 0;
+    if (!pr->failed)
+        pr->failed = sum_answers(pr->lines, pr->count, "formed", &last, &msgs, &bytes, &wire);
+    out->form_ms = (double)(last - start);
+    out->msgs = (double)msgs / pr->n;
+    out->bytes = (double)bytes / pr->n;
+    out->form_wire = (double)wire / pr->n;
+    *form_cpu = (cpu1 - cpu0) / pr->n;
+}
+
+/* Phase 2: the others watch, the victim's process is killed, they re-join. */
+static void procs_lose_one(proc_run *pr, run_result *out, double *kill_cpu)
+{
+    int n = pr->n;
+    tell(pr->batches, pr->others, "watch");
+    pr->failed = hear(pr->batches, pr->others, pr->lines, "watching") != 0;
+    double cpu2 = server_cpu_ms();
+    uint64_t ops0[2 * STORE__OP_END_], ops1[2 * STORE__OP_END_];
+    store__server_op_counts(pr->server, ops0, ops0 + STORE__OP_END_);
+    uint64_t killed = elastic__now_ms(), last = killed;
+    if (getenv("RDZV_BENCH_TRACE") != NULL)
+        fprintf(stderr, "%6llu kill\n", (unsigned long long)(killed - bench_epoch_ms));
+    if (!pr->failed) {
+        kill(pr->batches[pr->victim_batch].pid, SIGKILL);
+        tell(pr->batches, pr->others, "rejoined?");
+        pr->failed = hear(pr->batches, pr->others, pr->lines, "rejoined") != 0;
+    }
+    double cpu3 = server_cpu_ms();
+    store__server_op_counts(pr->server, ops1, ops1 + STORE__OP_END_);
+    print_ops(n, "kill", ops0, ops1, n - 1);
+    uint64_t msgs = 0, bytes = 0, wire = 0;
+    if (!pr->failed)
+        pr->failed = sum_answers(pr->lines, pr->others, "rejoined", &last, &msgs, &bytes, &wire);
+    out->kill_ms = (double)(last - killed);
+    out->kill_msgs = (double)msgs / (n - 1);
+    out->kill_bytes = (double)bytes / (n - 1);
+    out->kill_wire = (double)wire / (n - 1);
+    *kill_cpu = (cpu3 - cpu2) / (n - 1);
+}
+
+/* Tells every batch to quit and reaps it. */
+static void end_batches(proc_run *pr)
+{
+    for (int i = 0; i < pr->spawned; i++) {
+        if (pr->batches[i].to != NULL) {
+            fprintf(pr->batches[i].to, "quit\n");
+            fclose(pr->batches[i].to);
+        }
+        if (pr->batches[i].from != NULL) fclose(pr->batches[i].from);
+    }
+    for (int i = 0; i < pr->spawned; i++) {
+        int status = 0;
+        waitpid(pr->batches[i].pid, &status, 0);
+    }
+    if (getenv("RDZV_BENCH_TRACE") != NULL)
+        fprintf(stderr, "%6llu batches gone\n",
+                (unsigned long long)(elastic__now_ms() - bench_epoch_ms));
+    free(pr->batches);
+    free(pr->lines);
+}
+
 static int one_run_procs(int n, int per_batch, int run, run_result *out, double *form_cpu,
                          double *kill_cpu)
 {
     elastic_store_server_opts so;
     elastic_store_server_opts_init(&so, sizeof so);
     so.max_connections = (size_t)n + 64;
-    elastic_store_server *server = NULL;
+    proc_run pr = { .n = n };
     char endpoint[64], run_id[64];
     int port = 0;
-    if (elastic_store_server_start(&so, &server) != 0 ||
-        elastic_store_server_get_port(server, &port) != 0) {
+    if (elastic_store_server_start(&so, &pr.server) != 0 ||
+        elastic_store_server_get_port(pr.server, &port) != 0) {
         fprintf(stderr, "store: %s\n", elastic_last_error());
         return -1;
     }
@@ -598,118 +747,18 @@ static int one_run_procs(int n, int per_batch, int run, run_result *out, double 
     pthread_t probe;
     bool probing = getenv("RDZV_BENCH_PROBE") != NULL &&
                    pthread_create(&probe, NULL, probe_main, endpoint) == 0;
-    /* The last batch is one node alone: the victim, killed with SIGKILL (its
-     * connection drops as a crashed host's would, nothing says goodbye). */
-    int survivors = n > 1 ? n - 1 : n;
-    int count = (survivors + per_batch - 1) / per_batch + (n > 1), failed = 0;
-    int victim_batch = n > 1 ? count - 1 : -1, others = n > 1 ? count - 1 : count;
-    batch *batches = calloc((size_t)count, sizeof *batches);
-    char(*lines)[160] = calloc((size_t)count, sizeof *lines);
-    int spawned = 0;
-    for (; spawned < count; spawned++) {
-        int mine = spawned == victim_batch ? 1
-                   : spawned < others - 1  ? per_batch
-                                           : survivors - per_batch * (others - 1);
-        if (spawn_batch(&batches[spawned], endpoint, run_id, n, mine) != 0) {
-            fprintf(stderr, "fork: %s\n", strerror(errno));
-            failed = 1;
-            break;
-        }
-    }
-    if (!failed) failed = hear(batches, count, lines, "ready") != 0;
-    uint64_t start = elastic__now_ms(), last = start;
-    uint64_t ops0[2 * STORE__OP_END_], ops1[2 * STORE__OP_END_]; /* requests, then batched ops */
-    store__server_op_counts(server, ops0, ops0 + STORE__OP_END_);
-    double cpu0 = server_cpu_ms();
-    if (!failed) {
-        tell(batches, count, "form");
-        failed = hear(batches, count, lines, "formed") != 0;
-    }
-    double cpu1 = server_cpu_ms();
-    store__server_op_counts(server, ops1, ops1 + STORE__OP_END_);
-    print_ops(n, "form", ops0, ops1, n);
-    uint64_t msgs = 0, bytes = 0, wire = 0;
-    for (int i = 0; !failed && i < count; i++) {
-        uint64_t done, m, b, w;
-        int bad;
-        if (sscanf(lines[i], "formed %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %d", &done, &m,
-                   &b, &w, &bad) != 5 ||
-            bad)
-            failed = 1;
-        else {
-            if (done > last) last = done;
-            msgs += m;
-            bytes += b;
-            wire += w;
-        }
-    }
-    out->form_ms = (double)(last - start);
-    out->msgs = (double)msgs / n;
-    out->bytes = (double)bytes / n;
-    out->form_wire = (double)wire / n;
+    spawn_batches(&pr, endpoint, run_id, per_batch);
+    procs_form(&pr, out, form_cpu);
     out->kill_ms = out->kill_msgs = out->kill_bytes = out->kill_wire = 0;
-    *form_cpu = (cpu1 - cpu0) / n;
     *kill_cpu = 0;
-    if (!failed && victim_batch >= 0) {
-        tell(batches, others, "watch");
-        failed = hear(batches, others, lines, "watching") != 0;
-        double cpu2 = server_cpu_ms();
-        store__server_op_counts(server, ops0, ops0 + STORE__OP_END_);
-        uint64_t killed = elastic__now_ms();
-        last = killed;
-        if (getenv("RDZV_BENCH_TRACE") != NULL)
-            fprintf(stderr, "%6llu kill\n", (unsigned long long)(killed - bench_epoch_ms));
-        if (!failed) {
-            kill(batches[victim_batch].pid, SIGKILL);
-            tell(batches, others, "rejoined?");
-            failed = hear(batches, others, lines, "rejoined") != 0;
-        }
-        double cpu3 = server_cpu_ms();
-        store__server_op_counts(server, ops1, ops1 + STORE__OP_END_);
-        print_ops(n, "kill", ops0, ops1, n - 1);
-        msgs = bytes = wire = 0;
-        for (int i = 0; !failed && i < others; i++) {
-            uint64_t done, m, b, w;
-            int bad;
-            if (sscanf(lines[i], "rejoined %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %d",
-                       &done, &m, &b, &w, &bad) != 5 ||
-                bad)
-                failed = 1;
-            else {
-                if (done > last) last = done;
-                msgs += m;
-                bytes += b;
-                wire += w;
-            }
-        }
-        out->kill_ms = (double)(last - killed);
-        out->kill_msgs = (double)msgs / (n - 1);
-        out->kill_bytes = (double)bytes / (n - 1);
-        out->kill_wire = (double)wire / (n - 1);
-        *kill_cpu = (cpu3 - cpu2) / (n - 1);
-    }
-    for (int i = 0; i < spawned; i++) {
-        if (batches[i].to != NULL) {
-            fprintf(batches[i].to, "quit\n");
-            fclose(batches[i].to);
-        }
-        if (batches[i].from != NULL) fclose(batches[i].from);
-    }
-    for (int i = 0; i < spawned; i++) {
-        int status = 0;
-        waitpid(batches[i].pid, &status, 0);
-    }
-    if (getenv("RDZV_BENCH_TRACE") != NULL)
-        fprintf(stderr, "%6llu batches gone\n",
-                (unsigned long long)(elastic__now_ms() - bench_epoch_ms));
-    free(batches);
-    free(lines);
+    if (!pr.failed && pr.victim_batch >= 0) procs_lose_one(&pr, out, kill_cpu);
+    end_batches(&pr);
     if (probing) {
         probe_stop = 1;
         pthread_join(probe, NULL);
     }
-    elastic_store_server_close(server);
-    return failed ? -1 : 0;
+    elastic_store_server_close(pr.server);
+    return pr.failed ? -1 : 0;
 }
 
 /* Descriptors and threads process mode needs, checked before it starts so a

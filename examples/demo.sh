@@ -38,7 +38,8 @@ wait_for_line() {
 
 memory_flag="--memory-ckpt"
 memory_args="--memory-every 1 --state-mib 1"
-# A trainer without the memory tier's flags (the Rust one) saves to disk only.
+# A trainer without the memory tier's flags saves to disk only (both the C
+# and the Rust trainer have them).
 if ! grep -q -a -- "--memory-every" "$trainer"; then memory_flag=""; memory_args=""; fi
 
 run_job() { # run_job NAME KILL(0|1) [ELASTICRUN FLAGS...]
@@ -53,6 +54,10 @@ run_job() { # run_job NAME KILL(0|1) [ELASTICRUN FLAGS...]
     local agent=$!
     if [ "$kill_one" = 1 ]; then
         wait_for_line "$dir/logs/*/gen_1/rank_0/stdout.log" "^step $kill_at "
+        # Rank 0's line comes after its own save; the step is the job's once
+        # every rank saved it and it is committed (on a busy machine a rank
+        # may still be saving it).
+        wait_for_file "$dir/ckpt/step-$(printf %020d "$kill_at")/COMMIT"
         local victim
         victim=$(grep '"event":"worker_started"' "$dir/events.jsonl" | grep '"generation":1,' | grep '"rank":2,' |
                  sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
@@ -66,6 +71,16 @@ run_job() { # run_job NAME KILL(0|1) [ELASTICRUN FLAGS...]
         cat "$dir/console.txt" >&2
         exit 1
     fi
+}
+
+# Waits (up to 60 s) until a file exists.
+wait_for_file() {
+    for _ in $(seq 1 6000); do
+        if [ -e "$1" ]; then return 0; fi
+        sleep 0.01
+    done
+    echo "demo: timed out waiting for $1" >&2
+    return 1
 }
 
 seconds_since_start() { # seconds_since_start EVENTS TS_MS
@@ -108,9 +123,9 @@ else
     echo "same final result with and without the failure: NO" >&2
     exit 1
 fi
-# The C trainer also recovers in place and parks as a warm spare (the Rust one does neither).
-case "$trainer" in */examples/demo_trainer) c_trainer=1 ;; *) c_trainer=0 ;; esac
-if [ "$c_trainer" = 1 ]; then
+# A trainer with the memory tier (the C one, the Rust one on elastic::run_loop)
+# also recovers in place and parks as a warm spare.
+if [ -n "$memory_flag" ]; then
     echo
     echo "run 3: the same failure with --in-process-recovery --warm-spares=1"
     # With the memory tier too: a survivor's save that waits for the killed

@@ -37,6 +37,7 @@
 #include "elastic/ckpt.h"
 #include "elastic/worker.h"
 #include "elastic/nccl.h"
+#include "elastic/loop.h"
 #include "elastic/agent.h"
 
 #endif /* ELASTIC_H */

@@ -363,7 +363,8 @@ static int cmd_summary(int argc, char **argv)
 static int cmd_simulate(int argc, char **argv)
 {
     const char *gpus_text = "1024,16384,100000", *days_text = "30", *seeds_text = "20",
-               *seed_text = "1", *profile = NULL, *trace = NULL, *only = NULL;
+               *seed_text = "1", *profile = NULL, *trace = NULL, *only = NULL,
+               *restarts_text = "10";
     bool json = false;
     for (int i = 0; i < argc; i++) /* --json takes no value: strip it before the flag parser */
         if (strcmp(argv[i], "--json") == 0) {
@@ -371,9 +372,15 @@ static int cmd_simulate(int argc, char **argv)
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
             argc--, i--;
         }
-    flag_spec flags[] = { { "gpus", &gpus_text }, { "days", &days_text },  { "seeds", &seeds_text },
-                          { "seed", &seed_text }, { "profile", &profile }, { "trace", &trace },
-                          { "only", &only },      { NULL, NULL } };
+    flag_spec flags[] = { { "gpus", &gpus_text },
+                          { "days", &days_text },
+                          { "seeds", &seeds_text },
+                          { "seed", &seed_text },
+                          { "profile", &profile },
+                          { "trace", &trace },
+                          { "only", &only },
+                          { "max-restarts", &restarts_text },
+                          { NULL, NULL } };
     parsed_args args;
     int rc = parse_args("simulate", argc, argv, flags, &args);
     if (rc != 0) return rc;
@@ -404,6 +411,9 @@ static int cmd_simulate(int argc, char **argv)
     if (!parse_int(seed_text, 0, INT64_MAX, &v))
         return usage_error("simulate", "bad --seed \"%s\"", seed_text);
     o.seed = (unsigned long long)v;
+    if (!parse_int(restarts_text, 1, 1000, &v))
+        return usage_error("simulate", "bad --max-restarts \"%s\" (1 to 1000)", restarts_text);
+    o.bug_restarts = (int)v;
     rc = ctl_simulate(&o, stdout);
     if (rc != 0) fprintf(stderr, "elasticctl simulate: %s\n", ctl_last_error());
     return rc == 0 ? 0 : 1;
@@ -415,6 +425,15 @@ static int cmd_version(int argc, char **argv)
 {
     printf("elasticctl %s\n", elastic_version_string());
     return 0;
+}
+
+static int cmd_explain(int argc, char **argv)
+{
+    event_logs logs;
+    const char *unused = NULL;
+    int rc = read_args("explain", argc, argv, false, &unused, &logs);
+    if (rc != 0) return rc;
+    return events_failed("explain", ctl_explain(logs.paths, logs.count, logs.run_id, stdout));
 }
 
 static const char usage_text[] =
@@ -430,12 +449,15 @@ static const char usage_text[] =
     "  timeline EVENTS.jsonl... -o FILE.svg [--run-id ID]   a job's history as a picture (one log "
     "per node)\n"
     "  summary EVENTS.jsonl... [--run-id ID]   the same as text\n"
+    "  explain EVENTS.jsonl... [--run-id ID]   per failure: its class, the rule that fired, what\n"
+    "        was decided and what to look at\n"
     "  goodput EVENTS.jsonl... [--run-id ID] [--json] [-o FILE.svg] [--profile-out F] [--trace-out "
     "F]\n"
     "        where the job's time went: lost per failure and bucket, ETTR (and, for simulate, the\n"
     "        run's measured recovery profile and its failures as a trace)\n"
     "  simulate [--gpus N,...] [--days D] [--seeds S] [--seed X] [--profile F] [--only NAME]\n"
-    "        [--trace F] [--json]   ETTR at scale by launcher profile (or one trace's run)\n"
+    "        [--trace F] [--max-restarts N] [--json]   ETTR at scale by launcher profile (or one\n"
+    "        trace's run), and a deterministic bug's GPU-hours under torchrun's counting\n"
     "  version\n"
     "Without --token-file the token comes from ELASTIC_STORE_TOKEN, if set.\n";
 
@@ -451,10 +473,10 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    { "store", cmd_store },     { "status", cmd_status },     { "timeline", cmd_timeline },
-    { "summary", cmd_summary }, { "goodput", cmd_goodput },   { "simulate", cmd_simulate },
-    { "version", cmd_version }, { "--version", cmd_version }, { "help", cmd_help },
-    { "--help", cmd_help },     { "-h", cmd_help },
+    { "store", cmd_store },     { "status", cmd_status },   { "timeline", cmd_timeline },
+    { "summary", cmd_summary }, { "goodput", cmd_goodput }, { "simulate", cmd_simulate },
+    { "explain", cmd_explain }, { "version", cmd_version }, { "--version", cmd_version },
+    { "help", cmd_help },       { "--help", cmd_help },     { "-h", cmd_help },
 };
 
 int main(int argc, char **argv)

@@ -20,8 +20,23 @@
  *
  *   demo_trainer --ckpt-dir DIR [--steps 300] [--ckpt-every 10] [--memory-every 0]
  *                [--state-mib 0] [--step-ms 10] [--result FILE] [--no-park]
+ *                [--park-delay-ms MS]
  *                [--die-at-save RANK:STEP]  (tests: that rank of generation 1 is
  *                                            SIGKILLed before its save of STEP)
+ *                [--corrupt RANK:STEP]      (tests: that rank of generation 1 flips one
+ *                                            bit of its replicated weights after
+ *                                            training STEP: silent data corruption)
+ *                [--store-commit]           (the disk checkpoint commits through the
+ *                                            job's store, each rank keeping its own copy
+ *                                            of the replicated state, as on private
+ *                                            disks; not with --memory-every, whose
+ *                                            commits use the same store keys)
+ *
+ * A save that finds the ranks' replicated state different (ELASTIC_EDIVERGED:
+ * the library compared the replicas, docs/CHECKPOINT.md "Divergence check")
+ * is not committed; the trainer says so and trains on, and the agent ends the
+ * generation (the faulty node steps aside; the job restores the newest step
+ * on which every replica agreed).
  */
 #include <elastic.h>
 
@@ -43,13 +58,16 @@ typedef struct trainer_args {
     const char *ckpt_dir;
     const char *result;
     int steps, ckpt_every, memory_every, state_mib, step_ms;
-    int no_park;
-    int die_rank, die_step; /* --die-at-save R:S (tests); die_step 0: never */
+    int no_park, store_commit;
+    int park_delay_ms; /* --park-delay-ms: a spare's start-up takes this long (tests) */
+    int die_rank, die_step;         /* --die-at-save R:S (tests); die_step 0: never */
+    int corrupt_rank, corrupt_step; /* --corrupt R:S (tests); corrupt_step 0: never */
 } trainer_args;
 
 typedef struct state {
     uint64_t step; /* steps done */
     double weights[DIM];
+    double loss; /* the last step's: a job restored at its final step still reports it */
 } state;
 
 /* splitmix64: the data of step s, sample i is a pure function of (s, i). */
@@ -155,11 +173,13 @@ static void fill_opts(elastic_ckpt_opts *opts, const elastic_worker_info *info)
     opts->generation = info->generation;
 }
 
-static int open_checkpoints(const char *dir, const elastic_worker_info *info, elastic_ckpt **ckpt)
+static int open_checkpoints(const char *dir, const elastic_worker_info *info, elastic_store *store,
+                            elastic_ckpt **ckpt)
 {
     elastic_ckpt_opts opts;
     fill_opts(&opts, info);
     opts.keep_last = 3;
+    opts.store = store; /* NULL: a shared directory, the last rank writes COMMIT */
     return elastic_ckpt_open(dir, &opts, ckpt);
 }
 
@@ -249,7 +269,7 @@ static int open_and_load(const trainer_args *args, const elastic_worker_info *in
                          elastic_store *store, elastic_ckpt **ckpt, elastic_ckpt **memory, state *s,
                          uint8_t *rank_state, size_t rank_len, const char **where)
 {
-    int rc = open_checkpoints(args->ckpt_dir, info, ckpt);
+    int rc = open_checkpoints(args->ckpt_dir, info, args->store_commit ? store : NULL, ckpt);
     if (rc == 0 && args->memory_every > 0 && (rc = open_memory(info, store, memory)) != 0)
         fprintf(stderr, "demo_trainer: --memory-every needs elasticrun --memory-ckpt\n");
     if (rc == 0) rc = load_state(*memory, *ckpt, s, rank_state, rank_len, info->rank, where);
@@ -296,6 +316,10 @@ static void parse_args(int argc, char **argv, trainer_args *args)
             args->no_park = 1;
             continue;
         }
+        if (strcmp(argv[i], "--store-commit") == 0) {
+            args->store_commit = 1;
+            continue;
+        }
         if (i + 1 >= argc) break;
         const char *value = argv[++i];
         if (strcmp(argv[i - 1], "--ckpt-dir") == 0)
@@ -306,6 +330,8 @@ static void parse_args(int argc, char **argv, trainer_args *args)
             args->steps = atoi(value);
         else if (strcmp(argv[i - 1], "--ckpt-every") == 0)
             args->ckpt_every = atoi(value);
+        else if (strcmp(argv[i - 1], "--park-delay-ms") == 0)
+            args->park_delay_ms = atoi(argv[i]);
         else if (strcmp(argv[i - 1], "--step-ms") == 0)
             args->step_ms = atoi(value);
         else if (strcmp(argv[i - 1], "--memory-every") == 0)
@@ -315,7 +341,22 @@ static void parse_args(int argc, char **argv, trainer_args *args)
         else if (strcmp(argv[i - 1], "--die-at-save") == 0 &&
                  sscanf(value, "%d:%d", &args->die_rank, &args->die_step) != 2)
             args->die_step = 0;
+        else if (strcmp(argv[i - 1], "--corrupt") == 0 &&
+                 sscanf(value, "%d:%d", &args->corrupt_rank, &args->corrupt_step) != 2)
+            args->corrupt_step = 0;
     }
+}
+
+/* A save the library refused because the replicas differ: not committed
+ * (nor any later step of this generation); said once, and training goes on
+ * until the agent ends the generation. */
+static int said_diverged(int rank, uint64_t step, int *said)
+{
+    if (!*said)
+        fprintf(stderr, "demo_trainer: rank %d checkpoint %" PRIu64 ": %s\n", rank, step,
+                elastic_last_error());
+    *said = 1;
+    return 0;
 }
 
 static uint64_t weights_digest(const state *s)
@@ -329,12 +370,12 @@ static uint64_t weights_digest(const state *s)
     return digest;
 }
 
-static void write_result(const char *path, const state *s, double loss)
+static void write_result(const char *path, const state *s)
 {
     uint64_t digest = weights_digest(s);
     char line[256];
     snprintf(line, sizeof line, "steps=%" PRIu64 " loss=%.12g weights=%016" PRIx64 "\n", s->step,
-             loss, digest);
+             s->loss, digest);
     fputs(line, stdout);
     FILE *file = path != NULL ? fopen(path, "w") : NULL;
     if (file != NULL) fputs(line, file), fclose(file);
@@ -352,6 +393,10 @@ int main(int argc, char **argv)
      * nothing costly; a real trainer builds its model here). Not a spare:
      * park returns at once. */
     int promoted = 0;
+    /* A slow start-up (imports, model build) that only a spare pays before
+     * it parks: the ranks themselves start at once. Bounded: at most 60 s. */
+    if (getenv("ELASTIC_SPARE") != NULL && args.park_delay_ms > 0)
+        usleep((useconds_t)(args.park_delay_ms < 60000 ? args.park_delay_ms : 60000) * 1000u);
     int parked = args.no_park ? 0 : elastic_worker_park(NULL, &promoted, NULL);
     if (parked == ELASTIC_ECLOSED) return 0; /* the job no longer needs this spare */
     if (parked != 0) {
@@ -389,8 +434,7 @@ int main(int argc, char **argv)
     else if (info.rank == 0)
         printf("started at step 0\n");
     fflush(stdout);
-    double loss = 0;
-    int memory_full_said = 0;
+    int memory_full_said = 0, diverged_said = 0;
     while (s.step < (uint64_t)args.steps) {
         int rank = info.rank, world = info.world_size;
         double rows[GLOBAL_BATCH][DIM + 1], grad[DIM + 1];
@@ -408,13 +452,25 @@ int main(int argc, char **argv)
             return 1;
         }
         for (int d = 0; d < DIM; d++) s.weights[d] -= LEARNING_RATE * grad[d];
-        loss = grad[DIM];
+        s.loss = grad[DIM];
         s.step++;
         /* A rank that dies after its share of the step and before its save:
          * the others' saves of that step wait for its shard (tests). */
         if (args.die_step > 0 && (uint64_t)args.die_step == s.step && rank == args.die_rank &&
             info.generation == 1 && !promoted)
             raise(SIGKILL);
+        /* Silent data corruption (tests): one bit of this rank's replica of
+         * the weights flips, as a faulty core or memory would; nothing
+         * crashes, and the next all-reduce carries it to every rank. */
+        if (args.corrupt_step > 0 && (uint64_t)args.corrupt_step == s.step &&
+            rank == args.corrupt_rank && info.generation == 1 && !promoted) {
+            uint64_t bits;
+            memcpy(&bits, &s.weights[3], sizeof bits);
+            bits ^= UINT64_C(1) << 40;
+            memcpy(&s.weights[3], &bits, sizeof bits);
+            printf("rank %d: flipped a bit of the weights after step %" PRIu64 "\n", rank, s.step);
+            fflush(stdout);
+        }
         if (memory != NULL && s.step % (uint64_t)args.memory_every == 0)
             rc = save_state(memory, &s, rank_state, rank_len, rank);
         if (rc == ELASTIC_ERECONFIGURE) {
@@ -428,6 +484,9 @@ int main(int argc, char **argv)
                 rc = reconfigure(&args, worker, &info, &store, &ckpt, &memory, &s, rank_state,
                                  rank_len);
             if (rc == 0) continue;
+        }
+        if (rc == ELASTIC_EDIVERGED) {
+            rc = said_diverged(rank, s.step, &diverged_said);
         }
         if (rc == ELASTIC_ENOSPC) {
             /* The tier is full (--memory-ckpt-limit): that step is not in
@@ -448,6 +507,17 @@ int main(int argc, char **argv)
         }
         if (s.step % (uint64_t)args.ckpt_every == 0) {
             rc = save_state(ckpt, &s, rank_state, rank_len, rank);
+            if (rc == ELASTIC_EDIVERGED) {
+                rc = said_diverged(rank, s.step, &diverged_said);
+                continue;
+            }
+            if (rc == ELASTIC_ERECONFIGURE) { /* --store-commit: as for the memory tier */
+                rc = elastic_worker_poll(worker);
+                if (rc == ELASTIC_ERECONFIGURE)
+                    rc = reconfigure(&args, worker, &info, &store, &ckpt, &memory, &s, rank_state,
+                                     rank_len);
+                if (rc == 0) continue;
+            }
             if (rc != 0) {
                 fprintf(stderr, "demo_trainer: rank %d checkpoint %" PRIu64 ": %s\n", rank, s.step,
                         elastic_last_error());
@@ -456,14 +526,14 @@ int main(int argc, char **argv)
             /* The weights' digest: a soak checks that no step is committed with two contents. */
             if (rank == 0)
                 printf("step %" PRIu64 " loss %.6f (checkpoint) weights=%016" PRIx64 "\n", s.step,
-                       loss, weights_digest(&s));
+                       s.loss, weights_digest(&s));
             fflush(stdout);
         }
         if (args.step_ms > 0)
             nanosleep(&(struct timespec){ 0, (long)args.step_ms * 1000000L }, NULL);
     }
     int rank = info.rank;
-    if (rank == 0) write_result(args.result, &s, loss);
+    if (rank == 0) write_result(args.result, &s);
     elastic_ckpt_close(memory);
     elastic_ckpt_close(ckpt);
     free(rank_state);

@@ -7,10 +7,12 @@
 #include <elastic.h>
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace elastic {
 
@@ -78,12 +80,14 @@ private:
 class nccl_comm {
 public:
     nccl_comm(worker &w, const char *tag, int collective_timeout_ms = 60000)
+        : nccl_comm(w.get(), tag, collective_timeout_ms) {}
+    nccl_comm(elastic_worker *w, const char *tag, int collective_timeout_ms = 60000)
     {
         elastic_nccl_opts opts;
         check(elastic_nccl_opts_init(&opts, sizeof opts), "elastic_nccl_opts_init");
         opts.tag = tag;
         opts.collective_timeout_ms = collective_timeout_ms;
-        check(elastic_nccl_comm_init(w.get(), &opts, &handle_), "elastic_nccl_comm_init");
+        check(elastic_nccl_comm_init(w, &opts, &handle_), "elastic_nccl_comm_init");
     }
     ~nccl_comm() { elastic_nccl_comm_close(handle_); }
     nccl_comm(const nccl_comm &) = delete;
@@ -104,6 +108,74 @@ public:
 private:
     elastic_nccl_comm *handle_ = nullptr;
 };
+
+// elastic_loop_run (include/elastic/loop.h) over a trainer object with
+//   void build(elastic_worker *, const elastic_worker_info &);   every generation
+//   bool step(elastic_worker *, uint64_t step);      false: the group changed
+//   std::vector<elastic_ckpt_blob> save(uint64_t step, int tier);
+//   void load(elastic_ckpt *from, uint64_t step);    from nullptr: the start
+// The blobs' data must stay valid until the next call. An exception ends
+// the run and is thrown again from run_loop.
+template <class T> class loop_adapter {
+public:
+    explicit loop_adapter(T &trainer) : trainer_(trainer) {}
+    static int build(void *u, elastic_worker *w, const elastic_worker_info *info)
+    {
+        return guard(u, [&](T &t) -> int { t.build(w, *info); return 0; });
+    }
+    static int step(void *u, elastic_worker *w, uint64_t n)
+    {
+        return guard(u, [&](T &t) -> int { return t.step(w, n) ? 0 : ELASTIC_ERECONFIGURE; });
+    }
+    static int save(void *u, uint64_t n, int tier, const elastic_ckpt_blob **blobs, size_t *count)
+    {
+        auto *self = static_cast<loop_adapter *>(u);
+        return guard(u, [&](T &t) -> int {
+            self->blobs_ = t.save(n, tier);
+            *blobs = self->blobs_.data();
+            *count = self->blobs_.size();
+            return 0;
+        });
+    }
+    static int load(void *u, elastic_ckpt *from, uint64_t n)
+    {
+        return guard(u, [&](T &t) -> int { t.load(from, n); return 0; });
+    }
+    std::exception_ptr failure;
+
+private:
+    template <class F> static int guard(void *u, F f)
+    {
+        auto *self = static_cast<loop_adapter *>(u);
+        try {
+            return f(self->trainer_);
+        } catch (const error &e) {
+            if (e.code() != ELASTIC_ERECONFIGURE) self->failure = std::current_exception();
+            return e.code();
+        } catch (...) {
+            self->failure = std::current_exception();
+            return ELASTIC_EIO;
+        }
+    }
+    T &trainer_;
+    std::vector<elastic_ckpt_blob> blobs_;
+};
+
+template <class T> elastic_loop_result run_loop(T &trainer, elastic_loop_opts opts)
+{
+    loop_adapter<T> adapter(trainer);
+    opts.user = &adapter;
+    opts.build = &loop_adapter<T>::build;
+    opts.step = &loop_adapter<T>::step;
+    opts.save = &loop_adapter<T>::save;
+    opts.load = &loop_adapter<T>::load;
+    elastic_loop_result result = {};
+    result.struct_size = sizeof result;
+    int rc = elastic_loop_run(&opts, &result);
+    if (adapter.failure) std::rethrow_exception(adapter.failure);
+    check(rc, "elastic_loop_run");
+    return result;
+}
 
 } // namespace elastic
 

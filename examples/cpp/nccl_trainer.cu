@@ -1,9 +1,11 @@
 // A data-parallel CUDA + NCCL toy trainer that survives failures with
-// libelastic: every step each rank computes a gradient on its GPU, the ranks
-// all-reduce it with NCCL through a communicator that recovers, and update
-// their weights; checkpoints go through elastic_ckpt. With elasticrun
-// --in-process-recovery the survivors keep their process: the library
-// aborts and rebuilds the communicator, the trainer only reloads its state.
+// libelastic's training loop (elastic_loop_run, through examples/cpp/elastic.hpp):
+// this file is the training logic. Every step each rank computes a gradient on
+// its GPU, the ranks all-reduce it with NCCL through a communicator that
+// recovers (elastic_nccl_*: with elasticrun --in-process-recovery the library
+// aborts and rebuilds it), and update their weights. The loop restores, saves
+// (disk every --ckpt-every, memory with --memory-ckpt), heartbeats, parks a
+// warm spare and reloads after a peer's death.
 //
 //   nccl_trainer --ckpt-dir DIR [--steps 2000] [--ckpt-every 100] [--dim 1048576] [--timeout-ms 60000]
 //
@@ -18,7 +20,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,11 +27,6 @@
 namespace {
 
 const float kLearningRate = 0.01f;
-
-struct args {
-    std::string ckpt_dir;
-    int steps = 2000, ckpt_every = 100, dim = 1 << 20, timeout_ms = 60000;
-};
 
 void cuda_check(cudaError_t err, const char *what)
 {
@@ -52,152 +48,117 @@ __global__ void update(float *w, const float *g, int n, float lr)
     if (i < n) w[i] -= lr * g[i];
 }
 
-struct model {
-    int dim;
+struct trainer {
+    int dim = 1 << 20, timeout_ms = 60000, rank = 0, world = 1;
     float *weights = nullptr, *grads = nullptr;
-    uint64_t step = 0;
-    explicit model(int n) : dim(n)
-    {
-        cuda_check(cudaMalloc(&weights, sizeof(float) * n), "cudaMalloc");
-        cuda_check(cudaMalloc(&grads, sizeof(float) * n), "cudaMalloc");
-        cuda_check(cudaMemset(weights, 0, sizeof(float) * n), "cudaMemset"); // w0 = 0
-    }
-    ~model()
-    {
-        cudaFree(weights);
-        cudaFree(grads);
-    }
-};
+    cudaStream_t stream = nullptr;
+    std::unique_ptr<elastic::nccl_comm> comm;
+    std::vector<float> host;
+    uint64_t step_done = 0;
 
-// One checkpoint handle per generation: its rank and world are the generation's.
-struct checkpoints {
-    elastic_ckpt *handle = nullptr;
-    checkpoints(const std::string &dir, const elastic_worker_info &info)
+    // Every generation, after load: the first makes the communicator (on the
+    // local rank's device); later ones find it already rebuilt.
+    void build(elastic_worker *w, const elastic_worker_info &info)
     {
-        elastic_ckpt_opts opts;
-        elastic::check(elastic_ckpt_opts_init(&opts, sizeof opts), "elastic_ckpt_opts_init");
-        opts.compression = ELASTIC_CKPT_NONE;
-        opts.keep_last = 2;
-        opts.rank = (uint32_t)info.rank;
-        opts.world = (uint32_t)info.world_size;
-        opts.generation = info.generation;
-        elastic::check(elastic_ckpt_open(dir.c_str(), &opts, &handle), "elastic_ckpt_open");
-    }
-    ~checkpoints() { elastic_ckpt_close(handle); }
-
-    void save(const model &m)
-    {
-        std::vector<float> host(m.dim);
-        cuda_check(cudaMemcpy(host.data(), m.weights, sizeof(float) * m.dim, cudaMemcpyDeviceToHost), "copy out");
-        elastic_ckpt_blob blobs[2] = {{"step", &m.step, sizeof m.step, ELASTIC_CKPT_REPLICATED},
-                                      {"weights", host.data(), sizeof(float) * m.dim, ELASTIC_CKPT_REPLICATED}};
-        elastic::check(elastic_ckpt_save(handle, m.step, blobs, 2), "elastic_ckpt_save");
+        rank = info.rank;
+        world = info.world_size;
+        if (!comm) comm.reset(new elastic::nccl_comm(w, "dp", timeout_ms));
+        std::printf("rank %d of %d starts at step %llu (generation %llu)\n", rank, world,
+                    (unsigned long long)step_done, (unsigned long long)info.generation);
+        std::fflush(stdout);
     }
 
-    // The newest committed step, or a fresh start.
-    void load(model &m)
+    // Once, at the first load: after a warm spare was given its rank, whose
+    // LOCAL_RANK (the device) is then in the environment.
+    void allocate()
     {
-        uint64_t step = 0;
-        int rc = elastic_ckpt_latest(handle, &step);
-        if (rc == ELASTIC_ENOTFOUND) {
-            m.step = 0;
-            cuda_check(cudaMemset(m.weights, 0, sizeof(float) * m.dim), "cudaMemset");
+        if (weights != nullptr) return;
+        const char *local_rank = std::getenv("LOCAL_RANK");
+        cuda_check(cudaSetDevice(local_rank != nullptr ? std::atoi(local_rank) : 0), "cudaSetDevice");
+        cuda_check(cudaStreamCreate(&stream), "cudaStreamCreate");
+        cuda_check(cudaMalloc(&weights, sizeof(float) * dim), "cudaMalloc");
+        cuda_check(cudaMalloc(&grads, sizeof(float) * dim), "cudaMalloc");
+        host.resize(dim);
+    }
+
+    // false: the communicator was aborted (the group changed); the loop reloads.
+    bool step(elastic_worker *, uint64_t)
+    {
+        int threads = 256, blocks = (dim + threads - 1) / threads;
+        float share = (float)(rank + 1) / (float)(world * (world + 1) / 2);
+        gradient<<<blocks, threads, 0, stream>>>(weights, grads, dim, share);
+        ncclComm_t nccl = (ncclComm_t)comm->get();
+        if (nccl == nullptr) return false;
+        ncclResult_t result = ncclAllReduce(grads, grads, dim, ncclFloat32, ncclSum, nccl, stream);
+        comm->watch(stream);
+        update<<<blocks, threads, 0, stream>>>(weights, grads, dim, kLearningRate);
+        cudaError_t synced = cudaStreamSynchronize(stream);
+        if (result != ncclSuccess || synced != cudaSuccess || !comm->healthy()) return false;
+        step_done++;
+        return true;
+    }
+
+    std::vector<elastic_ckpt_blob> save(uint64_t n, int tier)
+    {
+        cuda_check(cudaMemcpy(host.data(), weights, sizeof(float) * dim, cudaMemcpyDeviceToHost), "copy out");
+        if (tier == ELASTIC_CKPT_SOURCE_DISK && rank == 0) std::printf("saved step %llu\n", (unsigned long long)n);
+        std::fflush(stdout);
+        return {{"weights", host.data(), sizeof(float) * dim, ELASTIC_CKPT_REPLICATED}};
+    }
+
+    void load(elastic_ckpt *from, uint64_t n)
+    {
+        allocate();
+        step_done = n;
+        if (from == nullptr) { // the start: w0 = 0
+            cuda_check(cudaMemset(weights, 0, sizeof(float) * dim), "cudaMemset");
             return;
         }
-        elastic::check(rc, "elastic_ckpt_latest");
-        std::vector<float> host(m.dim);
         size_t len = 0;
-        elastic::check(elastic_ckpt_read_into(handle, step, "weights", host.data(), sizeof(float) * m.dim, &len),
+        elastic::check(elastic_ckpt_read_into(from, n, "weights", host.data(), sizeof(float) * dim, &len),
                        "elastic_ckpt_read_into");
-        if (len != sizeof(float) * m.dim) throw std::runtime_error("checkpoint of another size");
-        cuda_check(cudaMemcpy(m.weights, host.data(), len, cudaMemcpyHostToDevice), "copy in");
-        m.step = step;
+        if (len != sizeof(float) * dim) throw std::runtime_error("checkpoint of another size");
+        cuda_check(cudaMemcpy(weights, host.data(), len, cudaMemcpyHostToDevice), "copy in");
+    }
+
+    // The largest distance from the closed-form answer (computed on the host).
+    double max_error()
+    {
+        cuda_check(cudaMemcpy(host.data(), weights, sizeof(float) * dim, cudaMemcpyDeviceToHost), "copy out");
+        double decay = std::pow(1.0 - 2.0 * kLearningRate, (double)step_done), worst = 0;
+        for (int i = 0; i < dim; i += 997)
+            worst = std::fmax(worst, std::fabs(host[i] - std::sin(0.001 * i) * (1.0 - decay)));
+        return worst;
     }
 };
-
-args parse(int argc, char **argv)
-{
-    args a;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        std::string flag = argv[i];
-        if (flag == "--ckpt-dir") a.ckpt_dir = argv[i + 1];
-        else if (flag == "--steps") a.steps = std::atoi(argv[i + 1]);
-        else if (flag == "--ckpt-every") a.ckpt_every = std::atoi(argv[i + 1]);
-        else if (flag == "--dim") a.dim = std::atoi(argv[i + 1]);
-        else if (flag == "--timeout-ms") a.timeout_ms = std::atoi(argv[i + 1]);
-    }
-    if (a.ckpt_dir.empty() || a.steps <= 0 || a.ckpt_every <= 0 || a.dim <= 0)
-        throw std::runtime_error("usage: nccl_trainer --ckpt-dir DIR [--steps N] [--ckpt-every K] [--dim D]");
-    return a;
-}
-
-// The largest distance from the closed-form answer (computed on the host).
-double check_answer(const model &m)
-{
-    std::vector<float> host(m.dim);
-    cuda_check(cudaMemcpy(host.data(), m.weights, sizeof(float) * m.dim, cudaMemcpyDeviceToHost), "copy out");
-    double decay = std::pow(1.0 - 2.0 * kLearningRate, (double)m.step), worst = 0;
-    for (int i = 0; i < m.dim; i += 997) {
-        double expected = std::sin(0.001 * i) * (1.0 - decay);
-        worst = std::fmax(worst, std::fabs(host[i] - expected));
-    }
-    return worst;
-}
-
-int train(const args &a)
-{
-    elastic::worker w;
-    elastic_worker_info info = w.info();
-    elastic::nccl_comm comm(w, "dp", a.timeout_ms); // the device defaults to the local rank
-    cudaStream_t stream;
-    cuda_check(cudaStreamCreate(&stream), "cudaStreamCreate");
-    model m(a.dim);
-    std::unique_ptr<checkpoints> ckpt(new checkpoints(a.ckpt_dir, info));
-    ckpt->load(m);
-    std::printf("rank %d of %d starts at step %llu (generation %llu)\n", info.rank, info.world_size,
-                (unsigned long long)m.step, (unsigned long long)info.generation);
-    int threads = 256, blocks = (a.dim + threads - 1) / threads;
-    while (m.step < (uint64_t)a.steps) {
-        if (w.poll()) { // the group changed: the communicator is already rebuilt
-            info = w.info();
-            ckpt.reset(new checkpoints(a.ckpt_dir, info));
-            ckpt->load(m);
-            elastic_nccl_info nccl = comm.info();
-            std::printf("rank %d of %d resumes at step %llu after a %s communicator in %d ms\n", info.rank,
-                        info.world_size, (unsigned long long)m.step,
-                        nccl.last_method == ELASTIC_NCCL_SHRUNK ? "shrunk" : "re-created", nccl.last_build_ms);
-            std::fflush(stdout);
-        }
-        float share = (float)(info.rank + 1) / (float)(info.world_size * (info.world_size + 1) / 2);
-        gradient<<<blocks, threads, 0, stream>>>(m.weights, m.grads, a.dim, share);
-        ncclComm_t nccl = (ncclComm_t)comm.get();
-        if (nccl == nullptr) continue; // aborted: poll() waits for the next generation
-        ncclResult_t result = ncclAllReduce(m.grads, m.grads, a.dim, ncclFloat32, ncclSum, nccl, stream);
-        comm.watch(stream);
-        update<<<blocks, threads, 0, stream>>>(m.weights, m.grads, a.dim, kLearningRate);
-        cudaError_t synced = cudaStreamSynchronize(stream);
-        if (result != ncclSuccess || synced != cudaSuccess || !comm.healthy()) continue;
-        m.step++;
-        w.heartbeat(m.step);
-        if (m.step % (uint64_t)a.ckpt_every == 0) {
-            ckpt->save(m);
-            if (info.rank == 0) std::printf("saved step %llu\n", (unsigned long long)m.step);
-            std::fflush(stdout);
-        }
-    }
-    double worst = check_answer(m);
-    std::printf("result rank=%d steps=%llu max_error=%.3g %s\n", info.rank, (unsigned long long)m.step, worst,
-                worst < 1e-3 ? "ok" : "WRONG");
-    cudaStreamDestroy(stream);
-    return worst < 1e-3 ? 0 : 1;
-}
 
 } // namespace
 
 int main(int argc, char **argv)
 {
     try {
-        return train(parse(argc, argv));
+        trainer t;
+        elastic_loop_opts opts;
+        elastic::check(elastic_loop_opts_init(&opts, sizeof opts), "elastic_loop_opts_init");
+        opts.steps = 2000;
+        opts.disk_every = 100;
+        opts.keep_last = 2;
+        for (int i = 1; i + 1 < argc; i += 2) {
+            std::string flag = argv[i];
+            if (flag == "--ckpt-dir") opts.dir = argv[i + 1];
+            else if (flag == "--steps") opts.steps = std::strtoull(argv[i + 1], nullptr, 10);
+            else if (flag == "--ckpt-every") opts.disk_every = std::strtoull(argv[i + 1], nullptr, 10);
+            else if (flag == "--dim") t.dim = std::atoi(argv[i + 1]);
+            else if (flag == "--timeout-ms") t.timeout_ms = std::atoi(argv[i + 1]);
+        }
+        if (opts.dir == nullptr || t.dim <= 0)
+            throw std::runtime_error("usage: nccl_trainer --ckpt-dir DIR [--steps N] [--ckpt-every K] [--dim D]");
+        elastic_loop_result done = elastic::run_loop(t, opts);
+        if (done.released) return 0; // a warm spare the job did not need
+        double worst = t.max_error();
+        std::printf("result rank=%d steps=%llu max_error=%.3g %s\n", done.rank, (unsigned long long)done.steps,
+                    worst, worst < 1e-3 ? "ok" : "WRONG");
+        return worst < 1e-3 ? 0 : 1;
     } catch (const std::exception &e) {
         std::fprintf(stderr, "nccl_trainer: %s\n", e.what());
         return 1;

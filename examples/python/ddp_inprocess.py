@@ -119,6 +119,17 @@ def train_step(model, optimizer, scheduler, step, rank):
     return float(loss)
 
 
+def wait_for_spare(args, timeout=120.0):
+    """--kill-waits-for-spare: a spare still importing torch is not parked yet,
+    and the agent would cold-start the rank instead of promoting it."""
+    deadline = time.monotonic() + timeout
+    marker = os.path.join(args.dir, "spare-parking")
+    while args.kill_waits_for_spare and not os.path.exists(marker):
+        if time.monotonic() > deadline:
+            raise SystemExit("no warm spare parked within %.0f s" % timeout)
+        time.sleep(0.05)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", required=True, help="checkpoint directory (shared by every rank)")
@@ -132,6 +143,8 @@ def main():
     parser.add_argument("--report", help="append 'kill' and first-step-after-resume lines with times here")
     parser.add_argument("--kill-before-save", action="store_true",
                         help="--kill-rank dies after training --kill-at-step, before saving it: the others' saves wait")
+    parser.add_argument("--kill-waits-for-spare", action="store_true",
+                        help="with --warm-spares: --kill-rank waits until the spare parks (it writes DIR/spare-parking)")
     parser.add_argument("--memory-every", type=int, default=0,
                         help="also save to the node's memory tier every N steps (elasticrun --memory-ckpt)")
     args = parser.parse_args()
@@ -140,6 +153,9 @@ def main():
     # imported, and the model is built once (torch's kernels and allocator
     # warmed). Not a spare: park returns at once.
     make_training(seed=1234)
+    if os.environ.get("ELASTIC_SPARE") and args.kill_waits_for_spare:
+        os.makedirs(args.dir, exist_ok=True)
+        open(os.path.join(args.dir, "spare-parking"), "w").close()
     if elastic.worker.park_or_exit():
         report(args, "promoted pid=%d" % os.getpid())
     info = elastic.torch.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
@@ -152,6 +168,7 @@ def main():
     def die_here(where):
         if (info.rank == args.kill_rank and step == args.kill_at_step and info.restart_count == 0
                 and where == ("save" if args.kill_before_save else "step")):
+            wait_for_spare(args)
             log(info, "SIGKILL myself at step %d" % step)
             report(args, "kill rank=%d" % info.rank)
             os.kill(os.getpid(), signal.SIGKILL)

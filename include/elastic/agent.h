@@ -135,6 +135,30 @@ typedef struct elastic_agent_opts {
     /* Warm spare workers per node, parked until a rank on the node fails
      * (docs/WARM_SPARES.md); needs in_process_recovery; 0 (default): none. */
     int warm_spares;
+    /* Replicated checkpoint blobs that differ between ranks (silent data
+     * corruption; docs/CHECKPOINT.md, "Divergence check"), appended: "stop"
+     * (default: the step is not committed, the minority node steps aside,
+     * the job restores the newest step the replicas agreed on; no majority:
+     * the job stops), "warn" (reported, the step commits), "off" (not compared). */
+    const char *on_divergence;
+    /* 1 (--torchrun-restarts): torchrun's exact counting, every failure spends
+     * one of max_restarts and nothing stops the job sooner; 0 (default): the
+     * failure policy stops the job at once for a deterministic bug in the
+     * training code (exit 70; docs/OPERATIONS.md, "Why each failure happened"). */
+    int torchrun_restarts;
+    /* 1 (--no-prestart): restarted Python workers are started afresh; 0
+     * (default): when the entrypoint is Python and the group can restart
+     * (max_restarts > 0 or min_nodes < max_nodes), one interpreter per local
+     * rank is started ahead with torch imported and becomes that rank's
+     * worker in the next generation (docs/OPERATIONS.md, "Interpreters
+     * started ahead"). */
+    int no_prestart;
+    /* Generations a lost node or a node stepping aside for a spare (unhealthy,
+     * a straggler, a diverged replica) may end within an hour, job-wide
+     * (--max-infra-restarts): they spend none of max_restarts; past this the
+     * job fails with exit 69 (docs/OPERATIONS.md, "Why each failure
+     * happened"); default 20, >= 0. */
+    int max_infra_restarts;
 } elastic_agent_opts;
 
 /* Fills the first struct_size bytes (pass sizeof *opts) with the defaults. */

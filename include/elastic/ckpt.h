@@ -38,7 +38,10 @@ typedef struct elastic_ckpt_writer elastic_ckpt_writer;
 #define ELASTIC_CKPT_VERIFY_MANIFEST 1 /* records and manifests only: cheap for huge checkpoints */
 
 /* Blob flags (elastic_ckpt_put_flags, elastic_ckpt_writer_open). */
-/* Identical on every rank: any rank (any world size) may read it. */
+/* Identical on every rank: any rank (any world size) may read it. A contract
+ * the store-mode commit checks: ranks whose bytes differ abandon the step
+ * with ELASTIC_EDIVERGED (silent data corruption; docs/CHECKPOINT.md,
+ * "Divergence check"), so rank-specific data never goes under this flag. */
 #define ELASTIC_CKPT_REPLICATED 1u
 
 /* `rank` argument meaning "this rank's shard, else a replicated blob of any shard". */
@@ -241,7 +244,7 @@ ELASTIC_EXTERN int elastic_ckpt_open_memory(const elastic_ckpt_opts *opts, elast
  * or later, wins: the agents may not know that directory), else the newer
  * of the memory tier's latest step and the disk's (memory on a tie). *source (may
  * be NULL): ELASTIC_CKPT_SOURCE_*. ELASTIC_ENOTFOUND when neither has a
- * step. Read the step from *from, then call elastic_ckpt_restore_end. Thread
+ * step (or both are NULL). Read the step from *from, then call elastic_ckpt_restore_end. Thread
  * rules: those of the two handles. */
 ELASTIC_EXTERN int elastic_ckpt_restore_begin(elastic_ckpt *memory, elastic_ckpt *disk,
                                               uint64_t *step, elastic_ckpt **from, int *source);

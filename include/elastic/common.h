@@ -88,7 +88,8 @@ ELASTIC_EXTERN int elastic_has_feature(const char *name);
     X(ESYS, -21, "system call failed")                            \
     X(ERANGE, -22, "value out of range")                          \
     X(ENOTENOUGH, -23, "too few nodes joined before the timeout") \
-    X(EROFS, -24, "read-only file system")
+    X(EROFS, -24, "read-only file system")                        \
+    X(EDIVERGED, -25, "replicas that must be equal differ")
 
 typedef enum elastic_errno {
     ELASTIC_OK = 0,

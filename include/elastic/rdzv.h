@@ -65,6 +65,11 @@ typedef struct elastic_rdzv_opts {
     /* The group rank this node asks for as a newcomer (Slurm's SLURM_PROCID):
      * newcomers are ordered by it, survivors keep theirs; -1 (default): none. */
     int preferred_rank;
+    /* Generations a lost node or a member stepping aside for a spare (unhealthy,
+     * a straggler, a diverged replica) may end job-wide within an hour; they
+     * spend none of max_restarts, and past this bound the job is closed (an
+     * outage that keeps re-forming it); default 20, >= 0. */
+    int max_infra_restarts;
 } elastic_rdzv_opts;
 
 typedef enum elastic_rdzv_backend {

@@ -8,7 +8,7 @@
 #include "agent/generation_store.h"
 #include "agent/outcome.h"
 #include "agent/health.h"
-#include "agent/journal.h"
+#include "agent/journal_events.h"
 #include "agent/memory.h"
 #include "agent/membership.h"
 #include "agent/probes.h"
@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -53,6 +54,7 @@ struct elastic_agent {
     char run_id[160];
     char node_id[200];
     char hostname[128];
+    char node_addr[INET6_ADDRSTRLEN + 16]; /* what peers reach this node at (node_address) */
     char store_endpoint[300];
     char *token;          /* the store token (NULL: none) */
     char token_file[800]; /* where the workers read it ("": not written) */
@@ -90,9 +92,40 @@ static bool on_etcd(const elastic_agent *agent)
                                   strcmp(agent->opts.rdzv_backend, "etcd") == 0);
 }
 
+/* This node's address for its peers (the memory tier's replica channel, the
+ * store a generation's rank 0 hosts on etcd):
+ * --local-addr, else the one chosen at setup (choose_node_address), else
+ * loopback (a one-node job, or before the choice). */
 static const char *node_address(const elastic_agent *agent)
 {
-    return agent->opts.local_addr != NULL ? agent->opts.local_addr : "127.0.0.1";
+    if (agent->opts.local_addr != NULL) return agent->opts.local_addr;
+    return agent->node_addr[0] != '\0' ? agent->node_addr : "127.0.0.1";
+}
+
+/* Without --local-addr a node of a multi-node job is reached at its
+ * interface on the route to the rendezvous endpoint: the host name may
+ * resolve to loopback (Debian's 127.0.1.1), and loopback is no address for
+ * a peer on another host. */
+static void choose_node_address(elastic_agent *agent)
+{
+    const elastic_agent_opts *o = &agent->opts;
+    if (o->local_addr != NULL || local_only(agent)) return;
+    char first[512], host[256];
+    int port = 0;
+    const char *endpoint = strcmp(o->rdzv_backend, "static") == 0 ? o->master_addr
+                                                                   : o->rdzv_endpoint;
+    if (endpoint == NULL) return;
+    const char *scheme = strstr(endpoint, "://");
+    snprintf(first, sizeof first, "%s", scheme != NULL ? scheme + 3 : endpoint);
+    first[strcspn(first, ",/")] = '\0'; /* etcd: the first of its endpoints, no path */
+    int rc = elastic__endpoint_parse("--rdzv-endpoint", first, AGENT_C10D_DEFAULT_PORT, host,
+                                     sizeof host, &port);
+    if (rc == 0) rc = agent__route_source(host, port, agent->node_addr, sizeof agent->node_addr);
+    if (rc != 0) {
+        agent->node_addr[0] = '\0';
+        ELASTIC_LOG_W("agent", "%s: peers are told 127.0.0.1 (set --local-addr)",
+                      elastic_last_error());
+    }
 }
 
 /* ---- the job's store ---------------------------------------------------------- */
@@ -140,11 +173,11 @@ static int setup_store(elastic_agent *agent)
         js->bind_host = agent->conf.store_bind_addr[0] != '\0' ? agent->conf.store_bind_addr
                         : o->local_addr != NULL                ? o->local_addr
                                                                : "0.0.0.0";
-        js->advertise_host = o->local_addr != NULL ? o->local_addr : agent->hostname;
+        js->advertise_host = node_address(agent);
         js->fixed_token = agent->token;
         js->max_connections = agent__store_connections(o->max_nodes, o->nproc_per_node);
         js->read_timeout_ms = agent->conf.read_timeout_ms > 0 ? agent->conf.read_timeout_ms : 0;
-        js->token_dir = agent->group.probe_dir;
+        js->token_dir = agent__probes_dir(&agent->group);
         js->token_file = agent->token_file;
         js->token_file_size = sizeof agent->token_file;
         return 0;
@@ -243,6 +276,7 @@ static int setup_membership(elastic_agent *agent)
     rdzv_opts.node_addr = o->local_addr; /* NULL: the host name */
     rdzv_opts.node_id = agent->node_id;
     rdzv_opts.preferred_rank = o->preferred_rank;
+    rdzv_opts.max_infra_restarts = o->max_infra_restarts;
     const agent_rdzv_conf *conf = &agent->conf;
     if (conf->join_timeout_ms > 0) rdzv_opts.join_timeout_ms = conf->join_timeout_ms;
     if (conf->last_call_timeout_ms >= 0)
@@ -344,24 +378,31 @@ static void settled_watch_main(void *arg)
     uv_async_send(watch->wake);
 }
 
+/* Serving ends on the next stop request after the serving began. */
+static bool told_to_leave(const elastic_agent *agent, unsigned stops)
+{
+    return __atomic_load_n(&agent->group.queue.stop_requests, __ATOMIC_ACQUIRE) != stops;
+}
+
 /* c10d's host: the job is over here; serve until every other node learned
- * how it ended (its outcome mark is gone), or until told to stop. */
-static void serve_until_settled(elastic_agent *agent)
+ * how it ended (its outcome mark is gone), for at most timeout_ms, or until
+ * told to stop. */
+static void serve_until_settled(elastic_agent *agent, unsigned stops, int timeout_ms)
 {
     settled_watch watch = { .store = agent->store,
                             .run_id = agent->run_id,
-                            .timeout_ms = outcome_timeout_ms(agent),
-                            .wake = &agent->group.wake };
+                            .timeout_ms = timeout_ms,
+                            .wake = &agent->group.queue.wake };
     uv_thread_t thread;
     if (watch.store == NULL || watch.timeout_ms == 0 ||
         uv_thread_create(&thread, settled_watch_main, &watch) != 0)
         return;
     uint64_t started = elastic__now_ms();
-    while (!__atomic_load_n(&watch.done, __ATOMIC_ACQUIRE) && agent->group.stop_signal == 0)
+    while (!__atomic_load_n(&watch.done, __ATOMIC_ACQUIRE) && !told_to_leave(agent, stops))
         uv_run(&agent->loop, UV_RUN_ONCE);
     __atomic_store_n(&watch.stop, 1, __ATOMIC_RELEASE);
     uv_thread_join(&thread);
-    if (watch.rc != 0 && agent->group.stop_signal == 0)
+    if (watch.rc != 0 && !told_to_leave(agent, stops))
         ELASTIC_LOG_W("agent", "stopped serving the job's store after %.1f s: %s",
                       (double)(elastic__now_ms() - started) / 1000.0, watch.error);
     else if (elastic__now_ms() - started >= 1000)
@@ -376,7 +417,7 @@ static void on_serve_timer(uv_timer_t *timer)
 
 /* Every node learned how the job ended, or is gone: serve close_timeout
  * more (default 2 s) for a read still in flight, or until told to stop. */
-static void serve_a_while(elastic_agent *agent)
+static void serve_a_while(elastic_agent *agent, unsigned stops)
 {
     bool expired = false;
     uv_timer_t timer;
@@ -384,21 +425,21 @@ static void serve_a_while(elastic_agent *agent)
     timer.data = &expired;
     int ms = agent->conf.close_timeout_ms >= 0 ? agent->conf.close_timeout_ms : 2000;
     uv_timer_start(&timer, on_serve_timer, (uint64_t)ms, 0);
-    while (!expired && agent->group.stop_signal == 0) uv_run(&agent->loop, UV_RUN_ONCE);
+    while (!expired && !told_to_leave(agent, stops)) uv_run(&agent->loop, UV_RUN_ONCE);
     uv_close((uv_handle_t *)&timer, NULL);
     uv_run(&agent->loop, UV_RUN_NOWAIT);
 }
 
 /* This node's workers all succeeded, but it hosts the store the other nodes
  * still use: serve until the job closes or we are told to stop. */
-static void serve_until_closed(elastic_agent *agent)
+static void serve_until_closed(elastic_agent *agent, unsigned stops)
 {
     closed_watch watch = { .rdzv = agent__membership_handle(agent->membership),
-                           .wake = &agent->group.wake };
+                           .wake = &agent->group.queue.wake };
     uv_thread_t thread;
     if (watch.rdzv == NULL || uv_thread_create(&thread, closed_watch_main, &watch) != 0) return;
     ELASTIC_LOG_I("agent", "workers done; serving the job's store until every node has finished");
-    while (!__atomic_load_n(&watch.done, __ATOMIC_ACQUIRE) && agent->group.stop_signal == 0)
+    while (!__atomic_load_n(&watch.done, __ATOMIC_ACQUIRE) && !told_to_leave(agent, stops))
         uv_run(&agent->loop, UV_RUN_ONCE);
     __atomic_store_n(&watch.stop, 1, __ATOMIC_RELEASE);
     uv_thread_join(&thread);
@@ -413,7 +454,7 @@ static int setup_log_root(elastic_agent *agent)
     if (agent->opts.log_dir != NULL) {
         snprintf(agent->log_root, sizeof agent->log_root, "%s/%s", agent->opts.log_dir,
                  agent->run_id);
-        agent->group.write_logs = true;
+        agent->group.job.write_logs = true;
         int parent = -1;
         int rc = agent__dir_open_user(agent->opts.log_dir, &parent);
         if (rc == 0) rc = agent__dir_private(parent, agent->run_id, &agent->log_root_fd);
@@ -461,7 +502,7 @@ static int validate(const elastic_agent_opts *o)
     if (o->argc < 1 || o->argv == NULL)
         return elastic__fail(ELASTIC_EINVAL, "no training program given");
     if (o->nproc_per_node < 1 || o->min_nodes < 1 || o->max_nodes < o->min_nodes ||
-        o->max_restarts < 0 || o->grace_period_ms < 0 || o->role == NULL || o->run_id == NULL ||
+        o->max_restarts < 0 || o->max_infra_restarts < 0 || o->grace_period_ms < 0 || o->role == NULL || o->run_id == NULL ||
         o->redirects == NULL || o->tee == NULL || o->rdzv_backend == NULL ||
         o->rdzv_endpoint == NULL)
         return elastic__fail(ELASTIC_EINVAL, "invalid agent options");
@@ -480,6 +521,31 @@ static int validate(const elastic_agent_opts *o)
         return elastic__fail(ELASTIC_EINVAL,
                              "node_name must be 1..120 characters of [A-Za-z0-9._-]");
     return agent__check_warm_spares(o);
+}
+
+/* The memory tier. Its replica channel is never open: it authenticates
+ * with the job's token, else (etcd, a store run without a token file) with
+ * the run's replica key from the rendezvous' key space; its receiver listens
+ * on the node's address (the one its peers are told), and not at all in a
+ * one-node job, where no peer can push or fetch. */
+static int start_memory_tier(elastic_agent *agent)
+{
+    if (!agent->opts.memory_ckpt) return 0;
+    if (local_only(agent)) return agent__memory_start(&agent->group, NULL, NULL);
+    char key[RDZV_REPLICA_KEY_CHARS + 1];
+    const char *use = agent->token;
+    if (use == NULL) {
+        int rc = rdzv__replica_key(agent__membership_handle(agent->membership), key, sizeof key);
+        if (rc != 0) {
+            char detail[256];
+            snprintf(detail, sizeof detail, "%s", elastic_last_error());
+            return elastic__fail(rc, "memory checkpoint tier: no replica key: %s", detail);
+        }
+        use = key;
+    }
+    int rc = agent__memory_start(&agent->group, use, node_address(agent));
+    memset(key, 0, sizeof key);
+    return rc;
 }
 
 static int setup(elastic_agent *agent)
@@ -509,36 +575,37 @@ static int setup(elastic_agent *agent)
     agent->loop_ready = true;
     if ((rc = agent__group_init(&agent->group, &agent->loop)) != 0) return rc;
     agent->group_ready = true;
+    choose_node_address(agent);
     if ((rc = setup_log_root(agent)) != 0 || (rc = setup_store(agent)) != 0 ||
         (rc = setup_membership(agent)) != 0 ||
         (rc = agent__events_open(agent->opts.event_log, agent->run_id, agent->node_id,
                                  &agent->events)) != 0)
         return rc;
     agent_group *group = &agent->group;
-    group->opts = &agent->opts;
+    group->job.opts = &agent->opts;
     group->membership = agent->membership;
-    group->events = agent->events;
+    group->job.events = agent->events;
     /* Failure details are shared only between nodes; on etcd the store comes per generation. */
-    group->store = local_only(agent) || on_etcd(agent) ? NULL : agent->store;
-    group->jobstore = on_etcd(agent) ? &agent->jobstore : NULL;
-    group->run_id = agent->run_id;
-    group->node_id = agent->node_id;
-    group->store_endpoint = agent->store_endpoint;
-    group->log_root = agent->log_root;
-    group->log_root_fd = agent->log_root_fd;
+    group->store.client = local_only(agent) || on_etcd(agent) ? NULL : agent->store;
+    group->store.jobstore = on_etcd(agent) ? &agent->jobstore : NULL;
+    group->job.run_id = agent->run_id;
+    group->job.node_id = agent->node_id;
+    group->store.endpoint = agent->store_endpoint;
+    group->job.log_root = agent->log_root;
+    group->job.log_root_fd = agent->log_root_fd;
     owe_outcome(agent);
     if ((rc = agent__probes_start(group)) != 0) return rc;
     if ((rc = agent__health_start(group)) != 0) return rc; /* its first round runs now */
     if (agent->token != NULL) {
         /* Workers read the token from the agent's private run directory: it
          * never sits in their environment (nor their children's). */
-        rc = agent__token_publish(group->probe_dir, agent->token, agent->token_file,
+        rc = agent__token_publish(agent__probes_dir(group), agent->token, agent->token_file,
                                   sizeof agent->token_file);
         if (rc != 0) return rc;
-        group->store_token_file = agent->token_file;
+        group->store.token_file = agent->token_file;
     }
-    group->node_addr = node_address(agent);
-    if ((rc = agent__memory_start(group, agent->token)) != 0) return rc;
+    group->job.node_addr = node_address(agent);
+    if ((rc = start_memory_tier(agent)) != 0) return rc;
     return agent__reaper_start(group); /* after the run directory exists: it removes it */
 }
 
@@ -560,18 +627,15 @@ ELASTIC_EXTERN int elastic_agent_create(const elastic_agent_opts *opts, elastic_
         elastic_agent_free(agent);
         return elastic__fail(rc, "%s", detail);
     }
-    agent_event event;
-    agent__event_begin(&event, agent->events, AGENT_EVENT_AGENT_STARTED);
-    agent__event_int(&event, "nproc_per_node", agent->opts.nproc_per_node);
-    agent__event_int(&event, "min_nodes", agent->opts.min_nodes);
-    agent__event_int(&event, "max_nodes", agent->opts.max_nodes);
-    agent__event_int(&event, "max_restarts", agent->opts.max_restarts);
-    agent__event_str(&event, "store", agent->store_endpoint);
-    agent__event_int(&event, "hosts_store", agent->server != NULL);
-    if (agent->opts.slurm_job != NULL) agent__event_str(&event, "slurm_job", agent->opts.slurm_job);
-    if (agent->opts.node_name != NULL)
-        agent__event_str(&event, "slurm_node", agent->opts.node_name);
-    agent__event_emit(agent->events, &event);
+    agent__ev_agent_started(agent->events, &(agent_ev_agent_started){
+                                               .nproc_per_node = agent->opts.nproc_per_node,
+                                               .min_nodes = agent->opts.min_nodes,
+                                               .max_nodes = agent->opts.max_nodes,
+                                               .max_restarts = agent->opts.max_restarts,
+                                               .store = agent->store_endpoint,
+                                               .hosts_store = agent->server != NULL,
+                                               .slurm_job = agent->opts.slurm_job,
+                                               .slurm_node = agent->opts.node_name });
     __atomic_store_n(&agent->accepting_stop, 1, __ATOMIC_RELEASE);
     *out = agent;
     return 0;
@@ -591,19 +655,28 @@ ELASTIC_EXTERN int elastic_agent_run(elastic_agent *agent, elastic_agent_result 
     agent__group_start(&agent->group);
     while (!agent__group_is_done(&agent->group)) uv_run(&agent->loop, UV_RUN_ONCE);
     bool hosting = agent->server != NULL || agent__jobstore_hosting(&agent->jobstore);
-    if (hosting && !local_only(agent) && agent->group.stop_signal == 0) {
+    unsigned stops = __atomic_load_n(&agent->group.queue.stop_requests, __ATOMIC_ACQUIRE);
+    if (hosting && !local_only(agent) && agent->group.m.stop_signal == 0) {
         /* Closed, the store still serves until every node learned the
          * outcome: a node that was cut off or waiting as a spare reads that
          * the job succeeded (left out, exit 0) instead of finding the store
          * gone. */
-        if (agent->group.exit_code == 0) serve_until_closed(agent);
-        if (agent->server != NULL) serve_until_settled(agent);
-        serve_a_while(agent);
+        if (agent->group.m.exit_code == 0) serve_until_closed(agent, stops);
+        if (agent->server != NULL) serve_until_settled(agent, stops, outcome_timeout_ms(agent));
+        serve_a_while(agent, stops);
+    } else if (agent->server != NULL && !local_only(agent)) {
+        /* Stopped (scancel signals every node at once): the other nodes'
+         * ranks may still be committing their notice saves through this
+         * store. Serve until each node left (its mark goes with its agent),
+         * for at most the grace their workers get to save, since a node that
+         * was not stopped keeps its mark; a second stop leaves now. */
+        int grace_ms = agent->opts.grace_period_ms, outcome_ms = outcome_timeout_ms(agent);
+        serve_until_settled(agent, stops, grace_ms < outcome_ms ? grace_ms : outcome_ms);
     }
     elastic_agent_result full = { .struct_size = sizeof full };
     agent__outcome_settled(&agent->outcome); /* this node knows it: the host need not wait */
-    full.exit_code = agent->group.exit_code;
-    full.generations = agent->group.generations;
+    full.exit_code = agent->group.m.exit_code;
+    full.generations = agent->group.m.generations;
     full.restarts = agent->group.current.restart_count;
     snprintf(full.summary, sizeof full.summary, "%s", agent->group.summary);
     return ELASTIC__STRUCT_WRITE(result, &full, "elastic_agent_result");
@@ -627,7 +700,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     __atomic_store_n(&agent->accepting_stop, 0, __ATOMIC_RELEASE);
     if (agent->group_ready) {
         agent__health_stop(&agent->group); /* its thread posts to the group: stopped first */
-        agent__workers_signal(&agent->group, SIGKILL); /* only if the run ended abnormally */
+        agent__workers_signal(&agent->group, SIGKILL, false); /* only if the run ended abnormally */
         if (!agent__group_close(&agent->group)) {
             ELASTIC_LOG_I("agent",
                           "leaving with a rendezvous in flight; the process should exit now");
@@ -652,7 +725,7 @@ ELASTIC_EXTERN void elastic_agent_free(elastic_agent *agent)
     if (agent->membership != NULL) agent->membership->ops->destroy(agent->membership);
     agent__outcome_settled(&agent->outcome); /* a run that never ran, or was left */
     elastic_store_close(agent->store);
-    if (on_etcd(agent) && agent->group_ready) elastic_store_close(agent->group.store);
+    if (on_etcd(agent) && agent->group_ready) elastic_store_close(agent->group.store.client);
     elastic_store_server_close(agent->server);
     memset(agent->etcd_password, 0, sizeof agent->etcd_password);
     agent__events_close(agent->events);

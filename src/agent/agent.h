@@ -46,11 +46,18 @@ int agent__rdzv_conf_parse(const char *text, agent_rdzv_conf *conf);
 /* elasticrun's exit code when fewer than --nnodes' minimum remain (docs/OPERATIONS.md):
  * a Slurm recipe requeues on it (cold replacement). */
 #define AGENT_EXIT_TOO_FEW_NODES 75
-/* With --slurm-drain, the job gives up on a node whose own workers caused
- * this many of the job's failures (and most of them), or that fenced itself
- * this many times. */
-#define AGENT_GIVE_UP_FAILURES 3
-#define AGENT_GIVE_UP_FENCES   3
+/* elasticrun's exit code when the failure policy stopped the job for a
+ * deterministic bug in the training code (EX_SOFTWARE; docs/OPERATIONS.md):
+ * FAILURE_POLICY_EXIT_DETERMINISTIC, so a requeue script can tell "don't retry". */
+#define AGENT_EXIT_BUG 70
+/* elasticrun's exit code when the job's infrastructure failures (lost nodes,
+ * nodes that stepped aside for a spare) passed --max-infra-restarts
+ * (EX_UNAVAILABLE; docs/OPERATIONS.md): the fleet, not the code, is broken. */
+#define AGENT_EXIT_INFRA 69
+/* With --slurm-drain, the job gives up on a node that fenced itself this
+ * many times (a node in a crash loop is the failure policy's to find: its
+ * node quarantine, src/common/failure_policy.h). */
+#define AGENT_GIVE_UP_FENCES 3
 
 #define AGENT_STD_OUT 1
 #define AGENT_STD_ERR 2
@@ -101,5 +108,10 @@ bool agent__address_is_local(const char *host);
  * here to a loopback address first (Debian's 127.0.1.1 for the hostname): a
  * store bound to it cannot be reached from other hosts. */
 bool agent__name_is_loopback_alias(const char *host);
+/* The address of this machine's interface on the route to host:port (a UDP
+ * socket connected there: nothing is sent), numeric into out: what a peer
+ * on that network reaches this node at. ELASTIC_ECONNECT naming host when
+ * it does not resolve or no route leads there. */
+int agent__route_source(const char *host, int port, char *out, size_t cap);
 
 #endif /* ELASTIC_AGENT_INTERNAL_H */

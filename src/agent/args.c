@@ -17,6 +17,11 @@
 #define ARGS_MAX_NODES       100000
 #define ARGS_MAX_NPROC       4096
 #define ARGS_MAX_RESTARTS    1000000
+/* The budget when recovery is asked for (--in-process-recovery, --memory-ckpt,
+ * --warm-spares) and --max-restarts is not given: with torchrun's 0 the first
+ * failure would end the job while a spare is parked and the step is in memory. */
+#define ARGS_RECOVERY_RESTARTS 3
+#define ARGS_RESTARTS_UNSET    (-1)
 #define ARGS_MAX_WARM_SPARES 64
 #define ARGS_MAX_SECONDS     (86400.0 * 30)
 #define ARGS_MAX_STRING      4096
@@ -59,6 +64,8 @@ void agent__opts_defaults(elastic_agent_opts *opts)
     opts->health_check_timeout_ms = 60000;
     opts->memory_ckpt_steps = 2;
     opts->memory_replicas = 1;
+    opts->on_divergence = "stop";
+    opts->max_infra_restarts = 20;
 }
 
 ELASTIC_EXTERN int elastic_agent_opts_init(elastic_agent_opts *opts, size_t struct_size)
@@ -406,6 +413,14 @@ static int set_module(elastic_agent_opts *o, const char *v)
 {
     return switch_value(v, &o->module);
 }
+static int set_max_infra_restarts(elastic_agent_opts *o, const char *v)
+{
+    return set_int_field(&o->max_infra_restarts, v, 0, ARGS_MAX_RESTARTS);
+}
+static int set_torchrun_restarts(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->torchrun_restarts);
+}
 static int set_no_python(elastic_agent_opts *o, const char *v)
 {
     return switch_value(v, &o->no_python);
@@ -434,9 +449,20 @@ static int set_warm_spares(elastic_agent_opts *o, const char *v)
 {
     return set_int_field(&o->warm_spares, v, 0, ARGS_MAX_WARM_SPARES);
 }
+static int set_no_prestart(elastic_agent_opts *o, const char *v)
+{
+    return switch_value(v, &o->no_prestart);
+}
 static int set_quiet(elastic_agent_opts *o, const char *v)
 {
     return switch_value(v, &o->quiet);
+}
+static int set_on_divergence(elastic_agent_opts *o, const char *v)
+{
+    if (strcmp(v, "stop") != 0 && strcmp(v, "warn") != 0 && strcmp(v, "off") != 0)
+        return elastic__fail(ELASTIC_EINVAL, "--on-divergence \"%.64s\": stop, warn or off", v);
+    o->on_divergence = v;
+    return 0;
 }
 static int set_slurm_drain(elastic_agent_opts *o, const char *v)
 {
@@ -493,7 +519,11 @@ static const flag_spec flags[] = {
     { "memory_disk_dir", 0, false, true, set_memory_disk_dir },
     { "memory_disk_every", 0, false, true, set_memory_disk_every },
     { "failure_domain", 0, false, true, set_failure_domain },
+    { "on_divergence", 0, false, true, set_on_divergence },
+    { "torchrun_restarts", 0, true, true, set_torchrun_restarts },
+    { "max_infra_restarts", 0, false, true, set_max_infra_restarts },
     { "error_file", 0, false, true, set_error_file },
+    { "no_prestart", 0, true, true, set_no_prestart },
     { "quiet", 'q', true, true, set_quiet },
     { "slurm_drain", 0, true, true, set_slurm_drain },
     { "help", 'h', true, false, set_help },
@@ -669,8 +699,31 @@ static int check_combination(const elastic_agent_opts *opts)
 
 extern char **environ;
 
+static int parse_flags(int argc, const char *const *argv, const char *const *envp,
+                       elastic_agent_opts *opts);
+
+/* --max-restarts unset (no flag, no PET_MAX_RESTARTS, no Slurm default) takes
+ * the caller's value, or ARGS_RECOVERY_RESTARTS where the caller left the
+ * default 0 and asked for recovery. An explicit 0 stays 0. */
+static void default_restarts(elastic_agent_opts *opts, int caller)
+{
+    if (opts->max_restarts != ARGS_RESTARTS_UNSET) return;
+    bool recovery = opts->in_process_recovery || opts->memory_ckpt || opts->warm_spares > 0;
+    opts->max_restarts = caller == 0 && recovery ? ARGS_RECOVERY_RESTARTS : caller;
+}
+
 static int parse_into(int argc, const char *const *argv, const char *const *envp,
                       elastic_agent_opts *opts)
+{
+    int caller_restarts = opts->max_restarts;
+    opts->max_restarts = ARGS_RESTARTS_UNSET; /* set_max_restarts never sets a negative */
+    int rc = parse_flags(argc, argv, envp, opts);
+    default_restarts(opts, caller_restarts);
+    return rc != 0 ? rc : check_combination(opts);
+}
+
+static int parse_flags(int argc, const char *const *argv, const char *const *envp,
+                       elastic_agent_opts *opts)
 {
     /* Slurm's job step first: PET_* and the flags override what it gives. */
     int rc = agent__slurm_defaults(opts, envp != NULL ? envp : (const char *const *)environ);
@@ -698,7 +751,7 @@ static int parse_into(int argc, const char *const *argv, const char *const *envp
             return elastic__fail(ELASTIC_EINVAL,
                                  "program argument %d is missing or longer than 64 KiB", i);
     agent__slurm_after_flags(opts);
-    return check_combination(opts);
+    return 0;
 }
 
 /* Parses into a full struct, then hands back only the caller's part; a flag

@@ -5,11 +5,13 @@
  * interleave with the workers' own output; --quiet silences them.
  */
 #include "agent/console.h"
+#include "agent/oom.h"
 
 #include "agent/probes.h"
 #include "agent/python.h"
 
 #include "common/clock.h"
+#include "common/failure_policy.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -21,7 +23,7 @@
 
 void agent__console(const agent_group *group, const char *fmt, ...)
 {
-    if (group->opts != NULL && group->opts->quiet) return;
+    if (group->job.opts != NULL && group->job.opts->quiet) return;
     char line[1536];
     int at = snprintf(line, sizeof line, "elasticrun: ");
     va_list args;
@@ -60,6 +62,8 @@ void agent__describe_cause(const elastic_rdzv_cause *cause, char *out, size_t si
     bool reason_is_exit = cause->reason[0] == '\0' ||
                           strncmp(cause->reason, "killed by signal", 16) == 0 ||
                           strncmp(cause->reason, "exited with code", 16) == 0;
+    /* The OOM killer's SIGKILL: its reason says it, "killed by signal 9" would not. */
+    if (strcmp(cause->reason, AGENT_OOM_REASON) == 0) how[0] = '\0';
     if (reason_is_exit || how[0] == '\0')
         snprintf(out, size, "%s", reason_is_exit ? how : cause->reason);
     else
@@ -77,14 +81,31 @@ static void budget_text(const agent_group *group, char *out, size_t size)
         snprintf(out, size, "restarting (%d of %d restart%s left)", left, max, max == 1 ? "" : "s");
 }
 
-void agent__console_failure(const agent_group *group, const agent_worker *worker,
-                            const elastic_rdzv_cause *cause)
+void agent__console_failure_head(const agent_group *group, const agent_worker *worker,
+                                 const elastic_rdzv_cause *cause, char *out, size_t size)
 {
-    char what[400], budget[96];
+    char what[400];
     agent__describe_cause(cause, what, sizeof what);
-    budget_text(group, budget, sizeof budget);
-    agent__console(group, "rank %d (local rank %d, pid %d) on node %s failed: %s; %s", worker->rank,
-                   worker->local_rank, (int)worker->pid, group->node_id, what, budget);
+    snprintf(out, size, "rank %d (local rank %d, pid %d) on node %s failed: %s", worker->rank,
+             worker->local_rank, (int)worker->pid, group->job.node_id, what);
+}
+
+void agent__console_failure_said(const agent_group *group, const char *head,
+                                 agent_failure_then then, const char *kind)
+{
+    char what_follows[96] = "";
+    if (then == AGENT_FAILURE_STOPS)
+        snprintf(what_follows, sizeof what_follows,
+                 "; the job stops: a deterministic bug (exit %d)",
+                 FAILURE_POLICY_EXIT_DETERMINISTIC);
+    else if (then == AGENT_FAILURE_RESTARTS_FREE)
+        snprintf(what_follows, sizeof what_follows, "; restarting (no restart spent)");
+    else if (then == AGENT_FAILURE_RESTARTS) {
+        what_follows[0] = ';', what_follows[1] = ' ';
+        budget_text(group, what_follows + 2, sizeof what_follows - 2);
+    }
+    agent__console(group, "%s%s%s%s", head, what_follows, kind != NULL && *kind != '\0' ? "; " : "",
+                   kind != NULL ? kind : "");
 }
 
 void agent__console_ended_elsewhere(const agent_group *group, const elastic_rdzv_cause *cause)
@@ -142,10 +163,10 @@ void agent__console_fenced(const agent_group *group, uint64_t generation, const 
                    reason != NULL && *reason ? reason : "its membership lease lapsed", killed);
 }
 
-void agent__console_evicted(const agent_group *group, const agent_call *call)
+void agent__console_evicted(const agent_group *group, const agent_evict_call *call)
 {
     char after[128], who[160];
-    int ms = group->opts->straggler_quarantine_ms;
+    int ms = group->job.opts->straggler_quarantine_ms;
     if (ms > 0)
         snprintf(after, sizeof after, "quarantined for %.0f s, then rejoins as a spare", ms / 1e3);
     else
@@ -159,7 +180,7 @@ void agent__console_evicted(const agent_group *group, const agent_call *call)
     agent__console(group,
                    "node %s is the job's straggler (score %.2f, step %llu ms): stopping its "
                    "workers; generation %llu ends without using the restart budget, %s; %s",
-                   group->node_id, call->score, (unsigned long long)call->step_ms,
+                   group->job.node_id, call->score, (unsigned long long)call->step_ms,
                    (unsigned long long)call->generation, who, after);
 }
 
@@ -177,41 +198,71 @@ static void format_duration(uint64_t ms, char *out, size_t size)
                  (unsigned long long)(ms / 60000 % 60));
 }
 
+/* What failures cost, as far as it is known. A job whose workers report no
+ * steps (no heartbeats) has an unknown amount of redone work: the time from
+ * each failure to running again is a lower bound and no ETTR is given. A
+ * failed job's last failure cost the rest of the job: no ETTR either. */
+static void format_lost(const goodput_report *goodput, agent_end_status end, char *out,
+                        size_t size)
+{
+    double seconds = goodput->failures_ms / 1000.0;
+    if (end == AGENT_END_FAILED)
+        snprintf(out, size, "%s%.3f s lost to failures (no ETTR for a failed job%s)",
+                 goodput->steps_known ? "" : "at least ", seconds,
+                 goodput->steps_known ? "" : "; no steps reported");
+    else if (!goodput->steps_known)
+        snprintf(out, size,
+                 "at least %.3f s lost to failures (ETTR unknown: no steps reported, so "
+                 "redone work is not counted)",
+                 seconds);
+    else if (goodput__largest_bucket(goodput) >= 0)
+        /* The largest bucket is often no failure's (save stalls, the start):
+         * named, so a low ETTR beside a small loss reads as what it is. */
+        snprintf(out, size, "%.3f s lost to failures (ETTR %.1f%%; most time lost: %s %.3f s)",
+                 seconds, 100.0 * goodput->ettr,
+                 goodput__bucket_name(goodput__largest_bucket(goodput)),
+                 goodput->lost_ms[goodput__largest_bucket(goodput)] / 1000.0);
+    else
+        snprintf(out, size, "%.3f s lost to failures (ETTR %.1f%%)", seconds,
+                 100.0 * goodput->ettr);
+}
+
 void agent__console_job_end(const agent_group *group, agent_end_status end)
 {
     const char *status = agent__end_status_name(end);
-    char took[32], lost[96], ckpt[160];
-    format_duration(elastic__now_ms() - group->started_ms, took, sizeof took);
+    char took[32], lost[160], ckpt[160];
+    format_duration(elastic__now_ms() - group->clock.started_ms, took, sizeof took);
     /* The goodput accounting of this node's journal: the redone steps, the
      * restarts and the restores, not only failure -> running again. */
     goodput_report *goodput = NULL;
     if (agent__goodput_report(group, &goodput) == 0) {
-        snprintf(lost, sizeof lost, "%.3f s lost to failures (ETTR %.1f%%%s)",
-                 goodput->failures_ms / 1000.0, 100.0 * goodput->ettr,
-                 goodput->steps_known ? "" : "; no steps reported");
+        format_lost(goodput, end, lost, sizeof lost);
         free(goodput);
     } else {
-        snprintf(lost, sizeof lost, "%.3f s lost to failures", (double)group->lost_ms / 1000.0);
+        snprintf(lost, sizeof lost, "%.3f s lost to failures",
+                 (double)group->clock.lost_ms / 1000.0);
     }
-    if (group->ckpt_step_valid) {
-        time_t seconds = (time_t)(group->ckpt_wall_ms / 1000);
+    uint64_t ckpt_step, ckpt_wall_ms;
+    int ckpt_rank;
+    if (agent__probes_last_checkpoint(group, &ckpt_step, &ckpt_wall_ms, &ckpt_rank)) {
+        time_t seconds = (time_t)(ckpt_wall_ms / 1000);
         struct tm tm;
         char when[16];
         gmtime_r(&seconds, &tm);
         strftime(when, sizeof when, "%H:%M:%SZ", &tm);
         snprintf(ckpt, sizeof ckpt, "last checkpoint step %llu (rank %d, %s)",
-                 (unsigned long long)group->ckpt_step, group->ckpt_rank, when);
+                 (unsigned long long)ckpt_step, ckpt_rank, when);
     } else {
         snprintf(ckpt, sizeof ckpt, "no checkpoint reported");
     }
     int restarts = group->current.restart_count;
     if (end == AGENT_END_LEFT_OUT) { /* exit 0, and the reason in one line */
         agent__console(group, "%s, after %s here: %llu generation%s, %s, %s", group->summary, took,
-                       (unsigned long long)group->generations, group->generations == 1 ? "" : "s",
+                       (unsigned long long)group->m.generations, group->m.generations == 1 ? "" : "s",
                        lost, ckpt);
         return;
     }
     agent__console(group, "job %s after %s: %llu generation%s, %d restart%s, %s, %s", status, took,
-                   (unsigned long long)group->generations, group->generations == 1 ? "" : "s",
+                   (unsigned long long)group->m.generations, group->m.generations == 1 ? "" : "s",
                    restarts, restarts == 1 ? "" : "s", lost, ckpt);
 }

@@ -39,8 +39,7 @@ int agent__dir_private(int parent, const char *name, int *out)
         return elastic__fail(ELASTIC_EINVAL, "\"%s\" is not a plain directory name", name);
     if (mkdirat(parent, name, 0700) != 0 && errno != EEXIST)
         return elastic__fail(elastic__from_errno(errno), "mkdir %s: %s", name, strerror(errno));
-    int fd = elastic__tsan_fd_made(
-        openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    int fd = elastic__openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         int saved = errno;
         return elastic__fail(elastic__from_errno(saved), "%s: %s", name,

@@ -180,7 +180,7 @@ int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rd
     return 0;
 }
 
-void agent__jobstore_take(agent_jobstore *js, agent_call *call)
+void agent__jobstore_take(agent_jobstore *js, agent_next_call *call)
 {
     if (js == NULL || js->fresh_store == NULL) return;
     call->store = js->fresh_store;
@@ -203,4 +203,20 @@ void agent__jobstore_close(agent_jobstore *js)
     watcher_stop(js);
     elastic_store_server_close(js->server);
     js->server = NULL;
+}
+
+void agent__store_link_apply(agent_store_link *link, agent_next_call *call)
+{
+    if (!call->store_changed) return;
+    /* etcd: this generation's store replaces the last one */
+    elastic_store_close(link->client);
+    link->client = call->store;
+    call->store = NULL;
+    call->store_changed = false;
+    snprintf(link->endpoint_buf, sizeof link->endpoint_buf, "%s", call->endpoint);
+    link->endpoint = link->endpoint_buf;
+    if (call->token_file_changed) {
+        snprintf(link->token_buf, sizeof link->token_buf, "%s", call->token_file);
+        link->token_file = call->token_file[0] != '\0' ? link->token_buf : NULL;
+    }
 }

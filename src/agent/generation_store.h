@@ -41,6 +41,17 @@ typedef struct agent_jobstore {
     char watch_key[300];
 } agent_jobstore;
 
+/* The job store as the group uses it: agent.c sets it before the group
+ * starts, agent__store_link_apply replaces it when a generation brings its own. */
+typedef struct agent_store_link {
+    elastic_store *client;    /* job store (NULL when none): failure details are shared there */
+    agent_jobstore *jobstore; /* etcd: the store per generation; NULL otherwise */
+    const char *endpoint;
+    const char *token_file; /* NULL: no token */
+    char endpoint_buf[300]; /* etcd: the generation's, set when its NEXT is back */
+    char token_buf[512];
+} agent_store_link;
+
 /* After next(): host and publish (group rank 0) or look up and connect. */
 /* The connection limit of a job's store, following the job's size (agent.c). */
 size_t agent__store_connections(int max_nodes, int nproc_per_node);
@@ -48,8 +59,11 @@ size_t agent__store_connections(int max_nodes, int nproc_per_node);
 int agent__jobstore_attach(agent_jobstore *js, elastic_rdzv *r, const elastic_rdzv_result *result);
 /* After next() on the calls thread: the attached store, endpoint and token
  * file into the NEXT call (js NULL or nothing new: unchanged). */
-struct agent_call;
-void agent__jobstore_take(agent_jobstore *js, struct agent_call *call);
+struct agent_next_call;
+void agent__jobstore_take(agent_jobstore *js, struct agent_next_call *call);
+/* On the loop, a NEXT call back: its store (if new) replaces the link's, the
+ * last one is closed; the call no longer owns it. */
+void agent__store_link_apply(agent_store_link *link, struct agent_next_call *call);
 bool agent__jobstore_hosting(const agent_jobstore *js);
 /* Whether generation's store host was lost: the watcher saw it, or one
  * request on our connection to that store fails to reach it (loop thread). */

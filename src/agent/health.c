@@ -11,7 +11,7 @@
 
 #include "agent/calls.h"
 #include "agent/console.h"
-#include "agent/journal.h"
+#include "agent/journal_events.h"
 #include "agent/membership.h"
 #include "agent/slurm.h"
 #include "common/text.h"
@@ -87,7 +87,7 @@ static void deliver(const health__report *report, void *arg)
 
 int agent__health_start(agent_group *group)
 {
-    const elastic_agent_opts *o = group->opts;
+    const elastic_agent_opts *o = group->job.opts;
     health__config config;
     health__config_defaults(&config);
     int on = parse_mode(o->health_checks, &config);
@@ -188,18 +188,16 @@ static seen_finding *seen_of(agent_health *h, const char *key)
 
 static void emit(agent_group *group, const health__report *r, const health__finding *f)
 {
-    agent_event event;
-    agent__event_begin(&event, group->events, AGENT_EVENT_HEALTH_CHECK);
-    agent__event_str(&event, "check", f->check);
-    agent__event_int(&event, "gpu", f->gpu);
-    agent__event_str(&event, "uuid", f->uuid);
-    agent__event_str(&event, "pci_bus_id", f->pci_bus_id);
-    agent__event_str(&event, "port", f->port);
-    agent__event_int(&event, "value", f->value);
-    agent__event_str(&event, "verdict", health__verdict_name(f->verdict));
-    agent__event_str(&event, "reason", f->text);
-    agent__event_int(&event, "round", (int64_t)r->round);
-    agent__event_emit(group->events, &event);
+    agent__ev_health_check(group->job.events,
+                           &(agent_ev_health_check){ .check = f->check,
+                                                     .gpu = f->gpu,
+                                                     .uuid = f->uuid,
+                                                     .pci_bus_id = f->pci_bus_id,
+                                                     .port = f->port,
+                                                     .value = f->value,
+                                                     .verdict = health__verdict_name(f->verdict),
+                                                     .reason = f->text,
+                                                     .round = r->round });
 }
 
 /* A finding worth saying: every Xid; any other when its verdict changed. */
@@ -218,7 +216,7 @@ static void report_finding(agent_health *h, const health__report *r, const healt
     char text[400];
     describe(f, text, sizeof text);
     if (f->verdict == HEALTH__FATAL) {
-        agent__console(h->group, "node %s unhealthy: %s", h->group->node_id, text);
+        agent__console(h->group, "node %s unhealthy: %s", h->group->job.node_id, text);
         char why[440];
         snprintf(why, sizeof why, "health check failed: %s", text);
         agent__slurm_give_up(h->group, why); /* --slurm-drain: out of the pool */
@@ -283,6 +281,17 @@ bool agent__health_take(agent_group *group, agent_health_news *news)
     return true;
 }
 
+bool agent__health_gpu(const agent_group *group, int index, char *out, size_t size)
+{
+    const agent_health *h = group->health;
+    if (h == NULL || h->applied == NULL || index < 0 || index >= h->applied->gpu_count)
+        return false;
+    const health__gpu *g = &h->applied->gpus[index];
+    if (!g->present || g->uuid[0] == '\0') return false;
+    snprintf(out, size, "GPU %d (%s, %s)", index, g->uuid, g->pci_bus_id);
+    return true;
+}
+
 const char *agent__health_reason(const agent_group *group)
 {
     return group->health != NULL ? group->health->reason : "";
@@ -298,58 +307,57 @@ static void stop_as_failure(agent_group *group, const char *reason)
     agent__console(group,
                    "node %s unhealthy and no spare can take its place: stopping its workers "
                    "(a failure: the job restarts without it while it stays unhealthy)",
-                   group->node_id);
+                   group->job.node_id);
     if (group->nworkers == 0) return;
     char text[256];
     snprintf(text, sizeof text, "node unhealthy: %s", reason);
     agent__group_worker_unhealthy(group, &group->workers[0], text, -1, 0);
 }
 
+static void health_evict_done(agent_group *group, agent_call *call, agent_input *in);
+static const agent_call_type health_evict_type = { agent__node_evict_run, health_evict_done, NULL };
+
 void agent__health_step_aside(agent_group *group, const char *reason)
 {
-    agent_health *h = group->health;
-    /* One step-aside at a time, a straggler's or ours; the flag also tells
-     * generation_ended that the NODE_LEFT news about us is our own doing. */
-    if (h == NULL || group->evict_in_flight) return;
+    /* One step-aside at a time, a straggler's or ours: the machine asks only
+     * when none is in flight, and EVICT_ASKED also tells it that the
+     * NODE_LEFT news about us is our own doing. Also without health checks:
+     * a replica that diverged steps aside the same way (divergence.c). */
     if (agent__membership_handle(group->membership) == NULL) { /* one node, no rendezvous */
         stop_as_failure(group, reason);
         return;
     }
-    agent_call *call = agent__call_new(AGENT_CALL_EVICT);
+    agent_evict_call *call = agent__evict_call_new(group, &health_evict_type);
     if (call == NULL) return;
-    call->health = true;
-    call->generation = group->current.generation;
-    snprintf(call->value, sizeof call->value, "unhealthy: %s", reason);
-    group->evict_in_flight = true;
-    agent__call_post(group, call);
+    snprintf(call->reason, sizeof call->reason, "unhealthy: %s", reason);
+    agent__group_tell(group, AGENT_IN_EVICT_ASKED);
+    agent__call_post(group, &call->base);
 }
 
-bool agent__health_evict_done(agent_group *group, agent_call *call)
+/* The EVICT call of a health step-aside is back. */
+static void health_evict_done(agent_group *group, agent_call *base, agent_input *in)
 {
-    if (!call->health) return false;
-    group->evict_in_flight = false;
+    agent_evict_call *call = (agent_evict_call *)base;
+    agent__call_warn(base, "stepping aside, unhealthy");
     if (!agent__group_is_running(group) || call->generation != group->current.generation)
-        return true; /* the generation ended meanwhile: the check before rejoining decides */
-    const char *reason = call->value + strlen("unhealthy: ");
-    if (call->rc != 0 || !call->evicted) { /* no spare waits and --nnodes' minimum needs it */
+        return; /* the generation ended meanwhile: the check before rejoining decides */
+    const char *reason = call->reason + strlen("unhealthy: ");
+    if (base->rc != 0 || !call->evicted) { /* no spare waits and --nnodes' minimum needs it */
         stop_as_failure(group, reason);
-        return true;
+        return;
     }
-    agent_event event;
-    agent__event_begin(&event, group->events, AGENT_EVENT_HEALTH_STEPPED_ASIDE);
-    agent__event_int(&event, "generation", (int64_t)call->generation);
-    agent__event_str(&event, "reason", reason);
-    agent__event_int(&event, "spares_waiting", call->waiting);
-    agent__event_str(&event, "replacement", call->replacement);
-    agent__event_int(&event, "quarantine_ms", group->opts->straggler_quarantine_ms);
-    agent__event_emit(group->events, &event);
+    agent__ev_health_stepped_aside(
+        group->job.events,
+        &(agent_ev_stepped_aside){ .generation = call->generation,
+                                   .reason = reason,
+                                   .spares_waiting = call->waiting,
+                                   .replacement = call->replacement,
+                                   .quarantine_ms = group->job.opts->straggler_quarantine_ms });
     agent__console(group,
                    "node %s steps aside: generation %llu ends without using the restart budget, "
                    "%s%s takes its place; it is checked again after %.0f s before it rejoins",
-                   group->node_id, (unsigned long long)call->generation,
+                   group->job.node_id, (unsigned long long)call->generation,
                    call->replacement[0] ? "spare " : "a waiting spare", call->replacement,
-                   group->opts->straggler_quarantine_ms / 1e3);
-    group->stepped_aside_unhealthy = true;
-    agent__group_post(group, &(agent_group_event){ .kind = AGENT_GROUP_EVICTED });
-    return true;
+                   group->job.opts->straggler_quarantine_ms / 1e3);
+    agent__group_post(group, &(agent_group_event){ .kind = AGENT_GROUP_EVICTED, .unhealthy = true });
 }

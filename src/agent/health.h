@@ -18,11 +18,6 @@ typedef struct agent_health_news {
 /* Starts the checks' thread unless --health-checks off; its first round runs at once. */
 int agent__health_start(agent_group *group);
 void agent__health_stop(agent_group *group);
-typedef enum agent_health_gate {
-    AGENT_HEALTH_GO,   /* checks off, or the round asked for is in and not fatal */
-    AGENT_HEALTH_WAIT, /* a fresh round is asked for: AGENT_GROUP_HEALTH brings it */
-    AGENT_HEALTH_STOP  /* that round is in and fatal (reason) */
-} agent_health_gate;
 /* Before joining: may this node join? The first join takes the first round
  * (run since the start); a later one a round started after this call. */
 agent_health_gate agent__health_gate(agent_group *group, char *reason, size_t size);
@@ -33,8 +28,9 @@ bool agent__health_take(agent_group *group, agent_health_news *news);
 /* RUNNING with a fatal verdict: step aside for a waiting spare (an EVICT
  * call marked health); once at a time. */
 void agent__health_step_aside(agent_group *group, const char *reason);
-/* The EVICT call of a health step-aside is back: true when it was one. */
-bool agent__health_evict_done(agent_group *group, agent_call *call);
+/* The health inventory's GPU `index` ("GPU 3 (GPU-…, 0000:…)") into out; false
+ * when the checks have not seen it (off, no NVML, no round yet). */
+bool agent__health_gpu(const agent_group *group, int index, char *out, size_t size);
 /* The last fatal reason (for a drain hook: the Slurm integration reads it). "" when none. */
 const char *agent__health_reason(const agent_group *group);
 

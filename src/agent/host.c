@@ -5,12 +5,16 @@
  */
 #include "agent/agent.h"
 
+#include "common/common.h"
+
 #include <arpa/inet.h>
+#include <errno.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -72,4 +76,33 @@ bool agent__name_is_loopback_alias(const char *host)
     bool loopback = is_loopback(found->ai_addr);
     freeaddrinfo(found);
     return loopback;
+}
+
+int agent__route_source(const char *host, int port, char *out, size_t cap)
+{
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM }, *found = NULL;
+    int gai = getaddrinfo(host, service, &hints, &found);
+    if (gai != 0)
+        return elastic__fail(ELASTIC_ECONNECT, "no route source for %s: %s", host,
+                             gai_strerror(gai));
+    int err = ENETUNREACH;
+    bool done = false;
+    for (struct addrinfo *ai = found; ai != NULL && !done; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_storage self;
+        socklen_t len = sizeof self;
+        if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            getsockname(fd, (struct sockaddr *)&self, &len) == 0)
+            done = getnameinfo((struct sockaddr *)&self, len, out, (socklen_t)cap, NULL, 0,
+                               NI_NUMERICHOST) == 0;
+        else
+            err = errno;
+        if (fd >= 0) close(fd);
+    }
+    freeaddrinfo(found);
+    if (!done)
+        return elastic__fail(ELASTIC_ECONNECT, "no route source for %s: %s", host, strerror(err));
+    return 0;
 }

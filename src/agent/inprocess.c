@@ -8,7 +8,8 @@
  * --abort-ack-timeout, or is not attached to the channel, is stopped the
  * ordinary way (SIGTERM, SIGKILL after the grace period).
  */
-#include "agent/journal.h"
+#include "agent/console.h"
+#include "agent/journal_events.h"
 #include "agent/memory.h"
 #include "agent/probes.h"
 #include "agent/proc.h"
@@ -19,6 +20,58 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+/* The recovery's own record; only this file reads or writes it. */
+struct agent_inprocess {
+    uv_timer_t ack_timer; /* the abort acknowledgement deadline */
+    int reconfiguring;    /* workers reconfigured in place whose READY is outstanding */
+    uint64_t failure_ms;  /* the failure an in-process recovery is timed from */
+    uint64_t back_ms;     /* the latest READY so far (the workers' clock) */
+    bool told_unattached; /* the console said once that no worker could be kept */
+};
+
+int agent__inprocess_init(agent_group *group)
+{
+    group->inprocess = calloc(1, sizeof *group->inprocess);
+    if (group->inprocess == NULL)
+        return elastic__fail(ELASTIC_ENOMEM, "out of memory (in-process)");
+    int rc = uv_timer_init(group->loop, &group->inprocess->ack_timer);
+    if (rc != 0) return elastic__fail(ELASTIC_ESYS, "agent loop: %s", uv_strerror(rc));
+    group->inprocess->ack_timer.data = group;
+    return 0;
+}
+
+void agent__inprocess_close(agent_group *group)
+{
+    uv_close((uv_handle_t *)&group->inprocess->ack_timer, NULL);
+}
+
+void agent__inprocess_destroy(agent_group *group)
+{
+    free(group->inprocess);
+    group->inprocess = NULL;
+}
+
+bool agent__inprocess_reconfiguring(const agent_group *group)
+{
+    return group->inprocess->reconfiguring > 0;
+}
+
+void agent__inprocess_failed_at(agent_group *group, uint64_t failure_ms)
+{
+    group->inprocess->failure_ms = failure_ms;
+}
+
+void agent__inprocess_stopped(agent_group *group)
+{
+    uv_timer_stop(&group->inprocess->ack_timer);
+}
+
+void agent__inprocess_generation_starting(agent_group *group)
+{
+    group->inprocess->reconfiguring = 0;
+}
 
 static void on_ack_timeout(uv_timer_t *timer)
 {
@@ -27,7 +80,7 @@ static void on_ack_timeout(uv_timer_t *timer)
         agent_worker *worker = &group->workers[i];
         if (!worker->survivor || worker->abort_acked || !worker->running) continue;
         ELASTIC_LOG_W("agent", "rank %d did not acknowledge the abort in %d ms: restarting it",
-                      worker->rank, group->opts->abort_ack_timeout_ms);
+                      worker->rank, group->job.opts->abort_ack_timeout_ms);
         worker->survivor = false;
         agent__proc_signal_group(worker->pid, SIGKILL);
     }
@@ -35,16 +88,18 @@ static void on_ack_timeout(uv_timer_t *timer)
 
 bool agent__inprocess_stop(agent_group *group, int failed_local_rank, const char *reason)
 {
-    if (!group->opts->in_process_recovery || group->monitor == NULL || group->workers == NULL)
+    if (!group->job.opts->in_process_recovery || group->monitor == NULL || group->workers == NULL)
         return false;
     probe__monitor_pause(group->monitor);
-    int kept = 0;
+    int kept = 0, unattached = 0;
     for (int i = 0; i < group->nworkers; i++) {
         agent_worker *worker = &group->workers[i];
         worker->survivor = worker->abort_acked = false;
         if (!worker->running) continue;
-        bool healthy = i != failed_local_rank && probe__monitor_worker_connected(group->monitor, i);
-        if (healthy && probe__monitor_abort_worker(group->monitor, i, reason) == 0) {
+        bool connected = probe__monitor_worker_connected(group->monitor, i);
+        unattached += i != failed_local_rank && !connected;
+        if (i != failed_local_rank && connected &&
+            probe__monitor_abort_worker(group->monitor, i, reason) == 0) {
             worker->survivor = true;
             kept++;
         } else {
@@ -52,8 +107,17 @@ bool agent__inprocess_stop(agent_group *group, int failed_local_rank, const char
         }
     }
     ELASTIC_LOG_I("agent", "in-process recovery: %d of %d workers kept", kept, group->nworkers);
-    uv_timer_start(&group->ack_timer, on_ack_timeout, (uint64_t)group->opts->abort_ack_timeout_ms,
-                   0);
+    if (kept == 0 && unattached > 0 && !group->inprocess->told_unattached) {
+        /* A script that never attached (plain torchrun code) cannot be kept:
+         * say so once instead of restarting the group in silence. */
+        group->inprocess->told_unattached = true;
+        agent__console(group,
+                       "--in-process-recovery: no worker is attached to elasticrun (the script "
+                       "does not use libelastic: elastic.torch.Job, docs/ADOPTING.md), so the "
+                       "whole group restarts");
+    }
+    uv_timer_start(&group->inprocess->ack_timer, on_ack_timeout,
+                   (uint64_t)group->job.opts->abort_ack_timeout_ms, 0);
     return true;
 }
 
@@ -71,8 +135,8 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
                                  uint64_t sent_ns)
 {
     agent_group *group = user;
-    if (slot >= group->opts->nproc_per_node) { /* a warm spare's slot */
-        agent__spares_on_control(group, (unsigned)(slot - group->opts->nproc_per_node), type);
+    if (slot >= group->job.opts->nproc_per_node) { /* a warm spare's slot */
+        agent__spares_on_control(group, (unsigned)(slot - group->job.opts->nproc_per_node), type);
         return;
     }
     if (group->workers == NULL || slot < 0 || slot >= group->nworkers) return;
@@ -87,19 +151,17 @@ void agent__inprocess_on_control(void *user, int slot, int type, uint64_t genera
         worker->reconfiguring = false;
         /* the worker's own clock: when it was back in its loop, not when we read it */
         uint64_t back_ms = sent_ns != 0 ? sent_ns / 1000000u : elastic__now_ms();
-        if (back_ms > group->inprocess_back_ms) group->inprocess_back_ms = back_ms;
-        if (--group->reconfiguring > 0 || group->inprocess_failure_ms == 0) return;
-        uint64_t recovery_ms = group->inprocess_back_ms > group->inprocess_failure_ms
-                                   ? group->inprocess_back_ms - group->inprocess_failure_ms
+        if (back_ms > group->inprocess->back_ms) group->inprocess->back_ms = back_ms;
+        if (--group->inprocess->reconfiguring > 0 || group->inprocess->failure_ms == 0) return;
+        uint64_t recovery_ms = group->inprocess->back_ms > group->inprocess->failure_ms
+                                   ? group->inprocess->back_ms - group->inprocess->failure_ms
                                    : 0;
-        group->inprocess_back_ms = 0;
-        group->inprocess_failure_ms = 0;
+        group->inprocess->back_ms = 0;
+        group->inprocess->failure_ms = 0;
         probe__monitor_record_recovery(group->monitor, (double)recovery_ms / 1000.0, true);
-        agent_event event;
-        agent__event_begin(&event, group->events, AGENT_EVENT_RECONFIGURED);
-        agent__event_int(&event, "generation", (int64_t)generation);
-        agent__event_int(&event, "recovery_ms", (int64_t)recovery_ms);
-        agent__event_emit(group->events, &event);
+        agent__ev_reconfigured(
+            group->job.events,
+            &(agent_ev_recovered){ .generation = generation, .recovery_ms = (int64_t)recovery_ms });
     }
 }
 
@@ -120,10 +182,10 @@ void agent__inprocess_channel_env(const agent_group *group, agent_worker *worker
                                   .restart_count = g->restart_count,
                                   .generation = g->generation,
                                   .incarnation = g->incarnation,
-                                  .run_id = group->run_id,
+                                  .run_id = group->job.run_id,
                                   .master_addr = g->master_addr,
                                   .master_port = g->master_port,
-                                  .store_endpoint = group->store_endpoint,
+                                  .store_endpoint = group->store.endpoint,
                                   .store_prefix = prefix,
                                   .heartbeat_shm = probe__monitor_heartbeat_path(group->monitor),
                                   .heartbeat_slot = worker->local_rank,
@@ -147,13 +209,8 @@ int agent__inprocess_reconfigure(agent_group *group, agent_worker *worker)
     }
     probe__monitor_worker_renumbered(group->monitor, worker->local_rank, worker->rank);
     worker->reconfiguring = true;
-    group->reconfiguring++;
-    agent_event event;
-    agent__event_begin(&event, group->events, AGENT_EVENT_WORKER_RECONFIGURED);
-    agent__event_int(&event, "generation", (int64_t)group->current.generation);
-    agent__event_int(&event, "rank", worker->rank);
-    agent__event_int(&event, "local_rank", worker->local_rank);
-    agent__event_int(&event, "pid", worker->pid);
-    agent__event_emit(group->events, &event);
+    group->inprocess->reconfiguring++;
+    agent_ev_worker ev = agent__ev_worker_of(group, worker);
+    agent__ev_worker_reconfigured(group->job.events, &ev);
     return 0;
 }

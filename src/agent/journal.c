@@ -46,10 +46,13 @@ static const char *const event_names[AGENT_EVENT_TYPE_COUNT] = {
     [AGENT_EVENT_RESTORE_PLANNED] = "restore_planned",
     [AGENT_EVENT_SPARE_STARTED] = "spare_started",
     [AGENT_EVENT_SPARE_PARKED] = "spare_parked",
+    [AGENT_EVENT_SPARE_AWAITED] = "spare_awaited",
     [AGENT_EVENT_SPARE_PROMOTED] = "spare_promoted",
     [AGENT_EVENT_SPARE_EXITED] = "spare_exited",
     [AGENT_EVENT_SPARES_DISABLED] = "spares_disabled",
     [AGENT_EVENT_RECOVERY_PHASES] = "recovery_phases",
+    [AGENT_EVENT_REPLICA_DIVERGENCE] = "replica_divergence",
+    [AGENT_EVENT_FAILURE_CLASSIFIED] = "failure_classified",
 };
 
 const char *agent__event_name(agent_event_type type)
@@ -74,8 +77,8 @@ int agent__events_open(const char *path, const char *run_id, const char *node_id
     agent_events *events = calloc(1, sizeof *events);
     if (events == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
     events->fd = -1;
-    agent__json_escape(run_id, events->run_id, sizeof events->run_id);
-    agent__json_escape(node_id, events->node_id, sizeof events->node_id);
+    snprintf(events->run_id, sizeof events->run_id, "%s", run_id != NULL ? run_id : "");
+    snprintf(events->node_id, sizeof events->node_id, "%s", node_id != NULL ? node_id : "");
     if (path != NULL && *path != '\0') {
         events->fd = agent__file_private_path(path, O_WRONLY | O_CREAT | O_APPEND);
         if (events->fd < 0) {
@@ -98,74 +101,45 @@ void agent__events_close(agent_events *events)
     free(events);
 }
 
-void agent__json_escape(const char *text, char *out, size_t size)
-{
-    size_t at = 0;
-    if (size == 0) return;
-    for (; text != NULL && *text != '\0'; text++) {
-        unsigned char c = (unsigned char)*text;
-        char escaped[8];
-        if (c == '"' || c == '\\')
-            snprintf(escaped, sizeof escaped, "\\%c", c);
-        else if (c == '\n')
-            snprintf(escaped, sizeof escaped, "\\n");
-        else if (c == '\t')
-            snprintf(escaped, sizeof escaped, "\\t");
-        else if (c < 0x20 || c == 0x7f)
-            snprintf(escaped, sizeof escaped, "\\u%04x", c);
-        else
-            escaped[0] = (char)c, escaped[1] = '\0';
-        size_t len = strlen(escaped);
-        if (at + len + 1 > size) break;
-        memcpy(out + at, escaped, len);
-        at += len;
-    }
-    out[at] = '\0';
-}
-
-static void append(agent_event *event, const char *fmt, ...) ELASTIC__PRINTF(2, 3);
-static void append(agent_event *event, const char *fmt, ...)
-{
-    if (event->overflow) return;
-    va_list args;
-    va_start(args, fmt);
-    int written = vsnprintf(event->text + event->len, sizeof event->text - event->len, fmt, args);
-    va_end(args);
-    if (written < 0 || (size_t)written >= sizeof event->text - event->len - 2) {
-        event->overflow = true; /* the line is cut at the last whole field */
-        event->text[event->len] = '\0';
-        return;
-    }
-    event->len += (size_t)written;
-}
+#define FIELD_MAX 2047 /* escaped bytes of one string field: a bound of the log's format */
 
 void agent__event_begin(agent_event *event, const agent_events *events, agent_event_type type)
 {
     const char *name = agent__event_name(type);
-    event->len = 0;
-    event->overflow = false;
-    append(event, "{\"ts_ms\":%llu,\"event\":\"%s\",\"run_id\":\"%s\",\"node\":\"%s\"",
-           (unsigned long long)elastic__wall_ms(), name, events->run_id, events->node_id);
+    event->type = type;
+    event->ts_ms = elastic__wall_ms();
+    /* One byte held back for the line's '\n'. */
+    elastic__jw_init(&event->jw, event->text, sizeof event->text - 1);
+    elastic__jw_object_begin(&event->jw);
+    agent__event_int(event, "ts_ms", (int64_t)event->ts_ms);
+    agent__event_str(event, "event", name);
+    agent__event_str(event, "run_id", events->run_id);
+    agent__event_str(event, "node", events->node_id);
 }
 
 void agent__event_int(agent_event *event, const char *key, int64_t value)
 {
-    append(event, ",\"%s\":%lld", key, (long long)value);
+    elastic__jw_key(&event->jw, key);
+    elastic__jw_int(&event->jw, value);
 }
 
 void agent__event_str(agent_event *event, const char *key, const char *value)
 {
-    char escaped[2048];
-    agent__json_escape(value, escaped, sizeof escaped);
-    append(event, ",\"%s\":\"%s\"", key, escaped);
+    if (value == NULL) value = "";
+    size_t len = strlen(value);
+    size_t keep = elastic__json_escaped_prefix(value, len, FIELD_MAX);
+    if (keep < len)
+        ELASTIC_LOG_W("agent", "event log: %s's %s cut to its first %zu of %zu bytes",
+                      agent__event_name(event->type), key, keep, len);
+    elastic__jw_key(&event->jw, key);
+    elastic__jw_string_n(&event->jw, value, keep);
 }
 
 /* The accounting's copy of the journal, kept with or without a log file:
  * bounded; past the bound the accounting stops there (and says so once). */
-static void keep_record(agent_events *events, const agent_event *event)
+static void keep_record(agent_events *events, const goodput_record *r)
 {
-    goodput_record r;
-    if (events->records_full || !goodput__record_of_line(event->text, event->len - 1, &r)) return;
+    if (events->records_full || r == NULL) return;
     if (events->count == events->cap) {
         size_t cap = events->cap ? events->cap * 2 : 64;
         goodput_record *grown =
@@ -178,7 +152,7 @@ static void keep_record(agent_events *events, const agent_event *event)
         events->records = grown;
         events->cap = cap;
     }
-    events->records[events->count++] = r;
+    events->records[events->count++] = *r;
 }
 
 int agent__events_goodput(const agent_events *events, uint64_t now_ms, goodput_report *out)
@@ -186,16 +160,29 @@ int agent__events_goodput(const agent_events *events, uint64_t now_ms, goodput_r
     return goodput__account(events->records, events->count, now_ms, out);
 }
 
-void agent__event_emit(agent_events *events, agent_event *event)
+const goodput_record *agent__events_records(const agent_events *events, size_t *count)
 {
-    event->text[event->len++] = '}';
-    event->text[event->len++] = '\n';
-    event->text[event->len] = '\0';
-    ELASTIC_LOG_D("agent", "event %.*s", (int)event->len - 1, event->text);
-    keep_record(events, event);
+    *count = events->count;
+    return events->records;
+}
+
+void agent__event_emit_record(agent_events *events, agent_event *event,
+                              const goodput_record *record)
+{
+    elastic__jw_object_end(&event->jw);
+    if (event->jw.overflow)
+        ELASTIC_LOG_W("agent",
+                      "event log: a %s line over %zu bytes: fields that did not fit "
+                      "were left out",
+                      agent__event_name(event->type), sizeof event->text - 2);
+    size_t len = event->jw.len;
+    event->text[len++] = '\n';
+    event->text[len] = '\0';
+    ELASTIC_LOG_D("agent", "event %.*s", (int)len - 1, event->text);
+    keep_record(events, record);
     if (events->fd < 0) return;
     ssize_t written;
-    do written = write(events->fd, event->text, event->len);
+    do written = write(events->fd, event->text, len);
     while (written < 0 && errno == EINTR);
-    if (written != (ssize_t)event->len) ELASTIC_LOG_W("agent", "event log: short write");
+    if (written != (ssize_t)len) ELASTIC_LOG_W("agent", "event log: short write");
 }

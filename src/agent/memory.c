@@ -10,7 +10,7 @@
 
 #include "agent/calls.h"
 #include "agent/console.h"
-#include "agent/journal.h"
+#include "agent/journal_events.h"
 #include "channel/channel.h"
 #include "common/text.h"
 #include "replica/replica.h"
@@ -21,59 +21,85 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-int agent__memory_start(agent_group *group, const char *token)
+/* The tier as this node hosts it, and the generation's restore plan; only
+ * this file reads or writes it. */
+struct agent_memory {
+    struct replica_service *service; /* NULL: no tier */
+    char root[96], dir[112];
+    uint64_t restore_said; /* generation + 1 whose "resumed at" line was said */
+    /* The generation's restore plan (the memory sync in NEXT), per local rank. */
+    bool restore_planned;
+    uint64_t restore_step;
+    unsigned *restore_sources; /* CHANNEL__RESTORE_*; NONE: no plan for that rank */
+    char (*restore_nodes)[72];
+    int restore_count;
+};
+
+int agent__memory_init(agent_group *group)
 {
-    const elastic_agent_opts *o = group->opts;
+    group->memory = calloc(1, sizeof *group->memory);
+    return group->memory != NULL ? 0 : elastic__fail(ELASTIC_ENOMEM, "out of memory (memory tier)");
+}
+
+void agent__memory_destroy(agent_group *group)
+{
+    if (group->memory == NULL) return;
+    free(group->memory->restore_sources);
+    free(group->memory->restore_nodes);
+    free(group->memory);
+    group->memory = NULL;
+}
+
+int agent__memory_start(agent_group *group, const char *key, const char *listen_host)
+{
+    const elastic_agent_opts *o = group->job.opts;
     if (!o->memory_ckpt) return 0;
-    snprintf(group->memory_root, sizeof group->memory_root, "/dev/shm/elastic-mem-%d-XXXXXX",
+    if (listen_host != NULL && key == NULL) /* never an open channel */
+        return elastic__fail(ELASTIC_EINVAL, "memory checkpoint tier: no key for its replicas");
+    snprintf(group->memory->root, sizeof group->memory->root, "/dev/shm/elastic-mem-%d-XXXXXX",
              (int)getpid());
-    if (mkdtemp(group->memory_root) == NULL) {
-        group->memory_root[0] = '\0';
+    if (mkdtemp(group->memory->root) == NULL) {
+        group->memory->root[0] = '\0';
         return elastic__fail(ELASTIC_ESYS, "memory checkpoint tier under /dev/shm: %s",
                              strerror(errno));
     }
-    replica_service_opts so = { .root = group->memory_root,
+    replica_service_opts so = { .root = group->memory->root,
                                 .limit = o->memory_ckpt_limit,
                                 .steps = (unsigned)o->memory_ckpt_steps,
-                                .token = token,
+                                .token = listen_host != NULL ? key : NULL,
+                                .listen_host = listen_host,
+                                .no_receiver = listen_host == NULL,
                                 .replicas = (unsigned)o->memory_replicas,
                                 .disk_dir = o->memory_disk_every > 0 ? o->memory_disk_dir : NULL,
                                 .disk_every = (unsigned)o->memory_disk_every };
-    int rc = replica__service_start(&so, &group->memory);
+    int rc = replica__service_start(&so, &group->memory->service);
     if (rc != 0) {
-        group->memory_root[0] = '\0';
+        group->memory->root[0] = '\0';
         return rc;
     }
-    snprintf(group->memory_dir, sizeof group->memory_dir, "%s/" CKPT_MEM_OWN_DIR,
-             group->memory_root);
+    snprintf(group->memory->dir, sizeof group->memory->dir, "%s/" CKPT_MEM_OWN_DIR,
+             group->memory->root);
     return 0;
 }
 
 void agent__memory_stop(agent_group *group)
 {
-    replica__service_stop(group->memory); /* removes the tier: its memory is freed */
-    group->memory = NULL;
-    group->memory_dir[0] = '\0';
-}
-
-/* The fields every checkpoint event of one rank's copy starts with. */
-static void begin_checkpoint_event(agent_event *event, agent_group *group, agent_event_type type,
-                                   int local_rank, int rank, uint64_t step)
-{
-    agent__event_begin(event, group->events, type);
-    agent__event_int(event, "generation", (int64_t)group->current.generation);
-    agent__event_int(event, "rank", rank);
-    agent__event_int(event, "local_rank", local_rank);
-    agent__event_int(event, "step", (int64_t)step);
+    replica__service_stop(group->memory->service); /* removes the tier: its memory is freed */
+    group->memory->service = NULL;
+    group->memory->dir[0] = '\0';
 }
 
 void agent__memory_saved(agent_group *group, int local_rank, int rank, uint64_t step, unsigned tier)
 {
-    agent_event event;
-    begin_checkpoint_event(&event, group, AGENT_EVENT_CHECKPOINT_SAVED, local_rank, rank, step);
-    agent__event_str(&event, "tier", tier == CHANNEL__TIER_MEMORY ? "memory" : "disk");
-    agent__event_emit(group->events, &event);
-    if (tier == CHANNEL__TIER_MEMORY && group->memory != NULL) replica__service_kick(group->memory);
+    agent__ev_checkpoint_saved(
+        group->job.events,
+        &(agent_ev_checkpoint_saved){ .generation = group->current.generation,
+                                      .rank = rank,
+                                      .local_rank = local_rank,
+                                      .step = step,
+                                      .tier = tier == CHANNEL__TIER_MEMORY ? "memory" : "disk" });
+    if (tier == CHANNEL__TIER_MEMORY && group->memory->service != NULL)
+        replica__service_kick(group->memory->service);
 }
 
 static const char *source_name(unsigned source)
@@ -89,22 +115,23 @@ void agent__memory_restored(agent_group *group, int local_rank, int rank, unsign
     /* The copy's node: this one for local memory; a peer's name as the plan
      * said; none for disk. */
     int at = local_rank;
-    const char *planned = group->restore_nodes != NULL && at >= 0 && at < group->restore_count
-                              ? group->restore_nodes[at]
-                              : "";
-    const char *node = source == CHANNEL__RESTORE_LOCAL  ? group->node_id
+    const agent_memory *m = group->memory;
+    const char *planned =
+        m->restore_nodes != NULL && at >= 0 && at < m->restore_count ? m->restore_nodes[at] : "";
+    const char *node = source == CHANNEL__RESTORE_LOCAL  ? group->job.node_id
                        : source == CHANNEL__RESTORE_PEER ? planned
                                                          : "";
-    agent_event event;
-    begin_checkpoint_event(&event, group, AGENT_EVENT_CHECKPOINT_RESTORED, local_rank, rank, step);
-    agent__event_str(&event, "source", source_name(source));
-    agent__event_int(&event, "bytes", (int64_t)bytes);
-    agent__event_int(&event, "ms", (int64_t)(us / 1000u));
-    /* "node" is the journal's own field (the reporting node): the copy's is from_node. */
-    agent__event_str(&event, "from_node", node);
-    agent__event_emit(group->events, &event);
-    if (group->restore_said == group->current.generation + 1) return;
-    group->restore_said = group->current.generation + 1;
+    agent__ev_checkpoint_restored(
+        group->job.events, &(agent_ev_checkpoint_restored){ .generation = group->current.generation,
+                                                            .rank = rank,
+                                                            .local_rank = local_rank,
+                                                            .step = step,
+                                                            .source = source_name(source),
+                                                            .bytes = (int64_t)bytes,
+                                                            .ms = (int64_t)(us / 1000u),
+                                                            .from_node = node });
+    if (group->memory->restore_said == group->current.generation + 1) return;
+    group->memory->restore_said = group->current.generation + 1;
     double mib = (double)bytes / (1024.0 * 1024.0);
     if (source == CHANNEL__RESTORE_DISK)
         agent__console(group, "resumed at step %" PRIu64 " from disk, %.1f MiB in %.1f ms", step,
@@ -120,12 +147,13 @@ bool agent__memory_plan_for(const agent_group *group, int local_rank, uint64_t *
                             const char **source, const char **node)
 {
     int at = local_rank;
-    if (!group->restore_planned || at < 0 || at >= group->restore_count ||
-        group->restore_sources[at] == CHANNEL__RESTORE_NONE)
+    const agent_memory *m = group->memory;
+    if (!m->restore_planned || at < 0 || at >= m->restore_count ||
+        m->restore_sources[at] == CHANNEL__RESTORE_NONE)
         return false;
-    *step = group->restore_step;
-    *source = source_name(group->restore_sources[at]);
-    *node = group->restore_nodes[at];
+    *step = m->restore_step;
+    *source = source_name(m->restore_sources[at]);
+    *node = m->restore_nodes[at];
     return true;
 }
 
@@ -144,7 +172,7 @@ static void replica_name(const char *node_id, char *out, size_t cap)
     if (i == 0 || out[0] == '.') snprintf(out, cap, "node");
 }
 
-void agent__memory_sync(agent_call *call)
+void agent__memory_sync(agent_next_call *call)
 {
     if (call->memory == NULL) return;
     /* On etcd the job store comes per generation, in this very call (its
@@ -177,50 +205,49 @@ void agent__memory_sync(agent_call *call)
     call->memory_synced = true;
 }
 
-void agent__memory_call_free(agent_call *call)
+void agent__memory_call_free(agent_next_call *call)
 {
     if (call->memory_out != NULL) free(call->memory_out->ranks);
     free(call->memory_out);
     call->memory_out = NULL;
 }
 
-void agent__memory_apply(agent_group *group, agent_call *call)
+void agent__memory_apply(agent_group *group, agent_next_call *call)
 {
-    free(group->restore_sources);
-    free(group->restore_nodes);
-    group->restore_sources = NULL;
-    group->restore_nodes = NULL;
-    group->restore_count = 0;
-    group->restore_planned = false;
+    agent_memory *m = group->memory;
+    free(m->restore_sources);
+    free(m->restore_nodes);
+    m->restore_sources = NULL;
+    m->restore_nodes = NULL;
+    m->restore_count = 0;
+    m->restore_planned = false;
     replica_sync_out *out = call->memory_out;
     if (!call->memory_synced || out == NULL || call->memory_rc != 0) {
         agent__memory_call_free(call);
         return;
     }
     int n = call->result.local_world_size;
-    group->restore_sources = calloc((size_t)(n > 0 ? n : 1), sizeof *group->restore_sources);
-    group->restore_nodes = calloc((size_t)(n > 0 ? n : 1), sizeof *group->restore_nodes);
-    if (group->restore_sources != NULL && group->restore_nodes != NULL && out->planned) {
-        group->restore_planned = true;
-        group->restore_step = out->step;
-        group->restore_count = n;
+    m->restore_sources = calloc((size_t)(n > 0 ? n : 1), sizeof *m->restore_sources);
+    m->restore_nodes = calloc((size_t)(n > 0 ? n : 1), sizeof *m->restore_nodes);
+    if (m->restore_sources != NULL && m->restore_nodes != NULL && out->planned) {
+        m->restore_planned = true;
+        m->restore_step = out->step;
+        m->restore_count = n;
         for (int i = 0; i < n; i++) {
-            group->restore_sources[i] = out->ranks[i].source;
-            snprintf(group->restore_nodes[i], sizeof group->restore_nodes[i], "%s",
+            m->restore_sources[i] = out->ranks[i].source;
+            snprintf(m->restore_nodes[i], sizeof m->restore_nodes[i], "%s",
                      out->ranks[i].node);
         }
     }
     /* The job's one plan, as this node ran it: the step, whether it was
      * committed (memory-committed job-wide or on disk) and what was passed
      * over and why (a shard without a live copy names its step and rank). */
-    agent_event event;
-    agent__event_begin(&event, group->events, AGENT_EVENT_RESTORE_PLANNED);
-    agent__event_int(&event, "generation", (int64_t)call->result.generation);
-    agent__event_int(&event, "planned", out->planned ? 1 : 0);
-    if (out->planned) agent__event_int(&event, "step", (int64_t)out->step);
-    agent__event_int(&event, "committed", out->planned && out->committed ? 1 : 0);
-    agent__event_str(&event, "why", out->why);
-    agent__event_emit(group->events, &event);
+    agent__ev_restore_planned(group->job.events,
+                              &(agent_ev_restore_planned){ .generation = call->result.generation,
+                                                           .planned = out->planned,
+                                                           .step = out->step,
+                                                           .committed = out->committed,
+                                                           .why = out->why });
     /* Said when the plan left something out (a fresh job has nothing to say). */
     bool passed = strstr(out->why, "passed over") != NULL || strstr(out->why, "ignored") != NULL ||
                   strstr(out->why, "not memory-committed") != NULL;
@@ -234,9 +261,9 @@ void agent__memory_apply(agent_group *group, agent_call *call)
 
 void agent__memory_render_metrics(agent_group *group, elastic__text *out)
 {
-    if (group->memory == NULL) return;
+    if (group->memory->service == NULL) return;
     replica_service_stats st;
-    replica__service_stats(group->memory, &st);
+    replica__service_stats(group->memory->service, &st);
     uint64_t replicas = st.held_bytes > st.own_bytes ? st.held_bytes - st.own_bytes : 0;
     elastic__text_printf(out,
                          "# HELP elastic_memory_ckpt_held_bytes memory the node's checkpoint tier "
@@ -249,8 +276,8 @@ void agent__memory_render_metrics(agent_group *group, elastic__text *out)
                          "# HELP elastic_memory_ckpt_limit_bytes --memory-ckpt-limit\n"
                          "# TYPE elastic_memory_ckpt_limit_bytes gauge\n"
                          "elastic_memory_ckpt_limit_bytes %" PRIu64 "\n",
-                         group->opts->memory_ckpt_limit > 0 ? group->opts->memory_ckpt_limit
-                                                            : ckpt__mem_default_limit());
+                         group->job.opts->memory_ckpt_limit > 0 ? group->job.opts->memory_ckpt_limit
+                                                                : ckpt__mem_default_limit());
     elastic__text_printf(out,
                          "# HELP elastic_memory_ckpt_replica_peers peers holding this node's "
                          "copies (R, fewer when the job has too few nodes)\n"
@@ -295,4 +322,19 @@ void agent__memory_render_metrics(agent_group *group, elastic__text *out)
                          "elastic_memory_ckpt_failures_total{kind=\"round\"} %" PRIu64 "\n"
                          "elastic_memory_ckpt_failures_total{kind=\"disk\"} %" PRIu64 "\n",
                          st.push_failures, st.rounds_missed, st.disk_failures);
+}
+
+const char *agent__memory_root(const agent_group *group)
+{
+    return group->memory->root;
+}
+
+const char *agent__memory_dir(const agent_group *group)
+{
+    return group->memory->dir[0] != '\0' ? group->memory->dir : NULL;
+}
+
+struct replica_service *agent__memory_service(const agent_group *group)
+{
+    return group->memory->service;
 }

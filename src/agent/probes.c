@@ -5,10 +5,12 @@
  * heartbeat file and the control socket), short enough for a socket path.
  */
 #include "agent/probes.h"
+#include "agent/failure_say.h"
 #include "agent/memory.h"
 
-#include "agent/journal.h"
+#include "agent/journal_events.h"
 #include "agent/console.h"
+#include "agent/divergence.h"
 #include "agent/proc.h"
 #include "agent/reaper.h"
 #include "agent/slurm.h"
@@ -24,6 +26,28 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* The probes' own record: the run directory the monitor's heartbeat file
+ * and socket live in, and the newest checkpoint a worker reported; only
+ * this file writes it. */
+struct agent_probes {
+    char dir[96];         /* short: a socket path goes under it; "": none */
+    bool ckpt_step_valid; /* a worker reported a committed checkpoint */
+    uint64_t ckpt_step, ckpt_wall_ms;
+    int ckpt_rank;
+};
+
+int agent__probes_init(agent_group *group)
+{
+    group->probes = calloc(1, sizeof *group->probes);
+    return group->probes != NULL ? 0 : elastic__fail(ELASTIC_ENOMEM, "out of memory (probes)");
+}
+
+void agent__probes_destroy(agent_group *group)
+{
+    free(group->probes);
+    group->probes = NULL;
+}
+
 static agent_worker *worker_at(agent_group *group, int local_rank)
 {
     if (group->workers == NULL || group->nworkers == 0) return NULL;
@@ -32,23 +56,21 @@ static agent_worker *worker_at(agent_group *group, int local_rank)
     return local_rank < group->nworkers ? &group->workers[local_rank] : NULL;
 }
 
-static void emit_probe_event(agent_group *group, agent_event_type type, const probe__failure *f)
+static agent_ev_probe probe_event(const agent_group *group, const probe__failure *f)
 {
-    agent_event event;
-    agent__event_begin(&event, group->events, type);
-    agent__event_int(&event, "generation", (int64_t)group->current.generation);
-    agent__event_str(&event, "probe", f->probe);
-    agent__event_int(&event, "rank", f->rank);
-    agent__event_int(&event, "local_rank", f->local_rank);
-    agent__event_int(&event, "last_step", (int64_t)f->last_step);
-    agent__event_str(&event, "reason", f->reason);
-    agent__event_emit(group->events, &event);
+    return (agent_ev_probe){ .generation = group->current.generation,
+                             .probe = f->probe,
+                             .rank = f->rank,
+                             .local_rank = f->local_rank,
+                             .last_step = f->last_step,
+                             .reason = f->reason };
 }
 
 static void on_failure(void *user, const probe__failure *f)
 {
     agent_group *group = user;
-    emit_probe_event(group, AGENT_EVENT_PROBE_FAILED, f);
+    agent_ev_probe failed = probe_event(group, f);
+    agent__ev_probe_failed(group->job.events, &failed);
     if (strcmp(f->probe, "user") == 0) { /* the node's health check: out of the job's pool */
         char why[300];
         snprintf(why, sizeof why, "health check failed: %s", f->reason);
@@ -86,50 +108,48 @@ static void on_worker_event(void *user, int local_rank, int rank, const channel_
         if (worker != NULL) agent__phases_on_report(group, worker, phase, ns, generation);
         return;
     }
+    if (name != NULL && strcmp(name, "replica_divergence") == 0) {
+        agent__divergence_report(group, local_rank, kv);
+        return;
+    }
     if (name == NULL || strcmp(name, "nccl_comm_built") != 0) return; /* the only other one */
-    agent_event event;
-    agent__event_begin(&event, group->events, AGENT_EVENT_NCCL_COMM_BUILT);
-    agent__event_int(&event, "generation", (int64_t)group->current.generation);
-    agent__event_int(&event, "rank", rank);
-    agent__event_int(&event, "local_rank", local_rank);
-    for (size_t i = 0; i < kv->count; i++) {
+    /* The report's own upper-case fields, but those the event has already. */
+    const char *keys[AGENT_EV_MAX_EXTRA], *values[AGENT_EV_MAX_EXTRA];
+    int count = 0;
+    for (size_t i = 0; i < kv->count && count < AGENT_EV_MAX_EXTRA; i++) {
         if (strcmp(kv->keys[i], "NAME") == 0 || strcmp(kv->keys[i], "RANK") == 0 ||
             strcmp(kv->keys[i], "GENERATION") == 0 ||
             strspn(kv->keys[i], "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(kv->keys[i]))
             continue;
-        char key[32];
-        size_t n = 0;
-        for (; kv->keys[i][n] != '\0' && n + 1 < sizeof key; n++)
-            key[n] = (char)tolower((unsigned char)kv->keys[i][n]);
-        key[n] = '\0';
-        const char *value = kv->values[i];
-        int64_t number; /* a field that reads as a number is written as one */
-        if (elastic__parse_i64(NULL, value, 0, INT64_MAX, &number) == 0)
-            agent__event_int(&event, key, number);
-        else
-            agent__event_str(&event, key, value);
+        keys[count] = kv->keys[i];
+        values[count++] = kv->values[i];
     }
-    agent__event_emit(group->events, &event);
+    agent__ev_nccl_comm_built(group->job.events,
+                              &(agent_ev_nccl_comm_built){ .generation = group->current.generation,
+                                                           .rank = rank,
+                                                           .local_rank = local_rank,
+                                                           .keys = keys,
+                                                           .values = values,
+                                                           .count = count });
 }
 
 /* A worker saved a checkpoint step: the job's end line names the last one. */
 static void on_checkpoint(void *user, int local_rank, int rank, uint64_t step, uint64_t wall_ms)
 {
     agent_group *group = user;
-    if (!group->ckpt_step_valid || step >= group->ckpt_step) {
-        group->ckpt_step_valid = true;
-        group->ckpt_step = step;
-        group->ckpt_wall_ms = wall_ms;
-        group->ckpt_rank = rank;
+    agent_probes *pr = group->probes;
+    if (!pr->ckpt_step_valid || step >= pr->ckpt_step) {
+        pr->ckpt_step_valid = true;
+        pr->ckpt_step = step;
+        pr->ckpt_wall_ms = wall_ms;
+        pr->ckpt_rank = rank;
     }
-    agent_event event;
-    agent__event_begin(&event, group->events, AGENT_EVENT_CHECKPOINT);
-    agent__event_int(&event, "generation", (int64_t)group->current.generation);
-    agent__event_int(&event, "rank", rank);
-    agent__event_int(&event, "local_rank", local_rank);
-    agent__event_int(&event, "step", (int64_t)step);
-    agent__event_int(&event, "saved_ms", (int64_t)wall_ms);
-    agent__event_emit(group->events, &event);
+    agent__ev_checkpoint(group->job.events,
+                         &(agent_ev_checkpoint){ .generation = group->current.generation,
+                                                 .rank = rank,
+                                                 .local_rank = local_rank,
+                                                 .step = step,
+                                                 .saved_ms = (int64_t)wall_ms });
 }
 
 static void on_checkpoint_tier(void *user, int local_rank, int rank, uint64_t step, unsigned tier)
@@ -146,9 +166,10 @@ static void on_restored(void *user, int local_rank, int rank, unsigned source, u
 static void on_straggler(void *user, const probe__failure *f)
 {
     agent_group *group = user;
-    emit_probe_event(group, AGENT_EVENT_STRAGGLER, f);
+    agent_ev_probe slow = probe_event(group, f);
+    agent__ev_straggler(group->job.events, &slow);
     agent_worker *worker = worker_at(group, f->local_rank);
-    if (group->opts->straggler_evict && worker != NULL)
+    if (group->job.opts->straggler_evict && worker != NULL)
         agent__group_worker_unhealthy(group, worker, f->reason, -1, 0);
 }
 
@@ -157,28 +178,31 @@ static void render_metrics(void *user, elastic__text *out)
 {
     agent__goodput_render(user, out);
     agent__memory_render_metrics(user, out);
+    agent__divergence_render_metrics(user, out);
+    agent__failure_render_metrics(user, out);
 }
 
 int agent__probes_start(agent_group *group)
 {
-    const elastic_agent_opts *o = group->opts;
+    const elastic_agent_opts *o = group->job.opts;
     /* TMPDIR when its path leaves room for the socket's name (sun_path is 108 bytes). */
     const char *tmp = getenv("TMPDIR");
     if (tmp == NULL || tmp[0] != '/' || strlen(tmp) > 64) tmp = "/tmp";
     agent__reaper_sweep_stale(tmp);
-    snprintf(group->probe_dir, sizeof group->probe_dir, "%s/elastic-%d-XXXXXX", tmp, (int)getpid());
-    if (mkdtemp(group->probe_dir) == NULL) {
-        group->probe_dir[0] = '\0';
+    snprintf(group->probes->dir, sizeof group->probes->dir, "%s/elastic-%d-XXXXXX", tmp,
+             (int)getpid());
+    if (mkdtemp(group->probes->dir) == NULL) {
+        group->probes->dir[0] = '\0';
         return elastic__fail(ELASTIC_ESYS, "probe directory: %s", strerror(errno));
     }
     probe__monitor_opts opts;
     probe__monitor_opts_init(&opts);
     opts.loop = group->loop;
-    opts.run_dir = group->probe_dir;
+    opts.run_dir = group->probes->dir;
     opts.local_world_size = (unsigned)o->nproc_per_node;
     opts.spare_slots = (unsigned)(o->warm_spares > 0 ? o->warm_spares : 0);
-    opts.run_id = group->run_id;
-    opts.node_id = group->node_id;
+    opts.run_id = group->job.run_id;
+    opts.node_id = group->job.node_id;
     opts.interval_ms =
         o->monitor_interval_ms > 0 && o->monitor_interval_ms < 1000 ? o->monitor_interval_ms : 1000;
     opts.hang_timeout_ms = o->hang_timeout_ms;
@@ -217,8 +241,8 @@ void agent__probes_stop(agent_group *group)
     probe__monitor_stop(group->monitor); /* removes the heartbeat file and the socket */
     group->monitor = NULL;
     agent__node_stats_free(group);
-    if (group->probe_dir[0] != '\0') rmdir(group->probe_dir);
-    group->probe_dir[0] = '\0';
+    if (group->probes->dir[0] != '\0') rmdir(group->probes->dir);
+    group->probes->dir[0] = '\0';
 }
 
 void agent__probes_generation_started(agent_group *group)
@@ -251,4 +275,20 @@ void agent__probes_worker_exited(agent_group *group, agent_worker *worker)
     probe__monitor_worker_exited(group->monitor, worker->local_rank);
     if (worker->exit_code != 0 && agent__group_is_running(group))
         probe__monitor_count_failure(group->monitor, "exit");
+}
+
+const char *agent__probes_dir(const agent_group *group)
+{
+    return group->probes->dir;
+}
+
+bool agent__probes_last_checkpoint(const agent_group *group, uint64_t *step, uint64_t *wall_ms,
+                                   int *rank)
+{
+    const agent_probes *pr = group->probes;
+    if (!pr->ckpt_step_valid) return false;
+    *step = pr->ckpt_step;
+    *wall_ms = pr->ckpt_wall_ms;
+    *rank = pr->ckpt_rank;
+    return true;
 }

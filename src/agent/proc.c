@@ -79,8 +79,12 @@ static int exec_child(void *arg)
     if (getppid() != child->agent_pid) _exit(127); /* the agent already died */
     if (child->out_fd >= 0 && dup2(child->out_fd, STDOUT_FILENO) < 0) _exit(127);
     if (child->err_fd >= 0 && dup2(child->err_fd, STDERR_FILENO) < 0) _exit(127);
+    /* A pre-started interpreter's assignment socket is its fd 3 (prestart.c). */
+    int pass_fd = child->spec->pass_fd;
+    if (pass_fd == 3 && fcntl(3, F_SETFD, 0) != 0) _exit(127);
+    if (pass_fd > 0 && pass_fd != 3 && dup2(pass_fd, 3) < 0) _exit(127);
     /* Nothing else of the agent's (store sockets, log files) leaks into workers. */
-    syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
+    syscall(SYS_close_range, pass_fd > 0 ? 4u : 3u, ~0u, CLOSE_RANGE_CLOEXEC);
     if (child->spec->cwd != NULL && chdir(child->spec->cwd) != 0) _exit(127);
     execve(child->spec->path, (char *const *)child->spec->argv, (char *const *)child->spec->envp);
     static const char message[] = "elasticrun: exec of the worker failed\n";

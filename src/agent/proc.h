@@ -12,6 +12,7 @@ typedef struct agent_spawn {
     const char *const *argv;
     const char *const *envp;
     const char *cwd; /* NULL: the agent's */
+    int pass_fd;     /* > 0: given to the child as its fd 3 (prestart.c); 0: none */
 } agent_spawn;
 
 /* Finds `name` on PATH (or checks a path with a slash) before forking. */

@@ -24,11 +24,14 @@
  * kills them all. Only a process that leaves its group within the last scan
  * before the agent's death, its parent dying with the agent, can escape.
  */
+#include "common/tsan_fd.h"
 #include "common/dir.h"
 #include "agent/reaper.h"
 #include "ckpt/memtier.h"
 
 #include "agent/group.h"
+#include "agent/memory.h"
+#include "agent/probes.h"
 #include "common/parse_int.h"
 
 #include <dirent.h>
@@ -105,7 +108,7 @@ static bool proc_stat(int proc, const char *name, pid_t *ppid, pid_t *pgrp, uint
     char path[48], buf[1024];
     if (strlen(name) > 20) return false;
     snprintf(path, sizeof path, "%s/stat", name);
-    int fd = openat(proc, path, O_RDONLY | O_CLOEXEC);
+    int fd = elastic__openat(proc, path, O_RDONLY | O_CLOEXEC); /* seen by TSan (tsan_fd.h) */
     if (fd < 0) return false;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
@@ -223,11 +226,18 @@ static int cgroup_populated(const char *dir)
     return strstr(buf, "populated 1") != NULL;
 }
 
-/* Empties one directory level (the run directory holds plain files and a socket). */
+/* Empties one directory level (the run directory holds plain files and a
+ * socket), by descriptor: never through a link, only a directory of this
+ * user (the stale sweep's too: it looked at the name before opening it). */
 static void remove_dir(const char *dir)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
+        close(fd);
+        return;
+    }
     char buf[4096];
     for (;;) {
         long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
@@ -406,35 +416,76 @@ static void sweep_stale_cgroups(const char *parent)
     closedir(dir);
 }
 
+/* ---- the agent's side ------------------------------------------------------ */
+
+#define REAPER_MAX_TOLD 1024 /* adopted processes remembered as told */
+
+/* The agent's view of its reaper; only this file reads or writes it. */
+struct agent_reaper {
+    int fd; /* the reaper's pipe; -1: none */
+    pid_t pid;
+    bool watching; /* its pipe is polled: a reaper that dies is replaced */
+    pid_t zombie;  /* a replaced reaper not reaped yet; 0: none */
+    uv_poll_t watch;
+    bool unwatched;           /* the agent is closing: a reaper's end is expected */
+    char cgroup[512];         /* the workers' cgroup v2, the agent's own while it runs; "": none */
+    char parent_cgroup[400];  /* where the agent was (and returns before a normal exit) */
+    char why[400];            /* why there is no cgroup ("" with one) */
+    /* Without a cgroup the agent is a child subreaper; this timer looks for
+     * the processes it adopted and tells the reaper of each once. */
+    uv_timer_t scan;
+    bool scanning;
+    struct {
+        pid_t pid;
+        uint64_t start; /* /proc start time: a reused pid is another process */
+    } told[REAPER_MAX_TOLD];
+    int n_told;
+    uint64_t agent_start; /* the agent's /proc start time: descendants start later */
+};
+
+int agent__reaper_init(agent_group *group)
+{
+    group->reaper = calloc(1, sizeof *group->reaper);
+    if (group->reaper == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory (reaper)");
+    group->reaper->fd = -1;
+    return 0;
+}
+
+void agent__reaper_destroy(agent_group *group)
+{
+    free(group->reaper);
+    group->reaper = NULL;
+}
+
 /* A cgroup of our own for the workers, when the agent may create one. */
 static void make_worker_cgroup(agent_group *group)
 {
-    char *parent = group->reaper_parent_cgroup;
-    group->reaper_cgroup[0] = '\0';
+    char *parent = group->reaper->parent_cgroup;
+    group->reaper->cgroup[0] = '\0';
     const char *off = getenv("ELASTIC_NO_CGROUP"); /* tests of the fallback; hosts where it fails */
     if (off != NULL && strcmp(off, "1") == 0) {
-        snprintf(group->reaper_why, sizeof group->reaper_why, "ELASTIC_NO_CGROUP=1");
+        snprintf(group->reaper->why, sizeof group->reaper->why, "ELASTIC_NO_CGROUP=1");
         return;
     }
-    if (!own_cgroup2(parent, sizeof group->reaper_parent_cgroup)) {
-        snprintf(group->reaper_why, sizeof group->reaper_why, "no cgroup v2 file system");
+    if (!own_cgroup2(parent, sizeof group->reaper->parent_cgroup)) {
+        snprintf(group->reaper->why, sizeof group->reaper->why, "no cgroup v2 file system");
         return;
     }
     sweep_stale_cgroups(parent);
-    char dir[sizeof group->reaper_cgroup];
+    char dir[sizeof group->reaper->cgroup];
     snprintf(dir, sizeof dir, "%s/elastic-%d", parent, (int)getpid());
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(group->reaper_why, sizeof group->reaper_why, "%.300s: %s", dir, strerror(errno));
+        snprintf(group->reaper->why, sizeof group->reaper->why, "%.300s: %s", dir, strerror(errno));
         return;
     }
     char kill_path[sizeof dir + 16];
     snprintf(kill_path, sizeof kill_path, "%s/cgroup.kill", dir);
     if (access(kill_path, W_OK) != 0) { /* kernels before 5.14 */
-        snprintf(group->reaper_why, sizeof group->reaper_why, "no cgroup.kill (kernel < 5.14)");
+        snprintf(group->reaper->why, sizeof group->reaper->why, "no cgroup.kill (kernel < 5.14)");
         rmdir(dir);
         return;
     }
-    snprintf(group->reaper_cgroup, sizeof group->reaper_cgroup, "%s", dir);
+    snprintf(group->reaper->cgroup, sizeof group->reaper->cgroup, "%s", dir);
 }
 
 /* Forks the reaper process for the group's cgroup and run directory. */
@@ -453,12 +504,13 @@ static int fork_reaper(agent_group *group)
         close(fds[1]);
         /* A replacement is forked from inside the workers' cgroup: out of it
          * first, or its own cgroup.kill would end it before it cleans up. */
-        if (group->reaper_cgroup[0] != '\0') join_cgroup(group->reaper_parent_cgroup);
-        reaper_main(fds[0], group->reaper_cgroup, group->probe_dir, group->memory_root);
+        if (group->reaper->cgroup[0] != '\0') join_cgroup(group->reaper->parent_cgroup);
+        reaper_main(fds[0], group->reaper->cgroup, agent__probes_dir(group),
+                    agent__memory_root(group));
     }
     close(fds[0]);
-    group->reaper_fd = fds[1];
-    group->reaper_pid = pid;
+    group->reaper->fd = fds[1];
+    group->reaper->pid = pid;
     return 0;
 }
 
@@ -468,9 +520,9 @@ static void watch_reaper(agent_group *group);
 static void on_reaper_watch_closed(uv_handle_t *handle)
 {
     agent_group *group = handle->data;
-    group->reaper_watching = false;
+    group->reaper->watching = false;
     /* The handle may be initialised again only now: watch a replacement. */
-    if (group->reaper_fd >= 0 && !group->reaper_unwatched) watch_reaper(group);
+    if (group->reaper->fd >= 0 && !group->reaper->unwatched) watch_reaper(group);
 }
 
 /* The reaper ended while the agent runs (killed by someone, or the OOM
@@ -481,16 +533,16 @@ static void on_reaper_gone(uv_poll_t *poll, int status, int events)
     (void)status, (void)events;
     agent_group *group = poll->data;
     uv_close((uv_handle_t *)poll, on_reaper_watch_closed);       /* stops polling the fd at once */
-    if (group->reaper_fd < 0 || group->reaper_unwatched) return; /* stopping: it was told to go */
+    if (group->reaper->fd < 0 || group->reaper->unwatched) return; /* stopping: it was told to go */
     ELASTIC_LOG_W(
         "agent", "the reaper (pid %d) is gone; starting another so no worker can outlive the agent",
-        (int)group->reaper_pid);
-    close(group->reaper_fd);
-    group->reaper_fd = -1;
+        (int)group->reaper->pid);
+    close(group->reaper->fd);
+    group->reaper->fd = -1;
     /* Its pipe end closes as it exits, so it is (about to be) a zombie,
      * reaped now if it already is, else at stop. */
-    pid_t old = group->reaper_pid;
-    group->reaper_zombie = waitpid(old, NULL, WNOHANG) == old ? 0 : old;
+    pid_t old = group->reaper->pid;
+    group->reaper->zombie = waitpid(old, NULL, WNOHANG) == old ? 0 : old;
     if (fork_reaper(group) != 0) {
         ELASTIC_LOG_E("agent", "%s: workers would outlive a SIGKILL of the agent",
                       elastic_last_error());
@@ -498,7 +550,7 @@ static void on_reaper_gone(uv_poll_t *poll, int status, int events)
     }
     for (int i = 0; i < group->nworkers; i++)
         if (group->workers[i].running) tell(group, '+', group->workers[i].pid);
-    group->reaper_n_told = 0; /* the next scan tells the new one of every descendant */
+    group->reaper->n_told = 0; /* the next scan tells the new one of every descendant */
 }
 
 /* The write end of the reaper's pipe on the agent's loop: the kernel marks
@@ -508,11 +560,11 @@ static void on_reaper_gone(uv_poll_t *poll, int status, int events)
  * closed socket.) */
 static void watch_reaper(agent_group *group)
 {
-    if (uv_poll_init(group->loop, &group->reaper_watch, group->reaper_fd) != 0) return;
-    group->reaper_watch.data = group;
-    group->reaper_watching = true;
+    if (uv_poll_init(group->loop, &group->reaper->watch, group->reaper->fd) != 0) return;
+    group->reaper->watch.data = group;
+    group->reaper->watching = true;
     /* No readiness asked for (the pipe is always writable): only its error wakes us. */
-    uv_poll_start(&group->reaper_watch, UV_DISCONNECT, on_reaper_gone);
+    uv_poll_start(&group->reaper->watch, UV_DISCONNECT, on_reaper_gone);
 }
 
 /* One process of the table the agent's scan reads. */
@@ -531,19 +583,20 @@ static bool worker_group(const agent_group *group, pid_t pgrp)
 /* Tells the reaper of one process (once: the told list remembers it). */
 static void tell_process(agent_group *group, const scanned *p)
 {
-    for (int i = 0; i < group->reaper_n_told; i++)
-        if (group->reaper_told[i].pid == p->pid && group->reaper_told[i].start == p->start) return;
-    if (group->reaper_n_told == AGENT_REAPER_MAX_TOLD) { /* forget the oldest */
-        memmove(group->reaper_told, group->reaper_told + 1,
-                (AGENT_REAPER_MAX_TOLD - 1) * sizeof group->reaper_told[0]);
-        group->reaper_n_told--;
+    for (int i = 0; i < group->reaper->n_told; i++)
+        if (group->reaper->told[i].pid == p->pid && group->reaper->told[i].start == p->start)
+            return;
+    if (group->reaper->n_told == REAPER_MAX_TOLD) { /* forget the oldest */
+        memmove(group->reaper->told, group->reaper->told + 1,
+                (REAPER_MAX_TOLD - 1) * sizeof group->reaper->told[0]);
+        group->reaper->n_told--;
     }
-    group->reaper_told[group->reaper_n_told].pid = p->pid;
-    group->reaper_told[group->reaper_n_told++].start = p->start;
+    group->reaper->told[group->reaper->n_told].pid = p->pid;
+    group->reaper->told[group->reaper->n_told++].start = p->start;
     char line[48];
     int len = snprintf(line, sizeof line, "=%d %llu\n", (int)p->pid, (unsigned long long)p->start);
     ssize_t n;
-    do n = group->reaper_fd >= 0 ? write(group->reaper_fd, line, (size_t)len) : len;
+    do n = group->reaper->fd >= 0 ? write(group->reaper->fd, line, (size_t)len) : len;
     while (n < 0 && errno == EINTR);
     ELASTIC_LOG_D("agent", "reaper: told of pid %d (a descendant outside the workers' groups)",
                   (int)p->pid);
@@ -569,12 +622,12 @@ static void scan_descendants(uv_timer_t *timer)
         int64_t pid;
         if (elastic__parse_i64_n(NULL, entry->d_name, strlen(entry->d_name), 2, INT32_MAX, &pid) !=
                 0 ||
-            pid == group->reaper_pid)
+            pid == group->reaper->pid)
             continue;
         table[n].pid = (pid_t)pid;
         /* Only what started after the agent can descend from it: a short table. */
         if (proc_stat(proc_fd, entry->d_name, &table[n].ppid, &table[n].pgrp, &table[n].start) &&
-            table[n].start >= group->reaper_agent_start)
+            table[n].start >= group->reaper->agent_start)
             n++;
     }
     if (proc != NULL) closedir(proc);
@@ -601,14 +654,14 @@ int agent__reaper_start(agent_group *group)
     make_worker_cgroup(group);
     int rc = fork_reaper(group);
     if (rc != 0) return rc;
-    if (group->reaper_cgroup[0] != '\0' && join_cgroup(group->reaper_cgroup) != 0) {
-        snprintf(group->reaper_why, sizeof group->reaper_why, "cannot enter %.300s: %s",
-                 group->reaper_cgroup, strerror(errno));
-        group->reaper_cgroup[0] = '\0'; /* the reaper finds it empty and removes it */
+    if (group->reaper->cgroup[0] != '\0' && join_cgroup(group->reaper->cgroup) != 0) {
+        snprintf(group->reaper->why, sizeof group->reaper->why, "cannot enter %.300s: %s",
+                 group->reaper->cgroup, strerror(errno));
+        group->reaper->cgroup[0] = '\0'; /* the reaper finds it empty and removes it */
     }
-    if (group->reaper_cgroup[0] != '\0') {
+    if (group->reaper->cgroup[0] != '\0') {
         ELASTIC_LOG_I("agent", "reaper: cgroup %s (cgroup.kill takes every descendant)",
-                      group->reaper_cgroup);
+                      group->reaper->cgroup);
     } else {
         /* Orphans of the workers' trees become ours, not init's, while we run. */
         bool subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0;
@@ -616,18 +669,18 @@ int agent__reaper_start(agent_group *group)
         pid_t ppid, pgrp;
         char self[24];
         snprintf(self, sizeof self, "%d", (int)getpid());
-        if (proc < 0 || !proc_stat(proc, self, &ppid, &pgrp, &group->reaper_agent_start))
+        if (proc < 0 || !proc_stat(proc, self, &ppid, &pgrp, &group->reaper->agent_start))
             subreaper = false; /* no /proc: process groups only */
         if (proc >= 0) close(proc);
-        ELASTIC_LOG_I("agent", "reaper: no cgroup (%s): %s", group->reaper_why,
+        ELASTIC_LOG_I("agent", "reaper: no cgroup (%s): %s", group->reaper->why,
                       subreaper ? "process groups, and every descendant that leaves them "
                                   "(the agent, a child subreaper, tells the reaper of each)"
                                 : "process groups only (no /proc or no child subreaper)");
-        if (subreaper && uv_timer_init(group->loop, &group->reaper_scan) == 0) {
-            group->reaper_scan.data = group;
-            group->reaper_scanning = true;
-            uv_timer_start(&group->reaper_scan, scan_descendants, 0, REAPER_SCAN_MS);
-            uv_unref((uv_handle_t *)&group->reaper_scan); /* never what keeps the loop alive */
+        if (subreaper && uv_timer_init(group->loop, &group->reaper->scan) == 0) {
+            group->reaper->scan.data = group;
+            group->reaper->scanning = true;
+            uv_timer_start(&group->reaper->scan, scan_descendants, 0, REAPER_SCAN_MS);
+            uv_unref((uv_handle_t *)&group->reaper->scan); /* never what keeps the loop alive */
         }
     }
     watch_reaper(group);
@@ -636,11 +689,11 @@ int agent__reaper_start(agent_group *group)
 
 static void tell(agent_group *group, char sign, pid_t pgid)
 {
-    if (group->reaper_fd < 0 || pgid <= 1) return;
+    if (group->reaper->fd < 0 || pgid <= 1) return;
     char line[24];
     int len = snprintf(line, sizeof line, "%c%d\n", sign, (int)pgid);
     ssize_t n;
-    do n = write(group->reaper_fd, line, (size_t)len); /* < PIPE_BUF: atomic */
+    do n = write(group->reaper->fd, line, (size_t)len); /* < PIPE_BUF: atomic */
     while (n < 0 && errno == EINTR);
 }
 
@@ -652,29 +705,30 @@ void agent__reaper_track(agent_group *group, pid_t old_pgid, pid_t pgid)
 
 void agent__reaper_unwatch(agent_group *group)
 {
-    group->reaper_unwatched = true;
-    if (group->reaper_scanning) {
-        uv_close((uv_handle_t *)&group->reaper_scan, NULL);
-        group->reaper_scanning = false;
+    group->reaper->unwatched = true;
+    if (group->reaper->scanning) {
+        uv_close((uv_handle_t *)&group->reaper->scan, NULL);
+        group->reaper->scanning = false;
     }
-    if (group->reaper_watching && !uv_is_closing((uv_handle_t *)&group->reaper_watch))
-        uv_close((uv_handle_t *)&group->reaper_watch, on_reaper_watch_closed);
+    if (group->reaper->watching && !uv_is_closing((uv_handle_t *)&group->reaper->watch))
+        uv_close((uv_handle_t *)&group->reaper->watch, on_reaper_watch_closed);
 }
 
 void agent__reaper_stop(agent_group *group)
 {
-    if (group->reaper_fd < 0) return;
+    if (group->reaper->fd < 0) return;
     /* Out of the workers' cgroup first: the reaper kills whatever is left in it. */
-    if (group->reaper_cgroup[0] != '\0' && join_cgroup(group->reaper_parent_cgroup) != 0) {
+    if (group->reaper->cgroup[0] != '\0' && join_cgroup(group->reaper->parent_cgroup) != 0) {
         ELASTIC_LOG_W("agent", "cannot leave %s (%s): leaving its processes alone",
-                      group->reaper_cgroup, strerror(errno));
-        ssize_t n = write(group->reaper_fd, "!\n", 2);
+                      group->reaper->cgroup, strerror(errno));
+        ssize_t n = write(group->reaper->fd, "!\n", 2);
         (void)n;
     }
-    close(group->reaper_fd); /* the reaper's EOF: it cleans up and exits */
-    group->reaper_fd = -1;
+    close(group->reaper->fd); /* the reaper's EOF: it cleans up and exits */
+    group->reaper->fd = -1;
     int status;
-    while (waitpid(group->reaper_pid, &status, 0) < 0 && errno == EINTR) {
+    while (waitpid(group->reaper->pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (group->reaper_zombie > 0) waitpid(group->reaper_zombie, NULL, WNOHANG); /* ended long ago */
+    if (group->reaper->zombie > 0)
+        waitpid(group->reaper->zombie, NULL, WNOHANG); /* ended long ago */
 }

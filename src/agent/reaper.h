@@ -9,6 +9,14 @@
 
 struct agent_group;
 
+/* The agent's side of the reaper: its pipe, cgroups and the descendants it
+ * was told of; private to reaper.c. */
+typedef struct agent_reaper agent_reaper;
+
+/* Allocates the group's reaper record (no process yet); destroy frees it,
+ * after agent__reaper_stop. */
+int agent__reaper_init(struct agent_group *group);
+void agent__reaper_destroy(struct agent_group *group);
 int agent__reaper_start(struct agent_group *group);
 /* A worker now leads process group `pgid` (replacing old_pgid, 0: none). */
 void agent__reaper_track(struct agent_group *group, pid_t old_pgid, pid_t pgid);

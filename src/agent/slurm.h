@@ -7,6 +7,11 @@
 
 #include "agent/group.h"
 
+/* The group's --slurm-drain record (private to slurm.c): allocated by
+ * init, freed by destroy. */
+int agent__slurm_init(agent_group *group);
+void agent__slurm_destroy(agent_group *group);
+
 /* When envp has SLURM_JOB_ID: the run id, c10d rendezvous on the step's
  * first node, --nnodes N:N, processes per node, node name, preferred rank,
  * stand-aside and the one-line summary, into opts (static storage: one
@@ -26,8 +31,5 @@ void agent__slurm_note_lost(agent_group *group, const char *node_id);
  * nodes are drained, so a requeue is not scheduled onto one before Slurm marks
  * it DOWN (which takes SlurmdTimeout). */
 void agent__slurm_drain_lost(agent_group *group);
-/* AGENT_CALL_SLURM_DRAIN on the calls thread, and back on the loop. */
-void agent__slurm_drain_run(agent_call *call);
-void agent__slurm_drain_done(agent_group *group, const agent_call *call);
 
 #endif /* ELASTIC_AGENT_SLURM_H */

@@ -27,6 +27,11 @@ struct agent_spare {
     bool stopped;         /* told to stop (the job ended here): its exit is expected */
     bool streams_counted; /* promoted: its closing streams count as a worker's */
     agent_stream out, err;
+    /* Where its output goes on the console once it parked (-1: nowhere);
+     * before, only its log files and the stderr tail get it: a trainer that
+     * never parks runs as if it were a worker and fails, and its traceback
+     * is the agent's one line about it, not a page on the console. */
+    int out_console, err_console;
     char dir[768];        /* spare_<n> under the log root */
     char error_file[800]; /* its TORCHELASTIC_ERROR_FILE, kept when promoted */
 };
@@ -44,6 +49,12 @@ static inline agent_stream *agent__worker_err(agent_worker *worker)
 int agent__spares_init(agent_group *group);
 /* Starts spares until N are starting or parked (the group running, spares not disabled). */
 void agent__spares_fill(agent_group *group);
+/* Warm spares parked, and started, alive, not parked yet within their startup timeout. */
+void agent__spares_count(const agent_group *group, int *parked, int *starting);
+/* worker's slot waits for a spare still starting: said once (console, spare_awaited); the
+ * machine hears SPARE_PARKED when one parked, exited or timed out. Returns how many are
+ * starting (so many slots may wait); 0: none, the slot cold-starts. */
+int agent__spares_await(agent_group *group, const agent_worker *worker);
 /* A parked spare takes worker's slot (worker zeroed, local_rank set); false: none parked. */
 bool agent__spares_promote(agent_group *group, agent_worker *worker);
 /* Reaps exited spares: a parked one is replaced, one that never parked disables spares. */
@@ -61,6 +72,10 @@ void agent__spares_close(agent_group *group);
 void agent__spares_destroy(agent_group *group);
 
 /* phases.c: recovery_phases, one event per recovery on this node. */
+int agent__phases_init(agent_group *group); /* its private record */
+void agent__phases_destroy(agent_group *group);
+/* A failure is being recovered from (and when the agent saw it). */
+bool agent__phases_recovering(const agent_group *group, uint64_t *failure_ms);
 void agent__phases_failure(agent_group *group, const agent_worker *failed);
 void agent__phases_stopped(agent_group *group);
 void agent__phases_formed(agent_group *group);

@@ -11,32 +11,16 @@
 #include "agent/membership.h"
 #include "agent/python.h"
 #include "agent/spares.h"
+#include "rdzv/rdzv.h"
 
+#include "common/json_writer.h"
+#include "common/small_file.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-
-/* Reads at most size-1 bytes of a small file; 0 bytes when absent. */
-static size_t read_small_file(const char *path, char *out, size_t size)
-{
-    out[0] = '\0';
-    int fd = open(path,
-                  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* no link, no FIFO to hang on */
-    if (fd < 0) return 0;
-    size_t len = 0;
-    while (len + 1 < size) {
-        ssize_t got = read(fd, out + len, size - 1 - len);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break;
-        len += (size_t)got;
-    }
-    close(fd);
-    out[len] = '\0';
-    return len;
-}
 
 static void failure_key(const char *run_id, uint64_t generation, const char *node_id, char *key,
                         size_t size)
@@ -54,22 +38,48 @@ void agent__failure_record(agent_group *group, agent_worker *worker,
     failure->cause = *cause;
     failure->local_rank = worker->local_rank;
     failure->detail_is_error_file =
-        read_small_file(worker->error_file, failure->detail, sizeof failure->detail) > 0;
+        elastic__read_small_text(worker->error_file, failure->detail, sizeof failure->detail) > 0;
     if (!failure->detail_is_error_file)
         agent__stream_tail(agent__worker_err(worker), failure->detail, sizeof failure->detail);
 }
 
+/* The SHARE_FAILURE call: the first failure's detail into the job store,
+ * where the other nodes' summaries read it. */
+typedef struct share_call {
+    agent_call base;
+    elastic_store *store;
+    char key[512];
+    char value[AGENT_TAIL_BYTES + 1];
+} share_call;
+
+static void share_run(agent_call *call)
+{
+    share_call *sc = (share_call *)call;
+    agent__call_status(call, sc->store != NULL ? elastic_store_set(sc->store, sc->key, sc->value,
+                                                                   strlen(sc->value))
+                                               : 0);
+}
+
+static void share_done(agent_group *group, agent_call *call, agent_input *in)
+{
+    agent__call_warn(call, "sharing the failure's detail");
+}
+
+static const agent_call_type share_type = { share_run, share_done, NULL };
+
 void agent__failure_share(agent_group *group, const elastic_rdzv_cause *cause)
 {
     const agent_failure *failure = &group->local_failure;
-    if (group->store == NULL || !failure->valid || failure->cause.generation != cause->generation ||
-        failure->cause.rank != cause->rank)
+    if (group->store.client == NULL || !failure->valid ||
+        failure->cause.generation != cause->generation || failure->cause.rank != cause->rank)
         return; /* only the first failure is shared, as only it is summarised */
-    agent_call *call = agent__call_new(AGENT_CALL_SHARE_FAILURE);
+    share_call *call = agent__call_alloc(sizeof *call, AGENT_CALL_SHARE_FAILURE, &share_type);
     if (call == NULL) return;
-    failure_key(group->run_id, cause->generation, group->node_id, call->key, sizeof call->key);
+    call->store = group->store.client;
+    failure_key(group->job.run_id, cause->generation, group->job.node_id, call->key,
+                sizeof call->key);
     snprintf(call->value, sizeof call->value, "%s", failure->detail);
-    agent__call_post(group, call);
+    agent__call_post(group, &call->base);
 }
 
 static void format_time(uint64_t wall_ms, char *out, size_t size)
@@ -82,8 +92,30 @@ static void format_time(uint64_t wall_ms, char *out, size_t size)
     snprintf(out, size, "%s.%03uZ", date, (unsigned)(wall_ms % 1000));
 }
 
+/* The SUMMARY call: the group's inputs copied in (opts and ids are
+ * immutable), the root cause written on the calls thread, the text back. */
+typedef struct summary_call {
+    agent_call base;
+    elastic_store *store; /* the job store (NULL: none): other nodes' failure details */
+    agent_membership *membership;
+    int summary_rc; /* the error that ends the job */
+    char why[256];  /* its detail */
+    const elastic_agent_opts *opts;
+    const char *run_id, *node_id;
+    uint64_t generation; /* the last generation this node formed */
+    uint64_t fenced_wall_ms;
+    char fenced_reason[256];
+    char store_endpoint[300];
+    agent_failure local_failure;
+    char summary[4096];
+    /* why the job was closed, when the failed rendezvous could read it */
+    bool closed_known;
+    bool closed_budget; /* the restart budget ran out */
+    elastic_rdzv_cause closed;
+} summary_call;
+
 /* The first failure's detail: ours, or the failing node's from the store. */
-static bool failure_detail(agent_call *call, const elastic_rdzv_cause *cause, char *out,
+static bool failure_detail(summary_call *call, const elastic_rdzv_cause *cause, char *out,
                            size_t size, bool *is_error_file)
 {
     const agent_failure *local = &call->local_failure;
@@ -106,19 +138,25 @@ static bool failure_detail(agent_call *call, const elastic_rdzv_cause *cause, ch
     return true;
 }
 
-static void write_error_file(const agent_call *call, const char *detail, bool detail_is_error_file)
+static void write_error_file(const summary_call *call, const char *detail,
+                             bool detail_is_error_file)
 {
     const char *path =
         call->opts->error_file != NULL ? call->opts->error_file : getenv("TORCHELASTIC_ERROR_FILE");
     if (path == NULL || *path == '\0') return;
-    char escaped[2 * sizeof call->summary];
-    char json[sizeof escaped + 128];
+    char quoted[2 * sizeof call->summary];
+    char json[sizeof quoted + 128];
     const char *content = detail;
     if (!detail_is_error_file) {
-        agent__json_escape(call->summary, escaped, sizeof escaped);
+        /* The message is cut (at a whole character) to what the file's bound holds. */
+        elastic__jw w;
+        elastic__jw_init(&w, quoted, sizeof quoted);
+        size_t len = strlen(call->summary);
+        elastic__jw_string_n(&w, call->summary,
+                             elastic__json_escaped_prefix(call->summary, len, sizeof quoted - 3));
         snprintf(json, sizeof json,
-                 "{\"message\": {\"message\": \"%s\", \"extraInfo\": {\"timestamp\": \"%llu\"}}}\n",
-                 escaped, (unsigned long long)time(NULL));
+                 "{\"message\": {\"message\": %s, \"extraInfo\": {\"timestamp\": \"%llu\"}}}\n",
+                 quoted, (unsigned long long)time(NULL));
         content = json;
     }
     int fd = agent__file_private_path(path, O_WRONLY | O_CREAT | O_TRUNC);
@@ -129,7 +167,7 @@ static void write_error_file(const agent_call *call, const char *detail, bool de
     if (fd >= 0) close(fd);
 }
 
-static void describe_failure(agent_call *call, const elastic_rdzv_cause *cause, char *detail,
+static void describe_failure(summary_call *call, const elastic_rdzv_cause *cause, char *detail,
                              size_t detail_size, bool *is_error_file)
 {
     char when[40], what[400];
@@ -163,32 +201,101 @@ static void describe_failure(agent_call *call, const elastic_rdzv_cause *cause, 
     }
 }
 
-agent_call *agent__summary_call(const agent_group *group, int rc, const char *why)
+static void summary_run(agent_call *call);
+
+static void summary_done(agent_group *group, agent_call *call, agent_input *in)
 {
-    agent_call *call = agent__call_new(AGENT_CALL_SUMMARY);
-    if (call == NULL) return NULL;
-    call->summary_rc = rc;
-    snprintf(call->error, sizeof call->error, "%s", why != NULL ? why : "");
-    call->opts = group->opts;
-    call->run_id = group->run_id;
-    call->node_id = group->node_id;
-    call->fenced_wall_ms = group->fenced_wall_ms;
-    snprintf(call->fenced_reason, sizeof call->fenced_reason, "%s", group->fenced_reason);
-    if (call->fenced_wall_ms == 0 && group->store_lost_wall_ms != 0) { /* lost before the fence */
-        call->fenced_wall_ms = group->store_lost_wall_ms;
-        snprintf(call->fenced_reason, sizeof call->fenced_reason, "%s", group->store_lost_reason);
-    }
-    snprintf(call->store_endpoint, sizeof call->store_endpoint, "%s",
-             group->store_endpoint != NULL ? group->store_endpoint : "");
-    call->local_failure = group->local_failure;
-    snprintf(call->summary, sizeof call->summary, "%s", group->summary);
-    return call;
+    snprintf(group->summary, sizeof group->summary, "%s", ((summary_call *)call)->summary);
 }
 
-void agent__summary_run(agent_call *call)
+static const agent_call_type summary_type = { summary_run, summary_done, NULL };
+
+agent_call *agent__summary_call(const agent_group *group, const agent_next_call *next)
 {
+    summary_call *call = agent__call_alloc(sizeof *call, AGENT_CALL_SUMMARY, &summary_type);
+    if (call == NULL) return NULL;
+    call->store = group->store.client;
+    call->membership = group->membership;
+    call->summary_rc = next != NULL ? next->base.rc : 0;
+    snprintf(call->why, sizeof call->why, "%s", next != NULL ? next->base.error : "");
+    if (next != NULL) {
+        call->closed_known = next->closed_known;
+        call->closed_budget = next->closed_budget;
+        call->closed = next->closed;
+    }
+    call->opts = group->job.opts;
+    call->run_id = group->job.run_id;
+    call->node_id = group->job.node_id;
+    call->generation = group->m.generation;
+    call->fenced_wall_ms = group->losses.fenced_wall_ms;
+    snprintf(call->fenced_reason, sizeof call->fenced_reason, "%s", group->losses.fenced_reason);
+    if (call->fenced_wall_ms == 0 &&
+        group->losses.store_lost_wall_ms != 0) { /* lost before the fence */
+        call->fenced_wall_ms = group->losses.store_lost_wall_ms;
+        snprintf(call->fenced_reason, sizeof call->fenced_reason, "%s",
+                 group->losses.store_lost_reason);
+    }
+    snprintf(call->store_endpoint, sizeof call->store_endpoint, "%s",
+             group->store.endpoint != NULL ? group->store.endpoint : "");
+    call->local_failure = group->local_failure;
+    snprintf(call->summary, sizeof call->summary, "%s", group->summary);
+    return &call->base;
+}
+
+/* The store was lost and never came back: etcd, or c10d's host. Writes the
+ * summary and says true; false: the store is not why the job ended. */
+static bool summarise_lost_store(summary_call *call, int rc, const char *why, char *detail,
+                                 size_t detail_size, bool *is_error_file)
+{
+    if (call->fenced_wall_ms != 0 && (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT ||
+                                      rc == ELASTIC_ECLOSED || rc == ELASTIC_ESTATE)) {
+        /* Cut off from the store and it never came back (c10d cannot go on
+         * without the host that served it): one line says which and when. */
+        char when[40];
+        format_time(call->fenced_wall_ms, when, sizeof when);
+        bool etcd = strncmp(call->opts->rdzv_backend, "etcd", 4) == 0;
+        snprintf(call->summary, sizeof call->summary,
+                 "the job failed: lost %s at %s%s at %s: %s; then %s\n",
+                 etcd ? "etcd" : "the job's store",
+                 etcd ? call->opts->rdzv_endpoint : call->store_endpoint,
+                 etcd ? "" : " (the store's host)", when, call->fenced_reason,
+                 rc == ELASTIC_ESTATE  ? "the generation could not be ended without it"
+                 : why != NULL && *why ? why
+                                       : elastic_strerror(rc));
+        return true;
+    }
+    if (strncmp(call->opts->rdzv_backend, "etcd", 4) != 0 &&
+        (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT) && call->store_endpoint[0] != '\0') {
+        /* Waiting in the rendezvous when the store stopped answering: on
+         * c10d that is its host, gone. It is the cause even after a failure
+         * of ours: every deliberate end (a bug, the budget, too many lost
+         * nodes) closes the job first and the host serves until the others
+         * left, so only a host that died leaves a node unanswered. A failure
+         * of this generation, which this node was restarting after, follows
+         * as context; an older one had been recovered from. */
+        snprintf(call->summary, sizeof call->summary,
+                 "the job failed: lost the job's store at %s (the store's host) while this node "
+                 "waited to join: %s\n",
+                 call->store_endpoint, why != NULL && *why ? why : elastic_strerror(rc));
+        if (call->local_failure.valid && call->local_failure.cause.generation >= call->generation) {
+            size_t used = strlen(call->summary);
+            snprintf(call->summary + used, sizeof call->summary - used,
+                     "this node was restarting after its own ");
+            describe_failure(call, &call->local_failure.cause, detail, detail_size, is_error_file);
+        }
+        return true;
+    }
+    return false;
+}
+
+/* On the calls thread: writes the summary and the error file from the
+ * call's own copy of the inputs. */
+static void summary_run(agent_call *base)
+{
+    summary_call *call = (summary_call *)base;
+    base->rc = 0; /* a summary always comes back */
     int rc = call->summary_rc;
-    const char *why = call->error;
+    const char *why = call->why;
     char detail[AGENT_TAIL_BYTES + 1] = "";
     bool is_error_file = false;
     elastic_rdzv_cause cause = { .struct_size = sizeof cause };
@@ -198,6 +305,13 @@ void agent__summary_run(agent_call *call)
                  call->opts->max_restarts);
         if (call->membership->ops->first_failure(call->membership, &cause) == 0)
             describe_failure(call, &cause, detail, sizeof detail, &is_error_file);
+    } else if (rc == ELASTIC_ECLOSED && call->closed_known && rdzv__cause_is_infra(&call->closed)) {
+        /* Lost or replaced nodes kept ending generations: the fleet, not
+         * the training code; the reason names the bound and the last node. */
+        snprintf(call->summary, sizeof call->summary,
+                 "the job failed: %s (closed by node %s, generation %llu; exit %d)\n",
+                 call->closed.reason, call->closed.node_id,
+                 (unsigned long long)call->closed.generation, AGENT_EXIT_INFRA);
     } else if (rc == ELASTIC_ECLOSED && call->closed_known) {
         /* The store answered: it said the job is shut. Who shut it, and why;
          * a fence before is the second line, not the cause. */
@@ -214,30 +328,8 @@ void agent__summary_run(agent_call *call)
                  "%llu: %s)%s\n",
                  call->closed.node_id, (unsigned long long)call->closed.generation,
                  call->closed.reason, fenced);
-    } else if (call->fenced_wall_ms != 0 && (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT ||
-                                             rc == ELASTIC_ECLOSED || rc == ELASTIC_ESTATE)) {
-        /* Cut off from the store and it never came back (c10d cannot go on
-         * without the host that served it): one line says which and when. */
-        char when[40];
-        format_time(call->fenced_wall_ms, when, sizeof when);
-        bool etcd = strncmp(call->opts->rdzv_backend, "etcd", 4) == 0;
-        snprintf(call->summary, sizeof call->summary,
-                 "the job failed: lost %s at %s%s at %s: %s; then %s\n",
-                 etcd ? "etcd" : "the job's store",
-                 etcd ? call->opts->rdzv_endpoint : call->store_endpoint,
-                 etcd ? "" : " (the store's host)", when, call->fenced_reason,
-                 rc == ELASTIC_ESTATE  ? "the generation could not be ended without it"
-                 : why != NULL && *why ? why
-                                       : elastic_strerror(rc));
-    } else if (strncmp(call->opts->rdzv_backend, "etcd", 4) != 0 &&
-               (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT) &&
-               call->store_endpoint[0] != '\0' && !call->local_failure.valid) {
-        /* Waiting in the rendezvous when the store stopped answering: on
-         * c10d that is its host, gone; nothing of ours failed before. */
-        snprintf(call->summary, sizeof call->summary,
-                 "the job failed: lost the job's store at %s (the store's host) while this node "
-                 "waited to join: %s\n",
-                 call->store_endpoint, why != NULL && *why ? why : elastic_strerror(rc));
+    } else if (summarise_lost_store(call, rc, why, detail, sizeof detail, &is_error_file)) {
+        /* the store (etcd, or c10d's host) was lost: said */
     } else if (call->local_failure.valid) {
         /* Our own worker's failure is the root cause; the store error after it is a second line. */
         snprintf(call->summary, sizeof call->summary, "the job failed: ");

@@ -12,10 +12,9 @@
 void agent__failure_record(agent_group *group, agent_worker *worker,
                            const elastic_rdzv_cause *cause);
 void agent__failure_share(agent_group *group, const elastic_rdzv_cause *cause);
-/* A SUMMARY call with its inputs copied from the group (loop thread). */
-agent_call *agent__summary_call(const agent_group *group, int rc, const char *why);
-/* Runs on the calls thread: writes call->summary_text and the error file
- * from the call's own copy of the inputs. */
-void agent__summary_run(agent_call *call);
+/* A SUMMARY call with its inputs copied from the group (loop thread): the
+ * failed rendezvous `next` (NULL: none) brings the error that ends the job
+ * and why the job was closed. Back, its text is the group's summary. */
+agent_call *agent__summary_call(const agent_group *group, const agent_next_call *next);
 
 #endif /* ELASTIC_AGENT_SUMMARY_H */

@@ -9,7 +9,7 @@
 
 #include "agent/console.h"
 #include "agent/group.h"
-#include "agent/journal.h"
+#include "agent/journal_events.h"
 
 #include "common/clock.h"
 #include "rdzv/rdzv.h"
@@ -25,7 +25,7 @@ static void look(uv_work_t *req)
     agent_waiting *w = req->data;
     rdzv__look seen;
     w->joined = -1;
-    if (rdzv__look_open_round(w->group->store, w->group->run_id, w->group->node_id,
+    if (rdzv__look_open_round(w->group->store.client, w->group->job.run_id, w->group->job.node_id,
                               w->last_generation, &seen) != 0)
         return;
     w->joined = seen.joined;
@@ -41,14 +41,15 @@ static void looked(uv_work_t *req, int status)
     agent_group *group = w->group;
     w->in_flight = false;
     if (status != 0 || !agent__group_in_rendezvous(group) || w->joined < 0) return;
-    uint64_t waited = elastic__now_ms() - group->rendezvous_started_ms;
+    uint64_t waited = elastic__now_ms() - group->clock.rendezvous_started_ms;
     char missing[sizeof w->missing + 32] = "";
     if (w->missing_count > 0) snprintf(missing, sizeof missing, "; missing: %s", w->missing);
     char wanted[48];
-    if (group->opts->min_nodes == group->opts->max_nodes)
-        snprintf(wanted, sizeof wanted, "%d", group->opts->min_nodes);
+    if (group->job.opts->min_nodes == group->job.opts->max_nodes)
+        snprintf(wanted, sizeof wanted, "%d", group->job.opts->min_nodes);
     else
-        snprintf(wanted, sizeof wanted, "%d to %d", group->opts->min_nodes, group->opts->max_nodes);
+        snprintf(wanted, sizeof wanted, "%d to %d", group->job.opts->min_nodes,
+                 group->job.opts->max_nodes);
     if (w->running_generation != 0) /* the job runs without us: nobody is missing */
         agent__console(group,
                        "waiting as a spare: generation %llu runs with %d node%s (%s wanted), "
@@ -59,21 +60,19 @@ static void looked(uv_work_t *req, int status)
     else
         agent__console(group, "waiting for nodes: %d joined, %s wanted, %.0f s so far%s", w->joined,
                        wanted, (double)waited / 1000.0, missing);
-    agent_event event;
-    agent__event_begin(&event, group->events, AGENT_EVENT_WAITING);
-    agent__event_int(&event, "joined", w->joined);
-    agent__event_int(&event, "min_nodes", group->opts->min_nodes);
-    agent__event_int(&event, "waited_ms", (int64_t)waited);
-    agent__event_str(&event, "missing", w->missing);
-    agent__event_int(&event, "running_generation", (int64_t)w->running_generation);
-    agent__event_emit(group->events, &event);
+    agent__ev_waiting(group->job.events,
+                      &(agent_ev_waiting){ .joined = w->joined,
+                                           .min_nodes = group->job.opts->min_nodes,
+                                           .waited_ms = (int64_t)waited,
+                                           .missing = w->missing,
+                                           .running_generation = w->running_generation });
 }
 
 /* On etcd the rendezvous keys are not in the job's store (and the agent's
  * store handle changes every generation): no look, only how long. */
 static bool rendezvous_in_store(const agent_group *group)
 {
-    const char *backend = group->opts != NULL ? group->opts->rdzv_backend : NULL;
+    const char *backend = group->job.opts != NULL ? group->job.opts->rdzv_backend : NULL;
     return backend == NULL || (strcmp(backend, "etcd-v3") != 0 && strcmp(backend, "etcd") != 0);
 }
 
@@ -83,11 +82,12 @@ static void on_waiting_timer(uv_timer_t *timer)
     if (w->in_flight || !agent__group_in_rendezvous(w->group)) return;
     if (!rendezvous_in_store(w->group)) {
         agent__console(w->group, "waiting for nodes: %d to %d wanted, %.0f s so far",
-                       w->group->opts->min_nodes, w->group->opts->max_nodes,
-                       (double)(elastic__now_ms() - w->group->rendezvous_started_ms) / 1000.0);
+                       w->group->job.opts->min_nodes, w->group->job.opts->max_nodes,
+                       (double)(elastic__now_ms() - w->group->clock.rendezvous_started_ms) /
+                           1000.0);
         return;
     }
-    w->last_generation = w->group->generations > 0 ? w->group->current.generation : 0;
+    w->last_generation = w->group->m.generations > 0 ? w->group->current.generation : 0;
     w->work.data = w;
     if (uv_queue_work(w->group->loop, &w->work, look, looked) == 0) w->in_flight = true;
 }
@@ -104,9 +104,9 @@ int agent__waiting_init(agent_group *group)
 
 void agent__waiting_start(agent_group *group)
 {
-    if (group->opts == NULL || group->opts->max_nodes <= 1)
+    if (group->job.opts == NULL || group->job.opts->max_nodes <= 1)
         return; /* one node: nobody to wait for */
-    if (rendezvous_in_store(group) && group->store == NULL) return;
+    if (rendezvous_in_store(group) && group->store.client == NULL) return;
     uv_timer_start(&group->waiting.timer, on_waiting_timer, WAITING_EVERY_MS, WAITING_EVERY_MS);
 }
 

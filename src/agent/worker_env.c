@@ -73,7 +73,8 @@ void agent__strv_free(char **items)
     free(items);
 }
 
-/* The variables we set replace inherited ones of the same name. */
+/* The variables we set replace inherited ones of the same name; the agent's own
+ * secrets among them are dropped and never set. */
 static const char *const owned_names[] = {
     "LOCAL_RANK",
     "RANK",
@@ -101,6 +102,7 @@ static const char *const owned_names[] = {
     "ELASTIC_RUN_ID",
     "ELASTIC_STORE_TOKEN",
     "ELASTIC_STORE_TOKEN_FILE",
+    "ELASTIC_ETCD_PASSWORD", /* the agent's own secret: never a worker's */
     "ELASTIC_HEARTBEAT_SHM",
     "ELASTIC_HEARTBEAT_SLOT",
     "ELASTIC_AGENT_SOCKET",
@@ -109,6 +111,7 @@ static const char *const owned_names[] = {
     CHANNEL__ENV_RESTORE_STEP,
     CHANNEL__ENV_RESTORE_SOURCE,
     CHANNEL__ENV_RESTORE_NODE,
+    CHANNEL__ENV_ON_DIVERGENCE,
 };
 
 static bool is_owned(const char *entry)
@@ -200,12 +203,15 @@ static int finish_env(strv *v, const agent_worker_env *spec, char ***envp)
      * variables; a spare's comes with its promotion). */
     if (spec->memory_dir != NULL)
         strv_pushf(v, CHANNEL__ENV_MEMORY_CKPT_DIR "=%s", spec->memory_dir);
+    /* What the checkpoint store does when replicas differ (--on-divergence). */
+    strv_pushf(v, CHANNEL__ENV_ON_DIVERGENCE "=%s",
+               o->on_divergence != NULL ? o->on_divergence : "stop");
     return strv_done(v, envp);
 }
 
 void agent__worker_store_prefix(const agent_group *group, char *out, size_t size)
 {
-    snprintf(out, size, "job/%s/gen/%llu/", group->run_id,
+    snprintf(out, size, "job/%s/gen/%llu/", group->job.run_id,
              (unsigned long long)group->current.generation);
 }
 

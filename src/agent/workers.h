@@ -7,20 +7,35 @@
 
 #include "agent/group.h"
 #include "agent/journal.h"
+#include "agent/worker_env.h"
 
 /* The workers' key space in the job store for the current generation. */
 void agent__worker_store_prefix(const agent_group *group, char *out, size_t size);
 
+/* What a worker of local_rank gets in the running generation: the job, the
+ * store (store_prefix: agent__worker_store_prefix's, the caller's buffer),
+ * the probes and the memory tier; the restore plan is the caller's to add. */
+agent_worker_env agent__worker_env_of(const agent_group *group, int local_rank,
+                                      const char *error_file, const char *store_prefix);
+
 /* Begins a worker event: name, generation, rank, local_rank, pid. */
-void agent__event_worker(agent_event *event, const agent_group *group, agent_event_type type,
-                         const agent_worker *worker);
-/* Starts the generation's workers; one that cannot start is posted as unhealthy. */
-int agent__workers_start(agent_group *group);
+struct agent_ev_worker;
+/* The fields of every event about one worker (journal_events.h). */
+struct agent_ev_worker agent__ev_worker_of(const agent_group *group, const agent_worker *worker);
+/* Starts the generation's workers; one that cannot start is posted as unhealthy.
+ * wait_spare (the machine's decision): a dead slot no parked spare fills waits
+ * for a starting spare instead of a cold start (agent__spares_await). */
+int agent__workers_start(agent_group *group, bool wait_spare);
+/* The spare those slots waited for parked (promoted), or exited or timed out
+ * (cold-started). */
+int agent__workers_start_waiting(agent_group *group);
 /* Reaps whichever workers exited, each handed to on_exit in rank order. */
-void agent__workers_reap(agent_group *group, void (*on_exit)(agent_group *, agent_worker *));
-/* Signals every worker's process group (while stopping: not those
- * in-process recovery keeps). */
-void agent__workers_signal(agent_group *group, int signum);
+void agent__workers_reap(agent_group *group,
+                         void (*on_exit)(agent_group *, agent_worker *, int streams_closing));
+/* Signals every worker's process group; keep_survivors: not those
+ * in-process recovery keeps (a generation's stop; the agent's own end
+ * signals all). */
+void agent__workers_signal(agent_group *group, int signum, bool keep_survivors);
 /* The job is stopping (SIGTERM/SIGINT to the agent): each attached worker
  * gets a stop notice with the grace period, before the signal follows. */
 void agent__workers_notice(agent_group *group);

@@ -35,6 +35,10 @@
 #define CHANNEL__ENV_RESTORE_STEP   "ELASTIC_RESTORE_STEP"
 #define CHANNEL__ENV_RESTORE_SOURCE "ELASTIC_RESTORE_SOURCE"
 #define CHANNEL__ENV_RESTORE_NODE   "ELASTIC_RESTORE_NODE"
+/* What a divergence of replicated checkpoint blobs does (elasticrun
+ * --on-divergence): "stop" (unset: the step is abandoned), "warn" (it
+ * commits, reported only) or "off" (not compared). */
+#define CHANNEL__ENV_ON_DIVERGENCE "ELASTIC_ON_DIVERGENCE"
 
 /* ---- the trainer's disk tier, announced to the agent's restore planner ---- */
 
@@ -188,12 +192,25 @@ int channel__kv_parse(char *buf, size_t len, channel__kv *kv);
 /* The value of key, or NULL. Matches getenv's signature style for lookups. */
 const char *channel__kv_get(const channel__kv *kv, const char *key);
 
-/* Writes a whole frame to a blocking fd (retrying short writes and EINTR). */
+/* Writes a whole frame to a stream socket (blocking or not) within 30 s;
+ * a peer gone is an error (EPIPE), never SIGPIPE. */
 int channel__msg_write(int fd, int type, const char *payload, size_t length);
-/* Reads one whole frame from a blocking fd, waiting at most timeout_ms for it
+/* Reads one whole frame from a stream socket (blocking or not), waiting at most timeout_ms for it
  * to start (< 0: no limit). payload gets length bytes + a NUL; it must hold
  * CHANNEL__MSG_MAX_PAYLOAD + 1. ELASTIC_ECLOSED at end of stream. */
 int channel__msg_read(int fd, int timeout_ms, channel__msg_header *header, char *payload);
+
+/* ---- reports from library modules below the worker (sink.c) -------------- */
+
+/* The worker handle registers how a frame reaches its agent while it is
+ * attached; a module with something to report (the checkpoint store's
+ * divergence check: CHANNEL__MSG_EVENT, NAME=replica_divergence) sends
+ * through it. ELASTIC_ENOTFOUND when no worker is attached (not under an agent). */
+typedef int (*channel__sink_fn)(void *user, int type, const char *payload);
+void channel__sink_set(channel__sink_fn fn, void *user);
+/* Removes the sink if `user` registered it (waits for a send in flight). */
+void channel__sink_clear(void *user);
+int channel__sink_send(int type, const char *payload);
 
 /* ---- the worker environment (workerenv.c) -------------------------------- */
 

@@ -1,13 +1,16 @@
 /*
  * Control-channel framing shared by agent and worker: a fixed header, then a
  * bounded "KEY=value\n" payload parsed in place with the environment's rules.
+ * The bytes go through common/conn.h's deadline send and receive.
  */
 #include "common/common.h"
 #include "common/clock.h"
+#include "common/conn.h"
 #include "channel/channel.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 int channel__msg_check_header(const channel__msg_header *header)
@@ -63,19 +66,9 @@ const char *channel__kv_get(const channel__kv *kv, const char *key)
     return NULL;
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0)
-            return elastic__fail(elastic__from_errno(errno), "control write: %s", strerror(errno));
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
+/* A frame the agent does not take in this long (it stopped reading its
+ * workers' sockets): the write fails instead of holding the trainer. */
+#define CHANNEL__WRITE_MS 30000
 
 int channel__msg_write(int fd, int type, const char *payload, size_t length)
 {
@@ -89,29 +82,24 @@ int channel__msg_write(int fd, int type, const char *payload, size_t length)
     if (length > 0) memcpy(frame + sizeof header, payload, length);
     /* One write: frames of this size are atomic on a unix stream socket in practice,
      * and the writer never interleaves two frames (one writer per fd side). */
-    return write_all(fd, frame, sizeof header + length);
+    return elastic__send_all(fd, frame, sizeof header + length,
+                             elastic__deadline_ms(CHANNEL__WRITE_MS), "control write");
 }
 
 /* Reads exactly len bytes; the frame's first byte waited for up to deadline,
- * the rest of a started frame gets a short grace so a dead peer cannot hang us. */
+ * the rest of a started frame gets a short grace so a dead peer cannot hang us.
+ * The stream's end before a frame is ELASTIC_ECLOSED: the peer left. */
 static int read_exact(int fd, void *data, size_t len, uint64_t deadline_ms)
 {
-    char *p = data;
     while (len > 0) {
-        struct pollfd pfd = { .fd = fd, .events = POLLIN };
-        int ready =
-            poll(&pfd, 1,
-                 elastic__ms_left(deadline_ms) == INT32_MAX ? -1 : elastic__ms_left(deadline_ms));
-        if (ready < 0 && errno == EINTR) continue;
-        if (ready < 0) return elastic__fail(ELASTIC_ESYS, "control poll: %s", strerror(errno));
-        if (ready == 0) return elastic__fail(ELASTIC_ETIMEDOUT, "control read timed out");
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n < 0)
-            return elastic__fail(elastic__from_errno(errno), "control read: %s", strerror(errno));
+        int rc = elastic__conn_wait(fd, POLLIN, deadline_ms);
+        if (rc == ELASTIC_ETIMEDOUT) return elastic__fail(rc, "control read timed out");
+        if (rc != 0) return elastic__fail(rc, "control poll: %s", strerror(errno));
+        char first;
+        ssize_t n = recv(fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
         if (n == 0) return elastic__fail(ELASTIC_ECLOSED, "control channel closed");
-        p += n;
-        len -= (size_t)n;
+        if (n > 0 || (errno != EINTR && errno != EAGAIN)) /* bytes, or recv_exact's error */
+            return elastic__recv_exact(fd, data, len, deadline_ms, "control read");
     }
     return 0;
 }

@@ -98,7 +98,7 @@ int ckpt__adopt_shard(elastic_ckpt *c, uint64_t step, const char *shard_path)
     if (rc == 0 && durable) rc = ckpt__fsync_dir(step_dir);
     ckpt_shard_digest digest;
     if (rc == 0) rc = ckpt__shard_digest(final_path, &digest, NULL, NULL);
-    if (rc == 0) rc = ckpt__global_commit(c, step, &digest);
+    if (rc == 0) rc = ckpt__global_commit(c, step, &digest, NULL); /* compared when it was saved */
     ckpt__txn_release(c);
     return rc;
 }

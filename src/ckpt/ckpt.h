@@ -7,6 +7,7 @@
 #ifndef ELASTIC_CKPT_INTERNAL_H
 #define ELASTIC_CKPT_INTERNAL_H
 
+#include "ckpt/divergence.h"
 #include "ckpt/memtier.h"
 #include "common/bytes.h"
 #include "common/common.h"
@@ -251,7 +252,8 @@ void ckpt__txn_release(elastic_ckpt *c);
 
 /* The rank-local commit is done (the shard renamed into place); now the
  * global one. `digest` is this shard's. */
-int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest);
+int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest,
+                        const ckpt_replica_record *replicas);
 /* report.c: this worker saved `step` (its shard is in, the global commit
  * done or left to a later rank): tell the agent through the heartbeat slot. */
 void ckpt__report_saved(uint64_t step, unsigned tier);
@@ -272,8 +274,34 @@ int ckpt__write_commit_record(elastic_ckpt *c, const ckpt_commit_record *r);
 /* Store mode: this rank will not commit `step` (its save failed with `code`
  * for `why`, or was aborted): the other ranks' commit waits end with it. */
 void ckpt__store_abandon(elastic_ckpt *c, uint64_t step, int code, const char *why);
-int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest);
+/* `replicas`: this rank's replicated blobs' digests (divergence.h); NULL: not compared. */
+int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest,
+                       const ckpt_replica_record *replicas);
 int ckpt__store_recover_commit(elastic_ckpt *c, uint64_t step);
+
+/* ---- the divergence check (divergence_commit.c; divergence.h) ------------------------- */
+
+/* ELASTIC_ON_DIVERGENCE: stop (default), warn, off. */
+ckpt_divergence_mode ckpt__divergence_mode(void);
+/* Whether this handle's commits compare replicated blobs (store mode, several
+ * ranks each with its own copy, the check not off). */
+bool ckpt__replicas_wanted(const elastic_ckpt *c);
+/* This shard's record from its manifest and its chunks' raw-byte checksums. */
+int ckpt__replicas_of_shard(const elastic_ckpt *c, const ckpt_manifest *m,
+                            const uint64_t *raw_hashes, ckpt_replica_record *out);
+void ckpt__replicas_key(uint64_t step, uint64_t generation, uint32_t rank, char *out, size_t cap);
+/* The committing rank: judges every rank's record (values/lens: world
+ * entries). ELASTIC_EDIVERGED (why: the evidence's line) when the step must be
+ * abandoned; 0 when it may commit (agreement, or a divergence in warn mode,
+ * reported). */
+int ckpt__replicas_judge(elastic_ckpt *c, uint64_t step, void *const *values, const size_t *lens,
+                         const ckpt_replica_record *own, char *why, size_t why_cap);
+/* Every rank, on the abandon: reports the evidence to its agent, refuses the
+ * generation's later steps; returns ELASTIC_EDIVERGED with the evidence's line. */
+int ckpt__replicas_diverged(elastic_ckpt *c, uint64_t step, const char *reason);
+/* ELASTIC_EDIVERGED when this process learned that the handle's generation
+ * diverged at or before `step`. */
+int ckpt__replicas_refuse(const elastic_ckpt *c, uint64_t step);
 
 /* ---- reader (reader.c) ----------------------------------------------------------- */
 

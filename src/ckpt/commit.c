@@ -126,8 +126,9 @@ static int shared_dir_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_di
     return rc;
 }
 
-int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest)
+int ckpt__global_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest,
+                        const ckpt_replica_record *replicas)
 {
-    if (c->opts.store != NULL) return ckpt__store_commit(c, step, digest);
+    if (c->opts.store != NULL) return ckpt__store_commit(c, step, digest, replicas);
     return shared_dir_commit(c, step, digest);
 }

@@ -10,6 +10,7 @@
  *   ckpt/<step>/g<generation>/shard/<rank>   16 bytes: file size, manifest hash
  *   ckpt/<step>/g<generation>/done           how many ranks committed
  *   ckpt/<step>/g<generation>/commit         the commit record, or an abandon
+ *   ckpt/<step>/g<generation>/replicas/<rank> its replicated blobs' digests (divergence_commit.c)
  * A rank whose save fails before it counts itself in (its memory tier is
  * full, a write failed, its caller aborted) writes an abandon to the commit
  * key instead: ABANDON_TAG, its error code (4 bytes) and why. The count can
@@ -35,15 +36,35 @@ static void step_key(char *out, size_t cap, uint64_t step, uint64_t generation, 
     snprintf(out, cap, "ckpt/%" PRIu64 "/g%" PRIu64 "/%s", step, generation, what);
 }
 
-/* The rank that completes the count: gathers every digest into the record. */
-static int publish_record(elastic_ckpt *c, uint64_t step)
+/* Writes the step's abandon: its code and why (cut to 320 bytes). */
+static void set_abandon(elastic_ckpt *c, uint64_t step, int code, const char *why)
+{
+    size_t why_len = strnlen(why, 320);
+    uint8_t value[ABANDON_TAG_LEN + 4 + 320];
+    memcpy(value, ABANDON_TAG, ABANDON_TAG_LEN);
+    bytes__set_le32(value + ABANDON_TAG_LEN, (uint32_t)(int32_t)code);
+    memcpy(value + ABANDON_TAG_LEN + 4, why, why_len);
+    char key[64];
+    step_key(key, sizeof key, step, c->opts.generation, "commit");
+    if (elastic_store_set(c->opts.store, key, value, ABANDON_TAG_LEN + 4 + why_len) != 0)
+        ELASTIC_LOG_W("ckpt", "step %" PRIu64 ": telling the other ranks it is abandoned: %s", step,
+                      elastic_last_error());
+}
+
+/* The rank that completes the count: gathers every digest into the record.
+ * With several ranks it reads their replica digests in the same request and
+ * judges them first (divergence_commit.c): a divergence abandons the step
+ * (the abandon's code ELASTIC_EDIVERGED), unless the job only warns. */
+static int publish_record(elastic_ckpt *c, uint64_t step, const ckpt_replica_record *own)
 {
     const elastic_ckpt_opts *o = &c->opts;
     uint32_t world = o->world;
-    char(*keys)[64] = calloc(world, sizeof *keys);
-    const char **key_ptrs = calloc(world, sizeof *key_ptrs);
-    void **values = calloc(world, sizeof *values);
-    size_t *lens = calloc(world, sizeof *lens);
+    bool judge = world > 1 && ckpt__divergence_mode() != CKPT_DIVERGENCE_OFF;
+    size_t n = judge ? 2u * world : world; /* the shards', then the replicas' keys */
+    char(*keys)[64] = calloc(n, sizeof *keys);
+    const char **key_ptrs = calloc(n, sizeof *key_ptrs);
+    void **values = calloc(n, sizeof *values);
+    size_t *lens = calloc(n, sizeof *lens);
     ckpt_commit_record r = { .step = step,
                              .generation = o->generation,
                              .world = world,
@@ -56,9 +77,13 @@ static int publish_record(elastic_ckpt *c, uint64_t step)
         snprintf(what, sizeof what, "shard/%" PRIu32, i);
         step_key(keys[i], sizeof keys[i], step, o->generation, what);
         key_ptrs[i] = keys[i];
+        if (judge) {
+            ckpt__replicas_key(step, o->generation, i, keys[world + i], sizeof keys[world + i]);
+            key_ptrs[world + i] = keys[world + i];
+        }
     }
     if (rc == 0)
-        rc = elastic_store_multi_get(o->store, key_ptrs, world, o->commit_timeout_ms, values, lens);
+        rc = elastic_store_multi_get(o->store, key_ptrs, n, o->commit_timeout_ms, values, lens);
     for (uint32_t i = 0; rc == 0 && i < world; i++) {
         if (lens[i] != 16)
             rc = elastic__fail(ELASTIC_ECORRUPT, "store key %s: %zu bytes, expected 16", keys[i],
@@ -67,14 +92,22 @@ static int publish_record(elastic_ckpt *c, uint64_t step)
             r.shards[i] = (ckpt_shard_digest){ bytes__le64(values[i]),
                                                bytes__le64((uint8_t *)values[i] + 8) };
     }
+    char why[320];
+    if (rc == 0 && judge &&
+        ckpt__replicas_judge(c, step, values + world, lens + world, own, why, sizeof why) ==
+            ELASTIC_EDIVERGED) {
+        set_abandon(c, step, ELASTIC_EDIVERGED, why);
+        goto out; /* every rank, this one too, finds the abandon where it waits */
+    }
     bytes__buf buf = { 0 };
     if (rc == 0) rc = ckpt__commit_encode(&r, &buf);
     if (rc == 0) rc = ckpt__fence_check(c, step); /* the last rank may be the fenced one */
     char commit_key[64];
     step_key(commit_key, sizeof commit_key, step, o->generation, "commit");
     if (rc == 0) rc = elastic_store_set(o->store, commit_key, buf.data, buf.len);
-    for (uint32_t i = 0; values && i < world; i++) elastic_free(values[i]);
     free(buf.data);
+out:
+    for (size_t i = 0; values && i < n; i++) elastic_free(values[i]);
     free(keys);
     free(key_ptrs);
     free(values);
@@ -129,21 +162,47 @@ static int wait_record(elastic_ckpt *c, uint64_t step, const char *key, void **r
     return rc;
 }
 
-int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest)
+/* This rank's shard digest and (several ranks) its replica digests, in one
+ * request: the record is always there for the committing rank to read, a
+ * "not compared" one when this rank does not take part. */
+static int publish_digests(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest,
+                           const ckpt_replica_record *replicas)
 {
     const elastic_ckpt_opts *o = &c->opts;
-    char key[64], what[32];
+    char shard_key[64], what[32], replicas_key[64];
     uint8_t value[16];
     bytes__set_le64(value, digest->file_size);
     bytes__set_le64(value + 8, digest->manifest_hash);
     snprintf(what, sizeof what, "shard/%" PRIu32, o->rank);
-    step_key(key, sizeof key, step, o->generation, what);
+    step_key(shard_key, sizeof shard_key, step, o->generation, what);
+    if (o->world <= 1) return elastic_store_set(o->store, shard_key, value, sizeof value);
+    ckpt_replica_record none = { .rank = o->rank };
+    bytes__buf record = { .limit = 64u << 20 };
+    ckpt__replicas_encode(replicas != NULL && replicas->compared ? replicas : &none, &record);
+    if (record.failed) {
+        bytes__buf_free(&record);
+        return elastic__fail(ELASTIC_ENOMEM, "replica digests");
+    }
+    ckpt__replicas_key(step, o->generation, o->rank, replicas_key, sizeof replicas_key);
+    const char *keys[2] = { shard_key, replicas_key };
+    const void *values[2] = { value, record.data };
+    size_t lens[2] = { sizeof value, record.len };
+    int rc = elastic_store_multi_set(o->store, keys, values, lens, 2);
+    bytes__buf_free(&record);
+    return rc;
+}
+
+int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *digest,
+                       const ckpt_replica_record *replicas)
+{
+    const elastic_ckpt_opts *o = &c->opts;
+    char key[64];
     int rc = ckpt__fence_check(c, step);
-    if (rc == 0) rc = elastic_store_set(o->store, key, value, sizeof value);
+    if (rc == 0) rc = publish_digests(c, step, digest, replicas);
     int64_t committed = 0;
     step_key(key, sizeof key, step, o->generation, "done");
     if (rc == 0) rc = elastic_store_add(o->store, key, 1, &committed);
-    if (rc == 0 && committed == (int64_t)o->world) rc = publish_record(c, step);
+    if (rc == 0 && committed == (int64_t)o->world) rc = publish_record(c, step, replicas);
     void *record = NULL;
     size_t len = 0;
     step_key(key, sizeof key, step, o->generation, "commit");
@@ -154,8 +213,12 @@ int ckpt__store_commit(elastic_ckpt *c, uint64_t step, const ckpt_shard_digest *
         int32_t code = (int32_t)bytes__le32(p);
         if (code >= 0 || code <= ELASTIC_ERRNO_END_) code = ELASTIC_ECANCELED;
         int why_len = (int)(len - ABANDON_TAG_LEN - 4 > 400 ? 400 : len - ABANDON_TAG_LEN - 4);
-        rc = elastic__fail(code, "step %" PRIu64 " abandoned: %.*s", step, why_len,
-                           (const char *)(p + 4));
+        char why[404];
+        snprintf(why, sizeof why, "%.*s", why_len, (const char *)(p + 4));
+        if (code == ELASTIC_EDIVERGED)
+            rc = ckpt__replicas_diverged(c, step, why);
+        else
+            rc = elastic__fail(code, "step %" PRIu64 " abandoned: %s", step, why);
     } else if (rc == 0)
         rc = adopt_record(c, step, o->generation, record, len, digest);
     elastic_free(record);
@@ -168,22 +231,13 @@ void ckpt__store_abandon(elastic_ckpt *c, uint64_t step, int code, const char *w
     const elastic_ckpt_opts *o = &c->opts;
     if (o->store == NULL || o->world <= 1) return;
     char text[320];
-    int n = snprintf(text, sizeof text, "rank %" PRIu32 ": %s", o->rank,
-                     why != NULL && *why != '\0' ? why : "its save was aborted");
-    size_t text_len = n < 0 ? 0 : (size_t)n >= sizeof text ? sizeof text - 1 : (size_t)n;
-    uint8_t value[ABANDON_TAG_LEN + 4 + sizeof text];
-    memcpy(value, ABANDON_TAG, ABANDON_TAG_LEN);
-    bytes__set_le32(value + ABANDON_TAG_LEN, (uint32_t)(int32_t)code);
-    memcpy(value + ABANDON_TAG_LEN + 4, text, text_len);
-    char key[64];
-    step_key(key, sizeof key, step, o->generation, "commit");
+    snprintf(text, sizeof text, "rank %" PRIu32 ": %s", o->rank,
+             why != NULL && *why != '\0' ? why : "its save was aborted");
     /* Best effort: without the store the others end at commit_timeout_ms.
      * The caller's error stays this thread's last (the store call clears it). */
     char kept[512];
     snprintf(kept, sizeof kept, "%s", elastic_last_error());
-    if (elastic_store_set(o->store, key, value, ABANDON_TAG_LEN + 4 + text_len) != 0)
-        ELASTIC_LOG_W("ckpt", "step %" PRIu64 ": telling the other ranks it is abandoned: %s", step,
-                      elastic_last_error());
+    set_abandon(c, step, code, text);
     if (kept[0] != '\0')
         elastic__fail(code, "%s", kept);
     else

@@ -183,6 +183,32 @@ static int decode_chunks(bytes__reader *r, ckpt_manifest *m, ckpt_blob *b, uint6
 
 static int names_unique(const ckpt_manifest *m);
 
+/* One blob's entry before its chunks: its name (copied into m->names at
+ * *names_used), flags and sizes, each checked against the manifest's bounds. */
+static int decode_blob_entry(bytes__reader *r, ckpt_manifest *m, ckpt_blob *b, size_t *names_used)
+{
+    if (r->left < BLOB_ENTRY_FIXED) return corrupt("manifest: blob entry truncated");
+    size_t name_len = bytes__read_u16(r);
+    b->flags = bytes__read_u16(r);
+    b->chunk_count = bytes__read_u32(r);
+    b->raw_len = bytes__read_u64(r);
+    uint64_t chunks_needed = b->raw_len / m->chunk_size + (b->raw_len % m->chunk_size != 0);
+    if (name_len == 0 || name_len > CKPT_MAX_NAME || name_len > r->left)
+        return corrupt("manifest: bad blob name length");
+    const uint8_t *name = bytes__take(r, name_len);
+    if (memchr(name, '\0', name_len) != NULL) return corrupt("manifest: NUL in a blob name");
+    if (b->flags & ~ELASTIC_CKPT_REPLICATED) return corrupt("manifest: unknown blob flags");
+    if (b->chunk_count != chunks_needed)
+        return corrupt("manifest: chunk count does not match blob size");
+    memcpy(m->names + *names_used, name, name_len);
+    m->names[*names_used + name_len] = '\0';
+    b->name = m->names + *names_used;
+    *names_used += name_len + 1;
+    /* Bounds decode_chunks' loop before it runs: a forged count is not 2^32 iterations. */
+    if (b->chunk_count > r->left / CHUNK_ENTRY) return corrupt("manifest: chunk entries truncated");
+    return 0;
+}
+
 int ckpt__manifest_decode(const uint8_t *in, size_t len, uint64_t data_start, uint64_t data_end,
                           ckpt_manifest *m)
 {
@@ -218,42 +244,9 @@ int ckpt__manifest_decode(const uint8_t *in, size_t len, uint64_t data_start, ui
     uint64_t offset = data_start;
     int rc = 0;
     for (uint32_t i = 0; i < blob_count && rc == 0; i++) {
-        if (r.left < BLOB_ENTRY_FIXED) {
-            rc = corrupt("manifest: blob entry truncated");
-            break;
-        }
         ckpt_blob *b = &m->blobs[i];
-        size_t name_len = bytes__read_u16(&r);
-        b->flags = bytes__read_u16(&r);
-        b->chunk_count = bytes__read_u32(&r);
-        b->raw_len = bytes__read_u64(&r);
-        uint64_t chunks_needed = b->raw_len / m->chunk_size + (b->raw_len % m->chunk_size != 0);
-        if (name_len == 0 || name_len > CKPT_MAX_NAME || name_len > r.left) {
-            rc = corrupt("manifest: bad blob name length");
-            break;
-        }
-        const uint8_t *name = bytes__take(&r, name_len);
-        if (memchr(name, '\0', name_len) != NULL) {
-            rc = corrupt("manifest: NUL in a blob name");
-            break;
-        }
-        if (b->flags & ~ELASTIC_CKPT_REPLICATED) {
-            rc = corrupt("manifest: unknown blob flags");
-            break;
-        }
-        if (b->chunk_count != chunks_needed) {
-            rc = corrupt("manifest: chunk count does not match blob size");
-            break;
-        }
-        memcpy(m->names + names_used, name, name_len);
-        m->names[names_used + name_len] = '\0';
-        b->name = m->names + names_used;
-        names_used += name_len + 1;
-        /* Bounds the loop below before it runs: a forged count is not 2^32 iterations. */
-        if (b->chunk_count > r.left / CHUNK_ENTRY) {
-            rc = corrupt("manifest: chunk entries truncated");
-            break;
-        }
+        rc = decode_blob_entry(&r, m, b, &names_used);
+        if (rc != 0) break;
         rc = decode_chunks(&r, m, b, &offset, data_end);
         m->blob_count = i + 1;
     }

@@ -7,6 +7,7 @@
 #include "ckpt/memtier.h"
 
 #include "ckpt/ckpt.h"
+#include "common/tsan_fd.h"
 #include "common/parse_int.h"
 
 #include <dirent.h>
@@ -14,6 +15,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/file.h>
@@ -42,40 +44,73 @@ static bool next_child(DIR *d, const char *path, char *child, size_t size)
     return false;
 }
 
-/* Removes `path` and below, at most `depth` levels: the tree has a fixed
- * shape, so anything deeper is not ours and stays (rmdir then fails). */
-static int remove_tree(const char *path, int depth)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : ckpt__fail_errno(errno, "stat", path);
-    if (!S_ISDIR(st.st_mode)) {
-        if (unlink(path) != 0 && errno != ENOENT) return ckpt__fail_errno(errno, "remove", path);
-        return 0;
-    }
-    if (depth == 0) return elastic__fail(ELASTIC_EINVAL, "%s: deeper than a memory tier", path);
-    DIR *d = elastic__opendir(path);
-    if (d == NULL) return ckpt__fail_errno(errno, "open", path);
-    int rc = 0;
-    char child[PATH_MAX];
-    while (next_child(d, path, child, sizeof child)) {
-        int one = remove_tree(child, depth - 1);
-        if (rc == 0) rc = one;
-    }
-    closedir(d);
-    if (rmdir(path) != 0 && errno != ENOENT && rc == 0)
-        rc = ckpt__fail_errno(errno, "remove", path);
-    return rc;
-}
-
 int ckpt__mem_tier_remove(const char *root)
 {
-    return remove_tree(root, TREE_DEPTH);
+    return ckpt__mem_tree_remove(root, TREE_DEPTH, false);
+}
+
+/* Whether the directory `fd` holds nothing, or only a memory tier's
+ * marker and tree (a tier this user made before: emptied by descriptor). */
+static int check_contents(int fd, const char *root, bool *is_tier)
+{
+    DIR *d = NULL;
+    int listed = ckpt__mem_tree_list(fd, root, &d);
+    if (listed != 0) return listed;
+    bool any = false, marker = false;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        any = true;
+        marker = marker || strcmp(e->d_name, CKPT_MEM_MARKER) == 0;
+    }
+    closedir(d);
+    *is_tier = any;
+    if (any && !marker)
+        return elastic__fail(ELASTIC_EEXIST,
+                             "memory tier %s: the directory holds files that are not a tier's",
+                             root);
+    return 0;
+}
+
+/* ROOT as the caller made it (mkdtemp) or made now: a directory, not a
+ * symlink, this user's, mode 0700, and empty (or a tier of ours, emptied) —
+ * checked through its descriptor, so no other local user can have planted
+ * it or anything in it. Then own/ and peer/ are made relative to it. */
+static int prepare_root(const char *root)
+{
+    char name[NAME_MAX + 1];
+    int parent = -1, fd = -1;
+    int rc = ckpt__mem_tree_open(root, &parent, name, sizeof name, &fd);
+    if (rc == ELASTIC_ENOTFOUND) {
+        elastic__clear_error();
+        if (mkdir(root, 0700) != 0 && errno != EEXIST)
+            return ckpt__fail_errno(errno, "create", root);
+        rc = ckpt__mem_tree_open(root, &parent, name, sizeof name, &fd);
+    }
+    if (rc != 0) return rc;
+    struct stat st;
+    bool is_tier = false;
+    if (fstat(fd, &st) != 0)
+        rc = ckpt__fail_errno(errno, "stat", root);
+    else if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700)
+        rc = elastic__fail(ELASTIC_EPERM,
+                           "memory tier %s: owned by uid %u with mode %04o, not this user's "
+                           "(uid %u) with 0700: refused",
+                           root, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+                           (unsigned)geteuid());
+    if (rc == 0) rc = check_contents(fd, root, &is_tier);
+    close(fd);
+    close(parent);
+    /* What a previous holder left is not trusted (the agent restarted);
+     * ROOT itself stays, so there is no moment without it. */
+    if (rc == 0 && is_tier) rc = ckpt__mem_tree_remove(root, TREE_DEPTH, true);
+    return rc;
 }
 
 static int make_dir(const char *root, const char *sub)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s%s%s", root, sub ? "/" : "", sub ? sub : "");
+    snprintf(path, sizeof path, "%s/%s", root, sub);
     if (mkdir(path, 0700) != 0) return ckpt__fail_errno(errno, "create", path);
     return 0;
 }
@@ -88,8 +123,7 @@ int ckpt__mem_tier_create(const char *root, uint64_t limit, unsigned steps)
     if (steps < 2 || steps > CKPT_MEM_STEPS_MAX)
         return elastic__fail(ELASTIC_EINVAL, "memory tier: steps kept must be 2..%u",
                              CKPT_MEM_STEPS_MAX);
-    int rc = ckpt__mem_tier_remove(root);
-    if (rc == 0) rc = make_dir(root, NULL);
+    int rc = prepare_root(root);
     if (rc == 0) rc = make_dir(root, CKPT_MEM_OWN_DIR);
     if (rc == 0) rc = make_dir(root, CKPT_MEM_PEER_DIR);
     char text[MARKER_MAX];
@@ -101,7 +135,7 @@ int ckpt__mem_tier_create(const char *root, uint64_t limit, unsigned steps)
 }
 
 /* "elastic-memory-tier 1\nlimit N\nsteps K\n", nothing else. */
-static int parse_marker(const char *path, const char *text, ckpt_mem_tier *tier)
+int ckpt__mem_marker_parse(const char *path, const char *text, ckpt_mem_tier *tier)
 {
     char limit_text[32], steps_text[16];
     int used = 0;
@@ -135,7 +169,7 @@ int ckpt__mem_tier_open(const char *root, ckpt_mem_tier *tier)
     int rc = n < 0 ? ckpt__fail_errno(errno, "read", path) : 0;
     if (rc == 0) {
         text[n] = '\0';
-        rc = parse_marker(path, text, tier);
+        rc = ckpt__mem_marker_parse(path, text, tier);
     }
     if (rc == 0 && (tier->root = elastic__strdup(root)) == NULL)
         rc = elastic__fail(ELASTIC_ENOMEM, "memory tier");
@@ -155,6 +189,8 @@ void ckpt__mem_tier_close(ckpt_mem_tier *tier)
     tier->lock_fd = -1;
 }
 
+static _Atomic uint64_t walks; /* whole-tree walks by this process (tests read it) */
+
 static uint64_t usage_below(const char *path, int depth)
 {
     DIR *d = elastic__opendir(path);
@@ -164,6 +200,8 @@ static uint64_t usage_below(const char *path, int depth)
     while (next_child(d, path, child, sizeof child)) {
         struct stat st;
         if (lstat(child, &st) != 0) continue; /* removed meanwhile */
+        /* The count's own page is the bound's bookkeeping, not a holding. */
+        if (depth == TREE_DEPTH && strcmp(strrchr(child, '/') + 1, CKPT_MEM_COUNT) == 0) continue;
         if (S_ISREG(st.st_mode))
             total += (uint64_t)st.st_blocks * 512u;
         else if (S_ISDIR(st.st_mode) && depth > 1)
@@ -175,7 +213,61 @@ static uint64_t usage_below(const char *path, int depth)
 
 uint64_t ckpt__mem_usage(const char *root)
 {
+    walks++;
     return usage_below(root, TREE_DEPTH);
+}
+
+uint64_t ckpt__mem_walks(void)
+{
+    return walks;
+}
+
+/* ---- the running count (memtier.h, "Counted, not walked") ---------------------- */
+
+#define COUNT_MAGIC "elmc0001"
+#define COUNT_LEN   16u /* the magic, then the count, little-endian */
+
+static int count_open(const char *root)
+{
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof path, "%s/" CKPT_MEM_COUNT, root) >= sizeof path) return -1;
+    return open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+/* The count, false when there is none (a new tier) or it is not one. */
+static bool count_read(int fd, uint64_t *held)
+{
+    uint8_t raw[COUNT_LEN];
+    if (fd < 0 || pread(fd, raw, COUNT_LEN, 0) != (ssize_t)COUNT_LEN ||
+        memcmp(raw, COUNT_MAGIC, 8) != 0)
+        return false;
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | raw[8 + i];
+    *held = v;
+    return true;
+}
+
+/* A count that cannot be written is dropped: the next reservation walks. */
+static void count_write(int fd, uint64_t held)
+{
+    if (fd < 0) return;
+    uint8_t raw[COUNT_LEN];
+    memcpy(raw, COUNT_MAGIC, 8);
+    for (int i = 0; i < 8; i++) raw[8 + i] = (uint8_t)(held >> (8 * i));
+    if (pwrite(fd, raw, COUNT_LEN, 0) != (ssize_t)COUNT_LEN && ftruncate(fd, 0) != 0) {
+        /* neither: the count is past repair; a torn one fails its magic */
+    }
+}
+
+/* What a reservation of `need` new bytes may add to the tree's blocks:
+ * fallocate works in pages, so up to one more at each end of the range. */
+static uint64_t charge_for(uint64_t need)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t p = page > 0 ? (uint64_t)page : 4096u;
+    if (need == 0) return 0;
+    uint64_t up = need + 2 * p;
+    return up < need ? UINT64_MAX : up;
 }
 
 int ckpt__mem_reserve(const ckpt_mem_tier *tier, int fd, uint64_t from, uint64_t len,
@@ -186,7 +278,6 @@ int ckpt__mem_reserve(const ckpt_mem_tier *tier, int fd, uint64_t from, uint64_t
      * writes into it): the count and the allocation go together. */
     while (flock(tier->lock_fd, LOCK_EX) != 0)
         if (errno != EINTR) return ckpt__fail_errno(errno, "lock", tier->root);
-    uint64_t held = ckpt__mem_usage(tier->root);
     /* What the file already has allocated in the range (a reused file) is
      * held already: only the rest is new. Files here are allocated from
      * offset 0 up (written or reserved in order), so the blocks past `from`
@@ -195,6 +286,17 @@ int ckpt__mem_reserve(const ckpt_mem_tier *tier, int fd, uint64_t from, uint64_t
     uint64_t allocated = fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512u : 0;
     uint64_t inside = allocated > from ? allocated - from : 0;
     uint64_t need = len > inside ? len - inside : 0;
+    uint64_t charge = charge_for(need);
+    /* The running count is never below what reservations added since the
+     * last walk (every one adds its charge here, under this lock), so a
+     * reservation that fits the count fits the tree. One that does not fit
+     * walks first: files removed since then are given back, and only a
+     * walked total ever refuses. */
+    int count_fd = count_open(tier->root);
+    uint64_t held = 0;
+    bool known = count_read(count_fd, &held);
+    if (!known || held > tier->limit || charge > tier->limit - held)
+        held = ckpt__mem_usage(tier->root), known = false;
     /* need 0: every page of the range is there already (a recycled file):
      * no fallocate, which would still visit each of them (measured 16-32 ms
      * for 256 MiB here, in a push's critical path before its "go"; a fresh
@@ -210,6 +312,11 @@ int ckpt__mem_reserve(const ckpt_mem_tier *tier, int fd, uint64_t from, uint64_t
         /* A file system without fallocate still gets the count, racily. */
         if (errno != EOPNOTSUPP) rc = ckpt__fail_errno(errno, "reserve memory in", tier->root);
     }
+    if (rc == 0)
+        count_write(count_fd, charge > UINT64_MAX - held ? UINT64_MAX : held + charge);
+    else if (!known)
+        count_write(count_fd, held); /* the walk's total: the next one starts from it */
+    if (count_fd >= 0) close(count_fd);
     flock(tier->lock_fd, LOCK_UN);
     return rc;
 }
@@ -294,6 +401,22 @@ int ckpt__mem_keep_write(const char *root, const uint64_t *steps, size_t n)
     return ckpt__write_file_atomic(root, CKPT_MEM_KEEP, "keep", text, len, false, 0600);
 }
 
+size_t ckpt__mem_keep_parse(const uint8_t *raw, size_t len, uint64_t *steps)
+{
+    size_t n = 0;
+    for (size_t at = 0; at < len && n < CKPT_MEM_KEEP_MAX;) {
+        const uint8_t *nl = memchr(raw + at, '\n', len - at);
+        if (nl == NULL) break;
+        size_t line = (size_t)(nl - (raw + at));
+        if (elastic__parse_u64_n(NULL, (const char *)raw + at, line, 0, UINT64_MAX - 1,
+                                 &steps[n]) != 0)
+            return 0; /* not ours: keep nothing extra rather than something wrong */
+        n++;
+        at += line + 1;
+    }
+    return n;
+}
+
 size_t ckpt__mem_keep_read(const char *root, uint64_t *steps)
 {
     char path[PATH_MAX];
@@ -304,19 +427,7 @@ size_t ckpt__mem_keep_read(const char *root, uint64_t *steps)
         elastic__clear_error(); /* no file: nothing kept beyond K */
         return 0;
     }
-    size_t n = 0;
-    for (size_t at = 0; at < len && n < CKPT_MEM_KEEP_MAX;) {
-        const uint8_t *nl = memchr(raw + at, '\n', len - at);
-        if (nl == NULL) break;
-        size_t line = (size_t)(nl - (raw + at));
-        if (elastic__parse_u64_n(NULL, (const char *)raw + at, line, 0, UINT64_MAX - 1,
-                                 &steps[n]) != 0) {
-            n = 0; /* not ours: keep nothing extra rather than something wrong */
-            break;
-        }
-        n++;
-        at += line + 1;
-    }
+    size_t n = ckpt__mem_keep_parse(raw, len, steps);
     free(raw);
     return n;
 }

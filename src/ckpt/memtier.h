@@ -20,20 +20,34 @@
  * marker's flock, counting what the tree already holds), so the tier never
  * holds more than its limit: a save over it fails with ELASTIC_ENOSPC and a
  * message naming the limit, never with the kernel's OOM killer.
+ *
+ * Counted, not walked: ROOT/.elastic-memory-count holds a running count that
+ * every reservation (in any process, under the marker's flock) raises by what
+ * it may allocate, so it is never below what the tree holds but for the small
+ * records written without a reservation since the last walk. Removals do not
+ * lower it (they happen in several processes and a lowered count that missed
+ * one could let the tree past its limit); instead a reservation the count
+ * would refuse walks the tree first and decides on the walked total, which
+ * then becomes the count. So a reservation walks only near the limit, a
+ * stale count costs one walk, never a false "tier full".
  */
 #ifndef ELASTIC_CKPT_MEMTIER_H
 #define ELASTIC_CKPT_MEMTIER_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define CKPT_MEM_MARKER    ".elastic-memory-tier"
-#define CKPT_MEM_OWN_DIR   "own"
-#define CKPT_MEM_PEER_DIR  "peer"
-#define CKPT_MEM_STEPS_MAX 64u /* K: steps kept per writer (default 2) */
-#define CKPT_MEM_KEEP      ".elastic-memory-keep"
-#define CKPT_MEM_KEEP_MAX  4u /* steps the keep file may name */
+#define CKPT_MEM_MARKER      ".elastic-memory-tier"
+#define CKPT_MEM_OWN_DIR     "own"
+#define CKPT_MEM_PEER_DIR    "peer"
+#define CKPT_MEM_STEPS_MAX   64u /* K: steps kept per writer (default 2) */
+#define CKPT_MEM_KEEP        ".elastic-memory-keep"
+#define CKPT_MEM_KEEP_MAX    4u                      /* steps the keep file may name */
+#define CKPT_MEM_COUNT       ".elastic-memory-count" /* the running count (ckpt__mem_reserve) */
+#define CKPT_MEM_OWNER       ".elastic-memory-owner" /* flocked by the tier's holder */
+#define CKPT_MEM_TIER_PREFIX "elastic-mem-"          /* the agent's tiers: /dev/shm/elastic-mem-* */
 
 typedef struct ckpt_mem_tier {
     char *root;     /* NULL: not in a memory tier */
@@ -42,19 +56,47 @@ typedef struct ckpt_mem_tier {
     int lock_fd;    /* the marker, flocked around each reservation */
 } ckpt_mem_tier;
 
-/* Creates ROOT (mode 0700; its parent must exist), own/ and peer/, and
- * writes the marker. An existing tier is emptied first: what a previous
+/* Creates own/ and peer/ in ROOT and writes the marker. ROOT is used as
+ * the caller made it (mkdtemp; made here, 0700, when absent; its parent
+ * must exist), checked through its descriptor: a directory, not a symlink,
+ * this user's, mode 0700, empty — else ELASTIC_EPERM / ELASTIC_EEXIST and
+ * nothing in it touched. A tier of ours is emptied first: what a previous
  * holder left is not trusted (the agent restarted). */
 int ckpt__mem_tier_create(const char *root, uint64_t limit, unsigned steps);
-/* Removes the whole tree (depth-bounded). Missing is fine. */
+/* Removes the whole tree (depth-bounded) by descriptor (memtier_tree.c):
+ * never through a symlink, only this user's files on the tier's device.
+ * Missing is fine; a ROOT that is not this user's is refused (ELASTIC_EPERM). */
 int ckpt__mem_tier_remove(const char *root);
+/* ---- memtier_sweep.c ---- */
+/* Holds the tier for this process's life: an exclusive flock on its owner
+ * file (*fd, close-on-exec; a forked child that keeps it holds it too),
+ * made locked under another name and then renamed into place. */
+int ckpt__mem_tier_hold(const char *root, int *fd);
+/* Removes the tiers under `dir` ("elastic-mem-*") that are this user's and
+ * that nobody holds (their owner file takes the lock): tiers whose agent and
+ * reaper both died. Returns how many were removed. */
+size_t ckpt__mem_sweep_leaked(const char *dir);
+/* ---- memtier_tree.c ---- */
+/* ROOT's parent opened, ROOT's last component into name, and ROOT opened
+ * from the parent (O_DIRECTORY | O_NOFOLLOW) into *fd. ELASTIC_ENOTFOUND
+ * when ROOT is absent (*parent_fd closed). */
+int ckpt__mem_tree_open(const char *root, int *parent_fd, char *name, size_t cap, int *fd);
+/* A listing of the directory `fd` (which stays the caller's) into *dir;
+ * the error names `root`. */
+int ckpt__mem_tree_list(int fd, const char *root, DIR **dir);
+/* Empties ROOT (at most depth levels) by descriptor, then removes it unless keep_root. */
+int ckpt__mem_tree_remove(const char *root, int depth, bool keep_root);
 /* Opens the tier whose marker is in `root`. ELASTIC_ENOTFOUND without one. */
 int ckpt__mem_tier_open(const char *root, ckpt_mem_tier *tier);
 void ckpt__mem_tier_close(ckpt_mem_tier *tier);
-/* Bytes the tree holds now (allocated blocks of its files, reservations included). */
+/* Bytes the tree holds now (allocated blocks of its files, reservations
+ * included): a walk of the whole tree. */
 uint64_t ckpt__mem_usage(const char *root);
+/* How many such walks this process has made (for tests). */
+uint64_t ckpt__mem_walks(void);
 /* Reserves [from, from + len) of `fd` (a file in the tree; its size is not
- * changed) when the tree has room for it under the limit. ELASTIC_ENOSPC
+ * changed) when the tree has room for it under the limit: by the running
+ * count, else by a walk (see "Counted, not walked" above). ELASTIC_ENOSPC
  * naming the limit, what is held and `what` (e.g. "step 7, rank 2") when not. */
 int ckpt__mem_reserve(const ckpt_mem_tier *tier, int fd, uint64_t from, uint64_t len,
                       const char *what);
@@ -69,6 +111,11 @@ int ckpt__mem_keep_write(const char *root, const uint64_t *steps, size_t n);
 /* Reads up to CKPT_MEM_KEEP_MAX steps; 0 of them when there is no file or
  * it is not well formed (nothing is then kept beyond K). */
 size_t ckpt__mem_keep_read(const char *root, uint64_t *steps);
+/* The keep file's text: up to CKPT_MEM_KEEP_MAX steps, 0 when not well formed. */
+size_t ckpt__mem_keep_parse(const uint8_t *raw, size_t len, uint64_t *steps);
+/* The marker's text (NUL-terminated), into tier's limit and steps; path
+ * names it in the error. ELASTIC_ECORRUPT when it is not exactly a marker. */
+int ckpt__mem_marker_parse(const char *path, const char *text, ckpt_mem_tier *tier);
 /* Whether `step` is in the list. */
 bool ckpt__mem_keep_has(const uint64_t *steps, size_t n, uint64_t step);
 

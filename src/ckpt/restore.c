@@ -180,8 +180,12 @@ ELASTIC_EXTERN int elastic_ckpt_restore_begin(elastic_ckpt *memory, elastic_ckpt
                                               uint64_t *step, elastic_ckpt **from, int *source)
 {
     elastic__clear_error();
-    if ((memory == NULL && disk == NULL) || step == NULL || from == NULL)
-        return elastic__fail(ELASTIC_EINVAL, "ckpt restore: NULL argument");
+    if (step == NULL || from == NULL)
+        return elastic__fail(ELASTIC_EINVAL, "ckpt restore: NULL step or from");
+    /* Either tier may be absent (a trainer run without --memory-ckpt, or
+     * under torchrun, has no memory tier): with neither there is no step. */
+    if (memory == NULL && disk == NULL)
+        return elastic__fail(ELASTIC_ENOTFOUND, "ckpt restore: neither a memory tier nor a disk checkpoint");
     ckpt_restore r;
     int rc = ckpt__restore_begin(memory, disk, &r);
     if (rc) return rc;

@@ -38,6 +38,8 @@ typedef struct chunk_slot {
     size_t stored_len;
     uint32_t codec;
     uint64_t hash;
+    bool want_raw_hash; /* a replicated blob's chunk, compared across ranks (divergence.h) */
+    uint64_t raw_hash;  /* XXH3-64 of its raw bytes: the stored hash when stored raw */
 } chunk_slot;
 
 struct elastic_ckpt_txn {
@@ -60,6 +62,9 @@ struct elastic_ckpt_txn {
     int error;                    /* sticky: the first failure */
     char why[512];                /* and its detail */
     ckpt_manifest m;
+    uint64_t *raw_hashes; /* per chunk of m, beside m.chunks (chunk_cap entries) */
+    bool compare;         /* replicated blobs' digests are published at commit */
+    bool replicated_now;  /* the open blob is replicated */
     chunk_slot slots[WINDOW_MAX];
     size_t window, head, count; /* ring of submitted-but-unwritten slots */
     uint8_t *small_buf;
@@ -141,6 +146,7 @@ static void txn_free(elastic_ckpt_txn *t)
     for (size_t i = 0; i < t->m.blob_count; i++) free((char *)t->m.blobs[i].name);
     free(t->m.blobs);
     free(t->m.chunks);
+    free(t->raw_hashes);
     free(t->writer);
     ckpt__txn_release(t->c);
     free(t);
@@ -219,8 +225,13 @@ static int push_chunk(elastic_ckpt_txn *t, const chunk_slot *s)
         ckpt_chunk *grown = realloc(t->m.chunks, cap * sizeof *grown);
         if (grown == NULL) return txn_fail(t, elastic__fail(ELASTIC_ENOMEM, "chunk table"));
         t->m.chunks = grown;
+        uint64_t *hashes = t->compare ? realloc(t->raw_hashes, cap * sizeof *hashes) : NULL;
+        if (t->compare && hashes == NULL)
+            return txn_fail(t, elastic__fail(ELASTIC_ENOMEM, "chunk table"));
+        t->raw_hashes = hashes;
         t->m.chunk_cap = cap;
     }
+    if (t->compare) t->raw_hashes[t->m.chunk_count] = s->raw_hash;
     t->m.chunks[t->m.chunk_count++] = (ckpt_chunk){ .offset = t->offset,
                                                     .raw_len = (uint32_t)s->raw_len,
                                                     .stored_len = (uint32_t)s->stored_len,
@@ -250,6 +261,12 @@ static void run_chunk(ckpt_task *task, ckpt_worker_ctx *ctx)
      * not extend the streak; its "compressed" ends it like a sample's. */
     s->sampled = s->compression == ELASTIC_CKPT_ZSTD && (!s->quick || s->codec == CKPT_CODEC_ZSTD);
     s->hash = ckpt__hash(s->stored, s->stored_len);
+    /* A replicated chunk stored compressed: its raw bytes' checksum too, so
+     * digests compare whatever each rank's compression decided (about 1/20
+     * of the compression's own cost). */
+    s->raw_hash = s->codec == CKPT_CODEC_RAW ? s->hash
+                  : s->want_raw_hash         ? ckpt__hash(s->src, s->raw_len)
+                                             : 0;
 }
 
 /* Waits for the oldest submitted chunk and appends it to the file. */
@@ -369,6 +386,7 @@ static void submit(elastic_ckpt_txn *t, chunk_slot *s, const uint8_t *src, size_
     s->src = src;
     s->raw_len = len;
     s->borrowed = borrowed;
+    s->want_raw_hash = t->replicated_now;
     t->count++;
     ckpt__pool_submit(t->c->pool, t->ctx, &s->task);
 }
@@ -486,6 +504,7 @@ int ckpt__txn_begin(elastic_ckpt *c, uint64_t step, ckpt_worker_ctx *ctx, elasti
                             .rank = c->opts.rank,
                             .world = c->opts.world,
                             .chunk_size = (uint32_t)c->opts.chunk_bytes };
+    t->compare = ckpt__replicas_wanted(c);
     int threads = c->opts.threads > 1 ? c->opts.threads : 1;
     t->window = c->pool ? (size_t)(2 * threads + 2 < WINDOW_MAX ? 2 * threads + 2 : WINDOW_MAX) : 1;
     /* Another rank's failed save removes the step directory it created once
@@ -567,6 +586,7 @@ ELASTIC_EXTERN int elastic_ckpt_writer_open(elastic_ckpt_txn *t, const char *nam
         }
         w->blob = t->m.blob_count++;
         t->blob_start = true; /* a new blob's first chunk is judged afresh (zeros after weights) */
+        t->replicated_now = t->compare && (flags & ELASTIC_CKPT_REPLICATED);
         t->m.blobs[w->blob] =
             (ckpt_blob){ .name = copy, .flags = flags, .first_chunk = t->m.chunk_count };
     }
@@ -682,15 +702,29 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
         txn_free(t);
         return rc;
     }
+    /* A generation whose replicas diverged commits nothing after it. */
+    if ((rc = ckpt__replicas_refuse(t->c, t->step)) != 0) {
+        ckpt__store_abandon(t->c, t->step, rc, elastic_last_error());
+        drop_files(t);
+        txn_free(t);
+        return rc;
+    }
+    ckpt_replica_record replicas = { 0 };
+    if (t->compare && (rc = ckpt__replicas_of_shard(t->c, &t->m, t->raw_hashes, &replicas)) != 0)
+        ELASTIC_LOG_W("ckpt", "step %llu: replicas not compared: %s", (unsigned long long)t->step,
+                      elastic_last_error());
     ckpt_shard_digest digest;
     rc = finish_shard(t, &digest);
     if (rc != 0) {
         ckpt__store_abandon(t->c, t->step, rc, elastic_last_error());
         if (t->renamed) unlink(t->final_path); /* renamed, then its directory fsync failed */
         drop_files(t);
-    } else if ((rc = ckpt__global_commit(t->c, t->step, &digest)) != 0) {
+    } else if ((rc = ckpt__global_commit(t->c, t->step, &digest, t->compare ? &replicas : NULL)) !=
+               0) {
         if (rc == ELASTIC_ERECONFIGURE) /* in-process recovery: expected, the trainer recovers */
             ELASTIC_LOG_I("ckpt", "%s", elastic_last_error());
+        else if (rc == ELASTIC_EDIVERGED) /* the agent has the evidence; said once there */
+            ELASTIC_LOG_W("ckpt", "%s", elastic_last_error());
         else
             ELASTIC_LOG_W("ckpt", "step %llu: global commit failed: %s",
                           (unsigned long long)t->step, elastic_last_error());
@@ -708,6 +742,7 @@ ELASTIC_EXTERN int elastic_ckpt_commit(elastic_ckpt_txn *t)
         note_disk_rate(t);
         ckpt__report_saved(t->step, t->c->mem.root ? CHANNEL__TIER_MEMORY : CHANNEL__TIER_DISK);
     }
+    ckpt__replicas_free(&replicas);
     txn_free(t);
     return rc;
 }

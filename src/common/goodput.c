@@ -24,8 +24,9 @@
 static const char *const bucket_names[GP_BUCKETS] = { "detection",  "stopping", "rendezvous",
                                                       "restart",    "restore",  "redone",
                                                       "ckpt_stall", "idle" };
-static const char *const cause_names[GP_CAUSES] = { "start",  "failure", "hang",      "node_lost",
-                                                    "fenced", "probe",   "membership" };
+static const char *const cause_names[GP_CAUSES] = { "start",     "failure",   "hang",
+                                                    "node_lost", "fenced",    "probe",
+                                                    "membership", "silent_corruption" };
 
 const char *goodput__bucket_name(int bucket)
 {
@@ -47,6 +48,14 @@ int goodput__cause_of_end(int64_t code)
     case 6: return GP_CAUSE_FENCED;
     default: return GP_CAUSE_FAILURE; /* 1 (a worker failed) and codes newer than these */
     }
+}
+
+int goodput__largest_bucket(const goodput_report *r)
+{
+    int largest = -1;
+    for (int b = 0; b < GP_BUCKETS; b++)
+        if (r->lost_ms[b] > 0 && (largest < 0 || r->lost_ms[b] > r->lost_ms[largest])) largest = b;
+    return largest;
 }
 
 /* What every node said about one generation, merged. */

@@ -40,6 +40,10 @@ typedef enum goodput_cause {
     GP_CAUSE_FENCED,     /* a node lost the store and fenced itself out */
     GP_CAUSE_PROBE,      /* another probe's verdict (straggler, user probe) */
     GP_CAUSE_MEMBERSHIP, /* nodes joined or left: a re-form nothing failed for */
+    /* hardware, silent corruption: the replicas of a checkpoint step differed
+     * (replica_divergence, not committed): the job went back to the newest
+     * step on which they agreed and the faulty node was replaced */
+    GP_CAUSE_SILENT_CORRUPTION,
     GP_CAUSES
 } goodput_cause;
 
@@ -97,6 +101,11 @@ typedef struct goodput_report {
  * ELASTIC_EINVAL for no records. out is large (tens of KiB): allocate it. */
 int goodput__account(const goodput_record *records, size_t count, uint64_t end_ms,
                      goodput_report *out);
+
+/* The bucket that lost the most time over the whole job (idle and checkpoint
+ * stalls included: what ETTR is short of), -1 when nothing was lost. Said
+ * beside ETTR so a reader sees what the ratio is made of. */
+int goodput__largest_bucket(const goodput_report *r);
 
 /* The report on a Prometheus page (/metrics): elastic_goodput_ratio and
  * elastic_goodput_{wall,productive,lost,cause_lost}_seconds_total. floor (may

@@ -49,6 +49,11 @@ bool goodput__record_of_line(const char *line, size_t len, goodput_record *out)
             bool hang =
                 probe != NULL && (strcmp(probe, "hang") == 0 || strcmp(probe, "startup") == 0);
             out->kind = GP_DISRUPTION, out->cause = hang ? GP_CAUSE_HANG : GP_CAUSE_PROBE;
+        } else if (strcmp(event, "replica_divergence") == 0) {
+            /* Only a divergence the job acted on (not committed): in warn
+             * mode training goes on and nothing is lost to it. */
+            out->kind = GP_DISRUPTION, out->cause = GP_CAUSE_SILENT_CORRUPTION;
+            ok = field(obj, "committed", 1) == 0;
         } else if (strcmp(event, "straggler_evicted") == 0) {
             out->kind = GP_DISRUPTION, out->cause = GP_CAUSE_PROBE;
         } else if (strcmp(event, "fenced") == 0) {

@@ -1,15 +1,17 @@
 /*
  * A minimal HTTP/1.1 GET client (plain TCP, one request per connection):
  * what `elasticctl status` and the tests use to read an agent's /metrics and
- * /healthz. The whole exchange has one deadline and the answer is bounded.
+ * /healthz. The whole exchange has one deadline (dial and send are
+ * common/conn.h's: every address the host resolves to is tried) and the
+ * answer is bounded.
  */
 #include "common/clock.h"
+#include "common/conn.h"
 #include "common/endpoint.h"
 #include "common/http.h"
 #include "common/parse_int.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,60 +22,35 @@
 
 static int connect_endpoint(const char *endpoint, uint64_t deadline, int *fd_out)
 {
-    char host[ELASTIC__HOST_MAX + 1], port[16];
-    int port_number;
+    char host[ELASTIC__HOST_MAX + 1];
+    int port;
     int rc = elastic__endpoint_parse("endpoint", endpoint, ELASTIC__PORT_REQUIRED, host,
-                                     sizeof host, &port_number);
-    if (rc != 0) return rc;
-    snprintf(port, sizeof port, "%d", port_number);
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *found = NULL;
-    if (getaddrinfo(host, port, &hints, &found) != 0 || found == NULL)
-        return elastic__fail(ELASTIC_ECONNECT, "cannot resolve %s", endpoint);
-    int fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    rc = fd < 0 ? -1 : connect(fd, found->ai_addr, found->ai_addrlen);
-    freeaddrinfo(found);
-    if (rc != 0 && errno == EINPROGRESS) {
-        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-        int err = 0;
-        socklen_t len = sizeof err;
-        rc = poll(&pfd, 1, elastic__ms_left(deadline)) == 1 &&
-                     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0
-                 ? 0
-                 : -1;
-    }
-    if (rc != 0) {
-        if (fd >= 0) close(fd);
-        return elastic__fail(ELASTIC_ECONNECT, "connect to %s failed", endpoint);
-    }
-    *fd_out = fd;
-    return 0;
+                                     sizeof host, &port);
+    return rc != 0 ? rc : elastic__dial(host, port, deadline, "endpoint", fd_out);
 }
 
+/* The request out, then the answer until the server closes (it answers
+ * once per connection), bounded. */
 static int exchange(int fd, const char *request, uint64_t deadline, elastic__text *response)
 {
-    size_t sent = 0, len = strlen(request);
+    int rc = elastic__send_all(fd, request, strlen(request), deadline, "send");
     char buf[16384];
-    while (true) {
-        struct pollfd pfd = { .fd = fd, .events = sent < len ? POLLOUT : POLLIN };
-        int ready = poll(&pfd, 1, elastic__ms_left(deadline));
-        if (ready < 0 && errno == EINTR) continue;
-        if (ready <= 0) return elastic__fail(ELASTIC_ETIMEDOUT, "no complete answer in time");
-        if (sent < len) {
-            ssize_t n = send(fd, request + sent, len - sent, MSG_NOSIGNAL);
-            if (n < 0 && errno != EAGAIN && errno != EINTR)
-                return elastic__fail(ELASTIC_ECONNECT, "send: %s", strerror(errno));
-            if (n > 0) sent += (size_t)n;
-            continue;
+    while (rc == 0) {
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0) return 0;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (elastic__conn_wait(fd, POLLIN, deadline) != 0)
+                return elastic__fail(ELASTIC_ETIMEDOUT, "no complete answer in time");
+        } else if (n < 0 && errno != EINTR) {
+            return elastic__fail(ELASTIC_ECONNECT, "recv: %s", strerror(errno));
+        } else if (n > 0) {
+            elastic__text_append(response, buf, (size_t)n);
+            if (response->overflow)
+                return elastic__fail(ELASTIC_ELIMIT, "answer larger than %u bytes",
+                                     HTTP_GET_MAX_ANSWER);
         }
-        ssize_t n = recv(fd, buf, sizeof buf, 0);
-        if (n == 0) return 0; /* the server closes after one response */
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-        if (n < 0) return elastic__fail(ELASTIC_ECONNECT, "recv: %s", strerror(errno));
-        elastic__text_append(response, buf, (size_t)n);
-        if (response->overflow)
-            return elastic__fail(ELASTIC_ELIMIT, "answer larger than %u bytes",
-                                 HTTP_GET_MAX_ANSWER);
     }
+    return rc;
 }
 
 /* The status code of "HTTP/1.x NNN ...", or -1. */

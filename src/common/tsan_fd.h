@@ -10,6 +10,7 @@
 #define ELASTIC_COMMON_TSAN_FD_H
 
 #if defined(__SANITIZE_THREAD__)
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -32,7 +33,28 @@ static inline int elastic__tsan_fd_made(int fd)
     syscall(SYS_close, fd);
     return seen;
 }
+/* openat(2) as ThreadSanitizer sees it: where dup(2) of a number a libuv
+ * socket last used still reads that socket's state (a race report of its
+ * own), open(2) of the same name through the directory's descriptor's
+ * /proc link starts the number afresh. Same semantics: the link is the
+ * directory itself, the flags apply to `name` (O_NOFOLLOW included). */
+#include <stdio.h>
+static inline int elastic__openat(int dir_fd, const char *name, int flags)
+{
+    char path[64 + 256];
+    if ((size_t)snprintf(path, sizeof path, "/proc/self/fd/%d/%s", dir_fd, name) >= sizeof path)
+        return openat(dir_fd, name, flags);
+    int fd = open(path, flags);
+    return fd >= 0 || errno != ENOENT || access("/proc/self/fd", X_OK) == 0
+               ? fd
+               : elastic__tsan_fd_made(openat(dir_fd, name, flags));
+}
 #else
+#include <fcntl.h>
+static inline int elastic__openat(int dir_fd, const char *name, int flags)
+{
+    return openat(dir_fd, name, flags);
+}
 static inline void elastic__tsan_fd_closing(int fd)
 {
     (void)fd;

@@ -5,6 +5,8 @@
  * one client.
  */
 #include "etcd/curl_loader.h"
+#include "common/common.h"
+#include "common/dynlib.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -13,46 +15,42 @@
 etcd__curl_api etcd__curl;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static char load_error[256];
+static char load_error[512];
 
-/* dlsym returns void *: stored through a void ** view of the function
- * pointer, the conversion POSIX (dlsym's own example) sanctions. */
-#define BIND(field, name)                                                               \
-    do {                                                                                \
-        *(void **)(&etcd__curl.field) = dlsym(lib, name);                               \
-        if (etcd__curl.field == NULL) {                                                 \
-            snprintf(load_error, sizeof load_error, "libcurl.so.4 has no %s: %s", name, \
-                     dlerror());                                                        \
-            return;                                                                     \
-        }                                                                               \
-    } while (0)
+#define SYM(field, name) ELASTIC__DYNSYM(&etcd__curl.field, true, name)
 
 static void load(void)
 {
-    void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
+    static const char *const names[] = { "libcurl.so.4", NULL };
+    elastic__dynlib lib;
+    char why[200];
+    if (elastic__dynlib_open(&lib, NULL, names, RTLD_NOW | RTLD_LOCAL, why, sizeof why) != 0) {
         snprintf(load_error, sizeof load_error,
-                 "cannot load libcurl.so.4 (install libcurl4 for the etcd backend): %s", dlerror());
+                 "cannot load libcurl (install libcurl4 for the etcd backend): %s", why);
         return;
     }
-    BIND(global_init, "curl_global_init");
-    BIND(easy_init, "curl_easy_init");
-    BIND(easy_reset, "curl_easy_reset");
-    BIND(easy_cleanup, "curl_easy_cleanup");
-    BIND(easy_setopt, "curl_easy_setopt");
-    BIND(easy_perform, "curl_easy_perform");
-    BIND(easy_getinfo, "curl_easy_getinfo");
-    BIND(easy_strerror, "curl_easy_strerror");
-    BIND(slist_append, "curl_slist_append");
-    BIND(slist_free_all, "curl_slist_free_all");
-    BIND(multi_init, "curl_multi_init");
-    BIND(multi_add_handle, "curl_multi_add_handle");
-    BIND(multi_remove_handle, "curl_multi_remove_handle");
-    BIND(multi_perform, "curl_multi_perform");
-    BIND(multi_poll, "curl_multi_poll");
-    BIND(multi_info_read, "curl_multi_info_read");
-    BIND(multi_cleanup, "curl_multi_cleanup");
-    BIND(easy_pause, "curl_easy_pause");
+    const elastic__dynsym syms[] = {
+        SYM(global_init, "curl_global_init"),
+        SYM(easy_init, "curl_easy_init"),
+        SYM(easy_reset, "curl_easy_reset"),
+        SYM(easy_cleanup, "curl_easy_cleanup"),
+        SYM(easy_setopt, "curl_easy_setopt"),
+        SYM(easy_perform, "curl_easy_perform"),
+        SYM(easy_getinfo, "curl_easy_getinfo"),
+        SYM(easy_strerror, "curl_easy_strerror"),
+        SYM(slist_append, "curl_slist_append"),
+        SYM(slist_free_all, "curl_slist_free_all"),
+        SYM(multi_init, "curl_multi_init"),
+        SYM(multi_add_handle, "curl_multi_add_handle"),
+        SYM(multi_remove_handle, "curl_multi_remove_handle"),
+        SYM(multi_perform, "curl_multi_perform"),
+        SYM(multi_poll, "curl_multi_poll"),
+        SYM(multi_info_read, "curl_multi_info_read"),
+        SYM(multi_cleanup, "curl_multi_cleanup"),
+        SYM(easy_pause, "curl_easy_pause"),
+    };
+    if (elastic__dynlib_bind(&lib, syms, ELASTIC__ARRAY_LEN(syms), why, sizeof why) != 0)
+        snprintf(load_error, sizeof load_error, "%s", why);
 }
 
 int etcd__curl_load(char *why, size_t why_cap)

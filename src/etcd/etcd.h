@@ -21,6 +21,32 @@
 #define ETCD__POOL               8          /* idle curl handles kept (reused connections) */
 #define ETCD__MAX_TTL_S          86400      /* a lease TTL etcd may plausibly grant */
 #define ETCD__MAX_TXN_OPS        128 /* etcd's default --max-txn-ops: larger batches are split */
+/* One reply or stream message as JSON: nesting (etcd's are 6 deep) and
+ * values (arrays' elements and objects' members: ~75 bytes of json-c
+ * objects each; an object, a hash table, ~700: it counts 8). At the bound
+ * a message costs json-c ~100 MB at most; a listing of 65,536 keys with
+ * their revisions (12 each) stays within. */
+#define ETCD__MAX_DEPTH     16u
+#define ETCD__MAX_ELEMENTS  (1u << 20)
+#define ETCD__OBJECT_WEIGHT 8u
+
+/* The bounds above, counted on the raw bytes before any parse
+ * (json_bound.c): add each piece of one message in order; reset between
+ * messages. */
+typedef struct etcd__json_budget {
+    size_t bytes, elements;
+    unsigned depth;
+    bool in_string, escape;
+} etcd__json_budget;
+void etcd__json_budget_reset(etcd__json_budget *b);
+/* 0, or ELASTIC_ELIMIT with `why` naming the bound passed. */
+int etcd__json_budget_add(etcd__json_budget *b, const char *text, size_t len, char *why,
+                          size_t cap);
+/* The one way etcd's JSON is parsed: strict JSON (what the budget counts is
+ * what json-c reads), ETCD__MAX_DEPTH. A tokener for a stream (NULL: out of
+ * memory), or one message parsed whole (NULL: not JSON). */
+json_tokener *etcd__json_tokener(void);
+json_object *etcd__json_parse(const char *text, size_t len);
 
 /* What the backend is told (every string copied). */
 typedef struct etcd__opts {

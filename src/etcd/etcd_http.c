@@ -53,7 +53,9 @@ typedef struct exchange {
     etcd__message_fn on_message;
     void *user;
     int stop; /* what on_message returned to stop the stream */
+    etcd__json_budget budget; /* the message being received (streams) */
     bool corrupt;
+    int corrupt_rc; /* ELASTIC_EPROTO: not JSON; ELASTIC_ELIMIT: past a bound */
     char corrupt_detail[128];
     bool transient; /* the member ended the stream for now ("no leader"): try another */
     char transient_detail[200];
@@ -111,18 +113,29 @@ static size_t on_stream_bytes(exchange *x, const char *data, size_t size)
                (data[offset] == '\n' || data[offset] == '\r' || data[offset] == ' '))
             offset++;
         if (offset == size) break;
+        /* Counted before json-c sees it: an endless message or one of
+         * millions of values ends the stream instead of growing memory. */
+        char why[96];
+        if (etcd__json_budget_add(&x->budget, data + offset, size - offset, why, sizeof why)) {
+            x->corrupt = true;
+            x->corrupt_rc = ELASTIC_ELIMIT;
+            snprintf(x->corrupt_detail, sizeof x->corrupt_detail, "watch stream: %s", why);
+            return 0;
+        }
         json_object *message = json_tokener_parse_ex(x->tok, data + offset, (int)(size - offset));
         enum json_tokener_error err = json_tokener_get_error(x->tok);
         if (err == json_tokener_continue) return size; /* the rest of the message comes later */
         if (message == NULL || !json_object_is_type(message, json_type_object)) {
             json_object_put(message);
             x->corrupt = true;
+            x->corrupt_rc = ELASTIC_EPROTO;
             snprintf(x->corrupt_detail, sizeof x->corrupt_detail,
                      "bad JSON in the watch stream (%s)", json_tokener_error_desc(err));
             return 0;
         }
         offset += json_tokener_get_parse_end(x->tok);
         json_tokener_reset(x->tok);
+        etcd__json_budget_reset(&x->budget); /* the rest is the next message's */
         if (stream_unavailable(message, x->transient_detail, sizeof x->transient_detail)) {
             json_object_put(message);
             x->transient = true;
@@ -328,74 +341,144 @@ static int authenticate(etcd__client *c, int timeout_ms);
 
 /* ---- calls ----------------------------------------------------------------------------- */
 
+/* One call's progress over its endpoints: the path for messages, the last
+ * failure's text and code (the call's error if no endpoint answers), and
+ * whether etcd refused our credentials (the caller logs in again). */
+typedef struct call_state {
+    etcd__client *c;
+    const char *path;
+    char why[512];
+    int rc;
+    bool auth_failed;
+} call_state;
+
+/* What one step of an attempt leaves the call to do. */
+typedef enum call_step {
+    STEP_ON,   /* this endpoint's answer so far is good: go on with it */
+    STEP_NEXT, /* this endpoint failed in a way another may not: ask the next */
+    STEP_OVER  /* the call ends with s->rc (the error already recorded) */
+} call_step;
+
+/* Every endpoint failed this lap: back off (50 ms doubling to 500 ms) so a
+ * cluster with no leader is not asked in a tight loop while it elects one. */
+static void lap_pause(unsigned round)
+{
+    struct timespec pause = { 0, (long)(round < 4 ? 50 << round : 500) * 1000000L };
+    nanosleep(&pause, NULL);
+}
+
+/* Posts the request; a transport failure either ends the call (our own
+ * error, or a request that may have applied when only unsent ones may be
+ * retried) or moves on to the next endpoint. */
+static call_step send_request(call_state *s, size_t endpoint, const char *text, int cap,
+                              bool retry_unsent_only, exchange *x, long *status)
+{
+    attempt_result result =
+        post(s->c, endpoint, s->path, text, cap, x, status, s->why, sizeof s->why);
+    if (result == ATTEMPT_FAILED) {
+        s->rc = elastic__fail(ELASTIC_EIO, "etcd %s: %s", s->path, s->why);
+        return STEP_OVER;
+    }
+    if (result == ATTEMPT_LOST && retry_unsent_only) {
+        s->rc = elastic__fail(ELASTIC_ECONNECT, "etcd %s: %s (the request may have applied)",
+                              s->path, s->why);
+        return STEP_OVER;
+    }
+    if (result != ATTEMPT_DONE) {
+        s->rc = ELASTIC_ECONNECT;
+        ELASTIC_LOG_I("rdzv", "etcd %s: %s%s; trying again", s->path, s->why,
+                      result == ATTEMPT_LOST ? " (after sending)" : "");
+        return STEP_NEXT;
+    }
+    return STEP_ON;
+}
+
+/* The reply's JSON object, within the response budget. A reply over the
+ * bounds ends the call (another member would send the same); one that is
+ * not a JSON object is that member's fault, so the next is asked. */
+static call_step parse_reply(call_state *s, size_t endpoint, const exchange *x, long status,
+                             json_object **parsed)
+{
+    if (x->too_large) {
+        s->rc = elastic__fail(ELASTIC_ELIMIT, "etcd %s: reply larger than %u bytes", s->path,
+                              ETCD__MAX_RESPONSE);
+        return STEP_OVER;
+    }
+    etcd__json_budget budget;
+    etcd__json_budget_reset(&budget);
+    if (x->reply.data != NULL &&
+        etcd__json_budget_add(&budget, x->reply.data, x->reply.len, s->why, sizeof s->why) != 0) {
+        s->rc = elastic__fail(ELASTIC_ELIMIT, "etcd %s: reply of %s", s->path, s->why);
+        return STEP_OVER;
+    }
+    *parsed = x->reply.data != NULL ? etcd__json_parse(x->reply.data, x->reply.len) : NULL;
+    if (*parsed == NULL || !json_object_is_type(*parsed, json_type_object)) {
+        json_object_put(*parsed);
+        *parsed = NULL;
+        snprintf(s->why, sizeof s->why, "%s: HTTP %ld with no JSON object",
+                 s->c->endpoints[endpoint], status);
+        s->rc = ELASTIC_EPROTO;
+        return STEP_NEXT;
+    }
+    return STEP_ON;
+}
+
+/* One endpoint asked once, for at most cap ms: STEP_ON with *reply set
+ * when it answered without error. */
+static call_step ask_endpoint(call_state *s, size_t endpoint, const char *text, int cap,
+                              bool retry_unsent_only, json_object **reply)
+{
+    exchange x = { 0 };
+    elastic__text_init(&x.reply, ETCD__MAX_RESPONSE - 1);
+    long status = 0;
+    json_object *parsed = NULL;
+    call_step step = send_request(s, endpoint, text, cap, retry_unsent_only, &x, &status);
+    if (step == STEP_ON) step = parse_reply(s, endpoint, &x, status, &parsed);
+    elastic__text_free(&x.reply);
+    if (step != STEP_ON) return step;
+    bool transient, auth;
+    s->rc = reply_error(parsed, status, s->why, sizeof s->why, &transient, &auth);
+    if (s->rc == 0) {
+        *reply = parsed;
+        return STEP_ON;
+    }
+    json_object_put(parsed);
+    if (transient) return STEP_NEXT; /* that member has no leader right now: ask another */
+    s->auth_failed = auth;
+    s->rc = elastic__fail(s->rc, "etcd %s: %s", s->path, s->why);
+    return STEP_OVER;
+}
+
 /* Tries every endpoint, starting with the preferred one, until the deadline,
  * none for longer than attempt_ms. */
 static int call_once(etcd__client *c, const char *path, const char *text, uint64_t deadline,
                      int attempt_ms, bool retry_unsent_only, json_object **reply, bool *auth_failed)
 {
-    char why[512] = "no endpoint answered";
+    call_state s = { .c = c, .path = path, .why = "no endpoint answered", .rc = ELASTIC_ECONNECT };
     pthread_mutex_lock(&c->lock);
     size_t first = c->preferred;
     pthread_mutex_unlock(&c->lock);
     *auth_failed = false;
-    int rc = ELASTIC_ECONNECT;
     unsigned round = 0;
     for (size_t i = 0;; i++) {
         int left = elastic__ms_left(deadline);
         if (left <= 0) break;
-        if (i > 0 && i % c->n == 0) { /* every endpoint failed this lap: pause before the next */
-            struct timespec pause = { 0, (long)(round < 4 ? 50 << round : 500) * 1000000L };
-            round++;
-            nanosleep(&pause, NULL);
+        if (i > 0 && i % c->n == 0) {
+            lap_pause(round++);
             if ((left = elastic__ms_left(deadline)) <= 0) break;
         }
         size_t endpoint = (first + i) % c->n;
-        exchange x = { 0 };
-        elastic__text_init(&x.reply, ETCD__MAX_RESPONSE - 1);
-        long status = 0;
         /* The cap is for failing over; with one endpoint there is nowhere to
          * go, and abandoning a loaded member's reply to ask it again only adds
          * to its load (1,024 nodes' keep-alives did that to a member until
          * their leases lapsed): the one attempt gets the whole deadline. */
         int cap = c->n > 1 && attempt_ms < left ? attempt_ms : left;
-        attempt_result result = post(c, endpoint, path, text, cap, &x, &status, why, sizeof why);
-        if (result == ATTEMPT_FAILED) {
-            elastic__text_free(&x.reply);
-            return elastic__fail(ELASTIC_EIO, "etcd %s: %s", path, why);
-        }
-        if (result == ATTEMPT_LOST && retry_unsent_only) {
-            elastic__text_free(&x.reply);
-            return elastic__fail(ELASTIC_ECONNECT, "etcd %s: %s (the request may have applied)",
-                                 path, why);
-        }
-        if (result != ATTEMPT_DONE) {
-            elastic__text_free(&x.reply);
-            rc = ELASTIC_ECONNECT;
-            ELASTIC_LOG_I("rdzv", "etcd %s: %s%s; trying again", path, why,
-                          result == ATTEMPT_LOST ? " (after sending)" : "");
-            continue;
-        }
-        if (x.too_large) {
-            elastic__text_free(&x.reply);
-            return elastic__fail(ELASTIC_ELIMIT, "etcd %s: reply larger than %u bytes", path,
-                                 ETCD__MAX_RESPONSE);
-        }
-        json_object *parsed = x.reply.data != NULL ? json_tokener_parse(x.reply.data) : NULL;
-        elastic__text_free(&x.reply);
-        if (parsed == NULL || !json_object_is_type(parsed, json_type_object)) {
-            json_object_put(parsed);
-            snprintf(why, sizeof why, "%s: HTTP %ld with no JSON object", c->endpoints[endpoint],
-                     status);
-            rc = ELASTIC_EPROTO;
-            continue;
-        }
-        bool transient, auth;
-        rc = reply_error(parsed, status, why, sizeof why, &transient, &auth);
-        if (rc != 0) json_object_put(parsed);
-        if (rc != 0 && transient) continue; /* that member has no leader right now: ask another */
-        if (rc != 0) {
-            *auth_failed = auth;
-            return elastic__fail(rc, "etcd %s: %s", path, why);
+        json_object *parsed = NULL;
+        call_step step = ask_endpoint(&s, endpoint, text, cap, retry_unsent_only, &parsed);
+        if (step == STEP_NEXT) continue;
+        if (step == STEP_OVER) {
+            *auth_failed = s.auth_failed;
+            return s.rc;
         }
         pthread_mutex_lock(&c->lock);
         c->preferred = endpoint;
@@ -403,8 +486,8 @@ static int call_once(etcd__client *c, const char *path, const char *text, uint64
         *reply = parsed;
         return 0;
     }
-    return elastic__fail(rc == 0 ? ELASTIC_ECONNECT : rc,
-                         "etcd %s: no endpoint answered within the deadline (%s)", path, why);
+    return elastic__fail(s.rc == 0 ? ELASTIC_ECONNECT : s.rc,
+                         "etcd %s: no endpoint answered within the deadline (%s)", path, s.why);
 }
 
 static int call_within(etcd__client *c, const char *path, json_object *body, int timeout_ms,
@@ -467,7 +550,7 @@ int etcd__stream(etcd__client *c, const char *path, etcd__body_fn make_body, int
         json_object_put(body);
         if (text == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd %s: out of memory", path);
         size_t endpoint = (first + i) % c->n;
-        exchange x = { .tok = json_tokener_new_ex(32), .on_message = on_message, .user = user };
+        exchange x = { .tok = etcd__json_tokener(), .on_message = on_message, .user = user };
         long status = 0;
         attempt_result result =
             x.tok != NULL ? post(c, endpoint, path, text, left, &x, &status, why, sizeof why)
@@ -475,7 +558,7 @@ int etcd__stream(etcd__client *c, const char *path, etcd__body_fn make_body, int
         free(text);
         if (x.tok != NULL) json_tokener_free(x.tok);
         if (x.stop != 0) return x.stop < 0 ? x.stop : 0;
-        if (x.corrupt) return elastic__fail(ELASTIC_EPROTO, "etcd %s: %s", path, x.corrupt_detail);
+        if (x.corrupt) return elastic__fail(x.corrupt_rc, "etcd %s: %s", path, x.corrupt_detail);
         if (result == ATTEMPT_FAILED) return elastic__fail(ELASTIC_EIO, "etcd %s: %s", path, why);
         if (x.transient) { /* that member has no leader now: the next one, same revision */
             snprintf(why, sizeof why, "%s: %s", c->endpoints[endpoint], x.transient_detail);

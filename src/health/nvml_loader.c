@@ -7,6 +7,7 @@
  * the life of the process (the driver's handles stay valid as long).
  */
 #include "common/common.h"
+#include "common/dynlib.h"
 #include "health/nvml.h"
 
 #include <dlfcn.h>
@@ -19,88 +20,68 @@ static nvml__api loaded;
 static int load_rc;
 static char load_error[512];
 
-static void *open_nvml(void)
+static int open_nvml(elastic__dynlib *lib)
 {
-    const char *override = getenv("ELASTIC_NVML_LIBRARY");
-    if (override != NULL && *override != '\0') {
-        void *handle = dlopen(override, RTLD_NOW | RTLD_LOCAL);
-        if (handle == NULL)
-            snprintf(load_error, sizeof load_error,
-                     "NVML not available (ELASTIC_NVML_LIBRARY=%s: %s)", override, dlerror());
-        return handle;
-    }
     static const char *const names[] = { "libnvidia-ml.so.1", "libnvidia-ml.so", NULL };
-    for (const char *const *name = names; *name != NULL; name++) {
-        void *handle = dlopen(*name, RTLD_NOW | RTLD_LOCAL);
-        if (handle != NULL) return handle;
-    }
-    snprintf(load_error, sizeof load_error,
-             "NVML not available (libnvidia-ml.so.1 not found: no NVIDIA driver on this node)");
-    return NULL;
+    char why[384];
+    if (elastic__dynlib_open(lib, "ELASTIC_NVML_LIBRARY", names, RTLD_NOW | RTLD_LOCAL, why,
+                             sizeof why) == 0)
+        return 0;
+    const char *override = getenv("ELASTIC_NVML_LIBRARY");
+    bool overridden = override != NULL && *override != '\0';
+    snprintf(load_error, sizeof load_error, "NVML not available (%s%s)",
+             overridden ? "" : "no NVIDIA driver on this node: ", why);
+    return ELASTIC_EUNSUPPORTED;
 }
 
-/* The first of `names` the library has (a newer name first, its older alias after). */
-static void *symbol(void *lib, const char *const *names)
-{
-    for (; *names != NULL; names++) {
-        void *fn = dlsym(lib, *names);
-        if (fn != NULL) return fn;
-    }
-    return NULL;
-}
+/* The newer name first, its older alias after where NVML renamed a call. */
+#define SYM(field, required, ...) ELASTIC__DYNSYM(&loaded.field, required, __VA_ARGS__)
 
-#define BIND(field, required, ...)                                                               \
-    do {                                                                                         \
-        static const char *const names_[] = { __VA_ARGS__, NULL };                               \
-        *(void **)&loaded.field = symbol(lib, names_);                                           \
-        if (loaded.field == NULL && (required)) {                                                \
-            snprintf(load_error, sizeof load_error, "NVML not available (the library lacks %s)", \
-                     names_[0]);                                                                 \
-            return ELASTIC_EUNSUPPORTED;                                                         \
-        }                                                                                        \
-    } while (0)
-
-static int bind(void *lib)
+static int bind(const elastic__dynlib *lib)
 {
-    BIND(init, true, "nvmlInit_v2");
-    BIND(shutdown, true, "nvmlShutdown");
-    BIND(error_string, true, "nvmlErrorString");
-    BIND(system_get_driver_version, true, "nvmlSystemGetDriverVersion");
-    BIND(device_get_count, true, "nvmlDeviceGetCount_v2");
-    BIND(device_get_handle_by_index, true, "nvmlDeviceGetHandleByIndex_v2");
-    BIND(device_get_uuid, true, "nvmlDeviceGetUUID");
-    BIND(device_get_pci_info, true, "nvmlDeviceGetPciInfo_v3");
-    BIND(device_get_total_ecc_errors, false, "nvmlDeviceGetTotalEccErrors");
-    BIND(device_get_remapped_rows, false, "nvmlDeviceGetRemappedRows");
-    BIND(device_get_retired_pages_pending_status, false, "nvmlDeviceGetRetiredPagesPendingStatus");
-    BIND(device_get_field_values, false, "nvmlDeviceGetFieldValues");
-    BIND(device_get_nvlink_state, false, "nvmlDeviceGetNvLinkState");
-    BIND(device_get_nvlink_error_counter, false, "nvmlDeviceGetNvLinkErrorCounter");
-    BIND(device_get_curr_pcie_link_width, false, "nvmlDeviceGetCurrPcieLinkWidth");
-    BIND(device_get_max_pcie_link_width, false, "nvmlDeviceGetMaxPcieLinkWidth");
-    BIND(device_get_curr_pcie_link_generation, false, "nvmlDeviceGetCurrPcieLinkGeneration");
-    /* The GPU's own maximum (not the slot's, which the other call reports on newer drivers). */
-    BIND(device_get_max_pcie_link_generation, false, "nvmlDeviceGetGpuMaxPcieLinkGeneration",
-         "nvmlDeviceGetMaxPcieLinkGeneration");
-    BIND(device_get_clocks_event_reasons, false, "nvmlDeviceGetCurrentClocksEventReasons",
-         "nvmlDeviceGetCurrentClocksThrottleReasons");
-    BIND(device_get_temperature, false, "nvmlDeviceGetTemperature");
-    BIND(device_get_temperature_threshold, false, "nvmlDeviceGetTemperatureThreshold");
-    BIND(event_set_create, false, "nvmlEventSetCreate");
-    BIND(device_register_events, false, "nvmlDeviceRegisterEvents");
-    BIND(event_set_wait, false, "nvmlEventSetWait_v2");
-    BIND(event_set_free, false, "nvmlEventSetFree");
-    return 0;
+    const elastic__dynsym syms[] = {
+        SYM(init, true, "nvmlInit_v2"),
+        SYM(shutdown, true, "nvmlShutdown"),
+        SYM(error_string, true, "nvmlErrorString"),
+        SYM(system_get_driver_version, true, "nvmlSystemGetDriverVersion"),
+        SYM(device_get_count, true, "nvmlDeviceGetCount_v2"),
+        SYM(device_get_handle_by_index, true, "nvmlDeviceGetHandleByIndex_v2"),
+        SYM(device_get_uuid, true, "nvmlDeviceGetUUID"),
+        SYM(device_get_pci_info, true, "nvmlDeviceGetPciInfo_v3"),
+        SYM(device_get_total_ecc_errors, false, "nvmlDeviceGetTotalEccErrors"),
+        SYM(device_get_remapped_rows, false, "nvmlDeviceGetRemappedRows"),
+        SYM(device_get_retired_pages_pending_status, false,
+            "nvmlDeviceGetRetiredPagesPendingStatus"),
+        SYM(device_get_field_values, false, "nvmlDeviceGetFieldValues"),
+        SYM(device_get_nvlink_state, false, "nvmlDeviceGetNvLinkState"),
+        SYM(device_get_nvlink_error_counter, false, "nvmlDeviceGetNvLinkErrorCounter"),
+        SYM(device_get_curr_pcie_link_width, false, "nvmlDeviceGetCurrPcieLinkWidth"),
+        SYM(device_get_max_pcie_link_width, false, "nvmlDeviceGetMaxPcieLinkWidth"),
+        SYM(device_get_curr_pcie_link_generation, false, "nvmlDeviceGetCurrPcieLinkGeneration"),
+        /* The GPU's own maximum (not the slot's, which the other call reports on newer drivers). */
+        SYM(device_get_max_pcie_link_generation, false, "nvmlDeviceGetGpuMaxPcieLinkGeneration",
+            "nvmlDeviceGetMaxPcieLinkGeneration"),
+        SYM(device_get_clocks_event_reasons, false, "nvmlDeviceGetCurrentClocksEventReasons",
+            "nvmlDeviceGetCurrentClocksThrottleReasons"),
+        SYM(device_get_temperature, false, "nvmlDeviceGetTemperature"),
+        SYM(device_get_temperature_threshold, false, "nvmlDeviceGetTemperatureThreshold"),
+        SYM(event_set_create, false, "nvmlEventSetCreate"),
+        SYM(device_register_events, false, "nvmlDeviceRegisterEvents"),
+        SYM(event_set_wait, false, "nvmlEventSetWait_v2"),
+        SYM(event_set_free, false, "nvmlEventSetFree"),
+    };
+    char why[384];
+    if (elastic__dynlib_bind(lib, syms, ELASTIC__ARRAY_LEN(syms), why, sizeof why) == 0) return 0;
+    snprintf(load_error, sizeof load_error, "NVML not available (%s)", why);
+    return ELASTIC_EUNSUPPORTED;
 }
 
 static void load(void)
 {
-    void *lib = open_nvml();
-    if (lib == NULL) {
-        load_rc = ELASTIC_EUNSUPPORTED;
-        return;
-    }
-    load_rc = bind(lib);
+    elastic__dynlib lib;
+    load_rc = open_nvml(&lib);
+    if (load_rc != 0) return;
+    load_rc = bind(&lib);
     if (load_rc != 0) return;
     int rc = loaded.init();
     if (rc != NVML__SUCCESS) {

@@ -5,6 +5,8 @@
  * versions are checked once; the result (or the one line saying why not) is kept.
  */
 #include "nccl/nccl.h"
+#include "common/dynlib.h"
+#include "common/features.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -15,64 +17,46 @@ static nccl__api loaded;
 static int load_rc;
 static char load_error[512];
 
-/* Tries the override alone when set (a wrong override is an error, not a
- * reason to pick up some other copy), else each name in turn. */
-static void *open_library(const char *override_var, const char *const *names, char *tried,
-                          size_t size)
+#define SYM(field, required, name) ELASTIC__DYNSYM(&loaded.field, required, name)
+
+static int bind_nccl(const elastic__dynlib *libnccl)
 {
-    const char *override = getenv(override_var);
-    if (override != NULL && *override != '\0') {
-        void *handle = dlopen(override, RTLD_NOW | RTLD_LOCAL);
-        if (handle == NULL) snprintf(tried, size, "%s=%s: %s", override_var, override, dlerror());
-        return handle;
-    }
-    size_t used = 0;
-    tried[0] = '\0';
-    for (; *names != NULL; names++) {
-        void *handle = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
-        if (handle != NULL) return handle;
-        used += (size_t)snprintf(tried + used, used < size ? size - used : 0, "%s%s",
-                                 used ? ", " : "", *names);
-        if (used >= size) used = size - 1;
-    }
-    return NULL;
+    const elastic__dynsym syms[] = {
+        SYM(get_version, true, "ncclGetVersion"),
+        SYM(get_unique_id, true, "ncclGetUniqueId"),
+        SYM(comm_init_rank_config, true, "ncclCommInitRankConfig"),
+        SYM(comm_get_async_error, true, "ncclCommGetAsyncError"),
+        SYM(comm_abort, true, "ncclCommAbort"),
+        SYM(comm_destroy, true, "ncclCommDestroy"),
+        SYM(get_error_string, true, "ncclGetErrorString"),
+        SYM(comm_revoke, false, "ncclCommRevoke"),
+        SYM(comm_shrink, false, "ncclCommShrink"),
+        SYM(get_last_error, false, "ncclGetLastError"),
+    };
+    char why[384];
+    if (elastic__dynlib_bind(libnccl, syms, ELASTIC__ARRAY_LEN(syms), why, sizeof why) == 0)
+        return 0;
+    snprintf(load_error, sizeof load_error, "nccl: %s", why);
+    return ELASTIC_EUNSUPPORTED;
 }
 
-#define BIND(handle, field, name, required)                                              \
-    do {                                                                                 \
-        *(void **)&loaded.field = dlsym(handle, name);                                   \
-        if (loaded.field == NULL && (required)) {                                        \
-            snprintf(load_error, sizeof load_error, "nccl: %s lacks %s", #handle, name); \
-            return ELASTIC_EUNSUPPORTED;                                                 \
-        }                                                                                \
-    } while (0)
-
-static int bind_nccl(void *libnccl)
+static int bind_cudart(const elastic__dynlib *libcudart)
 {
-    BIND(libnccl, get_version, "ncclGetVersion", true);
-    BIND(libnccl, get_unique_id, "ncclGetUniqueId", true);
-    BIND(libnccl, comm_init_rank_config, "ncclCommInitRankConfig", true);
-    BIND(libnccl, comm_get_async_error, "ncclCommGetAsyncError", true);
-    BIND(libnccl, comm_abort, "ncclCommAbort", true);
-    BIND(libnccl, comm_destroy, "ncclCommDestroy", true);
-    BIND(libnccl, get_error_string, "ncclGetErrorString", true);
-    BIND(libnccl, comm_revoke, "ncclCommRevoke", false);
-    BIND(libnccl, comm_shrink, "ncclCommShrink", false);
-    BIND(libnccl, get_last_error, "ncclGetLastError", false);
-    return 0;
-}
-
-static int bind_cudart(void *libcudart)
-{
-    BIND(libcudart, cuda_get_device_count, "cudaGetDeviceCount", true);
-    BIND(libcudart, cuda_set_device, "cudaSetDevice", true);
-    BIND(libcudart, cuda_event_create_with_flags, "cudaEventCreateWithFlags", true);
-    BIND(libcudart, cuda_event_record, "cudaEventRecord", true);
-    BIND(libcudart, cuda_event_query, "cudaEventQuery", true);
-    BIND(libcudart, cuda_event_destroy, "cudaEventDestroy", true);
-    BIND(libcudart, cuda_get_error_string, "cudaGetErrorString", true);
-    BIND(libcudart, cuda_runtime_get_version, "cudaRuntimeGetVersion", true);
-    return 0;
+    const elastic__dynsym syms[] = {
+        SYM(cuda_get_device_count, true, "cudaGetDeviceCount"),
+        SYM(cuda_set_device, true, "cudaSetDevice"),
+        SYM(cuda_event_create_with_flags, true, "cudaEventCreateWithFlags"),
+        SYM(cuda_event_record, true, "cudaEventRecord"),
+        SYM(cuda_event_query, true, "cudaEventQuery"),
+        SYM(cuda_event_destroy, true, "cudaEventDestroy"),
+        SYM(cuda_get_error_string, true, "cudaGetErrorString"),
+        SYM(cuda_runtime_get_version, true, "cudaRuntimeGetVersion"),
+    };
+    char why[384];
+    if (elastic__dynlib_bind(libcudart, syms, ELASTIC__ARRAY_LEN(syms), why, sizeof why) == 0)
+        return 0;
+    snprintf(load_error, sizeof load_error, "nccl: %s", why);
+    return ELASTIC_EUNSUPPORTED;
 }
 
 static int check_versions(void)
@@ -95,36 +79,38 @@ static int check_versions(void)
     return 0;
 }
 
+static const char *const cudart_names[] = { "libcudart.so.13",
+                                            "libcudart.so.12",
+                                            "libcudart.so",
+                                            "/usr/local/cuda/lib64/libcudart.so.13",
+                                            "/usr/local/cuda/lib64/libcudart.so.12",
+                                            "/usr/local/cuda/lib/libcudart.so",
+                                            NULL };
+
+/* Opens one of the two libraries; a failure says which and why. */
+static int open_one(elastic__dynlib *lib, const char *what, const char *override_var,
+                    const char *const *names)
+{
+    char why[384];
+    if (elastic__dynlib_open(lib, override_var, names, RTLD_NOW | RTLD_LOCAL, why, sizeof why) == 0)
+        return 0;
+    snprintf(load_error, sizeof load_error, "nccl: %s not found (%s)", what, why);
+    return ELASTIC_EUNSUPPORTED;
+}
+
 static void load(void)
 {
     static const char *const nccl_names[] = { "libnccl.so.2", "libnccl.so",
                                               "/usr/local/cuda/lib64/libnccl.so.2",
                                               "/usr/local/cuda/lib/libnccl.so.2", NULL };
-    static const char *const cudart_names[] = { "libcudart.so.13",
-                                                "libcudart.so.12",
-                                                "libcudart.so",
-                                                "/usr/local/cuda/lib64/libcudart.so.13",
-                                                "/usr/local/cuda/lib64/libcudart.so.12",
-                                                "/usr/local/cuda/lib/libcudart.so",
-                                                NULL };
-    char tried[384];
-    void *libnccl = open_library("ELASTIC_NCCL_LIBRARY", nccl_names, tried, sizeof tried);
-    if (libnccl == NULL) {
-        snprintf(load_error, sizeof load_error, "nccl: NCCL not found (tried %s)", tried);
-        load_rc = ELASTIC_EUNSUPPORTED;
-        return;
-    }
-    void *libcudart = open_library("ELASTIC_CUDART_LIBRARY", cudart_names, tried, sizeof tried);
-    if (libcudart == NULL) {
-        snprintf(load_error, sizeof load_error, "nccl: the CUDA runtime not found (tried %s)",
-                 tried);
-        load_rc = ELASTIC_EUNSUPPORTED;
-        return;
-    }
     /* The handles stay open for the life of the process: NCCL's own threads
      * may outlive any communicator. */
-    load_rc = bind_nccl(libnccl);
-    if (load_rc == 0) load_rc = bind_cudart(libcudart);
+    elastic__dynlib libnccl, libcudart;
+    load_rc = open_one(&libnccl, "NCCL", "ELASTIC_NCCL_LIBRARY", nccl_names);
+    if (load_rc == 0)
+        load_rc = open_one(&libcudart, "the CUDA runtime", "ELASTIC_CUDART_LIBRARY", cudart_names);
+    if (load_rc == 0) load_rc = bind_nccl(&libnccl);
+    if (load_rc == 0) load_rc = bind_cudart(&libcudart);
     if (load_rc == 0) load_rc = check_versions();
     if (load_rc == 0)
         ELASTIC_LOG_I("nccl", "NCCL %d and CUDA runtime %d loaded%s", loaded.version,
@@ -143,6 +129,20 @@ int nccl__loadable(void)
 {
     pthread_once(&load_once, load);
     return load_rc == 0;
+}
+
+/* "cuda": the runtime can be loaded here (no version check, no NCCL needed). */
+static int cuda_loadable(void)
+{
+    return elastic__dynlib_loadable(cudart_names);
+}
+
+/* elastic_has_feature lives in common/ (features.h): this module answers
+ * "nccl" (both libraries found, their versions checked) and "cuda". */
+__attribute__((constructor)) static void register_features(void)
+{
+    elastic__feature_register("nccl", nccl__loadable);
+    elastic__feature_register("cuda", cuda_loadable);
 }
 
 void nccl__config_init(nccl__config *config, const char *name)

@@ -30,7 +30,6 @@ typedef struct monitored_worker {
     uint64_t dumps_before, dump_deadline_ms;
     probe__failure pending;        /* reported once its stacks are out */
     channel__hb_snapshot baseline; /* the slot as this generation began (zero: a fresh process) */
-    bool fresh;                    /* started since the last generation began */
 } monitored_worker;
 
 #define MONITOR_PROBES 7 /* hang, startup, straggler, user, exit, nccl_timeout, nccl_error */

@@ -184,9 +184,11 @@ void probe__monitor_generation_started(probe__monitor *m, const probe__generatio
         mw->failed = false;
         m->scores[i] = -1;
         channel__hb_read(m->region, mw->slot, &mw->last);
-        /* A survivor's sums so far belong to the generations before. */
-        if (!mw->fresh) mw->baseline = mw->last;
-        mw->fresh = false;
+        /* A survivor's sums so far belong to the generations before. Every
+         * slot's: the agent starts a generation's new workers after this
+         * (probe__monitor_worker_starting zeroes their slot and baseline), so
+         * a process in a slot now ran in an earlier generation. */
+        mw->baseline = mw->last;
         probe__hang_start(&mw->hang, &mw->last, now);
     }
     monitor__arm_hang_timer(m);
@@ -213,7 +215,6 @@ void probe__monitor_worker_starting(probe__monitor *m, int local_rank)
     channel__hb_reset(m->region, mw->slot);
     memset(&mw->last, 0, sizeof mw->last);
     memset(&mw->baseline, 0, sizeof mw->baseline);
-    mw->fresh = true;
     mw->ckpt_saves_seen = 0;
     mw->restore_seen = false;
 }
@@ -347,6 +348,14 @@ uint64_t probe__monitor_last_beat_ns(const probe__monitor *m, int local_rank)
     channel__hb_snapshot now;
     channel__hb_read(m->region, (unsigned)local_rank, &now);
     return now.last_beat_ns;
+}
+
+int64_t probe__monitor_last_step(const probe__monitor *m, int local_rank)
+{
+    if (worker_at(m, local_rank) == NULL || m->region == NULL) return -1;
+    channel__hb_snapshot now;
+    channel__hb_read(m->region, (unsigned)local_rank, &now);
+    return now.beats > 0 && now.step <= (uint64_t)INT64_MAX ? (int64_t)now.step : -1;
 }
 
 void probe__monitor_record_recovery(probe__monitor *m, double seconds, bool in_process)

@@ -290,6 +290,10 @@ bool probe__monitor_spare_parked(const probe__monitor *m, unsigned index);
 /* The worker's last heartbeat (CLOCK_MONOTONIC ns) as its slot holds it now; 0: none. */
 uint64_t probe__monitor_last_beat_ns(const probe__monitor *m, int local_rank);
 
+/* The step of the worker's last heartbeat as its slot holds it now; -1: it
+ * never beat (a trainer that reports no steps, or no slot). */
+int64_t probe__monitor_last_step(const probe__monitor *m, int local_rank);
+
 /* A recovery finished: failure -> workers back in their loop, in seconds. */
 void probe__monitor_record_recovery(probe__monitor *m, double seconds, bool in_process);
 /* A failure the agent saw itself (worker exit), for the metrics' failure counts. */

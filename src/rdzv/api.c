@@ -28,6 +28,7 @@ static void opts_defaults(elastic_rdzv_opts *opts)
     opts->backend = ELASTIC_RDZV_BACKEND_STORE;
     opts->etcd_timeout_ms = 5000;
     opts->preferred_rank = -1;
+    opts->max_infra_restarts = 20;
 }
 
 ELASTIC_EXTERN int elastic_rdzv_opts_init(elastic_rdzv_opts *opts, size_t struct_size)
@@ -69,6 +70,9 @@ static int check_opts(const elastic_rdzv_opts *o)
         o->etcd_timeout_ms <= 0) /* every etcd request has a deadline */
         return elastic__fail(ELASTIC_EINVAL, "rdzv: etcd_timeout_ms must be > 0, not %d",
                              o->etcd_timeout_ms);
+    if (o->max_infra_restarts < 0)
+        return elastic__fail(ELASTIC_EINVAL, "rdzv: max_infra_restarts must be >= 0, not %d",
+                             o->max_infra_restarts);
     if (o->max_restarts < 0 || o->local_world_size < 1 ||
         o->local_world_size > RDZV__MAX_LOCAL_WORLD)
         return elastic__fail(ELASTIC_EINVAL,
@@ -77,9 +81,11 @@ static int check_opts(const elastic_rdzv_opts *o)
     if (o->node_addr != NULL && !rdzv__valid_token(o->node_addr, RDZV__MAX_ADDR))
         return elastic__fail(ELASTIC_EINVAL,
                              "rdzv: node_addr must be 1..255 printable characters without spaces");
-    if (o->node_id != NULL && !rdzv__valid_token(o->node_id, RDZV__MAX_ID))
+    if (o->node_id != NULL && !elastic__host_name_ok(o->node_id, RDZV__MAX_ID - 1))
         return elastic__fail(ELASTIC_EINVAL,
-                             "rdzv: node_id must be 1..127 printable characters without spaces");
+                             "rdzv: node_id \"%.130s\" could not be a host name: it must be "
+                             "1..127 characters of [A-Za-z0-9._-] starting with a letter or digit",
+                             o->node_id);
     return 0;
 }
 
@@ -87,7 +93,7 @@ static int check_opts(const elastic_rdzv_opts *o)
 static int fill_identity(elastic_rdzv *r, const elastic_rdzv_opts *o)
 {
     char host[RDZV__MAX_ADDR] = "localhost";
-    if (gethostname(host, sizeof host - 1) != 0 || !rdzv__valid_token(host, sizeof host))
+    if (gethostname(host, sizeof host - 1) != 0 || !elastic__host_name_ok(host, 64))
         snprintf(host, sizeof host, "localhost");
     snprintf(r->node_addr, sizeof r->node_addr, "%s", o->node_addr != NULL ? o->node_addr : host);
     if (o->node_id != NULL) {
@@ -167,6 +173,7 @@ ELASTIC_EXTERN int elastic_rdzv_open(const elastic_rdzv_opts *opts, elastic_rdzv
                       o.run_id, r->max_nodes, r->keepalive_interval_ms, r->keepalive_timeout_ms,
                       o.keepalive_interval_ms, o.keepalive_timeout_ms);
     r->max_restarts = o.max_restarts;
+    r->max_infra_restarts = o.max_infra_restarts;
     r->local_world_size = o.local_world_size;
     r->preferred_rank = o.preferred_rank;
     fill_identity(r, &o);
@@ -375,7 +382,10 @@ ELASTIC_EXTERN int elastic_rdzv_leave(elastic_rdzv *r)
     char key[64];
     int64_t gone = 0;
     rdzv__key_round(key, sizeof key, generation, "gone");
-    rc = r->backend->ops->add(r->backend, key, 1, &gone);
+    pthread_mutex_lock(&r->lock);
+    bool counted = r->stayed_out == generation; /* rdzv__stay_out counted us already */
+    pthread_mutex_unlock(&r->lock);
+    if (!counted) rc = r->backend->ops->add(r->backend, key, 1, &gone);
     if (rc == 0 && running) {
         elastic_rdzv_cause cause;
         rdzv__fill_cause(r, &cause, ELASTIC_RDZV_NODE_LEFT, generation, NULL, "node left");

@@ -19,12 +19,12 @@ static const char COUNTER[] = "\001c";
 #define COUNTER_LEN  2
 #define ADD_ATTEMPTS 1000 /* contention bound for other deltas */
 
-static etcd__backend *self(rdzv__backend *b)
+static rdzv__etcd_backend *self(rdzv__backend *b)
 {
-    return (etcd__backend *)b;
+    return (rdzv__etcd_backend *)b;
 }
 
-int etcd__full_key(etcd__backend *b, const char *key, char *out, size_t cap)
+int rdzv__etcd_full_key(rdzv__etcd_backend *b, const char *key, char *out, size_t cap)
 {
     size_t len = strlen(key);
     if (b->prefix_len + len + 1 > cap)
@@ -34,7 +34,7 @@ int etcd__full_key(etcd__backend *b, const char *key, char *out, size_t cap)
     return 0;
 }
 
-int etcd__kv_value(json_object *kv, char **value, size_t *len)
+int rdzv__etcd_kv_value(json_object *kv, char **value, size_t *len)
 {
     int rc = etcd__unb64(etcd__json_field(kv, "value", json_type_string), value, len);
     if (rc != 0 || *len != COUNTER_LEN || memcmp(*value, COUNTER, COUNTER_LEN) != 0) return rc;
@@ -53,19 +53,19 @@ int etcd__kv_value(json_object *kv, char **value, size_t *len)
 
 /* ---- request builders ---- */
 
-json_object *etcd__key_object(etcd__backend *b, const char *key)
+json_object *rdzv__etcd_key_object(rdzv__etcd_backend *b, const char *key)
 {
     char full[512];
-    if (etcd__full_key(b, key, full, sizeof full) != 0) return NULL;
+    if (rdzv__etcd_full_key(b, key, full, sizeof full) != 0) return NULL;
     json_object *o = json_object_new_object();
     json_object_object_add(o, "key", etcd__b64(full, strlen(full)));
     return o;
 }
 
-json_object *etcd__put_object(etcd__backend *b, const char *key, const void *value, size_t len,
-                              int64_t lease, bool prev_kv)
+json_object *rdzv__etcd_put_object(rdzv__etcd_backend *b, const char *key, const void *value,
+                                   size_t len, int64_t lease, bool prev_kv)
 {
-    json_object *o = etcd__key_object(b, key), *encoded = etcd__b64(value, len);
+    json_object *o = rdzv__etcd_key_object(b, key), *encoded = etcd__b64(value, len);
     if (o == NULL || encoded == NULL) {
         json_object_put(o);
         json_object_put(encoded);
@@ -86,10 +86,10 @@ static json_object *wrap(const char *name, json_object *inner)
 }
 
 /* compare: "VALUE" == value, or "CREATE"/"MOD" == revision, "VERSION" == version. */
-static json_object *compare_object(etcd__backend *b, const char *key, const char *target,
+static json_object *compare_object(rdzv__etcd_backend *b, const char *key, const char *target,
                                    const void *value, size_t len, int64_t revision)
 {
-    json_object *o = etcd__key_object(b, key);
+    json_object *o = rdzv__etcd_key_object(b, key);
     if (o == NULL) return NULL;
     json_object_object_add(o, "target", json_object_new_string(target));
     json_object_object_add(o, "result", json_object_new_string("EQUAL"));
@@ -105,7 +105,7 @@ static json_object *compare_object(etcd__backend *b, const char *key, const char
 }
 
 /* A Txn of one compare, one success op, and a read of key on failure. */
-static int txn(etcd__backend *b, json_object *compare, json_object *success, const char *key,
+static int txn(rdzv__etcd_backend *b, json_object *compare, json_object *success, const char *key,
                json_object **reply, bool *succeeded)
 {
     *reply = NULL;
@@ -118,7 +118,7 @@ static int txn(etcd__backend *b, json_object *compare, json_object *success, con
                 *ok = json_object_new_array(), *fail = json_object_new_array();
     if (compare != NULL) json_object_array_add(cmp, compare);
     json_object_array_add(ok, success);
-    json_object_array_add(fail, wrap("request_range", etcd__key_object(b, key)));
+    json_object_array_add(fail, wrap("request_range", rdzv__etcd_key_object(b, key)));
     json_object_object_add(body, "compare", cmp);
     json_object_object_add(body, "success", ok);
     json_object_object_add(body, "failure", fail);
@@ -150,11 +150,11 @@ static json_object *txn_kv(json_object *reply, const char *kind, const char *fie
 
 static int etcd_get(rdzv__backend *base, const char *key, void **value, size_t *len)
 {
-    etcd__backend *b = self(base);
+    rdzv__etcd_backend *b = self(base);
     *value = NULL;
     *len = 0;
     json_object *reply = NULL;
-    int rc = etcd__call(b->client, "/v3/kv/range", etcd__key_object(b, key), 0, false, &reply);
+    int rc = etcd__call(b->client, "/v3/kv/range", rdzv__etcd_key_object(b, key), 0, false, &reply);
     if (rc == 0) {
         json_object *kvs = etcd__json_field(reply, "kvs", json_type_array);
         json_object *kv = kvs != NULL && json_object_array_length(kvs) > 0
@@ -163,7 +163,7 @@ static int etcd_get(rdzv__backend *base, const char *key, void **value, size_t *
         if (kv == NULL || !json_object_is_type(kv, json_type_object))
             rc = ELASTIC_ENOTFOUND;
         else
-            rc = etcd__kv_value(kv, (char **)value, len);
+            rc = rdzv__etcd_kv_value(kv, (char **)value, len);
     }
     json_object_put(reply);
     rdzv__count(base, strlen(key), rc == 0 ? *len : 0);
@@ -174,8 +174,9 @@ static int etcd_set(rdzv__backend *base, const char *key, const void *value, siz
 {
     json_object *reply = NULL;
     rdzv__count(base, strlen(key) + len, 0);
-    int rc = etcd__call(self(base)->client, "/v3/kv/put",
-                        etcd__put_object(self(base), key, value, len, 0, false), 0, false, &reply);
+    int rc =
+        etcd__call(self(base)->client, "/v3/kv/put",
+                   rdzv__etcd_put_object(self(base), key, value, len, 0, false), 0, false, &reply);
     json_object_put(reply);
     return rc;
 }
@@ -186,18 +187,18 @@ static int etcd_set_leased(rdzv__backend *base, const char *key, const void *val
     json_object *reply = NULL;
     rdzv__count(base, strlen(key) + len + 8, 0);
     int rc = etcd__call(self(base)->client, "/v3/kv/put",
-                        etcd__put_object(self(base), key, value, len, (int64_t)lease, false), 0,
-                        false, &reply);
+                        rdzv__etcd_put_object(self(base), key, value, len, (int64_t)lease, false),
+                        0, false, &reply);
     json_object_put(reply);
     return rc;
 }
 
-size_t etcd__txn_ops(etcd__backend *b)
+size_t rdzv__etcd_txn_ops(rdzv__etcd_backend *b)
 {
     return (size_t)__atomic_load_n(&b->txn_ops, __ATOMIC_RELAXED);
 }
 
-bool etcd__txn_refused(etcd__backend *b, size_t ops, int rc)
+bool rdzv__etcd_txn_refused(rdzv__etcd_backend *b, size_t ops, int rc)
 {
     if (rc == 0 || ops <= ETCD__MAX_TXN_OPS) return false;
     const char *why = elastic_last_error();
@@ -212,19 +213,19 @@ bool etcd__txn_refused(etcd__backend *b, size_t ops, int rc)
     return true;
 }
 
-/* One Txn per etcd__txn_ops keys: each chunk is atomic; the rendezvous needs
+/* One Txn per rdzv__etcd_txn_ops keys: each chunk is atomic; the rendezvous needs
  * no atomicity across them (every reader waits for its own key). */
 static int etcd_multi_set(rdzv__backend *base, const char *const *keys, const void *const *values,
                           const size_t *lens, size_t n)
 {
-    etcd__backend *b = self(base);
+    rdzv__etcd_backend *b = self(base);
     for (size_t first = 0; first < n;) {
-        size_t step = etcd__txn_ops(b);
+        size_t step = rdzv__etcd_txn_ops(b);
         size_t last = first + step < n ? first + step : n, sent = 0;
         json_object *body = json_object_new_object(), *ops = json_object_new_array();
         json_object_object_add(body, "success", ops);
         for (size_t i = first; i < last; i++) {
-            json_object *put = etcd__put_object(b, keys[i], values[i], lens[i], 0, false);
+            json_object *put = rdzv__etcd_put_object(b, keys[i], values[i], lens[i], 0, false);
             if (put == NULL) {
                 json_object_put(body);
                 return elastic__fail(ELASTIC_ELIMIT,
@@ -237,7 +238,7 @@ static int etcd_multi_set(rdzv__backend *base, const char *const *keys, const vo
         json_object *reply = NULL;
         int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
         json_object_put(reply);
-        if (etcd__txn_refused(b, last - first, rc)) continue; /* the same keys, smaller */
+        if (rdzv__etcd_txn_refused(b, last - first, rc)) continue; /* the same keys, smaller */
         if (rc != 0) return rc;
         first = last;
     }
@@ -248,8 +249,8 @@ static int etcd_del(rdzv__backend *base, const char *key)
 {
     json_object *reply = NULL;
     rdzv__count(base, strlen(key), 0);
-    int rc = etcd__call(self(base)->client, "/v3/kv/deleterange", etcd__key_object(self(base), key),
-                        0, false, &reply);
+    int rc = etcd__call(self(base)->client, "/v3/kv/deleterange",
+                        rdzv__etcd_key_object(self(base), key), 0, false, &reply);
     if (rc == 0) {
         int64_t deleted = 0;
         rc = etcd__json_i64(reply, "deleted", 0, &deleted);
@@ -262,9 +263,9 @@ static int etcd_del(rdzv__backend *base, const char *key)
 /* One DeleteRange over [prefix, the first key after it): one Raft write. */
 static int etcd_del_prefix(rdzv__backend *base, const char *prefix)
 {
-    etcd__backend *b = self(base);
+    rdzv__etcd_backend *b = self(base);
     char full[512], end[512];
-    int rc = etcd__full_key(b, prefix, full, sizeof full);
+    int rc = rdzv__etcd_full_key(b, prefix, full, sizeof full);
     if (rc != 0) return rc;
     if (prefix[0] == '\0')
         return elastic__fail(ELASTIC_EINVAL, "etcd: del_prefix of the whole run refused");
@@ -281,7 +282,7 @@ static int etcd_del_prefix(rdzv__backend *base, const char *prefix)
 static int etcd_compare_set(rdzv__backend *base, const char *key, const void *expected, size_t elen,
                             const void *desired, size_t dlen, void **current, size_t *clen)
 {
-    etcd__backend *b = self(base);
+    rdzv__etcd_backend *b = self(base);
     *current = NULL;
     *clen = 0;
     json_object *compare = expected != NULL ? compare_object(b, key, "VALUE", expected, elen, 0)
@@ -290,8 +291,9 @@ static int etcd_compare_set(rdzv__backend *base, const char *key, const void *ex
     bool succeeded = false;
     /* Re-sending a compare-and-set is harmless: if the first one applied,
      * the second fails its compare and reads back what the first wrote. */
-    int rc = txn(b, compare, wrap("request_put", etcd__put_object(b, key, desired, dlen, 0, false)),
-                 key, &reply, &succeeded);
+    int rc =
+        txn(b, compare, wrap("request_put", rdzv__etcd_put_object(b, key, desired, dlen, 0, false)),
+            key, &reply, &succeeded);
     if (rc == 0 && succeeded) {
         *current = malloc(dlen + 1);
         if (*current == NULL)
@@ -300,7 +302,7 @@ static int etcd_compare_set(rdzv__backend *base, const char *key, const void *ex
             memcpy(*current, desired, dlen), ((char *)*current)[dlen] = '\0', *clen = dlen;
     } else if (rc == 0) {
         json_object *kv = txn_kv(reply, "response_range", "kvs");
-        if (kv != NULL) rc = etcd__kv_value(kv, (char **)current, clen);
+        if (kv != NULL) rc = rdzv__etcd_kv_value(kv, (char **)current, clen);
     }
     json_object_put(reply);
     rdzv__count(base, strlen(key) + elen + dlen, rc == 0 ? *clen : 0);
@@ -312,14 +314,14 @@ static int etcd_compare_set(rdzv__backend *base, const char *key, const void *ex
  * previous version + 1); else if it is absent (version 0), create it (1);
  * else read it" (a plain number: the caller's compare-and-set loop). etcd
  * applies a Txn atomically, so the inner compare sees what the outer one saw.
- * The same object is a request_txn inside add_pair's Txn. */
-static json_object *add_txn_body(etcd__backend *b, const char *key)
+ * The same object is a request_txn inside add_get's Txn. */
+static json_object *add_txn_body(rdzv__etcd_backend *b, const char *key)
 {
     json_object *bump =
-        wrap("request_put", etcd__put_object(b, key, COUNTER, COUNTER_LEN, 0, true));
+        wrap("request_put", rdzv__etcd_put_object(b, key, COUNTER, COUNTER_LEN, 0, true));
     json_object *create =
-        wrap("request_put", etcd__put_object(b, key, COUNTER, COUNTER_LEN, 0, false));
-    json_object *read = wrap("request_range", etcd__key_object(b, key));
+        wrap("request_put", rdzv__etcd_put_object(b, key, COUNTER, COUNTER_LEN, 0, false));
+    json_object *read = wrap("request_range", rdzv__etcd_key_object(b, key));
     json_object *is_counter = compare_object(b, key, "VALUE", COUNTER, COUNTER_LEN, 0);
     json_object *absent = compare_object(b, key, "VERSION", NULL, 0, 0);
     if (bump == NULL || create == NULL || read == NULL || is_counter == NULL || absent == NULL) {
@@ -387,7 +389,7 @@ static int add_txn_result(json_object *reply, const char *key, int64_t *result, 
         return elastic__fail(ELASTIC_EPROTO, "etcd: add: %s neither absent nor present", key);
     char *value = NULL;
     size_t len = 0;
-    int rc = etcd__kv_value(kv, &value, &len);
+    int rc = rdzv__etcd_kv_value(kv, &value, &len);
     if (rc == 0) rc = etcd__json_i64(kv, "mod_revision", 0, mod_revision);
     *current = 0;
     if (rc == 0 && elastic__parse_i64_n(NULL, value, len, INT64_MIN, INT64_MAX, current) != 0)
@@ -397,7 +399,7 @@ static int add_txn_result(json_object *reply, const char *key, int64_t *result, 
     return rc;
 }
 
-static int add_one(etcd__backend *b, const char *key, int64_t *result, bool *not_counter,
+static int add_one(rdzv__etcd_backend *b, const char *key, int64_t *result, bool *not_counter,
                    int64_t *mod_revision, int64_t *current)
 {
     json_object *body = add_txn_body(b, key), *reply = NULL;
@@ -410,7 +412,7 @@ static int add_one(etcd__backend *b, const char *key, int64_t *result, bool *not
 
 static int etcd_add(rdzv__backend *base, const char *key, int64_t delta, int64_t *result)
 {
-    etcd__backend *b = self(base);
+    rdzv__etcd_backend *b = self(base);
     rdzv__count(base, strlen(key) + 8, 8);
     bool not_counter = delta != 1;
     int64_t mod_revision = 0, current = 0;
@@ -432,15 +434,15 @@ static int etcd_add(rdzv__backend *base, const char *key, int64_t delta, int64_t
         json_object *reply = NULL;
         bool succeeded = false;
         int rc = txn(b, compare,
-                     wrap("request_put", etcd__put_object(b, key, text, (size_t)n, 0, false)), key,
-                     &reply, &succeeded);
+                     wrap("request_put", rdzv__etcd_put_object(b, key, text, (size_t)n, 0, false)),
+                     key, &reply, &succeeded);
         if (rc == 0 && succeeded) *result = current + delta;
         json_object *kv = rc == 0 && !succeeded ? txn_kv(reply, "response_range", "kvs") : NULL;
         mod_revision = 0;
         if (kv != NULL) {
             char *value = NULL;
             size_t len = 0;
-            rc = etcd__kv_value(kv, &value, &len);
+            rc = rdzv__etcd_kv_value(kv, &value, &len);
             if (rc == 0) rc = etcd__json_i64(kv, "mod_revision", 0, &mod_revision);
             if (rc == 0 &&
                 elastic__parse_i64_n(NULL, value, len, INT64_MIN, INT64_MAX, &current) != 0)
@@ -453,9 +455,6 @@ static int etcd_add(rdzv__backend *base, const char *key, int64_t delta, int64_t
     return elastic__fail(ELASTIC_EBUSY, "etcd: add on %s lost %d races", key, ADD_ATTEMPTS);
 }
 
-static int etcd_get_some(rdzv__backend *b, const char *const *keys, size_t n, void **values,
-                         size_t *lens);
-
 /* The value of a Txn's response_range (NULL, 0 when the key is absent). */
 static int range_value(json_object *response, void **value, size_t *len)
 {
@@ -466,7 +465,7 @@ static int range_value(json_object *response, void **value, size_t *len)
     *value = NULL;
     *len = 0;
     if (kv == NULL || !json_object_is_type(kv, json_type_object)) return 0;
-    return etcd__kv_value(kv, (char **)value, len);
+    return rdzv__etcd_kv_value(kv, (char **)value, len);
 }
 
 #define ADD_GET_MAX_ADDS 8 /* a join adds one or two */
@@ -498,34 +497,31 @@ static int guarded_reads(json_object *reply, size_t n_get, void **values, size_t
  * (the adds) and one request for what the store does in one batch. With
  * unless_key: that Txn nested in one that makes it only while unless_key is
  * absent (else it reads the keys alone: *added false). */
-static int add_get_guarded(rdzv__backend *base, const char *unless_key, const char *const *add_keys,
-                           size_t n_add, int64_t *sums, const char *const *get_keys, size_t n_get,
-                           void **values, size_t *lens, bool *added)
+/* add_get's Txn: per add, the compare "holds the marker" with a Put in the
+ * success branch and add_txn_body's nested Txn in the failure branch; per
+ * read, a Range in both. *sent: the payload bytes. */
+static int add_get_body(rdzv__etcd_backend *b, const char *const *add_keys, size_t n_add,
+                        const char *const *get_keys, size_t n_get, json_object **out, size_t *sent)
 {
-    etcd__backend *b = self(base);
-    *added = false;
-    for (size_t i = 0; i < n_get; i++) values[i] = NULL, lens[i] = 0;
-    for (size_t i = 0; i < n_add; i++) sums[i] = 0;
-    if (n_add < 1 || n_add > ADD_GET_MAX_ADDS || n_add + n_get > ETCD__MAX_TXN_OPS)
-        return elastic__fail(ELASTIC_EINVAL, "etcd: add_get of %zu adds and %zu reads", n_add,
-                             n_get);
     json_object *body = json_object_new_object(), *compare = json_object_new_array(),
                 *success = json_object_new_array(), *failure = json_object_new_array();
     json_object_object_add(body, "compare", compare);
     json_object_object_add(body, "success", success);
     json_object_object_add(body, "failure", failure);
-    size_t sent = 0;
+    *out = NULL;
+    *sent = 0;
     for (size_t i = 0; i < n_add + n_get; i++) {
         const char *key = i < n_add ? add_keys[i] : get_keys[i - n_add];
-        sent += strlen(key) + (i < n_add ? 8 : 0);
+        *sent += strlen(key) + (i < n_add ? 8 : 0);
         json_object *is_counter = NULL, *first = NULL, *second = NULL;
         if (i < n_add) {
             is_counter = compare_object(b, key, "VALUE", COUNTER, COUNTER_LEN, 0);
-            first = wrap("request_put", etcd__put_object(b, key, COUNTER, COUNTER_LEN, 0, true));
+            first =
+                wrap("request_put", rdzv__etcd_put_object(b, key, COUNTER, COUNTER_LEN, 0, true));
             second = wrap("request_txn", add_txn_body(b, key));
         } else {
-            first = wrap("request_range", etcd__key_object(b, key));
-            second = wrap("request_range", etcd__key_object(b, key));
+            first = wrap("request_range", rdzv__etcd_key_object(b, key));
+            second = wrap("request_range", rdzv__etcd_key_object(b, key));
         }
         if ((i < n_add && is_counter == NULL) || first == NULL || second == NULL) {
             json_object_put(is_counter);
@@ -538,56 +534,44 @@ static int add_get_guarded(rdzv__backend *base, const char *unless_key, const ch
         json_object_array_add(success, first);
         json_object_array_add(failure, second);
     }
-    if (unless_key != NULL) {
-        json_object *guard = compare_object(b, unless_key, "CREATE", NULL, 0, 0),
-                    *outer = json_object_new_object(), *list = json_object_new_array();
-        if (guard == NULL) {
-            json_object_put(outer);
-            json_object_put(list);
-            json_object_put(body);
-            return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" is too long", unless_key);
-        }
-        json_object_array_add(list, guard);
-        json_object_object_add(outer, "compare", list);
-        list = json_object_new_array();
-        json_object_array_add(list, wrap("request_txn", body));
-        json_object_object_add(outer, "success", list);
-        list = json_object_new_array();
-        for (size_t i = 0; i < n_get; i++)
-            json_object_array_add(list, wrap("request_range", etcd__key_object(b, get_keys[i])));
-        json_object_object_add(outer, "failure", list);
-        body = outer;
-        sent += strlen(unless_key);
+    *out = body;
+    return 0;
+}
+
+/* *body nested in a Txn made only while unless_key is absent, whose failure
+ * branch reads the keys alone. */
+static int guard_body(rdzv__etcd_backend *b, const char *unless_key, const char *const *get_keys,
+                      size_t n_get, json_object **body)
+{
+    json_object *guard = compare_object(b, unless_key, "CREATE", NULL, 0, 0),
+                *outer = json_object_new_object(), *list = json_object_new_array();
+    if (guard == NULL) {
+        json_object_put(outer);
+        json_object_put(list);
+        json_object_put(*body);
+        *body = NULL;
+        return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" is too long", unless_key);
     }
-    json_object *reply = NULL;
-    int rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
-    size_t received = 8 * n_add;
-    json_object *inner = reply;
-    if (rc == 0 && unless_key != NULL) {
-        json_object *outer = etcd__json_field(reply, "responses", json_type_array);
-        if (!txn_succeeded(reply)) { /* unless_key exists: only the reads */
-            rc = guarded_reads(reply, n_get, values, lens, &received);
-            json_object_put(reply);
-            rdzv__count(base, sent, received);
-            for (size_t i = 0; rc != 0 && i < n_get; i++) {
-                free(values[i]);
-                values[i] = NULL;
-                lens[i] = 0;
-            }
-            return rc;
-        }
-        inner = outer != NULL && json_object_array_length(outer) == 1
-                    ? etcd__json_field(json_object_array_get_idx(outer, 0), "response_txn",
-                                       json_type_object)
-                    : NULL;
-        if (inner == NULL) rc = elastic__fail(ELASTIC_EPROTO, "etcd: add_get: malformed Txn reply");
-    }
-    *added = rc == 0;
-    json_object *responses = rc == 0 ? etcd__json_field(inner, "responses", json_type_array) : NULL;
-    if (rc == 0 && (responses == NULL || json_object_array_length(responses) != n_add + n_get))
-        rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of %zu answered with another count",
-                           n_add + n_get);
-    bool all = rc == 0 && txn_succeeded(inner), plain[ADD_GET_MAX_ADDS] = { false }, any = false;
+    json_object_array_add(list, guard);
+    json_object_object_add(outer, "compare", list);
+    list = json_object_new_array();
+    json_object_array_add(list, wrap("request_txn", *body));
+    json_object_object_add(outer, "success", list);
+    list = json_object_new_array();
+    for (size_t i = 0; i < n_get; i++)
+        json_object_array_add(list, wrap("request_range", rdzv__etcd_key_object(b, get_keys[i])));
+    json_object_object_add(outer, "failure", list);
+    *body = outer;
+    return 0;
+}
+
+/* The adds' results from the Txn's responses: from the Puts' prev_kv when
+ * every counter held the marker (all), else from each nested Txn, where
+ * plain[i] says a counter held a plain number (*any: one did). */
+static int take_sums(json_object *responses, bool all, const char *const *add_keys, size_t n_add,
+                     int64_t *sums, bool *plain, bool *any)
+{
+    int rc = 0;
     for (size_t i = 0; rc == 0 && i < n_add; i++) {
         json_object *one = json_object_array_get_idx(responses, i);
         if (all) {
@@ -604,9 +588,66 @@ static int add_get_guarded(rdzv__backend *base, const char *unless_key, const ch
             rc = nested != NULL ? add_txn_result(nested, add_keys[i], &sums[i], &plain[i],
                                                  &mod_revision, &current)
                                 : elastic__fail(ELASTIC_EPROTO, "etcd: add: malformed Txn reply");
-            any |= plain[i];
+            *any |= plain[i];
         }
     }
+    return rc;
+}
+
+static void clear_values(void **values, size_t *lens, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(values[i]);
+        values[i] = NULL;
+        lens[i] = 0;
+    }
+}
+
+static int add_get_guarded(rdzv__backend *base, const char *unless_key, const char *const *add_keys,
+                           size_t n_add, int64_t *sums, const char *const *get_keys, size_t n_get,
+                           void **values, size_t *lens, bool *added)
+{
+    rdzv__etcd_backend *b = self(base);
+    *added = false;
+    for (size_t i = 0; i < n_get; i++) values[i] = NULL, lens[i] = 0;
+    for (size_t i = 0; i < n_add; i++) sums[i] = 0;
+    if (n_add < 1 || n_add > ADD_GET_MAX_ADDS || n_add + n_get > ETCD__MAX_TXN_OPS)
+        return elastic__fail(ELASTIC_EINVAL, "etcd: add_get of %zu adds and %zu reads", n_add,
+                             n_get);
+    json_object *body = NULL, *reply = NULL;
+    size_t sent = 0;
+    int rc = add_get_body(b, add_keys, n_add, get_keys, n_get, &body, &sent);
+    if (rc == 0 && unless_key != NULL) {
+        rc = guard_body(b, unless_key, get_keys, n_get, &body);
+        sent += strlen(unless_key);
+    }
+    if (rc != 0) return rc;
+    rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
+    size_t received = 8 * n_add;
+    json_object *inner = reply;
+    if (rc == 0 && unless_key != NULL) {
+        json_object *outer = etcd__json_field(reply, "responses", json_type_array);
+        if (!txn_succeeded(reply)) { /* unless_key exists: only the reads */
+            rc = guarded_reads(reply, n_get, values, lens, &received);
+            json_object_put(reply);
+            rdzv__count(base, sent, received);
+            if (rc != 0) clear_values(values, lens, n_get);
+            return rc;
+        }
+        inner = outer != NULL && json_object_array_length(outer) == 1
+                    ? etcd__json_field(json_object_array_get_idx(outer, 0), "response_txn",
+                                       json_type_object)
+                    : NULL;
+        if (inner == NULL) rc = elastic__fail(ELASTIC_EPROTO, "etcd: add_get: malformed Txn reply");
+    }
+    *added = rc == 0;
+    json_object *responses = rc == 0 ? etcd__json_field(inner, "responses", json_type_array) : NULL;
+    if (rc == 0 && (responses == NULL || json_object_array_length(responses) != n_add + n_get))
+        rc = elastic__fail(ELASTIC_EPROTO, "etcd: a Txn of %zu answered with another count",
+                           n_add + n_get);
+    bool plain[ADD_GET_MAX_ADDS] = { false }, any = false;
+    if (rc == 0)
+        rc = take_sums(responses, txn_succeeded(inner), add_keys, n_add, sums, plain, &any);
     for (size_t i = 0; rc == 0 && i < n_get; i++) {
         rc = range_value(json_object_array_get_idx(responses, n_add + i), &values[i], &lens[i]);
         received += lens[i];
@@ -617,13 +658,9 @@ static int add_get_guarded(rdzv__backend *base, const char *unless_key, const ch
         if (plain[i]) rc = etcd_add(base, add_keys[i], 1, &sums[i]);
     if (rc == 0 && any && n_get > 0) { /* read after every add, as the store does */
         for (size_t i = 0; i < n_get; i++) free(values[i]);
-        rc = etcd_get_some(base, get_keys, n_get, values, lens);
+        rc = rdzv__etcd_get_some(base, get_keys, n_get, values, lens);
     }
-    for (size_t i = 0; rc != 0 && i < n_get; i++) {
-        free(values[i]);
-        values[i] = NULL;
-        lens[i] = 0;
-    }
+    if (rc != 0) clear_values(values, lens, n_get);
     return rc;
 }
 
@@ -647,22 +684,10 @@ static int etcd_add_get_unless(rdzv__backend *base, const char *unless_key,
                            added);
 }
 
-/* Two counters +1 in one Txn (add_get without reads). */
-static int etcd_add_pair(rdzv__backend *base, const char *key1, const char *key2, int64_t *r1,
-                         int64_t *r2)
+int rdzv__etcd_get_some(rdzv__backend *base, const char *const *keys, size_t n, void **values,
+                        size_t *lens)
 {
-    const char *keys[2] = { key1, key2 };
-    int64_t sums[2] = { 0, 0 };
-    int rc = etcd_add_get(base, keys, 2, sums, NULL, 0, NULL, NULL);
-    if (rc == 0) *r1 = sums[0], *r2 = sums[1];
-    return rc;
-}
-
-/* n keys in one Txn of Ranges (ETCD__MAX_TXN_OPS at most); absent: NULL. */
-static int etcd_get_some(rdzv__backend *base, const char *const *keys, size_t n, void **values,
-                         size_t *lens)
-{
-    etcd__backend *b = self(base);
+    rdzv__etcd_backend *b = self(base);
     size_t sent = 0, received = 0;
     for (size_t i = 0; i < n; i++) {
         values[i] = NULL;
@@ -675,7 +700,7 @@ static int etcd_get_some(rdzv__backend *base, const char *const *keys, size_t n,
     json_object *body = json_object_new_object(), *ops = json_object_new_array();
     json_object_object_add(body, "success", ops);
     for (size_t i = 0; i < n; i++) {
-        json_object *range = wrap("request_range", etcd__key_object(b, keys[i]));
+        json_object *range = wrap("request_range", rdzv__etcd_key_object(b, keys[i]));
         if (range == NULL) {
             json_object_put(body);
             return elastic__fail(ELASTIC_ELIMIT, "etcd: key \"%.60s\" is too long", keys[i]);
@@ -696,7 +721,7 @@ static int etcd_get_some(rdzv__backend *base, const char *const *keys, size_t n,
                               ? json_object_array_get_idx(kvs, 0)
                               : NULL;
         if (kv == NULL || !json_object_is_type(kv, json_type_object)) continue;
-        rc = etcd__kv_value(kv, (char **)&values[i], &lens[i]);
+        rc = rdzv__etcd_kv_value(kv, (char **)&values[i], &lens[i]);
         received += lens[i];
     }
     json_object_put(reply);
@@ -714,11 +739,11 @@ static int etcd_get_some(rdzv__backend *base, const char *const *keys, size_t n,
 static int etcd_keys_at(rdzv__backend *base, const char *prefix, size_t max, char ***keys,
                         size_t *n, uint64_t *revision)
 {
-    etcd__backend *b = self(base);
+    rdzv__etcd_backend *b = self(base);
     *keys = NULL;
     *n = 0;
     char full[512], end[512];
-    int rc = etcd__full_key(b, prefix, full, sizeof full);
+    int rc = rdzv__etcd_full_key(b, prefix, full, sizeof full);
     if (rc != 0) return rc;
     etcd__range_end(full, end, sizeof end);
     json_object *body = json_object_new_object();
@@ -783,35 +808,38 @@ static int etcd_keys(rdzv__backend *base, const char *prefix, size_t max, char *
 static void etcd_close(rdzv__backend *base)
 {
     if (base == NULL) return;
-    etcd__backend *b = self(base);
-    etcd__keeper_stop(b);
+    rdzv__etcd_backend *b = self(base);
+    rdzv__etcd_keeper_stop(b);
     pthread_mutex_destroy(&b->keeper.lock);
     pthread_cond_destroy(&b->keeper.wake);
     etcd__client_close(b->client);
     free(b);
 }
 
+/* etcd outlives its clients (its keeper reports a lost lease) and its
+ * watch events carry values: see backend.h. */
 static const rdzv__backend_ops etcd_ops = {
+    .outlives_clients = true,
+    .watch_gives_end = true,
     .get = etcd_get,
-    .multi_get = etcd__multi_get,
+    .multi_get = rdzv__etcd_multi_get,
     .set = etcd_set,
     .multi_set = etcd_multi_set,
     .del = etcd_del,
     .add = etcd_add,
     .compare_set = etcd_compare_set,
-    .watch = etcd__watch,
+    .watch = rdzv__etcd_watch,
     .keys = etcd_keys,
-    .lease_grant = etcd__lease_grant,
-    .lease_revoke = etcd__lease_revoke,
+    .lease_grant = rdzv__etcd_lease_grant,
+    .lease_revoke = rdzv__etcd_lease_revoke,
     .set_leased = etcd_set_leased,
-    .get_some = etcd_get_some,
-    .add_pair = etcd_add_pair,
+    .lease_check = rdzv__etcd_lease_check,
     .del_prefix = etcd_del_prefix,
     .add_get = etcd_add_get,
     .add_get_unless = etcd_add_get_unless,
-    .set_leased_wait = etcd__set_leased_wait,
+    .set_leased_wait = rdzv__etcd_set_leased_wait,
     .keys_at = etcd_keys_at,
-    .watch_area = etcd__watch_area,
+    .watch_area = rdzv__etcd_watch_area,
     .close = etcd_close,
 };
 
@@ -823,10 +851,10 @@ int rdzv__backend_etcd_open(const rdzv__etcd_conf *conf, const char *run_id,
     if (strlen(root) > 128 || strchr(root, ' ') != NULL)
         return elastic__fail(ELASTIC_EINVAL,
                              "etcd: prefix must be up to 128 characters without spaces");
-    etcd__backend *b = calloc(1, sizeof *b);
+    rdzv__etcd_backend *b = calloc(1, sizeof *b);
     if (b == NULL) return elastic__fail(ELASTIC_ENOMEM, "etcd: out of memory");
     b->base.ops = &etcd_ops;
-    b->txn_ops = ETCD__BIG_TXN_OPS;
+    b->txn_ops = RDZV__ETCD_BIG_TXN_OPS;
     size_t root_len = strlen(root);
     while (root_len > 0 && root[root_len - 1] == '/') root_len--;
     snprintf(b->prefix, sizeof b->prefix, "%.*s/%s/rdzv/", (int)root_len, root, run_id);

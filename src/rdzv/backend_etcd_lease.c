@@ -40,7 +40,7 @@ static int take_ttl(int64_t ttl, int *ttl_ms)
 }
 
 /* One keep-alive through the JSON gateway, failing over across endpoints. */
-static int keep_alive_by_gateway(etcd__backend *b, int64_t lease, int timeout_ms, int *ttl_ms)
+static int keep_alive_by_gateway(rdzv__etcd_backend *b, int64_t lease, int timeout_ms, int *ttl_ms)
 {
     json_object *body = json_object_new_object(), *reply = NULL;
     json_object_object_add(body, "ID", json_object_new_int64(lease));
@@ -64,7 +64,7 @@ static int keep_alive_by_gateway(etcd__backend *b, int64_t lease, int timeout_ms
  * has answered before gets the whole deadline, as a loaded member's late
  * answer is better than asking it again. 1 while the lease lives (*ttl_ms:
  * the TTL etcd granted), 0 when etcd no longer has it. */
-static int keep_alive_once(etcd__backend *b, int64_t lease, int timeout_ms, int *ttl_ms)
+static int keep_alive_once(rdzv__etcd_backend *b, int64_t lease, int timeout_ms, int *ttl_ms)
 {
     etcd__lease_stream *stream = b->keeper.stream; /* only this thread touches it */
     if (stream != NULL) {
@@ -82,7 +82,7 @@ static int keep_alive_once(etcd__backend *b, int64_t lease, int timeout_ms, int 
     return keep_alive_by_gateway(b, lease, timeout_ms, ttl_ms);
 }
 
-static void report_lost(etcd__backend *b, int64_t lease, const char *why)
+static void report_lost(rdzv__etcd_backend *b, int64_t lease, const char *why)
 {
     ELASTIC_LOG_W("rdzv", "etcd lease %" PRIx64 " lost: %s", (uint64_t)lease, why);
     if (b->base.on_lease_lost != NULL)
@@ -91,8 +91,8 @@ static void report_lost(etcd__backend *b, int64_t lease, const char *why)
 
 static void *keeper_main(void *arg)
 {
-    etcd__backend *b = arg;
-    etcd__keeper *k = &b->keeper;
+    rdzv__etcd_backend *b = arg;
+    rdzv__etcd_keeper *k = &b->keeper;
     etcd__lease_stream *stream = etcd__lease_stream_new(b->client); /* NULL: the gateway only */
     pthread_mutex_lock(&k->lock);
     k->stream = stream;
@@ -135,7 +135,7 @@ static void *keeper_main(void *arg)
     }
     /* Detached, so a keeper that ended on its own (its lease was lost) is no
      * thread left to join when the process exits without closing the backend
-     * (an agent whose store call cannot be interrupted); etcd__keeper_stop
+     * (an agent whose store call cannot be interrupted); rdzv__etcd_keeper_stop
      * waits for this instead of a join. */
     k->stream = NULL;
     etcd__lease_stream_free(stream);
@@ -145,9 +145,9 @@ static void *keeper_main(void *arg)
     return NULL;
 }
 
-void etcd__keeper_stop(etcd__backend *b)
+void rdzv__etcd_keeper_stop(rdzv__etcd_backend *b)
 {
-    etcd__keeper *k = &b->keeper;
+    rdzv__etcd_keeper *k = &b->keeper;
     pthread_mutex_lock(&k->lock);
     bool running = k->running;
     k->stop = true;
@@ -159,12 +159,13 @@ void etcd__keeper_stop(etcd__backend *b)
     pthread_mutex_unlock(&k->lock);
 }
 
-int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms, uint64_t *lease)
+int rdzv__etcd_lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms,
+                           uint64_t *lease)
 {
-    etcd__backend *b = (etcd__backend *)base;
+    rdzv__etcd_backend *b = (rdzv__etcd_backend *)base;
     if (ttl_ms < 100 || keepalive_interval_ms < 0)
         return elastic__fail(ELASTIC_EINVAL, "etcd lease: ttl_ms must be >= 100");
-    etcd__keeper_stop(b); /* one lease per node: a new grant replaces a lost one */
+    rdzv__etcd_keeper_stop(b); /* one lease per node: a new grant replaces a lost one */
     rdzv__count(base, 8, 8);
     json_object *body = json_object_new_object(), *reply = NULL;
     /* etcd counts in seconds (and raises tiny TTLs to its minimum, 1.5
@@ -186,7 +187,7 @@ int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms
                       ttl_ms);
     *lease = (uint64_t)id;
     if (keepalive_interval_ms == 0) return 0;
-    etcd__keeper *k = &b->keeper;
+    rdzv__etcd_keeper *k = &b->keeper;
     pthread_mutex_lock(&k->lock);
     k->lease = id;
     k->ttl_ms = (int)granted * 1000; /* what etcd keeps it for, not what we asked */
@@ -203,17 +204,31 @@ int etcd__lease_grant(rdzv__backend *base, int ttl_ms, int keepalive_interval_ms
     return 0;
 }
 
-int etcd__lease_revoke(rdzv__backend *base, uint64_t lease)
+int rdzv__etcd_lease_revoke(rdzv__backend *base, uint64_t lease)
 {
-    etcd__backend *b = (etcd__backend *)base;
+    rdzv__etcd_backend *b = (rdzv__etcd_backend *)base;
     pthread_mutex_lock(&b->keeper.lock);
     bool ours = b->keeper.lease == (int64_t)lease;
     pthread_mutex_unlock(&b->keeper.lock);
-    if (ours) etcd__keeper_stop(b); /* a revoke is not a loss: nobody is fenced */
+    if (ours) rdzv__etcd_keeper_stop(b); /* a revoke is not a loss: nobody is fenced */
     rdzv__count(base, 8, 0);
     json_object *body = json_object_new_object(), *reply = NULL;
     json_object_object_add(body, "ID", json_object_new_int64((int64_t)lease));
     int rc = etcd__call(b->client, "/v3/lease/revoke", body, 0, false, &reply);
     json_object_put(reply);
     return rc;
+}
+
+/* One keep-alive through the gateway, on the caller's thread (the keeper's
+ * stream stays the keeper's): etcd's answer to "does this lease live". */
+int rdzv__etcd_lease_check(rdzv__backend *base, uint64_t lease, int timeout_ms)
+{
+    rdzv__etcd_backend *b = (rdzv__etcd_backend *)base;
+    rdzv__count(base, 8, 0);
+    int ttl_ms = timeout_ms; /* attempt_ms: a quarter of it per endpoint */
+    int alive = keep_alive_by_gateway(b, (int64_t)lease, timeout_ms > 0 ? timeout_ms : 1, &ttl_ms);
+    if (alive < 0) return alive;
+    return alive == 1
+               ? 0
+               : elastic__fail(ELASTIC_ENOTFOUND, "etcd: lease %" PRIx64 " has ended", lease);
 }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 typedef struct watch_ctx {
-    etcd__backend *b;
+    rdzv__etcd_backend *b;
     const char *key;
     bool prefix;
     int64_t start_revision;
@@ -66,7 +66,7 @@ static bool ignored_put(watch_ctx *w, json_object *event, json_object *kv)
         free(w->end_value);
         w->end_value = NULL;
         w->end_len = 0;
-        if (etcd__kv_value(kv, &w->end_value, &w->end_len) != 0) { /* the caller reads it */
+        if (rdzv__etcd_kv_value(kv, &w->end_value, &w->end_len) != 0) { /* the caller reads it */
             w->end_value = NULL;
             w->end_len = 0;
         }
@@ -124,7 +124,7 @@ static int on_watch_message(void *user, json_object *message)
             w->value = NULL;
             w->len = 0;
             if ((type == NULL || strcmp(json_object_get_string(type), "PUT") == 0) &&
-                etcd__kv_value(kv, &w->value, &w->len) != 0) {
+                rdzv__etcd_kv_value(kv, &w->value, &w->len) != 0) {
                 snprintf(w->error, sizeof w->error, "a watch event without a valid value");
                 return ELASTIC_EPROTO;
             }
@@ -149,8 +149,8 @@ static int watch_ctx_run(watch_ctx *w, int timeout_ms)
     return rc;
 }
 
-int etcd__watch_from(etcd__backend *b, const char *full_key, bool prefix, int64_t start_revision,
-                     int timeout_ms, uint64_t *revision)
+int rdzv__etcd_watch_from(rdzv__etcd_backend *b, const char *full_key, bool prefix,
+                          int64_t start_revision, int timeout_ms, uint64_t *revision)
 {
     watch_ctx w = { .b = b, .key = full_key, .prefix = prefix, .start_revision = start_revision };
     int rc = watch_ctx_run(&w, timeout_ms);
@@ -160,7 +160,8 @@ int etcd__watch_from(etcd__backend *b, const char *full_key, bool prefix, int64_
 
 /* Whether a key exists at `full` (under it, when prefix), and the revision
  * etcd answered at. */
-static int any_key(etcd__backend *b, const char *full, bool prefix, int64_t *revision, bool *any)
+static int any_key(rdzv__etcd_backend *b, const char *full, bool prefix, int64_t *revision,
+                   bool *any)
 {
     json_object *body = json_object_new_object(), *reply = NULL;
     json_object_object_add(body, "key", etcd__b64(full, strlen(full)));
@@ -182,12 +183,12 @@ static int any_key(etcd__backend *b, const char *full, bool prefix, int64_t *rev
     return rc;
 }
 
-int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision, int timeout_ms,
-                uint64_t *revision)
+int rdzv__etcd_watch(rdzv__backend *base, const char *prefix, uint64_t after_revision,
+                     int timeout_ms, uint64_t *revision)
 {
-    etcd__backend *b = (etcd__backend *)base;
+    rdzv__etcd_backend *b = (rdzv__etcd_backend *)base;
     char full[512];
-    int rc = etcd__full_key(b, prefix, full, sizeof full);
+    int rc = rdzv__etcd_full_key(b, prefix, full, sizeof full);
     if (rc != 0) return rc;
     rdzv__count(base, strlen(prefix) + 12, 8);
     if (after_revision >= (uint64_t)INT64_MAX)
@@ -208,25 +209,26 @@ int etcd__watch(rdzv__backend *base, const char *prefix, uint64_t after_revision
             return 0;
         }
     }
-    return etcd__watch_from(b, full, is_prefix, (int64_t)after_revision + 1, timeout_ms, revision);
+    return rdzv__etcd_watch_from(b, full, is_prefix, (int64_t)after_revision + 1, timeout_ms,
+                                 revision);
 }
 
-/* Reads every key, one Txn per etcd__txn_ops keys; *missing: the first
+/* Reads every key, one Txn per rdzv__etcd_txn_ops keys; *missing: the first
  * absent one (or -1), and *revision: the store revision the first read of
  * that key saw. */
-static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **values,
+static int read_all(rdzv__etcd_backend *b, const char *const *keys, size_t n, void **values,
                     size_t *lens, long *missing, int64_t *revision)
 {
     int rc = 0;
     *missing = -1;
     for (size_t first = 0, last = 0; rc == 0 && *missing < 0 && first < n; first = last) {
-        size_t step = etcd__txn_ops(b);
+        size_t step = rdzv__etcd_txn_ops(b);
         last = first + step < n ? first + step : n;
         json_object *body = json_object_new_object(), *ops = json_object_new_array();
         json_object_object_add(body, "success", ops);
         for (size_t i = first; rc == 0 && i < last; i++) {
             char full[512];
-            rc = etcd__full_key(b, keys[i], full, sizeof full);
+            rc = rdzv__etcd_full_key(b, keys[i], full, sizeof full);
             if (rc != 0) break;
             json_object *range = json_object_new_object(), *op = json_object_new_object();
             json_object_object_add(range, "key", etcd__b64(full, strlen(full)));
@@ -239,7 +241,7 @@ static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **
         else
             rc = etcd__call(b->client, "/v3/kv/txn", body, 0, false, &reply);
         rdzv__count(&b->base, 0, 0);
-        if (etcd__txn_refused(b, last - first, rc)) { /* the same keys, smaller */
+        if (rdzv__etcd_txn_refused(b, last - first, rc)) { /* the same keys, smaller */
             rc = 0;
             last = first;
             continue;
@@ -263,7 +265,7 @@ static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **
                 *missing = (long)i;
                 break;
             }
-            rc = etcd__kv_value(kv, (char **)&values[i], &lens[i]);
+            rc = rdzv__etcd_kv_value(kv, (char **)&values[i], &lens[i]);
         }
         json_object_put(reply);
     }
@@ -277,10 +279,10 @@ static int read_all(etcd__backend *b, const char *const *keys, size_t n, void **
     return rc;
 }
 
-int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int timeout_ms,
-                    void **values, size_t *lens)
+int rdzv__etcd_multi_get(rdzv__backend *base, const char *const *keys, size_t n, int timeout_ms,
+                         void **values, size_t *lens)
 {
-    etcd__backend *b = (etcd__backend *)base;
+    rdzv__etcd_backend *b = (rdzv__etcd_backend *)base;
     uint64_t deadline = elastic__deadline_ms(timeout_ms);
     size_t sent = 0, received = 0;
     for (size_t i = 0; i < n; i++) {
@@ -303,7 +305,7 @@ int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int 
             break;
         }
         char full[512];
-        rc = etcd__full_key(b, keys[missing], full, sizeof full);
+        rc = rdzv__etcd_full_key(b, keys[missing], full, sizeof full);
         watch_ctx w = { .b = b, .key = full, .start_revision = revision + 1, .want_value = n == 1 };
         if (rc == 0) rc = watch_ctx_run(&w, left);
         rdzv__count(base, strlen(keys[missing]) + 12, 8);
@@ -330,21 +332,21 @@ int etcd__multi_get(rdzv__backend *base, const char *const *keys, size_t n, int 
  * quicker), and only when it is absent a watch from that Txn's revision,
  * whose event carries the value. Two requests where a Put, a read and a
  * watch were three; the Put is the one Raft round, as before. */
-int etcd__set_leased_wait(rdzv__backend *base, const char *key, const void *value, size_t len,
-                          uint64_t lease, const char *wait_key, int timeout_ms, void **wait_value,
-                          size_t *wait_len, uint64_t *set_revision)
+int rdzv__etcd_set_leased_wait(rdzv__backend *base, const char *key, const void *value, size_t len,
+                               uint64_t lease, const char *wait_key, int timeout_ms,
+                               void **wait_value, size_t *wait_len, uint64_t *set_revision)
 {
-    etcd__backend *b = (etcd__backend *)base;
+    rdzv__etcd_backend *b = (rdzv__etcd_backend *)base;
     *wait_value = NULL;
     *wait_len = 0;
     *set_revision = 0;
     char full[512];
-    int rc = etcd__full_key(b, wait_key, full, sizeof full);
+    int rc = rdzv__etcd_full_key(b, wait_key, full, sizeof full);
     if (rc != 0) return rc;
     if (lease == 0 || lease > (uint64_t)INT64_MAX)
         return elastic__fail(ELASTIC_EINVAL, "etcd: set_leased_wait without a valid lease");
-    json_object *put = etcd__put_object(b, key, value, len, (int64_t)lease, true),
-                *read = etcd__key_object(b, wait_key);
+    json_object *put = rdzv__etcd_put_object(b, key, value, len, (int64_t)lease, true),
+                *read = rdzv__etcd_key_object(b, wait_key);
     if (put == NULL || read == NULL) {
         json_object_put(put);
         json_object_put(read);
@@ -387,7 +389,7 @@ int etcd__set_leased_wait(rdzv__backend *base, const char *key, const void *valu
     json_object *kv =
         kvs != NULL && json_object_array_length(kvs) > 0 ? json_object_array_get_idx(kvs, 0) : NULL;
     if (rc == 0 && kv != NULL && json_object_is_type(kv, json_type_object))
-        rc = etcd__kv_value(kv, (char **)wait_value, wait_len);
+        rc = rdzv__etcd_kv_value(kv, (char **)wait_value, wait_len);
     json_object_put(reply);
     if (rc != 0 || *wait_value != NULL) {
         __atomic_fetch_add(&base->traffic.bytes_received, (uint64_t)*wait_len, __ATOMIC_RELAXED);
@@ -406,20 +408,20 @@ int etcd__set_leased_wait(rdzv__backend *base, const char *key, const void *valu
     return 0;
 }
 
-/* The monitor's watch of a node's area ("r/<g>/n/<slot>/"): as etcd__watch,
- * from a revision (never 0: that is a look, etcd__watch's business), with
+/* The monitor's watch of a node's area ("r/<g>/n/<slot>/"): as rdzv__etcd_watch,
+ * from a revision (never 0: that is a look, rdzv__etcd_watch's business), with
  * the Puts of the area's "a" and "rec" skipped on the stream. */
-int etcd__watch_area(rdzv__backend *base, const char *prefix, uint64_t after_revision,
-                     int timeout_ms, uint64_t *revision, void **end_value, size_t *end_len)
+int rdzv__etcd_watch_area(rdzv__backend *base, const char *prefix, uint64_t after_revision,
+                          int timeout_ms, uint64_t *revision, void **end_value, size_t *end_len)
 {
-    etcd__backend *b = (etcd__backend *)base;
+    rdzv__etcd_backend *b = (rdzv__etcd_backend *)base;
     *end_value = NULL;
     *end_len = 0;
-    if (after_revision == 0) return etcd__watch(base, prefix, 0, timeout_ms, revision);
+    if (after_revision == 0) return rdzv__etcd_watch(base, prefix, 0, timeout_ms, revision);
     if (after_revision >= (uint64_t)INT64_MAX)
         return elastic__fail(ELASTIC_EINVAL, "etcd watch: revision too large");
     char full[512], assignment[520], record[520], end[520];
-    int rc = etcd__full_key(b, prefix, full, sizeof full);
+    int rc = rdzv__etcd_full_key(b, prefix, full, sizeof full);
     size_t len = strlen(full);
     if (rc == 0 && (len == 0 || full[len - 1] != '/'))
         rc = elastic__fail(ELASTIC_EINVAL, "etcd: watch_area of \"%.60s\", not an area", prefix);

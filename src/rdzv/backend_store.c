@@ -8,6 +8,7 @@
 #include "store/store.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct store_backend {
     rdzv__backend base;
@@ -117,13 +118,15 @@ static int store_lease_check(rdzv__backend *b, uint64_t lease, int timeout_ms)
     return store__lease_check(handle(b), lease, timeout_ms);
 }
 
-/* ---- batched calls (one BATCH request each; see backend.h) ---------------- */
+/* ---- composite calls: one BATCH request each where the server offers
+ * batches, else the plain calls in sequence (backend_seq.c) ------------- */
 
 static int store_add_get(rdzv__backend *b, const char *const *add_keys, size_t n_add, int64_t *sums,
                          const char *const *get_keys, size_t n_get, void **values, size_t *lens)
 {
     elastic_store *s = handle(b);
-    if (!store__batch_supported(s) || n_add + n_get > STORE__MAX_BATCH) return ELASTIC_EUNSUPPORTED;
+    if (!store__batch_supported(s) || n_add + n_get > STORE__MAX_BATCH)
+        return rdzv__seq_add_get(b, add_keys, n_add, sums, get_keys, n_get, values, lens);
     store__batch batch;
     store__batch_begin(&batch, s);
     size_t sent = 0, received = 0;
@@ -158,14 +161,45 @@ static int store_add_get(rdzv__backend *b, const char *const *add_keys, size_t n
     return rc;
 }
 
+/* Batches have no conditional write: one batch reads the view, unless_key
+ * among it, and only when that is absent a second adds and reads again
+ * (the same two messages as reading the key first, then the adds; when it
+ * exists the first is the answer). */
+static int store_add_get_unless(rdzv__backend *b, const char *unless_key,
+                                const char *const *add_keys, size_t n_add, int64_t *sums,
+                                const char *const *get_keys, size_t n_get, void **values,
+                                size_t *lens, bool *added)
+{
+    size_t at = n_get; /* unless_key's place among the reads */
+    for (size_t i = 0; unless_key != NULL && i < n_get && at == n_get; i++)
+        if (strcmp(get_keys[i], unless_key) == 0) at = i;
+    if (!store__batch_supported(handle(b)) || at == n_get || n_add + n_get > STORE__MAX_BATCH)
+        return rdzv__seq_add_get_unless(b, unless_key, add_keys, n_add, sums, get_keys, n_get,
+                                        values, lens, added);
+    *added = false;
+    for (size_t i = 0; i < n_add; i++) sums[i] = 0;
+    int rc = store_add_get(b, NULL, 0, NULL, get_keys, n_get, values, lens);
+    if (rc != 0 || values[at] != NULL) return rc; /* it exists: the reads alone */
+    for (size_t i = 0; i < n_get; i++) {
+        elastic_free(values[i]);
+        values[i] = NULL;
+        lens[i] = 0;
+    }
+    rc = store_add_get(b, add_keys, n_add, sums, get_keys, n_get, values, lens);
+    *added = rc == 0;
+    return rc;
+}
+
 static int store_set_leased_wait(rdzv__backend *b, const char *key, const void *value, size_t len,
                                  uint64_t lease, const char *wait_key, int timeout_ms,
                                  void **wait_value, size_t *wait_len, uint64_t *set_revision)
 {
     elastic_store *s = handle(b);
+    if (!store__batch_supported(s))
+        return rdzv__seq_set_leased_wait(b, key, value, len, lease, wait_key, timeout_ms,
+                                         wait_value, wait_len, set_revision);
     *wait_value = NULL;
     *set_revision = 0; /* the store's monitor looks first (keys_at) */
-    if (!store__batch_supported(s)) return ELASTIC_EUNSUPPORTED;
     store__batch batch;
     store__batch_begin(&batch, s);
     store__batch_set_leased(&batch, key, value, len, lease);
@@ -210,12 +244,17 @@ static void store_close(rdzv__backend *b)
     free(b);
 }
 
+/* The store lives in one agent (a lease guard polls it) and its watch says
+ * only that something changed; it has no prefix delete (backend_seq.c). */
 static const rdzv__backend_ops store_ops = {
+    .outlives_clients = false,
+    .watch_gives_end = false,
     .get = store_get,
     .multi_get = store_multi_get,
     .set = store_set,
     .multi_set = store_multi_set,
     .del = store_del,
+    .del_prefix = rdzv__seq_del_prefix,
     .add = store_add,
     .compare_set = store_compare_set,
     .watch = store_watch,
@@ -225,8 +264,10 @@ static const rdzv__backend_ops store_ops = {
     .set_leased = store_set_leased,
     .lease_check = store_lease_check,
     .add_get = store_add_get,
+    .add_get_unless = store_add_get_unless,
     .set_leased_wait = store_set_leased_wait,
     .keys_at = store_keys_at,
+    .watch_area = rdzv__seq_watch_area,
     .close = store_close,
 };
 

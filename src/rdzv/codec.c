@@ -5,6 +5,7 @@
  */
 #include "rdzv/rdzv.h"
 
+#include "common/names.h"
 #include "common/parse_int.h"
 
 #include <errno.h>
@@ -101,7 +102,10 @@ static int record_fields(char **f, rdzv__record *rec)
     rec->prev_generation = (uint64_t)prev_gen;
     rec->prev_rank = (int)prev_rank;
     rec->preferred_rank = (int)preferred;
-    if (copy_token(rec->node_id, sizeof rec->node_id, f[5]) != 0 ||
+    /* A member's id reaches file names, metrics and scontrol (--slurm-drain):
+     * one that could not be a host name is no member. */
+    if (!elastic__host_name_ok(f[5], sizeof rec->node_id - 1) ||
+        copy_token(rec->node_id, sizeof rec->node_id, f[5]) != 0 ||
         copy_token(rec->addr, sizeof rec->addr, f[6]) != 0)
         return ELASTIC_ECORRUPT;
     return 0;

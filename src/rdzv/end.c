@@ -37,12 +37,12 @@ void rdzv__note_end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cau
 
 /* Sets r/<g>/n/<slot>/e for every member: each member's monitor watches its
  * ring neighbour's area, so every monitor wakes exactly once. Where the
- * monitors' watch hands over the mark's value (watch_area: etcd) the mark is
+ * monitors' watch hands over the mark's value (watch_gives_end: etcd) the mark is
  * the encoded cause, so no monitor reads r/<g>/end after it; elsewhere "1"
  * (the store's one message stays small). */
 static int wake_members(elastic_rdzv *r, uint64_t generation, const char *encoded, size_t len)
 {
-    bool carry = r->backend->ops->watch_area != NULL;
+    bool carry = r->backend->ops->watch_gives_end;
     rdzv__info info;
     rdzv__record *members = NULL;
     int rc = rdzv__read_info(r, generation, r->keepalive_timeout_ms, &info, &members);
@@ -110,6 +110,7 @@ int rdzv__end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *ca
         ELASTIC_LOG_I("rdzv", "run %s: generation %" PRIu64 " ended (kind %d, node %s: %s)",
                       r->run_id, generation, recorded.kind, recorded.node_id, recorded.reason);
         if (recorded.kind == ELASTIC_RDZV_FAILURE) rc = consume_budget(r, &recorded, encoded, len);
+        if (recorded.kind == ELASTIC_RDZV_NODE_LOST) rc = rdzv__consume_infra(r, &recorded);
         int wake_rc = wake_members(r, generation, encoded, len);
         if (rc == 0) rc = wake_rc;
     }

@@ -50,6 +50,20 @@ static int waiting_spares(elastic_rdzv *r, uint64_t round, int *waiting, char *f
     return 0;
 }
 
+int rdzv__stay_out(elastic_rdzv *r, uint64_t generation)
+{
+    pthread_mutex_lock(&r->lock);
+    bool mine = r->phase == RDZV__ENDED && r->generation == generation &&
+                r->stayed_out != generation;
+    if (mine) r->stayed_out = generation;
+    pthread_mutex_unlock(&r->lock);
+    if (!mine) return 0;
+    char key[64];
+    int64_t gone = 0;
+    rdzv__key_round(key, sizeof key, generation, "gone");
+    return r->backend->ops->add(r->backend, key, 1, &gone);
+}
+
 int rdzv__step_aside(elastic_rdzv *r, const char *reason, rdzv__step_aside_result *out)
 {
     memset(out, 0, sizeof *out);
@@ -79,5 +93,7 @@ int rdzv__step_aside(elastic_rdzv *r, const char *reason, rdzv__step_aside_resul
         (void)r->backend->ops->add(r->backend, key, -1, &gone);
     out->generation = generation;
     out->stepped_aside = rc == 0 && won;
+    /* A spare (or the rest) takes over: free, but bounded job-wide. */
+    if (out->stepped_aside) rc = rdzv__consume_infra(r, &cause);
     return rc;
 }

@@ -133,8 +133,8 @@ static void *guard_main(void *arg)
 
 int rdzv__guard_start(elastic_rdzv *r)
 {
-    if (r->backend->ops->lease_check ==
-        NULL) { /* etcd: its keeper reports a lost lease (lease_lost.c) */
+    if (r->backend->ops
+            ->outlives_clients) { /* etcd: its keeper reports a lost lease (lease_lost.c) */
         ELASTIC_LOG_D("rdzv", "run %s: fencing on the backend's lease-lost report only", r->run_id);
         return 0;
     }

@@ -186,38 +186,10 @@ static int resume_round(elastic_rdzv *r, join_progress *at, uint64_t *deadline, 
     return rc;
 }
 
-/* The old join: one add (two for a survivor, or one add_pair), the record,
- * then the view. */
-static int join_unbatched(elastic_rdzv *r, uint64_t round, bool survivor, int64_t *slot,
-                          int64_t *back, rdzv__round_ptr *ptr, rdzv__join_view *view,
-                          join_progress *at)
-{
-    char key[64], back_key[64];
-    rdzv__key_round(key, sizeof key, round, "count");
-    rdzv__key_round(back_key, sizeof back_key, round, "back");
-    /* A survivor counts itself in both at once where the backend can (one
-     * write instead of two); a sealer that sees "back" complete before this
-     * node's record exists waits for the record like any in flight. */
-    bool paired = survivor && r->backend->ops->add_pair != NULL;
-    int rc = paired ? r->backend->ops->add_pair(r->backend, key, back_key, slot, back)
-                    : r->backend->ops->add(r->backend, key, 1, slot);
-    if (rc != 0) return rc;
-    if (*slot < 1 || *slot > INT32_MAX / 2)
-        return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in %s", key);
-    at->slot = (int)*slot;
-    at->recorded = true;
-    rc = rdzv__write_record(r, round, (int)*slot);
-    if (rc != 0) return rc;
-    if (survivor && !paired) {
-        rc = r->backend->ops->add(r->backend, back_key, 1, back);
-        if (rc != 0) return rc;
-    }
-    return rdzv__read_join_view(r, round, survivor, ptr, view);
-}
-
-/* The first wait for the assignment, with the record in the same message
- * where the backend can: 0 with *a (done), ELASTIC_ETIMEDOUT (the record
- * is written; go on waiting) or an error. */
+/* The first wait for the assignment, with the record (set_leased_wait: one
+ * message where the backend can): 0 with *a (done), ELASTIC_ETIMEDOUT (the
+ * record is written; go on waiting) or an error. A node whose lease ended
+ * writes its record under a new one first (rdzv__write_record). */
 static int record_with_first_wait(elastic_rdzv *r, uint64_t round, int slot, uint64_t joined_at,
                                   uint64_t deadline, rdzv__assignment *a, uint64_t *record_revision)
 {
@@ -231,9 +203,10 @@ static int record_with_first_wait(elastic_rdzv *r, uint64_t round, int slot, uin
 }
 
 /* One attempt in round `round`: join, help complete it, wait for the outcome.
- * Where the backend batches (the store), joining is two messages: the adds
- * with the view, then the record with the wait for the assignment (a node
- * that may seal writes its record alone first, as its own must be there). */
+ * Joining is two backend calls (one message each where the backend batches):
+ * the adds with the view, then the record with the wait for the assignment
+ * (a node that may seal writes its record alone first, as its own must be
+ * there). */
 static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv__assignment *a,
                       join_progress *at)
 {
@@ -244,11 +217,10 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
     bool joined = false; /* round 1, in the message that found the pointer absent */
     if (round == 0) {
         /* The round pointer unread: round 1 while the pointer is absent (a
-         * job's first formation), in the join's own message where the
-         * backend can; else (or when it exists) the open round it says. */
+         * job's first formation), in the join's own call; else (when it
+         * exists) the open round it says. */
         *at = (join_progress){ .round = 1 };
-        int rc = rdzv__join_batched(r, 1, false, true, &slot, &back, &ptr, &view);
-        if (rc == ELASTIC_EUNSUPPORTED) rc = rdzv__read_round(r, &ptr);
+        int rc = rdzv__join_count(r, 1, false, true, &slot, &back, &ptr, &view);
         if (rc != 0) return rc;
         joined = slot > 0;
         round = joined ? 1 : ptr.open_round;
@@ -258,9 +230,7 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
     bool survivor = round > 1 && r->generation == round - 1 && !r->fenced;
     int prev_size = survivor ? r->group_world_size : -1;
     pthread_mutex_unlock(&r->lock);
-    int rc = joined ? 0 : rdzv__join_batched(r, round, survivor, false, &slot, &back, &ptr, &view);
-    if (rc == ELASTIC_EUNSUPPORTED)
-        rc = join_unbatched(r, round, survivor, &slot, &back, &ptr, &view, at);
+    int rc = joined ? 0 : rdzv__join_count(r, round, survivor, false, &slot, &back, &ptr, &view);
     if (rc != 0) return rc;
     if (slot < 1 || slot > INT32_MAX / 2)
         return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in round %" PRIu64, round);
@@ -386,7 +356,7 @@ static int check_phase(elastic_rdzv *r)
  * us (its host is gone: c10d cannot go on) ends the wait at once. */
 static int await_store_after_fence(elastic_rdzv *r, uint64_t deadline)
 {
-    if (r->backend->ops->lease_check == NULL) return 0;
+    if (r->backend->ops->outlives_clients) return 0; /* etcd: read_round_within's business */
     for (;;) {
         int left = elastic__ms_left(deadline);
         if (left <= 0)
@@ -420,7 +390,7 @@ static void pause_for_retry(const elastic_rdzv *r, uint64_t deadline)
 }
 
 /* The round pointer, for a fenced node. On etcd (a service that outlives
- * its clients: no lease_check) not answering is transient (a member
+ * its clients) not answering is transient (a member
  * restarts, an election ends, a partition heals): tried again, once per
  * keep-alive interval, until the join deadline. c10d's store that does not
  * answer is await_store_after_fence's business. */
@@ -430,7 +400,7 @@ static int read_round_within(elastic_rdzv *r, rdzv__round_ptr *ptr, uint64_t dea
     for (;;) {
         int rc = rdzv__read_round(r, ptr);
         if ((rc != ELASTIC_ECONNECT && rc != ELASTIC_ETIMEDOUT) ||
-            r->backend->ops->lease_check != NULL)
+            !r->backend->ops->outlives_clients)
             return rc;
         if (elastic__ms_left(deadline) <= 0) return rc;
         if (!said)
@@ -446,8 +416,7 @@ static int read_round_within(elastic_rdzv *r, rdzv__round_ptr *ptr, uint64_t dea
  * job. */
 static bool transient_on_etcd(const elastic_rdzv *r, int rc)
 {
-    return r->backend->ops->lease_check == NULL &&
-           (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT);
+    return r->backend->ops->outlives_clients && (rc == ELASTIC_ECONNECT || rc == ELASTIC_ETIMEDOUT);
 }
 
 /* A join on etcd broke off half way; once etcd answers again (tried once per

@@ -1,7 +1,7 @@
 /*
  * A joining node's leased record in its round (r/<round>/n/<slot>/rec: its
- * id, address, master port, ranks) — alone, or with the first wait for its
- * assignment in the same message where the backend can (set_leased_wait).
+ * id, address, master port, ranks) — alone (under a new lease where the old
+ * one ended), or with the first wait for its assignment (set_leased_wait).
  */
 #include "rdzv/rdzv.h"
 
@@ -81,8 +81,6 @@ int rdzv__record_and_wait(elastic_rdzv *r, uint64_t round, int slot, int wait_ms
                           rdzv__assignment *a, uint64_t *record_revision)
 {
     *record_revision = 0;
-    if (r->backend->ops->set_leased_wait == NULL) return ELASTIC_EUNSUPPORTED;
-
     if (!r->have_lease || __atomic_load_n(&r->lease_lost, __ATOMIC_ACQUIRE))
         return ELASTIC_EUNSUPPORTED; /* a new lease first: rdzv__write_record */
     char key[64], wait_key[64], value[RDZV__MAX_RECORD];

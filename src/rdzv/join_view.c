@@ -1,12 +1,9 @@
 /*
- * What a joining node reads right after writing its record: the round
- * pointer, the job's closed marker, the round's count and, for a survivor,
- * how many of its last generation are gone. Where the backend reads several
- * keys in one message (get_some: etcd, where every request is an HTTP call
- * through the gateway) that is one request instead of up to four; elsewhere
- * it is the round pointer alone, and the rest is read when needed, as before.
- * Where the backend also adds and reads in one message (add_get: the store's
- * batches) the join's adds come in that message too (rdzv__join_batched).
+ * A join's adds and what the joining node reads right after them, in one
+ * backend call (add_get; add_get_unless while the round pointer is unread):
+ * the round pointer, the job's closed marker, the round's count and, for a
+ * survivor, how many of its last generation are gone. One message on etcd
+ * and on a store that batches; the plain calls in sequence elsewhere.
  */
 #include "rdzv/rdzv.h"
 
@@ -33,15 +30,12 @@ static int parse_view(elastic_rdzv *r, const char *const *keys, void **values, s
     return rc;
 }
 
-int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, bool unread, int64_t *slot,
-                       int64_t *back, rdzv__round_ptr *ptr, rdzv__join_view *view)
+int rdzv__join_count(elastic_rdzv *r, uint64_t round, bool survivor, bool unread, int64_t *slot,
+                     int64_t *back, rdzv__round_ptr *ptr, rdzv__join_view *view)
 {
     memset(view, 0, sizeof *view);
     *back = -1;
     *slot = 0;
-    if ((unread ? (void *)r->backend->ops->add_get_unless : (void *)r->backend->ops->add_get) ==
-        NULL)
-        return ELASTIC_EUNSUPPORTED;
     char count_key[64], back_key[64], gone_key[64];
     rdzv__key_round(count_key, sizeof count_key, round, "count");
     rdzv__key_round(back_key, sizeof back_key, round, "back");
@@ -63,22 +57,5 @@ int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, bool unre
     if (!added) return rc; /* *slot 0: not joined; *ptr says the open round */
     *slot = sums[0];
     if (survivor) *back = sums[1];
-    return rc;
-}
-
-int rdzv__read_join_view(elastic_rdzv *r, uint64_t round, bool survivor, rdzv__round_ptr *ptr,
-                         rdzv__join_view *view)
-{
-    memset(view, 0, sizeof *view);
-    if (r->backend->ops->get_some == NULL) return rdzv__read_round(r, ptr);
-    char count_key[64], gone_key[64];
-    rdzv__key_round(count_key, sizeof count_key, round, "count");
-    rdzv__key_round(gone_key, sizeof gone_key, round - 1, "gone");
-    const char *keys[4] = { "round", "closed", count_key, gone_key };
-    void *values[4] = { NULL, NULL, NULL, NULL };
-    size_t lens[4] = { 0, 0, 0, 0 }, n = survivor && round > 1 ? 4 : 3;
-    int rc = r->backend->ops->get_some(r->backend, keys, n, values, lens);
-    if (rc == 0) rc = parse_view(r, keys, values, lens, n, ptr, view);
-    for (size_t i = 0; i < n; i++) elastic_free(values[i]);
     return rc;
 }

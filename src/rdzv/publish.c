@@ -246,17 +246,9 @@ void rdzv__forget_round(elastic_rdzv *r, uint64_t round)
 
 void rdzv__forget_slot(elastic_rdzv *r, uint64_t round, int slot)
 {
-    static const char *const names[] = { "rec", "a", "e" };
+    /* The slot's whole area (its wake-up and done marks too: nobody
+     * watches a generation that has ended for everyone): one write on etcd. */
     char key[64];
-    if (r->backend->ops->del_prefix != NULL) {
-        /* The slot's whole area in one write (its wake-up and done marks
-         * too: nobody watches a generation that has ended for everyone). */
-        rdzv__key_slot(key, sizeof key, round, slot, "");
-        (void)r->backend->ops->del_prefix(r->backend, key);
-        return;
-    }
-    for (size_t i = 0; i < ELASTIC__ARRAY_LEN(names); i++) {
-        rdzv__key_slot(key, sizeof key, round, slot, names[i]);
-        (void)r->backend->ops->del(r->backend, key);
-    }
+    rdzv__key_slot(key, sizeof key, round, slot, "");
+    (void)r->backend->ops->del_prefix(r->backend, key);
 }

@@ -120,8 +120,10 @@ struct elastic_rdzv {
      * Stopping kicks the watch, so this only bounds a lost kick. */
     int watch_slice_ms;
     int max_restarts;
+    int max_infra_restarts; /* generations a lost or stepped-aside node may end */
     int local_world_size;
     int preferred_rank; /* -1: none */
+    uint64_t stayed_out; /* rdzv__stay_out's generation (counted gone once); 0: none */
     rdzv__backend *backend;
 
     /* The lease this node's records hang on (caller thread only). */
@@ -174,6 +176,14 @@ void rdzv__scale_liveness(int max_nodes, int *interval_ms, int *timeout_ms);
  * node to ask), then cached in the handle. */
 int rdzv__incarnation(elastic_rdzv *r, uint64_t *out);
 
+/* ---- replica_key.c ---- */
+
+#define RDZV_REPLICA_KEY_CHARS 64 /* 256 random bits, lowercase hex */
+/* The run's replica key (the memory tier's channel, replica.h): read from
+ * the run's key space, created there by the first node to ask. out: at
+ * least RDZV_REPLICA_KEY_CHARS + 1 bytes. */
+int rdzv__replica_key(elastic_rdzv *r, char *out, size_t cap);
+
 /* ---- keys.c ---- */
 
 void rdzv__key_round(char *buf, size_t cap, uint64_t round, const char *name);
@@ -215,6 +225,11 @@ int rdzv__closed_code(elastic_rdzv *r, const void *value, size_t len);
 #define RDZV__FINISHED_REASON "every node finished"
 int rdzv__read_closed(elastic_rdzv *r, elastic_rdzv_cause *cause, bool *budget);
 bool rdzv__cause_is_finished(const elastic_rdzv_cause *cause);
+/* A job closed because its infrastructure failures passed max_infra_restarts
+ * (rdzv__consume_infra) is closed with kind JOB_ENDED and a reason that
+ * starts with this. */
+#define RDZV__INFRA_REASON "infrastructure failures past their bound: "
+bool rdzv__cause_is_infra(const elastic_rdzv_cause *cause);
 
 /* ---- seal.c ---- */
 
@@ -241,25 +256,22 @@ typedef struct rdzv__join_view {
     int closed_rc;
     int64_t count, gone;
 } rdzv__join_view;
-int rdzv__read_join_view(elastic_rdzv *r, uint64_t round, bool survivor, rdzv__round_ptr *ptr,
-                         rdzv__join_view *view);
-/* The join's counting and reading in one message where the backend can
- * (add_get): adds 1 to the round's count (*slot) and, for a survivor, to
- * its "back" (*back; else -1), then reads the whole join view (count,
- * closed, gone, the round pointer) as it stands right after those adds.
- * ELASTIC_EUNSUPPORTED with nothing sent where it cannot. unread (round 1):
- * the node has not read the round pointer; the adds are made only while it
- * is absent (add_get_unless), else nothing is added, *slot is 0 and *ptr
- * says the open round. */
-int rdzv__join_batched(elastic_rdzv *r, uint64_t round, bool survivor, bool unread, int64_t *slot,
-                       int64_t *back, rdzv__round_ptr *ptr, rdzv__join_view *view);
+/* The join's counting and reading (add_get: one message where the backend
+ * can): adds 1 to the round's count (*slot) and, for a survivor, to its
+ * "back" (*back; else -1), then reads the whole join view (count, closed,
+ * gone, the round pointer) as it stands right after those adds. unread
+ * (round 1): the node has not read the round pointer; the adds are made only
+ * while it is absent (add_get_unless), else nothing is added, *slot is 0 and
+ * *ptr says the open round. */
+int rdzv__join_count(elastic_rdzv *r, uint64_t round, bool survivor, bool unread, int64_t *slot,
+                     int64_t *back, rdzv__round_ptr *ptr, rdzv__join_view *view);
 /* join_record.c: this node's leased record in r/<round>/n/<slot>/rec (a
  * new lease if the old one ended). */
 int rdzv__write_record(elastic_rdzv *r, uint64_t round, int slot);
 /* The record and the first wait (wait_ms) for the slot's assignment in one
- * message (set_leased_wait): 0 with *a; ELASTIC_ETIMEDOUT, the record
- * written but no assignment yet; ELASTIC_EUNSUPPORTED, nothing written (no
- * such backend call, or the lease ended): write it with rdzv__write_record.
+ * call (set_leased_wait): 0 with *a; ELASTIC_ETIMEDOUT, the record written
+ * but no assignment yet; ELASTIC_EUNSUPPORTED, nothing written (no live
+ * lease: it ended or was never granted): write it with rdzv__write_record.
  * *record_revision: the revision the record was written at (0: unknown),
  * from which the monitor may follow its neighbour (rdzv__monitor_watch). */
 int rdzv__record_and_wait(elastic_rdzv *r, uint64_t round, int slot, int wait_ms,
@@ -287,6 +299,13 @@ int rdzv__void_orphan(elastic_rdzv *r, uint64_t round);
 /* Ends generation `generation` (first cause wins), consumes budget for a
  * FAILURE, wakes every member. *won: this call's cause was recorded. */
 int rdzv__end(elastic_rdzv *r, uint64_t generation, const elastic_rdzv_cause *cause, bool *won);
+/* One more generation ended by a lost node or a member that stepped aside
+ * for a spare (no restart of max_restarts spent), counted job-wide in the
+ * rendezvous' keys (infra_bound.c); more than max_infra_restarts of them
+ * within RDZV__INFRA_WINDOW_MS shut the job (RDZV__INFRA_REASON). Called by
+ * the one node whose end of the generation won. */
+#define RDZV__INFRA_WINDOW_MS (3600 * 1000)
+int rdzv__consume_infra(elastic_rdzv *r, const elastic_rdzv_cause *cause);
 /* Shuts the job: kind JOB_ENDED (end_job) or FAILURE (budget exhausted). */
 int rdzv__shut_job(elastic_rdzv *r, const elastic_rdzv_cause *cause, bool budget);
 /* Records the end locally (phase ENDED, cause) and wakes watch(). */
@@ -302,7 +321,25 @@ void rdzv__report_lost(elastic_rdzv *r, uint64_t generation, const char *node_id
  * it. 0 unless a backend call failed. */
 int rdzv__end_if_orphaned(elastic_rdzv *r, uint64_t running);
 
+/* ---- jobkv.c ---- */
+
+/* Job-wide records of the agent's in the rendezvous' own keys (both
+ * backends; they last as long as the job's rendezvous state). Keys are
+ * relative to the run and must start with RDZV__JOB_KEY_PREFIX. */
+#define RDZV__JOB_KEY_PREFIX "agent/"
+int rdzv__job_set(elastic_rdzv *r, const char *key, const void *value, size_t len);
+int rdzv__job_add(elastic_rdzv *r, const char *key, int64_t delta, int64_t *result);
+int rdzv__job_keys(elastic_rdzv *r, const char *prefix, size_t max, char ***keys, size_t *n);
+/* Waits up to timeout_ms for every key to exist, then reads them (one message). */
+int rdzv__job_multi_get(elastic_rdzv *r, const char *const *keys, size_t n, int timeout_ms,
+                        void **values, size_t *lens);
+
 /* ---- evict.c ---- */
+/* A member of `generation`, ended, that will not be back for the next round
+ * (the failure policy quarantined its node): counted gone, once, so the
+ * survivors' round does not wait for it. It may join a later round as a
+ * newcomer. 0 also when there is nothing to do (another generation, not ended). */
+int rdzv__stay_out(elastic_rdzv *r, uint64_t generation);
 
 typedef struct rdzv__step_aside_result {
     int waiting;                    /* live join records in the open round (spares) */

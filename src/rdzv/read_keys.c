@@ -134,6 +134,12 @@ int rdzv__read_closed(elastic_rdzv *r, elastic_rdzv_cause *cause, bool *budget)
     return rc;
 }
 
+bool rdzv__cause_is_infra(const elastic_rdzv_cause *cause)
+{
+    return cause->kind == ELASTIC_RDZV_JOB_ENDED &&
+           strncmp(cause->reason, RDZV__INFRA_REASON, strlen(RDZV__INFRA_REASON)) == 0;
+}
+
 bool rdzv__cause_is_finished(const elastic_rdzv_cause *cause)
 {
     return cause->kind == ELASTIC_RDZV_JOB_ENDED &&

@@ -27,10 +27,9 @@ static int read_area(elastic_rdzv *r, uint64_t generation, int slot, area_state 
     char **names = NULL;
     size_t n = 0;
     rdzv__key_slot(prefix, sizeof prefix, generation, slot, "");
-    int rc = revision == NULL ? r->backend->ops->keys(r->backend, prefix, 4096, &names, &n)
-             : r->backend->ops->keys_at != NULL
-                 ? r->backend->ops->keys_at(r->backend, prefix, 4096, &names, &n, revision)
-                 : ELASTIC_EUNSUPPORTED;
+    int rc = revision == NULL
+                 ? r->backend->ops->keys(r->backend, prefix, 4096, &names, &n)
+                 : r->backend->ops->keys_at(r->backend, prefix, 4096, &names, &n, revision);
     if (rc != 0) return rc;
     size_t plen = strlen(prefix);
     memset(state, 0, sizeof *state);
@@ -131,73 +130,118 @@ static int cleanup_delay_ms(const elastic_rdzv *r, unsigned *seed)
     return 1000 + (spread > 0 ? rand_r(seed) % (spread + 1) : 0);
 }
 
+/* A monitor's walk along the ring: whose area it watches and where it is. */
+typedef struct ring_watch {
+    elastic_rdzv *r;
+    uint64_t generation;
+    int my_slot, slot; /* ours; the neighbour's being watched */
+    char *node_id;     /* the neighbour's */
+    uint64_t revision; /* the watch goes on from here */
+    bool reported, cleaned;
+    bool armed;    /* the area was looked at: the next wake-up is a change in it */
+    unsigned seed; /* only spreads the cleanup's timing */
+} ring_watch;
+
+/* A new area is first read with the revision of the reading, where the
+ * backend says it: the watch then starts from there, one message instead of
+ * a watch that returns at once (its keys exist) and a read. false: not
+ * looked (armed already, or no revision said); else *rc as await_change's. */
+static bool first_look(ring_watch *w, area_state *area, bool *area_read, elastic_rdzv_cause *cause,
+                       int *rc)
+{
+    if (w->armed) return false;
+    *rc = read_area(w->r, w->generation, w->slot, area, &w->revision);
+    if (*rc == ELASTIC_EUNSUPPORTED) return false;
+    *area_read = w->armed = *rc == 0;
+    if (*rc == 0)
+        *rc = area->ended ? rdzv__read_end(w->r, w->generation, cause) : ELASTIC_ENOTFOUND;
+    return true;
+}
+
+/* Waits for a change in the area: 0 with *cause when the generation ended,
+ * ELASTIC_ENOTFOUND (*area_read: what the area holds) when it did not, or an
+ * error; *quiet when nothing changed within the slice (the previous
+ * generation's cleanup then runs). */
+static int await_change(ring_watch *w, const char *prefix, area_state *area, bool *area_read,
+                        elastic_rdzv_cause *cause, bool *quiet)
+{
+    elastic_rdzv *r = w->r;
+    /* Cleanup waits for the first quiet second, away from the rush of a
+     * re-formation, and a large job's nodes spread theirs over a window
+     * that grows with the job (a quarter ms a node: 4 s at 16k nodes,
+     * whose 3 deletes each would otherwise reach the store at once). */
+    int slice = w->cleaned ? r->watch_slice_ms : cleanup_delay_ms(r, &w->seed);
+    void *end = NULL;
+    size_t end_len = 0;
+    int rc = r->backend->ops->watch_area(r->backend, prefix, w->revision, slice, &w->revision, &end,
+                                         &end_len);
+    /* The end mark's Put carries the cause where the backend hands it over:
+     * no read of the end record (an older writer's "1" does not decode:
+     * read it). */
+    bool given = rc == 0 && w->armed && end != NULL &&
+                 rdzv__cause_decode(end, end_len, cause) == 0 && cause->generation == w->generation;
+    elastic_free(end);
+    *quiet = rc == ELASTIC_ETIMEDOUT;
+    if (*quiet) {
+        if (!w->cleaned) clean_previous(r);
+        w->cleaned = true;
+        return rc;
+    }
+    /* Most wake-ups are the end broadcast: look for the end first. The first
+     * watch of an area returns at once (its keys exist): the area says
+     * whether the end came already, one message instead of two. */
+    if (given) {
+        elastic__clear_error();
+    } else if (rc == 0 && w->armed) {
+        rc = rdzv__read_end(r, w->generation, cause);
+    } else if (rc == 0) {
+        w->armed = true;
+        *area_read = true;
+        rc = read_area(r, w->generation, w->slot, area, NULL);
+        if (rc == 0) rc = area->ended ? rdzv__read_end(r, w->generation, cause) : ELASTIC_ENOTFOUND;
+    }
+    return rc;
+}
+
+/* The generation goes on: a neighbour alive is followed on; one that
+ * finished hands the watch to the next member; one gone is reported once. */
+static void act_on_area(ring_watch *w, const area_state *area)
+{
+    if (w->slot == w->my_slot || area->alive) return;
+    if (area->done) {
+        if (skip_finished(w->r, w->generation, &w->slot, w->node_id) != 0) pause_after_error(w->r);
+        w->revision = 0;
+        w->armed = false;
+    } else if (!w->reported) {
+        w->reported = true;
+        rdzv__report_lost(w->r, w->generation, w->node_id);
+    }
+}
+
 static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int slot, char *node_id,
                        uint64_t from_revision)
 {
-    uint64_t revision = 0;
-    bool reported = false, cleaned = false, armed = false;
-    if (from_revision > 0 && r->backend->ops->watch_area != NULL) {
+    ring_watch w = {
+        .r = r, .generation = generation, .my_slot = my_slot, .slot = slot, .node_id = node_id
+    };
+    if (from_revision > 0) { /* said only where watch_area skips the area's Puts (etcd) */
         /* The sealer read the records after ours: from our record's revision
          * the area holds the neighbour's live record and nothing else we
          * follow, and every change after it is an event. */
-        revision = from_revision;
-        armed = true;
+        w.revision = from_revision;
+        w.armed = true;
     }
-    /* Only spreads timing; nothing depends on it being unpredictable. */
-    unsigned seed = (unsigned)(elastic__now_ms() ^ (uintptr_t)r ^ (unsigned)my_slot * 2654435761u);
+    w.seed = (unsigned)(elastic__now_ms() ^ (uintptr_t)r ^ (unsigned)my_slot * 2654435761u);
     char prefix[64];
-    while (still_wanted(r, generation, slot)) {
-        rdzv__key_slot(prefix, sizeof prefix, generation, slot, "");
+    while (still_wanted(r, generation, w.slot)) {
+        rdzv__key_slot(prefix, sizeof prefix, generation, w.slot, "");
         elastic_rdzv_cause cause;
         area_state area = { 0 };
-        bool area_read = false;
-        /* A new area is first read with the revision of the reading, where
-         * the backend says it: the watch then starts from there, one message
-         * instead of a watch that returns at once (its keys exist) and a read. */
-        int rc = armed ? ELASTIC_EUNSUPPORTED : read_area(r, generation, slot, &area, &revision);
-        if (rc != ELASTIC_EUNSUPPORTED) {
-            area_read = armed = rc == 0;
-            if (rc == 0)
-                rc = area.ended ? rdzv__read_end(r, generation, &cause) : ELASTIC_ENOTFOUND;
-        } else {
-            /* Cleanup waits for the first quiet second, away from the rush of a
-             * re-formation, and a large job's nodes spread theirs over a window
-             * that grows with the job (a quarter ms a node: 4 s at 16k nodes,
-             * whose 3 deletes each would otherwise reach the store at once). */
-            int slice = cleaned ? r->watch_slice_ms : cleanup_delay_ms(r, &seed);
-            void *end = NULL;
-            size_t end_len = 0;
-            rc = r->backend->ops->watch_area != NULL
-                     ? r->backend->ops->watch_area(r->backend, prefix, revision, slice, &revision,
-                                                   &end, &end_len)
-                     : r->backend->ops->watch(r->backend, prefix, revision, slice, &revision);
-            /* The end mark's Put carries the cause where the backend hands it
-             * over: no read of the end record (an older writer's "1" does not
-             * decode: read it). */
-            bool given = rc == 0 && armed && end != NULL &&
-                         rdzv__cause_decode(end, end_len, &cause) == 0 &&
-                         cause.generation == generation;
-            elastic_free(end);
-            if (rc == ELASTIC_ETIMEDOUT) {
-                if (!cleaned) clean_previous(r);
-                cleaned = true;
-                continue;
-            }
-            /* Most wake-ups are the end broadcast: look for the end first. The
-             * first watch of an area returns at once (its keys exist): the area
-             * says whether the end came already, one message instead of two. */
-            if (given) {
-                elastic__clear_error();
-            } else if (rc == 0 && armed) {
-                rc = rdzv__read_end(r, generation, &cause);
-            } else if (rc == 0) {
-                armed = true;
-                area_read = true;
-                rc = read_area(r, generation, slot, &area, NULL);
-                if (rc == 0)
-                    rc = area.ended ? rdzv__read_end(r, generation, &cause) : ELASTIC_ENOTFOUND;
-            }
-        }
+        bool area_read = false, quiet = false;
+        int rc = 0;
+        if (!first_look(&w, &area, &area_read, &cause, &rc))
+            rc = await_change(&w, prefix, &area, &area_read, &cause, &quiet);
+        if (quiet) continue;
         if (rc == 0 && cause.kind == ELASTIC_RDZV_NODE_LOST &&
             strcmp(cause.node_id, r->node_id) == 0) {
             /* The others lost us (we were frozen or cut off) and moved on. */
@@ -210,21 +254,18 @@ static void watch_ring(elastic_rdzv *r, uint64_t generation, int my_slot, int sl
             rdzv__notify(r, generation, &cause);
             return;
         }
-        if (rc == ELASTIC_ENOTFOUND && !area_read) rc = read_area(r, generation, slot, &area, NULL);
+        /* The generation goes on: act on the area as read (a first look
+         * finds a neighbour already gone or finished: its record went before
+         * the revision the watch goes on from, so no later change would
+         * tell), else read it now. */
+        if (rc == ELASTIC_ENOTFOUND)
+            rc = area_read ? 0 : read_area(r, generation, w.slot, &area, NULL);
         if (rc != 0) {
             ELASTIC_LOG_D("rdzv", "run %s: watch: %s", r->run_id, elastic_last_error());
             pause_after_error(r);
             continue;
         }
-        if (slot == my_slot || area.alive) continue;
-        if (area.done) {
-            if (skip_finished(r, generation, &slot, node_id) != 0) pause_after_error(r);
-            revision = 0;
-            armed = false;
-        } else if (!reported) {
-            reported = true;
-            rdzv__report_lost(r, generation, node_id);
-        }
+        act_on_area(&w, &area);
     }
 }
 

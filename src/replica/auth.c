@@ -1,7 +1,7 @@
 /*
- * The replica channel's handshake: the store's challenge-response
- * (src/store/auth.c) with labels of its own, so a proof made for one channel
- * is never valid on the other. Both sides send a fresh nonce and prove they
+ * The replica channel's handshake: the store's challenge-response (the proof
+ * of common/conn_proof.h) with a label of its own, so a proof made for one
+ * channel is never valid on the other. Both sides send a fresh nonce and prove they
  * hold the job's token with HMAC-SHA256(token, label || client nonce ||
  * server nonce); the token never crosses the wire and a recorded exchange
  * cannot be replayed. The server answers nothing but its proof until the
@@ -15,13 +15,10 @@
 #include "replica/replica.h"
 
 #include "common/bytes.h"
-#include "store/store.h"
+#include "common/conn_proof.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
-#define NONCE_BYTES  32u
-#define PROOF_BYTES  32u
+#define NONCE_BYTES  ELASTIC__NONCE_BYTES
+#define PROOF_BYTES  ELASTIC__PROOF_BYTES
 #define AUTH_VERSION 1u
 #define FLAG_TOKEN   1u
 #define HELLO_BYTES  (4u + 4u + 4u + NONCE_BYTES)
@@ -29,24 +26,9 @@
 
 static const char magic[4] = { 'E', 'L', 'R', 'P' };
 
-static void proof(const char *token, bool from_server, const uint8_t *client_nonce,
-                  const uint8_t *server_nonce, uint8_t *out)
-{
-    static const char server_label[] = "elastic-replica/1 server";
-    static const char client_label[] = "elastic-replica/1 client";
-    memset(out, 0, PROOF_BYTES);
-    if (token == NULL) return;
-    const char *label = from_server ? server_label : client_label;
-    size_t label_len = strlen(label);
-    uint8_t message[sizeof server_label + 2 * NONCE_BYTES];
-    memcpy(message, label, label_len);
-    memcpy(message + label_len, client_nonce, NONCE_BYTES);
-    memcpy(message + label_len + NONCE_BYTES, server_nonce, NONCE_BYTES);
-    unsigned out_len = PROOF_BYTES;
-    if (HMAC(EVP_sha256(), token, (int)strlen(token), message, label_len + 2 * NONCE_BYTES, out,
-             &out_len) == NULL)
-        memset(out, 0xff, PROOF_BYTES); /* never a real proof, never all zeros */
-}
+/* The replica channel's label: a proof made for the store (its own label)
+ * is never valid here, nor one made here valid there. */
+#define REPLICA_PROOF_LABEL "elastic-replica/1"
 
 static void put_hello(uint8_t *out, const char *token, const uint8_t *nonce)
 {
@@ -75,19 +57,19 @@ static int check_hello(const uint8_t *in, const char *token, const char *who)
 
 int replica__auth_client(replica_conn *c, const char *token, uint64_t deadline_ms)
 {
-    uint8_t nonce[NONCE_BYTES], hello[HELLO_BYTES], answer[ANSWER_BYTES], expect[PROOF_BYTES],
-        mine[PROOF_BYTES + 4];
-    int rc = store__random_bytes(nonce, sizeof nonce);
+    uint8_t nonce[NONCE_BYTES], hello[HELLO_BYTES], answer[ANSWER_BYTES], mine[PROOF_BYTES + 4];
+    int rc = elastic__random_bytes(nonce, sizeof nonce);
     put_hello(hello, token, nonce);
     if (rc == 0) rc = c->ops->send(c, hello, sizeof hello, deadline_ms);
     if (rc == 0) rc = c->ops->recv(c, answer, sizeof answer, deadline_ms);
     if (rc == 0) rc = check_hello(answer, token, "server");
     if (rc) return rc;
-    proof(token, true, nonce, answer + 12, expect);
-    if (token && !store__proof_matches(expect, answer + HELLO_BYTES))
+    if (token && !elastic__proof_check(token, REPLICA_PROOF_LABEL, true, nonce, answer + 12,
+                                       answer + HELLO_BYTES))
         return elastic__fail(ELASTIC_EAUTH,
                              "replica handshake: the peer does not hold the job's token");
-    proof(token, false, nonce, answer + 12, mine);
+    memset(mine, 0, PROOF_BYTES); /* without a token: zeros, never read */
+    if (token) elastic__proof_make(token, REPLICA_PROOF_LABEL, false, nonce, answer + 12, mine);
     rc = c->ops->send(c, mine, PROOF_BYTES, deadline_ms);
     if (rc == 0) rc = c->ops->recv(c, mine, 4, deadline_ms);
     if (rc == ELASTIC_ECONNECT || (rc == 0 && bytes__le32(mine) != 0))
@@ -98,19 +80,22 @@ int replica__auth_client(replica_conn *c, const char *token, uint64_t deadline_m
 
 int replica__auth_server(replica_conn *c, const char *token, uint64_t deadline_ms)
 {
-    uint8_t hello[HELLO_BYTES], answer[ANSWER_BYTES], expect[PROOF_BYTES], theirs[PROOF_BYTES];
+    uint8_t hello[HELLO_BYTES], answer[ANSWER_BYTES], theirs[PROOF_BYTES];
     int rc = c->ops->recv(c, hello, sizeof hello, deadline_ms);
     if (rc == 0) rc = check_hello(hello, token, "client");
     uint8_t nonce[NONCE_BYTES];
-    if (rc == 0) rc = store__random_bytes(nonce, sizeof nonce);
+    if (rc == 0) rc = elastic__random_bytes(nonce, sizeof nonce);
     if (rc) return rc;
     put_hello(answer, token, nonce);
-    proof(token, true, hello + 12, nonce, answer + HELLO_BYTES);
+    memset(answer + HELLO_BYTES, 0, PROOF_BYTES); /* without a token: zeros, never read */
+    if (token)
+        elastic__proof_make(token, REPLICA_PROOF_LABEL, true, hello + 12, nonce,
+                            answer + HELLO_BYTES);
     rc = c->ops->send(c, answer, sizeof answer, deadline_ms);
     if (rc == 0) rc = c->ops->recv(c, theirs, sizeof theirs, deadline_ms);
     if (rc) return rc;
-    proof(token, false, hello + 12, nonce, expect);
-    bool ok = token == NULL || store__proof_matches(expect, theirs);
+    bool ok = token == NULL ||
+              elastic__proof_check(token, REPLICA_PROOF_LABEL, false, hello + 12, nonce, theirs);
     uint8_t status[4];
     bytes__set_le32(status, ok ? 0 : 1);
     rc = c->ops->send(c, status, sizeof status, deadline_ms);

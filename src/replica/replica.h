@@ -63,8 +63,10 @@ int replica__tcp_connect(const char *host, int port, uint64_t deadline_ms, repli
 int replica__tcp_listen(const char *host, int port, replica_listener **out);
 int replica__tcp_port(const replica_listener *l);
 int replica__tcp_listener_fd(const replica_listener *l);
-/* ELASTIC_ETIMEDOUT when nobody connects before the deadline. */
-int replica__tcp_accept(replica_listener *l, uint64_t deadline_ms, replica_conn **out);
+/* ELASTIC_ETIMEDOUT when nobody connects before the deadline. peer (may be
+ * NULL): the client's address as text ("" if unknown). */
+int replica__tcp_accept(replica_listener *l, uint64_t deadline_ms, replica_conn **out, char *peer,
+                        size_t peer_cap);
 void replica__tcp_listener_close(replica_listener *l);
 
 static inline void replica__close(replica_conn *c)
@@ -122,13 +124,23 @@ int replica__fetch_file_checked(replica_conn *c, const replica_file_id *id, cons
 
 typedef struct replica_server replica_server;
 
+/* Connections still in their handshake hold slots of their own (at most
+ * REPLICA_HANDSHAKES, each for handshake_ms), never the ones authenticated
+ * peers use; one source address holds at most REPLICA_PER_SOURCE
+ * connections of either kind. A host without the key holding sockets open
+ * can then delay only other unauthenticated clients, never replication. */
+#define REPLICA_HANDSHAKE_MS 5000
+#define REPLICA_HANDSHAKES   32u
+#define REPLICA_PER_SOURCE   8u
+
 typedef struct replica_server_opts {
     const char *tier_root; /* a memory tier (ckpt__mem_tier_create) */
     const char *token;     /* NULL: unauthenticated */
     const char *host;      /* NULL: every address */
     int port;              /* 0: any */
     int io_timeout_ms;     /* per request; default 30000 */
-    unsigned max_conns;    /* connections served at once; default 16 */
+    unsigned max_conns;    /* authenticated connections served at once; default 16 */
+    int handshake_ms;      /* a handshake's deadline; default 5000 (REPLICA_HANDSHAKE_MS) */
 } replica_server_opts;
 
 int replica__server_start(const replica_server_opts *opts, replica_server **out);
@@ -159,6 +171,20 @@ size_t replica__place(const replica_node *nodes, size_t n, size_t self, size_t r
  * by node `self_node` in the memory tier. *copies is freed with free(). */
 int replica__holdings(const char *root, uint32_t self_node, ckpt_copy **copies, size_t *n);
 
+/* ---- the job's record (record_digest.c) ------------------------------------------ */
+
+#define REPLICA_DIGEST_BYTES 32 /* SHA-256 */
+/* SHA-256 of a commit record file (at most CKPT_MAX_COMMIT_RECORD bytes). */
+int replica__record_digest_file(const char *path, uint8_t out[REPLICA_DIGEST_BYTES]);
+/* The same for ROOT/own's record of `step`. */
+int replica__own_record_digest(const char *root, uint64_t step, uint8_t out[REPLICA_DIGEST_BYTES]);
+/* 0 when the record at `path` has the digest `want`; ELASTIC_ECORRUPT
+ * saying it is not the job's record otherwise. */
+int replica__record_is_the_jobs(const char *path, const uint8_t want[REPLICA_DIGEST_BYTES]);
+/* Lowercase hex (cap >= 65), and back (false: not 64 hex digits). */
+void replica__digest_hex(const uint8_t digest[REPLICA_DIGEST_BYTES], char *out, size_t cap);
+bool replica__digest_parse(const char *hex, uint8_t out[REPLICA_DIGEST_BYTES]);
+
 /* ---- restoring ------------------------------------------------------------------- */
 
 /* How the stager reaches a peer node: connect and authenticate; the caller closes. */
@@ -187,6 +213,13 @@ typedef struct replica_restored {
  * with every refusal's reason, when no copy was usable. */
 int replica__stage_shard(const char *root, const ckpt_plan *plan, uint32_t rank, uint32_t self,
                          const replica_dialer *dialer, uint64_t deadline_ms, replica_restored *out);
+/* The same, with the digest of the job's record of the plan's step (NULL:
+ * none known, as replica__stage_shard): a copy whose record is another is
+ * refused like a corrupt one, whatever record came with it. */
+int replica__stage_shard_expecting(const char *root, const ckpt_plan *plan, uint32_t rank,
+                                   uint32_t self, const replica_dialer *dialer,
+                                   uint64_t deadline_ms, const uint8_t *record_digest,
+                                   replica_restored *out);
 
 /* ---- the node's service (service.c; its threads: service_state.h) ------------ */
 
@@ -203,9 +236,12 @@ typedef struct replica_service_opts {
     const char *root;        /* the tier (created afresh; removed at stop) */
     uint64_t limit;          /* bytes; 0: ckpt__mem_default_limit() */
     unsigned steps;          /* K; 0: 2 */
-    const char *token;       /* the job's token; NULL: unauthenticated */
-    const char *listen_host; /* NULL: every address */
+    const char *token;       /* the job's token or replica key; NULL: unauthenticated
+                                (tests only: the agent always gives one) */
+    const char *listen_host; /* the node's address (the one its peers are told); NULL: every
+                                address (tests only) */
     int port;                /* 0: any */
+    bool no_receiver;        /* a one-node job: no peer can push or fetch, nothing listens */
     unsigned replicas;       /* R; 0 is allowed (no copies) */
     const char *disk_dir;    /* the disk tier, or NULL */
     unsigned disk_every;     /* every Nth memory step goes to disk; 0: none */
@@ -213,7 +249,8 @@ typedef struct replica_service_opts {
 } replica_service_opts;
 
 typedef struct replica_service_stats {
-    uint64_t held_bytes;      /* the whole tier: own shards and replicas */
+    uint64_t held_bytes;      /* the whole tier: own shards and replicas (as of the
+                                 replicator's last look: within 1 s, or its last push) */
     uint64_t own_bytes;       /* of which this node's own shards (ROOT/own) */
     uint64_t own_step;        /* newest committed own step (0: none) */
     uint64_t replicated_step; /* newest own step every target holds */
@@ -230,6 +267,7 @@ typedef struct replica_service_stats {
 } replica_service_stats;
 
 int replica__service_start(const replica_service_opts *opts, replica_service **out);
+/* 0 without a receiver (no_receiver). */
 int replica__service_port(const replica_service *s);
 /* The generation's nodes (self included, by index) and so the placement of
  * this node's copies. Copies already pushed stay where they are. */
@@ -317,6 +355,10 @@ typedef struct replica_sync_in {
     const char *disk_dir;             /* a shared disk tier to count in, or NULL */
     int timeout_ms;                   /* for the other nodes' records; default 30000 */
 } replica_sync_in;
+
+/* Decodes one node's record as another node's store gave it (bounded,
+ * every field checked) and throws it away: 0 or the refusal (fuzz target). */
+int replica__sync_record_parse(const char *text, size_t len);
 
 typedef struct replica_sync_rank {
     unsigned source; /* CHANNEL__RESTORE_* (NONE: no copy of the step could be staged) */

@@ -28,14 +28,17 @@ static int connect_target(replica_service *s, replica_target *t, uint64_t deadli
  * before its next round). */
 bool replica__push_everywhere(replica_service *s, replica_target *targets, size_t n, uint64_t step)
 {
-    char own[PATH_MAX];
+    char own[PATH_MAX], origin[REPLICA_NODE_MAX + 1];
     snprintf(own, sizeof own, "%s/" CKPT_MEM_OWN_DIR, s->root);
+    pthread_mutex_lock(&s->lock); /* set_peers writes it under the lock */
+    snprintf(origin, sizeof origin, "%s", s->node_name);
+    pthread_mutex_unlock(&s->lock);
     bool all = true;
     for (size_t i = 0; i < n; i++) {
         uint64_t deadline = elastic__deadline_ms(s->opts.io_timeout_ms), bytes = 0;
         int rc = connect_target(s, &targets[i], deadline);
         if (rc == 0)
-            rc = replica__push_step(targets[i].conn, s->node_name, own, step, &bytes, deadline);
+            rc = replica__push_step(targets[i].conn, origin, own, step, &bytes, deadline);
         if (rc != 0) {
             ELASTIC_LOG_W("replica", "step %" PRIu64 " to %s: %s", step, targets[i].peer.name,
                           elastic_last_error());
@@ -108,6 +111,7 @@ void *replica__replicator_main(void *arg)
         uint64_t newest = replica__newest_committed(s, NULL);
         bool idle = rs.store != NULL ? replica__play_round(s, &rs, local, n_local)
                                      : push_newest(s, local, n_local);
+        replica__refresh_usage(s, !idle);
         pthread_mutex_lock(&s->lock);
         s->stats.own_step = newest > s->stats.own_step ? newest : s->stats.own_step;
         s->stats.targets = (unsigned)n_local;

@@ -68,6 +68,7 @@ static int link_into(const char *from, const char *to)
 
 typedef struct stage {
     const char *root;
+    const uint8_t *record_digest; /* the job's record's SHA-256; NULL: none known */
     replica_file_id shard, commit;
     char own_dir[PATH_MAX], shard_path[PATH_MAX + 256], commit_path[PATH_MAX + 256];
 } stage;
@@ -92,7 +93,15 @@ static int stage_local(stage *s)
  * (the next source brings its own). */
 static int load_checked_record(stage *s, ckpt_commit_record *r)
 {
-    int rc = load_record(s->commit_path, s->shard.step, r);
+    /* The job's record, not merely one that came with the copy. */
+    int rc = s->record_digest != NULL
+                 ? replica__record_is_the_jobs(s->commit_path, s->record_digest)
+                 : 0;
+    if (rc) {
+        unlink(s->commit_path);
+        return rc;
+    }
+    rc = load_record(s->commit_path, s->shard.step, r);
     if (rc) {
         unlink(s->commit_path);
         return rc;
@@ -169,13 +178,21 @@ static const char *source_name(ckpt_source src)
 int replica__stage_shard(const char *root, const ckpt_plan *plan, uint32_t rank, uint32_t self,
                          const replica_dialer *dialer, uint64_t deadline_ms, replica_restored *out)
 {
+    return replica__stage_shard_expecting(root, plan, rank, self, dialer, deadline_ms, NULL, out);
+}
+
+int replica__stage_shard_expecting(const char *root, const ckpt_plan *plan, uint32_t rank,
+                                   uint32_t self, const replica_dialer *dialer,
+                                   uint64_t deadline_ms, const uint8_t *record_digest,
+                                   replica_restored *out)
+{
     memset(out, 0, sizeof *out);
     if (!plan->found || rank >= plan->world)
         return elastic__fail(ELASTIC_EINVAL, "rank %" PRIu32 " is not in the restore step", rank);
     ckpt_copy copies[MAX_SOURCES];
     ckpt_source kinds[MAX_SOURCES];
     size_t n = ckpt__plan_sources(plan, rank, self, copies, kinds, MAX_SOURCES);
-    stage s = { .root = root };
+    stage s = { .root = root, .record_digest = record_digest };
     s.shard = (replica_file_id){ .step = plan->step,
                                  .generation = plan->generation,
                                  .rank = rank,

@@ -2,8 +2,10 @@
  * The replica receiver an agent runs: peers push their shards into
  * ROOT/peer/<origin>/ (within the tier's limit, K steps per origin), and
  * fetch shards back from there or from ROOT/own/. One thread accepts; each
- * connection has a thread of its own (at most max_conns at once), so a slow
- * peer delays nobody else. Every read and write has a deadline.
+ * connection has a thread of its own, so a slow peer delays nobody else: in
+ * its handshake it holds one of REPLICA_HANDSHAKES slots for at most
+ * handshake_ms (REPLICA_PER_SOURCE per source address), then one of the
+ * max_conns slots authenticated peers use. Every read and write has a deadline.
  */
 #include "common/dir.h"
 #include "replica/wire.h"
@@ -29,6 +31,8 @@ typedef struct conn_slot {
     replica_conn *conn;
     pthread_t thread;
     bool used, done;
+    bool authed;   /* past the handshake: one of the max_conns slots peers use */
+    char peer[64]; /* the source address */
     struct replica_server *server;
 } conn_slot;
 
@@ -41,7 +45,8 @@ struct replica_server {
     pthread_t acceptor;
     pthread_mutex_t lock; /* guards slots, stopping, counters, and the tree's directories */
     bool stopping;
-    conn_slot *slots;
+    conn_slot *slots; /* max_conns authenticated + REPLICA_HANDSHAKES in their handshake */
+    unsigned n_slots;
     uint64_t files, bytes, refused;
 };
 
@@ -92,6 +97,26 @@ static void prune_origin(const replica_server *s, const char *dir)
     free(steps);
 }
 
+/* At most one shard file per rank in a step directory of an origin: a push
+ * of rank R's shard of this step by another generation replaces the one
+ * there (file names carry the generation, so a peer could otherwise add a
+ * file per generation it names). Called locked. */
+static void drop_other_generations(const char *step_dir, const replica_file_id *id)
+{
+    if (id->kind != REPLICA_KIND_SHARD) return;
+    DIR *d = elastic__opendir(step_dir);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        uint32_t rank;
+        uint64_t gen;
+        if (!ckpt__parse_shard_name(e->d_name, &rank, &gen) || rank != id->rank ||
+            gen == id->generation)
+            continue;
+        unlinkat(dirfd(d), e->d_name, 0);
+    }
+    if (d) closedir(d);
+}
+
 static int prepare_dirs(replica_server *s, const replica_file_id *id)
 {
     char dir[PATH_MAX], step_dir[PATH_MAX];
@@ -106,6 +131,7 @@ static int prepare_dirs(replica_server *s, const replica_file_id *id)
         if (mkdir(step_dir, 0700) != 0 && errno != EEXIST)
             rc = ckpt__fail_errno(errno, "create", step_dir);
     }
+    if (rc == 0) drop_other_generations(step_dir, id);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
@@ -153,6 +179,22 @@ static void count(replica_server *s, bool stored, uint64_t len)
         s->refused++;
     }
     pthread_mutex_unlock(&s->lock);
+}
+
+/* An authenticated connection moves from the handshake slots to the ones
+ * peers use (at most max_conns); none free: it is closed, the peer retries. */
+static int take_served_slot(replica_server *s, conn_slot *slot)
+{
+    pthread_mutex_lock(&s->lock);
+    unsigned served = 0;
+    for (unsigned i = 0; i < s->n_slots; i++) served += s->slots[i].used && s->slots[i].authed;
+    bool room = served < s->opts.max_conns;
+    slot->authed = room;
+    pthread_mutex_unlock(&s->lock);
+    if (room) return 0;
+    count(s, false, 0);
+    return elastic__fail(ELASTIC_EBUSY, "replica receiver: %u peers served already",
+                         s->opts.max_conns);
 }
 
 /* 0: the connection goes on; else it is closed. */
@@ -245,10 +287,14 @@ static void *serve_conn(void *arg)
     conn_slot *slot = arg;
     replica_server *s = slot->server;
     replica_conn *c = slot->conn;
-    int rc = replica__auth_server(c, s->token, elastic__deadline_ms(s->opts.io_timeout_ms));
+    /* A short deadline: a handshake is two round trips (REPLICA_HANDSHAKE_MS). */
+    int rc = replica__auth_server(c, s->token, elastic__deadline_ms(s->opts.handshake_ms));
     if (rc) {
         count(s, false, 0);
-        ELASTIC_LOG_W("replica", "connection refused: %s", elastic_last_error());
+        ELASTIC_LOG_W("replica", "connection from %s refused: %s", slot->peer,
+                      elastic_last_error());
+    } else {
+        rc = take_served_slot(s, slot);
     }
     while (rc == 0) {
         replica_request req;
@@ -267,7 +313,7 @@ static void *serve_conn(void *arg)
 static conn_slot *reap_and_find(replica_server *s)
 {
     conn_slot *free_slot = NULL;
-    for (unsigned i = 0; i < s->opts.max_conns; i++) {
+    for (unsigned i = 0; i < s->n_slots; i++) {
         conn_slot *slot = &s->slots[i];
         pthread_mutex_lock(&s->lock);
         bool finished = slot->used && slot->done;
@@ -276,13 +322,29 @@ static conn_slot *reap_and_find(replica_server *s)
             pthread_join(slot->thread, NULL);
             replica__close(slot->conn);
             pthread_mutex_lock(&s->lock);
-            slot->used = slot->done = false;
+            slot->used = slot->done = slot->authed = false;
             slot->conn = NULL;
             pthread_mutex_unlock(&s->lock);
         }
         if (!slot->used && free_slot == NULL) free_slot = slot;
     }
     return free_slot;
+}
+
+/* Whether one more connection may start its handshake: fewer than
+ * REPLICA_HANDSHAKES in theirs, fewer than REPLICA_PER_SOURCE from `peer`. */
+static bool handshake_room(replica_server *s, const char *peer)
+{
+    unsigned pending = 0, from_peer = 0;
+    pthread_mutex_lock(&s->lock);
+    for (unsigned i = 0; i < s->n_slots; i++) {
+        const conn_slot *slot = &s->slots[i];
+        if (!slot->used || slot->done || slot->authed) continue;
+        pending++;
+        from_peer += strcmp(slot->peer, peer) == 0;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return pending < REPLICA_HANDSHAKES && from_peer < REPLICA_PER_SOURCE;
 }
 
 static void *accept_loop(void *arg)
@@ -297,14 +359,17 @@ static void *accept_loop(void *arg)
         conn_slot *slot = reap_and_find(s);
         if (ready <= 0 || !(fds[0].revents & POLLIN)) continue;
         replica_conn *c;
-        if (replica__tcp_accept(s->listener, elastic__now_ms(), &c) != 0) continue;
-        if (slot == NULL) { /* at the limit: the peer retries later */
+        char peer[64];
+        if (replica__tcp_accept(s->listener, elastic__now_ms(), &c, peer, sizeof peer) != 0)
+            continue;
+        if (slot == NULL || !handshake_room(s, peer)) { /* the peer retries later */
             count(s, false, 0);
             replica__close(c);
             continue;
         }
         pthread_mutex_lock(&s->lock);
         *slot = (conn_slot){ .conn = c, .used = true, .server = s };
+        snprintf(slot->peer, sizeof slot->peer, "%s", peer);
         pthread_mutex_unlock(&s->lock);
         if (pthread_create(&slot->thread, NULL, serve_conn, slot) != 0) {
             replica__close(c);
@@ -342,11 +407,13 @@ int replica__server_start(const replica_server_opts *opts, replica_server **out)
     if (s->opts.io_timeout_ms <= 0) s->opts.io_timeout_ms = 30000;
     if (s->opts.max_conns == 0) s->opts.max_conns = 16;
     if (s->opts.max_conns > MAX_CONNS_LIMIT) s->opts.max_conns = MAX_CONNS_LIMIT;
+    if (s->opts.handshake_ms <= 0) s->opts.handshake_ms = REPLICA_HANDSHAKE_MS;
+    s->n_slots = s->opts.max_conns + REPLICA_HANDSHAKES;
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->lock, NULL);
     s->root = elastic__strdup(opts->tier_root);
     s->token = opts->token ? elastic__strdup(opts->token) : NULL;
-    s->slots = calloc(s->opts.max_conns, sizeof *s->slots);
+    s->slots = calloc(s->n_slots, sizeof *s->slots);
     s->opts.tier_root = s->root;
     s->opts.token = s->token;
     int rc = s->root && s->slots && (opts->token == NULL || s->token)
@@ -389,10 +456,10 @@ void replica__server_stop(replica_server *s)
     pthread_join(s->acceptor, NULL);
     /* Wake every connection thread (their calls fail), then join them. */
     pthread_mutex_lock(&s->lock);
-    for (unsigned i = 0; i < s->opts.max_conns; i++)
+    for (unsigned i = 0; i < s->n_slots; i++)
         if (s->slots[i].used) s->slots[i].conn->ops->shutdown(s->slots[i].conn);
     pthread_mutex_unlock(&s->lock);
-    for (unsigned i = 0; i < s->opts.max_conns; i++) {
+    for (unsigned i = 0; i < s->n_slots; i++) {
         if (!s->slots[i].used) continue;
         pthread_join(s->slots[i].thread, NULL);
         replica__close(s->slots[i].conn);

@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -60,6 +61,24 @@ uint64_t replica__wall_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+void replica__refresh_usage(replica_service *s, bool changed)
+{
+    uint64_t now = elastic__now_ms();
+    pthread_mutex_lock(&s->lock);
+    bool due = changed || s->usage_ms == 0 || now - s->usage_ms >= USAGE_MS;
+    pthread_mutex_unlock(&s->lock);
+    if (!due) return;
+    uint64_t held = ckpt__mem_usage(s->root);
+    char own[PATH_MAX];
+    snprintf(own, sizeof own, "%s/" CKPT_MEM_OWN_DIR, s->root);
+    uint64_t own_bytes = ckpt__mem_usage(own);
+    pthread_mutex_lock(&s->lock);
+    s->stats.held_bytes = held;
+    s->stats.own_bytes = own_bytes;
+    s->usage_ms = now;
+    pthread_mutex_unlock(&s->lock);
+}
+
 void replica__wait_for_work(replica_service *s, unsigned *seen)
 {
     if (s->kicks == *seen && !s->stopping) {
@@ -78,6 +97,7 @@ static void service_free(replica_service *s)
     elastic_store_close(s->next_store);
     replica__server_stop(s->server);
     if (s->root) ckpt__mem_tier_remove(s->root);
+    if (s->owner_fd >= 0) close(s->owner_fd); /* after the removal: never a tier without holder */
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->progress);
@@ -90,6 +110,24 @@ static void service_free(replica_service *s)
     free(s);
 }
 
+/* The tiers beside ours (/dev/shm/elastic-mem-*) that nobody holds any
+ * more: agents that died with their reapers (a cgroup kill, the OOM killer)
+ * left them, and tmpfs would keep them until reboot. Ours is held by now. */
+static void sweep_beside(const char *root)
+{
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", root);
+    char *slash = strrchr(parent, '/');
+    if (slash == NULL ||
+        strncmp(slash + 1, CKPT_MEM_TIER_PREFIX, strlen(CKPT_MEM_TIER_PREFIX)) != 0)
+        return; /* not an agent's tier: not our place to look around */
+    if (slash == parent)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    ckpt__mem_sweep_leaked(parent);
+}
+
 int replica__service_start(const replica_service_opts *opts, replica_service **out)
 {
     if (opts == NULL || opts->root == NULL || out == NULL)
@@ -99,6 +137,7 @@ int replica__service_start(const replica_service_opts *opts, replica_service **o
     replica_service *s = calloc(1, sizeof *s);
     if (s == NULL) return elastic__fail(ELASTIC_ENOMEM, "memory tier service");
     s->opts = *opts;
+    s->owner_fd = -1;
     if (s->opts.limit == 0) s->opts.limit = ckpt__mem_default_limit();
     if (s->opts.steps == 0) s->opts.steps = 2;
     if (s->opts.io_timeout_ms <= 0) s->opts.io_timeout_ms = 30000;
@@ -116,12 +155,14 @@ int replica__service_start(const replica_service_opts *opts, replica_service **o
                  ? 0
                  : elastic__fail(ELASTIC_ENOMEM, "memory tier service");
     if (rc == 0) rc = ckpt__mem_tier_create(s->root, s->opts.limit, s->opts.steps);
+    if (rc == 0) rc = ckpt__mem_tier_hold(s->root, &s->owner_fd);
+    if (rc == 0) sweep_beside(s->root);
     replica_server_opts so = { .tier_root = s->root,
                                .token = s->token,
                                .host = opts->listen_host,
                                .port = opts->port,
                                .io_timeout_ms = s->opts.io_timeout_ms };
-    if (rc == 0) rc = replica__server_start(&so, &s->server);
+    if (rc == 0 && !opts->no_receiver) rc = replica__server_start(&so, &s->server);
     if (rc == 0 && pthread_create(&s->replicator, NULL, replica__replicator_main, s) != 0)
         rc = elastic__fail(ELASTIC_ESYS, "memory tier replicator thread");
     s->replicator_started = rc == 0;
@@ -139,7 +180,7 @@ int replica__service_start(const replica_service_opts *opts, replica_service **o
 
 int replica__service_port(const replica_service *s)
 {
-    return replica__server_port(s->server);
+    return s->server != NULL ? replica__server_port(s->server) : 0;
 }
 
 int replica__service_set_peers(replica_service *s, const replica_peer *nodes, size_t n, size_t self)
@@ -238,11 +279,7 @@ void replica__service_stats(replica_service *s, replica_service_stats *out)
     pthread_mutex_lock(&s->lock);
     *out = s->stats;
     pthread_mutex_unlock(&s->lock);
-    out->held_bytes = ckpt__mem_usage(s->root);
-    char own[PATH_MAX];
-    snprintf(own, sizeof own, "%s/" CKPT_MEM_OWN_DIR, s->root);
-    out->own_bytes = ckpt__mem_usage(own);
-    replica__server_counts(s->server, &out->replicas_in, NULL, NULL);
+    if (s->server != NULL) replica__server_counts(s->server, &out->replicas_in, NULL, NULL);
 }
 
 /* Waits on `progress` until *field reaches `step`. Called unlocked. */

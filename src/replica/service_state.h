@@ -30,6 +30,7 @@ typedef struct replica_target {
 struct replica_service {
     replica_service_opts opts;
     char *root, *token, *disk_dir, node_name[REPLICA_NODE_MAX + 1];
+    int owner_fd; /* the tier's owner file, flocked while the service lives (memtier.h) */
     replica_server *server;
     pthread_mutex_t lock;
     pthread_cond_t wake, progress;
@@ -38,7 +39,9 @@ struct replica_service {
     replica_target targets[MAX_TARGETS];
     size_t n_targets;
     bool targets_changed;
-    replica_service_stats stats;
+    replica_service_stats
+        stats; /* held_bytes, own_bytes: as of usage_ms (replica__refresh_usage) */
+    uint64_t usage_ms;
     pthread_t replicator, disk;
     bool replicator_started, disk_started;
     /* The generation's memory commit, set by set_generation and taken by
@@ -76,6 +79,11 @@ uint64_t replica__newest_committed(const replica_service *s, uint64_t *commit_wa
 bool replica__step_committed_here(const replica_service *s, uint64_t step,
                                   uint64_t *commit_wall_ms);
 uint64_t replica__wall_ms(void);
+/* The tier's bytes (a walk of the tree) into the stats, on the replicator
+ * thread: after work (`changed`), else at most every USAGE_MS. Whoever reads
+ * the stats (the agent's loop, for /metrics) then never walks the tier. */
+#define USAGE_MS 1000
+void replica__refresh_usage(replica_service *s, bool changed);
 /* Sleeps until kicked (since `seen`), stopping, or POLL_MS. Called locked. */
 void replica__wait_for_work(replica_service *s, unsigned *seen);
 

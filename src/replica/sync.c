@@ -34,6 +34,8 @@ typedef struct node_record {
     ckpt_copy *copies;
     size_t n_copies;
     ckpt_step_ref committed;        /* the memory-commit record the node knows (step 0: none) */
+    bool has_digest;                /* and that record's SHA-256 (record_digest.c) */
+    uint8_t committed_digest[REPLICA_DIGEST_BYTES];
     ckpt_generation_start *history; /* the job's history as the node knows it */
     size_t n_history;
     bool ranks_known; /* the ranks it runs this generation: [first_rank, + local_ranks) */
@@ -41,6 +43,24 @@ typedef struct node_record {
 } node_record;
 
 /* ---- records --------------------------------------------------------------------- */
+
+/* "committed <step> <generation> [<SHA-256 of its record>]": the digest when
+ * this node still holds the step's record (retention pins it), so a node
+ * with no record of its own takes only a copy of the job's. */
+static void committed_line(const char *root, const replica_service_stats *stats, char *line,
+                           size_t cap)
+{
+    uint8_t digest[REPLICA_DIGEST_BYTES];
+    char hex[2 * REPLICA_DIGEST_BYTES + 2] = "";
+    if (replica__own_record_digest(root, stats->committed_step, digest) == 0) {
+        hex[0] = ' ';
+        replica__digest_hex(digest, hex + 1, sizeof hex - 1);
+    } else {
+        elastic__clear_error();
+    }
+    snprintf(line, cap, "committed %" PRIu64 " %" PRIu64 "%s\n", stats->committed_step,
+             stats->committed_generation, hex);
+}
 
 static int encode_record(const replica_sync_in *in, int port, bytes__buf *out)
 {
@@ -65,9 +85,8 @@ static int encode_record(const replica_sync_in *in, int port, bytes__buf *out)
     replica_service_stats stats;
     replica__service_stats(in->service, &stats);
     if (rc == 0 && stats.committed_step > 0) {
-        len = snprintf(line, sizeof line, "committed %" PRIu64 " %" PRIu64 "\n",
-                       stats.committed_step, stats.committed_generation);
-        bytes__put(out, line, (size_t)len);
+        committed_line(root, &stats, line, sizeof line);
+        bytes__put(out, line, strlen(line));
     }
     ckpt_generation_start *history = rc == 0 ? calloc(REPLICA_HISTORY_MAX, sizeof *history) : NULL;
     size_t n_history =
@@ -112,7 +131,7 @@ static bool take_field(const char **p, const char *end, const char *key, char *v
     return true;
 }
 
-/* "ranks <first> <count>", "committed <step> <generation>" or
+/* "ranks <first> <count>", "committed <step> <generation> [<digest>]" or
  * "hist <generation> <restored 0|1> <step>". */
 static int decode_step_line(const char *line, int group_rank, node_record *rec)
 {
@@ -129,12 +148,16 @@ static int decode_step_line(const char *line, int group_rank, node_record *rec)
         rec->local_ranks = (uint32_t)b;
         return 0;
     }
-    if (sscanf(line, "%11s %23s %23s%n", kind, f[0], f[1], &used) == 3 && line[used] == '\0' &&
-        strcmp(kind, "committed") == 0) {
-        if (elastic__parse_u64(NULL, f[0], 1, UINT64_MAX - 1, &a) != 0 ||
-            elastic__parse_u64(NULL, f[1], 0, UINT64_MAX, &b) != 0)
+    char hex[2 * REPLICA_DIGEST_BYTES + 1] = "";
+    int n_fields = sscanf(line, "%11s %23s %23s %64s%n", kind, f[0], f[1], hex, &used);
+    if ((n_fields == 3 || n_fields == 4) && strcmp(kind, "committed") == 0) {
+        if (n_fields == 3) sscanf(line, "%11s %23s %23s%n", kind, f[0], f[1], &used);
+        if (line[used] != '\0' || elastic__parse_u64(NULL, f[0], 1, UINT64_MAX - 1, &a) != 0 ||
+            elastic__parse_u64(NULL, f[1], 0, UINT64_MAX, &b) != 0 ||
+            (n_fields == 4 && !replica__digest_parse(hex, rec->committed_digest)))
             return bad_record(group_rank, "bad committed line");
         rec->committed = (ckpt_step_ref){ .step = a, .generation = b };
+        rec->has_digest = n_fields == 4;
         return 0;
     }
     if (sscanf(line, "%11s %23s %23s %23s%n", kind, f[0], f[1], f[2], &used) != 4 ||
@@ -216,6 +239,15 @@ static int decode_record(const char *text, size_t len, int group_rank, node_reco
         rec->copies[rec->n_copies++] = c;
     }
     return 0;
+}
+
+int replica__sync_record_parse(const char *text, size_t len)
+{
+    node_record rec;
+    int rc = decode_record(text, len, 0, &rec);
+    free(rec.copies); /* a record refused midway may hold some already */
+    free(rec.history);
+    return rc;
 }
 
 /* ---- history ------------------------------------------------------------------------ */
@@ -385,17 +417,63 @@ static size_t merge_history(ckpt_generation_start *history, size_t n, const node
     return n;
 }
 
+/* Whether node record r published a digest of the plan's step. */
+static bool knows_record(const node_record *r, const ckpt_plan *plan)
+{
+    return r->has_digest && r->committed.step == plan->step &&
+           r->committed.generation == plan->generation;
+}
+
+/* The digest of the job's record of the plan's step: this node's own when it
+ * published one (it trusts its own record), else the one most of the nodes
+ * that know the step as memory-committed published. NULL when none did (a
+ * step that was not memory-committed: the copies' own records are all there
+ * is) or when no digest has more votes than another (said once). */
+static const uint8_t *jobs_record_digest(const ckpt_plan *plan, const node_record *records,
+                                         size_t n, size_t self)
+{
+    if (self < n && knows_record(&records[self], plan)) return records[self].committed_digest;
+    const uint8_t *best = NULL;
+    size_t best_votes = 0;
+    bool tied = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!knows_record(&records[i], plan)) continue;
+        size_t votes = 0;
+        for (size_t j = 0; j < n; j++)
+            votes += knows_record(&records[j], plan) &&
+                     memcmp(records[j].committed_digest, records[i].committed_digest,
+                            REPLICA_DIGEST_BYTES) == 0;
+        if (best != NULL && votes == best_votes &&
+            memcmp(best, records[i].committed_digest, REPLICA_DIGEST_BYTES) != 0)
+            tied = true;
+        if (votes > best_votes) {
+            best = records[i].committed_digest;
+            best_votes = votes;
+            tied = false;
+        }
+    }
+    if (tied) {
+        ELASTIC_LOG_W("replica",
+                      "the nodes published different records of step %" PRIu64
+                      ", none by a majority: copies are checked against their own",
+                      plan->step);
+        return NULL;
+    }
+    return best;
+}
+
 /* Stages shard `shard` of the plan's step into this node's tier for `rank`
  * and says where it came from; a failure leaves NONE (the worker falls back
  * on its own) and is logged. */
 static void stage_rank(const replica_sync_in *in, const ckpt_plan *plan, uint32_t rank,
                        uint32_t shard, const replica_dialer *dialer, int timeout_ms,
-                       const node_record *records, size_t n, replica_sync_rank *out)
+                       const node_record *records, size_t n, const uint8_t *record_digest,
+                       replica_sync_rank *out)
 {
     replica_restored got;
-    if (replica__stage_shard(replica__service_root(in->service), plan, shard,
-                             (uint32_t)in->group_rank, dialer, elastic__deadline_ms(timeout_ms),
-                             &got) != 0) {
+    if (replica__stage_shard_expecting(
+            replica__service_root(in->service), plan, shard, (uint32_t)in->group_rank, dialer,
+            elastic__deadline_ms(timeout_ms), record_digest, &got) != 0) {
         ELASTIC_LOG_E("replica", "rank %" PRIu32 " (shard %" PRIu32 "): %s", rank, shard,
                       elastic_last_error());
         return;
@@ -405,6 +483,217 @@ static void stage_rank(const replica_sync_in *in, const ckpt_plan *plan, uint32_
                                                    : CHANNEL__RESTORE_DISK;
     if (got.source != CKPT_SOURCE_DISK && got.node < n)
         snprintf(out->node, sizeof out->node, "%s", records[got.node].peer.name);
+}
+
+/* 1. our record */
+static int publish_record(elastic_store *store, const replica_sync_in *in)
+{
+    bytes__buf rec = { .limit = MAX_RECORD_BYTES };
+    char key[128];
+    int rc = encode_record(in, replica__service_port(in->service), &rec);
+    snprintf(key, sizeof key, "memtier/g%" PRIu64 "/node/%d", in->generation, in->group_rank);
+    if (rc == 0) rc = elastic_store_set(store, key, rec.data, rec.len);
+    bytes__buf_free(&rec);
+    return rc;
+}
+
+/* 2. everyone's (ours included: the same bytes every node reads), into
+ * records[n] (the caller's to free, also after a failure). */
+static int read_records(elastic_store *store, const replica_sync_in *in, node_record *records,
+                        size_t n, int timeout_ms)
+{
+    uint64_t deadline = elastic__deadline_ms(timeout_ms);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "memtier/g%" PRIu64 "/node/%zu", in->generation, i);
+        void *value = NULL;
+        size_t len = 0;
+        rc = elastic_store_get(store, key, elastic__ms_left(deadline), &value, &len);
+        if (rc == 0 && len > MAX_RECORD_BYTES) rc = bad_record((int)i, "too large");
+        if (rc == 0) rc = decode_record(value, len, (int)i, &records[i]);
+        elastic_free(value);
+    }
+    return rc;
+}
+
+/* 3. placement of our copies among the generation's nodes */
+static int place_copies(const replica_sync_in *in, const node_record *records, size_t n)
+{
+    replica_peer *peers = calloc(n, sizeof *peers);
+    if (peers == NULL) return elastic__fail(ELASTIC_ENOMEM, "memory tier sync");
+    for (size_t i = 0; i < n; i++) peers[i] = records[i].peer;
+    int rc = replica__service_set_peers(in->service, peers, n, (size_t)in->group_rank);
+    free(peers);
+    return rc;
+}
+
+/* 4a. the job's history of generation starts: the store's, completed with
+ * what the live nodes know (*history: MAX_HISTORY_LINES entries, freed by
+ * the caller). */
+static int job_history(elastic_store *store, const replica_sync_in *in, const node_record *records,
+                       size_t n, ckpt_generation_start **history, size_t *n_history)
+{
+    char *raw_history = NULL;
+    int rc = read_history(store, in->generation, history, n_history, &raw_history);
+    free(raw_history);
+    if (rc == 0 && *history == NULL &&
+        (*history = calloc(MAX_HISTORY_LINES, sizeof **history)) == NULL)
+        rc = elastic__fail(ELASTIC_ENOMEM, "history");
+    if (rc == 0) *n_history = merge_history(*history, *n_history, records, n, in->generation);
+    return rc;
+}
+
+/* 4b. the plan over every node's copies and commit records: the same on every node. */
+static int plan_from_records(const replica_sync_in *in, const node_record *records, size_t n,
+                             const ckpt_generation_start *history, size_t n_history,
+                             ckpt_plan *plan)
+{
+    ckpt_step_ref *committed = calloc(n, sizeof *committed);
+    size_t n_committed = 0, total = 0;
+    for (size_t i = 0; committed != NULL && i < n; i++)
+        if (records[i].committed.step > 0) committed[n_committed++] = records[i].committed;
+    for (size_t i = 0; i < n; i++) total += records[i].n_copies;
+    ckpt_copy *all = malloc((total ? total : 1) * sizeof *all);
+    int rc = all == NULL ? elastic__fail(ELASTIC_ENOMEM, "memory tier sync") : 0;
+    for (size_t i = 0, at = 0; rc == 0 && i < n; i++) {
+        if (records[i].n_copies == 0) continue; /* copies is NULL then: memcpy's NULL is UB */
+        memcpy(all + at, records[i].copies, records[i].n_copies * sizeof *all);
+        at += records[i].n_copies;
+    }
+    ckpt_plan_input pin = { .copies = all,
+                            .n_copies = total,
+                            .committed = committed,
+                            .n_committed = n_committed,
+                            .history = history,
+                            .n_history = n_history,
+                            .generation = in->generation };
+    if (rc == 0) rc = ckpt__plan_restore(&pin, plan);
+    free(all);
+    free(committed);
+    return rc;
+}
+
+/* 4c. the plan known: rank 0 appends it to the job's history, and the
+ * service learns the history and this generation's start. */
+static void record_plan(elastic_store *store, const replica_sync_in *in,
+                        const ckpt_generation_start *history, size_t n_history,
+                        const ckpt_plan *plan, replica_sync_out *out)
+{
+    if (in->group_rank == 0) append_history(store, history, n_history, plan, in->generation);
+    for (size_t i = 0; i < n_history; i++)
+        replica__service_history_record(in->service, &history[i]);
+    replica__service_history_record(
+        in->service, &(ckpt_generation_start){ .generation = in->generation,
+                                               .restored = plan->found,
+                                               .restore_step = plan->found ? plan->step : 0 });
+    out->planned = plan->found;
+    out->committed = plan->committed;
+    out->step = plan->step;
+    snprintf(out->why, sizeof out->why, "%s", plan->why);
+}
+
+/* The fence including this generation's own start (n_history + 1 entries,
+ * the caller's to free). The copies it refuses go before staging: a node
+ * cut off and back may hold the plan's very step, written by a history the
+ * job left, where the step's real shards are staged now. */
+static ckpt_generation_start *fence_off(const replica_sync_in *in,
+                                        const ckpt_generation_start *history, size_t n_history,
+                                        const ckpt_plan *plan)
+{
+    ckpt_generation_start *fence = calloc(n_history + 1, sizeof *fence);
+    if (fence == NULL) return NULL;
+    memcpy(fence, history, n_history * sizeof *fence);
+    fence[n_history] = (ckpt_generation_start){ .generation = in->generation,
+                                                .restored = plan->found,
+                                                .restore_step = plan->step };
+    ckpt_plan_input fence_in = { .history = fence,
+                                 .n_history = n_history + 1,
+                                 .generation = in->generation };
+    drop_rule fenced_only = { &fence_in, false, 0 };
+    drop_everywhere(replica__service_root(in->service), &fenced_only);
+    return fence;
+}
+
+/* What staging a rank needs: the plan, the nodes' records and how to dial them. */
+typedef struct sync_stage {
+    const replica_sync_in *in;
+    const ckpt_plan *plan;
+    const node_record *records;
+    size_t n;
+    int timeout_ms;
+    dial_ctx ctx;
+    replica_dialer dialer; /* dials through ctx: the struct is not copied */
+    const uint8_t *record_digest;
+} sync_stage;
+
+static void stage_init(sync_stage *st, const replica_sync_in *in, const ckpt_plan *plan,
+                       const node_record *records, size_t n, int timeout_ms)
+{
+    *st = (sync_stage){ .in = in, .plan = plan, .records = records, .n = n,
+                        .timeout_ms = timeout_ms };
+    st->ctx = (dial_ctx){ records, n, replica__service_token(in->service), timeout_ms };
+    st->dialer = (replica_dialer){ dial_record, &st->ctx };
+    st->record_digest = jobs_record_digest(plan, records, n, (size_t)in->group_rank);
+}
+
+/* 5. this node's ranks, staged from their cheapest verified copies. Ranks
+ * beyond the step's world (the job grew): the same step, so every rank
+ * resumes at one step. They have no shard of it: they read the step's
+ * replicated part (any shard carries it) and start their own part fresh. A
+ * shard one of this node's ranks staged serves; else rank (rank mod
+ * world)'s is staged, which spreads the new ranks' reads over the step's
+ * shards. */
+static void stage_local_ranks(const sync_stage *st, replica_sync_out *out)
+{
+    const replica_sync_in *in = st->in;
+    const ckpt_plan *plan = st->plan;
+    for (uint32_t i = 0; i < in->local_ranks; i++) {
+        uint32_t rank = in->first_rank + i;
+        if (rank < plan->world)
+            stage_rank(in, plan, rank, rank, &st->dialer, st->timeout_ms, st->records, st->n,
+                       st->record_digest, &out->ranks[i]);
+    }
+    for (uint32_t i = 0; i < in->local_ranks; i++) {
+        uint32_t rank = in->first_rank + i;
+        if (rank < plan->world) continue;
+        const replica_sync_rank *staged = NULL;
+        for (uint32_t j = 0; j < in->local_ranks && staged == NULL; j++)
+            if (in->first_rank + j < plan->world && out->ranks[j].source != CHANNEL__RESTORE_NONE)
+                staged = &out->ranks[j];
+        if (staged != NULL)
+            out->ranks[i] = *staged;
+        else
+            stage_rank(in, plan, rank, rank % plan->world, &st->dialer, st->timeout_ms,
+                       st->records, st->n, st->record_digest, &out->ranks[i]);
+        out->ranks[i].beyond_step = out->ranks[i].source != CHANNEL__RESTORE_NONE;
+    }
+}
+
+/* 6. departed ranks (a smaller world): readable on every node, for resharding */
+static void stage_departed_ranks(const sync_stage *st)
+{
+    const replica_sync_in *in = st->in;
+    for (uint32_t rank = in->job_world; in->job_world > 0 && rank < st->plan->world; rank++) {
+        replica_restored got;
+        if (replica__stage_shard_expecting(replica__service_root(in->service), st->plan, rank,
+                                           (uint32_t)in->group_rank, &st->dialer,
+                                           elastic__deadline_ms(st->timeout_ms),
+                                           st->record_digest, &got) != 0)
+            ELASTIC_LOG_W("replica", "departed rank %" PRIu32 " of step %" PRIu64 ": %s", rank,
+                          st->plan->step, elastic_last_error());
+    }
+}
+
+/* Steps newer than the plan's are never among its copies, so no peer's
+ * staging can be fetching them: they go. */
+static void drop_newer_than_plan(const replica_sync_in *in, ckpt_generation_start *fence,
+                                 size_t n_fence, const ckpt_plan *plan)
+{
+    ckpt_plan_input fence_in = { .history = fence, .n_history = n_fence,
+                                 .generation = in->generation };
+    drop_rule rule = { &fence_in, plan->found, plan->step };
+    drop_everywhere(replica__service_root(in->service), &rule);
 }
 
 int replica__sync_generation(elastic_store *store, const replica_sync_in *in, replica_sync_out *out)
@@ -417,143 +706,28 @@ int replica__sync_generation(elastic_store *store, const replica_sync_in *in, re
     int timeout_ms = in->timeout_ms > 0 ? in->timeout_ms : 30000;
     out->ranks = calloc(in->local_ranks ? in->local_ranks : 1, sizeof *out->ranks);
     if (out->ranks == NULL) return elastic__fail(ELASTIC_ENOMEM, "memory tier sync");
-    /* 1. our record */
-    bytes__buf rec = { .limit = MAX_RECORD_BYTES };
-    char key[128];
-    int rc = encode_record(in, replica__service_port(in->service), &rec);
-    snprintf(key, sizeof key, "memtier/g%" PRIu64 "/node/%d", in->generation, in->group_rank);
-    if (rc == 0) rc = elastic_store_set(store, key, rec.data, rec.len);
-    bytes__buf_free(&rec);
+    int rc = publish_record(store, in);
     if (rc) return rc;
-    /* 2. everyone's (ours included: the same bytes every node reads) */
     size_t n = (size_t)in->group_world_size;
     node_record *records = calloc(n, sizeof *records);
     if (records == NULL) return elastic__fail(ELASTIC_ENOMEM, "memory tier sync");
-    uint64_t deadline = elastic__deadline_ms(timeout_ms);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        snprintf(key, sizeof key, "memtier/g%" PRIu64 "/node/%zu", in->generation, i);
-        void *value = NULL;
-        size_t len = 0;
-        rc = elastic_store_get(store, key, elastic__ms_left(deadline), &value, &len);
-        if (rc == 0 && len > MAX_RECORD_BYTES) rc = bad_record((int)i, "too large");
-        if (rc == 0) rc = decode_record(value, len, (int)i, &records[i]);
-        elastic_free(value);
-    }
-    /* 3. placement of our copies among the generation's nodes */
-    replica_peer *peers = rc == 0 ? calloc(n, sizeof *peers) : NULL;
-    if (rc == 0 && peers == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "memory tier sync");
-    for (size_t i = 0; rc == 0 && i < n; i++) peers[i] = records[i].peer;
-    if (rc == 0) rc = replica__service_set_peers(in->service, peers, n, (size_t)in->group_rank);
-    free(peers);
+    rc = read_records(store, in, records, n, timeout_ms);
+    if (rc == 0) rc = place_copies(in, records, n);
     /* 4. the plan, the same on every node */
     ckpt_generation_start *history = NULL;
     size_t n_history = 0;
-    char *raw_history = NULL;
-    if (rc == 0) rc = read_history(store, in->generation, &history, &n_history, &raw_history);
-    free(raw_history);
-    if (rc == 0 && history == NULL &&
-        (history = calloc(MAX_HISTORY_LINES, sizeof *history)) == NULL)
-        rc = elastic__fail(ELASTIC_ENOMEM, "history");
-    if (rc == 0) n_history = merge_history(history, n_history, records, n, in->generation);
-    ckpt_step_ref *committed = rc == 0 ? calloc(n, sizeof *committed) : NULL;
-    size_t n_committed = 0;
-    for (size_t i = 0; committed != NULL && i < n; i++)
-        if (records[i].committed.step > 0) committed[n_committed++] = records[i].committed;
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) total += records[i].n_copies;
-    ckpt_copy *all = rc == 0 ? malloc((total ? total : 1) * sizeof *all) : NULL;
-    if (rc == 0 && all == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "memory tier sync");
-    for (size_t i = 0, at = 0; rc == 0 && i < n; i++) {
-        if (records[i].n_copies == 0) continue; /* copies is NULL then: memcpy's NULL is UB */
-        memcpy(all + at, records[i].copies, records[i].n_copies * sizeof *all);
-        at += records[i].n_copies;
-    }
     ckpt_plan plan = { 0 };
-    ckpt_plan_input pin = { .copies = all,
-                            .n_copies = total,
-                            .committed = committed,
-                            .n_committed = n_committed,
-                            .history = history,
-                            .n_history = n_history,
-                            .generation = in->generation };
-    if (rc == 0) rc = ckpt__plan_restore(&pin, &plan);
-    free(all);
-    free(committed);
-    if (rc == 0 && in->group_rank == 0)
-        append_history(store, history, n_history, &plan, in->generation);
-    for (size_t i = 0; rc == 0 && i < n_history; i++)
-        replica__service_history_record(in->service, &history[i]);
-    if (rc == 0)
-        replica__service_history_record(
-            in->service, &(ckpt_generation_start){ .generation = in->generation,
-                                                   .restored = plan.found,
-                                                   .restore_step = plan.found ? plan.step : 0 });
-    if (rc == 0) {
-        out->planned = plan.found;
-        out->committed = plan.committed;
-        out->step = plan.step;
-        snprintf(out->why, sizeof out->why, "%s", plan.why);
+    if (rc == 0) rc = job_history(store, in, records, n, &history, &n_history);
+    if (rc == 0) rc = plan_from_records(in, records, n, history, n_history, &plan);
+    if (rc == 0) record_plan(store, in, history, n_history, &plan, out);
+    ckpt_generation_start *fence = rc == 0 ? fence_off(in, history, n_history, &plan) : NULL;
+    if (rc == 0 && plan.found) {
+        sync_stage st;
+        stage_init(&st, in, &plan, records, n, timeout_ms);
+        stage_local_ranks(&st, out);
+        stage_departed_ranks(&st);
     }
-    /* The fence including this generation's own start. The copies it
-     * refuses go before staging: a node cut off and back may hold the plan's
-     * very step, written by a history the job left, where the step's real
-     * shards are staged now. */
-    ckpt_generation_start *fence = rc == 0 ? calloc(n_history + 1, sizeof *fence) : NULL;
-    ckpt_plan_input fence_in = { .history = fence,
-                                 .n_history = n_history + 1,
-                                 .generation = in->generation };
-    if (fence != NULL) {
-        memcpy(fence, history, n_history * sizeof *fence);
-        fence[n_history] = (ckpt_generation_start){ .generation = in->generation,
-                                                    .restored = plan.found,
-                                                    .restore_step = plan.step };
-        drop_rule fenced_only = { &fence_in, false, 0 };
-        drop_everywhere(replica__service_root(in->service), &fenced_only);
-    }
-    /* 5. this node's ranks, staged from their cheapest verified copies */
-    dial_ctx ctx = { records, n, replica__service_token(in->service), timeout_ms };
-    replica_dialer dialer = { dial_record, &ctx };
-    for (uint32_t i = 0; rc == 0 && plan.found && i < in->local_ranks; i++) {
-        uint32_t rank = in->first_rank + i;
-        if (rank < plan.world)
-            stage_rank(in, &plan, rank, rank, &dialer, timeout_ms, records, n, &out->ranks[i]);
-    }
-    /* Ranks beyond the step's world (the job grew): the same step, so every
-     * rank resumes at one step. They have no shard of it: they read the
-     * step's replicated part (any shard carries it) and start their own part
-     * fresh. A shard one of this node's ranks staged serves; else rank
-     * (rank mod world)'s is staged, which spreads the new ranks' reads over
-     * the step's shards. */
-    for (uint32_t i = 0; rc == 0 && plan.found && i < in->local_ranks; i++) {
-        uint32_t rank = in->first_rank + i;
-        if (rank < plan.world) continue;
-        const replica_sync_rank *staged = NULL;
-        for (uint32_t j = 0; j < in->local_ranks && staged == NULL; j++)
-            if (in->first_rank + j < plan.world && out->ranks[j].source != CHANNEL__RESTORE_NONE)
-                staged = &out->ranks[j];
-        if (staged != NULL)
-            out->ranks[i] = *staged;
-        else
-            stage_rank(in, &plan, rank, rank % plan.world, &dialer, timeout_ms, records, n,
-                       &out->ranks[i]);
-        out->ranks[i].beyond_step = out->ranks[i].source != CHANNEL__RESTORE_NONE;
-    }
-    /* 6. departed ranks (a smaller world): readable on every node, for resharding */
-    for (uint32_t rank = in->job_world;
-         rc == 0 && plan.found && in->job_world > 0 && rank < plan.world; rank++) {
-        replica_restored got;
-        if (replica__stage_shard(replica__service_root(in->service), &plan, rank,
-                                 (uint32_t)in->group_rank, &dialer,
-                                 elastic__deadline_ms(timeout_ms), &got) != 0)
-            ELASTIC_LOG_W("replica", "departed rank %" PRIu32 " of step %" PRIu64 ": %s", rank,
-                          plan.step, elastic_last_error());
-    }
-    /* Steps newer than the plan's are never among its copies, so no peer's
-     * staging can be fetching them: they go. */
-    if (fence != NULL) {
-        drop_rule rule = { &fence_in, plan.found, plan.step };
-        drop_everywhere(replica__service_root(in->service), &rule);
-    }
+    if (fence != NULL) drop_newer_than_plan(in, fence, n_history + 1, &plan);
     free(fence);
     free(history);
     /* The generation's memory commit starts from the step every node

@@ -1,6 +1,7 @@
 /*
  * The TCP transport of the replica channel: non-blocking sockets driven with
- * poll() against each call's deadline; files go out with sendfile(2), so a
+ * poll() against each call's deadline (dial, send, receive and sendfile are
+ * common/conn.h's); files go out with sendfile(2), so a
  * shard is sent straight from the tmpfs pages it lives in, and come in with
  * splice(2) through a pipe, so the kernel copies them once, from the
  * socket's buffers into the file's pages (recv into a buffer then write is
@@ -10,8 +11,9 @@
 #include "replica/replica.h"
 
 #include "common/clock.h"
-#include "common/tcp_connect.h"
+#include "common/conn.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -20,7 +22,6 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,84 +45,27 @@ struct replica_listener {
 
 static int wait_fd(int fd, short events, uint64_t deadline_ms, const char *what)
 {
-    for (;;) {
-        struct pollfd pfd = { .fd = fd, .events = events };
-        int ready = poll(&pfd, 1, elastic__ms_left(deadline_ms));
-        if (ready > 0) return 0;
-        if (ready == 0) return elastic__fail(ELASTIC_ETIMEDOUT, "replica %s: timed out", what);
-        if (errno != EINTR)
-            return elastic__fail(ELASTIC_ECONNECT, "replica %s: %s", what, strerror(errno));
-    }
+    int rc = elastic__conn_wait(fd, events, deadline_ms);
+    if (rc == ELASTIC_ETIMEDOUT) return elastic__fail(rc, "replica %s: timed out", what);
+    if (rc != 0) return elastic__fail(ELASTIC_ECONNECT, "replica %s: %s", what, strerror(errno));
+    return 0;
 }
 
 static int tcp_send(replica_conn *c, const void *data, size_t len, uint64_t deadline_ms)
 {
-    int fd = ((tcp_conn *)c)->fd;
-    const uint8_t *p = data;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int rc = wait_fd(fd, POLLOUT, deadline_ms, "send");
-            if (rc) return rc;
-            continue;
-        }
-        return elastic__fail(ELASTIC_ECONNECT, "replica send: %s", strerror(errno));
-    }
-    return 0;
+    return elastic__send_all(((tcp_conn *)c)->fd, data, len, deadline_ms, "replica send");
 }
 
 static int tcp_send_file(replica_conn *c, int file_fd, uint64_t offset, uint64_t len,
                          uint64_t deadline_ms)
 {
-    int fd = ((tcp_conn *)c)->fd;
-    off_t off = (off_t)offset;
-    while (len > 0) {
-        size_t want = len > (1u << 30) ? (1u << 30) : (size_t)len;
-        ssize_t n = sendfile(fd, file_fd, &off, want);
-        if (n > 0) {
-            len -= (uint64_t)n;
-            continue;
-        }
-        if (n == 0) return elastic__fail(ELASTIC_EIO, "replica send: the file ended early");
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int rc = wait_fd(fd, POLLOUT, deadline_ms, "send");
-            if (rc) return rc;
-            continue;
-        }
-        return elastic__fail(ELASTIC_ECONNECT, "replica send: %s", strerror(errno));
-    }
-    return 0;
+    return elastic__sendfile_all(((tcp_conn *)c)->fd, file_fd, offset, len, deadline_ms,
+                                 "replica send");
 }
 
 static int tcp_recv(replica_conn *c, void *data, size_t len, uint64_t deadline_ms)
 {
-    int fd = ((tcp_conn *)c)->fd;
-    uint8_t *p = data;
-    while (len > 0) {
-        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n == 0)
-            return elastic__fail(ELASTIC_ECONNECT, "replica: the peer closed the connection");
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int rc = wait_fd(fd, POLLIN, deadline_ms, "receive");
-            if (rc) return rc;
-            continue;
-        }
-        return elastic__fail(ELASTIC_ECONNECT, "replica receive: %s", strerror(errno));
-    }
-    return 0;
+    return elastic__recv_exact(((tcp_conn *)c)->fd, data, len, deadline_ms, "replica receive");
 }
 
 static int make_pipe(tcp_conn *t)
@@ -300,31 +244,10 @@ static int wrap(int fd, replica_conn **out)
     return 0;
 }
 
-static int connect_one(const struct addrinfo *ai, uint64_t deadline_ms, int *out)
-{
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) return elastic__fail(ELASTIC_ESYS, "socket: %s", strerror(errno));
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        int rc = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, deadline_ms, "connect")
-                                      : elastic__fail(ELASTIC_ECONNECT, "%s", strerror(errno));
-        int so_error = 0;
-        socklen_t len = sizeof so_error;
-        if (rc == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 && so_error != 0)
-            rc = elastic__fail(ELASTIC_ECONNECT, "%s", strerror(so_error));
-        if (rc) {
-            close(fd);
-            return rc;
-        }
-    }
-    *out = fd;
-    return 0;
-}
-
 int replica__tcp_connect(const char *host, int port, uint64_t deadline_ms, replica_conn **out)
 {
     int fd = -1;
-    int rc = elastic__tcp_connect_any(host, port, deadline_ms, connect_one, "replica peer",
-                                      "replica peer", &fd);
+    int rc = elastic__dial(host, port, deadline_ms, "replica peer", &fd);
     if (rc) return rc;
     return wrap(fd, out);
 }
@@ -382,10 +305,19 @@ int replica__tcp_listener_fd(const replica_listener *l)
     return l->fd;
 }
 
-int replica__tcp_accept(replica_listener *l, uint64_t deadline_ms, replica_conn **out)
+int replica__tcp_accept(replica_listener *l, uint64_t deadline_ms, replica_conn **out, char *peer,
+                        size_t peer_cap)
 {
     for (;;) {
-        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage addr;
+        socklen_t addr_len = sizeof addr;
+        int fd = accept4(l->fd, (struct sockaddr *)&addr, &addr_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0 && peer != NULL && peer_cap > 0) {
+            const void *ip = addr.ss_family == AF_INET6
+                                 ? (const void *)&((struct sockaddr_in6 *)&addr)->sin6_addr
+                                 : (const void *)&((struct sockaddr_in *)&addr)->sin_addr;
+            if (inet_ntop(addr.ss_family, ip, peer, (socklen_t)peer_cap) == NULL) peer[0] = '\0';
+        }
         if (fd >= 0) return wrap(fd, out);
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)

@@ -8,6 +8,8 @@
 #include "slurm/slurm.h"
 
 #include "common/clock.h"
+#include "common/env_secrets.h"
+#include "common/names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,8 +21,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 void elastic__slurm_drain_reason(const char *why, char *reason, size_t size)
 {
@@ -69,9 +69,43 @@ static bool read_until(int fd, char *buf, size_t size, uint64_t deadline)
     }
 }
 
+/* `node` is a plain host name and one of the job's own nodes
+ * (SLURM_JOB_NODELIST): scontrol expands host lists, so a name such as
+ * "gpu[001-512],login01" — a peer's node id, say — would drain every node it
+ * names. 0, or ELASTIC_EPERM with detail saying why nothing ran. */
+static int check_node(const char *node, char *detail, size_t detail_size)
+{
+    if (!elastic__host_name_ok(node, ELASTIC__HOSTLIST_NAME_MAX)) {
+        snprintf(detail, detail_size,
+                 "will not drain \"%.64s\": not a plain host name (scontrol would read it as "
+                 "a host list)",
+                 node != NULL ? node : "");
+        return ELASTIC_EPERM;
+    }
+    const char *nodelist = getenv("SLURM_JOB_NODELIST");
+    elastic__hostlist list = { 0 };
+    if (nodelist == NULL || elastic__hostlist_expand("SLURM_JOB_NODELIST", nodelist, 0, &list)) {
+        snprintf(detail, detail_size,
+                 "will not drain %s: the job's node list (SLURM_JOB_NODELIST) is %s", node,
+                 nodelist == NULL ? "not set" : "not readable");
+        return ELASTIC_EPERM;
+    }
+    bool member = false;
+    for (size_t i = 0; i < list.count && !member; i++) member = strcmp(list.names[i], node) == 0;
+    elastic__hostlist_free(&list);
+    if (!member) {
+        snprintf(detail, detail_size,
+                 "will not drain %s: not a node of this job (SLURM_JOB_NODELIST)", node);
+        return ELASTIC_EPERM;
+    }
+    return 0;
+}
+
 int elastic__slurm_drain(const char *node, const char *why, int timeout_ms, char *detail,
                          size_t detail_size)
 {
+    int refused = check_node(node, detail, detail_size);
+    if (refused != 0) return refused;
     char reason[160], node_arg[ELASTIC__HOSTLIST_NAME_MAX + 16], reason_arg[176];
     elastic__slurm_drain_reason(why, reason, sizeof reason);
     snprintf(node_arg, sizeof node_arg, "NodeName=%s", node);
@@ -90,7 +124,9 @@ int elastic__slurm_drain(const char *node, const char *why, int timeout_ms, char
     posix_spawn_file_actions_adddup2(&actions, pipefd[1], 1);
     posix_spawn_file_actions_adddup2(&actions, pipefd[1], 2);
     pid_t pid = -1;
-    int rc = posix_spawnp(&pid, scontrol, &actions, NULL, argv, environ);
+    char **env = elastic__environ_without_secrets(); /* scontrol needs no token */
+    int rc = env != NULL ? posix_spawnp(&pid, scontrol, &actions, NULL, argv, env) : ENOMEM;
+    free(env);
     posix_spawn_file_actions_destroy(&actions);
     close(pipefd[1]);
     if (rc != 0) {

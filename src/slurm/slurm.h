@@ -99,6 +99,8 @@ void elastic__slurm_drain_reason(const char *why, char *reason, size_t size);
 
 /* Drains `node`: scontrol update NodeName=node State=DRAIN Reason="elastic:
  * why" ($ELASTIC_SCONTROL, else scontrol on PATH), killed after timeout_ms.
+ * Only a plain host name that is one of the job's nodes (SLURM_JOB_NODELIST)
+ * is drained: anything else is ELASTIC_EPERM and scontrol never runs.
  * Blocks: call it off the event loop. 0 (detail "drained ..."), or
  * ELASTIC_EPERM (scontrol refused: no operator rights), ELASTIC_ETIMEDOUT,
  * ELASTIC_ENOTFOUND (no scontrol), ELASTIC_EIO (another refusal) or

@@ -1,69 +1,34 @@
 /*
- * The client side of a store connection: resolving and connecting with a
- * deadline, the handshake (version check, mutual HMAC proof, then TLS 1.3
- * with the token's PSK when there is a token), and writing whole frames to
- * the blocking socket.
+ * The client side of a store connection over common/conn.h: dialing with a
+ * deadline, the handshake (version check, mutual HMAC proof of
+ * common/conn_proof.h under the store's label, then TLS 1.3 with the token's
+ * PSK when there is a token), and writing whole frames.
  */
 #include "store/client.h"
-#include "common/tcp_connect.h"
+
+#include "common/clock.h"
+#include "common/conn.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Waits for fd to be ready for `events` until the deadline. */
-static int wait_ready(int fd, short events, uint64_t deadline_ms)
-{
-    for (;;) {
-        struct pollfd pfd = { .fd = fd, .events = events };
-        int ready = poll(&pfd, 1, elastic__ms_left(deadline_ms));
-        if (ready > 0) return 0;
-        if (ready == 0) return ELASTIC_ETIMEDOUT;
-        if (errno != EINTR) return elastic__from_errno(errno);
-    }
-}
+/* The longest a frame's send may take (the server stopped reading). */
+#define STORE__SEND_MS 30000
 
 static int recv_exact(int fd, void *data, size_t len, uint64_t deadline_ms)
 {
-    uint8_t *p = data;
-    while (len > 0) {
-        int err = wait_ready(fd, POLLIN, deadline_ms);
-        if (err != 0)
-            return elastic__fail(err, "store handshake: no answer from the server in time");
-        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-        if (n == 0)
-            return elastic__fail(ELASTIC_ECONNECT,
-                                 "store handshake: the server closed the connection");
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-            return elastic__fail(ELASTIC_ECONNECT, "store handshake: %s", strerror(errno));
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    return elastic__recv_exact(fd, data, len, deadline_ms, "store handshake");
 }
 
 int store__send_all(int fd, const void *data, size_t len)
 {
-    const uint8_t *p = data;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return elastic__fail(ELASTIC_ECONNECT, "store send: %s",
-                                 errno == EAGAIN ? "the server does not read (send timeout)"
-                                                 : strerror(errno));
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    int rc = elastic__send_all(fd, data, len, elastic__deadline_ms(STORE__SEND_MS), "store send");
+    if (rc == ELASTIC_ETIMEDOUT)
+        return elastic__fail(rc, "store send: the server does not read (send timeout)");
+    return rc;
 }
 
 /* Checks the welcome and answers with our proof. */
@@ -72,7 +37,7 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms, uint16_t *
     uint8_t hello[STORE__HELLO_BYTES] = { 0 };
     memcpy(hello, STORE__MAGIC, 4);
     bytes__set_le16(hello + 4, STORE__VERSION);
-    int err = store__random_bytes(hello + 8, STORE__NONCE_BYTES);
+    int err = elastic__random_bytes(hello + 8, STORE__NONCE_BYTES);
     if (err == 0) err = store__send_all(fd, hello, sizeof hello);
     uint8_t welcome[STORE__WELCOME_BYTES];
     if (err == 0) err = recv_exact(fd, welcome, sizeof welcome, deadline_ms);
@@ -101,10 +66,10 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms, uint16_t *
                              "the store does not prove it knows the token (started without one?)");
     uint8_t proof[STORE__PROOF_BYTES] = { 0 };
     if (token != NULL) {
-        store__proof(token, true, hello + 8, server_nonce, proof);
-        if (!store__proof_matches(proof, server_proof))
+        if (!elastic__proof_check(token, STORE__PROOF_LABEL, true, hello + 8, server_nonce,
+                                  server_proof))
             return elastic__fail(ELASTIC_EAUTH, "the store's proof is wrong (a different token?)");
-        store__proof(token, false, hello + 8, server_nonce, proof);
+        elastic__proof_make(token, STORE__PROOF_LABEL, false, hello + 8, server_nonce, proof);
     }
     err = store__send_all(fd, proof, sizeof proof);
     uint8_t ready[STORE__READY_BYTES];
@@ -115,15 +80,6 @@ static int handshake(int fd, const char *token, uint64_t deadline_ms, uint16_t *
     if (status != 0)
         return elastic__fail(ELASTIC_EPROTO, "the store refused the handshake (%d)", status);
     return 0;
-}
-
-/* "Connection refused (ECONNREFUSED)": the sentence and the errno's name. */
-static const char *errno_text(int err)
-{
-    static _Thread_local char text[128];
-    const char *name = strerrorname_np(err);
-    snprintf(text, sizeof text, "%s (%s)", strerror(err), name != NULL ? name : "?");
-    return text;
 }
 
 /* After READY with a token: the TLS handshake, within the same deadline. */
@@ -142,7 +98,7 @@ static int tls_handshake(int fd, const char *token, uint64_t deadline_ms, store_
             err = elastic__fail(ELASTIC_EAUTH, "store TLS handshake: %s", why);
             break;
         }
-        if ((err = wait_ready(fd, POLLIN, deadline_ms)) != 0) {
+        if ((err = elastic__conn_wait(fd, POLLIN, deadline_ms)) != 0) {
             err = elastic__fail(err, "store TLS handshake: no answer from the server in time");
             break;
         }
@@ -161,53 +117,23 @@ static int tls_handshake(int fd, const char *token, uint64_t deadline_ms, store_
     return err;
 }
 
-static int connect_one(const struct addrinfo *ai, uint64_t deadline_ms, int *fd_out)
-{
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) return elastic__fail(ELASTIC_ESYS, "socket: %s", strerror(errno));
-    int err = 0;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        if (errno != EINPROGRESS)
-            err = ELASTIC_ECONNECT;
-        else
-            err = wait_ready(fd, POLLOUT, deadline_ms);
-        int so_error = errno;
-        socklen_t len = sizeof so_error;
-        if (err == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 && so_error != 0)
-            err = ELASTIC_ECONNECT;
-        if (err != 0) {
-            close(fd);
-            return elastic__fail(err == ELASTIC_ETIMEDOUT ? ELASTIC_ETIMEDOUT : ELASTIC_ECONNECT,
-                                 "%s",
-                                 err == ELASTIC_ETIMEDOUT ? "timed out" : errno_text(so_error));
-        }
-    }
-    *fd_out = fd;
-    return 0;
-}
-
 int store__connect_socket(const char *host, int port, const char *token, uint64_t deadline_ms,
                           int *fd_out, store__tls **tls_out, uint16_t *welcome_flags)
 {
     *tls_out = NULL;
     *welcome_flags = 0;
     int fd = -1;
-    int err =
-        elastic__tcp_connect_any(host, port, deadline_ms, connect_one, "store host", "store", &fd);
+    int err = elastic__dial(host, port, deadline_ms, "store", &fd);
     if (err != 0) return err;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     err = handshake(fd, token, deadline_ms, welcome_flags);
     if (err == 0 && token != NULL) err = tls_handshake(fd, token, deadline_ms, tls_out);
     if (err != 0) {
         close(fd);
         return err;
     }
-    /* Blocking from here on; a send stuck on a server that stops reading
-     * gives up after a while instead of forever. */
+    /* Blocking reads from here on, in slices (client.c); a send stuck on a
+     * server that stops reading gives up after STORE__SEND_MS. */
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    struct timeval send_timeout = { .tv_sec = 30 };
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
     struct timeval recv_slice = { .tv_usec = STORE__RECV_SLICE_MS * 1000 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &recv_slice, sizeof recv_slice);
     *fd_out = fd;

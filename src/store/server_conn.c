@@ -317,8 +317,8 @@ static void send_welcome(store__conn *conn, uint16_t version)
     bytes__set_le16(welcome + 6, flags);
     memcpy(welcome + 8, conn->server_nonce, STORE__NONCE_BYTES);
     if (conn->server->token != NULL)
-        store__proof(conn->server->token, true, conn->client_nonce, conn->server_nonce,
-                     welcome + 8 + STORE__NONCE_BYTES);
+        elastic__proof_make(conn->server->token, STORE__PROOF_LABEL, true, conn->client_nonce,
+                            conn->server_nonce, welcome + 8 + STORE__NONCE_BYTES);
     bytes__put(&conn->out, welcome, sizeof welcome);
     store__conn_mark_dirty(conn);
     (void)version;
@@ -336,7 +336,7 @@ static bool handle_hello(store__conn *conn)
     uint16_t version = bytes__le16(p + 4);
     memcpy(conn->client_nonce, p + 8, STORE__NONCE_BYTES);
     bytes__buf_consume(&conn->in, STORE__HELLO_BYTES);
-    if (store__random_bytes(conn->server_nonce, STORE__NONCE_BYTES) != 0) {
+    if (elastic__random_bytes(conn->server_nonce, STORE__NONCE_BYTES) != 0) {
         fail_connection(conn, ELASTIC_ESYS, "no random bytes for the challenge");
         return false;
     }
@@ -380,11 +380,9 @@ static bool handle_proof(store__conn *conn)
 {
     const char *token = conn->server->token;
     bool accepted = true;
-    if (token != NULL) {
-        uint8_t expected[STORE__PROOF_BYTES];
-        store__proof(token, false, conn->client_nonce, conn->server_nonce, expected);
-        accepted = store__proof_matches(expected, conn->in.data);
-    }
+    if (token != NULL)
+        accepted = elastic__proof_check(token, STORE__PROOF_LABEL, false, conn->client_nonce,
+                                        conn->server_nonce, conn->in.data);
     bytes__buf_consume(&conn->in, STORE__PROOF_BYTES);
     uint8_t ready[STORE__READY_BYTES];
     bytes__set_le32(ready, (uint32_t)(accepted ? 0 : ELASTIC_EAUTH));

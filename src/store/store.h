@@ -7,22 +7,21 @@
 #define ELASTIC_STORE_INTERNAL_H
 
 #include "common/common.h"
+#include "common/conn_proof.h"
 #include "store/protocol.h"
 
 #include <stdio.h>
 
 /* ---- authentication (auth.c) --------------------------------------------- */
 
-int store__random_bytes(void *buf, size_t len);
-/* Initialises libcrypto (once, without its exit handler) before our first
- * OpenSSL call: the proof, TLS, and the etcd client's libcurl call it. */
-void store__crypto_init(void);
-/* HMAC-SHA256(token, label || client_nonce || server_nonce); the label
- * differs between the server's and the client's proof. */
-void store__proof(const char *token, bool from_server, const uint8_t *client_nonce,
-                  const uint8_t *server_nonce, uint8_t *proof);
-/* Constant-time comparison of two proofs. */
-bool store__proof_matches(const uint8_t *expected, const uint8_t *received);
+/* The store's label for the HMAC proof of common/conn_proof.h. */
+#define STORE__PROOF_LABEL "elastic-store/1"
+/* Initialises libcrypto once (common/conn_proof.c); the etcd client calls
+ * it before libcurl's OpenSSL. */
+static inline void store__crypto_init(void)
+{
+    elastic__crypto_init();
+}
 /* The option, else the file named by ELASTIC_STORE_TOKEN_FILE, else
  * ELASTIC_STORE_TOKEN, else none (*token NULL). Never truncated: a token over
  * ELASTIC_STORE_TOKEN_MAX bytes is ELASTIC_EINVAL. */

@@ -5,6 +5,7 @@
  * thread. The fast path of poll is one atomic load.
  */
 #include "common/clock.h"
+#include "common/conn.h"
 #include "store/store.h"
 #include "worker/worker.h"
 
@@ -12,7 +13,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 int worker__control_send(elastic_worker *w, int type, const char *payload)
@@ -50,8 +50,24 @@ int worker__report_fault(elastic_worker *w, const char *payload)
     pthread_mutex_lock(&w->lock);
     /* The agent ends the generation on this report: poll waits for the next. */
     if (rc == 0 && !w->closing) __atomic_store_n(&w->changed, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&w->changed_cond);
     pthread_mutex_unlock(&w->lock);
     return rc;
+}
+
+bool worker__await_change(elastic_worker *w, int timeout_ms)
+{
+    uint64_t deadline = elastic__deadline_ms(timeout_ms);
+    pthread_mutex_lock(&w->lock);
+    while (__atomic_load_n(&w->changed, __ATOMIC_ACQUIRE) == 0 && !w->stopped &&
+           !w->channel_closed && elastic__ms_left(deadline) > 0) {
+        struct timespec at = elastic__timespec_at(deadline);
+        pthread_cond_timedwait(&w->changed_cond, &w->lock, &at);
+    }
+    bool changed = __atomic_load_n(&w->changed, __ATOMIC_ACQUIRE) != 0 || w->stopped ||
+                   w->channel_closed;
+    pthread_mutex_unlock(&w->lock);
+    return changed;
 }
 
 static void send_generation(elastic_worker *w, int type, uint64_t generation)
@@ -73,6 +89,7 @@ static void handle_abort(elastic_worker *w, char *payload, size_t length)
     pthread_mutex_lock(&w->lock);
     uint64_t generation = w->env.info.generation;
     __atomic_store_n(&w->changed, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&w->changed_cond); /* worker__await_change */
     elastic_worker_abort_fn fn = w->abort_fn;
     void *user = w->abort_user;
     pthread_mutex_unlock(&w->lock);
@@ -141,21 +158,7 @@ static void *control_main(void *arg)
 
 int worker__connect_agent(const char *path, const char *who, int *fd_out)
 {
-    struct sockaddr_un addr = { .sun_family = AF_UNIX };
-    if (strlen(path) >= sizeof addr.sun_path)
-        return elastic__fail(ELASTIC_EINVAL, "%s: the agent socket path %s is too long", who,
-                             CHANNEL__ENV_AGENT_SOCKET);
-    memcpy(addr.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return elastic__fail(ELASTIC_ESYS, "%s: socket: %s", who, strerror(errno));
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
-        int err = errno;
-        close(fd);
-        return elastic__fail(ELASTIC_ECONNECT, "%s: connect to the agent at %s: %s", who, path,
-                             strerror(err));
-    }
-    *fd_out = fd;
-    return 0;
+    return elastic__dial_unix(path, elastic__deadline_ms(WORKER__CONNECT_AGENT_MS), who, fd_out);
 }
 
 /* The thread must not take the stack-dump signal: the trainer's thread should. */

@@ -98,6 +98,11 @@ static int attach_heartbeat(elastic_worker *w)
     return 0;
 }
 
+static int sink_send(void *user, int type, const char *payload)
+{
+    return worker__control_send(user, type, payload);
+}
+
 static int attach(elastic_worker *w)
 {
     /* A warm spare holds no rank until promoted: attaching now would take
@@ -115,6 +120,9 @@ static int attach(elastic_worker *w)
     rc = connect_store(w, w->env.store_endpoint);
     if (rc == 0) rc = attach_heartbeat(w);
     if (rc == 0 && w->env.agent_socket[0] != '\0') rc = worker__control_connect(w);
+    /* Library modules below the worker (the checkpoint store's divergence
+     * check) report to the agent through this handle's socket. */
+    if (rc == 0 && w->control_fd >= 0) channel__sink_set(sink_send, w);
     return rc;
 }
 
@@ -212,6 +220,7 @@ ELASTIC_EXTERN int elastic_worker_on_reconfigure(elastic_worker *w,
 ELASTIC_EXTERN void elastic_worker_close(elastic_worker *w)
 {
     if (w == NULL) return;
+    channel__sink_clear(w);
     worker__control_shutdown(w);
     if (w->hb_region != NULL) {
         __atomic_store_n(&w->slot->stack_signal, 0, __ATOMIC_RELEASE);

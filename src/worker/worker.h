@@ -78,7 +78,9 @@ void worker__notice_received(elastic_worker *w, const char *payload, size_t leng
 
 /* control_client.c */
 /* A connection to the agent's unix socket at `path` (the control channel, a
- * warm spare's parking); `who` starts the error text. */
+ * warm spare's parking), common/conn.h's elastic__dial_unix within
+ * WORKER__CONNECT_AGENT_MS; `who` starts the error text. */
+#define WORKER__CONNECT_AGENT_MS 30000
 int worker__connect_agent(const char *path, const char *who, int *fd_out);
 int worker__control_connect(elastic_worker *w);
 void worker__control_shutdown(elastic_worker *w);
@@ -91,6 +93,11 @@ void worker__hook_remove(elastic_worker *w, worker__hook *hook);
  * "KEY=value" lines): tells the agent, and when attached makes the next poll
  * wait for the generation the agent will form. */
 int worker__report_fault(elastic_worker *w, const char *payload);
+/* Waits up to timeout_ms for the current generation to end (an abort, a
+ * reconfigure, a fault report, the agent stopping or going away): true when
+ * it did, so elastic_worker_poll() acts. The loop (loop.c) uses it after a
+ * failed step, which a peer's death usually explains a moment later. */
+bool worker__await_change(elastic_worker *w, int timeout_ms);
 
 /* restore_plan.c: the job's restore plan for this rank in a RECONFIGURE or
  * PROMOTE payload becomes the process' ELASTIC_RESTORE_* variables (what

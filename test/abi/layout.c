@@ -60,6 +60,7 @@ static void rdzv_structs(void)
     FIELD(elastic_rdzv_opts, etcd_password);
     FIELD(elastic_rdzv_opts, etcd_timeout_ms);
     FIELD(elastic_rdzv_opts, preferred_rank);
+    FIELD(elastic_rdzv_opts, max_infra_restarts);
     SIZE(elastic_rdzv_result);
     FIELD(elastic_rdzv_result, struct_size);
     FIELD(elastic_rdzv_result, generation);

@@ -17,6 +17,10 @@ logs, the faults, the process-table samples, the exit codes) and checks:
              that overlaps extends it by its own)
   silence    never longer than SILENCE_MS without an event while the job runs
   exits      each agent's exit code and root-cause line agree with the job
+  divergence a job with silent data corruption (fault `corrupt`) never restores the
+             diverged step nor one trained after it: the first generation after a
+             replica_divergence resumes below its step; the divergence names the
+             corrupted rank
 Exit 1, with the seed, when one fails. ETTR twice: `elasticctl goodput`'s
 per job (its accounting of productive time, where the tool is built), and a
 time-based one (the time the job's steps take at its own fault-free pace over
@@ -40,7 +44,7 @@ REFORM_WINDOW_MS = 10000 * SCALE  # a generation formed this soon after a fault 
 BASE_MS = {  # recovery bound per fault type, beyond the fault's own duration
     "worker_kill": 8000, "worker_hang": 10000, "agent_kill": 10000, "freeze": 10000,
     "partition": 10000, "loss": 12000, "etcd_kill": 12000, "ckpt_full": 8000,
-    "store_kill": 60000,
+    "store_kill": 60000, "corrupt": 0,  # corrupt: a job-wide setting, no moment to recover from
 }
 
 
@@ -208,7 +212,32 @@ def main():
         if rates and top > 0:
             row["clean_ms"] += top / statistics.median(rates)
         job_faults = [f for f in faults if f["job"] == job]
+        # divergence: never restored, and the corrupted rank is the one named.
+        # Each agent that journaled it restores, when it next restores, either
+        # below the diverged step or a step the job committed anew after it (a
+        # minority node steps aside into quarantine and rejoins later, when the
+        # others have trained past the diverged step from a majority copy).
+        for d in (e for e in evs if e["event"] == "replica_divergence" and e.get("committed") == 0):
+            committed_after = {e["step"] for e in evs if e["event"] == "checkpoint"
+                               and e["ts_ms"] > d["ts_ms"] and e.get("generation", 0) > d["generation"]}
+            for tag, es in sorted(by_tag.items()):
+                if not any(e["event"] == "replica_divergence" and e["step"] == d["step"] for e in es):
+                    continue  # another incarnation (an operator restart counts generations anew)
+                first = next((e for e in es if e["event"] == "checkpoint_restored"
+                              and e["ts_ms"] > d["ts_ms"]), None)
+                if first is not None and first["step"] >= d["step"] and first["step"] not in committed_after:
+                    problems.append(f"{name}: {tag} restored step {first['step']} after the divergence "
+                                    f"at step {d['step']} (generation {d['generation']})")
+            for f in job_faults:
+                m = re.match(r"rank (\d+) after step (\d+)", f["detail"]) if f["type"] == "corrupt" else None
+                if m and d["step"] == int(m.group(2)) and m.group(1) not in d.get("minority_ranks", "").split(","):
+                    problems.append(f"{name}: the divergence at step {d['step']} names ranks "
+                                    f"{d.get('minority_ranks')}, not the corrupted rank {m.group(1)}")
+            break  # every node journals the same divergence: one is enough
         for f in job_faults:
+            if f["type"] == "corrupt":  # a job-wide setting, checked above (no moment to recover from)
+                row["faults"]["corrupt"] = row["faults"].get("corrupt", 0) + 1
+                continue
             row["faults"][f["type"]] = row["faults"].get(f["type"], 0) + 1
             # A fault that ends the generation is recovered when the next
             # generation commits new steps; one that does not, at new progress.
@@ -230,7 +259,13 @@ def main():
             bound = recovery_bound(f, job_faults)
             if ms > bound:
                 problems.append(f"{name}: {f['type']} on h{f['host']} at {f['start']}: progress after {ms} ms, bound {bound} ms")
-        # two generations alive at once (process table)
+        # two generations alive at once (process table). A pass stamps every
+        # process with its start time, so the first pass that saw both may
+        # have seen them up to its own duration later than it says.
+        pass_ms = {}
+        for line in read_lines(os.path.join(run, "passes.tsv")):
+            start, end = (int(x) for x in line.split())
+            pass_ms[start] = end - start
         samples = {}
         for ts, j, host, pid, gen in procs:
             if int(j) == job and gen != "?":
@@ -242,6 +277,7 @@ def main():
                 allowed = FENCE_MS + sum(f["end"] - f["start"] for f in job_faults
                                          if f["type"] in ("freeze", "partition", "worker_hang")
                                          and f["start"] <= ts + FENCE_MS and f["end"] >= since - FENCE_MS)
+                allowed += pass_ms.get(since, 0)
                 if ts - since > allowed:
                     problems.append(f"{name}: generations {sorted(samples[ts])} alive together for {ts - since} ms (bound {allowed} ms)")
                     since = ts  # one report per episode
@@ -297,9 +333,23 @@ def main():
     for line in read_lines(os.path.join(run, "fds.tsv")):
         ts, job, pid, count = line.split()
         fd_seen.setdefault((job, pid), []).append(int(count))
+    # Against its settled count, the median of its first quarter of samples:
+    # a first sample taken while the agent still starts (12 fds, where a
+    # running agent holds 26-64) is no baseline. A leak grows to the end.
+    # An agent may later take a role another agent of its job held from the
+    # start (the store's or the generation store's host holds a connection
+    # per worker and agent: 27 fds waiting to join, 56-60 hosting, in a soak
+    # of seed 2026), so growth counts from the job's highest settled count.
+    settled = {}
     for (job, pid), counts in fd_seen.items():
-        if max(counts) - counts[0] > FD_GROWTH:
-            problems.append(f"job {job}: agent {pid}'s fds grew from {counts[0]} to {max(counts)}")
+        first = sorted(counts[:max(1, len(counts) // 4)])
+        settled[(job, pid)] = first[len(first) // 2]
+    for (job, pid), counts in fd_seen.items():
+        base = max(n for (j, _), n in settled.items() if j == job)
+        late = counts[len(counts) * 3 // 4:]
+        if max(late) - base > FD_GROWTH:
+            problems.append(f"job {job}: agent {pid}'s fds grew from {settled[(job, pid)]} to "
+                            f"{max(late)} (the job's agents settled at up to {base})")
 
     # ---- the table ----
     types = sorted({t for r in rows.values() for t in r["faults"]})

@@ -23,6 +23,13 @@
 #   store_kill    the store's host agent SIGKILLed (c10d only): the job cannot go on
 #                 by design; every agent must fail saying so, then the operator
 #                 restarts the job, which resumes from its checkpoint (counted)
+#   corrupt       (one job in two, chosen at its start) silent data corruption: the
+#                 job also saves to the memory tier every 10 steps and one rank of its
+#                 first generation flips a bit of its replicated weights after a step
+#                 (demo trainer --corrupt R:S); the save finds the replicas different,
+#                 that rank's node steps aside for the spare. Invariant: no diverged
+#                 step (nor one trained after it) is ever restored, and the job ends
+#                 with the fault-free result (docs/CHECKPOINT.md, "Divergence check")
 # Every event, fault and process-table sample goes to the run directory;
 # analyze.py checks the invariants and prints the table. Needs root, ip, iptables.
 set -euo pipefail
@@ -81,12 +88,35 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 declare -a AGENT=() INCARN=()
+# Each agent's exit status, taken as soon as it is gone: bash forgets a
+# child's status once a new child of its own gets the same pid, and pids
+# wrap within minutes here (pid_max 32768). Waiting only at the job's end
+# read 127 for agents that had exited 4 minutes before (a quarantined node
+# kept the job open). Key: job.tag.
+declare -A AGENT_RC=()
+collect_exits() {
+    local h key rc
+    for h in 1 2 3 4 5; do
+        [ -n "${AGENT[$h]:-}" ] || continue
+        key="$JOB.h$h.${INCARN[$h]}"
+        [ -z "${AGENT_RC[$key]:-}" ] || continue
+        alive "${AGENT[$h]}" && continue
+        rc=0; wait "${AGENT[$h]}" 2>/dev/null || rc=$?
+        AGENT_RC[$key]=$rc
+    done
+}
 JOB=0 BACKEND=c10d JOBDIR=""
 ETCD_EPS=""
 declare -a ETCD_PID=()
 
 start_agent() { # start_agent HOST
     local h=$1 conf endpoint
+    local -a memory=() corrupt=()
+    if [ -n "$CORRUPT" ]; then
+        # the node that steps aside sits out 2 s, not 5 min, so the job ends in time
+        memory=(--memory-ckpt --memory-ckpt-limit 64M --straggler-quarantine 2)
+        corrupt=(--memory-every 10 --corrupt "$CORRUPT")
+    fi
     INCARN[$h]=$(( ${INCARN[$h]:-0} + 1 ))
     local tag="h$h.${INCARN[$h]}"
     if [ "$BACKEND" = c10d ]; then
@@ -101,8 +131,9 @@ start_agent() { # start_agent HOST
         --nnodes 4:4 --nproc-per-node 1 --rdzv-backend "$BACKEND" --rdzv-endpoint "$endpoint" \
         --rdzv-id "chaos-$SEED-$JOB" --rdzv-conf "$conf" --local-addr "$(netns_addr "$h")" \
         --max-restarts 1000 --hang-timeout "$HANG_TIMEOUT" --log-dir "$JOBDIR/logs/$tag" \
-        --event-log "$JOBDIR/events.$tag.jsonl" --no-python \
-        "$TRAINER" --ckpt-dir "$CKFS/job$JOB" --steps "$STEPS" --step-ms 10 --result "$JOBDIR/result.txt"
+        --event-log "$JOBDIR/events.$tag.jsonl" ${memory[@]+"${memory[@]}"} --no-python \
+        "$TRAINER" --ckpt-dir "$CKFS/job$JOB" --steps "$STEPS" --step-ms 10 --result "$JOBDIR/result.txt" \
+        ${corrupt[@]+"${corrupt[@]}"}
     AGENT[$h]=$NETNS_LAST_PID
     echo "$(now_ms) $tag ${AGENT[$h]}" >>"$JOBDIR/agents.txt"
 }
@@ -142,6 +173,9 @@ sample_procs() {
             echo "$t $JOB ${AGENT[$h]} $(ls "/proc/${AGENT[$h]}/fd" 2>/dev/null | wc -l)" >>"$RUN/fds.tsv"
         fi
     done
+    # The pass's end: a process read late in it carries the pass's start time
+    # (analyze.py allows that much more for two generations seen together).
+    echo "$t $(now_ms)" >>"$RUN/passes.tsv"
 }
 
 alive() { kill -0 "$1" 2>/dev/null; }
@@ -305,6 +339,11 @@ run_job() {
     echo "$BACKEND" >"$JOBDIR/backend"
     STORE_KILLS=0 NODE_OUT=0 ACTIVE=0 ETCD_OUT=0
     UNDO_AT=() UNDO_CMD=() INCARN=() AGENT=()
+    CORRUPT=""
+    if [ "$(pick 2)" = 0 ]; then # silent data corruption in this job's first generation
+        CORRUPT="$(pick 4):$(( (5 + $(pick 20)) * 10 ))"
+        fault corrupt 0 0 "rank ${CORRUPT%%:*} after step ${CORRUPT#*:}"
+    fi
     if [ "$BACKEND" = etcd ]; then
         ETCD_EPS="$(netns_addr 1):2379,$(netns_addr 2):2379,$(netns_addr 3):2379"
         local i
@@ -336,13 +375,15 @@ run_job() {
             next=$(( $(now_ms) + 1500 + $(pick 4000) ))
         fi
         if [ $(( t - last_sample )) -ge 250 ]; then sample_procs; last_sample=$t; fi
+        collect_exits
         sleep 0.05
     done
     run_undos all
     local rc
     for h in 1 2 3 4 5; do # the last incarnation's exit code (a job timeout kills it)
         if alive "${AGENT[$h]}"; then kill -9 "${AGENT[$h]}" 2>/dev/null || true; fi
-        rc=0; wait "${AGENT[$h]}" 2>/dev/null || rc=$?
+        rc=${AGENT_RC[$JOB.h$h.${INCARN[$h]}]:-}
+        [ -n "$rc" ] || { rc=0; wait "${AGENT[$h]}" 2>/dev/null || rc=$?; }
         echo "h$h.${INCARN[$h]} $rc" >>"$JOBDIR/exits.txt"
     done
     if [ "$BACKEND" = etcd ]; then for h in 1 2 3; do kill -9 "${ETCD_PID[$h]:-0}" 2>/dev/null || true; done; fi

@@ -7,6 +7,7 @@
  *   probe_worker compute STEP_MS [STALL_STEP STALL_MS]  steps of STEP_MS reported
  *                                with elastic_worker_report_step_time, forever;
  *                                3x slower while $PROBE_WORKER_SLOW_FILE exists;
+ *                                exits 0 once $PROBE_WORKER_DONE_FILE exists;
  *                                step STALL_STEP (of the first run) takes STALL_MS;
  *                                "tick RANK STEP WALL_MS" every 10 steps (the bench's rate)
  *   probe_worker inproc          train; on reconfigure print the new ranks,
@@ -33,12 +34,14 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* A node's compute time as the straggler scores see it (never returns). */
+/* A node's compute time as the straggler scores see it (returns once the
+ * done file exists: the job's end, for the test that wants one). */
 static void compute(elastic_worker *w, const elastic_worker_info *info, int step_ms,
                     long long stall_step, int stall_ms)
 {
     const char *slow_file = getenv("PROBE_WORKER_SLOW_FILE");
-    for (uint64_t step = 1;; step++) {
+    const char *done_file = getenv("PROBE_WORKER_DONE_FILE");
+    for (uint64_t step = 1; done_file == NULL || access(done_file, F_OK) != 0; step++) {
         int ms = slow_file != NULL && access(slow_file, F_OK) == 0 ? 3 * step_ms : step_ms;
         bool first_run = info->restart_count == 0 && info->generation <= 1;
         if (first_run && (long long)step == stall_step) ms = stall_ms;
@@ -250,6 +253,8 @@ int main(int argc, char **argv)
     } else if (strcmp(argv[1], "compute") == 0 && (argc == 3 || argc == 5)) {
         bool stall = argc == 5;
         compute(w, &info, atoi(argv[2]), stall ? atoll(argv[3]) : 0, stall ? atoi(argv[4]) : 0);
+        elastic_worker_close(w);
+        return 0;
     } else if (strcmp(argv[1], "train") == 0 && argc == 4) {
         checkpoint_dir = argv[3];
         rc = train(w, atoll(argv[2]));

@@ -81,8 +81,10 @@ TEST_TIMEOUT(agent_console_says_failure_restart_and_summary_and_quiet_silences_t
         FAIL("no running-again line:\n%s", err);
     if (!line_starting(err, "elasticrun: job succeeded after ", line, sizeof line) ||
         strstr(line, ": 2 generations, 1 restart, ") == NULL ||
-        strstr(line, " s lost to failures (ETTR ") == NULL)
-        FAIL("no summary line:\n%s", err);
+        strstr(line, ": 2 generations, 1 restart, at least ") == NULL ||
+        strstr(line, " s lost to failures (ETTR unknown: no steps reported, so redone work is "
+                     "not counted)") == NULL)
+        FAIL("no summary line (this worker reports no steps: ETTR unknown):\n%s", err);
     /* one line per event, nothing else (besides the start line naming the run) */
     ASSERT_EQ(count_of(err, "elasticrun: run "), 1);
     ASSERT_EQ(count_of(err, "elasticrun: "), 4);
@@ -377,4 +379,49 @@ TEST_TIMEOUT(agent_console_spare_left_out_when_the_job_succeeds_exits_0_and_says
         FAIL("the spare's console is not truthful:\n%s", err);
     free(err);
     elastic_store_server_close(server);
+}
+
+/* A job that failed gives no ETTR (its last failure cost the rest of the job;
+ * "ETTR 100.0%" was printed for it), and with no steps reported the time lost
+ * is a lower bound. */
+TEST_TIMEOUT(agent_console_gives_no_ettr_for_a_failed_job, 90)
+{
+    char report[512];
+    agent_harness_path(report, sizeof report, "report");
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--no-python",
+                        agent_harness_worker(), "--report", report, "--fail-rank", "1",
+                        "--fail-code", "7");
+    ASSERT(run_to_end("failed", &cmd) != 0);
+    char *err = stderr_of("failed");
+    char line[1024];
+    if (!line_starting(err, "elasticrun: job failed after ", line, sizeof line) ||
+        strstr(line, "at least ") == NULL ||
+        strstr(line, " s lost to failures (no ETTR for a failed job; no steps reported)") == NULL)
+        FAIL("no failed-job summary without an ETTR:\n%s", err);
+    ASSERT(strstr(err, "ETTR 100") == NULL);
+    free(err);
+}
+
+/* An unmodified script (this worker never attaches to the agent) under
+ * --in-process-recovery cannot be kept: the group restarts, and the console
+ * says why once instead of in silence. */
+TEST_TIMEOUT(agent_console_says_when_in_process_recovery_has_no_attached_worker, 90)
+{
+    char report[512];
+    agent_harness_path(report, sizeof report, "report");
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--in-process-recovery",
+                        "--no-python", agent_harness_worker(), "--report", report,
+                        "--fail-rank", "1", "--fail-code", "7", "--fail-until-restart", "1",
+                        "--exit-after-restart", "1");
+    ASSERT_EQ(run_to_end("unattached", &cmd), 0); /* the default budget of 3 covers the failure */
+    char *err = stderr_of("unattached");
+    ASSERT_EQ(count_of(err, "--in-process-recovery: no worker is attached to elasticrun (the "
+                            "script does not use libelastic"),
+              1);
+    ASSERT(strstr(err, "restarting (2 of 3 restarts left)") != NULL);
+    free(err);
 }

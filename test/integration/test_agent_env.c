@@ -59,8 +59,8 @@ TEST_TIMEOUT(agent_sets_the_torchrun_environment, 60)
                         "trainer", "--rdzv-id", "envjob", "--log-dir", log_dir, "--no-python",
                         agent_harness_worker(), "--report", report, "--env-dir", env_dir,
                         "--exit-after-restart", "0");
-    const char *env[] = { "NCCL_ASYNC_ERROR_HANDLING=0", "RANK=99",
-                          NULL }; /* RANK is ours to set */
+    const char *env[] = { "NCCL_ASYNC_ERROR_HANDLING=0", "RANK=99", /* RANK is ours to set */
+                          "ELASTIC_ETCD_PASSWORD=agent-only", NULL };
     unsetenv("OMP_NUM_THREADS");
     unsetenv("TORCH_NCCL_ASYNC_ERROR_HANDLING");
     uint64_t started_ms = elastic__wall_ms();
@@ -108,6 +108,8 @@ TEST_TIMEOUT(agent_sets_the_torchrun_environment, 60)
                strchr(value, ':') != NULL);
         /* The token is not in the environment; a private file holds it. */
         ASSERT(env_value(dump, "ELASTIC_STORE_TOKEN", value, sizeof value) == NULL);
+        /* Nor is the etcd password the agent may read from its own environment. */
+        ASSERT(env_value(dump, "ELASTIC_ETCD_PASSWORD", value, sizeof value) == NULL);
         ASSERT(env_value(dump, "ELASTIC_STORE_TOKEN_FILE", value, sizeof value) != NULL &&
                strstr(value, "/store_token") != NULL);
         ASSERT(strstr(dump, "#token_file_mode=600\n") != NULL);

@@ -328,7 +328,12 @@ TEST_TIMEOUT(agent_memory_ckpt_metrics_show_memory_held_replicas_and_lag, 180)
     ASSERT(memtier_keys > 0); /* the job's keys are where this looks */
     elastic_free(keys);
     elastic_store_close(client);
-    if (round_keys > 12) FAIL("%zu memory-commit round keys after %g steps", round_keys, committed);
+    /* A round has 3 keys (step, committed, count); a leak keeps every
+     * round's (3 per step: 42 after 14 steps). Rounds still finishing are
+     * no leak: 13 keys beside 7 other tests in a CI rehearsal (r11),
+     * so the bound is half a round per step, not a fixed count. */
+    if (round_keys > 3 * committed / 2)
+        FAIL("%zu memory-commit round keys after %g steps", round_keys, committed);
     for (int i = 0; i < 2; i++) kill(agents[i], SIGTERM);
     for (int i = 0; i < 2; i++) {
         int status;
@@ -508,4 +513,61 @@ TEST_TIMEOUT(agent_memory_ckpt_plan_counts_the_trainers_newer_disk_step, 180)
     free(faulty);
     free(clean);
     elastic_store_server_close(server);
+}
+
+/* The pids whose parent chain reaches `root` (root itself first). */
+static int family_of(pid_t root, pid_t *out, int max)
+{
+    int n = 0;
+    out[n++] = root;
+    for (int i = 0; i < n && n < max; i++) {
+        DIR *d = opendir("/proc");
+        for (struct dirent *e; d != NULL && n < max && (e = readdir(d)) != NULL;) {
+            char path[300], text[512];
+            snprintf(path, sizeof path, "/proc/%.200s/stat", e->d_name);
+            FILE *f = fopen(path, "re");
+            if (f == NULL) continue;
+            size_t len = fread(text, 1, sizeof text - 1, f);
+            fclose(f);
+            text[len] = '\0';
+            const char *close_paren = strrchr(text, ')');
+            int ppid = 0;
+            if (close_paren == NULL || sscanf(close_paren + 2, "%*c %d", &ppid) != 1) continue;
+            if (ppid != out[i]) continue;
+            pid_t pid = (pid_t)atoi(e->d_name);
+            bool known = false;
+            for (int k = 0; k < n && !known; k++) known = out[k] == pid;
+            if (!known) out[n++] = pid;
+        }
+        if (d) closedir(d);
+    }
+    return n;
+}
+
+/* The agent, its reaper and its workers SIGKILLed together (a cgroup kill,
+ * the OOM killer, Slurm's freeze-then-kill): nobody removes the tier. The
+ * next agent on the node does, at its start: the tier's owner file is
+ * nobody's any more. */
+/* Alone: any agent starting on the machine sweeps leaked tiers, so a test
+ * beside it could take the leaked tier before this one sees it. */
+TEST_ALONE(agent_memory_ckpt_tier_leaked_by_a_killed_agent_and_reaper_is_swept_by_the_next, 180)
+{
+    char events[700], events2[700];
+    pid_t agent = spawn_one("leak", "leak-1", "256M", 100000, 1, events, sizeof events);
+    ASSERT(wait_memory_step(events, 3, 60000) >= 3);
+    ASSERT(tier_left(agent));
+    /* Frozen first, so that no one of them sees the others die. */
+    pid_t family[64];
+    int n = family_of(agent, family, 64);
+    ASSERT(n >= 3); /* the agent, its reaper, its worker */
+    for (int i = 0; i < n; i++) kill(family[i], SIGSTOP);
+    n = family_of(agent, family, 64); /* anything started meanwhile */
+    for (int i = 0; i < n; i++) kill(family[i], SIGKILL);
+    int status;
+    ASSERT(agent_harness_wait_exit(agent, 10000, &status));
+    ASSERT(tier_left(agent)); /* leaked: its reaper died with it */
+    pid_t next = spawn_one("leak", "leak-2", "256M", 5, 1, events2, sizeof events2);
+    ASSERT_EQ(agent_harness_exit_code(next, 90000), 0);
+    if (tier_left(agent)) FAIL("the killed agent's tier is still in /dev/shm");
+    no_tier_left();
 }

@@ -147,10 +147,14 @@ TEST_TIMEOUT(agent_operator_restart_of_a_c10d_job_resumes_from_its_checkpoint_wi
         show_consoles(&old);
         FAIL("the old job's generation 2 did not resume");
     }
-    const char *past[] = { "step 60 ", "(checkpoint)", NULL };
+    /* Step 60 committed: rank 0's "(checkpoint)" says its own shard is saved,
+     * and the other rank may still be saving (the last to save commits); the
+     * ranks all-reduce every step, so once rank 0 saved step 70 every rank
+     * is past its save of step 60. */
+    const char *past[] = { "step 70 ", "(checkpoint)", NULL };
     if (!wait_console(&old, past, 60000)) {
         show_consoles(&old);
-        FAIL("the old job's generation 2 did not reach step 60");
+        FAIL("the old job's generation 2 did not reach step 70");
     }
     /* Its store's host is lost: the store goes and every agent with it. */
     elastic_store_server_close(old.server);
@@ -194,4 +198,43 @@ TEST_TIMEOUT(agent_operator_restart_of_a_c10d_job_resumes_from_its_checkpoint_wi
     char *text = agent_harness_read_file(result);
     ASSERT(text != NULL);
     free(text);
+}
+
+/* The job run again after it finished resumes at its final step and trains
+ * nothing: it reports the result the first run did, loss included (the demo
+ * trainer keeps the last step's loss in its checkpointed state; it reported
+ * loss 0 when a chaos job's last generation restored its final step). */
+static char *run_standalone(const char *tag, const char *ckpt, const char *result)
+{
+    char trainer[1024];
+    snprintf(trainer, sizeof trainer, "%s", test_example_path("demo_trainer"));
+    elasticrun_args cmd;
+    elasticrun_args_init(&cmd);
+    elasticrun_args_add(&cmd, "--standalone", "--nproc-per-node", "2", "--no-python", trainer,
+                        "--ckpt-dir", ckpt, "--steps", "30", "--result", result);
+    pid_t agent = elasticrun_args_spawn(&cmd, NULL, tag);
+    ASSERT_EQ(agent_harness_exit_code(agent, test_scaled_ms(60000)), 0);
+    return agent_harness_read_file(result);
+}
+
+TEST_TIMEOUT(agent_operator_restart_of_a_finished_job_reports_the_same_result, 120)
+{
+    char dir[512], ckpt[600], first[600], again[600];
+    agent_harness_path(dir, sizeof dir, "finished");
+    mkdir(dir, 0755);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir);
+    mkdir(ckpt, 0755);
+    snprintf(first, sizeof first, "%s/first.txt", dir);
+    snprintf(again, sizeof again, "%s/again.txt", dir);
+    char *want = run_standalone("finished-first", ckpt, first);
+    char *got = run_standalone("finished-again", ckpt, again);
+    ASSERT(want != NULL && got != NULL);
+    ASSERT(strstr(want, "steps=30 ") == want);
+    ASSERT_STR_EQ(got, want);
+    char out[700];
+    snprintf(out, sizeof out, "%s/finished-again.out", test_tmpdir());
+    const char *resumed[] = { "resumed at step 30 ", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(out, resumed, 1, 0), 1);
+    free(want);
+    free(got);
 }

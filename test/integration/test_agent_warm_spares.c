@@ -7,7 +7,8 @@
  * saves end with the generation and every rank, the promoted spare too,
  * restores the agreed step from memory; a spare killed while parked is replaced at no cost to
  * the job; a trainer that never parks disables spares; the flag without
- * in-process recovery is refused. Every wait is on an event-log line.
+ * in-process recovery is refused; a rank killed before the spare parked waits for
+ * that spare instead of a cold start. Every wait is on an event-log line.
  */
 #include "support/agent_harness.h"
 #include "support/elasticrun_args.h"
@@ -48,7 +49,8 @@ static long nth_event(const demo_run *run, const char *const *needles, int n, co
  * generation 1 dies (R:S, the trainer's --die-at-save) before its save of
  * step S; NULL: no memory tier. */
 static void start_demo_with(demo_run *run, const char *name, const char *spares, bool park,
-                            bool in_process, int steps, const char *memory_die)
+                            bool in_process, int steps, const char *memory_die,
+                            const char *park_delay_ms)
 {
     agent_harness_path(run->dir, sizeof run->dir, name);
     mkdir(run->dir, 0755);
@@ -70,6 +72,7 @@ static void start_demo_with(demo_run *run, const char *name, const char *spares,
     elasticrun_args_add(&cmd, "--no-python", trainer, "--ckpt-dir", ckpt, "--steps", steps_text,
                         "--step-ms", "5", "--ckpt-every", "10", "--result", run->result);
     if (!park) elasticrun_args_add(&cmd, "--no-park");
+    if (park_delay_ms != NULL) elasticrun_args_add(&cmd, "--park-delay-ms", park_delay_ms);
     /* every step to memory, with a per-rank shard the trainer checks after its restore */
     if (memory_die != NULL)
         elasticrun_args_add(&cmd, "--memory-every", "1", "--state-mib", "1", "--die-at-save",
@@ -80,7 +83,7 @@ static void start_demo_with(demo_run *run, const char *name, const char *spares,
 static void start_demo(demo_run *run, const char *name, const char *spares, bool park,
                        bool in_process, int steps)
 {
-    start_demo_with(run, name, spares, park, in_process, steps, NULL);
+    start_demo_with(run, name, spares, park, in_process, steps, NULL, NULL);
 }
 
 /* Waits for the job; its result line (free()), or NULL when it failed. */
@@ -163,7 +166,7 @@ TEST_TIMEOUT(agent_warm_spare_with_memory_saves_every_step_restores_the_agreed_s
      * then every rank, the promoted spare too, restores the step the agents
      * agreed on from this node's memory. */
     demo_run run;
-    start_demo_with(&run, "spare_memory", "1", true, true, 400, "1:143");
+    start_demo_with(&run, "spare_memory", "1", true, true, 400, "1:143", NULL);
     long parked = nth_event(&run, parked_ev, 0, "pid");
     long pid0 = first_pid(&run, 0), pid1 = first_pid(&run, 1), pid2 = first_pid(&run, 2);
     ASSERT(parked > 0 && pid0 > 0 && pid1 > 0 && pid2 > 0);
@@ -202,6 +205,45 @@ TEST_TIMEOUT(agent_warm_spare_with_memory_saves_every_step_restores_the_agreed_s
     ASSERT_STR_EQ(faulty, clean);
     free(faulty);
     free(clean);
+}
+
+/* A rank dies in the job's first seconds, while the spare is still in its
+ * start-up (the trainer's spare takes 5 s to park): the dead slot waits for
+ * that spare, which is ahead of a cold start, and the spare is promoted. The
+ * kill waits for the ranks to train (attached: the survivors can be kept; a
+ * rank killed before its peers attached takes them down with it). */
+TEST_TIMEOUT(agent_warm_spare_still_starting_is_awaited_not_passed_over, 240)
+{
+    demo_run run;
+    start_demo_with(&run, "awaited", "1", true, true, 400, NULL, "5000");
+    const char *started_ev[] = { "\"event\":\"spare_started\"", NULL };
+    long spare = nth_event(&run, started_ev, 0, "pid");
+    long pid0 = first_pid(&run, 0), pid1 = first_pid(&run, 1), pid2 = first_pid(&run, 2);
+    ASSERT(spare > 0 && pid0 > 0 && pid1 > 0 && pid2 > 0);
+    ASSERT(wait_step(&run, "step 10 "));
+    ASSERT_EQ(agent_harness_wait_lines(run.events, parked_ev, 1, 0), 0); /* it sleeps 5 s first */
+    ASSERT_EQ(kill((pid_t)pid1, SIGKILL), 0);
+    const char *awaited_ev[] = { "\"event\":\"spare_awaited\"", NULL };
+    ASSERT_EQ(nth_event(&run, awaited_ev, 0, "pid"), spare); /* waited for, not parked then */
+    ASSERT_EQ(nth_event(&run, awaited_ev, 0, "rank"), 1);
+    ASSERT_EQ(nth_event(&run, parked_ev, 0, "pid"), spare);
+    ASSERT_EQ(nth_event(&run, promoted_ev, 0, "pid"), spare); /* the same process took rank 1 */
+    ASSERT_EQ(nth_event(&run, promoted_ev, 0, "rank"), 1);
+    const char *kept0[] = { "\"event\":\"worker_reconfigured\"", "\"rank\":0,", NULL };
+    const char *kept2[] = { "\"event\":\"worker_reconfigured\"", "\"rank\":2,", NULL };
+    ASSERT_EQ(nth_event(&run, kept0, 0, "pid"), pid0); /* the survivors keep their pids */
+    ASSERT_EQ(nth_event(&run, kept2, 0, "pid"), pid2);
+    char *result = finish_demo(&run);
+    ASSERT(result != NULL && strstr(result, "steps=400 ") != NULL);
+    free(result);
+    const char *cold[] = { "\"event\":\"worker_started\"", "\"generation\":2,", NULL };
+    ASSERT_EQ(agent_harness_wait_lines(run.events, cold, 1, 0), 0); /* nothing cold-started */
+    ASSERT_EQ(agent_harness_wait_lines(run.events, awaited_ev, 2, 0), 1); /* said once */
+    char err[600], said_pid[64];
+    snprintf(err, sizeof err, "%s/awaited.err", test_tmpdir());
+    snprintf(said_pid, sizeof said_pid, "waiting for the warm spare (pid %ld) to park", spare);
+    const char *said[] = { "rank 1: ", said_pid, NULL };
+    ASSERT_EQ(agent_harness_wait_lines(err, said, 1, 0), 1);
 }
 
 TEST_TIMEOUT(agent_warm_spares_more_failures_than_spares_cold_start_the_rest, 240)
@@ -274,6 +316,20 @@ TEST_TIMEOUT(agent_warm_spares_a_trainer_that_never_parks_runs_unchanged, 180)
     ASSERT_STR_EQ(faulty, clean);
     free(faulty);
     free(clean);
+    /* The spare's own error is said once, in the agent's line, not relayed
+     * to the console beside it. */
+    char err_path[600];
+    snprintf(err_path, sizeof err_path, "%s/noparks.err", test_tmpdir());
+    char *err = agent_harness_read_file(err_path);
+    ASSERT(err != NULL);
+    const char *line = strstr(err, "warm spares off: spare (pid ");
+    if (line == NULL || strstr(line, "its last line: demo_trainer: this process was started as a "
+                                     "warm spare") == NULL)
+        FAIL("no one line naming the spare's error:\n%s", err);
+    const char *first = strstr(err, "started as a warm spare");
+    if (first == NULL || strstr(first + 1, "started as a warm spare") != NULL)
+        FAIL("the spare's error is not said exactly once:\n%s", err);
+    free(err);
 }
 
 TEST(agent_warm_spares_without_in_process_recovery_are_refused)

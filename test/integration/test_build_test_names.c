@@ -16,7 +16,7 @@
 static const char *const prefixes[] = { "agent_", "channel_", "ckpt_",   "common_", "ctl_",
                                         "health_", "nccl_",   "probe_",  "rdzv_",   "store_",
                                         "worker_", "slurm_",  "abi_",    "build_",  "bindings_",
-                                        "netns_",  NULL };
+                                        "netns_",  "etcd_",   NULL };
 
 #define MAX_TESTS 2000
 

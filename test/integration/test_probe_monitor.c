@@ -3,6 +3,7 @@
  * reported, the metrics page is scraped over HTTP and parsed, and the control
  * socket carries an in-process reconfiguration to live workers. */
 #include "support/probe_harness.h"
+#include "common/clock.h"
 #include "common/prom.h"
 
 #include <arpa/inet.h>
@@ -251,5 +252,43 @@ TEST_TIMEOUT(probe_in_process_reconfigure_keeps_workers, 60)
     ASSERT_EQ(h.exit_status[0], 0);
     ASSERT_EQ(h.exit_status[1], 0);
     ASSERT_EQ(h.failure_count, 0);
+    harness_stop(&h);
+}
+
+/* A worker that lives on into the next generation (in-process recovery, as
+ * the agent does it: the generation begins, then its new workers start) is
+ * measured from where it stood then: its first step in the new generation is
+ * the step it had reached, not the step it first beat in the first one. Its
+ * whole history there made goodput redo 150 steps of a 3 s job recovered in
+ * 60 ms (steps_started's `step` was 1). */
+static int64_t progress_floor;
+static bool stepped_past_floor(harness *h)
+{
+    probe__progress p;
+    probe__monitor_progress(h->monitor, &p);
+    return p.stepping == 1 && p.last_step > progress_floor + 5;
+}
+
+TEST_TIMEOUT(probe_progress_of_a_kept_worker_starts_at_the_new_generation, 30)
+{
+    harness h;
+    harness_init(&h, 1);
+    h.opts.hang_timeout_ms = 20000;
+    harness_start(&h);
+    const char *args[] = { "steady", "10", NULL };
+    progress_floor = 20;
+    harness_spawn(&h, 0, 0, args); /* after generation 1 began, as the agent starts them */
+    harness_run_until(&h, stepped_past_floor, 20000, "25 steps in generation 1");
+    probe__progress before;
+    probe__monitor_progress(h.monitor, &before);
+    ASSERT_EQ(before.first_step, 1);
+    harness_new_generation(&h, 1); /* the worker is kept */
+    uint64_t gen2_ms = elastic__wall_ms();
+    progress_floor = before.last_step;
+    harness_run_until(&h, stepped_past_floor, 20000, "5 more steps in generation 2");
+    probe__progress after;
+    probe__monitor_progress(h.monitor, &after);
+    ASSERT(after.first_step >= before.last_step);
+    ASSERT(after.first_step_ms + 20 >= gen2_ms); /* a coarse clock tick of slack */
     harness_stop(&h);
 }

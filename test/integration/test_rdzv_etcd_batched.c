@@ -1,7 +1,8 @@
 /*
  * The etcd backend's batched operations against a real one-member etcd:
- * get_some (several keys, absent ones included, in one Txn), add_pair (two
- * counters in one Txn, created when absent, exact under contention), a
+ * get_some (several keys, absent ones included, in one Txn), add_get with
+ * two adds and no reads (two counters in one Txn, created when absent, exact
+ * under contention), a
  * single key's wait that takes the value from its watch event, and a watch
  * from revision 0 that answers from one read when a key exists but still
  * reports a prefix whose keys came and went, and del_prefix (one node's keys
@@ -16,6 +17,7 @@
 #include "../../bench/etcd_counts.h"
 #include "etcd/etcd.h"
 #include "rdzv/backend.h"
+#include "rdzv/backend_etcd.h"
 #include "rdzv/rdzv.h"
 
 #include <pthread.h>
@@ -39,7 +41,6 @@ TEST_TIMEOUT(rdzv_etcd_backend_get_some_reads_several_keys_in_one_message, 60)
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
     rdzv__backend *b = open_backend(&c, "some");
-    ASSERT(b->ops->get_some != NULL);
     ASSERT_OK(b->ops->set(b, "a", "one", 3));
     ASSERT_OK(b->ops->set(b, "c", "three", 5));
     int64_t counted = 0;
@@ -48,7 +49,7 @@ TEST_TIMEOUT(rdzv_etcd_backend_get_some_reads_several_keys_in_one_message, 60)
     void *values[4];
     size_t lens[4];
     uint64_t before = messages(b);
-    ASSERT_OK(b->ops->get_some(b, keys, 4, values, lens));
+    ASSERT_OK(rdzv__etcd_get_some(b, keys, 4, values, lens));
     ASSERT_EQ(messages(b) - before, 1);
     ASSERT_STR_EQ((char *)values[0], "one");
     ASSERT(values[1] == NULL && lens[1] == 0); /* absent, not an error */
@@ -60,7 +61,7 @@ TEST_TIMEOUT(rdzv_etcd_backend_get_some_reads_several_keys_in_one_message, 60)
     void *many_values[ETCD__MAX_TXN_OPS + 1];
     size_t many_lens[ETCD__MAX_TXN_OPS + 1];
     for (int i = 0; i <= ETCD__MAX_TXN_OPS; i++) many[i] = "a";
-    ASSERT_ERR(b->ops->get_some(b, many, ETCD__MAX_TXN_OPS + 1, many_values, many_lens),
+    ASSERT_ERR(rdzv__etcd_get_some(b, many, ETCD__MAX_TXN_OPS + 1, many_values, many_lens),
                ELASTIC_EINVAL);
     b->ops->close(b);
     etcd_cluster_stop(&c);
@@ -72,11 +73,21 @@ typedef struct pair_adder {
     int rc;
 } pair_adder;
 
+/* Two counters +1 in one call: add_get with no reads (what add_pair was). */
+static int add_pair(rdzv__backend *b, const char *key1, const char *key2, int64_t *r1, int64_t *r2)
+{
+    const char *keys[2] = { key1, key2 };
+    int64_t sums[2] = { 0, 0 };
+    int rc = b->ops->add_get(b, keys, 2, sums, NULL, 0, NULL, NULL);
+    if (rc == 0) *r1 = sums[0], *r2 = sums[1];
+    return rc;
+}
+
 static void *pair_main(void *arg)
 {
     pair_adder *a = arg;
     for (int i = 0; i < 20 && a->rc == 0; i++)
-        a->rc = a->b->ops->add_pair(a->b, "count", "back", &a->first[i], &a->second[i]);
+        a->rc = add_pair(a->b, "count", "back", &a->first[i], &a->second[i]);
     return NULL;
 }
 
@@ -109,16 +120,16 @@ TEST_TIMEOUT(rdzv_etcd_backend_add_pair_counts_both_exactly_under_contention, 90
     /* One counter and one absent key; then a plain number, which add_pair
      * still adds to (through add's compare-and-set). */
     uint64_t before = messages(b);
-    ASSERT_OK(b->ops->add_pair(b, "count", "fresh", &one, &two));
+    ASSERT_OK(add_pair(b, "count", "fresh", &one, &two));
     ASSERT_EQ(one, 81);
     ASSERT_EQ(two, 1);
     ASSERT_EQ(messages(b) - before, 1);
     ASSERT_OK(b->ops->set(b, "plain", "40", 2));
-    ASSERT_OK(b->ops->add_pair(b, "fresh", "plain", &one, &two));
+    ASSERT_OK(add_pair(b, "fresh", "plain", &one, &two));
     ASSERT_EQ(one, 2);
     ASSERT_EQ(two, 41);
     ASSERT_OK(b->ops->set(b, "word", "abc", 3));
-    ASSERT_ERR(b->ops->add_pair(b, "fresh", "word", &one, &two), ELASTIC_EINVAL);
+    ASSERT_ERR(add_pair(b, "fresh", "word", &one, &two), ELASTIC_EINVAL);
     /* A single add on an absent key is one request too (no create race). */
     before = messages(b);
     ASSERT_OK(b->ops->add(b, "single", 1, &one));
@@ -222,7 +233,6 @@ TEST_TIMEOUT(rdzv_etcd_backend_add_get_adds_then_reads_what_the_adds_left_in_one
     etcd_cluster c;
     etcd_cluster_start(&c, 1);
     rdzv__backend *b = open_backend(&c, "addget");
-    ASSERT(b->ops->add_get != NULL);
     ASSERT_OK(b->ops->set(b, "round", "3 2 node-1", 10));
     const char *adds[2] = { "count", "back" }, *gets[3] = { "round", "count", "absent" };
     int64_t sums[2] = { 0, 0 };
@@ -255,7 +265,6 @@ TEST_TIMEOUT(rdzv_etcd_backend_add_get_adds_then_reads_what_the_adds_left_in_one
     ASSERT_ERR(b->ops->add_get(b, adds, 0, sums, gets, 1, values, lens), ELASTIC_EINVAL);
     /* Guarded on a key's absence: added while "fresh" is absent, in one
      * request; once it exists, nothing added and the reads alone. */
-    ASSERT(b->ops->add_get_unless != NULL);
     const char *guessed[1] = { "guess" }, *view[2] = { "fresh", "guess" };
     bool added = false;
     uint64_t before = messages(b);
@@ -394,8 +403,9 @@ TEST_TIMEOUT(rdzv_etcd_backend_watch_area_wakes_for_what_a_monitor_follows_only,
 
 /* ---- requests per join ----
  * How many requests a node sends etcd to join with those calls: six nodes form and re-form after a lost one, once over the
- * calls as they are and once with the batched ones taken away (the calls
- * the backend made before them), against a real one-member etcd. The counts
+ * calls as they are and once with the composites made as plain calls in
+ * sequence (backend_seq.c, as a store server from before batches gets
+ * them), against a real one-member etcd. The counts
  * are the nodes' own (one per request: keep-alives are not counted) beside
  * what etcd counted itself (its Raft proposals, from /metrics).
  */
@@ -454,6 +464,15 @@ typedef struct phase_counts {
 
 static rdzv__backend_ops unbatched_ops[NODES];
 
+/* A listing with no revision, as a store server from before batches says. */
+static int keys_at_unsaid(rdzv__backend *b, const char *prefix, size_t max, char ***keys, size_t *n,
+                          uint64_t *revision)
+{
+    *keys = NULL;
+    *n = 0;
+    return ELASTIC_EUNSUPPORTED;
+}
+
 static phase_counts form_lose_reform(const etcd_cluster *c, const char *run_id, bool batched)
 {
     elastic_rdzv_opts o;
@@ -473,14 +492,14 @@ static phase_counts form_lose_reform(const etcd_cluster *c, const char *run_id, 
         o.node_id = ids[i];
         rdzv_node_open(&nodes[i], &o);
         all[i] = &nodes[i];
-        if (!batched) { /* the calls the backend made before its batches */
+        if (!batched) { /* the plain calls in sequence (backend_seq.c), not the batches */
             rdzv__backend *b = nodes[i].rdzv->backend;
             unbatched_ops[i] = *b->ops;
-            unbatched_ops[i].add_get = NULL;
-            unbatched_ops[i].add_get_unless = NULL;
-            unbatched_ops[i].set_leased_wait = NULL;
-            unbatched_ops[i].keys_at = NULL;
-            unbatched_ops[i].watch_area = NULL;
+            unbatched_ops[i].add_get = rdzv__seq_add_get;
+            unbatched_ops[i].add_get_unless = rdzv__seq_add_get_unless;
+            unbatched_ops[i].set_leased_wait = rdzv__seq_set_leased_wait;
+            unbatched_ops[i].keys_at = keys_at_unsaid;
+            unbatched_ops[i].watch_area = rdzv__seq_watch_area;
             b->ops = &unbatched_ops[i];
         }
         before[i] = messages_of(nodes[i].rdzv);
@@ -562,9 +581,11 @@ TEST_TIMEOUT(rdzv_etcd_a_node_joins_and_rejoins_in_three_requests, 120)
     for (int i = 0; i < (NODES - 1) / 2; i++)
         if (batched.reform[i] > 4)
             FAIL("a survivor sent %llu requests to rejoin", (unsigned long long)batched.reform[i]);
-    /* Without the batches a newcomer sends 6 (the adds, the record, the
-     * view, the assignment's read and watch apart) and a survivor 6 (with
-     * the end's read), each before its monitor's first look. */
+    /* Without the batches (backend_seq.c's plain calls) a newcomer sent 8
+     * here (the round's read, the add, three reads, the record, the
+     * assignment's read and watch) and a survivor 10 (two adds, four reads,
+     * the record, the assignment's read and watch, the end's read), each
+     * before its monitor's first look. */
     if (batched.form[0] + 2 > unbatched.form[0] || batched.reform[0] + 2 > unbatched.reform[0])
         FAIL("the batches save too little: the quietest node's form %llu vs %llu, re-form "
              "%llu vs %llu",

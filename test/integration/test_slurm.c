@@ -33,6 +33,10 @@ TEST_TIMEOUT(slurm_too_few_nodes_requeue_resumes_from_the_checkpoint, 180)
     run_slurm_script("requeue.sh");
 }
 
+/* scancel signals every node's agent at once; the store's host serves until
+ * the other nodes have left (it used to leave as soon as its own workers had
+ * saved, and a rank on another node still committing its notice save found the
+ * store gone: 5 of 6 notices beside other tests). */
 TEST_TIMEOUT(slurm_scancel_is_a_notice_every_rank_saves, 120)
 {
     run_slurm_script("scancel.sh");

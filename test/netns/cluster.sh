@@ -34,8 +34,10 @@ cluster_start_agent() {
 #   CLUSTER_JOB_CONF    --rdzv-conf (is_host is added for c10d)
 # and may change CLUSTER_JOB_BACKEND (c10d; etcd: its endpoint is h1:2379),
 # CLUSTER_JOB_NPROC (--nproc-per-node, 1), CLUSTER_JOB_RESTARTS (--max-restarts, 3)
-# and CLUSTER_JOB_FLAGS (an array: more elasticrun flags).
+# CLUSTER_JOB_FLAGS (an array: more elasticrun flags) and CLUSTER_JOB_LOCAL_ADDR
+# (1: --local-addr with the host's address; 0: none, the agent finds it).
 CLUSTER_JOB_BACKEND=c10d
+CLUSTER_JOB_LOCAL_ADDR=1
 CLUSTER_JOB_NPROC=1
 CLUSTER_JOB_RESTARTS=3
 declare -a CLUSTER_JOB_FLAGS=()
@@ -45,11 +47,13 @@ cluster_start_memory_node() {
     if [ "$CLUSTER_JOB_BACKEND" = etcd ]; then endpoint="$(netns_addr 1):2379"
     elif [ "$host" = 1 ]; then conf="$conf,is_host=1"
     else conf="$conf,is_host=0"; fi
+    local -a addr=(--local-addr "$(netns_addr "$host")")
+    [ "$CLUSTER_JOB_LOCAL_ADDR" = 1 ] || addr=()
     rm -f "$(cluster_events "$host")" # events are appended: start from an empty log
     netns_spawn "$host" "$(cluster_log "$host")" env ELASTIC_LOG_LEVEL=warn "$ELASTICRUN" \
         --nnodes "$CLUSTER_JOB_NNODES" --nproc-per-node "$CLUSTER_JOB_NPROC" \
         --rdzv-backend "$CLUSTER_JOB_BACKEND" --rdzv-endpoint "$endpoint" --rdzv-id "$CLUSTER_JOB_ID" \
-        --rdzv-conf "$conf" --local-addr "$(netns_addr "$host")" --max-restarts "$CLUSTER_JOB_RESTARTS" \
+        --rdzv-conf "$conf" ${addr[@]+"${addr[@]}"} --max-restarts "$CLUSTER_JOB_RESTARTS" \
         --memory-ckpt --memory-ckpt-limit 256M --event-log "$(cluster_events "$host")" \
         ${CLUSTER_JOB_FLAGS[@]+"${CLUSTER_JOB_FLAGS[@]}"} "$@"
     CLUSTER_AGENT_PIDS[$host]=$NETNS_LAST_PID

@@ -2,9 +2,9 @@
 # c10d with h1 hosting the store, 2 workers each; each host's GPUs are the NVML
 # double's, described by a state file of its own (health_state rewrites it
 # mid-run), its sysfs an empty tree (no InfiniBand ports); checks every
-# HEALTH_INTERVAL s. The health scripts' one start: it sources netns.sh (as
-# NETNS_TAG=health) and cluster.sh, and skips the script where namespaces
-# cannot be made.
+# HEALTH_INTERVAL s, --max-restarts HEALTH_MAX_RESTARTS (3). The health
+# scripts' one start: it sources netns.sh (as NETNS_TAG=health) and
+# cluster.sh, and skips the script where namespaces cannot be made.
 
 NETNS_TAG=health
 . "$(dirname "${BASH_SOURCE[0]}")/netns.sh"
@@ -16,6 +16,19 @@ NVML_DOUBLE=${ELASTIC_NVML_DOUBLE:-$HEALTH_ROOT/build/release/test/libnvml_doubl
 HEALTH_INTERVAL=${HEALTH_INTERVAL:-5}
 HEALTH_QUARANTINE=${HEALTH_QUARANTINE:-4}
 HEALTH_NNODES=${HEALTH_NNODES:-2:2}
+HEALTH_MAX_RESTARTS=${HEALTH_MAX_RESTARTS:-3} # 0: a step-aside for the spare must spend none
+case "$HEALTH_MAX_RESTARTS" in '' | *[!0-9]*) echo "FAIL: HEALTH_MAX_RESTARTS=$HEALTH_MAX_RESTARTS" >&2; exit 1 ;; esac
+
+# The workers: they sleep (the job runs until the script ends), or with
+# HEALTH_DONE_FILE set each exits 0 once that file exists (the job can finish),
+# 600 s at most either way.
+health_worker() {
+    if [ -n "${HEALTH_DONE_FILE:-}" ]; then
+        HEALTH_WORKER=(sh -c 'i=0; while [ ! -e "$1" ] && [ $i -lt 6000 ]; do sleep 0.1; i=$((i + 1)); done' sh "$HEALTH_DONE_FILE")
+    else
+        HEALTH_WORKER=(sleep 600)
+    fi
+}
 
 health_state_file() { echo "$CLUSTER_DIR/nvml.h$1"; }
 
@@ -29,6 +42,7 @@ health_state() {
 health_start_agent() {
     local host=$1 conf="last_call_timeout=1,join_timeout=120"
     shift
+    health_worker
     [ "$host" = 1 ] && conf="$conf,is_host=1" || conf="$conf,is_host=0"
     [ -f "$(health_state_file "$host")" ] || health_state "$host" 'gpus 8\n'
     mkdir -p "$CLUSTER_DIR/sys.h$host"
@@ -38,9 +52,9 @@ health_start_agent() {
         ELASTIC_HEALTH_SYSFS_ROOT="$CLUSTER_DIR/sys.h$host" "$ELASTICRUN" \
         --nnodes "$HEALTH_NNODES" --nproc-per-node 2 --rdzv-backend c10d \
         --rdzv-endpoint "$(netns_addr 1):$CLUSTER_PORT" --rdzv-id health-job --rdzv-conf "$conf" \
-        --local-addr "$(netns_addr "$host")" --max-restarts 3 --health-check-interval "$HEALTH_INTERVAL" \
+        --local-addr "$(netns_addr "$host")" --max-restarts "$HEALTH_MAX_RESTARTS" --health-check-interval "$HEALTH_INTERVAL" \
         --straggler-quarantine "$HEALTH_QUARANTINE" --event-log "$(cluster_events "$host")" \
-        --metrics-port "$CLUSTER_METRICS_PORT" "$@" --no-python sleep 600
+        --metrics-port "$CLUSTER_METRICS_PORT" "$@" --no-python "${HEALTH_WORKER[@]}"
     CLUSTER_AGENT_PIDS[$host]=$NETNS_LAST_PID
 }
 

@@ -3,9 +3,13 @@
 # health check turns fatal at once (the Xid watcher runs a round), it steps
 # aside, the waiting spare takes over within one check period, and the sick
 # node sits out its quarantine, then (its GPU still lost) does not rejoin.
+# No restart is spent, with HEALTH_MAX_RESTARTS=0 (--max-restarts 0) too,
+# and the job then finishes on h1 and the spare.
 set -euo pipefail
 here=$(dirname "$0")
 . "$here/health_cluster.sh"
+HEALTH_DONE_FILE=$CLUSTER_DIR/health_xid_job.done # touched at the end: the job finishes
+rm -f "$HEALTH_DONE_FILE"
 health_start
 workers=$(cluster_workers_of "${CLUSTER_AGENT_PIDS[3]}")
 [ -n "$workers" ] || cluster_fail "h3's workers not found"
@@ -35,5 +39,16 @@ cluster_assert_within "injected Xid 79 -> the spare's workers running" "$takeove
 cluster_wait 3 '"event":"job_end".*"status":"unhealthy"' "$(cluster_scale 60)" ||
     cluster_fail "h3 did not end as unhealthy after its quarantine"
 [ "$(grep -c '"event":"generation_formed"' "$(cluster_events 3)")" = 1 ] || cluster_fail "h3 rejoined a generation"
-kill -0 "${CLUSTER_AGENT_PIDS[2]}" || cluster_fail "h2's agent exited"
-echo "Xid 79 -> the spare took over in $takeover ms: ok"
+kill -0 "${CLUSTER_AGENT_PIDS[2]}" || cluster_fail "h2's agent exited before the job ended"
+# The job finishes on the nodes left (h1 and the spare h2), still without a restart spent.
+touch "$HEALTH_DONE_FILE"
+for i in 1 2; do
+    cluster_wait "$i" '"event":"job_end".*"status":"succeeded".*"restarts":0' "$(cluster_scale 30)" ||
+        cluster_fail "h$i's job did not succeed without a restart"
+done
+# The budget the agents ran with (HEALTH_MAX_RESTARTS=0: none to spend at all).
+for i in 1 2 3; do
+    grep -q "\"event\":\"agent_started\".*\"max_restarts\":$HEALTH_MAX_RESTARTS," "$(cluster_events $i)" ||
+        cluster_fail "h$i did not run with --max-restarts $HEALTH_MAX_RESTARTS"
+done
+echo "Xid 79 -> the spare took over in $takeover ms (--max-restarts $HEALTH_MAX_RESTARTS): ok"

@@ -6,7 +6,8 @@
 # spare's rank comes back from its peer copy (peer memory), the others from
 # memory too, and the job finishes with every per-rank shard right.
 # MEMCKPT_BACKEND=etcd (memckpt_spare_etcd.sh): the rendezvous on etcd (on
-# h1), so the plan goes through each generation's job store.
+# h1), so the plan goes through each generation's job store. No --local-addr:
+# the agents find their addresses (the route to the rendezvous endpoint).
 set -euo pipefail
 here=$(dirname "$0")
 NETNS_TAG=${NETNS_TAG:-memckpt}
@@ -24,6 +25,7 @@ CLUSTER_JOB_ID=memckpt-job CLUSTER_JOB_NNODES=3:3 CLUSTER_JOB_BACKEND=$MEMCKPT_B
 CLUSTER_JOB_CONF="last_call_timeout=1,join_timeout=60"
 [ "$MEMCKPT_BACKEND" = etcd ] && CLUSTER_JOB_CONF="$CLUSTER_JOB_CONF,keep_alive_interval=0.5,keep_alive_max_attempt=4"
 CLUSTER_JOB_FLAGS=(--no-python)
+CLUSTER_JOB_LOCAL_ADDR=0 # as users start it: each agent finds the address its peers reach it at
 start_node() { # start_node I
     cluster_start_memory_node "$1" "$TRAINER" --ckpt-dir "$ckpt" --steps 150 --step-ms 100 \
         --ckpt-every 100000 --memory-every 1 --state-mib 1

@@ -76,6 +76,38 @@ TEST(agent_args_has_torchrun_defaults)
     ASSERT_EQ(opts.no_python, 0);
 }
 
+/* The failure policy's deterministic stop is the default; --torchrun-restarts
+ * (or PET_TORCHRUN_RESTARTS=1) asks for torchrun's exact counting. */
+TEST(agent_args_torchrun_restarts_switch)
+{
+    const char *plain[] = { "elasticrun", "--max-restarts", "10", "prog" };
+    elastic_agent_opts opts;
+    ASSERT_OK(parse(&opts, ARGC(plain), plain, NULL));
+    ASSERT_EQ(opts.torchrun_restarts, 0);
+    const char *asked[] = { "elasticrun", "--torchrun-restarts", "--max-restarts", "10", "prog" };
+    ASSERT_OK(parse(&opts, ARGC(asked), asked, NULL));
+    ASSERT_EQ(opts.torchrun_restarts, 1);
+    const char *envp[] = { "PET_TORCHRUN_RESTARTS=1", NULL };
+    ASSERT_OK(parse(&opts, ARGC(plain), plain, envp));
+    ASSERT_EQ(opts.torchrun_restarts, 1);
+}
+
+/* Interpreters started ahead are the default; --no-prestart (or
+ * PET_NO_PRESTART=1) turns them off. */
+TEST(agent_args_no_prestart_switch)
+{
+    const char *plain[] = { "elasticrun", "--max-restarts", "3", "train.py" };
+    elastic_agent_opts opts;
+    ASSERT_OK(parse(&opts, ARGC(plain), plain, NULL));
+    ASSERT_EQ(opts.no_prestart, 0);
+    const char *asked[] = { "elasticrun", "--no-prestart", "--max-restarts", "3", "train.py" };
+    ASSERT_OK(parse(&opts, ARGC(asked), asked, NULL));
+    ASSERT_EQ(opts.no_prestart, 1);
+    const char *envp[] = { "PET_NO_PRESTART=1", NULL };
+    ASSERT_OK(parse(&opts, ARGC(plain), plain, envp));
+    ASSERT_EQ(opts.no_prestart, 1);
+}
+
 TEST(agent_args_accepts_unique_prefixes_like_argparse)
 {
     const char *argv[] = { "elasticrun", "--nproc", "2", "--stand", "--no-py", "prog" };
@@ -282,4 +314,33 @@ TEST(agent_command_runs_programs_like_torchrun)
     ASSERT_STR_EQ(command[0], "./trainer");
     ASSERT_STR_EQ(command[1], "x");
     agent__strv_free(command);
+}
+
+/* Recovery asked for without a budget: torchrun's default 0 would end the job
+ * at the first failure while a spare is parked and the step is in memory, so
+ * the flags did nothing. Unset, the budget is 3; an explicit 0 (flag or
+ * PET_MAX_RESTARTS) stays 0, and without recovery the default stays 0. */
+TEST(agent_args_recovery_without_max_restarts_gets_a_budget_of_three)
+{
+    elastic_agent_opts opts;
+    const char *in_process[] = { "elasticrun", "--in-process-recovery", "prog" };
+    ASSERT_OK(parse(&opts, ARGC(in_process), in_process, NULL));
+    ASSERT_EQ(opts.max_restarts, 3);
+    const char *memory[] = { "elasticrun", "--memory-ckpt", "prog" };
+    ASSERT_OK(parse(&opts, ARGC(memory), memory, NULL));
+    ASSERT_EQ(opts.max_restarts, 3);
+    const char *spares[] = { "elasticrun", "--in-process-recovery", "--warm-spares=1", "prog" };
+    ASSERT_OK(parse(&opts, ARGC(spares), spares, NULL));
+    ASSERT_EQ(opts.max_restarts, 3);
+    const char *explicit_zero[] = { "elasticrun", "--memory-ckpt", "--max-restarts", "0", "prog" };
+    ASSERT_OK(parse(&opts, ARGC(explicit_zero), explicit_zero, NULL));
+    ASSERT_EQ(opts.max_restarts, 0);
+    const char *env_zero[] = { "PET_MAX_RESTARTS=0", NULL };
+    ASSERT_OK(parse(&opts, ARGC(in_process), in_process, env_zero));
+    ASSERT_EQ(opts.max_restarts, 0);
+    const char *plain[] = { "elasticrun", "prog" };
+    ASSERT_OK(parse(&opts, ARGC(plain), plain, NULL));
+    ASSERT_EQ(opts.max_restarts, 0);
+    const char *bad[] = { "elasticrun", "--max-restarts", "-1", "prog" };
+    ASSERT_ERR(parse(&opts, ARGC(bad), bad, NULL), ELASTIC_EINVAL);
 }

@@ -6,6 +6,7 @@
 #include "test.h"
 
 #include <netdb.h>
+#include <string.h>
 
 TEST(agent_flags_host_names_that_resolve_to_loopback)
 {
@@ -26,4 +27,21 @@ TEST(agent_flags_host_names_that_resolve_to_loopback)
                         : IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
     freeaddrinfo(found);
     ASSERT_EQ(agent__name_is_loopback_alias(name), loopback);
+}
+
+/* Without --local-addr a node is reached at its interface on the route to
+ * the rendezvous endpoint: to loopback that is loopback; a name that does
+ * not resolve is an error naming it (the agent then warns and says
+ * 127.0.0.1). The multi-host case: netns_memckpt_spare_* without
+ * --local-addr. */
+TEST(agent_route_source_is_the_interface_toward_the_endpoint)
+{
+    char addr[64];
+    ASSERT_OK(agent__route_source("127.0.0.1", 29400, addr, sizeof addr));
+    ASSERT_STR_EQ(addr, "127.0.0.1");
+    ASSERT_OK(agent__route_source("127.0.0.5", 29400, addr, sizeof addr));
+    ASSERT_STR_EQ(addr, "127.0.0.1");
+    ASSERT_EQ(agent__route_source("no-such-host.invalid", 29400, addr, sizeof addr),
+              ELASTIC_ECONNECT);
+    ASSERT(strstr(elastic_last_error(), "no-such-host.invalid") != NULL);
 }

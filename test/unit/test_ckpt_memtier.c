@@ -159,6 +159,88 @@ TEST(ckpt_memory_tier_limit_holds_across_processes)
     ASSERT(ckpt__mem_usage(tier_root()) <= (1u << 20));
 }
 
+/* A file of the tier's own tree, reserved `len` bytes as a writer would. */
+static int reserve_file(const ckpt_mem_tier *tier, const char *name, uint64_t len)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s", tier_dir(CKPT_MEM_OWN_DIR), name);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT(fd >= 0);
+    int rc = ckpt__mem_reserve(tier, fd, 0, len, name);
+    close(fd);
+    return rc;
+}
+
+static void unlink_own(const char *name)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s", tier_dir(CKPT_MEM_OWN_DIR), name);
+    ASSERT_EQ(unlink(path), 0);
+}
+
+/* Reservations read the running count: the first one, with no count yet,
+ * walks the tree; the ones after it do not, and the bound still holds. */
+TEST(ckpt_memory_tier_reservations_count_instead_of_walking)
+{
+    ASSERT_OK(ckpt__mem_tier_create(tier_root(), 8u << 20, 2));
+    ckpt_mem_tier tier;
+    ASSERT_OK(ckpt__mem_tier_open(tier_root(), &tier));
+    uint64_t before = ckpt__mem_walks();
+    ASSERT_OK(reserve_file(&tier, "a0", 100000));
+    ASSERT_EQ(ckpt__mem_walks(), before + 1);
+    char name[16];
+    for (int i = 1; i < 20; i++) {
+        snprintf(name, sizeof name, "a%d", i);
+        ASSERT_OK(reserve_file(&tier, name, 100000));
+    }
+    ASSERT_EQ(ckpt__mem_walks(), before + 1);
+    /* Past the limit by the count: the refusal comes from a walk. */
+    ASSERT_EQ(reserve_file(&tier, "big", 7u << 20), ELASTIC_ENOSPC);
+    ASSERT(strstr(elastic_last_error(), "memory checkpoint tier full") != NULL);
+    ASSERT_EQ(ckpt__mem_walks(), before + 2);
+    ASSERT(ckpt__mem_usage(tier_root()) <= (8u << 20));
+    ckpt__mem_tier_close(&tier);
+}
+
+/* Files removed behind the count's back (by another process, say) leave it
+ * too high: a reservation it would refuse walks once and fits; a damaged
+ * count is walked past; a tier really full is still refused. */
+TEST(ckpt_memory_tier_a_stale_count_walks_once_and_never_refuses_falsely)
+{
+    ASSERT_OK(ckpt__mem_tier_create(tier_root(), 1u << 20, 2));
+    ckpt_mem_tier tier;
+    ASSERT_OK(ckpt__mem_tier_open(tier_root(), &tier));
+    char name[16];
+    for (int i = 0; i < 20; i++) {
+        snprintf(name, sizeof name, "s%d", i);
+        ASSERT_OK(reserve_file(&tier, name, 600000));
+        unlink_own(name); /* the count still holds it */
+    }
+    uint64_t before = ckpt__mem_walks();
+    ASSERT_OK(reserve_file(&tier, "keep", 600000));
+    ASSERT(ckpt__mem_walks() <= before + 1);
+    /* Really full now: refused, after a walk, and the tree within its limit. */
+    before = ckpt__mem_walks();
+    ASSERT_EQ(reserve_file(&tier, "over", 600000), ELASTIC_ENOSPC);
+    ASSERT_EQ(ckpt__mem_walks(), before + 1);
+    ASSERT(ckpt__mem_usage(tier_root()) <= (1u << 20));
+    unlink_own("over");
+    /* A damaged count is not trusted: walked past, never a refusal. */
+    unlink_own("keep");
+    char count[4300];
+    snprintf(count, sizeof count, "%s/" CKPT_MEM_COUNT, tier_root());
+    int fd = open(count, O_WRONLY | O_TRUNC);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(write(fd, "junk", 4), 4);
+    close(fd);
+    before = ckpt__mem_walks();
+    ASSERT_OK(reserve_file(&tier, "again", 600000));
+    ASSERT_EQ(ckpt__mem_walks(), before + 1);
+    ASSERT_OK(reserve_file(&tier, "small", 100000));
+    ASSERT_EQ(ckpt__mem_walks(), before + 1);
+    ckpt__mem_tier_close(&tier);
+}
+
 static void expect_steps(elastic_ckpt *c, const uint64_t *want, size_t n_want)
 {
     uint64_t *steps;

@@ -16,6 +16,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #define TOKEN "replica-test-token"
@@ -464,4 +468,112 @@ TEST(ckpt_replica_receive_never_recycles_a_file_another_name_shares)
     ASSERT_EQ(replica__incoming_open(path, 11, NULL, spare, &in), 0);
     ASSERT(in.recycled);
     replica__incoming_drop(&in);
+}
+
+/* An idle TCP connection to `port` from `source` (another host's address
+ * on loopback) that never says a word. */
+static int idle_socket(const char *source, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT(fd >= 0);
+    struct sockaddr_in from = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
+    inet_pton(AF_INET, source, &from.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    to.sin_port = htons((uint16_t)port);
+    ASSERT_OK(bind(fd, (struct sockaddr *)&from, sizeof from));
+    ASSERT_OK(connect(fd, (struct sockaddr *)&to, sizeof to));
+    return fd;
+}
+
+/* Whether the receiver closed `fd` before the deadline. */
+static bool closed_by_peer(int fd, int timeout_ms)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    char byte;
+    return poll(&p, 1, timeout_ms) == 1 && recv(fd, &byte, 1, 0) <= 0;
+}
+
+/* A host without the key holds 20 idle sockets open against a receiver with
+ * the defaults (16 peer slots): they wait in handshake slots of their own,
+ * at most REPLICA_PER_SOURCE of them from that host, and are closed at the
+ * handshake's deadline; a peer with the key pushes steps all along. */
+TEST(ckpt_replica_idle_unauthenticated_sockets_never_stop_replication)
+{
+    const char *a = root_of("a"), *b = root_of("b");
+    ASSERT_OK(ckpt__mem_tier_create(a, 64ull << 20, 2));
+    replica_server *sb = serve(b, 64ull << 20, 2);
+    int port = replica__server_port(sb);
+    int idle[20];
+    for (int i = 0; i < 20; i++) idle[i] = idle_socket("127.0.0.2", port);
+    /* All 20 were accepted by the kernel; past the per-source cap the
+     * receiver closes them at once. */
+    int closed_at_once = 0;
+    for (int i = 0; i < 20; i++) closed_at_once += closed_by_peer(idle[i], 200);
+    ASSERT(closed_at_once >= 20 - (int)REPLICA_PER_SOURCE);
+    uint64_t start = elastic__now_ms();
+    for (uint64_t step = 1; step <= 2; step++) {
+        save_step(a, step, 2);
+        push(sb, a, step);
+    }
+    /* Long before the handshake deadline freed anything. */
+    ASSERT_LT(elastic__now_ms() - start, (uint64_t)REPLICA_HANDSHAKE_MS);
+    uint64_t files = 0;
+    replica__server_counts(sb, &files, NULL, NULL);
+    ASSERT_EQ(files, 6); /* two steps: two shards and a record each */
+    /* The ones that held a handshake slot are closed at its deadline. */
+    for (int i = 0; i < 20; i++) {
+        if (!closed_by_peer(idle[i], test_scaled_ms(REPLICA_HANDSHAKE_MS + 3000)))
+            FAIL("idle socket %d still open past the handshake deadline", i);
+        close(idle[i]);
+    }
+    replica__server_stop(sb);
+}
+
+/* `world` ranks of generation `generation` save `step` into the tier's own directory. */
+static void save_step_of(const char *root, uint64_t step, uint32_t world, uint64_t generation)
+{
+    for (uint32_t rank = 0; rank < world; rank++) {
+        elastic_ckpt_opts o;
+        elastic_ckpt_opts_init(&o, sizeof o);
+        o.compression = ELASTIC_CKPT_NONE;
+        o.rank = rank;
+        o.world = world;
+        o.generation = generation;
+        elastic_ckpt *c;
+        ASSERT_OK(elastic_ckpt_open(own_of(root), &o, &c));
+        ASSERT_OK(ckpt_test_save(c, step, rank));
+        elastic_ckpt_close(c);
+    }
+}
+
+/* Shard file names carry their generation: pushes of one origin's step by
+ * three generations leave one shard per rank (the last pushed), not three. */
+TEST(ckpt_replica_receiver_keeps_one_file_per_rank_and_step_of_an_origin)
+{
+    const char *b = root_of("b");
+    replica_server *sb = serve(b, 64ull << 20, 2);
+    for (uint64_t g = 1; g <= 3; g++) {
+        char name[16];
+        snprintf(name, sizeof name, "a%" PRIu64, g);
+        const char *a = root_of(name);
+        ASSERT_OK(ckpt__mem_tier_create(a, 64ull << 20, 2));
+        save_step_of(a, 1, 2, g);
+        push(sb, a, 1);
+    }
+    char step_dir[4300];
+    snprintf(step_dir, sizeof step_dir, "%s/" CKPT_MEM_PEER_DIR "/node-a/step-%020d", b, 1);
+    DIR *d = opendir(step_dir);
+    ASSERT(d != NULL);
+    int shards = 0, of_gen3 = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        uint32_t rank;
+        uint64_t gen;
+        if (!ckpt__parse_shard_name(e->d_name, &rank, &gen)) continue;
+        shards++;
+        of_gen3 += gen == 3;
+    }
+    closedir(d);
+    ASSERT_EQ(shards, 2);
+    ASSERT_EQ(of_gen3, 2);
+    replica__server_stop(sb);
 }

@@ -33,7 +33,7 @@ static pair connect_pair(void)
     uint64_t deadline = elastic__deadline_ms(test_scaled_ms(10000));
     pair p;
     ASSERT_OK(replica__tcp_connect("127.0.0.1", replica__tcp_port(l), deadline, &p.out));
-    ASSERT_OK(replica__tcp_accept(l, deadline, &p.in));
+    ASSERT_OK(replica__tcp_accept(l, deadline, &p.in, NULL, 0));
     replica__tcp_listener_close(l);
     return p;
 }

@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #define TOKEN "sync-test-token"
@@ -554,4 +555,127 @@ TEST(ckpt_replica_sync_a_local_disk_copy_counts_only_for_the_node_running_its_ra
         ASSERT(gen2[i]->out.ranks[0].source != CHANNEL__RESTORE_NONE);
     }
     stop_all(gen2, 3, &f);
+}
+
+typedef struct forger {
+    elastic_store *store;
+    char dir[4200];
+    uint32_t rank;
+    int rc;
+} forger;
+
+/* A rank of another job saves step 5 of generation 1 (world 3) with the
+ * blobs of step 99: a valid shard and commit record, just not the job's. */
+static void *forge_main(void *arg)
+{
+    forger *g = arg;
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.compression = ELASTIC_CKPT_NONE;
+    o.rank = g->rank;
+    o.world = 3;
+    o.generation = 1;
+    o.store = g->store;
+    o.commit_timeout_ms = test_scaled_ms(20000);
+    elastic_ckpt *c;
+    elastic_ckpt_txn *txn = NULL;
+    g->rc = elastic_ckpt_open(g->dir, &o, &c);
+    if (g->rc != 0) return NULL;
+    g->rc = elastic_ckpt_begin(c, 5, &txn);
+    if (g->rc == 0) g->rc = ckpt_test_put_all(txn, 99, g->rank);
+    if (g->rc == 0)
+        g->rc = elastic_ckpt_commit(txn);
+    else if (txn != NULL)
+        elastic_ckpt_abort(txn);
+    elastic_ckpt_close(c);
+    return NULL;
+}
+
+/* Copies every file of `from` into `to` under the same names (replacing). */
+static void copy_dir_files(const char *from, const char *to)
+{
+    DIR *d = opendir(from);
+    ASSERT(d != NULL);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        char src[4800], dst[4800];
+        snprintf(src, sizeof src, "%s/%s", from, e->d_name);
+        snprintf(dst, sizeof dst, "%s/%s", to, e->d_name);
+        FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+        ASSERT(in != NULL && out != NULL);
+        char buf[65536];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0) ASSERT_EQ(fwrite(buf, 1, n, out), n);
+        fclose(in);
+        fclose(out);
+    }
+    closedir(d);
+}
+
+/* node-c holds node-b's copy of step 5, memory-committed. Someone replaces
+ * it with a forged shard and a forged record that vouch for each other
+ * (another job's valid step 5), and node-c's own record of the step is gone,
+ * so node-c serves the forged record. node-b is lost; the spare, which has
+ * no record of its own, restores rank 1: the copy's record is not the one
+ * node-a published with the memory commit (its SHA-256), so it is refused,
+ * and the forged bytes never reach the spare's tier (before, the spare took
+ * them: the forged shard verified against the forged record). */
+TEST(ckpt_replica_sync_a_copy_beside_a_forged_record_is_refused_on_a_node_without_its_own)
+{
+    store_fixture f;
+    fixture_start(&f);
+    node a = { 0 }, b = { 0 }, c = { 0 }, spare = { 0 };
+    node *gen1[] = { &a, &b, &c };
+    start_with_step_5_committed(&f, gen1);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(replica__service_wait_replicated(gen1[i]->service, 5,
+                                                   elastic__deadline_ms(test_scaled_ms(20000))));
+    /* The forgery: another job's three ranks save "step 5". */
+    store_fixture other;
+    fixture_start(&other);
+    forger forgers[3];
+    pthread_t threads[3];
+    for (uint32_t r = 0; r < 3; r++) {
+        forgers[r] = (forger){ .store = fixture_connect(&other), .rank = r };
+        snprintf(forgers[r].dir, sizeof forgers[r].dir, "%s/forged-%u", test_tmpdir(), r);
+        ASSERT_EQ(pthread_create(&threads[r], NULL, forge_main, &forgers[r]), 0);
+    }
+    for (int r = 0; r < 3; r++) {
+        pthread_join(threads[r], NULL);
+        ASSERT_OK(forgers[r].rc);
+        elastic_store_close(forgers[r].store);
+    }
+    char forged[4300], held[4400];
+    snprintf(forged, sizeof forged, "%s/step-%020d", forgers[1].dir, 5);
+    snprintf(held, sizeof held, "%s/peer/node-b/step-%020d", c.root, 5);
+    copy_dir_files(forged, held);
+    /* node-c's own record of step 5 is gone, so the record it serves for
+     * step 5 is the forged one beside the forged shard. */
+    char own_record[4400];
+    snprintf(own_record, sizeof own_record, "%s/own/step-%020d/COMMIT", c.root, 5);
+    ASSERT_OK(unlink(own_record));
+    node_stop(&b);
+    node_start(&spare, "node-spare", &f);
+    node *gen2[] = { &a, &spare, &c };
+    sync_all(gen2, 3, 2);
+    ASSERT(spare.out.planned);
+    ASSERT_EQ(spare.out.step, 5);
+    ASSERT_EQ(a.out.ranks[0].source, CHANNEL__RESTORE_LOCAL);
+    /* Rank 1's only copy was the forgery: refused, none staged. */
+    ASSERT_EQ(spare.out.ranks[0].source, CHANNEL__RESTORE_NONE);
+    char own[4300];
+    snprintf(own, sizeof own, "%s/own", spare.root);
+    elastic_ckpt_opts o;
+    elastic_ckpt_opts_init(&o, sizeof o);
+    o.shared_storage = 0;
+    elastic_ckpt *ck;
+    ASSERT_OK(elastic_ckpt_open(own, &o, &ck));
+    uint64_t latest = 0;
+    ASSERT_EQ(elastic_ckpt_latest(ck, &latest), ELASTIC_ENOTFOUND);
+    elastic_ckpt_close(ck);
+    node *all[] = { &a, &c, &spare };
+    stop_all(all, 3, &f);
+    /* Closed last: libuv closes its descriptors unseen by ThreadSanitizer,
+     * whose numbers the services' threads would reuse. */
+    elastic_store_server_close(other.server);
 }

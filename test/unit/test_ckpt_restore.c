@@ -231,3 +231,17 @@ TEST(ckpt_restore_takes_a_newer_store_mode_disk_step_on_shared_storage_only)
     elastic_store_close(store);
     elastic_store_server_close(f.server);
 }
+
+/* A trainer run without --memory-ckpt (or under torchrun) and without a disk
+ * directory has neither tier: nothing to restore, not a misuse. */
+TEST(ckpt_restore_with_neither_tier_finds_nothing)
+{
+    setup();
+    uint64_t step = 7;
+    elastic_ckpt *from = NULL;
+    ASSERT_EQ(elastic_ckpt_restore_begin(NULL, NULL, &step, &from, NULL), ELASTIC_ENOTFOUND);
+    ASSERT(strstr(elastic_last_error(), "neither a memory tier nor a disk checkpoint") != NULL);
+    ASSERT(from == NULL);
+    ASSERT_EQ(step, 7);
+    ASSERT_EQ(elastic_ckpt_restore_begin(NULL, NULL, NULL, &from, NULL), ELASTIC_EINVAL);
+}

@@ -154,7 +154,8 @@ TEST(ctl_goodput_counts_the_redone_steps_restart_and_restore_of_a_killed_rank)
     goodput__write_verdict(r, out);
     fclose(out);
     ASSERT_STR_EQ(
-        text, "goodput: ETTR 88.6% (5.980 s productive of 6.750 s), 0.600 s lost to failures\n");
+        text, "goodput: ETTR 88.6% (5.980 s productive of 6.750 s), 0.600 s lost to failures; "
+              "most time lost: redone 0.400 s\n");
     free(text);
     free(r);
 }
@@ -413,4 +414,48 @@ TEST(ctl_goodput_of_journal_lines_equals_goodput_of_the_logs_read_back)
     ASSERT(goodput__record_of_line(failure, strlen(failure), &r));
     ASSERT_EQ(r.kind, GP_DISRUPTION);
     ASSERT_EQ(r.generation, 2);
+}
+
+/* Silent data corruption (issue 36): a replica_divergence the job acted on
+ * (committed 0) is a disruption of its own cause, "silent_corruption", in
+ * elasticctl's report and in the agent's accounting alike; its redone work
+ * is the steps from the newest agreed step (110) to where the job stopped
+ * (125). Warn mode (committed 1) loses nothing: no disruption. */
+TEST(ctl_goodput_a_replica_divergence_is_silent_corruption_with_its_redone_steps)
+{
+    static const char log[] = EV(1000, "\"event\":\"agent_started\"") EV(
+        1010, "\"event\":\"generation_formed\",\"generation\":1,\"world_size\":3")
+        EV(1100, "\"event\":\"steps_started\",\"generation\":1,\"step\":0,\"first_step_ms\":1100,"
+                 "\"restore_ms\":0")
+            EV(3510, "\"event\":\"replica_divergence\",\"generation\":1,\"step\":120,\"tier\":"
+                     "\"memory\",\"mode\":\"stop\",\"committed\":0,\"reason\":\"step 120\"")
+                EV(3600, "\"event\":\"steps_ended\",\"generation\":1,\"last_step\":125,"
+                         "\"last_step_ms\":3600,\"step_us\":20000,\"save_stall_ms\":0")
+                    EV(3600, "\"event\":\"generation_stopped\",\"generation\":1,\"stop_ms\":10")
+                        EV(3700, "\"event\":\"generation_formed\",\"generation\":2,\"world_"
+                                 "size\":3")
+                            EV(3800, "\"event\":\"steps_started\",\"generation\":2,\"step\":110,"
+                                     "\"first_step_ms\":3800,\"restore_ms\":5")
+                                EV(5600, "\"event\":\"steps_ended\",\"generation\":2,\"last_"
+                                         "step\":200,\"last_step_ms\":5600,\"step_us\":20000,"
+                                         "\"save_stall_ms\":0")
+                                    EV(5650, "\"event\":\"job_end\",\"status\":\"succeeded\","
+                                             "\"exit_code\":0");
+    const char *one[] = { log };
+    goodput_report *r = account_logs(one, 1);
+    ASSERT(r != NULL);
+    ASSERT_EQ(r->cause_count[GP_CAUSE_SILENT_CORRUPTION], 1);
+    ASSERT_STR_EQ(goodput__cause_name(GP_CAUSE_SILENT_CORRUPTION), "silent_corruption");
+    NEAR(r->lost_ms[GP_REDONE], 15 * 20.0); /* steps 110..125 done twice */
+    ASSERT(r->cause_ms[GP_CAUSE_SILENT_CORRUPTION] >= 15 * 20.0);
+    free(r);
+    goodput_record rec;
+    const char *acted = "{\"event\":\"replica_divergence\",\"ts_ms\":5,\"generation\":1,"
+                        "\"committed\":0}",
+               *warned = "{\"event\":\"replica_divergence\",\"ts_ms\":5,\"generation\":1,"
+                         "\"committed\":1}";
+    ASSERT(goodput__record_of_line(acted, strlen(acted), &rec));
+    ASSERT_EQ(rec.kind, GP_DISRUPTION);
+    ASSERT_EQ(rec.cause, GP_CAUSE_SILENT_CORRUPTION);
+    ASSERT(!goodput__record_of_line(warned, strlen(warned), &rec));
 }

@@ -131,3 +131,29 @@ TEST(ctl_simulate_profiles_refuse_what_they_cannot_use)
         for (int k = SP_RATE + 1; k < SP_PARAMS; k++) ASSERT(all->p[i].source[k][0] != '\0');
     free(all);
 }
+
+/* A deterministic bug's restart: the software recovery 5 + 5 + 10 + 20 + 10
+ * and half the 100 s interval replayed = 100 s; at 4 GPUs torchrun's 10
+ * restarts spend 10 x 100 x 4 GPU-seconds, the failure policy's one a tenth.
+ * The shipped profiles carry torchrun at 30 minutes and at its best interval. */
+TEST(ctl_simulate_deterministic_bug_costs_what_the_hand_says)
+{
+    sim_profiles *all = malloc(sizeof *all);
+    ASSERT(all != NULL);
+    ASSERT_OK(sim__profiles_parse(simple, "simple", all));
+    NEAR(sim__bug_cycle_s(all, &all->p[0], 4, 100), 100, 1e-9);
+    ASSERT_OK(sim__profiles_parse(NULL, "(shipped)", all));
+    int torchrun = -1, best = -1;
+    for (int i = 0; i < all->count; i++) {
+        if (strcmp(all->p[i].name, "torchrun") == 0) torchrun = i;
+        if (strcmp(all->p[i].name, "torchrun-best-interval") == 0) best = i;
+    }
+    ASSERT(torchrun >= 0 && best >= 0);
+    NEAR(sim__interval(all, &all->p[torchrun], 386), 1800, 0);
+    NEAR(sim__interval(all, &all->p[best], 386), 386, 0);
+    /* same recovery, so the same restart but for the replayed half interval */
+    NEAR(sim__bug_cycle_s(all, &all->p[torchrun], 16384, 1800) -
+             sim__bug_cycle_s(all, &all->p[best], 16384, 386),
+         (1800 - 386) / 2.0, 1e-6);
+    free(all);
+}

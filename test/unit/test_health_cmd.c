@@ -105,3 +105,18 @@ TEST(health_site_command_runs_in_a_round_after_the_other_checks)
     health__close(m);
     free(r);
 }
+
+/* The site's command gets the agent's environment without its secrets: a
+ * script that logs its environment spills no token or etcd password. */
+TEST(health_site_command_gets_no_store_token_or_etcd_password)
+{
+    setenv("ELASTIC_STORE_TOKEN", "the-token", 1);
+    setenv("ELASTIC_ETCD_PASSWORD", "the-password", 1);
+    setenv("ELASTIC_SITE_KEEPS", "this", 1);
+    health__report *r = run("env | grep -c -e the-token -e the-password; "
+                            "test \"$ELASTIC_SITE_KEEPS\" = this",
+                            5000);
+    ASSERT_EQ(r->findings[0].verdict, HEALTH__OK);
+    ASSERT(strstr(r->findings[0].text, "0") != NULL);
+    free(r);
+}

@@ -6,6 +6,7 @@
 #include "test.h"
 #include "nccl/nccl.h"
 
+#include <dlfcn.h>
 #include <sys/wait.h>
 
 static void need_real_nccl(void)
@@ -29,6 +30,20 @@ static void alone(void)
                                          "ELASTIC_HEARTBEAT_SLOT",
                                          "MASTER_ADDR" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unsetenv(names[i]);
+}
+
+/* elastic_has_feature lives in common/; this module registers "nccl" and
+ * "cuda" (a constructor in loader.c), so the answers are the loader's own. */
+TEST(nccl_feature_probes_are_registered_by_the_module)
+{
+    unsetenv("ELASTIC_NCCL_LIBRARY");
+    unsetenv("ELASTIC_CUDART_LIBRARY");
+    ASSERT_EQ(elastic_has_feature("nccl"), nccl__loadable());
+    void *cudart = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_LOCAL);
+    if (cudart == NULL) cudart = dlopen("libcudart.so.12", RTLD_LAZY | RTLD_LOCAL);
+    if (cudart == NULL) SKIP("no CUDA runtime here to compare the \"cuda\" probe with");
+    dlclose(cudart);
+    ASSERT_EQ(elastic_has_feature("cuda"), 1);
 }
 
 TEST(nccl_real_library_loads_with_its_version)

@@ -233,3 +233,32 @@ TEST(rdzv_newcomers_take_their_preferred_ranks)
     ASSERT_STR_EQ(later[1].node_id, "old1");
     ASSERT_STR_EQ(later[2].node_id, "spare");
 }
+
+/* A member's node id reaches file names, metrics and scontrol: one that
+ * could not be a host name (a host list expression would drain every node
+ * it names) is refused when a node asks to join with it, and a record that
+ * carries one (written into the store by anyone else) is no member. */
+TEST(rdzv_a_node_id_that_could_not_be_a_host_name_is_refused)
+{
+    const char *bad[] = { "gpu[001-512],login01-1", "a,b", "-node", ".node", "node;x", NULL };
+    for (int i = 0; bad[i] != NULL; i++) {
+        rdzv__record rec = sample_record(1, bad[i], 0, -1);
+        char buf[RDZV__MAX_RECORD];
+        size_t len = rdzv__record_encode(&rec, buf, sizeof buf);
+        ASSERT(len > 0);
+        rdzv__record back;
+        ASSERT_EQ(rdzv__record_decode(buf, len, &back), ELASTIC_ECORRUPT);
+        elastic_rdzv_opts o;
+        elastic_rdzv_opts_init(&o, sizeof o);
+        o.run_id = "names";
+        o.node_id = bad[i];
+        elastic_rdzv *r = NULL;
+        ASSERT_EQ(elastic_rdzv_open(&o, &r), ELASTIC_EINVAL);
+        ASSERT(strstr(elastic_last_error(), "could not be a host name") != NULL);
+        ASSERT(r == NULL);
+    }
+    rdzv__record ok = sample_record(1, "gpu001.cluster_a-4242-0badcafe", 0, -1), back;
+    char buf[RDZV__MAX_RECORD];
+    size_t len = rdzv__record_encode(&ok, buf, sizeof buf);
+    ASSERT_OK(rdzv__record_decode(buf, len, &back));
+}

@@ -19,6 +19,7 @@ static const char *fake_scontrol(const char *name, const char *body)
     fclose(file);
     ASSERT_EQ(chmod(path, 0755), 0);
     setenv("ELASTIC_SCONTROL", path, 1);
+    setenv("SLURM_JOB_NODELIST", "node[1-3],nodeX", 1); /* the job's nodes, as Slurm gives them */
     return path;
 }
 
@@ -76,6 +77,7 @@ TEST(slurm_drain_without_scontrol_says_so)
     char missing[4096];
     snprintf(missing, sizeof missing, "%s/no-such-scontrol", test_tmpdir());
     setenv("ELASTIC_SCONTROL", missing, 1);
+    setenv("SLURM_JOB_NODELIST", "node[1-3]", 1);
     char detail[256];
     ASSERT_EQ(elastic__slurm_drain("node2", "x", 1000, detail, sizeof detail), ELASTIC_ENOTFOUND);
     ASSERT(strstr(detail, "cannot run") != NULL);
@@ -90,4 +92,57 @@ TEST(slurm_drain_reason_is_one_plain_line)
     ASSERT_STR_EQ(reason, "elastic: gave up on it");
     elastic__slurm_drain_reason("a very long reason that goes on and on and on and on", reason, 20);
     ASSERT_EQ(strlen(reason), 19);
+}
+
+/* A peer's node id reaches scontrol when that peer is lost: a host list
+ * expression would drain every node it names (scontrol expands it). Only a
+ * plain host name of this job's own node list is drained; scontrol never
+ * runs for anything else. */
+TEST(slurm_drain_refuses_a_host_list_and_a_node_outside_the_job)
+{
+    char body[4400], ran[4096];
+    snprintf(ran, sizeof ran, "%s/ran", test_tmpdir());
+    snprintf(body, sizeof body, "echo \"$@\" >> %s", ran);
+    fake_scontrol("record", body);
+    char detail[256];
+    ASSERT_EQ(elastic__slurm_drain("gpu[001-512],login01", "lost", 5000, detail, sizeof detail),
+              ELASTIC_EPERM);
+    ASSERT(strstr(detail, "not a plain host name") != NULL);
+    ASSERT_EQ(elastic__slurm_drain("node1 login01", "lost", 5000, detail, sizeof detail),
+              ELASTIC_EPERM);
+    ASSERT_EQ(elastic__slurm_drain("-node1", "lost", 5000, detail, sizeof detail), ELASTIC_EPERM);
+    /* A plain name, but not one of this job's nodes (a login node, another job's). */
+    ASSERT_EQ(elastic__slurm_drain("login01", "lost", 5000, detail, sizeof detail), ELASTIC_EPERM);
+    ASSERT_STR_EQ(detail, "will not drain login01: not a node of this job (SLURM_JOB_NODELIST)");
+    /* No node list to check against: nothing drained. */
+    unsetenv("SLURM_JOB_NODELIST");
+    ASSERT_EQ(elastic__slurm_drain("node2", "lost", 5000, detail, sizeof detail), ELASTIC_EPERM);
+    ASSERT(strstr(detail, "not set") != NULL);
+    struct stat st;
+    ASSERT(stat(ran, &st) != 0); /* scontrol never ran */
+    setenv("SLURM_JOB_NODELIST", "node[1-3]", 1);
+    ASSERT_OK(elastic__slurm_drain("node2", "lost", 5000, detail, sizeof detail));
+    ASSERT(stat(ran, &st) == 0);
+}
+
+/* scontrol gets the agent's environment without its secrets. */
+TEST(slurm_drain_runs_scontrol_without_the_agents_secrets)
+{
+    char body[4400], seen[4096];
+    snprintf(seen, sizeof seen, "%s/env.out", test_tmpdir());
+    snprintf(body, sizeof body, "env > %s", seen);
+    fake_scontrol("env", body);
+    setenv("ELASTIC_STORE_TOKEN", "the-token", 1);
+    setenv("ELASTIC_ETCD_PASSWORD", "the-password", 1);
+    char detail[256];
+    ASSERT_OK(elastic__slurm_drain("node2", "x", 5000, detail, sizeof detail));
+    FILE *file = fopen(seen, "r");
+    ASSERT(file != NULL);
+    char got[65536];
+    size_t n = fread(got, 1, sizeof got - 1, file);
+    fclose(file);
+    got[n] = '\0';
+    ASSERT(strstr(got, "SLURM_JOB_NODELIST=") != NULL); /* the rest is there */
+    ASSERT(strstr(got, "the-token") == NULL);
+    ASSERT(strstr(got, "the-password") == NULL);
 }

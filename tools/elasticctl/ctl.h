@@ -23,6 +23,10 @@ int ctl_timeline(const char *const *paths, int count, const char *run_id, const 
 /* `elasticctl summary`: the same logs as text on out. */
 int ctl_summary(const char *const *paths, int count, const char *run_id, FILE *out);
 
+/* `elasticctl explain`: per failure of the job in the logs, its class, the
+ * rule of the failure policy that fired, the decision, what to look at. */
+int ctl_explain(const char *const *paths, int count, const char *run_id, FILE *out);
+
 /* `elasticctl goodput`: where the job's time went (src/common/goodput.h), as
  * text or JSON on out; svg_path: also the stacked bars there; profile_path and
  * trace_path: the run's measured recovery profile and its failures, for
@@ -45,6 +49,7 @@ typedef struct ctl_simulate_opts {
     const char *profile_path; /* NULL: the shipped profiles */
     const char *trace_path;   /* non-NULL: one run per profile over these failures */
     const char *only;         /* non-NULL: that profile only */
+    int bug_restarts;         /* the deterministic-bug table's --max-restarts (0: 10) */
     bool json;
 } ctl_simulate_opts;
 int ctl_simulate(const ctl_simulate_opts *opts, FILE *out);

@@ -4,7 +4,9 @@
  * (timeline_text.c), or account their time (goodput*.c).
  */
 #include "elasticctl/ctl.h"
+#include "elasticctl/explain.h"
 #include "elasticctl/goodput.h"
+#include "elasticctl/goodput_classes.h"
 #include "elasticctl/timeline.h"
 
 #include <errno.h>
@@ -91,9 +93,17 @@ int ctl_goodput(const char *const *paths, int count, const char *run_id, const c
         rc = write_to(o->profile_path, report, t, goodput__write_profile);
     if (rc == 0 && o->trace_path != NULL)
         rc = write_to(o->trace_path, report, t, goodput__write_trace);
-    if (rc == 0)
-        rc = o->json ? goodput__write_json(report, t->run_id, out)
-                     : goodput__write_text(report, t->run_id, out);
+    /* The same logs' failures by class (explain's reading) for the class table. */
+    explain_report *classified = rc == 0 ? calloc(1, sizeof *classified) : NULL;
+    goodput_classes classes = { .any = false };
+    if (classified != NULL && explain__load(paths, count, run_id, classified) == 0)
+        goodput__classes_of(report, classified, &classes);
+    free(classified);
+    if (rc == 0 && o->json) rc = goodput__write_json_classes(report, t->run_id, &classes, out);
+    if (rc == 0 && !o->json) {
+        rc = goodput__write_text(report, t->run_id, out);
+        goodput__write_classes_text(&classes, out);
+    }
     free(report);
     if (rc == 0 || t->events != NULL) timeline__free(t);
     free(t);

@@ -38,6 +38,9 @@ static bool record_of(const timeline_event *e, goodput_record *r)
     case TL_FAILURE: r->kind = GP_DISRUPTION, r->cause = GP_CAUSE_FAILURE; return true;
     case TL_HANG: r->kind = GP_DISRUPTION, r->cause = GP_CAUSE_HANG; return true;
     case TL_PROBE: r->kind = GP_DISRUPTION, r->cause = GP_CAUSE_PROBE; return true;
+    case TL_DIVERGENCE: /* acted on (not committed): the job went back past it */
+        r->kind = GP_DISRUPTION, r->cause = GP_CAUSE_SILENT_CORRUPTION;
+        return e->value == 0;
     case TL_FENCED: r->kind = GP_DISRUPTION, r->cause = GP_CAUSE_FENCED; return true;
     case TL_GENERATION_ENDED:
         r->kind = GP_DISRUPTION, r->cause = goodput__cause_of_end(e->value);

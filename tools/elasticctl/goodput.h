@@ -19,6 +19,10 @@ int goodput__of_timeline(const timeline *t, goodput_report **out);
 
 int goodput__write_text(const goodput_report *r, const char *run_id, FILE *out);
 int goodput__write_json(const goodput_report *r, const char *run_id, FILE *out);
+/* The JSON with "classes" (the time lost per failure class) when classes is not NULL. */
+struct goodput_classes;
+int goodput__write_json_classes(const goodput_report *r, const char *run_id,
+                                const struct goodput_classes *classes, FILE *out);
 int goodput__write_svg(const goodput_report *r, const char *run_id, FILE *out);
 
 /* The run as `elasticctl simulate` input: its measured recovery profile

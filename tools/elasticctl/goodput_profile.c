@@ -18,7 +18,8 @@ static const char *class_of(int cause)
     switch (cause) {
     case GP_CAUSE_HANG: return "hang";
     case GP_CAUSE_NODE_LOST:
-    case GP_CAUSE_FENCED: return "host";
+    case GP_CAUSE_FENCED:
+    case GP_CAUSE_SILENT_CORRUPTION: return "host"; /* the node is replaced, as a lost host is */
     default: return "software";
     }
 }

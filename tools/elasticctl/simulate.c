@@ -133,6 +133,16 @@ static int recovery_of(const sim_profiles *all, const sim_profile *p, double gpu
     return n;
 }
 
+double sim__bug_cycle_s(const sim_profiles *all, const sim_profile *p, double gpus,
+                        double interval_s)
+{
+    recovery_step steps[8];
+    int n = recovery_of(all, p, gpus, SIM_SOFTWARE, false, steps);
+    double s = 0;
+    for (int i = 0; i < n; i++) s += steps[i].s;
+    return s + interval_s / 2;
+}
+
 typedef struct sim_state {
     const sim_profiles *all;
     const sim_profile *p;

@@ -134,6 +134,16 @@ void sim__run(const sim_profiles *all, const sim_profile *p, const sim_job *job,
 double sim__best_interval(const sim_profiles *all, const sim_profile *p, double gpus,
                           double duration_s, int seeds, uint64_t seed);
 
+/* One occurrence of a deterministic bug in the training code, restarted:
+ * a software failure's recovery (detect, stop, rendezvous, restart,
+ * restore) and the training replayed from the last checkpoint to the bug's
+ * step, half an interval on average (seconds). Its GPU-hours at a scale are
+ * this x GPUs / 3600 per restart: torchrun's counting restarts it
+ * --max-restarts times, the failure policy once (it stops at the second
+ * occurrence; at the first when most ranks raise it at once). */
+double sim__bug_cycle_s(const sim_profiles *all, const sim_profile *p, double gpus,
+                        double interval_s);
+
 /* Young/Daly: sqrt(2 x save cost x MTBF). */
 double sim__young_daly(const sim_profiles *all, const sim_profile *p, double gpus);
 

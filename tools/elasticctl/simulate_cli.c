@@ -6,6 +6,7 @@
  */
 #include "elasticctl/ctl.h"
 #include "elasticctl/simulate.h"
+#include "common/json_writer.h"
 
 #include <errno.h>
 #include <math.h>
@@ -143,87 +144,258 @@ static void gpus_text(double gpus, char *out, size_t size)
         snprintf(out, size, "%lld GPUs", n);
 }
 
-static int table(const sim_profiles *all, const double *gpus, int scales, double days, int seeds,
-                 uint64_t seed, bool json, FILE *out)
+/* The simulated grid: every profile at every scale. */
+typedef struct sim_table {
+    const sim_profiles *all;
+    const double *gpus;
+    int scales, seeds;
+    double days;
+    uint64_t seed;
+    cell *cells; /* [profile * scales + scale] */
+} sim_table;
+
+static const cell *cell_at(const sim_table *t, int profile, int scale)
 {
-    int count = all->count * scales;
-    cell *cells = calloc((size_t)count, sizeof *cells);
-    if (cells == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+    return &t->cells[profile * t->scales + scale];
+}
+
+static void json_number(elastic__jw *w, const char *key, double value, int decimals)
+{
+    elastic__jw_key(w, key);
+    elastic__jw_double(w, value, decimals);
+}
+
+static void json_lost(elastic__jw *w, const double *lost_s, int decimals)
+{
+    elastic__jw_key(w, "lost_s");
+    elastic__jw_object_begin(w);
+    for (int b = 0; b < GP_BUCKETS; b++)
+        json_number(w, goodput__bucket_name(b), lost_s[b], decimals);
+    elastic__jw_object_end(w);
+}
+
+/* The table's head and its "rows" (the deterministic bug's table follows). */
+static void print_json(const sim_table *t, elastic__jw *w)
+{
+    const sim_profiles *all = t->all;
+    elastic__jw_key(w, "days");
+    elastic__jw_double_g(w, t->days, 6);
+    elastic__jw_key(w, "seeds");
+    elastic__jw_int(w, t->seeds);
+    elastic__jw_key(w, "seed");
+    elastic__jw_uint(w, t->seed);
+    elastic__jw_key(w, "rate_per_gpu_hour");
+    elastic__jw_double_g(w, all->model.v[SP_RATE], 6);
+    elastic__jw_key(w, "rows");
+    elastic__jw_array_begin(w);
     for (int i = 0; i < all->count; i++)
-        for (int s = 0; s < scales; s++)
-            run_cell(all, &all->p[i], gpus[s], days * 86400, seeds, seed, &cells[i * scales + s]);
-    double rate = all->model.v[SP_RATE];
-    if (json) {
-        fprintf(out, "{\"days\":%g,\"seeds\":%d,\"seed\":%llu,\"rate_per_gpu_hour\":%g,\"rows\":[",
-                days, seeds, (unsigned long long)seed, rate);
-        for (int i = 0; i < all->count; i++)
-            for (int s = 0; s < scales; s++) {
-                const cell *c = &cells[i * scales + s];
-                fprintf(out,
-                        "%s{\"profile\":\"%s\",\"gpus\":%.0f,\"ettr\":%.6f,\"ci95\":%.6f,"
-                        "\"failures\":%.1f,\"interval_s\":%.1f,\"best_interval_s\":%.1f,"
-                        "\"young_daly_s\":%.1f,\"lost_s\":{",
-                        i + s ? "," : "", all->p[i].name, gpus[s], c->mean, c->half, c->failures,
-                        c->interval_s, c->best_s, c->young_daly_s);
-                for (int b = 0; b < GP_BUCKETS; b++)
-                    fprintf(out, "%s\"%s\":%.1f", b ? "," : "", goodput__bucket_name(b),
-                            c->lost_s[b]);
-                fputs("}}", out);
-            }
-        fputs("]}\n", out);
-    } else {
-        fprintf(
-            out,
+        for (int s = 0; s < t->scales; s++) {
+            const cell *c = cell_at(t, i, s);
+            elastic__jw_object_begin(w);
+            elastic__jw_key(w, "profile");
+            elastic__jw_string(w, all->p[i].name);
+            json_number(w, "gpus", t->gpus[s], 0);
+            json_number(w, "ettr", c->mean, 6);
+            json_number(w, "ci95", c->half, 6);
+            json_number(w, "failures", c->failures, 1);
+            json_number(w, "interval_s", c->interval_s, 1);
+            json_number(w, "best_interval_s", c->best_s, 1);
+            json_number(w, "young_daly_s", c->young_daly_s, 1);
+            json_lost(w, c->lost_s, 1);
+            elastic__jw_object_end(w);
+        }
+    elastic__jw_array_end(w);
+}
+
+/* Ends a JSON document built in buf: written with its newline, or the
+ * overflow reported (a cut document is never printed). */
+static int json_emit(elastic__jw *w, FILE *out)
+{
+    size_t len = 0;
+    int rc = elastic__jw_finish(w, &len);
+    if (rc == 0 && (fwrite(w->buf, 1, len, out) != len || fputc('\n', out) == EOF))
+        rc = elastic__fail(ELASTIC_EIO, "writing the JSON failed");
+    return rc;
+}
+
+/* The text table's first part: ETTR per profile and scale. */
+static void print_ettr(const sim_table *t, FILE *out)
+{
+    double rate = t->all->model.v[SP_RATE];
+    fprintf(out,
             "simulated ETTR: %g days, %.3g unexpected interruptions per GPU-hour (MTBF %.1f h at "
             "16,384 GPUs), Llama 3's cause mix, %d seeds (mean, 95%% interval)\n",
-            days, rate, rate > 0 ? 1.0 / (rate * 16384) : 0, seeds);
-        fprintf(out, "%-22s", "profile");
-        for (int s = 0; s < scales; s++) {
-            char head[32];
-            gpus_text(gpus[s], head, sizeof head);
-            fprintf(out, " %17s", head);
-        }
-        fputc('\n', out);
-        for (int i = 0; i < all->count; i++) {
-            fprintf(out, "%-22s", all->p[i].name);
-            for (int s = 0; s < scales; s++) {
-                const cell *c = &cells[i * scales + s];
-                fprintf(out, "    %6.2f%% ±%4.2f", 100 * c->mean, 100 * c->half);
-            }
-            fputc('\n', out);
-        }
-        fputs("\ncheckpoint interval (s): used / best found / Young-Daly sqrt(2 x save x MTBF)\n",
-              out);
-        for (int i = 0; i < all->count; i++) {
-            fprintf(out, "%-22s", all->p[i].name);
-            for (int s = 0; s < scales; s++) {
-                const cell *c = &cells[i * scales + s];
-                char text[64];
-                snprintf(text, sizeof text, "%.0f / %.0f / %.0f", c->interval_s, c->best_s,
-                         c->young_daly_s);
-                fprintf(out, " %17s", text);
-            }
-            fputc('\n', out);
-        }
-        int mid = scales > 1 ? 1 : 0;
+            t->days, rate, rate > 0 ? 1.0 / (rate * 16384) : 0, t->seeds);
+    fprintf(out, "%-22s", "profile");
+    for (int s = 0; s < t->scales; s++) {
         char head[32];
-        gpus_text(gpus[mid], head, sizeof head);
-        fprintf(out, "\nlost per run at %s (hours, mean over seeds; %g days = %.0f h):\n", head,
-                days, days * 24);
-        fprintf(out, "%-22s %9s", "profile", "failures");
-        for (int b = 0; b < GP_BUCKETS - 1; b++) fprintf(out, " %10s", goodput__bucket_name(b));
-        fputc('\n', out);
-        for (int i = 0; i < all->count; i++) {
-            const cell *c = &cells[i * scales + mid];
-            fprintf(out, "%-22s %9.1f", all->p[i].name, c->failures);
-            for (int b = 0; b < GP_BUCKETS - 1; b++) fprintf(out, " %10.2f", c->lost_s[b] / 3600);
-            fputc('\n', out);
+        gpus_text(t->gpus[s], head, sizeof head);
+        fprintf(out, " %17s", head);
+    }
+    fputc('\n', out);
+    for (int i = 0; i < t->all->count; i++) {
+        fprintf(out, "%-22s", t->all->p[i].name);
+        for (int s = 0; s < t->scales; s++) {
+            const cell *c = cell_at(t, i, s);
+            fprintf(out, "    %6.2f%% ±%4.2f", 100 * c->mean, 100 * c->half);
         }
         fputc('\n', out);
+    }
+}
+
+/* The checkpoint intervals: used, best found, Young-Daly. */
+static void print_intervals(const sim_table *t, FILE *out)
+{
+    fputs("\ncheckpoint interval (s): used / best found / Young-Daly sqrt(2 x save x MTBF)\n", out);
+    for (int i = 0; i < t->all->count; i++) {
+        fprintf(out, "%-22s", t->all->p[i].name);
+        for (int s = 0; s < t->scales; s++) {
+            const cell *c = cell_at(t, i, s);
+            char text[64];
+            snprintf(text, sizeof text, "%.0f / %.0f / %.0f", c->interval_s, c->best_s,
+                     c->young_daly_s);
+            fprintf(out, " %17s", text);
+        }
+        fputc('\n', out);
+    }
+}
+
+/* Where the time went at the middle scale, per goodput bucket. */
+static void print_lost(const sim_table *t, FILE *out)
+{
+    int mid = t->scales > 1 ? 1 : 0;
+    char head[32];
+    gpus_text(t->gpus[mid], head, sizeof head);
+    fprintf(out, "\nlost per run at %s (hours, mean over seeds; %g days = %.0f h):\n", head,
+            t->days, t->days * 24);
+    fprintf(out, "%-22s %9s", "profile", "failures");
+    for (int b = 0; b < GP_BUCKETS - 1; b++) fprintf(out, " %10s", goodput__bucket_name(b));
+    fputc('\n', out);
+    for (int i = 0; i < t->all->count; i++) {
+        const cell *c = cell_at(t, i, mid);
+        fprintf(out, "%-22s %9.1f", t->all->p[i].name, c->failures);
+        for (int b = 0; b < GP_BUCKETS - 1; b++) fprintf(out, " %10.2f", c->lost_s[b] / 3600);
+        fputc('\n', out);
+    }
+    fputc('\n', out);
+}
+
+/* A deterministic bug: GPU-hours from its first occurrence to the job's end,
+ * restarted `restarts` times (torchrun's counting) or once (the failure
+ * policy stops at the second occurrence), each profile at its interval. */
+static void print_bug_json(const sim_table *t, int restarts, elastic__jw *w)
+{
+    const sim_profiles *all = t->all;
+    elastic__jw_key(w, "deterministic_bug");
+    elastic__jw_object_begin(w);
+    elastic__jw_key(w, "max_restarts");
+    elastic__jw_int(w, restarts);
+    elastic__jw_key(w, "rows");
+    elastic__jw_array_begin(w);
+    for (int i = 0; i < all->count; i++)
+        for (int s = 0; s < t->scales; s++) {
+            double cycle =
+                sim__bug_cycle_s(all, &all->p[i], t->gpus[s], cell_at(t, i, s)->interval_s);
+            elastic__jw_object_begin(w);
+            elastic__jw_key(w, "profile");
+            elastic__jw_string(w, all->p[i].name);
+            json_number(w, "gpus", t->gpus[s], 0);
+            json_number(w, "restart_s", cycle, 1);
+            json_number(w, "torchrun_counting_gpu_hours", restarts * cycle * t->gpus[s] / 3600, 1);
+            json_number(w, "stop_at_second_gpu_hours", cycle * t->gpus[s] / 3600, 1);
+            elastic__jw_object_end(w);
+        }
+    elastic__jw_array_end(w);
+    elastic__jw_object_end(w);
+}
+
+static void print_bug(const sim_table *t, int restarts, FILE *out)
+{
+    const sim_profiles *all = t->all;
+    fprintf(
+        out,
+        "a deterministic bug in the training code, --max-restarts %d: GPU-hours from its first "
+        "occurrence\nto the job's end, torchrun's counting (%d restarts) / the failure policy "
+        "(stops at the 2nd\noccurrence: 1 restart); a restart = the profile's software recovery "
+        "+ half an interval replayed\n",
+        restarts, restarts);
+    fprintf(out, "%-22s", "profile");
+    for (int s = 0; s < t->scales; s++) {
+        char head[32];
+        gpus_text(t->gpus[s], head, sizeof head);
+        fprintf(out, " %21s", head);
+    }
+    fputc('\n', out);
+    for (int i = 0; i < all->count; i++) {
+        fprintf(out, "%-22s", all->p[i].name);
+        for (int s = 0; s < t->scales; s++) {
+            double cycle =
+                sim__bug_cycle_s(all, &all->p[i], t->gpus[s], cell_at(t, i, s)->interval_s);
+            char text[64];
+            snprintf(text, sizeof text, "%.0f / %.0f", restarts * cycle * t->gpus[s] / 3600,
+                     cycle * t->gpus[s] / 3600);
+            fprintf(out, " %21s", text);
+        }
+        fputc('\n', out);
+    }
+    fputc('\n', out);
+}
+
+static int table(const sim_profiles *all, const double *gpus, int scales, double days, int seeds,
+                 uint64_t seed, int bug_restarts, bool json, FILE *out)
+{
+    sim_table t = {
+        .all = all, .gpus = gpus, .scales = scales, .seeds = seeds, .days = days, .seed = seed
+    };
+    t.cells = calloc((size_t)(all->count * scales), sizeof *t.cells);
+    if (t.cells == NULL) return elastic__fail(ELASTIC_ENOMEM, "out of memory");
+    for (int i = 0; i < all->count; i++)
+        for (int s = 0; s < scales; s++)
+            run_cell(all, &all->p[i], gpus[s], days * 86400, seeds, seed, &t.cells[i * scales + s]);
+    int rc = 0;
+    if (json) {
+        /* Each row is well under 1 KiB: the bound only catches a bug. */
+        size_t cap = 16 * 1024 + (size_t)(all->count * scales) * 2048;
+        char *buf = malloc(cap);
+        if (buf == NULL) rc = elastic__fail(ELASTIC_ENOMEM, "out of memory");
+        elastic__jw w;
+        if (rc == 0) {
+            elastic__jw_init(&w, buf, cap);
+            elastic__jw_object_begin(&w);
+            print_json(&t, &w);
+            print_bug_json(&t, bug_restarts, &w);
+            elastic__jw_object_end(&w);
+            rc = json_emit(&w, out);
+        }
+        free(buf);
+    } else {
+        print_ettr(&t, out);
+        print_intervals(&t, out);
+        print_lost(&t, out);
+        print_bug(&t, bug_restarts, out);
         print_inputs(all, out);
     }
-    free(cells);
+    free(t.cells);
+    if (rc != 0) return rc;
     return ferror(out) ? elastic__fail(ELASTIC_EIO, "writing the table failed") : 0;
+}
+
+/* One profile's run of a trace: one JSON line. */
+static int print_trace_json(const char *name, const sim_result *r, FILE *out)
+{
+    char buf[2048];
+    elastic__jw w;
+    elastic__jw_init(&w, buf, sizeof buf);
+    elastic__jw_object_begin(&w);
+    elastic__jw_key(&w, "profile");
+    elastic__jw_string(&w, name);
+    json_number(&w, "ettr", r->ettr, 6);
+    json_number(&w, "wall_s", r->wall_s, 3);
+    json_number(&w, "productive_s", r->productive_s, 3);
+    json_number(&w, "failures", r->failures, 0);
+    json_lost(&w, r->lost_s, 3);
+    elastic__jw_object_end(&w);
+    return json_emit(&w, out);
 }
 
 int ctl_simulate(const ctl_simulate_opts *o, FILE *out)
@@ -263,14 +435,7 @@ int ctl_simulate(const ctl_simulate_opts *o, FILE *out)
             sim_result r;
             sim__run(all, p, &job, &r);
             if (o->json) {
-                fprintf(out,
-                        "{\"profile\":\"%s\",\"ettr\":%.6f,\"wall_s\":%.3f,\"productive_s\":%.3f,"
-                        "\"failures\":%.0f,\"lost_s\":{",
-                        p->name, r.ettr, r.wall_s, r.productive_s, r.failures);
-                for (int b = 0; b < GP_BUCKETS; b++)
-                    fprintf(out, "%s\"%s\":%.3f", b ? "," : "", goodput__bucket_name(b),
-                            r.lost_s[b]);
-                fputs("}}\n", out);
+                rc = print_trace_json(p->name, &r, out);
             } else {
                 fprintf(out,
                         "profile %s, %zu failures of the trace over %.3f s: productive %.3f s\n",
@@ -283,7 +448,8 @@ int ctl_simulate(const ctl_simulate_opts *o, FILE *out)
         }
         free(trace);
     } else if (rc == 0) {
-        rc = table(all, o->gpus, o->gpu_count, o->days, o->seeds, o->seed, o->json, out);
+        rc = table(all, o->gpus, o->gpu_count, o->days, o->seeds, o->seed,
+                   o->bug_restarts > 0 ? o->bug_restarts : 10, o->json, out);
     }
     free(all);
     return rc;

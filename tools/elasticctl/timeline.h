@@ -36,6 +36,7 @@ typedef enum timeline_kind {
     TL_STEPS_STARTED, /* a node's workers stepped: value step, value2 its wall ms, value3 restore ms */
     TL_STEPS_ENDED, /* value last step, value2 its wall ms, value3 step us, value4 save stall ms */
     TL_RECOVERY_PHASES,    /* value: total ms, text: "stop 1, promote 4, ..." (ms) */
+    TL_DIVERGENCE, /* replica_divergence: value committed (1: warn mode), text: the evidence's line */
     TL_KINDS
 } timeline_kind;
 

@@ -5,6 +5,7 @@
  * the file and line named.
  */
 #include "elasticctl/ctl.h"
+#include "elasticctl/jsonl.h"
 #include "elasticctl/timeline.h"
 
 #include "common/json.h"
@@ -19,7 +20,7 @@ static const char *const kind_names[TL_KINDS] = {
     "probe",         "generation_ended",  "generation_stopped",
     "restarted",     "checkpoint",        "waiting",
     "fenced",        "job_end",           "steps_started",
-    "steps_ended",   "recovery_phases"
+    "steps_ended",   "recovery_phases",   "replica_divergence"
 };
 
 const char *timeline__kind_name(int kind)
@@ -93,6 +94,103 @@ static void phases_text(json_object *obj, char *out, size_t size)
     }
 }
 
+/* An event's numbers: generation, ranks, and the kind's values (which key
+ * holds value, value2, ... differs by kind). */
+static void event_numbers(json_object *obj, int kind, timeline_event *e)
+{
+    static const char *const value_keys[TL_KINDS] = { [TL_GENERATION_FORMED] = "world_size",
+                                                      [TL_WORKER_EXITED] = "exit_code",
+                                                      [TL_FAILURE] = "exit_code",
+                                                      [TL_GENERATION_STOPPED] = "stop_ms",
+                                                      [TL_RESTARTED] = "recovery_ms",
+                                                      [TL_CHECKPOINT] = "step",
+                                                      [TL_WAITING] = "joined",
+                                                      [TL_JOB_END] = "exit_code",
+                                                      [TL_GENERATION_ENDED] = "cause",
+                                                      [TL_STEPS_STARTED] = "step",
+                                                      [TL_STEPS_ENDED] = "last_step",
+                                                      [TL_RECOVERY_PHASES] = "total_ms",
+                                                      [TL_DIVERGENCE] = "committed" };
+    static const char *const value2_keys[TL_KINDS] = { [TL_GENERATION_FORMED] = "group_world_size",
+                                                       [TL_WORKER_EXITED] = "signal",
+                                                       [TL_FAILURE] = "signal",
+                                                       [TL_STEPS_STARTED] = "first_step_ms",
+                                                       [TL_STEPS_ENDED] = "last_step_ms" };
+    static const char *const value3_keys[TL_KINDS] = {
+        [TL_STEPS_STARTED] = "restore_ms", [TL_STEPS_ENDED] = "step_us"
+    };
+    static const char *const value4_keys[TL_KINDS] = { [TL_STEPS_ENDED] = "save_stall_ms" };
+    int64_t v;
+    if (kind == TL_STEPS_STARTED || kind == TL_STEPS_ENDED) e->value = e->value2 = -1;
+    if (json__get_int(obj, "generation", 0, INT64_MAX / 2, &v)) e->generation = v;
+    if (json__get_int(obj, "local_rank", 0, TIMELINE_MAX_LOCAL - 1, &v)) e->local_rank = (int)v;
+    if (json__get_int(obj, "rank", -1, 1 << 24, &v)) e->rank = (int)v;
+    if (value_keys[kind] != NULL && json__get_int(obj, value_keys[kind], -1, INT64_MAX / 2, &v))
+        e->value = v;
+    if (value2_keys[kind] != NULL && json__get_int(obj, value2_keys[kind], -1, INT64_MAX / 2, &v))
+        e->value2 = v;
+    if (value3_keys[kind] != NULL && json__get_int(obj, value3_keys[kind], 0, INT64_MAX / 2, &v))
+        e->value3 = v;
+    if (value4_keys[kind] != NULL && json__get_int(obj, value4_keys[kind], 0, INT64_MAX / 2, &v))
+        e->value4 = v;
+    if (kind == TL_CHECKPOINT && json__get_int(obj, "saved_ms", 0, INT64_C(1) << 52, &v))
+        e->ts_ms = (uint64_t)v;
+}
+
+/* An event's text: its status, what is missing or its reason, and for a
+ * few events a sentence made of several fields. */
+static void event_text(json_object *obj, const char *event, int kind, timeline_event *e)
+{
+    const char *text = json__get_string(obj, kind == TL_JOB_END   ? "status"
+                                             : kind == TL_WAITING ? "missing"
+                                                                  : "reason");
+    if (text != NULL) snprintf(e->text, sizeof e->text, "%s", text);
+    if (strcmp(event, "straggler_evicted") == 0) {
+        const char *score = json__get_string(obj, "score");
+        const char *spare = json__get_string(obj, "replacement");
+        bool named = spare != NULL && spare[0] != '\0';
+        snprintf(e->text, sizeof e->text, "evicted as the job's straggler (score %.16s)%s%.128s",
+                 score != NULL ? score : "?", named ? "; replaced by " : "", named ? spare : "");
+    }
+    if (strcmp(event, "health_check") == 0) {
+        const char *verdict = json__get_string(obj, "verdict"),
+                   *check = json__get_string(obj, "check"), *port = json__get_string(obj, "port");
+        char where[80] = "";
+        int64_t gpu;
+        if (port != NULL && port[0] != '\0')
+            snprintf(where, sizeof where, " %.64s", port);
+        else if (json__get_int(obj, "gpu", 0, 1 << 16, &gpu))
+            snprintf(where, sizeof where, " GPU %d", (int)gpu);
+        snprintf(e->text, sizeof e->text, "health %.16s: %.32s%s: %.100s",
+                 verdict != NULL ? verdict : "?", check != NULL ? check : "?", where,
+                 text != NULL ? text : "");
+    }
+    if (strcmp(event, "health_stepped_aside") == 0) {
+        const char *spare = json__get_string(obj, "replacement");
+        bool named = spare != NULL && spare[0] != '\0';
+        snprintf(e->text, sizeof e->text, "stepped aside, unhealthy: %.100s%s%.60s",
+                 text != NULL ? text : "?", named ? "; replaced by " : "", named ? spare : "");
+    }
+    if (kind == TL_RECOVERY_PHASES) /* every "<phase>_ms" but the total, in log order */
+        phases_text(obj, e->text, sizeof e->text);
+}
+
+/* Keeps the event (a worker event without a usable local rank cannot have a
+ * lane: skipped) and widens its node's lanes to it. */
+static int keep_event(timeline *t, const timeline_event *e)
+{
+    bool needs_lane =
+        e->kind == TL_WORKER_STARTED || e->kind == TL_WORKER_EXITED || e->kind == TL_CHECKPOINT;
+    if (needs_lane && e->local_rank < 0) {
+        t->skipped++;
+        return 0;
+    }
+    int rc = push(t, e);
+    if (rc == 0 && e->local_rank >= t->local_count[e->node])
+        t->local_count[e->node] = e->local_rank + 1;
+    return rc;
+}
+
 /* One line: 0 (kept or skipped) or an error naming what is wrong. */
 static int take_line(timeline *t, const char *line, size_t len, const char *run_id)
 {
@@ -128,121 +226,29 @@ static int take_line(timeline *t, const char *line, size_t len, const char *run_
     if (rc == 0 && (e.node = node_index(t, node)) < 0)
         rc = elastic__fail(ELASTIC_ELIMIT, "more than %d nodes", TIMELINE_MAX_NODES);
     if (rc == 0) {
-        int64_t v;
-        if (kind == TL_STEPS_STARTED || kind == TL_STEPS_ENDED) e.value = e.value2 = -1;
-        if (json__get_int(obj, "generation", 0, INT64_MAX / 2, &v)) e.generation = v;
-        if (json__get_int(obj, "local_rank", 0, TIMELINE_MAX_LOCAL - 1, &v)) e.local_rank = (int)v;
-        if (json__get_int(obj, "rank", -1, 1 << 24, &v)) e.rank = (int)v;
-        static const char *const value_keys[TL_KINDS] = { [TL_GENERATION_FORMED] = "world_size",
-                                                          [TL_WORKER_EXITED] = "exit_code",
-                                                          [TL_FAILURE] = "exit_code",
-                                                          [TL_GENERATION_STOPPED] = "stop_ms",
-                                                          [TL_RESTARTED] = "recovery_ms",
-                                                          [TL_CHECKPOINT] = "step",
-                                                          [TL_WAITING] = "joined",
-                                                          [TL_JOB_END] = "exit_code",
-                                                          [TL_GENERATION_ENDED] = "cause",
-                                                          [TL_STEPS_STARTED] = "step",
-                                                          [TL_STEPS_ENDED] = "last_step",
-                                                          [TL_RECOVERY_PHASES] = "total_ms" };
-        static const char *const value2_keys[TL_KINDS] = { [TL_GENERATION_FORMED] =
-                                                               "group_world_size",
-                                                           [TL_WORKER_EXITED] = "signal",
-                                                           [TL_FAILURE] = "signal",
-                                                           [TL_STEPS_STARTED] = "first_step_ms",
-                                                           [TL_STEPS_ENDED] = "last_step_ms" };
-        static const char *const value3_keys[TL_KINDS] = {
-            [TL_STEPS_STARTED] = "restore_ms", [TL_STEPS_ENDED] = "step_us"
-        };
-        static const char *const value4_keys[TL_KINDS] = { [TL_STEPS_ENDED] = "save_stall_ms" };
-        if (value_keys[kind] != NULL && json__get_int(obj, value_keys[kind], -1, INT64_MAX / 2, &v))
-            e.value = v;
-        if (value2_keys[kind] != NULL &&
-            json__get_int(obj, value2_keys[kind], -1, INT64_MAX / 2, &v))
-            e.value2 = v;
-        if (value3_keys[kind] != NULL &&
-            json__get_int(obj, value3_keys[kind], 0, INT64_MAX / 2, &v))
-            e.value3 = v;
-        if (value4_keys[kind] != NULL &&
-            json__get_int(obj, value4_keys[kind], 0, INT64_MAX / 2, &v))
-            e.value4 = v;
-        const char *text = json__get_string(obj, kind == TL_JOB_END   ? "status"
-                                                 : kind == TL_WAITING ? "missing"
-                                                                      : "reason");
-        if (text != NULL) snprintf(e.text, sizeof e.text, "%s", text);
-        if (strcmp(event, "straggler_evicted") == 0) {
-            const char *score = json__get_string(obj, "score");
-            const char *spare = json__get_string(obj, "replacement");
-            bool named = spare != NULL && spare[0] != '\0';
-            snprintf(e.text, sizeof e.text, "evicted as the job's straggler (score %.16s)%s%.128s",
-                     score != NULL ? score : "?", named ? "; replaced by " : "",
-                     named ? spare : "");
-        }
-        if (strcmp(event, "health_check") == 0) {
-            const char *verdict = json__get_string(obj, "verdict"),
-                       *check = json__get_string(obj, "check"),
-                       *port = json__get_string(obj, "port");
-            char where[80] = "";
-            if (port != NULL && port[0] != '\0')
-                snprintf(where, sizeof where, " %.64s", port);
-            else if (json__get_int(obj, "gpu", 0, 1 << 16, &v))
-                snprintf(where, sizeof where, " GPU %d", (int)v);
-            snprintf(e.text, sizeof e.text, "health %.16s: %.32s%s: %.100s",
-                     verdict != NULL ? verdict : "?", check != NULL ? check : "?", where,
-                     text != NULL ? text : "");
-        }
-        if (strcmp(event, "health_stepped_aside") == 0) {
-            const char *spare = json__get_string(obj, "replacement");
-            bool named = spare != NULL && spare[0] != '\0';
-            snprintf(e.text, sizeof e.text, "stepped aside, unhealthy: %.100s%s%.60s",
-                     text != NULL ? text : "?", named ? "; replaced by " : "", named ? spare : "");
-        }
-        if (kind == TL_RECOVERY_PHASES) /* every "<phase>_ms" but the total, in log order */
-            phases_text(obj, e.text, sizeof e.text);
-        if (kind == TL_CHECKPOINT && json__get_int(obj, "saved_ms", 0, INT64_C(1) << 52, &v))
-            e.ts_ms = (uint64_t)v;
-        /* A worker event without a usable local rank cannot have a lane. */
-        bool needs_lane =
-            kind == TL_WORKER_STARTED || kind == TL_WORKER_EXITED || kind == TL_CHECKPOINT;
-        if (needs_lane && e.local_rank < 0)
-            t->skipped++;
-        else
-            rc = push(t, &e);
-        if (rc == 0 && e.local_rank >= t->local_count[e.node])
-            t->local_count[e.node] = e.local_rank + 1;
+        event_numbers(obj, kind, &e);
+        event_text(obj, event, kind, &e);
+        rc = keep_event(t, &e);
     }
     json_object_put(obj);
     return rc;
 }
 
+typedef struct load_ctx {
+    timeline *t;
+    const char *run_id;
+} load_ctx;
+
+static int take_one(void *user, const char *line, size_t len)
+{
+    load_ctx *ctx = user;
+    return take_line(ctx->t, line, len, ctx->run_id);
+}
+
 static int load_file(timeline *t, const char *path, const char *run_id)
 {
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return elastic__fail(errno == ENOENT ? ELASTIC_ENOTFOUND : ELASTIC_EIO, "%s: %s", path,
-                             strerror(errno));
-    char *line = malloc(TIMELINE_MAX_LINE + 1);
-    int rc = line == NULL ? elastic__fail(ELASTIC_ENOMEM, "out of memory") : 0;
-    for (long number = 1; rc == 0 && fgets(line, TIMELINE_MAX_LINE + 1, f) != NULL; number++) {
-        size_t len = strlen(line);
-        if (len == TIMELINE_MAX_LINE && line[len - 1] != '\n') {
-            rc = elastic__fail(ELASTIC_ELIMIT, "%s:%ld: a line longer than %d bytes", path, number,
-                               TIMELINE_MAX_LINE);
-            break;
-        }
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-        if (len == 0) continue;
-        rc = take_line(t, line, len, run_id);
-        if (rc != 0) {
-            char why[256];
-            snprintf(why, sizeof why, "%s", ctl_last_error());
-            rc = elastic__fail(rc, "%s:%ld: %s", path, number, why);
-        }
-    }
-    if (rc == 0 && ferror(f)) rc = elastic__fail(ELASTIC_EIO, "%s: read error", path);
-    free(line);
-    fclose(f);
-    return rc;
+    load_ctx ctx = { t, run_id };
+    return ctl__jsonl_each(path, take_one, &ctx);
 }
 
 /* Bottom-up merge sort by time: stable, so events of one millisecond keep

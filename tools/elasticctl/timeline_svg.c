@@ -334,6 +334,11 @@ static void marks(FILE *out, const layout *l)
             snprintf(title, sizeof title, "%s", e->text);
             mark(out, l, "probe", e, local, title);
             break;
+        case TL_DIVERGENCE: /* a probe's mark: a verdict on a node, here its replica's bytes */
+            snprintf(title, sizeof title, "silent data corruption%s: %s",
+                     e->value == 1 ? " (warned, committed)" : "", e->text);
+            mark(out, l, "probe", e, -1, title);
+            break;
         case TL_GENERATION_ENDED:
             snprintf(title, sizeof title, "generation %lld ended by another node: %s",
                      (long long)e->generation, e->text);

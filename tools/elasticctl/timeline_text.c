@@ -98,6 +98,10 @@ static void marks(const timeline *t, FILE *out)
         case TL_FAILURE: snprintf(what, sizeof what, "rank %d failed: %s", e->rank, e->text); break;
         case TL_HANG: snprintf(what, sizeof what, "hang: %s", e->text); break;
         case TL_PROBE: snprintf(what, sizeof what, "probe: %s", e->text); break;
+        case TL_DIVERGENCE:
+            snprintf(what, sizeof what, "silent data corruption%s: %s",
+                     e->value == 1 ? " (warned, committed)" : "", e->text);
+            break;
         case TL_GENERATION_ENDED:
             snprintf(what, sizeof what, "generation %lld ended by another node: %s",
                      (long long)e->generation, e->text);

@@ -55,7 +55,7 @@ class RdzvOpts(ctypes.Structure):
                 ("etcd_ca_file", ctypes.c_char_p), ("etcd_cert_file", ctypes.c_char_p),
                 ("etcd_key_file", ctypes.c_char_p), ("etcd_user", ctypes.c_char_p),
                 ("etcd_password", ctypes.c_char_p), ("etcd_timeout_ms", ctypes.c_int),
-                ("preferred_rank", ctypes.c_int)]
+                ("preferred_rank", ctypes.c_int), ("max_infra_restarts", ctypes.c_int)]
 
 
 class RdzvResult(ctypes.Structure):
@@ -187,6 +187,8 @@ _SIGNATURES: Dict[str, Tuple[object, List[object]]] = {
     "elastic_ckpt_open": (_I, [_S, ctypes.POINTER(CkptOpts), c_void_pp]),
     "elastic_ckpt_close": (_V, [_P]),
     "elastic_ckpt_save": (_I, [_P, _U64, ctypes.POINTER(CkptBlob), _SZ]),
+    "elastic_ckpt_save_async": (_I, [_P, _U64, ctypes.POINTER(CkptBlob), _SZ, _I]),
+    "elastic_ckpt_async_wait": (_I, [_P, _I, c_uint64_p]),
     "elastic_ckpt_latest": (_I, [_P, c_uint64_p]),
     "elastic_ckpt_read": (_I, [_P, _U64, _S, c_void_pp, c_size_p]),
     "elastic_ckpt_read_into": (_I, [_P, _U64, _S, _P, _SZ, c_size_p]),
@@ -210,8 +212,8 @@ def _installed_library() -> Optional[str]:
 
 def _candidates() -> List[str]:
     """Where to look, most explicit first: ELASTIC_LIBRARY (a file),
-    ELASTIC_LIB_DIR (a directory), the library recorded at install time, then
-    the system loader's search."""
+    ELASTIC_LIB_DIR (a directory), the library recorded at install time, the
+    copy a wheel carries (elastic/_native/), then the system loader's search."""
     path = os.environ.get("ELASTIC_LIBRARY")
     if path:
         return [path]
@@ -222,6 +224,9 @@ def _candidates() -> List[str]:
     installed = _installed_library()
     if installed:
         found.append(installed)
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native", _SONAME)
+    if os.path.exists(bundled):  # the wheel's own copy (make wheel)
+        found.append(bundled)
     found.append(ctypes.util.find_library("elastic") or _SONAME)
     return found
 

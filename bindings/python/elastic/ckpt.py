@@ -67,6 +67,32 @@ class Checkpoint(Handle):
     def save(self, step: int, blobs: Mapping[str, BytesLike], replicated: Collection[str] = ()) -> None:
         """Commits {name: bytes-like} as this rank's shard of `step`; names in
         `replicated` are flagged as identical on every rank."""
+        array, count, keep = self._blob_array(blobs, replicated)
+        check(lib.elastic_ckpt_save(self._h(), step, array, count), "save step %d" % step)
+        del keep  # the buffers the array points into, alive until the call returned
+
+    def save_async(self, step: int, blobs: Mapping[str, BytesLike], replicated: Collection[str] = (),
+                   timeout_ms: int = -1) -> None:
+        """Copies the blobs and returns; a library thread writes and commits
+        them (elastic_ckpt_save_async). One save is in flight at a time: a
+        second waits up to timeout_ms (< 0: no limit) for the first, else
+        ElasticError(EBUSY). async_wait() tells how the last one ended."""
+        array, count, keep = self._blob_array(blobs, replicated)
+        check(lib.elastic_ckpt_save_async(self._h(), step, array, count, timeout_ms), "save step %d" % step)
+        del keep  # copied by the library before the call returned
+
+    def async_wait(self, timeout_ms: int = -1) -> Optional[int]:
+        """Waits up to timeout_ms (0: just look, < 0: no limit) for the save in
+        flight; the step of the last finished asynchronous save (None when
+        there was none), or ElasticError with its failure; ETIMEDOUT while
+        one is still running."""
+        step = ctypes.c_uint64(0)
+        rc = lib.elastic_ckpt_async_wait(self._h(), timeout_ms, ctypes.byref(step))
+        check(rc, "asynchronous save of step %d" % step.value)
+        return step.value if step.value else None
+
+    @staticmethod
+    def _blob_array(blobs: Mapping[str, BytesLike], replicated: Collection[str]) -> "tuple":
         items = list(blobs.items())
         array = (CkptBlob * max(len(items), 1))()
         keep = []
@@ -78,7 +104,7 @@ class Checkpoint(Handle):
             array[i].data = ptr
             array[i].len = length
             array[i].flags = REPLICATED if name in replicated else 0
-        check(lib.elastic_ckpt_save(self._h(), step, array, len(items)), "save step %d" % step)
+        return array, len(items), keep
 
     def latest(self) -> Optional[int]:
         """The newest committed, verifying step, or None when there is none."""
@@ -160,6 +186,8 @@ def restore(memory: Optional[Checkpoint], disk: Optional[Checkpoint]) -> Optiona
     shared-directory disk of that step's generation or later: the agents may
     not know that directory), else the newer of the memory tier's
     latest and the disk's (memory on a tie). None when neither has a step."""
+    if memory is None and disk is None:  # no tier (no --memory-ckpt, no directory): nothing to restore
+        return None
     step, source = ctypes.c_uint64(), ctypes.c_int()
     chosen = ctypes.c_void_p()
     rc = lib.elastic_ckpt_restore_begin(memory._h() if memory else None, disk._h() if disk else None,

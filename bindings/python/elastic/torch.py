@@ -37,11 +37,11 @@ from .ckpt import Checkpoint
 from .errors import ElasticError
 from .group_sockets import GroupSockets
 from .store import Store
-from .worker import Worker, WorkerInfo
+from .worker import Worker, WorkerInfo, is_spare, park_or_exit
 
 __all__ = ["ElasticStore", "init_process_group", "reconfigured", "worker", "destroy_process_group",
            "abort_process_group", "phase", "open_checkpoint", "open_memory_checkpoint",
-           "save_state", "load_state", "restore_state"]
+           "save_state", "load_state", "restore_state", "Job"]
 
 _DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
 VERIFY_MANIFEST = 1  # ELASTIC_CKPT_VERIFY_MANIFEST
@@ -125,6 +125,7 @@ class _Session:
         # group_lock orders the hook against a group being registered.
         self.group_lock = threading.Lock()
         self.sockets = GroupSockets([])
+        self.job: Any = None  # the live elastic.torch.Job, closed by destroy_process_group
         worker_.on_abort(self._on_abort)
 
     def _on_abort(self, generation: int, reason: str) -> None:
@@ -188,10 +189,18 @@ def init_process_group(backend: str = "gloo", worker: Optional[Worker] = None, *
     job's store under the generation's prefix. `kwargs` go to
     torch.distributed.init_process_group (timeout, pg_options, ...) and are
     reused for every later generation. Under plain torchrun it uses torchrun's
-    "env://" rendezvous. Returns the worker's info."""
+    "env://" rendezvous. Returns the worker's info.
+
+    In a process elasticrun started as a warm spare (--warm-spares) it first
+    parks (elastic.worker.park_or_exit): it returns once the spare took a
+    failed rank's place, and a spare the job no longer needs exits 0 here.
+    Accepts torch's keyword spelling (backend="gloo"), so it can stand in for
+    torch.distributed.init_process_group in a trainer's import line."""
     for reserved in ("store", "rank", "world_size", "init_method"):
         if reserved in kwargs:
             raise TypeError("init_process_group: %s comes from the generation and cannot be given" % reserved)
+    if worker is None and _session is None and is_spare():
+        park_or_exit()
     session = _get_session(worker)
     session.backend = backend
     session.kwargs = dict(kwargs)
@@ -201,6 +210,7 @@ def init_process_group(backend: str = "gloo", worker: Optional[Worker] = None, *
 def _create_group(session: _Session) -> WorkerInfo:
     started = time.monotonic()
     info = _build_group(session)
+    _export_ranks(info)
     if session.recovering:
         _report(session, "regroup", time.monotonic() - started)
     return info
@@ -266,9 +276,32 @@ def _store_barrier(rank: int, store: Any, timeout: datetime.timedelta, *rest: An
     store.wait([key + "/all"], timeout)
 
 
+_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                   "TORCHELASTIC_RESTART_COUNT")
+
+
+def _export_ranks(info: WorkerInfo) -> None:
+    """os.environ tells the current generation: a regroup can move ranks or
+    change the world size, and code that reads RANK (the tutorial's
+    int(os.environ["RANK"]), a DistributedSampler made later) must see the
+    new one, not the rank the process was started with. Under torchrun the
+    launcher's values stay; alone (no launcher) they are set to the group of one's."""
+    values = (info.rank, info.local_rank, info.world_size, info.local_world_size, info.group_rank, info.restart_count)
+    for name, value in zip(_RANK_VARIABLES, values):
+        if info.attached:
+            os.environ[name] = str(value)
+        else:
+            os.environ.setdefault(name, str(value))
+
+
 def destroy_process_group() -> None:
-    """Destroys the default group (if any) and releases its store handle."""
+    """Closes the live elastic.torch.Job (its asynchronous disk save is
+    waited for), destroys the default group (if any) and releases its store
+    handle."""
     session = _session
+    if session is not None and session.job is not None:
+        session.job.close()
+        session.job = None
     if dist.is_initialized():
         dist.destroy_process_group()
     if session is not None and session.store is not None:
@@ -530,12 +563,15 @@ def _tensor_view(tensor: torch.Tensor) -> Any:
     return (ctypes.c_char * nbytes).from_address(tensor.data_ptr())
 
 
-def save_state(ckpt: Checkpoint, step: int, state: Mapping[str, Any], replicated: bool = True) -> None:
+def save_state(ckpt: Checkpoint, step: int, state: Mapping[str, Any], replicated: bool = True,
+               asynchronous: bool = False) -> None:
     """Commits `state` ({"model": model.state_dict(), "optimizer": ...,
     "scheduler": ..., "data": {"step": ...}}) as `step`. Every tensor is
     written from its own memory (no pickling of tensor data); the rest (a
     small skeleton of containers and scalars) is pickled. replicated=True (DDP:
-    every rank holds the same state) lets one rank write it for all."""
+    every rank holds the same state) lets one rank write it for all.
+    asynchronous=True copies the blobs and returns; a library thread writes
+    and commits them (Checkpoint.save_async: one in flight, the next waits)."""
     tensors: List[torch.Tensor] = []
     device = _device_bytes(state)
     pinned = device > 0 and _staging.reserve(device)
@@ -547,7 +583,10 @@ def save_state(ckpt: Checkpoint, step: int, state: Mapping[str, Any], replicated
     blobs: Dict[str, Any] = {"state": meta}
     for index, tensor in enumerate(tensors):
         blobs["tensor/t%d" % index] = _tensor_view(tensor)
-    ckpt.save(step, blobs, replicated=tuple(blobs) if replicated else ())
+    if asynchronous:
+        ckpt.save_async(step, blobs, replicated=tuple(blobs) if replicated else ())
+    else:
+        ckpt.save(step, blobs, replicated=tuple(blobs) if replicated else ())
     del tensors  # the views pointed into these until save returned
 
 
@@ -635,3 +674,12 @@ def open_checkpoint(directory: str, **options: Any) -> Checkpoint:
     info = _get_session(None).worker.info()
     options.setdefault("verify", VERIFY_MANIFEST)
     return Checkpoint(directory, rank=info.rank, world=info.world_size, generation=info.generation, **options)
+
+
+def __getattr__(name: str) -> Any:
+    """elastic.torch.Job, imported on first use: _torch_job.py builds on this
+    module, so either can be imported first without a half-made module."""
+    if name == "Job":
+        from ._torch_job import Job
+        return Job
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

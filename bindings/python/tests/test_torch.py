@@ -136,7 +136,7 @@ def test_a_warm_spare_takes_the_killed_ranks_place_with_the_weights_of_an_uninte
     reference = run_ddp(tmp_path / "ref", tmp_path / "ref.pt")
     events = tmp_path / "events.jsonl"
     failed = run_ddp(tmp_path / "kill", tmp_path / "kill.pt", "--kill-rank", "1", "--kill-at-step", "13",
-                     launcher=("--warm-spares=1", "--event-log", str(events)))
+                     "--kill-waits-for-spare", launcher=("--warm-spares=1", "--event-log", str(events)))
     first, second = pids(failed, 1), pids(failed, 2)
     for rank in (0, 2):  # the survivors kept their processes
         assert first[rank] == second[rank] and len(first[rank]) == 1, failed
@@ -167,7 +167,7 @@ def test_a_warm_spare_with_memory_saves_every_step_restores_the_agreed_step_from
     reference = run_ddp(tmp_path / "ref", tmp_path / "ref.pt")
     events = tmp_path / "events.jsonl"
     failed = run_ddp(tmp_path / "kill", tmp_path / "kill.pt", "--kill-rank", "1", "--kill-at-step", "13",
-                     "--kill-before-save", "--memory-every", "1", "--step-seconds", "0.1",  # the spare parks first
+                     "--kill-before-save", "--memory-every", "1", "--step-seconds", "0.1", "--kill-waits-for-spare",
                      launcher=("--warm-spares=1", "--memory-ckpt", "--event-log", str(events)))
     first, second = pids(failed, 1), pids(failed, 2)
     for rank in (0, 2):  # the survivors kept their processes and abandoned the step

@@ -1,40 +1,41 @@
 //! The elastic demo's toy data-parallel trainer in Rust, on the safe `elastic`
-//! crate: the same model, data, reduction order and checkpoints as
+//! crate's training loop ([`elastic::run_loop`]): this file is the training
+//! logic only. The same model, data, reduction order and checkpoints as
 //! examples/c/demo_trainer.c, so both print the same final line.
 //!
 //! Linear regression on synthetic data. Each rank computes the gradient of
 //! its share of every step's global batch; the ranks average them through
-//! the job's store (the worker's generation-scoped store, summed in rank
-//! order, so the result is bitwise reproducible), heartbeat every step, and
-//! save the state every few steps with the atomic checkpoint store; after a
-//! restart every rank resumes from the newest committed step.
+//! the job's store (the worker's generation-scoped store, summed in sample
+//! order, so the result is bitwise reproducible at any world size). The loop
+//! parks a warm spare, restores the job's agreed step from the cheapest tier,
+//! heartbeats, saves to memory every `--memory-every` steps (elasticrun
+//! `--memory-ckpt`) and to disk every `--ckpt-every`, and after a peer's death
+//! (`--in-process-recovery`) reloads and goes on in the same process.
 //!
-//!   demo_trainer --ckpt-dir DIR [--steps 300] [--ckpt-every 10] [--step-ms 10] [--result FILE]
+//!   demo_trainer --ckpt-dir DIR [--steps 300] [--ckpt-every 10] [--memory-every 0]
+//!                [--step-ms 10] [--result FILE]
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use elastic::{Blob, Checkpoint, CheckpointOptions, Compression, Store, Worker};
+use elastic::{code, Blob, Checkpoint, Error, LoopOptions, Poll, Source, Trainer, Worker, WorkerInfo};
 
 const DIM: usize = 8;
 const GLOBAL_BATCH: usize = 64;
 const LEARNING_RATE: f64 = 0.05;
 const REDUCE_TIMEOUT: Duration = Duration::from_secs(60);
+const WAIT_SLICE: Duration = Duration::from_millis(50);
+
 /// The checkpointed state: `step` then the weights, as the C trainer's struct.
-const STATE_BYTES: usize = 8 + 8 * DIM;
-
-struct Args {
-    ckpt_dir: Option<String>,
-    result: Option<String>,
-    steps: u64,
-    ckpt_every: u64,
-    step_ms: u64,
-}
-
-#[derive(Clone, Default)]
-struct State {
+#[derive(Default)]
+struct Demo {
     step: u64,
     weights: [f64; DIM],
+    loss: f64,
+    rank: usize,
+    world: usize,
+    step_ms: u64,
+    bytes: Vec<u8>,
 }
 
 /// splitmix64: the data of step s, sample i is a pure function of (s, i).
@@ -45,107 +46,116 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-fn uniform(seed: u64) -> f64 {
-    (mix(seed) >> 11) as f64 / 9007199254740992.0 * 2.0 - 1.0
-}
-
 fn sample(step: u64, index: usize) -> ([f64; DIM], f64) {
     const TRUTH: [f64; DIM] = [0.5, -1.25, 2.0, 0.75, -0.5, 1.5, -2.0, 0.25];
-    let mut x = [0.0; DIM];
-    let mut y = 0.1;
+    let (mut x, mut y) = ([0.0; DIM], 0.1);
     for d in 0..DIM {
         let seed = step.wrapping_mul(1000003).wrapping_add((index as u64).wrapping_mul(131)).wrapping_add(d as u64);
-        x[d] = uniform(seed);
+        x[d] = (mix(seed) >> 11) as f64 / 9007199254740992.0 * 2.0 - 1.0;
         y += TRUTH[d] * x[d];
     }
     (x, y)
 }
 
-/// This rank's share of the step's batch: samples index % world == rank, one
-/// row of DIM + 1 values per sample (the last slot is the squared error, for
-/// the loss). Rows, not their sum: the reduction adds them in sample order,
-/// so the step's gradient is the same bits at any world size, and the same
-/// as the C trainer's.
-fn partial_gradient(s: &State, rank: usize, world: usize) -> Vec<f64> {
+/// This rank's rows (samples index % world == rank): DIM gradient values and
+/// the squared error each, summed later in sample order by every rank.
+fn rows(d: &Demo) -> Vec<u8> {
     let mut out = Vec::new();
-    for i in (rank..GLOBAL_BATCH).step_by(world) {
-        let (x, y) = sample(s.step, i);
-        let mut prediction = 0.0;
-        for d in 0..DIM {
-            prediction += s.weights[d] * x[d];
-        }
-        let error = prediction - y;
-        for d in 0..DIM {
-            out.push(2.0 * error * x[d]);
-        }
-        out.push(error * error);
+    for i in (d.rank..GLOBAL_BATCH).step_by(d.world) {
+        let (x, y) = sample(d.step, i);
+        let error = (0..DIM).map(|k| d.weights[k] * x[k]).sum::<f64>() - y;
+        let row = (0..DIM).map(|k| 2.0 * error * x[k]).chain(std::iter::once(error * error));
+        out.extend(row.flat_map(f64::to_ne_bytes));
     }
     out
 }
 
-fn to_bytes(values: &[f64]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_ne_bytes()).collect()
+/// A peer's rows, waiting in slices so that a generation's end stops the wait
+/// (the loop then reloads: `ERECONFIGURE` from the step).
+fn get_rows(worker: &mut Worker, key: &str) -> elastic::Result<Vec<u8>> {
+    let started = Instant::now();
+    loop {
+        let found = worker.store()?.ok_or_else(|| Error::new(code::EUNSUPPORTED, "no store"))?.get(key, WAIT_SLICE.into());
+        match found {
+            Err(e) if e.code == code::ETIMEDOUT && started.elapsed() < REDUCE_TIMEOUT => {}
+            other => return other,
+        }
+        if worker.poll()? == Poll::Reconfigured {
+            return Err(Error::new(code::ERECONFIGURE, "the generation ended during the all-reduce"));
+        }
+    }
 }
 
-fn rows_of(rank: usize, world: usize) -> usize {
-    if rank < GLOBAL_BATCH { (GLOBAL_BATCH - 1 - rank) / world + 1 } else { 0 }
-}
-
-fn all_reduce(store: &Store, step: u64, rank: usize, world: usize, rows: &[f64]) -> elastic::Result<[f64; DIM + 1]> {
-    store.set(&format!("step/{step}/grad/{rank}"), &to_bytes(rows))?;
+fn all_reduce(d: &Demo, worker: &mut Worker) -> elastic::Result<[f64; DIM + 1]> {
+    let store = worker.store()?.ok_or_else(|| Error::new(code::EUNSUPPORTED, "no store: run me under elasticrun"))?;
+    store.set(&format!("step/{}/grad/{}", d.step, d.rank), &rows(d))?;
+    drop(store); // the generation's key space: not held across poll
     let mut all = vec![[0.0; DIM + 1]; GLOBAL_BATCH]; // every sample's row, by sample index
-    for peer in 0..world.min(GLOBAL_BATCH) {
-        let theirs = store.get(&format!("step/{step}/grad/{peer}"), REDUCE_TIMEOUT.into())?;
-        if theirs.len() != 8 * (DIM + 1) * rows_of(peer, world) {
-            return Err(elastic::Error::new(elastic::code::EPROTO, format!("rank {peer} sent {} bytes", theirs.len())));
+    for peer in 0..d.world.min(GLOBAL_BATCH) {
+        let theirs = get_rows(worker, &format!("step/{}/grad/{peer}", d.step))?;
+        let want = 8 * (DIM + 1) * ((GLOBAL_BATCH - 1 - peer) / d.world + 1);
+        if theirs.len() != want {
+            return Err(Error::new(code::EPROTO, format!("rank {peer} sent {} bytes", theirs.len())));
         }
         for (row, bytes) in theirs.chunks_exact(8 * (DIM + 1)).enumerate() {
-            for (d, chunk) in bytes.chunks_exact(8).enumerate() {
-                all[peer + row * world][d] = f64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+            for (k, chunk) in bytes.chunks_exact(8).enumerate() {
+                all[peer + row * d.world][k] = f64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
             }
         }
     }
     let mut grad = [0.0; DIM + 1];
     for sample_row in &all {
-        // In sample order: the same sums on every rank, at any world size.
-        for d in 0..=DIM {
-            grad[d] += sample_row[d];
+        for k in 0..=DIM {
+            grad[k] += sample_row[k]; // in sample order: the same sums at any world size
         }
     }
-    for d in 0..=DIM {
-        grad[d] /= GLOBAL_BATCH as f64;
-    }
-    Ok(grad)
+    Ok(grad.map(|g| g / GLOBAL_BATCH as f64))
 }
 
-// ---- checkpoint: the library's atomic checkpoint store ----------------------
-// Every rank takes part in each save (the step is committed once all ranks
-// did); the state is the same on every rank, so it is one replicated blob.
+impl Trainer for Demo {
+    fn build(&mut self, _: &mut Worker, info: &WorkerInfo) -> elastic::Result<()> {
+        (self.rank, self.world) = (info.rank as usize, info.world_size as usize);
+        if self.rank == 0 {
+            println!("{} at step {}", if self.step > 0 { "resumed" } else { "started" }, self.step);
+        }
+        flush();
+        Ok(())
+    }
 
-fn encode(s: &State) -> Vec<u8> {
-    let mut bytes = s.step.to_ne_bytes().to_vec();
-    bytes.extend(to_bytes(&s.weights));
-    bytes
-}
+    fn step(&mut self, worker: &mut Worker, _: u64) -> elastic::Result<()> {
+        let grad = all_reduce(self, worker)?;
+        for k in 0..DIM {
+            self.weights[k] -= LEARNING_RATE * grad[k];
+        }
+        (self.loss, self.step) = (grad[DIM], self.step + 1);
+        std::thread::sleep(Duration::from_millis(self.step_ms));
+        Ok(())
+    }
 
-fn load_state(ckpt: &Checkpoint<'_>) -> elastic::Result<State> {
-    let step = match ckpt.latest()? {
-        None => return Ok(State::default()), // a fresh start
-        Some(step) => step,
-    };
-    let bytes = ckpt.read(step, "state")?;
-    let corrupt = || elastic::Error::new(elastic::code::ECORRUPT, format!("step {step}: the state blob is malformed"));
-    if bytes.len() != STATE_BYTES {
-        return Err(corrupt());
+    fn save(&mut self, step: u64, tier: Source) -> elastic::Result<Vec<Blob<'_>>> {
+        if tier == Source::Disk && self.rank == 0 {
+            println!("step {step} loss {:.6} (checkpoint)", self.loss);
+            flush();
+        }
+        self.bytes = self.step.to_ne_bytes().into_iter().chain(self.weights.iter().flat_map(|w| w.to_ne_bytes())).collect();
+        Ok(vec![Blob::new("state", &self.bytes).replicated()])
     }
-    let mut s = State { step: u64::from_ne_bytes(bytes[..8].try_into().expect("8 bytes")), weights: [0.0; DIM] };
-    for (d, chunk) in bytes[8..].chunks_exact(8).enumerate() {
-        s.weights[d] = f64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+
+    fn load(&mut self, from: Option<&Checkpoint<'_>>, step: u64) -> elastic::Result<()> {
+        (self.step, self.weights) = (0, [0.0; DIM]);
+        let bytes = match from {
+            None => return Ok(()), // a fresh start
+            Some(ckpt) => ckpt.read(step, "state")?,
+        };
+        if bytes.len() != 8 + 8 * DIM || bytes[..8] != step.to_ne_bytes() {
+            return Err(Error::new(code::ECORRUPT, format!("step {step}: the state blob is malformed")));
+        }
+        for (k, chunk) in bytes[8..].chunks_exact(8).enumerate() {
+            self.weights[k] = f64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+        }
+        self.step = step;
+        Ok(())
     }
-    if s.step != step {
-        return Err(corrupt());
-    }
-    Ok(s)
 }
 
 // ---- output -------------------------------------------------------------------
@@ -174,102 +184,54 @@ fn strip_zeros(number: &str) -> &str {
     }
 }
 
-fn write_result(path: Option<&str>, s: &State, loss: f64) -> std::io::Result<()> {
-    let digest = s.weights.iter().fold(0u64, |digest, w| mix(digest ^ w.to_bits()));
-    let line = format!("steps={} loss={} weights={digest:016x}\n", s.step, format_g(loss, 12));
+fn write_result(path: Option<&str>, d: &Demo) -> std::io::Result<()> {
+    let digest = d.weights.iter().fold(0u64, |digest, w| mix(digest ^ w.to_bits()));
+    let line = format!("steps={} loss={} weights={digest:016x}\n", d.step, format_g(d.loss, 12));
     print!("{line}");
-    match path {
-        Some(path) => std::fs::write(path, line),
-        None => Ok(()),
-    }
-}
-
-// ---- main ---------------------------------------------------------------------
-
-fn parse_args() -> Args {
-    let mut args = Args { ckpt_dir: None, result: None, steps: 300, ckpt_every: 10, step_ms: 10 };
-    let argv: Vec<String> = std::env::args().collect();
-    for pair in argv[1..].chunks_exact(2) {
-        let number = || pair[1].parse::<u64>().unwrap_or(0);
-        match pair[0].as_str() {
-            "--ckpt-dir" => args.ckpt_dir = Some(pair[1].clone()),
-            "--result" => args.result = Some(pair[1].clone()),
-            "--steps" => args.steps = number(),
-            "--ckpt-every" => args.ckpt_every = number().max(1),
-            "--step-ms" => args.step_ms = number(),
-            _ => {}
-        }
-    }
-    args
-}
-
-fn run(args: &Args, ckpt_dir: &str) -> Result<(), String> {
-    let mut worker = Worker::init(&Default::default()).map_err(|e| format!("attaching to the agent: {e}"))?;
-    let info = worker.info().map_err(|e| e.to_string())?;
-    let (rank, world) = (info.rank as usize, info.world_size as usize);
-    let mut options = CheckpointOptions::default();
-    options.compression = Some(Compression::None);
-    options.threads = Some(1);
-    options.keep_last = Some(3);
-    options.rank = Some(info.rank as u32);
-    options.world = Some(info.world_size as u32);
-    options.generation = Some(info.generation);
-    let ckpt = Checkpoint::open(ckpt_dir, &options).map_err(|e| format!("checkpoints in {ckpt_dir}: {e}"))?;
-    let mut s = load_state(&ckpt).map_err(|e| format!("checkpoints in {ckpt_dir}: {e}"))?;
-    if rank == 0 {
-        println!("{} at step {}", if s.step > 0 { "resumed" } else { "started" }, s.step);
-    }
-    flush();
-    let mut loss = 0.0;
-    while s.step < args.steps {
-        let rows = partial_gradient(&s, rank, world);
-        let grad = {
-            // This generation's key space: a restarted group starts clean.
-            let store = worker.store().map_err(|e| e.to_string())?.ok_or("no store: run me under elasticrun")?;
-            all_reduce(&store, s.step, rank, world, &rows).map_err(|e| format!("rank {rank} step {}: {e}", s.step))?
-        };
-        for d in 0..DIM {
-            s.weights[d] -= LEARNING_RATE * grad[d];
-        }
-        loss = grad[DIM];
-        s.step += 1;
-        worker.heartbeat(s.step).map_err(|e| e.to_string())?;
-        if s.step % args.ckpt_every == 0 {
-            let state = encode(&s);
-            ckpt.save(s.step, &[Blob::new("state", &state).replicated()])
-                .map_err(|e| format!("rank {rank} checkpoint {}: {e}", s.step))?;
-            if rank == 0 {
-                println!("step {} loss {loss:.6} (checkpoint)", s.step);
-            }
-            flush();
-        }
-        if args.step_ms > 0 {
-            std::thread::sleep(Duration::from_millis(args.step_ms));
-        }
-    }
-    if rank == 0 {
-        write_result(args.result.as_deref(), &s, loss).map_err(|e| format!("writing the result: {e}"))?;
-    }
-    Ok(())
+    path.map_or(Ok(()), |path| std::fs::write(path, line))
 }
 
 fn flush() {
     let _ = std::io::stdout().flush();
 }
 
+// ---- main ---------------------------------------------------------------------
+
 fn main() -> ExitCode {
-    let args = parse_args();
-    let ckpt_dir = match args.ckpt_dir.clone() {
-        Some(dir) => dir,
-        None => {
-            eprintln!("demo_trainer: run me under elasticrun with --ckpt-dir DIR");
-            return ExitCode::from(2);
+    let mut options = LoopOptions::new(300);
+    options.disk_every = Some(10);
+    options.memory_every = Some(0);
+    let (mut demo, mut result) = (Demo { step_ms: 10, ..Default::default() }, None);
+    let argv: Vec<String> = std::env::args().collect();
+    for pair in argv[1..].chunks_exact(2) {
+        let number = || pair[1].parse::<u64>().unwrap_or(0);
+        match pair[0].as_str() {
+            "--ckpt-dir" => options.dir = Some(pair[1].clone().into()),
+            "--result" => result = Some(pair[1].clone()),
+            "--steps" => options.steps = number(),
+            "--ckpt-every" => options.disk_every = Some(number().max(1)),
+            "--memory-every" => options.memory_every = Some(number()),
+            "--step-ms" => demo.step_ms = number(),
+            _ => {}
         }
-    };
-    match run(&args, &ckpt_dir) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("demo_trainer: {message}");
+    }
+    if options.dir.is_none() {
+        eprintln!("demo_trainer: run me under elasticrun with --ckpt-dir DIR");
+        return ExitCode::from(2);
+    }
+    match elastic::run_loop(&mut demo, &options) {
+        Ok(done) if done.released => ExitCode::SUCCESS, // a warm spare the job did not need
+        Ok(done) => {
+            if done.rank == 0 {
+                if let Err(e) = write_result(result.as_deref(), &demo) {
+                    eprintln!("demo_trainer: writing the result: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("demo_trainer: {e}");
             ExitCode::FAILURE
         }
     }

@@ -44,7 +44,8 @@ fn rust_layouts() -> HashMap<String, (usize, usize)> {
         elastic_rdzv_opts: struct_size, run_id, endpoint, store, token, min_nodes, max_nodes, join_timeout_ms,
             last_call_timeout_ms, keepalive_interval_ms, keepalive_timeout_ms, max_restarts, node_addr,
             local_world_size, node_id, backend, etcd_endpoints, etcd_prefix, etcd_ca_file, etcd_cert_file,
-            etcd_key_file, etcd_user, etcd_password, etcd_timeout_ms, preferred_rank;
+            etcd_key_file, etcd_user, etcd_password, etcd_timeout_ms, preferred_rank,
+            max_infra_restarts;
         elastic_rdzv_result: struct_size, generation, group_rank, group_world_size, rank_base, local_world_size,
             world_size, restart_count, max_restarts, master_addr, master_port, incarnation;
         elastic_rdzv_cause: struct_size, kind, generation, node_id, rank, exit_code, signal, reason, time_ms;

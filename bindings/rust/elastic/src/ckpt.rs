@@ -100,12 +100,12 @@ impl<'a> Blob<'a> {
 }
 
 /// The C array of a blob list, with the names it points to.
-struct RawBlobs {
+pub(crate) struct RawBlobs {
     _names: Vec<CString>,
-    blobs: Vec<sys::elastic_ckpt_blob>,
+    pub(crate) blobs: Vec<sys::elastic_ckpt_blob>,
 }
 
-fn raw_blobs(blobs: &[Blob<'_>]) -> Result<RawBlobs> {
+pub(crate) fn raw_blobs(blobs: &[Blob<'_>]) -> Result<RawBlobs> {
     let names = blobs.iter().map(|b| c_string(b.name, "blob name")).collect::<Result<Vec<CString>>>()?;
     let raw = blobs
         .iter()
@@ -406,6 +406,14 @@ impl<'s> Checkpoint<'s> {
         // SAFETY: live handle; valid out-pointers.
         check(unsafe { sys::elastic_ckpt_step_info(self.raw(), step, &mut world, &mut generation) })?;
         Ok((world, generation))
+    }
+}
+
+impl Checkpoint<'static> {
+    /// A view of a handle the loop owns (`elastic_loop_run`'s tiers): never
+    /// closed here; the loop keeps it open for the callback that sees it.
+    pub(crate) fn borrowed(raw: NonNull<sys::elastic_ckpt>) -> std::mem::ManuallyDrop<Checkpoint<'static>> {
+        std::mem::ManuallyDrop::new(Checkpoint { raw, calls: Mutex::new(()), store: PhantomData })
     }
 }
 

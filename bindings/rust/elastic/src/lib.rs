@@ -89,6 +89,7 @@ mod ckpt;
 mod error;
 mod rdzv;
 mod store;
+mod train_loop;
 mod util;
 mod worker;
 
@@ -96,6 +97,7 @@ pub use ckpt::{restore, Blob, BlobWriter, Checkpoint, CheckpointOptions, Compres
 pub use error::{Error, Result};
 pub use rdzv::{Cause, CauseKind, EtcdOptions, Generation, Rendezvous, RendezvousOptions};
 pub use store::{Store, StoreOptions, StoreRef, StoreServer, StoreServerOptions};
+pub use train_loop::{run_loop, LoopOptions, LoopResult, Trainer};
 pub use util::Timeout;
 pub use worker::{park, Poll, Worker, WorkerInfo, WorkerOptions};
 
@@ -162,6 +164,8 @@ pub mod code {
     pub const ENOTENOUGH: i32 = sys::ELASTIC_ENOTENOUGH;
     /// Read-only file system.
     pub const EROFS: i32 = sys::ELASTIC_EROFS;
+    /// Replicas that must be equal differ (a checkpoint's replicated blobs).
+    pub const EDIVERGED: i32 = sys::ELASTIC_EDIVERGED;
 }
 
 /// The version of the library actually loaded, as `"1.0.0"`.

@@ -72,7 +72,7 @@ pub struct WorkerInfo {
 }
 
 impl WorkerInfo {
-    fn from_raw(info: &sys::elastic_worker_info) -> WorkerInfo {
+    pub(crate) fn from_raw(info: &sys::elastic_worker_info) -> WorkerInfo {
         WorkerInfo {
             rank: info.rank,
             local_rank: info.local_rank,
@@ -180,15 +180,7 @@ impl Worker {
     /// # Ok::<(), elastic::Error>(())
     /// ```
     pub fn init(options: &WorkerOptions) -> Result<Worker> {
-        let mut opts: sys::elastic_worker_opts = zeroed();
-        // SAFETY: opts is a valid elastic_worker_opts of the size passed.
-        check(unsafe { sys::elastic_worker_opts_init(&mut opts, size_of::<sys::elastic_worker_opts>()) })?;
-        set_timeout(&mut opts.store_connect_timeout_ms, options.store_connect_timeout);
-        set_timeout(&mut opts.store_timeout_ms, options.store_timeout);
-        set_timeout(&mut opts.reconfigure_timeout_ms, options.reconfigure_timeout);
-        if let Some(signal) = options.stack_dump_signal {
-            opts.stack_dump_signal = signal;
-        }
+        let opts = raw_options(options)?;
         let mut raw = ptr::null_mut();
         // SAFETY: valid options and out-pointer.
         check(unsafe { sys::elastic_worker_init(&opts, &mut raw) })?;
@@ -365,6 +357,29 @@ impl Worker {
     pub fn barrier(&mut self, timeout: Timeout) -> Result<()> {
         // SAFETY: live handle; &mut self: one thread at a time.
         check(unsafe { sys::elastic_worker_barrier(self.raw.as_ptr(), timeout.as_ms()) })
+    }
+}
+
+/// The C options of `options` (also the loop's, `train_loop.rs`).
+pub(crate) fn raw_options(options: &WorkerOptions) -> Result<sys::elastic_worker_opts> {
+    let mut opts: sys::elastic_worker_opts = zeroed();
+    // SAFETY: opts is a valid elastic_worker_opts of the size passed.
+    check(unsafe { sys::elastic_worker_opts_init(&mut opts, size_of::<sys::elastic_worker_opts>()) })?;
+    set_timeout(&mut opts.store_connect_timeout_ms, options.store_connect_timeout);
+    set_timeout(&mut opts.store_timeout_ms, options.store_timeout);
+    set_timeout(&mut opts.reconfigure_timeout_ms, options.reconfigure_timeout);
+    if let Some(signal) = options.stack_dump_signal {
+        opts.stack_dump_signal = signal;
+    }
+    Ok(opts)
+}
+
+impl Worker {
+    /// A view of a worker the loop owns (`elastic_loop_run`): never closed
+    /// here, and the hooks registered through it are never freed (the
+    /// library may run them until the loop closes the worker).
+    pub(crate) fn borrowed(raw: NonNull<sys::elastic_worker>) -> std::mem::ManuallyDrop<Worker> {
+        std::mem::ManuallyDrop::new(Worker { raw, abort_hooks: Vec::new(), reconfigure_hook: None })
     }
 }
 
