@@ -51,13 +51,21 @@ static void report_generation(elastic_worker *w, elastic_nccl_comm *comm, const 
     fflush(stdout);
 }
 
+/* Said once per generation: the abort came between two collectives (an
+ * aborted communicator is taken out of the handle; with ncclCommRevoke it
+ * stays, and the collective itself returns at once). */
+static int aborted_between_collectives;
+
 /* One step; 1 when it completed on a healthy communicator with the right sum. */
 static int step(elastic_nccl_comm *comm, int world, int rank)
 {
     float values[64];
     for (int i = 0; i < 64; i++) values[i] = (float)(rank + 1);
     void *nccl = elastic_nccl_comm_get(comm);
-    if (nccl == NULL) return 0;
+    if (nccl == NULL) {
+        if (!aborted_between_collectives++) printf("aborted before its collective rank=%d\n", rank);
+        return 0;
+    }
     if (all_reduce(values, values, 64, 7, 0, nccl, NULL) != 0) return 0;
     if (elastic_nccl_watch(comm, NULL) != 0) return 0;
     stream_sync(NULL); /* blocks until the collective ends, or the communicator is aborted */
@@ -109,6 +117,7 @@ int main(int argc, char **argv)
         if (rc == ELASTIC_ERECONFIGURE) {
             if (elastic_nccl_comm_check(comm) != 0) die("rebuild", elastic_nccl_comm_rebuild(comm));
             report_generation(w, comm, "reconfigured");
+            aborted_between_collectives = 0;
             done = 0;
             continue;
         }
