@@ -28,7 +28,7 @@
 #include "agent/journal_events.h"
 #include "agent/membership.h"
 #include "agent/spares.h"
-#include "common/small_file.h"
+#include "agent/summary.h"
 #include "probe/probe.h"
 #include "rdzv/rdzv.h"
 #include "common/clock.h"
@@ -141,10 +141,7 @@ agent_call *agent__failure_say(agent_group *group, agent_worker *worker,
     /* This failure's own record (group->local_failure keeps the job's first). */
     agent_failure failure =
         (agent_failure){ .valid = true, .cause = *cause, .local_rank = worker->local_rank };
-    failure.detail_is_error_file =
-        elastic__read_small_text(worker->error_file, failure.detail, sizeof failure.detail) > 0;
-    if (!failure.detail_is_error_file)
-        agent__stream_tail(agent__worker_err(worker), failure.detail, sizeof failure.detail);
+    agent__failure_words(worker, &failure);
     failure_evidence evidence;
     /* The OOM witness read as the worker was reaped (workers.c). */
     agent__failure_evidence(&failure, NULL, cause->reason, worker->oom_killed, NULL, false, -1,
@@ -211,10 +208,7 @@ agent_call *agent__failure_say(agent_group *group, agent_worker *worker,
 bool agent__failure_raised(agent_worker *worker)
 {
     agent_failure words = { .valid = true, .local_rank = worker->local_rank };
-    words.detail_is_error_file =
-        elastic__read_small_text(worker->error_file, words.detail, sizeof words.detail) > 0;
-    if (!words.detail_is_error_file)
-        agent__stream_tail(agent__worker_err(worker), words.detail, sizeof words.detail);
+    agent__failure_words(worker, &words);
     if (words.detail[0] == '\0') return false;
     failure_evidence evidence;
     agent__failure_evidence(&words, NULL, "", false, NULL, false, -1, &evidence);

@@ -489,13 +489,14 @@ static void on_worker_exit(agent_group *group, agent_worker *worker, int streams
     else
         snprintf(reason, sizeof reason, "exited with code %d", worker->exit_code);
     /* Ended by a stop signal: whether it had raised an error of its own
-     * first (its words are read only then: the machine asks in STOPPING). */
+     * first (its words are read only when the machine will ask). */
     bool stop_signal = worker->term_signal == SIGTERM || worker->term_signal == SIGKILL ||
                        worker->exit_code == 128 + SIGTERM || worker->exit_code == 128 + SIGKILL;
+    bool ask = stop_signal && agent__machine_reads_raised(&group->m);
     agent_input in = { .kind = AGENT_IN_WORKER_EXITED,
                        .exit_code = worker->exit_code,
                        .term_signal = worker->term_signal,
-                       .raised = stop_signal && agent__failure_raised(worker),
+                       .raised = ask && agent__failure_raised(worker),
                        .streams_closing = streams_closing };
     step_context ctx = { .worker = worker,
                          .reason = reason,

@@ -405,6 +405,12 @@ static void on_running(agent_machine *m, const agent_input *in, agent_actions *o
 
 static void after_stopped(agent_machine *m, agent_actions *out);
 
+bool agent__machine_reads_raised(const agent_machine *m)
+{
+    return m->state == AGENT_STOPPING && m->stop_for_failure &&
+           m->stop_reason == AGENT_STOP_FOR_RESTART;
+}
+
 /* A worker that ended by itself, not by our stop: a non-zero exit that is
  * not the shell's form of SIGTERM/SIGKILL, a signal the agent does not
  * send (SIGSEGV, SIGABRT), or one that raised its own error first (a
@@ -427,7 +433,7 @@ static bool failed_by_itself(const agent_input *in)
  * a consequence there (its class and the generation's end), not a cause. */
 static void failed_while_stopping(agent_machine *m, const agent_input *in, agent_actions *out)
 {
-    if (!m->stop_for_failure || m->stop_reason != AGENT_STOP_FOR_RESTART || !failed_by_itself(in))
+    if (!agent__machine_reads_raised(m) || !failed_by_itself(in))
         return;
     m->deciding++;
     act(out, AGENT_ACT_CLASSIFY_LATE);

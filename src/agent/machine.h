@@ -235,6 +235,12 @@ void agent__machine_init(agent_machine *m);
 /* One input: the machine's new memory in *m, what to do in *out (cleared first). */
 void agent__machine_step(agent_machine *m, const agent_input *in, agent_actions *out);
 
+/* Whether a WORKER_EXITED's `raised` matters now: only while the generation
+ * stops for a worker's failure (STOPPING, to restart). The runner reads a
+ * worker's words only then: an error file or a stderr tail per stopped
+ * worker is not free. */
+bool agent__machine_reads_raised(const agent_machine *m);
+
 /* Names, for the docs' table, logs and tests. */
 const char *agent__state_name(agent_state state);
 const char *agent__input_name(agent_input_kind kind);

@@ -29,6 +29,14 @@ static void failure_key(const char *run_id, uint64_t generation, const char *nod
              node_id);
 }
 
+void agent__failure_words(agent_worker *worker, agent_failure *failure)
+{
+    failure->detail_is_error_file =
+        elastic__read_small_text(worker->error_file, failure->detail, sizeof failure->detail) > 0;
+    if (!failure->detail_is_error_file)
+        agent__stream_tail(agent__worker_err(worker), failure->detail, sizeof failure->detail);
+}
+
 void agent__failure_record(agent_group *group, agent_worker *worker,
                            const elastic_rdzv_cause *cause)
 {
@@ -37,10 +45,7 @@ void agent__failure_record(agent_group *group, agent_worker *worker,
     failure->valid = true;
     failure->cause = *cause;
     failure->local_rank = worker->local_rank;
-    failure->detail_is_error_file =
-        elastic__read_small_text(worker->error_file, failure->detail, sizeof failure->detail) > 0;
-    if (!failure->detail_is_error_file)
-        agent__stream_tail(agent__worker_err(worker), failure->detail, sizeof failure->detail);
+    agent__failure_words(worker, failure);
 }
 
 /* The SHARE_FAILURE call: the first failure's detail into the job store,

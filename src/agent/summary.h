@@ -7,6 +7,10 @@
 
 #include "agent/group.h"
 
+/* A worker's own words about its failure, into failure->detail: its error
+ * file when it wrote one, else the tail of its stderr. The one reader, for
+ * the summary, the console's failure line and the words of a stopped worker. */
+void agent__failure_words(agent_worker *worker, agent_failure *failure);
 /* Records the first local failure in memory (never blocks); share() posts its
  * detail to the job store off the loop. */
 void agent__failure_record(agent_group *group, agent_worker *worker,

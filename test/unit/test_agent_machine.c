@@ -488,6 +488,40 @@ static const machine_case *find_case(const char *name)
     return NULL;
 }
 
+/* The runner reads a stopped worker's words (error file, stderr tail) only
+ * where the machine uses them: while the generation stops for a failure, to
+ * restart. Everywhere else `raised` changes nothing, so it is not read. */
+TEST(agent_machine_reads_raised_only_while_stopping_for_a_failure)
+{
+    agent_machine m = machine_in(AGENT_STOPPING);
+    failure_stop(&m);
+    ASSERT(agent__machine_reads_raised(&m));
+    m.stop_reason = AGENT_STOP_FOR_QUARANTINE; /* our own eviction: no failure to classify */
+    ASSERT(!agent__machine_reads_raised(&m));
+    m = machine_in(AGENT_STOPPING); /* stopping for a lost node, not a worker's failure */
+    ASSERT(!agent__machine_reads_raised(&m));
+    const agent_state elsewhere[] = { AGENT_IDLE,   AGENT_RENDEZVOUS,  AGENT_RUNNING,
+                                      AGENT_ENDING, AGENT_QUARANTINED, AGENT_DONE };
+    for (size_t i = 0; i < sizeof elsewhere / sizeof elsewhere[0]; i++) {
+        m = machine_in(elsewhere[i]);
+        failure_stop(&m);
+        ASSERT(!agent__machine_reads_raised(&m));
+    }
+    /* And where it reads it, the same exit with and without words differs. */
+    agent_actions out;
+    agent_input exited = { .kind = AGENT_IN_WORKER_EXITED, .exit_code = -1, .term_signal = SIGTERM };
+    m = machine_in(AGENT_STOPPING);
+    failure_stop(&m);
+    agent__machine_step(&m, &exited, &out);
+    ASSERT_EQ(out.count, 0);
+    m = machine_in(AGENT_STOPPING);
+    failure_stop(&m);
+    exited.raised = true;
+    agent__machine_step(&m, &exited, &out);
+    ASSERT_EQ(out.count, 1);
+    ASSERT_EQ(out.at[0].kind, AGENT_ACT_CLASSIFY_LATE);
+}
+
 /* The details a row of the table hides: what the actions carry. */
 TEST(agent_machine_actions_carry_their_details)
 {
