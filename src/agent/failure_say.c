@@ -50,6 +50,12 @@ struct agent_failures {
     char stop_line[1024];
     uint64_t stop_generation;
     char quarantine_why[320]; /* the policy's quarantine of this node, in words; "" none */
+    /* A failure decided "restart", its console line held until the
+     * generation's stop settles (agent__failure_say_pending): another rank
+     * failing by itself meanwhile may still make it a deterministic bug. */
+    bool pending;
+    agent_failure_then pending_then;
+    char pending_head[640], pending_kind[512];
 };
 
 static agent_failures *failures_of(agent_group *group)
@@ -99,6 +105,33 @@ static void say_failure(classify_call *cc, agent_failure_then then)
     if (!cc->say) return;
     cc->say = false;
     agent__console_failure_said(cc->group, cc->head, then, cc->kind);
+}
+
+/* The held line said now, as `then` (the pending decision, or the stop that
+ * replaced it). */
+static void say_held(const agent_group *group, agent_failures *f, agent_failure_then then)
+{
+    if (f == NULL || !f->pending) return;
+    f->pending = false;
+    agent__console_failure_said(group, f->pending_head, then, f->pending_kind);
+}
+
+/* A decision to restart: its line waits for the stop to settle. */
+static void hold_failure(agent_failures *f, classify_call *cc, agent_failure_then then)
+{
+    if (!cc->say) return;
+    say_held(cc->group, f, f->pending_then); /* an older one (not expected): said as it was */
+    cc->say = false;
+    f->pending = true;
+    f->pending_then = then;
+    snprintf(f->pending_head, sizeof f->pending_head, "%s", cc->head);
+    snprintf(f->pending_kind, sizeof f->pending_kind, "%s", cc->kind);
+}
+
+void agent__failure_say_pending(agent_group *group)
+{
+    agent_failures *f = group->failures;
+    if (f != NULL) say_held(group, f, f->pending_then);
 }
 
 static void classify_run(agent_call *call)
@@ -297,7 +330,12 @@ bool agent__failure_decided(agent_group *group, agent_call *call)
     agent_failure_then then = c->result.decision == FD_STOP_BUG       ? AGENT_FAILURE_STOPS
                               : c->result.decision == FD_RESTART_FREE ? AGENT_FAILURE_RESTARTS_FREE
                                                                       : AGENT_FAILURE_RESTARTS;
-    say_failure((classify_call *)call, then);
+    if (then == AGENT_FAILURE_STOPS) {
+        say_held(group, f, AGENT_FAILURE_STOPS); /* the first failure's line says the stop too */
+        say_failure((classify_call *)call, then);
+    } else {
+        hold_failure(f, (classify_call *)call, then);
+    }
     if (c->rc != 0)
         ELASTIC_LOG_W("agent",
                       "deciding the failure of rank %d job-wide: %s (%s); it restarts "

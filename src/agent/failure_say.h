@@ -16,8 +16,8 @@ typedef struct agent_failures agent_failures;
 /* On the loop, right after the failure is recorded (its error file and
  * stderr are read here, bounded): the CLASSIFY call that decides it
  * job-wide, to post after the END call (NULL: out of memory, said). The
- * failure's console line is said once the decision is back, ending with its
- * class and error ("...; restarting (9 of 10 restarts left); user code:
+ * failure's console line is said once the decision is back (a restart's once
+ * the generation's stop has settled), ending with its class and error ("...; restarting (9 of 10 restarts left); user code:
  * ValueError at trainer.py:42 in check_batch: bad batch at step <n>"). */
 agent_call *agent__failure_say(agent_group *group, agent_worker *worker,
                                const elastic_rdzv_cause *cause);
@@ -35,6 +35,10 @@ agent_call *agent__failure_say_late(agent_group *group, agent_worker *worker,
  * naming the cause, the frame and the generations (the job's summary, said
  * once as elasticrun exits). true: stop the job. */
 bool agent__failure_decided(agent_group *group, agent_call *call);
+/* A "restarting" failure line held by agent__failure_decided, said once the
+ * machine has left STOPPING (the runner calls it after each step): the line
+ * says what followed, not what the first rank's failure alone would have. */
+void agent__failure_say_pending(agent_group *group);
 /* The CLOSE_JOB call: the job's "closed" cause names the bug, so the other
  * nodes exit as this one does and say why (their summary reads it). */
 agent_call *agent__failure_close_call(agent_group *group);

@@ -456,6 +456,8 @@ static void step(agent_group *group, const agent_input *in, step_context *ctx)
     agent_actions actions;
     agent__machine_step(&group->m, in, &actions);
     for (int i = 0; i < actions.count; i++) perform(group, &actions.at[i], ctx);
+    /* A failure's "restarting" line, held while the stop settles (failure_say.c). */
+    if (group->m.state != AGENT_STOPPING) agent__failure_say_pending(group);
 }
 
 void agent__group_store_lost(agent_group *group, const char *why)

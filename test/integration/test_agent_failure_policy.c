@@ -100,6 +100,16 @@ TEST_TIMEOUT(agent_failure_policy_python_bug_on_every_rank_stops_in_generation_1
         count_of(log, "\"event\":\"failure_classified\"") != 2 ||
         count_of(log, "\"decision\":\"stop_bug\",\"rule\":\"most_ranks\"") != 1)
         FAIL("events:\n%s", log);
+    /* The first rank's failure alone would restart; its line waits for the
+     * stop to settle, so it says what followed (it said "restarting (9 of 10
+     * restarts left)" just before the job stopped). */
+    char *err = read_tmp("policy_py2.err");
+    ASSERT(err != NULL);
+    if (count_of(err, "failed: exit code 1; the job stops: a deterministic bug (exit 70); user "
+                      "code: ValueError") != 1 ||
+        strstr(err, "restarting (") != NULL)
+        FAIL("the failures' lines:\n%s", err);
+    free(err);
     free(log);
 }
 
