@@ -433,8 +433,7 @@ static bool failed_by_itself(const agent_input *in)
  * a consequence there (its class and the generation's end), not a cause. */
 static void failed_while_stopping(agent_machine *m, const agent_input *in, agent_actions *out)
 {
-    if (!agent__machine_reads_raised(m) || !failed_by_itself(in))
-        return;
+    if (!agent__machine_reads_raised(m) || !failed_by_itself(in)) return;
     m->deciding++;
     act(out, AGENT_ACT_CLASSIFY_LATE);
 }
