@@ -17,8 +17,9 @@ typedef struct agent_failures agent_failures;
  * stderr are read here, bounded): the CLASSIFY call that decides it
  * job-wide, to post after the END call (NULL: out of memory, said). The
  * failure's console line is said once the decision is back (a restart's once
- * the generation's stop has settled), ending with its class and error ("...; restarting (9 of 10 restarts left); user code:
- * ValueError at trainer.py:42 in check_batch: bad batch at step <n>"). */
+ * the generation's stop has settled), ending with its class and error
+ * ("...; restarting (9 of 10 restarts left); user code: ValueError at
+ * trainer.py:42 in check_batch: bad batch at step <n>"). */
 agent_call *agent__failure_say(agent_group *group, agent_worker *worker,
                                const elastic_rdzv_cause *cause);
 /* Whether a worker's own words (its error file, else its stderr's tail)
