@@ -51,9 +51,9 @@ static void report_generation(elastic_worker *w, elastic_nccl_comm *comm, const 
     fflush(stdout);
 }
 
-/* Said once per generation: the abort came between two collectives (an
- * aborted communicator is taken out of the handle; with ncclCommRevoke it
- * stays, and the collective itself returns at once). */
+/* Said once per generation: the abort came between two collectives
+ * (elastic_nccl_comm_get gives NULL for a communicator aborted or revoked,
+ * so no collective starts on it). */
 static int aborted_between_collectives;
 
 /* One step; 1 when it completed on a healthy communicator with the right sum. */
