@@ -16,17 +16,23 @@ static void classify_python(failure_verdict *v)
     failure__classify(&e, v);
 }
 
+/* The facts both tests report: rank 1's failure at step 36 in generation 2. */
+static agent_failure_facts rank_1_at_step_36(void)
+{
+    return (agent_failure_facts){ .generation = 2,
+                                  .rank = 1,
+                                  .local_rank = 1,
+                                  .step = 36,
+                                  .exit_code = 1,
+                                  .cause_rank = -1,
+                                  .max_restarts = 10 };
+}
+
 TEST(agent_failure_report_console_lines)
 {
     failure_verdict v;
     classify_python(&v);
-    agent_failure_facts f = { .generation = 2,
-                              .rank = 1,
-                              .local_rank = 1,
-                              .step = 36,
-                              .exit_code = 1,
-                              .cause_rank = -1,
-                              .max_restarts = 10 };
+    agent_failure_facts f = rank_1_at_step_36();
     failure_policy_result r = { .decision = FD_RESTART, .rule = FR_BUDGET };
     snprintf(r.why, sizeof r.why, "user code: restart 1 of 10");
     char line[1024];
@@ -57,13 +63,7 @@ TEST(agent_failure_report_event_fields)
 {
     failure_verdict v;
     classify_python(&v);
-    agent_failure_facts f = { .generation = 2,
-                              .rank = 1,
-                              .local_rank = 1,
-                              .step = 36,
-                              .exit_code = 1,
-                              .cause_rank = -1,
-                              .max_restarts = 10 };
+    agent_failure_facts f = rank_1_at_step_36();
     failure_policy_result r = { .decision = FD_STOP_BUG, .rule = FR_REPEAT, .budget_used = 1 };
     snprintf(r.why, sizeof r.why, "the same \"error\" twice");
     char path[4096];
