@@ -113,10 +113,13 @@ static void survives_a_killed_rank(bool abort_hook)
     long first = json_int(faulty.events, "\"event\":\"steps_started\"", "step");
     ASSERT(agreed >= 10); /* a step past generation 1's first (disk: every 10) */
     ASSERT(first >= agreed && first <= agreed + 1);
-    /* ... and redid at most one step (from disk: at most the 10 since its last save). */
+    /* ... and redid at most one step (from disk: the 10 since its last save,
+     * and the 10 before when the save the kill interrupted was still in
+     * flight: disk saves are asynchronous; under TSan a run passed 10). */
     for (int rank = 0; rank < 3; rank++) {
         ASSERT_EQ(done_field(&faulty, rank, "steps"), 150);
-        ASSERT(done_field(&faulty, rank, "redone") <= (abort_hook ? 10 : 1));
+        long redone = done_field(&faulty, rank, "redone");
+        if (redone > (abort_hook ? 20 : 1)) FAIL("rank %d redid %ld steps", rank, redone);
     }
     if (abort_hook) { /* a survivor's step failed, and the loop waited for the generation's end
                        * (both, unless the abort came in the microseconds between a step's
