@@ -167,6 +167,9 @@ void nccl__watch_clear(elastic_nccl_comm *c);
 /* Stops in-flight work now (revoke when a shrink can follow, else abort);
  * callable from any thread. `why` goes to the log. */
 int nccl__abort(elastic_nccl_comm *c, const char *why);
+/* The watchdog's abort after its report: only of the build it found faulted,
+ * never of the next generation's that the trainer may be building by then. */
+int nccl__abort_faulted(elastic_nccl_comm *c, const char *why);
 int nccl__rebuild(elastic_nccl_comm *c);
 void nccl__hooks_add(elastic_nccl_comm *c);
 void nccl__hooks_remove(elastic_nccl_comm *c);

@@ -16,9 +16,18 @@
 #define REVOKE_QUIESCE_MS \
     10000 /* how long a revoked communicator may take to settle before shrink */
 
-int nccl__abort(elastic_nccl_comm *c, const char *why)
+/* only_faulted: the watchdog's abort, which comes after its report and so may
+ * come late: by then the agent's abort may have stopped the faulted build and
+ * the trainer may be building the next generation's, which must live. It acts
+ * only while the build it found faulted is still the one in the handle (finish
+ * clears faulted for a new build). */
+static int abort_comm(elastic_nccl_comm *c, const char *why, bool only_faulted)
 {
     pthread_mutex_lock(&c->lock);
+    if (only_faulted && !(c->faulted && c->state == NCCL__STATE_READY)) {
+        pthread_mutex_unlock(&c->lock);
+        return 0;
+    }
     void *nccl = c->nccl;
     bool revoke = false;
     if (c->state == NCCL__STATE_READY && c->api->comm_revoke != NULL &&
@@ -52,6 +61,16 @@ int nccl__abort(elastic_nccl_comm *c, const char *why)
                   revoke ? "revoked" : "aborted", (unsigned long long)(elastic__now_ms() - started),
                   why);
     return 0;
+}
+
+int nccl__abort(elastic_nccl_comm *c, const char *why)
+{
+    return abort_comm(c, why, false);
+}
+
+int nccl__abort_faulted(elastic_nccl_comm *c, const char *why)
+{
+    return abort_comm(c, why, true);
 }
 
 ELASTIC_EXTERN int elastic_nccl_comm_abort(elastic_nccl_comm *comm)

@@ -93,7 +93,8 @@ static void one_line(char *text)
 }
 
 /* Tells the agent, then aborts: the report is one local write, the abort may
- * take NCCL a while. Called without the lock. */
+ * take NCCL a while. Called without the lock, so the agent's answer to the
+ * report (its own abort, then the next generation) may overtake this abort. */
 static void raise_fault(elastic_nccl_comm *c, nccl__fault *fault)
 {
     one_line(fault->reason);
@@ -106,7 +107,7 @@ static void raise_fault(elastic_nccl_comm *c, nccl__fault *fault)
              fault->waited_ms, elastic__now_ns());
     if (worker__report_fault(c->worker, payload) != 0)
         ELASTIC_LOG_W("nccl", "the fault was not reported to the agent: %s", elastic_last_error());
-    nccl__abort(c, fault->probe);
+    nccl__abort_faulted(c, fault->probe);
 }
 
 /* Checks NCCL's async error (under the lock). true: a fault was found. */
