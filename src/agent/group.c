@@ -390,6 +390,27 @@ static void ask_health_gate(agent_group *group, step_context *ctx)
     step(group, &in, &gate);
 }
 
+/* The machine's input for news from the rendezvous. */
+static agent_input change_input(const agent_group *group, const elastic_rdzv_cause *cause)
+{
+    return (agent_input){ .kind = AGENT_IN_MEMBERSHIP_CHANGE,
+                          .cause_kind = cause->kind,
+                          .generation = cause->generation,
+                          .about_me = strcmp(cause->node_id, group->job.node_id) == 0 };
+}
+
+/* The news held while next() formed the generation it is about: now that it
+ * runs here, the news goes in as it would have, had it come now (the workers
+ * GENERATION_FORMED just started stop again). */
+static void replay_change(agent_group *group)
+{
+    ELASTIC_LOG_I("agent", "generation %llu ended while it was forming here: %s",
+                  (unsigned long long)group->held_change.generation, group->held_change.reason);
+    elastic_rdzv_cause cause = group->held_change;
+    agent_input in = change_input(group, &cause);
+    step(group, &in, &(step_context){ .cause = &cause });
+}
+
 /* One action, as the machine asked. */
 static void perform(agent_group *group, const agent_action *a, step_context *ctx)
 {
@@ -414,6 +435,8 @@ static void perform(agent_group *group, const agent_action *a, step_context *ctx
         break;
     case AGENT_ACT_GENERATION_STOPPED: generation_stopped(group); break;
     case AGENT_ACT_FENCED: fenced(group, ctx->cause); break;
+    case AGENT_ACT_HOLD_CHANGE: group->held_change = *ctx->cause; break;
+    case AGENT_ACT_REPLAY_CHANGE: replay_change(group); break;
     case AGENT_ACT_STEP_ASIDE_UNHEALTHY: agent__health_step_aside(group, ctx->reason); break;
     case AGENT_ACT_STEP_ASIDE_DIVERGED: agent__health_step_aside(group, ctx->reason); break;
     case AGENT_ACT_NO_FAILURE: group->clock.failure_ms = 0; break;
@@ -559,10 +582,7 @@ static void on_event(agent_group *group, const agent_group_event *ev)
         break;
     case AGENT_GROUP_ABORT_ACKED: in.kind = AGENT_IN_ABORT_ACKED; break;
     case AGENT_GROUP_MEMBERSHIP_CHANGE:
-        in = (agent_input){ .kind = AGENT_IN_MEMBERSHIP_CHANGE,
-                            .cause_kind = ev->cause.kind,
-                            .generation = ev->cause.generation,
-                            .about_me = strcmp(ev->cause.node_id, group->job.node_id) == 0 };
+        in = change_input(group, &ev->cause);
         ctx.cause = &ev->cause;
         break;
     case AGENT_GROUP_STOP_REQUEST:

@@ -159,6 +159,8 @@ typedef struct agent_group {
     agent_machine m;
 
     elastic_rdzv_result current;
+    /* The news HOLD_CHANGE kept while next() formed its generation (group.c). */
+    elastic_rdzv_cause held_change;
     agent_worker *workers;
     int nworkers;
 

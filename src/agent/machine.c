@@ -58,6 +58,7 @@ static const char *const action_names[AGENT_ACT_KINDS] = {
     [AGENT_ACT_GENERATION_ENDED] = "generation_ended", [AGENT_ACT_STOP_WORKERS] = "stop_workers",
     [AGENT_ACT_KILL_WORKERS] = "kill_workers", [AGENT_ACT_KEEP_SURVIVOR] = "keep_survivor",
     [AGENT_ACT_GENERATION_STOPPED] = "generation_stopped", [AGENT_ACT_FENCED] = "fenced",
+    [AGENT_ACT_HOLD_CHANGE] = "hold_change", [AGENT_ACT_REPLAY_CHANGE] = "replay_change",
     [AGENT_ACT_STEP_ASIDE_UNHEALTHY] = "step_aside_unhealthy",
     [AGENT_ACT_STEP_ASIDE_DIVERGED] = "step_aside_diverged",
     [AGENT_ACT_NO_FAILURE] = "no_failure", [AGENT_ACT_QUARANTINE] = "quarantine",
@@ -256,6 +257,8 @@ static bool awaits_spare(const agent_machine *m, const agent_input *in)
 /* RENDEZVOUS x next() back: RUNNING, or the job ends here. */
 static void rendezvous_finished(agent_machine *m, const agent_input *in, agent_actions *out)
 {
+    bool replay = in->rc == 0 && m->held_change == in->generation;
+    m->held_change = 0;
     if (m->stop_signal != 0) { /* SIGTERM arrived while we waited */
         if (in->rc == 0) {
             m->generation = in->generation;
@@ -274,6 +277,7 @@ static void rendezvous_finished(agent_machine *m, const agent_input *in, agent_a
         m->rejoining = m->stepped_aside_unhealthy = m->quarantined_failing = false;
         m->awaiting_spare = awaits_spare(m, in);
         act(out, AGENT_ACT_GENERATION_FORMED)->wait_spare = m->awaiting_spare;
+        if (replay) act(out, AGENT_ACT_REPLAY_CHANGE); /* it ended before we could run it */
         return;
     }
     /* Every member of the job's last generation finished while we waited (a
@@ -327,6 +331,17 @@ static void on_rendezvous(agent_machine *m, const agent_input *in, agent_actions
         break;
     case AGENT_IN_STOP_REQUEST: /* next() blocks on its thread: no workers to stop */
         end_now(m, out, 128 + m->stop_signal, AGENT_END_STOPPED, AGENT_SUMMARY_STOPPED_IN_RDZV);
+        break;
+    case AGENT_IN_MEMBERSHIP_CHANGE:
+        /* News about a generation newer than ours is about the one next() is
+         * forming: the rendezvous made us a member, and the generation ended
+         * (a member lost, our own fence) while the call still runs (its job
+         * store attach, the memory tier's plan). Dropping it would start
+         * workers for a generation nobody ends again: kept for NEXT's return. */
+        if (in->generation > m->generation) {
+            m->held_change = in->generation;
+            act(out, AGENT_ACT_HOLD_CHANGE);
+        }
         break;
     default: break;
     }

@@ -159,6 +159,8 @@ typedef enum agent_action_kind {
     AGENT_ACT_KEEP_SURVIVOR,      /* in-process recovery: the acknowledging worker stays */
     AGENT_ACT_GENERATION_STOPPED, /* every worker stopped: timers, last SIGKILL, event */
     AGENT_ACT_FENCED,             /* this node lost its lease: event, console */
+    AGENT_ACT_HOLD_CHANGE,        /* news about the generation next() is forming: keep its cause */
+    AGENT_ACT_REPLAY_CHANGE,      /* ... it formed: feed the kept news in now, as if it came now */
     AGENT_ACT_STEP_ASIDE_UNHEALTHY, /* a fatal round while running: ask to step aside */
     AGENT_ACT_STEP_ASIDE_DIVERGED, /* this node's replica diverged: step aside as if unhealthy */
     AGENT_ACT_NO_FAILURE,         /* our own eviction: the next start is no restart of ours */
@@ -224,6 +226,7 @@ typedef struct agent_machine {
     bool stop_for_failure; /* STOPPING for a worker's failure, here or elsewhere */
     bool held;            /* STOPPING: every worker stopped, the rejoin waits for DECIDED */
     bool awaiting_spare;  /* RUNNING: a dead slot waits for a starting spare (SPARE_PARKED) */
+    uint64_t held_change; /* RENDEZVOUS: news came about this generation before next() gave it */
     agent_call_kind ending_call; /* ENDING: the last call in flight */
     int ending_exit_code;
     agent_end_status ending_status;

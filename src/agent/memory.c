@@ -11,6 +11,7 @@
 #include "agent/calls.h"
 #include "agent/console.h"
 #include "agent/journal_events.h"
+#include "agent/membership.h"
 #include "channel/channel.h"
 #include "common/text.h"
 #include "replica/replica.h"
@@ -172,6 +173,17 @@ static void replica_name(const char *node_id, char *out, size_t cap)
     if (i == 0 || out[0] == '.') snprintf(out, cap, "node");
 }
 
+/* The generation next() just gave us has ended already (a member lost): its
+ * other members' records may never come. */
+static bool generation_ended(void *user)
+{
+    agent_next_call *call = user;
+    elastic_rdzv *rdzv = agent__membership_handle(call->membership);
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
+    return rdzv != NULL && elastic_rdzv_watch(rdzv, 0, &cause) == 0 &&
+           cause.generation == call->result.generation;
+}
+
 void agent__memory_sync(agent_next_call *call)
 {
     if (call->memory == NULL) return;
@@ -195,7 +207,9 @@ void agent__memory_sync(agent_next_call *call)
                            .first_rank = (uint32_t)g->rank_base,
                            .local_ranks = (uint32_t)g->local_world_size,
                            .job_world = (uint32_t)g->world_size,
-                           .disk_dir = call->opts->memory_disk_dir };
+                           .disk_dir = call->opts->memory_disk_dir,
+                           .ended = generation_ended,
+                           .ended_user = call };
     call->memory_rc = replica__sync_generation(store, &in, out);
     if (call->memory_rc != 0)
         ELASTIC_LOG_W("agent",

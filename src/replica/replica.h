@@ -354,6 +354,11 @@ typedef struct replica_sync_in {
     uint32_t job_world;
     const char *disk_dir;             /* a shared disk tier to count in, or NULL */
     int timeout_ms;                   /* for the other nodes' records; default 30000 */
+    /* Whether the generation has ended meanwhile (a member was lost): the
+     * wait for the other nodes' records then gives up at once, not after
+     * timeout_ms, as a lost member never publishes one. NULL: not asked. */
+    bool (*ended)(void *user);
+    void *ended_user;
 } replica_sync_in;
 
 /* Decodes one node's record as another node's store gave it (bounded,

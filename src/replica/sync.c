@@ -28,6 +28,7 @@
 #define MAX_HISTORY_LINES   256u
 #define MAX_HISTORY_BYTES   (MAX_HISTORY_LINES * 64u)
 #define MAX_NODES           4096
+#define SYNC_ENDED_CHECK_MS 200 /* how often a wait for records asks whether the generation ended */
 
 typedef struct node_record {
     replica_peer peer;
@@ -509,7 +510,19 @@ static int read_records(elastic_store *store, const replica_sync_in *in, node_re
         snprintf(key, sizeof key, "memtier/g%" PRIu64 "/node/%zu", in->generation, i);
         void *value = NULL;
         size_t len = 0;
-        rc = elastic_store_get(store, key, elastic__ms_left(deadline), &value, &len);
+        /* In slices when the caller can say the generation ended. */
+        for (;;) {
+            int left = elastic__ms_left(deadline);
+            int slice =
+                in->ended != NULL && left > SYNC_ENDED_CHECK_MS ? SYNC_ENDED_CHECK_MS : left;
+            rc = elastic_store_get(store, key, slice, &value, &len);
+            if (rc != ELASTIC_ETIMEDOUT || slice == left) break;
+            if (in->ended(in->ended_user))
+                return elastic__fail(ELASTIC_ECANCELED,
+                                     "generation %" PRIu64
+                                     " ended while waiting for node %zu's record",
+                                     in->generation, i);
+        }
         if (rc == 0 && len > MAX_RECORD_BYTES) rc = bad_record((int)i, "too large");
         if (rc == 0) rc = decode_record(value, len, (int)i, &records[i]);
         elastic_free(value);

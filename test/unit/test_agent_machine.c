@@ -176,6 +176,10 @@ static void fenced_twice(agent_machine *m)
 {
     m->fenced_count = 2;
 }
+static void news_of_6_held(agent_machine *m)
+{
+    m->held_change = 6; /* generation 6 ended while next() was forming it */
+}
 
 #define A(...) { __VA_ARGS__, END_OF_ACTIONS }
 #define NONE   { END_OF_ACTIONS }
@@ -239,6 +243,13 @@ static const machine_case cases[] = {
       A(AGENT_ACT_SAY_UNHEALTHY, AGENT_ACT_BEGIN_ENDING), AGENT_ENDING },
     { "rendezvous_health_round_not_asked_for", AGENT_RENDEZVOUS, gating,
       { .kind = AGENT_IN_HEALTH, .gate_done = false, .fatal = true }, NONE, AGENT_RENDEZVOUS },
+    { "rendezvous_news_of_the_forming_generation_is_held", AGENT_RENDEZVOUS, NULL,
+      CHANGE(ELASTIC_RDZV_NODE_LOST, 6, false), A(AGENT_ACT_HOLD_CHANGE), AGENT_RENDEZVOUS },
+    { "rendezvous_news_of_the_last_generation_is_ignored", AGENT_RENDEZVOUS, NULL,
+      CHANGE(ELASTIC_RDZV_NODE_LOST, 5, false), NONE, AGENT_RENDEZVOUS },
+    { "rendezvous_formed_after_its_end_replays_the_news", AGENT_RENDEZVOUS, news_of_6_held,
+      CALL_BACK(AGENT_CALL_NEXT, 0), A(AGENT_ACT_GENERATION_FORMED, AGENT_ACT_REPLAY_CHANGE),
+      AGENT_RUNNING },
     /* RUNNING */
     { "running_health_fatal_steps_aside", AGENT_RUNNING, NULL,
       { .kind = AGENT_IN_HEALTH, .fatal = true }, A(AGENT_ACT_STEP_ASIDE_UNHEALTHY), AGENT_RUNNING },
@@ -790,6 +801,52 @@ TEST(agent_machine_failure_after_the_end_elsewhere_is_decided)
     ASSERT_EQ(m.state, AGENT_STOPPING); /* one answer still out */
     agent__machine_step(&m, &(agent_input){ .kind = AGENT_IN_DECIDED }, &out);
     ASSERT_EQ(m.state, AGENT_RENDEZVOUS);
+}
+
+/* The chaos soak's generation 35: a member was lost while the others' next()
+ * still ran (its memory-tier plan waited on the lost member); the news came
+ * before the call was back. It is held, and once the generation runs here
+ * it ends it, as news arriving a moment later would have. */
+static void hold_then_form(agent_machine *m, const agent_input *news, uint64_t formed)
+{
+    agent_actions out;
+    *m = machine_in(AGENT_RENDEZVOUS);
+    agent__machine_step(m, news, &out);
+    agent_input back = CALL_BACK(AGENT_CALL_NEXT, 0);
+    back.generation = formed;
+    agent__machine_step(m, &back, &out);
+    ASSERT_EQ(m->state, AGENT_RUNNING);
+    ASSERT_EQ(m->held_change, 0u);
+    ASSERT_EQ(out.at[0].kind, AGENT_ACT_GENERATION_FORMED);
+    ASSERT_EQ(out.count, formed == news->generation ? 2 : 1);
+    m->running = 2; /* the workers GENERATION_FORMED started */
+}
+
+TEST(agent_machine_news_during_the_rendezvous_ends_the_generation_once_formed)
+{
+    agent_machine m;
+    agent_actions out;
+    agent_input lost = CHANGE(ELASTIC_RDZV_NODE_LOST, 6, false);
+    hold_then_form(&m, &lost, 6);
+    agent__machine_step(&m, &lost, &out); /* what REPLAY_CHANGE feeds in */
+    ASSERT_EQ(m.state, AGENT_STOPPING);
+    ASSERT_EQ(out.at[0].kind, AGENT_ACT_GENERATION_ENDED);
+    ASSERT_EQ(out.at[1].kind, AGENT_ACT_STOP_WORKERS);
+    ASSERT(!m.stop_for_failure); /* a lost node: no decision of ours to wait for */
+
+    /* Our own fence in that window counts as a fence once it is replayed. */
+    agent_input fence = CHANGE(ELASTIC_RDZV_FENCED, 6, true);
+    hold_then_form(&m, &fence, 6);
+    agent__machine_step(&m, &fence, &out);
+    ASSERT(m.fenced);
+    ASSERT_EQ(m.fenced_count, 1);
+    ASSERT_EQ(m.state, AGENT_STOPPING);
+    ASSERT_EQ(out.at[out.count - 1].kind, AGENT_ACT_KILL_WORKERS);
+
+    /* News of a generation next() did not give us (it ended that one itself
+     * and formed the next) is not replayed. */
+    hold_then_form(&m, &lost, 7);
+    ASSERT_EQ(m.generation, 7u);
 }
 
 /* ---- the docs' table and these cases agree ------------------------------------------------ */
