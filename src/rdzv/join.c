@@ -235,8 +235,13 @@ static int join_round(elastic_rdzv *r, uint64_t round, uint64_t *deadline, rdzv_
     if (slot < 1 || slot > INT32_MAX / 2)
         return elastic__fail(ELASTIC_ECORRUPT, "rdzv: bad count in round %" PRIu64, round);
     at->slot = (int)slot;
-    if (ptr.open_round == round + 1 && slot > ptr.prev_sealed) {
-        /* Sealed just before our add: not in it. */
+    if (ptr.open_round > round + 1 || (ptr.open_round == round + 1 && slot > ptr.prev_sealed)) {
+        /* Sealed just before our add (or long before: a member whose
+         * generation ended while it was slow to rejoin guessed a round the
+         * others sealed without it, and more after it): not in it. Our
+         * record is not written yet, so no sealer could have admitted us;
+         * waiting in that round would cost three keep-alive timeouts and
+         * then void a round its members already forgot. */
         if (at->recorded) delete_record(r, round, (int)slot);
         a->outcome = RDZV__EXCLUDED;
         return 0;

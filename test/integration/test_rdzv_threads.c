@@ -172,6 +172,59 @@ static void fail_generation(rdzv_node *node, int rank, int exit_code)
     ASSERT_OK(elastic_rdzv_end_generation(node->rdzv, &cause));
 }
 
+/* A member slow to rejoin after its generation ended (its workers slow to
+ * stop) guesses the next round, which the others sealed without it, and one
+ * more after that. Found in the chaos soak's etcd history: the node joined
+ * the long-sealed round, waited three keep-alive timeouts in it, then voided
+ * it again. It must see at once that the round is past and join the open
+ * one: a newcomer there ends the running generation, which has room, at
+ * once. */
+TEST(rdzv_member_that_rejoins_late_skips_rounds_sealed_without_it)
+{
+    rdzv_env env;
+    rdzv_env_start(&env);
+    elastic_rdzv_opts o;
+    rdzv_node nodes[3];
+    rdzv_test_opts(&o, &env, "late", 2, 3);
+    o.max_restarts = 5;
+    o.last_call_timeout_ms = 200;
+    rdzv_nodes_open(nodes, 3, &o);
+    rdzv_nodes_form(nodes, 3, 15000);
+    elastic_rdzv_cause cause = { .struct_size = sizeof cause };
+    /* Generations 2 and 3 form without node 2, which is slow to rejoin. */
+    for (int round = 0; round < 2; round++) {
+        fail_generation(&nodes[0], 0, 1);
+        for (int i = 0; i < 2; i++) {
+            ASSERT_OK(elastic_rdzv_watch(nodes[i].rdzv, test_scaled_ms(10000), &cause));
+            rdzv_node_join(&nodes[i]);
+        }
+        for (int i = 0; i < 2; i++) rdzv_node_expect_joined(&nodes[i], 15000);
+        ASSERT_EQ(nodes[0].result.group_world_size, 2);
+    }
+    ASSERT_EQ(nodes[0].result.generation, 3u);
+    ASSERT_OK(elastic_rdzv_watch(nodes[2].rdzv, 0, &cause)); /* generation 1 ended for it too */
+    uint64_t asked = rdzv_test_now_ms();
+    rdzv_node_join(&nodes[2]);
+    /* Generation 3 has room: the newcomer in round 4 ends it. A node that
+     * first waited in round 2 would end it only after three keep-alive
+     * timeouts (3 s here). */
+    ASSERT_OK(elastic_rdzv_watch(nodes[0].rdzv, test_scaled_ms(10000), &cause));
+    uint64_t took = rdzv_test_now_ms() - asked;
+    ASSERT_EQ(cause.kind, ELASTIC_RDZV_NODES_WAITING);
+    if (took > (uint64_t)test_scaled_ms(1000))
+        FAIL("the late member ended generation 3 after %llu ms (it waited in round 2)",
+             (unsigned long long)took);
+    for (int i = 0; i < 2; i++) {
+        if (i == 1) ASSERT_OK(elastic_rdzv_watch(nodes[1].rdzv, test_scaled_ms(10000), &cause));
+        rdzv_node_join(&nodes[i]);
+    }
+    for (int i = 0; i < 3; i++) rdzv_node_expect_joined(&nodes[i], 15000);
+    ASSERT_EQ(nodes[2].result.generation, 4u);
+    ASSERT_EQ(nodes[2].result.group_world_size, 3);
+    rdzv_nodes_close(nodes, 3);
+    rdzv_env_stop(&env);
+}
+
 TEST(rdzv_restart_budget_is_shared_by_the_whole_job)
 {
     rdzv_env env;
