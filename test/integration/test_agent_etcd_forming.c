@@ -18,7 +18,7 @@
 #include "support/elasticrun_args.h"
 #include "support/etcd_fixture.h"
 #include "support/rdzv_fixture.h"
-#include "rdzv/backend.h"
+#include "support/rdzv_await_key.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -43,22 +43,6 @@ static void await_count(rdzv__backend *b, const char *key, long want, int timeou
     while (read_count(b, key) < want) {
         if (etcd_fixture_now_ms() > deadline)
             FAIL("%s below %ld after %d ms", key, want, timeout_ms);
-        struct timespec pause = { 0, 20 * 1000000L };
-        nanosleep(&pause, NULL);
-    }
-}
-
-static void await_key(rdzv__backend *b, const char *key, int timeout_ms)
-{
-    uint64_t deadline = etcd_fixture_now_ms() + (uint64_t)test_scaled_ms(timeout_ms);
-    for (;;) {
-        void *value = NULL;
-        size_t len = 0;
-        int rc = b->ops->get(b, key, &value, &len);
-        elastic_free(value);
-        if (rc == 0) return;
-        if (rc != ELASTIC_ENOTFOUND) FAIL("get %s: %s", key, elastic_last_error());
-        if (etcd_fixture_now_ms() > deadline) FAIL("%s missing after %d ms", key, timeout_ms);
         struct timespec pause = { 0, 20 * 1000000L };
         nanosleep(&pause, NULL);
     }
@@ -147,7 +131,7 @@ TEST_TIMEOUT(agent_etcd_a_member_lost_while_the_generation_forms_ends_it, 180)
     ASSERT_EQ(member.result.group_rank, 2);
     /* The store host published: the agents are in their memory-tier plan,
      * which waits for this member's record. */
-    await_key(b, "r/1/store", 30000);
+    rdzv_await_key(b, "r/1/store", true, 30000);
     uint64_t left_at = wall_ms();
     rdzv_node_close(&member); /* its lease revoked: the generation loses a member */
 

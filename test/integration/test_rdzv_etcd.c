@@ -7,7 +7,7 @@
  */
 #include "support/etcd_fixture.h"
 #include "support/rdzv_fixture.h"
-#include "rdzv/backend.h"
+#include "support/rdzv_await_key.h"
 
 #include <pthread.h>
 
@@ -392,25 +392,6 @@ TEST_TIMEOUT(rdzv_etcd_forms_and_reforms_after_a_lost_node, 90)
     etcd_cluster_stop(&c);
 }
 
-/* Waits until key exists (present) or is gone (!present). */
-static void await_key(rdzv__backend *b, const char *key, bool present, int timeout_ms)
-{
-    uint64_t deadline = etcd_fixture_now_ms() + (uint64_t)test_scaled_ms(timeout_ms);
-    for (;;) {
-        void *value = NULL;
-        size_t len = 0;
-        int rc = b->ops->get(b, key, &value, &len);
-        elastic_free(value);
-        if (rc == 0 && present) return;
-        if (rc == ELASTIC_ENOTFOUND && !present) return;
-        if (rc != 0 && rc != ELASTIC_ENOTFOUND) FAIL("get %s: %s", key, elastic_last_error());
-        if (etcd_fixture_now_ms() > deadline)
-            FAIL("%s still %s after %d ms", key, present ? "missing" : "there", timeout_ms);
-        struct timespec pause = { 0, 20 * 1000000L };
-        nanosleep(&pause, NULL);
-    }
-}
-
 /* A node that etcd stops answering while it waits in a round (cut off, a
  * member restarting) does not give up the job: once etcd answers it joins
  * again, as a new member whose old record is gone, and the generation forms
@@ -428,7 +409,7 @@ TEST_TIMEOUT(rdzv_etcd_a_node_etcd_stops_answering_while_it_waits_joins_once_etc
     o.etcd_timeout_ms = 500; /* a request to the frozen etcd fails within it */
     rdzv_nodes_open(nodes, 2, &o);
     rdzv_node_join(&nodes[0]);
-    await_key(observer, "r/1/n/1/rec", true, 20000); /* node 0 waits in round 1 for node 1 */
+    rdzv_await_key(observer, "r/1/n/1/rec", true, 20000); /* node 0 waits in round 1 for node 1 */
     /* Frozen past the lease's TTL and a check period plus a request's
      * deadline: node 0's next check fails and its lease lapses. A fault
      * lasts a while: nothing to wait on. */
@@ -441,7 +422,7 @@ TEST_TIMEOUT(rdzv_etcd_a_node_etcd_stops_answering_while_it_waits_joins_once_etc
     kill(c.m[0].pid, SIGCONT);
     /* Its lapsed lease's record goes (node 0 revokes it, or etcd expires
      * it) before node 1 comes: no round may count node 0 twice. */
-    await_key(observer, "r/1/n/1/rec", false, 20000);
+    rdzv_await_key(observer, "r/1/n/1/rec", false, 20000);
     rdzv_node_join(&nodes[1]);
     rdzv_node_expect_joined(&nodes[0], 30000);
     rdzv_node_expect_joined(&nodes[1], 30000);
