@@ -71,16 +71,6 @@ static pid_t spawn_agent(const etcd_cluster *c, int i, char *events, size_t even
     return elasticrun_args_spawn(&cmd, NULL, name);
 }
 
-/* An integer field of a journal line ("ts_ms":123). */
-static long long json_int(const char *line, const char *key)
-{
-    char pattern[64];
-    snprintf(pattern, sizeof pattern, "\"%s\":", key);
-    const char *at = strstr(line, pattern);
-    if (at == NULL) FAIL("no %s in %s", key, line);
-    return strtoll(at + strlen(pattern), NULL, 10);
-}
-
 /* What an agent said (its stderr) and journaled, for a failure's message. */
 static const char *story(int i, const char *events)
 {
@@ -155,7 +145,9 @@ TEST_TIMEOUT(agent_etcd_a_member_lost_while_the_generation_forms_ends_it, 180)
             FAIL("agent %d: generation 1 did not end:\n%s", i, story(i, events[i]));
         if (!agent_harness_nth_line(events[i], two, 0, line, sizeof line))
             FAIL("agent %d: no generation of two:\n%s", i, story(i, events[i]));
-        long long took = json_int(line, "ts_ms") - (long long)left_at;
+        long long formed_at = agent_harness_json_int(line, "ts_ms");
+        ASSERT(formed_at > 0);
+        long long took = formed_at - (long long)left_at;
         printf("# agent %d: member left -> generation of two formed in %lld ms\n", i, took);
         /* The plan's wait gives up when the generation ends, not after 30 s. */
         if (took > test_scaled_ms(15000))

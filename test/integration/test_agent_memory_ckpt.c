@@ -44,15 +44,6 @@ static void no_tier_left(void)
         if (tier_left(spawned[i])) FAIL("agent %d left its tier in /dev/shm", (int)spawned[i]);
 }
 
-/* "key":<integer> in a JSON line; -1 without it. */
-static long json_int(const char *line, const char *key)
-{
-    char pattern[64];
-    snprintf(pattern, sizeof pattern, "\"%s\":", key);
-    const char *at = strstr(line, pattern);
-    return at != NULL ? strtol(at + strlen(pattern), NULL, 10) : -1;
-}
-
 static char *run(const char *name, bool kill_one, char *events, size_t events_cap)
 {
     char dir[512], ckpt[600], result[600];
@@ -155,7 +146,7 @@ static long wait_memory_step(const char *events, long min_step, int timeout_ms)
         long newest = -1;
         char line[2048];
         for (int i = 0; agent_harness_nth_line(events, saved, i, line, sizeof line); i++) {
-            long step = json_int(line, "step");
+            long step = agent_harness_json_int(line, "step");
             if (step > newest) newest = step;
         }
         if (newest >= min_step || elastic__ms_left(deadline) == 0) return newest;
@@ -196,7 +187,7 @@ TEST_TIMEOUT(agent_memory_ckpt_agent_restart_loses_its_memory_and_restores_from_
     char line[2048];
     ASSERT_EQ(agent_harness_wait_lines(events2, restored, 1, 1000), 1);
     ASSERT(agent_harness_nth_line(events2, restored, 0, line, sizeof line));
-    long step = json_int(line, "step");
+    long step = agent_harness_json_int(line, "step");
     if (step <= 0 || step % 40 != 0) FAIL("restored step %ld: %s", step, line);
     char console[600], said_text[64];
     snprintf(console, sizeof console, "%s/restart-2.err", test_tmpdir());
@@ -350,7 +341,8 @@ static int restored_steps(const char *events, long generation, long *steps, int 
     char line[2048];
     int n = 0;
     for (int i = 0; n < max && agent_harness_nth_line(events, restored, i, line, sizeof line); i++)
-        if (json_int(line, "generation") == generation) steps[n++] = json_int(line, "step");
+        if (agent_harness_json_int(line, "generation") == generation)
+            steps[n++] = agent_harness_json_int(line, "step");
     return n;
 }
 
@@ -360,7 +352,8 @@ static long newest_generation(const char *events)
     char line[2048];
     long newest = -1;
     for (int i = 0; agent_harness_nth_line(events, restored, i, line, sizeof line); i++)
-        if (json_int(line, "generation") > newest) newest = json_int(line, "generation");
+        if (agent_harness_json_int(line, "generation") > newest)
+            newest = agent_harness_json_int(line, "generation");
     return newest;
 }
 
@@ -488,7 +481,7 @@ TEST_TIMEOUT(agent_memory_ckpt_plan_counts_the_trainers_newer_disk_step, 180)
             char *text = agent_harness_read_file(events[i]);
             FAIL("node %d: no restore plan for generation 2: %s", i, text ? text : "");
         }
-        if (json_int(line, "step") != 21)
+        if (agent_harness_json_int(line, "step") != 21)
             FAIL("node %d: the plan is not disk step 21: %s", i, line);
         ASSERT_EQ(agent_harness_wait_lines(events[i], restored, 1, 0), 1);
     }

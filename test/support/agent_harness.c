@@ -192,6 +192,14 @@ long agent_harness_line_field(const char *line, const char *key)
     return at != NULL ? strtol(at + strlen(pattern), NULL, 10) : -1;
 }
 
+long long agent_harness_json_int(const char *line, const char *key)
+{
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    const char *at = strstr(line, pattern);
+    return at != NULL ? strtoll(at + strlen(pattern), NULL, 10) : -1;
+}
+
 bool agent_harness_process_alive(pid_t pid)
 {
     char path[64], stat[512];

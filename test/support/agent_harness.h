@@ -30,6 +30,8 @@ int agent_harness_wait_lines(const char *path, const char *const *needles, int c
                              int timeout_ms);
 /* The value of "key=" in a report line ("pid=123 ..." -> 123), or -1. */
 long agent_harness_line_field(const char *line, const char *key);
+/* The value of "key":<integer> in a JSON line (an event log's), or -1. */
+long long agent_harness_json_int(const char *line, const char *key);
 /* The n-th (0-based) line of `path` containing every needle, into out. */
 bool agent_harness_nth_line(const char *path, const char *const *needles, int n, char *out,
                             size_t size);
