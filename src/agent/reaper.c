@@ -295,9 +295,17 @@ static _Noreturn void reaper_main(int fd, const char *cgroup_dir, const char *ru
             len = 0;
         }
     }
+    /* With a cgroup, cgroup.kill below ends every process the workers left,
+     * whatever group it is in: the groups are not signalled by number then.
+     * A group is told gone only when its slot's next worker starts, so a
+     * worker that exited long ago leaves its number here; once its group is
+     * empty the kernel may give that number to an unrelated process that
+     * leads a group of its own, which a kill(-number) would end (the test
+     * suite lost unrelated tests to it). Without a cgroup the groups are all
+     * there is to go by. */
     if (cgroup_dir[0] == '\0')
         kill_descendants();
-    else
+    else if (reaper_spare_cgroup)
         for (int i = 0; i < REAPER_MAX_GROUPS; i++)
             if (reaper_groups[i] > 1) kill(-reaper_groups[i], SIGKILL);
     if (cgroup_dir[0] != '\0' && !reaper_spare_cgroup) {
