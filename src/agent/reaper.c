@@ -3,9 +3,9 @@
  * reaper process, forked at start, holds the read end of a pipe whose write
  * end only the agent has (close-on-exec): the agent writes "+pgid"/"-pgid" as
  * workers come and go; when the agent dies, however it dies, the kernel closes
- * the pipe, and the reaper kills every worker process group, kills the
- * workers' cgroup v2 (cgroup.kill: also the descendants that left the group
- * with setsid) when the agent could create one, removes the agent's run
+ * the pipe, and the reaper kills the workers' cgroup v2 (cgroup.kill: also
+ * the descendants that left the group with setsid) when the agent could
+ * create one, else every worker process group, removes the agent's run
  * directory, and exits. Independent of how workers are spawned: the agent
  * moves itself into that cgroup once the reaper is forked, so every child is
  * born inside it (no race with a worker that forks at once), and moves back
